@@ -1,0 +1,136 @@
+"""Shared vocabulary of the precision-curve methods.
+
+Every curve method (random baseline, LogStrat, PAULA, AdaStrat) works on a ranked list of
+``size`` items (ranks are 1-based, rank 1 is the most confident item) and exposes three operations:
+
+* ``plan(size, known)`` -> ranks (sorted, unique, int64) that need a label now, given the labels
+  already known.  An empty array means the method has all it needs.
+* ``estimate(size, known)`` -> :class:`CurveEstimate` from the labels known so far.
+* ``run(ranked, oracle)`` -> :class:`CurveEstimate` after looping plan -> oracle -> plan until the
+  plan is empty (for simulations).
+
+``known`` is a :class:`Labels` object: parallel arrays of ranks and 0/1 labels.  Methods never
+allocate an array of length ``size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+#: A labelling function: 1-based ranks (int64 array) -> labels in {0, 1} (same length).
+Oracle = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Labels known for some ranks of one ranked list (sorted by rank, unique)."""
+
+    ranks: np.ndarray
+    labels: np.ndarray
+
+    def __post_init__(self) -> None:
+        ranks = np.asarray(self.ranks, dtype=np.int64)
+        labels = np.asarray(self.labels, dtype=np.float64)
+        if ranks.shape != labels.shape or ranks.ndim != 1:
+            raise ValueError("ranks and labels must be 1-d arrays of the same length")
+        order = np.argsort(ranks, kind="stable")
+        ranks, labels = ranks[order], labels[order]
+        if ranks.size and np.any(np.diff(ranks) == 0):
+            raise ValueError("a rank is labelled twice")
+        if ranks.size and ranks[0] < 1:
+            raise ValueError("ranks are 1-based")
+        object.__setattr__(self, "ranks", ranks)
+        object.__setattr__(self, "labels", labels)
+
+    @classmethod
+    def empty(cls) -> Labels:
+        return cls(np.empty(0, np.int64), np.empty(0, np.float64))
+
+    def __len__(self) -> int:
+        return int(self.ranks.size)
+
+    def merge(self, ranks: np.ndarray, labels: np.ndarray) -> Labels:
+        """These labels plus new ones (new ranks must not be labelled already)."""
+        return Labels(
+            np.concatenate([self.ranks, np.asarray(ranks, np.int64)]),
+            np.concatenate([self.labels, np.asarray(labels, np.float64)]),
+        )
+
+    def missing(self, ranks: np.ndarray) -> np.ndarray:
+        """The subset of ``ranks`` (unique, sorted) that has no label yet."""
+        ranks = np.unique(np.asarray(ranks, np.int64))
+        return ranks[~np.isin(ranks, self.ranks)]
+
+    def lookup(self, ranks: np.ndarray) -> np.ndarray:
+        """Labels at ``ranks``; raises KeyError when one is missing."""
+        ranks = np.asarray(ranks, np.int64)
+        pos = np.searchsorted(self.ranks, ranks)
+        pos = np.minimum(pos, max(self.ranks.size - 1, 0))
+        if self.ranks.size == 0 or np.any(self.ranks[pos] != ranks):
+            raise KeyError("some ranks have no label")
+        return self.labels[pos]
+
+
+@dataclass(frozen=True)
+class CurveEstimate:
+    """A precision curve p(r) known at knot ranks, as step values between knots.
+
+    ``precision[k]`` is the estimate at ``ranks[k]``; ``lower``/``upper`` are the bounds or
+    interval ends at the same ranks (``nan`` where the method gives none).  ``kind`` says what
+    the bounds are: ``"bound"`` (guaranteed under the method's assumption), ``"interval"``
+    (holds with probability ≥ 1 − δ) or ``"envelope"``.  ``queried`` are the ranks at which
+    the method evaluated p (marked in plots and CSVs); ``annotations`` is the number of distinct
+    labels used; ``flags`` are human-readable warnings (e.g. a detected monotonicity violation).
+    """
+
+    method: str
+    size: int
+    ranks: np.ndarray
+    precision: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    kind: str
+    guarantee: str
+    queried: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    annotations: int = 0
+    flags: tuple[str, ...] = ()
+
+    def at(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(precision, lower, upper) at arbitrary ranks by the step rule of the method.
+
+        Values are held constant from one knot up to the next knot (right-continuous steps);
+        ranks below the first knot take the first knot's values.
+        """
+        ranks = np.asarray(ranks, np.int64)
+        idx = np.searchsorted(self.ranks, ranks, side="right") - 1
+        idx = np.clip(idx, 0, self.ranks.size - 1)
+        return self.precision[idx], self.lower[idx], self.upper[idx]
+
+
+class CurveMethod(Protocol):
+    """What every curve method offers (see the module docstring)."""
+
+    name: str
+
+    def plan(self, size: int, known: Labels) -> np.ndarray: ...
+
+    def estimate(self, size: int, known: Labels) -> CurveEstimate: ...
+
+    def run(self, size: int, oracle: Oracle) -> CurveEstimate: ...
+
+
+def run_to_completion(
+    method: CurveMethod, size: int, oracle: Oracle, max_rounds: int = 10_000
+) -> CurveEstimate:
+    """Loop plan -> oracle -> plan until the plan is empty; then estimate."""
+    known = Labels.empty()
+    for _ in range(max_rounds):
+        need = known.missing(method.plan(size, known))
+        if need.size == 0:
+            return method.estimate(size, known)
+        known = known.merge(need, np.asarray(oracle(need), np.float64))
+    raise RuntimeError(f"{method.name} did not finish planning in {max_rounds} rounds")
