@@ -1,0 +1,207 @@
+"""``task.toml``: the optional settings of a task bundle (label vocabulary, merging, matching)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from receval.errors import BundleError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+LABEL_CATEGORIES = ("correct", "wrong", "inexact", "ignore")
+DEFAULT_LABELS: dict[str, tuple[str, ...]] = {
+    "correct": ("C", "correct", "1", "true", "yes"),
+    "wrong": ("W", "wrong", "0", "false", "no"),
+    "inexact": ("X", "inexact"),
+    "ignore": ("I", "ignore"),
+}
+INEXACT_POLICIES = ("wrong", "correct", "ignore")
+MERGE_RULES = ("majority", "any-correct", "unanimous")
+TIE_POLICIES = ("half", "wrong", "correct", "unjudged")
+
+
+@dataclass(frozen=True)
+class Matching:
+    """How answers are normalised into facts (``[matching]``)."""
+
+    strip: bool = True
+    collapse_whitespace: bool = True
+    casefold: bool = True
+    unicode: str | None = None  # "NFC" | "NFKC" | None
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The parsed ``task.toml`` (every field has the documented default)."""
+
+    name: str = ""
+    labels: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_LABELS))
+    inexact_policy: str = "wrong"
+    merge_rule: str = "majority"
+    tie_policy: str = "half"
+    matching: Matching = field(default_factory=Matching)
+    universe_size: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def label_map(self) -> dict[str, str]:
+        """Case-folded raw label -> category (correct, wrong, inexact, ignore)."""
+        out: dict[str, str] = {}
+        for category in LABEL_CATEGORIES:
+            for value in self.labels.get(category, ()):
+                out[str(value).strip().casefold()] = category
+        return out
+
+    def category_value(self) -> dict[str, float]:
+        """Category -> label value in [0, 1]; NaN means the annotation is ignored."""
+        nan = float("nan")
+        inexact = {"wrong": 0.0, "correct": 1.0, "ignore": nan}[self.inexact_policy]
+        return {"correct": 1.0, "wrong": 0.0, "inexact": inexact, "ignore": nan}
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=", re.MULTILINE)
+    match = pattern.search(text)
+    return text[: match.start()].count("\n") + 1 if match else None
+
+
+def load_config(path: Path, default_name: str) -> TaskConfig:
+    """Parse ``task.toml`` at ``path`` (absent file: defaults with ``name = default_name``)."""
+    if not path.is_file():
+        return TaskConfig(name=default_name)
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        match = re.search(r"line (\d+)", msg)
+        line = int(match.group(1)) if match else None
+        raise BundleError(path, line, f"invalid TOML: {msg}") from None
+
+    def fail(key: str, message: str) -> BundleError:
+        return BundleError(path, _line_of(text, key), message)
+
+    known_top = {"name", "labels", "matching", "merge", "universe"}
+    for key in raw:
+        if key not in known_top:
+            raise fail(key, f"unknown setting {key!r} (known: {', '.join(sorted(known_top))})")
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise fail("name", "name must be a non-empty string")
+
+    labels = dict(DEFAULT_LABELS)
+    inexact_policy = "wrong"
+    section = raw.get("labels", {})
+    if not isinstance(section, dict):
+        raise fail("labels", "[labels] must be a table")
+    for key, value in section.items():
+        if key == "inexact_policy":
+            if value not in INEXACT_POLICIES:
+                raise fail(
+                    key,
+                    f"inexact_policy must be one of {', '.join(INEXACT_POLICIES)}, not {value!r}",
+                )
+            inexact_policy = value
+        elif key in LABEL_CATEGORIES:
+            if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
+                raise fail(key, f"labels.{key} must be a list of strings")
+            labels[key] = tuple(str(v) for v in value)
+        else:
+            raise fail(key, f"unknown [labels] key {key!r}")
+    seen: dict[str, str] = {}
+    for category, values in labels.items():
+        for v in values:
+            folded = v.strip().casefold()
+            if folded in seen and seen[folded] != category:
+                raise fail(
+                    category, f"label {v!r} is listed both as {seen[folded]} and as {category}"
+                )
+            seen[folded] = category
+
+    merge = raw.get("merge", {})
+    if not isinstance(merge, dict):
+        raise fail("merge", "[merge] must be a table")
+    rule = merge.get("rule", "majority")
+    if rule not in MERGE_RULES:
+        raise fail("rule", f"merge rule must be one of {', '.join(MERGE_RULES)}, not {rule!r}")
+    tie = merge.get("tie", "half")
+    if tie not in TIE_POLICIES:
+        raise fail("tie", f"merge tie policy must be one of {', '.join(TIE_POLICIES)}, not {tie!r}")
+    for key in merge:
+        if key not in ("rule", "tie"):
+            raise fail(key, f"unknown [merge] key {key!r}")
+
+    m = raw.get("matching", {})
+    if not isinstance(m, dict):
+        raise fail("matching", "[matching] must be a table")
+    kwargs: dict[str, Any] = {}
+    for key, value in m.items():
+        if key in ("strip", "collapse_whitespace", "casefold"):
+            if not isinstance(value, bool):
+                raise fail(key, f"matching.{key} must be true or false")
+            kwargs[key] = value
+        elif key == "unicode":
+            if value not in ("NFC", "NFKC", "none"):
+                raise fail(key, "matching.unicode must be NFC, NFKC or none")
+            kwargs[key] = None if value == "none" else value
+        else:
+            raise fail(key, f"unknown [matching] key {key!r}")
+
+    universe = raw.get("universe", {})
+    if not isinstance(universe, dict):
+        raise fail("universe", "[universe] must be a table")
+    size = universe.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
+        raise fail("size", "universe.size must be a positive integer")
+    for key in universe:
+        if key != "size":
+            raise fail(key, f"unknown [universe] key {key!r}")
+
+    return TaskConfig(
+        name=name.strip(),
+        labels=labels,
+        inexact_policy=inexact_policy,
+        merge_rule=rule,
+        tie_policy=tie,
+        matching=Matching(**kwargs),
+        universe_size=size,
+        raw=raw,
+    )
+
+
+def dump_config(config: TaskConfig) -> str:
+    """``task.toml`` text for ``config`` (only the settings that differ from the defaults)."""
+
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [f"name = {q(config.name)}"]
+    label_lines = []
+    for category in LABEL_CATEGORIES:
+        if config.labels.get(category) != DEFAULT_LABELS[category]:
+            label_lines.append(f"{category} = [{', '.join(q(v) for v in config.labels[category])}]")
+    if config.inexact_policy != "wrong":
+        label_lines.append(f"inexact_policy = {q(config.inexact_policy)}")
+    if label_lines:
+        lines += ["", "[labels]", *label_lines]
+    if config.merge_rule != "majority" or config.tie_policy != "half":
+        lines += ["", "[merge]", f"rule = {q(config.merge_rule)}", f"tie = {q(config.tie_policy)}"]
+    m = config.matching
+    if m != Matching():
+        lines += [
+            "",
+            "[matching]",
+            f"strip = {str(m.strip).lower()}",
+            f"collapse_whitespace = {str(m.collapse_whitespace).lower()}",
+            f"casefold = {str(m.casefold).lower()}",
+            f"unicode = {q(m.unicode or 'none')}",
+        ]
+    if config.universe_size is not None:
+        lines += ["", "[universe]", f"size = {config.universe_size}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,71 @@
+"""Writing task bundles (importers and the simulator use this); reading is :func:`receval.task.load_task`."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from receval.config import TaskConfig, dump_config
+from receval.formats.tables import write_table
+
+#: Bundle tables in the order they are written, with their required columns.
+BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
+    "queries": ("query_id",),
+    "runs": ("system", "query_id", "answer"),
+    "judgments": ("query_id", "answer", "label"),
+    "samples": ("sample", "system", "query_id", "answer", "prob"),
+    "exhaustive_units": ("unit",),
+    "exhaustive": ("unit", "query_id", "answer"),
+    "truth": ("query_id", "answer", "label"),
+}
+
+
+def write_bundle(
+    out: Path | str,
+    tables: dict[str, pd.DataFrame],
+    config: TaskConfig | None = None,
+    *,
+    overwrite: bool = False,
+    suffix: str = ".tsv",
+) -> Path:
+    """Write a bundle directory atomically: built in a temporary sibling, then renamed into place.
+
+    ``tables`` maps a bundle table name (see :data:`BUNDLE_TABLES`) to its frame.  An existing
+    non-empty ``out`` is refused unless ``overwrite`` is set (then it is replaced as a whole, only
+    after the new bundle is complete).
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty (use --overwrite to replace it)")
+    for name, frame in tables.items():
+        if name not in BUNDLE_TABLES:
+            raise ValueError(f"unknown bundle table {name!r}")
+        missing = [c for c in BUNDLE_TABLES[name] if c not in frame.columns]
+        if missing:
+            raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        if config is not None:
+            (tmp / "task.toml").write_text(dump_config(config), encoding="utf-8")
+        for name in BUNDLE_TABLES:
+            if name in tables:
+                write_table(tmp / f"{name}{suffix}", tables[name])
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            if old.exists():
+                shutil.rmtree(old)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,192 @@
+"""Annotator votes -> one label per fact; every disagreement is reported, nothing is dropped.
+
+A label belongs to the *fact* (``query_id`` + normalised answer), not to the system that output
+it, so every system that output the fact shares it: annotations are reused across systems.
+
+Rules (``[merge] rule`` in ``task.toml``):
+
+* ``majority``: correct when more non-ignored votes say correct than wrong, wrong when fewer;
+  a tie is decided by ``[merge] tie``: ``half`` (label 0.5, the default: the fact counts half
+  correct in every estimator), ``wrong``, ``correct`` or ``unjudged`` (the fact stays unlabelled).
+* ``any-correct``: correct when at least one vote says correct.
+* ``unanimous``: correct only when every vote says correct.
+
+Votes are the annotation values after the ``[labels]`` vocabulary and the inexact policy;
+ignored annotations do not vote.  The conflicts table lists every fact whose votes disagree
+(``kind`` = ``tie`` or ``disagreement``), every fact whose annotations name two equivalence classes
+(``kind`` = ``equivalence-class``), and facts whose every annotation was ignored
+(``kind`` = ``all-ignored``), with the votes and the decision taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+CONFLICT_COLUMNS = ["fact", "query_id", "answer", "kind", "votes", "decision"]
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Merged labels.
+
+    Attributes
+    ----------
+    labels : Series indexed by fact id, label value in {0, 0.5, 1} (0.5 only for ties under the
+        ``half`` policy).  Facts without a usable vote are absent.
+    votes : one row per annotated fact: ``fact, query_id, answer, correct, wrong, ignored,
+        equivalence_class, decision``.
+    conflicts : ``fact, query_id, answer, kind, votes, decision`` (see module docstring).
+    """
+
+    labels: pd.Series
+    votes: pd.DataFrame
+    conflicts: pd.DataFrame
+
+    @property
+    def equivalence_class(self) -> pd.Series:
+        """Fact id -> equivalence class (empty string when none was given)."""
+        return self.votes.set_index("fact")["equivalence_class"]
+
+
+def _decide(correct: np.ndarray, wrong: np.ndarray, rule: str, tie: str) -> np.ndarray:
+    """Label per fact from vote counts (NaN = no label)."""
+    votes = correct + wrong
+    out = np.full(correct.shape, np.nan)
+    if rule == "majority":
+        out[correct > wrong] = 1.0
+        out[wrong > correct] = 0.0
+        is_tie = (correct == wrong) & (votes > 0)
+        out[is_tie] = {"half": 0.5, "wrong": 0.0, "correct": 1.0, "unjudged": np.nan}[tie]
+    elif rule == "any-correct":
+        out[votes > 0] = 0.0
+        out[correct > 0] = 1.0
+    elif rule == "unanimous":
+        out[votes > 0] = 0.0
+        out[(correct > 0) & (wrong == 0)] = 1.0
+    else:
+        raise ValueError(f"unknown merge rule {rule!r}")
+    return out
+
+
+def _describe(value: float) -> str:
+    if np.isnan(value):
+        return "unjudged"
+    return {1.0: "correct", 0.0: "wrong", 0.5: "half (tie)"}[float(value)]
+
+
+def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "half") -> MergeResult:
+    """Merge annotations into one label per fact.
+
+    Parameters
+    ----------
+    judgments : frame with ``fact, query_id, answer, value`` (1 correct, 0 wrong, NaN ignored) and
+        ``equivalence_class`` (empty string when absent).
+    rule, tie : see the module docstring.
+    """
+    if judgments.empty:
+        empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in CONFLICT_COLUMNS})
+        votes = pd.DataFrame(
+            {
+                "fact": pd.Series([], dtype=np.int64),
+                "query_id": pd.Series([], dtype=object),
+                "answer": pd.Series([], dtype=object),
+                "correct": pd.Series([], dtype=np.int64),
+                "wrong": pd.Series([], dtype=np.int64),
+                "ignored": pd.Series([], dtype=np.int64),
+                "equivalence_class": pd.Series([], dtype=object),
+                "decision": pd.Series([], dtype=float),
+            }
+        )
+        return MergeResult(pd.Series([], dtype=float, name="label"), votes, empty)
+    value = judgments["value"].to_numpy(dtype=float)
+    frame = pd.DataFrame(
+        {
+            "fact": judgments["fact"].to_numpy(),
+            "correct": (value == 1.0).astype(np.int64),
+            "wrong": (value == 0.0).astype(np.int64),
+            "ignored": np.isnan(value).astype(np.int64),
+        }
+    )
+    counts = frame.groupby("fact")[["correct", "wrong", "ignored"]].sum()
+    first = judgments.drop_duplicates("fact").set_index("fact")[["query_id", "answer"]]
+    counts = counts.join(first)
+
+    cls = judgments["equivalence_class"].astype(str)
+    named = judgments.loc[(cls != "") & (cls != "0"), ["fact"]].assign(
+        cls=cls[(cls != "") & (cls != "0")]
+    )
+    classes = named.drop_duplicates().groupby("fact")["cls"].agg(lambda s: sorted(s))
+    counts["equivalence_class"] = ""
+    counts.loc[classes.index, "equivalence_class"] = classes.map(lambda v: v[0]).to_numpy()
+
+    c = counts["correct"].to_numpy()
+    w = counts["wrong"].to_numpy()
+    decision = _decide(c, w, rule, tie)
+    counts["decision"] = decision
+    votes = counts.reset_index()[
+        [
+            "fact",
+            "query_id",
+            "answer",
+            "correct",
+            "wrong",
+            "ignored",
+            "equivalence_class",
+            "decision",
+        ]
+    ]
+
+    vote_text = (
+        "correct="
+        + counts["correct"].astype(str)
+        + " wrong="
+        + counts["wrong"].astype(str)
+        + " ignored="
+        + counts["ignored"].astype(str)
+    )
+    decided = pd.Series([_describe(v) for v in decision], index=counts.index)
+    parts = []
+    tie_mask = (c == w) & (c > 0)
+    disagree = (c > 0) & (w > 0) & ~tie_mask
+    all_ignored = (c + w) == 0
+    for mask, kind in ((tie_mask, "tie"), (disagree, "disagreement"), (all_ignored, "all-ignored")):
+        if mask.any():
+            sub = counts[mask]
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "fact": sub.index.to_numpy(),
+                        "query_id": sub["query_id"].to_numpy(),
+                        "answer": sub["answer"].to_numpy(),
+                        "kind": kind,
+                        "votes": vote_text[mask].to_numpy(),
+                        "decision": decided[mask].to_numpy(),
+                    }
+                )
+            )
+    multi = classes[classes.map(len) > 1]
+    if len(multi):
+        sub = counts.loc[multi.index]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "fact": multi.index.to_numpy(),
+                    "query_id": sub["query_id"].to_numpy(),
+                    "answer": sub["answer"].to_numpy(),
+                    "kind": "equivalence-class",
+                    "votes": ["classes=" + ",".join(v) for v in multi],
+                    "decision": [f"class {v[0]} (first in sort order)" for v in multi],
+                }
+            )
+        )
+    if parts:
+        conflicts = pd.concat(parts, ignore_index=True).sort_values(
+            ["fact", "kind"], ignore_index=True
+        )
+    else:
+        conflicts = pd.DataFrame({col: pd.Series([], dtype=object) for col in CONFLICT_COLUMNS})
+    labels = counts["decision"].dropna().rename("label")
+    return MergeResult(labels=labels, votes=votes, conflicts=conflicts)

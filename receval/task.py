@@ -1,0 +1,611 @@
+"""A task bundle, loaded and validated: :class:`Task` and :func:`load_task`.
+
+Data flow: the bundle's files are read as string tables (:mod:`receval.formats.tables`), checked
+column by column here, answers are normalised into **facts** (``query_id`` + normalised answer,
+numbered ``fact`` 0..F-1 over everything the bundle mentions), labels are mapped through the
+``[labels]`` vocabulary, and annotator votes are merged into one label per fact
+(:mod:`receval.merge`).  Every problem raises :class:`~receval.errors.BundleError` naming the file
+and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from receval.config import Matching, TaskConfig, load_config
+from receval.errors import BundleError
+from receval.formats.tables import LINE, TABLE_SUFFIXES, find_table, read_table
+
+__all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
+
+_SEP = "\x1f"
+
+
+def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
+    """Normalise answer strings per ``[matching]`` (vectorised; the fact key uses the result)."""
+    out = answers.astype(str)
+    if matching.unicode:
+        form = matching.unicode
+        out = out.map(lambda s: unicodedata.normalize(form, s))
+    if matching.collapse_whitespace:
+        out = out.str.replace(r"\s+", " ", regex=True)
+    if matching.strip:
+        out = out.str.strip()
+    if matching.casefold:
+        out = out.str.casefold()
+    return out
+
+
+@dataclass
+class Task:
+    """A validated task bundle as pandas frames (see ARCHITECTURE.md, "Task bundle v1").
+
+    Attributes
+    ----------
+    queries : ``query_id, weight`` (+ extra columns), one row per query.
+    outputs : one row per (system, fact): ``system, team, query_id, answer`` (normalised),
+        ``answer_raw``, ``score`` (NaN when absent), ``provenance``, ``fact``, ``copies``
+        (how many input rows were collapsed into this one).
+    raw_outputs : every input row of the runs, before collapsing duplicates (official scoring
+        needs them): ``system, query_id, answer, answer_raw, score, provenance, fact, _file, _line``.
+    facts : one row per fact id: ``query_id, answer, in_pool`` (output by some system),
+        ``systems`` (how many systems output it).
+    judgments : one row per annotation: ``query_id, answer, fact, label_raw, category, value``
+        (1, 0, NaN = ignored), ``annotator``, ``sample``, ``equivalence_class``, ``_file``, ``_line``.
+    samples : the recorded sampling design (may be empty): ``sample, system, query_id, answer,
+        fact, prob, draw, stratum, _line``.
+    exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``.
+    truth : ``query_id, answer, fact, value`` or None.
+    """
+
+    root: Path
+    config: TaskConfig
+    queries: pd.DataFrame
+    outputs: pd.DataFrame
+    raw_outputs: pd.DataFrame
+    facts: pd.DataFrame
+    judgments: pd.DataFrame
+    samples: pd.DataFrame
+    exhaustive_units: pd.DataFrame
+    exhaustive: pd.DataFrame
+    truth: pd.DataFrame | None
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @cached_property
+    def systems(self) -> list[str]:
+        return sorted(self.outputs["system"].unique().tolist())
+
+    @cached_property
+    def teams(self) -> dict[str, str]:
+        """system -> team."""
+        pairs = self.outputs.drop_duplicates("system")[["system", "team"]]
+        return dict(zip(pairs["system"], pairs["team"], strict=True))
+
+    @cached_property
+    def merged(self):  # -> receval.merge.MergeResult
+        """One label per judged fact (:func:`receval.merge.merge_labels`)."""
+        from receval.merge import merge_labels
+
+        return merge_labels(self.judgments, self.config.merge_rule, self.config.tie_policy)
+
+    @property
+    def labels(self) -> pd.Series:
+        """Merged label value (0..1) per judged fact id (facts with only ignored votes absent)."""
+        return self.merged.labels
+
+    @cached_property
+    def duplicate_rows(self) -> int:
+        """Input run rows collapsed because the system output the same fact again."""
+        return int(len(self.raw_outputs) - len(self.outputs))
+
+    def checksums(self) -> dict[str, str]:
+        """SHA-256 of every input file (for the run card)."""
+        out = {}
+        for _, path in sorted(self.files.items()):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[str(path.relative_to(self.root))] = digest
+        return out
+
+    def summary(self) -> dict[str, int | str]:
+        """The counts ``receval validate`` prints."""
+        merged = self.merged
+        return {
+            "task": self.name,
+            "systems": len(self.systems),
+            "teams": int(self.outputs["team"].nunique()),
+            "queries": len(self.queries),
+            "outputs": len(self.outputs),
+            "duplicate output rows collapsed": self.duplicate_rows,
+            "distinct facts output": int(self.facts["in_pool"].sum()),
+            "judgments": len(self.judgments),
+            "judged facts": len(merged.labels),
+            "judged facts output by a system": int(
+                self.facts["in_pool"].reindex(merged.labels.index).sum()
+            ),
+            "annotators": int(self.judgments["annotator"].replace("", np.nan).nunique()),
+            "conflicts": len(merged.conflicts),
+            "sample draws": len(self.samples),
+            "samples": int(self.samples["sample"].nunique()),
+            "exhaustive units": len(self.exhaustive_units),
+            "exhaustive facts": int(self.exhaustive["fact"].nunique()),
+            "truth": "yes" if self.truth is not None else "no",
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        have = ", ".join(c for c in frame.columns if c != LINE) or "none"
+        raise BundleError(
+            path, 1, f"missing required column(s) {', '.join(missing)} (header has: {have})"
+        )
+
+
+def _nonempty(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> None:
+    for col in columns:
+        values = frame[col].astype(str).str.strip()
+        bad = values == ""
+        if bad.any():
+            line = int(frame.loc[bad, LINE].iloc[0])
+            raise BundleError(path, line, f"empty value in required column {col!r}")
+        frame[col] = values
+
+
+def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> pd.Series:
+    text = frame[col].astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != "", None), errors="coerce")
+    bad = values.isna() & (text != "")
+    bad |= np.isinf(values.fillna(0.0))
+    if not allow_empty:
+        bad |= text == ""
+    if bad.any():
+        i = bad.to_numpy().nonzero()[0][0]
+        raise BundleError(
+            path,
+            int(frame[LINE].iloc[i]),
+            f"column {col!r}: {text.iloc[i]!r} is not a finite number",
+        )
+    return values.astype(float)
+
+
+def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
+    unknown = ~frame["query_id"].isin(known)
+    if unknown.any():
+        i = unknown.to_numpy().nonzero()[0][0]
+        raise BundleError(
+            path,
+            int(frame[LINE].iloc[i]),
+            f"query_id {frame['query_id'].iloc[i]!r} is not in queries ({int(unknown.sum())} such rows)",
+        )
+
+
+def _read_queries(root: Path, files: dict[str, Path]) -> pd.DataFrame:
+    path = find_table(root, "queries")
+    if path is None:
+        raise BundleError(
+            root / "queries.tsv",
+            None,
+            "missing file: a bundle needs queries.tsv (the query universe)",
+        )
+    files["queries"] = path
+    frame = read_table(path)
+    _require(frame, path, ("query_id",))
+    if frame.empty:
+        raise BundleError(path, 2, "no queries: the file has a header but no rows")
+    _nonempty(frame, path, ("query_id",))
+    dup = frame["query_id"].duplicated()
+    if dup.any():
+        i = dup.to_numpy().nonzero()[0][0]
+        raise BundleError(
+            path, int(frame[LINE].iloc[i]), f"duplicate query_id {frame['query_id'].iloc[i]!r}"
+        )
+    if "weight" in frame.columns:
+        w = _numbers(frame, path, "weight", allow_empty=False)
+        if (w <= 0).any():
+            i = (w <= 0).to_numpy().nonzero()[0][0]
+            raise BundleError(path, int(frame[LINE].iloc[i]), "column 'weight' must be > 0")
+        frame["weight"] = w
+    else:
+        frame["weight"] = 1.0
+    return frame.drop(columns=[LINE]).reset_index(drop=True)
+
+
+def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
+    single = find_table(root, "runs")
+    folder = root / "runs"
+    if single is not None and folder.is_dir():
+        raise BundleError(
+            single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
+        )
+    parts = []
+    if single is not None:
+        files["runs"] = single
+        frame = read_table(single)
+        _require(frame, single, ("system", "query_id", "answer"))
+        frame["_file"] = str(single)
+        parts.append(frame)
+    elif folder.is_dir():
+        paths = sorted(
+            p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES and p.is_file()
+        )
+        if not paths:
+            raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
+        for path in paths:
+            files[f"runs/{path.name}"] = path
+            frame = read_table(path)
+            _require(frame, path, ("query_id", "answer"))
+            if "system" in frame.columns:
+                other = frame["system"].astype(str).str.strip() != path.stem
+                if other.any():
+                    i = other.to_numpy().nonzero()[0][0]
+                    raise BundleError(
+                        path,
+                        int(frame[LINE].iloc[i]),
+                        f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
+                    )
+            frame["system"] = path.stem
+            frame["_file"] = str(path)
+            if frame.empty:
+                raise BundleError(path, 2, "no outputs: the file has a header but no rows")
+            parts.append(frame)
+    else:
+        raise BundleError(
+            root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
+        )
+    frame = pd.concat(parts, ignore_index=True)
+    if frame.empty:
+        raise BundleError(single or folder, 2, "no outputs: the file has a header but no rows")
+    return frame
+
+
+def _attach_facts(frames: list[tuple[pd.DataFrame, str]], matching: Matching) -> pd.DataFrame:
+    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts."""
+    keys = []
+    for frame, _ in frames:
+        frame["answer_raw"] = frame["answer"]
+        frame["answer"] = normalize_answers(frame["answer"], matching)
+        keys.append(frame["query_id"] + _SEP + frame["answer"])
+    allkeys = pd.concat(keys, ignore_index=True) if keys else pd.Series([], dtype=str)
+    codes, uniques = pd.factorize(allkeys, sort=True)
+    start = 0
+    for (frame, _), k in zip(frames, keys, strict=True):
+        frame["fact"] = codes[start : start + len(k)].astype(np.int64)
+        start += len(k)
+    split = pd.Series(uniques).str.split(_SEP, n=1, expand=True)
+    facts = (
+        pd.DataFrame({"query_id": split[0], "answer": split[1]})
+        if len(uniques)
+        else pd.DataFrame(
+            {"query_id": pd.Series([], dtype=str), "answer": pd.Series([], dtype=str)}
+        )
+    )
+    facts.index.name = "fact"
+    return facts
+
+
+def load_task(root: Path | str) -> Task:
+    """Load and validate the bundle directory ``root`` (raises BundleError on bad input)."""
+    root = Path(root)
+    if not root.exists():
+        raise BundleError(root, None, "no such task bundle (directory not found)")
+    if not root.is_dir():
+        raise BundleError(root, None, "a task bundle is a directory")
+    files: dict[str, Path] = {}
+    toml = root / "task.toml"
+    if toml.is_file():
+        files["task.toml"] = toml
+    config = load_config(toml, default_name=root.resolve().name)
+    matching = config.matching
+
+    queries = _read_queries(root, files)
+    known = set(queries["query_id"])
+
+    runs = _read_runs(root, files)
+    for path_str, part in runs.groupby("_file", sort=False):
+        path = Path(path_str)
+        _nonempty(part, path, ("system", "query_id", "answer"))
+        runs.loc[part.index, ["system", "query_id", "answer"]] = part[
+            ["system", "query_id", "answer"]
+        ]
+        _check_queries_known(part, path, known)
+        if "score" in part.columns:
+            runs.loc[part.index, "score"] = _numbers(part, path, "score", allow_empty=True)
+    if "score" not in runs.columns:
+        runs["score"] = np.nan
+    runs["score"] = runs["score"].astype(float)
+    for col in ("team", "provenance"):
+        if col not in runs.columns:
+            runs[col] = ""
+        runs[col] = runs[col].fillna("").astype(str).str.strip()
+    runs["team"] = runs["team"].where(runs["team"] != "", runs["system"])
+    teams = runs.groupby("system")["team"].nunique()
+    if (teams > 1).any():
+        system = teams[teams > 1].index[0]
+        part = runs[runs["system"] == system]
+        first = part["team"].iloc[0]
+        i = (part["team"] != first).to_numpy().nonzero()[0][0]
+        raise BundleError(
+            Path(part["_file"].iloc[i]),
+            int(part[LINE].iloc[i]),
+            f"system {system!r} is given two teams",
+        )
+
+    frames: list[tuple[pd.DataFrame, str]] = [(runs, "runs")]
+    judgments = _read_judgments(root, files, config, known)
+    frames.append((judgments, "judgments"))
+    samples = _read_samples(root, files, known)
+    frames.append((samples, "samples"))
+    units, exhaustive = _read_exhaustive(root, files, known)
+    frames.append((exhaustive, "exhaustive"))
+    truth = _read_truth(root, files, config, known)
+    if truth is not None:
+        frames.append((truth, "truth"))
+    facts = _attach_facts(frames, matching)
+    if truth is not None:
+        truth = _dedupe_truth(truth, files["truth"])
+
+    # collapse duplicate outputs: keep the max score, count the copies
+    runs["_order"] = np.arange(len(runs))
+    grouped = runs.sort_values(["score", "_order"], ascending=[False, True], na_position="last")
+    first = grouped.drop_duplicates(["system", "fact"], keep="first")
+    copies = runs.groupby(["system", "fact"]).size().rename("copies")
+    outputs = first.join(copies, on=["system", "fact"]).sort_values("_order")
+    keep = [
+        "system",
+        "team",
+        "query_id",
+        "answer",
+        "answer_raw",
+        "score",
+        "provenance",
+        "fact",
+        "copies",
+    ]
+    extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
+    outputs = outputs[keep + extra].reset_index(drop=True)
+    raw_outputs = runs.drop(columns=["_order"]).reset_index(drop=True)
+
+    pool = outputs.groupby("fact")["system"].nunique()
+    facts["in_pool"] = False
+    facts.loc[pool.index, "in_pool"] = True
+    facts["systems"] = 0
+    facts.loc[pool.index, "systems"] = pool.to_numpy()
+
+    _check_samples_against_outputs(samples, outputs, files.get("samples"))
+
+    return Task(
+        root=root,
+        config=config,
+        queries=queries,
+        outputs=outputs,
+        raw_outputs=raw_outputs,
+        facts=facts,
+        judgments=judgments.reset_index(drop=True),
+        samples=samples.reset_index(drop=True),
+        exhaustive_units=units,
+        exhaustive=exhaustive.reset_index(drop=True),
+        truth=truth,
+        files=files,
+    )
+
+
+def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
+    mapping = config.label_map()
+    raw = frame["label"].astype(str).str.strip()
+    category = raw.str.casefold().map(mapping)
+    bad = category.isna()
+    if bad.any():
+        i = bad.to_numpy().nonzero()[0][0]
+        vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))
+        raise BundleError(
+            path, int(frame[LINE].iloc[i]), f"unknown label {raw.iloc[i]!r} (known labels: {vocab})"
+        )
+    values = config.category_value()
+    frame["label_raw"] = raw
+    frame["category"] = category
+    frame["value"] = category.map(values).astype(float)
+
+
+def _read_judgments(
+    root: Path, files: dict[str, Path], config: TaskConfig, known: set[str]
+) -> pd.DataFrame:
+    path = find_table(root, "judgments")
+    cols = [
+        "query_id",
+        "answer",
+        "label_raw",
+        "category",
+        "value",
+        "annotator",
+        "sample",
+        "equivalence_class",
+    ]
+    if path is None:
+        empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        empty["value"] = empty["value"].astype(float)
+        empty["_file"] = pd.Series([], dtype=object)
+        empty[LINE] = pd.Series([], dtype="int64")
+        return empty
+    files["judgments"] = path
+    frame = read_table(path)
+    _require(frame, path, ("query_id", "answer", "label"))
+    _nonempty(frame, path, ("query_id", "answer", "label"))
+    _check_queries_known(frame, path, known)
+    _labels(frame, path, config)
+    for col in ("annotator", "sample", "equivalence_class"):
+        if col not in frame.columns:
+            frame[col] = ""
+        frame[col] = frame[col].astype(str).str.strip()
+    frame["_file"] = str(path)
+    extra = [c for c in frame.columns if c not in cols and c not in ("label", "_file", LINE)]
+    return frame[cols + extra + ["_file", LINE]]
+
+
+def _prob(frame: pd.DataFrame, path: Path) -> pd.Series:
+    p = _numbers(frame, path, "prob", allow_empty=False)
+    bad = (p <= 0) | (p > 1)
+    if bad.any():
+        i = bad.to_numpy().nonzero()[0][0]
+        raise BundleError(path, int(frame[LINE].iloc[i]), f"prob {p.iloc[i]!r} is outside (0, 1]")
+    return p
+
+
+def _read_samples(root: Path, files: dict[str, Path], known: set[str]) -> pd.DataFrame:
+    path = find_table(root, "samples")
+    cols = ["sample", "system", "query_id", "answer", "prob", "draw", "stratum"]
+    if path is None:
+        empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        empty["prob"] = empty["prob"].astype(float)
+        empty[LINE] = pd.Series([], dtype="int64")
+        return empty
+    files["samples"] = path
+    frame = read_table(path)
+    _require(frame, path, ("sample", "system", "query_id", "answer", "prob"))
+    _nonempty(frame, path, ("sample", "system", "query_id", "answer"))
+    _check_queries_known(frame, path, known)
+    frame["prob"] = _prob(frame, path)
+    if "draw" not in frame.columns:
+        frame["draw"] = ""
+    if "stratum" not in frame.columns:
+        frame["stratum"] = ""
+    frame["draw"] = frame["draw"].astype(str).str.strip()
+    frame["stratum"] = frame["stratum"].astype(str).str.strip()
+    return frame[[*cols, LINE]]
+
+
+def _check_samples_against_outputs(
+    samples: pd.DataFrame, outputs: pd.DataFrame, path: Path | None
+) -> None:
+    if samples.empty or path is None:
+        return
+    systems = set(outputs["system"])
+    unknown = ~samples["system"].isin(systems)
+    if unknown.any():
+        i = unknown.to_numpy().nonzero()[0][0]
+        raise BundleError(
+            path, int(samples[LINE].iloc[i]), f"system {samples['system'].iloc[i]!r} has no outputs"
+        )
+    pairs = pd.MultiIndex.from_frame(outputs[["system", "fact"]])
+    drawn = pd.MultiIndex.from_frame(samples[["system", "fact"]])
+    missing = ~drawn.isin(pairs)
+    if missing.any():
+        i = missing.nonzero()[0][0]
+        raise BundleError(
+            path,
+            int(samples[LINE].iloc[i]),
+            f"system {samples['system'].iloc[i]!r} never output the drawn answer "
+            f"{samples['answer_raw'].iloc[i]!r} for query {samples['query_id'].iloc[i]!r}",
+        )
+    # a draw's prob must be the same every time the same (sample, system, fact) is drawn
+    spread = samples.groupby(["sample", "system", "fact"])["prob"].agg(["min", "max"])
+    bad = ~np.isclose(spread["min"], spread["max"], rtol=1e-9, atol=0)
+    if bad.any():
+        key = spread.index[bad.nonzero()[0][0]]
+        rows = samples[
+            (samples["sample"] == key[0])
+            & (samples["system"] == key[1])
+            & (samples["fact"] == key[2])
+        ]
+        raise BundleError(
+            path,
+            int(rows[LINE].iloc[-1]),
+            f"sample {key[0]!r} gives two different prob values for the same answer of system {key[1]!r}",
+        )
+
+
+def _read_exhaustive(
+    root: Path, files: dict[str, Path], known: set[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    upath = find_table(root, "exhaustive_units")
+    epath = find_table(root, "exhaustive")
+    units = pd.DataFrame({"unit": pd.Series([], dtype=object), "prob": pd.Series([], dtype=float)})
+    exhaustive = pd.DataFrame(
+        {c: pd.Series([], dtype=object) for c in ("unit", "query_id", "answer")}
+    )
+    exhaustive[LINE] = pd.Series([], dtype="int64")
+    if upath is not None:
+        files["exhaustive_units"] = upath
+        frame = read_table(upath)
+        _require(frame, upath, ("unit",))
+        _nonempty(frame, upath, ("unit",))
+        dup = frame["unit"].duplicated()
+        if dup.any():
+            i = dup.to_numpy().nonzero()[0][0]
+            raise BundleError(
+                upath, int(frame[LINE].iloc[i]), f"duplicate unit {frame['unit'].iloc[i]!r}"
+            )
+        frame["prob"] = _prob(frame, upath) if "prob" in frame.columns else np.nan
+        units = frame[["unit", "prob"]].reset_index(drop=True)
+    if epath is not None:
+        files["exhaustive"] = epath
+        if upath is None:
+            raise BundleError(
+                epath,
+                None,
+                "exhaustive.tsv needs exhaustive_units.tsv (the units annotated, including empty ones)",
+            )
+        frame = read_table(epath)
+        _require(frame, epath, ("unit", "query_id", "answer"))
+        _nonempty(frame, epath, ("unit", "query_id", "answer"))
+        _check_queries_known(frame, epath, known)
+        unknown = ~frame["unit"].isin(set(units["unit"]))
+        if unknown.any():
+            i = unknown.to_numpy().nonzero()[0][0]
+            raise BundleError(
+                epath,
+                int(frame[LINE].iloc[i]),
+                f"unit {frame['unit'].iloc[i]!r} is not in exhaustive_units",
+            )
+        exhaustive = frame[["unit", "query_id", "answer", LINE]]
+    return units, exhaustive
+
+
+def _dedupe_truth(truth: pd.DataFrame, path: Path) -> pd.DataFrame:
+    spread = truth.groupby("fact")["value"].agg(["min", "max"])
+    bad = spread["min"] != spread["max"]
+    if bad.any():
+        fact = spread.index[bad.to_numpy().nonzero()[0][0]]
+        rows = truth[truth["fact"] == fact]
+        raise BundleError(
+            path,
+            int(rows[LINE].iloc[-1]),
+            f"answer {rows['answer_raw'].iloc[-1]!r} has two truth labels",
+        )
+    out = truth.drop_duplicates("fact")[["query_id", "answer", "fact", "value"]]
+    return out.reset_index(drop=True)
+
+
+def _read_truth(
+    root: Path, files: dict[str, Path], config: TaskConfig, known: set[str]
+) -> pd.DataFrame | None:
+    path = find_table(root, "truth")
+    if path is None:
+        return None
+    files["truth"] = path
+    frame = read_table(path)
+    _require(frame, path, ("query_id", "answer", "label"))
+    _nonempty(frame, path, ("query_id", "answer", "label"))
+    _check_queries_known(frame, path, known)
+    _labels(frame, path, config)
+    ignored = frame["value"].isna()
+    if ignored.any():
+        i = ignored.to_numpy().nonzero()[0][0]
+        raise BundleError(
+            path, int(frame[LINE].iloc[i]), "truth labels must be correct or wrong, not ignored"
+        )
+    return frame[["query_id", "answer", "value", LINE]]
