@@ -1,0 +1,236 @@
+"""Sampling designs: per-system precision samples, exhaustive units, what still needs a label.
+
+A **sampler** is one (sample round, system) pair: ``n_j`` i.i.d. draws *with replacement* from a
+known distribution ``s_j`` over the system's distinct facts (Chaganty et al. 2017, §3: "X̂_j is a
+multiset of n_j i.i.d. draws from p_j").  Two distributions are built in:
+
+* ``uniform``: s_j(x) = 1/|X_j| (micro precision's natural proposal);
+* ``entity-relation``: the distribution of the paper's evaluation service,
+  s_j(x) ∝ (#distinct facts of subj(x) in X_j) / (#facts with subj(x) · #facts with rel(x)),
+  where subj is the query's ``entity`` column (default: the query id) and rel its ``slot``
+  column (default: one relation for all).
+
+Every draw is recorded in ``samples.tsv`` with ``prob`` = s_j(x), the probability that *one draw*
+picks that answer; :func:`infer_designs` checks recorded probabilities against the declared (or
+inferred) distribution, so samples drawn elsewhere are accepted when their probabilities say which
+design they follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from receval.errors import BundleError
+from receval.formats.tables import LINE
+
+DISTRIBUTIONS = ("uniform", "entity-relation")
+
+
+def sampling_probabilities(
+    outputs: pd.DataFrame, queries: pd.DataFrame, distribution: str
+) -> pd.Series:
+    """s_j(x) for every row of ``outputs`` (one row per system × fact), normalised per system.
+
+    Parameters
+    ----------
+    outputs : frame with ``system, query_id, fact``.
+    queries : frame with ``query_id`` and optionally ``entity`` and ``slot``.
+    distribution : ``"uniform"`` or ``"entity-relation"`` (module docstring).
+
+    Returns
+    -------
+    Series aligned with ``outputs.index``; sums to 1 within each system.
+    """
+    if distribution == "uniform":
+        size = outputs.groupby("system")["fact"].transform("size").to_numpy(float)
+        return pd.Series(1.0 / size, index=outputs.index, name="prob")
+    if distribution != "entity-relation":
+        raise ValueError(
+            f"unknown sampling distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})"
+        )
+    q = queries.set_index("query_id")
+    entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
+    slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
+    frame = pd.DataFrame(
+        {
+            "system": outputs["system"].to_numpy(),
+            "fact": outputs["fact"].to_numpy(),
+            "subj": entity.reindex(outputs["query_id"]).to_numpy(),
+            "rel": slot.reindex(outputs["query_id"]).to_numpy(),
+        },
+        index=outputs.index,
+    )
+    # instances = input rows (a fact output twice, e.g. with two provenances, is two instances)
+    frame["inst"] = outputs["copies"].to_numpy(float) if "copies" in outputs else 1.0
+    distinct = frame.groupby(["system", "subj"])["fact"].transform("size").to_numpy(float)
+    inst_subj = frame.groupby(["system", "subj"])["inst"].transform("sum").to_numpy(float)
+    inst_rel = frame.groupby(["system", "rel"])["inst"].transform("sum").to_numpy(float)
+    weight = distinct / (inst_subj * inst_rel)
+    frame["w"] = weight
+    total = frame.groupby("system")["w"].transform("sum").to_numpy()
+    return pd.Series(weight / total, index=outputs.index, name="prob")
+
+
+def draw_precision_samples(
+    outputs: pd.DataFrame,
+    queries: pd.DataFrame,
+    per_system: int | dict[str, int],
+    rng: np.random.Generator,
+    *,
+    distribution: str = "uniform",
+    sample: str = "round-1",
+    systems: list[str] | None = None,
+) -> pd.DataFrame:
+    """Draw each system's precision sample i.i.d. with replacement from s_j.
+
+    Returns a ``samples.tsv`` frame: ``sample, system, query_id, answer, prob, draw, design`` with
+    one row per draw (a fact drawn twice appears twice).  ``answer`` is the system's own
+    (un-normalised) answer string.  Systems are processed in sorted order so the draws are a pure
+    function of the generator's state.
+    """
+    probs = sampling_probabilities(outputs, queries, distribution)
+    chosen = sorted(outputs["system"].unique()) if systems is None else sorted(systems)
+    parts = []
+    grouped = {name: idx for name, idx in outputs.groupby("system").groups.items()}
+    for system in chosen:
+        n = per_system.get(system, 0) if isinstance(per_system, dict) else int(per_system)
+        if n <= 0:
+            continue
+        idx = grouped[system]
+        p = probs.loc[idx].to_numpy()
+        pick = rng.choice(len(idx), size=n, replace=True, p=p / p.sum())
+        rows = outputs.loc[idx].iloc[pick]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "sample": sample,
+                    "system": system,
+                    "query_id": rows["query_id"].to_numpy(),
+                    "answer": rows["answer_raw"].to_numpy()
+                    if "answer_raw" in rows
+                    else rows["answer"].to_numpy(),
+                    "prob": p[pick],
+                    "draw": np.arange(1, n + 1),
+                    "design": distribution,
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(
+            columns=["sample", "system", "query_id", "answer", "prob", "draw", "design"]
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def draw_exhaustive_units(
+    candidates: pd.DataFrame, m: int, rng: np.random.Generator, *, exclude: set[str] | None = None
+) -> pd.DataFrame:
+    """Draw ``m`` distinct units (documents) to annotate exhaustively, without replacement.
+
+    ``candidates`` has ``unit`` and optionally ``prob`` (relative selection weights).  With
+    weights, units are drawn with probability proportional to ``prob`` (successive sampling) and
+    the recorded ``prob`` is the single-draw probability; uniform otherwise (``prob`` left empty,
+    which the bundle reads as uniform).  Units in ``exclude`` (already annotated) are skipped.
+    """
+    pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
+    if m > len(pool):
+        raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
+    if "prob" in pool.columns and pool["prob"].notna().all():
+        w = pool["prob"].to_numpy(float)
+        pick = rng.choice(len(pool), size=m, replace=False, p=w / w.sum())
+        return pd.DataFrame({"unit": pool["unit"].to_numpy()[pick], "prob": (w / w.sum())[pick]})
+    pick = rng.choice(len(pool), size=m, replace=False)
+    return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(pick)]})
+
+
+def facts_to_annotate(
+    outputs: pd.DataFrame, drawn_facts: np.ndarray, labelled: pd.Index
+) -> pd.DataFrame:
+    """The drawn facts that have no label yet, each once (labels are shared across systems).
+
+    Returns ``query_id, answer, systems`` (how many systems output the fact; the answer string is
+    the first system's spelling in sorted system order).
+    """
+    need = np.setdiff1d(np.unique(drawn_facts), labelled.to_numpy())
+    rows = outputs[outputs["fact"].isin(need)].sort_values(["fact", "system"])
+    counts = rows.groupby("fact")["system"].size()
+    first = rows.drop_duplicates("fact").set_index("fact")
+    raw = first["answer_raw"] if "answer_raw" in first else first["answer"]
+    out = pd.DataFrame(
+        {"query_id": first["query_id"], "answer": raw, "systems": counts.reindex(first.index)}
+    )
+    return out.reset_index(drop=True).sort_values(["query_id", "answer"], ignore_index=True)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """One (sample round, system) sampler: ``n`` draws from distribution ``design``."""
+
+    sample: str
+    system: str
+    design: str
+    n: int
+
+
+def infer_designs(
+    samples: pd.DataFrame, outputs: pd.DataFrame, queries: pd.DataFrame, path
+) -> list[Sampler]:
+    """Check every recorded ``prob`` against its sampler's design and return the samplers.
+
+    A sampler's design is its ``design`` column when given, else the built-in distribution that
+    reproduces every recorded probability (relative tolerance 1e-4, so probabilities written
+    with 5 significant digits still match).  A probability that fits no design is a
+    :class:`BundleError` naming the line: the estimators need s_j(x) for facts that were *not*
+    drawn, which only a known design gives.
+    """
+    if samples.empty:
+        return []
+    expected = {d: sampling_probabilities(outputs, queries, d) for d in DISTRIBUTIONS}
+    key = pd.MultiIndex.from_frame(outputs[["system", "fact"]])
+    lookup = {d: pd.Series(v.to_numpy(), index=key) for d, v in expected.items()}
+    out = []
+    declared_col = (
+        samples["design"] if "design" in samples.columns else pd.Series("", index=samples.index)
+    )
+    for (sample, system), rows in samples.groupby(["sample", "system"], sort=True):
+        idx = pd.MultiIndex.from_arrays([rows["system"], rows["fact"]])
+        declared = {str(v).strip() for v in declared_col.loc[rows.index]} - {""}
+        if len(declared) > 1:
+            raise BundleError(
+                path,
+                int(rows[LINE].iloc[0]),
+                f"sample {sample!r} of system {system!r} declares two designs",
+            )
+        candidates = list(declared) if declared else list(DISTRIBUTIONS)
+        for d in candidates:
+            if d not in lookup:
+                raise BundleError(
+                    path,
+                    int(rows[LINE].iloc[0]),
+                    f"unknown design {d!r} (known: {', '.join(DISTRIBUTIONS)})",
+                )
+        chosen = None
+        worst = None
+        for d in candidates:
+            want = lookup[d].reindex(idx).to_numpy()
+            got = rows["prob"].to_numpy(float)
+            ok = np.isclose(got, want, rtol=1e-4, atol=0)
+            if ok.all():
+                chosen = d
+                break
+            if worst is None:
+                i = int((~ok).nonzero()[0][0])
+                worst = (d, i, got[i], want[i])
+        if chosen is None:
+            d, i, got_i, want_i = worst
+            raise BundleError(
+                path,
+                int(rows[LINE].iloc[i]),
+                f"prob {got_i:.6g} disagrees with the {d} design of system {system!r} in sample {sample!r} "
+                f"(expected {want_i:.6g}); declare the design in a 'design' column or fix the prob",
+            )
+        out.append(Sampler(sample=str(sample), system=str(system), design=chosen, n=len(rows)))
+    return out
