@@ -1,0 +1,216 @@
+"""The arrays every sample-based estimator works on, built once from a :class:`~receval.task.Task`.
+
+Notation (Chaganty et al. 2017; ``../shared/papers/chaganty-2017-importance-sampling-notes.md``):
+
+* systems i = 0..m-1 with distinct outputs X_i (|X_i| = ``sizes[i]``), membership g_i(x);
+* target distributions t_i(x) = 1/|X_i| on X_i (micro precision; ``target="macro"`` gives
+  t_i(x) = 1/(Q_i · |X_i ∩ q(x)|), every answered query weighing the same);
+* samplers j = 0..J-1 (one per recorded (sample round, system)): n_j i.i.d. draws from s_j;
+* draws k = 0..K-1 with their sampler ``draw_sampler[k]`` and fact ``draw_fact[k]`` (an index into
+  the D distinct drawn facts), labels f(x) in [0, 1];
+* exhaustive units u = 0..U-1 with inclusion weight 1/prob_u and, per unit, the number of correct
+  facts found (b_u), found *and* in the pool (a_u), and found and output by system i (c_ui).
+
+Draws whose fact has no label yet are left out (their sampler's n_j counts judged draws only):
+the estimators then assume labels are missing at random, and :attr:`SampleData.unjudged_draws`
+says how many were left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from receval.design import infer_designs, sampling_probabilities
+from receval.task import Task
+
+
+@dataclass(frozen=True)
+class SampleData:
+    """Arrays for the estimators (see module docstring).  Dense shapes are small: D × m, D × J."""
+
+    systems: list[str]
+    sizes: np.ndarray  # (m,) distinct outputs per system
+    sampler_system: np.ndarray  # (J,) system index of each sampler
+    sampler_n: np.ndarray  # (J,) judged draws of each sampler
+    sampler_design: list[str]
+    sampler_names: list[tuple[str, str]]  # (sample, system)
+    draw_sampler: np.ndarray  # (K,)
+    draw_fact: np.ndarray  # (K,) index into drawn facts
+    facts: np.ndarray  # (D,) task fact ids of the drawn facts
+    label: np.ndarray  # (D,) f(x)
+    member: np.ndarray  # (D, m) bool g_i(x)
+    target: np.ndarray  # (D, m) t_i(x)
+    proposal: np.ndarray  # (D, J) s_j(x)
+    overlap: np.ndarray  # (m, J) Σ_x t_i(x) s_j(x) over all facts
+    unit_weight: np.ndarray  # (U,) 1/prob_u (1 when uniform)
+    unit_found: np.ndarray  # (U,) b_u
+    unit_pooled: np.ndarray  # (U,) a_u
+    unit_by_system: np.ndarray  # (U, m) c_ui
+    unit_names: list[str]
+    unjudged_draws: int
+    unjudged_facts: int
+    census: np.ndarray  # (m,) bool: every output of the system is labelled
+    census_precision: np.ndarray  # (m,) exact precision where census
+    target_kind: str = "micro"
+
+    @property
+    def K(self) -> int:
+        return int(self.draw_sampler.size)
+
+    @property
+    def J(self) -> int:
+        return int(self.sampler_n.size)
+
+    @property
+    def m(self) -> int:
+        return len(self.systems)
+
+    @property
+    def U(self) -> int:
+        return int(self.unit_weight.size)
+
+
+def _targets(task: Task, target: str) -> pd.Series:
+    """t_i(x) for every row of task.outputs (micro or macro over queries)."""
+    out = task.outputs
+    if target == "micro":
+        size = out.groupby("system")["fact"].transform("size").to_numpy(float)
+        return pd.Series(1.0 / size, index=out.index)
+    if target == "macro":
+        per_query = out.groupby(["system", "query_id"])["fact"].transform("size").to_numpy(float)
+        queries = out.groupby("system")["query_id"].transform("nunique").to_numpy(float)
+        return pd.Series(1.0 / (per_query * queries), index=out.index)
+    raise ValueError(f"unknown target {target!r} (micro or macro)")
+
+
+def build_sample_data(task: Task, target: str = "micro") -> SampleData:
+    """Collect the sampling design, labels and exhaustive annotation of ``task`` into arrays."""
+    systems = task.systems
+    sys_index = {s: i for i, s in enumerate(systems)}
+    m = len(systems)
+    outputs = task.outputs
+    sizes = outputs.groupby("system")["fact"].size().reindex(systems).to_numpy(float)
+    labels = task.labels
+    n_facts = len(task.facts)
+
+    samplers = infer_designs(
+        task.samples, outputs, task.queries, task.files.get("samples", "samples.tsv")
+    )
+    sampler_key = {(s.sample, s.system): j for j, s in enumerate(samplers)}
+    J = len(samplers)
+    samples = task.samples
+    if len(samples):
+        j_all = np.array(
+            [sampler_key[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)]
+        )
+        f_all = samples["fact"].to_numpy(np.int64)
+    else:
+        j_all = np.empty(0, np.int64)
+        f_all = np.empty(0, np.int64)
+    label_full = np.full(n_facts, np.nan)
+    label_full[labels.index.to_numpy(np.int64)] = labels.to_numpy(float)
+    judged = ~np.isnan(label_full[f_all]) if f_all.size else np.empty(0, bool)
+    unjudged_draws = int((~judged).sum())
+    unjudged_facts = int(np.unique(f_all[~judged]).size)
+    j_all, f_all = j_all[judged], f_all[judged]
+    sampler_n = np.bincount(j_all, minlength=J).astype(float)
+
+    drawn, draw_fact = np.unique(f_all, return_inverse=True)
+    D = drawn.size
+    # membership and targets of the drawn facts
+    t_all = _targets(task, target)
+    sub = outputs[outputs["fact"].isin(drawn)]
+    rows = np.searchsorted(drawn, sub["fact"].to_numpy())
+    cols = sub["system"].map(sys_index).to_numpy()
+    member = np.zeros((D, m), bool)
+    member[rows, cols] = True
+    tgt = np.zeros((D, m))
+    tgt[rows, cols] = t_all.loc[sub.index].to_numpy()
+
+    # proposal densities s_j(x) at drawn facts, and overlaps Σ_x t_i(x) s_j(x) over all facts
+    designs = sorted({s.design for s in samplers})
+    fact_codes = outputs["fact"].to_numpy()
+    sys_codes = outputs["system"].map(sys_index).to_numpy()
+    T_sparse = sparse.csr_matrix((t_all.to_numpy(), (fact_codes, sys_codes)), shape=(n_facts, m))
+    proposal = np.zeros((D, J))
+    overlap = np.zeros((m, J))
+    for design in designs:
+        s_all = sampling_probabilities(outputs, task.queries, design).to_numpy()
+        S_sparse = sparse.csr_matrix((s_all, (fact_codes, sys_codes)), shape=(n_facts, m))
+        ov = (T_sparse.T @ S_sparse).toarray()  # (m, m): [i, system]
+        s_drawn = np.zeros((D, m))
+        s_drawn[rows, cols] = s_all[sub.index.to_numpy()] if len(sub) else 0.0
+        for j, s in enumerate(samplers):
+            if s.design == design:
+                proposal[:, j] = s_drawn[:, sys_index[s.system]]
+                overlap[:, j] = ov[:, sys_index[s.system]]
+
+    # exhaustive units
+    units = task.exhaustive_units
+    U = len(units)
+    unit_index = {u: k for k, u in enumerate(units["unit"])}
+    prob = units["prob"].to_numpy(float) if U else np.empty(0)
+    unit_weight = (
+        np.where(np.isnan(prob), 1.0, 1.0 / np.where(np.isnan(prob), 1.0, prob))
+        if U
+        else np.empty(0)
+    )
+    ex = task.exhaustive.drop_duplicates(["unit", "fact"])
+    u_codes = ex["unit"].map(unit_index).to_numpy(np.int64) if len(ex) else np.empty(0, np.int64)
+    in_pool = task.facts["in_pool"].to_numpy(bool)
+    unit_found = np.bincount(u_codes, minlength=U).astype(float)
+    unit_pooled = (
+        np.bincount(u_codes, weights=in_pool[ex["fact"].to_numpy(np.int64)], minlength=U)
+        if U
+        else np.empty(0)
+    )
+    unit_by_system = np.zeros((U, m))
+    if len(ex):
+        both = ex.merge(outputs[["fact", "system"]], on="fact")
+        np.add.at(
+            unit_by_system,
+            (
+                both["unit"].map(unit_index).to_numpy(np.int64),
+                both["system"].map(sys_index).to_numpy(np.int64),
+            ),
+            1.0,
+        )
+
+    # census: every output of the system is labelled
+    out_labels = label_full[fact_codes]
+    lab = pd.DataFrame({"system": sys_codes, "label": out_labels, "t": t_all.to_numpy()})
+    n_missing = lab["label"].isna().groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
+    census = n_missing == 0
+    weighted = (lab["label"] * lab["t"]).groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
+    census_precision = np.where(census, weighted, np.nan)
+
+    return SampleData(
+        systems=systems,
+        sizes=sizes,
+        sampler_system=np.array([sys_index[s.system] for s in samplers], np.int64),
+        sampler_n=sampler_n,
+        sampler_design=[s.design for s in samplers],
+        sampler_names=[(s.sample, s.system) for s in samplers],
+        draw_sampler=j_all.astype(np.int64),
+        draw_fact=draw_fact.astype(np.int64),
+        facts=drawn,
+        label=label_full[drawn],
+        member=member,
+        target=tgt,
+        proposal=proposal,
+        overlap=overlap,
+        unit_weight=unit_weight,
+        unit_found=unit_found,
+        unit_pooled=np.asarray(unit_pooled, float),
+        unit_by_system=unit_by_system,
+        unit_names=list(units["unit"]),
+        unjudged_draws=unjudged_draws,
+        unjudged_facts=unjudged_facts,
+        census=census,
+        census_precision=census_precision,
+        target_kind=target,
+    )

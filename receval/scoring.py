@@ -1,0 +1,541 @@
+"""Scoring a task: estimates, bootstrap intervals and ranks for every system, in one pass.
+
+Data flow::
+
+    Task ──build_sample_data──> SampleData ──terms (precision.py, recall.py)──> per-row terms
+         ──bootstrap.run_bootstrap (shared replicates)──> point / replicate / jackknife metrics
+         ──> leaderboard frame, pool frame, truth check
+
+Estimators (``estimator=``):
+
+* ``joint`` (default): joint precision, pool coverage θ̂ from exhaustive units, reweighted pooled
+  recall ν̂, true recall θ̂·ν̂ (Chaganty et al. 2017).
+* ``simple``: each system's own sample for precision, exhaustive units alone for recall.
+* ``official``: the TAC Cold Start closed-world census (:mod:`receval.estimators.official`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from receval import __version__
+from receval.estimators.bootstrap import (
+    BootstrapRun,
+    Replicates,
+    Stage,
+    confidence_interval,
+    draw_replicates,
+    run_bootstrap,
+)
+from receval.estimators.precision import (
+    joint_precision_terms,
+    precision_support,
+    simple_precision_terms,
+)
+from receval.estimators.recall import (
+    f1_score,
+    pool_coverage_terms,
+    pooled_recall_terms,
+    simple_recall_terms,
+)
+from receval.estimators.sample_data import SampleData, build_sample_data
+from receval.task import Task
+
+ESTIMATORS = ("joint", "simple", "official")
+RANK_KEYS = ("f1", "recall", "precision", "pooled_recall", "precision_at_target")
+LEADERBOARD_COLUMNS = [
+    "system",
+    "team",
+    "outputs",
+    "judged",
+    "precision",
+    "precision_lo",
+    "precision_hi",
+    "pooled_recall",
+    "pooled_recall_lo",
+    "pooled_recall_hi",
+    "recall",
+    "recall_lo",
+    "recall_hi",
+    "f1",
+    "f1_lo",
+    "f1_hi",
+    "rank",
+    "rank_lo",
+    "rank_hi",
+    "tier",
+]
+METRICS = ("precision", "pooled_recall", "recall", "f1")
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """Everything that determines a score run (written to run.json)."""
+
+    estimator: str = "joint"
+    weighting: str = "size"
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    method: str = "percentile"
+    seed: int = 0
+    rank_by: str = "f1"
+    target: str = "micro"
+    target_recall: float | None = None
+
+
+@dataclass
+class ScoreResult:
+    """The outputs of :func:`score_task` (frames ready to write, plus the raw replicates)."""
+
+    options: ScoreOptions
+    leaderboard: pd.DataFrame
+    pool: pd.DataFrame
+    conflicts: pd.DataFrame
+    truth_check: pd.DataFrame | None
+    warnings: list[str]
+    run: BootstrapRun | None
+    replicates: Replicates | None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _stages(data: SampleData) -> list[Stage]:
+    return [
+        Stage("draws", data.draw_sampler),
+        Stage("units", np.zeros(data.U, np.int64)),
+    ]
+
+
+def _terms(data: SampleData, weighting: str) -> dict[str, np.ndarray]:
+    m = data.m
+    joint = joint_precision_terms(data, weighting)
+    num, den = pooled_recall_terms(data)
+    simple = simple_precision_terms(data)
+    a, b = pool_coverage_terms(data)
+    rec_simple, _ = simple_recall_terms(data)
+    draws = (
+        np.concatenate([joint, num, den[:, None], simple], axis=1)
+        if data.K
+        else np.zeros((0, 3 * m + 1))
+    )
+    units = (
+        np.concatenate([a[:, None], b[:, None], rec_simple], axis=1)
+        if data.U
+        else np.zeros((0, m + 2))
+    )
+    return {"draws": draws, "units": units}
+
+
+def _statistic(data: SampleData, estimator: str):
+    m = data.m
+    census = data.census
+    exact = data.census_precision
+
+    def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        d = totals["draws"]
+        u = totals["units"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            theta = u[..., 0] / u[..., 1]
+            if estimator == "joint":
+                precision = d[..., :m]
+                pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
+                recall = theta[..., None] * pooled
+            else:
+                precision = d[..., 2 * m + 1 : 3 * m + 1]
+                pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
+                recall = u[..., 2 : 2 + m] / u[..., 1:2]
+        precision = np.where(census, exact, precision)
+        return {
+            "precision": precision,
+            "pooled_recall": pooled,
+            "recall": recall,
+            "f1": f1_score(precision, recall),
+            "pool_coverage": np.asarray(theta)[..., None],
+            "pool_correct": np.asarray(d[..., 2 * m])[..., None],
+        }
+
+    return stat
+
+
+def replicate_ranks(values: np.ndarray) -> np.ndarray:
+    """Competition ranks (1 = best, higher value better) per row of (B × m); NaN stays NaN."""
+    v = np.where(np.isnan(values), -np.inf, values)
+    ranks = 1.0 + (v[:, None, :] > v[:, :, None]).sum(axis=2)
+    return np.where(np.isnan(values), np.nan, ranks)
+
+
+def true_metrics(task: Task) -> pd.DataFrame | None:
+    """True precision, pooled recall, recall and F1 per system from ``truth.tsv`` (None without it).
+
+    Facts output by a system but absent from truth make the truth incomplete: then None.
+    """
+    if task.truth is None:
+        return None
+    value = pd.Series(task.truth["value"].to_numpy(), index=task.truth["fact"].to_numpy())
+    out = task.outputs
+    labels = value.reindex(out["fact"]).to_numpy()
+    if np.isnan(labels).any():
+        return None
+    frame = pd.DataFrame(
+        {"system": out["system"].to_numpy(), "fact": out["fact"].to_numpy(), "label": labels}
+    )
+    pool_true = frame.loc[frame["label"] == 1, "fact"].nunique()
+    universe_true = int((value == 1).sum())
+    g = frame.groupby("system")["label"]
+    correct = g.sum()
+    metrics = pd.DataFrame({"precision": g.mean()})
+    metrics["pooled_recall"] = correct / pool_true if pool_true else np.nan
+    metrics["recall"] = correct / universe_true if universe_true else np.nan
+    metrics["f1"] = f1_score(metrics["precision"].to_numpy(), metrics["recall"].to_numpy())
+    metrics.attrs["pool_coverage"] = pool_true / universe_true if universe_true else np.nan
+    metrics.attrs["pool_correct"] = pool_true
+    metrics.attrs["universe_correct"] = universe_true
+    return metrics
+
+
+def score_task(
+    task: Task, options: ScoreOptions, replicates: Replicates | None = None
+) -> ScoreResult:
+    """Estimate every metric for every system of ``task`` with shared bootstrap replicates."""
+    if options.estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {options.estimator!r}")
+    if options.estimator == "official":
+        return _score_official(task, options)
+    warnings: list[str] = []
+    data = build_sample_data(task, options.target)
+    if data.K == 0:
+        from receval.errors import BundleError
+
+        where = task.files.get("samples", task.root / "samples.tsv")
+        raise BundleError(
+            where,
+            None,
+            "no judged sample draws: the sample-based estimators need samples.tsv with labelled draws "
+            "(run `receval sample`, annotate to_annotate.tsv, add the labels to judgments.tsv), "
+            "or use --estimator official for a census of the judgments",
+        )
+    if data.unjudged_draws:
+        warnings.append(
+            f"{data.unjudged_draws} sample draws ({data.unjudged_facts} distinct facts) have no label yet and were "
+            "left out; the estimates assume the missing labels are missing at random "
+            "(annotate to_annotate.tsv to remove this caveat)"
+        )
+    stages = _stages(data)
+    terms = _terms(data, options.weighting)
+    rng = np.random.default_rng(options.seed)
+    if replicates is None:
+        replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)
+    run = run_bootstrap(
+        stages,
+        terms,
+        _statistic(data, options.estimator),
+        replicates,
+        jackknife=options.method == "BCa",
+    )
+
+    m = data.m
+    notes: list[list[str]] = [[] for _ in range(m)]
+    covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
+    own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
+    for i in range(m):
+        if options.estimator == "joint" and not covered[i] and not data.census[i]:
+            notes[i].append(
+                "precision: no judged sample draws of this system (joint estimator needs its own sample)"
+            )
+        if options.estimator == "simple" and not own[i] and not data.census[i]:
+            notes[i].append("precision: no judged sample draws of this system")
+        if data.census[i]:
+            notes[i].append("precision: census (every output judged): exact, no sampling interval")
+    if data.U == 0:
+        warnings.append(
+            "no exhaustive units: true recall (pool coverage × pooled recall) cannot be estimated; "
+            "pooled recall is reported (draw units with `receval sample --exhaustive-units M`)"
+        )
+        for i in range(m):
+            notes[i].append("recall: no exhaustive units, pool coverage unknown")
+    unsampled = ~own
+    if unsampled.any() and options.estimator == "joint":
+        names = ", ".join(np.array(data.systems)[unsampled][:5])
+        warnings.append(
+            f"{int(unsampled.sum())} system(s) have no sample ({names}...): facts only they found are outside the "
+            "recall proposal's support, so pooled recall is relative to the sampled systems' pool"
+        )
+
+    board = pd.DataFrame({"system": data.systems})
+    board["team"] = board["system"].map(task.teams)
+    board["outputs"] = data.sizes.astype(int)
+    labelled = task.labels.index
+    judged = task.outputs[task.outputs["fact"].isin(labelled)].groupby("system").size()
+    board["judged"] = judged.reindex(data.systems).fillna(0).astype(int).to_numpy()
+    for metric in METRICS:
+        ci = confidence_interval(
+            run.point[metric],
+            run.replicates[metric],
+            method=options.method,
+            level=options.confidence,
+            jackknife=None if run.jackknife is None else run.jackknife[metric],
+        )
+        board[metric] = run.point[metric]
+        board[f"{metric}_lo"] = ci.low
+        board[f"{metric}_hi"] = ci.high
+    if data.census.any():
+        for col in ("precision_lo", "precision_hi"):
+            board.loc[data.census, col] = board.loc[data.census, "precision"]
+
+    key = options.rank_by if options.rank_by in run.point else "f1"
+    point_rank = replicate_ranks(run.point[key][None, :])[0]
+    rep_rank = replicate_ranks(run.replicates[key])
+    alpha = (1 - options.confidence) / 2
+    board["rank"] = point_rank
+    with np.errstate(invalid="ignore"):
+        board["rank_lo"] = np.floor(np.nanquantile(rep_rank, alpha, axis=0))
+        board["rank_hi"] = np.ceil(np.nanquantile(rep_rank, 1 - alpha, axis=0))
+    board.loc[np.isnan(run.point[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
+    for i in np.flatnonzero(np.isnan(run.point[key])):
+        notes[i].append(f"rank: {key} cannot be estimated")
+    board["tier"] = ""
+    for metric in METRICS:
+        missing = board[metric].isna()
+        for i in np.flatnonzero(missing.to_numpy()):
+            if not any(n.startswith(metric.split("_")[0]) for n in notes[i]):
+                notes[i].append(f"{metric}: cannot be estimated from the available labels")
+    board["estimator"] = options.estimator
+    board["interval"] = f"{options.method} bootstrap {options.confidence:.0%}, B={replicates.B}"
+    board["note"] = ["; ".join(n) for n in notes]
+    board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
+        drop=True
+    )
+
+    pool = _pool_frame(task, data, run, options, replicates.B)
+    truth = _truth_check(task, board, pool, options)
+    info = {
+        "receval_version": __version__,
+        "task": task.name,
+        "options": asdict(options),
+        "bootstrap": {
+            "B": replicates.B,
+            "seed": options.seed,
+            "method": options.method,
+            "level": options.confidence,
+        },
+        "design": {
+            "samplers": len(data.sampler_names),
+            "draws_judged": data.K,
+            "draws_unjudged": data.unjudged_draws,
+            "drawn_facts": int(data.facts.size),
+            "exhaustive_units": data.U,
+            "designs": sorted(set(data.sampler_design)),
+        },
+        "warnings": warnings,
+    }
+    return ScoreResult(
+        options=options,
+        leaderboard=board,
+        pool=pool,
+        conflicts=task.merged.conflicts,
+        truth_check=truth,
+        warnings=warnings,
+        run=run,
+        replicates=replicates,
+        info=info,
+    )
+
+
+def _pool_frame(
+    task: Task, data: SampleData, run: BootstrapRun, options: ScoreOptions, B: int
+) -> pd.DataFrame:
+    interval = f"{options.method} bootstrap {options.confidence:.0%}, B={B}"
+    rows = []
+    for name, what in (
+        ("pool_coverage", "θ̂: share of correct facts that some system output"),
+        ("pool_correct", "estimated correct facts in the (sampled) pool"),
+    ):
+        point = run.point[name]
+        ci = confidence_interval(
+            point,
+            run.replicates[name],
+            method=options.method,
+            level=options.confidence,
+            jackknife=None if run.jackknife is None else run.jackknife[name],
+            bounds=(0.0, 1.0) if name == "pool_coverage" else (0.0, np.inf),
+        )
+        note = ""
+        if name == "pool_coverage" and data.U == 0:
+            note = "no exhaustive units"
+        rows.append(
+            {
+                "quantity": name,
+                "estimate": point[0],
+                "lower": ci.low[0],
+                "upper": ci.high[0],
+                "kind": "estimate",
+                "interval": interval,
+                "description": what,
+                "note": note,
+            }
+        )
+    theta = run.point["pool_coverage"][0]
+    correct = run.point["pool_correct"][0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        universe_reps = run.replicates["pool_correct"][:, 0] / run.replicates["pool_coverage"][:, 0]
+        universe = correct / theta if theta > 0 else np.nan
+    ci = confidence_interval(
+        np.array([universe]),
+        universe_reps[:, None],
+        method="percentile" if options.method == "BCa" else options.method,
+        level=options.confidence,
+        bounds=(0.0, np.inf),
+    )
+    rows.append(
+        {
+            "quantity": "true_facts",
+            "estimate": universe,
+            "lower": ci.low[0],
+            "upper": ci.high[0],
+            "kind": "estimate",
+            "interval": interval.replace("BCa", "percentile"),
+            "description": "estimated correct facts in the universe (pool correct / θ̂)",
+            "note": "" if np.isfinite(universe) else "pool coverage unknown or zero",
+        }
+    )
+    counts = {
+        "pool_size": (int(task.facts["in_pool"].sum()), "distinct facts output by some system"),
+        "exhaustive_units": (data.U, "units annotated exhaustively"),
+        "exhaustive_facts": (int(data.unit_found.sum()), "correct facts found in them"),
+        "exhaustive_facts_in_pool": (int(data.unit_pooled.sum()), "of which some system output"),
+    }
+    for name, (value, what) in counts.items():
+        rows.append(
+            {
+                "quantity": name,
+                "estimate": value,
+                "lower": value,
+                "upper": value,
+                "kind": "count",
+                "interval": "",
+                "description": what,
+                "note": "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _truth_check(
+    task: Task, board: pd.DataFrame, pool: pd.DataFrame, options: ScoreOptions
+) -> pd.DataFrame | None:
+    truth = true_metrics(task)
+    if truth is None:
+        return None
+    rows = []
+    for _, r in board.iterrows():
+        for metric in METRICS:
+            true = float(truth.loc[r["system"], metric])
+            est = r[metric]
+            lo, hi = r[f"{metric}_lo"], r[f"{metric}_hi"]
+            rows.append(
+                {
+                    "system": r["system"],
+                    "metric": metric,
+                    "true": true,
+                    "estimate": est,
+                    "error": est - true,
+                    "lower": lo,
+                    "upper": hi,
+                    "covered": bool(lo <= true <= hi)
+                    if np.isfinite(lo) and np.isfinite(hi)
+                    else None,
+                }
+            )
+    theta_row = pool[pool["quantity"] == "pool_coverage"].iloc[0]
+    true_theta = truth.attrs["pool_coverage"]
+    rows.append(
+        {
+            "system": "(pool)",
+            "metric": "pool_coverage",
+            "true": true_theta,
+            "estimate": theta_row["estimate"],
+            "error": theta_row["estimate"] - true_theta,
+            "lower": theta_row["lower"],
+            "upper": theta_row["upper"],
+            "covered": bool(theta_row["lower"] <= true_theta <= theta_row["upper"])
+            if np.isfinite(theta_row["lower"])
+            else None,
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
+    from receval.estimators.official import official_scores
+
+    scores = official_scores(task)
+    board = pd.DataFrame(
+        {
+            "system": scores["system"],
+            "team": scores["team"],
+            "outputs": scores["outputs"],
+            "judged": scores["judged"],
+        }
+    )
+    for metric in ("precision", "recall", "f1"):
+        board[metric] = scores[metric].to_numpy()
+        board[f"{metric}_lo"] = np.nan
+        board[f"{metric}_hi"] = np.nan
+    board["pooled_recall"] = scores["recall"].to_numpy()
+    board["pooled_recall_lo"] = np.nan
+    board["pooled_recall_hi"] = np.nan
+    key = (
+        options.rank_by
+        if options.rank_by in ("precision", "recall", "f1", "pooled_recall")
+        else "f1"
+    )
+    ranks = replicate_ranks(board[key].to_numpy(float)[None, :])[0]
+    board["rank"] = ranks
+    board["rank_lo"] = np.nan
+    board["rank_hi"] = np.nan
+    board["tier"] = ""
+    board["estimator"] = "official"
+    board["interval"] = "none: census of the assessed pool (closed-world), no sampling uncertainty"
+    note = scores["note"] if "note" in scores else pd.Series("", index=scores.index)
+    board["note"] = (
+        "recall is pooled (closed-world) recall against the assessed pool; "
+        + note.fillna("").astype(str)
+    ).str.rstrip("; ")
+    board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
+    board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
+        drop=True
+    )
+    pool = pd.DataFrame(
+        [
+            {
+                "quantity": "pool_size",
+                "estimate": int(task.facts["in_pool"].sum()),
+                "lower": np.nan,
+                "upper": np.nan,
+                "kind": "count",
+                "interval": "",
+                "description": "distinct facts output by some system",
+                "note": "",
+            }
+        ]
+    )
+    return ScoreResult(
+        options=options,
+        leaderboard=board,
+        pool=pool,
+        conflicts=task.merged.conflicts,
+        truth_check=None,
+        warnings=[],
+        run=None,
+        replicates=None,
+        info={
+            "receval_version": __version__,
+            "task": task.name,
+            "options": asdict(options),
+            "bootstrap": None,
+            "warnings": [],
+        },
+    )
