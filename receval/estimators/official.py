@@ -1,0 +1,419 @@
+"""Official-compatible closed-world scores: the TAC Cold Start scorer's hop-0 micro P/R/F1.
+
+This is the *pooled* ("closed-world") baseline of Chaganty et al. (EMNLP 2017, §2 and the
+"pooling" baseline of §6.1): every response is looked up in the assessments; responses nobody
+assessed are ignored; recall is measured against the equivalence classes that some assessed
+response was found to belong to.  It is a census of the assessments, so it has **no sampling
+uncertainty** (no interval), but as an estimate of true precision and recall it is **biased**:
+answers outside the pool count as absent, which under-states the recall denominator (recall is
+over-estimated) and an unpooled system's correct but unassessed answers earn no credit.  The
+statistical estimators in :mod:`receval.estimators` improve on it.
+
+What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-MASTER.pl``,
+``SF-ALL-Micro`` at hop 0; checked against the scorer's test suite to 4 decimals):
+
+1. **Matching.**  A response (a run row) is matched to an assessment with the same query, the same
+   filler string (exact, not the bundle's fact normalisation), the same filler provenance and, by
+   default, the same relation provenance; provenance lists compare in canonical form
+   (:func:`receval.formats.tac_kbp.normalize_provenance`).  When several assessments match, a
+   correct one is preferred, else the first in file order.  Bundles without provenance columns
+   match on (query, exact answer).
+2. **Pre-policy class.**  The assessment's category (correct, wrong, inexact, ignore), or
+   *unassessed* when nothing matches.
+3. **Post-policy class** (``-right/-wrong/-ignore``; :class:`OfficialPolicy`): correct -> right,
+   wrong -> wrong, ignore -> ignored, inexact -> ``policy.inexact`` (default: the bundle's
+   ``inexact_policy``, wrong for TAC), unassessed -> ``policy.unassessed`` (default ignored).
+4. **Duplicates.**  Within one equivalence class of one query, only one right response counts
+   (a named mention is preferred over a nominal one, then the first in file order); the others are
+   *duplicates* and go to ``policy.duplicate`` (default ignored, the policy the 2017 test suite
+   was scored with; ``"wrong"`` is CS-Score's documented SF-run default).  For a single-valued slot
+   (:data:`~receval.formats.tac_kbp.SINGLE_VALUED_SLOTS`) at most one right response counts in the
+   whole query.
+5. **Nominal rule (2016–2017 assessments).**  A right response whose filler is a nominal mention
+   (``filler_mention_type`` NOM) in a class with a named mention (``ec_mention_type`` not NOM) is
+   ignored.
+6. **Ground truth** ``gt`` of a query = the number of distinct equivalence classes named by its
+   correct or inexact assessments (1 at most for a single-valued slot).  A correct assessment
+   without a class (non-TAC bundles) is its own class, keyed by its fact.
+7. **Micro average** over all hop-0 queries: precision = Σright / (Σright + Σwrong),
+   recall = Σright / Σgt, F1 = 2PR / (P + R).  ``gt`` sums over every hop-0 query, answered or not.
+
+A number that cannot be computed is NaN and the ``note`` column says why (precision without any
+response counted right or wrong; recall when ``gt`` is 0).  F1 is 0 when P = R = 0.
+
+Only hop-0 queries count (bundle queries whose ``hop`` column is ``0``; all queries when there is
+no ``hop`` column).  Hop-1 scoring is out of scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
+from receval.task import Task
+
+__all__ = [
+    "CS_SCORE_SF_DEFAULT",
+    "CS_SCORE_TEST_SUITE",
+    "OfficialPolicy",
+    "official_leaderboard",
+    "official_per_query",
+    "official_scores",
+]
+
+_POST = ("right", "wrong", "ignored")
+
+#: Count columns of :func:`official_per_query` / :func:`official_scores`, in output order.
+COUNT_COLUMNS = [
+    "outputs",
+    "judged",
+    "assessed_correct",
+    "assessed_wrong",
+    "assessed_inexact",
+    "assessed_ignore",
+    "unassessed",
+    "duplicates",
+    "right",
+    "wrong",
+    "ignored",
+    "gt",
+]
+
+
+@dataclass(frozen=True)
+class OfficialPolicy:
+    """Right/Wrong/Ignore policy of the official scorer (CS-Score's ``-right/-wrong/-ignore``).
+
+    Attributes
+    ----------
+    inexact : ``"right"``, ``"wrong"`` or ``"ignore"`` for INEXACT responses; None takes the
+        bundle's ``[labels] inexact_policy`` (``correct`` meaning right).
+    duplicate : where a second right response in an already-hit equivalence class goes
+        (``"ignore"``, ``"wrong"`` or ``"right"``).
+    unassessed : ``"ignore"`` or ``"wrong"`` for responses no assessment matches.
+    match_relation_provenance : also require equal relation provenance when matching a response
+        to an assessment (CS-Score's ASSESSED discipline); False matches on (query, filler,
+        filler provenance) only.
+    nominal_rule : apply the 2016 rule that ignores a nominal right filler when its class has a
+        named mention (only where the assessments carry mention types).
+    """
+
+    inexact: str | None = None
+    duplicate: str = "ignore"
+    unassessed: str = "ignore"
+    match_relation_provenance: bool = True
+    nominal_rule: bool = True
+
+    def __post_init__(self) -> None:
+        if self.inexact not in (None, "right", "wrong", "ignore"):
+            raise ValueError(f"inexact must be right, wrong or ignore, not {self.inexact!r}")
+        if self.duplicate not in ("right", "wrong", "ignore"):
+            raise ValueError(f"duplicate must be right, wrong or ignore, not {self.duplicate!r}")
+        if self.unassessed not in ("wrong", "ignore"):
+            raise ValueError(f"unassessed must be wrong or ignore, not {self.unassessed!r}")
+
+    def resolved_inexact(self, task: Task) -> str:
+        if self.inexact is not None:
+            return self.inexact
+        return {"wrong": "wrong", "correct": "right", "ignore": "ignore"}[
+            task.config.inexact_policy
+        ]
+
+
+#: The policy the CS-Score 2017 test suite was scored with (``IGNORE => UNASSESSED:DUPLICATE``).
+CS_SCORE_TEST_SUITE = OfficialPolicy()
+#: CS-Score's documented default for SF runs: duplicates count as wrong.
+CS_SCORE_SF_DEFAULT = OfficialPolicy(duplicate="wrong")
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name in frame.columns:
+        return frame[name].fillna("").astype(str).str.strip()
+    return pd.Series("", index=frame.index, dtype=object)
+
+
+def _canonical(values: pd.Series) -> pd.Series:
+    """Canonical provenance strings (computed once per distinct value)."""
+    uniques = pd.unique(values.to_numpy())
+    table = {u: normalize_provenance(u) for u in uniques}
+    return values.map(table)
+
+
+def _hop0(task: Task) -> tuple[pd.DataFrame, set[str]]:
+    queries = task.queries
+    if "hop" in queries.columns:
+        queries = queries[_column(queries, "hop").isin(("0", ""))]
+    return queries, set(queries["query_id"])
+
+
+def _single_valued(queries: pd.DataFrame) -> set[str]:
+    if "slot" not in queries.columns:
+        return set()
+    slot = _column(queries, "slot")
+    return set(queries.loc[slot.isin(SINGLE_VALUED_SLOTS), "query_id"])
+
+
+def _post_policy_label(choice: str) -> str:
+    return {"right": "right", "wrong": "wrong", "ignore": "ignored"}[choice]
+
+
+def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+    """Every hop-0 response with its official pre- and post-policy class.
+
+    Returns one row per hop-0 run row (``task.raw_outputs`` order) with ``system, query_id,
+    answer_raw, judged`` (an assessment matched), ``pre`` (correct, wrong, inexact, ignore,
+    unassessed), ``equivalence_class`` (the class credited; empty when none), ``duplicate`` (bool)
+    and ``post`` (right, wrong, ignored).  See the module docstring for the rules.
+    """
+    queries, keep = _hop0(task)
+    raw = task.raw_outputs
+    runs = raw[raw["query_id"].isin(keep)]
+    if "hop" in runs.columns:
+        runs = runs[_column(runs, "hop").isin(("0", ""))]
+    runs = runs.reset_index(drop=True)
+    judg = task.judgments
+    judg = judg[judg["query_id"].isin(keep)].reset_index(drop=True)
+
+    def keys(frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {"q": frame["query_id"].astype(str), "a": frame["answer_raw"].astype(str)},
+            index=frame.index,
+        )
+        if "provenance" in judg.columns:
+            out["p"] = _canonical(_column(frame, "provenance"))
+        if policy.match_relation_provenance and "relation_provenance" in judg.columns:
+            out["rp"] = _canonical(_column(frame, "relation_provenance"))
+        return out
+
+    jk = keys(judg)
+    key_cols = list(jk.columns)
+    jk["category"] = judg["category"].to_numpy()
+    ec = _column(judg, "equivalence_class")
+    ec = ec.where(ec != "0", "")
+    classed = judg["category"].isin(("correct", "inexact"))
+    ec = ec.where(ec != "", "fact:" + judg["fact"].astype(str))
+    jk["ec"] = ec.where(classed, "")
+    jk["filler_mention_type"] = _column(judg, "filler_mention_type").to_numpy()
+    jk["ec_mention_type"] = _column(judg, "ec_mention_type").to_numpy()
+    jk["_order"] = np.arange(len(jk))
+    jk["_correct"] = (jk["category"] == "correct").astype(np.int8)
+    chosen = jk.sort_values(["_correct", "_order"], ascending=[False, True]).drop_duplicates(
+        key_cols, keep="first"
+    )
+
+    rk = keys(runs)
+    rk["_row"] = np.arange(len(rk))
+    merged = rk.merge(chosen.drop(columns=["_order", "_correct"]), on=key_cols, how="left")
+    merged = merged.sort_values("_row", kind="stable").reset_index(drop=True)
+
+    judged = merged["category"].notna().to_numpy()
+    pre = merged["category"].fillna("unassessed").to_numpy(dtype=object)
+    inexact = _post_policy_label(policy.resolved_inexact(task))
+    unassessed = _post_policy_label(policy.unassessed)
+    duplicate_to = _post_policy_label(policy.duplicate)
+    post_map = {
+        "correct": "right",
+        "wrong": "wrong",
+        "ignore": "ignored",
+        "inexact": inexact,
+        "unassessed": unassessed,
+    }
+    post = np.array([post_map[p] for p in pre], dtype=object)
+    ec_credit = merged["ec"].fillna("").to_numpy(dtype=object)
+    nominal = (merged["filler_mention_type"].fillna("") == "NOM").to_numpy()
+
+    out = pd.DataFrame(
+        {
+            "system": runs["system"].to_numpy(),
+            "query_id": runs["query_id"].to_numpy(),
+            "answer_raw": runs["answer_raw"].to_numpy(),
+            "judged": judged,
+            "pre": pre,
+            "equivalence_class": ec_credit,
+            "duplicate": np.zeros(len(runs), dtype=bool),
+            "post": post,
+            "_nominal": nominal,
+            "_order": np.arange(len(runs)),
+        }
+    )
+
+    def mark_duplicates(mask: np.ndarray, group: list[str]) -> None:
+        """Among rows in ``mask``, keep the first (named mentions first) of each group."""
+        if not mask.any():
+            return
+        sub = out[mask].sort_values(["_nominal", "_order"])
+        extra = sub.duplicated(group, keep="first")
+        idx = sub.index[extra.to_numpy()]
+        out.loc[idx, "duplicate"] = True
+        out.loc[idx, "post"] = duplicate_to
+
+    # 4a. one right response per equivalence class (and system, query)
+    right = (out["post"] == "right").to_numpy() & (out["equivalence_class"] != "").to_numpy()
+    mark_duplicates(
+        right & ~out["duplicate"].to_numpy(), ["system", "query_id", "equivalence_class"]
+    )
+    # 4b. one right response per single-valued query
+    single = out["query_id"].isin(_single_valued(queries)).to_numpy()
+    right = (out["post"] == "right").to_numpy()
+    mark_duplicates(single & right & ~out["duplicate"].to_numpy(), ["system", "query_id"])
+    # 5. nominal filler in a class with a named mention
+    if policy.nominal_rule:
+        ec_type = merged["ec_mention_type"].fillna("").to_numpy(dtype=object)
+        has_types = (merged["filler_mention_type"].fillna("") != "").to_numpy() & (ec_type != "")
+        named_class = ec_type != "NOM"
+        drop = (out["post"] == "right").to_numpy() & has_types & nominal & named_class
+        out.loc[drop, "post"] = "ignored"
+    return out.drop(columns=["_nominal", "_order"])
+
+
+def _ground_truth(task: Task) -> pd.Series:
+    """Hop-0 query_id -> number of correct equivalence classes (CS-Score's GT)."""
+    queries, keep = _hop0(task)
+    judg = task.judgments
+    judg = judg[judg["query_id"].isin(keep) & judg["category"].isin(("correct", "inexact"))]
+    ec = _column(judg, "equivalence_class")
+    ec = ec.where(~ec.isin(("", "0")), "fact:" + judg["fact"].astype(str))
+    gt = ec.groupby(judg["query_id"]).nunique()
+    gt = gt.reindex(queries["query_id"], fill_value=0).astype(np.int64)
+    single = list(_single_valued(queries))
+    gt.loc[single] = np.minimum(gt.loc[single], 1)
+    gt.index.name = "query_id"
+    return gt.rename("gt")
+
+
+def _counts(cat: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            **{c: cat[c] for c in by},
+            "outputs": 1,
+            "judged": cat["judged"].astype(np.int64),
+            "assessed_correct": (cat["pre"] == "correct").astype(np.int64),
+            "assessed_wrong": (cat["pre"] == "wrong").astype(np.int64),
+            "assessed_inexact": (cat["pre"] == "inexact").astype(np.int64),
+            "assessed_ignore": (cat["pre"] == "ignore").astype(np.int64),
+            "unassessed": (cat["pre"] == "unassessed").astype(np.int64),
+            "duplicates": cat["duplicate"].astype(np.int64),
+            "right": (cat["post"] == "right").astype(np.int64),
+            "wrong": (cat["post"] == "wrong").astype(np.int64),
+            "ignored": (cat["post"] == "ignored").astype(np.int64),
+        }
+    )
+    return frame.groupby(by).sum()
+
+
+def _rates(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add precision, recall, f1 and note from right, wrong and gt (NaN with a reason)."""
+    right = frame["right"].to_numpy(dtype=float)
+    wrong = frame["wrong"].to_numpy(dtype=float)
+    gt = frame["gt"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
+        recall = np.where(gt > 0, right / gt, np.nan)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
+    notes = []
+    for p, r in zip(precision, recall, strict=True):
+        why = []
+        if np.isnan(p):
+            why.append("precision undefined: no response counted right or wrong (none assessed)")
+        if np.isnan(r):
+            why.append("recall undefined: no correct equivalence class assessed (gt = 0)")
+        notes.append("; ".join(why))
+    frame = frame.copy()
+    frame["precision"] = precision
+    frame["recall"] = recall
+    frame["f1"] = f1
+    frame["note"] = notes
+    return frame
+
+
+def official_per_query(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+    """Official counts and P/R/F1 for every (system, hop-0 query) pair.
+
+    One row per system and hop-0 query (queries a system did not answer included, with zero
+    counts), columns ``system, team, query_id`` + :data:`COUNT_COLUMNS` + ``precision, recall, f1,
+    note``; these are CS-Score's per-query ``.sf`` lines at hop 0.  Exact census of the
+    assessments, biased as an estimate of true precision/recall (see the module docstring).
+    """
+    queries, _ = _hop0(task)
+    cat = categorize_responses(task, policy)
+    counts = _counts(cat, ["system", "query_id"])
+    systems = task.systems
+    index = pd.MultiIndex.from_product(
+        [systems, queries["query_id"].tolist()], names=["system", "query_id"]
+    )
+    counts = counts.reindex(index, fill_value=0)
+    gt = _ground_truth(task)
+    counts["gt"] = gt.reindex(counts.index.get_level_values("query_id")).to_numpy()
+    out = counts.reset_index()
+    out.insert(1, "team", out["system"].map(task.teams))
+    return _rates(out[["system", "team", "query_id", *COUNT_COLUMNS]])
+
+
+def official_scores(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+    """Official-compatible hop-0 micro precision, recall and F1 per system (CS-Score ``SF-ALL-Micro``).
+
+    Returns one row per system with ``system, team`` + :data:`COUNT_COLUMNS` + ``precision,
+    recall, f1, note``, where
+
+    * ``outputs``: hop-0 responses (run rows, duplicates included);
+    * ``judged``: responses an assessment matched; ``assessed_*``: their pre-policy categories;
+      ``unassessed``: responses nothing matched;
+    * ``duplicates``: right responses beyond the first in an equivalence class (CS-Score's Dup);
+    * ``right, wrong, ignored``: post-policy counts;
+    * ``gt``: equivalence classes found correct by anyone, summed over all hop-0 queries;
+    * precision = right / (right + wrong), recall = right / gt, F1 = 2PR/(P+R).
+
+    This is a census of the assessed pool (no sampling uncertainty) and the closed-world baseline
+    of Chaganty et al. (2017): biased for true precision and recall (unassessed answers are
+    ignored, the pool bounds recall's denominator).  See the module docstring for every rule.
+    """
+    per_query = official_per_query(task, policy)
+    totals = per_query.groupby("system", sort=True)[COUNT_COLUMNS].sum()
+    out = totals.reset_index()
+    out.insert(1, "team", out["system"].map(task.teams))
+    return _rates(out).reset_index(drop=True)
+
+
+def official_leaderboard(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+    """:func:`official_scores` in the ``leaderboard.csv`` contract columns (ARCHITECTURE.md).
+
+    The official scores have no sampling uncertainty, so every ``_lo``/``_hi`` column is empty
+    (NaN), as are ``rank_lo, rank_hi, tier``.  ``pooled_recall`` and ``recall`` both hold the
+    official recall: closed-world scoring assumes the pool holds every correct answer (pool
+    coverage θ = 1).  ``rank`` orders by F1 (ties share the better rank; systems without an F1
+    come last, unranked).  ``estimator`` is ``official`` and ``note`` explains missing numbers.
+    """
+    scores = official_scores(task, policy)
+    nan = np.nan
+    board = pd.DataFrame(
+        {
+            "system": scores["system"],
+            "team": scores["team"],
+            "outputs": scores["outputs"],
+            "judged": scores["judged"],
+            "precision": scores["precision"],
+            "precision_lo": nan,
+            "precision_hi": nan,
+            "pooled_recall": scores["recall"],
+            "pooled_recall_lo": nan,
+            "pooled_recall_hi": nan,
+            "recall": scores["recall"],
+            "recall_lo": nan,
+            "recall_hi": nan,
+            "f1": scores["f1"],
+            "f1_lo": nan,
+            "f1_hi": nan,
+            "rank": scores["f1"].rank(method="min", ascending=False),
+            "rank_lo": nan,
+            "rank_hi": nan,
+            "tier": "",
+            "estimator": "official",
+            "note": scores["note"],
+        }
+    )
+    board["rank"] = board["rank"].astype("Int64")
+    return board.sort_values(["rank", "system"], na_position="last").reset_index(drop=True)

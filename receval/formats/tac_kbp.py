@@ -1,0 +1,710 @@
+"""TAC-KBP Cold Start slot-filling (SF) files -> a task bundle.
+
+Reads the three official inputs of the TAC Cold Start scorer (CS-Score, 2014–2017) and writes
+them as a bundle (ARCHITECTURE.md, "Task bundle v1"):
+
+* **SF query file** (``sf-query.xml``): ``<query id="..."><name/><docid/><beg/><end/><enttype/>
+  <slot0/>[<slot1/>]</query>``; 2014 files may say ``<slot>`` for ``<slot0>``.  LDC query files
+  (several ``<mentions>`` per query) are refused: their queries must first be expanded into SF
+  entry points, which is what ``sf-query.xml`` holds.
+* **SF runs** (tab-separated, one response per line):
+
+  ========  ===================================================================================
+  columns   layout
+  ========  ===================================================================================
+  7 (2014)  query id, slot, run id, relation provenance, filler, filler provenance, confidence
+  8 (2015,  query id, slot, run id, relation provenance, filler, **filler type**, filler
+  2016)     provenance, confidence
+  9 (2017)  as 2015 plus **node id**
+  ========  ===================================================================================
+
+* **Assessments** (``qrel.txt``, ``*.assessed.fqec``; tab-separated): response id,
+  ``query id:slot``, relation provenance, filler, filler provenance, filler assessment,
+  [filler mention type,] justification assessment, equivalence class [, equivalence-class mention
+  type].  8 columns in 2014–2015, 10 (with the two bracketed mention types) in 2016–2017.
+
+A provenance is ``DOCID:start-end``, 1–4 of them comma-separated.  Blank lines and lines starting
+with ``#`` are skipped.  Every malformed line raises :class:`~receval.errors.BundleError` naming the
+file and the line (wrong column count, bad provenance, unknown assessment code, unknown query, a
+correct assessment without an equivalence class, ...).
+
+Bundle encoding
+---------------
+* ``queries.tsv``: one row per SF query and hop.  ``query_id`` is ``<SF query id>:<slot>``, the
+  assessments' second column, so a bundle query is the question being scored (an entity *and* a
+  slot).  Extra columns: ``sf_query_id, slot, entity, enttype, docid, beg, end, hop,
+  parent_query``.
+* ``runs.tsv``: one row per run line.  ``system`` = run id (third column), ``answer`` = filler
+  string, ``score`` = confidence, ``provenance`` = filler provenance as written.  Extra columns:
+  ``relation_provenance, filler_type, node_id, sf_query_id, slot, hop, source`` (``source`` is
+  ``<run file name>:<line>``).  Facts are (query_id, normalised filler): the statistical
+  estimators share one label per fact across systems.
+* ``judgments.tsv``: one row per assessment line.  ``answer`` = filler, ``label`` = the TAC
+  assessment code, ``equivalence_class`` = the LDC class (``<query id>:N``; empty for ``0``; a
+  bare 2014 class number ``N`` becomes ``<query id>:N``), ``provenance`` = filler provenance.
+  Extra columns: ``relation_provenance, response_id, justification, filler_mention_type,
+  ec_mention_type, sf_query_id, slot, hop, source``.
+* ``task.toml``: the ``[labels]`` vocabulary of :data:`TAC_LABELS` (C correct; W wrong; X, S, L
+  inexact; I ignore) with ``inexact_policy = "wrong"`` (CS-Score's default counts INEXACT as wrong).
+
+Official (CS-Score) scoring does not go through the fact normalisation: it matches each response to
+its assessment exactly, by (query, filler string, filler provenance, relation provenance), and
+:mod:`receval.estimators.official` does so from the ``provenance`` and ``relation_provenance``
+columns kept here.
+
+Hop-1 responses (queries derived from a hop-0 answer, ids ``<SF query id>_<hash>``) are skipped by
+default; the number skipped is in ``tables["runs"].attrs["hop1_rows_skipped"]`` and
+``tables["judgments"].attrs["hop1_rows_skipped"]``.  With ``include_hop1=True`` they are kept, each
+derived query becoming its own bundle query with ``hop >= 1`` and ``parent_query`` set.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from receval.config import DEFAULT_LABELS, TaskConfig
+from receval.errors import BundleError
+
+__all__ = [
+    "ASSESSMENT_CODES",
+    "SINGLE_VALUED_SLOTS",
+    "TAC_LABELS",
+    "import_tac_kbp",
+    "normalize_provenance",
+    "parse_provenance",
+    "read_assessments",
+    "read_sf_queries",
+    "read_sf_run",
+]
+
+#: TAC filler-assessment codes and what they mean (CS-Score's names).
+ASSESSMENT_CODES: dict[str, str] = {
+    "C": "CORRECT",
+    "W": "INCORRECT",
+    "X": "INEXACT",
+    "I": "IGNORE",
+    "S": "INEXACT_SHORT",
+    "L": "INEXACT_LONG",
+}
+
+#: The bundle label vocabulary for TAC codes (``[labels]`` of the emitted ``task.toml``).
+TAC_LABELS: dict[str, tuple[str, ...]] = {
+    "correct": ("C",),
+    "wrong": ("W",),
+    "inexact": ("X", "S", "L"),
+    "ignore": ("I",),
+}
+
+#: Slots that admit one answer (the TAC KBP slot descriptions, 2013–2017).  CS-Score counts at most
+#: one equivalence class as ground truth for them and at most one right response.
+SINGLE_VALUED_SLOTS: frozenset[str] = frozenset(
+    {
+        "per:age",
+        "per:cause_of_death",
+        "per:city_of_birth",
+        "per:city_of_death",
+        "per:country_of_birth",
+        "per:country_of_death",
+        "per:date_of_birth",
+        "per:date_of_death",
+        "per:religion",
+        "per:stateorprovince_of_birth",
+        "per:stateorprovince_of_death",
+        "org:city_of_headquarters",
+        "org:country_of_headquarters",
+        "org:date_dissolved",
+        "org:date_founded",
+        "org:number_of_employees_members",
+        "org:stateorprovince_of_headquarters",
+        "org:website",
+    }
+)
+
+_RUN_LAYOUTS: dict[int, tuple[str, ...]] = {
+    7: (
+        "sf_query_id",
+        "slot",
+        "run_id",
+        "relation_provenance",
+        "filler",
+        "filler_provenance",
+        "confidence",
+    ),
+    8: (
+        "sf_query_id",
+        "slot",
+        "run_id",
+        "relation_provenance",
+        "filler",
+        "filler_type",
+        "filler_provenance",
+        "confidence",
+    ),
+    9: (
+        "sf_query_id",
+        "slot",
+        "run_id",
+        "relation_provenance",
+        "filler",
+        "filler_type",
+        "filler_provenance",
+        "confidence",
+        "node_id",
+    ),
+}
+_RUN_YEARS = {7: "2014", 8: "2015–2016", 9: "2017"}
+
+_ASSESSMENT_LAYOUTS: dict[int, tuple[str, ...]] = {
+    8: (
+        "response_id",
+        "query_and_slot",
+        "relation_provenance",
+        "filler",
+        "filler_provenance",
+        "code",
+        "justification",
+        "equivalence_class",
+    ),
+    10: (
+        "response_id",
+        "query_and_slot",
+        "relation_provenance",
+        "filler",
+        "filler_provenance",
+        "code",
+        "filler_mention_type",
+        "justification",
+        "equivalence_class",
+        "ec_mention_type",
+    ),
+}
+_ASSESSMENT_YEARS = {8: "2014–2015", 10: "2016–2017"}
+
+_TRIPLE = re.compile(r"^([^:\s,]+):(\d+)-(\d+)$")
+_MAX_TRIPLES = 4
+#: CS-Score truncates a provenance span longer than this many characters (matching sees the cut).
+MAX_SPAN_CHARS = 200
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance
+
+
+def parse_provenance(text: str) -> list[tuple[str, int, int]]:
+    """``"D:s-e,D:s-e"`` -> ``[(doc, start, end), ...]``; raises ValueError saying what is wrong."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty provenance")
+    parts = text.split(",")
+    if len(parts) > _MAX_TRIPLES:
+        raise ValueError(f"{len(parts)} provenance spans (at most {_MAX_TRIPLES} are allowed)")
+    out = []
+    for part in parts:
+        match = _TRIPLE.match(part.strip())
+        if match is None:
+            raise ValueError(f"provenance {part.strip()!r} is not DOCID:start-end")
+        doc, start, end = match.group(1), int(match.group(2)), int(match.group(3))
+        if end < start:
+            raise ValueError(f"provenance {part.strip()!r} ends before it starts")
+        out.append((doc, start, end))
+    return out
+
+
+def normalize_provenance(text: str) -> str:
+    """Canonical form of a provenance list, as CS-Score compares them.
+
+    Spans longer than :data:`MAX_SPAN_CHARS` are cut to that length and the spans are sorted by
+    (start, end, document), so ``D:7-9,D:1-3`` and ``D:1-3,D:7-9`` match.  Text that is not a TAC
+    provenance list is returned stripped and otherwise unchanged (so non-TAC bundles still match
+    on their exact provenance strings).
+    """
+    try:
+        triples = parse_provenance(text)
+    except ValueError:
+        return text.strip()
+    cut = [(d, s, min(e, s + MAX_SPAN_CHARS - 1)) for d, s, e in triples]
+    cut.sort(key=lambda t: (t[1], t[2], t[0]))
+    return ",".join(f"{d}:{s}-{e}" for d, s, e in cut)
+
+
+# ---------------------------------------------------------------------------------------------
+# low-level readers
+
+
+def _text_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank, non-comment lines of a UTF-8 file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BundleError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise BundleError(path, None, "is a directory, not a file") from None
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise BundleError(path, line, "binary data (NUL byte): not a text file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BundleError(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        out.append((number, line))
+    return out
+
+
+def _split_fields(
+    path: Path, lines: list[tuple[int, str]], layouts: dict[int, tuple[str, ...]], what: str
+) -> tuple[int, list[list[str]], list[int]]:
+    """Split tab-separated lines; every line must have the column count of the first one."""
+    if not lines:
+        raise BundleError(path, None, f"no {what} lines (the file is empty)")
+    expected = None
+    rows: list[list[str]] = []
+    numbers: list[int] = []
+    allowed = " or ".join(str(n) for n in layouts)
+    for number, line in lines:
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) not in layouts:
+            raise BundleError(
+                path,
+                number,
+                f"expected {allowed} tab-separated columns in {what}, found {len(fields)}",
+            )
+        if expected is None:
+            expected = len(fields)
+        elif len(fields) != expected:
+            raise BundleError(
+                path,
+                number,
+                f"{len(fields)} columns, but the first line of this file has {expected} "
+                "(one file must use one format)",
+            )
+        for name, value in zip(layouts[len(fields)], fields, strict=True):
+            if value == "" and name not in ("node_id",):
+                raise BundleError(path, number, f"empty {name.replace('_', ' ')} column")
+        rows.append(fields)
+        numbers.append(number)
+    assert expected is not None
+    return expected, rows, numbers
+
+
+def _check_provenance(path: Path, number: int, value: str, what: str) -> None:
+    try:
+        parse_provenance(value)
+    except ValueError as exc:
+        raise BundleError(path, number, f"bad {what}: {exc}") from None
+
+
+def read_sf_run(path: Path | str) -> pd.DataFrame:
+    """Read one SF run file (2014, 2015–2016 or 2017 layout; see the module docstring).
+
+    Returns one row per response with columns ``sf_query_id, slot, run_id, relation_provenance,
+    filler, filler_type, filler_provenance, confidence`` (float), ``node_id, line`` (``filler_type``
+    and ``node_id`` are empty where the layout lacks them).
+    """
+    path = Path(path)
+    lines = _text_lines(path)
+    ncols, rows, numbers = _split_fields(path, lines, _RUN_LAYOUTS, "an SF run")
+    frame = pd.DataFrame(rows, columns=list(_RUN_LAYOUTS[ncols]), dtype=object)
+    for col in ("filler_type", "node_id"):
+        if col not in frame.columns:
+            frame[col] = ""
+    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    conf = pd.to_numeric(frame["confidence"], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(conf) | (conf < 0) | (conf > 1)
+    if bad.any():
+        i = int(bad.nonzero()[0][0])
+        raise BundleError(
+            path,
+            numbers[i],
+            f"confidence {frame['confidence'].iloc[i]!r} is not a number in [0, 1]",
+        )
+    frame["confidence"] = conf
+    for i, number in enumerate(numbers):
+        slot = frame["slot"].iat[i]
+        if ":" not in slot:
+            raise BundleError(path, number, f"slot {slot!r} is not of the form type:name")
+        _check_provenance(path, number, frame["relation_provenance"].iat[i], "relation provenance")
+        _check_provenance(path, number, frame["filler_provenance"].iat[i], "filler provenance")
+    frame.attrs["layout"] = _RUN_YEARS[ncols]
+    return frame
+
+
+def read_assessments(path: Path | str) -> pd.DataFrame:
+    """Read an assessment file (2014–2015 8-column or 2016–2017 10-column layout).
+
+    Returns one row per assessment with columns ``response_id, sf_query_id, slot,
+    relation_provenance, filler, filler_provenance, code, justification, equivalence_class,
+    filler_mention_type, ec_mention_type, line``.  ``equivalence_class`` is empty for ``0``; a bare
+    class number is qualified with the query id.  A correct (C) or inexact (X) assessment must name
+    an equivalence class and a wrong (W) or ignored (I) one must not (CS-Score refuses both).
+    """
+    path = Path(path)
+    lines = _text_lines(path)
+    ncols, rows, numbers = _split_fields(path, lines, _ASSESSMENT_LAYOUTS, "an assessment file")
+    frame = pd.DataFrame(rows, columns=list(_ASSESSMENT_LAYOUTS[ncols]), dtype=object)
+    for col in ("filler_mention_type", "ec_mention_type"):
+        if col not in frame.columns:
+            frame[col] = ""
+    qids = []
+    slots = []
+    classes = []
+    for i, number in enumerate(numbers):
+        qs = frame["query_and_slot"].iat[i]
+        qid, sep, slot = qs.partition(":")
+        if not sep or not qid or ":" not in slot:
+            raise BundleError(
+                path, number, f"second column {qs!r} is not of the form <query id>:<type>:<slot>"
+            )
+        code = frame["code"].iat[i]
+        if code not in ASSESSMENT_CODES:
+            known = ", ".join(ASSESSMENT_CODES)
+            raise BundleError(path, number, f"unknown assessment code {code!r} (known: {known})")
+        _check_provenance(path, number, frame["relation_provenance"].iat[i], "relation provenance")
+        _check_provenance(path, number, frame["filler_provenance"].iat[i], "filler provenance")
+        ec = frame["equivalence_class"].iat[i]
+        if ec == "0":
+            ec = ""
+        elif ":" not in ec:
+            ec = f"{qid}:{ec}"
+        if code in ("C", "X") and not ec:
+            raise BundleError(
+                path,
+                number,
+                f"assessment {code} (correct/inexact) without an equivalence class",
+            )
+        if code in ("W", "I") and ec:
+            raise BundleError(
+                path,
+                number,
+                f"assessment {code} (wrong/ignored) with equivalence class {ec!r}; "
+                "only correct or inexact answers have one",
+            )
+        qids.append(qid)
+        slots.append(slot)
+        classes.append(ec)
+    frame["sf_query_id"] = qids
+    frame["slot"] = slots
+    frame["equivalence_class"] = classes
+    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    frame = frame.drop(columns=["query_and_slot"])
+    frame.attrs["layout"] = _ASSESSMENT_YEARS[ncols]
+    return frame
+
+
+@dataclass(frozen=True)
+class _Query:
+    sf_query_id: str
+    slots: tuple[str, ...]
+    entity: str
+    enttype: str
+    docid: str
+    beg: str
+    end: str
+
+
+def read_sf_queries(path: Path | str) -> pd.DataFrame:
+    """Read an SF query XML file: one row per query with ``sf_query_id, slots`` (a tuple,
+    ``slot0`` first), ``slot`` (= slot0), ``entity, enttype, docid, beg, end``."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BundleError(path, None, "no such file") from None
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError as exc:
+        line = exc.position[0] if getattr(exc, "position", None) else None
+        raise BundleError(path, line, f"not well-formed XML ({exc.msg})") from None
+    text = raw.decode("utf-8", errors="replace")
+    starts = [text[: m.start()].count("\n") + 1 for m in re.finditer(r"<query[\s>]", text)]
+    elements = list(root.iter("query"))
+    if not elements:
+        raise BundleError(path, None, "no <query> elements found")
+    out: list[_Query] = []
+    seen: dict[str, int] = {}
+    for k, element in enumerate(elements):
+        line = starts[k] if k < len(starts) else None
+        qid = (element.get("id") or "").strip()
+        if not qid:
+            raise BundleError(path, line, "<query> without an id attribute")
+        if element.find("mentions") is not None or len(element.findall("docid")) > 1:
+            raise BundleError(
+                path,
+                line,
+                f"query {qid!r} has several entry points (an LDC query file); "
+                "give the SF query file (sf-query.xml), whose ids the runs answer",
+            )
+        if qid in seen:
+            raise BundleError(path, line, f"duplicate query id {qid!r} (first at line {seen[qid]})")
+        seen[qid] = line or 0
+
+        def field(tag: str, element=element) -> str:
+            node = element.find(tag)
+            return (node.text or "").strip() if node is not None else ""
+
+        slots = []
+        first = field("slot0") or field("slot")
+        if not first:
+            raise BundleError(path, line, f"query {qid!r} has no <slot0>")
+        slots.append(first)
+        n = 1
+        while field(f"slot{n}"):
+            slots.append(field(f"slot{n}"))
+            n += 1
+        for slot in slots:
+            if ":" not in slot:
+                raise BundleError(
+                    path, line, f"query {qid!r}: slot {slot!r} is not of the form type:name"
+                )
+        out.append(
+            _Query(
+                qid,
+                tuple(slots),
+                field("name"),
+                field("enttype"),
+                field("docid"),
+                field("beg"),
+                field("end"),
+            )
+        )
+    frame = pd.DataFrame(
+        {
+            "sf_query_id": [q.sf_query_id for q in out],
+            "slots": [q.slots for q in out],
+            "slot": [q.slots[0] for q in out],
+            "entity": [q.entity for q in out],
+            "enttype": [q.enttype for q in out],
+            "docid": [q.docid for q in out],
+            "beg": [q.beg for q in out],
+            "end": [q.end for q in out],
+        }
+    )
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# the importer
+
+
+class _QueryResolver:
+    """Maps an SF query id (hop 0, or derived ``<root>_<hash>[_<hash>]``) to its root and hop."""
+
+    def __init__(self, queries: pd.DataFrame) -> None:
+        self.slots = dict(zip(queries["sf_query_id"], queries["slots"], strict=True))
+        self._roots = sorted(self.slots, key=len, reverse=True)
+
+    def resolve(self, sf_query_id: str) -> tuple[str, int] | None:
+        if sf_query_id in self.slots:
+            return sf_query_id, 0
+        for root in self._roots:
+            if sf_query_id.startswith(root + "_"):
+                rest = sf_query_id[len(root) + 1 :]
+                parts = rest.split("_")
+                if all(parts):
+                    return root, len(parts)
+        return None
+
+
+def _resolve_rows(
+    frame: pd.DataFrame,
+    path: Path,
+    resolver: _QueryResolver,
+    include_hop1: bool,
+) -> tuple[pd.DataFrame, int]:
+    """Attach ``query_id, hop, parent_query`` to run or assessment rows; drop hop>0 unless kept."""
+    hops = np.zeros(len(frame), dtype=np.int64)
+    roots = []
+    for i in range(len(frame)):
+        qid = frame["sf_query_id"].iat[i]
+        slot = frame["slot"].iat[i]
+        number = int(frame["line"].iat[i])
+        found = resolver.resolve(qid)
+        if found is None:
+            raise BundleError(path, number, f"query {qid!r} is not in the query file")
+        root, hop = found
+        slots = resolver.slots[root]
+        if hop >= len(slots):
+            raise BundleError(
+                path,
+                number,
+                f"query {qid!r} is hop {hop} of {root!r}, which asks only {len(slots)} slot(s)",
+            )
+        if slot != slots[hop]:
+            raise BundleError(
+                path,
+                number,
+                f"slot {slot!r} is not the slot query {qid!r} asks ({slots[hop]!r} at hop {hop})",
+            )
+        hops[i] = hop
+        roots.append(root)
+    frame = frame.assign(hop=hops, _root=roots)
+    skipped = 0
+    if not include_hop1:
+        keep = hops == 0
+        skipped = int((~keep).sum())
+        frame = frame[keep]
+    frame = frame.assign(query_id=frame["sf_query_id"] + ":" + frame["slot"])
+    parent = np.where(
+        frame["hop"].to_numpy() > 0,
+        frame["_root"].astype(str) + ":" + frame["_root"].map(lambda r: resolver.slots[r][0]),
+        "",
+    )
+    frame = frame.assign(parent_query=parent).drop(columns=["_root"])
+    return frame.reset_index(drop=True), skipped
+
+
+def tac_config(name: str = "tac-kbp") -> TaskConfig:
+    """``task.toml`` settings for an imported TAC bundle: the TAC label vocabulary, INEXACT wrong."""
+    labels = dict(DEFAULT_LABELS)
+    labels.update(TAC_LABELS)
+    return TaskConfig(name=name, labels=labels, inexact_policy="wrong")
+
+
+def import_tac_kbp(
+    queries: Path | str,
+    runs: list[Path] | list[str],
+    assessments: Path | str | None,
+    *,
+    include_hop1: bool = False,
+    name: str | None = None,
+) -> tuple[dict[str, pd.DataFrame], TaskConfig]:
+    """Convert TAC Cold Start SF files into bundle tables and a config (see the module docstring).
+
+    Parameters
+    ----------
+    queries : the SF query XML file (``sf-query.xml``).
+    runs : one or more SF run files; the run id in their third column names the system.  Two
+        files may not use the same run id.
+    assessments : the assessment file (``qrel.txt``), or None for an unjudged task.
+    include_hop1 : keep hop-1 (and deeper) responses and assessments as derived bundle queries.
+    name : the task name in ``task.toml`` (default ``"tac-kbp"``).
+
+    Returns
+    -------
+    (tables, config) : ``tables`` holds ``queries``, ``runs`` and (with assessments)
+        ``judgments`` frames ready for :func:`receval.formats.bundle.write_bundle`.
+
+    Raises
+    ------
+    BundleError : malformed input, naming the file and line.
+    """
+    queries = Path(queries)
+    if not runs:
+        raise ValueError("at least one run file is needed")
+    qframe = read_sf_queries(queries)
+    resolver = _QueryResolver(qframe)
+
+    run_parts = []
+    owner: dict[str, Path] = {}
+    skipped_runs = 0
+    for run_path in map(Path, runs):
+        frame = read_sf_run(run_path)
+        for run_id, first_line in frame.groupby("run_id", sort=False)["line"].first().items():
+            if run_id in owner and owner[run_id] != run_path:
+                raise BundleError(
+                    run_path,
+                    int(first_line),
+                    f"run id {run_id!r} also appears in {owner[run_id]}; give each run its own id",
+                )
+            owner[run_id] = run_path
+        frame, skipped = _resolve_rows(frame, run_path, resolver, include_hop1)
+        skipped_runs += skipped
+        frame["source"] = run_path.name + ":" + frame["line"].astype(str)
+        run_parts.append(frame)
+    rframe = pd.concat(run_parts, ignore_index=True)
+    runs_table = pd.DataFrame(
+        {
+            "system": rframe["run_id"],
+            "query_id": rframe["query_id"],
+            "answer": rframe["filler"],
+            "score": rframe["confidence"],
+            "provenance": rframe["filler_provenance"],
+            "relation_provenance": rframe["relation_provenance"],
+            "filler_type": rframe["filler_type"],
+            "node_id": rframe["node_id"],
+            "sf_query_id": rframe["sf_query_id"],
+            "slot": rframe["slot"],
+            "hop": rframe["hop"].astype(str),
+            "source": rframe["source"],
+        }
+    )
+    runs_table.attrs["hop1_rows_skipped"] = skipped_runs
+
+    hop0 = pd.DataFrame(
+        {
+            "query_id": qframe["sf_query_id"] + ":" + qframe["slot"],
+            "sf_query_id": qframe["sf_query_id"],
+            "slot": qframe["slot"],
+            "entity": qframe["entity"],
+            "enttype": qframe["enttype"],
+            "docid": qframe["docid"],
+            "beg": qframe["beg"],
+            "end": qframe["end"],
+            "hop": "0",
+            "parent_query": "",
+        }
+    )
+    derived = [rframe[rframe["hop"] > 0]]
+
+    tables: dict[str, pd.DataFrame] = {}
+    if assessments is not None:
+        apath = Path(assessments)
+        aframe = read_assessments(apath)
+        aframe, skipped = _resolve_rows(aframe, apath, resolver, include_hop1)
+        aframe["source"] = apath.name + ":" + aframe["line"].astype(str)
+        derived.append(aframe[aframe["hop"] > 0])
+        judgments = pd.DataFrame(
+            {
+                "query_id": aframe["query_id"],
+                "answer": aframe["filler"],
+                "label": aframe["code"],
+                "equivalence_class": aframe["equivalence_class"],
+                "provenance": aframe["filler_provenance"],
+                "relation_provenance": aframe["relation_provenance"],
+                "response_id": aframe["response_id"],
+                "justification": aframe["justification"],
+                "filler_mention_type": aframe["filler_mention_type"],
+                "ec_mention_type": aframe["ec_mention_type"],
+                "sf_query_id": aframe["sf_query_id"],
+                "slot": aframe["slot"],
+                "hop": aframe["hop"].astype(str),
+                "source": aframe["source"],
+            }
+        )
+        judgments.attrs["hop1_rows_skipped"] = skipped
+        tables["judgments"] = judgments
+
+    extra = pd.concat(derived, ignore_index=True)
+    if len(extra):
+        extra = extra.drop_duplicates("query_id")
+        hop_n = pd.DataFrame(
+            {
+                "query_id": extra["query_id"],
+                "sf_query_id": extra["sf_query_id"],
+                "slot": extra["slot"],
+                "entity": "",
+                "enttype": "",
+                "docid": "",
+                "beg": "",
+                "end": "",
+                "hop": extra["hop"].astype(str),
+                "parent_query": extra["parent_query"],
+            }
+        )
+        queries_table = pd.concat([hop0, hop_n], ignore_index=True)
+    else:
+        queries_table = hop0
+    tables = {"queries": queries_table.reset_index(drop=True), "runs": runs_table, **tables}
+    return tables, tac_config(name or "tac-kbp")
