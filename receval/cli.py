@@ -68,6 +68,232 @@ def validate(task: Path) -> None:
         click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
 
 
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+LEADERBOARD_VIEW = [
+    ("rank", "rank"),
+    ("rank_interval", "rank CI"),
+    ("tier", "tier"),
+    ("system", "system"),
+    ("team", "team"),
+    ("precision", "P"),
+    ("recall", "R"),
+    ("f1", "F1"),
+]
+
+
+def _print_leaderboard(board) -> None:
+    from receval.report.writers import format_table
+
+    view = board.copy()
+    view["rank_interval"] = [
+        "—" if lo != lo else f"{int(lo)}–{int(hi)}"
+        for lo, hi in zip(view["rank_lo"], view["rank_hi"], strict=True)
+    ]
+    view["rank"] = view["rank"].astype("Int64").astype(str).replace("<NA>", "—")
+    cols = list(LEADERBOARD_VIEW)
+    if "precision_at_target" in view.columns:
+        cols.append(("precision_at_target", "P@target"))
+    click.echo(format_table(view, cols))
+
+
+@cli.command()
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory."
+)
+@click.option(
+    "--estimator",
+    type=click.Choice(["joint", "simple", "official"]),
+    default="joint",
+    show_default=True,
+    help="joint: importance-reweighted (Chaganty et al. 2017); simple: own samples and exhaustive "
+    "units only; official: TAC closed-world census of the judgments.",
+)
+@click.option(
+    "--bootstrap",
+    "bootstrap",
+    type=click.IntRange(50, 100_000),
+    default=1000,
+    show_default=True,
+    help="Bootstrap replicates B.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0.5, 0.999),
+    default=0.95,
+    show_default=True,
+    help="Two-sided interval level.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["percentile", "basic", "BCa"]),
+    default="percentile",
+    show_default=True,
+    help="Bootstrap interval method.",
+)
+@click.option(
+    "--weighting",
+    type=click.Choice(["size", "overlap"]),
+    default="size",
+    show_default=True,
+    help="Joint-precision mixture weights: size (w ∝ n_j) or overlap (the paper's heuristic).",
+)
+@click.option(
+    "--target",
+    "target",
+    type=click.Choice(["micro", "macro"]),
+    default="micro",
+    show_default=True,
+    help="micro: every fact weighs the same; macro: every answered query weighs the same (precision).",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap replicates."
+)
+@click.option(
+    "--rank-by",
+    type=click.Choice(["f1", "recall", "precision", "pooled_recall"]),
+    default="f1",
+    show_default=True,
+    help="Metric the leaderboard is ranked by.",
+)
+@click.option(
+    "--save-replicates", is_flag=True, help="Also write DIR/replicates.npz (the resampling counts)."
+)
+@click.option(
+    "--replicates",
+    "replicates_path",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="Reuse the replicates saved by an earlier run (--save-replicates).",
+)
+@click.option("--quiet", is_flag=True, help="Print nothing but errors.")
+def score(
+    task: Path,
+    out: Path,
+    estimator: str,
+    bootstrap: int,
+    confidence: float,
+    method: str,
+    weighting: str,
+    target: str,
+    seed: int,
+    rank_by: str,
+    save_replicates: bool,
+    replicates_path: Path | None,
+    quiet: bool,
+) -> None:
+    """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
+
+    Writes leaderboard.csv, pool.csv, conflicts.csv, run.json (and truth_check.csv when the bundle
+    has truth.tsv).  Every interval is a bootstrap interval over all random stages (each system's
+    sample, the exhaustive units) with replicates shared by all systems.
+    """
+    from receval.report.writers import write_csv, write_json
+    from receval.scoring import ScoreOptions, score_task
+
+    loaded = _load(task)
+    options = ScoreOptions(
+        estimator=estimator,
+        weighting=weighting,
+        bootstrap=bootstrap,
+        confidence=confidence,
+        method=method,
+        seed=seed,
+        rank_by=rank_by,
+        target=target,
+    )
+    replicates = None
+    if replicates_path is not None:
+        from receval.estimators.bootstrap import Replicates
+        from receval.estimators.sample_data import build_sample_data
+        from receval.scoring import _stages
+
+        try:
+            replicates = Replicates.load(
+                replicates_path, _stages(build_sample_data(loaded, target))
+            )
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    result = score_task(loaded, options, replicates)
+    if not quiet:
+        for w in result.warnings:
+            _warn(w)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "leaderboard.csv", result.leaderboard)
+    write_csv(out / "pool.csv", result.pool)
+    write_csv(out / "conflicts.csv", result.conflicts)
+    if result.truth_check is not None:
+        write_csv(out / "truth_check.csv", result.truth_check)
+    info = dict(result.info)
+    info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}
+    info["merge"] = {
+        "rule": loaded.config.merge_rule,
+        "tie": loaded.config.tie_policy,
+        "conflicts": len(result.conflicts),
+    }
+    if save_replicates and result.replicates is not None:
+        from receval.formats.tables import atomic_path
+
+        with atomic_path(out / "replicates.npz") as tmp:
+            with open(tmp, "wb") as fh:
+                result.replicates.save(fh)
+        info["replicates_file"] = "replicates.npz"
+    write_json(out / "run.json", info)
+    if not quiet:
+        _print_leaderboard(result.leaderboard)
+        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
+        click.echo(f"\nintervals: {interval}; results in {out}/")
+
+
+@cli.command()
+@click.option(
+    "--precision", "precision", type=float, required=True, help="Measured precision P at recall R."
+)
+@click.option("--recall", "recall", type=float, required=True, help="Measured recall R.")
+@click.option(
+    "--prevalence", type=float, required=True, help="Prevalence ρ of correct items in the universe."
+)
+@click.option("--target", "target", type=float, required=True, help="Target recall R_T.")
+@click.option(
+    "--max-recall-distance",
+    type=float,
+    default=0.10,
+    show_default=True,
+    help="Flag extrapolations over a larger recall distance.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def extrapolate(
+    precision: float,
+    recall: float,
+    prevalence: float,
+    target: float,
+    max_recall_distance: float,
+    as_json: bool,
+) -> None:
+    """Dimm's extrapolated precision at recall TARGET from one (R, P) point (a model extrapolation)."""
+    import json
+
+    from receval.extrapolation import ExtrapolationRefused, extrapolate_point
+
+    try:
+        result = extrapolate_point(
+            precision, recall, prevalence, target, max_recall_distance=max_recall_distance
+        )
+    except ExtrapolationRefused as exc:
+        raise InputError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+    else:
+        click.echo(f"beta                 {result.beta:.6g}")
+        click.echo(
+            f"precision at {target:<7g} {result.precision_at_target:.4f}  (model extrapolation, Dimm 2015)"
+        )
+        for flag in result.flags:
+            click.echo(f"flag: {flag}")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="receval")
