@@ -294,6 +294,153 @@ def extrapolate(
             click.echo(f"flag: {flag}")
 
 
+@cli.command()
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option(
+    "--per-system",
+    type=click.IntRange(0, None),
+    default=None,
+    help="Draws per system in this round (i.i.d. with replacement).",
+)
+@click.option(
+    "--system", "systems", multiple=True, help="Only these systems (repeatable; default: all)."
+)
+@click.option(
+    "--distribution",
+    type=click.Choice(["uniform", "entity-relation"]),
+    default="uniform",
+    show_default=True,
+    help="Sampling distribution over each system's distinct facts.",
+)
+@click.option(
+    "--exhaustive-units",
+    type=click.IntRange(0, None),
+    default=0,
+    show_default=True,
+    help="Units (documents) to draw for exhaustive annotation.",
+)
+@click.option(
+    "--units-from",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="Table of candidate units (column 'unit', optional 'prob') to draw exhaustive units from.",
+)
+@click.option(
+    "--adaptive",
+    is_flag=True,
+    help="Choose each unsampled system's sample size so its interval half-width is at most --target-width.",
+)
+@click.option(
+    "--target-width",
+    type=click.FloatRange(0.001, 0.5),
+    default=None,
+    help="With --adaptive: the target half-width of the precision and recall intervals.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0.5, 0.999),
+    default=0.95,
+    show_default=True,
+    help="With --adaptive: interval level the width refers to.",
+)
+@click.option(
+    "--max-per-system",
+    type=click.IntRange(1, None),
+    default=2000,
+    show_default=True,
+    help="With --adaptive: upper end of the search for n.",
+)
+@click.option(
+    "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
+)
+@click.option(
+    "--seed", type=int, required=True, help="Seed of the draws (combined with the round number)."
+)
+def sample(
+    task: Path,
+    per_system: int | None,
+    systems: tuple[str, ...],
+    distribution: str,
+    exhaustive_units: int,
+    units_from: Path | None,
+    adaptive: bool,
+    target_width: float | None,
+    confidence: float,
+    max_per_system: int,
+    sample_name: str | None,
+    seed: int,
+) -> None:
+    """Draw a new sample round for TASK; append it to samples.tsv and write to_annotate.tsv.
+
+    to_annotate.tsv lists what still needs a label: each drawn fact not yet judged (once, however
+    many systems output it: labels are shared) and each drawn exhaustive unit.  Earlier rounds are
+    kept.  Add labels to judgments.tsv, and annotated units to exhaustive_units.tsv/exhaustive.tsv.
+    """
+    import pandas as pd
+
+    from receval.design import new_sample_round
+    from receval.formats.bundle import append_rows
+    from receval.formats.tables import read_table, write_table
+
+    loaded = _load(task)
+    if adaptive and target_width is None:
+        raise click.UsageError("--adaptive needs --target-width")
+    if not adaptive and per_system is None and exhaustive_units == 0:
+        raise click.UsageError(
+            "nothing to draw: give --per-system N, --exhaustive-units M or --adaptive"
+        )
+    if exhaustive_units and units_from is None:
+        raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
+    unknown = sorted(set(systems) - set(loaded.systems))
+    if unknown:
+        raise click.BadParameter(f"unknown system(s): {', '.join(unknown)}", param_hint="--system")
+    candidates = None
+    if units_from is not None:
+        candidates = read_table(units_from)
+        if "unit" not in candidates.columns:
+            raise InputError(f"{units_from}:1: missing required column unit")
+        if "prob" in candidates.columns:
+            candidates["prob"] = pd.to_numeric(candidates["prob"], errors="coerce")
+    sizes: int | dict[str, int] = per_system or 0
+    if adaptive:
+        from receval.planning import adaptive_sample_sizes
+
+        plan = adaptive_sample_sizes(
+            loaded,
+            target_width,
+            confidence=confidence,
+            systems=list(systems) or None,
+            max_n=max_per_system,
+        )
+        sizes = dict(zip(plan["system"], plan["n"], strict=True))
+        for _, row in plan.iterrows():
+            click.echo(
+                f"{row['system']}: n = {row['n']} (bound on half-width: precision {row['precision_halfwidth']:.3f}, "
+                f"recall {row['recall_halfwidth']:.3f})"
+            )
+    try:
+        drawn = new_sample_round(
+            loaded,
+            sizes,
+            seed=seed,
+            distribution=distribution,
+            systems=list(systems) or None,
+            units=candidates,
+            exhaustive_units=exhaustive_units,
+            name=sample_name,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if len(drawn.samples):
+        append_rows(task, "samples", drawn.samples)
+    write_table(task / "to_annotate.tsv", drawn.to_annotate)
+    facts = int((drawn.to_annotate["kind"] == "fact").sum())
+    units = int((drawn.to_annotate["kind"] == "unit").sum())
+    click.echo(
+        f"sample {drawn.name}: {len(drawn.samples)} draws from {len(drawn.sizes)} systems; "
+        f"{facts} facts and {units} units to annotate in {task / 'to_annotate.tsv'}"
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="receval")

@@ -234,3 +234,84 @@ def infer_designs(
             )
         out.append(Sampler(sample=str(sample), system=str(system), design=chosen, n=len(rows)))
     return out
+
+
+@dataclass(frozen=True)
+class SampleRound:
+    """A new sample round: the draws to append to samples.tsv and what needs annotating."""
+
+    name: str
+    samples: pd.DataFrame  # samples.tsv rows
+    units: pd.DataFrame  # exhaustive units drawn (unit, prob)
+    to_annotate: pd.DataFrame  # kind, query_id, answer, unit, systems, prob
+    sizes: dict[str, int]
+
+
+def next_round_name(samples: pd.DataFrame) -> tuple[str, int]:
+    """``round-K`` with K one more than the number of rounds recorded so far, and K."""
+    k = int(samples["sample"].nunique()) + 1 if len(samples) else 1
+    existing = set(samples["sample"]) if len(samples) else set()
+    while f"round-{k}" in existing:
+        k += 1
+    return f"round-{k}", k
+
+
+def new_sample_round(
+    task,
+    per_system: int | dict[str, int],
+    *,
+    seed: int,
+    distribution: str = "uniform",
+    systems: list[str] | None = None,
+    units: pd.DataFrame | None = None,
+    exhaustive_units: int = 0,
+    name: str | None = None,
+) -> SampleRound:
+    """Draw a new round of per-system samples (and exhaustive units) for ``task``.
+
+    The generator is seeded with ``(seed, round number)``, so re-running with the same seed in a
+    later round draws different items, and the same call on the same bundle draws the same ones.
+    ``to_annotate`` holds each drawn fact that has no label yet (once: labels are shared by all
+    systems) and each drawn unit.
+    """
+    default, k = next_round_name(task.samples)
+    name = name or default
+    if len(task.samples) and name in set(task.samples["sample"]):
+        raise ValueError(f"sample round {name!r} exists already; choose another --name")
+    rng = np.random.default_rng([seed, k])
+    drawn = draw_precision_samples(
+        task.outputs,
+        task.queries,
+        per_system,
+        rng,
+        distribution=distribution,
+        sample=name,
+        systems=systems,
+    )
+    key = task.outputs.set_index(["system", "query_id", "answer_raw"])["fact"]
+    facts = key.reindex(
+        pd.MultiIndex.from_frame(drawn[["system", "query_id", "answer"]])
+    ).to_numpy()
+    todo = facts_to_annotate(task.outputs, facts.astype(np.int64), task.labels.index)
+    todo.insert(0, "kind", "fact")
+    todo["unit"] = ""
+    todo["prob"] = np.nan
+    unit_rows = pd.DataFrame(columns=["unit", "prob"])
+    if exhaustive_units:
+        if units is None:
+            raise ValueError("exhaustive units need a table of candidate units")
+        done = set(task.exhaustive_units["unit"]) if len(task.exhaustive_units) else set()
+        unit_rows = draw_exhaustive_units(units, exhaustive_units, rng, exclude=done)
+        unit_todo = pd.DataFrame(
+            {
+                "kind": "unit",
+                "query_id": "",
+                "answer": "",
+                "systems": 0,
+                "unit": unit_rows["unit"].to_numpy(),
+                "prob": unit_rows["prob"].to_numpy() if "prob" in unit_rows else np.nan,
+            }
+        )
+        todo = pd.concat([todo, unit_todo], ignore_index=True)
+    sizes = drawn.groupby("system").size().to_dict() if len(drawn) else {}
+    return SampleRound(name=name, samples=drawn, units=unit_rows, to_annotate=todo, sizes=sizes)

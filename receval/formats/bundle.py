@@ -69,3 +69,23 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
+    """Append ``rows`` to the bundle table ``name`` (created as TSV if absent), atomically.
+
+    The existing file keeps its format and its columns; new columns are added (empty for the
+    old rows), columns the new rows lack are left empty.
+    """
+    from receval.formats.tables import LINE, find_table, read_table
+
+    root = Path(root)
+    path = find_table(root, name) or root / f"{name}.tsv"
+    if path.exists():
+        old = read_table(path).drop(columns=[LINE])
+        columns = list(old.columns) + [c for c in rows.columns if c not in old.columns]
+        merged = pd.concat([old, rows.astype(object)], ignore_index=True)[columns].fillna("")
+    else:
+        merged = rows
+    write_table(path, merged)
+    return path
