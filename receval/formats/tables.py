@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from receval.errors import BundleError
@@ -46,9 +47,7 @@ def read_table(path: Path) -> pd.DataFrame:
         raise BundleError(
             path, None, f"unsupported table format {suffix!r} (use .tsv, .csv or .parquet)"
         )
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise BundleError(path, 1, "file is empty (a header row is required)")
+    raw = read_bytes(path)
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise BundleError(path, line, "binary data (NUL byte): not a text table")
@@ -57,14 +56,35 @@ def read_table(path: Path) -> pd.DataFrame:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise BundleError(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    if not text.strip():
+        raise BundleError(path, 1, "file is empty (a header row is required)")
     if suffix == ".tsv":
         return _read_delimited(path, text, sep="\t")
     return _read_delimited(path, text, sep=",")
 
 
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``; an unreadable file is a :class:`BundleError`, not an ``OSError``."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise BundleError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
+
+
+def _split_lines(text: str) -> list[str]:
+    """Physical lines: split at ``\\n`` only (``\\r\\n`` accepted), never at U+2028, form feeds
+    or the other separators :meth:`str.splitlines` knows, which may occur inside an answer."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
-    lines = text.splitlines()
+    lines = _split_lines(text)
     header = lines[0]
+    if not header.strip():
+        raise BundleError(path, 1, "the first line is blank; it must be the header row")
     other = "," if sep == "\t" else "\t"
     if sep not in header and other in header:
         kind = "comma" if other == "," else "tab"
@@ -74,38 +94,59 @@ def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
             1,
             f"header looks {kind}-separated but a {path.suffix} file must be {want}-separated",
         )
-    names = header.split(sep) if sep == "\t" else next(csv.reader([header]))
+    if sep == "\t":
+        names, rows, line_numbers = _tsv_records(path, lines)
+    else:
+        names, rows, line_numbers = _csv_records(path, text)
+    frame = pd.DataFrame(rows, columns=names, dtype=object)
+    frame[LINE] = np.asarray(line_numbers, dtype=np.int64)
+    return frame
+
+
+def _check_header(path: Path, names: list[str]) -> list[str]:
     names = [n.strip() for n in names]
     if any(not n for n in names):
         raise BundleError(path, 1, "empty column name in the header")
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise BundleError(path, 1, f"duplicate column name(s) in the header: {', '.join(dup)}")
-    if sep == "\t":
-        # TSV: no quoting at all (answers may contain quote characters), exact field counts.
-        rows = []
-        line_numbers = []
-        for number, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != len(names):
-                raise BundleError(
-                    path, number, f"expected {len(names)} tab-separated fields, found {len(fields)}"
-                )
-            rows.append(fields)
-            line_numbers.append(number)
-        frame = pd.DataFrame(rows, columns=names, dtype=object)
-    else:
-        rows = []
-        line_numbers = []
-        reader = csv.reader(io.StringIO(text))
-        next(reader)
-        try:
-            for fields in reader:
-                number = reader.line_num
-                if not fields or all(not f.strip() for f in fields):
-                    continue
+    if LINE in names:
+        raise BundleError(path, 1, f"column name {LINE!r} is reserved (line numbers); rename it")
+    return names
+
+
+def _tsv_records(path: Path, lines: list[str]) -> tuple[list[str], list[list[str]], list[int]]:
+    """TSV: no quoting at all (answers may contain quote characters), exact field counts."""
+    names = _check_header(path, lines[0].split("\t"))
+    rows = []
+    line_numbers = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != len(names):
+            raise BundleError(
+                path, number, f"expected {len(names)} tab-separated fields, found {len(fields)}"
+            )
+        rows.append(fields)
+        line_numbers.append(number)
+    return names, rows, line_numbers
+
+
+def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], list[int]]:
+    """CSV (RFC 4180 quoting); a record's line is the physical line where it starts."""
+    # strict: a stray or unterminated quote is an error, not a silently merged record
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        names = _check_header(path, next(reader))
+    except csv.Error as exc:
+        raise BundleError(path, 1, f"malformed CSV header: {exc}") from None
+    rows = []
+    line_numbers = []
+    number = reader.line_num + 1  # first physical line of the next record
+    try:
+        for fields in reader:
+            if any(f.strip() for f in fields):
                 if len(fields) != len(names):
                     raise BundleError(
                         path,
@@ -114,37 +155,58 @@ def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
                     )
                 rows.append(fields)
                 line_numbers.append(number)
-        except csv.Error as exc:
-            raise BundleError(path, reader.line_num, f"malformed CSV: {exc}") from None
-        frame = pd.DataFrame(rows, columns=names, dtype=object)
-    frame[LINE] = (
-        pd.array(line_numbers, dtype="int64") if line_numbers else pd.Series([], dtype="int64")
-    )
-    return frame
+            number = reader.line_num + 1
+    except csv.Error as exc:
+        raise BundleError(path, number, f"malformed CSV (record starting here): {exc}") from None
+    return names, rows, line_numbers
+
+
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
+    """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
+    are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
     try:
-        frame = pd.read_parquet(path)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
     except ImportError:
         raise BundleError(
             path, None, "reading Parquet needs pyarrow: pip install 'receval[parquet]'"
         ) from None
+    try:
+        table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
-    frame = frame.reset_index(drop=True)
-    out = pd.DataFrame(index=frame.index)
-    for name in frame.columns:
-        col = frame[name]
-        if pd.api.types.is_float_dtype(col):
-            out[str(name)] = col.map(lambda v: "" if pd.isna(v) else repr(float(v)))
+    keep = [i for i, n in enumerate(table.column_names) if not _PANDAS_INDEX.fullmatch(str(n))]
+    names = _check_header(path, [str(table.column_names[i]) for i in keep])
+    out = {}
+    for name, i in zip(names, keep, strict=True):
+        col = table.column(i)
+        kind = col.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            values = pc.fill_null(col, "").to_numpy(zero_copy_only=False)
+        elif pa.types.is_integer(kind):
+            values = pc.fill_null(pc.cast(col, pa.string()), "").to_numpy(zero_copy_only=False)
+        elif pa.types.is_floating(kind):
+            values = ["" if v is None or v != v else repr(float(v)) for v in col.to_pylist()]
+        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            values = []
+            for row, v in enumerate(col.to_pylist(), start=1):
+                try:
+                    values.append("" if v is None else v.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise BundleError(
+                        path, row, f"column {name!r}: binary value is not valid UTF-8"
+                    ) from None
         else:
-            out[str(name)] = col.map(
-                lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
-            )
-    out[LINE] = pd.RangeIndex(1, len(out) + 1).to_numpy()
-    return out
+            values = ["" if v is None else str(v) for v in col.to_pylist()]
+        out[name] = pd.Series(values, dtype=object)
+    frame = pd.DataFrame(out, index=pd.RangeIndex(table.num_rows), columns=names, dtype=object)
+    frame[LINE] = np.arange(1, table.num_rows + 1, dtype=np.int64)
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------
