@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from receval.errors import BundleError
+from receval.formats.tables import read_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,27 +66,54 @@ class TaskConfig:
         return {"correct": 1.0, "wrong": 0.0, "inexact": inexact, "ignore": nan}
 
 
-def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=", re.MULTILINE)
-    match = pattern.search(text)
-    return text[: match.start()].count("\n") + 1 if match else None
+_HEADER = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+
+
+def _line_of(text: str, key: str, section: str | None = None) -> int | None:
+    """1-based line of ``key = ...`` inside table ``[section]`` (None: top level), else of the
+    table header ``[key]``, else of ``key =`` anywhere; None when the key is not found."""
+    assign = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+    current: str | None = None
+    anywhere = None
+    for number, line in enumerate(text.split("\n"), start=1):
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1).strip()
+            if section is None and current.split(".")[0].strip() == key:
+                return number
+            continue
+        if assign.match(line):
+            if current == section:
+                return number
+            anywhere = anywhere or number
+    return anywhere
 
 
 def load_config(path: Path, default_name: str) -> TaskConfig:
     """Parse ``task.toml`` at ``path`` (absent file: defaults with ``name = default_name``)."""
     if not path.is_file():
         return TaskConfig(name=default_name)
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BundleError(path, line, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         match = re.search(r"line (\d+)", msg)
-        line = int(match.group(1)) if match else None
+        if match:
+            line = int(match.group(1))
+        elif "end of document" in msg:
+            line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
+        else:
+            line = None
         raise BundleError(path, line, f"invalid TOML: {msg}") from None
 
-    def fail(key: str, message: str) -> BundleError:
-        return BundleError(path, _line_of(text, key), message)
+    def fail(key: str, message: str, section: str | None = None) -> BundleError:
+        return BundleError(path, _line_of(text, key, section), message)
 
     known_top = {"name", "labels", "matching", "merge", "universe"}
     for key in raw:
@@ -106,21 +134,24 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
                 raise fail(
                     key,
                     f"inexact_policy must be one of {', '.join(INEXACT_POLICIES)}, not {value!r}",
+                    "labels",
                 )
             inexact_policy = value
         elif key in LABEL_CATEGORIES:
             if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
-                raise fail(key, f"labels.{key} must be a list of strings")
+                raise fail(key, f"labels.{key} must be a list of strings", "labels")
             labels[key] = tuple(str(v) for v in value)
         else:
-            raise fail(key, f"unknown [labels] key {key!r}")
+            raise fail(key, f"unknown [labels] key {key!r}", "labels")
     seen: dict[str, str] = {}
     for category, values in labels.items():
         for v in values:
             folded = v.strip().casefold()
             if folded in seen and seen[folded] != category:
                 raise fail(
-                    category, f"label {v!r} is listed both as {seen[folded]} and as {category}"
+                    category,
+                    f"label {v!r} is listed both as {seen[folded]} and as {category}",
+                    "labels",
                 )
             seen[folded] = category
 
@@ -129,13 +160,19 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
         raise fail("merge", "[merge] must be a table")
     rule = merge.get("rule", "majority")
     if rule not in MERGE_RULES:
-        raise fail("rule", f"merge rule must be one of {', '.join(MERGE_RULES)}, not {rule!r}")
+        raise fail(
+            "rule", f"merge rule must be one of {', '.join(MERGE_RULES)}, not {rule!r}", "merge"
+        )
     tie = merge.get("tie", "half")
     if tie not in TIE_POLICIES:
-        raise fail("tie", f"merge tie policy must be one of {', '.join(TIE_POLICIES)}, not {tie!r}")
+        raise fail(
+            "tie",
+            f"merge tie policy must be one of {', '.join(TIE_POLICIES)}, not {tie!r}",
+            "merge",
+        )
     for key in merge:
         if key not in ("rule", "tie"):
-            raise fail(key, f"unknown [merge] key {key!r}")
+            raise fail(key, f"unknown [merge] key {key!r}", "merge")
 
     m = raw.get("matching", {})
     if not isinstance(m, dict):
@@ -144,24 +181,24 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
     for key, value in m.items():
         if key in ("strip", "collapse_whitespace", "casefold"):
             if not isinstance(value, bool):
-                raise fail(key, f"matching.{key} must be true or false")
+                raise fail(key, f"matching.{key} must be true or false", "matching")
             kwargs[key] = value
         elif key == "unicode":
             if value not in ("NFC", "NFKC", "none"):
-                raise fail(key, "matching.unicode must be NFC, NFKC or none")
+                raise fail(key, "matching.unicode must be NFC, NFKC or none", "matching")
             kwargs[key] = None if value == "none" else value
         else:
-            raise fail(key, f"unknown [matching] key {key!r}")
+            raise fail(key, f"unknown [matching] key {key!r}", "matching")
 
     universe = raw.get("universe", {})
     if not isinstance(universe, dict):
         raise fail("universe", "[universe] must be a table")
     size = universe.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
-        raise fail("size", "universe.size must be a positive integer")
+        raise fail("size", "universe.size must be a positive integer", "universe")
     for key in universe:
         if key != "size":
-            raise fail(key, f"unknown [universe] key {key!r}")
+            raise fail(key, f"unknown [universe] key {key!r}", "universe")
 
     return TaskConfig(
         name=name.strip(),
