@@ -13,9 +13,11 @@ Rules (``[merge] rule`` in ``task.toml``):
 
 Votes are the annotation values after the ``[labels]`` vocabulary and the inexact policy;
 ignored annotations do not vote.  The conflicts table lists every fact whose votes disagree
-(``kind`` = ``tie`` or ``disagreement``), every fact whose annotations name two equivalence classes
+(``kind`` = ``tie`` when the majority rule met equal counts and the tie policy decided,
+``disagreement`` otherwise), every fact whose annotations name two equivalence classes
 (``kind`` = ``equivalence-class``), and facts whose every annotation was ignored
-(``kind`` = ``all-ignored``), with the votes and the decision taken.
+(``kind`` = ``all-ignored``), with the votes and the decision taken.  A fact can appear under
+several kinds (a tie *and* two equivalence classes).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from receval.config import MERGE_RULES, TIE_POLICIES
 
 CONFLICT_COLUMNS = ["fact", "query_id", "answer", "kind", "votes", "decision"]
 
@@ -85,7 +89,21 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
     judgments : frame with ``fact, query_id, answer, value`` (1 correct, 0 wrong, NaN ignored) and
         ``equivalence_class`` (empty string when absent).
     rule, tie : see the module docstring.
+
+    Returns
+    -------
+    MergeResult
+        A deterministic function of the votes (no estimation involved).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``rule`` or ``tie``, or a ``value`` other than 0, 1 or NaN.
     """
+    if rule not in MERGE_RULES:
+        raise ValueError(f"unknown merge rule {rule!r} (known: {', '.join(MERGE_RULES)})")
+    if tie not in TIE_POLICIES:
+        raise ValueError(f"unknown tie policy {tie!r} (known: {', '.join(TIE_POLICIES)})")
     if judgments.empty:
         empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in CONFLICT_COLUMNS})
         votes = pd.DataFrame(
@@ -102,6 +120,11 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
         )
         return MergeResult(pd.Series([], dtype=float, name="label"), votes, empty)
     value = judgments["value"].to_numpy(dtype=float)
+    odd = ~(np.isnan(value) | (value == 0.0) | (value == 1.0))
+    if odd.any():
+        raise ValueError(
+            f"judgment values must be 1 (correct), 0 (wrong) or NaN (ignored), not {value[odd][0]!r}"
+        )
     frame = pd.DataFrame(
         {
             "fact": judgments["fact"].to_numpy(),
@@ -114,7 +137,10 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
     first = judgments.drop_duplicates("fact").set_index("fact")[["query_id", "answer"]]
     counts = counts.join(first)
 
-    cls = judgments["equivalence_class"].astype(str)
+    if "equivalence_class" in judgments.columns:
+        cls = judgments["equivalence_class"].fillna("").astype(str).str.strip()
+    else:
+        cls = pd.Series("", index=judgments.index)
     named = judgments.loc[(cls != "") & (cls != "0"), ["fact"]].assign(
         cls=cls[(cls != "") & (cls != "0")]
     )
@@ -149,7 +175,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
     )
     decided = pd.Series([_describe(v) for v in decision], index=counts.index)
     parts = []
-    tie_mask = (c == w) & (c > 0)
+    tie_mask = (c == w) & (c > 0) & (rule == "majority")
     disagree = (c > 0) & (w > 0) & ~tie_mask
     all_ignored = (c + w) == 0
     for mask, kind in ((tie_mask, "tie"), (disagree, "disagreement"), (all_ignored, "all-ignored")):
