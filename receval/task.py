@@ -25,8 +25,6 @@ from receval.formats.tables import LINE, TABLE_SUFFIXES, find_table, read_table
 
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
-_SEP = "\x1f"
-
 
 def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
     """Normalise answer strings per ``[matching]`` (vectorised; the fact key uses the result)."""
@@ -60,9 +58,14 @@ class Task:
     judgments : one row per annotation: ``query_id, answer, fact, label_raw, category, value``
         (1, 0, NaN = ignored), ``annotator``, ``sample``, ``equivalence_class``, ``_file``, ``_line``.
     samples : the recorded sampling design (may be empty): ``sample, system, query_id, answer,
-        fact, prob, draw, stratum, _line``.
-    exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``.
+        fact, prob, draw, stratum, _line`` (+ extra columns such as ``design``).
+    exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``
+        (both + extra columns).
     truth : ``query_id, answer, fact, value`` or None.
+
+    ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
+    whitespace included).  Extra input columns are kept; a column whose name the loader derives
+    (``fact``, ``answer_raw``, ``copies``, ...) is an error.
     """
 
     root: Path
@@ -147,23 +150,57 @@ class Task:
 # loading
 
 
-def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> None:
+#: Columns the loader derives, per table: an input column of the same name would be overwritten,
+#: so it is an error (rename it) rather than silently replaced.
+_RESERVED: dict[str, tuple[str, ...]] = {
+    "queries": (),
+    "runs": ("answer_raw", "fact", "copies", "_file", "_order"),
+    "judgments": ("answer_raw", "fact", "label_raw", "category", "value", "_file"),
+    "samples": ("answer_raw", "fact"),
+    "exhaustive_units": (),
+    "exhaustive": ("answer_raw", "fact"),
+    "truth": ("answer_raw", "fact", "value"),
+}
+
+
+def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...], table: str) -> None:
+    """Required columns present, reserved (derived) column names absent."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        have = ", ".join(c for c in frame.columns if c != LINE) or "none"
+        names = [c for c in frame.columns if c != LINE]
+        have = ", ".join(names) or "none"
+        hint = ""
+        if len(names) == 1 and any(d in names[0] for d in ";|,\t "):
+            hint = "; wrong delimiter? .tsv is tab-separated, .csv comma-separated"
         raise BundleError(
-            path, 1, f"missing required column(s) {', '.join(missing)} (header has: {have})"
+            path, 1, f"missing required column(s) {', '.join(missing)} (header has: {have}){hint}"
+        )
+    clash = [c for c in _RESERVED[table] if c in frame.columns]
+    if clash:
+        raise BundleError(
+            path,
+            1,
+            f"column name(s) {', '.join(clash)} are reserved (receval derives them); rename them",
         )
 
 
-def _nonempty(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> None:
+def _nonempty(
+    frame: pd.DataFrame,
+    path: Path,
+    columns: tuple[str, ...],
+    *,
+    verbatim: tuple[str, ...] = ("answer",),
+) -> None:
+    """No blank value in ``columns``; values are stripped, except ``verbatim`` columns (answers
+    are normalised per ``[matching]``, which may keep surrounding whitespace)."""
     for col in columns:
-        values = frame[col].astype(str).str.strip()
-        bad = values == ""
+        values = frame[col].astype(str)
+        stripped = values.str.strip()
+        bad = stripped == ""
         if bad.any():
             line = int(frame.loc[bad, LINE].iloc[0])
             raise BundleError(path, line, f"empty value in required column {col!r}")
-        frame[col] = values
+        frame[col] = values if col in verbatim else stripped
 
 
 def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> pd.Series:
@@ -204,7 +241,7 @@ def _read_queries(root: Path, files: dict[str, Path]) -> pd.DataFrame:
         )
     files["queries"] = path
     frame = read_table(path)
-    _require(frame, path, ("query_id",))
+    _require(frame, path, ("query_id",), "queries")
     if frame.empty:
         raise BundleError(path, 2, "no queries: the file has a header but no rows")
     _nonempty(frame, path, ("query_id",))
@@ -236,7 +273,7 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
     if single is not None:
         files["runs"] = single
         frame = read_table(single)
-        _require(frame, single, ("system", "query_id", "answer"))
+        _require(frame, single, ("system", "query_id", "answer"), "runs")
         frame["_file"] = str(single)
         parts.append(frame)
     elif folder.is_dir():
@@ -245,10 +282,19 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
         )
         if not paths:
             raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
+        stems: dict[str, Path] = {}
+        for path in paths:
+            if path.stem in stems:
+                raise BundleError(
+                    path,
+                    None,
+                    f"system {path.stem!r} has two run files ({stems[path.stem].name} and {path.name}); keep one",
+                )
+            stems[path.stem] = path
         for path in paths:
             files[f"runs/{path.name}"] = path
             frame = read_table(path)
-            _require(frame, path, ("query_id", "answer"))
+            _require(frame, path, ("query_id", "answer"), "runs")
             if "system" in frame.columns:
                 other = frame["system"].astype(str).str.strip() != path.stem
                 if other.any():
@@ -270,29 +316,47 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
     frame = pd.concat(parts, ignore_index=True)
     if frame.empty:
         raise BundleError(single or folder, 2, "no outputs: the file has a header but no rows")
+    # an optional column present in some runs/ files only is blank in the others
+    for col in frame.columns:
+        if col != LINE:
+            frame[col] = frame[col].fillna("")
     return frame
 
 
 def _attach_facts(frames: list[tuple[pd.DataFrame, str]], matching: Matching) -> pd.DataFrame:
-    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts."""
-    keys = []
+    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts.
+
+    Fact ids are the ranks of ``(query_id, normalised answer)`` in sorted order, so they do not
+    depend on which file mentions a fact first.
+    """
+    queries = []
+    answers = []
     for frame, _ in frames:
         frame["answer_raw"] = frame["answer"]
         frame["answer"] = normalize_answers(frame["answer"], matching)
-        keys.append(frame["query_id"] + _SEP + frame["answer"])
-    allkeys = pd.concat(keys, ignore_index=True) if keys else pd.Series([], dtype=str)
-    codes, uniques = pd.factorize(allkeys, sort=True)
+        queries.append(frame["query_id"].astype(str))
+        answers.append(frame["answer"].astype(str))
+    if not queries:
+        empty = pd.DataFrame({"query_id": pd.Series([], dtype=object), "answer": []})
+        empty.index.name = "fact"
+        return empty
+    both = pd.DataFrame(
+        {
+            "query_id": pd.concat(queries, ignore_index=True),
+            "answer": pd.concat(answers, ignore_index=True),
+        }
+    )
+    index = pd.MultiIndex.from_frame(both)
+    codes, uniques = pd.factorize(index, sort=True)
     start = 0
-    for (frame, _), k in zip(frames, keys, strict=True):
-        frame["fact"] = codes[start : start + len(k)].astype(np.int64)
-        start += len(k)
-    split = pd.Series(uniques).str.split(_SEP, n=1, expand=True)
-    facts = (
-        pd.DataFrame({"query_id": split[0], "answer": split[1]})
-        if len(uniques)
-        else pd.DataFrame(
-            {"query_id": pd.Series([], dtype=str), "answer": pd.Series([], dtype=str)}
-        )
+    for (frame, _), q in zip(frames, queries, strict=True):
+        frame["fact"] = codes[start : start + len(q)].astype(np.int64)
+        start += len(q)
+    facts = pd.DataFrame(
+        {
+            "query_id": np.asarray(uniques.get_level_values(0), dtype=object),
+            "answer": np.asarray(uniques.get_level_values(1), dtype=object),
+        }
     )
     facts.index.name = "fact"
     return facts
@@ -443,7 +507,7 @@ def _read_judgments(
         return empty
     files["judgments"] = path
     frame = read_table(path)
-    _require(frame, path, ("query_id", "answer", "label"))
+    _require(frame, path, ("query_id", "answer", "label"), "judgments")
     _nonempty(frame, path, ("query_id", "answer", "label"))
     _check_queries_known(frame, path, known)
     _labels(frame, path, config)
@@ -475,7 +539,7 @@ def _read_samples(root: Path, files: dict[str, Path], known: set[str]) -> pd.Dat
         return empty
     files["samples"] = path
     frame = read_table(path)
-    _require(frame, path, ("sample", "system", "query_id", "answer", "prob"))
+    _require(frame, path, ("sample", "system", "query_id", "answer", "prob"), "samples")
     _nonempty(frame, path, ("sample", "system", "query_id", "answer"))
     _check_queries_known(frame, path, known)
     frame["prob"] = _prob(frame, path)
@@ -485,7 +549,8 @@ def _read_samples(root: Path, files: dict[str, Path], known: set[str]) -> pd.Dat
         frame["stratum"] = ""
     frame["draw"] = frame["draw"].astype(str).str.strip()
     frame["stratum"] = frame["stratum"].astype(str).str.strip()
-    return frame[[*cols, LINE]]
+    extra = [c for c in frame.columns if c not in cols and c != LINE]
+    return frame[[*cols, *extra, LINE]]
 
 
 def _check_samples_against_outputs(
@@ -541,7 +606,7 @@ def _read_exhaustive(
     if upath is not None:
         files["exhaustive_units"] = upath
         frame = read_table(upath)
-        _require(frame, upath, ("unit",))
+        _require(frame, upath, ("unit",), "exhaustive_units")
         _nonempty(frame, upath, ("unit",))
         dup = frame["unit"].duplicated()
         if dup.any():
@@ -550,7 +615,8 @@ def _read_exhaustive(
                 upath, int(frame[LINE].iloc[i]), f"duplicate unit {frame['unit'].iloc[i]!r}"
             )
         frame["prob"] = _prob(frame, upath) if "prob" in frame.columns else np.nan
-        units = frame[["unit", "prob"]].reset_index(drop=True)
+        extra = [c for c in frame.columns if c not in ("unit", "prob", LINE)]
+        units = frame[["unit", "prob", *extra]].reset_index(drop=True)
     if epath is not None:
         files["exhaustive"] = epath
         if upath is None:
@@ -560,7 +626,7 @@ def _read_exhaustive(
                 "exhaustive.tsv needs exhaustive_units.tsv (the units annotated, including empty ones)",
             )
         frame = read_table(epath)
-        _require(frame, epath, ("unit", "query_id", "answer"))
+        _require(frame, epath, ("unit", "query_id", "answer"), "exhaustive")
         _nonempty(frame, epath, ("unit", "query_id", "answer"))
         _check_queries_known(frame, epath, known)
         unknown = ~frame["unit"].isin(set(units["unit"]))
@@ -571,7 +637,8 @@ def _read_exhaustive(
                 int(frame[LINE].iloc[i]),
                 f"unit {frame['unit'].iloc[i]!r} is not in exhaustive_units",
             )
-        exhaustive = frame[["unit", "query_id", "answer", LINE]]
+        extra = [c for c in frame.columns if c not in ("unit", "query_id", "answer", LINE)]
+        exhaustive = frame[["unit", "query_id", "answer", *extra, LINE]]
     return units, exhaustive
 
 
@@ -598,7 +665,7 @@ def _read_truth(
         return None
     files["truth"] = path
     frame = read_table(path)
-    _require(frame, path, ("query_id", "answer", "label"))
+    _require(frame, path, ("query_id", "answer", "label"), "truth")
     _nonempty(frame, path, ("query_id", "answer", "label"))
     _check_queries_known(frame, path, known)
     _labels(frame, path, config)
