@@ -1,0 +1,111 @@
+"""Shared test helpers: :func:`make_bundle` writes a tiny valid task bundle.
+
+Use it from any test module::
+
+    from conftest import make_bundle
+
+    def test_something(tmp_path):
+        root = make_bundle(tmp_path, judgments=None)            # drop judgments.tsv
+        root = make_bundle(tmp_path, runs="system\\tquery_id\\tanswer\\nA\\tq1\\tx\\n")
+
+or through the ``bundle`` fixture (the default bundle, untouched).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+#: The default bundle: file name -> content.  Three queries, two systems of two teams, one
+#: duplicated output row (A outputs "Paris" twice, with scores 0.9 and 0.4), a fact output by both
+#: systems ("paris" / " Paris "), two annotators with one tie, a two-system precision sample and
+#: two exhaustive units.
+DEFAULT_FILES: dict[str, str] = {
+    "task.toml": 'name = "tiny"\n',
+    "queries.tsv": "query_id\tentity\tslot\nq1\tFrance\tcapital\nq2\tItaly\tcapital\nq3\tSpain\tcapital\n",
+    "runs.tsv": (
+        "system\tteam\tquery_id\tanswer\tscore\n"
+        "A\tT1\tq1\tParis\t0.9\n"
+        "A\tT1\tq1\tparis\t0.4\n"
+        "A\tT1\tq2\tRome\t0.8\n"
+        "A\tT1\tq3\tBarcelona\t0.3\n"
+        "B\tT2\tq1\t Paris \t0.7\n"
+        "B\tT2\tq2\tMilan\t0.6\n"
+        "B\tT2\tq3\tMadrid\t0.5\n"
+    ),
+    "judgments.tsv": (
+        "query_id\tanswer\tlabel\tannotator\n"
+        "q1\tParis\tC\tann1\n"
+        "q1\tparis\tcorrect\tann2\n"
+        "q2\tRome\tC\tann1\n"
+        "q2\tMilan\tW\tann1\n"
+        "q3\tBarcelona\tC\tann1\n"
+        "q3\tBarcelona\tW\tann2\n"
+        "q3\tMadrid\tC\tann2\n"
+    ),
+    "samples.tsv": (
+        "sample\tsystem\tquery_id\tanswer\tprob\n"
+        "s1\tA\tq1\tParis\t0.3333333333\n"
+        "s1\tA\tq3\tBarcelona\t0.3333333333\n"
+        "s1\tB\tq2\tMilan\t0.3333333333\n"
+    ),
+    "exhaustive_units.tsv": "unit\nd1\nd2\n",
+    "exhaustive.tsv": "unit\tquery_id\tanswer\nd1\tq1\tParis\nd1\tq3\tMadrid\n",
+}
+
+#: keyword -> file name for the overrides of :func:`make_bundle`.
+KEYWORDS: dict[str, str] = {
+    "task_toml": "task.toml",
+    "queries": "queries.tsv",
+    "runs": "runs.tsv",
+    "judgments": "judgments.tsv",
+    "samples": "samples.tsv",
+    "exhaustive_units": "exhaustive_units.tsv",
+    "exhaustive": "exhaustive.tsv",
+    "truth": "truth.tsv",
+}
+
+
+def make_bundle(
+    tmp_path: Path,
+    name: str = "bundle",
+    *,
+    files: dict[str, str | bytes | None] | None = None,
+    **overrides: str | bytes | None,
+) -> Path:
+    """Write the default bundle (:data:`DEFAULT_FILES`) into ``tmp_path / name`` and return it.
+
+    Parameters
+    ----------
+    tmp_path : the pytest ``tmp_path`` (or any folder).
+    name : folder name of the bundle inside ``tmp_path``.
+    files : any file by relative path (``"runs/A.tsv"``, ``"queries.csv"``): text is written as
+        UTF-8, bytes verbatim, ``None`` removes a default file.  Applied after ``overrides``.
+    **overrides : a table by keyword (:data:`KEYWORDS`, e.g. ``runs=``, ``task_toml=``) with the
+        same meaning: the new content, or ``None`` to leave the file out.
+    """
+    content: dict[str, str | bytes | None] = dict(DEFAULT_FILES)
+    for key, value in overrides.items():
+        if key not in KEYWORDS:
+            raise TypeError(f"make_bundle: unknown table {key!r} (known: {', '.join(KEYWORDS)})")
+        content[KEYWORDS[key]] = value
+    content.update(files or {})
+    root = tmp_path / name
+    root.mkdir(parents=True, exist_ok=False)
+    for rel, value in content.items():
+        if value is None:
+            continue
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, bytes):
+            path.write_bytes(value)
+        else:
+            path.write_text(value, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    """The default tiny bundle (see :data:`DEFAULT_FILES`)."""
+    return make_bundle(tmp_path)
