@@ -255,7 +255,7 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
         elif suffix == ".tsv":
             for name in frame.columns:
                 col = frame[name]
-                if col.dtype == object:
+                if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
                     bad = col.astype(str).str.contains(_NEEDS_QUOTE, regex=True)
                     if bad.any():
                         row = int(bad.to_numpy().nonzero()[0][0])
