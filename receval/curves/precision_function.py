@@ -36,6 +36,7 @@ __all__ = [
     "envelope_lower",
     "envelope_upper",
     "geometric_grid",
+    "knot_interval_bounds",
     "local_precision",
     "precision_at",
     "precision_function",
@@ -388,6 +389,51 @@ def envelope(
         lb = np.maximum(lb, envelope_lower(v, float(y), float(p_y), m))
         ub = np.minimum(ub, envelope_upper(v, float(y), float(p_y), m))
     return lb, ub
+
+
+def knot_interval_bounds(
+    points: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    m: int,
+    size: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on p over each step [g_j, g_{j+1}) from intervals known at the grid points.
+
+    Given p(g_j) ∈ [low_j, high_j] at increasing points g_j (the last step runs to N =
+    ``size``), returns constants (lower_j, upper_j) with lower_j ≤ p(r) ≤ upper_j for every r
+    in the step.  Two facts are combined:
+
+    * the yield r·p(r) is non-decreasing and grows by at most 1 per rank (no assumption):
+      p(r) ≥ low_j·g_j / r_max and p(r) ≤ min(high_{j+1}·g_{j+1}, high_j·g_j + r − g_j) / r;
+    * (r̃, m)-weak monotonicity (PAULA A.1, assumed for g_j ≥ r̃): the single-point envelope of
+      AdaStrat Definition 2 maximised over the step gives
+      p(r) ≤ high_j·(g_j + m)/(g_j + m·high_j) and, from the next point,
+      p(r) ≥ low_{j+1}·(g_{j+1} − m)/(g_{j+1} − m·low_{j+1}).
+
+    These are the bounds behind PAULA Theorem 1 / Corollary 1 (which state them as a (1+ε)
+    factor); they are guaranteed whenever the knot intervals are and A.1 holds.
+    """
+    g = np.asarray(points, dtype=np.float64)
+    low = np.clip(np.asarray(low, dtype=np.float64), 0.0, 1.0)
+    high = np.clip(np.asarray(high, dtype=np.float64), 0.0, 1.0)
+    if not (g.size == low.size == high.size) or g.size == 0:
+        raise ValueError("points, low and high must be non-empty and of equal length")
+    r_max = np.append(g[1:] - 1.0, float(size))
+    r_max = np.maximum(r_max, g)
+    # Lower: yield monotonicity from this point.
+    lower = low * g / r_max
+    # Upper: growth by at most one positive per rank, and A.1 (envelope of this point).
+    upper = np.minimum((high * g + r_max - g) / r_max, 1.0)
+    upper = np.minimum(upper, high * (g + m) / (g + m * high))
+    if g.size > 1:
+        g_next, low_next, high_next = g[1:], low[1:], high[1:]
+        upper[:-1] = np.minimum(upper[:-1], high_next * g_next / g[:-1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            from_next = low_next * (g_next - m) / (g_next - m * low_next)
+        from_next = np.where(g_next - m * low_next > 0, from_next, 0.0)
+        lower[:-1] = np.maximum(lower[:-1], from_next)
+    return np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0)
 
 
 # ----------------------------------------------------------------------------- assumption checks

@@ -1,0 +1,86 @@
+"""Annotation budgets of the non-adaptive curve methods, computed without any label.
+
+``curve_budget`` backs ``receval curve budget --method M --size N --json``.  The counts are the
+papers' formulas, so they hold for any N:
+
+* ``paula`` — PAULA Theorem 3: L − ℓ queries and g_ℓ + Δ(L − ℓ) annotations;
+* ``logstrat`` — PAULA Theorem 2: L − ℓ queries and ⌈g_ℓ + ε(L−ℓ)/(2(β−1)²(1+ε)p_min²) ·
+  ln((L−ℓ)/(δ/2))⌉ label draws (AdaStrat Table 2 uses β = γ; pass ``beta=None`` for that);
+* ``random`` — PAULA eq. (5): ⌈√(2N/(α²p_min²) · ln(2N/δ))⌉ with α = γ(1+ε) − 1.
+
+Defaults are the papers': ε = 0.03, Δ = 100, r̃ = ⌈(Δ+2)/ε⌉, δ = 0.05, β = 1.05, p_min = 0.5.
+AdaStrat is adaptive: its budget depends on the labels, so it has none here.
+"""
+
+from __future__ import annotations
+
+from receval.curves.logstrat import LogStrat
+from receval.curves.paula import Paula
+from receval.curves.random_sampling import RandomSampling
+
+__all__ = ["NON_ADAPTIVE_METHODS", "curve_budget"]
+
+#: Method names accepted by :func:`curve_budget`.
+NON_ADAPTIVE_METHODS = ("paula", "logstrat", "random")
+
+
+def curve_budget(
+    method: str,
+    size: int,
+    epsilon: float = 0.03,
+    window: int = 100,
+    delta: float = 0.05,
+    beta: float | None = 1.05,
+    pmin: float = 0.5,
+    r_tilde: int | None = None,
+) -> dict[str, object]:
+    """Queries and annotations a non-adaptive method needs for a list of ``size`` items.
+
+    Parameters
+    ----------
+    method
+        ``"paula"``, ``"logstrat"`` or ``"random"`` (case-insensitive).
+    size
+        N ≥ 1.
+    epsilon, window, delta, beta, pmin, r_tilde
+        ε, Δ, δ, β (``None``: γ), p_min, r̃ (``None``: ⌈(Δ+2)/ε⌉).  Parameters a method does
+        not use are ignored.
+
+    Returns
+    -------
+    dict
+        JSON-ready; always has ``method``, ``size``, ``queries`` (points of p queried) and
+        ``annotations`` (labels needed, as counted by the papers), plus the derived constants
+        and method-specific details (e.g. ``expected_distinct``).
+
+    Raises
+    ------
+    ValueError
+        Unknown or adaptive method, or invalid parameters (message says which).
+    """
+    key = method.strip().lower()
+    if size < 1:
+        raise ValueError("size must be ≥ 1")
+    if key == "paula":
+        return Paula(epsilon=epsilon, window=window, r_tilde=r_tilde).budget(size)
+    if key == "logstrat":
+        return LogStrat(
+            epsilon=epsilon,
+            window=window,
+            r_tilde=r_tilde,
+            delta=delta,
+            pmin=pmin,
+            beta=beta,
+        ).budget(size)
+    if key in ("random", "random-sampling"):
+        return RandomSampling(
+            epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, pmin=pmin
+        ).budget(size)
+    if key == "adastrat":
+        raise ValueError(
+            "adastrat is adaptive: its number of annotations depends on the labels, "
+            "so it has no budget without them"
+        )
+    raise ValueError(
+        f"unknown method {method!r}; expected one of {', '.join(NON_ADAPTIVE_METHODS)}"
+    )

@@ -1,0 +1,289 @@
+"""PAULA: deterministic lower and upper bounds on the precision function (PAULA Alg. 2).
+
+Sabharwal & Sedghi (2017), §4.4.2.  PAULA annotates the head t_1 … t_{g_ℓ} exhaustively and
+then the Δ items ending at each geometric point g_{ℓ+1}, …, g_L (PAULA Theorem 3:
+g_ℓ + Δ(L − ℓ) annotations, L − ℓ queries).  From the local precisions p_Δ(g_k) it forms the
+telescoping yields (Definition 6)
+
+    Y₋^k = g_ℓ p(g_ℓ) + Σ_{j=ℓ}^{k−1} (g_{j+1} − g_j) p_Δ(g_{j+1})
+    Y₊^k = g_ℓ p(g_ℓ) + Σ_{j=ℓ}^{k−1} (g_{j+1} − g_j) p_Δ(g_j)
+
+with Y₋^k ≤ g_k p(g_k) ≤ Y₊^k under (Δ, m)-monotonicity A.2 (Lemma 3), and
+γ·Y₋^k ≥ Y₊^k when also p(g_ℓ) ≥ p_Δ(g_ℓ) (Lemma 4).
+
+What :meth:`Paula.estimate` returns
+-----------------------------------
+* ranks 1..g_ℓ: the exact p(r) (lower = upper = precision);
+* at each knot g_k (k > ℓ): ``precision`` = √(q⁻(g_k) q⁺(g_k)) with q^± = Y_±^k / g_k, held
+  constant up to the next knot (the step rule of Definition 5);
+* ``lower``/``upper``: by default (``bounds="guaranteed"``) constants that bound p at *every*
+  rank of the step [g_k, g_{k+1}): the knot bounds [q⁻, q⁺] of Lemma 3 carried across the step
+  with :func:`~receval.curves.precision_function.knot_interval_bounds` (monotone yield and
+  weak monotonicity A.1, as in the proof of Theorem 1).  Guaranteed bounds under A.1 and A.2.
+  With ``bounds="paper"`` they are Algorithm 2's output step^{q⁻}, step^{q⁺} exactly: bounds
+  at the knots (Lemma 3) and pointwise γ(1+ε)-approximations in between (Theorem 3), not
+  bounds between knots.
+* ``flags``: assumption failures visible in the labels (p_Δ rising between knots, which A.2
+  forbids; a knot lower bound above an earlier upper bound, which A.1 + A.2 forbid;
+  p(g_ℓ) < p_Δ(g_ℓ), the precondition of Lemma 4 / Theorem 3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion
+from receval.curves.precision_function import (
+    GeometricGrid,
+    geometric_grid,
+    knot_interval_bounds,
+)
+
+__all__ = ["Paula", "paula_yields"]
+
+
+def paula_yields(
+    head_yield: float,
+    points: np.ndarray,
+    local: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The telescoping yields Y₋^k, Y₊^k of PAULA Definition 6 (Algorithm 2's loop).
+
+    Parameters
+    ----------
+    head_yield
+        g_ℓ · p(g_ℓ), the number of positives among ranks 1..g_ℓ.
+    points
+        g_ℓ, …, g_L.
+    local
+        p_Δ(g_ℓ), …, p_Δ(g_L).
+
+    Returns
+    -------
+    (Y₋, Y₊)
+        Arrays aligned with ``points``; both equal ``head_yield`` at g_ℓ.  Under A.2 they
+        bound the yield g_k p(g_k) from below and above (Lemma 3): guaranteed bounds.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    local = np.asarray(local, dtype=np.float64)
+    gaps = np.diff(points)
+    y_minus = head_yield + np.concatenate([[0.0], np.cumsum(gaps * local[1:])])
+    y_plus = head_yield + np.concatenate([[0.0], np.cumsum(gaps * local[:-1])])
+    return y_minus, y_plus
+
+
+def _staged(known: Labels, head: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Head first (if any label there is missing), then the rest."""
+    need = known.missing(head)
+    if need.size:
+        return need
+    return known.missing(rest)
+
+
+@dataclass(frozen=True)
+class Paula:
+    """PAULA (Sabharwal & Sedghi 2017, Algorithm 2) with parameters ε, Δ, r̃.
+
+    Parameters
+    ----------
+    epsilon
+        ε ∈ (0, 1]; the geometric ratio of the grid is 1 + ε (paper default 0.03).
+    window
+        Δ, the width of the local-precision window (paper default 100).
+    r_tilde
+        r̃ ≥ ⌈(Δ+2)/ε⌉; defaults to that minimum (3400 for the defaults).
+    bounds
+        ``"guaranteed"`` (bounds at every rank) or ``"paper"`` (Algorithm 2's step functions);
+        see the module docstring.
+
+    ``plan``, ``estimate`` and ``budget`` are deterministic functions of (parameters, size,
+    known labels); no randomness is involved.
+    """
+
+    epsilon: float = 0.03
+    window: int = 100
+    r_tilde: int | None = None
+    bounds: str = "guaranteed"
+    name: ClassVar[str] = "paula"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.epsilon <= 1:
+            raise ValueError("epsilon must lie in (0, 1]")
+        if self.window < 1:
+            raise ValueError("window must be ≥ 1")
+        if self.bounds not in ("guaranteed", "paper"):
+            raise ValueError("bounds must be 'guaranteed' or 'paper'")
+        minimum = math.ceil((self.window + 2) / self.epsilon - 1e-9)
+        if self.r_tilde is None:
+            object.__setattr__(self, "r_tilde", minimum)
+        elif self.r_tilde < minimum:
+            raise ValueError(f"r_tilde must be ≥ ⌈(Δ+2)/ε⌉ = {minimum}")
+
+    # -- design ------------------------------------------------------------------------
+
+    def grid(self, size: int) -> GeometricGrid:
+        """The geometric grid g_ℓ..g_L and constants ℓ, L, m, γ for N = ``size``."""
+        assert self.r_tilde is not None
+        return geometric_grid(size, self.epsilon, self.r_tilde)
+
+    def _windows(self, grid: GeometricGrid) -> np.ndarray:
+        """Ranks g_k − Δ + 1 .. g_k for k = ℓ+1..L (disjoint: g_{k+1} − g_k ≥ m ≥ Δ)."""
+        knots = grid.knots
+        if knots.size == 0:
+            return np.empty(0, np.int64)
+        offsets = np.arange(-self.window + 1, 1, dtype=np.int64)
+        return (knots[:, None] + offsets[None, :]).reshape(-1)
+
+    def plan(self, size: int, known: Labels) -> np.ndarray:
+        """Ranks to label now: first 1..g_ℓ, then the Δ-windows ending at g_{ℓ+1}..g_L.
+
+        Deterministic; O(g_ℓ + Δ(L − ℓ)) memory.  Empty when everything is labelled.
+        """
+        grid = self.grid(size)
+        head = np.arange(1, grid.head + 1, dtype=np.int64)
+        return _staged(known, head, self._windows(grid))
+
+    def budget(self, size: int) -> dict[str, object]:
+        """Queries and annotations without labels (PAULA Theorem 3: g_ℓ + Δ(L − ℓ))."""
+        grid = self.grid(size)
+        queries = grid.queries
+        return {
+            "method": self.name,
+            "size": int(size),
+            "queries": int(queries),
+            "annotations": int(grid.head + self.window * queries),
+            "head": int(grid.head),
+            "epsilon": self.epsilon,
+            "window": self.window,
+            "r_tilde": int(grid.r_tilde),
+            "ell": grid.ell,
+            "L": grid.last,
+            "m": grid.m,
+            "gamma": grid.gamma,
+            "approximation": grid.gamma * (1 + self.epsilon),
+            "guarantee": "deterministic bounds under monotonicity assumptions A.1 and A.2",
+        }
+
+    # -- estimate ----------------------------------------------------------------------
+
+    def estimate(self, size: int, known: Labels) -> CurveEstimate:
+        """Lower/upper bounds on p from the planned labels (PAULA Algorithm 2; see module doc).
+
+        Raises ``ValueError`` when a planned label is missing.
+        """
+        grid = self.grid(size)
+        g_head = grid.head
+        head_ranks = np.arange(1, g_head + 1, dtype=np.int64)
+        missing = known.missing(np.concatenate([head_ranks, self._windows(grid)])).size
+        if missing:
+            raise ValueError(f"{missing} planned labels are missing; call plan() and label them")
+        head_labels = known.lookup(head_ranks)
+        head_cum = np.cumsum(head_labels)
+        head_p = head_cum / head_ranks
+        annotations = int(g_head + self.window * grid.queries)
+        if grid.queries == 0 and g_head < grid.points[0]:
+            # N < g_ℓ: the whole list is labelled; p is exact everywhere.
+            return CurveEstimate(
+                method=self.name,
+                size=int(size),
+                ranks=head_ranks,
+                precision=head_p,
+                lower=head_p.copy(),
+                upper=head_p.copy(),
+                kind="bound",
+                guarantee="exact: every item labelled",
+                annotations=annotations,
+            )
+
+        points = grid.points
+        knots = grid.knots
+        window_labels = known.lookup(self._windows(grid)).reshape(knots.size, self.window)
+        lo = max(g_head - self.window, 0)
+        local_head = (head_cum[-1] - (head_cum[lo - 1] if lo > 0 else 0.0)) / (g_head - lo)
+        local = np.concatenate([[local_head], window_labels.mean(axis=1)])
+        head_yield = float(head_cum[-1])
+        y_minus, y_plus = paula_yields(head_yield, points, local)
+        q_minus = y_minus / points
+        q_plus = y_plus / points
+
+        if self.bounds == "paper":
+            lower_k, upper_k = q_minus, q_plus
+            kind = "approximation"
+            guarantee = (
+                "PAULA Algorithm 2 output: step functions of q- and q+; bounds on p at the "
+                "queried ranks under A.2 (Lemma 3), pointwise gamma(1+eps)-approximations "
+                "of p elsewhere under A.1, A.2 and p(g_l) >= p_Delta(g_l) (Theorem 3)"
+            )
+        else:
+            lower_k, upper_k = knot_interval_bounds(points, q_minus, q_plus, grid.m, size)
+            kind = "bound"
+            guarantee = (
+                "guaranteed bounds on p at every rank if monotonicity assumptions A.1 "
+                "(m-monotone) and A.2 ((Delta, m)-monotone) hold beyond r_tilde "
+                "(PAULA Lemma 3 + Theorem 1); exact for ranks <= g_l"
+            )
+        centre = np.sqrt(q_minus * q_plus)
+        ranks = np.concatenate([head_ranks[:-1], points])
+        precision = np.concatenate([head_p[:-1], centre])
+        lower = np.concatenate([head_p[:-1], lower_k])
+        upper = np.concatenate([head_p[:-1], upper_k])
+        flags = self._flags(grid, head_p[-1], local, q_minus, q_plus)
+        return CurveEstimate(
+            method=self.name,
+            size=int(size),
+            ranks=ranks,
+            precision=precision,
+            lower=lower,
+            upper=upper,
+            kind=kind,
+            guarantee=guarantee,
+            queried=knots.copy(),
+            annotations=annotations,
+            flags=flags,
+        )
+
+    def _flags(
+        self,
+        grid: GeometricGrid,
+        p_head: float,
+        local: np.ndarray,
+        q_minus: np.ndarray,
+        q_plus: np.ndarray,
+    ) -> tuple[str, ...]:
+        flags: list[str] = []
+        points = grid.points
+        if p_head < local[0]:
+            flags.append(
+                f"precondition p(g_l) >= p_Delta(g_l) fails at rank {points[0]} "
+                f"({p_head:.4f} < {local[0]:.4f}): the gamma factor of PAULA Theorem 3 "
+                "is not guaranteed"
+            )
+        rises = np.flatnonzero(np.diff(local) > 0)
+        if rises.size:
+            j = int(rises[np.argmax(np.diff(local)[rises])])
+            flags.append(
+                f"assumption A.2 violated: local precision p_Delta rises at {rises.size} of "
+                f"{local.size - 1} consecutive queried ranks (largest: {local[j]:.3f} at rank "
+                f"{points[j]} -> {local[j + 1]:.3f} at rank {points[j + 1]}); bounds there are "
+                "not guaranteed"
+            )
+        # A.1 + A.2: p(g_k) ≤ p(g_j) for k > j, so q⁻(g_k) > q⁺(g_j) cannot happen.
+        running_min = np.minimum.accumulate(q_plus)
+        bad = np.flatnonzero(q_minus[1:] > running_min[:-1] + 1e-12) + 1
+        if bad.size:
+            k = int(bad[0])
+            j = int(np.argmin(q_plus[:k]))
+            flags.append(
+                f"precision rises: lower bound {q_minus[k]:.4f} at rank {points[k]} exceeds "
+                f"the upper bound {q_plus[j]:.4f} at rank {points[j]} (A.1/A.2 violated at "
+                f"{bad.size} queried ranks)"
+            )
+        return tuple(flags)
+
+    def run(self, size: int, oracle: Oracle) -> CurveEstimate:
+        """Plan → label with ``oracle`` → plan … until done; then :meth:`estimate`."""
+        return run_to_completion(self, size, oracle)
