@@ -1,0 +1,231 @@
+"""Budget planning: how many labels a system's sample needs for a target interval half-width.
+
+Chaganty et al. 2017 ("Adaptive sample size for a newly submitted system"; notes §1): with the
+balance-heuristic mixture q = Σ_j (n_j/N) s_j, the joint precision estimator of system i has
+
+    Var π̂_i = Σ_j (n_j/N²) (E_{s_j}[(t_i f/q)²] − π_ij²)            (appendix, Theorem 1).
+
+Samplers with labelled draws contribute their empirical Theorem-1 terms.  For a sampler whose
+labels are not known yet the paper's conservative bound uses f ≤ 1 and drops −π_ij²; we take the
+smaller of that bound and Popoviciu's bound (range of t_i f/q)²/4, both valid for any labels.  Written with
+the unnormalised mixture mass M(x) = Σ_j n_j s_j(x) = N q(x), the bound no longer depends on N:
+
+    V_i(n) = Σ_{labelled samplers j} n_j Var̂_j[t_i f / M]
+             + Σ_{planned j} n_j min(Σ_{x ∈ X_j} s_j(x) e(x) t_i(x)² / M(x)², max_x (t_i/M)² / 4),
+
+where e(x) = f(x) when the fact is labelled already (labels are reused) and 1 otherwise.  The bound
+falls monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
+n meeting a target (the paper's procedure).  For pooled recall, the delta-method variance of the
+self-normalised ratio ν̂_i = A/B is bounded the same way with terms (g_i(x) − ν_i) f(x) / M(x), and
+true recall r̂ = θ̂ ν̂ adds ν² Var θ̂ from the exhaustive units.  Every planned sample is uniform over
+the system's distinct facts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.special import ndtri
+
+from receval.design import sampling_probabilities
+from receval.estimators.sample_data import SampleData, build_sample_data
+from receval.task import Task
+
+
+def _sampler_variance_sum(values: np.ndarray, sampler: np.ndarray, J: int) -> float:
+    """Σ_j n_j · (empirical variance of ``values`` within sampler j): Theorem 1's terms × N²."""
+    if values.size == 0:
+        return 0.0
+    n = np.bincount(sampler, minlength=J).astype(float)
+    s1 = np.bincount(sampler, weights=values, minlength=J)
+    s2 = np.bincount(sampler, weights=values**2, minlength=J)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(n > 0, s2 / np.where(n > 0, n, 1) - (s1 / np.where(n > 0, n, 1)) ** 2, 0.0)
+    return float(np.sum(n * np.maximum(var, 0.0)))
+
+
+class _Planner:
+    """Mixture masses and labels over all facts, for repeated variance bounds."""
+
+    def __init__(self, task: Task, data: SampleData) -> None:
+        self.task = task
+        self.data = data
+        outputs = task.outputs
+        self.systems = data.systems
+        self.index = {s: i for i, s in enumerate(self.systems)}
+        n_facts = len(task.facts)
+        self.n_facts = n_facts
+        fact = outputs["fact"].to_numpy()
+        sys_ = outputs["system"].map(self.index).to_numpy()
+        s_uniform = sampling_probabilities(outputs, task.queries, "uniform").to_numpy()
+        self.S = sparse.csc_matrix((s_uniform, (fact, sys_)), shape=(n_facts, len(self.systems)))
+        # existing mixture mass M0(x) = Σ_j n_j s_j(x) over all facts
+        mass = np.zeros(n_facts)
+        for design in sorted(set(data.sampler_design)):
+            s = sampling_probabilities(outputs, task.queries, design).to_numpy()
+            Sd = sparse.csr_matrix((s, (fact, sys_)), shape=(n_facts, len(self.systems)))
+            n_by_sys = np.zeros(len(self.systems))
+            for j, d in enumerate(data.sampler_design):
+                if d == design:
+                    n_by_sys[data.sampler_system[j]] += data.sampler_n[j]
+            mass += Sd @ n_by_sys
+        self.mass0 = mass
+        label = np.full(n_facts, np.nan)
+        label[task.labels.index.to_numpy(np.int64)] = task.labels.to_numpy(float)
+        self.label = label
+        self.expect = np.where(np.isnan(label), 1.0, label)  # e(x): f ≤ 1 where unknown
+        self.draw_x = data.facts[data.draw_fact]
+        self.draw_f = data.label[data.draw_fact]
+        # pool coverage and its variance from the exhaustive units (ratio linearisation)
+        a, b = data.unit_pooled * data.unit_weight, data.unit_found * data.unit_weight
+        if b.sum() > 0 and a.size > 1:
+            theta = a.sum() / b.sum()
+            u = a.size
+            self.theta = theta
+            self.var_theta = u / (u - 1) * np.sum((a - theta * b) ** 2) / b.sum() ** 2
+        else:
+            self.theta, self.var_theta = np.nan, np.nan
+
+    def column(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(fact ids, s_i) of system i's outputs."""
+        col = self.S[:, i]
+        return col.indices, col.data
+
+    def bounds(self, i: int, planned: dict[int, float]) -> tuple[float, float, float]:
+        """(variance bound of precision, of pooled recall, of true recall) for system i."""
+        mass = self.mass0.copy()
+        for j, n in planned.items():
+            rows, s = self.column(j)
+            mass[rows] += n * s
+        rows_i, t_i = self.column(i)  # uniform target t_i = s_i
+        t = np.zeros(self.n_facts)
+        t[rows_i] = t_i
+        g = np.zeros(self.n_facts, bool)
+        g[rows_i] = True
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x, f, j_of = self.draw_x, self.draw_f, self.data.draw_sampler
+            prec_emp = _sampler_variance_sum(t[x] * f / mass[x], j_of, self.data.J)
+            prec_plan = 0.0
+            a_emp = np.sum(g[x] * f / mass[x])
+            b_emp = np.sum(f / mass[x])
+            a_plan = b_plan = 0.0
+            for j, n in planned.items():
+                rows, s = self.column(j)
+                e = self.expect[rows]
+                c = t[rows] / mass[rows]
+                prec_plan += n * min(np.sum(s * e * c**2), np.max(c, initial=0.0) ** 2 / 4)
+                a_plan += n * np.sum(s * e * g[rows] / mass[rows])
+                b_plan += n * np.sum(s * e / mass[rows])
+            B = b_emp + b_plan
+            nu = (a_emp + a_plan) / B if B > 0 else np.nan
+            rec_emp = _sampler_variance_sum((g[x] - nu) * f / mass[x], j_of, self.data.J)
+            rec_plan = 0.0
+            for j, n in planned.items():
+                rows, s = self.column(j)
+                e = self.expect[rows]
+                d = (g[rows] - nu) / mass[rows]
+                spread = np.max(np.where(d > 0, d, 0.0), initial=0.0) - np.min(
+                    np.where(d < 0, d, 0.0), initial=0.0
+                )
+                rec_plan += n * min(np.sum(s * e * d**2), spread**2 / 4)
+            var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
+        var_p = prec_emp + prec_plan
+        if not np.isfinite(var_p):
+            var_p = np.inf
+        theta = self.theta if np.isfinite(self.theta) else 1.0
+        var_theta = self.var_theta if np.isfinite(self.var_theta) else 0.0
+        var_r = (
+            theta**2 * var_nu + (nu**2 if np.isfinite(nu) else 1.0) * var_theta + var_nu * var_theta
+        )
+        return float(var_p), float(var_nu), float(var_r)
+
+
+def adaptive_sample_sizes(
+    task: Task,
+    target_width: float,
+    *,
+    confidence: float = 0.95,
+    systems: list[str] | None = None,
+    max_n: int = 2000,
+) -> pd.DataFrame:
+    """Smallest uniform sample size per new system meeting ``target_width`` (half-width).
+
+    New systems are ``systems`` or, by default, every system without a sample; they are planned in
+    sorted order, each reusing the labels already collected and the samples planned before it.
+    The half-width of an interval at level ``confidence`` is taken as z·√V with V the conservative
+    variance bound of the module docstring, for precision and for true recall (pooled recall when
+    there are no exhaustive units).  A target that ``max_n`` cannot reach gives n = max_n and
+    ``reached = False``.
+
+    Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached``.
+    """
+    data = build_sample_data(task)
+    planner = _Planner(task, data)
+    z = float(ndtri(0.5 + confidence / 2))
+    limit = (target_width / z) ** 2
+    have = set(
+        np.array(data.systems)[
+            np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m) > 0
+        ]
+    )
+    chosen = sorted(systems) if systems else [s for s in data.systems if s not in have]
+    use_true = data.U > 0
+    planned: dict[int, float] = {}
+    rows = []
+    for name in chosen:
+        i = planner.index[name]
+
+        def ok(n: int, i: int = i) -> tuple[bool, float, float]:
+            var_p, var_nu, var_r = planner.bounds(i, {**planned, i: planned.get(i, 0.0) + n})
+            var_rec = var_r if use_true else var_nu
+            return var_p <= limit and var_rec <= limit, var_p, var_rec
+
+        lo, hi = 1, max_n
+        reached = ok(hi)[0]
+        if reached:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ok(mid)[0]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        n = hi
+        _, var_p, var_rec = ok(n)
+        planned[i] = planned.get(i, 0.0) + n
+        rows.append(
+            {
+                "system": name,
+                "n": int(n),
+                "precision_halfwidth": z * np.sqrt(var_p),
+                "recall_halfwidth": z * np.sqrt(var_rec),
+                "reached": bool(reached),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["system", "n", "precision_halfwidth", "recall_halfwidth", "reached"]
+    )
+
+
+def expected_widths(task: Task, per_system: int, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Bound on each system's half-widths if every system got ``per_system`` more uniform draws.
+
+    For a total budget L over m systems, call with ``per_system = L // m``.  Labels already
+    collected are reused (their draws stay in the estimator; facts already labelled cost nothing).
+    Returns ``system, precision_halfwidth, recall_halfwidth``.
+    """
+    data = build_sample_data(task)
+    planner = _Planner(task, data)
+    z = float(ndtri(0.5 + confidence / 2))
+    planned = {i: float(per_system) for i in range(data.m)}
+    out = []
+    for i, name in enumerate(data.systems):
+        var_p, var_nu, var_r = planner.bounds(i, planned)
+        out.append(
+            {
+                "system": name,
+                "precision_halfwidth": z * np.sqrt(var_p),
+                "recall_halfwidth": z * np.sqrt(var_r if data.U > 0 else var_nu),
+            }
+        )
+    return pd.DataFrame(out)
