@@ -14,7 +14,8 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
 
 1. **Matching.**  A response (a run row) is matched to an assessment with the same query, the same
    filler string (exact, not the bundle's fact normalisation), the same filler provenance and, by
-   default, the same relation provenance; provenance lists compare in canonical form
+   default, the same relation provenance (strings compared after stripping surrounding
+   whitespace); provenance lists compare in canonical form
    (:func:`receval.formats.tac_kbp.normalize_provenance`).  When several assessments match, a
    correct one is preferred, else the first in file order.  Bundles without provenance columns
    match on (query, exact answer).
@@ -56,9 +57,11 @@ from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
 
 __all__ = [
+    "COUNT_COLUMNS",
     "CS_SCORE_SF_DEFAULT",
     "CS_SCORE_TEST_SUITE",
     "OfficialPolicy",
+    "categorize_responses",
     "official_leaderboard",
     "official_per_query",
     "official_scores",
@@ -179,7 +182,10 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
 
     def keys(frame: pd.DataFrame) -> pd.DataFrame:
         out = pd.DataFrame(
-            {"q": frame["query_id"].astype(str), "a": frame["answer_raw"].astype(str)},
+            {
+                "q": frame["query_id"].astype(str).str.strip(),
+                "a": frame["answer_raw"].astype(str).str.strip(),
+            },
             index=frame.index,
         )
         if "provenance" in judg.columns:

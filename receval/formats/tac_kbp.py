@@ -268,11 +268,12 @@ def _split_fields(
 ) -> tuple[int, list[list[str]], list[int]]:
     """Split tab-separated lines; every line must have the column count of the first one."""
     if not lines:
-        raise BundleError(path, None, f"no {what} lines (the file is empty)")
+        raise BundleError(path, None, "no data lines (the file is empty or only comments)")
     expected = None
     rows: list[list[str]] = []
     numbers: list[int] = []
-    allowed = " or ".join(str(n) for n in layouts)
+    counts = [str(n) for n in layouts]
+    allowed = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " or " + counts[-1]
     for number, line in lines:
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) not in layouts:

@@ -1,0 +1,230 @@
+"""TREC run and qrels files -> a task bundle.
+
+* **Run** (one per file, whitespace-separated): ``qid Q0 docno rank score tag``.  The second
+  column is ignored (conventionally ``Q0``); ``rank`` must be an integer and ``score`` a finite
+  number; ``tag`` names the system.  One run per file (a single tag), and no two files may share a
+  tag.  A document retrieved twice for the same query is an error.
+* **Qrels** (whitespace-separated): ``qid iteration docno relevance``; ``relevance`` is an integer
+  grade.  A (qid, docno) pair judged twice is an error.
+
+Blank lines and lines starting with ``#`` are skipped; every malformed line raises
+:class:`~receval.errors.BundleError` naming the file and the line.
+
+Ranking convention
+------------------
+As trec_eval does, the rank column of the file is **not** used for ordering: within each
+(system, query) the documents are ranked by decreasing ``score``, ties broken by decreasing
+``docno`` (plain code-point string order), so the ordering is deterministic and independent of the
+line order.  The recomputed 1-based rank is the bundle's ``rank`` column; the file's own value is
+kept as ``rank_file``.  ``depth=K`` keeps the top K documents of each (system, query) in that order.
+
+Bundle encoding
+---------------
+* ``queries.tsv``: every qid of the qrels and of the runs, with ``in_qrels`` (``true``/``false``;
+  trec_eval scores only queries with qrels) and ``relevant`` (number of documents with
+  relevance > 0).
+* ``runs.tsv``: ``system`` = tag, ``query_id`` = qid, ``answer`` = docno, ``score``, ``rank``,
+  ``rank_file``, ``source`` (``<file name>:<line>``).
+* ``judgments.tsv``: one row per qrels line; ``label`` is ``1`` when relevance > 0 and ``0``
+  otherwise (zero and negative grades are "wrong"); ``relevance`` keeps the grade, ``iteration``
+  the second column.
+* ``task.toml``: default labels (``1`` correct, ``0`` wrong); answers are matched without case
+  folding (``[matching] casefold = false``): document ids are case-sensitive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from receval.config import Matching, TaskConfig
+from receval.errors import BundleError
+from receval.formats.tac_kbp import _text_lines
+
+__all__ = ["import_trec", "read_qrels", "read_trec_run"]
+
+
+def _split(path: Path, ncols: int, layout: str) -> tuple[list[list[str]], list[int]]:
+    lines = _text_lines(path)
+    if not lines:
+        raise BundleError(path, None, "no data lines (the file is empty or only comments)")
+    rows = []
+    numbers = []
+    for number, line in lines:
+        fields = line.split()
+        if len(fields) != ncols:
+            raise BundleError(
+                path,
+                number,
+                f"expected {ncols} whitespace-separated columns ({layout}), found {len(fields)}",
+            )
+        rows.append(fields)
+        numbers.append(number)
+    return rows, numbers
+
+
+def _first_bad(mask: np.ndarray) -> int | None:
+    idx = mask.nonzero()[0]
+    return int(idx[0]) if len(idx) else None
+
+
+def read_trec_run(path: Path | str) -> pd.DataFrame:
+    """Read one TREC run: ``qid, docno, rank_file`` (int), ``score`` (float), ``tag, line``."""
+    path = Path(path)
+    rows, numbers = _split(path, 6, "qid Q0 docno rank score tag")
+    frame = pd.DataFrame(rows, columns=["qid", "q0", "docno", "rank", "score", "tag"], dtype=object)
+    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    rank = pd.to_numeric(frame["rank"], errors="coerce")
+    bad = _first_bad((rank.isna() | (rank != rank.round())).to_numpy())
+    if bad is not None:
+        raise BundleError(path, numbers[bad], f"rank {frame['rank'].iat[bad]!r} is not an integer")
+    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=float)
+    bad = _first_bad(~np.isfinite(score))
+    if bad is not None:
+        raise BundleError(
+            path, numbers[bad], f"score {frame['score'].iat[bad]!r} is not a finite number"
+        )
+    tags = pd.unique(frame["tag"])
+    if len(tags) > 1:
+        i = _first_bad((frame["tag"] != tags[0]).to_numpy())
+        assert i is not None
+        raise BundleError(
+            path,
+            numbers[i],
+            f"run tag {tags[1]!r} differs from {tags[0]!r} on the first line (one run per file)",
+        )
+    dup = frame.duplicated(["qid", "docno"]).to_numpy()
+    i = _first_bad(dup)
+    if i is not None:
+        raise BundleError(
+            path,
+            numbers[i],
+            f"document {frame['docno'].iat[i]!r} retrieved twice for query {frame['qid'].iat[i]!r}",
+        )
+    frame["rank_file"] = rank.astype(np.int64)
+    frame["score"] = score
+    return frame[["qid", "docno", "rank_file", "score", "tag", "line"]]
+
+
+def read_qrels(path: Path | str) -> pd.DataFrame:
+    """Read TREC qrels: ``qid, iteration, docno, relevance`` (int), ``line``."""
+    path = Path(path)
+    rows, numbers = _split(path, 4, "qid iteration docno relevance")
+    frame = pd.DataFrame(rows, columns=["qid", "iteration", "docno", "relevance"], dtype=object)
+    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    rel = pd.to_numeric(frame["relevance"], errors="coerce")
+    bad = _first_bad((rel.isna() | (rel != rel.round())).to_numpy())
+    if bad is not None:
+        raise BundleError(
+            path, numbers[bad], f"relevance {frame['relevance'].iat[bad]!r} is not an integer"
+        )
+    frame["relevance"] = rel.astype(np.int64)
+    i = _first_bad(frame.duplicated(["qid", "docno"]).to_numpy())
+    if i is not None:
+        raise BundleError(
+            path,
+            numbers[i],
+            f"document {frame['docno'].iat[i]!r} judged twice for query {frame['qid'].iat[i]!r}",
+        )
+    return frame
+
+
+def trec_rank(frame: pd.DataFrame) -> np.ndarray:
+    """1-based rank within each (tag, qid): decreasing score, ties by decreasing docno (trec_eval)."""
+    order = frame.sort_values(
+        ["tag", "qid", "score", "docno"], ascending=[True, True, False, False], kind="stable"
+    )
+    rank = order.groupby(["tag", "qid"], sort=False).cumcount().to_numpy() + 1
+    out = np.empty(len(frame), dtype=np.int64)
+    out[frame.index.get_indexer(order.index)] = rank
+    return out
+
+
+def import_trec(
+    qrels: Path | str | None,
+    runs: list[Path] | list[str],
+    depth: int | None = None,
+    *,
+    name: str | None = None,
+) -> tuple[dict[str, pd.DataFrame], TaskConfig]:
+    """Convert TREC runs (and qrels) into bundle tables and a config (see the module docstring).
+
+    Parameters
+    ----------
+    qrels : the qrels file, or None for an unjudged task.
+    runs : one or more run files, one run (tag) each.
+    depth : keep only the top ``depth`` documents per query and run (trec_eval order); None keeps
+        all.
+    name : the task name in ``task.toml`` (default ``"trec"``).
+
+    Returns
+    -------
+    (tables, config) : ``queries``, ``runs`` and (with qrels) ``judgments`` frames for
+        :func:`receval.formats.bundle.write_bundle`, and the task config.
+    """
+    if not runs:
+        raise ValueError("at least one run file is needed")
+    if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
+        raise ValueError(f"depth must be a positive integer, not {depth!r}")
+    parts = []
+    owner: dict[str, Path] = {}
+    for run_path in map(Path, runs):
+        frame = read_trec_run(run_path)
+        tag = str(frame["tag"].iat[0])
+        if tag in owner:
+            raise BundleError(
+                run_path,
+                int(frame["line"].iat[0]),
+                f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
+            )
+        owner[tag] = run_path
+        frame["rank"] = trec_rank(frame)
+        if depth is not None:
+            frame = frame[frame["rank"] <= depth]
+        frame = frame.sort_values(["qid", "rank"], kind="stable")
+        frame["source"] = run_path.name + ":" + frame["line"].astype(str)
+        parts.append(frame)
+    run = pd.concat(parts, ignore_index=True)
+    runs_table = pd.DataFrame(
+        {
+            "system": run["tag"],
+            "query_id": run["qid"],
+            "answer": run["docno"],
+            "score": run["score"],
+            "rank": run["rank"],
+            "rank_file": run["rank_file"],
+            "source": run["source"],
+        }
+    )
+    tables: dict[str, pd.DataFrame] = {}
+    qids = list(pd.unique(run["qid"]))
+    in_qrels: set[str] = set()
+    relevant = pd.Series(dtype=np.int64)
+    if qrels is not None:
+        qpath = Path(qrels)
+        qr = read_qrels(qpath)
+        in_qrels = set(qr["qid"])
+        relevant = (qr["relevance"] > 0).groupby(qr["qid"]).sum()
+        qids = list(pd.unique(pd.concat([qr["qid"], run["qid"]], ignore_index=True)))
+        tables["judgments"] = pd.DataFrame(
+            {
+                "query_id": qr["qid"],
+                "answer": qr["docno"],
+                "label": np.where(qr["relevance"] > 0, "1", "0"),
+                "relevance": qr["relevance"],
+                "iteration": qr["iteration"],
+                "source": qpath.name + ":" + qr["line"].astype(str),
+            }
+        )
+    queries_table = pd.DataFrame(
+        {
+            "query_id": qids,
+            "in_qrels": ["true" if q in in_qrels else "false" for q in qids],
+            "relevant": relevant.reindex(qids, fill_value=0).astype(np.int64).to_numpy(),
+        }
+    )
+    tables = {"queries": queries_table, "runs": runs_table, **tables}
+    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False))
+    return tables, config

@@ -1,0 +1,169 @@
+"""TREC importer: run and qrels formats, trec_eval ranking, depth, bundle encoding, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from receval.errors import BundleError
+from receval.estimators.official import official_scores
+from receval.formats.bundle import write_bundle
+from receval.formats.trec import import_trec, read_qrels, read_trec_run
+from receval.task import load_task
+
+FIXTURES = Path(__file__).parent / "fixtures" / "trec"
+QRELS = FIXTURES / "qrels.txt"
+RUNS = [FIXTURES / "sysA.run", FIXTURES / "sysB.run"]
+
+
+def expect_error(call, path: Path, line: int | None, text: str) -> None:
+    with pytest.raises(BundleError) as info:
+        call()
+    err = info.value
+    assert (err.path, err.line) == (str(path), line)
+    assert text in err.message
+    assert str(err).startswith(f"{path}:{line}: " if line is not None else f"{path}: ")
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_run_and_qrels():
+    run = read_trec_run(FIXTURES / "sysB.run")
+    # the comment line is skipped; tabs and spaces both separate columns
+    assert run["line"].tolist() == [2, 3, 4, 5]
+    assert run["docno"].tolist() == ["d2", "d4", "d6", "d1"]
+    assert run["rank_file"].tolist() == [1, 2, 1, 1]
+    np.testing.assert_allclose(run["score"], [0.9, 0.9, 0.5, 0.5])
+    qrels = read_qrels(QRELS)
+    assert qrels["relevance"].tolist() == [1, 0, 2, 1, 1, 0, -2]
+
+
+def test_ranks_follow_trec_eval_not_the_rank_column():
+    tables, _ = import_trec(QRELS, RUNS)
+    runs = tables["runs"]
+    a = runs[(runs["system"] == "sysA") & (runs["query_id"] == "q1")]
+    # d2 and d7 tie at score 2.0: decreasing docno puts d7 first, whatever the file says
+    assert a["answer"].tolist() == ["d1", "d7", "d2", "d3"]
+    assert a["rank"].tolist() == [1, 2, 3, 4]
+    assert a["rank_file"].tolist() == [1, 3, 2, 4]
+    b = runs[(runs["system"] == "sysB") & (runs["query_id"] == "q1")]
+    # tie at 0.9: d4 before d2 although the file ranks d2 first
+    assert b["answer"].tolist() == ["d4", "d2"]
+    assert b["rank"].tolist() == [1, 2]
+    assert b["source"].tolist() == ["sysB.run:3", "sysB.run:2"]
+
+
+def test_bundle_encoding():
+    tables, config = import_trec(QRELS, RUNS)
+    queries = tables["queries"]
+    assert queries["query_id"].tolist() == ["q1", "q2", "q3", "q4"]
+    assert queries["in_qrels"].tolist() == ["true", "true", "true", "false"]
+    assert queries["relevant"].tolist() == [3, 1, 0, 0]
+    j = tables["judgments"]
+    # relevance > 0 is correct; 0 and negative grades are wrong
+    assert j["label"].tolist() == ["1", "0", "1", "1", "1", "0", "0"]
+    assert j["relevance"].tolist() == [1, 0, 2, 1, 1, 0, -2]
+    assert len(tables["runs"]) == 10
+    assert config.matching.casefold is False
+    mapping = config.label_map()
+    assert (mapping["1"], mapping["0"]) == ("correct", "wrong")
+
+
+def test_depth_keeps_the_top_k():
+    tables, _ = import_trec(QRELS, RUNS, depth=1)
+    runs = tables["runs"]
+    assert (runs["rank"] == 1).all()
+    kept = set(zip(runs["system"], runs["query_id"], runs["answer"], strict=True))
+    assert kept == {
+        ("sysA", "q1", "d1"),
+        ("sysA", "q2", "d5"),
+        ("sysB", "q1", "d4"),
+        ("sysB", "q2", "d6"),
+        ("sysB", "q4", "d1"),
+    }
+    with pytest.raises(ValueError, match="depth"):
+        import_trec(QRELS, RUNS, depth=0)
+
+
+def test_without_qrels():
+    tables, _ = import_trec(None, RUNS[:1])
+    assert set(tables) == {"queries", "runs"}
+    assert tables["queries"]["query_id"].tolist() == ["q1", "q2"]
+    assert (tables["queries"]["in_qrels"] == "false").all()
+
+
+@pytest.mark.parametrize(
+    ("depth", "a", "b"),
+    [
+        # A: q1 d1 R, d7 unjudged, d2 W, d3 R; q2 d5 R, d8 unjudged.  B: q1 d4 R, d2 W; q2 d6 W;
+        # q4 d1 unjudged (judged only for q1).  gt = relevant documents = 3 + 1.
+        (None, (3, 1, 2, 3 / 4, 3 / 4), (1, 2, 1, 1 / 3, 1 / 4)),
+        (1, (2, 0, 0, 1.0, 2 / 4), (1, 1, 1, 1 / 2, 1 / 4)),
+    ],
+)
+def test_end_to_end_official_scores(tmp_path, depth, a, b):
+    tables, config = import_trec(QRELS, RUNS, depth)
+    task = load_task(write_bundle(tmp_path / "b", tables, config))
+    s = official_scores(task).set_index("system")
+    assert (s["gt"] == 4).all()
+    for system, (right, wrong, ignored, precision, recall) in (("sysA", a), ("sysB", b)):
+        row = s.loc[system]
+        assert (row["right"], row["wrong"], row["ignored"]) == (right, wrong, ignored)
+        assert row["precision"] == pytest.approx(precision)
+        assert row["recall"] == pytest.approx(recall)
+
+
+def test_document_ids_are_case_sensitive(tmp_path):
+    run = write(tmp_path, "r.run", "q1 Q0 D1 1 2.0 s\nq1 Q0 d1 2 1.0 s\n")
+    qrels = write(tmp_path, "q.txt", "q1 0 d1 1\n")
+    tables, config = import_trec(qrels, [run])
+    task = load_task(write_bundle(tmp_path / "b", tables, config))
+    assert task.outputs["fact"].nunique() == 2
+    row = official_scores(task).iloc[0]
+    assert (row["right"], row["unassessed"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("q1 Q0 d1 1 2.0\n", "expected 6 whitespace-separated columns"),
+        ("q1 Q0 d1 one 2.0 s\n", "rank 'one' is not an integer"),
+        ("q1 Q0 d1 1.5 2.0 s\n", "rank '1.5' is not an integer"),
+        ("q1 Q0 d1 1 high s\n", "score 'high' is not a finite number"),
+        ("q1 Q0 d1 1 nan s\n", "score 'nan' is not a finite number"),
+        ("q1 Q0 d1 1 2.0 other\n", "run tag 'other' differs from 's'"),
+        ("q1 Q0 d0 1 2.0 s\n", "document 'd0' retrieved twice for query 'q1'"),
+    ],
+)
+def test_bad_run_line(tmp_path, text, what):
+    run = write(tmp_path, "r.run", "q1 Q0 d0 1 3.0 s\n\n" + text)
+    expect_error(lambda: read_trec_run(run), run, 3, what)
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("q1 0 d2\n", "expected 4 whitespace-separated columns"),
+        ("q1 0 d2 yes\n", "relevance 'yes' is not an integer"),
+        ("q1 0 d1 0\n", "document 'd1' judged twice for query 'q1'"),
+    ],
+)
+def test_bad_qrels_line(tmp_path, text, what):
+    qrels = write(tmp_path, "q.txt", "q1 0 d1 1\n" + text)
+    expect_error(lambda: import_trec(qrels, RUNS[:1]), qrels, 2, what)
+
+
+def test_same_tag_in_two_files(tmp_path):
+    other = write(tmp_path, "copy.run", "# copy\nq1 Q0 d1 1 2.0 sysA\n")
+    expect_error(lambda: import_trec(None, [RUNS[0], other]), other, 2, "run tag 'sysA' also names")
+
+
+def test_empty_run(tmp_path):
+    run = write(tmp_path, "r.run", "\n# nothing\n")
+    expect_error(lambda: read_trec_run(run), run, None, "no data lines")
