@@ -52,7 +52,8 @@ class Task:
         ``answer_raw``, ``score`` (NaN when absent), ``provenance``, ``fact``, ``copies``
         (how many input rows were collapsed into this one).
     raw_outputs : every input row of the runs, before collapsing duplicates (official scoring
-        needs them): ``system, query_id, answer, answer_raw, score, provenance, fact, _file, _line``.
+        needs them): ``system, team, query_id, answer, answer_raw, score, provenance, fact``,
+        extra columns, ``_file, _line``.
     facts : one row per fact id: ``query_id, answer, in_pool`` (output by some system),
         ``systems`` (how many systems output it).
     judgments : one row per annotation: ``query_id, answer, fact, label_raw, category, value``
@@ -380,18 +381,19 @@ def load_task(root: Path | str) -> Task:
     known = set(queries["query_id"])
 
     runs = _read_runs(root, files)
+    score = pd.Series(np.nan, index=runs.index, dtype=float)
     for path_str, part in runs.groupby("_file", sort=False):
         path = Path(path_str)
+        part = part.copy()
         _nonempty(part, path, ("system", "query_id", "answer"))
-        runs.loc[part.index, ["system", "query_id", "answer"]] = part[
-            ["system", "query_id", "answer"]
-        ]
         _check_queries_known(part, path, known)
         if "score" in part.columns:
-            runs.loc[part.index, "score"] = _numbers(part, path, "score", allow_empty=True)
-    if "score" not in runs.columns:
-        runs["score"] = np.nan
-    runs["score"] = runs["score"].astype(float)
+            score.loc[part.index] = _numbers(part, path, "score", allow_empty=True)
+    # the same dtypes whether the runs came from one table or a runs/ folder
+    for col in ("system", "query_id"):
+        runs[col] = runs[col].astype(str).str.strip()
+    runs["answer"] = runs["answer"].astype(str)
+    runs["score"] = score
     for col in ("team", "provenance"):
         if col not in runs.columns:
             runs[col] = ""
@@ -442,7 +444,7 @@ def load_task(root: Path | str) -> Task:
     ]
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
     outputs = outputs[keep + extra].reset_index(drop=True)
-    raw_outputs = runs.drop(columns=["_order"]).reset_index(drop=True)
+    raw_outputs = runs[keep[:-1] + extra + ["_file", LINE]].reset_index(drop=True)
 
     pool = outputs.groupby("fact")["system"].nunique()
     facts["in_pool"] = False

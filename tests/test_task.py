@@ -1,0 +1,532 @@
+"""Loading a task bundle: formats, normalisation, duplicates, labels, references, task.toml."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import DEFAULT_FILES, make_bundle
+
+from receval.config import Matching, load_config
+from receval.errors import BundleError
+from receval.formats.tables import LINE, read_table, write_table
+from receval.task import load_task, normalize_answers
+
+NUMERIC = {"score", "prob", "weight"}
+
+
+def convert_bundle(src: Path, dst: Path, suffix: str) -> Path:
+    """Copy a TSV bundle as ``suffix`` tables (Parquet: numeric columns as floats)."""
+    dst.mkdir()
+    for path in src.iterdir():
+        if path.suffix != ".tsv":
+            (dst / path.name).write_bytes(path.read_bytes())
+            continue
+        frame = read_table(path).drop(columns=[LINE])
+        if suffix == ".parquet":
+            for col in NUMERIC & set(frame.columns):
+                frame[col] = frame[col].astype(float)
+        write_table(dst / f"{path.stem}{suffix}", frame)
+    return dst
+
+
+def comparable(task) -> dict[str, pd.DataFrame]:
+    """The frames of a task without the columns that name the source file and line."""
+    drop = ["_file", LINE]
+    return {
+        "queries": task.queries,
+        "outputs": task.outputs,
+        "raw_outputs": task.raw_outputs.drop(columns=drop),
+        "facts": task.facts,
+        "judgments": task.judgments.drop(columns=drop),
+        "samples": task.samples.drop(columns=[LINE]),
+        "exhaustive_units": task.exhaustive_units,
+        "exhaustive": task.exhaustive.drop(columns=[LINE]),
+        "labels": task.labels.to_frame(),
+        "conflicts": task.merged.conflicts,
+    }
+
+
+def assert_same_task(a, b) -> None:
+    left, right = comparable(a), comparable(b)
+    for name in left:
+        pd.testing.assert_frame_equal(left[name], right[name], obj=name)
+
+
+# --------------------------------------------------------------------------------------------
+# formats
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_csv_and_parquet_bundles_load_to_the_same_frames(tmp_path: Path, suffix: str):
+    tsv = make_bundle(tmp_path)
+    other = convert_bundle(tsv, tmp_path / f"as{suffix}", suffix)
+    assert not list(other.glob("*.tsv"))
+    a, b = load_task(tsv), load_task(other)
+    assert_same_task(a, b)
+    assert set(b.files) == set(a.files)
+    assert all(p.suffix == suffix for k, p in b.files.items() if k != "task.toml")
+
+
+def test_mixed_formats_in_one_bundle(tmp_path: Path):
+    tsv = make_bundle(tmp_path)
+    mixed = make_bundle(tmp_path, "mixed", judgments=None, queries=None)
+    write_table(mixed / "judgments.csv", read_table(tsv / "judgments.tsv"))
+    write_table(mixed / "queries.parquet", read_table(tsv / "queries.tsv"))
+    assert_same_task(load_task(tsv), load_task(mixed))
+
+
+def test_runs_folder_loads_like_runs_tsv(tmp_path: Path):
+    tsv = make_bundle(tmp_path)
+    runs = read_table(tsv / "runs.tsv").drop(columns=[LINE])
+    files: dict[str, str | None] = {}
+    for system, part in runs.groupby("system"):
+        body = part.drop(columns=["system"])  # the system is the file stem
+        lines = ["\t".join(body.columns)] + ["\t".join(r) for r in body.to_numpy().tolist()]
+        files[f"runs/{system}.tsv"] = "\n".join(lines) + "\n"
+    folder = make_bundle(tmp_path, "folder", runs=None, files=files)
+    a, b = load_task(tsv), load_task(folder)
+    assert_same_task(a, b)
+    assert set(b.files) >= {"runs/A.tsv", "runs/B.tsv"}
+    assert b.raw_outputs.loc[b.raw_outputs["system"] == "B", "_file"].str.endswith("B.tsv").all()
+
+
+def test_runs_folder_mixed_formats_and_optional_columns(tmp_path: Path):
+    """A score or team column in one run file only: the other file's rows get NaN / the system."""
+    root = make_bundle(
+        tmp_path,
+        runs=None,
+        judgments=None,
+        samples=None,
+        files={
+            "runs/A.tsv": "system\tquery_id\tanswer\tteam\nA\tq1\tParis\tT1\n",
+            "runs/B.csv": "query_id,answer,score\nq1,Lyon,0.25\nq2,Rome,\n",
+            "runs/notes.txt": "ignored: not a table",
+        },
+    )
+    task = load_task(root)
+    out = task.outputs.set_index("system")
+    assert task.systems == ["A", "B"]
+    assert task.teams == {"A": "T1", "B": "B"}
+    assert math.isnan(out.loc["A", "score"])
+    assert out.loc["B", "score"].tolist()[0] == 0.25
+    assert math.isnan(out.loc["B", "score"].tolist()[1])
+
+
+# --------------------------------------------------------------------------------------------
+# duplicates
+
+
+def test_duplicates_collapse_keeping_the_max_score_and_counting(bundle: Path):
+    task = load_task(bundle)
+    assert len(task.raw_outputs) == 7
+    assert len(task.outputs) == 6
+    assert task.duplicate_rows == 1
+    a_paris = task.outputs[(task.outputs["system"] == "A") & (task.outputs["query_id"] == "q1")]
+    assert len(a_paris) == 1
+    assert a_paris["score"].item() == 0.9
+    assert a_paris["copies"].item() == 2
+    assert a_paris["answer_raw"].item() == "Paris"  # the spelling of the kept (max-score) row
+    assert (task.outputs["copies"].sum()) == len(task.raw_outputs)
+
+
+def test_duplicate_collapse_with_missing_scores_and_provenance(tmp_path: Path):
+    runs = (
+        "system\tquery_id\tanswer\tscore\tprovenance\n"
+        "A\tq1\tparis\t\tdoc1\n"  # no score
+        "A\tq1\tPARIS\t0.2\tdoc2\n"
+        "A\tq1\tParis \t0.7\tdoc3\n"  # max score: kept
+        "A\tq2\tRome\t\tdoc4\n"
+        "A\tq2\trome\t\tdoc5\n"  # no score at all: the first row is kept
+        "B\tq1\tParis\t0.1\tdoc6\n"
+    )
+    task = load_task(make_bundle(tmp_path, runs=runs, judgments=None, samples=None))
+    out = task.outputs.set_index(["system", "query_id"])
+    assert out.loc[("A", "q1"), "score"] == 0.7
+    assert out.loc[("A", "q1"), "provenance"] == "doc3"
+    assert out.loc[("A", "q1"), "copies"] == 3
+    assert math.isnan(out.loc[("A", "q2"), "score"])
+    assert out.loc[("A", "q2"), "provenance"] == "doc4"
+    assert out.loc[("A", "q2"), "copies"] == 2
+    assert out.loc[("B", "q1"), "copies"] == 1
+    assert task.duplicate_rows == 3
+    assert task.summary()["duplicate output rows collapsed"] == 3
+    # outputs keep the order of first appearance
+    assert task.outputs["system"].tolist() == ["A", "A", "B"]
+
+
+# --------------------------------------------------------------------------------------------
+# normalisation
+
+
+def test_normalize_answers_defaults():
+    raw = pd.Series(["  Paris\t \n France ", "STRASSE", "Straße", "ＰＡＲＩＳ"])
+    got = normalize_answers(raw, Matching())
+    assert got.tolist() == ["paris france", "strasse", "strasse", "ｐａｒｉｓ"]
+
+
+def test_normalize_answers_options():
+    raw = pd.Series(["  Paris  France ", "ﬁne", "ＰＡＲＩＳ"])
+    assert normalize_answers(raw, Matching(casefold=False)).tolist() == [
+        "Paris France",
+        "ﬁne",
+        "ＰＡＲＩＳ",
+    ]
+    # full case folding already expands the "ﬁ" ligature; only NFKC maps full-width letters
+    assert normalize_answers(raw, Matching(strip=False)).tolist() == [
+        " paris france ",
+        "fine",
+        "ｐａｒｉｓ",
+    ]
+    assert normalize_answers(raw, Matching(collapse_whitespace=False)).tolist() == [
+        "paris  france",
+        "fine",
+        "ｐａｒｉｓ",
+    ]
+    assert normalize_answers(raw, Matching(unicode="NFKC")).tolist() == [
+        "paris france",
+        "fine",
+        "paris",
+    ]
+    nothing = Matching(strip=False, collapse_whitespace=False, casefold=False)
+    assert normalize_answers(raw, nothing).tolist() == raw.tolist()
+
+
+def _facts_of(tmp_path: Path, name: str, toml: str, answers: list[str]) -> pd.DataFrame:
+    runs = "system\tquery_id\tanswer\n" + "".join(f"A\tq1\t{a}\n" for a in answers)
+    root = make_bundle(
+        tmp_path, name, task_toml=toml, runs=runs, judgments=None, samples=None, exhaustive=None
+    )
+    return load_task(root).outputs
+
+
+def test_matching_in_task_toml(tmp_path: Path):
+    answers = ["Paris", " paris", "PARIS ", "Ｐａｒｉｓ", "New  York", "new york"]
+    default = _facts_of(tmp_path, "d", "", answers)
+    assert default["answer"].tolist() == ["paris", "ｐａｒｉｓ", "new york"]
+    assert default["copies"].tolist() == [3, 1, 2]
+    nfkc = _facts_of(tmp_path, "n", '[matching]\nunicode = "NFKC"\n', answers)
+    assert nfkc["answer"].tolist() == ["paris", "new york"]
+    assert nfkc["copies"].tolist() == [4, 2]
+    exact = _facts_of(
+        tmp_path,
+        "e",
+        "[matching]\nstrip = false\ncasefold = false\ncollapse_whitespace = false\n",
+        answers,
+    )
+    assert exact["answer"].tolist() == answers  # surrounding whitespace is not lost on reading
+    assert exact["answer_raw"].tolist() == answers
+
+
+def test_facts_are_shared_across_files_and_numbered_in_sorted_order(bundle: Path):
+    task = load_task(bundle)
+    facts = task.facts
+    assert facts.index.name == "fact"
+    assert list(facts.index) == list(range(len(facts)))
+    keys = list(zip(facts["query_id"], facts["answer"], strict=True))
+    assert keys == sorted(keys)
+    # the same fact in runs, judgments, samples and exhaustive gets the same id
+    paris = facts.index[(facts["query_id"] == "q1") & (facts["answer"] == "paris")].item()
+    assert set(task.outputs.loc[task.outputs["query_id"] == "q1", "fact"]) == {paris}
+    assert set(task.judgments.loc[task.judgments["query_id"] == "q1", "fact"]) == {paris}
+    assert task.samples["fact"].iloc[0] == paris
+    assert task.exhaustive["fact"].iloc[0] == paris
+    assert facts.loc[paris, "systems"] == 2
+    assert facts["in_pool"].all()
+
+
+def test_fact_only_judged_or_found_is_not_in_the_pool(tmp_path: Path):
+    root = make_bundle(
+        tmp_path,
+        judgments=DEFAULT_FILES["judgments.tsv"] + "q2\tVenice\tC\tann1\n",
+        exhaustive="unit\tquery_id\tanswer\nd2\tq3\tSeville\n",
+    )
+    task = load_task(root)
+    outside = task.facts[~task.facts["in_pool"]]
+    assert sorted(outside["answer"]) == ["seville", "venice"]
+    assert (outside["systems"] == 0).all()
+    assert task.summary()["judged facts output by a system"] == 5
+    assert task.summary()["judged facts"] == 6
+
+
+def test_identifiers_are_stripped_but_answers_are_not(tmp_path: Path):
+    runs = "system\tteam\tquery_id\tanswer\n A \tT1\t q1 \t Paris \n"
+    root = make_bundle(tmp_path, runs=runs, samples=None)
+    task = load_task(root)
+    row = task.outputs.iloc[0]
+    assert (row["system"], row["query_id"], row["answer"], row["answer_raw"]) == (
+        "A",
+        "q1",
+        "paris",
+        " Paris ",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# labels
+
+
+def test_labels_belong_to_the_fact_and_are_shared_by_systems(bundle: Path):
+    task = load_task(bundle)
+    labels = task.outputs["fact"].map(task.labels)
+    by = dict(
+        zip(zip(task.outputs["system"], task.outputs["answer"], strict=True), labels, strict=True)
+    )
+    # "paris" was judged twice (as "Paris" and "paris"): both systems that output it get 1
+    assert by[("A", "paris")] == 1.0
+    assert by[("B", "paris")] == 1.0
+    assert by[("A", "rome")] == 1.0
+    assert by[("B", "milan")] == 0.0
+    assert by[("A", "barcelona")] == 0.5  # one C, one W: a tie under the default half policy
+    votes = task.merged.votes.set_index("answer")
+    assert votes.loc["paris", "correct"] == 2
+
+
+def test_label_vocabulary_is_case_and_space_insensitive(tmp_path: Path):
+    judgments = (
+        "query_id\tanswer\tlabel\n"
+        "q1\tParis\t c \n"
+        "q2\tRome\tCORRECT\n"
+        "q2\tMilan\tFalse\n"
+        "q3\tMadrid\tYes\n"
+        "q3\tBarcelona\t0\n"
+    )
+    task = load_task(make_bundle(tmp_path, judgments=judgments))
+    got = dict(zip(task.judgments["answer"], task.judgments["value"], strict=True))
+    assert got == {"paris": 1.0, "rome": 1.0, "milan": 0.0, "madrid": 1.0, "barcelona": 0.0}
+    assert task.judgments["label_raw"].tolist() == ["c", "CORRECT", "False", "Yes", "0"]
+    assert task.judgments["category"].tolist() == [
+        "correct",
+        "correct",
+        "wrong",
+        "correct",
+        "wrong",
+    ]
+
+
+def test_custom_vocabulary_replaces_the_defaults(tmp_path: Path):
+    toml = '[labels]\ncorrect = ["Y", "2"]\nwrong = ["N"]\n'
+    judgments = "query_id\tanswer\tlabel\nq1\tParis\tY\nq2\tRome\t2\nq2\tMilan\tn\nq3\tMadrid\tX\n"
+    task = load_task(make_bundle(tmp_path, task_toml=toml, judgments=judgments))
+    assert task.judgments["value"].tolist() == [1.0, 1.0, 0.0, 0.0]  # X: inexact, counted wrong
+    bad = judgments + "q3\tBarcelona\tC\n"
+    with pytest.raises(BundleError) as info:
+        load_task(make_bundle(tmp_path, "bad", task_toml=toml, judgments=bad))
+    assert info.value.line == 6
+    assert "'C'" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("policy", "value"), [("wrong", 0.0), ("correct", 1.0), ("ignore", float("nan"))]
+)
+def test_inexact_policy(tmp_path: Path, policy: str, value: float):
+    toml = f'[labels]\ninexact_policy = "{policy}"\n'
+    judgments = "query_id\tanswer\tlabel\nq1\tParis\tX\nq2\tRome\tinexact\nq2\tRome\tC\n"
+    task = load_task(make_bundle(tmp_path, task_toml=toml, judgments=judgments))
+    assert task.judgments["category"].tolist() == ["inexact", "inexact", "correct"]
+    got = task.judgments["value"].to_numpy()
+    np.testing.assert_array_equal(got, [value, value, 1.0])
+    paris = task.facts.index[task.facts["answer"] == "paris"].item()
+    rome = task.facts.index[task.facts["answer"] == "rome"].item()
+    conflicts = task.merged.conflicts.set_index("fact")
+    if policy == "ignore":
+        assert paris not in task.labels.index
+        assert conflicts.loc[paris, "kind"] == "all-ignored"  # listed, not dropped
+        assert task.labels[rome] == 1.0
+        assert rome not in conflicts.index
+    elif policy == "wrong":
+        assert task.labels[paris] == 0.0
+        assert task.labels[rome] == 0.5  # X (wrong) against C: a tie
+        assert conflicts.loc[rome, "kind"] == "tie"
+    else:
+        assert task.labels[paris] == 1.0
+        assert task.labels[rome] == 1.0
+        assert rome not in conflicts.index
+
+
+@pytest.mark.parametrize(
+    ("rule", "tie", "barcelona"),
+    [
+        ("majority", "half", 0.5),
+        ("majority", "wrong", 0.0),
+        ("majority", "correct", 1.0),
+        ("majority", "unjudged", None),
+        ("any-correct", "half", 1.0),
+        ("unanimous", "half", 0.0),
+    ],
+)
+def test_merge_settings_from_task_toml(tmp_path: Path, rule: str, tie: str, barcelona):
+    toml = f'[merge]\nrule = "{rule}"\ntie = "{tie}"\n'
+    task = load_task(make_bundle(tmp_path, task_toml=toml))
+    fact = task.facts.index[task.facts["answer"] == "barcelona"].item()
+    if barcelona is None:
+        assert fact not in task.labels.index
+    else:
+        assert task.labels[fact] == barcelona
+    assert fact in set(task.merged.conflicts["fact"])
+    assert task.summary()["conflicts"] == 1
+
+
+def test_truth(tmp_path: Path):
+    truth = (
+        "query_id\tanswer\tlabel\nq1\tParis\tC\nq1\tparis \tcorrect\nq2\tMilan\tW\nq3\tToledo\tC\n"
+    )
+    task = load_task(make_bundle(tmp_path, truth=truth))
+    assert task.truth is not None
+    assert list(task.truth.columns) == ["query_id", "answer", "fact", "value"]
+    got = dict(zip(task.truth["answer"], task.truth["value"], strict=True))
+    assert got == {"paris": 1.0, "milan": 0.0, "toledo": 1.0}  # the repeated fact once
+    assert task.summary()["truth"] == "yes"
+    assert load_task(make_bundle(tmp_path, "none")).truth is None
+
+
+# --------------------------------------------------------------------------------------------
+# the other tables
+
+
+def test_queries_weights_and_extra_columns(tmp_path: Path):
+    queries = "query_id\tweight\tentity\nq1\t2\tFrance\nq2\t0.5\tItaly\nq3\t1e0\tSpain\n"
+    task = load_task(make_bundle(tmp_path, queries=queries))
+    assert task.queries["weight"].tolist() == [2.0, 0.5, 1.0]
+    assert task.queries["entity"].tolist() == ["France", "Italy", "Spain"]
+    default = load_task(make_bundle(tmp_path, "d"))
+    assert default.queries["weight"].tolist() == [1.0, 1.0, 1.0]
+    assert LINE not in default.queries.columns
+
+
+def test_extra_columns_are_kept(tmp_path: Path):
+    root = make_bundle(
+        tmp_path,
+        runs="system\tquery_id\tanswer\trank\nA\tq1\tParis\t1\nB\tq2\tRome\t1\n",
+        judgments="query_id\tanswer\tlabel\tnote\nq1\tParis\tC\tsure\n",
+        samples="sample\tsystem\tquery_id\tanswer\tprob\tdesign\ns1\tA\tq1\tParis\t1\tuniform\n",
+        exhaustive_units="unit\tsource\nd1\tnyt\nd2\tapw\n",
+        exhaustive="unit\tquery_id\tanswer\toffset\nd1\tq1\tParis\t10-15\n",
+    )
+    task = load_task(root)
+    assert task.outputs["rank"].tolist() == ["1", "1"]
+    assert task.judgments["note"].tolist() == ["sure"]
+    assert task.samples["design"].tolist() == ["uniform"]
+    assert task.exhaustive_units["source"].tolist() == ["nyt", "apw"]
+    assert task.exhaustive["offset"].tolist() == ["10-15"]
+
+
+def test_samples_and_exhaustive(bundle: Path):
+    task = load_task(bundle)
+    assert task.samples["prob"].dtype == float
+    assert task.samples["system"].tolist() == ["A", "A", "B"]
+    assert task.samples[LINE].tolist() == [2, 3, 4]
+    assert task.samples["answer_raw"].tolist() == ["Paris", "Barcelona", "Milan"]
+    assert task.exhaustive_units["unit"].tolist() == ["d1", "d2"]
+    assert task.exhaustive_units["prob"].isna().all()  # uniform when prob is absent
+    assert task.exhaustive["unit"].tolist() == ["d1", "d1"]
+
+
+def test_sample_drawn_twice_with_one_prob_is_fine(tmp_path: Path):
+    samples = (
+        DEFAULT_FILES["samples.tsv"]
+        + "s1\tA\tq1\t paris\t0.3333333333\n"  # the same fact again, same prob
+        + "s2\tA\tq1\tParis\t0.5\n"  # another sample round may use another design
+    )
+    task = load_task(make_bundle(tmp_path, samples=samples))
+    assert len(task.samples) == 5
+    assert task.summary()["samples"] == 2
+
+
+def test_optional_tables_absent(tmp_path: Path):
+    root = make_bundle(
+        tmp_path, judgments=None, samples=None, exhaustive_units=None, exhaustive=None
+    )
+    task = load_task(root)
+    assert task.judgments.empty and task.samples.empty
+    assert task.exhaustive_units.empty and task.exhaustive.empty
+    assert task.labels.empty and task.merged.conflicts.empty
+    assert set(task.files) == {"task.toml", "queries", "runs"}
+
+
+def test_header_only_optional_tables_are_empty(tmp_path: Path):
+    root = make_bundle(
+        tmp_path,
+        judgments="query_id\tanswer\tlabel\n",
+        samples="sample\tsystem\tquery_id\tanswer\tprob\n",
+        exhaustive_units="unit\n",
+        exhaustive="unit\tquery_id\tanswer\n",
+    )
+    task = load_task(root)
+    assert task.judgments.empty and task.samples.empty and task.exhaustive.empty
+    assert task.summary()["judged facts"] == 0
+
+
+def test_checksums(bundle: Path):
+    task = load_task(bundle)
+    sums = task.checksums()
+    assert set(sums) == {p.name for p in bundle.iterdir()}
+    for name, digest in sums.items():
+        assert digest == hashlib.sha256((bundle / name).read_bytes()).hexdigest()
+
+
+def test_name_defaults_to_the_folder(tmp_path: Path):
+    assert load_task(make_bundle(tmp_path, "kbp-sim", task_toml=None)).name == "kbp-sim"
+    assert load_task(make_bundle(tmp_path, "other")).name == "tiny"
+
+
+# --------------------------------------------------------------------------------------------
+# errors: the library raises BundleError with path, line and message (the CLI matrix covers
+# every malformed case end to end; these check the error object itself)
+
+
+def test_bundle_error_fields(tmp_path: Path):
+    root = make_bundle(tmp_path, runs=DEFAULT_FILES["runs.tsv"] + "A\tT1\tq1\tLyon\tabc\n")
+    with pytest.raises(BundleError) as info:
+        load_task(root)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.path == str(root / "runs.tsv")
+    assert err.line == 9
+    assert str(err) == f"{root / 'runs.tsv'}:9: {err.message}"
+
+
+def test_bundle_error_is_one_line():
+    err = BundleError("x.tsv", None, "first\nsecond\t third")
+    assert str(err) == "x.tsv: first second third"
+
+
+def test_config_line_numbers_are_section_aware(tmp_path: Path):
+    """``rule`` appears in two tables; the error points at the one in [merge]."""
+    path = tmp_path / "task.toml"
+    path.write_text(
+        'name = "x"\n[matching]\nunicode = "NFC"\n\n[merge]\ntie = "half"\nrule = "max"\n'
+    )
+    with pytest.raises(BundleError) as info:
+        load_config(path, "x")
+    assert info.value.line == 7
+    path.write_text('name = "x"\n[labels]\nrule = "C"\n[merge]\nrule = "majority"\n')
+    with pytest.raises(BundleError) as info:
+        load_config(path, "x")
+    assert info.value.line == 3  # the unknown [labels] key, not [merge] rule
+
+
+def test_config_defaults_and_values(tmp_path: Path):
+    path = tmp_path / "task.toml"
+    config = load_config(path, "fallback")
+    assert (config.name, config.merge_rule, config.tie_policy, config.inexact_policy) == (
+        "fallback",
+        "majority",
+        "half",
+        "wrong",
+    )
+    path.write_text(
+        'name = " n "\n[labels]\ninexact_policy = "ignore"\n[merge]\nrule = "unanimous"\n'
+        'tie = "unjudged"\n[matching]\nunicode = "NFKC"\n[universe]\nsize = 1000\n'
+    )
+    config = load_config(path, "fallback")
+    assert config.name == "n"
+    assert config.inexact_policy == "ignore"
+    assert (config.merge_rule, config.tie_policy) == ("unanimous", "unjudged")
+    assert config.matching == Matching(unicode="NFKC")
+    assert config.universe_size == 1000
+    assert math.isnan(config.category_value()["inexact"])
