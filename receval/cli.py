@@ -7,6 +7,7 @@ bad input (never a traceback).
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -226,7 +227,14 @@ def score(
     write_csv(out / "conflicts.csv", result.conflicts)
     if result.truth_check is not None:
         write_csv(out / "truth_check.csv", result.truth_check)
+    from receval.diagnostics import annotation_spend, per_query, pooling_bias
+
+    write_csv(out / "per_query.csv", per_query(loaded))
+    write_csv(out / "annotation.csv", annotation_spend(loaded))
+    joint_board = result.leaderboard if estimator != "official" else None
+    write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
     info = dict(result.info)
+    info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}
     info["merge"] = {
         "rule": loaded.config.merge_rule,
