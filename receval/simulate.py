@@ -73,6 +73,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from receval.config import TaskConfig
 from receval.design import DISTRIBUTIONS, draw_exhaustive_units, draw_precision_samples
@@ -263,7 +264,7 @@ class SimulationConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Annotation:
     """One simulated annotation campaign: the four annotation tables of a bundle."""
 
@@ -282,7 +283,7 @@ class Annotation:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class World:
     """A simulated world: the truth and every system's output, held as arrays.
 
@@ -452,7 +453,7 @@ class World:
         keys = self._query_ids[self.candidate_query] + "\x1f" + self.candidate_answer
         return pd.Index(keys)
 
-    def candidate_ids(self, query_ids, answers) -> np.ndarray:
+    def candidate_ids(self, query_ids: ArrayLike, answers: ArrayLike) -> np.ndarray:
         """Candidate id of each (query_id, answer) pair (any letter case); -1 if not in the world."""
         q = np.asarray(query_ids, dtype=object)
         a = pd.Series(np.asarray(answers, dtype=object)).str.lower().to_numpy(dtype=object)
