@@ -69,6 +69,11 @@ def validate(task: Path) -> None:
         click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
 
 
+def _safe_name(name: str) -> str:
+    """A file name for a system (path separators and control characters replaced)."""
+    return "".join(c if c.isalnum() or c in "-_.+=@" else "_" for c in name) or "_"
+
+
 def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
@@ -155,10 +160,43 @@ def _print_leaderboard(board) -> None:
 )
 @click.option(
     "--rank-by",
-    type=click.Choice(["f1", "recall", "precision", "pooled_recall"]),
+    type=click.Choice(["f1", "recall", "precision", "pooled_recall", "precision_at_target"]),
     default="f1",
     show_default=True,
     help="Metric the leaderboard is ranked by.",
+)
+@click.option(
+    "--target-recall",
+    type=click.FloatRange(0.01, 0.99),
+    default=None,
+    help="Also estimate each system's precision at this true recall (curve, or Dimm's extrapolation).",
+)
+@click.option(
+    "--prevalence",
+    type=click.FloatRange(1e-9, 0.99),
+    default=None,
+    help="Prevalence ρ for Dimm's model (default: estimated correct facts / [universe] size).",
+)
+@click.option(
+    "--tiers",
+    "tier_correction",
+    type=click.Choice(["holm", "bh"]),
+    default="holm",
+    show_default=True,
+    help="Multiple-testing correction of the paired tests behind the significance tiers.",
+)
+@click.option(
+    "--anonymise",
+    is_flag=True,
+    help="Also write leaderboard_anonymised.csv (stable team pseudonyms).",
+)
+@click.option(
+    "--anonymise-key", default=None, help="Secret key for the pseudonyms (default: the task name)."
+)
+@click.option(
+    "--best-per-team",
+    is_flag=True,
+    help="Print only each team's best run (the CSV keeps all runs).",
 )
 @click.option(
     "--save-replicates", is_flag=True, help="Also write DIR/replicates.npz (the resampling counts)."
@@ -181,6 +219,12 @@ def score(
     target: str,
     seed: int,
     rank_by: str,
+    target_recall: float | None,
+    prevalence: float | None,
+    tier_correction: str,
+    anonymise: bool,
+    anonymise_key: str | None,
+    best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
     quiet: bool,
@@ -195,6 +239,12 @@ def score(
     from receval.scoring import ScoreOptions, score_task
 
     loaded = _load(task)
+    if rank_by == "precision_at_target" and target_recall is None:
+        raise click.UsageError("--rank-by precision_at_target needs --target-recall")
+    if estimator == "official" and target_recall is not None:
+        raise click.UsageError(
+            "--target-recall needs a sample-based estimator (joint or simple), not official"
+        )
     options = ScoreOptions(
         estimator=estimator,
         weighting=weighting,
@@ -204,6 +254,9 @@ def score(
         seed=seed,
         rank_by=rank_by,
         target=target,
+        target_recall=target_recall,
+        prevalence=prevalence,
+        tiers=tier_correction,
     )
     replicates = None
     if replicates_path is not None:
@@ -223,6 +276,15 @@ def score(
             _warn(w)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "leaderboard.csv", result.leaderboard)
+    if anonymise:
+        from receval.leaderboard import anonymise as anonymise_board
+
+        write_csv(
+            out / "leaderboard_anonymised.csv",
+            anonymise_board(result.leaderboard, anonymise_key or loaded.name),
+        )
+    for name, curve in result.curves.items():
+        write_csv(out / "curves" / f"{_safe_name(name)}.csv", curve)
     write_csv(out / "pool.csv", result.pool)
     write_csv(out / "conflicts.csv", result.conflicts)
     if result.truth_check is not None:
@@ -250,7 +312,10 @@ def score(
         info["replicates_file"] = "replicates.npz"
     write_json(out / "run.json", info)
     if not quiet:
-        _print_leaderboard(result.leaderboard)
+        shown = result.leaderboard
+        if best_per_team and "best_of_team" in shown:
+            shown = shown[shown["best_of_team"]]
+        _print_leaderboard(shown)
         interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
         click.echo(f"\nintervals: {interval}; results in {out}/")
 

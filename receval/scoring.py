@@ -43,6 +43,7 @@ from receval.estimators.recall import (
     simple_recall_terms,
 )
 from receval.estimators.sample_data import SampleData, build_sample_data
+from receval.leaderboard import best_per_team, rank_intervals, replicate_ranks, significance_tiers
 from receval.task import Task
 
 ESTIMATORS = ("joint", "simple", "official")
@@ -85,6 +86,8 @@ class ScoreOptions:
     rank_by: str = "f1"
     target: str = "micro"
     target_recall: float | None = None
+    prevalence: float | None = None
+    tiers: str = "holm"
 
 
 @dataclass
@@ -100,6 +103,7 @@ class ScoreResult:
     run: BootstrapRun | None
     replicates: Replicates | None
     info: dict[str, Any] = field(default_factory=dict)
+    curves: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def _stages(data: SampleData) -> list[Stage]:
@@ -158,13 +162,6 @@ def _statistic(data: SampleData, estimator: str):
         }
 
     return stat
-
-
-def replicate_ranks(values: np.ndarray) -> np.ndarray:
-    """Competition ranks (1 = best, higher value better) per row of (B × m); NaN stays NaN."""
-    v = np.where(np.isnan(values), -np.inf, values)
-    ranks = 1.0 + (v[:, None, :] > v[:, :, None]).sum(axis=2)
-    return np.where(np.isnan(values), np.nan, ranks)
 
 
 def true_metrics(task: Task) -> pd.DataFrame | None:
@@ -285,29 +282,67 @@ def score_task(
         for col in ("precision_lo", "precision_hi"):
             board.loc[data.census, col] = board.loc[data.census, "precision"]
 
-    key = options.rank_by if options.rank_by in run.point else "f1"
-    point_rank = replicate_ranks(run.point[key][None, :])[0]
-    rep_rank = replicate_ranks(run.replicates[key])
-    alpha = (1 - options.confidence) / 2
-    board["rank"] = point_rank
-    with np.errstate(invalid="ignore"):
-        board["rank_lo"] = np.floor(np.nanquantile(rep_rank, alpha, axis=0))
-        board["rank_hi"] = np.ceil(np.nanquantile(rep_rank, 1 - alpha, axis=0))
-    board.loc[np.isnan(run.point[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
-    for i in np.flatnonzero(np.isnan(run.point[key])):
+    target_info = None
+    point_metrics = dict(run.point)
+    rep_metrics = dict(run.replicates)
+    if options.target_recall is not None:
+        target_info = _target(task, data, terms, replicates, run, options)
+        point_metrics["precision_at_target"] = target_info.point
+        rep_metrics["precision_at_target"] = target_info.replicates
+        ci = confidence_interval(
+            target_info.point,
+            target_info.replicates,
+            method="percentile" if options.method == "BCa" else options.method,
+            level=options.confidence,
+        )
+        board["precision_at_target"] = target_info.point
+        board["precision_at_target_lo"] = ci.low
+        board["precision_at_target_hi"] = ci.high
+        board["precision_at_target_method"] = target_info.method
+        for i in range(m):
+            notes[i].extend(target_info.notes[i])
+            notes[i].extend(
+                f"precision_at_target: {f}" for f in target_info.flags[i] if "recall distance" in f
+            )
+
+    key = options.rank_by
+    if key not in point_metrics:
+        raise ValueError(
+            f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
+        )
+    board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
+    board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
+    board.loc[np.isnan(point_metrics[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
+    for i in np.flatnonzero(np.isnan(point_metrics[key])):
         notes[i].append(f"rank: {key} cannot be estimated")
-    board["tier"] = ""
-    for metric in METRICS:
-        missing = board[metric].isna()
-        for i in np.flatnonzero(missing.to_numpy()):
+    tiers = significance_tiers(
+        point_metrics[key], rep_metrics[key], level=options.confidence, correction=options.tiers
+    )
+    board["tier"] = [str(t) if t else "" for t in tiers]
+    for metric in (*METRICS, *(["precision_at_target"] if target_info is not None else [])):
+        missing = board[metric].isna().to_numpy()
+        for i in np.flatnonzero(missing):
             if not any(n.startswith(metric.split("_")[0]) for n in notes[i]):
                 notes[i].append(f"{metric}: cannot be estimated from the available labels")
+        no_interval = ~missing & board[f"{metric}_lo"].isna().to_numpy()
+        for i in np.flatnonzero(no_interval):
+            share = float(np.isnan(rep_metrics[metric][:, i]).mean())
+            if not any(n.startswith(f"{metric}: no interval") for n in notes[i]):
+                notes[i].append(
+                    f"{metric}: no interval: {share:.1%} of the bootstrap replicates cannot be evaluated "
+                    "(too few labels for a stable interval)"
+                )
     board["estimator"] = options.estimator
     board["interval"] = f"{options.method} bootstrap {options.confidence:.0%}, B={replicates.B}"
     board["note"] = ["; ".join(n) for n in notes]
     board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
         drop=True
     )
+    board["best_of_team"] = best_per_team(board).to_numpy()
+    target_cols = [c for c in board.columns if c.startswith("precision_at_target")]
+    board = board[
+        [*LEADERBOARD_COLUMNS, *target_cols, "best_of_team", "estimator", "interval", "note"]
+    ]
 
     pool = _pool_frame(task, data, run, options, replicates.B)
     truth = _truth_check(task, board, pool, options)
@@ -330,7 +365,33 @@ def score_task(
             "designs": sorted(set(data.sampler_design)),
         },
         "warnings": warnings,
+        "ranking": {
+            "by": key,
+            "tiers": f"paired bootstrap tests, {options.tiers} correction, level {options.confidence}",
+        },
     }
+    if target_info is not None:
+        info["target"] = {
+            "recall": options.target_recall,
+            "prevalence": options.prevalence,
+            "prevalence_source": "--prevalence"
+            if options.prevalence is not None
+            else ("[universe] size" if task.config.universe_size else None),
+            "universe_size": task.config.universe_size,
+            "systems": target_info.details,
+        }
+        info["curves"] = {
+            name: {
+                "method": "sample",
+                "kind": "interval",
+                "guarantee": f"percentile bootstrap {options.confidence:.0%} interval of the importance-weighted "
+                "precision of the top k (Ĉ(k)/k) from the judged draws that hit this system's output",
+                "size": int(data.sizes[data.systems.index(name)]),
+                "annotations": len(curve),
+                "flags": [],
+            }
+            for name, curve in target_info.curves.items()
+        }
     return ScoreResult(
         options=options,
         leaderboard=board,
@@ -341,6 +402,39 @@ def score_task(
         run=run,
         replicates=replicates,
         info=info,
+        curves={} if target_info is None else target_info.curves,
+    )
+
+
+def _target(
+    task: Task,
+    data: SampleData,
+    terms: dict[str, np.ndarray],
+    replicates: Replicates,
+    run: BootstrapRun,
+    options: ScoreOptions,
+):
+    from receval.estimators.target import precision_at_target
+
+    m = data.m
+    with np.errstate(invalid="ignore", divide="ignore"):
+        universe_point = float(run.point["pool_correct"][0] / run.point["pool_coverage"][0])
+        universe_reps = run.replicates["pool_correct"][:, 0] / run.replicates["pool_coverage"][:, 0]
+    return precision_at_target(
+        data,
+        task.outputs,
+        replicates.counts["draws"],
+        terms["draws"][:, m : 2 * m],
+        universe_point,
+        universe_reps,
+        run.point["recall"],
+        run.replicates["recall"],
+        run.point["precision"],
+        run.replicates["precision"],
+        options.target_recall,
+        task.config.universe_size,
+        prevalence=options.prevalence,
+        level=options.confidence,
     )
 
 
@@ -492,7 +586,7 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
         if options.rank_by in ("precision", "recall", "f1", "pooled_recall")
         else "f1"
     )
-    ranks = replicate_ranks(board[key].to_numpy(float)[None, :])[0]
+    ranks = replicate_ranks(board[key].to_numpy(float)[None, :])[0]  # competition ranks
     board["rank"] = ranks
     board["rank_lo"] = np.nan
     board["rank_hi"] = np.nan

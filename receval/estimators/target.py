@@ -1,0 +1,225 @@
+"""Precision at a shared target recall: read off the estimated curve, or extrapolate with Dimm.
+
+For system i with outputs ranked by score (:class:`receval.curves.ranked.FrameRankedList` order),
+the number of correct facts among its top k is estimated from every judged draw that hit one of
+its outputs, by the same importance weights as pooled recall (Horvitz–Thompson form, unbiased for
+each k):
+
+    Ĉ_i(k) = Σ_{draws x with rank_i(x) ≤ k} f(x) / (N q0(x)),
+
+so Ĉ_i(|X_i|) / |X_i| is the joint precision (balance weights) and Ĉ_i(k) / 𝒴̂ its recall at k,
+with 𝒴̂ = Ŷ / θ̂ the estimated number of correct facts in the universe.  Between draw ranks Ĉ is
+interpolated linearly (Ĉ(0) = 0).  Precision at target recall R_T is R_T 𝒴̂ / k* where Ĉ(k*) =
+R_T 𝒴̂ (``method = curve``).  When the whole list does not reach R_T the system's end point
+(r̂_i, π̂_i) is extrapolated with Dimm's reference curves (``method = dimm``, a model
+extrapolation; :mod:`receval.extrapolation`), with prevalence ρ = 𝒴̂ / universe size.  The same
+computation runs inside every bootstrap replicate, so the interval covers both the sampling
+noise of the curve and of 𝒴̂ (and, for Dimm, of the point extrapolated from).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from receval.curves.ranked import FrameRankedList
+from receval.estimators.sample_data import SampleData
+from receval.extrapolation import (
+    backtest,
+    extrapolated_precision,
+    recall_distance_flag,
+    refusal_message,
+)
+
+MAX_CURVE_POINTS = 200
+
+
+@dataclass
+class TargetResult:
+    """Per-system precision at target: point (m,), replicates (B, m), method and notes."""
+
+    point: np.ndarray
+    replicates: np.ndarray
+    method: list[str]
+    notes: list[list[str]]
+    flags: list[list[str]]
+    details: dict[str, dict] = field(default_factory=dict)
+    curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def system_ranks(outputs: pd.DataFrame, system: str) -> pd.Series:
+    """Rank (1-based) of every fact of ``system`` in its score order, indexed by fact id."""
+    rows = outputs.loc[outputs["system"] == system, ["query_id", "answer", "score", "fact"]]
+    ranked = FrameRankedList.from_frame(rows).frame
+    return pd.Series(ranked["rank"].to_numpy(), index=ranked["fact"].to_numpy())
+
+
+def _crossing(ranks: np.ndarray, cum: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """k* where the piecewise-linear Ĉ (through (0, 0) and (ranks, cum)) first reaches goal.
+
+    ``cum`` is (B, n) non-decreasing, ``goal`` (B,); NaN where Ĉ(size) < goal.
+    """
+    B = cum.shape[0]
+    reached = cum >= goal[:, None]
+    any_reached = reached.any(axis=1)
+    first = np.argmax(reached, axis=1)
+    prev_c = np.where(first > 0, cum[np.arange(B), np.maximum(first - 1, 0)], 0.0)
+    prev_k = np.where(first > 0, ranks[np.maximum(first - 1, 0)], 0.0)
+    cur_c = cum[np.arange(B), first]
+    cur_k = ranks[first].astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(cur_c > prev_c, (goal - prev_c) / (cur_c - prev_c), 1.0)
+    k = prev_k + frac * (cur_k - prev_k)
+    return np.where(any_reached & (goal > 0), np.maximum(k, 1e-12), np.nan)
+
+
+def precision_at_target(
+    data: SampleData,
+    outputs: pd.DataFrame,
+    counts: np.ndarray,
+    num_terms: np.ndarray,
+    universe_point: float,
+    universe_reps: np.ndarray,
+    recall_point: np.ndarray,
+    recall_reps: np.ndarray,
+    precision_point: np.ndarray,
+    precision_reps: np.ndarray,
+    target: float,
+    universe_size: int | None,
+    *,
+    prevalence: float | None = None,
+    level: float = 0.95,
+    max_recall_distance: float = 0.10,
+) -> TargetResult:
+    """Precision at recall ``target`` for every system (see the module docstring).
+
+    ``counts`` are the draws stage's replicate counts (B × K); ``num_terms`` the pooled-recall
+    numerator terms (K × m), f/(N q0) on each system's facts; ``universe_*`` 𝒴̂ (point, (B,)).
+    ``prevalence`` fixes ρ (else ρ = 𝒴̂ / ``universe_size`` in each replicate).
+    """
+    m = data.m
+    B = counts.shape[0]
+    point = np.full(m, np.nan)
+    reps = np.full((B, m), np.nan)
+    methods = [""] * m
+    notes: list[list[str]] = [[] for _ in range(m)]
+    flags: list[list[str]] = [[] for _ in range(m)]
+    details: dict[str, dict] = {}
+    curves: dict[str, pd.DataFrame] = {}
+    draw_x = data.facts[data.draw_fact]
+    alpha = (1 - level) / 2
+    if prevalence is not None:
+        rho_point, rho_reps = float(prevalence), np.full(B, float(prevalence))
+    else:
+        rho_point = universe_point / universe_size if universe_size else np.nan
+        rho_reps = universe_reps / universe_size if universe_size else np.full(B, np.nan)
+    has_rho = prevalence is not None or bool(universe_size)
+    for i, system in enumerate(data.systems):
+        rank_of = system_ranks(outputs, system)
+        hit = np.flatnonzero(data.member[data.draw_fact, i] & (num_terms[:, i] > 0))
+        ranks_hit = rank_of.reindex(draw_x[hit]).to_numpy()
+        order = np.argsort(ranks_hit, kind="stable")
+        hit, ranks_hit = hit[order], ranks_hit[order].astype(float)
+        w = num_terms[hit, i]
+        cum_point = np.cumsum(w)[None, :] if hit.size else np.zeros((1, 0))
+        cum_reps = np.cumsum(counts[:, hit] * w[None, :], axis=1) if hit.size else np.zeros((B, 0))
+        goal_point = np.array([target * universe_point])
+        goal_reps = target * universe_reps
+        if hit.size:
+            k_point = _crossing(ranks_hit, cum_point, goal_point)[0]
+            k_reps = _crossing(ranks_hit, cum_reps, goal_reps)
+        else:
+            k_point, k_reps = np.nan, np.full(B, np.nan)
+        curve_ok_reps = np.isfinite(k_reps)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            curve_reps = np.where(curve_ok_reps, goal_reps / k_reps, np.nan)
+        # Dimm for the replicates (and the point) whose curve does not reach the target
+        ext_p = extrapolated_precision(
+            precision_point[i],
+            recall_point[i],
+            rho_point,
+            target,
+            max_recall_distance=max_recall_distance,
+        )
+        ext_r = extrapolated_precision(
+            precision_reps[:, i],
+            recall_reps[:, i],
+            rho_reps,
+            target,
+            max_recall_distance=max_recall_distance,
+        )
+        reps[:, i] = np.where(curve_ok_reps, curve_reps, ext_r.precision_at_target)
+        info: dict = {"recall": float(recall_point[i]), "precision": float(precision_point[i])}
+        if np.isfinite(k_point):
+            point[i] = goal_point[0] / k_point
+            methods[i] = "curve"
+            info.update({"method": "curve", "rank_at_target": float(k_point)})
+            share = 1 - curve_ok_reps.mean()
+            if share >= 0.005:
+                notes[i].append(
+                    f"precision_at_target: the curve falls short of recall {target:g} in {share:.1%} of "
+                    "replicates; those use Dimm's extrapolation"
+                )
+        else:
+            methods[i] = "dimm"
+            point[i] = float(ext_p.precision_at_target)
+            info.update(
+                {"method": "dimm", "beta": float(ext_p.beta), "prevalence": float(rho_point)}
+            )
+            if not has_rho:
+                notes[i].append(
+                    f"precision_at_target: the list ends at recall {recall_point[i]:.3f} < {target:g} and "
+                    "Dimm's extrapolation needs the prevalence: set [universe] size in task.toml or --prevalence"
+                )
+            elif not np.isfinite(point[i]):
+                notes[i].append(
+                    "precision_at_target: "
+                    + refusal_message(
+                        int(ext_p.refusal), precision_point[i], recall_point[i], rho_point, target
+                    )
+                )
+            else:
+                flags[i].append("model extrapolation (Dimm 2015)")
+                if bool(ext_p.far):
+                    flags[i].append(
+                        recall_distance_flag(float(ext_p.recall_distance), max_recall_distance)
+                    )
+                if hit.size >= 3:
+                    rec_curve = cum_point[0] / universe_point
+                    prec_curve = cum_point[0] / ranks_hit
+                    try:
+                        bt = backtest(
+                            np.append(rec_curve, recall_point[i]),
+                            np.append(prec_curve, precision_point[i]),
+                            rho_point,
+                            anchor_index=len(rec_curve),
+                            window=0.15,
+                        )
+                        info["backtest_max_dev"] = float(bt.max_abs_deviation)
+                    except ValueError:  # the anchor point itself is refused by the model
+                        info["backtest_max_dev"] = None
+        info["flags"] = flags[i]
+        details[system] = info
+        # the curve for reports: thinned to at most MAX_CURVE_POINTS knots
+        if hit.size:
+            keep = np.unique(
+                np.linspace(0, hit.size - 1, min(hit.size, MAX_CURVE_POINTS)).round().astype(int)
+            )
+            with np.errstate(invalid="ignore", divide="ignore"):
+                prec_p = cum_point[0, keep] / ranks_hit[keep]
+                prec_r = cum_reps[:, keep] / ranks_hit[keep][None, :]
+            lo = np.nanquantile(prec_r, alpha, axis=0)
+            hi = np.nanquantile(prec_r, 1 - alpha, axis=0)
+            curves[system] = pd.DataFrame(
+                {
+                    "rank": ranks_hit[keep].astype(np.int64),
+                    "precision": np.minimum(prec_p, 1.0),
+                    "lower": np.clip(lo, 0.0, 1.0),
+                    "upper": np.clip(hi, 0.0, 1.0),
+                    "recall": cum_point[0, keep] / universe_point if universe_point > 0 else np.nan,
+                    "queried": 1,
+                }
+            )
+    return TargetResult(point, reps, methods, notes, flags, details, curves)
