@@ -62,6 +62,7 @@ allocated, ranks are int64.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -453,6 +454,7 @@ class _DrawProcess:
 # ----------------------------------------------------------------------------- interval maths
 
 
+@functools.lru_cache(maxsize=65536)
 def _mean_interval(count: float, n: int, alpha: float, method: str) -> tuple[float, float]:
     """A 1 − α two-sided interval for the mean of n i.i.d. {0,1} labels with ``count`` ones."""
     if n <= 0:
@@ -497,7 +499,13 @@ class QueriedPoint:
 
 @dataclass(frozen=True)
 class AdaStratTrace:
-    """What one AdaStrat run did (for tests, benchmarks and reports)."""
+    """What one AdaStrat run did (for tests, benchmarks and reports).
+
+    ``points`` are the queried points by rank, ``query_order`` their ranks in query order,
+    ``leaves`` the final intervals of PR, ``passes`` the PR passes that queried something (1 is
+    Algorithm 1's single pass; more means refreshed estimates reopened an interval),
+    ``annotations`` the distinct labelled ranks, ``draws`` the draws behind the final estimates.
+    """
 
     size: int
     constants: AdaStratConstants
@@ -769,9 +777,9 @@ class _Run:
             before = len(self.points)
             self.leaves = []
             self._pr(lt, n)
-            self.passes += 1
             if len(self.points) == before:
                 break
+            self.passes += 1
         self.complete = True
 
     def _pr(self, low: int, high: int) -> None:
@@ -1028,15 +1036,6 @@ class _Run:
                         f"{int(bad[0])}..{int(bad[-1])} (confidence ≥ 1 − δ); the guarantee "
                         "fails there"
                     )
-                else:
-                    lbe, ube = env.bounds(v)
-                    crossed = v[lbe > ube * (1 + 1e-12)]
-                    if crossed.size:
-                        flags.append(
-                            f"envelope-crossed: lb > ub near ranks {int(crossed[0])}.."
-                            f"{int(crossed[-1])}; consistent with estimation error, but p may "
-                            "rise there"
-                        )
         # 3. p_min (Hoeffding) or unresolved schedule intervals.
         if method.estimator == "hoeffding":
             low = [st for st in points if st.value < method.pmin]
