@@ -150,7 +150,7 @@ class RandomSampling:
             "method": self.name,
             "size": int(size),
             "queries": 0,
-            "annotations": int(min(math.ceil(total - 1e-9), size)),
+            "annotations": int(size if s == 0 else math.ceil(total - 1e-9)),
             "head": n,
             "samples": s,
             "expected_distinct": distinct,

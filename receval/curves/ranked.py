@@ -176,8 +176,9 @@ class FrameRankedList(_ExactPrecisionMixin):
         if has_score:
             keys = [score_column] + [c for c in tie_columns if c in df.columns]
             ascending = [False] + [True] * (len(keys) - 1)
-            df = df.sort_values(keys, ascending=ascending, kind="mergesort", na_position="last")
-            df = df.reset_index(drop=True)
+            scored = df[score_column].notna()
+            ranked = df[scored].sort_values(keys, ascending=ascending, kind="mergesort")
+            df = pd.concat([ranked, df[~scored]]).reset_index(drop=True)
         df = df.copy()
         df["rank"] = np.arange(1, len(df) + 1, dtype=np.int64)
         if label_column is not None:
@@ -263,9 +264,9 @@ class ParquetRankedList(_ExactPrecisionMixin):
         if not parts:
             return pd.DataFrame(columns=columns or [])
         out = pd.concat(parts, ignore_index=True)
-        position = np.empty(ranks.size, np.int64)
-        position[np.concatenate(order)] = np.arange(ranks.size)
-        out = out.iloc[np.argsort(position, kind="stable")].reset_index(drop=True)
+        row_of = np.empty(ranks.size, np.int64)  # row of `out` holding the i-th requested rank
+        row_of[np.concatenate(order)] = np.arange(ranks.size)
+        out = out.iloc[row_of].reset_index(drop=True)
         out.insert(0, "rank", ranks)
         return out
 
@@ -446,6 +447,24 @@ class PiecewiseLinearShape:
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "q", q)
         object.__setattr__(self, "_cum", cum)
+
+    @classmethod
+    def log_linear(
+        cls,
+        size: int,
+        top: float,
+        slope: float,
+        floor: float = 0.0,
+        knots: int = 400,
+    ) -> PiecewiseLinearShape:
+        """q(x) ≈ clip(top − slope·ln x, floor, 1), linear between ``knots`` geometric points.
+
+        A density falling by ``slope`` per e-fold of rank: steep enough (with the balanced
+        arrangement) it satisfies the monotonicity assumptions of PAULA exactly.
+        """
+        x = np.unique(np.round(np.geomspace(1.0, float(size), knots)))
+        q = np.clip(top - slope * np.log(x), floor, 1.0)
+        return cls(np.concatenate([[0.0], x]), np.concatenate([[q[0]], q]))
 
     def cumulative(self, t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
