@@ -54,7 +54,15 @@ def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
         ]
         unique_set = set(unique)
         kept = task.judgments[~task.judgments["fact"].isin(unique_set)].reset_index(drop=True)
-        reduced = dataclasses.replace(task, judgments=kept)
+        # only the team's own scores are needed; the recall denominator comes from the judgments
+        reduced = dataclasses.replace(
+            task,
+            judgments=kept,
+            outputs=outputs[outputs["team"] == team].reset_index(drop=True),
+            raw_outputs=task.raw_outputs[task.raw_outputs["system"].isin(members)].reset_index(
+                drop=True
+            ),
+        )
         lto = official_scores(reduced).set_index("system")
         row = {
             "team": team,

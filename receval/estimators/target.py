@@ -210,8 +210,7 @@ def precision_at_target(
             with np.errstate(invalid="ignore", divide="ignore"):
                 prec_p = cum_point[0, keep] / ranks_hit[keep]
                 prec_r = cum_reps[:, keep] / ranks_hit[keep][None, :]
-            lo = np.nanquantile(prec_r, alpha, axis=0)
-            hi = np.nanquantile(prec_r, 1 - alpha, axis=0)
+            lo, hi = np.quantile(prec_r, [alpha, 1 - alpha], axis=0)  # ranks ≥ 1: no NaN here
             curves[system] = pd.DataFrame(
                 {
                     "rank": ranks_hit[keep].astype(np.int64),
