@@ -32,7 +32,7 @@ Memory O(s + number of draws) = O(log N · log log N).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -57,11 +57,19 @@ def logstrat_sample_size(points: int, delta: float, beta: float, pmin: float) ->
     return math.ceil(math.log(points / (delta / 2)) / (2 * (beta - 1) ** 2 * pmin**2))
 
 
-def _staged(known: Labels, head: np.ndarray, rest: np.ndarray) -> np.ndarray:
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Distinct values of an already sorted array."""
+    if values.size == 0:
+        return values
+    return values[np.concatenate([[True], values[1:] != values[:-1]])]
+
+
+def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
+    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
     need = known.missing(head)
     if need.size:
         return need
-    return known.missing(rest)
+    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -152,16 +160,17 @@ class LogStrat:
         return rng.integers(1, grid.head + 1, size=self.sample_size(grid), dtype=np.int64)
 
     def _fresh_ranks(self, grid: GeometricGrid) -> np.ndarray:
-        parts = [fresh for _, fresh in self._transitions(grid)]
+        # Strata are disjoint and increasing, so sorting each one sorts the whole.
+        parts = [np.sort(fresh) for _, fresh in self._transitions(grid)]
         if not parts:
             return np.empty(0, np.int64)
-        return np.unique(np.concatenate(parts))
+        return _sorted_unique(np.concatenate(parts))
 
     def plan(self, size: int, known: Labels) -> np.ndarray:
         """Ranks to label now: first 1..g_ℓ, then every fresh stratified draw (deduplicated)."""
         grid = self.grid(size)
         head = np.arange(1, grid.head + 1, dtype=np.int64)
-        return _staged(known, head, self._fresh_ranks(grid))
+        return _staged(known, head, lambda: self._fresh_ranks(grid))
 
     def budget(self, size: int) -> dict[str, object]:
         """Plan size without labels.
@@ -225,7 +234,7 @@ class LogStrat:
         fresh_all = (
             np.concatenate([f for _, f in transitions]) if transitions else np.empty(0, np.int64)
         )
-        fresh_unique = np.unique(fresh_all)
+        fresh_unique = _sorted_unique(np.sort(fresh_all))
         missing = known.missing(np.concatenate([head_ranks, fresh_unique])).size
         if missing:
             raise ValueError(f"{missing} planned labels are missing; call plan() and label them")

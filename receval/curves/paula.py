@@ -31,6 +31,7 @@ What :meth:`Paula.estimate` returns
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -76,12 +77,12 @@ def paula_yields(
     return y_minus, y_plus
 
 
-def _staged(known: Labels, head: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Head first (if any label there is missing), then the rest."""
+def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
+    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
     need = known.missing(head)
     if need.size:
         return need
-    return known.missing(rest)
+    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class Paula:
         """
         grid = self.grid(size)
         head = np.arange(1, grid.head + 1, dtype=np.int64)
-        return _staged(known, head, self._windows(grid))
+        return _staged(known, head, lambda: self._windows(grid))
 
     def budget(self, size: int) -> dict[str, object]:
         """Queries and annotations without labels (PAULA Theorem 3: g_ℓ + Δ(L − ℓ))."""

@@ -30,6 +30,7 @@ deterministic function of (parameters, size, known).  Memory O(s + n), which is
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -48,11 +49,12 @@ def random_sampling_total(size: int, alpha: float, delta: float, pmin: float) ->
     return math.sqrt(2 * size / (alpha**2 * pmin**2) * math.log(2 * size / delta))
 
 
-def _staged(known: Labels, head: np.ndarray, rest: np.ndarray) -> np.ndarray:
+def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
+    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
     need = known.missing(head)
     if need.size:
         return need
-    return known.missing(rest)
+    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -131,8 +133,12 @@ class RandomSampling:
         """Ranks to label now: first 1..n, then the distinct random draws beyond n."""
         n, s = self.design(size)
         head = np.arange(1, n + 1, dtype=np.int64)
-        draws = np.unique(self._draws(size, s))
-        return _staged(known, head, draws[draws > n])
+
+        def beyond_head() -> np.ndarray:
+            draws = np.unique(self._draws(size, s))
+            return draws[draws > n]
+
+        return _staged(known, head, beyond_head)
 
     def budget(self, size: int) -> dict[str, object]:
         """Plan size without labels: ``annotations`` = ⌈eq. (5)⌉ (PAULA §3).
