@@ -37,11 +37,14 @@ room to spare (the prefix part has no variance).
 
 Beyond the paper: ``estimator="clopper-pearson"`` or ``"bernstein"`` replaces Hoeffding with
 p_min by an exact binomial (Clopper–Pearson) or empirical-Bernstein (Maurer & Pontil 2009,
-Thm 4) interval [lo, hi] for p(r), on a fixed schedule of J nested sample sizes ending at the
-paper's size; the first size whose interval satisfies hi ≤ β²·lo is used, with p̃(r) = √(lo·hi)
-(then p(r)/β ≤ p̃(r) ≤ β·p(r) whenever p(r) ∈ [lo, hi]).  Each interval has level δ/(K·J), so
-the union bound over schedule sizes and points keeps the 1 − δ guarantee without assuming
-p ≥ p_min; label noise η is removed exactly through E[ṽ] = η + (1 − 2η)·v.
+Thm 4) interval [lo, hi] for p(r), on a fixed schedule of J nested sample sizes around the
+paper's size (from about 1/7.6 of it up to 2.25 times it by default); the first size whose
+interval satisfies hi ≤ β²·lo is used, with p̃(r) = √(lo·hi) (then p(r)/β ≤ p̃(r) ≤ β·p(r)
+whenever p(r) ∈ [lo, hi]).  The schedule is fixed before any label is seen and each interval
+has level δ/(K·J), so the union bound over schedule sizes and points keeps the 1 − δ guarantee
+(a proper multiplicative β, without assuming p ≥ p_min); a point whose interval is still wider
+than β² at the last size is flagged.  Label noise η is removed exactly through
+E[ṽ] = η + (1 − 2η)·v.
 
 Points where the paper is silent, and our reading
 -------------------------------------------------
@@ -597,8 +600,10 @@ class AdaStrat:
         Fixes every random draw; plan() is a deterministic function of (parameters, size, known).
     r_tilde, m
         Override the weak-monotonicity constants (r̃, m) of Definition 1.
-    schedule_levels, schedule_growth
-        J and the ratio of the nested sample sizes of the schedule estimators.
+    schedule_levels, schedule_growth, schedule_beyond
+        The schedule estimators try J = ``schedule_levels`` nested sample sizes growing by
+        ``schedule_growth``; the paper's eq. (5) size is level J − 1 − ``schedule_beyond``, so
+        the last levels go beyond it where p is too low for it (p < p_min).
     knot_ratio
         Consecutive knots of the returned step curve beyond l̃ are at most this ratio apart
         (default 1 + ε/10), so the step values stay within that factor of √(lb·ub).
@@ -620,6 +625,7 @@ class AdaStrat:
     m: int | None = None
     schedule_levels: int = 8
     schedule_growth: float = 1.5
+    schedule_beyond: int = 2
     knot_ratio: float | None = None
 
     def __post_init__(self) -> None:
@@ -641,6 +647,8 @@ class AdaStrat:
             raise ValueError("seed must be ≥ 0")
         if self.schedule_levels < 1 or self.schedule_growth <= 1:
             raise ValueError("schedule_levels must be ≥ 1 and schedule_growth > 1")
+        if not 0 <= self.schedule_beyond < self.schedule_levels:
+            raise ValueError("schedule_beyond must lie in 0 .. schedule_levels − 1")
         if self.knot_ratio is not None and self.knot_ratio <= 1:
             raise ValueError("knot_ratio must exceed 1")
         adastrat_constants(self.epsilon, self.window, self.r_tilde, self.m)
@@ -850,8 +858,9 @@ class _Run:
             wanted: dict[int, int] = {}
             for r, st in self.points.items():
                 cap = self._cap(r, k)
+                top = levels_count - 1 - method.schedule_beyond
                 sizes = [
-                    max(2, math.ceil(cap / method.schedule_growth ** (levels_count - 1 - j)))
+                    max(2, math.ceil(cap * method.schedule_growth ** (j - top)))
                     for j in range(levels_count)
                 ]
                 have = st.labels.size
@@ -1053,7 +1062,7 @@ class _Run:
                 factor = math.sqrt(worst.upper / max(worst.lower, 1e-300))
                 flags.append(
                     f"precision-not-resolved: at {len(loose)} queried rank(s) the interval did "
-                    f"not reach ratio β² within the eq. (5) budget (worst: rank {worst.rank}, "
+                    f"not reach ratio β² within the sample-size schedule (worst: rank {worst.rank}, "
                     f"factor {factor:.3f} instead of β = {method.beta:g})"
                 )
         return flags
