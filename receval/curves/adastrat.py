@@ -653,6 +653,28 @@ class AdaStrat:
             raise ValueError("knot_ratio must exceed 1")
         adastrat_constants(self.epsilon, self.window, self.r_tilde, self.m)
 
+    @classmethod
+    def from_options(cls, **options: object) -> AdaStrat:
+        """Build from CLI-style options: ``None`` means "the paper's default".
+
+        Raises ValueError naming an unknown option or an invalid value.
+        """
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown AdaStrat option(s): {', '.join(unknown)}")
+        return cls(**{k: v for k, v in options.items() if v is not None})  # type: ignore[arg-type]
+
+    def settings(self) -> dict[str, object]:
+        """Parameters and derived constants, JSON-ready (for run records)."""
+        c = self.constants
+        out: dict[str, object] = {"method": self.name}
+        out.update({f: getattr(self, f) for f in self.__dataclass_fields__})
+        out.update(
+            r_tilde=c.r_tilde, m=c.m, l_tilde=c.l_tilde, factor=self.factor, seed=int(self.seed)
+        )
+        return out
+
     # -- derived values -------------------------------------------------------------------
 
     @property

@@ -387,3 +387,13 @@ def test_parameters_are_validated() -> None:
             AdaStrat(**bad)
     budget = AdaStrat().budget(35_615_000)
     assert budget["queries"] == math.floor(math.log(35_615_000 / 3_400) / math.log(1.03)) + 1
+
+
+def test_cli_options_and_settings() -> None:
+    method = AdaStrat.from_options(epsilon=None, beta=1.1, estimator="bernstein", seed=4)
+    assert method == AdaStrat(beta=1.1, estimator="bernstein", seed=4)
+    settings = method.settings()
+    assert settings["method"] == "adastrat" and settings["l_tilde"] == 3_400
+    assert settings["factor"] == pytest.approx(1.1 * 1.03)
+    with pytest.raises(ValueError, match="unknown AdaStrat option"):
+        AdaStrat.from_options(windw=100)
