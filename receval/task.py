@@ -10,6 +10,7 @@ and line.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import unicodedata
 from dataclasses import dataclass, field
@@ -678,3 +679,59 @@ def _read_truth(
             path, int(frame[LINE].iloc[i]), "truth labels must be correct or wrong, not ignored"
         )
     return frame[["query_id", "answer", "value", LINE]]
+
+
+def with_annotation(
+    task: Task,
+    *,
+    samples: pd.DataFrame | None = None,
+    judgments: pd.DataFrame | None = None,
+    exhaustive_units: pd.DataFrame | None = None,
+    exhaustive: pd.DataFrame | None = None,
+) -> Task:
+    """``task`` with its annotation tables replaced by in-memory bundle frames (for simulations).
+
+    The frames have the bundle's columns (``samples``: sample, system, query_id, answer, prob;
+    ``judgments``: query_id, answer, label; ``exhaustive_units``: unit [, prob];
+    ``exhaustive``: unit, query_id, answer).  Every answer must be a fact the task already
+    knows (a bundle with ``truth.tsv`` knows them all); nothing is re-read from disk, so a
+    simulation study can redraw the annotation many times against one loaded world.
+    """
+    key = pd.MultiIndex.from_frame(task.facts[["query_id", "answer"]])
+    lookup = pd.Series(np.arange(len(key), dtype=np.int64), index=key)
+
+    def facts_of(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+        frame = frame.copy()
+        frame["answer_raw"] = frame["answer"].astype(str)
+        frame["answer"] = normalize_answers(frame["answer"], task.config.matching)
+        codes = lookup.reindex(
+            pd.MultiIndex.from_arrays([frame["query_id"], frame["answer"]])
+        ).to_numpy()
+        if np.isnan(codes.astype(float)).any():
+            raise ValueError(f"{what}: answers the task does not know")
+        frame["fact"] = codes.astype(np.int64)
+        frame[LINE] = np.arange(2, len(frame) + 2)
+        return frame
+
+    changes: dict[str, pd.DataFrame] = {}
+    if samples is not None:
+        s = facts_of(samples, "samples")
+        s["prob"] = s["prob"].astype(float)
+        for col in ("draw", "stratum"):
+            s[col] = s[col].astype(str) if col in s else ""
+        _check_samples_against_outputs(s, task.outputs, Path("samples.tsv"))
+        changes["samples"] = s.reset_index(drop=True)
+    if judgments is not None:
+        j = facts_of(judgments, "judgments")
+        _labels(j, Path("judgments.tsv"), task.config)
+        for col in ("annotator", "sample", "equivalence_class"):
+            j[col] = j[col].astype(str) if col in j else ""
+        j["_file"] = "judgments.tsv"
+        changes["judgments"] = j.reset_index(drop=True)
+    if exhaustive_units is not None:
+        u = exhaustive_units.copy()
+        u["prob"] = u["prob"].astype(float) if "prob" in u else np.nan
+        changes["exhaustive_units"] = u[["unit", "prob"]].reset_index(drop=True)
+    if exhaustive is not None:
+        changes["exhaustive"] = facts_of(exhaustive, "exhaustive").reset_index(drop=True)
+    return dataclasses.replace(task, **changes)
