@@ -55,6 +55,9 @@ Points where the paper is silent, and our reading
 * Algorithm 1 applies UpdateUL to p(1), …, p(l̃); Theorem 2 only holds for points ≥ r̃, so only
   the exact points y ∈ [r̃, l̃] shape the envelope beyond l̃ (ranks ≤ l̃ are exact anyway).
 * The union bound treats the adaptively chosen points as if fixed in advance, as the paper does.
+* Eq. (5) gives |p̃ − p| ≤ (β−1)p, i.e. p̃ ≥ (2−β)p rather than p/β, and the floors of
+  Definition 2 make ũb ≤ β·ub hold only up to O(1/l̃); Theorem 3's factor β(1+ε) inherits both
+  (a relative 2·10⁻³ at the defaults).  The schedule estimators give a true multiplicative β.
 * Duplicated draws of a rank share one label (one annotation); with η > 0 the paper's model
   would give each draw its own noisy label.
 
