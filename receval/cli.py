@@ -514,6 +514,203 @@ def sample(
     )
 
 
+@cli.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--systems",
+    type=click.IntRange(2, 10_000),
+    default=70,
+    show_default=True,
+    help="Number of systems.",
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(1, 1_000_000),
+    default=317,
+    show_default=True,
+    help="Number of queries.",
+)
+@click.option(
+    "--teams",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Number of teams (default ≈ systems/4).",
+)
+@click.option(
+    "--per-system",
+    type=click.IntRange(0, 1_000_000),
+    default=150,
+    show_default=True,
+    help="Precision-sample draws per system in the simulated annotation round.",
+)
+@click.option(
+    "--exhaustive-facts",
+    type=click.FloatRange(0, None),
+    default=150,
+    show_default=True,
+    help="About how many true facts the exhaustively annotated documents hold.",
+)
+@click.option(
+    "--annotators",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Annotators per judged fact.",
+)
+@click.option(
+    "--annotator-error",
+    type=click.FloatRange(0, 0.5),
+    default=0.0,
+    show_default=True,
+    help="Probability that an annotator flips a label.",
+)
+@click.option(
+    "--distribution",
+    type=click.Choice(["uniform", "entity-relation"]),
+    default="uniform",
+    show_default=True,
+    help="Sampling distribution of the simulated precision samples.",
+)
+@click.option("--name", default=None, help="Task name (default: the folder name).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed (world and annotation).")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+def simulate(
+    out: Path,
+    systems: int,
+    queries: int,
+    teams: int | None,
+    per_system: int,
+    exhaustive_facts: float,
+    annotators: int,
+    annotator_error: float,
+    distribution: str,
+    name: str | None,
+    seed: int,
+    overwrite: bool,
+) -> None:
+    """Write a realistic synthetic TAC-KBP-style task bundle with ground truth (truth.tsv) to OUT.
+
+    Teams of overlapping systems, precision 0.1-0.7 and recall 0.05-0.4, confidence scores that
+    correlate with correctness, shared wrong answers, documents holding the true facts (pool
+    coverage well below 1), one simulated annotation round and exhaustive units.
+    """
+    from receval.simulate import SimulationConfig, simulate_task
+
+    config = SimulationConfig(
+        systems=systems,
+        queries=queries,
+        teams=teams,
+        name=name or out.name,
+        per_system=per_system,
+        exhaustive_facts=exhaustive_facts,
+        annotators=annotators,
+        annotator_error=annotator_error,
+        distribution=distribution,
+    )
+    path = simulate_task(out, config, seed=seed, overwrite=overwrite)
+    click.echo(f"wrote {path} ({systems} systems, {queries} queries, seed {seed})")
+
+
+@cli.group(name="import", cls=ReceGroup)
+def import_() -> None:
+    """Convert official formats (TAC-KBP Cold Start, TREC) into a task bundle."""
+
+
+@import_.command(name="tac-kbp")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--queries",
+    "queries",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    required=True,
+    help="SF query XML (sf-query.xml).",
+)
+@click.option(
+    "--runs",
+    "runs",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    multiple=True,
+    required=True,
+    help="SF run file (repeatable; 2014-2017 column variants).",
+)
+@click.option(
+    "--assessments",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="Assessment file (qrel.txt / *.assessed.fqec).",
+)
+@click.option(
+    "--include-hop1", is_flag=True, help="Also keep hop-1 responses (receval scores hop 0 only)."
+)
+@click.option("--name", default=None, help="Task name (default: the folder name).")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+def import_tac_kbp_command(
+    out: Path,
+    queries: Path,
+    runs: tuple[Path, ...],
+    assessments: Path | None,
+    include_hop1: bool,
+    name: str | None,
+    overwrite: bool,
+) -> None:
+    """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
+    from receval.formats.bundle import write_bundle
+    from receval.formats.tac_kbp import import_tac_kbp
+
+    tables, config = import_tac_kbp(
+        queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
+    )
+    write_bundle(out, tables, config, overwrite=overwrite)
+    click.echo(
+        f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
+        f"{len(tables.get('judgments', ()))} assessments"
+    )
+
+
+@import_.command(name="trec")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--qrels",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="TREC qrels (qid 0 doc rel).",
+)
+@click.option(
+    "--runs",
+    "runs",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    multiple=True,
+    required=True,
+    help="TREC run file (qid Q0 doc rank score tag; repeatable).",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Keep the top K documents per query and run.",
+)
+@click.option("--name", default=None, help="Task name (default: the folder name).")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+def import_trec_command(
+    out: Path,
+    qrels: Path | None,
+    runs: tuple[Path, ...],
+    depth: int | None,
+    name: str | None,
+    overwrite: bool,
+) -> None:
+    """Convert TREC runs (and qrels) into a bundle at OUT."""
+    from receval.formats.bundle import write_bundle
+    from receval.formats.trec import import_trec
+
+    tables, config = import_trec(qrels, list(runs), depth, name=name or out.name)
+    write_bundle(out, tables, config, overwrite=overwrite)
+    click.echo(
+        f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
+        f"{len(tables.get('judgments', ()))} judgments"
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="receval")
