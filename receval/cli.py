@@ -711,6 +711,225 @@ def import_trec_command(
     )
 
 
+def _curve_options(func):
+    """The parameters shared by the curve commands (defaults as in the papers)."""
+    options = [
+        click.option(
+            "--method",
+            type=click.Choice(["random", "logstrat", "paula", "adastrat"]),
+            required=True,
+            help="Curve method.",
+        ),
+        click.option(
+            "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
+        ),
+        click.option(
+            "--window", type=click.IntRange(1, None), default=None, help="Δ (default 100)."
+        ),
+        click.option(
+            "--delta", type=click.FloatRange(1e-6, 0.5), default=None, help="δ (default 0.05)."
+        ),
+        click.option(
+            "--beta",
+            type=str,
+            default=None,
+            help="β (default 1.05); 'gamma' for LogStrat's β = γ as in PAULA's table.",
+        ),
+        click.option(
+            "--pmin", type=click.FloatRange(1e-4, 1.0), default=None, help="p_min (default 0.5)."
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _curve_params(epsilon, window, delta, beta, pmin, **extra) -> dict:
+    params = {"epsilon": epsilon, "window": window, "delta": delta, "pmin": pmin, **extra}
+    params = {k: v for k, v in params.items() if v is not None}
+    if beta is not None:
+        if beta.lower() == "gamma":
+            params["beta"] = None
+        else:
+            try:
+                params["beta"] = float(beta)
+            except ValueError:
+                raise click.BadParameter("a number or 'gamma'", param_hint="--beta") from None
+    return params
+
+
+def _make_method(name: str, params: dict):
+    from receval.curves import make_method
+
+    try:
+        return make_method(name, **params)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _ranked_system(task, system: str):
+    """(ranked list frame with rank, known Labels) for one system of a loaded task."""
+    import numpy as np
+
+    from receval.curves import FrameRankedList, Labels
+
+    if system not in task.systems:
+        raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
+    rows = task.outputs.loc[
+        task.outputs["system"] == system, ["query_id", "answer", "answer_raw", "score", "fact"]
+    ]
+    ranked = FrameRankedList.from_frame(rows).frame
+    labels = task.labels
+    value = labels.reindex(ranked["fact"]).to_numpy()
+    have = ~np.isnan(value)
+    return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
+
+
+@cli.group(cls=ReceGroup)
+def curve() -> None:
+    """Precision curves of a system's confidence-ranked output from few labels.
+
+    plan → annotate to_annotate.tsv → add to judgments.tsv → plan … until the plan is empty →
+    estimate.  Labels already in judgments.tsv are reused, whoever collected them.
+    """
+
+
+@curve.command(name="plan")
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option("--system", required=True, help="The system whose ranked output is evaluated.")
+@_curve_options
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the random methods' draws."
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write the batch (default TASK/to_annotate.tsv).",
+)
+def curve_plan(
+    task: Path,
+    system: str,
+    method: str,
+    epsilon,
+    window,
+    delta,
+    beta,
+    pmin,
+    seed: int,
+    out: Path | None,
+) -> None:
+    """Write the next batch of ranked items to annotate (rank, query_id, answer); header only when done."""
+    import pandas as pd
+
+    from receval.formats.tables import write_table
+
+    loaded = _load(task)
+    ranked, known = _ranked_system(loaded, system)
+    algo = _make_method(method, _curve_params(epsilon, window, delta, beta, pmin, seed=seed))
+    need = known.missing(algo.plan(len(ranked), known))
+    rows = ranked.iloc[need - 1]
+    batch = pd.DataFrame(
+        {
+            "rank": need,
+            "query_id": rows["query_id"].to_numpy(),
+            "answer": rows["answer_raw"].to_numpy(),
+        }
+    )
+    target = out or task / "to_annotate.tsv"
+    write_table(target, batch)
+    if len(batch):
+        click.echo(
+            f"{len(batch)} items of {system} to annotate ({method}; {len(known)} labels reused) in {target}"
+        )
+    else:
+        click.echo(f"{method} has every label it needs for {system}: run `receval curve estimate`")
+
+
+@curve.command(name="estimate")
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option("--system", required=True, help="The system whose ranked output is evaluated.")
+@_curve_options
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed used when planning.")
+@click.option(
+    "--true-facts",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Number of correct facts in the universe, for the recall column (default: from truth.tsv).",
+)
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="CSV to write.")
+def curve_estimate(
+    task: Path,
+    system: str,
+    method: str,
+    epsilon,
+    window,
+    delta,
+    beta,
+    pmin,
+    seed: int,
+    true_facts: int | None,
+    out: Path,
+) -> None:
+    """Write the precision curve (rank, precision, lower, upper [, recall], queried, kind) to FILE."""
+    import numpy as np
+    import pandas as pd
+
+    from receval.report.writers import write_csv
+
+    loaded = _load(task)
+    ranked, known = _ranked_system(loaded, system)
+    algo = _make_method(method, _curve_params(epsilon, window, delta, beta, pmin, seed=seed))
+    missing = known.missing(algo.plan(len(ranked), known))
+    if missing.size:
+        raise InputError(
+            f"{task}: {method} still needs {missing.size} labels for {system}: run `receval curve plan` and annotate"
+        )
+    est = algo.estimate(len(ranked), known)
+    frame = pd.DataFrame(
+        {"rank": est.ranks, "precision": est.precision, "lower": est.lower, "upper": est.upper}
+    )
+    if true_facts is None and loaded.truth is not None:
+        true_facts = int((loaded.truth["value"] == 1).sum())
+    if true_facts:
+        frame["recall"] = est.precision * est.ranks / true_facts
+    frame["queried"] = np.isin(est.ranks, est.queried).astype(int)
+    frame["kind"] = est.kind
+    write_csv(out, frame)
+    click.echo(
+        f"{system}: {method} curve with {len(frame)} knots from {est.annotations} labels; {est.kind}: {est.guarantee}"
+    )
+    for flag in est.flags:
+        _warn(flag)
+
+
+@curve.command(name="budget")
+@_curve_options
+@click.option(
+    "--size", type=click.IntRange(1, None), required=True, help="N, the number of ranked items."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def curve_budget_command(
+    method: str, epsilon, window, delta, beta, pmin, size: int, as_json: bool
+) -> None:
+    """Annotation plan size of a non-adaptive method for a list of N items, without any labels."""
+    import json
+
+    from receval.curves import curve_budget
+
+    params = _curve_params(epsilon, window, delta, beta, pmin)
+    try:
+        result = curve_budget(method, size, **params)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        for key, value in result.items():
+            click.echo(f"{key:<20} {value}")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="receval")
