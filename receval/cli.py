@@ -872,7 +872,11 @@ def curve_estimate(
     true_facts: int | None,
     out: Path,
 ) -> None:
-    """Write the precision curve (rank, precision, lower, upper [, recall], queried, kind) to FILE."""
+    """Write the precision curve (rank, precision, lower, upper [, recall], queried, kind) to FILE.
+
+    FILE.json beside it records the method, what the bounds are (kind and guarantee), the labels
+    used and every flag (e.g. a detected violation of the monotonicity assumption).
+    """
     import numpy as np
     import pandas as pd
 
@@ -897,6 +901,22 @@ def curve_estimate(
     frame["queried"] = np.isin(est.ranks, est.queried).astype(int)
     frame["kind"] = est.kind
     write_csv(out, frame)
+    from receval.report.writers import write_json
+
+    write_json(
+        out.with_name(out.name + ".json"),
+        {
+            "system": system,
+            "method": method,
+            "kind": est.kind,
+            "guarantee": est.guarantee,
+            "size": est.size,
+            "annotations": est.annotations,
+            "queried": len(est.queried),
+            "flags": list(est.flags),
+            "parameters": _curve_params(epsilon, window, delta, beta, pmin, seed=seed),
+        },
+    )
     click.echo(
         f"{system}: {method} curve with {len(frame)} knots from {est.annotations} labels; {est.kind}: {est.guarantee}"
     )

@@ -1,0 +1,208 @@
+"""The curve commands as an organiser uses them: plan → label → plan … → empty plan → estimate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from receval.cli import cli
+from receval.curves import FrameRankedList
+from receval.task import load_task
+
+PARAMS = ["--epsilon", "0.2", "--window", "10"]  # r̃ = 60: small lists exercise every stage
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("curves") / "task"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            str(root),
+            "--systems",
+            "6",
+            "--queries",
+            "120",
+            "--per-system",
+            "20",
+            "--seed",
+            "5",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def _truth_labels(root) -> pd.DataFrame:
+    truth = pd.read_csv(root / "truth.tsv", sep="\t", dtype=str, keep_default_na=False)
+    truth["key"] = truth["query_id"] + "\x1f" + truth["answer"].str.casefold()
+    return truth.set_index("key")["label"]
+
+
+def _annotate(root, batch: pd.DataFrame, truth: pd.Series) -> None:
+    keys = batch["query_id"] + "\x1f" + batch["answer"].str.casefold()
+    rows = pd.DataFrame(
+        {
+            "query_id": batch["query_id"],
+            "answer": batch["answer"],
+            "label": truth.reindex(keys).values,
+        }
+    )
+    assert rows["label"].notna().all()
+    old = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
+    new = pd.concat([old, rows], ignore_index=True).fillna("")
+    new.to_csv(root / "judgments.tsv", sep="\t", index=False)
+
+
+def _loop(runner, root, system, method, truth) -> int:
+    labelled = 0
+    for _ in range(60):
+        result = runner.invoke(
+            cli, ["curve", "plan", str(root), "--system", system, "--method", method, *PARAMS]
+        )
+        assert result.exit_code == 0, result.output
+        batch = pd.read_csv(
+            root / "to_annotate.tsv",
+            sep="\t",
+            dtype={"query_id": str, "answer": str},
+            keep_default_na=False,
+        )
+        assert list(batch.columns) == ["rank", "query_id", "answer"]
+        if batch.empty:
+            return labelled
+        labelled += len(batch)
+        _annotate(root, batch, truth)
+    raise AssertionError("the plan never became empty")
+
+
+@pytest.mark.parametrize("method", ["paula", "logstrat", "adastrat", "random"])
+def test_plan_label_estimate_round_trip(bundle, tmp_path, method):
+    runner = CliRunner()
+    truth = _truth_labels(bundle)
+    task = load_task(bundle)
+    system = task.systems[0]
+    _loop(runner, bundle, system, method, truth)
+    out = tmp_path / f"{method}.csv"
+    result = runner.invoke(
+        cli,
+        [
+            "curve",
+            "estimate",
+            str(bundle),
+            "--system",
+            system,
+            "--method",
+            method,
+            *PARAMS,
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    curve = pd.read_csv(out)
+    assert {"rank", "precision", "lower", "upper", "recall", "queried", "kind"} <= set(
+        curve.columns
+    )
+    assert curve["rank"].is_monotonic_increasing
+    ordered = (curve["lower"] <= curve["precision"] + 1e-12) & (
+        curve["precision"] <= curve["upper"] + 1e-12
+    )
+    if not ordered.all():
+        # only where the method detected that its monotonicity assumption fails, and says so
+        assert "violated" in result.output, result.output
+    meta = json.loads(out.with_suffix(".csv.json").read_text())
+    assert meta["method"] == method and meta["kind"] in ("bound", "interval", "envelope")
+    assert meta["annotations"] > 0 and isinstance(meta["flags"], list)
+    # the exact precision function at the knots, from the truth of the ranked list
+    task = load_task(bundle)
+    rows = task.outputs[task.outputs["system"] == system]
+    ranked = FrameRankedList.from_frame(rows[["query_id", "answer", "score", "fact"]]).frame
+    value = pd.Series(task.truth["value"].to_numpy(), index=task.truth["fact"].to_numpy())
+    exact = np.cumsum(value.reindex(ranked["fact"]).to_numpy()) / np.arange(1, len(ranked) + 1)
+    p = exact[curve["rank"].to_numpy() - 1]
+    # the estimate is close to the truth where the curve is smooth (after the first few ranks)
+    late = curve["rank"].to_numpy() >= 60
+    assert np.median(np.abs(curve["precision"].to_numpy()[late] - p[late])) < 0.1
+
+
+def test_labels_are_reused_across_methods_and_systems(bundle):
+    runner = CliRunner()
+    truth = _truth_labels(bundle)
+    task = load_task(bundle)
+    system = task.systems[1]
+    first = _loop(runner, bundle, system, "paula", truth)
+    again = _loop(runner, bundle, system, "paula", truth)
+    assert first > 0 and again == 0  # everything already labelled: nothing asked twice
+    # a team-mate shares many outputs: its plan asks for fewer new labels than its plan size
+    other = task.systems[2]
+    result = runner.invoke(
+        cli, ["curve", "plan", str(bundle), "--system", other, "--method", "paula", *PARAMS]
+    )
+    assert "labels reused" in result.output
+
+
+def test_estimate_before_the_plan_is_complete_is_a_clear_error(bundle, tmp_path):
+    task = load_task(bundle)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "curve",
+            "estimate",
+            str(bundle),
+            "--system",
+            task.systems[-1],
+            "--method",
+            "logstrat",
+            "--seed",
+            "99",
+            *PARAMS,
+            "--out",
+            str(tmp_path / "x.csv"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("error: ") and "still needs" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_budget_reproduces_the_papers_counts():
+    runner = CliRunner()
+    expected = {
+        35_615: (78, 11_292, 24_745),
+        356_150: (156, 19_092, 84_369),
+        3_561_500: (234, 26_892, 284_834),
+        35_615_000: (312, 34_692, 954_359),
+    }
+    for size, (queries, paula, random) in expected.items():
+        got = json.loads(
+            runner.invoke(
+                cli, ["curve", "budget", "--method", "paula", "--size", str(size), "--json"]
+            ).output
+        )
+        assert (got["queries"], got["annotations"]) == (queries, paula)
+        got = json.loads(
+            runner.invoke(
+                cli, ["curve", "budget", "--method", "random", "--size", str(size), "--json"]
+            ).output
+        )
+        assert got["annotations"] == random
+    logstrat = {35_615: 18_287, 356_150: 35_631, 3_561_500: 53_937, 35_615_000: 72_867}
+    for size, paper in logstrat.items():
+        got = json.loads(
+            runner.invoke(
+                cli, ["curve", "budget", "--method", "logstrat", "--size", str(size), "--json"]
+            ).output
+        )
+        assert abs(got["annotations"] - paper) <= 0.02 * paper
+
+
+def test_budget_of_an_adaptive_method_is_a_usage_error():
+    result = CliRunner().invoke(
+        cli, ["curve", "budget", "--method", "adastrat", "--size", "1000", "--json"]
+    )
+    assert result.exit_code == 2
