@@ -1,0 +1,979 @@
+"""The organiser's report: one self-contained HTML file built from a score output directory.
+
+:func:`build_report` is a pure function of the directory written by ``receval score``: it reads
+``leaderboard.csv`` and ``run.json`` (required) and, when present, ``pool.csv``,
+``conflicts.csv``, ``per_query.csv``, ``annotation.csv``, ``pooling_bias.csv``,
+``truth_check.csv`` and ``curves/<system>.csv``, and writes ``report.html`` atomically.  Nothing
+is recomputed (Dimm's reference curves are only *drawn* from the β recorded in ``run.json``), so
+``receval report DIR`` rebuilds the very same page.
+
+The page opens offline: inline CSS, inline SVG figures (matplotlib, see
+:mod:`receval.report.plots`), a few lines of inline JavaScript that make tables sortable (the
+static table, in rank order, is what shows without it), no external resource of any kind.  A
+missing optional input renders its section as one sentence saying why it is absent; a missing
+number shows "—" with the row's ``note``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from receval import __version__
+from receval.errors import BundleError
+from receval.formats.tables import write_text_atomic
+from receval.report import plots
+
+__all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
+
+#: Optional tables of an output directory, by attribute of :class:`ReportInputs`.
+OPTIONAL_TABLES = {
+    "pool": "pool.csv",
+    "conflicts": "conflicts.csv",
+    "per_query": "per_query.csv",
+    "annotation": "annotation.csv",
+    "pooling_bias": "pooling_bias.csv",
+    "truth_check": "truth_check.csv",
+}
+
+#: Columns read as text (never numbers, never NaN: a system called "NA" stays "NA").
+TEXT_COLUMNS = (
+    "system",
+    "team",
+    "query_id",
+    "answer",
+    "fact",
+    "note",
+    "interval",
+    "estimator",
+    "precision_at_target_method",
+    "quantity",
+    "kind",
+    "description",
+    "decision",
+    "votes",
+    "metric",
+    "tier",
+)
+
+TOP_QUERIES = 25
+TOP_CONFLICTS = 15
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything the report shows, as read from one output directory.
+
+    ``absent`` maps each optional file that could not be used to the reason (missing, or the
+    read error); ``curves`` maps a system to its curve table.
+    """
+
+    out_dir: Path
+    run: dict[str, Any]
+    leaderboard: pd.DataFrame
+    pool: pd.DataFrame | None = None
+    conflicts: pd.DataFrame | None = None
+    per_query: pd.DataFrame | None = None
+    annotation: pd.DataFrame | None = None
+    pooling_bias: pd.DataFrame | None = None
+    truth_check: pd.DataFrame | None = None
+    curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)
+    created: str = ""
+    created_source: str = ""
+    files: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV written by receval: empty fields are NaN, text columns stay text."""
+    try:
+        head = pd.read_csv(path, nrows=0)
+        dtypes = {c: str for c in head.columns if c in TEXT_COLUMNS}
+        return pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=dtypes)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(path, None, f"cannot read the table: {exc}") from None
+
+
+def _curve_stem(system: str) -> str:
+    """The file stem ``receval score`` uses for a system's curve (unsafe characters -> ``_``)."""
+    return "".join(c if c.isalnum() or c in "-_.+=@" else "_" for c in system) or "_"
+
+
+def read_report_inputs(out_dir: Path) -> ReportInputs:
+    """Read an output directory of ``receval score`` (see the module docstring).
+
+    Raises :class:`~receval.errors.BundleError` when ``leaderboard.csv`` or ``run.json`` is
+    missing or unreadable; every other file is optional.
+    """
+    out_dir = Path(out_dir)
+    run_path = out_dir / "run.json"
+    board_path = out_dir / "leaderboard.csv"
+    for path in (board_path, run_path):
+        if not path.is_file():
+            raise BundleError(path, None, "missing: is this an output directory of receval score?")
+    try:
+        run = json.loads(run_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise BundleError(run_path, line, f"not valid JSON: {exc}") from None
+    if not isinstance(run, dict):
+        raise BundleError(run_path, None, "not a JSON object")
+    board = _read_csv(board_path)
+    if "system" not in board.columns:
+        raise BundleError(board_path, 1, "missing required column system")
+    board["system"] = board["system"].fillna("").astype(str)
+
+    tables: dict[str, pd.DataFrame | None] = {}
+    absent: dict[str, str] = {}
+    for attr, name in OPTIONAL_TABLES.items():
+        path = out_dir / name
+        if not path.is_file():
+            tables[attr] = None
+            absent[name] = "missing"
+            continue
+        try:
+            tables[attr] = _read_csv(path)
+        except BundleError as exc:
+            tables[attr] = None
+            absent[name] = f"unreadable ({exc.message})"
+
+    curves: dict[str, pd.DataFrame] = {}
+    curve_dir = out_dir / "curves"
+    if curve_dir.is_dir():
+        by_stem = {p.stem: p for p in sorted(curve_dir.glob("*.csv"))}
+        wanted = list(board["system"]) + [
+            s for s in (run.get("curves") or {}) if s not in set(board["system"])
+        ]
+        for system in wanted:
+            path = by_stem.get(system) or by_stem.get(_curve_stem(system))
+            if path is None:
+                continue
+            try:
+                frame = _read_csv(path)
+            except BundleError as exc:
+                absent[f"curves/{path.name}"] = f"unreadable ({exc.message})"
+                continue
+            if {"rank", "precision"} <= set(frame.columns):
+                curves[system] = frame
+            else:
+                absent[f"curves/{path.name}"] = "has no rank and precision columns"
+
+    created = str(run.get("created") or "")
+    source = "run.json created"
+    if not created:
+        mtime = datetime.fromtimestamp(run_path.stat().st_mtime, tz=timezone.utc)
+        created = mtime.isoformat(timespec="seconds")
+        source = "modification time of run.json (run.json has no created field)"
+    files = tuple(
+        sorted(
+            p.name
+            for p in out_dir.iterdir()
+            if p.is_file() and p.suffix in {".csv", ".json", ".npz"} and not p.name.startswith(".")
+        )
+    )
+    return ReportInputs(
+        out_dir=out_dir,
+        run=run,
+        leaderboard=board,
+        curves=curves,
+        absent=absent,
+        created=created,
+        created_source=source,
+        files=files,
+        **tables,
+    )
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float | np.floating):
+        return math.isnan(value)
+    if isinstance(value, str):
+        return value.strip() == ""
+    return bool(pd.isna(value)) if np.isscalar(value) else False
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    """A number for display: ``digits`` decimals (one from 100 up), "—" when missing."""
+    if _is_missing(value):
+        return "—"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return f"{v:.{1 if abs(v) >= 100 else digits}f}".replace("-", "−")
+
+
+def _count(value: Any) -> str:
+    if _is_missing(value):
+        return "—"
+    try:
+        return f"{int(float(value))}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _sort_value(value: Any) -> str:
+    if _is_missing(value):
+        return ""
+    try:
+        return repr(float(value))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _text(value: Any) -> str:
+    return "" if _is_missing(value) else str(value)
+
+
+def _interval(lo: Any, hi: Any) -> str:
+    if _is_missing(lo) or _is_missing(hi):
+        return ""
+    return f"[{_num(lo)}, {_num(hi)}]"
+
+
+def _level_text(run: dict[str, Any]) -> str:
+    boot = run.get("bootstrap") or {}
+    level = boot.get("level", (run.get("options") or {}).get("confidence"))
+    try:
+        return f"{float(level):.0%}"
+    except (TypeError, ValueError):
+        return ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: display text, optional interval text and note, sort key, CSS class."""
+
+    text: str
+    sort: str = ""
+    sub: str = ""
+    title: str = ""
+    css: str = ""
+    tag: str = ""
+
+
+def _value_cell(row: pd.Series, column: str, note: str) -> Cell:
+    value = row.get(column)
+    sub = _interval(row.get(f"{column}_lo"), row.get(f"{column}_hi"))
+    missing = _is_missing(value)
+    return Cell(
+        text=_num(value),
+        sort=_sort_value(value),
+        sub=sub,
+        title=note if missing and note else "",
+        css="num missing" if missing else "num",
+    )
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _run_card(inputs: ReportInputs) -> dict[str, Any]:
+    run = inputs.run
+    options = run.get("options") or {}
+    boot = run.get("bootstrap")
+    design = run.get("design") or {}
+    merge = run.get("merge") or {}
+    ranking = run.get("ranking") or {}
+    target = run.get("target") or {}
+    rows: list[tuple[str, str]] = [
+        ("task", _text(run.get("task")) or "—"),
+        ("date", f"{inputs.created} ({inputs.created_source})"),
+        (
+            "receval version",
+            f"{_text(run.get('receval_version')) or '—'} (report built by {__version__})",
+        ),
+        ("estimator", _estimator_text(options)),
+        ("ranked by", _text(ranking.get("by") or options.get("rank_by")) or "—"),
+    ]
+    if boot:
+        rows += [
+            ("bootstrap seed", _text(boot.get("seed", options.get("seed")))),
+            ("bootstrap replicates B", _text(boot.get("B"))),
+            ("interval", f"{_text(boot.get('method'))} bootstrap, {_level_text(run)} two-sided"),
+        ]
+    else:
+        rows.append(
+            (
+                "interval",
+                "none: this estimator has no sampling uncertainty to resample "
+                "(no bootstrap in this run)",
+            )
+        )
+    if ranking.get("tiers"):
+        rows.append(("tiers", _text(ranking.get("tiers"))))
+    rt = options.get("target_recall", target.get("recall"))
+    if not _is_missing(rt):
+        detail = f"R_T = {_num(rt)}"
+        if target.get("prevalence_source"):
+            detail += f"; prevalence ρ from {target['prevalence_source']}"
+            if target.get("universe_size"):
+                detail += f" (universe size {target['universe_size']})"
+        rows.append(("target recall", detail))
+    if merge:
+        rows.append(
+            (
+                "label merge",
+                f"rule {_text(merge.get('rule')) or '—'}, ties: {_text(merge.get('tie')) or '—'}; "
+                f"{_count(merge.get('conflicts'))} annotator conflicts (conflicts.csv)",
+            )
+        )
+    if design:
+        rows.append(
+            (
+                "sampling design",
+                f"{_count(design.get('samplers'))} samplers ({', '.join(map(str, design.get('designs') or [])) or '—'}), "
+                f"{_count(design.get('draws_judged'))} judged draws "
+                f"({_count(design.get('draws_unjudged'))} unjudged), "
+                f"{_count(design.get('drawn_facts'))} distinct drawn facts, "
+                f"{_count(design.get('exhaustive_units'))} exhaustive units",
+            )
+        )
+    if run.get("replicates_file"):
+        rows.append(("saved replicates", _text(run.get("replicates_file"))))
+    inputs_info = run.get("inputs") or {}
+    checksums = sorted((inputs_info.get("checksums") or {}).items())
+    return {
+        "rows": rows,
+        "task_path": _text(inputs_info.get("task")),
+        "checksums": checksums,
+        "warnings": [str(w) for w in run.get("warnings") or []],
+        "truth": _truth_summary(inputs.truth_check),
+    }
+
+
+def _estimator_text(options: dict[str, Any]) -> str:
+    est = _text(options.get("estimator")) or "—"
+    parts = [est]
+    if est == "joint":
+        parts.append(
+            f"importance-reweighted over all systems' samples, weighting {_text(options.get('weighting'))}"
+        )
+    elif est == "official":
+        parts.append("closed-world census of the assessed pool")
+    if options.get("target"):
+        parts.append(f"{options['target']} average")
+    return "; ".join(parts)
+
+
+def _truth_summary(truth: pd.DataFrame | None) -> list[str]:
+    if truth is None or not {"metric", "covered"} <= set(truth.columns):
+        return []
+    out = []
+    covered = truth["covered"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    for metric, group in truth.groupby("metric", sort=False):
+        hits = int(covered[group.index].sum())
+        err = pd.to_numeric(group.get("error"), errors="coerce")
+        mean_abs = (
+            float(np.nanmean(np.abs(err))) if err is not None and err.notna().any() else math.nan
+        )
+        out.append(
+            f"{metric}: the interval covered the true value for {hits} of {len(group)} systems"
+            + (f"; mean absolute error {mean_abs:.3f}" if math.isfinite(mean_abs) else "")
+        )
+    return out
+
+
+def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
+    board = inputs.leaderboard
+    run = inputs.run
+    options = run.get("options") or {}
+    intervals = sorted(
+        {_text(v) for v in board.get("interval", pd.Series(dtype=object)) if _text(v)}
+    )
+    has_target = "precision_at_target" in board.columns
+    rt = options.get("target_recall", (run.get("target") or {}).get("recall"))
+    curve_info = run.get("curves") or {}
+    heads = [
+        ("rank", "num"),
+        ("rank interval", "num"),
+        ("tier", "num"),
+        ("system", "text"),
+        ("team", "text"),
+        ("precision", "num"),
+        ("recall (true)", "num"),
+        ("F1", "num"),
+    ]
+    if has_target:
+        heads.append(
+            (
+                f"precision at R_T = {_num(rt)}" if not _is_missing(rt) else "precision at target",
+                "num",
+            )
+        )
+    if len(intervals) > 1:
+        heads.append(("interval", "text"))
+    notes: list[str] = []
+    rows = []
+    for _, row in board.iterrows():
+        note = _text(row.get("note"))
+        mark = ""
+        if note:
+            if note not in notes:
+                notes.append(note)
+            mark = str(notes.index(note) + 1)
+        lo, hi = row.get("rank_lo"), row.get("rank_hi")
+        rank_int = "—" if _is_missing(lo) or _is_missing(hi) else f"{_count(lo)}–{_count(hi)}"
+        cells = [
+            Cell(_count(row.get("rank")), _sort_value(row.get("rank")), css="num"),
+            Cell(rank_int, _sort_value(lo), css="num"),
+            Cell(_text(row.get("tier")) or "—", _sort_value(row.get("tier")), css="num"),
+            Cell(_text(row.get("system")), _text(row.get("system")), css="system", tag=mark),
+            Cell(_text(row.get("team")) or "—", _text(row.get("team"))),
+            _value_cell(row, "precision", note),
+            _value_cell(row, "recall", note),
+            _value_cell(row, "f1", note),
+        ]
+        if has_target:
+            cell = _value_cell(row, "precision_at_target", note)
+            method = _text(row.get("precision_at_target_method"))
+            if method == "dimm":
+                label = "model extrapolation (Dimm)"
+            elif method == "curve":
+                info = curve_info.get(_text(row.get("system"))) or {}
+                label = f"curve ({plots.method_label(info.get('method'))})" if info else "curve"
+            else:
+                label = method
+            cells.append(
+                Cell(
+                    cell.text,
+                    cell.sort,
+                    cell.sub,
+                    cell.title,
+                    cell.css + (" extrapolated" if method == "dimm" else ""),
+                    tag=label,
+                )
+            )
+        if len(intervals) > 1:
+            cells.append(Cell(_text(row.get("interval"))))
+        rows.append(cells)
+    return {
+        "heads": heads,
+        "rows": rows,
+        "notes": notes,
+        "intervals": intervals,
+        "level": _level_text(run),
+        "tiers": _text((run.get("ranking") or {}).get("tiers")),
+        "any_tier": bool(board.get("tier", pd.Series(dtype=object)).map(_text).any()),
+        "any_interval": any(
+            pd.to_numeric(board.get(f"{c}_lo", pd.Series(dtype=float)), errors="coerce")
+            .notna()
+            .any()
+            for c in ("precision", "recall", "f1", "precision_at_target")
+        ),
+        "any_rank_interval": bool(
+            pd.to_numeric(board.get("rank_lo", pd.Series(dtype=float)), errors="coerce")
+            .notna()
+            .any()
+        ),
+        "has_target": has_target,
+        "target_recall": _num(rt) if not _is_missing(rt) else "",
+        "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
+    }
+
+
+def _interval_label(inputs: ReportInputs) -> str | None:
+    intervals = sorted({_text(v) for v in inputs.leaderboard.get("interval", []) if _text(v)})
+    if len(intervals) == 1:
+        return intervals[0] + " interval" if "bootstrap" in intervals[0] else intervals[0]
+    return "interval (method and level per system in leaderboard.csv)" if intervals else None
+
+
+def _forest(inputs: ReportInputs) -> dict[str, Any]:
+    board = inputs.leaderboard
+    run = inputs.run
+    rt = (run.get("options") or {}).get("target_recall", (run.get("target") or {}).get("recall"))
+    panels = [
+        plots.ForestPanel("precision", "Precision", "precision"),
+        plots.ForestPanel("recall", "True recall θ̂·ν̂", "recall"),
+    ]
+    absent = None
+    if (
+        "precision_at_target" in board.columns
+        and pd.to_numeric(board["precision_at_target"], errors="coerce").notna().any()
+    ):
+        title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
+        panels.append(plots.ForestPanel("precision_at_target", title, "precision"))
+    else:
+        absent = (
+            "No precision at a target recall in this run: run `receval score --target-recall R` "
+            "to compare systems at one shared recall."
+        )
+    if len(board) == 0:
+        return {"svg": None, "absent_all": "The leaderboard has no systems.", "absent": absent}
+    methods = list(board.get("precision_at_target_method", pd.Series([""] * len(board))).map(_text))
+    svg = plots.forest_plot(board, panels, interval_label=_interval_label(inputs), methods=methods)
+    no_interval = not any(
+        pd.to_numeric(board.get(f"{p.column}_lo", pd.Series(dtype=float)), errors="coerce")
+        .notna()
+        .any()
+        for p in panels
+    )
+    return {"svg": svg, "absent": absent, "absent_all": None, "no_interval": no_interval}
+
+
+def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plots.DimmPoint | None:
+    target = run.get("target") or {}
+    info = (target.get("systems") or {}).get(system)
+    if not info or info.get("method") != "dimm":
+        return None
+    try:
+        values = [float(info[k]) for k in ("recall", "precision", "prevalence", "beta")]
+        rt = float(target["recall"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(math.isfinite(v) for v in values) or not math.isfinite(rt):
+        return None
+
+    def get(col: str) -> float:
+        if row is None or _is_missing(row.get(col)):
+            return math.nan
+        return float(row.get(col))
+
+    return plots.DimmPoint(
+        *values,
+        target=rt,
+        at_target=get("precision_at_target"),
+        at_target_lo=get("precision_at_target_lo"),
+        at_target_hi=get("precision_at_target_hi"),
+    )
+
+
+def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
+    from receval.progress import progress
+
+    run = inputs.run
+    board = inputs.leaderboard
+    target = run.get("target") or {}
+    rt = target.get("recall", (run.get("options") or {}).get("target_recall"))
+    rt_value = None if _is_missing(rt) else float(rt)
+    curve_info = run.get("curves") or {}
+    rows = {str(r["system"]): r for _, r in board.iterrows()}
+    order = list(board["system"]) + [s for s in inputs.curves if s not in rows]
+    todo = [s for s in order if s in inputs.curves or _dimm_point(run, rows.get(s), s) is not None]
+    figures = []
+    with progress(todo, "report figures", quiet) as systems:
+        for i, system in enumerate(systems):
+            row = rows.get(system)
+            info = curve_info.get(system) or {}
+            dimm = _dimm_point(run, row, system)
+            at_target = None
+            if (
+                row is not None
+                and "precision_at_target" in row.index
+                and not _is_missing(row.get("precision_at_target"))
+            ):
+                at_target = tuple(
+                    math.nan if _is_missing(row.get(c)) else float(row.get(c))
+                    for c in (
+                        "precision_at_target",
+                        "precision_at_target_lo",
+                        "precision_at_target_hi",
+                    )
+                )
+            curve = inputs.curves.get(system)
+            svg = plots.curve_plot(
+                system,
+                curve,
+                method=_text(info.get("method")),
+                kind=_text(info.get("kind")),
+                target_recall=rt_value,
+                dimm=dimm,
+                at_target=at_target,
+                name=f"curve-{i + 1}",
+            )
+            facts: list[str] = []
+            if curve is not None:
+                label = plots.method_label(info.get("method"))
+                facts.append(
+                    f"{label} curve over {_count(info.get('size'))} ranked outputs from "
+                    f"{_count(info.get('annotations'))} labels; {len(curve)} knots "
+                    f"(curves/{_curve_stem(system)}.csv)"
+                    if info
+                    else f"{len(curve)} knots (curves/{_curve_stem(system)}.csv); run.json has no curve record"
+                )
+                if info.get("guarantee"):
+                    facts.append(f"What the band means: {info['guarantee']}")
+                facts += [f"flag: {f}" for f in info.get("flags") or []]
+            if dimm is not None:
+                tinfo = (target.get("systems") or {}).get(system) or {}
+                text = (
+                    f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
+                    f"point (R = {dimm.recall:.3f}, P = {dimm.precision:.3f}) with ρ = {dimm.prevalence:.4g}, "
+                    f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
+                )
+                if not _is_missing(tinfo.get("backtest_max_dev")):
+                    text += f"; back-test maximum deviation {float(tinfo['backtest_max_dev']):.3g}"
+                facts.append(text)
+                facts += [
+                    f"flag: {f}"
+                    for f in tinfo.get("flags") or []
+                    if "model extrapolation" not in str(f)
+                ]
+            wide = plots.curve_panels(curve, dimm is not None) == 2
+            figures.append({"system": system, "svg": svg, "facts": facts, "wide": wide})
+    without = [s for s in board["system"] if s not in todo]
+    absent = None
+    if not figures:
+        absent = (
+            "No precision curves in this run: run `receval score --curves ...` (or "
+            "`--target-recall R` for sample-based curves and Dimm extrapolations) to add them."
+        )
+    return {
+        "figures": figures,
+        "absent": absent,
+        "without": without,
+        "target_recall": _num(rt_value) if rt_value is not None else "",
+        "unreadable": {k: v for k, v in inputs.absent.items() if k.startswith("curves/")},
+    }
+
+
+def _pool(inputs: ReportInputs) -> dict[str, Any]:
+    pool = inputs.pool
+    if pool is None:
+        return {
+            "absent": f"No pool.csv in this directory ({inputs.absent.get('pool.csv', 'missing')}): "
+            "pool coverage θ̂ is estimated by `receval score` from exhaustively annotated units."
+        }
+    if "quantity" not in pool.columns:
+        return {"absent": "pool.csv has no quantity column: pool coverage cannot be shown."}
+    rows = []
+    for _, r in pool.iterrows():
+        rows.append(
+            {
+                "quantity": _text(r.get("quantity")),
+                "description": _text(r.get("description")),
+                "estimate": _count(r.get("estimate"))
+                if _text(r.get("kind")) == "count"
+                else _num(r.get("estimate")),
+                "interval": _interval(r.get("lower"), r.get("upper"))
+                if _text(r.get("kind")) != "count"
+                else "",
+                "kind": _text(r.get("kind")),
+                "method": _text(r.get("interval")),
+                "note": _text(r.get("note")),
+            }
+        )
+    by = pool.set_index("quantity")
+    svg = None
+    absent = None
+    if "pool_coverage" in by.index and not _is_missing(by.loc["pool_coverage", "estimate"]):
+        cov = by.loc["pool_coverage"]
+
+        def val(q: str) -> float:
+            return (
+                float(by.loc[q, "estimate"])
+                if q in by.index and not _is_missing(by.loc[q, "estimate"])
+                else math.nan
+            )
+
+        found = None
+        inside, total = val("exhaustive_facts_in_pool"), val("exhaustive_facts")
+        if math.isfinite(inside) and math.isfinite(total):
+            found = (int(inside), int(total))
+        method = _text(cov.get("interval"))
+        svg = plots.pool_coverage_plot(
+            float(cov["estimate"]),
+            math.nan if _is_missing(cov.get("lower")) else float(cov["lower"]),
+            math.nan if _is_missing(cov.get("upper")) else float(cov["upper"]),
+            interval_label=(method + " interval") if method else None,
+            found=found,
+        )
+    else:
+        est = _text((inputs.run.get("options") or {}).get("estimator"))
+        absent = (
+            "No pool coverage estimate in this run"
+            + (
+                f" (estimator {est}: a closed-world census of the assessed pool)"
+                if est == "official"
+                else ""
+            )
+            + ": θ̂ needs exhaustively annotated units and a sample-based estimator."
+        )
+    return {"rows": rows, "svg": svg, "absent": None, "coverage_absent": absent}
+
+
+def _pooling_bias(inputs: ReportInputs) -> dict[str, Any]:
+    bias = inputs.pooling_bias
+    if bias is None:
+        return {
+            "absent": f"No pooling-bias diagnostic in this run (pooling_bias.csv "
+            f"{inputs.absent.get('pooling_bias.csv', 'missing')}): it compares each team's official "
+            "closed-world scores with the scores it would get had its unique facts not been pooled."
+        }
+    if "team" not in bias.columns or len(bias) == 0:
+        return {"absent": "pooling_bias.csv has no teams: nothing to compare."}
+    rows = []
+    for _, r in bias.iterrows():
+        rows.append(
+            [
+                Cell(_text(r.get("team")), _text(r.get("team"))),
+                Cell(_count(r.get("systems")), _sort_value(r.get("systems")), css="num"),
+                Cell(_count(r.get("unique_facts")), _sort_value(r.get("unique_facts")), css="num"),
+                Cell(
+                    _num(r.get("official_f1")),
+                    _sort_value(r.get("official_f1")),
+                    css="num",
+                    title=_text(r.get("note")),
+                ),
+                Cell(
+                    _num(r.get("official_f1_lto")),
+                    _sort_value(r.get("official_f1_lto")),
+                    css="num",
+                    title=_text(r.get("note")),
+                ),
+                Cell(
+                    _signed(r.get("delta_f1")),
+                    _sort_value(r.get("delta_f1")),
+                    css="num",
+                    title=_text(r.get("note")),
+                ),
+                Cell(_num(r.get("joint_f1")), _sort_value(r.get("joint_f1")), css="num"),
+                Cell(_text(r.get("note"))),
+            ]
+        )
+    delta = pd.to_numeric(bias.get("delta_f1"), errors="coerce")
+    summary = ""
+    if delta is not None and delta.notna().any():
+        summary = (
+            f"Median Δ F1 over {int(delta.notna().sum())} teams: {_signed(float(delta.median()))}; "
+            f"largest loss {_signed(float(delta.min()))}, largest gain {_signed(float(delta.max()))}."
+        )
+    return {"rows": rows, "svg": plots.pooling_bias_plot(bias), "absent": None, "summary": summary}
+
+
+def _signed(value: Any) -> str:
+    if _is_missing(value):
+        return "—"
+    v = float(value)
+    return f"{v:+.3f}".replace("-", "−")
+
+
+def _annotation(inputs: ReportInputs) -> dict[str, Any]:
+    run = inputs.run
+    design = run.get("design") or {}
+    spend = inputs.annotation
+    out: dict[str, Any] = {"svg": None, "absent": None, "summary": []}
+    if design:
+        out["summary"].append(
+            f"{_count(design.get('draws_judged'))} judged draws ({_count(design.get('draws_unjudged'))} "
+            f"still unjudged) over {_count(design.get('drawn_facts'))} distinct facts; "
+            f"{_count(design.get('exhaustive_units'))} units annotated exhaustively."
+        )
+    if inputs.pool is not None and "quantity" in inputs.pool.columns:
+        by = inputs.pool.set_index("quantity")
+        if "exhaustive_units" in by.index and "exhaustive_facts" in by.index:
+            out["summary"].append(
+                f"Exhaustive annotation: {_count(by.loc['exhaustive_units', 'estimate'])} units, "
+                f"{_count(by.loc['exhaustive_facts', 'estimate'])} correct facts found"
+                + (
+                    f", {_count(by.loc['exhaustive_facts_in_pool', 'estimate'])} of them output by some system."
+                    if "exhaustive_facts_in_pool" in by.index
+                    else "."
+                )
+            )
+    if spend is None or not {"system", "drawn_facts"} <= set(spend.columns):
+        out["absent"] = (
+            f"No per-system annotation spend in this run (annotation.csv "
+            f"{inputs.absent.get('annotation.csv', 'lacks the system and drawn_facts columns')})."
+        )
+    elif len(spend):
+        order = {s: i for i, s in enumerate(inputs.leaderboard["system"])}
+        spend = spend.assign(_o=spend["system"].map(order).fillna(len(order))).sort_values(
+            "_o", kind="stable"
+        )
+        facts = pd.to_numeric(spend["drawn_facts"], errors="coerce").sum()
+        shared = pd.to_numeric(spend.get("drawn_facts_shared"), errors="coerce")
+        if shared is not None and facts > 0:
+            out["summary"].append(
+                f"Label reuse: {int(shared.sum())} of {int(facts)} per-system drawn facts "
+                f"({shared.sum() / facts:.0%}) were also output by another system, so one label "
+                "served several systems."
+            )
+        out["svg"] = plots.annotation_plot(spend.drop(columns="_o"))
+    else:
+        out["absent"] = "annotation.csv lists no system."
+    conflicts = inputs.conflicts
+    if conflicts is None:
+        out["conflicts_absent"] = f"conflicts.csv {inputs.absent.get('conflicts.csv', 'missing')}."
+        out["conflicts"] = []
+    else:
+        out["conflicts_absent"] = None
+        out["conflicts_total"] = len(conflicts)
+        cols = [
+            c for c in ("query_id", "answer", "kind", "votes", "decision") if c in conflicts.columns
+        ]
+        out["conflict_columns"] = cols
+        out["conflicts"] = [
+            [_text(r.get(c)) for c in cols] for _, r in conflicts.head(TOP_CONFLICTS).iterrows()
+        ]
+    return out
+
+
+def _per_query(inputs: ReportInputs) -> dict[str, Any]:
+    pq = inputs.per_query
+    if pq is None or "query_id" not in pq.columns:
+        return {
+            "absent": f"No per-query breakdown in this run (per_query.csv "
+            f"{inputs.absent.get('per_query.csv', 'has no query_id column')})."
+        }
+    frame = pq.copy()
+    keys = [c for c in ("conflicts", "outputs") if c in frame.columns]
+    for c in keys:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    if keys:
+        frame = frame.sort_values(keys, ascending=False, kind="stable", na_position="last")
+    top = frame.head(TOP_QUERIES)
+    numeric = [
+        c
+        for c in ("outputs", "systems", "judged", "judged_correct", "conflicts", "exhaustive_facts")
+        if c in frame.columns
+    ]
+    rows = []
+    for _, r in top.iterrows():
+        cells = [Cell(_text(r.get("query_id")), _text(r.get("query_id")))]
+        cells += [
+            Cell(
+                _count(r.get(c)) if c != "judged_correct" else _num(r.get(c), 1),
+                _sort_value(r.get(c)),
+                css="num",
+            )
+            for c in numeric
+        ]
+        if {"judged", "judged_correct"} <= set(frame.columns):
+            j, k = r.get("judged"), r.get("judged_correct")
+            share = (
+                float(k) / float(j)
+                if not _is_missing(j) and float(j) > 0 and not _is_missing(k)
+                else math.nan
+            )
+            cells.append(Cell(_num(share), _sort_value(share), css="num"))
+        rows.append(cells)
+    heads = ["query", *[c.replace("_", " ") for c in numeric]]
+    if {"judged", "judged_correct"} <= set(frame.columns):
+        heads.append("share of judged facts correct")
+    return {
+        "absent": None,
+        "heads": heads,
+        "rows": rows,
+        "total": len(frame),
+        "order": " then ".join(keys) if keys else "file order",
+    }
+
+
+def _files(inputs: ReportInputs) -> dict[str, Any]:
+    described = {
+        "leaderboard.csv": "one row per system: estimates, intervals, ranks, tiers",
+        "run.json": "every parameter, version and input checksum of the run",
+        "pool.csv": "pool coverage θ̂, estimated correct facts, pool counts",
+        "conflicts.csv": "every annotator disagreement and its decision",
+        "per_query.csv": "outputs, judged facts and conflicts per query",
+        "annotation.csv": "labels drawn per system and their reuse",
+        "pooling_bias.csv": "official scores with each team left out of the pool",
+        "truth_check.csv": "estimates against the ground truth (simulated tasks)",
+        "replicates.npz": "the bootstrap resampling counts (--save-replicates)",
+    }
+    files = [(name, described.get(name, "")) for name in inputs.files]
+    curves_dir = inputs.out_dir / "curves"
+    curve_files = sorted(p.name for p in curves_dir.glob("*.csv")) if curves_dir.is_dir() else []
+    return {"files": files, "curve_files": curve_files}
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("receval.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md_code"] = _md_code
+    return env
+
+
+def _md_code(text: str):
+    """Escape ``text`` and turn `back-quoted` spans into <code> elements."""
+    from markupsafe import Markup, escape
+
+    parts = re.split(r"`([^`]+)`", str(text))
+    out = [
+        escape(p) if i % 2 == 0 else Markup("<code>") + escape(p) + Markup("</code>")
+        for i, p in enumerate(parts)
+    ]
+    return Markup("").join(out)
+
+
+def render_report(inputs: ReportInputs, *, quiet: bool = True) -> str:
+    """The report page (HTML text) for ``inputs``; a pure function of them."""
+    from markupsafe import Markup
+
+    def safe(section: dict[str, Any]) -> dict[str, Any]:
+        if section.get("svg"):
+            section["svg"] = Markup(section["svg"])
+        for fig in section.get("figures", []):
+            fig["svg"] = Markup(fig["svg"])
+        return section
+
+    task = _text(inputs.run.get("task")) or inputs.out_dir.name
+    context = {
+        "task": task,
+        "card": _run_card(inputs),
+        "board": _leaderboard(inputs),
+        "forest": safe(_forest(inputs)),
+        "curves": safe(_curves(inputs, quiet)),
+        "pool": safe(_pool(inputs)),
+        "bias": safe(_pooling_bias(inputs)),
+        "annotation": safe(_annotation(inputs)),
+        "per_query": _per_query(inputs),
+        "files": _files(inputs),
+        "unreadable": {
+            k: v for k, v in inputs.absent.items() if v != "missing" and not k.startswith("curves/")
+        },
+    }
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+def build_report(out_dir: Path, *, quiet: bool = True) -> Path:
+    """Read the output directory ``out_dir`` and write ``out_dir/report.html`` atomically.
+
+    A pure function of the files in ``out_dir`` (``receval report DIR`` and ``receval score``
+    produce identical pages from identical files).  Raises
+    :class:`~receval.errors.BundleError` when ``leaderboard.csv`` or ``run.json`` is missing
+    or unreadable.  ``quiet=False`` shows a progress bar on a terminal while figures are drawn.
+    """
+    inputs = read_report_inputs(Path(out_dir))
+    path = Path(out_dir) / "report.html"
+    write_text_atomic(path, render_report(inputs, quiet=quiet))
+    return path
+
+
+def section_html(page: str, section_id: str) -> str:
+    """The ``<section id=...>`` element of a rendered page (for tests and comparisons)."""
+    match = re.search(rf'<section id="{re.escape(section_id)}".*?</section>', page, flags=re.S)
+    if match is None:
+        raise KeyError(section_id)
+    return match.group(0)

@@ -1,0 +1,668 @@
+"""Figures of the HTML report, drawn with matplotlib's SVG backend and inlined in the page.
+
+Every figure has a title, axis labels and a legend, uses the Okabe–Ito colour-blind-safe palette
+(with marker shapes and line styles as a second cue), and is returned as a compact ``<svg>``
+element ready to be placed in an HTML document: no XML prologue, no external references, ids
+prefixed per figure so several figures can share one page, coordinates rounded to 0.1 pt.
+
+The figures only *show* numbers that the CSV/JSON outputs hold; nothing is estimated here except
+Dimm's reference curve X(R; ρ, β), which is evaluated from the fitted β in ``run.json`` with
+:func:`receval.extrapolation.reference_precision` (a model curve, labelled as such).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ParamSpec
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+#: Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
+PALETTE = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+}
+
+#: Most points drawn per curve series (the CSV keeps every knot).
+MAX_CURVE_POINTS = 120
+
+_RC = {
+    "svg.fonttype": "none",  # text stays text: small files, selectable, printable
+    "svg.hashsalt": "receval-report",  # deterministic clip-path ids
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "font.size": 9.0,
+    "axes.titlesize": 10.0,
+    "axes.labelsize": 9.0,
+    "legend.fontsize": 8.0,
+    "legend.framealpha": 0.9,
+    "xtick.labelsize": 8.0,
+    "ytick.labelsize": 8.0,
+    "axes.prop_cycle": matplotlib.cycler(color=list(PALETTE.values())),
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "path.simplify": True,
+}
+
+_NUMBER = re.compile(r"(-?\d+\.\d)\d+")
+_ATTRIBUTE = re.compile(r'(\s[\w:-]+=")([^"]*)(")')
+
+
+P = ParamSpec("P")
+
+
+def _styled(func: Callable[P, str]) -> Callable[P, str]:
+    """Run a figure function inside the report's matplotlib style (fonts, palette, SVG text)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> str:
+        with matplotlib.rc_context(_RC):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class ForestPanel:
+    """One panel of :func:`forest_plot`: the leaderboard column, its title and x label."""
+
+    column: str
+    title: str
+    xlabel: str
+
+
+def _figure(width: float, height: float, **kwargs: object) -> Figure:
+    return Figure(figsize=(width, height), **kwargs)
+
+
+def _render(fig: Figure, name: str, title: str) -> str:
+    """The figure as a compact inline ``<svg>`` element (see the module docstring)."""
+    buf = io.StringIO()
+    fig.savefig(
+        buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None}
+    )
+    return inline_svg(buf.getvalue(), name, title)
+
+
+def inline_svg(svg: str, name: str, title: str) -> str:
+    """Turn a standalone SVG document written by matplotlib into an inline ``<svg>`` element.
+
+    Drops the XML prologue, metadata, namespace declarations (the HTML parser supplies them)
+    and the document-wide ``<style>`` (the page's CSS has it); removes ids nobody refers to and
+    prefixes the others with ``name``; rounds attribute numbers to one decimal; makes the
+    element scale to its container (``viewBox`` kept, natural width as ``max-width``).
+    """
+    svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r"<style[^>]*>.*?</style>", "", svg, flags=re.S)
+    svg = re.sub(r'\s(xmlns(:\w+)?|version)="[^"]*"', "", svg)
+    svg = re.sub(r'\stransform="rotate\(-0 [^)]*\)"', "", svg)
+    used = set(re.findall(r"url\(#([^)]+)\)", svg)) | set(re.findall(r'href="#([^"]+)"', svg))
+
+    def rename_id(match: re.Match[str]) -> str:
+        ident = match.group(1)
+        return f' id="{name}-{ident}"' if ident in used else ""
+
+    svg = re.sub(r'\sid="([^"]+)"', rename_id, svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{name}-{m.group(1)})", svg)
+    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{name}-{m.group(1)}"', svg)
+
+    def compact(match: re.Match[str]) -> str:
+        value = _NUMBER.sub(r"\1", match.group(2))
+        if match.group(1).strip() == 'd="':
+            value = re.sub(r"\s+", " ", value).strip()
+            value = re.sub(r" ?([MLZCQz]) ?", r"\1", value)
+        return match.group(1) + value + match.group(3)
+
+    svg = _ATTRIBUTE.sub(compact, svg)
+    svg = re.sub(r">\s+<", "><", svg)
+    svg = re.sub(r"<defs></defs>", "", svg)
+    width = re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', svg)
+    svg = re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=1)
+    svg = re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=1)
+    max_width = f' style="max-width:{width.group(1)}pt"' if width else ""
+    text = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    attr = text.replace('"', "&quot;")
+    head = f'<svg class="plot" role="img" aria-label="{attr}" data-figure="{name}"{max_width}'
+    svg = svg.replace("<svg", head, 1)
+    return svg.replace(">", f"><title>{text}</title>", 1)
+
+
+def _finite(values: object) -> np.ndarray:
+    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- forest plots
+
+
+def _tier_bands(ax, tiers: Sequence[object]) -> bool:
+    """Shade every other tier (consecutive rows of one tier form a band); True if any tier."""
+    values = [
+        "" if t is None or (isinstance(t, float) and math.isnan(t)) else str(t) for t in tiers
+    ]
+    if not any(values):
+        return False
+    start, band = 0, 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            if band % 2 == 0:
+                ax.axhspan(start - 0.5, i - 0.5, color="#000000", alpha=0.07, lw=0, zorder=0)
+            band += 1
+            start = i
+    return True
+
+
+@_styled
+def forest_plot(
+    board: pd.DataFrame,
+    panels: Sequence[ForestPanel],
+    *,
+    interval_label: str | None,
+    name: str = "forest",
+    methods: Sequence[str] | None = None,
+) -> str:
+    """Forest plot: one row per system in leaderboard (rank) order, one panel per metric.
+
+    Each panel shows the point estimate and the ``_lo``–``_hi`` interval of its column; tiers
+    (systems not distinguishable at the chosen level) are shaded as alternating bands.  For the
+    precision-at-target column, ``methods`` (one per row: ``curve`` or ``dimm``) picks the
+    marker, so model extrapolations are visibly different from curve estimates.
+    """
+    n = len(board)
+    labels = [str(s) for s in board["system"]]
+    height = max(2.6, 0.16 * n + 1.6)
+    fig = _figure(1.4 + 2.9 * len(panels), height)
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    y = np.arange(n)
+    has_tiers = False
+    any_interval = False
+    any_dimm = False
+    for ax, panel in zip(axes, panels, strict=True):
+        has_tiers = _tier_bands(ax, list(board.get("tier", [None] * n))) or has_tiers
+        est = _finite(board.get(panel.column, [math.nan] * n))
+        lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
+        hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
+        ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
+        if ok.any():
+            any_interval = True
+            ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
+        dimm = np.zeros(n, bool)
+        if methods is not None and panel.column == "precision_at_target":
+            dimm = np.array([str(m) == "dimm" for m in methods], bool)
+        plain = np.isfinite(est) & ~dimm
+        ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
+        if (dimm & np.isfinite(est)).any():
+            any_dimm = True
+            sel = dimm & np.isfinite(est)
+            ax.plot(
+                est[sel],
+                y[sel],
+                "D",
+                mfc="white",
+                mec=PALETTE["vermillion"],
+                mew=1.2,
+                ms=4,
+                zorder=3,
+            )
+        ax.set_title(panel.title)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_xlim(left=0.0)
+        ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+        ax.set_axisbelow(True)
+    axes[0].set_yticks(y, labels, fontsize=7 if n > 30 else 8)
+    axes[0].set_ylim(n - 0.5, -0.5)
+    axes[0].set_ylabel("system (in rank order, best first)")
+    handles = [
+        Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4),
+    ]
+    texts = ["estimate"]
+    if any_interval:
+        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
+        texts.append(interval_label or "interval")
+    if any_dimm:
+        handles.append(
+            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
+        )
+        texts.append("model extrapolation (Dimm)")
+    if has_tiers:
+        handles.append(Patch(color="#000000", alpha=0.07, lw=0))
+        texts.append("tier (alternate tiers shaded)")
+    fig.legend(
+        handles,
+        texts,
+        loc="lower center",
+        ncol=len(texts),
+        frameon=False,
+        bbox_to_anchor=(0.5, 0.0),
+    )
+    fig.subplots_adjust(
+        left=1.3 / fig.get_figwidth(),
+        right=0.98,
+        top=1 - 0.45 / height,
+        bottom=0.85 / height,
+        wspace=0.08,
+    )
+    return _render(fig, name, "Forest plot: " + ", ".join(p.title for p in panels))
+
+
+# --------------------------------------------------------------------------- precision curves
+
+
+def thin_curve(curve: pd.DataFrame, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
+    """At most about ``max_points`` rows of a curve table, for drawing only.
+
+    Keeps the first and last knots, every queried point (or an evenly spread subset of them
+    when there are more than ``max_points // 2``), and the knots nearest to a grid that is half
+    geometric in rank (the head, where precision changes fastest) and half uniform.  The CSV
+    keeps every knot; this only bounds the size of the figure.
+    """
+    n = len(curve)
+    if n <= max_points:
+        return curve.reset_index(drop=True)
+    ranks = _finite(curve["rank"]) if "rank" in curve else np.arange(1.0, n + 1.0)
+    keep = {0, n - 1}
+    if "queried" in curve:
+        queried = np.flatnonzero(_finite(curve["queried"]) == 1)
+        quota = max_points // 2
+        if queried.size > quota:
+            queried = queried[np.linspace(0, queried.size - 1, quota).round().astype(int)]
+        keep.update(int(i) for i in queried)
+    budget = max(max_points - len(keep), 2)
+    lo, hi = max(np.nanmin(ranks), 1.0), max(np.nanmax(ranks), 1.0)
+    grid = np.concatenate(
+        [np.geomspace(lo, hi, budget // 2), np.linspace(lo, hi, budget - budget // 2)]
+    )
+    order = np.argsort(ranks, kind="stable")
+    pos = np.clip(np.searchsorted(ranks[order], grid), 0, n - 1)
+    keep.update(int(i) for i in order[pos])
+    return curve.iloc[sorted(keep)].reset_index(drop=True)
+
+
+_KIND_LABEL = {
+    "bound": "guaranteed bounds",
+    "interval": "interval",
+    "envelope": "envelope [lb, ub]",
+}
+
+_METHOD_LABEL = {
+    "paula": "PAULA",
+    "adastrat": "AdaStrat",
+    "logstrat": "LogStrat",
+    "random": "random sampling",
+    "random_sampling": "random sampling",
+    "sample": "precision samples",
+}
+
+
+def method_label(method: object) -> str:
+    """Display name of a curve method (``paula`` -> ``PAULA``)."""
+    text = str(method or "")
+    return _METHOD_LABEL.get(text.lower(), text or "curve")
+
+
+@dataclass(frozen=True)
+class DimmPoint:
+    """A system's Dimm extrapolation as recorded in ``run.json`` (a model extrapolation)."""
+
+    recall: float
+    precision: float
+    prevalence: float
+    beta: float
+    target: float
+    at_target: float = math.nan
+    at_target_lo: float = math.nan
+    at_target_hi: float = math.nan
+
+
+def _draw_dimm(ax, dimm: DimmPoint, *, mark_target: bool) -> None:
+    from receval.extrapolation import reference_precision
+
+    top = max(1.0, dimm.target)
+    r = np.linspace(0.0, top, 201)[1:]
+    x = reference_precision(r, dimm.prevalence, dimm.beta)
+    ax.plot(
+        r,
+        x,
+        ls="--",
+        lw=1.3,
+        color=PALETTE["vermillion"],
+        label=f"Dimm reference curve X(R; ρ={dimm.prevalence:.3g}, β={dimm.beta:.3g})",
+        zorder=3,
+    )
+    ax.plot(
+        [dimm.recall],
+        [dimm.precision],
+        "o",
+        ms=6,
+        mfc=PALETTE["vermillion"],
+        mec="black",
+        label=f"system's point (R={dimm.recall:.3f}, P={dimm.precision:.3f})",
+        zorder=5,
+    )
+    if mark_target and math.isfinite(dimm.at_target):
+        yerr = None
+        if math.isfinite(dimm.at_target_lo) and math.isfinite(dimm.at_target_hi):
+            yerr = [
+                [max(dimm.at_target - dimm.at_target_lo, 0.0)],
+                [max(dimm.at_target_hi - dimm.at_target, 0.0)],
+            ]
+        ax.errorbar(
+            [dimm.target],
+            [dimm.at_target],
+            yerr=yerr,
+            fmt="D",
+            ms=6,
+            mfc="white",
+            mec=PALETTE["vermillion"],
+            ecolor=PALETTE["vermillion"],
+            capsize=3,
+            label=f"extrapolated precision at R_T (model, {dimm.at_target:.3f})",
+            zorder=6,
+        )
+
+
+def curve_panels(curve: pd.DataFrame | None, extrapolated: bool) -> int:
+    """Panels of :func:`curve_plot`: 2 when Dimm's curve cannot share the curve's axes (the
+    curve table has no recall to put it on), else 1."""
+    if curve is None or len(curve) == 0:
+        return 1
+    recall = _finite(curve["recall"]) if "recall" in curve else np.array([np.nan])
+    return 2 if extrapolated and not np.isfinite(recall).all() else 1
+
+
+@_styled
+def curve_plot(
+    system: str,
+    curve: pd.DataFrame | None,
+    *,
+    method: str = "",
+    kind: str = "",
+    target_recall: float | None = None,
+    dimm: DimmPoint | None = None,
+    at_target: tuple[float, float, float] | None = None,
+    name: str = "curve",
+) -> str:
+    """A system's precision curve with its bounds/interval/envelope, queried points and target.
+
+    The x axis is recall when the curve table has a recall for every drawn point (then the
+    target recall line and, for an extrapolated system, Dimm's reference curve share the axes),
+    otherwise rank (log scale) with Dimm's curve in a second panel.  ``at_target`` is the
+    leaderboard's (estimate, lower, upper) precision at the target from the curve.  Queried
+    points are marked on the curve when there are few, as ticks along the x axis otherwise.
+    """
+    have_curve = curve is not None and len(curve) > 0
+    x_is_recall = False
+    if have_curve:
+        thin = thin_curve(curve)
+        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
+        x_is_recall = bool(np.isfinite(recall).all())
+    panels = curve_panels(curve, dimm is not None)
+    dimm_panel = dimm is not None and (not have_curve or not x_is_recall)
+    fig = _figure(4.4 * panels, 4.6, layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    pos = 0
+    target_ok = target_recall is not None and math.isfinite(target_recall)
+    if have_curve:
+        ax = axes[pos]
+        pos += 1
+        x = recall if x_is_recall else _finite(thin["rank"])
+        p, lo, hi = (_finite(thin[c]) for c in ("precision", "lower", "upper"))
+        label = method_label(method)
+        band = np.isfinite(lo) & np.isfinite(hi)
+        if band.any():
+            ax.fill_between(
+                x[band],
+                lo[band],
+                hi[band],
+                step="post",
+                color=PALETTE["sky"],
+                alpha=0.45,
+                lw=0,
+                label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
+            )
+        ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
+        queried = _finite(thin["queried"]) == 1 if "queried" in thin else np.zeros(len(x), bool)
+        count = int(_finite(curve["queried"]).__eq__(1).sum()) if "queried" in curve else 0
+        if queried.any() and queried.sum() <= 30:
+            ax.plot(
+                x[queried],
+                p[queried],
+                "x",
+                color=PALETTE["blue"],
+                ms=4.5,
+                mew=1.1,
+                label=f"queried points ({count})",
+            )
+        elif queried.any():
+            xs = np.repeat(x[queried], 3)
+            ys = np.tile([0.0, 0.035, np.nan], int(queried.sum()))
+            xs[2::3] = np.nan
+            ax.plot(
+                xs,
+                ys,
+                color=PALETTE["blue"],
+                lw=0.8,
+                label=f"queried points ({count}; ticks on the axis)",
+            )
+        if x_is_recall:
+            ax.set_xlabel("recall (estimated, top-k of the ranked output)")
+            if dimm is not None:
+                _draw_dimm(ax, dimm, mark_target=True)
+            if target_ok:
+                ax.axvline(
+                    target_recall,
+                    color=PALETTE["green"],
+                    ls=":",
+                    lw=1.5,
+                    label=f"target recall R_T = {target_recall:g}",
+                )
+            if target_ok and at_target is not None and dimm is None and math.isfinite(at_target[0]):
+                est, a, b = at_target
+                yerr = None
+                if math.isfinite(a) and math.isfinite(b):
+                    yerr = [[max(est - a, 0.0)], [max(b - est, 0.0)]]
+                ax.errorbar(
+                    [target_recall],
+                    [est],
+                    yerr=yerr,
+                    fmt="s",
+                    ms=5,
+                    color=PALETTE["green"],
+                    capsize=3,
+                    label=f"precision at R_T from the curve ({est:.3f})",
+                    zorder=6,
+                )
+            right = max(np.nanmax(x) * 1.05, (target_recall or 0.0) * 1.1, 0.05)
+            if dimm is not None:
+                right = max(right, dimm.recall * 1.1)
+            ax.set_xlim(0.0, right)
+        else:
+            ax.set_xscale("log")
+            ax.set_xlabel("rank (log scale; no recall in this curve)")
+        ax.set_ylabel("precision")
+        ax.set_ylim(0.0, 1.03)
+        ax.set_title(f"{system}: precision curve ({label})", fontsize=9)
+        ax.grid(color="#e5e5e5", lw=0.6)
+    if dimm_panel:
+        ax = axes[pos]
+        _draw_dimm(ax, dimm, mark_target=True)
+        if target_ok:
+            ax.axvline(
+                target_recall,
+                color=PALETTE["green"],
+                ls=":",
+                lw=1.5,
+                label=f"target recall R_T = {target_recall:g}",
+            )
+        ax.set_xlim(0.0, 1.0)
+        ax.set_ylim(0.0, 1.03)
+        ax.set_xlabel("recall R")
+        ax.set_ylabel("precision")
+        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9)
+        ax.grid(color="#e5e5e5", lw=0.6)
+    handles, texts = [], []
+    for ax in axes:
+        h, t = ax.get_legend_handles_labels()
+        handles += h
+        texts += t
+    fig.legend(handles, texts, loc="outside lower left", fontsize=7, frameon=False, ncol=panels)
+    return _render(fig, name, f"Precision curve of {system}")
+
+
+# --------------------------------------------------------------------------- pool and pooling bias
+
+
+@_styled
+def pool_coverage_plot(
+    estimate: float,
+    lower: float,
+    upper: float,
+    *,
+    interval_label: str | None,
+    found: tuple[int, int] | None = None,
+    name: str = "pool-coverage",
+) -> str:
+    """θ̂ (share of correct facts some system output) with its interval on [0, 1].
+
+    ``found`` = (exhaustively found correct facts that some system output, all exhaustively
+    found correct facts): the raw share in the annotated units, shown for comparison.
+    """
+    fig = _figure(6.0, 2.3, layout="constrained")
+    ax = fig.subplots()
+    if math.isfinite(lower) and math.isfinite(upper):
+        ax.hlines([0], [lower], [upper], color=PALETTE["blue"], lw=3, label=interval_label)
+    ax.plot([estimate], [0], "o", color=PALETTE["black"], ms=7, label=f"θ̂ = {estimate:.3f}")
+    if found is not None and found[1] > 0:
+        share = found[0] / found[1]
+        ax.plot(
+            [share],
+            [0],
+            "|",
+            color=PALETTE["vermillion"],
+            ms=16,
+            mew=2,
+            label=f"unweighted share in the exhaustive units ({found[0]}/{found[1]})",
+        )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(-1, 1)
+    ax.set_yticks([])
+    ax.spines["left"].set_visible(False)
+    ax.set_xlabel("pool coverage θ (share of all correct facts that some system output)")
+    ax.set_title("Pool coverage θ̂ with interval")
+    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
+    return _render(fig, name, "Pool coverage with interval")
+
+
+@_styled
+def pooling_bias_plot(bias: pd.DataFrame, *, name: str = "pooling-bias") -> str:
+    """Per team: official closed-world F1 with the full pool, with the team left out, joint F1.
+
+    Teams are sorted by ``delta_f1`` = leave-team-out minus full-pool official F1 (most negative
+    first); a line joins each team's two official scores so the size of the pooling effect is
+    read as its length.
+    """
+    frame = bias.copy()
+    frame["_delta"] = _finite(frame.get("delta_f1", [math.nan] * len(frame)))
+    frame = frame.sort_values("_delta", ascending=True, na_position="last", kind="stable")
+    n = len(frame)
+    height = max(2.4, 0.22 * n + 1.6)
+    fig = _figure(6.4, height, layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(n)
+    off = _finite(frame.get("official_f1", [math.nan] * n))
+    lto = _finite(frame.get("official_f1_lto", [math.nan] * n))
+    joint = _finite(frame.get("joint_f1", [math.nan] * n))
+    both = np.isfinite(off) & np.isfinite(lto)
+    ax.hlines(y[both], off[both], lto[both], color="#999999", lw=1.2, zorder=1)
+    ax.plot(off, y, "o", color=PALETTE["black"], ms=5, label="official F1, full pool", zorder=3)
+    ax.plot(
+        lto,
+        y,
+        "s",
+        mfc="white",
+        mec=PALETTE["orange"],
+        mew=1.4,
+        ms=5,
+        label="official F1, team's unique facts left out of the pool",
+        zorder=3,
+    )
+    if np.isfinite(joint).any():
+        ax.plot(
+            joint,
+            y,
+            "^",
+            color=PALETTE["blue"],
+            ms=5,
+            label="joint F1 (sample-based, open-world)",
+            zorder=3,
+        )
+    ax.set_yticks(y, [str(t) for t in frame["team"]])
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_ylabel("team (by Δ F1)")
+    ax.set_xlabel("F1 (mean over the team's systems)")
+    ax.set_xlim(left=0.0)
+    ax.set_title("Pooling bias: official closed-world F1 vs leave-team-out")
+    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
+    ax.grid(axis="x", color="#e5e5e5", lw=0.6)
+    return _render(fig, name, "Pooling bias per team")
+
+
+@_styled
+def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
+    """Per system (leaderboard order): drawn facts split into labels shared with other systems'
+    outputs (reused) and facts only this system output; the number of draws as a tick."""
+    n = len(spend)
+    height = max(2.6, 0.16 * n + 1.7)
+    fig = _figure(6.4, height, layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(n)
+    facts = _finite(spend["drawn_facts"])
+    shared = _finite(spend.get("drawn_facts_shared", [0] * n))
+    own = np.clip(np.nan_to_num(facts) - np.nan_to_num(shared), 0, None)
+    ax.barh(y, own, color=PALETTE["blue"], height=0.72, label="drawn facts only this system output")
+    ax.barh(
+        y,
+        np.nan_to_num(shared),
+        left=own,
+        color=PALETTE["orange"],
+        height=0.72,
+        hatch="///",
+        edgecolor="white",
+        lw=0,
+        label="drawn facts other systems also output (label reused)",
+    )
+    if "draws" in spend:
+        ax.plot(
+            _finite(spend["draws"]),
+            y,
+            "|",
+            color=PALETTE["black"],
+            ms=7,
+            mew=1.6,
+            label="draws (with repeats)",
+        )
+    ax.set_yticks(y, [str(s) for s in spend["system"]], fontsize=7 if n > 30 else 8)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlabel("labelled facts drawn for the system")
+    ax.set_ylabel("system (leaderboard order)")
+    ax.set_title("Annotation spend per system")
+    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
+    ax.grid(axis="x", color="#e5e5e5", lw=0.6)
+    ax.set_axisbelow(True)
+    return _render(fig, name, "Annotation spend per system")

@@ -1,0 +1,336 @@
+"""report.html in headless Chromium, driven over the DevTools protocol (Python stdlib only).
+
+Asserts: no console errors or uncaught exceptions, no request but the page's own file, one
+leaderboard row per system, every figure present with a non-empty drawing, the sort buttons
+work.  A full-page screenshot is kept as a test artifact (its path is printed).  Skips with
+the reason when Debian's ``chromium`` is not installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from receval.report.html import build_report
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class DevTools:
+    """A minimal client of the Chrome DevTools protocol over one page's websocket (RFC 6455)."""
+
+    def __init__(self, port: int, path: str, timeout: float = 60.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(1)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection during the handshake")
+            head += chunk
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            raise ConnectionError(f"websocket handshake refused: {head[:200]!r}")
+        self.next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _send(self, text: str) -> None:
+        payload = text.encode()
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            header = struct.pack("!BB", 0x81, 0x80 | n)
+        elif n < 1 << 16:
+            header = struct.pack("!BBH", 0x81, 0x80 | 126, n)
+        else:
+            header = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(header + mask + masked)
+
+    def _receive(self) -> dict[str, Any]:
+        message = b""
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                (n,) = struct.unpack("!H", self._exact(2))
+            elif n == 127:
+                (n,) = struct.unpack("!Q", self._exact(8))
+            data = self._exact(n)
+            opcode = b0 & 0x0F
+            if opcode == 0x8:
+                raise ConnectionError("DevTools closed the websocket")
+            if opcode in (0x9, 0xA):  # ping / pong: not used by DevTools, ignore
+                continue
+            message += data
+            if b0 & 0x80:
+                return json.loads(message)
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        ident = self.next_id
+        self._send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            msg = self._receive()
+            if msg.get("id") == ident:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_for(self, event: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        for msg in self.events:
+            if msg.get("method") == event:
+                return msg
+        while time.monotonic() < deadline:
+            msg = self._receive()
+            self.events.append(msg)
+            if msg.get("method") == event:
+                return msg
+        raise TimeoutError(event)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(result["exceptionDetails"])
+        return result["result"].get("value")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_chromium(profile: Path) -> tuple[subprocess.Popen, DevTools]:
+    """Start headless Chromium with remote debugging on a free loopback port; connect to its page."""
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--hide-scrollbars",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+        port_file.exists() and port_file.read_text().count("\n") >= 1
+    ):
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with code {proc.returncode}")
+        time.sleep(0.1)
+    if not port_file.exists():
+        proc.kill()
+        raise RuntimeError("chromium did not open its DevTools port within 60 s")
+    port = int(port_file.read_text().split()[0])
+    import http.client
+
+    for _ in range(100):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/json/list")
+        targets = json.loads(conn.getresponse().read())
+        conn.close()
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("chromium has no page target")
+    ws_path = "/" + pages[0]["webSocketDebuggerUrl"].split("/", 3)[3]
+    return proc, DevTools(port, ws_path)
+
+
+def inspect_page(html: Path, profile: Path, screenshot: Path) -> dict[str, Any]:
+    """Load ``html`` in Chromium; return the requests, console errors, DOM facts; save a screenshot."""
+    proc, dt = open_chromium(profile)
+    try:
+        for domain in ("Network", "Runtime", "Log", "Page"):
+            dt.call(f"{domain}.enable")
+        dt.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        url = html.resolve().as_uri()
+        dt.call("Page.navigate", url=url)
+        dt.wait_for("Page.loadEventFired")
+        facts = dt.evaluate(
+            """(() => {
+              const figs = Array.from(document.querySelectorAll('svg.plot')).map(s => {
+                const r = s.getBoundingClientRect();
+                return {name: s.dataset.figure, width: r.width, height: r.height,
+                        marks: s.querySelectorAll('path, use, text').length,
+                        title: (s.querySelector('title') || {}).textContent || ''};
+              });
+              const table = document.querySelector('#leaderboard-table');
+              const systems = table ? Array.from(table.tBodies[0].rows).map(r => r.cells[3].childNodes[0].textContent) : [];
+              return {figures: figs, systems: systems,
+                      sections: Array.from(document.querySelectorAll('section')).map(s => s.id),
+                      height: document.documentElement.scrollHeight};
+            })()"""
+        )
+        # sort by system name (descending after two clicks) with the header buttons
+        facts["sorted"] = dt.evaluate(
+            """(() => {
+              const table = document.querySelector('#leaderboard-table');
+              const button = table.tHead.rows[0].cells[3].querySelector('button');
+              if (!button) return null;
+              button.click(); button.click();
+              return Array.from(table.tBodies[0].rows).map(r => r.cells[3].childNodes[0].textContent);
+            })()"""
+        )
+        dt.evaluate("location.reload()")
+        dt.events.clear()
+        dt.wait_for("Page.loadEventFired")
+        height = int(facts["height"])
+        dt.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=min(height, 16000),
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        screenshot.write_bytes(base64.b64decode(shot["data"]))
+        time.sleep(0.2)
+        dt.call("Runtime.evaluate", expression="1")  # drain late events
+        events = list(dt.events)
+    finally:
+        dt.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+    return {"facts": facts, "events": events, "url": url}
+
+
+def _problems(events: list[dict[str, Any]], url: str) -> tuple[list[str], list[str]]:
+    errors, requests = [], []
+    for e in events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            errors.append(json.dumps(params.get("exceptionDetails", {}))[:300])
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            errors.append(json.dumps(params.get("args", []))[:300])
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            errors.append(params["entry"].get("text", "")[:300])
+        elif method == "Network.requestWillBeSent":
+            requests.append(params.get("request", {}).get("url", ""))
+    return errors, [r for r in requests if r != url]
+
+
+@pytest.fixture(scope="module")
+def loaded_page(tmp_path_factory, full_output_dir):
+    if CHROMIUM is None:
+        pytest.skip(
+            "headless Chromium not installed (Debian package 'chromium'; .ci/run installs it "
+            "with apt-get where it can): the browser check of report.html is skipped"
+        )
+    out = full_output_dir
+    page = build_report(out)
+    work = tmp_path_factory.mktemp("browser")
+    screenshot = work / "report.png"
+    result = inspect_page(page, work / "profile", screenshot)
+    print(f"\nscreenshot of report.html: {screenshot}")
+    return out, result, screenshot
+
+
+def test_no_console_errors_and_no_requests(loaded_page):
+    _, result, _ = loaded_page
+    errors, requests = _problems(result["events"], result["url"])
+    assert errors == []
+    assert requests == []
+    # the page itself was requested: the network log is live, so an empty list means something
+    assert any(
+        e.get("method") == "Network.requestWillBeSent"
+        and e["params"]["request"]["url"] == result["url"]
+        for e in result["events"]
+    )
+
+
+def test_leaderboard_has_one_row_per_system(loaded_page):
+    out, result, _ = loaded_page
+    import pandas as pd
+
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str}, keep_default_na=False)
+    assert result["facts"]["systems"] == list(board["system"])
+    assert result["facts"]["sorted"] == sorted(board["system"], reverse=True)
+
+
+def test_every_figure_is_present_and_drawn(loaded_page):
+    out, result, _ = loaded_page
+    import pandas as pd
+
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str}, keep_default_na=False)
+    figures = result["facts"]["figures"]
+    names = [f["name"] for f in figures]
+    n_curves = len(list((out / "curves").glob("*.csv")))
+    assert names[:1] == ["forest"]
+    assert {"pool-coverage", "pooling-bias", "annotation"} <= set(names)
+    assert sum(name.startswith("curve-") for name in names) == len(board) >= n_curves
+    for fig in figures:
+        assert fig["width"] > 100 and fig["height"] > 60, fig
+        assert fig["marks"] > 20, fig  # axes, ticks, labels and data: an empty SVG has none
+        assert fig["title"], fig
+    assert result["facts"]["sections"] == [
+        "run-card",
+        "leaderboard",
+        "forest",
+        "curves",
+        "pool",
+        "annotation",
+        "per-query",
+        "files",
+    ]
+
+
+def test_screenshot_kept(loaded_page):
+    _, _, screenshot = loaded_page
+    data = screenshot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack("!II", data[16:24])
+    assert width == 1280 and height > 2000
