@@ -551,6 +551,18 @@ def sample(
     help="About how many true facts the exhaustively annotated documents hold.",
 )
 @click.option(
+    "--exhaustive-units",
+    type=click.IntRange(0, None),
+    default=None,
+    help="Documents to annotate exhaustively (default: enough for --exhaustive-facts).",
+)
+@click.option(
+    "--provenance/--no-provenance",
+    default=False,
+    show_default=True,
+    help="Give every output a provenance (document) column.",
+)
+@click.option(
     "--annotators",
     type=click.IntRange(1, 100),
     default=1,
@@ -581,6 +593,8 @@ def simulate(
     teams: int | None,
     per_system: int,
     exhaustive_facts: float,
+    exhaustive_units: int | None,
+    provenance: bool,
     annotators: int,
     annotator_error: float,
     distribution: str,
@@ -592,7 +606,8 @@ def simulate(
 
     Teams of overlapping systems, precision 0.1-0.7 and recall 0.05-0.4, confidence scores that
     correlate with correctness, shared wrong answers, documents holding the true facts (pool
-    coverage well below 1), one simulated annotation round and exhaustive units.
+    coverage well below 1), one simulated annotation round and exhaustive units.  The embedded
+    default task is `receval simulate data/kbp-sim --seed 2022`.
     """
     from receval.simulate import SimulationConfig, simulate_task
 
@@ -603,6 +618,8 @@ def simulate(
         name=name or out.name,
         per_system=per_system,
         exhaustive_facts=exhaustive_facts,
+        exhaustive_units=exhaustive_units,
+        provenance=provenance,
         annotators=annotators,
         annotator_error=annotator_error,
         distribution=distribution,

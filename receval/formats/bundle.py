@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from receval.config import TaskConfig, dump_config
-from receval.formats.tables import write_table
+from receval.formats.tables import current_umask, write_table
 
 #: Bundle tables in the order they are written, with their required columns.
 BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
@@ -50,6 +50,7 @@ def write_bundle(
             raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is meant to be shared
     try:
         if config is not None:
             (tmp / "task.toml").write_text(dump_config(config), encoding="utf-8")

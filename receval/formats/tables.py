@@ -213,12 +213,20 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 # atomic writing
 
 
+def current_umask() -> int:
+    """The process umask (read without changing it for more than an instant)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs are meant to be shared
     os.close(fd)
     tmp_path = Path(tmp)
     try:
