@@ -124,8 +124,8 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     # membership and targets of the drawn facts
     t_all = _targets(task, target)
     sub = outputs[outputs["fact"].isin(drawn)]
-    rows = np.searchsorted(drawn, sub["fact"].to_numpy())
-    cols = sub["system"].map(sys_index).to_numpy()
+    rows = np.searchsorted(drawn, sub["fact"].to_numpy()).astype(np.int64)
+    cols = sub["system"].map(sys_index).to_numpy().astype(np.int64)
     member = np.zeros((D, m), bool)
     member[rows, cols] = True
     tgt = np.zeros((D, m))

@@ -1,0 +1,305 @@
+"""receval simulate → validate → sample → score, as an organiser runs them (CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from receval.cli import cli
+from receval.scoring import LEADERBOARD_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("score") / "demo"
+    result = invoke(
+        "simulate", root, "--systems", 12, "--queries", 60, "--per-system", 60, "--seed", 3
+    )
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_validate_prints_the_summary(task):
+    result = invoke("validate", task)
+    assert result.exit_code == 0, result.output
+    for key in (
+        "systems",
+        "teams",
+        "queries",
+        "outputs",
+        "judged facts",
+        "annotators",
+        "conflicts",
+        "exhaustive units",
+    ):
+        assert re.search(rf"^{key}\s+\d+", result.output, re.M), key
+
+
+def test_score_writes_every_output_with_contract_columns(task, tmp_path):
+    out = tmp_path / "out"
+    result = invoke(
+        "score", task, "--out", out, "--bootstrap", 200, "--seed", 1, "--target-recall", 0.1
+    )
+    assert result.exit_code == 0, result.output
+    for name in (
+        "leaderboard.csv",
+        "pool.csv",
+        "conflicts.csv",
+        "run.json",
+        "truth_check.csv",
+        "per_query.csv",
+        "annotation.csv",
+        "pooling_bias.csv",
+    ):
+        assert (out / name).is_file(), name
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert list(board.columns[: len(LEADERBOARD_COLUMNS)]) == LEADERBOARD_COLUMNS
+    target = [
+        "precision_at_target",
+        "precision_at_target_lo",
+        "precision_at_target_hi",
+        "precision_at_target_method",
+    ]
+    assert set(target) <= set(board.columns)
+    assert len(board) == 12 and board["rank"].is_monotonic_increasing
+    assert set(board["precision_at_target_method"].dropna()) <= {"curve", "dimm"}
+    # no silent NaN: every empty estimate has a note saying why
+    for _, row in board.iterrows():
+        for col in (
+            "precision",
+            "recall",
+            "f1",
+            "precision_at_target",
+            "precision_lo",
+            "recall_lo",
+        ):
+            if pd.isna(row[col]):
+                assert isinstance(row["note"], str) and row["note"], (row["system"], col)
+    assert (board["interval"] == "percentile bootstrap 95%, B=200").all()
+    assert (board["rank_lo"] <= board["rank"]).all() and (board["rank"] <= board["rank_hi"]).all()
+    assert board["tier"].min() == 1
+    run = json.loads((out / "run.json").read_text())
+    assert run["bootstrap"] == {"B": 200, "seed": 1, "method": "percentile", "level": 0.95}
+    assert run["options"]["estimator"] == "joint" and "checksums" in run["inputs"]
+    assert run["target"]["recall"] == 0.1 and "systems" in run["target"]
+    assert (out / "curves").is_dir() and any((out / "curves").iterdir())
+
+
+def test_score_is_reproducible_and_replicates_can_be_reused(task, tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert (
+        invoke(
+            "score",
+            task,
+            "--out",
+            a,
+            "--bootstrap",
+            100,
+            "--seed",
+            5,
+            "--save-replicates",
+            "--quiet",
+        ).exit_code
+        == 0
+    )
+    assert (
+        invoke("score", task, "--out", b, "--bootstrap", 100, "--seed", 5, "--quiet").exit_code == 0
+    )
+    assert (
+        invoke(
+            "score",
+            task,
+            "--out",
+            c,
+            "--bootstrap",
+            100,
+            "--seed",
+            9,
+            "--replicates",
+            a / "replicates.npz",
+            "--quiet",
+        ).exit_code
+        == 0
+    )
+    la, lb, lc = (pd.read_csv(d / "leaderboard.csv") for d in (a, b, c))
+    pd.testing.assert_frame_equal(la, lb)
+    pd.testing.assert_frame_equal(la, lc)
+
+
+@pytest.mark.parametrize("method", ["basic", "BCa"])
+def test_other_interval_methods(task, tmp_path, method):
+    out = tmp_path / method
+    result = invoke("score", task, "--out", out, "--bootstrap", 200, "--method", method, "--quiet")
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert board["interval"].iloc[0].startswith(method)
+    ok = board["precision_lo"].notna()
+    assert (board.loc[ok, "precision_lo"] <= board.loc[ok, "precision_hi"]).all()
+
+
+def test_simple_and_official_estimators(task, tmp_path):
+    for estimator in ("simple", "official"):
+        out = tmp_path / estimator
+        result = invoke(
+            "score", task, "--out", out, "--estimator", estimator, "--bootstrap", 100, "--quiet"
+        )
+        assert result.exit_code == 0, result.output
+        board = pd.read_csv(out / "leaderboard.csv")
+        assert (board["estimator"] == estimator).all()
+    official = pd.read_csv(tmp_path / "official" / "leaderboard.csv")
+    assert official["precision_lo"].isna().all() and official["precision"].notna().all()
+
+
+def test_the_joint_estimator_beats_the_simple_one_in_width(task, tmp_path):
+    widths = {}
+    for estimator in ("joint", "simple"):
+        out = tmp_path / estimator
+        assert (
+            invoke(
+                "score", task, "--out", out, "--estimator", estimator, "--bootstrap", 300, "--quiet"
+            ).exit_code
+            == 0
+        )
+        board = pd.read_csv(out / "leaderboard.csv")
+        widths[estimator] = float(np.median(board["precision_hi"] - board["precision_lo"]))
+    assert widths["joint"] < widths["simple"]
+
+
+def test_sample_adds_a_round_and_lists_what_to_annotate(task, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(task, copy)
+    before = pd.read_csv(copy / "samples.tsv", sep="\t")
+    result = invoke("sample", copy, "--per-system", 10, "--seed", 4)
+    assert result.exit_code == 0, result.output
+    after = pd.read_csv(copy / "samples.tsv", sep="\t")
+    assert len(after) == len(before) + 12 * 10
+    assert set(after["sample"]) == {"round-1", "round-2"}
+    todo = pd.read_csv(copy / "to_annotate.tsv", sep="\t", keep_default_na=False)
+    assert (todo["kind"] == "fact").all()
+    assert not todo.duplicated(["query_id", "answer"]).any()
+    # scoring now warns about the unlabelled draws and still estimates with the labelled ones
+    result = CliRunner().invoke(
+        cli, ["score", str(copy), "--out", str(tmp_path / "o"), "--bootstrap", "100"]
+    )
+    assert result.exit_code == 0
+    assert "have no label yet" in result.output
+    # the same seed in the next round draws new items, never overwriting the earlier rounds
+    assert invoke("sample", copy, "--per-system", 10, "--seed", 4).exit_code == 0
+    third = pd.read_csv(copy / "samples.tsv", sep="\t")
+    assert set(third["sample"]) == {"round-1", "round-2", "round-3"}
+
+
+def test_adaptive_sample_sizes_for_a_late_system(task, tmp_path):
+    copy = tmp_path / "late"
+    shutil.copytree(task, copy)
+    samples = pd.read_csv(copy / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    late = sorted(samples["system"].unique())[-1]
+    samples[samples["system"] != late].to_csv(copy / "samples.tsv", sep="\t", index=False)
+    result = invoke("sample", copy, "--adaptive", "--target-width", 0.1, "--seed", 8)
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"^{late}: n = \d+", result.output, re.M)
+    after = pd.read_csv(copy / "samples.tsv", sep="\t")
+    n = int(re.search(rf"^{late}: n = (\d+)", result.output, re.M).group(1))
+    assert (after["system"] == late).sum() == n
+    # a lone system with p = 1/2 needs (z·0.5/W)² ≈ 96 draws at W = 0.1: reuse can only lower it
+    assert 1 <= n <= 1000
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s.assign(prob=s["prob"] * 3), "disagrees with the uniform design"),
+        (lambda s: s.assign(answer=s["answer"] + "-never-output"), "never output"),
+        (lambda s: s.assign(prob=0.0), "outside (0, 1]"),
+    ],
+)
+def test_bad_sample_rows_are_clear_errors(task, tmp_path, edit, message):
+    copy = tmp_path / "bad"
+    shutil.copytree(task, copy)
+    samples = pd.read_csv(
+        copy / "samples.tsv",
+        sep="\t",
+        dtype={"query_id": str, "answer": str},
+        keep_default_na=False,
+    )
+    head = edit(samples.iloc[:1].copy())
+    pd.concat([head, samples.iloc[1:]]).to_csv(copy / "samples.tsv", sep="\t", index=False)
+    result = CliRunner().invoke(
+        cli, ["score", str(copy), "--out", str(tmp_path / "o"), "--bootstrap", "50"]
+    )
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "samples.tsv:2:" in lines[0], (
+        result.output
+    )
+    assert message in lines[0]
+    assert not (tmp_path / "o" / "leaderboard.csv").exists()
+
+
+def test_no_judged_draw_is_a_clear_error(task, tmp_path):
+    copy = tmp_path / "nolabels"
+    shutil.copytree(task, copy)
+    (copy / "judgments.tsv").unlink()
+    result = CliRunner().invoke(cli, ["score", str(copy), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: ") and "no judged sample draws" in result.output
+
+
+def test_extrapolate_json_and_refusal():
+    result = invoke(
+        "extrapolate",
+        "--precision",
+        0.6,
+        "--recall",
+        0.4,
+        "--prevalence",
+        0.05,
+        "--target",
+        0.5,
+        "--json",
+    )
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert {"beta", "precision_at_target", "flags"} <= set(data) and data["flags"] == []
+    assert 0.05 < data["precision_at_target"] < 0.6
+    refused = invoke(
+        "extrapolate", "--precision", 0.01, "--recall", 0.4, "--prevalence", 0.05, "--target", 0.5
+    )
+    assert refused.exit_code == 2 and refused.output.startswith("error: ")
+
+
+def test_readme_main_command_runs_verbatim_after_install(tmp_path):
+    """The README's main command, minus the install step (this environment has receval installed)."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- main-command -->\s*```\s*(.+?)\s*```", text, re.S).group(1).strip()
+    install, _, command = block.partition("&&")
+    assert "pip install" in install
+    command = command.strip()
+    assert command.startswith("receval score data/kbp-sim")
+    exe = shutil.which("receval") or f"{sys.executable} -m receval.cli"
+    proc = subprocess.run(
+        command.replace("receval", exe, 1).replace("reports/kbp-sim", str(tmp_path / "kbp-sim")),
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "kbp-sim" / "leaderboard.csv").is_file()
+    assert "Traceback" not in proc.stderr
