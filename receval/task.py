@@ -399,18 +399,26 @@ def load_task(root: Path | str) -> Task:
         if col not in runs.columns:
             runs[col] = ""
         runs[col] = runs[col].fillna("").astype(str).str.strip()
-    runs["team"] = runs["team"].where(runs["team"] != "", runs["system"])
-    teams = runs.groupby("system")["team"].nunique()
-    if (teams > 1).any():
-        system = teams[teams > 1].index[0]
-        part = runs[runs["system"] == system]
-        first = part["team"].iloc[0]
-        i = (part["team"] != first).to_numpy().nonzero()[0][0]
+    # one team per system; a blank team cell takes the system's team (or its name when no row
+    # names a team)
+    named = runs[runs["team"] != ""]
+    first_team = named.groupby("system")["team"].transform("first")
+    differs = (named["team"] != first_team).to_numpy()
+    if differs.any():
+        i = int(differs.nonzero()[0][0])
+        system = named["system"].iloc[i]
         raise BundleError(
-            Path(part["_file"].iloc[i]),
-            int(part[LINE].iloc[i]),
-            f"system {system!r} is given two teams",
+            Path(named["_file"].iloc[i]),
+            int(named[LINE].iloc[i]),
+            f"system {system!r} is given two teams ({first_team.iloc[i]!r} and "
+            f"{named['team'].iloc[i]!r})",
         )
+    team_of = named.drop_duplicates("system").set_index("system")["team"]
+    mapped = runs["system"].map(team_of)
+    runs["team"] = pd.Series(
+        np.where(mapped.isna(), runs["system"].to_numpy(object), mapped.to_numpy(object)),
+        index=runs.index,
+    ).astype(str)
 
     frames: list[tuple[pd.DataFrame, str]] = [(runs, "runs")]
     judgments = _read_judgments(root, files, config, known)

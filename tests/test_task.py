@@ -108,13 +108,34 @@ def test_runs_folder_mixed_formats_and_optional_columns(tmp_path: Path):
             "runs/notes.txt": "ignored: not a table",
         },
     )
+    pd.DataFrame(
+        {"query_id": ["q3", "q3"], "answer": ["Madrid", "Seville"], "score": [0.5, np.nan]}
+    ).to_parquet(root / "runs" / "C.parquet")
     task = load_task(root)
     out = task.outputs.set_index("system")
-    assert task.systems == ["A", "B"]
-    assert task.teams == {"A": "T1", "B": "B"}
+    assert task.systems == ["A", "B", "C"]
+    assert task.teams == {"A": "T1", "B": "B", "C": "C"}
     assert math.isnan(out.loc["A", "score"])
     assert out.loc["B", "score"].tolist()[0] == 0.25
     assert math.isnan(out.loc["B", "score"].tolist()[1])
+    assert out.loc["C", "answer"].tolist() == ["madrid", "seville"]
+    assert out.loc["C", "score"].tolist()[0] == 0.5
+    assert math.isnan(out.loc["C", "score"].tolist()[1])
+    assert task.raw_outputs.loc[task.raw_outputs["system"] == "C", LINE].tolist() == [1, 2]
+
+
+def test_blank_team_cells_take_the_systems_team(tmp_path: Path):
+    runs = (
+        "system\tteam\tquery_id\tanswer\n"
+        "A\t\tq1\tParis\n"
+        "A\tT1\tq2\tRome\n"
+        "B\t\tq1\tParis\n"
+        "C\tT1\tq3\tMadrid\n"
+    )
+    task = load_task(make_bundle(tmp_path, runs=runs, samples=None))
+    assert task.teams == {"A": "T1", "B": "B", "C": "T1"}
+    assert task.outputs["team"].tolist() == ["T1", "T1", "B", "T1"]
+    assert task.summary()["teams"] == 2
 
 
 # --------------------------------------------------------------------------------------------
