@@ -123,6 +123,17 @@ class CurveMethod(Protocol):
     def run(self, size: int, oracle: Oracle) -> CurveEstimate: ...
 
 
+def staged_plan(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
+    """Missing ``head`` ranks first; once the head is complete, the missing ``rest()`` ranks.
+
+    The non-adaptive methods label the first items exactly before planning the rest.
+    """
+    need = known.missing(head)
+    if need.size:
+        return need
+    return known.missing(rest())
+
+
 def run_to_completion(
     method: CurveMethod, size: int, oracle: Oracle, max_rounds: int = 10_000
 ) -> CurveEstimate:

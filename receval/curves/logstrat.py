@@ -32,13 +32,13 @@ Memory O(s + number of draws) = O(log N · log log N).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion
+from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
@@ -62,14 +62,6 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     if values.size == 0:
         return values
     return values[np.concatenate([[True], values[1:] != values[:-1]])]
-
-
-def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
-    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
-    need = known.missing(head)
-    if need.size:
-        return need
-    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -170,7 +162,7 @@ class LogStrat:
         """Ranks to label now: first 1..g_ℓ, then every fresh stratified draw (deduplicated)."""
         grid = self.grid(size)
         head = np.arange(1, grid.head + 1, dtype=np.int64)
-        return _staged(known, head, lambda: self._fresh_ranks(grid))
+        return staged_plan(known, head, lambda: self._fresh_ranks(grid))
 
     def budget(self, size: int) -> dict[str, object]:
         """Plan size without labels.

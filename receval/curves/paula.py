@@ -31,13 +31,12 @@ What :meth:`Paula.estimate` returns
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion
+from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
@@ -75,14 +74,6 @@ def paula_yields(
     y_minus = head_yield + np.concatenate([[0.0], np.cumsum(gaps * local[1:])])
     y_plus = head_yield + np.concatenate([[0.0], np.cumsum(gaps * local[:-1])])
     return y_minus, y_plus
-
-
-def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
-    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
-    need = known.missing(head)
-    if need.size:
-        return need
-    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -146,7 +137,7 @@ class Paula:
         """
         grid = self.grid(size)
         head = np.arange(1, grid.head + 1, dtype=np.int64)
-        return _staged(known, head, lambda: self._windows(grid))
+        return staged_plan(known, head, lambda: self._windows(grid))
 
     def budget(self, size: int) -> dict[str, object]:
         """Queries and annotations without labels (PAULA Theorem 3: g_ℓ + Δ(L − ℓ))."""

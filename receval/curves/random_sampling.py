@@ -30,13 +30,12 @@ deterministic function of (parameters, size, known).  Memory O(s + n), which is
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion
+from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import geometric_grid
 
 __all__ = ["RandomSampling", "random_sampling_total"]
@@ -47,14 +46,6 @@ _STREAM = 0x5253  # "RS"
 def random_sampling_total(size: int, alpha: float, delta: float, pmin: float) -> float:
     """Eq. (5) of the PAULA paper: √(2N/(α² p_min²) · ln(2N/δ)), the total annotations."""
     return math.sqrt(2 * size / (alpha**2 * pmin**2) * math.log(2 * size / delta))
-
-
-def _staged(known: Labels, head: np.ndarray, rest: Callable[[], np.ndarray]) -> np.ndarray:
-    """Missing head ranks first; once the head is complete, the missing ``rest()`` ranks."""
-    need = known.missing(head)
-    if need.size:
-        return need
-    return known.missing(rest())
 
 
 @dataclass(frozen=True)
@@ -138,7 +129,7 @@ class RandomSampling:
             draws = np.unique(self._draws(size, s))
             return draws[draws > n]
 
-        return _staged(known, head, beyond_head)
+        return staged_plan(known, head, beyond_head)
 
     def budget(self, size: int) -> dict[str, object]:
         """Plan size without labels: ``annotations`` = ⌈eq. (5)⌉ (PAULA §3).
