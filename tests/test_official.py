@@ -337,3 +337,41 @@ def test_policy_values_are_checked():
         OfficialPolicy(inexact="correct")
     with pytest.raises(ValueError, match="unassessed"):
         OfficialPolicy(unassessed="right")
+
+
+def test_provenance_counts_only_when_both_sides_give_it(tmp_path):
+    judgments = "query_id\tanswer\tlabel\tprovenance\nq1\tParis\tC\tD1:1-5\n"
+    without = make_bundle(
+        tmp_path,
+        "a",
+        runs="system\tquery_id\tanswer\nA\tq1\tParis\n",
+        judgments=judgments,
+        samples=None,
+    )
+    assert official_scores(load_task(without)).iloc[0]["right"] == 1
+    other_place = make_bundle(
+        tmp_path,
+        "b",
+        runs="system\tquery_id\tanswer\tprovenance\nA\tq1\tParis\tD2:1-5\n",
+        judgments=judgments,
+        samples=None,
+    )
+    row = official_scores(load_task(other_place)).iloc[0]
+    assert (row["right"], row["unassessed"]) == (0, 1)
+
+
+def test_system_with_only_hop1_responses(tmp_path):
+    run = tmp_path / "hop1.txt"
+    run.write_text(
+        "CSSF15_ENG_0000000001_aaaaaaaaaaaa\tper:schools_attended\tteamH\tDOC1:50-90\t"
+        "Springfield High\tORG\tDOC1:60-75\t0.7\n"
+    )
+    tables, config = import_tac_kbp(
+        FIXTURES / "sf-query.xml", [*RUNS, run], FIXTURES / "qrel.txt", include_hop1=True
+    )
+    task = load_task(write_bundle(tmp_path / "b", tables, config))
+    s = _by_system(official_scores(task))
+    # hop-1 rows and queries are not scored: teamH has no hop-0 output, the others are unchanged
+    assert s.loc["teamH", "outputs"] == 0 and s.loc["teamH", "gt"] == 7
+    assert np.isnan(s.loc["teamH", "precision"])
+    assert (s.loc["teamA1", "right"], s.loc["teamA1", "wrong"], s.loc["teamA1", "gt"]) == (3, 2, 7)

@@ -17,8 +17,9 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    default, the same relation provenance (strings compared after stripping surrounding
    whitespace); provenance lists compare in canonical form
    (:func:`receval.formats.tac_kbp.normalize_provenance`).  When several assessments match, a
-   correct one is preferred, else the first in file order.  Bundles without provenance columns
-   match on (query, exact answer).
+   correct one is preferred, else the first in file order.  A provenance column takes part only
+   when both the runs and the judgments fill it in, so bundles without provenance match on
+   (query, exact answer).
 2. **Pre-policy class.**  The assessment's category (correct, wrong, inexact, ignore), or
    *unassessed* when nothing matches.
 3. **Post-policy class** (``-right/-wrong/-ignore``; :class:`OfficialPolicy`): correct -> right,
@@ -188,11 +189,19 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
             },
             index=frame.index,
         )
-        if "provenance" in judg.columns:
-            out["p"] = _canonical(_column(frame, "provenance"))
-        if policy.match_relation_provenance and "relation_provenance" in judg.columns:
-            out["rp"] = _canonical(_column(frame, "relation_provenance"))
+        for name, col in key_provenance:
+            out[name] = _canonical(_column(frame, col))
         return out
+
+    # a provenance column takes part in matching when both sides fill it in somewhere
+    candidates = [("p", "provenance")]
+    if policy.match_relation_provenance:
+        candidates.append(("rp", "relation_provenance"))
+    key_provenance = [
+        (name, col)
+        for name, col in candidates
+        if (_column(judg, col) != "").any() and (_column(runs, col) != "").any()
+    ]
 
     jk = keys(judg)
     key_cols = list(jk.columns)
@@ -377,9 +386,11 @@ def official_scores(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) ->
     of Chaganty et al. (2017): biased for true precision and recall (unassessed answers are
     ignored, the pool bounds recall's denominator).  See the module docstring for every rule.
     """
-    per_query = official_per_query(task, policy)
-    totals = per_query.groupby("system", sort=True)[COUNT_COLUMNS].sum()
-    out = totals.reset_index()
+    cat = categorize_responses(task, policy)
+    totals = _counts(cat, ["system"]).reindex(task.systems, fill_value=0)
+    totals.index.name = "system"
+    totals["gt"] = int(_ground_truth(task).sum())
+    out = totals[COUNT_COLUMNS].reset_index()
     out.insert(1, "team", out["system"].map(task.teams))
     return _rates(out).reset_index(drop=True)
 

@@ -263,48 +263,99 @@ def _text_lines(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+def _first_error(path: Path, lines: np.ndarray, checks: list[tuple[np.ndarray, object]]) -> None:
+    """Raise for the earliest row that fails any check (``checks``: (bad mask, message(i)))."""
+    best: tuple[int, int] | None = None
+    for k, (bad, _) in enumerate(checks):
+        idx = np.flatnonzero(bad)
+        if len(idx) and (best is None or idx[0] < best[0]):
+            best = (int(idx[0]), k)
+    if best is not None:
+        i, k = best
+        message = checks[k][1]
+        raise BundleError(path, int(lines[i]), message(i))  # type: ignore[operator]
+
+
 def _split_fields(
     path: Path, lines: list[tuple[int, str]], layouts: dict[int, tuple[str, ...]], what: str
-) -> tuple[int, list[list[str]], list[int]]:
-    """Split tab-separated lines; every line must have the column count of the first one."""
+) -> tuple[int, pd.DataFrame]:
+    """Split tab-separated lines into a frame of stripped strings with a ``line`` column.
+
+    Every line must have one of the column counts of ``layouts``, the same as the first line, and
+    no empty field (except ``node_id``).
+    """
     if not lines:
         raise BundleError(path, None, "no data lines (the file is empty or only comments)")
-    expected = None
-    rows: list[list[str]] = []
-    numbers: list[int] = []
+    numbers = np.fromiter((n for n, _ in lines), dtype=np.int64, count=len(lines))
+    split = [line.split("\t") for _, line in lines]
+    lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     counts = [str(n) for n in layouts]
     allowed = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " or " + counts[-1]
-    for number, line in lines:
-        fields = [f.strip() for f in line.split("\t")]
-        if len(fields) not in layouts:
-            raise BundleError(
-                path,
-                number,
-                f"expected {allowed} tab-separated columns in {what}, found {len(fields)}",
+    expected = int(lengths[0])
+    _first_error(
+        path,
+        numbers,
+        [
+            (
+                ~np.isin(lengths, list(layouts)),
+                lambda i: f"expected {allowed} tab-separated columns in {what}, found {lengths[i]}",
+            ),
+            (
+                lengths != expected,
+                lambda i: (
+                    f"{lengths[i]} columns, but the first line of this file has {expected} "
+                    "(one file must use one format)"
+                ),
+            ),
+        ],
+    )
+    names = list(layouts[expected])
+    frame = pd.DataFrame(split, columns=names, dtype=object)
+    for col in names:
+        frame[col] = frame[col].str.strip()
+    required = [c for c in names if c != "node_id"]
+    empty = frame[required].eq("").to_numpy()
+    _first_error(
+        path,
+        numbers,
+        [
+            (
+                empty.any(axis=1),
+                lambda i: f"empty {required[int(np.argmax(empty[i]))].replace('_', ' ')} column",
             )
-        if expected is None:
-            expected = len(fields)
-        elif len(fields) != expected:
-            raise BundleError(
-                path,
-                number,
-                f"{len(fields)} columns, but the first line of this file has {expected} "
-                "(one file must use one format)",
-            )
-        for name, value in zip(layouts[len(fields)], fields, strict=True):
-            if value == "" and name not in ("node_id",):
-                raise BundleError(path, number, f"empty {name.replace('_', ' ')} column")
-        rows.append(fields)
-        numbers.append(number)
-    assert expected is not None
-    return expected, rows, numbers
+        ],
+    )
+    frame["line"] = numbers
+    return expected, frame
 
 
-def _check_provenance(path: Path, number: int, value: str, what: str) -> None:
-    try:
-        parse_provenance(value)
-    except ValueError as exc:
-        raise BundleError(path, number, f"bad {what}: {exc}") from None
+_PROVENANCE_LIST = re.compile(
+    rf"\s*[^:\s,]+:\d+-\d+\s*(?:,\s*[^:\s,]+:\d+-\d+\s*){{0,{_MAX_TRIPLES - 1}}}"
+)
+_OFFSETS = re.compile(r":(\d+)-(\d+)")
+
+
+def _valid_provenance(text: str) -> bool:
+    """Fast equivalent of ``parse_provenance`` succeeding (used on whole columns)."""
+    if _PROVENANCE_LIST.fullmatch(text) is None:
+        return False
+    return all(int(a) <= int(b) for a, b in _OFFSETS.findall(text))
+
+
+def _bad_provenance(values: pd.Series) -> np.ndarray:
+    """True where ``values`` is not a valid provenance list (see :func:`parse_provenance`)."""
+    return np.fromiter((not _valid_provenance(v) for v in values), dtype=bool, count=len(values))
+
+
+def _provenance_message(values: pd.Series, what: str):
+    def message(i: int) -> str:
+        try:
+            parse_provenance(values.iat[i])
+        except ValueError as exc:
+            return f"bad {what}: {exc}"
+        return f"bad {what}: {values.iat[i]!r}"  # pragma: no cover - the two checks agree
+
+    return message
 
 
 def read_sf_run(path: Path | str) -> pd.DataFrame:
@@ -315,29 +366,35 @@ def read_sf_run(path: Path | str) -> pd.DataFrame:
     and ``node_id`` are empty where the layout lacks them).
     """
     path = Path(path)
-    lines = _text_lines(path)
-    ncols, rows, numbers = _split_fields(path, lines, _RUN_LAYOUTS, "an SF run")
-    frame = pd.DataFrame(rows, columns=list(_RUN_LAYOUTS[ncols]), dtype=object)
+    ncols, frame = _split_fields(path, _text_lines(path), _RUN_LAYOUTS, "an SF run")
     for col in ("filler_type", "node_id"):
         if col not in frame.columns:
             frame[col] = ""
-    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    lines = frame["line"].to_numpy()
     conf = pd.to_numeric(frame["confidence"], errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(conf) | (conf < 0) | (conf > 1)
-    if bad.any():
-        i = int(bad.nonzero()[0][0])
-        raise BundleError(
-            path,
-            numbers[i],
-            f"confidence {frame['confidence'].iloc[i]!r} is not a number in [0, 1]",
-        )
+    _first_error(
+        path,
+        lines,
+        [
+            (
+                ~frame["slot"].str.contains(":", regex=False).to_numpy(dtype=bool),
+                lambda i: f"slot {frame['slot'].iat[i]!r} is not of the form type:name",
+            ),
+            (
+                _bad_provenance(frame["relation_provenance"]),
+                _provenance_message(frame["relation_provenance"], "relation provenance"),
+            ),
+            (
+                _bad_provenance(frame["filler_provenance"]),
+                _provenance_message(frame["filler_provenance"], "filler provenance"),
+            ),
+            (
+                ~np.isfinite(conf) | (conf < 0) | (conf > 1),
+                lambda i: f"confidence {frame['confidence'].iat[i]!r} is not a number in [0, 1]",
+            ),
+        ],
+    )
     frame["confidence"] = conf
-    for i, number in enumerate(numbers):
-        slot = frame["slot"].iat[i]
-        if ":" not in slot:
-            raise BundleError(path, number, f"slot {slot!r} is not of the form type:name")
-        _check_provenance(path, number, frame["relation_provenance"].iat[i], "relation provenance")
-        _check_provenance(path, number, frame["filler_provenance"].iat[i], "filler provenance")
     frame.attrs["layout"] = _RUN_YEARS[ncols]
     return frame
 
@@ -352,53 +409,59 @@ def read_assessments(path: Path | str) -> pd.DataFrame:
     an equivalence class and a wrong (W) or ignored (I) one must not (CS-Score refuses both).
     """
     path = Path(path)
-    lines = _text_lines(path)
-    ncols, rows, numbers = _split_fields(path, lines, _ASSESSMENT_LAYOUTS, "an assessment file")
-    frame = pd.DataFrame(rows, columns=list(_ASSESSMENT_LAYOUTS[ncols]), dtype=object)
+    ncols, frame = _split_fields(path, _text_lines(path), _ASSESSMENT_LAYOUTS, "an assessment file")
     for col in ("filler_mention_type", "ec_mention_type"):
         if col not in frame.columns:
             frame[col] = ""
-    qids = []
-    slots = []
-    classes = []
-    for i, number in enumerate(numbers):
-        qs = frame["query_and_slot"].iat[i]
-        qid, sep, slot = qs.partition(":")
-        if not sep or not qid or ":" not in slot:
-            raise BundleError(
-                path, number, f"second column {qs!r} is not of the form <query id>:<type>:<slot>"
-            )
-        code = frame["code"].iat[i]
-        if code not in ASSESSMENT_CODES:
-            known = ", ".join(ASSESSMENT_CODES)
-            raise BundleError(path, number, f"unknown assessment code {code!r} (known: {known})")
-        _check_provenance(path, number, frame["relation_provenance"].iat[i], "relation provenance")
-        _check_provenance(path, number, frame["filler_provenance"].iat[i], "filler provenance")
-        ec = frame["equivalence_class"].iat[i]
-        if ec == "0":
-            ec = ""
-        elif ":" not in ec:
-            ec = f"{qid}:{ec}"
-        if code in ("C", "X") and not ec:
-            raise BundleError(
-                path,
-                number,
-                f"assessment {code} (correct/inexact) without an equivalence class",
-            )
-        if code in ("W", "I") and ec:
-            raise BundleError(
-                path,
-                number,
-                f"assessment {code} (wrong/ignored) with equivalence class {ec!r}; "
-                "only correct or inexact answers have one",
-            )
-        qids.append(qid)
-        slots.append(slot)
-        classes.append(ec)
-    frame["sf_query_id"] = qids
-    frame["slot"] = slots
-    frame["equivalence_class"] = classes
-    frame["line"] = np.asarray(numbers, dtype=np.int64)
+    lines = frame["line"].to_numpy()
+    parts = frame["query_and_slot"].str.partition(":")
+    qid, slot = parts[0], parts[2]
+    ec = frame["equivalence_class"].where(frame["equivalence_class"] != "0", "")
+    bare = (ec != "") & ~ec.str.contains(":", regex=False)
+    ec = ec.where(~bare, qid + ":" + ec)
+    code = frame["code"]
+    known = ", ".join(ASSESSMENT_CODES)
+    _first_error(
+        path,
+        lines,
+        [
+            (
+                ((parts[1] == "") | (qid == "") | ~slot.str.contains(":", regex=False)).to_numpy(),
+                lambda i: (
+                    f"second column {frame['query_and_slot'].iat[i]!r} is not of the form "
+                    "<query id>:<type>:<slot>"
+                ),
+            ),
+            (
+                ~code.isin(ASSESSMENT_CODES).to_numpy(),
+                lambda i: f"unknown assessment code {code.iat[i]!r} (known: {known})",
+            ),
+            (
+                _bad_provenance(frame["relation_provenance"]),
+                _provenance_message(frame["relation_provenance"], "relation provenance"),
+            ),
+            (
+                _bad_provenance(frame["filler_provenance"]),
+                _provenance_message(frame["filler_provenance"], "filler provenance"),
+            ),
+            (
+                (code.isin(("C", "X")) & (ec == "")).to_numpy(),
+                lambda i: (
+                    f"assessment {code.iat[i]} (correct/inexact) without an equivalence class"
+                ),
+            ),
+            (
+                (code.isin(("W", "I")) & (ec != "")).to_numpy(),
+                lambda i: (
+                    f"assessment {code.iat[i]} (wrong/ignored) with equivalence class "
+                    f"{ec.iat[i]!r}; only correct or inexact answers have one"
+                ),
+            ),
+        ],
+    )
+    frame["sf_query_id"] = qid
+    frame["slot"] = slot
+    frame["equivalence_class"] = ec
     frame = frame.drop(columns=["query_and_slot"])
     frame.attrs["layout"] = _ASSESSMENT_YEARS[ncols]
     return frame
@@ -504,18 +567,34 @@ class _QueryResolver:
 
     def __init__(self, queries: pd.DataFrame) -> None:
         self.slots = dict(zip(queries["sf_query_id"], queries["slots"], strict=True))
-        self._roots = sorted(self.slots, key=len, reverse=True)
 
     def resolve(self, sf_query_id: str) -> tuple[str, int] | None:
         if sf_query_id in self.slots:
             return sf_query_id, 0
-        for root in self._roots:
-            if sf_query_id.startswith(root + "_"):
-                rest = sf_query_id[len(root) + 1 :]
-                parts = rest.split("_")
-                if all(parts):
-                    return root, len(parts)
+        # the longest known prefix ending before an underscore; every later part is one hop
+        cut = len(sf_query_id)
+        while (cut := sf_query_id.rfind("_", 0, cut)) > 0:
+            root = sf_query_id[:cut]
+            if root in self.slots:
+                parts = sf_query_id[cut + 1 :].split("_")
+                return (root, len(parts)) if all(parts) else None
         return None
+
+    def check(self, sf_query_id: str, slot: str) -> tuple[str, int] | str:
+        """(root, hop), or what is wrong with this (query id, slot) pair."""
+        found = self.resolve(sf_query_id)
+        if found is None:
+            return f"query {sf_query_id!r} is not in the query file"
+        root, hop = found
+        slots = self.slots[root]
+        if hop >= len(slots):
+            return (
+                f"query {sf_query_id!r} is hop {hop} of {root!r}, "
+                f"which asks only {len(slots)} slot(s)"
+            )
+        if slot != slots[hop]:
+            return f"slot {slot!r} is not the slot query {sf_query_id!r} asks ({slots[hop]!r} at hop {hop})"
+        return found
 
 
 def _resolve_rows(
@@ -525,44 +604,29 @@ def _resolve_rows(
     include_hop1: bool,
 ) -> tuple[pd.DataFrame, int]:
     """Attach ``query_id, hop, parent_query`` to run or assessment rows; drop hop>0 unless kept."""
-    hops = np.zeros(len(frame), dtype=np.int64)
-    roots = []
-    for i in range(len(frame)):
-        qid = frame["sf_query_id"].iat[i]
-        slot = frame["slot"].iat[i]
-        number = int(frame["line"].iat[i])
-        found = resolver.resolve(qid)
-        if found is None:
-            raise BundleError(path, number, f"query {qid!r} is not in the query file")
-        root, hop = found
-        slots = resolver.slots[root]
-        if hop >= len(slots):
-            raise BundleError(
-                path,
-                number,
-                f"query {qid!r} is hop {hop} of {root!r}, which asks only {len(slots)} slot(s)",
-            )
-        if slot != slots[hop]:
-            raise BundleError(
-                path,
-                number,
-                f"slot {slot!r} is not the slot query {qid!r} asks ({slots[hop]!r} at hop {hop})",
-            )
-        hops[i] = hop
-        roots.append(root)
-    frame = frame.assign(hop=hops, _root=roots)
+    codes, pairs = pd.factorize(
+        pd.MultiIndex.from_arrays([frame["sf_query_id"], frame["slot"]]), sort=False
+    )
+    resolved = [resolver.check(qid, slot) for qid, slot in pairs]
+    failed = np.array([isinstance(r, str) for r in resolved], dtype=bool)
+    _first_error(
+        path,
+        frame["line"].to_numpy(),
+        [(failed[codes], lambda i: resolved[codes[i]])],  # type: ignore[arg-type]
+    )
+    roots = np.array([r[0] for r in resolved], dtype=object)[codes]
+    hops = np.array([r[1] for r in resolved], dtype=np.int64)[codes]
+    parents = {root: f"{root}:{resolver.slots[root][0]}" for root in {r[0] for r in resolved}}
+    frame = frame.assign(
+        hop=hops,
+        query_id=frame["sf_query_id"] + ":" + frame["slot"],
+        parent_query=np.where(hops > 0, pd.Series(roots).map(parents).to_numpy(), ""),
+    )
     skipped = 0
     if not include_hop1:
         keep = hops == 0
         skipped = int((~keep).sum())
         frame = frame[keep]
-    frame = frame.assign(query_id=frame["sf_query_id"] + ":" + frame["slot"])
-    parent = np.where(
-        frame["hop"].to_numpy() > 0,
-        frame["_root"].astype(str) + ":" + frame["_root"].map(lambda r: resolver.slots[r][0]),
-        "",
-    )
-    frame = frame.assign(parent_query=parent).drop(columns=["_root"])
     return frame.reset_index(drop=True), skipped
 
 
