@@ -342,22 +342,20 @@ def _attach_facts(frames: list[tuple[pd.DataFrame, str]], matching: Matching) ->
         empty = pd.DataFrame({"query_id": pd.Series([], dtype=object), "answer": []})
         empty.index.name = "fact"
         return empty
-    both = pd.DataFrame(
-        {
-            "query_id": pd.concat(queries, ignore_index=True),
-            "answer": pd.concat(answers, ignore_index=True),
-        }
-    )
-    index = pd.MultiIndex.from_frame(both)
-    codes, uniques = pd.factorize(index, sort=True)
+    # factorise each column (sorted), then number the (query, answer) pairs in sorted order
+    q_codes, q_uniques = pd.factorize(pd.concat(queries, ignore_index=True), sort=True)
+    a_codes, a_uniques = pd.factorize(pd.concat(answers, ignore_index=True), sort=True)
+    width = max(len(a_uniques), 1)
+    pair = q_codes.astype(np.int64) * width + a_codes.astype(np.int64)
+    uniques, codes = np.unique(pair, return_inverse=True)
     start = 0
     for (frame, _), q in zip(frames, queries, strict=True):
         frame["fact"] = codes[start : start + len(q)].astype(np.int64)
         start += len(q)
     facts = pd.DataFrame(
         {
-            "query_id": np.asarray(uniques.get_level_values(0), dtype=object),
-            "answer": np.asarray(uniques.get_level_values(1), dtype=object),
+            "query_id": np.asarray(q_uniques, dtype=object)[uniques // width],
+            "answer": np.asarray(a_uniques, dtype=object)[uniques % width],
         }
     )
     facts.index.name = "fact"

