@@ -45,6 +45,11 @@ response counted right or wrong; recall when ``gt`` is 0).  F1 is 0 when P = R =
 
 Only hop-0 queries count (bundle queries whose ``hop`` column is ``0``; all queries when there is
 no ``hop`` column).  Hop-1 scoring is out of scope.
+
+Known difference: CS-Score 2017 puts filler assessments S and L (inexact short/long) in none of
+right, wrong or ignored, so they move neither precision nor recall; the TAC vocabulary of
+:mod:`receval.formats.tac_kbp` maps them to *inexact*, which counts wrong under the default policy.
+The scorer's test suite has no S or L filler assessment.
 """
 
 from __future__ import annotations
