@@ -631,6 +631,7 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
             wide = plots.curve_panels(curve, dimm is not None) == 2
             figures.append({"system": system, "svg": svg, "facts": facts, "wide": wide})
     without = [s for s in board["system"] if s not in todo]
+    missing_files = [s for s in curve_info if s not in inputs.curves]
     absent = None
     if not figures:
         absent = (
@@ -641,6 +642,7 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
         "figures": figures,
         "absent": absent,
         "without": without,
+        "missing_files": missing_files,
         "target_recall": _num(rt_value) if rt_value is not None else "",
         "unreadable": {k: v for k, v in inputs.absent.items() if k.startswith("curves/")},
     }

@@ -26,6 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 #: Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
 PALETTE = {
@@ -89,6 +90,52 @@ class ForestPanel:
 
 def _figure(width: float, height: float, **kwargs: object) -> Figure:
     return Figure(figsize=(width, height), **kwargs)
+
+
+def _legend_below(
+    fig: Figure,
+    *,
+    width: float,
+    axes_height: float,
+    left: float,
+    ncol: int = 1,
+    top: float = 0.32,
+    bottom: float = 0.52,
+    gap: float = 0.0,
+) -> None:
+    """Size the figure (inches) for its axes plus a legend of all their artists below them.
+
+    A fixed layout computed from the number of legend rows: much cheaper than matplotlib's
+    constrained layout, which draws every figure twice.
+    """
+    handles, labels = [], []
+    for ax in fig.axes:
+        h, t = ax.get_legend_handles_labels()
+        handles += h
+        labels += t
+    rows = math.ceil(len(labels) / ncol) if labels else 0
+    legend = rows * 0.17 + (0.08 if rows else 0.0)
+    height = top + axes_height + bottom + legend
+    fig.set_size_inches(width, height)
+    panels = max(len(fig.axes), 1)
+    axes_width = (width - left - 0.2 - gap * (panels - 1)) / panels
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - 0.2 / width,
+        top=1 - top / height,
+        bottom=(bottom + legend) / height,
+        wspace=gap / axes_width if panels > 1 else 0.2,
+    )
+    if labels:
+        fig.legend(
+            handles,
+            labels,
+            loc="lower left",
+            bbox_to_anchor=(0.5 * left / width, 0.04 / height),
+            ncol=ncol,
+            fontsize=7,
+            frameon=False,
+        )
 
 
 def _render(fig: Figure, name: str, title: str) -> str:
@@ -294,6 +341,14 @@ def thin_curve(curve: pd.DataFrame, max_points: int = MAX_CURVE_POINTS) -> pd.Da
     return curve.iloc[sorted(keep)].reset_index(drop=True)
 
 
+def _rank_label(value: float, _pos: object = None) -> str:
+    """Tick label of a rank axis: 1, 10, 100, 1k, 10k, 100k, 1M, ... (no mathtext: cheap)."""
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:g}{suffix}"
+    return f"{value:g}"
+
+
 _KIND_LABEL = {
     "bound": "guaranteed bounds",
     "interval": "interval",
@@ -414,7 +469,7 @@ def curve_plot(
         x_is_recall = bool(np.isfinite(recall).all())
     panels = curve_panels(curve, dimm is not None)
     dimm_panel = dimm is not None and (not have_curve or not x_is_recall)
-    fig = _figure(4.4 * panels, 4.6, layout="constrained")
+    fig = _figure(4.4 * panels, 4.6)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     pos = 0
     target_ok = target_recall is not None and math.isfinite(target_recall)
@@ -494,7 +549,16 @@ def curve_plot(
             ax.set_xlim(0.0, right)
         else:
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+            ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel("rank (log scale; no recall in this curve)")
+            if target_ok:
+                ax.plot(
+                    [],
+                    [],
+                    ls="",
+                    label=f"target recall R_T = {target_recall:g}: not placeable on a rank axis",
+                )
         ax.set_ylabel("precision")
         ax.set_ylim(0.0, 1.03)
         ax.set_title(f"{system}: precision curve ({label})", fontsize=9)
@@ -516,12 +580,7 @@ def curve_plot(
         ax.set_ylabel("precision")
         ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9)
         ax.grid(color="#e5e5e5", lw=0.6)
-    handles, texts = [], []
-    for ax in axes:
-        h, t = ax.get_legend_handles_labels()
-        handles += h
-        texts += t
-    fig.legend(handles, texts, loc="outside lower left", fontsize=7, frameon=False, ncol=panels)
+    _legend_below(fig, width=4.4 * panels, axes_height=2.9, left=0.6, ncol=panels, gap=0.65)
     return _render(fig, name, f"Precision curve of {system}")
 
 
@@ -543,7 +602,7 @@ def pool_coverage_plot(
     ``found`` = (exhaustively found correct facts that some system output, all exhaustively
     found correct facts): the raw share in the annotated units, shown for comparison.
     """
-    fig = _figure(6.0, 2.3, layout="constrained")
+    fig = _figure(6.0, 2.3)
     ax = fig.subplots()
     if math.isfinite(lower) and math.isfinite(upper):
         ax.hlines([0], [lower], [upper], color=PALETTE["blue"], lw=3, label=interval_label)
@@ -565,7 +624,7 @@ def pool_coverage_plot(
     ax.spines["left"].set_visible(False)
     ax.set_xlabel("pool coverage θ (share of all correct facts that some system output)")
     ax.set_title("Pool coverage θ̂ with interval")
-    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
+    _legend_below(fig, width=6.0, axes_height=0.6, left=0.3, ncol=2)
     return _render(fig, name, "Pool coverage with interval")
 
 
@@ -581,8 +640,7 @@ def pooling_bias_plot(bias: pd.DataFrame, *, name: str = "pooling-bias") -> str:
     frame["_delta"] = _finite(frame.get("delta_f1", [math.nan] * len(frame)))
     frame = frame.sort_values("_delta", ascending=True, na_position="last", kind="stable")
     n = len(frame)
-    height = max(2.4, 0.22 * n + 1.6)
-    fig = _figure(6.4, height, layout="constrained")
+    fig = _figure(6.4, 4.0)
     ax = fig.subplots()
     y = np.arange(n)
     off = _finite(frame.get("official_f1", [math.nan] * n))
@@ -618,8 +676,11 @@ def pooling_bias_plot(bias: pd.DataFrame, *, name: str = "pooling-bias") -> str:
     ax.set_xlabel("F1 (mean over the team's systems)")
     ax.set_xlim(left=0.0)
     ax.set_title("Pooling bias: official closed-world F1 vs leave-team-out")
-    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
     ax.grid(axis="x", color="#e5e5e5", lw=0.6)
+    longest = max((len(str(t)) for t in frame["team"]), default=4)
+    _legend_below(
+        fig, width=6.4, axes_height=max(1.2, 0.22 * n), left=0.55 + 0.065 * longest, ncol=2
+    )
     return _render(fig, name, "Pooling bias per team")
 
 
@@ -628,8 +689,7 @@ def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
     """Per system (leaderboard order): drawn facts split into labels shared with other systems'
     outputs (reused) and facts only this system output; the number of draws as a tick."""
     n = len(spend)
-    height = max(2.6, 0.16 * n + 1.7)
-    fig = _figure(6.4, height, layout="constrained")
+    fig = _figure(6.4, 4.0)
     ax = fig.subplots()
     y = np.arange(n)
     facts = _finite(spend["drawn_facts"])
@@ -662,7 +722,14 @@ def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
     ax.set_xlabel("labelled facts drawn for the system")
     ax.set_ylabel("system (leaderboard order)")
     ax.set_title("Annotation spend per system")
-    fig.legend(loc="outside lower left", fontsize=7, ncol=2, frameon=False)
     ax.grid(axis="x", color="#e5e5e5", lw=0.6)
     ax.set_axisbelow(True)
+    longest = max((len(str(t)) for t in spend["system"]), default=4)
+    _legend_below(
+        fig,
+        width=6.4,
+        axes_height=max(1.2, 0.16 * n),
+        left=0.55 + (0.055 if n > 30 else 0.065) * longest,
+        ncol=2,
+    )
     return _render(fig, name, "Annotation spend per system")

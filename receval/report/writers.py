@@ -56,7 +56,10 @@ def format_table(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> str:
     numeric = [frame[c].dtype.kind in "fiu" for c, _ in columns]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        )
 
     out = [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]

@@ -24,6 +24,7 @@ import pytest
 from receval.report.html import build_report
 
 pytestmark = pytest.mark.browser
+pytest_plugins = ["report_outputs"]  # the full_output_dir fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -1,4 +1,4 @@
-"""Output directories for the report tests.
+"""Output directories for the report tests (fixtures imported by test_html and test_browser).
 
 * ``scored_dir``: what ``receval simulate`` + ``receval score --target-recall`` really write
   (12 systems, annotator conflicts, sample-based curves with recall, Dimm extrapolations).

@@ -1,0 +1,409 @@
+"""report.html: built from the CSV/JSON outputs alone, self-contained, honest about what is missing."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import make_bundle
+from report_outputs import method_curve
+
+from receval.cli import cli
+from receval.errors import BundleError
+from receval.report.html import build_report, read_report_inputs, render_report, section_html
+from receval.report.plots import MAX_CURVE_POINTS, thin_curve
+
+pytest_plugins = ["report_outputs"]  # the scored_dir and full_output_dir fixtures
+
+SECTIONS = [
+    "run-card",
+    "leaderboard",
+    "forest",
+    "curves",
+    "pool",
+    "annotation",
+    "per-query",
+    "files",
+]
+
+
+class LeaderboardRows(HTMLParser):
+    """Cells of ``#leaderboard-table``'s body: per cell its attributes and text by part
+    (``main``: the value, ``ci``: the interval line, ``method``: the method line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[dict]] = []
+        self.in_table = self.in_body = False
+        self.cell: dict | None = None
+        self.part = "main"
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id") == "leaderboard-table":
+            self.in_table = True
+        elif self.in_table and tag == "tbody":
+            self.in_body = True
+        elif self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.in_body and tag == "td":
+            self.cell = {"attrs": attrs, "main": "", "ci": "", "method": "", "sup": ""}
+            self.part = "main"
+        elif self.cell is not None and tag == "span":
+            self.part = attrs.get("class", "main")
+        elif self.cell is not None and tag == "sup":
+            self.part = "sup"
+
+    def handle_endtag(self, tag):
+        if tag in ("span", "sup"):
+            self.part = "main"
+        elif tag == "td" and self.cell is not None:
+            self.rows[-1].append(self.cell)
+            self.cell = None
+        elif tag == "tbody":
+            self.in_body = False
+        elif tag == "table":
+            self.in_table = False
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell[self.part] += data
+
+
+def leaderboard_rows(page: str) -> list[list[dict]]:
+    parser = LeaderboardRows()
+    parser.feed(page)
+    return parser.rows
+
+
+def visible_text(page: str) -> str:
+    """The page without tags, scripts, styles and SVG drawings."""
+    page = re.sub(r"<(script|style|svg)\b.*?</\1>", " ", page, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", page)
+
+
+def copy_dir(src: Path, dst: Path, keep: set[str] | None = None) -> Path:
+    if keep is None:
+        shutil.copytree(src, dst)
+    else:
+        dst.mkdir(parents=True)
+        for name in keep:
+            shutil.copy2(src / name, dst / name)
+    (dst / "report.html").unlink(missing_ok=True)
+    return dst
+
+
+def fmt(v: float) -> str:
+    return f"{v:.3f}".replace("-", "−")
+
+
+# --------------------------------------------------------------------------- the full page
+
+
+def test_every_section_in_order_and_self_contained(full_output_dir):
+    page = build_report(full_output_dir).read_text(encoding="utf-8")
+    assert re.findall(r'<section id="([^"]+)"', page) == SECTIONS
+    # nothing that a browser would fetch: no URL scheme, no src attribute, no stylesheet link,
+    # no CSS import or url() other than the SVGs' own fragment references
+    assert not re.search(r"(?i)\b(https?|ftp|wss?):", page)
+    assert not re.search(r"(?i)\ssrc\s*=", page)
+    assert not re.search(r"(?i)<link\b", page)
+    assert "@import" not in page
+    assert set(re.findall(r"url\(([^)]*)\)", page)) <= {
+        u for u in re.findall(r"url\(([^)]*)\)", page) if u.startswith("#")
+    }
+    assert "@font-face" not in page
+    assert page.count("<script>") == 1  # the inline sort script, no external one
+    assert len(page.encode()) < 3_000_000
+
+
+def test_every_figure_has_title_axis_labels_and_legend(full_output_dir):
+    page = build_report(full_output_dir).read_text(encoding="utf-8")
+    figures = dict(
+        re.findall(r'<svg class="plot"[^>]*data-figure="([^"]+)"[^>]*>(.*?)</svg>', page, re.S)
+    )
+    board = pd.read_csv(full_output_dir / "leaderboard.csv", dtype={"system": str})
+    assert {"forest", "pool-coverage", "pooling-bias", "annotation"} <= set(figures)
+    assert sum(name.startswith("curve-") for name in figures) == len(board)
+    expected = {
+        "forest": [
+            "Precision",
+            "True recall",
+            "Precision at R_T = 0.1",
+            "estimate",
+            "percentile bootstrap 95%, B=200 interval",
+            "model extrapolation (Dimm)",
+            "tier",
+        ],
+        "pool-coverage": ["Pool coverage θ̂ with interval", "pool coverage θ", "θ̂ = "],
+        "pooling-bias": [
+            "Pooling bias",
+            "F1 (mean over the team",
+            "official F1, full pool",
+            "joint F1",
+        ],
+        "annotation": ["Annotation spend per system", "labelled facts drawn", "label reused"],
+    }
+    for name, words in expected.items():
+        for word in words:
+            assert word in figures[name], (name, word)
+    for name, svg in figures.items():
+        if name.startswith("curve-"):
+            assert "precision" in svg and "<title>Precision curve of " in svg
+            assert "target recall R_T = 0.1" in svg, name
+            assert "estimate" in svg or "Dimm reference curve" in svg
+    # the PAULA / AdaStrat curves (ranks only) are drawn against rank, with their guarantee named
+    assert "rank (log scale; no recall in this curve)" in page
+    assert "PAULA: guaranteed bounds" in page and "AdaStrat: envelope [lb, ub]" in page
+
+
+def test_svg_ids_unique_and_every_reference_resolves(full_output_dir):
+    page = build_report(full_output_dir).read_text(encoding="utf-8")
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    refs = set(re.findall(r"url\(#([^)]+)\)", page)) | set(re.findall(r'href="#([^"]+)"', page))
+    assert refs and refs <= set(ids)
+
+
+def test_leaderboard_numbers_are_the_csv_numbers(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    page = build_report(out).read_text(encoding="utf-8")
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str})
+    rows = leaderboard_rows(page)
+    assert len(rows) == len(board)
+    for cells, (_, r) in zip(rows, board.iterrows(), strict=True):
+        rank, rank_int, tier, system, team, precision, recall, f1, at_target = cells[:9]
+        assert system["main"] == r["system"] and team["main"] == r["team"]
+        assert rank["main"] == str(int(r["rank"]))
+        assert rank_int["main"] == f"{int(r['rank_lo'])}–{int(r['rank_hi'])}"
+        assert tier["main"] == str(int(r["tier"]))
+        for cell, col in (
+            (precision, "precision"),
+            (recall, "recall"),
+            (f1, "f1"),
+            (at_target, "precision_at_target"),
+        ):
+            assert cell["main"] == fmt(r[col])
+            assert cell["ci"] == f"[{fmt(r[col + '_lo'])}, {fmt(r[col + '_hi'])}]"
+            assert float(cell["attrs"]["data-v"]) == pytest.approx(r[col], rel=1e-12)
+        method = r["precision_at_target_method"]
+        assert at_target["method"] == (
+            "model extrapolation (Dimm)" if method == "dimm" else "curve (precision samples)"
+        )
+    assert {r["precision_at_target_method"] for _, r in board.iterrows()} == {"curve", "dimm"}
+    interval = board["interval"].iloc[0]
+    assert f"({interval})" in section_html(page, "leaderboard")
+
+
+def test_rebuild_is_identical_and_leaderboard_depends_on_leaderboard_only(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    first = build_report(out).read_bytes()
+    (out / "report.html").unlink()
+    time.sleep(0.01)
+    second = build_report(out).read_bytes()
+    assert first == second
+    bare = copy_dir(scored_dir, tmp_path / "bare", keep={"leaderboard.csv", "run.json"})
+    page = build_report(bare).read_text(encoding="utf-8")
+    assert section_html(page, "leaderboard") == section_html(first.decode(), "leaderboard")
+
+
+# --------------------------------------------------------------------------- missing inputs
+
+
+def test_missing_optional_inputs_become_sentences(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out", keep={"leaderboard.csv", "run.json"})
+    page = build_report(out).read_text(encoding="utf-8")
+    assert re.findall(r'<section id="([^"]+)"', page) == SECTIONS
+    expected = {
+        "curves": "run.json records curves for 12 system(s) whose CSV is not in <code>curves/</code>",
+        "pool": "No pool.csv in this directory (missing)",
+        "annotation": "No per-system annotation spend in this run (annotation.csv missing)",
+        "per-query": "No per-query breakdown in this run (per_query.csv missing)",
+    }
+    for section, sentence in expected.items():
+        assert sentence in section_html(page, section), section
+    assert "No pooling-bias diagnostic in this run (pooling_bias.csv missing)" in page
+    assert "No conflicts table: conflicts.csv missing." in page
+    # curves: run.json still records Dimm extrapolations, so those are drawn; nothing else is
+    figures = re.findall(r'data-figure="([^"]+)"', page)
+    assert [f for f in figures if not f.startswith("curve-")] == ["forest"]
+    text = visible_text(page)
+    assert not re.search(r"\b(nan|NaN|None|null)\b", text)
+
+
+def test_no_curves_and_no_extrapolation(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out", keep={"leaderboard.csv", "run.json"})
+    run = json.loads((out / "run.json").read_text())
+    run.pop("target"), run.pop("curves")
+    (out / "run.json").write_text(json.dumps(run))
+    page = build_report(out).read_text(encoding="utf-8")
+    assert 'data-figure="curve-' not in page
+    assert '<p class="absent">No precision curves in this run' in section_html(page, "curves")
+
+
+def test_official_run_has_no_intervals_and_says_so(tmp_path):
+    bundle = make_bundle(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["score", str(bundle), "--out", str(out), "--estimator", "official", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    (out / "report.html").unlink(missing_ok=True)
+    page = build_report(out).read_text(encoding="utf-8")
+    board = section_html(page, "leaderboard")
+    assert "Values: estimates, without intervals (none: census" in board
+    assert 'class="ci"' not in board and "Rank interval" not in board
+    assert "This run has no intervals" in section_html(page, "forest")
+    assert "No pool coverage estimate in this run (estimator official" in section_html(page, "pool")
+    assert "interval</th><td>none: this estimator has no sampling uncertainty" in page
+    rows = leaderboard_rows(page)
+    assert [c[3]["main"] for c in rows] == ["A", "B"]
+    assert all(c[1]["main"] == "—" for c in rows)  # no rank interval
+
+
+def test_missing_value_shows_dash_with_note(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    board = pd.read_csv(
+        out / "leaderboard.csv", dtype={"system": str}, keep_default_na=False, na_values=[""]
+    )
+    note = "precision_at_target: refused (P at or below the floor of the model family)"
+    board.loc[2, ["precision_at_target", "precision_at_target_lo", "precision_at_target_hi"]] = (
+        np.nan
+    )
+    board.loc[2, "note"] = note
+    board.to_csv(out / "leaderboard.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    cells = leaderboard_rows(page)[2]
+    assert cells[8]["main"] == "—" and cells[8]["ci"] == ""
+    assert cells[8]["attrs"]["title"] == note
+    marker = cells[3]["sup"].strip("[]")
+    assert f'<li id="note-{marker}">{note}</li>' in page
+
+
+def test_text_is_escaped(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out", keep={"leaderboard.csv", "run.json"})
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str})
+    board.loc[0, "team"] = '<img src=x onerror="alert(1)">&'
+    board.to_csv(out / "leaderboard.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    assert "<img" not in page
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;&amp;" in page
+
+
+def test_unreadable_optional_file_is_reported_not_fatal(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    (out / "pool.csv").write_bytes(b"quantity,estimate\n\xff\xfe\xfa,1\n")
+    page = build_report(out).read_text(encoding="utf-8")
+    card = section_html(page, "run-card")
+    assert "Files that could not be read" in card and "<code>pool.csv</code>: unreadable" in card
+    assert "No pool.csv in this directory (unreadable" in section_html(page, "pool")
+
+
+def test_required_inputs(tmp_path):
+    with pytest.raises(BundleError, match=r"leaderboard\.csv: missing"):
+        build_report(tmp_path)
+    (tmp_path / "leaderboard.csv").write_text("system,precision\nA,0.5\n")
+    with pytest.raises(BundleError, match=r"run\.json: missing"):
+        build_report(tmp_path)
+    (tmp_path / "run.json").write_text('{\n  "task": "x",\n  oops\n}\n')
+    with pytest.raises(BundleError, match=r"run\.json:3: not valid JSON"):
+        build_report(tmp_path)
+    (tmp_path / "run.json").write_text('{"task": "x"}')
+    (tmp_path / "leaderboard.csv").write_text("name,precision\nA,0.5\n")
+    with pytest.raises(BundleError, match=r"leaderboard\.csv:1: missing required column system"):
+        build_report(tmp_path)
+    assert not (tmp_path / "report.html").exists()
+    # the least a leaderboard can be: one column, one system, an almost empty run.json
+    (tmp_path / "leaderboard.csv").write_text("system\nA\n")
+    page = build_report(tmp_path).read_text(encoding="utf-8")
+    assert [c[3]["main"] for c in leaderboard_rows(page)] == ["A"]
+    assert "run.json records no input checksums" in page
+
+
+def test_date_from_created_else_run_json_mtime(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out", keep={"leaderboard.csv", "run.json"})
+    run = json.loads((out / "run.json").read_text())
+    assert f"<td>{run['created']} (run.json created)</td>" in build_report(out).read_text(
+        encoding="utf-8"
+    )
+    del run["created"]
+    (out / "run.json").write_text(json.dumps(run))
+    import os
+
+    os.utime(out / "run.json", (1_700_000_000, 1_700_000_000))
+    page = build_report(out).read_text(encoding="utf-8")
+    assert "2023-11-14T22:13:20+00:00 (modification time of run.json" in page
+
+
+# --------------------------------------------------------------------------- size and thinning
+
+
+def test_seventy_systems_stay_under_three_megabytes(scored_dir, tmp_path):
+    """70 systems, each with a dense rank-only PAULA curve (thousands of knots) *and* a Dimm
+    extrapolation (the two-panel figure, the largest there is)."""
+    src = read_report_inputs(scored_dir)
+    out = tmp_path / "seventy"
+    (out / "curves").mkdir(parents=True)
+    base = src.leaderboard.iloc[0]
+    rows = []
+    run = dict(src.run)
+    dimm = next(v for v in run["target"]["systems"].values() if v["method"] == "dimm")
+    frame, record = method_curve("paula", 200_000, seed=3)
+    assert len(frame) > 3 * MAX_CURVE_POINTS
+    run["curves"], run["target"] = {}, dict(run["target"], systems={})
+    for i in range(70):
+        name = f"team{i // 4:02d}_system{i:02d}"
+        rows.append(
+            base.to_dict()
+            | {
+                "system": name,
+                "team": f"team{i // 4:02d}",
+                "rank": i + 1,
+                "precision_at_target_method": "dimm",
+            }
+        )
+        frame.to_csv(out / "curves" / f"{name}.csv", index=False, float_format="%.6g")
+        run["curves"][name] = record
+        run["target"]["systems"][name] = dimm
+    pd.DataFrame(rows).to_csv(out / "leaderboard.csv", index=False)
+    (out / "run.json").write_text(json.dumps(run))
+    page = build_report(out).read_text(encoding="utf-8")
+    size = len(page.encode())
+    print(f"\nreport.html for 70 systems with dense curves: {size / 1e6:.2f} MB")
+    assert len(re.findall(r'data-figure="curve-\d+"', page)) == 70
+    assert page.count('class="wide"') == 70  # curve by rank + Dimm panel
+    assert size < 3_000_000
+
+
+def test_thin_curve_keeps_ends_and_queried_points():
+    rng = np.random.default_rng(0)
+    n = 5000
+    ranks = np.unique(rng.integers(1, 10**6, n))
+    queried = np.zeros(ranks.size, int)
+    queried[rng.choice(ranks.size, 30, replace=False)] = 1
+    curve = pd.DataFrame(
+        {"rank": ranks, "precision": 0.5, "lower": 0.4, "upper": 0.6, "queried": queried}
+    )
+    thin = thin_curve(curve)
+    assert len(thin) <= MAX_CURVE_POINTS
+    assert thin["rank"].iloc[0] == ranks[0] and thin["rank"].iloc[-1] == ranks[-1]
+    assert set(ranks[queried == 1]) <= set(thin["rank"])
+    assert thin["rank"].is_monotonic_increasing and thin["rank"].is_unique
+    # short curves are left alone
+    assert thin_curve(curve.head(50)).equals(curve.head(50).reset_index(drop=True))
+    # more queried points than half the budget: an even subset of them
+    curve["queried"] = 1
+    assert len(thin_curve(curve)) <= MAX_CURVE_POINTS
+
+
+def test_render_report_is_pure(full_output_dir):
+    inputs = read_report_inputs(full_output_dir)
+    assert render_report(inputs) == render_report(inputs)
