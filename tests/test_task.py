@@ -551,3 +551,49 @@ def test_config_defaults_and_values(tmp_path: Path):
     assert config.matching == Matching(unicode="NFKC")
     assert config.universe_size == 1000
     assert math.isnan(config.category_value()["inexact"])
+
+
+# --------------------------------------------------------------------------------------------
+# robustness: random damage to the files raises BundleError or loads, never anything else
+
+DAMAGE = ["", "\t", ",", "\n", "\r\n", "\x00", "nan", "inf", "-1", "0", "1.5", "X", "I", "q9"]
+DAMAGE += ['"', " ", "\u2028", "_line", "fact", "system", "prob", "1e999", "[merge]", "=", "\ufeff"]
+
+
+def _damage(text: str, rng: np.random.Generator) -> bytes:
+    for _ in range(int(rng.integers(1, 4))):
+        op = rng.random()
+        if op < 0.3 and text:  # cut a few characters
+            i = int(rng.integers(len(text)))
+            text = text[:i] + text[i + int(rng.integers(1, 9)) :]
+        elif op < 0.7:  # insert a troublesome token
+            i = int(rng.integers(len(text) + 1))
+            text = text[:i] + DAMAGE[int(rng.integers(len(DAMAGE)))] + text[i:]
+        else:  # copy one line over another
+            lines = text.split("\n")
+            i, j = rng.integers(len(lines), size=2)
+            lines[i] = lines[j]
+            text = "\n".join(lines)
+    data = text.encode("utf-8")
+    if rng.random() < 0.1:  # and sometimes an invalid byte
+        i = int(rng.integers(len(data) + 1))
+        data = data[:i] + b"\xff" + data[i:]
+    return data
+
+
+def test_damaged_bundles_raise_only_bundle_errors(tmp_path: Path):
+    rng = np.random.default_rng(12345)
+    names = sorted(DEFAULT_FILES)
+    outcomes = {"loaded": 0, "error": 0}
+    for k in range(150):
+        name = names[int(rng.integers(len(names)))]
+        root = make_bundle(tmp_path, f"b{k}", files={name: _damage(DEFAULT_FILES[name], rng)})
+        try:
+            load_task(root).summary()
+            outcomes["loaded"] += 1
+        except BundleError as err:
+            assert "\n" not in str(err)
+            assert err.path.startswith(str(root))
+            outcomes["error"] += 1
+    # both outcomes occur, so the damage is neither always harmless nor always fatal
+    assert outcomes["loaded"] > 0 and outcomes["error"] > 0, outcomes
