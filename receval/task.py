@@ -265,6 +265,8 @@ def _read_queries(root: Path, files: dict[str, Path]) -> pd.DataFrame:
 
 
 def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
+    """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
+    other files and hidden files such as ``._A.tsv`` are ignored)."""
     single = find_table(root, "runs")
     folder = root / "runs"
     if single is not None and folder.is_dir():
@@ -280,7 +282,9 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
         parts.append(frame)
     elif folder.is_dir():
         paths = sorted(
-            p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES and p.is_file()
+            p
+            for p in folder.iterdir()
+            if p.suffix.lower() in TABLE_SUFFIXES and p.is_file() and not p.name.startswith(".")
         )
         if not paths:
             raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")

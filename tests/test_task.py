@@ -106,6 +106,7 @@ def test_runs_folder_mixed_formats_and_optional_columns(tmp_path: Path):
             "runs/A.tsv": "system\tquery_id\tanswer\tteam\nA\tq1\tParis\tT1\n",
             "runs/B.csv": "query_id,answer,score\nq1,Lyon,0.25\nq2,Rome,\n",
             "runs/notes.txt": "ignored: not a table",
+            "runs/._A.tsv": b"\x00\x05\x16\x07",  # hidden (e.g. macOS metadata): ignored
         },
     )
     pd.DataFrame(
