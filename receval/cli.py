@@ -678,6 +678,11 @@ def import_tac_kbp_command(
         queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
     )
     write_bundle(out, tables, config, overwrite=overwrite)
+    skipped = int(tables["runs"].attrs.get("hop1_rows_skipped", 0))
+    if skipped:
+        click.echo(
+            f"note: {skipped} hop-1 run rows skipped (receval scores hop 0; --include-hop1 keeps them)"
+        )
     click.echo(
         f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
         f"{len(tables.get('judgments', ()))} assessments"

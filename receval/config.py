@@ -223,8 +223,9 @@ def dump_config(config: TaskConfig) -> str:
     for category in LABEL_CATEGORIES:
         if config.labels.get(category) != DEFAULT_LABELS[category]:
             label_lines.append(f"{category} = [{', '.join(q(v) for v in config.labels[category])}]")
-    if config.inexact_policy != "wrong":
-        label_lines.append(f"inexact_policy = {q(config.inexact_policy)}")
+    label_lines.append(
+        f"inexact_policy = {q(config.inexact_policy)}"
+    )  # always stated: it changes scores
     if label_lines:
         lines += ["", "[labels]", *label_lines]
     if config.merge_rule != "majority" or config.tie_policy != "half":
