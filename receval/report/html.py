@@ -756,8 +756,8 @@ def _pooling_bias(inputs: ReportInputs) -> dict[str, Any]:
     summary = ""
     if delta is not None and delta.notna().any():
         summary = (
-            f"Median Δ F1 over {int(delta.notna().sum())} teams: {_signed(float(delta.median()))}; "
-            f"largest loss {_signed(float(delta.min()))}, largest gain {_signed(float(delta.max()))}."
+            f"Δ F1 over {int(delta.notna().sum())} teams: median {_signed(float(delta.median()))}, "
+            f"from {_signed(float(delta.min()))} to {_signed(float(delta.max()))}."
         )
     return {"rows": rows, "svg": plots.pooling_bias_plot(bias), "absent": None, "summary": summary}
 
@@ -831,6 +831,9 @@ def _annotation(inputs: ReportInputs) -> dict[str, Any]:
 
 
 def _per_query(inputs: ReportInputs) -> dict[str, Any]:
+    """Top queries by disagreement: annotator conflicts first, then how evenly the judged
+    answers split between correct and wrong (``judged · p(1 − p)``, p = share judged correct:
+    the queries on which systems' answers disagree most)."""
     pq = inputs.per_query
     if pq is None or "query_id" not in pq.columns:
         return {
@@ -838,17 +841,31 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
             f"{inputs.absent.get('per_query.csv', 'has no query_id column')})."
         }
     frame = pq.copy()
-    keys = [c for c in ("conflicts", "outputs") if c in frame.columns]
-    for c in keys:
-        frame[c] = pd.to_numeric(frame[c], errors="coerce")
-    if keys:
-        frame = frame.sort_values(keys, ascending=False, kind="stable", na_position="last")
-    top = frame.head(TOP_QUERIES)
     numeric = [
         c
         for c in ("outputs", "systems", "judged", "judged_correct", "conflicts", "exhaustive_facts")
         if c in frame.columns
     ]
+    for c in numeric:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    keys, order = [], []
+    if "conflicts" in frame.columns:
+        keys.append("conflicts")
+        order.append("annotator conflicts")
+    has_split = {"judged", "judged_correct"} <= set(frame.columns)
+    if has_split:
+        judged = frame["judged"].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(
+                judged > 0, frame["judged_correct"].to_numpy(dtype=float) / judged, np.nan
+            )
+        frame["_share"] = share
+        frame["_split"] = np.nan_to_num(judged * share * (1.0 - share))
+        keys.append("_split")
+        order.append("split of the judged answers, judged × p(1 − p) with p the share correct")
+    if keys:
+        frame = frame.sort_values(keys, ascending=False, kind="stable", na_position="last")
+    top = frame.head(TOP_QUERIES)
     rows = []
     for _, r in top.iterrows():
         cells = [Cell(_text(r.get("query_id")), _text(r.get("query_id")))]
@@ -860,24 +877,21 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
             )
             for c in numeric
         ]
-        if {"judged", "judged_correct"} <= set(frame.columns):
-            j, k = r.get("judged"), r.get("judged_correct")
-            share = (
-                float(k) / float(j)
-                if not _is_missing(j) and float(j) > 0 and not _is_missing(k)
-                else math.nan
-            )
-            cells.append(Cell(_num(share), _sort_value(share), css="num"))
+        if has_split:
+            cells.append(Cell(_num(r["_share"]), _sort_value(r["_share"]), css="num"))
+            cells.append(Cell(_num(r["_split"], 1), _sort_value(r["_split"]), css="num"))
         rows.append(cells)
     heads = ["query", *[c.replace("_", " ") for c in numeric]]
-    if {"judged", "judged_correct"} <= set(frame.columns):
-        heads.append("share of judged facts correct")
+    if has_split:
+        heads += ["share of judged facts correct (p)", "split judged × p(1 − p)"]
+    conflicts = frame["conflicts"].sum() if "conflicts" in frame.columns else 0
     return {
         "absent": None,
         "heads": heads,
         "rows": rows,
         "total": len(frame),
-        "order": " then ".join(keys) if keys else "file order",
+        "order": ", then by ".join(order) if order else "file order",
+        "no_conflicts": "conflicts" in frame.columns and conflicts == 0,
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -235,6 +236,8 @@ def inspect_page(html: Path, profile: Path, screenshot: Path) -> dict[str, Any]:
         )
         shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         screenshot.write_bytes(base64.b64decode(shot["data"]))
+        pdf = dt.call("Page.printToPDF", paperWidth=8.27, paperHeight=11.69)
+        screenshot.with_suffix(".pdf").write_bytes(base64.b64decode(pdf["data"]))
         time.sleep(0.2)
         dt.call("Runtime.evaluate", expression="1")  # drain late events
         events = list(dt.events)
@@ -335,3 +338,12 @@ def test_screenshot_kept(loaded_page):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack("!II", data[16:24])
     assert width == 1280 and height > 2000
+
+
+def test_prints_to_pdf(loaded_page):
+    _, _, screenshot = loaded_page
+    pdf = screenshot.with_suffix(".pdf").read_bytes()
+    assert pdf[:5] == b"%PDF-"
+    pages = len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf))
+    print(f"\nprinted report: {pages} A4 pages, {screenshot.with_suffix('.pdf')}")
+    assert pages >= 3

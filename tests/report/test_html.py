@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import make_bundle
-from report_outputs import method_curve
 
 from receval.cli import cli
 from receval.errors import BundleError
@@ -349,6 +348,8 @@ def test_date_from_created_else_run_json_mtime(scored_dir, tmp_path):
 def test_seventy_systems_stay_under_three_megabytes(scored_dir, tmp_path):
     """70 systems, each with a dense rank-only PAULA curve (thousands of knots) *and* a Dimm
     extrapolation (the two-panel figure, the largest there is)."""
+    from report_outputs import method_curve
+
     src = read_report_inputs(scored_dir)
     out = tmp_path / "seventy"
     (out / "curves").mkdir(parents=True)
@@ -407,3 +408,34 @@ def test_thin_curve_keeps_ends_and_queried_points():
 def test_render_report_is_pure(full_output_dir):
     inputs = read_report_inputs(full_output_dir)
     assert render_report(inputs) == render_report(inputs)
+
+
+def test_per_query_top_by_conflicts_then_split(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out", keep={"leaderboard.csv", "run.json"})
+    queries = pd.DataFrame(
+        {
+            "query_id": [f"q{i:02d}" for i in range(40)],
+            "outputs": 100,
+            "systems": 5,
+            "judged": 20,
+            "judged_correct": [float(i % 21) for i in range(40)],
+            "conflicts": [0] * 38 + [2, 1],
+            "exhaustive_facts": 0,
+        }
+    )
+    queries.to_csv(out / "per_query.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    section = section_html(page, "per-query")
+    shown = re.findall(r'<tr><td class="" data-v="(q\d\d)">', section)
+    assert len(shown) == 25
+    # conflicts first (q38: 2, q39: 1), then the most even split (10 of 20 correct: q10, q31)
+    assert shown[:4] == ["q38", "q39", "q10", "q31"]
+    p = queries["judged_correct"] / 20
+    split = (20 * p * (1 - p)).to_numpy()
+    ranked = [f"q{i:02d}" for i in np.argsort(-split[:38], kind="stable")]
+    assert shown[2:] == ranked[:23]
+    assert "(no query has annotator conflicts in this run)" not in section
+    queries["conflicts"] = 0
+    queries.to_csv(out / "per_query.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    assert "(no query has annotator conflicts in this run)" in section_html(page, "per-query")
