@@ -224,9 +224,9 @@ def test_policy_variants(task, policy, a, b):
 def test_inexact_policy_follows_the_bundle(tmp_path):
     tables, config = import_tac_kbp(FIXTURES / "sf-query.xml", RUNS, FIXTURES / "qrel.txt")
     root = write_bundle(tmp_path / "b", tables, config)
-    toml = (
-        (root / "task.toml").read_text().replace("[labels]", '[labels]\ninexact_policy = "correct"')
-    )
+    toml = (root / "task.toml").read_text()
+    assert 'inexact_policy = "wrong"' in toml  # the importer states TAC's default explicitly
+    toml = toml.replace('inexact_policy = "wrong"', 'inexact_policy = "correct"')
     (root / "task.toml").write_text(toml)
     a = _by_system(official_scores(load_task(root))).loc["teamA1"]
     assert (a["right"], a["wrong"]) == (4, 1)
