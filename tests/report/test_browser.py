@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,18 @@ from receval.report.html import build_report
 pytestmark = pytest.mark.browser
 pytest_plugins = ["report_outputs"]  # the full_output_dir fixture
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: The browser: $RECEVAL_CHROMIUM if set (a path; empty or missing = no browser), else Debian's.
+CHROMIUM = (
+    os.environ["RECEVAL_CHROMIUM"] or None
+    if "RECEVAL_CHROMIUM" in os.environ
+    else shutil.which("chromium") or shutil.which("chromium-browser")
+)
+
+
+def skip_with_reason(reason: str) -> None:
+    """Skip, and say why where a plain ``pytest -q`` run shows it (the warnings summary)."""
+    warnings.warn(f"browser test skipped: {reason}", pytest.PytestWarning, stacklevel=2)
+    pytest.skip(reason)
 
 
 class DevTools:
@@ -106,9 +118,10 @@ class DevTools:
                 return msg.get("result", {})
             self.events.append(msg)
 
-    def wait_for(self, event: str, timeout: float = 60.0) -> dict[str, Any]:
+    def wait_for(self, event: str, timeout: float = 60.0, after: int = 0) -> dict[str, Any]:
+        """The first ``event`` among the events from index ``after`` on (waiting for it)."""
         deadline = time.monotonic() + timeout
-        for msg in self.events:
+        for msg in self.events[after:]:
             if msg.get("method") == event:
                 return msg
         while time.monotonic() < deadline:
@@ -182,9 +195,12 @@ def open_chromium(profile: Path) -> tuple[subprocess.Popen, DevTools]:
     return proc, DevTools(port, ws_path)
 
 
-def inspect_page(html: Path, profile: Path, screenshot: Path) -> dict[str, Any]:
-    """Load ``html`` in Chromium; return the requests, console errors, DOM facts; save a screenshot."""
-    proc, dt = open_chromium(profile)
+def inspect_page(
+    html: Path, browser: tuple[subprocess.Popen, DevTools], screenshot: Path
+) -> dict[str, Any]:
+    """Load ``html`` in the browser; return the requests, console errors and DOM facts; save a
+    screenshot (and a PDF print beside it); close the browser."""
+    proc, dt = browser
     try:
         for domain in ("Network", "Runtime", "Log", "Page"):
             dt.call(f"{domain}.enable")
@@ -217,15 +233,16 @@ def inspect_page(html: Path, profile: Path, screenshot: Path) -> dict[str, Any]:
         facts["sorted"] = dt.evaluate(
             """(() => {
               const table = document.querySelector('#leaderboard-table');
+              if (!table) return null;
               const button = table.tHead.rows[0].cells[3].querySelector('button');
               if (!button) return null;
               button.click(); button.click();
               return Array.from(table.tBodies[0].rows).map(r => r.cells[3].childNodes[0].textContent);
             })()"""
         )
+        mark = len(dt.events)
         dt.evaluate("location.reload()")
-        dt.events.clear()
-        dt.wait_for("Page.loadEventFired")
+        dt.wait_for("Page.loadEventFired", after=mark)
         height = int(facts["height"])
         dt.call(
             "Emulation.setDeviceMetricsOverride",
@@ -257,7 +274,10 @@ def _problems(events: list[dict[str, Any]], url: str) -> tuple[list[str], list[s
     for e in events:
         method, params = e.get("method"), e.get("params", {})
         if method == "Runtime.exceptionThrown":
-            errors.append(json.dumps(params.get("exceptionDetails", {}))[:300])
+            details = params.get("exceptionDetails", {})
+            errors.append(
+                f"{details.get('text', '')} {details.get('exception', {}).get('description', '')}"
+            )
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             errors.append(json.dumps(params.get("args", []))[:300])
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
@@ -269,18 +289,21 @@ def _problems(events: list[dict[str, Any]], url: str) -> tuple[list[str], list[s
 
 @pytest.fixture(scope="module")
 def loaded_page(tmp_path_factory, full_output_dir):
-    if CHROMIUM is None:
-        pytest.skip(
+    if CHROMIUM is None or not Path(CHROMIUM).is_file():
+        skip_with_reason(
             "headless Chromium not installed (Debian package 'chromium'; .ci/run installs it "
-            "with apt-get where it can): the browser check of report.html is skipped"
+            "with apt-get where it can), so report.html was not checked in a browser"
         )
-    out = full_output_dir
-    page = build_report(out)
+    page = build_report(full_output_dir)
     work = tmp_path_factory.mktemp("browser")
     screenshot = work / "report.png"
-    result = inspect_page(page, work / "profile", screenshot)
+    try:
+        browser = open_chromium(work / "profile")
+    except (OSError, RuntimeError, ValueError) as exc:
+        skip_with_reason(f"{CHROMIUM} is installed but could not be started: {exc}")
+    result = inspect_page(page, browser, screenshot)
     print(f"\nscreenshot of report.html: {screenshot}")
-    return out, result, screenshot
+    return full_output_dir, result, screenshot
 
 
 def test_no_console_errors_and_no_requests(loaded_page):
@@ -347,3 +370,24 @@ def test_prints_to_pdf(loaded_page):
     pages = len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf))
     print(f"\nprinted report: {pages} A4 pages, {screenshot.with_suffix('.pdf')}")
     assert pages >= 3
+
+
+def test_the_checks_see_requests_and_console_errors(tmp_path):
+    """The same machinery on a page that loads a (local, missing) image and logs errors: the
+    request list and the error list are not empty, so the assertions above can fail."""
+    if CHROMIUM is None or not Path(CHROMIUM).is_file():
+        skip_with_reason("headless Chromium not installed")
+    page = tmp_path / "bad.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="missing.png" alt="">'
+        '<script>console.error("boom"); notDefined();</script></body></html>'
+    )
+    try:
+        browser = open_chromium(tmp_path / "profile")
+    except (OSError, RuntimeError, ValueError) as exc:
+        skip_with_reason(f"{CHROMIUM} is installed but could not be started: {exc}")
+    result = inspect_page(page, browser, tmp_path / "bad.png")
+    errors, requests = _problems(result["events"], result["url"])
+    assert set(requests) == {(tmp_path / "missing.png").as_uri()}  # once per load
+    assert any("boom" in e for e in errors)
+    assert any("notDefined" in e for e in errors)
