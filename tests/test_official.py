@@ -315,18 +315,26 @@ def test_generic_bundle_matches_exact_answers(tmp_path):
     assert s.loc["B", "recall"] == pytest.approx(1 / 2)
 
 
-def test_matching_is_not_through_fact_normalisation(tmp_path):
+def test_matching_uses_facts_without_provenance_and_exact_strings_with_it(tmp_path):
+    # no provenance (a non-TAC bundle): responses match assessments through the bundle's facts
     root = make_bundle(
-        tmp_path,
+        tmp_path / "plain",
         runs="system\tquery_id\tanswer\nA\tq1\tPARIS\n",
         judgments="query_id\tanswer\tlabel\nq1\tParis\tC\n",
         samples=None,
     )
     task = load_task(root)
-    # the same fact for the statistical estimators ...
     assert task.outputs["fact"].iloc[0] == task.judgments["fact"].iloc[0]
-    # ... but not the assessed response
     row = official_scores(task).iloc[0]
+    assert (row["judged"], row["unassessed"], row["right"], row["gt"]) == (1, 0, 1, 1)
+    # with provenance on both sides (TAC): exact strings, as CS-Score matches them
+    root = make_bundle(
+        tmp_path / "tac",
+        runs="system\tquery_id\tanswer\tprovenance\nA\tq1\tPARIS\tD1:1-5\n",
+        judgments="query_id\tanswer\tlabel\tprovenance\nq1\tParis\tC\tD1:1-5\n",
+        samples=None,
+    )
+    row = official_scores(load_task(root)).iloc[0]
     assert (row["judged"], row["unassessed"], row["right"], row["gt"]) == (0, 1, 0, 1)
 
 

@@ -18,8 +18,9 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    whitespace); provenance lists compare in canonical form
    (:func:`receval.formats.tac_kbp.normalize_provenance`).  When several assessments match, a
    correct one is preferred, else the first in file order.  A provenance column takes part only
-   when both the runs and the judgments fill it in, so bundles without provenance match on
-   (query, exact answer).
+   when both the runs and the judgments fill it in.  Bundles without provenance (not TAC) match
+   on the bundle's fact instead: (query, answer normalised by ``[matching]``), as every other
+   receval estimator does.
 2. **Pre-policy class.**  The assessment's category (correct, wrong, inexact, ignore), or
    *unassessed* when nothing matches.
 3. **Post-policy class** (``-right/-wrong/-ignore``; :class:`OfficialPolicy`): correct -> right,
@@ -187,11 +188,15 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
     judg = judg[judg["query_id"].isin(keep)].reset_index(drop=True)
 
     def keys(frame: pd.DataFrame) -> pd.DataFrame:
+        # TAC bundles (with provenance) match exact strings as CS-Score does; other bundles
+        # match on the bundle's facts, i.e. its [matching] normalisation
+        answer = (
+            frame["answer_raw"].astype(str).str.strip()
+            if key_provenance
+            else frame["fact"].astype(str)
+        )
         out = pd.DataFrame(
-            {
-                "q": frame["query_id"].astype(str).str.strip(),
-                "a": frame["answer_raw"].astype(str).str.strip(),
-            },
+            {"q": frame["query_id"].astype(str).str.strip(), "a": answer},
             index=frame.index,
         )
         for name, col in key_provenance:
