@@ -6,14 +6,17 @@ balance-heuristic mixture q = Σ_j (n_j/N) s_j, the joint precision estimator of
     Var π̂_i = Σ_j (n_j/N²) (E_{s_j}[(t_i f/q)²] − π_ij²)            (appendix, Theorem 1).
 
 Samplers with labelled draws contribute their empirical Theorem-1 terms.  For a sampler whose
-labels are not known yet the paper's conservative bound uses f ≤ 1 and drops −π_ij²; we take the
-smaller of that bound and Popoviciu's bound (range of t_i f/q)²/4, both valid for any labels.  Written with
+labels are not known yet the paper's bound uses f ≤ 1 and drops −π_ij², which for a lone system
+is 4× the binomial worst case p(1 − p) ≤ 1/4 it is compared with.  We keep the −π_ij² term and
+bound the label instead: facts already labelled keep their label, the unlabelled ones are correct
+with an unknown common probability π, and the variance is maximised over π ∈ [0, 1] (a concave
+quadratic, solved exactly).  For a lone system this is exactly the binomial worst case 1/(4n).  Written with
 the unnormalised mixture mass M(x) = Σ_j n_j s_j(x) = N q(x), the bound no longer depends on N:
 
-    V_i(n) = Σ_{labelled samplers j} n_j Var̂_j[t_i f / M]
-             + Σ_{planned j} n_j min(Σ_{x ∈ X_j} s_j(x) e(x) t_i(x)² / M(x)², max_x (t_i/M)² / 4),
+    V_i(n) = Σ_{labelled samplers j} n_j Var̂_j[t_i f / M]  +  Σ_{planned j} n_j max_π Var_{s_j}[t_i f / M],
 
-where e(x) = f(x) when the fact is labelled already (labels are reused) and 1 otherwise.  The bound
+where f is the label when the fact is labelled already (labels are reused) and Bernoulli(π)
+otherwise.  The bound
 falls monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
 n meeting a target (the paper's procedure).  For pooled recall, the delta-method variance of the
 self-normalised ratio ν̂_i = A/B is bounded the same way with terms (g_i(x) − ν_i) f(x) / M(x), and
@@ -31,6 +34,24 @@ from scipy.special import ndtri
 from receval.design import sampling_probabilities
 from receval.estimators.sample_data import SampleData, build_sample_data
 from receval.task import Task
+
+
+def _worst_case_variance(s: np.ndarray, c: np.ndarray, label: np.ndarray) -> float:
+    """max over π ∈ [0, 1] of Var_{x ~ s}[c(x) f(x)] when unlabelled facts are correct w.p. π.
+
+    Labelled facts keep their label.  With E[f] = E[f²] = π for the unlabelled ones the variance
+    is (A π + K1) − (B π + K0)², a concave quadratic in π whose maximiser is
+    π* = (A − 2 B K0) / (2 B²), clipped to [0, 1].  For a lone system (c constant) this is the
+    binomial worst case c²/4 at π = 1/2.
+    """
+    known = ~np.isnan(label)
+    f = np.where(known, label, 0.0)
+    A = float(np.sum(s[~known] * c[~known] ** 2))
+    Bc = float(np.sum(s[~known] * c[~known]))
+    K1 = float(np.sum(s * f * c**2))
+    K0 = float(np.sum(s * f * c))
+    pi = 0.0 if Bc == 0 else min(max((A - 2 * Bc * K0) / (2 * Bc**2), 0.0), 1.0)
+    return max((A * pi + K1) - (Bc * pi + K0) ** 2, 0.0)
 
 
 def _sampler_variance_sum(values: np.ndarray, sampler: np.ndarray, J: int) -> float:
@@ -74,7 +95,7 @@ class _Planner:
         label = np.full(n_facts, np.nan)
         label[task.labels.index.to_numpy(np.int64)] = task.labels.to_numpy(float)
         self.label = label
-        self.expect = np.where(np.isnan(label), 1.0, label)  # e(x): f ≤ 1 where unknown
+        self.plug_in = np.where(np.isnan(label), 0.5, label)  # expected label for ν's plug-in
         self.draw_x = data.facts[data.draw_fact]
         self.draw_f = data.label[data.draw_fact]
         # pool coverage and its variance from the exhaustive units (ratio linearisation)
@@ -112,9 +133,9 @@ class _Planner:
             a_plan = b_plan = 0.0
             for j, n in planned.items():
                 rows, s = self.column(j)
-                e = self.expect[rows]
                 c = t[rows] / mass[rows]
-                prec_plan += n * min(np.sum(s * e * c**2), np.max(c, initial=0.0) ** 2 / 4)
+                prec_plan += n * _worst_case_variance(s, c, self.label[rows])
+                e = self.plug_in[rows]
                 a_plan += n * np.sum(s * e * g[rows] / mass[rows])
                 b_plan += n * np.sum(s * e / mass[rows])
             B = b_emp + b_plan
@@ -123,12 +144,8 @@ class _Planner:
             rec_plan = 0.0
             for j, n in planned.items():
                 rows, s = self.column(j)
-                e = self.expect[rows]
                 d = (g[rows] - nu) / mass[rows]
-                spread = np.max(np.where(d > 0, d, 0.0), initial=0.0) - np.min(
-                    np.where(d < 0, d, 0.0), initial=0.0
-                )
-                rec_plan += n * min(np.sum(s * e * d**2), spread**2 / 4)
+                rec_plan += n * _worst_case_variance(s, d, self.label[rows])
             var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
         var_p = prec_emp + prec_plan
         if not np.isfinite(var_p):
