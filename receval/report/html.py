@@ -621,7 +621,10 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
                     f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
                 )
                 if not _is_missing(tinfo.get("backtest_max_dev")):
-                    text += f"; back-test maximum deviation {float(tinfo['backtest_max_dev']):.3g}"
+                    text += (
+                        "; back-test: largest deviation of the reference curve from the system's "
+                        f"own curve points (backtest_max_dev) {float(tinfo['backtest_max_dev']):.3g}"
+                    )
                 facts.append(text)
                 facts += [
                     f"flag: {f}"

@@ -385,7 +385,8 @@ class DimmPoint:
     at_target_hi: float = math.nan
 
 
-def _draw_dimm(ax, dimm: DimmPoint, *, mark_target: bool) -> None:
+def _draw_dimm(ax, dimm: DimmPoint) -> None:
+    """Dimm's reference curve through the system's point, and X(R_T) with its interval."""
     from receval.extrapolation import reference_precision
 
     top = max(1.0, dimm.target)
@@ -410,7 +411,7 @@ def _draw_dimm(ax, dimm: DimmPoint, *, mark_target: bool) -> None:
         label=f"system's point (R={dimm.recall:.3f}, P={dimm.precision:.3f})",
         zorder=5,
     )
-    if mark_target and math.isfinite(dimm.at_target):
+    if math.isfinite(dimm.at_target):
         yerr = None
         if math.isfinite(dimm.at_target_lo) and math.isfinite(dimm.at_target_hi):
             yerr = [
@@ -493,7 +494,7 @@ def curve_plot(
             )
         ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
         queried = _finite(thin["queried"]) == 1 if "queried" in thin else np.zeros(len(x), bool)
-        count = int(_finite(curve["queried"]).__eq__(1).sum()) if "queried" in curve else 0
+        count = int((_finite(curve["queried"]) == 1).sum()) if "queried" in curve else 0
         if queried.any() and queried.sum() <= 30:
             ax.plot(
                 x[queried],
@@ -518,7 +519,7 @@ def curve_plot(
         if x_is_recall:
             ax.set_xlabel("recall (estimated, top-k of the ranked output)")
             if dimm is not None:
-                _draw_dimm(ax, dimm, mark_target=True)
+                _draw_dimm(ax, dimm)
             if target_ok:
                 ax.axvline(
                     target_recall,
@@ -565,7 +566,7 @@ def curve_plot(
         ax.grid(color="#e5e5e5", lw=0.6)
     if dimm_panel:
         ax = axes[pos]
-        _draw_dimm(ax, dimm, mark_target=True)
+        _draw_dimm(ax, dimm)
         if target_ok:
             ax.axvline(
                 target_recall,
