@@ -256,6 +256,7 @@ def adaptive_trial(
     max_n: int,
     B: int,
     exact: ExactPrecisionVariance,
+    bound_kind: str = "paper",
 ) -> AdaptiveTrial:
     """Add every system of ``base`` in a random order, each with its planned sample.
 
@@ -276,7 +277,7 @@ def adaptive_trial(
     n, new, reached, bound = [], [], [], []
     for name in order:
         plan = adaptive_sample_sizes(
-            task, target, confidence=LEVEL, systems=[name], max_n=max_n
+            task, target, confidence=LEVEL, systems=[name], max_n=max_n, bound=bound_kind
         ).iloc[0]
         size = int(plan["n"])
         samples.append(
@@ -345,6 +346,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="adaptive orders (paper: 100)")
     parser.add_argument("--max-n", type=int, default=LONE_DRAWS, help="cap on draws per system")
     parser.add_argument("--seed", type=int, default=2017)
+    parser.add_argument(
+        "--bound",
+        choices=("paper", "exchangeable"),
+        default="paper",
+        help="planner's variance bound; the target is the same bound for a lone system with 500 draws",
+    )
     args = parser.parse_args()
 
     per_source = args.labels // (args.systems + 1)
@@ -428,11 +435,14 @@ def main() -> None:
 
     # part 2
     z = float(ndtri(0.5 + LEVEL / 2))
-    target = z * np.sqrt(0.25 / LONE_DRAWS)
+    # the paper's target: "the variance of 500 samples for a lone system", measured with the same
+    # bound the planner uses (paper: 1/n; exchangeable: the binomial worst case 1/(4n))
+    lone = 1.0 if args.bound == "paper" else 0.25
+    target = z * np.sqrt(lone / LONE_DRAWS)
     rng = np.random.default_rng(adaptive_seq)
     exact = ExactPrecisionVariance(base)
     trials = [
-        adaptive_trial(base, rng, target, args.max_n, args.bootstrap, exact)
+        adaptive_trial(base, rng, target, args.max_n, args.bootstrap, exact, args.bound)
         for _ in range(args.trials)
     ]
     baseline = LONE_DRAWS * args.systems
@@ -443,7 +453,8 @@ def main() -> None:
     print()
     print(
         f"PART 2: adaptive planner, {args.systems} systems added one at a time in random order, "
-        f"{args.trials} orders; target 90% half-width z·√(0.25/{LONE_DRAWS}) = {target:.4f} "
+        f"{args.trials} orders; {args.bound} bound; target 90% half-width "
+        f"z·√({lone:g}/{LONE_DRAWS}) = {target:.4f} (the bound of a lone system with {LONE_DRAWS} draws) "
         f"(precision and pooled recall), at most {args.max_n} draws per system"
     )
     print(f"  {'order':>5s}{'draws':>9s}{'new labels':>12s}{'capped':>8s}{'seconds':>9s}")

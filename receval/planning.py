@@ -5,19 +5,23 @@ balance-heuristic mixture q = Σ_j (n_j/N) s_j, the joint precision estimator of
 
     Var π̂_i = Σ_j (n_j/N²) (E_{s_j}[(t_i f/q)²] − π_ij²)            (appendix, Theorem 1).
 
-Samplers with labelled draws contribute their empirical Theorem-1 terms.  For a sampler whose
-labels are not known yet the paper's bound uses f ≤ 1 and drops −π_ij², which for a lone system
-is 4× the binomial worst case p(1 − p) ≤ 1/4 it is compared with.  We keep the −π_ij² term and
-bound the label instead: facts already labelled keep their label, the unlabelled ones are correct
-with an unknown common probability π, and the variance is maximised over π ∈ [0, 1] (a concave
-quadratic, solved exactly).  For a lone system this is exactly the binomial worst case 1/(4n).  Written with
-the unnormalised mixture mass M(x) = Σ_j n_j s_j(x) = N q(x), the bound no longer depends on N:
+Samplers with labelled draws contribute their empirical Theorem-1 terms (the paper: "for the
+existing systems use the empirical Theorem-1 terms").  A planned sampler's labels are unknown; two
+bounds are offered, written with the unnormalised mixture mass M(x) = Σ_j n_j s_j(x) = N q(x), so
+that N cancels:
 
-    V_i(n) = Σ_{labelled samplers j} n_j Var̂_j[t_i f / M]  +  Σ_{planned j} n_j max_π Var_{s_j}[t_i f / M],
+* ``bound="paper"`` (default): the paper's conservative bound n_j E_{s_j}[(t_i f / M)²] with f ≤ 1
+  where a fact is unlabelled and the −π_ij² term dropped.  Valid for any labels.  For a lone
+  system it is 1/n — so the paper's target "the variance of 500 samples for a lone system" is
+  1/500 in the same units.
+* ``bound="exchangeable"``: keeps −π_ij² and lets the unlabelled facts be correct with an unknown
+  common probability π, maximising the variance over π ∈ [0, 1] (a concave quadratic, solved
+  exactly).  For a lone system this is the binomial worst case 1/(4n), so it asks for about four
+  times fewer labels for the same absolute half-width; it is a bound under exchangeable labels,
+  not for an adversarial labelling.
 
-where f is the label when the fact is labelled already (labels are reused) and Bernoulli(π)
-otherwise.  The bound
-falls monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
+Facts already labelled keep their label either way (labels are reused).  The bound falls
+monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
 n meeting a target (the paper's procedure).  For pooled recall, the delta-method variance of the
 self-normalised ratio ν̂_i = A/B is bounded the same way with terms (g_i(x) − ν_i) f(x) / M(x), and
 true recall r̂ = θ̂ ν̂ adds ν² Var θ̂ from the exhaustive units.  Every planned sample is uniform over
@@ -66,10 +70,25 @@ def _sampler_variance_sum(values: np.ndarray, sampler: np.ndarray, J: int) -> fl
     return float(np.sum(n * np.maximum(var, 0.0)))
 
 
+BOUNDS = ("paper", "exchangeable")
+
+
+def _paper_bound(s: np.ndarray, c: np.ndarray, label: np.ndarray) -> float:
+    """E_{x~s}[c(x)² f(x)] with f ≤ 1 where unlabelled: the paper's bound (−π² dropped).
+
+    Valid for any labels.  For a lone system it is 1/n, four times the binomial worst case.
+    """
+    e = np.where(np.isnan(label), 1.0, label)
+    return float(np.sum(s * e * c**2))
+
+
 class _Planner:
     """Mixture masses and labels over all facts, for repeated variance bounds."""
 
-    def __init__(self, task: Task, data: SampleData) -> None:
+    def __init__(self, task: Task, data: SampleData, bound: str = "paper") -> None:
+        if bound not in BOUNDS:
+            raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
+        self.planned_variance = _paper_bound if bound == "paper" else _worst_case_variance
         self.task = task
         self.data = data
         outputs = task.outputs
@@ -134,7 +153,7 @@ class _Planner:
             for j, n in planned.items():
                 rows, s = self.column(j)
                 c = t[rows] / mass[rows]
-                prec_plan += n * _worst_case_variance(s, c, self.label[rows])
+                prec_plan += n * self.planned_variance(s, c, self.label[rows])
                 e = self.plug_in[rows]
                 a_plan += n * np.sum(s * e * g[rows] / mass[rows])
                 b_plan += n * np.sum(s * e / mass[rows])
@@ -145,7 +164,7 @@ class _Planner:
             for j, n in planned.items():
                 rows, s = self.column(j)
                 d = (g[rows] - nu) / mass[rows]
-                rec_plan += n * _worst_case_variance(s, d, self.label[rows])
+                rec_plan += n * self.planned_variance(s, d, self.label[rows])
             var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
         var_p = prec_emp + prec_plan
         if not np.isfinite(var_p):
@@ -165,6 +184,7 @@ def adaptive_sample_sizes(
     confidence: float = 0.95,
     systems: list[str] | None = None,
     max_n: int = 2000,
+    bound: str = "paper",
 ) -> pd.DataFrame:
     """Smallest uniform sample size per new system meeting ``target_width`` (half-width).
 
@@ -178,7 +198,7 @@ def adaptive_sample_sizes(
     Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached``.
     """
     data = build_sample_data(task)
-    planner = _Planner(task, data)
+    planner = _Planner(task, data, bound)
     z = float(ndtri(0.5 + confidence / 2))
     limit = (target_width / z) ** 2
     have = set(
@@ -224,7 +244,9 @@ def adaptive_sample_sizes(
     )
 
 
-def expected_widths(task: Task, per_system: int, *, confidence: float = 0.95) -> pd.DataFrame:
+def expected_widths(
+    task: Task, per_system: int, *, confidence: float = 0.95, bound: str = "paper"
+) -> pd.DataFrame:
     """Bound on each system's half-widths if every system got ``per_system`` more uniform draws.
 
     For a total budget L over m systems, call with ``per_system = L // m``.  Labels already
@@ -232,7 +254,7 @@ def expected_widths(task: Task, per_system: int, *, confidence: float = 0.95) ->
     Returns ``system, precision_halfwidth, recall_halfwidth``.
     """
     data = build_sample_data(task)
-    planner = _Planner(task, data)
+    planner = _Planner(task, data, bound)
     z = float(ndtri(0.5 + confidence / 2))
     planned = {i: float(per_system) for i in range(data.m)}
     out = []
