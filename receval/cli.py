@@ -82,11 +82,6 @@ def validate(task: Path) -> None:
         click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
 
 
-def _safe_name(name: str) -> str:
-    """A file name for a system (path separators and control characters replaced)."""
-    return "".join(c if c.isalnum() or c in "-_.+=@" else "_" for c in name) or "_"
-
-
 def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
@@ -248,7 +243,7 @@ def score(
     has truth.tsv).  Every interval is a bootstrap interval over all random stages (each system's
     sample, the exhaustive units) with replicates shared by all systems.
     """
-    from receval.report.writers import write_csv, write_json
+    from receval.report.writers import curve_file_stem, write_csv, write_json
     from receval.scoring import ScoreOptions, score_task
 
     loaded = _load(task)
@@ -297,7 +292,7 @@ def score(
             anonymise_board(result.leaderboard, anonymise_key or loaded.name),
         )
     for name, curve in result.curves.items():
-        write_csv(out / "curves" / f"{_safe_name(name)}.csv", curve)
+        write_csv(out / "curves" / f"{curve_file_stem(name)}.csv", curve)
     write_csv(out / "pool.csv", result.pool)
     write_csv(out / "conflicts.csv", result.conflicts)
     if result.truth_check is not None:
@@ -324,13 +319,16 @@ def score(
                 result.replicates.save(fh)
         info["replicates_file"] = "replicates.npz"
     write_json(out / "run.json", info)
+    from receval.report.html import build_report
+
+    report_path = build_report(out, quiet=quiet)
     if not quiet:
         shown = result.leaderboard
         if best_per_team and "best_of_team" in shown:
             shown = shown[shown["best_of_team"]]
         _print_leaderboard(shown)
         interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        click.echo(f"\nintervals: {interval}; results in {out}/")
+        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {report_path})")
 
 
 @cli.command()
@@ -983,6 +981,18 @@ def curve_budget_command(
     else:
         for key, value in result.items():
             click.echo(f"{key:<20} {value}")
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--quiet", is_flag=True, help="Print nothing but errors.")
+def report(out_dir: Path, quiet: bool) -> None:
+    """Rebuild OUT_DIR/report.html from the CSV/JSON that `receval score` wrote (no recomputation)."""
+    from receval.report.html import build_report
+
+    path = build_report(out_dir, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {path}")
 
 
 def main() -> None:

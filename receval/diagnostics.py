@@ -84,6 +84,14 @@ def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
             notes.append("no judged fact is unique to this team: removing it changes nothing")
         if joint is None:
             notes.append("no joint estimate in this run")
+        for key, what in (
+            ("official_f1", "official scores"),
+            ("official_f1_lto", "leave-team-out scores"),
+        ):
+            if np.isnan(row[key]):
+                notes.append(
+                    f"{what} undefined: no response of this team's runs was counted right or wrong"
+                )
         row["note"] = "; ".join(notes)
         rows.append(row)
     return pd.DataFrame(rows, columns=POOLING_BIAS_COLUMNS)

@@ -186,9 +186,11 @@ def precision_at_target(
                     flags[i].append(
                         recall_distance_flag(float(ext_p.recall_distance), max_recall_distance)
                     )
-                if hit.size >= 3:
-                    rec_curve = cum_point[0] / universe_point
-                    prec_curve = cum_point[0] / ranks_hit
+                # backtest on the curve's points once ≥ 10 draws support them (earlier Ĉ(k)/k
+                # is too noisy, and can exceed 1)
+                if hit.size >= 12:
+                    rec_curve = cum_point[0, 9:] / universe_point
+                    prec_curve = np.clip(cum_point[0, 9:] / ranks_hit[9:], 0.0, 1.0)
                     try:
                         bt = backtest(
                             np.append(rec_curve, recall_point[i]),

@@ -31,6 +31,7 @@ from receval import __version__
 from receval.errors import BundleError
 from receval.formats.tables import write_text_atomic
 from receval.report import plots
+from receval.report.writers import curve_file_stem
 
 __all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
 
@@ -105,11 +106,6 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise BundleError(path, None, f"cannot read the table: {exc}") from None
 
 
-def _curve_stem(system: str) -> str:
-    """The file stem ``receval score`` uses for a system's curve (unsafe characters -> ``_``)."""
-    return "".join(c if c.isalnum() or c in "-_.+=@" else "_" for c in system) or "_"
-
-
 def read_report_inputs(out_dir: Path) -> ReportInputs:
     """Read an output directory of ``receval score`` (see the module docstring).
 
@@ -156,7 +152,7 @@ def read_report_inputs(out_dir: Path) -> ReportInputs:
             s for s in (run.get("curves") or {}) if s not in set(board["system"])
         ]
         for system in wanted:
-            path = by_stem.get(system) or by_stem.get(_curve_stem(system))
+            path = by_stem.get(system) or by_stem.get(curve_file_stem(system))
             if path is None:
                 continue
             try:
@@ -606,9 +602,9 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
                 facts.append(
                     f"{label} curve over {_count(info.get('size'))} ranked outputs from "
                     f"{_count(info.get('annotations'))} labels; {len(curve)} knots "
-                    f"(curves/{_curve_stem(system)}.csv)"
+                    f"(curves/{curve_file_stem(system)}.csv)"
                     if info
-                    else f"{len(curve)} knots (curves/{_curve_stem(system)}.csv); run.json has no curve record"
+                    else f"{len(curve)} knots (curves/{curve_file_stem(system)}.csv); run.json has no curve record"
                 )
                 if info.get("guarantee"):
                     facts.append(f"What the band means: {info['guarantee']}")

@@ -13,6 +13,11 @@ import pandas as pd
 from receval.formats.tables import write_text_atomic
 
 
+def curve_file_stem(system: str) -> str:
+    """The file stem of a system's curve in ``DIR/curves/`` (unsafe characters become ``_``)."""
+    return "".join(c if c.isalnum() or c in "-_.+=@" else "_" for c in system) or "_"
+
+
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
     """Write ``frame`` as CSV atomically; NaN becomes an empty field."""
     write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
