@@ -243,10 +243,61 @@ def score(
     has truth.tsv).  Every interval is a bootstrap interval over all random stages (each system's
     sample, the exhaustive units) with replicates shared by all systems.
     """
+    from receval.progress import progress
+
+    # steps: load, estimate, diagnostics, outputs, report (a bar on a terminal after 1 s)
+    with progress(5, "scoring", quiet) as bar:
+        _score(
+            task,
+            out,
+            estimator,
+            bootstrap,
+            confidence,
+            method,
+            weighting,
+            target,
+            seed,
+            rank_by,
+            target_recall,
+            prevalence,
+            tier_correction,
+            anonymise,
+            anonymise_key,
+            best_per_team,
+            save_replicates,
+            replicates_path,
+            quiet,
+            bar,
+        )
+
+
+def _score(
+    task,
+    out,
+    estimator,
+    bootstrap,
+    confidence,
+    method,
+    weighting,
+    target,
+    seed,
+    rank_by,
+    target_recall,
+    prevalence,
+    tier_correction,
+    anonymise,
+    anonymise_key,
+    best_per_team,
+    save_replicates,
+    replicates_path,
+    quiet,
+    bar,
+) -> None:
     from receval.report.writers import curve_file_stem, write_csv, write_json
     from receval.scoring import ScoreOptions, score_task
 
     loaded = _load(task)
+    bar.update(1)
     if rank_by == "precision_at_target" and target_recall is None:
         raise click.UsageError("--rank-by precision_at_target needs --target-recall")
     if estimator == "official" and target_recall is not None:
@@ -279,6 +330,7 @@ def score(
         except ValueError as exc:
             raise InputError(str(exc)) from None
     result = score_task(loaded, options, replicates)
+    bar.update(1)
     if not quiet:
         for w in result.warnings:
             _warn(w)
@@ -300,6 +352,7 @@ def score(
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
 
     write_csv(out / "per_query.csv", per_query(loaded))
+    bar.update(1)
     write_csv(out / "annotation.csv", annotation_spend(loaded))
     joint_board = result.leaderboard if estimator != "official" else None
     write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
@@ -321,7 +374,9 @@ def score(
     write_json(out / "run.json", info)
     from receval.report.html import build_report
 
+    bar.update(1)
     report_path = build_report(out, quiet=quiet)
+    bar.update(1)
     if not quiet:
         shown = result.leaderboard
         if best_per_team and "best_of_team" in shown:
