@@ -247,7 +247,7 @@ def score(
 
     # steps: load, estimate, diagnostics, outputs, report (a bar on a terminal after 1 s)
     with progress(5, "scoring", quiet) as bar:
-        _score(
+        result, report_path = _score(
             task,
             out,
             estimator,
@@ -269,6 +269,13 @@ def score(
             quiet,
             bar,
         )
+    if not quiet:
+        shown = result.leaderboard
+        if best_per_team and "best_of_team" in shown:
+            shown = shown[shown["best_of_team"]]
+        _print_leaderboard(shown)
+        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
+        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {report_path})")
 
 
 def _score(
@@ -377,13 +384,7 @@ def _score(
     bar.update(1)
     report_path = build_report(out, quiet=quiet)
     bar.update(1)
-    if not quiet:
-        shown = result.leaderboard
-        if best_per_team and "best_of_team" in shown:
-            shown = shown[shown["best_of_team"]]
-        _print_leaderboard(shown)
-        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {report_path})")
+    return result, report_path
 
 
 @cli.command()
