@@ -490,6 +490,14 @@ def extrapolate(
     help="With --adaptive: upper end of the search for n.",
 )
 @click.option(
+    "--bound",
+    type=click.Choice(["paper", "exchangeable"]),
+    default="paper",
+    show_default=True,
+    help="With --adaptive: the variance bound for unlabelled facts (paper: f <= 1, valid for any "
+    "labels; exchangeable: worst case over a common unknown precision, about 4x fewer labels).",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -506,6 +514,7 @@ def sample(
     target_width: float | None,
     confidence: float,
     max_per_system: int,
+    bound: str,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -550,6 +559,7 @@ def sample(
             confidence=confidence,
             systems=list(systems) or None,
             max_n=max_per_system,
+            bound=bound,
         )
         sizes = dict(zip(plan["system"], plan["n"], strict=True))
         for _, row in plan.iterrows():
