@@ -81,24 +81,23 @@ class Replicates:
 def stratified_counts(strata: np.ndarray, B: int, rng: np.random.Generator) -> np.ndarray:
     """Resampling counts (B × n): each stratum's rows drawn with replacement, n_s from n_s.
 
-    Vectorised: one uniform matrix, one ``bincount``.
+    Vectorised: one uniform matrix, one ``bincount`` (no loop over replicates or strata).
     """
     strata = np.asarray(strata)
     n = strata.size
     if n == 0:
         return np.zeros((B, 0), np.int32)
     order = np.argsort(strata, kind="stable")
-    sorted_strata = strata[order]
-    _, start, size = np.unique(sorted_strata, return_index=True, return_counts=True)
-    stratum_of = np.searchsorted(start, np.arange(n), side="right") - 1
-    base = start[stratum_of]
-    width = size[stratum_of]
-    picks = base[None, :] + np.floor(rng.random((B, n)) * width[None, :]).astype(np.int64)
-    flat = (np.arange(B, dtype=np.int64)[:, None] * n + picks).ravel()
-    sorted_counts = np.bincount(flat, minlength=B * n).reshape(B, n).astype(np.int32)
-    counts = np.empty_like(sorted_counts)
-    counts[:, order] = sorted_counts
-    return counts
+    identity = bool(np.all(order == np.arange(n)))
+    _, start, size = np.unique(strata[order], return_index=True, return_counts=True)
+    stratum_of = np.repeat(np.arange(size.size), size)
+    picks = start[stratum_of][None, :] + np.floor(
+        rng.random((B, n)) * size[stratum_of][None, :]
+    ).astype(np.int64)
+    if not identity:  # positions in stratum order -> original rows
+        picks = order[picks]
+    picks += np.arange(B, dtype=np.int64)[:, None] * n
+    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n).astype(np.int32)
 
 
 def draw_replicates(
