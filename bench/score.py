@@ -240,7 +240,7 @@ def main() -> None:
 
     def engine():
         stages = _stages(data)
-        terms = _terms(data, "size")
+        terms = _terms(data, "size", "joint")  # what `receval score` computes for joint
         replicates = draw_replicates(stages, B, np.random.default_rng(args.seed))
         return replicates, run_bootstrap(stages, terms, _statistic(data, "joint"), replicates)
 

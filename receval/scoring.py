@@ -113,18 +113,20 @@ def _stages(data: SampleData) -> list[Stage]:
     ]
 
 
-def _terms(data: SampleData, weighting: str) -> dict[str, np.ndarray]:
+def _terms(data: SampleData, weighting: str, estimator: str | None = None) -> dict[str, np.ndarray]:
+    """Per-row terms of every stage.  Draws: [joint precision (m) | ν̂ numerators (m) | ν̂
+    denominator (1) | simple precision (m)]; the simple block is left out for ``estimator="joint"``
+    (a prefix of the full layout, so :func:`_statistic` reads both)."""
     m = data.m
     joint = joint_precision_terms(data, weighting)
     num, den = pooled_recall_terms(data)
-    simple = simple_precision_terms(data)
+    blocks = [joint, num, den[:, None]]
+    if estimator != "joint":
+        blocks.append(simple_precision_terms(data))
     a, b = pool_coverage_terms(data)
     rec_simple, _ = simple_recall_terms(data)
-    draws = (
-        np.concatenate([joint, num, den[:, None], simple], axis=1)
-        if data.K
-        else np.zeros((0, 3 * m + 1))
-    )
+    width = sum(x.shape[1] for x in blocks)
+    draws = np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
     units = (
         np.concatenate([a[:, None], b[:, None], rec_simple], axis=1)
         if data.U
@@ -221,7 +223,7 @@ def score_task(
             "(annotate to_annotate.tsv to remove this caveat)"
         )
     stages = _stages(data)
-    terms = _terms(data, options.weighting)
+    terms = _terms(data, options.weighting, options.estimator)
     rng = np.random.default_rng(options.seed)
     if replicates is None:
         replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)

@@ -86,18 +86,20 @@ def stratified_counts(strata: np.ndarray, B: int, rng: np.random.Generator) -> n
     strata = np.asarray(strata)
     n = strata.size
     if n == 0:
-        return np.zeros((B, 0), np.int32)
+        return np.zeros((B, 0), np.int64)
     order = np.argsort(strata, kind="stable")
     identity = bool(np.all(order == np.arange(n)))
     _, start, size = np.unique(strata[order], return_index=True, return_counts=True)
     stratum_of = np.repeat(np.arange(size.size), size)
-    picks = start[stratum_of][None, :] + np.floor(
-        rng.random((B, n)) * size[stratum_of][None, :]
-    ).astype(np.int64)
+    u = rng.random((B, n))
+    u *= size[stratum_of][None, :]
+    picks = u.astype(np.int64)  # truncation = floor for u ≥ 0: a uniform position in the stratum
+    del u
+    picks += start[stratum_of][None, :]
     if not identity:  # positions in stratum order -> original rows
         picks = order[picks]
     picks += np.arange(B, dtype=np.int64)[:, None] * n
-    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n).astype(np.int32)
+    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n)
 
 
 def draw_replicates(
@@ -118,7 +120,7 @@ def replicate_totals(counts: np.ndarray, terms: np.ndarray, chunk: int = 256) ->
     clean = np.where(np.isnan(terms), 0.0, terms)
     out = np.empty((counts.shape[0], terms.shape[1]))
     for start in range(0, counts.shape[0], chunk):
-        out[start : start + chunk] = counts[start : start + chunk].astype(float) @ clean
+        out[start : start + chunk] = counts[start : start + chunk] @ clean  # ints promote to float
     out[:, nan_cols] = np.nan
     return out
 
