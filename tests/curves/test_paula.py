@@ -34,7 +34,7 @@ PAPER_N = [35_615, 356_150, 3_561_500, 35_615_000]
 
 @pytest.mark.parametrize(
     ("size", "queries", "annotations"),
-    zip(PAPER_N, [78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692], strict=True),
+    list(zip(PAPER_N, [78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692], strict=True)),
 )
 def test_budget_reproduces_paper(size: int, queries: int, annotations: int) -> None:
     budget = Paula().budget(size)
