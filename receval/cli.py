@@ -174,6 +174,12 @@ def _print_leaderboard(board) -> None:
     help="Metric the leaderboard is ranked by.",
 )
 @click.option(
+    "--cluster-queries",
+    is_flag=True,
+    help="Also resample the queries as clusters (the query set is a sample of possible queries), "
+    "as TAC's official bootstrap does; widens intervals when queries differ.",
+)
+@click.option(
     "--target-recall",
     type=click.FloatRange(0.01, 0.99),
     default=None,
@@ -230,6 +236,7 @@ def score(
     target_recall: float | None,
     prevalence: float | None,
     tier_correction: str,
+    cluster_queries: bool,
     anonymise: bool,
     anonymise_key: str | None,
     best_per_team: bool,
@@ -248,26 +255,27 @@ def score(
     # steps: load, estimate, diagnostics, outputs, report (a bar on a terminal after 1 s)
     with progress(5, "scoring", quiet) as bar:
         result, report_path = _score(
-            task,
-            out,
-            estimator,
-            bootstrap,
-            confidence,
-            method,
-            weighting,
-            target,
-            seed,
-            rank_by,
-            target_recall,
-            prevalence,
-            tier_correction,
-            anonymise,
-            anonymise_key,
-            best_per_team,
-            save_replicates,
-            replicates_path,
-            quiet,
-            bar,
+            task=task,
+            out=out,
+            estimator=estimator,
+            bootstrap=bootstrap,
+            confidence=confidence,
+            method=method,
+            weighting=weighting,
+            target=target,
+            seed=seed,
+            rank_by=rank_by,
+            target_recall=target_recall,
+            prevalence=prevalence,
+            tier_correction=tier_correction,
+            cluster_queries=cluster_queries,
+            anonymise=anonymise,
+            anonymise_key=anonymise_key,
+            best_per_team=best_per_team,
+            save_replicates=save_replicates,
+            replicates_path=replicates_path,
+            quiet=quiet,
+            bar=bar,
         )
     if not quiet:
         shown = result.leaderboard
@@ -292,6 +300,7 @@ def _score(
     target_recall,
     prevalence,
     tier_correction,
+    cluster_queries,
     anonymise,
     anonymise_key,
     best_per_team,
@@ -305,6 +314,12 @@ def _score(
 
     loaded = _load(task)
     bar.update(1)
+    if cluster_queries and method == "BCa":
+        raise click.UsageError(
+            "--cluster-queries works with --method percentile or basic (BCa needs a jackknife)"
+        )
+    if cluster_queries and target == "macro":
+        raise click.UsageError("--cluster-queries is implemented for --target micro only")
     if rank_by == "precision_at_target" and target_recall is None:
         raise click.UsageError("--rank-by precision_at_target needs --target-recall")
     if estimator == "official" and target_recall is not None:
@@ -323,6 +338,7 @@ def _score(
         target_recall=target_recall,
         prevalence=prevalence,
         tiers=tier_correction,
+        cluster_queries=cluster_queries,
     )
     replicates = None
     if replicates_path is not None:
@@ -332,7 +348,7 @@ def _score(
 
         try:
             replicates = Replicates.load(
-                replicates_path, _stages(build_sample_data(loaded, target))
+                replicates_path, _stages(build_sample_data(loaded, target), cluster_queries)
             )
         except ValueError as exc:
             raise InputError(str(exc)) from None

@@ -24,11 +24,13 @@ import pandas as pd
 
 from receval import __version__
 from receval.estimators.bootstrap import (
+    QUERY_STAGE,
     BootstrapRun,
     Replicates,
     Stage,
     confidence_interval,
     draw_replicates,
+    row_weights,
     run_bootstrap,
 )
 from receval.estimators.precision import (
@@ -88,6 +90,7 @@ class ScoreOptions:
     target_recall: float | None = None
     prevalence: float | None = None
     tiers: str = "holm"
+    cluster_queries: bool = False
 
 
 @dataclass
@@ -106,27 +109,52 @@ class ScoreResult:
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def _stages(data: SampleData) -> list[Stage]:
+def _stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
+    """The random stages: each sampler's draws, the exhaustive units (and the queries).
+
+    With ``cluster_queries`` the queries are resampled too, as clusters: every draw is weighted by
+    its query's count, the exhaustive units' facts are split by query, and the precision
+    denominators |X_i| become the resampled Σ_q v_q |X_i ∩ q| (the ``queries`` stage).
+    """
+    if not cluster_queries:
+        return [Stage("draws", data.draw_sampler), Stage("units", np.zeros(data.U, np.int64))]
     return [
-        Stage("draws", data.draw_sampler),
-        Stage("units", np.zeros(data.U, np.int64)),
+        Stage(QUERY_STAGE, np.zeros(len(data.queries), np.int64)),
+        Stage("draws", data.draw_sampler, query=data.draw_query),
+        Stage("units", np.zeros(data.U, np.int64), rows=data.pair_unit, query=data.pair_query),
     ]
 
 
-def _terms(data: SampleData, weighting: str, estimator: str | None = None) -> dict[str, np.ndarray]:
+def _terms(
+    data: SampleData, weighting: str, estimator: str | None = None, cluster_queries: bool = False
+) -> dict[str, np.ndarray]:
     """Per-row terms of every stage.  Draws: [joint precision (m) | ν̂ numerators (m) | ν̂
     denominator (1) | simple precision (m)]; the simple block is left out for ``estimator="joint"``
-    (a prefix of the full layout, so :func:`_statistic` reads both)."""
+    (a prefix of the full layout, so :func:`_statistic` reads both).  Units: [a | b | c_i (m)],
+    per (unit, query) pair when queries are clusters.  Queries: [|X_i ∩ q| (m) | labelled
+    correct (m)]."""
     m = data.m
     joint = joint_precision_terms(data, weighting)
     num, den = pooled_recall_terms(data)
     blocks = [joint, num, den[:, None]]
     if estimator != "joint":
         blocks.append(simple_precision_terms(data))
-    a, b = pool_coverage_terms(data)
-    rec_simple, _ = simple_recall_terms(data)
     width = sum(x.shape[1] for x in blocks)
     draws = np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
+    if cluster_queries:
+        w = data.unit_weight[data.pair_unit] if data.pair_unit.size else np.empty(0)
+        units = np.concatenate(
+            [
+                (data.pair_pooled * w)[:, None],
+                (data.pair_found * w)[:, None],
+                data.pair_by_system * w[:, None],
+            ],
+            axis=1,
+        )
+        queries = np.concatenate([data.query_sizes, data.query_correct], axis=1)
+        return {"draws": draws, "units": units, QUERY_STAGE: queries}
+    a, b = pool_coverage_terms(data)
+    rec_simple, _ = simple_recall_terms(data)
     units = (
         np.concatenate([a[:, None], b[:, None], rec_simple], axis=1)
         if data.U
@@ -153,7 +181,14 @@ def _statistic(data: SampleData, estimator: str):
                 precision = d[..., 2 * m + 1 : 3 * m + 1]
                 pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
                 recall = u[..., 2 : 2 + m] / u[..., 1:2]
-        precision = np.where(census, exact, precision)
+            census_precision = exact
+            if (
+                QUERY_STAGE in totals
+            ):  # queries resampled: t_i = 1/|X_i| becomes v_q / Σ_q v_q |X_i ∩ q|
+                q = totals[QUERY_STAGE]
+                precision = precision * data.sizes / q[..., :m]
+                census_precision = q[..., m:] / q[..., :m]
+        precision = np.where(census, census_precision, precision)
         return {
             "precision": precision,
             "pooled_recall": pooled,
@@ -222,8 +257,14 @@ def score_task(
             "left out; the estimates assume the missing labels are missing at random "
             "(annotate to_annotate.tsv to remove this caveat)"
         )
-    stages = _stages(data)
-    terms = _terms(data, options.weighting, options.estimator)
+    if options.cluster_queries and options.method == "BCa":
+        raise ValueError(
+            "BCa needs the jackknife, which clustered resampling does not have: use percentile or basic"
+        )
+    if options.cluster_queries and options.target != "micro":
+        raise ValueError("resampling queries as clusters is implemented for micro averages only")
+    stages = _stages(data, options.cluster_queries)
+    terms = _terms(data, options.weighting, options.estimator, options.cluster_queries)
     rng = np.random.default_rng(options.seed)
     if replicates is None:
         replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)
@@ -335,7 +376,7 @@ def score_task(
                     "(too few labels for a stable interval)"
                 )
     board["estimator"] = options.estimator
-    board["interval"] = f"{options.method} bootstrap {options.confidence:.0%}, B={replicates.B}"
+    board["interval"] = _interval_label(options, replicates.B)
     board["note"] = ["; ".join(n) for n in notes]
     board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
         drop=True
@@ -357,6 +398,7 @@ def score_task(
             "seed": options.seed,
             "method": options.method,
             "level": options.confidence,
+            "clusters": "queries" if options.cluster_queries else None,
         },
         "design": {
             "samplers": len(data.sampler_names),
@@ -408,6 +450,11 @@ def score_task(
     )
 
 
+def _interval_label(options: ScoreOptions, B: int) -> str:
+    clusters = ", queries resampled as clusters" if options.cluster_queries else ""
+    return f"{options.method} bootstrap {options.confidence:.0%}, B={B}{clusters}"
+
+
 def _target(
     task: Task,
     data: SampleData,
@@ -425,7 +472,9 @@ def _target(
     return precision_at_target(
         data,
         task.outputs,
-        replicates.counts["draws"],
+        row_weights(
+            next(s for s in _stages(data, options.cluster_queries) if s.name == "draws"), replicates
+        ),
         terms["draws"][:, m : 2 * m],
         universe_point,
         universe_reps,
@@ -443,7 +492,7 @@ def _target(
 def _pool_frame(
     task: Task, data: SampleData, run: BootstrapRun, options: ScoreOptions, B: int
 ) -> pd.DataFrame:
-    interval = f"{options.method} bootstrap {options.confidence:.0%}, B={B}"
+    interval = _interval_label(options, B)
     rows = []
     for name, what in (
         ("pool_coverage", "θ̂: share of correct facts that some system output"),

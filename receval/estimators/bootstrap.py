@@ -27,14 +27,34 @@ METHODS = ("percentile", "basic", "BCa")
 
 @dataclass(frozen=True)
 class Stage:
-    """One random stage: ``strata[k]`` is the stratum of row k (rows resampled within strata)."""
+    """One random stage.
+
+    ``strata[c]`` is the stratum of resampling unit c (units are resampled with replacement
+    within their stratum).  By default every term row is its own unit; with ``rows``, term row r
+    belongs to unit ``rows[r]`` and takes that unit's count (cluster resampling, e.g. documents
+    whose facts span several queries).  With ``query``, row r is also weighted by the resampling
+    count of query ``query[r]`` (the counts of the stage named :data:`QUERY_STAGE`; −1: none), so
+    queries are resampled as clusters across every stage at once.
+    """
 
     name: str
     strata: np.ndarray
+    rows: np.ndarray | None = None
+    query: np.ndarray | None = None
+
+    @property
+    def units(self) -> int:
+        """Number of resampling units."""
+        return int(self.strata.size)
 
     @property
     def size(self) -> int:
-        return int(self.strata.size)
+        """Number of term rows."""
+        return int(self.strata.size if self.rows is None else self.rows.size)
+
+
+#: The stage whose resampling counts weight the rows of query-clustered stages.
+QUERY_STAGE = "queries"
 
 
 @dataclass(frozen=True)
@@ -70,9 +90,9 @@ class Replicates:
                 if key not in z:
                     raise ValueError(f"{path}: no replicates for stage {stage.name!r}")
                 c = z[key].astype(np.int32)
-                if c.shape != (B, stage.size):
+                if c.shape != (B, stage.units):
                     raise ValueError(
-                        f"{path}: replicates for stage {stage.name!r} have shape {c.shape}, expected {(B, stage.size)}"
+                        f"{path}: replicates for stage {stage.name!r} have shape {c.shape}, expected {(B, stage.units)}"
                     )
                 counts[stage.name] = c
         return cls(seed=None if seed < 0 else seed, B=B, counts=counts)
@@ -121,6 +141,41 @@ def replicate_totals(counts: np.ndarray, terms: np.ndarray, chunk: int = 256) ->
     out = np.empty((counts.shape[0], terms.shape[1]))
     for start in range(0, counts.shape[0], chunk):
         out[start : start + chunk] = counts[start : start + chunk] @ clean  # ints promote to float
+    out[:, nan_cols] = np.nan
+    return out
+
+
+def row_weights(
+    stage: Stage, replicates: Replicates, lo: int = 0, hi: int | None = None
+) -> np.ndarray:
+    """Resampling weight of every term row of ``stage`` in replicates ``lo:hi`` ((hi − lo) × rows).
+
+    A row's weight is its unit's count, times its query's count when the stage is clustered by
+    query (see :class:`Stage`).
+    """
+    counts = replicates.counts[stage.name][lo:hi]
+    weights = counts if stage.rows is None else counts[:, stage.rows]
+    weights = weights.astype(float)
+    if stage.query is not None:
+        q = replicates.counts[QUERY_STAGE][lo:hi].astype(float)
+        has = stage.query >= 0
+        weights[:, has] *= q[:, stage.query[has]]
+    return weights
+
+
+def stage_totals(
+    stage: Stage, terms: np.ndarray, replicates: Replicates, chunk: int = 256
+) -> np.ndarray:
+    """Replicate totals of one stage (B × F): row weights @ terms, chunked; NaN columns stay NaN."""
+    if stage.rows is None and stage.query is None:
+        return replicate_totals(replicates.counts[stage.name], terms, chunk)
+    terms = np.asarray(terms, float)
+    terms = terms[:, None] if terms.ndim == 1 else terms
+    nan_cols = np.isnan(terms).any(axis=0)
+    clean = np.where(np.isnan(terms), 0.0, terms)
+    out = np.empty((replicates.B, terms.shape[1]))
+    for lo in range(0, replicates.B, chunk):
+        out[lo : lo + chunk] = row_weights(stage, replicates, lo, lo + chunk) @ clean
     out[:, nan_cols] = np.nan
     return out
 
@@ -275,12 +330,14 @@ def run_bootstrap(
             np.isnan(t).any(axis=0), np.nan, t.sum(axis=0) if t.size else np.zeros(t.shape[1])
         )
     point = statistic(full)
-    reps_totals = {
-        s.name: replicate_totals(replicates.counts[s.name], terms[s.name]) for s in stages
-    }
+    reps_totals = {s.name: stage_totals(s, terms[s.name], replicates) for s in stages}
     reps = statistic(reps_totals)
     jack = None
     if jackknife:
+        if any(s.rows is not None or s.query is not None for s in stages):
+            raise ValueError(
+                "BCa's jackknife is not available with clustered resampling; use percentile or basic"
+            )
         pieces: dict[str, list[np.ndarray]] = {}
         for s in stages:
             if s.size == 0:

@@ -18,7 +18,7 @@ says how many were left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,20 @@ class SampleData:
     census: np.ndarray  # (m,) bool: every output of the system is labelled
     census_precision: np.ndarray  # (m,) exact precision where census
     target_kind: str = "micro"
+    # for resampling queries as clusters
+    queries: list[str] = field(default_factory=list)  # (Q,)
+    draw_query: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (K,)
+    query_sizes: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))  # (Q, m) |X_i ∩ q|
+    query_correct: np.ndarray = field(
+        default_factory=lambda: np.empty((0, 0))
+    )  # (Q, m) labelled correct
+    pair_unit: np.ndarray = field(
+        default_factory=lambda: np.empty(0, np.int64)
+    )  # (P,) unit of (unit, query)
+    pair_query: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (P,)
+    pair_found: np.ndarray = field(default_factory=lambda: np.empty(0))  # (P,) b split by query
+    pair_pooled: np.ndarray = field(default_factory=lambda: np.empty(0))  # (P,) a split by query
+    pair_by_system: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))  # (P, m)
 
     @property
     def K(self) -> int:
@@ -180,6 +194,43 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
             1.0,
         )
 
+    # query structure (for resampling queries as clusters)
+    query_ids = list(task.queries["query_id"])
+    q_index = pd.Series(np.arange(len(query_ids)), index=query_ids)
+    Q = len(query_ids)
+    draw_query = q_index.reindex(task.facts["query_id"].to_numpy()[drawn[draw_fact]]).to_numpy(
+        np.int64
+    )
+    out_q = q_index.reindex(outputs["query_id"]).to_numpy(np.int64)
+    query_sizes = np.zeros((Q, m))
+    np.add.at(query_sizes, (out_q, sys_codes), 1.0)
+    query_correct = np.zeros((Q, m))
+    known = ~np.isnan(label_full[fact_codes])
+    np.add.at(query_correct, (out_q[known], sys_codes[known]), label_full[fact_codes][known])
+    if len(ex):
+        ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
+        pairs = pd.DataFrame(
+            {"u": u_codes, "q": ex_q, "pooled": in_pool[ex["fact"].to_numpy(np.int64)]}
+        )
+        grouped = pairs.groupby(["u", "q"], sort=True)
+        pair_index = grouped.size().index
+        pair_unit = pair_index.get_level_values(0).to_numpy(np.int64)
+        pair_query = pair_index.get_level_values(1).to_numpy(np.int64)
+        pair_found = grouped.size().to_numpy(float)
+        pair_pooled = grouped["pooled"].sum().to_numpy(float)
+        pair_by_system = np.zeros((pair_unit.size, m))
+        key = pd.Series(np.arange(pair_unit.size), index=pair_index)
+        rows_b = key.reindex(
+            pd.MultiIndex.from_arrays(
+                [both["unit"].map(unit_index), q_index.reindex(both["query_id"]).to_numpy()]
+            )
+        ).to_numpy(np.int64)
+        np.add.at(pair_by_system, (rows_b, both["system"].map(sys_index).to_numpy(np.int64)), 1.0)
+    else:
+        pair_unit = pair_query = np.empty(0, np.int64)
+        pair_found = pair_pooled = np.empty(0)
+        pair_by_system = np.zeros((0, m))
+
     # census: every output of the system is labelled
     out_labels = label_full[fact_codes]
     lab = pd.DataFrame({"system": sys_codes, "label": out_labels, "t": t_all.to_numpy()})
@@ -213,4 +264,13 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
         census=census,
         census_precision=census_precision,
         target_kind=target,
+        queries=query_ids,
+        draw_query=draw_query,
+        query_sizes=query_sizes,
+        query_correct=query_correct,
+        pair_unit=pair_unit,
+        pair_query=pair_query,
+        pair_found=pair_found,
+        pair_pooled=pair_pooled,
+        pair_by_system=pair_by_system,
     )
