@@ -94,7 +94,13 @@ def test_score_writes_every_output_with_contract_columns(task, tmp_path):
     assert (board["rank_lo"] <= board["rank"]).all() and (board["rank"] <= board["rank_hi"]).all()
     assert board["tier"].min() == 1
     run = json.loads((out / "run.json").read_text())
-    assert run["bootstrap"] == {"B": 200, "seed": 1, "method": "percentile", "level": 0.95}
+    assert run["bootstrap"] == {
+        "B": 200,
+        "seed": 1,
+        "method": "percentile",
+        "level": 0.95,
+        "clusters": None,
+    }
     assert run["options"]["estimator"] == "joint" and "checksums" in run["inputs"]
     assert run["target"]["recall"] == 0.1 and "systems" in run["target"]
     assert (out / "curves").is_dir() and any((out / "curves").iterdir())
