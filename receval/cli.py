@@ -1077,6 +1077,72 @@ def report(out_dir: Path, quiet: bool) -> None:
         click.echo(f"wrote {path}")
 
 
+@cli.command()
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option(
+    "--total",
+    "total",
+    type=click.IntRange(1, None),
+    required=True,
+    help="Total new draws to spread evenly over the systems.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0.5, 0.999),
+    default=0.95,
+    show_default=True,
+    help="Interval level the widths refer to.",
+)
+@click.option(
+    "--bound",
+    type=click.Choice(["expected", "paper", "exchangeable"]),
+    default="expected",
+    show_default=True,
+    help="expected: the expected variance (unlabelled facts correct at the estimated rate); paper / "
+    "exchangeable: conservative bounds (see `receval sample --help`).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the table as CSV.",
+)
+def budget(task: Path, total: int, confidence: float, bound: str, out: Path | None) -> None:
+    """Expected interval half-widths if TOTAL more draws were spread evenly over the systems.
+
+    Reuses the labels already collected (Chaganty et al. 2017, Theorem 1: empirical terms for the
+    labelled samples; for the new draws the expected variance, or a conservative bound).
+    """
+    from receval.planning import expected_widths
+    from receval.report.writers import format_table, write_csv
+
+    loaded = _load(task)
+    per_system = total // len(loaded.systems)
+    if per_system == 0:
+        raise click.BadParameter(
+            f"fewer than one draw per system ({len(loaded.systems)} systems)", param_hint="--total"
+        )
+    table = expected_widths(loaded, per_system, confidence=confidence, bound=bound)
+    click.echo(
+        format_table(
+            table,
+            [
+                ("system", "system"),
+                ("precision_halfwidth", "± precision"),
+                ("recall_halfwidth", "± recall"),
+            ],
+        )
+    )
+    click.echo(
+        f"\n{per_system} more draws per system ({per_system * len(loaded.systems)} in all); median half-width: "
+        f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
+        f"({confidence:.0%}, {bound} variance)"
+    )
+    if out is not None:
+        write_csv(out, table)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="receval")

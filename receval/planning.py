@@ -19,6 +19,9 @@ that N cancels:
   exactly).  For a lone system this is the binomial worst case 1/(4n), so it asks for about four
   times fewer labels for the same absolute half-width; it is a bound under exchangeable labels,
   not for an adversarial labelling.
+* ``bound="expected"``: no bound but the expected variance, with unlabelled facts correct at
+  the estimated rate of the pool's unlabelled facts — what :func:`expected_widths` reports by
+  default ("what widths should a budget of L labels give?").
 
 Facts already labelled keep their label either way (labels are reused).  The bound falls
 monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
@@ -36,6 +39,7 @@ from scipy import sparse
 from scipy.special import ndtri
 
 from receval.design import sampling_probabilities
+from receval.estimators.recall import pooled_recall_terms
 from receval.estimators.sample_data import SampleData, build_sample_data
 from receval.task import Task
 
@@ -70,7 +74,7 @@ def _sampler_variance_sum(values: np.ndarray, sampler: np.ndarray, J: int) -> fl
     return float(np.sum(n * np.maximum(var, 0.0)))
 
 
-BOUNDS = ("paper", "exchangeable")
+BOUNDS = ("paper", "exchangeable", "expected")
 
 
 def _paper_bound(s: np.ndarray, c: np.ndarray, label: np.ndarray) -> float:
@@ -88,7 +92,7 @@ class _Planner:
     def __init__(self, task: Task, data: SampleData, bound: str = "paper") -> None:
         if bound not in BOUNDS:
             raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
-        self.planned_variance = _paper_bound if bound == "paper" else _worst_case_variance
+        self.bound = bound
         self.task = task
         self.data = data
         outputs = task.outputs
@@ -114,7 +118,18 @@ class _Planner:
         label = np.full(n_facts, np.nan)
         label[task.labels.index.to_numpy(np.int64)] = task.labels.to_numpy(float)
         self.label = label
-        self.plug_in = np.where(np.isnan(label), 0.5, label)  # expected label for ν's plug-in
+        # expected label of an unlabelled fact, for ν's plug-in: the estimated share of correct
+        # facts among the pool's unlabelled ones (1/2 before any draw is labelled)
+        rate = 0.5
+        if data.K:
+            _, den = pooled_recall_terms(data)
+            in_pool = task.facts["in_pool"].to_numpy(bool)
+            labelled = ~np.isnan(label) & in_pool
+            unlabelled = int(in_pool.sum() - labelled.sum())
+            if unlabelled > 0:
+                rate = float(np.clip((den.sum() - label[labelled].sum()) / unlabelled, 0.0, 1.0))
+        self.unlabelled_rate = rate
+        self.plug_in = np.where(np.isnan(label), rate, label)
         self.draw_x = data.facts[data.draw_fact]
         self.draw_f = data.label[data.draw_fact]
         # pool coverage and its variance from the exhaustive units (ratio linearisation)
@@ -126,6 +141,15 @@ class _Planner:
             self.var_theta = u / (u - 1) * np.sum((a - theta * b) ** 2) / b.sum() ** 2
         else:
             self.theta, self.var_theta = np.nan, np.nan
+
+    def planned_variance(self, s: np.ndarray, c: np.ndarray, rows: np.ndarray) -> float:
+        """Var_{x ~ s}[c(x) f(x)] of a planned sampler under the chosen bound (module docstring)."""
+        if self.bound == "paper":
+            return _paper_bound(s, c, self.label[rows])
+        if self.bound == "exchangeable":
+            return _worst_case_variance(s, c, self.label[rows])
+        e = self.plug_in[rows]  # "expected": unlabelled facts correct at the estimated rate
+        return max(float(np.sum(s * e * c**2) - np.sum(s * e * c) ** 2), 0.0)
 
     def column(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(fact ids, s_i) of system i's outputs."""
@@ -153,7 +177,7 @@ class _Planner:
             for j, n in planned.items():
                 rows, s = self.column(j)
                 c = t[rows] / mass[rows]
-                prec_plan += n * self.planned_variance(s, c, self.label[rows])
+                prec_plan += n * self.planned_variance(s, c, rows)
                 e = self.plug_in[rows]
                 a_plan += n * np.sum(s * e * g[rows] / mass[rows])
                 b_plan += n * np.sum(s * e / mass[rows])
@@ -164,7 +188,7 @@ class _Planner:
             for j, n in planned.items():
                 rows, s = self.column(j)
                 d = (g[rows] - nu) / mass[rows]
-                rec_plan += n * self.planned_variance(s, d, self.label[rows])
+                rec_plan += n * self.planned_variance(s, d, rows)
             var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
         var_p = prec_emp + prec_plan
         if not np.isfinite(var_p):
@@ -245,7 +269,7 @@ def adaptive_sample_sizes(
 
 
 def expected_widths(
-    task: Task, per_system: int, *, confidence: float = 0.95, bound: str = "paper"
+    task: Task, per_system: int, *, confidence: float = 0.95, bound: str = "expected"
 ) -> pd.DataFrame:
     """Bound on each system's half-widths if every system got ``per_system`` more uniform draws.
 

@@ -309,3 +309,17 @@ def test_readme_main_command_runs_verbatim_after_install(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "kbp-sim" / "leaderboard.csv").is_file()
     assert "Traceback" not in proc.stderr
+
+
+def test_budget_reports_widths_that_shrink_with_the_budget(task, tmp_path):
+    medians = []
+    for total in (12, 1200, 12000):
+        out = tmp_path / f"b{total}.csv"
+        result = invoke("budget", task, "--total", total, "--out", out)
+        assert result.exit_code == 0, result.output
+        table = pd.read_csv(out)
+        assert len(table) == 12 and (table["precision_halfwidth"] > 0).all()
+        medians.append(table["precision_halfwidth"].median())
+    assert medians[0] >= medians[1] >= medians[2]
+    # 1000 more draws per system: a lone binomial would give ≤ 1.96·√(1/4000) ≈ 0.031
+    assert medians[2] < 0.031
