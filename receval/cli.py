@@ -1009,8 +1009,16 @@ def curve_estimate(
     frame = pd.DataFrame(
         {"rank": est.ranks, "precision": est.precision, "lower": est.lower, "upper": est.upper}
     )
+    recall_from = "--true-facts"
     if true_facts is None and loaded.truth is not None:
-        true_facts = int((loaded.truth["value"] == 1).sum())
+        true_facts, recall_from = int((loaded.truth["value"] == 1).sum()), "truth.tsv"
+    if true_facts is None:
+        from receval.scoring import estimated_true_facts
+
+        true_facts, recall_from = (
+            estimated_true_facts(loaded),
+            "estimated (pool correct / pool coverage)",
+        )
     if true_facts:
         frame["recall"] = est.precision * est.ranks / true_facts
     frame["queried"] = np.isin(est.ranks, est.queried).astype(int)
@@ -1029,6 +1037,7 @@ def curve_estimate(
             "annotations": est.annotations,
             "queried": len(est.queried),
             "flags": list(est.flags),
+            "recall": None if not true_facts else {"true_facts": true_facts, "from": recall_from},
             "parameters": _curve_params(epsilon, window, delta, beta, pmin, seed=seed),
         },
     )

@@ -201,6 +201,22 @@ def _statistic(data: SampleData, estimator: str):
     return stat
 
 
+def estimated_true_facts(task: Task) -> float | None:
+    """Point estimate of the number of correct facts in the universe, 𝒴̂ = Ŷ / θ̂ (None if impossible).
+
+    Ŷ is the Horvitz–Thompson estimate of the pool's correct facts from the judged draws, θ̂ the
+    pool coverage from the exhaustive units (Chaganty et al. 2017); a consistent estimate.
+    """
+    data = build_sample_data(task)
+    if data.K == 0 or data.U == 0:
+        return None
+    _, den = pooled_recall_terms(data)
+    a, b = pool_coverage_terms(data)
+    if a.sum() <= 0:
+        return None
+    return float(den.sum() * b.sum() / a.sum())
+
+
 def true_metrics(task: Task) -> pd.DataFrame | None:
     """True precision, pooled recall, recall and F1 per system from ``truth.tsv`` (None without it).
 
@@ -342,6 +358,11 @@ def score_task(
         board["precision_at_target_lo"] = ci.low
         board["precision_at_target_hi"] = ci.high
         board["precision_at_target_method"] = target_info.method
+        # how far Dimm's curve through the system's end point strays from its own estimated
+        # curve within ±0.15 recall (max |X − P|): large values say "do not trust the model here"
+        board["precision_at_target_backtest"] = [
+            target_info.details.get(name, {}).get("backtest_max_dev") for name in data.systems
+        ]
         for i in range(m):
             notes[i].extend(target_info.notes[i])
             notes[i].extend(
@@ -417,7 +438,9 @@ def score_task(
     if target_info is not None:
         info["target"] = {
             "recall": options.target_recall,
-            "prevalence": options.prevalence,
+            "prevalence": options.prevalence
+            if options.prevalence is not None
+            else (target_info.prevalence if task.config.universe_size else None),
             "prevalence_source": "--prevalence"
             if options.prevalence is not None
             else ("[universe] size" if task.config.universe_size else None),

@@ -47,6 +47,7 @@ class TargetResult:
     flags: list[list[str]]
     details: dict[str, dict] = field(default_factory=dict)
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+    prevalence: float = float("nan")  # ρ used for Dimm's model (full-sample value)
 
 
 def system_ranks(outputs: pd.DataFrame, system: str) -> pd.Series:
@@ -223,4 +224,4 @@ def precision_at_target(
                     "queried": 1,
                 }
             )
-    return TargetResult(point, reps, methods, notes, flags, details, curves)
+    return TargetResult(point, reps, methods, notes, flags, details, curves, float(rho_point))
