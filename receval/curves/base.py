@@ -99,6 +99,30 @@ class CurveEstimate:
     annotations: int = 0
     flags: tuple[str, ...] = ()
 
+    @classmethod
+    def exact(
+        cls,
+        method: str,
+        size: int,
+        ranks: np.ndarray,
+        precision: np.ndarray,
+        kind: str,
+        annotations: int,
+    ) -> CurveEstimate:
+        """The exact curve of a list whose every item is labelled (lower = upper = precision)."""
+        precision = np.asarray(precision, float)
+        return cls(
+            method=method,
+            size=int(size),
+            ranks=np.asarray(ranks, np.int64),
+            precision=precision,
+            lower=precision.copy(),
+            upper=precision.copy(),
+            kind=kind,
+            guarantee="exact: every item labelled",
+            annotations=int(annotations),
+        )
+
     def at(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(precision, lower, upper) at arbitrary ranks by the step rule of the method.
 

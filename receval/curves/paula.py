@@ -179,17 +179,7 @@ class Paula:
         annotations = int(g_head + self.window * grid.queries)
         if grid.queries == 0 and g_head < grid.points[0]:
             # N < g_ℓ: the whole list is labelled; p is exact everywhere.
-            return CurveEstimate(
-                method=self.name,
-                size=int(size),
-                ranks=head_ranks,
-                precision=head_p,
-                lower=head_p.copy(),
-                upper=head_p.copy(),
-                kind="bound",
-                guarantee="exact: every item labelled",
-                annotations=annotations,
-            )
+            return CurveEstimate.exact(self.name, size, head_ranks, head_p, "bound", annotations)
 
         points = grid.points
         knots = grid.knots

@@ -179,17 +179,7 @@ class RandomSampling:
         head_p = np.cumsum(known.lookup(head_ranks)) / np.maximum(head_ranks, 1)
         annotations = int(np.union1d(head_ranks, draws).size)
         if s == 0:
-            return CurveEstimate(
-                method=self.name,
-                size=int(size),
-                ranks=head_ranks,
-                precision=head_p,
-                lower=head_p.copy(),
-                upper=head_p.copy(),
-                kind="interval",
-                guarantee="exact: every item labelled",
-                annotations=annotations,
-            )
+            return CurveEstimate.exact(self.name, size, head_ranks, head_p, "interval", annotations)
         labels = known.lookup(draws)
         count = np.arange(1, s + 1, dtype=np.float64)
         positives = np.cumsum(labels)
