@@ -568,15 +568,19 @@ def sample(
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         from receval.planning import adaptive_sample_sizes
+        from receval.progress import progress
 
-        plan = adaptive_sample_sizes(
-            loaded,
-            target_width,
-            confidence=confidence,
-            systems=list(systems) or None,
-            max_n=max_per_system,
-            bound=bound,
-        )
+        todo = len(systems) if systems else len(set(loaded.systems) - set(loaded.samples["system"]))
+        with progress(max(todo, 1), "planning", False) as bar:
+            plan = adaptive_sample_sizes(
+                loaded,
+                target_width,
+                confidence=confidence,
+                systems=list(systems) or None,
+                max_n=max_per_system,
+                bound=bound,
+                on_system=lambda _name: bar.update(1),
+            )
         sizes = dict(zip(plan["system"], plan["n"], strict=True))
         for _, row in plan.iterrows():
             click.echo(

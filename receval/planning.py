@@ -33,6 +33,8 @@ the system's distinct facts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from scipy import sparse
@@ -209,6 +211,7 @@ def adaptive_sample_sizes(
     systems: list[str] | None = None,
     max_n: int = 2000,
     bound: str = "paper",
+    on_system: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Smallest uniform sample size per new system meeting ``target_width`` (half-width).
 
@@ -218,6 +221,8 @@ def adaptive_sample_sizes(
     variance bound of the module docstring, for precision and for true recall (pooled recall when
     there are no exhaustive units).  A target that ``max_n`` cannot reach gives n = max_n and
     ``reached = False``.
+
+    ``on_system`` is called with each system's name once it is planned (progress reporting).
 
     Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached``.
     """
@@ -254,6 +259,8 @@ def adaptive_sample_sizes(
         n = hi
         _, var_p, var_rec = ok(n)
         planned[i] = planned.get(i, 0.0) + n
+        if on_system is not None:
+            on_system(name)
         rows.append(
             {
                 "system": name,
