@@ -366,8 +366,12 @@ def extrapolated_precision(
 
 
 def recall_distance_flag(distance: float, max_recall_distance: float) -> str:
-    """The flag text for an extrapolation over a large recall distance."""
-    return f"extrapolated over recall distance {distance:.2f} (> {max_recall_distance:.2f})"
+    """The flag text for an extrapolation over a large recall distance.
+
+    Two decimals, or three when two would print the distance equal to the threshold.
+    """
+    digits = 2 if round(distance, 2) > max_recall_distance else 3
+    return f"extrapolated over recall distance {distance:.{digits}f} (> {max_recall_distance:.2f})"
 
 
 def refusal_message(
