@@ -368,9 +368,9 @@ def extrapolated_precision(
 def recall_distance_flag(distance: float, max_recall_distance: float) -> str:
     """The flag text for an extrapolation over a large recall distance.
 
-    Two decimals, or three when two would print the distance equal to the threshold.
+    Two decimals, or as many more (up to six) as it takes to print the distance above the threshold.
     """
-    digits = 2 if round(distance, 2) > max_recall_distance else 3
+    digits = next((d for d in range(2, 7) if round(distance, d) > max_recall_distance), 6)
     return f"extrapolated over recall distance {distance:.{digits}f} (> {max_recall_distance:.2f})"
 
 
