@@ -323,3 +323,33 @@ def test_budget_reports_widths_that_shrink_with_the_budget(task, tmp_path):
     assert medians[0] >= medians[1] >= medians[2]
     # 1000 more draws per system: a lone binomial would give ≤ 1.96·√(1/4000) ≈ 0.031
     assert medians[2] < 0.031
+
+
+def test_default_task_at_target_recall_half_fills_every_contract_column(tmp_path):
+    out = tmp_path / "kbp"
+    result = invoke(
+        "score",
+        ROOT / "data" / "kbp-sim",
+        "--out",
+        out,
+        "--target-recall",
+        0.5,
+        "--bootstrap",
+        200,
+        "--quiet",
+    )
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out / "leaderboard.csv")
+    contract = [
+        *LEADERBOARD_COLUMNS,
+        "precision_at_target",
+        "precision_at_target_lo",
+        "precision_at_target_hi",
+        "precision_at_target_method",
+    ]
+    assert list(board.columns[: len(contract)]) == contract
+    assert board[contract].notna().all().all(), board[contract].isna().sum()[lambda s: s > 0]
+    assert len(board) == 70
+    # nobody reaches recall 0.5 in this task: every value is a flagged model extrapolation
+    assert (board["precision_at_target_method"] == "dimm").all()
+    assert board["note"].str.contains("recall distance").all()
