@@ -47,15 +47,7 @@ def read_table(path: Path) -> pd.DataFrame:
         raise BundleError(
             path, None, f"unsupported table format {suffix!r} (use .tsv, .csv or .parquet)"
         )
-    raw = read_bytes(path)
-    if b"\x00" in raw:
-        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
-        raise BundleError(path, line, "binary data (NUL byte): not a text table")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise BundleError(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    text = read_text(path, "text table")
     if not text.strip():
         raise BundleError(path, 1, "file is empty (a header row is required)")
     if suffix == ".tsv":
@@ -69,6 +61,22 @@ def read_bytes(path: Path) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise BundleError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
+
+
+def read_text(path: Path, what: str = "text file") -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark removed).
+
+    A NUL byte or invalid UTF-8 is a :class:`BundleError` naming the line it is on.
+    """
+    raw = read_bytes(path)
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise BundleError(path, line, f"binary data (NUL byte): not a {what}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BundleError(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
 
 
 def _split_lines(text: str) -> list[str]:

@@ -70,6 +70,7 @@ import pandas as pd
 
 from receval.config import DEFAULT_LABELS, TaskConfig
 from receval.errors import BundleError
+from receval.formats.tables import read_text
 
 __all__ = [
     "ASSESSMENT_CODES",
@@ -240,20 +241,11 @@ def normalize_provenance(text: str) -> str:
 def _text_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, text) of the non-blank, non-comment lines of a UTF-8 file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BundleError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise BundleError(path, None, "is a directory, not a file") from None
-    if b"\x00" in raw:
-        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
-        raise BundleError(path, line, "binary data (NUL byte): not a text file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise BundleError(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    if not path.exists():
+        raise BundleError(path, None, "no such file")
+    if path.is_dir():
+        raise BundleError(path, None, "is a directory, not a file")
+    text = read_text(path)
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
