@@ -257,6 +257,7 @@ def adaptive_trial(
     B: int,
     exact: ExactPrecisionVariance,
     bound_kind: str = "paper",
+    metrics: tuple[str, ...] = ("precision",),
 ) -> AdaptiveTrial:
     """Add every system of ``base`` in a random order, each with its planned sample.
 
@@ -277,7 +278,13 @@ def adaptive_trial(
     n, new, reached, bound = [], [], [], []
     for name in order:
         plan = adaptive_sample_sizes(
-            task, target, confidence=LEVEL, systems=[name], max_n=max_n, bound=bound_kind
+            task,
+            target,
+            confidence=LEVEL,
+            systems=[name],
+            max_n=max_n,
+            bound=bound_kind,
+            metrics=metrics,
         ).iloc[0]
         size = int(plan["n"])
         samples.append(
@@ -351,6 +358,12 @@ def main() -> None:
         choices=("paper", "exchangeable"),
         default="paper",
         help="planner's variance bound; the target is the same bound for a lone system with 500 draws",
+    )
+    parser.add_argument(
+        "--width-for",
+        choices=("precision", "both"),
+        default="precision",
+        help="intervals the adaptive planner must bring under the target (paper: precision)",
     )
     args = parser.parse_args()
 
@@ -442,7 +455,16 @@ def main() -> None:
     rng = np.random.default_rng(adaptive_seq)
     exact = ExactPrecisionVariance(base)
     trials = [
-        adaptive_trial(base, rng, target, args.max_n, args.bootstrap, exact, args.bound)
+        adaptive_trial(
+            base,
+            rng,
+            target,
+            args.max_n,
+            args.bootstrap,
+            exact,
+            args.bound,
+            ("precision",) if args.width_for == "precision" else ("precision", "recall"),
+        )
         for _ in range(args.trials)
     ]
     baseline = LONE_DRAWS * args.systems
@@ -455,7 +477,8 @@ def main() -> None:
         f"PART 2: adaptive planner, {args.systems} systems added one at a time in random order, "
         f"{args.trials} orders; {args.bound} bound; target 90% half-width "
         f"z·√({lone:g}/{LONE_DRAWS}) = {target:.4f} (the bound of a lone system with {LONE_DRAWS} draws) "
-        f"(precision and pooled recall), at most {args.max_n} draws per system"
+        f"for {'precision (as in the paper)' if args.width_for == 'precision' else 'precision and pooled recall'}"
+        f", at most {args.max_n} draws per system"
     )
     print(f"  {'order':>5s}{'draws':>9s}{'new labels':>12s}{'capped':>8s}{'seconds':>9s}")
     for k, t in enumerate(trials):

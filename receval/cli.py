@@ -506,6 +506,13 @@ def extrapolate(
     help="With --adaptive: upper end of the search for n.",
 )
 @click.option(
+    "--width-for",
+    type=click.Choice(["both", "precision", "recall"]),
+    default="both",
+    show_default=True,
+    help="With --adaptive: which intervals must meet --target-width.",
+)
+@click.option(
     "--bound",
     type=click.Choice(["paper", "exchangeable"]),
     default="paper",
@@ -531,6 +538,7 @@ def sample(
     confidence: float,
     max_per_system: int,
     bound: str,
+    width_for: str,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -579,6 +587,7 @@ def sample(
                 systems=list(systems) or None,
                 max_n=max_per_system,
                 bound=bound,
+                metrics=("precision", "recall") if width_for == "both" else (width_for,),
                 on_system=lambda _name: bar.update(1),
             )
         sizes = dict(zip(plan["system"], plan["n"], strict=True))

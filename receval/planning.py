@@ -211,6 +211,7 @@ def adaptive_sample_sizes(
     systems: list[str] | None = None,
     max_n: int = 2000,
     bound: str = "paper",
+    metrics: tuple[str, ...] = ("precision", "recall"),
     on_system: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Smallest uniform sample size per new system meeting ``target_width`` (half-width).
@@ -222,10 +223,17 @@ def adaptive_sample_sizes(
     there are no exhaustive units).  A target that ``max_n`` cannot reach gives n = max_n and
     ``reached = False``.
 
+    ``metrics`` names the intervals that must meet the target: precision (the paper's
+    criterion: its adaptive experiment bounds the variance of π̂), recall, or both (default).
     ``on_system`` is called with each system's name once it is planned (progress reporting).
 
     Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached``.
     """
+    unknown = set(metrics) - {"precision", "recall"}
+    if unknown or not metrics:
+        raise ValueError(
+            f"metrics must be precision and/or recall, not {sorted(unknown) or 'none'}"
+        )
     data = build_sample_data(task)
     planner = _Planner(task, data, bound)
     z = float(ndtri(0.5 + confidence / 2))
@@ -245,7 +253,9 @@ def adaptive_sample_sizes(
         def ok(n: int, i: int = i) -> tuple[bool, float, float]:
             var_p, var_nu, var_r = planner.bounds(i, {**planned, i: planned.get(i, 0.0) + n})
             var_rec = var_r if use_true else var_nu
-            return var_p <= limit and var_rec <= limit, var_p, var_rec
+            ok_p = var_p <= limit or "precision" not in metrics
+            ok_r = var_rec <= limit or "recall" not in metrics
+            return ok_p and ok_r, var_p, var_rec
 
         lo, hi = 1, max_n
         reached = ok(hi)[0]
