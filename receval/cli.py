@@ -591,6 +591,12 @@ def sample(
                 on_system=lambda _name: bar.update(1),
             )
         sizes = dict(zip(plan["system"], plan["n"], strict=True))
+        if not sizes and exhaustive_units == 0:
+            click.echo(
+                "every system has a sample already: nothing to plan (name systems with --system to plan "
+                "more for them)"
+            )
+            return
         for _, row in plan.iterrows():
             click.echo(
                 f"{row['system']}: n = {row['n']} (bound on half-width: precision {row['precision_halfwidth']:.3f}, "
@@ -614,6 +620,11 @@ def sample(
     write_table(task / "to_annotate.tsv", drawn.to_annotate)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
     units = int((drawn.to_annotate["kind"] == "unit").sum())
+    if len(drawn.samples) == 0 and units == 0:
+        click.echo(
+            f"no new draws; {facts} facts drawn earlier still need a label ({task / 'to_annotate.tsv'})"
+        )
+        return
     click.echo(
         f"sample {drawn.name}: {len(drawn.samples)} draws from {len(drawn.sizes)} systems; "
         f"{facts} facts and {units} units to annotate in {task / 'to_annotate.tsv'}"

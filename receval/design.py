@@ -271,8 +271,8 @@ def new_sample_round(
 
     The generator is seeded with ``(seed, round number)``, so re-running with the same seed in a
     later round draws different items, and the same call on the same bundle draws the same ones.
-    ``to_annotate`` holds each drawn fact that has no label yet (once: labels are shared by all
-    systems) and each drawn unit.
+    ``to_annotate`` holds every drawn fact — of this round or an earlier one — that has no label
+    yet (once: labels are shared by all systems) and each unit drawn now.
     """
     default, k = next_round_name(task.samples)
     name = name or default
@@ -292,7 +292,13 @@ def new_sample_round(
     facts = key.reindex(
         pd.MultiIndex.from_frame(drawn[["system", "query_id", "answer"]])
     ).to_numpy()
-    todo = facts_to_annotate(task.outputs, facts.astype(np.int64), task.labels.index)
+    earlier = (
+        task.samples["fact"].to_numpy(np.int64) if len(task.samples) else np.empty(0, np.int64)
+    )
+    # everything still unlabelled, from this round and earlier ones: the file can be rewritten
+    todo = facts_to_annotate(
+        task.outputs, np.concatenate([earlier, facts.astype(np.int64)]), task.labels.index
+    )
     todo.insert(0, "kind", "fact")
     todo["unit"] = ""
     todo["prob"] = np.nan

@@ -131,6 +131,7 @@ class _Planner:
             if unlabelled > 0:
                 rate = float(np.clip((den.sum() - label[labelled].sum()) / unlabelled, 0.0, 1.0))
         self.unlabelled_rate = rate
+        self.sampled = set(data.sampler_system[data.sampler_n > 0].tolist())
         self.plug_in = np.where(np.isnan(label), rate, label)
         self.draw_x = data.facts[data.draw_fact]
         self.draw_f = data.label[data.draw_fact]
@@ -259,7 +260,9 @@ def adaptive_sample_sizes(
 
         lo, hi = 1, max_n
         reached = ok(hi)[0]
-        if reached:
+        if i in planner.sampled and ok(0)[0]:  # the labels it has already meet the target
+            hi = 0
+        elif reached:
             while lo < hi:
                 mid = (lo + hi) // 2
                 if ok(mid)[0]:

@@ -353,3 +353,22 @@ def test_default_task_at_target_recall_half_fills_every_contract_column(tmp_path
     # nobody reaches recall 0.5 in this task: every value is a flagged model extrapolation
     assert (board["precision_at_target_method"] == "dimm").all()
     assert board["note"].str.contains("recall distance").all()
+
+
+def test_to_annotate_keeps_earlier_rounds_and_a_satisfied_system_needs_nothing(task, tmp_path):
+    copy = tmp_path / "rounds"
+    shutil.copytree(task, copy)
+    assert invoke("sample", copy, "--per-system", 15, "--seed", 1).exit_code == 0
+    first = pd.read_csv(copy / "to_annotate.tsv", sep="\t", keep_default_na=False)
+    assert invoke("sample", copy, "--per-system", 5, "--seed", 2).exit_code == 0
+    second = pd.read_csv(copy / "to_annotate.tsv", sep="\t", keep_default_na=False)
+    # nothing was labelled in between: every fact of the first list is still listed
+    key = ["query_id", "answer"]
+    assert set(map(tuple, first[key].to_numpy())) <= set(map(tuple, second[key].to_numpy()))
+    # a system whose labelled sample already meets a generous width needs no new draw
+    system = sorted(pd.read_csv(copy / "samples.tsv", sep="\t")["system"].unique())[0]
+    result = invoke(
+        "sample", copy, "--adaptive", "--target-width", 0.45, "--seed", 3, "--system", system
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{system}: n = 0" in result.output and "no new draws" in result.output
