@@ -88,41 +88,52 @@ def draw_precision_samples(
 
     Returns a ``samples.tsv`` frame: ``sample, system, query_id, answer, prob, draw, design`` with
     one row per draw (a fact drawn twice appears twice).  ``answer`` is the system's own
-    (un-normalised) answer string.  Systems are processed in sorted order so the draws are a pure
-    function of the generator's state.
+    (un-normalised) answer string.  One uniform per draw, systems in sorted order, mapped through
+    each system's cumulative distribution (inverse CDF), so the draws are a pure function of the
+    generator's state; no loop over systems.
     """
-    probs = sampling_probabilities(outputs, queries, distribution)
+    columns = ["sample", "system", "query_id", "answer", "prob", "draw", "design"]
+    probs = sampling_probabilities(outputs, queries, distribution).to_numpy()
     chosen = sorted(outputs["system"].unique()) if systems is None else sorted(systems)
-    parts = []
-    grouped = {name: idx for name, idx in outputs.groupby("system").groups.items()}
-    for system in chosen:
-        n = per_system.get(system, 0) if isinstance(per_system, dict) else int(per_system)
-        if n <= 0:
-            continue
-        idx = grouped[system]
-        p = probs.loc[idx].to_numpy()
-        pick = rng.choice(len(idx), size=n, replace=True, p=p / p.sum())
-        rows = outputs.loc[idx].iloc[pick]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "sample": sample,
-                    "system": system,
-                    "query_id": rows["query_id"].to_numpy(),
-                    "answer": rows["answer_raw"].to_numpy()
-                    if "answer_raw" in rows
-                    else rows["answer"].to_numpy(),
-                    "prob": p[pick],
-                    "draw": np.arange(1, n + 1),
-                    "design": distribution,
-                }
-            )
-        )
-    if not parts:
-        return pd.DataFrame(
-            columns=["sample", "system", "query_id", "answer", "prob", "draw", "design"]
-        )
-    return pd.concat(parts, ignore_index=True)
+    sizes = np.array(
+        [per_system.get(c, 0) if isinstance(per_system, dict) else int(per_system) for c in chosen],
+        np.int64,
+    )
+    keep = sizes > 0
+    chosen = [c for c, k in zip(chosen, keep, strict=True) if k]
+    sizes = sizes[keep]
+    if not chosen:
+        return pd.DataFrame(columns=columns)
+    # rows of the chosen systems in system order; one uniform per draw, inverse CDF per system
+    code = {name: k for k, name in enumerate(chosen)}
+    system_codes = outputs["system"].map(code).fillna(-1).to_numpy(np.int64)
+    rows = np.flatnonzero(system_codes >= 0)
+    rows = rows[np.argsort(system_codes[rows], kind="stable")]
+    block = system_codes[rows]
+    start = np.searchsorted(block, np.arange(len(chosen)), side="left")
+    stop = np.searchsorted(block, np.arange(len(chosen)), side="right")
+    cum = np.cumsum(probs[rows])
+    low = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+    high = cum[stop - 1]
+    owner = np.repeat(np.arange(len(chosen)), sizes)
+    u = rng.random(int(sizes.sum()))
+    target = low[owner] + u * (high[owner] - low[owner])
+    pick = np.searchsorted(cum, target, side="right")
+    pick = np.clip(pick, start[owner], stop[owner] - 1)  # guard the block ends against rounding
+    drawn = outputs.iloc[rows[pick]]
+    answer = drawn["answer_raw"] if "answer_raw" in drawn else drawn["answer"]
+    return pd.DataFrame(
+        {
+            "sample": sample,
+            "system": drawn["system"].to_numpy(),
+            "query_id": drawn["query_id"].to_numpy(),
+            "answer": answer.to_numpy(),
+            "prob": probs[rows[pick]],
+            "draw": np.concatenate([np.arange(1, n + 1) for n in sizes]),
+            "design": distribution,
+        },
+        columns=columns,
+    )
 
 
 def draw_exhaustive_units(
