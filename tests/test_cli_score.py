@@ -372,3 +372,22 @@ def test_to_annotate_keeps_earlier_rounds_and_a_satisfied_system_needs_nothing(t
     )
     assert result.exit_code == 0, result.output
     assert f"{system}: n = 0" in result.output and "no new draws" in result.output
+
+
+def test_each_curve_ends_at_the_systems_own_estimate(task, tmp_path):
+    out = tmp_path / "curves"
+    assert (
+        invoke(
+            "score", task, "--out", out, "--bootstrap", 100, "--target-recall", 0.1, "--quiet"
+        ).exit_code
+        == 0
+    )
+    board = pd.read_csv(out / "leaderboard.csv").set_index("system")
+    for system, row in board.iterrows():
+        curve = pd.read_csv(out / "curves" / f"{system}.csv")
+        last = curve.iloc[-1]
+        assert last["rank"] == row["outputs"]
+        assert np.isclose(last["precision"], row["precision"]) and np.isclose(
+            last["recall"], row["recall"]
+        )
+        assert (curve["rank"].diff().dropna() > 0).all()

@@ -124,8 +124,15 @@ def precision_at_target(
         order = np.argsort(ranks_hit, kind="stable")
         hit, ranks_hit = hit[order], ranks_hit[order].astype(float)
         w = num_terms[hit, i]
-        cum_point = np.cumsum(w)[None, :] if hit.size else np.zeros((1, 0))
-        cum_reps = np.cumsum(counts[:, hit] * w[None, :], axis=1) if hit.size else np.zeros((B, 0))
+        if hit.size:
+            # one knot per drawn rank: draws of the same fact (by one sampler or several) add up
+            ranks_hit, starts = np.unique(ranks_hit, return_index=True)
+            cum_point = np.cumsum(np.add.reduceat(w, starts))[None, :]
+            cum_reps = np.cumsum(
+                np.add.reduceat(counts[:, hit] * w[None, :], starts, axis=1), axis=1
+            )
+        else:
+            cum_point, cum_reps = np.zeros((1, 0)), np.zeros((B, 0))
         goal_point = np.array([target * universe_point])
         goal_reps = target * universe_reps
         if hit.size:
@@ -189,7 +196,7 @@ def precision_at_target(
                     )
                 # backtest on the curve's points once ≥ 10 draws support them (earlier Ĉ(k)/k
                 # is too noisy, and can exceed 1)
-                if hit.size >= 12:
+                if ranks_hit.size >= 12:
                     rec_curve = cum_point[0, 9:] / universe_point
                     prec_curve = np.clip(cum_point[0, 9:] / ranks_hit[9:], 0.0, 1.0)
                     try:
@@ -206,22 +213,36 @@ def precision_at_target(
         info["flags"] = flags[i]
         details[system] = info
         # the curve for reports: thinned to at most MAX_CURVE_POINTS knots
-        if hit.size:
+        if ranks_hit.size:
             keep = np.unique(
-                np.linspace(0, hit.size - 1, min(hit.size, MAX_CURVE_POINTS)).round().astype(int)
+                np.linspace(0, ranks_hit.size - 1, min(ranks_hit.size, MAX_CURVE_POINTS))
+                .round()
+                .astype(int)
             )
+            # knots at the drawn ranks, and the end of the list (Ĉ stays flat after the last
+            # drawn rank, so p falls to Ĉ(N)/N there: the system's precision estimate)
+            size = int(data.sizes[i])
+            knot_ranks = ranks_hit[keep]
+            knot_cum_p = cum_point[0, keep]
+            knot_cum_r = cum_reps[:, keep]
+            queried = np.ones(keep.size, np.int64)
+            if knot_ranks[-1] < size:
+                knot_ranks = np.append(knot_ranks, size)
+                knot_cum_p = np.append(knot_cum_p, cum_point[0, -1])
+                knot_cum_r = np.column_stack([knot_cum_r, cum_reps[:, -1]])
+                queried = np.append(queried, 0)
             with np.errstate(invalid="ignore", divide="ignore"):
-                prec_p = cum_point[0, keep] / ranks_hit[keep]
-                prec_r = cum_reps[:, keep] / ranks_hit[keep][None, :]
+                prec_p = knot_cum_p / knot_ranks
+                prec_r = knot_cum_r / knot_ranks[None, :]
             lo, hi = np.quantile(prec_r, [alpha, 1 - alpha], axis=0)  # ranks ≥ 1: no NaN here
             curves[system] = pd.DataFrame(
                 {
-                    "rank": ranks_hit[keep].astype(np.int64),
+                    "rank": knot_ranks.astype(np.int64),
                     "precision": np.minimum(prec_p, 1.0),
                     "lower": np.clip(lo, 0.0, 1.0),
                     "upper": np.clip(hi, 0.0, 1.0),
-                    "recall": cum_point[0, keep] / universe_point if universe_point > 0 else np.nan,
-                    "queried": 1,
+                    "recall": knot_cum_p / universe_point if universe_point > 0 else np.nan,
+                    "queried": queried,
                 }
             )
     return TargetResult(point, reps, methods, notes, flags, details, curves, float(rho_point))
