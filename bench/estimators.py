@@ -60,7 +60,7 @@ from receval.estimators.bootstrap import (
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.planning import adaptive_sample_sizes
-from receval.scoring import _stages, _statistic, _terms
+from receval.scoring import _statistic, _terms, bootstrap_stages
 from receval.simulate import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
 
@@ -135,7 +135,7 @@ def width_study(
         annotation = world.annotate(rng)
         task = with_annotation(base, **annotation.tables())
         data = build_sample_data(task)
-        stages = _stages(data)
+        stages = bootstrap_stages(data)
         terms = _terms(data, "size")
         full = {name: t.sum(axis=0) for name, t in terms.items()}
         replicates = draw_replicates(stages, B, rng)
@@ -307,7 +307,7 @@ def adaptive_trial(
     seconds = time.perf_counter() - start
     # how wide are the joint precision intervals actually, once everyone is in?
     data = build_sample_data(task)
-    stages = _stages(data)
+    stages = bootstrap_stages(data)
     terms = _terms(data, "size")
     totals = {
         s.name: replicate_totals(c, terms[s.name])

@@ -47,7 +47,7 @@ import numpy as np
 
 from receval.estimators.bootstrap import draw_replicates, run_bootstrap
 from receval.estimators.sample_data import SampleData, build_sample_data
-from receval.scoring import ScoreOptions, _stages, _statistic, _terms, score_task
+from receval.scoring import ScoreOptions, _statistic, _terms, bootstrap_stages, score_task
 from receval.task import load_task
 
 DEFAULT_TASK = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"
@@ -239,7 +239,7 @@ def main() -> None:
     t_data = time.perf_counter() - start
 
     def engine():
-        stages = _stages(data)
+        stages = bootstrap_stages(data)
         terms = _terms(data, "size", "joint")  # what `receval score` computes for joint
         replicates = draw_replicates(stages, B, np.random.default_rng(args.seed))
         return replicates, run_bootstrap(stages, terms, _statistic(data, "joint"), replicates)
@@ -247,7 +247,7 @@ def main() -> None:
     replicates, run = engine()
     t_engine = _best(engine, args.repeat)
     tracemalloc.start()
-    draw_replicates(_stages(data), B, np.random.default_rng(args.seed))
+    draw_replicates(bootstrap_stages(data), B, np.random.default_rng(args.seed))
     _, draw_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 

@@ -1,5 +1,67 @@
-"""receval: fair, label-efficient evaluation of many systems in shared tasks."""
+"""receval: fair, label-efficient evaluation of many systems in shared tasks.
+
+The public API (scipy.stats-like: plain functions, frozen results, options checked up front):
+
+Tasks
+    load_task(path)                 read and validate a task bundle folder -> Task
+    Task.from_frames(runs=, ...)    build a Task from pandas/Arrow tables, no files
+    BundleError                     bad input: "<file>:<line>: <what is wrong>"
+
+Scoring
+    score(task, *, estimator=, bootstrap=, confidence=, method=, seed=, target_recall=,
+          rank_by=, tiers=, ...) -> ScoreResult
+        .leaderboard .pool .conflicts .per_query .annotation .pooling_bias .truth_check
+        .curves .run (RunRecord, written as run.json) .write(out_dir) (one atomic output set)
+
+Annotation
+    sample(task, per_system, *, seed=, ...) -> SampleRound   draw a sample round
+
+Precision curves of ranked lists (Sabharwal & Sedghi 2017, Sabharwal & Xue 2018)
+    curve_method(name, **params) -> CurveMethod   plan(size, labels) / estimate(size, labels)
+    run_curve(method, size, oracle) -> CurveEstimate
+    curve_budget(method, size, ...) -> dict       labels needed, without labels
+
+Extrapolation and simulation
+    extrapolate(precision, recall, prevalence, target) -> ExtrapolationResult   (Dimm 2015)
+    simulate(out, *, seed=, **config) -> Path     synthetic bundle with ground truth
+
+Heavy modules are imported on first use, so ``import receval`` and the CLI start fast.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_task": ("receval.task", "load_task"),
+    "Task": ("receval.task", "Task"),
+    "BundleError": ("receval.errors", "BundleError"),
+    "score": ("receval.api", "score"),
+    "ScoreResult": ("receval.api", "ScoreResult"),
+    "RunRecord": ("receval.run_record", "RunRecord"),
+    "sample": ("receval.api", "sample"),
+    "simulate": ("receval.api", "simulate"),
+    "extrapolate": ("receval.api", "extrapolate"),
+    "curve_method": ("receval.curves", "make_method"),
+    "run_curve": ("receval.curves", "run_to_completion"),
+    "curve_budget": ("receval.curves", "curve_budget"),
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'receval' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

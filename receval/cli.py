@@ -7,7 +7,6 @@ bad input (never a traceback).
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -25,8 +24,37 @@ class InputError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+# click ≥ 8.2 raises this for a group called without a command; older versions print help
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class ReceGroup(click.Group):
-    """A click group that turns bad-input exceptions into :class:`InputError`."""
+    """A click group that turns bad-input exceptions into :class:`InputError`.
+
+    Every error, command-line misuse included, is printed as one ``error:`` line (no usage
+    block, no traceback) with exit code 2.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            click.echo(exc.ctx.get_help())
+            sys.exit(0)
+        except click.UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            click.echo(f"error: {where}{exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(code or 0)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -98,9 +126,11 @@ LEADERBOARD_VIEW = [
 ]
 
 
-def _print_leaderboard(board) -> None:
+def _print_leaderboard(board, best_per_team: bool = False) -> None:
     from receval.report.writers import format_table
 
+    if best_per_team and "best_of_team" in board:
+        board = board[board["best_of_team"]]
     view = board.copy()
     view["rank_interval"] = [
         "—" if lo != lo else f"{int(lo)}–{int(hi)}"
@@ -250,82 +280,12 @@ def score(
     has truth.tsv).  Every interval is a bootstrap interval over all random stages (each system's
     sample, the exhaustive units) with replicates shared by all systems.
     """
+    from receval.api import score_with_options
+    from receval.formats.output_set import check_output_folder
     from receval.progress import progress
+    from receval.scoring import ScoreOptions
 
-    # steps: load, estimate, diagnostics, outputs, report (a bar on a terminal after 1 s)
-    with progress(5, "scoring", quiet) as bar:
-        result, report_path = _score(
-            task=task,
-            out=out,
-            estimator=estimator,
-            bootstrap=bootstrap,
-            confidence=confidence,
-            method=method,
-            weighting=weighting,
-            target=target,
-            seed=seed,
-            rank_by=rank_by,
-            target_recall=target_recall,
-            prevalence=prevalence,
-            tier_correction=tier_correction,
-            cluster_queries=cluster_queries,
-            anonymise=anonymise,
-            anonymise_key=anonymise_key,
-            best_per_team=best_per_team,
-            save_replicates=save_replicates,
-            replicates_path=replicates_path,
-            quiet=quiet,
-            bar=bar,
-        )
-    if not quiet:
-        shown = result.leaderboard
-        if best_per_team and "best_of_team" in shown:
-            shown = shown[shown["best_of_team"]]
-        _print_leaderboard(shown)
-        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {report_path})")
-
-
-def _score(
-    task,
-    out,
-    estimator,
-    bootstrap,
-    confidence,
-    method,
-    weighting,
-    target,
-    seed,
-    rank_by,
-    target_recall,
-    prevalence,
-    tier_correction,
-    cluster_queries,
-    anonymise,
-    anonymise_key,
-    best_per_team,
-    save_replicates,
-    replicates_path,
-    quiet,
-    bar,
-) -> None:
-    from receval.report.writers import curve_file_stem, write_csv, write_json
-    from receval.scoring import ScoreOptions, score_task
-
-    loaded = _load(task)
-    bar.update(1)
-    if cluster_queries and method == "BCa":
-        raise click.UsageError(
-            "--cluster-queries works with --method percentile or basic (BCa needs a jackknife)"
-        )
-    if cluster_queries and target == "macro":
-        raise click.UsageError("--cluster-queries is implemented for --target micro only")
-    if rank_by == "precision_at_target" and target_recall is None:
-        raise click.UsageError("--rank-by precision_at_target needs --target-recall")
-    if estimator == "official" and target_recall is not None:
-        raise click.UsageError(
-            "--target-recall needs a sample-based estimator (joint or simple), not official"
-        )
+    check_output_folder(out)
     options = ScoreOptions(
         estimator=estimator,
         weighting=weighting,
@@ -340,67 +300,40 @@ def _score(
         tiers=tier_correction,
         cluster_queries=cluster_queries,
     )
-    replicates = None
-    if replicates_path is not None:
-        from receval.estimators.bootstrap import Replicates
-        from receval.estimators.sample_data import build_sample_data
-        from receval.scoring import _stages
-
-        try:
-            replicates = Replicates.load(
-                replicates_path, _stages(build_sample_data(loaded, target), cluster_queries)
-            )
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-    result = score_task(loaded, options, replicates)
-    bar.update(1)
+    key = (anonymise_key or _task_name(task)) if anonymise else None
+    with progress(5, "scoring", quiet) as bar:
+        result = _library_call(
+            score_with_options,
+            task,
+            options,
+            replicates=replicates_path,
+            anonymise_key=key,
+            on_step=lambda: bar.update(1),
+        )
+        result.write(out, save_replicates=save_replicates, quiet=quiet)
+        bar.update(1)
     if not quiet:
         for w in result.warnings:
             _warn(w)
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "leaderboard.csv", result.leaderboard)
-    if anonymise:
-        from receval.leaderboard import anonymise as anonymise_board
+        _print_leaderboard(result.leaderboard, best_per_team)
+        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
+        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {out / 'report.html'})")
 
-        write_csv(
-            out / "leaderboard_anonymised.csv",
-            anonymise_board(result.leaderboard, anonymise_key or loaded.name),
-        )
-    for name, curve in result.curves.items():
-        write_csv(out / "curves" / f"{curve_file_stem(name)}.csv", curve)
-    write_csv(out / "pool.csv", result.pool)
-    write_csv(out / "conflicts.csv", result.conflicts)
-    if result.truth_check is not None:
-        write_csv(out / "truth_check.csv", result.truth_check)
-    from receval.diagnostics import annotation_spend, per_query, pooling_bias
 
-    write_csv(out / "per_query.csv", per_query(loaded))
-    bar.update(1)
-    write_csv(out / "annotation.csv", annotation_spend(loaded))
-    joint_board = result.leaderboard if estimator != "official" else None
-    write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
-    info = dict(result.info)
-    info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}
-    info["merge"] = {
-        "rule": loaded.config.merge_rule,
-        "tie": loaded.config.tie_policy,
-        "conflicts": len(result.conflicts),
-    }
-    if save_replicates and result.replicates is not None:
-        from receval.formats.tables import atomic_path
+def _task_name(task: Path) -> str:
+    from receval.config import load_config
 
-        with atomic_path(out / "replicates.npz") as tmp:
-            with open(tmp, "wb") as fh:
-                result.replicates.save(fh)
-        info["replicates_file"] = "replicates.npz"
-    write_json(out / "run.json", info)
-    from receval.report.html import build_report
+    return load_config(task / "task.toml", task.name).name
 
-    bar.update(1)
-    report_path = build_report(out, quiet=quiet)
-    bar.update(1)
-    return result, report_path
+
+def _library_call(func, *args, **kwargs):
+    """Call the library; an invalid option (ValueError) becomes a usage error (exit 2)."""
+    try:
+        return func(*args, **kwargs)
+    except BundleError:
+        raise
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @cli.command()
@@ -1103,8 +1036,10 @@ def curve_budget_command(
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def report(out_dir: Path, quiet: bool) -> None:
     """Rebuild OUT_DIR/report.html from the CSV/JSON that `receval score` wrote (no recomputation)."""
+    from receval.formats.output_set import check_output_folder
     from receval.report.html import build_report
 
+    check_output_folder(out_dir)
     path = build_report(out_dir, quiet=quiet)
     if not quiet:
         click.echo(f"wrote {path}")

@@ -46,10 +46,9 @@ from receval.estimators.recall import (
 )
 from receval.estimators.sample_data import SampleData, build_sample_data
 from receval.leaderboard import best_per_team, rank_intervals, replicate_ranks, significance_tiers
+from receval.options import ESTIMATORS
 from receval.task import Task
 
-ESTIMATORS = ("joint", "simple", "official")
-RANK_KEYS = ("f1", "recall", "precision", "pooled_recall", "precision_at_target")
 LEADERBOARD_COLUMNS = [
     "system",
     "team",
@@ -109,7 +108,7 @@ class ScoreResult:
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def _stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
+def bootstrap_stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
     """The random stages: each sampler's draws, the exhaustive units (and the queries).
 
     With ``cluster_queries`` the queries are resampled too, as clusters: every draw is weighted by
@@ -279,7 +278,7 @@ def score_task(
         )
     if options.cluster_queries and options.target != "micro":
         raise ValueError("resampling queries as clusters is implemented for micro averages only")
-    stages = _stages(data, options.cluster_queries)
+    stages = bootstrap_stages(data, options.cluster_queries)
     terms = _terms(data, options.weighting, options.estimator, options.cluster_queries)
     rng = np.random.default_rng(options.seed)
     if replicates is None:
@@ -496,7 +495,8 @@ def _target(
         data,
         task.outputs,
         row_weights(
-            next(s for s in _stages(data, options.cluster_queries) if s.name == "draws"), replicates
+            next(s for s in bootstrap_stages(data, options.cluster_queries) if s.name == "draws"),
+            replicates,
         ),
         terms["draws"][:, m : 2 * m],
         universe_point,

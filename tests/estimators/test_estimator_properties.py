@@ -23,7 +23,7 @@ from receval.estimators.bootstrap import confidence_interval, draw_replicates, r
 from receval.estimators.recall import naive_pooled_recall
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
-from receval.scoring import _stages, _statistic, _terms
+from receval.scoring import _statistic, _terms, bootstrap_stages
 from receval.simulate import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
@@ -54,7 +54,7 @@ def study(tmp_path_factory):
         annotation = world.annotate(rng)
         task = with_annotation(base, **annotation.tables())
         data = build_sample_data(task)
-        stages = _stages(data)
+        stages = bootstrap_stages(data)
         terms = _terms(data, "size")
         run = run_bootstrap(
             stages, terms, _statistic(data, "joint"), draw_replicates(stages, B, rng)

@@ -7,7 +7,7 @@ import pytest
 
 from receval.estimators.bootstrap import QUERY_STAGE, draw_replicates, run_bootstrap
 from receval.estimators.sample_data import build_sample_data
-from receval.scoring import ScoreOptions, _stages, _statistic, _terms, score_task
+from receval.scoring import ScoreOptions, _statistic, _terms, bootstrap_stages, score_task
 from receval.simulate import SimulationConfig, simulate_task
 from receval.task import load_task
 
@@ -37,7 +37,7 @@ def test_point_estimates_do_not_depend_on_the_resampling_plan(task):
 def test_a_replicate_is_the_estimator_on_the_reweighted_queries(task):
     """Replicate b = the joint estimator with draw k weighted by c_bk · v_b,q(k) and |X_i| by Σ_q v_q |X_iq|."""
     data = build_sample_data(task)
-    stages = _stages(data, cluster_queries=True)
+    stages = bootstrap_stages(data, cluster_queries=True)
     terms = _terms(data, "size", "joint", cluster_queries=True)
     reps = draw_replicates(stages, 5, np.random.default_rng(3))
     run = run_bootstrap(stages, terms, _statistic(data, "joint"), reps)

@@ -1,0 +1,473 @@
+"""The public Python API: score a task, draw samples, simulate, extrapolate.
+
+Everything the command line does is a call to one of these functions; the CLI only parses its
+arguments and prints.  Options are checked up front (``ValueError`` naming the option), bad input
+data raises :class:`~receval.errors.BundleError`.
+
+Example
+-------
+>>> import receval
+>>> task = receval.load_task("data/kbp-sim")  # doctest: +SKIP
+>>> result = receval.score(task, bootstrap=200, seed=1)  # doctest: +SKIP
+>>> result.leaderboard[["system", "precision", "recall", "f1", "rank"]].head()  # doctest: +SKIP
+>>> result.write("reports/kbp-sim")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from receval.options import check_score_options
+from receval.run_record import RunRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from receval.design import SampleRound
+    from receval.estimators.bootstrap import Replicates
+    from receval.task import Task
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Everything a score run estimated, ready to inspect or :meth:`write`.
+
+    Attributes
+    ----------
+    leaderboard : pandas.DataFrame
+        One row per system in rank order (columns of ``leaderboard.csv``).
+    pool : pandas.DataFrame
+        Pool coverage θ̂, estimated correct facts and counts (``pool.csv``).
+    conflicts : pandas.DataFrame
+        Every annotator disagreement and how it was decided (``conflicts.csv``).
+    per_query, annotation, pooling_bias : pandas.DataFrame
+        Diagnostics: per-query breakdown, annotation spend, leave-one-team-out pooling bias.
+    truth_check : pandas.DataFrame or None
+        Estimates against ``truth.tsv`` where the bundle has one.
+    curves : Mapping[str, pandas.DataFrame]
+        Per-system precision curves (with a target recall).
+    run : RunRecord
+        The run record written as ``run.json``.
+    anonymised : pandas.DataFrame or None
+        The leaderboard with pseudonyms (when an anonymisation key was given).
+    replicates : Replicates or None
+        The bootstrap resampling counts (``replicates.npz`` when written).
+    """
+
+    leaderboard: pd.DataFrame
+    pool: pd.DataFrame
+    conflicts: pd.DataFrame
+    per_query: pd.DataFrame
+    annotation: pd.DataFrame
+    pooling_bias: pd.DataFrame
+    truth_check: pd.DataFrame | None
+    run: RunRecord
+    curves: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    anonymised: pd.DataFrame | None = None
+    replicates: Replicates | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Caveats of the run (also in ``run.json``)."""
+        return self.run.warnings
+
+    def write(
+        self,
+        out: Path | str,
+        *,
+        save_replicates: bool = False,
+        report: bool = True,
+        quiet: bool = True,
+    ) -> Path:
+        """Write the whole output set to the folder ``out`` as one unit.
+
+        Parameters
+        ----------
+        out : path
+            The output folder.  Missing, empty, or written by an earlier receval run (replaced
+            whole); anything else is refused with :class:`~receval.errors.BundleError`.
+        save_replicates : bool
+            Also write ``replicates.npz`` (reuse with ``score(..., replicates=path)``).
+        report : bool
+            Also build ``report.html`` from the written files.
+        quiet : bool
+            No progress bar while the report's figures are drawn.
+
+        Returns
+        -------
+        Path
+            ``out``.  An interrupted write leaves the previous set (or nothing), never a mix.
+        """
+        from receval.formats.output_set import output_set
+
+        out = Path(out)
+        with output_set(out) as folder:
+            run = self._write_files(folder, save_replicates)
+            _write_json(folder / "run.json", run.to_dict())
+            if report:
+                from receval.report.html import build_report
+
+                build_report(folder, quiet=quiet)
+        return out
+
+    def _write_files(self, folder: Path, save_replicates: bool) -> RunRecord:
+        from receval.report.writers import curve_file_stem, write_csv
+
+        tables = {
+            "leaderboard.csv": self.leaderboard,
+            "pool.csv": self.pool,
+            "conflicts.csv": self.conflicts,
+            "per_query.csv": self.per_query,
+            "annotation.csv": self.annotation,
+            "pooling_bias.csv": self.pooling_bias,
+            "truth_check.csv": self.truth_check,
+            "leaderboard_anonymised.csv": self.anonymised,
+        }
+        for name, frame in tables.items():
+            if frame is not None:
+                write_csv(folder / name, frame)
+        for system, curve in self.curves.items():
+            write_csv(folder / "curves" / f"{curve_file_stem(system)}.csv", curve)
+        if save_replicates and self.replicates is not None:
+            with open(folder / "replicates.npz", "wb") as fh:
+                self.replicates.save(fh)
+            return self.run.replace(replicates_file="replicates.npz")
+        return self.run
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    from receval.report.writers import write_json
+
+    write_json(path, data)
+
+
+def _as_task(task: Task | Path | str) -> Task:
+    from receval.task import Task, load_task
+
+    return task if isinstance(task, Task) else load_task(task)
+
+
+def _load_replicates(task: Task, options: Any, replicates: Any) -> Replicates | None:
+    if replicates is None:
+        return None
+    from receval.estimators.bootstrap import Replicates
+    from receval.estimators.sample_data import build_sample_data
+    from receval.scoring import bootstrap_stages
+
+    if isinstance(replicates, Replicates):
+        return replicates
+    stages = bootstrap_stages(build_sample_data(task, options.target), options.cluster_queries)
+    return Replicates.load(Path(replicates), stages)
+
+
+def score(
+    task: Task | Path | str,
+    *,
+    estimator: str = "joint",
+    bootstrap: int = 1000,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    weighting: str = "size",
+    target: str = "micro",
+    seed: int = 0,
+    rank_by: str = "f1",
+    target_recall: float | None = None,
+    prevalence: float | None = None,
+    tiers: str = "holm",
+    cluster_queries: bool = False,
+    replicates: Replicates | Path | str | None = None,
+    anonymise_key: str | None = None,
+    on_step: Callable[[], None] | None = None,
+) -> ScoreResult:
+    """Estimate precision, recall and F1 of every system with shared bootstrap intervals.
+
+    Parameters
+    ----------
+    task : Task or path
+        A loaded task (:func:`load_task`, :meth:`Task.from_frames`) or a bundle folder.
+    estimator : {'joint', 'simple', 'official'}
+        ``joint``: importance-reweighted precision and pooled recall over every system's sample,
+        true recall = pool coverage × pooled recall (Chaganty et al. 2017); ``simple``: each
+        system's own sample; ``official``: TAC's closed-world census (no interval).
+    bootstrap : int
+        Replicates B (50–100,000), shared by all systems so ranks and differences are paired.
+    confidence : float
+        Two-sided interval level in [0.5, 0.999].
+    method : {'percentile', 'basic', 'BCa'}
+        Bootstrap interval method.
+    weighting : {'size', 'overlap'}
+        Joint-precision mixture weights (w ∝ n_j, or the paper's overlap heuristic).
+    target : {'micro', 'macro'}
+        Every fact weighs the same, or every answered query (precision).
+    seed : int
+        Seed of the bootstrap replicates.
+    rank_by : {'f1', 'recall', 'precision', 'pooled_recall', 'precision_at_target'}
+        The ranking metric.
+    target_recall : float, optional
+        Also estimate precision at this true recall (curve, else Dimm's extrapolation).
+    prevalence : float, optional
+        ρ for Dimm's model (default: estimated correct facts / ``[universe] size``).
+    tiers : {'holm', 'bh'}
+        Multiple-testing correction behind the significance tiers.
+    cluster_queries : bool
+        Also resample queries as clusters.
+    replicates : Replicates or path, optional
+        Reuse the resampling counts of an earlier run (``replicates.npz``).
+    anonymise_key : str, optional
+        Also compute the leaderboard with keyed team pseudonyms (``leaderboard_anonymised.csv``).
+    on_step : callable, optional
+        Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
+        advance a progress bar.
+
+    Returns
+    -------
+    ScoreResult
+        Leaderboard, pool, conflicts, diagnostics, curves and the run record.
+
+    Raises
+    ------
+    ValueError
+        An invalid option or combination, before any work.
+    BundleError
+        Bad input data (file, line and problem).
+
+    Example
+    -------
+    >>> result = receval.score("data/kbp-sim", bootstrap=200, seed=1)  # doctest: +SKIP
+    >>> result.leaderboard.loc[0, "system"]  # doctest: +SKIP
+
+    References
+    ----------
+    A. Chaganty, A. Paranjape, P. Liang, C. Manning. Importance sampling for unbiased on-demand
+    evaluation of knowledge base population. EMNLP 2017.
+    """
+    from receval.scoring import ScoreOptions
+
+    options = ScoreOptions(
+        estimator=estimator,
+        weighting=weighting,
+        bootstrap=bootstrap,
+        confidence=confidence,
+        method=method,
+        seed=seed,
+        rank_by=rank_by,
+        target=target,
+        target_recall=target_recall,
+        prevalence=prevalence,
+        tiers=tiers,
+        cluster_queries=cluster_queries,
+    )
+    return score_with_options(
+        task, options, replicates=replicates, anonymise_key=anonymise_key, on_step=on_step
+    )
+
+
+def score_with_options(
+    task: Task | Path | str,
+    options: Any,
+    *,
+    replicates: Replicates | Path | str | None = None,
+    anonymise_key: str | None = None,
+    on_step: Callable[[], None] | None = None,
+) -> ScoreResult:
+    """:func:`score` with a ready :class:`~receval.scoring.ScoreOptions` (all fields checked)."""
+    from receval.diagnostics import annotation_spend, per_query, pooling_bias
+    from receval.scoring import score_task
+
+    check_score_options(options)
+    step = on_step or (lambda: None)
+    loaded = _as_task(task)
+    step()
+    estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
+    step()
+    joint = estimates.leaderboard if options.estimator != "official" else None
+    diagnostics = {
+        "per_query": per_query(loaded),
+        "annotation": annotation_spend(loaded),
+        "pooling_bias": pooling_bias(loaded, joint),
+    }
+    step()
+    anonymised = None
+    if anonymise_key is not None:
+        from receval.leaderboard import anonymise
+
+        anonymised = anonymise(estimates.leaderboard, anonymise_key)
+    result = ScoreResult(
+        leaderboard=estimates.leaderboard,
+        pool=estimates.pool,
+        conflicts=estimates.conflicts,
+        truth_check=estimates.truth_check,
+        curves=dict(estimates.curves),
+        run=_run_record(loaded, estimates),
+        anonymised=anonymised,
+        replicates=estimates.replicates,
+        **diagnostics,
+    )
+    step()
+    return result
+
+
+def _run_record(task: Task, estimates: Any) -> RunRecord:
+    info = dict(estimates.info)
+    info["warnings"] = list(estimates.warnings)
+    info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    info["inputs"] = {"task": str(task.root), "checksums": task.checksums()}
+    info["merge"] = {
+        "rule": task.config.merge_rule,
+        "tie": task.config.tie_policy,
+        "conflicts": len(estimates.conflicts),
+    }
+    return RunRecord.from_dict(info)
+
+
+def sample(
+    task: Task | Path | str,
+    per_system: int | Mapping[str, int] = 0,
+    *,
+    seed: int,
+    distribution: str = "uniform",
+    systems: list[str] | None = None,
+    units: pd.DataFrame | None = None,
+    exhaustive_units: int = 0,
+    name: str | None = None,
+) -> SampleRound:
+    """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
+
+    Parameters
+    ----------
+    task : Task or path
+        The task to draw from.
+    per_system : int or mapping
+        Draws per system (with replacement from its distinct facts), or per-system sizes (e.g.
+        from :func:`receval.planning.adaptive_sample_sizes`).
+    seed : int
+        Seed of the draws (combined with the round number).
+    distribution : {'uniform', 'entity-relation'}
+        The sampling distribution over each system's facts.
+    systems : list of str, optional
+        Only these systems.
+    units : pandas.DataFrame, optional
+        Candidate units (``unit``, optional ``prob``) for exhaustive annotation.
+    exhaustive_units : int
+        How many units to draw from ``units``.
+    name : str, optional
+        Name of the round (default ``round-K``).
+
+    Returns
+    -------
+    SampleRound
+        ``samples`` (rows for ``samples.tsv``), ``units``, ``to_annotate`` and ``sizes``;
+        :func:`receval.formats.bundle.append_rows` records it in a bundle.
+
+    Example
+    -------
+    >>> drawn = receval.sample("data/kbp-sim", 50, seed=2)  # doctest: +SKIP
+    >>> len(drawn.to_annotate)  # doctest: +SKIP
+    """
+    from receval.design import new_sample_round
+    from receval.options import SAMPLE_DISTRIBUTIONS
+
+    if distribution not in SAMPLE_DISTRIBUTIONS:
+        raise ValueError(f"distribution={distribution!r} is not one of {SAMPLE_DISTRIBUTIONS}")
+    sizes = dict(per_system) if isinstance(per_system, Mapping) else int(per_system)
+    if isinstance(sizes, int) and sizes < 0:
+        raise ValueError(f"per_system={per_system!r} must be ≥ 0")
+    if exhaustive_units and units is None:
+        raise ValueError("exhaustive_units needs units (the candidate units)")
+    return new_sample_round(
+        _as_task(task),
+        sizes,
+        seed=seed,
+        distribution=distribution,
+        systems=systems,
+        units=units,
+        exhaustive_units=exhaustive_units,
+        name=name,
+    )
+
+
+def simulate(out: Path | str, *, seed: int = 0, overwrite: bool = False, **config: Any) -> Path:
+    """Write a synthetic TAC-KBP-style bundle with ground truth (``truth.tsv``) to ``out``.
+
+    Parameters
+    ----------
+    out : path
+        The bundle folder to write (refused if it exists, unless ``overwrite``).
+    seed : int
+        Seed of the world and of the annotation campaign.
+    overwrite : bool
+        Replace ``out`` if it exists.
+    **config
+        Fields of :class:`receval.simulate.SimulationConfig` (``systems``, ``queries``,
+        ``teams``, ``per_system``, ``exhaustive_facts``, ``annotators``, ...).
+
+    Returns
+    -------
+    Path
+        The bundle folder.
+
+    Example
+    -------
+    >>> receval.simulate("/tmp/demo", systems=20, queries=100, seed=7)  # doctest: +SKIP
+    """
+    import dataclasses
+
+    from receval.simulate import SimulationConfig, simulate_task
+
+    known = {f.name for f in dataclasses.fields(SimulationConfig)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"unknown simulation option(s): {', '.join(unknown)}")
+    config.setdefault("name", Path(out).name)
+    return simulate_task(out, SimulationConfig(**config), seed=seed, overwrite=overwrite)
+
+
+def extrapolate(
+    precision: float,
+    recall: float,
+    prevalence: float,
+    target: float,
+    *,
+    max_recall_distance: float | None = None,
+) -> Any:
+    """Dimm's extrapolated precision at recall ``target`` from one measured (R, P) point.
+
+    A **model extrapolation** (Dimm 2015, eqs. 11–12), not an estimate with known error.
+
+    Parameters
+    ----------
+    precision, recall : float
+        The measured point.
+    prevalence : float
+        ρ, the share of correct items in the universe.
+    target : float
+        The target recall.
+    max_recall_distance : float, optional
+        Flag extrapolations over a larger recall distance.
+
+    Returns
+    -------
+    receval.extrapolation.ExtrapolationResult
+        ``beta``, ``precision_at_target``, ``flags``.
+
+    Raises
+    ------
+    receval.extrapolation.ExtrapolationRefused
+        Where the point lies outside the model's validity (the reason is the message).
+
+    Example
+    -------
+    >>> receval.extrapolate(0.6, 0.3, 0.01, 0.5).precision_at_target  # doctest: +SKIP
+
+    References
+    ----------
+    C. Dimm. Extrapolated precision. 2015.
+    """
+    from receval.extrapolation import DEFAULT_MAX_RECALL_DISTANCE, extrapolate_point
+
+    distance = DEFAULT_MAX_RECALL_DISTANCE if max_recall_distance is None else max_recall_distance
+    return extrapolate_point(precision, recall, prevalence, target, max_recall_distance=distance)

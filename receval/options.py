@@ -1,0 +1,71 @@
+"""Option vocabularies shared by the library and the command line (no heavy imports here).
+
+The CLI builds its ``click.Choice`` lists from these tuples and :func:`check_score_options`
+validates the same values at the library boundary, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ESTIMATORS = ("joint", "simple", "official")
+INTERVAL_METHODS = ("percentile", "basic", "BCa")
+WEIGHTINGS = ("size", "overlap")
+TARGETS = ("micro", "macro")
+RANK_KEYS = ("f1", "recall", "precision", "pooled_recall", "precision_at_target")
+TIER_CORRECTIONS = ("holm", "bh")
+SAMPLE_DISTRIBUTIONS = ("uniform", "entity-relation")
+PLANNING_BOUNDS = ("paper", "exchangeable")
+WIDTH_FOR = ("both", "precision", "recall")
+MIN_BOOTSTRAP = 50
+MAX_BOOTSTRAP = 100_000
+CONFIDENCE_RANGE = (0.5, 0.999)
+TARGET_RECALL_RANGE = (0.01, 0.99)
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+
+
+def _in_range(name: str, value: Any, low: float, high: float) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name}={value!r} must be a number in [{low}, {high}]")
+
+
+def check_score_options(options: Any) -> None:
+    """Raise ``ValueError`` for any invalid field of a :class:`~receval.scoring.ScoreOptions`.
+
+    Checks every vocabulary and range, and the combinations that cannot work (BCa with clustered
+    resampling, ranking by precision at target without a target recall, ...), before any work.
+    """
+    _choice("estimator", options.estimator, ESTIMATORS)
+    _choice("method", options.method, INTERVAL_METHODS)
+    _choice("weighting", options.weighting, WEIGHTINGS)
+    _choice("target", options.target, TARGETS)
+    _choice("rank_by", options.rank_by, RANK_KEYS)
+    _choice("tiers", options.tiers, TIER_CORRECTIONS)
+    if not isinstance(options.bootstrap, int) or isinstance(options.bootstrap, bool):
+        raise ValueError(f"bootstrap={options.bootstrap!r} must be an integer")
+    _in_range("bootstrap", options.bootstrap, MIN_BOOTSTRAP, MAX_BOOTSTRAP)
+    _in_range("confidence", options.confidence, *CONFIDENCE_RANGE)
+    if not isinstance(options.seed, int) or isinstance(options.seed, bool):
+        raise ValueError(f"seed={options.seed!r} must be an integer")
+    if options.target_recall is not None:
+        _in_range("target_recall", options.target_recall, *TARGET_RECALL_RANGE)
+    if options.prevalence is not None:
+        _in_range("prevalence", options.prevalence, 1e-9, 0.99)
+    _check_combinations(options)
+
+
+def _check_combinations(options: Any) -> None:
+    if options.cluster_queries and options.method == "BCa":
+        raise ValueError(
+            "cluster_queries works with method 'percentile' or 'basic' (BCa needs a jackknife)"
+        )
+    if options.cluster_queries and options.target != "micro":
+        raise ValueError("cluster_queries is implemented for target 'micro' only")
+    if options.rank_by == "precision_at_target" and options.target_recall is None:
+        raise ValueError("rank_by='precision_at_target' needs target_recall")
+    if options.estimator == "official" and options.target_recall is not None:
+        raise ValueError("target_recall needs a sample-based estimator (joint or simple)")

@@ -1,0 +1,142 @@
+"""Output folders are written as one set: never a mix of runs, never half a run (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from receval.cli import cli
+from receval.errors import BundleError
+from receval.formats.output_set import MARKER, check_output_folder, output_set
+
+
+def invoke(*args: object):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("sets")
+    a, b = root / "task-a", root / "task-b"
+    for path, systems, seed in ((a, 8, 1), (b, 5, 2)):
+        result = invoke(
+            "simulate", path, "--systems", systems, "--queries", 40, "--per-system", 40,
+            "--seed", seed,
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    return a, b
+
+
+def _consistent(out: Path) -> str | None:
+    """The task whose complete set ``out`` holds (None if ``out`` is absent); fails on a mix."""
+    if not out.exists():
+        return None
+    listed = (out / MARKER).read_text(encoding="utf-8").splitlines()[1:]
+    present = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert sorted([*listed, MARKER]) == present, "files outside the recorded set"
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    board = pd.read_csv(out / "leaderboard.csv")
+    checks = run["inputs"]["checksums"]
+    assert len(board) == len(pd.read_csv(out / "annotation.csv"))
+    curves = sorted(p.stem for p in (out / "curves").glob("*.csv"))
+    assert curves == (sorted(board["system"]) if "target" in run else [])
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert run["created"] in page or run["task"] in page
+    assert checks
+    return run["task"]
+
+
+def test_rescoring_another_task_leaves_nothing_of_the_first(tasks, tmp_path):
+    a, b = tasks
+    out = tmp_path / "out"
+    assert invoke("score", a, "--out", out, "--bootstrap", 60, "--target-recall", 0.1,
+                  "--anonymise", "--save-replicates").exit_code == 0  # fmt: skip
+    assert (out / "leaderboard_anonymised.csv").exists() and (out / "replicates.npz").exists()
+    result = invoke("score", b, "--out", out, "--bootstrap", 60)
+    assert result.exit_code == 0, result.output
+    assert _consistent(out) == "task-b"
+    assert not (out / "curves").exists()
+    assert not (out / "leaderboard_anonymised.csv").exists()
+    assert not (out / "replicates.npz").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_text("x"), "is a file, not a folder"),
+        (lambda p: (p.mkdir(), (p / "thesis.tex").write_text("x")), "not written by receval"),
+    ],
+)
+def test_foreign_outputs_are_refused_with_one_line(tasks, tmp_path, make, message):
+    out = tmp_path / "out"
+    make(out)
+    result = invoke("score", tasks[1], "--out", out, "--bootstrap", 60)
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_out_below_a_file_is_one_line(tasks, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = invoke("score", tasks[1], "--out", tmp_path / "file" / "sub", "--bootstrap", 60)
+    assert result.exit_code == 2 and "is a file" in result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+
+
+def test_report_refuses_a_folder_receval_did_not_write(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = invoke("report", tmp_path)
+    assert result.exit_code == 2 and "not written by receval" in result.output
+
+
+def test_failure_inside_the_set_leaves_the_previous_set(tmp_path):
+    out = tmp_path / "out"
+    with output_set(out) as folder:
+        (folder / "run.json").write_text('{"receval_version": "x"}')
+        (folder / "a.csv").write_text("1")
+    with pytest.raises(RuntimeError), output_set(out) as folder:
+        (folder / "b.csv").write_text("2")
+        raise RuntimeError("interrupted")
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "a.csv", "run.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    check_output_folder(out)  # a folder receval wrote is accepted again
+    with pytest.raises(BundleError):
+        check_output_folder(out / "a.csv")
+
+
+def _score_process(task: Path, out: Path) -> subprocess.Popen:
+    code = "from receval.cli import main; main()"
+    args = [sys.executable, "-c", code, "score", str(task), "--out", str(out), "--quiet"]
+    return subprocess.Popen(
+        [*args, "--bootstrap", "200"], env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+
+
+def test_sigint_at_any_point_never_leaves_a_mixed_folder(tasks, tmp_path):
+    a, b = tasks
+    out = tmp_path / "out"
+    start = time.perf_counter()
+    assert _score_process(a, out).wait(timeout=300) == 0
+    full = time.perf_counter() - start
+    seen = set()
+    # interrupt a re-scoring of another task at several points through its run
+    for fraction in (0.05, 0.3, 0.6, 0.85, 0.95, 1.2):
+        proc = _score_process(b, out)
+        time.sleep(full * fraction)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=300)
+        task = _consistent(out)
+        assert task in {"task-a", "task-b"}
+        seen.add(task)
+        assert not [p for p in tmp_path.iterdir() if p.name != "out"], "staging left behind"
+    assert "task-a" in seen  # at least one interruption came before the swap
