@@ -1031,6 +1031,25 @@ def curve_budget_command(
             click.echo(f"{key:<20} {value}")
 
 
+@cli.command(name="leaderboard")
+@click.argument("out_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON array.")
+@click.option("--best-per-team", is_flag=True, help="Only each team's best run.")
+def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> None:
+    """Print the leaderboard that `receval score` wrote to OUT_DIR (a table, or JSON)."""
+    from receval.formats.output_set import check_output_folder
+    from receval.report.writers import leaderboard_records, read_leaderboard
+
+    check_output_folder(out_dir)
+    board = read_leaderboard(out_dir / "leaderboard.csv")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(leaderboard_records(board, best_per_team), ensure_ascii=False))
+    else:
+        _print_leaderboard(board, best_per_team)
+
+
 @cli.command()
 @click.argument("out_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")

@@ -69,3 +69,24 @@ def format_table(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> str:
     out = [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]
     return "\n".join(x.rstrip() for x in out)
+
+
+def read_leaderboard(path: Path) -> pd.DataFrame:
+    """Read a ``leaderboard.csv`` written by ``receval score`` (missing file: BundleError)."""
+    from receval.errors import BundleError
+
+    if not Path(path).is_file():
+        raise BundleError(
+            path, None, "no leaderboard here: run `receval score TASK --out DIR` first"
+        )
+    board = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if "best_of_team" in board:
+        board["best_of_team"] = board["best_of_team"].astype(str).str.lower() == "true"
+    return board
+
+
+def leaderboard_records(board: pd.DataFrame, best_per_team: bool = False) -> list[dict[str, Any]]:
+    """The leaderboard as JSON-ready records (NaN becomes null), optionally best run per team."""
+    if best_per_team and "best_of_team" in board:
+        board = board[board["best_of_team"]]
+    return [_jsonable(row) for row in board.to_dict(orient="records")]
