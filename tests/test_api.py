@@ -96,3 +96,14 @@ def test_extrapolate_and_curves():
     assert budget["annotations"] == 11_292
     with pytest.raises(ValueError, match="unknown curve method"):
         receval.curve_method("magic")
+
+
+def test_leaderboard_command_prints_table_and_json(task_dir, tmp_path):
+    out = tmp_path / "out"
+    receval.score(task_dir, bootstrap=60).write(out, report=False)
+    table = CliRunner().invoke(cli, ["leaderboard", str(out)])
+    assert table.exit_code == 0 and "system" in table.output.splitlines()[0]
+    as_json = CliRunner().invoke(cli, ["leaderboard", str(out), "--json", "--best-per-team"])
+    rows = json.loads(as_json.output)
+    assert rows and all(r["best_of_team"] for r in rows)
+    assert {"precision_lo", "rank_hi", "interval"} <= set(rows[0])
