@@ -90,14 +90,7 @@ def validate(task: Path) -> None:
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         click.echo(f"{key:<{width}}  {value}")
-    from receval.design import infer_designs
-
-    samplers = infer_designs(
-        loaded.samples,
-        loaded.outputs,
-        loaded.queries,
-        loaded.files.get("samples", task / "samples.tsv"),
-    )
+    samplers = loaded.samplers
     if samplers:
         designs = sorted({s.design for s in samplers})
         click.echo(

@@ -22,7 +22,13 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig, load_config
 from receval.errors import BundleError
-from receval.formats.tables import LINE, TABLE_SUFFIXES, find_table, read_table
+from receval.formats.tables import (
+    LINE,
+    TABLE_SUFFIXES,
+    arrow_to_strings,
+    find_table,
+    read_table,
+)
 
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
@@ -87,6 +93,66 @@ class Task:
     def name(self) -> str:
         return self.config.name
 
+    @classmethod
+    def from_frames(
+        cls,
+        runs,
+        judgments=None,
+        samples=None,
+        exhaustive_units=None,
+        exhaustive=None,
+        queries=None,
+        truth=None,
+        config: TaskConfig | None = None,
+        name: str | None = None,
+    ) -> Task:
+        """Build and validate a task from in-memory tables (no files).
+
+        Parameters
+        ----------
+        runs, judgments, samples, exhaustive_units, exhaustive, queries, truth : pandas.DataFrame
+            or pyarrow.Table, optional (``runs`` required)
+            The bundle tables with the columns of a bundle's files (ARCHITECTURE.md, "Task bundle
+            v1"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
+            Parquet file (integers stay integers, floats in their shortest round-trip form).
+            Without ``queries`` the query universe is every ``query_id`` the tables mention.
+        config : TaskConfig, optional
+            The ``task.toml`` settings (defaults when omitted).
+        name : str, optional
+            The task's name (overrides ``config.name``).
+
+        Returns
+        -------
+        Task
+            The same object :func:`load_task` returns for a bundle with these tables.
+
+        Raises
+        ------
+        BundleError
+            On bad input, naming the table and the 1-based row (``"runs:3: ..."``).
+        """
+        return _frames_to_task(
+            {
+                "runs": runs,
+                "judgments": judgments,
+                "samples": samples,
+                "exhaustive_units": exhaustive_units,
+                "exhaustive": exhaustive,
+                "queries": queries,
+                "truth": truth,
+            },
+            config,
+            name,
+        )
+
+    @cached_property
+    def samplers(self) -> list:
+        """The recorded samplers with their designs (:func:`receval.design.infer_designs`)."""
+        from receval.design import infer_designs
+
+        path = self.files.get("samples", self.root / "samples.tsv")
+        return infer_designs(self.samples, self.outputs, self.queries, path)
+
     @cached_property
     def systems(self) -> list[str]:
         return sorted(self.outputs["system"].unique().tolist())
@@ -149,7 +215,7 @@ class Task:
 
 
 # ---------------------------------------------------------------------------------------------
-# loading
+# loading: files or in-memory frames -> one builder (_build_task) -> Task
 
 
 #: Columns the loader derives, per table: an input column of the same name would be overwritten,
@@ -165,8 +231,28 @@ _RESERVED: dict[str, tuple[str, ...]] = {
 }
 
 
-def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...], table: str) -> None:
+@dataclass(frozen=True)
+class _Source:
+    """One input table as strings with its ``_line`` column, the path its errors name (a file,
+    or the table's name for an in-memory frame) and the line header problems are reported on
+    (1 for a file's header row, None for a frame)."""
+
+    frame: pd.DataFrame
+    path: Path
+    header: int | None = 1
+
+    @property
+    def first_row(self) -> int | None:
+        return None if self.header is None else self.header + 1
+
+    @property
+    def no_rows(self) -> str:
+        return "the file has a header but no rows" if self.header else "the table has no rows"
+
+
+def _require(src: _Source, columns: tuple[str, ...], table: str) -> None:
     """Required columns present, reserved (derived) column names absent."""
+    frame, path = src.frame, src.path
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         names = [c for c in frame.columns if c != LINE]
@@ -174,14 +260,17 @@ def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...], table: s
         hint = ""
         if len(names) == 1 and any(d in names[0] for d in ";|,\t "):
             hint = "; wrong delimiter? .tsv is tab-separated, .csv comma-separated"
+        what = "header has" if src.header else "columns are"
         raise BundleError(
-            path, 1, f"missing required column(s) {', '.join(missing)} (header has: {have}){hint}"
+            path,
+            src.header,
+            f"missing required column(s) {', '.join(missing)} ({what}: {have}){hint}",
         )
     clash = [c for c in _RESERVED[table] if c in frame.columns]
     if clash:
         raise BundleError(
             path,
-            1,
+            src.header,
             f"column name(s) {', '.join(clash)} are reserved (receval derives them); rename them",
         )
 
@@ -233,19 +322,212 @@ def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> No
         )
 
 
-def _read_queries(root: Path, files: dict[str, Path]) -> pd.DataFrame:
-    path = find_table(root, "queries")
+def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | None:
+    """The bundle table ``stem`` read from ``root`` (None when absent)."""
+    path = find_table(root, stem)
     if path is None:
+        return None
+    files[stem] = path
+    return _Source(read_table(path), path)
+
+
+def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
+    """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
+    other files and hidden files such as ``._A.tsv`` are ignored)."""
+    single = find_table(root, "runs")
+    folder = root / "runs"
+    if single is not None and folder.is_dir():
+        raise BundleError(
+            single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
+        )
+    if single is not None:
+        files["runs"] = single
+        return [_Source(read_table(single), single)]
+    if not folder.is_dir():
+        raise BundleError(
+            root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
+        )
+    paths = sorted(
+        p
+        for p in folder.iterdir()
+        if p.suffix.lower() in TABLE_SUFFIXES and p.is_file() and not p.name.startswith(".")
+    )
+    if not paths:
+        raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
+    stems: dict[str, Path] = {}
+    for path in paths:
+        if path.stem in stems:
+            raise BundleError(
+                path,
+                None,
+                f"system {path.stem!r} has two run files ({stems[path.stem].name} and {path.name}); keep one",
+            )
+        stems[path.stem] = path
+    sources = []
+    for path in paths:
+        files[f"runs/{path.name}"] = path
+        src = _Source(read_table(path), path)
+        frame = src.frame
+        _require(src, ("query_id", "answer"), "runs")
+        if "system" in frame.columns:
+            other = frame["system"].astype(str).str.strip() != path.stem
+            if other.any():
+                i = other.to_numpy().nonzero()[0][0]
+                raise BundleError(
+                    path,
+                    int(frame[LINE].iloc[i]),
+                    f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
+                )
+        frame["system"] = path.stem
+        if frame.empty:
+            raise BundleError(path, 2, "no outputs: the file has a header but no rows")
+        sources.append(src)
+    return sources
+
+
+def _frame_source(data: object, table: str) -> _Source | None:
+    """An in-memory table (pandas DataFrame or pyarrow Table) as a string source named ``table``;
+    rows are numbered from 1, as in a Parquet file."""
+    if data is None:
+        return None
+    import pyarrow as pa
+
+    if isinstance(data, pd.DataFrame):
+        try:
+            arrow = pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            arrow = pa.Table.from_pandas(data.astype(str), preserve_index=False)
+    elif isinstance(data, pa.Table):
+        arrow = data
+    else:
+        raise TypeError(
+            f"{table}: expected a pandas DataFrame or a pyarrow Table, got {type(data).__name__}"
+        )
+    path = Path(table)
+    return _Source(arrow_to_strings(arrow, path), path, header=None)
+
+
+def load_task(root: Path | str) -> Task:
+    """Load and validate the bundle directory ``root`` (raises BundleError on bad input).
+
+    The files are read as string tables and go through the same checks as
+    :meth:`Task.from_frames`, sample designs included (:func:`receval.design.infer_designs`),
+    so a bundle that loads is one every command can use.
+    """
+    root = Path(root)
+    if not root.exists():
+        raise BundleError(root, None, "no such task bundle (directory not found)")
+    if not root.is_dir():
+        raise BundleError(root, None, "a task bundle is a directory")
+    files: dict[str, Path] = {}
+    toml = root / "task.toml"
+    if toml.is_file():
+        files["task.toml"] = toml
+    config = load_config(toml, default_name=root.resolve().name)
+    queries = _table_source(root, "queries", files)
+    if queries is None:
         raise BundleError(
             root / "queries.tsv",
             None,
             "missing file: a bundle needs queries.tsv (the query universe)",
         )
-    files["queries"] = path
-    frame = read_table(path)
-    _require(frame, path, ("query_id",), "queries")
+    runs = _run_sources(root, files)
+    tables = {
+        name: _table_source(root, name, files)
+        for name in ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+    }
+    return _build_task(root, config, files, queries=queries, runs=runs, **tables)
+
+
+def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: str | None) -> Task:
+    """:meth:`Task.from_frames`: in-memory tables through :func:`_build_task`."""
+    if config is None:
+        config = TaskConfig(name=name or "task")
+    elif name is not None:
+        config = dataclasses.replace(config, name=name)
+    if tables["runs"] is None:
+        raise BundleError("runs", None, "a task needs runs (the systems' outputs)")
+    sources = {k: _frame_source(v, k) for k, v in tables.items() if k != "queries"}
+    queries = _frame_source(tables["queries"], "queries")
+    if queries is None:  # the query universe: every query the tables mention
+        mentioned = set()
+        for src in sources.values():
+            if src is not None and "query_id" in src.frame.columns:
+                mentioned |= set(src.frame["query_id"].astype(str).str.strip()) - {""}
+        frame = pd.DataFrame({"query_id": sorted(mentioned)}, dtype=object)
+        frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
+        queries = _Source(frame, Path("queries"), header=None)
+    runs = sources.pop("runs")
+    if "system" not in runs.frame.columns:
+        _require(runs, ("system", "query_id", "answer"), "runs")
+    root = Path(config.name)
+    return _build_task(root, config, {}, queries=queries, runs=[runs], **sources)
+
+
+def _build_task(
+    root: Path,
+    config: TaskConfig,
+    files: dict[str, Path],
+    *,
+    queries: _Source,
+    runs: list[_Source],
+    judgments: _Source | None,
+    samples: _Source | None,
+    exhaustive_units: _Source | None,
+    exhaustive: _Source | None,
+    truth: _Source | None,
+) -> Task:
+    """Check every table, number the facts, collapse duplicate outputs, check the sample
+    designs: the one path from string tables (files or frames) to a :class:`Task`."""
+    query_frame = _check_queries(queries)
+    known = set(query_frame["query_id"])
+    run_frame = _check_runs(runs, known)
+    judgment_frame = _check_judgments(judgments, config, known)
+    sample_frame = _check_samples(samples, known)
+    units, exhaustive_frame = _check_exhaustive(exhaustive_units, exhaustive, known)
+    truth_frame = _check_truth(truth, config, known)
+    frames = [run_frame, judgment_frame, sample_frame, exhaustive_frame]
+    if truth_frame is not None:
+        frames.append(truth_frame)
+    facts = _attach_facts(frames, config.matching)
+    if truth_frame is not None:
+        truth_frame = _dedupe_truth(truth_frame, truth.path)
+    outputs, raw_outputs = _collapse_outputs(run_frame)
+    pool = outputs.groupby("fact")["system"].nunique()
+    facts["in_pool"] = False
+    facts.loc[pool.index, "in_pool"] = True
+    facts["systems"] = 0
+    facts.loc[pool.index, "systems"] = pool.to_numpy()
+    sample_path = samples.path if samples is not None else None
+    _check_samples_against_outputs(sample_frame, outputs, sample_path)
+    task = Task(
+        root=root,
+        config=config,
+        queries=query_frame,
+        outputs=outputs,
+        raw_outputs=raw_outputs,
+        facts=facts,
+        judgments=judgment_frame.reset_index(drop=True),
+        samples=sample_frame.reset_index(drop=True),
+        exhaustive_units=units,
+        exhaustive=exhaustive_frame.reset_index(drop=True),
+        truth=truth_frame,
+        files=files,
+    )
+    from receval.design import infer_designs
+
+    # a probability no design reproduces fails here, before `validate` prints anything
+    task.__dict__["samplers"] = infer_designs(
+        task.samples, task.outputs, task.queries, sample_path or root / "samples.tsv"
+    )
+    return task
+
+
+def _check_queries(src: _Source) -> pd.DataFrame:
+    frame, path = src.frame, src.path
+    _require(src, ("query_id",), "queries")
     if frame.empty:
-        raise BundleError(path, 2, "no queries: the file has a header but no rows")
+        raise BundleError(path, src.first_row, f"no queries: {src.no_rows}")
     _nonempty(frame, path, ("query_id",))
     dup = frame["query_id"].duplicated()
     if dup.any():
@@ -264,145 +546,47 @@ def _read_queries(root: Path, files: dict[str, Path]) -> pd.DataFrame:
     return frame.drop(columns=[LINE]).reset_index(drop=True)
 
 
-def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
-    """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
-    other files and hidden files such as ``._A.tsv`` are ignored)."""
-    single = find_table(root, "runs")
-    folder = root / "runs"
-    if single is not None and folder.is_dir():
-        raise BundleError(
-            single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
-        )
+def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
+    """Concatenate the run tables (``_file`` = the path errors name) and check them."""
     parts = []
-    if single is not None:
-        files["runs"] = single
-        frame = read_table(single)
-        _require(frame, single, ("system", "query_id", "answer"), "runs")
-        frame["_file"] = str(single)
-        parts.append(frame)
-    elif folder.is_dir():
-        paths = sorted(
-            p
-            for p in folder.iterdir()
-            if p.suffix.lower() in TABLE_SUFFIXES and p.is_file() and not p.name.startswith(".")
-        )
-        if not paths:
-            raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
-        stems: dict[str, Path] = {}
-        for path in paths:
-            if path.stem in stems:
-                raise BundleError(
-                    path,
-                    None,
-                    f"system {path.stem!r} has two run files ({stems[path.stem].name} and {path.name}); keep one",
-                )
-            stems[path.stem] = path
-        for path in paths:
-            files[f"runs/{path.name}"] = path
-            frame = read_table(path)
-            _require(frame, path, ("query_id", "answer"), "runs")
-            if "system" in frame.columns:
-                other = frame["system"].astype(str).str.strip() != path.stem
-                if other.any():
-                    i = other.to_numpy().nonzero()[0][0]
-                    raise BundleError(
-                        path,
-                        int(frame[LINE].iloc[i]),
-                        f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
-                    )
-            frame["system"] = path.stem
-            frame["_file"] = str(path)
-            if frame.empty:
-                raise BundleError(path, 2, "no outputs: the file has a header but no rows")
-            parts.append(frame)
-    else:
-        raise BundleError(
-            root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
-        )
-    frame = pd.concat(parts, ignore_index=True)
-    if frame.empty:
-        raise BundleError(single or folder, 2, "no outputs: the file has a header but no rows")
+    for src in sources:
+        _require(src, ("system", "query_id", "answer"), "runs")
+        src.frame["_file"] = str(src.path)
+        parts.append(src.frame)
+    runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if runs.empty:
+        src = sources[0]
+        raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
     # an optional column present in some runs/ files only is blank in the others
-    for col in frame.columns:
-        if col != LINE:
-            frame[col] = frame[col].fillna("")
-    return frame
-
-
-def _attach_facts(frames: list[tuple[pd.DataFrame, str]], matching: Matching) -> pd.DataFrame:
-    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts.
-
-    Fact ids are the ranks of ``(query_id, normalised answer)`` in sorted order, so they do not
-    depend on which file mentions a fact first.
-    """
-    queries = []
-    answers = []
-    for frame, _ in frames:
-        frame["answer_raw"] = frame["answer"]
-        frame["answer"] = normalize_answers(frame["answer"], matching)
-        queries.append(frame["query_id"].astype(str))
-        answers.append(frame["answer"].astype(str))
-    if not queries:
-        empty = pd.DataFrame({"query_id": pd.Series([], dtype=object), "answer": []})
-        empty.index.name = "fact"
-        return empty
-    # factorise each column (sorted), then number the (query, answer) pairs in sorted order
-    q_codes, q_uniques = pd.factorize(pd.concat(queries, ignore_index=True), sort=True)
-    a_codes, a_uniques = pd.factorize(pd.concat(answers, ignore_index=True), sort=True)
-    width = max(len(a_uniques), 1)
-    pair = q_codes.astype(np.int64) * width + a_codes.astype(np.int64)
-    uniques, codes = np.unique(pair, return_inverse=True)
-    start = 0
-    for (frame, _), q in zip(frames, queries, strict=True):
-        frame["fact"] = codes[start : start + len(q)].astype(np.int64)
-        start += len(q)
-    facts = pd.DataFrame(
-        {
-            "query_id": np.asarray(q_uniques, dtype=object)[uniques // width],
-            "answer": np.asarray(a_uniques, dtype=object)[uniques % width],
-        }
-    )
-    facts.index.name = "fact"
-    return facts
-
-
-def load_task(root: Path | str) -> Task:
-    """Load and validate the bundle directory ``root`` (raises BundleError on bad input)."""
-    root = Path(root)
-    if not root.exists():
-        raise BundleError(root, None, "no such task bundle (directory not found)")
-    if not root.is_dir():
-        raise BundleError(root, None, "a task bundle is a directory")
-    files: dict[str, Path] = {}
-    toml = root / "task.toml"
-    if toml.is_file():
-        files["task.toml"] = toml
-    config = load_config(toml, default_name=root.resolve().name)
-    matching = config.matching
-
-    queries = _read_queries(root, files)
-    known = set(queries["query_id"])
-
-    runs = _read_runs(root, files)
+    for col in runs.columns:
+        if col != LINE and runs[col].hasnans:
+            runs[col] = runs[col].fillna("")
     score = pd.Series(np.nan, index=runs.index, dtype=float)
-    for path_str, part in runs.groupby("_file", sort=False):
-        path = Path(path_str)
-        part = part.copy()
-        _nonempty(part, path, ("system", "query_id", "answer"))
-        _check_queries_known(part, path, known)
+    for src in sources:
+        part = runs if len(sources) == 1 else runs[runs["_file"] == str(src.path)].copy()
+        _nonempty(part, src.path, ("system", "query_id", "answer"))
+        _check_queries_known(part, src.path, known)
         if "score" in part.columns:
-            score.loc[part.index] = _numbers(part, path, "score", allow_empty=True)
+            score.loc[part.index] = _numbers(part, src.path, "score", allow_empty=True)
+        if part is not runs:
+            for col in ("system", "query_id"):
+                runs.loc[part.index, col] = part[col]
     # the same dtypes whether the runs came from one table or a runs/ folder
     for col in ("system", "query_id"):
-        runs[col] = runs[col].astype(str).str.strip()
+        runs[col] = runs[col].astype(str)
     runs["answer"] = runs["answer"].astype(str)
     runs["score"] = score
     for col in ("team", "provenance"):
         if col not in runs.columns:
             runs[col] = ""
         runs[col] = runs[col].fillna("").astype(str).str.strip()
-    # one team per system; a blank team cell takes the system's team (or its name when no row
-    # names a team)
+    _assign_teams(runs)
+    return runs
+
+
+def _assign_teams(runs: pd.DataFrame) -> None:
+    """One team per system; a blank team cell takes the system's team (or its name when no row
+    names a team)."""
     named = runs[runs["team"] != ""]
     first_team = named.groupby("system")["team"].transform("first")
     differs = (named["team"] != first_team).to_numpy()
@@ -422,21 +606,10 @@ def load_task(root: Path | str) -> Task:
         index=runs.index,
     ).astype(str)
 
-    frames: list[tuple[pd.DataFrame, str]] = [(runs, "runs")]
-    judgments = _read_judgments(root, files, config, known)
-    frames.append((judgments, "judgments"))
-    samples = _read_samples(root, files, known)
-    frames.append((samples, "samples"))
-    units, exhaustive = _read_exhaustive(root, files, known)
-    frames.append((exhaustive, "exhaustive"))
-    truth = _read_truth(root, files, config, known)
-    if truth is not None:
-        frames.append((truth, "truth"))
-    facts = _attach_facts(frames, matching)
-    if truth is not None:
-        truth = _dedupe_truth(truth, files["truth"])
 
-    # collapse duplicate outputs: keep the max score, count the copies
+def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``outputs`` (one row per system and fact: the highest score, ``copies`` counted) and
+    ``raw_outputs`` (every input row)."""
     runs["_order"] = np.arange(len(runs))
     grouped = runs.sort_values(["score", "_order"], ascending=[False, True], na_position="last")
     first = grouped.drop_duplicates(["system", "fact"], keep="first")
@@ -456,29 +629,44 @@ def load_task(root: Path | str) -> Task:
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
     outputs = outputs[keep + extra].reset_index(drop=True)
     raw_outputs = runs[keep[:-1] + extra + ["_file", LINE]].reset_index(drop=True)
+    return outputs, raw_outputs
 
-    pool = outputs.groupby("fact")["system"].nunique()
-    facts["in_pool"] = False
-    facts.loc[pool.index, "in_pool"] = True
-    facts["systems"] = 0
-    facts.loc[pool.index, "systems"] = pool.to_numpy()
 
-    _check_samples_against_outputs(samples, outputs, files.get("samples"))
+def _attach_facts(frames: list[pd.DataFrame], matching: Matching) -> pd.DataFrame:
+    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts.
 
-    return Task(
-        root=root,
-        config=config,
-        queries=queries,
-        outputs=outputs,
-        raw_outputs=raw_outputs,
-        facts=facts,
-        judgments=judgments.reset_index(drop=True),
-        samples=samples.reset_index(drop=True),
-        exhaustive_units=units,
-        exhaustive=exhaustive.reset_index(drop=True),
-        truth=truth,
-        files=files,
+    Fact ids are the ranks of ``(query_id, normalised answer)`` in sorted order, so they do not
+    depend on which file mentions a fact first.
+    """
+    queries = []
+    answers = []
+    for frame in frames:
+        frame["answer_raw"] = frame["answer"]
+        frame["answer"] = normalize_answers(frame["answer"], matching)
+        queries.append(frame["query_id"].astype(str))
+        answers.append(frame["answer"].astype(str))
+    if not queries:
+        empty = pd.DataFrame({"query_id": pd.Series([], dtype=object), "answer": []})
+        empty.index.name = "fact"
+        return empty
+    # factorise each column (sorted), then number the (query, answer) pairs in sorted order
+    q_codes, q_uniques = pd.factorize(pd.concat(queries, ignore_index=True), sort=True)
+    a_codes, a_uniques = pd.factorize(pd.concat(answers, ignore_index=True), sort=True)
+    width = max(len(a_uniques), 1)
+    pair = q_codes.astype(np.int64) * width + a_codes.astype(np.int64)
+    uniques, codes = np.unique(pair, return_inverse=True)
+    start = 0
+    for frame, q in zip(frames, queries, strict=True):
+        frame["fact"] = codes[start : start + len(q)].astype(np.int64)
+        start += len(q)
+    facts = pd.DataFrame(
+        {
+            "query_id": np.asarray(q_uniques, dtype=object)[uniques // width],
+            "answer": np.asarray(a_uniques, dtype=object)[uniques % width],
+        }
     )
+    facts.index.name = "fact"
+    return facts
 
 
 def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
@@ -498,10 +686,7 @@ def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
     frame["value"] = category.map(values).astype(float)
 
 
-def _read_judgments(
-    root: Path, files: dict[str, Path], config: TaskConfig, known: set[str]
-) -> pd.DataFrame:
-    path = find_table(root, "judgments")
+def _check_judgments(src: _Source | None, config: TaskConfig, known: set[str]) -> pd.DataFrame:
     cols = [
         "query_id",
         "answer",
@@ -512,15 +697,14 @@ def _read_judgments(
         "sample",
         "equivalence_class",
     ]
-    if path is None:
+    if src is None:
         empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
         empty["value"] = empty["value"].astype(float)
         empty["_file"] = pd.Series([], dtype=object)
         empty[LINE] = pd.Series([], dtype="int64")
         return empty
-    files["judgments"] = path
-    frame = read_table(path)
-    _require(frame, path, ("query_id", "answer", "label"), "judgments")
+    frame, path = src.frame, src.path
+    _require(src, ("query_id", "answer", "label"), "judgments")
     _nonempty(frame, path, ("query_id", "answer", "label"))
     _check_queries_known(frame, path, known)
     _labels(frame, path, config)
@@ -542,17 +726,15 @@ def _prob(frame: pd.DataFrame, path: Path) -> pd.Series:
     return p
 
 
-def _read_samples(root: Path, files: dict[str, Path], known: set[str]) -> pd.DataFrame:
-    path = find_table(root, "samples")
+def _check_samples(src: _Source | None, known: set[str]) -> pd.DataFrame:
     cols = ["sample", "system", "query_id", "answer", "prob", "draw", "stratum"]
-    if path is None:
+    if src is None:
         empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
         empty["prob"] = empty["prob"].astype(float)
         empty[LINE] = pd.Series([], dtype="int64")
         return empty
-    files["samples"] = path
-    frame = read_table(path)
-    _require(frame, path, ("sample", "system", "query_id", "answer", "prob"), "samples")
+    frame, path = src.frame, src.path
+    _require(src, ("sample", "system", "query_id", "answer", "prob"), "samples")
     _nonempty(frame, path, ("sample", "system", "query_id", "answer"))
     _check_queries_known(frame, path, known)
     frame["prob"] = _prob(frame, path)
@@ -606,20 +788,17 @@ def _check_samples_against_outputs(
         )
 
 
-def _read_exhaustive(
-    root: Path, files: dict[str, Path], known: set[str]
+def _check_exhaustive(
+    usrc: _Source | None, esrc: _Source | None, known: set[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    upath = find_table(root, "exhaustive_units")
-    epath = find_table(root, "exhaustive")
     units = pd.DataFrame({"unit": pd.Series([], dtype=object), "prob": pd.Series([], dtype=float)})
     exhaustive = pd.DataFrame(
         {c: pd.Series([], dtype=object) for c in ("unit", "query_id", "answer")}
     )
     exhaustive[LINE] = pd.Series([], dtype="int64")
-    if upath is not None:
-        files["exhaustive_units"] = upath
-        frame = read_table(upath)
-        _require(frame, upath, ("unit",), "exhaustive_units")
+    if usrc is not None:
+        frame, upath = usrc.frame, usrc.path
+        _require(usrc, ("unit",), "exhaustive_units")
         _nonempty(frame, upath, ("unit",))
         dup = frame["unit"].duplicated()
         if dup.any():
@@ -630,16 +809,16 @@ def _read_exhaustive(
         frame["prob"] = _prob(frame, upath) if "prob" in frame.columns else np.nan
         extra = [c for c in frame.columns if c not in ("unit", "prob", LINE)]
         units = frame[["unit", "prob", *extra]].reset_index(drop=True)
-    if epath is not None:
-        files["exhaustive"] = epath
-        if upath is None:
+    if esrc is not None:
+        epath = esrc.path
+        if usrc is None:
             raise BundleError(
                 epath,
                 None,
                 "exhaustive.tsv needs exhaustive_units.tsv (the units annotated, including empty ones)",
             )
-        frame = read_table(epath)
-        _require(frame, epath, ("unit", "query_id", "answer"), "exhaustive")
+        frame = esrc.frame
+        _require(esrc, ("unit", "query_id", "answer"), "exhaustive")
         _nonempty(frame, epath, ("unit", "query_id", "answer"))
         _check_queries_known(frame, epath, known)
         unknown = ~frame["unit"].isin(set(units["unit"]))
@@ -670,15 +849,11 @@ def _dedupe_truth(truth: pd.DataFrame, path: Path) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _read_truth(
-    root: Path, files: dict[str, Path], config: TaskConfig, known: set[str]
-) -> pd.DataFrame | None:
-    path = find_table(root, "truth")
-    if path is None:
+def _check_truth(src: _Source | None, config: TaskConfig, known: set[str]) -> pd.DataFrame | None:
+    if src is None:
         return None
-    files["truth"] = path
-    frame = read_table(path)
-    _require(frame, path, ("query_id", "answer", "label"), "truth")
+    frame, path = src.frame, src.path
+    _require(src, ("query_id", "answer", "label"), "truth")
     _nonempty(frame, path, ("query_id", "answer", "label"))
     _check_queries_known(frame, path, known)
     _labels(frame, path, config)

@@ -452,7 +452,7 @@ def test_sample_drawn_twice_with_one_prob_is_fine(tmp_path: Path):
     samples = (
         DEFAULT_FILES["samples.tsv"]
         + "s1\tA\tq1\t paris\t0.3333333333\n"  # the same fact again, same prob
-        + "s2\tA\tq1\tParis\t0.5\n"  # another sample round may use another design
+        + "s2\tA\tq1\tParis\t0.3333333333\n"  # another sample round
     )
     task = load_task(make_bundle(tmp_path, samples=samples))
     assert len(task.samples) == 5
@@ -598,3 +598,115 @@ def test_damaged_bundles_raise_only_bundle_errors(tmp_path: Path):
             outcomes["error"] += 1
     # both outcomes occur, so the damage is neither always harmless nor always fatal
     assert outcomes["loaded"] > 0 and outcomes["error"] > 0, outcomes
+
+
+# --------------------------------------------------------------------------------------------
+# Task.from_frames: the same builder as load_task, without files
+
+
+def bundle_frames(root: Path) -> dict[str, pd.DataFrame]:
+    """The bundle's tables as string frames, keyed by the from_frames argument names."""
+    return {
+        path.stem: read_table(path).drop(columns=[LINE])
+        for path in root.iterdir()
+        if path.suffix == ".tsv"
+    }
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow"])
+def test_from_frames_builds_the_task_load_task_builds(tmp_path: Path, kind: str):
+    import pyarrow as pa
+
+    from receval.task import Task
+
+    root = make_bundle(tmp_path)
+    frames = bundle_frames(root)
+    if kind == "arrow":
+        frames = {k: pa.Table.from_pandas(v, preserve_index=False) for k, v in frames.items()}
+    config = load_config(root / "task.toml", default_name="x")
+    built = Task.from_frames(**frames, config=config, name="in-memory")
+    assert_same_task(load_task(root), built)
+    assert built.name == "in-memory" and built.files == {}
+    assert built.summary()["systems"] == load_task(root).summary()["systems"]
+
+
+def test_from_frames_numeric_columns_and_derived_queries():
+    from receval.task import Task
+
+    runs = pd.DataFrame(
+        {
+            "system": ["A", "A", "B"],
+            "query_id": [1, 2, 1],
+            "answer": ["x", "y", "X "],
+            "score": [0.5, np.nan, 2.0],
+        }
+    )
+    judgments = pd.DataFrame({"query_id": [1], "answer": ["x"], "label": ["C"]})
+    task = Task.from_frames(runs=runs, judgments=judgments)
+    assert task.queries["query_id"].tolist() == ["1", "2"]
+    assert task.outputs["score"].isna().tolist() == [False, True, False]
+    assert task.facts["systems"].tolist() == [2, 1]  # "x" and "X " are one fact
+    assert task.labels.tolist() == [1.0]
+    assert task.name == "task"
+
+
+@pytest.mark.parametrize(
+    ("tables", "message"),
+    [
+        (
+            {"runs": pd.DataFrame({"query_id": ["q1"], "answer": ["a"]})},
+            "runs: missing required column(s) system (columns are: query_id, answer)",
+        ),
+        (
+            {
+                "runs": pd.DataFrame(
+                    {"system": ["A", "A"], "query_id": ["q1", "q9"], "answer": ["a", "b"]}
+                ),
+                "queries": pd.DataFrame({"query_id": ["q1"]}),
+            },
+            "runs:2: query_id 'q9' is not in queries (1 such rows)",
+        ),
+        (
+            {
+                "runs": pd.DataFrame({"system": ["A"], "query_id": ["q1"], "answer": ["a"]}),
+                "judgments": pd.DataFrame(
+                    {"query_id": ["q1", "q1"], "answer": ["a", "a"], "label": ["C", "maybe"]}
+                ),
+            },
+            "judgments:2: unknown label 'maybe'",
+        ),
+        (
+            {
+                "runs": pd.DataFrame(
+                    {"system": ["A", "A"], "query_id": ["q1", "q1"], "answer": ["a", "b"]}
+                ),
+                "samples": pd.DataFrame(
+                    {
+                        "sample": ["s"],
+                        "system": ["A"],
+                        "query_id": ["q1"],
+                        "answer": ["a"],
+                        "prob": [0.25],
+                    }
+                ),
+            },
+            "samples:1: prob 0.25 disagrees with the uniform design",
+        ),
+        (
+            {"runs": pd.DataFrame({"system": [], "query_id": [], "answer": []}, dtype=object)},
+            "no queries: the table has no rows",
+        ),
+    ],
+)
+def test_from_frames_errors_name_the_table_and_row(tables, message):
+    from receval.task import Task
+
+    with pytest.raises(BundleError) as err:
+        Task.from_frames(**tables)
+    assert message in str(err.value)
+
+
+def test_load_task_checks_sample_designs(tmp_path: Path):
+    samples = DEFAULT_FILES["samples.tsv"] + "s2\tA\tq1\tParis\t0.5\n"
+    with pytest.raises(BundleError, match=r"samples.tsv:5: prob 0.5 disagrees"):
+        load_task(make_bundle(tmp_path, samples=samples))

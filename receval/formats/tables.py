@@ -185,8 +185,6 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
     are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
     try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
     except ImportError:
         raise BundleError(
@@ -197,18 +195,33 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
+    return arrow_to_strings(table, path)
+
+
+def arrow_to_strings(table, path: Path) -> pd.DataFrame:
+    """A pyarrow Table as a frame of strings with ``_line`` = the 1-based row number (the
+    conversions of :func:`read_table` for Parquet; ``path`` names errors)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     keep = [i for i, n in enumerate(table.column_names) if not _PANDAS_INDEX.fullmatch(str(n))]
     names = _check_header(path, [str(table.column_names[i]) for i in keep])
     out = {}
     for name, i in zip(names, keep, strict=True):
         col = table.column(i)
         kind = col.type
+        if pa.types.is_dictionary(kind):
+            col = pc.cast(col, kind.value_type)
+            kind = col.type
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
             values = pc.fill_null(col, "").to_numpy(zero_copy_only=False)
         elif pa.types.is_integer(kind):
             values = pc.fill_null(pc.cast(col, pa.string()), "").to_numpy(zero_copy_only=False)
         elif pa.types.is_floating(kind):
-            values = ["" if v is None or v != v else repr(float(v)) for v in col.to_pylist()]
+            # numpy's str() of a float64 is its shortest round-trip form, as repr() is
+            floats = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+            values = floats.astype(str).astype(object)
+            values[np.isnan(floats)] = ""
         elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
             values = []
             for row, v in enumerate(col.to_pylist(), start=1):
