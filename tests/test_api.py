@@ -107,3 +107,24 @@ def test_leaderboard_command_prints_table_and_json(task_dir, tmp_path):
     rows = json.loads(as_json.output)
     assert rows and all(r["best_of_team"] for r in rows)
     assert {"precision_lo", "rank_hi", "interval"} <= set(rows[0])
+
+
+def test_embedded_task_from_frames_scores_like_the_cli(tmp_path):
+    """Issue 12 acceptance: the embedded task through the API from DataFrames (no files) gives
+    the CLI's leaderboard."""
+    from receval.config import load_config
+
+    data = ROOT / "data" / "kbp-sim"
+    tables = {
+        name: pd.read_csv(data / f"{name}.tsv", sep="\t", dtype=str, keep_default_na=False)
+        for name in ("runs", "judgments", "samples", "exhaustive_units", "exhaustive", "queries")
+    }
+    config = load_config(data / "task.toml", "kbp-sim")
+    task = receval.Task.from_frames(**tables, config=config)
+    result = receval.score(task, bootstrap=100, seed=3)
+    out = tmp_path / "cli"
+    args = ["score", str(data), "--out", str(out), "--bootstrap", "100", "--seed", "3", "--quiet"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    from_cli = pd.read_csv(out / "leaderboard.csv")
+    result.write(tmp_path / "api", report=False)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "api" / "leaderboard.csv"), from_cli)
