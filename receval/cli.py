@@ -221,6 +221,27 @@ def _print_leaderboard(board) -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="Reuse the replicates saved by an earlier run (--save-replicates).",
 )
+@click.option(
+    "--unjudged",
+    type=click.Choice(["wrong", "ignore"]),
+    default=None,
+    help="Official estimator: count unjudged responses wrong (trec_eval) or ignore them (TAC "
+    "CS-Score). Default: the bundle's [official] unjudged (import trec: wrong; tac-kbp: ignore).",
+)
+@click.option(
+    "--average",
+    type=click.Choice(["micro", "macro"]),
+    default=None,
+    help="Official estimator: micro (pooled counts, CS-Score) or macro (mean over the queries a "
+    "system answered that have judgments, trec_eval). Default: --target.",
+)
+@click.option(
+    "--cutoff",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Official estimator: score each system's top K responses per query (trec_eval order: "
+    "score as float32 descending, then id descending); P@K divides by K.",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -242,6 +263,9 @@ def score(
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
+    unjudged: str | None,
+    average: str | None,
+    cutoff: int | None,
     quiet: bool,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
@@ -276,6 +300,7 @@ def score(
             replicates_path=replicates_path,
             quiet=quiet,
             bar=bar,
+            official={"unjudged": unjudged, "average": average, "cutoff": cutoff},
         )
     if not quiet:
         shown = result.leaderboard
@@ -308,6 +333,7 @@ def _score(
     replicates_path,
     quiet,
     bar,
+    official=None,
 ) -> None:
     from receval.report.writers import curve_file_stem, write_csv, write_json
     from receval.scoring import ScoreOptions, score_task
@@ -326,7 +352,15 @@ def _score(
         raise click.UsageError(
             "--target-recall needs a sample-based estimator (joint or simple), not official"
         )
+    official = {k: v for k, v in (official or {}).items() if v is not None}
+    if official and estimator != "official":
+        given = ", ".join(f"--{k}" for k in official)
+        raise click.UsageError(f"{given} needs --estimator official")
+    if estimator == "official" and official.get("average") and target != "micro":
+        if official["average"] != target:
+            raise click.UsageError(f"--target {target} contradicts --average {official['average']}")
     options = ScoreOptions(
+        **official,
         estimator=estimator,
         weighting=weighting,
         bootstrap=bootstrap,

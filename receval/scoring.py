@@ -91,6 +91,13 @@ class ScoreOptions:
     prevalence: float | None = None
     tiers: str = "holm"
     cluster_queries: bool = False
+    #: official estimator only: unjudged responses ``"wrong"`` (trec_eval) or ``"ignore"`` (TAC);
+    #: None takes the bundle's ``[official] unjudged``
+    unjudged: str | None = None
+    #: official estimator only: ``"micro"`` or ``"macro"``; None follows ``target``
+    average: str | None = None
+    #: official estimator only: score each system's top K responses per query (P@K divides by K)
+    cutoff: int | None = None
 
 
 @dataclass
@@ -254,6 +261,12 @@ def score_task(
         raise ValueError(f"unknown estimator {options.estimator!r}")
     if options.estimator == "official":
         return _score_official(task, options)
+    for name in ("unjudged", "average", "cutoff"):
+        if getattr(options, name) is not None:
+            raise ValueError(
+                f"{name} applies to the official estimator only (the sample-based estimators "
+                "use labelled samples; their averaging is `target`)"
+            )
     warnings: list[str] = []
     data = build_sample_data(task, options.target)
     if data.K == 0:
@@ -636,10 +649,24 @@ def _truth_check(
     return pd.DataFrame(rows)
 
 
-def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
-    from receval.estimators.official import official_scores
+def _official_average(options: ScoreOptions) -> str:
+    """``average``, or ``target`` when unset; a contradiction is an error, never ignored."""
+    if options.average is None:
+        return options.target
+    if options.target != "micro" and options.target != options.average:
+        raise ValueError(f"target {options.target!r} contradicts average {options.average!r}")
+    return options.average
 
-    scores = official_scores(task)
+
+def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
+    from receval.estimators.official import OfficialPolicy, describe_official, official_scores
+
+    if options.unjudged not in (None, "wrong", "ignore"):
+        raise ValueError(f"unjudged must be wrong or ignore, not {options.unjudged!r}")
+    average = _official_average(options)
+    policy = OfficialPolicy(unassessed=options.unjudged)
+    scores = official_scores(task, policy, average=average, cutoff=options.cutoff)
+    described = describe_official(task, policy, average=average, cutoff=options.cutoff)
     board = pd.DataFrame(
         {
             "system": scores["system"],
@@ -669,7 +696,8 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
     board["interval"] = "none: census of the assessed pool (closed-world), no sampling uncertainty"
     note = scores["note"] if "note" in scores else pd.Series("", index=scores.index)
     board["note"] = (
-        "recall is pooled (closed-world) recall against the assessed pool; "
+        described
+        + "; recall is pooled (closed-world) recall against the assessed pool; "
         + note.fillna("").astype(str)
     ).str.rstrip("; ")
     board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
@@ -705,5 +733,11 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
             "options": asdict(options),
             "bootstrap": None,
             "warnings": [],
+            "official": {
+                "average": average,
+                "unjudged": policy.resolved_unassessed(task),
+                "cutoff": options.cutoff,
+                "description": described,
+            },
         },
     )

@@ -140,7 +140,15 @@ def _by_system(scores: pd.DataFrame) -> pd.DataFrame:
 
 def test_synthetic_default_policy(task):
     s = _by_system(official_scores(task))
-    assert list(s.columns) == ["team", *COUNT_COLUMNS, "precision", "recall", "f1", "note"]
+    assert list(s.columns) == [
+        "team",
+        *COUNT_COLUMNS,
+        "queries",
+        "precision",
+        "recall",
+        "f1",
+        "note",
+    ]
     # gt: Q1 classes 1, 2, 3 (inexact only), 4 (found by nobody's run) = 4; Q2 single-valued,
     # two classes capped at 1; Q3 two classes -> 7 in all, the same for every system
     assert (s["gt"] == 7).all()
@@ -182,20 +190,21 @@ def test_synthetic_default_policy(task):
     assert b["f1"] == pytest.approx(2 / 9)
 
 
-def test_system_without_assessed_responses_gets_nan_and_a_note(task):
+def test_system_without_assessed_responses_gets_zero_and_a_note(task):
+    # CS-Score prints an undefined precision as 0.0000 (get_line: `$value = 0 unless defined`)
     c = _by_system(official_scores(task)).loc["teamC1"]
     assert (c["right"], c["wrong"], c["unassessed"]) == (0, 0, 1)
-    assert np.isnan(c["precision"]) and np.isnan(c["f1"])
-    assert c["recall"] == 0.0
-    assert "precision undefined" in c["note"]
+    assert c["precision"] == 0.0 and c["f1"] == 0.0 and c["recall"] == 0.0
+    assert "precision 0/0" in c["note"] and "reported as 0" in c["note"]
 
 
-def test_recall_without_ground_truth_gets_nan_and_a_note(tmp_path):
+def test_no_correct_response_anywhere_is_zero_as_cs_score_prints_it(tmp_path):
     task = _import(tmp_path, FIXTURES / "sf-query.xml", RUNS[:1], None)
     row = official_scores(task).iloc[0]
     assert row["gt"] == 0 and row["unassessed"] == row["outputs"] == 9
-    assert np.isnan(row["precision"]) and np.isnan(row["recall"]) and np.isnan(row["f1"])
-    assert "gt = 0" in row["note"] and "precision undefined" in row["note"]
+    assert (row["precision"], row["recall"], row["f1"]) == (0.0, 0.0, 0.0)
+    assert "gt = 0" in row["note"] and "precision 0/0" in row["note"]
+    assert "CS-Score's convention" in row["note"]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +259,8 @@ def test_per_query_rows_add_up_to_the_micro_totals(task):
     assert q.loc[("teamA1", Q2), "gt"] == 1
     assert q.loc[("teamA1", Q3), "gt"] == 2
     # B's only Q1 answer is ignored (nominal rule): nothing right or wrong there
-    assert np.isnan(q.loc[("teamB1", Q1), "precision"])
+    assert q.loc[("teamB1", Q1), "precision"] == 0.0  # 0/0, CS-Score's convention
+    assert "precision 0/0" in q.loc[("teamB1", Q1), "note"]
     assert q.loc[("teamB1", Q1), "recall"] == 0.0
     # an unanswered query still has gt and zero counts
     assert q.loc[("teamC1", Q1), "outputs"] == 0 and q.loc[("teamC1", Q1), "gt"] == 4
@@ -286,8 +296,7 @@ def test_leaderboard_contract_columns(task):
         if col.endswith(("_lo", "_hi")):
             assert board[col].isna().all()
     assert board["system"].tolist() == ["teamA1", "teamB1", "teamC1"]
-    assert board["rank"].tolist()[:2] == [1, 2]
-    assert pd.isna(board["rank"].iloc[2])
+    assert board["rank"].tolist() == [1, 2, 3]  # C's F1 is 0 (0/0 precision reported as 0)
     np.testing.assert_allclose(board["recall"], board["pooled_recall"])
 
 
@@ -381,5 +390,5 @@ def test_system_with_only_hop1_responses(tmp_path):
     s = _by_system(official_scores(task))
     # hop-1 rows and queries are not scored: teamH has no hop-0 output, the others are unchanged
     assert s.loc["teamH", "outputs"] == 0 and s.loc["teamH", "gt"] == 7
-    assert np.isnan(s.loc["teamH", "precision"])
+    assert s.loc["teamH", "precision"] == 0.0 and "0/0" in s.loc["teamH", "note"]
     assert (s.loc["teamA1", "right"], s.loc["teamA1", "wrong"], s.loc["teamA1", "gt"]) == (3, 2, 7)
