@@ -140,9 +140,7 @@ def test_micro_average_pools_the_counts(world):
     for system, run in runs.items():
         judged_topics = [q for q in run if q in qrels]
         retrieved = sum(len(run[q]) for q in judged_topics)
-        relevant_retrieved = sum(
-            sum(qrels[q].get(d, 0) > 0 for d in run[q]) for q in judged_topics
-        )
+        relevant_retrieved = sum(sum(qrels[q].get(d, 0) > 0 for d in run[q]) for q in judged_topics)
         relevant = sum(sum(g > 0 for g in judged.values()) for judged in qrels.values())
         assert micro.loc[system, "precision"] == pytest.approx(relevant_retrieved / retrieved)
         assert micro.loc[system, "recall"] == pytest.approx(relevant_retrieved / relevant)
