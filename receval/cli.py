@@ -790,8 +790,10 @@ def import_() -> None:
     "--queries",
     "queries",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    required=True,
-    help="SF query XML (sf-query.xml).",
+    default=None,
+    help="SF query XML (sf-query.xml) or LDC query XML (ldc-query.xml: entry points expanded "
+    "into SF queries as CS-Score -expand names them); default: the queries the runs and "
+    "assessments name.",
 )
 @click.option(
     "--runs",
@@ -814,7 +816,7 @@ def import_() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 def import_tac_kbp_command(
     out: Path,
-    queries: Path,
+    queries: Path | None,
     runs: tuple[Path, ...],
     assessments: Path | None,
     include_hop1: bool,

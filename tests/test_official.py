@@ -72,10 +72,13 @@ def _sf_lines(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
 @pytest.mark.parametrize("case", CASES)
-def test_matches_official_scorer_hop0_micro(tmp_path, case):
+@pytest.mark.parametrize("source", ["sf-query.xml", "ldc-query.xml", None])
+def test_matches_official_scorer_hop0_micro(tmp_path, case, source):
+    # the SF query file, the LDC query file the scorer was run with (-expand CSSF17), or none
     folder = SHARED / case
     runs = sorted(folder.glob("*.valid.ldc.tab.txt"))
-    task = _import(tmp_path, folder / "sf-query.xml", runs, folder / "qrel.txt")
+    queries = folder / source if source else None
+    task = _import(tmp_path, queries, runs, folder / "qrel.txt")
     scores = official_scores(task)
     assert len(scores) == 1
     row = scores.iloc[0]
@@ -392,3 +395,24 @@ def test_system_with_only_hop1_responses(tmp_path):
     assert s.loc["teamH", "outputs"] == 0 and s.loc["teamH", "gt"] == 7
     assert s.loc["teamH", "precision"] == 0.0 and "0/0" in s.loc["teamH", "note"]
     assert (s.loc["teamA1", "right"], s.loc["teamA1", "wrong"], s.loc["teamA1", "gt"]) == (3, 2, 7)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
+def test_every_assessment_wrong_prints_zeros(tmp_path):
+    # K1 with every filler assessed W (no equivalence class): CS-Score's GT is 0, precision is
+    # 0 / 6 and recall 0/0, which it prints as 0.0000 (F1 0.0000 as well)
+    folder = SHARED / "SCORER_TS_K1"
+    lines = []
+    for line in (folder / "qrel.txt").read_text().splitlines():
+        f = line.split("\t")
+        f[5], f[6], f[7], f[8], f[9] = "W", "0", "W", "0", "0"
+        lines.append("\t".join(f))
+    qrel = tmp_path / "qrel.txt"
+    qrel.write_text("\n".join(lines) + "\n")
+    task = _import(
+        tmp_path, folder / "ldc-query.xml", [folder / "SCORER_TS_K1.valid.ldc.tab.txt"], qrel
+    )
+    row = official_scores(task).iloc[0]
+    assert (row["right"], row["wrong"], row["gt"]) == (0, 6, 0)
+    assert [f"{row[m]:.4f}" for m in ("precision", "recall", "f1")] == ["0.0000"] * 3
+    assert "recall 0/0" in row["note"] and "precision 0/0" not in row["note"]
