@@ -16,6 +16,7 @@ Estimators (``estimator=``):
 
 from __future__ import annotations
 
+import warnings as pywarnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -309,7 +310,16 @@ def score_task(
     notes: list[list[str]] = [[] for _ in range(m)]
     covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
     own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
+    empty = data.sizes == 0
+    if empty.any():
+        warnings.append(
+            f"{int(empty.sum())} empty submission(s) ({', '.join(np.array(data.systems)[empty])}): "
+            "scored with precision undefined and recall 0"
+        )
     for i in range(m):
+        if empty[i]:
+            notes[i].append("empty submission (no outputs): precision undefined, recall 0")
+            continue
         if options.estimator == "joint" and not covered[i] and not data.census[i]:
             notes[i].append(
                 "precision: no judged sample draws of this system (joint estimator needs its own sample)"
@@ -325,7 +335,7 @@ def score_task(
         )
         for i in range(m):
             notes[i].append("recall: no exhaustive units, pool coverage unknown")
-    unsampled = ~own
+    unsampled = ~own & ~empty
     if unsampled.any() and options.estimator == "joint":
         names = ", ".join(np.array(data.systems)[unsampled][:5])
         warnings.append(
@@ -340,13 +350,16 @@ def score_task(
     judged = task.outputs[task.outputs["fact"].isin(labelled)].groupby("system").size()
     board["judged"] = judged.reindex(data.systems).fillna(0).astype(int).to_numpy()
     for metric in METRICS:
-        ci = confidence_interval(
-            run.point[metric],
-            run.replicates[metric],
-            method=options.method,
-            level=options.confidence,
-            jackknife=None if run.jackknife is None else run.jackknife[metric],
-        )
+        with pywarnings.catch_warnings():  # a metric nothing estimates: NaN, said in `note`
+            pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+            pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+            ci = confidence_interval(
+                run.point[metric],
+                run.replicates[metric],
+                method=options.method,
+                level=options.confidence,
+                jackknife=None if run.jackknife is None else run.jackknife[metric],
+            )
         board[metric] = run.point[metric]
         board[f"{metric}_lo"] = ci.low
         board[f"{metric}_hi"] = ci.high
@@ -388,7 +401,9 @@ def score_task(
             f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
         )
     board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
-    board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
+    with pywarnings.catch_warnings():  # a metric no replicate estimates (recall without units)
+        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
     board.loc[np.isnan(point_metrics[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
     for i in np.flatnonzero(np.isnan(point_metrics[key])):
         notes[i].append(f"rank: {key} cannot be estimated")
@@ -421,7 +436,10 @@ def score_task(
         [*LEADERBOARD_COLUMNS, *target_cols, "best_of_team", "estimator", "interval", "note"]
     ]
 
-    pool = _pool_frame(task, data, run, options, replicates.B)
+    with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
+        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        pool = _pool_frame(task, data, run, options, replicates.B)
     truth = _truth_check(task, board, pool, options)
     info = {
         "receval_version": __version__,

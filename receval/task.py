@@ -82,6 +82,8 @@ class Task:
     exhaustive: pd.DataFrame
     truth: pd.DataFrame | None
     files: dict[str, Path] = field(default_factory=dict)
+    #: systems whose run file has no rows (an empty submission: scored, precision undefined)
+    empty_systems: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -89,13 +91,15 @@ class Task:
 
     @cached_property
     def systems(self) -> list[str]:
-        return sorted(self.outputs["system"].unique().tolist())
+        return sorted({*self.outputs["system"].unique().tolist(), *self.empty_systems})
 
     @cached_property
     def teams(self) -> dict[str, str]:
-        """system -> team."""
+        """system -> team (an empty submission's team is its system)."""
         pairs = self.outputs.drop_duplicates("system")[["system", "team"]]
-        return dict(zip(pairs["system"], pairs["team"], strict=True))
+        teams = {s: s for s in self.empty_systems}
+        teams.update(zip(pairs["system"], pairs["team"], strict=True))
+        return teams
 
     @cached_property
     def merged(self):  # -> receval.merge.MergeResult
@@ -128,7 +132,7 @@ class Task:
         return {
             "task": self.name,
             "systems": len(self.systems),
-            "teams": int(self.outputs["team"].nunique()),
+            "teams": len(set(self.teams.values())),
             "queries": len(self.queries),
             "outputs": len(self.outputs),
             "duplicate output rows collapsed": self.duplicate_rows,
@@ -144,6 +148,7 @@ class Task:
             "samples": int(self.samples["sample"].nunique()),
             "exhaustive units": len(self.exhaustive_units),
             "exhaustive facts": int(self.exhaustive["fact"].nunique()),
+            **({"empty submissions": len(self.empty_systems)} if self.empty_systems else {}),
             "truth": "yes" if self.truth is not None else "no",
         }
 
@@ -274,6 +279,7 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
             single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
         )
     parts = []
+    empty: list[str] = []
     if single is not None:
         files["runs"] = single
         frame = read_table(single)
@@ -312,16 +318,18 @@ def _read_runs(root: Path, files: dict[str, Path]) -> pd.DataFrame:
                     )
             frame["system"] = path.stem
             frame["_file"] = str(path)
-            if frame.empty:
-                raise BundleError(path, 2, "no outputs: the file has a header but no rows")
+            if frame.empty:  # an empty submission: scored (precision undefined, recall 0)
+                empty.append(path.stem)
+                continue
             parts.append(frame)
     else:
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
         )
-    frame = pd.concat(parts, ignore_index=True)
-    if frame.empty:
+    if not parts or all(p.empty for p in parts):
         raise BundleError(single or folder, 2, "no outputs: the file has a header but no rows")
+    frame = pd.concat(parts, ignore_index=True)
+    frame.attrs["empty_systems"] = tuple(empty)
     # an optional column present in some runs/ files only is blank in the others
     for col in frame.columns:
         if col != LINE:
@@ -384,6 +392,7 @@ def load_task(root: Path | str) -> Task:
     known = set(queries["query_id"])
 
     runs = _read_runs(root, files)
+    empty_systems = tuple(runs.attrs.get("empty_systems", ()))
     score = pd.Series(np.nan, index=runs.index, dtype=float)
     for path_str, part in runs.groupby("_file", sort=False):
         path = Path(path_str)
@@ -478,6 +487,7 @@ def load_task(root: Path | str) -> Task:
         exhaustive=exhaustive.reset_index(drop=True),
         truth=truth,
         files=files,
+        empty_systems=empty_systems,
     )
 
 
@@ -627,7 +637,9 @@ def _read_exhaustive(
             raise BundleError(
                 upath, int(frame[LINE].iloc[i]), f"duplicate unit {frame['unit'].iloc[i]!r}"
             )
-        frame["prob"] = _prob(frame, upath) if "prob" in frame.columns else np.nan
+        # an all-empty prob column means uniform units, as `sample --units-from` writes it
+        uniform = "prob" not in frame.columns or (frame["prob"].astype(str).str.strip() == "").all()
+        frame["prob"] = np.nan if uniform else _prob(frame, upath)
         extra = [c for c in frame.columns if c not in ("unit", "prob", LINE)]
         units = frame[["unit", "prob", *extra]].reset_index(drop=True)
     if epath is not None:
