@@ -75,6 +75,15 @@ def validate(task: Path) -> None:
         click.echo(
             f"{'sample designs':<{width}}  {', '.join(designs)} ({len(samplers)} system samples)"
         )
+    from receval.agreement import agreement_by_round
+
+    for _, row in agreement_by_round(loaded).iterrows():
+        alpha = "undefined" if row["alpha"] != row["alpha"] else f"{row['alpha']:.3f}"
+        click.echo(
+            f"{'agreement':<{width}}  round {row['round']}: Krippendorff's alpha {alpha} "
+            f"({row['annotators']} annotators, {row['facts_multiply_labelled']} facts labelled "
+            "by two or more)"
+        )
     conflicts = loaded.merged.conflicts
     if len(conflicts):
         kinds = conflicts["kind"].value_counts()
@@ -411,6 +420,9 @@ def _score(
     write_csv(out / "per_query.csv", per_query(loaded))
     bar.update(1)
     write_csv(out / "annotation.csv", annotation_spend(loaded))
+    from receval.agreement import agreement_by_round
+
+    write_csv(out / "agreement.csv", agreement_by_round(loaded))
     joint_board = result.leaderboard if estimator != "official" else None
     write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
     info = dict(result.info)
@@ -1210,6 +1222,84 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
     )
     if out is not None:
         write_csv(out, table)
+
+
+@cli.group(cls=ReceGroup)
+def judgments() -> None:
+    """Manage the bundle's labels (judgments.tsv)."""
+
+
+@judgments.command(name="add")
+@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+)
+@click.option("--annotator", default=None, help="Annotator of files without an annotator column.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Let a new vote replace the same annotator's different vote on the same fact.",
+)
+def judgments_add(
+    task: Path, files: tuple[Path, ...], annotator: str | None, replace: bool
+) -> None:
+    """Merge filled-in label files into TASK/judgments.tsv.
+
+    FILES are to_annotate.tsv-like tables (TSV/CSV) with a label and an annotator column, or
+    Label Studio JSON exports. Labels are checked against the bundle's vocabulary; one vote per
+    annotator and fact; disagreements between annotators are kept and reported; rows without a
+    label stay in to_annotate.tsv. Safe to run for several annotators at once (a lock).
+    """
+    from receval.judgments import add_judgments
+
+    try:
+        result = add_judgments(task, list(files), annotator=annotator, replace=replace)
+    except TimeoutError as exc:
+        raise InputError(str(exc)) from None
+    click.echo(
+        f"added {len(result.added)} votes from {len(files)} file(s) to {task / 'judgments.tsv'}"
+        f"; {result.duplicates} duplicate(s) skipped"
+        + (f"; {result.replaced} vote(s) replaced" if result.replaced else "")
+    )
+    if result.unlabelled:
+        click.echo(f"{result.unlabelled} row(s) without a label: still pending")
+    if len(result.disagreements):
+        click.echo(f"annotators disagree on {len(result.disagreements)} fact(s):")
+        for _, row in result.disagreements.head(20).iterrows():
+            click.echo(f"  {row['query_id']}\t{row['answer']}\t{row['votes']}")
+        if len(result.disagreements) > 20:
+            click.echo(f"  ... ({len(result.disagreements) - 20} more; see conflicts.csv of score)")
+    click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
+
+
+@cli.group(name="export", cls=ReceGroup)
+def export() -> None:
+    """Export items to annotation tools."""
+
+
+@export.command(name="label-studio")
+@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+def export_label_studio(task: Path, out: Path) -> None:
+    """Write TASK's pending facts as Label Studio tasks (OUT.json) and a labelling config (OUT.xml).
+
+    Import OUT.json into a Label Studio project whose labelling interface is OUT.xml; export the
+    annotations as JSON and merge them with `receval judgments add TASK export.json`.
+    """
+    import json
+
+    from receval.formats.label_studio import label_studio_tasks, labelling_config
+    from receval.formats.tables import write_text_atomic
+
+    loaded = _load(task)
+    tasks = label_studio_tasks(loaded)
+    with_provenance = any("provenance" in t["data"] for t in tasks)
+    write_text_atomic(out, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
+    config_path = out.with_suffix(".xml")
+    write_text_atomic(config_path, labelling_config(loaded.config, with_provenance))
+    click.echo(
+        f"wrote {len(tasks)} Label Studio tasks to {out} and the labelling config to {config_path}"
+    )
 
 
 def main() -> None:
