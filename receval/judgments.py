@@ -161,9 +161,12 @@ def read_label_file(path: Path, annotator: str | None = None) -> pd.DataFrame:
 
 
 def _fail(row: pd.Series, message: str) -> BundleError:
-    path, _, line = str(row["source"]).rpartition(":")
-    where = Path(row["_path"]).parent / path if path else Path(row["_path"])
-    return BundleError(where, int(line) if line.isdigit() else None, message)
+    """The error for one input row (``source`` is ``<file>:<line>`` or ``<file>:task <id>``)."""
+    path = Path(row["_path"])
+    _, _, where = str(row["source"]).rpartition(":")
+    if where.isdigit():
+        return BundleError(path, int(where), message)
+    return BundleError(path, None, f"{where}: {message}" if where else message)
 
 
 def _validate(new: pd.DataFrame, task: Task) -> pd.DataFrame:

@@ -291,3 +291,13 @@ def test_agreement_by_round_uses_the_sample_rounds(tmp_path):
     assert frame["round"].tolist() == ["s1", "unsampled"]
     assert frame["facts_multiply_labelled"].tolist() == [2, 0]
     assert np.isnan(frame["alpha"].iloc[1]) and "no fact labelled by two" in frame["note"].iloc[1]
+
+
+def test_label_studio_vote_errors_name_the_task(tmp_path):
+    root = make_bundle(tmp_path)
+    export = tmp_path / "export.json"
+    tasks = [{"data": {"query_id": "q1", "answer": "Paris"}}]
+    export.write_text(json.dumps(_ls_export(tasks, {0: [(4, "perhaps")]})))
+    result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(export)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {export}: task 1: unknown label 'perhaps'")
