@@ -301,3 +301,26 @@ def test_label_studio_vote_errors_name_the_task(tmp_path):
     result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(export)])
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {export}: task 1: unknown label 'perhaps'")
+
+
+def test_concurrent_processes_all_land(tmp_path):
+    import subprocess
+    import sys
+
+    root = make_bundle(tmp_path, judgments=None)
+    procs = []
+    for k in range(4):
+        path = tmp_path / f"p{k}.tsv"
+        path.write_text(
+            "query_id\tanswer\tlabel\tannotator\n"
+            + "".join(f"{q}\t{a}\t{lab}\tproc{k}\n" for (q, a), lab in TRUTH.items())
+        )
+        cmd = [sys.executable, "-m", "receval.cli", "judgments", "add", str(root), str(path)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    judgments = load_task(root).judgments
+    assert judgments.groupby("annotator").size().to_dict() == {
+        f"proc{k}": len(TRUTH) for k in range(4)
+    }
