@@ -80,7 +80,7 @@ def _rounds(task: Task) -> pd.Series:
     first = pd.Series(dtype=object)
     if len(task.samples):
         first = task.samples.drop_duplicates("fact").set_index("fact")["sample"].astype(str)
-    derived = judg["fact"].map(first).fillna("unsampled")
+    derived = judg["fact"].map(first).astype(object).fillna("unsampled")
     if given is None:
         return derived
     return given.where(given != "", derived)
