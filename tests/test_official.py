@@ -416,3 +416,17 @@ def test_every_assessment_wrong_prints_zeros(tmp_path):
     assert (row["right"], row["wrong"], row["gt"]) == (0, 6, 0)
     assert [f"{row[m]:.4f}" for m in ("precision", "recall", "f1")] == ["0.0000"] * 3
     assert "recall 0/0" in row["note"] and "precision 0/0" not in row["note"]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
+@pytest.mark.parametrize("case", CASES)
+def test_macro_average_matches_sf_all_macro(tmp_path, case):
+    # CS-Score's SF-ALL-Macro (hop 0): mean precision, recall and F1 over the queries
+    folder = SHARED / case
+    runs = sorted(folder.glob("*.valid.ldc.tab.txt"))
+    task = _import(tmp_path, folder / "ldc-query.xml", runs, folder / "qrel.txt")
+    row = official_scores(task, average="macro").iloc[0]
+    summary = (folder / f"{case}_score.summary").read_text().splitlines()
+    macro = [ln.split() for ln in summary if ln.startswith("SF-ALL-Macro")]
+    _, _, _, prec, rec, f1 = next(fields for fields in macro if fields[2] == "0")
+    assert [f"{row[m]:.4f}" for m in ("precision", "recall", "f1")] == [prec, rec, f1]
