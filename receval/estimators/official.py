@@ -1,8 +1,9 @@
-"""Official-compatible closed-world scores: the TAC Cold Start scorer's hop-0 micro P/R/F1.
+"""Official-compatible closed-world scores: the TAC Cold Start scorer's hop-0 P/R/F1 (micro and
+macro) and trec_eval's set and rank-cutoff precision and recall.
 
 This is the *pooled* ("closed-world") baseline of Chaganty et al. (EMNLP 2017, §2 and the
 "pooling" baseline of §6.1): every response is looked up in the assessments; responses nobody
-assessed are ignored; recall is measured against the equivalence classes that some assessed
+assessed are ignored (TAC) or counted wrong (TREC); recall is measured against the equivalence classes that some assessed
 response was found to belong to.  It is a census of the assessments, so it has **no sampling
 uncertainty** (no interval), but as an estimate of true precision and recall it is **biased**:
 answers outside the pool count as absent, which under-states the recall denominator (recall is
@@ -25,7 +26,8 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    *unassessed* when nothing matches.
 3. **Post-policy class** (``-right/-wrong/-ignore``; :class:`OfficialPolicy`): correct -> right,
    wrong -> wrong, ignore -> ignored, inexact -> ``policy.inexact`` (default: the bundle's
-   ``inexact_policy``, wrong for TAC), unassessed -> ``policy.unassessed`` (default ignored).
+   ``inexact_policy``, wrong for TAC), unassessed -> ``policy.unassessed`` (default: the bundle's
+   ``[official] unjudged``; ignored when unset, as CS-Score does).
 4. **Duplicates.**  Within one equivalence class of one query, only one right response counts
    (a named mention is preferred over a nominal one, then the first in file order); the others are
    *duplicates* and go to ``policy.duplicate`` (default ignored, the policy the 2017 test suite
@@ -40,9 +42,22 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    without a class (non-TAC bundles) is its own class, keyed by its fact.
 7. **Micro average** over all hop-0 queries: precision = Σright / (Σright + Σwrong),
    recall = Σright / Σgt, F1 = 2PR / (P + R).  ``gt`` sums over every hop-0 query, answered or not.
+   **Macro average** (``average="macro"``): the mean of the per-query precision, recall and F1
+   over the queries the system answered that have a judgment (CS-Score's ``SF-ALL-Macro``;
+   trec_eval's average over the topics of a run that the qrels judge).
 
-A number that cannot be computed is NaN and the ``note`` column says why (precision without any
-response counted right or wrong; recall when ``gt`` is 0).  F1 is 0 when P = R = 0.
+A 0/0 ratio (precision without any response counted right or wrong, recall when ``gt`` is 0) is
+reported as 0, as CS-Score prints it (``0.0000``), and the ``note`` column says so.
+
+TREC conventions (trec_eval, ``receval import trec``; see the README's "TAC and TREC
+conventions"): the bundle's ``[official] unjudged = "wrong"`` counts an unassessed response wrong
+(``policy.unassessed``), which makes precision trec_eval's ``set_P``; a query nobody judged is not
+evaluated (trec_eval skips topics absent from the qrels); ``cutoff`` K keeps each system's top K
+responses per query in trec_eval's order (:func:`trec_eval_rank`: score as a single-precision
+float, decreasing, then document id decreasing) and, with unjudged responses wrong, divides
+precision by K per evaluated query (``P_K``, also when a run returns fewer than K).  Checked
+against ``pytrec_eval`` (``P_K``, ``recall_K``, ``set_P``, ``set_recall``, per query and
+averaged) in ``tests/test_official_trec.py``.
 
 Only hop-0 queries count (bundle queries whose ``hop`` column is ``0``; all queries when there is
 no ``hop`` column).  Hop-1 scoring is out of scope.
