@@ -44,8 +44,9 @@ class ScoreResult:
         Pool coverage θ̂, estimated correct facts and counts (``pool.csv``).
     conflicts : pandas.DataFrame
         Every annotator disagreement and how it was decided (``conflicts.csv``).
-    per_query, annotation, pooling_bias : pandas.DataFrame
-        Diagnostics: per-query breakdown, annotation spend, leave-one-team-out pooling bias.
+    per_query, annotation, pooling_bias, agreement : pandas.DataFrame
+        Diagnostics: per-query breakdown, annotation spend, leave-one-team-out pooling bias,
+        inter-annotator agreement (Krippendorff's α) per sample round.
     truth_check : pandas.DataFrame or None
         Estimates against ``truth.tsv`` where the bundle has one.
     curves : Mapping[str, pandas.DataFrame]
@@ -64,6 +65,7 @@ class ScoreResult:
     per_query: pd.DataFrame
     annotation: pd.DataFrame
     pooling_bias: pd.DataFrame
+    agreement: pd.DataFrame
     truth_check: pd.DataFrame | None
     run: RunRecord
     curves: Mapping[str, pd.DataFrame] = field(default_factory=dict)
@@ -124,6 +126,7 @@ class ScoreResult:
             "per_query.csv": self.per_query,
             "annotation.csv": self.annotation,
             "pooling_bias.csv": self.pooling_bias,
+            "agreement.csv": self.agreement,
             "truth_check.csv": self.truth_check,
             "leaderboard_anonymised.csv": self.anonymised,
         }
@@ -179,6 +182,9 @@ def score(
     prevalence: float | None = None,
     tiers: str = "holm",
     cluster_queries: bool = False,
+    unjudged: str | None = None,
+    average: str | None = None,
+    cutoff: int | None = None,
     replicates: Replicates | Path | str | None = None,
     anonymise_key: str | None = None,
     on_step: Callable[[], None] | None = None,
@@ -215,6 +221,14 @@ def score(
         Multiple-testing correction behind the significance tiers.
     cluster_queries : bool
         Also resample queries as clusters.
+    unjudged : {'wrong', 'ignore'}, optional
+        Official estimator: unjudged responses count wrong (trec_eval) or are ignored (TAC
+        CS-Score); default: the bundle's ``[official] unjudged``.
+    average : {'micro', 'macro'}, optional
+        Official estimator: pooled counts (CS-Score) or the mean over queries (trec_eval);
+        default: ``target``.
+    cutoff : int, optional
+        Official estimator: score each system's top K responses per query (P@K divides by K).
     replicates : Replicates or path, optional
         Reuse the resampling counts of an earlier run (``replicates.npz``).
     anonymise_key : str, optional
@@ -260,6 +274,9 @@ def score(
         prevalence=prevalence,
         tiers=tiers,
         cluster_queries=cluster_queries,
+        unjudged=unjudged,
+        average=average,
+        cutoff=cutoff,
     )
     return score_with_options(
         task, options, replicates=replicates, anonymise_key=anonymise_key, on_step=on_step
@@ -275,6 +292,7 @@ def score_with_options(
     on_step: Callable[[], None] | None = None,
 ) -> ScoreResult:
     """:func:`score` with a ready :class:`~receval.scoring.ScoreOptions` (all fields checked)."""
+    from receval.agreement import agreement_by_round
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
     from receval.scoring import score_task
 
@@ -289,6 +307,7 @@ def score_with_options(
         "per_query": per_query(loaded),
         "annotation": annotation_spend(loaded),
         "pooling_bias": pooling_bias(loaded, joint),
+        "agreement": agreement_by_round(loaded),
     }
     step()
     anonymised = None

@@ -96,6 +96,15 @@ def validate(task: Path) -> None:
         click.echo(
             f"{'sample designs':<{width}}  {', '.join(designs)} ({len(samplers)} system samples)"
         )
+    from receval.agreement import agreement_by_round
+
+    for _, row in agreement_by_round(loaded).iterrows():
+        alpha = "undefined" if row["alpha"] != row["alpha"] else f"{row['alpha']:.3f}"
+        click.echo(
+            f"{'agreement':<{width}}  round {row['round']}: Krippendorff's alpha {alpha} "
+            f"({row['annotators']} annotators, {row['facts_multiply_labelled']} facts labelled "
+            "by two or more)"
+        )
     conflicts = loaded.merged.conflicts
     if len(conflicts):
         kinds = conflicts["kind"].value_counts()
@@ -244,6 +253,27 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="Reuse the replicates saved by an earlier run (--save-replicates).",
 )
+@click.option(
+    "--unjudged",
+    type=click.Choice(["wrong", "ignore"]),
+    default=None,
+    help="Official estimator: count unjudged responses wrong (trec_eval) or ignore them (TAC "
+    "CS-Score). Default: the bundle's [official] unjudged (import trec: wrong; tac-kbp: ignore).",
+)
+@click.option(
+    "--average",
+    type=click.Choice(["micro", "macro"]),
+    default=None,
+    help="Official estimator: micro (pooled counts, CS-Score) or macro (mean over the queries a "
+    "system answered that have judgments, trec_eval). Default: --target.",
+)
+@click.option(
+    "--cutoff",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Official estimator: score each system's top K responses per query (trec_eval order: "
+    "score as float32 descending, then id descending); P@K divides by K.",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -265,6 +295,9 @@ def score(
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
+    unjudged: str | None,
+    average: str | None,
+    cutoff: int | None,
     quiet: bool,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
@@ -279,7 +312,9 @@ def score(
     from receval.scoring import ScoreOptions
 
     check_output_folder(out)
+    official = {"unjudged": unjudged, "average": average, "cutoff": cutoff}
     options = ScoreOptions(
+        **{k: v for k, v in official.items() if v is not None},
         estimator=estimator,
         weighting=weighting,
         bootstrap=bootstrap,
@@ -682,8 +717,10 @@ def import_() -> None:
     "--queries",
     "queries",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    required=True,
-    help="SF query XML (sf-query.xml).",
+    default=None,
+    help="SF query XML (sf-query.xml) or LDC query XML (ldc-query.xml: entry points expanded "
+    "into SF queries as CS-Score -expand names them); default: the queries the runs and "
+    "assessments name.",
 )
 @click.option(
     "--runs",
@@ -706,7 +743,7 @@ def import_() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 def import_tac_kbp_command(
     out: Path,
-    queries: Path,
+    queries: Path | None,
     runs: tuple[Path, ...],
     assessments: Path | None,
     include_hop1: bool,
@@ -1121,6 +1158,84 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
     )
     if out is not None:
         write_csv(out, table)
+
+
+@cli.group(cls=ReceGroup)
+def judgments() -> None:
+    """Manage the bundle's labels (judgments.tsv)."""
+
+
+@judgments.command(name="add")
+@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+)
+@click.option("--annotator", default=None, help="Annotator of files without an annotator column.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Let a new vote replace the same annotator's different vote on the same fact.",
+)
+def judgments_add(
+    task: Path, files: tuple[Path, ...], annotator: str | None, replace: bool
+) -> None:
+    """Merge filled-in label files into TASK/judgments.tsv.
+
+    FILES are to_annotate.tsv-like tables (TSV/CSV) with a label and an annotator column, or
+    Label Studio JSON exports. Labels are checked against the bundle's vocabulary; one vote per
+    annotator and fact; disagreements between annotators are kept and reported; rows without a
+    label stay in to_annotate.tsv. Safe to run for several annotators at once (a lock).
+    """
+    from receval.judgments import add_judgments
+
+    try:
+        result = add_judgments(task, list(files), annotator=annotator, replace=replace)
+    except TimeoutError as exc:
+        raise InputError(str(exc)) from None
+    click.echo(
+        f"added {len(result.added)} votes from {len(files)} file(s) to {task / 'judgments.tsv'}"
+        f"; {result.duplicates} duplicate(s) skipped"
+        + (f"; {result.replaced} vote(s) replaced" if result.replaced else "")
+    )
+    if result.unlabelled:
+        click.echo(f"{result.unlabelled} row(s) without a label: still pending")
+    if len(result.disagreements):
+        click.echo(f"annotators disagree on {len(result.disagreements)} fact(s):")
+        for _, row in result.disagreements.head(20).iterrows():
+            click.echo(f"  {row['query_id']}\t{row['answer']}\t{row['votes']}")
+        if len(result.disagreements) > 20:
+            click.echo(f"  ... ({len(result.disagreements) - 20} more; see conflicts.csv of score)")
+    click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
+
+
+@cli.group(name="export", cls=ReceGroup)
+def export() -> None:
+    """Export items to annotation tools."""
+
+
+@export.command(name="label-studio")
+@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+def export_label_studio(task: Path, out: Path) -> None:
+    """Write TASK's pending facts as Label Studio tasks (OUT.json) and a labelling config (OUT.xml).
+
+    Import OUT.json into a Label Studio project whose labelling interface is OUT.xml; export the
+    annotations as JSON and merge them with `receval judgments add TASK export.json`.
+    """
+    import json
+
+    from receval.formats.label_studio import label_studio_tasks, labelling_config
+    from receval.formats.tables import write_text_atomic
+
+    loaded = _load(task)
+    tasks = label_studio_tasks(loaded)
+    with_provenance = any("provenance" in t["data"] for t in tasks)
+    write_text_atomic(out, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
+    config_path = out.with_suffix(".xml")
+    write_text_atomic(config_path, labelling_config(loaded.config, with_provenance))
+    click.echo(
+        f"wrote {len(tasks)} Label Studio tasks to {out} and the labelling config to {config_path}"
+    )
 
 
 def main() -> None:

@@ -26,6 +26,9 @@ DEFAULT_LABELS: dict[str, tuple[str, ...]] = {
 INEXACT_POLICIES = ("wrong", "correct", "ignore")
 MERGE_RULES = ("majority", "any-correct", "unanimous")
 TIE_POLICIES = ("half", "wrong", "correct", "unjudged")
+#: ``[official] unjudged``: how the official census counts a response nobody judged (TAC's
+#: CS-Score ignores it; trec_eval counts an unjudged document as not relevant).
+UNJUDGED_POLICIES = ("ignore", "wrong")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class TaskConfig:
     tie_policy: str = "half"
     matching: Matching = field(default_factory=Matching)
     universe_size: int | None = None
+    #: ``[official] unjudged`` as written (None: not set, the official estimator ignores them)
+    unjudged: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
     def label_map(self) -> dict[str, str]:
@@ -115,7 +120,7 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
     def fail(key: str, message: str, section: str | None = None) -> BundleError:
         return BundleError(path, _line_of(text, key, section), message)
 
-    known_top = {"name", "labels", "matching", "merge", "universe"}
+    known_top = {"name", "labels", "matching", "merge", "universe", "official"}
     for key in raw:
         if key not in known_top:
             raise fail(key, f"unknown setting {key!r} (known: {', '.join(sorted(known_top))})")
@@ -200,6 +205,20 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
         if key != "size":
             raise fail(key, f"unknown [universe] key {key!r}", "universe")
 
+    official = raw.get("official", {})
+    if not isinstance(official, dict):
+        raise fail("official", "[official] must be a table")
+    unjudged = official.get("unjudged")
+    if unjudged is not None and unjudged not in UNJUDGED_POLICIES:
+        raise fail(
+            "unjudged",
+            f"official.unjudged must be one of {', '.join(UNJUDGED_POLICIES)}, not {unjudged!r}",
+            "official",
+        )
+    for key in official:
+        if key != "unjudged":
+            raise fail(key, f"unknown [official] key {key!r}", "official")
+
     return TaskConfig(
         name=name.strip(),
         labels=labels,
@@ -208,6 +227,7 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
         tie_policy=tie,
         matching=Matching(**kwargs),
         universe_size=size,
+        unjudged=unjudged,
         raw=raw,
     )
 
@@ -242,4 +262,6 @@ def dump_config(config: TaskConfig) -> str:
         ]
     if config.universe_size is not None:
         lines += ["", "[universe]", f"size = {config.universe_size}"]
+    if config.unjudged is not None:
+        lines += ["", "[official]", f"unjudged = {q(config.unjudged)}"]
     return "\n".join(lines) + "\n"

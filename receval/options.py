@@ -17,6 +17,8 @@ TIER_CORRECTIONS = ("holm", "bh")
 SAMPLE_DISTRIBUTIONS = ("uniform", "entity-relation")
 PLANNING_BOUNDS = ("paper", "exchangeable")
 WIDTH_FOR = ("both", "precision", "recall")
+UNJUDGED_RULES = ("wrong", "ignore")
+AVERAGES = ("micro", "macro")
 MIN_BOOTSTRAP = 50
 MAX_BOOTSTRAP = 100_000
 CONFIDENCE_RANGE = (0.5, 0.999)
@@ -58,7 +60,27 @@ def check_score_options(options: Any) -> None:
     _check_combinations(options)
 
 
+def _check_official(options: Any) -> None:
+    for name, allowed in (("unjudged", UNJUDGED_RULES), ("average", AVERAGES)):
+        value = getattr(options, name, None)
+        if value is not None:
+            _choice(name, value, allowed)
+    cutoff = getattr(options, "cutoff", None)
+    if cutoff is not None and (
+        not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1
+    ):
+        raise ValueError(f"cutoff={cutoff!r} must be a positive integer")
+    given = [n for n in ("unjudged", "average", "cutoff") if getattr(options, n, None) is not None]
+    if given and options.estimator != "official":
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ValueError(f"{', '.join(given)} {verb} to estimator 'official' only")
+    average = getattr(options, "average", None)
+    if average is not None and options.target != "micro" and options.target != average:
+        raise ValueError(f"target {options.target!r} contradicts average {average!r}")
+
+
 def _check_combinations(options: Any) -> None:
+    _check_official(options)
     if options.cluster_queries and options.method == "BCa":
         raise ValueError(
             "cluster_queries works with method 'percentile' or 'basic' (BCa needs a jackknife)"

@@ -16,6 +16,7 @@ Estimators (``estimator=``):
 
 from __future__ import annotations
 
+import warnings as pywarnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -90,6 +91,13 @@ class ScoreOptions:
     prevalence: float | None = None
     tiers: str = "holm"
     cluster_queries: bool = False
+    #: official estimator only: unjudged responses ``"wrong"`` (trec_eval) or ``"ignore"`` (TAC);
+    #: None takes the bundle's ``[official] unjudged``
+    unjudged: str | None = None
+    #: official estimator only: ``"micro"`` or ``"macro"``; None follows ``target``
+    average: str | None = None
+    #: official estimator only: score each system's top K responses per query (P@K divides by K)
+    cutoff: int | None = None
 
 
 @dataclass
@@ -253,6 +261,12 @@ def score_task(
         raise ValueError(f"unknown estimator {options.estimator!r}")
     if options.estimator == "official":
         return _score_official(task, options)
+    for name in ("unjudged", "average", "cutoff"):
+        if getattr(options, name) is not None:
+            raise ValueError(
+                f"{name} applies to the official estimator only (the sample-based estimators "
+                "use labelled samples; their averaging is `target`)"
+            )
     warnings: list[str] = []
     data = build_sample_data(task, options.target)
     if data.K == 0:
@@ -295,7 +309,16 @@ def score_task(
     notes: list[list[str]] = [[] for _ in range(m)]
     covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
     own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
+    empty = data.sizes == 0
+    if empty.any():
+        warnings.append(
+            f"{int(empty.sum())} empty submission(s) ({', '.join(np.array(data.systems)[empty])}): "
+            "scored with precision undefined and recall 0"
+        )
     for i in range(m):
+        if empty[i]:
+            notes[i].append("empty submission (no outputs): precision undefined, recall 0")
+            continue
         if options.estimator == "joint" and not covered[i] and not data.census[i]:
             notes[i].append(
                 "precision: no judged sample draws of this system (joint estimator needs its own sample)"
@@ -311,7 +334,7 @@ def score_task(
         )
         for i in range(m):
             notes[i].append("recall: no exhaustive units, pool coverage unknown")
-    unsampled = ~own
+    unsampled = ~own & ~empty
     if unsampled.any() and options.estimator == "joint":
         names = ", ".join(np.array(data.systems)[unsampled][:5])
         warnings.append(
@@ -326,13 +349,16 @@ def score_task(
     judged = task.outputs[task.outputs["fact"].isin(labelled)].groupby("system").size()
     board["judged"] = judged.reindex(data.systems).fillna(0).astype(int).to_numpy()
     for metric in METRICS:
-        ci = confidence_interval(
-            run.point[metric],
-            run.replicates[metric],
-            method=options.method,
-            level=options.confidence,
-            jackknife=None if run.jackknife is None else run.jackknife[metric],
-        )
+        with pywarnings.catch_warnings():  # a metric nothing estimates: NaN, said in `note`
+            pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+            pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+            ci = confidence_interval(
+                run.point[metric],
+                run.replicates[metric],
+                method=options.method,
+                level=options.confidence,
+                jackknife=None if run.jackknife is None else run.jackknife[metric],
+            )
         board[metric] = run.point[metric]
         board[f"{metric}_lo"] = ci.low
         board[f"{metric}_hi"] = ci.high
@@ -374,7 +400,9 @@ def score_task(
             f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
         )
     board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
-    board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
+    with pywarnings.catch_warnings():  # a metric no replicate estimates (recall without units)
+        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
     board.loc[np.isnan(point_metrics[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
     for i in np.flatnonzero(np.isnan(point_metrics[key])):
         notes[i].append(f"rank: {key} cannot be estimated")
@@ -407,7 +435,10 @@ def score_task(
         [*LEADERBOARD_COLUMNS, *target_cols, "best_of_team", "estimator", "interval", "note"]
     ]
 
-    pool = _pool_frame(task, data, run, options, replicates.B)
+    with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
+        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        pool = _pool_frame(task, data, run, options, replicates.B)
     truth = _truth_check(task, board, pool, options)
     info = {
         "receval_version": __version__,
@@ -636,10 +667,24 @@ def _truth_check(
     return pd.DataFrame(rows)
 
 
-def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
-    from receval.estimators.official import official_scores
+def _official_average(options: ScoreOptions) -> str:
+    """``average``, or ``target`` when unset; a contradiction is an error, never ignored."""
+    if options.average is None:
+        return options.target
+    if options.target != "micro" and options.target != options.average:
+        raise ValueError(f"target {options.target!r} contradicts average {options.average!r}")
+    return options.average
 
-    scores = official_scores(task)
+
+def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
+    from receval.estimators.official import OfficialPolicy, describe_official, official_scores
+
+    if options.unjudged not in (None, "wrong", "ignore"):
+        raise ValueError(f"unjudged must be wrong or ignore, not {options.unjudged!r}")
+    average = _official_average(options)
+    policy = OfficialPolicy(unassessed=options.unjudged)
+    scores = official_scores(task, policy, average=average, cutoff=options.cutoff)
+    described = describe_official(task, policy, average=average, cutoff=options.cutoff)
     board = pd.DataFrame(
         {
             "system": scores["system"],
@@ -669,7 +714,8 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
     board["interval"] = "none: census of the assessed pool (closed-world), no sampling uncertainty"
     note = scores["note"] if "note" in scores else pd.Series("", index=scores.index)
     board["note"] = (
-        "recall is pooled (closed-world) recall against the assessed pool; "
+        described
+        + "; recall is pooled (closed-world) recall against the assessed pool; "
         + note.fillna("").astype(str)
     ).str.rstrip("; ")
     board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
@@ -705,5 +751,11 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
             "options": asdict(options),
             "bootstrap": None,
             "warnings": [],
+            "official": {
+                "average": average,
+                "unjudged": policy.resolved_unassessed(task),
+                "cutoff": options.cutoff,
+                "description": described,
+            },
         },
     )

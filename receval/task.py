@@ -88,6 +88,8 @@ class Task:
     exhaustive: pd.DataFrame
     truth: pd.DataFrame | None
     files: dict[str, Path] = field(default_factory=dict)
+    #: systems whose run file has no rows (an empty submission: scored, precision undefined)
+    empty_systems: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -155,13 +157,15 @@ class Task:
 
     @cached_property
     def systems(self) -> list[str]:
-        return sorted(self.outputs["system"].unique().tolist())
+        return sorted({*self.outputs["system"].unique().tolist(), *self.empty_systems})
 
     @cached_property
     def teams(self) -> dict[str, str]:
-        """system -> team."""
+        """system -> team (an empty submission's team is its system)."""
         pairs = self.outputs.drop_duplicates("system")[["system", "team"]]
-        return dict(zip(pairs["system"], pairs["team"], strict=True))
+        teams = {s: s for s in self.empty_systems}
+        teams.update(zip(pairs["system"], pairs["team"], strict=True))
+        return teams
 
     @cached_property
     def merged(self):  # -> receval.merge.MergeResult
@@ -194,7 +198,7 @@ class Task:
         return {
             "task": self.name,
             "systems": len(self.systems),
-            "teams": int(self.outputs["team"].nunique()),
+            "teams": len(set(self.teams.values())),
             "queries": len(self.queries),
             "outputs": len(self.outputs),
             "duplicate output rows collapsed": self.duplicate_rows,
@@ -210,6 +214,7 @@ class Task:
             "samples": int(self.samples["sample"].nunique()),
             "exhaustive units": len(self.exhaustive_units),
             "exhaustive facts": int(self.exhaustive["fact"].nunique()),
+            **({"empty submissions": len(self.empty_systems)} if self.empty_systems else {}),
             "truth": "yes" if self.truth is not None else "no",
         }
 
@@ -379,9 +384,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
                     f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
                 )
         frame["system"] = path.stem
-        if frame.empty:
-            raise BundleError(path, 2, "no outputs: the file has a header but no rows")
-        sources.append(src)
+        sources.append(src)  # a header-only file is an empty submission (see _check_runs)
     return sources
 
 
@@ -513,6 +516,7 @@ def _build_task(
         exhaustive=exhaustive_frame.reset_index(drop=True),
         truth=truth_frame,
         files=files,
+        empty_systems=tuple(run_frame.attrs.get("empty_systems", ())),
     )
     from receval.design import infer_designs
 
@@ -547,16 +551,25 @@ def _check_queries(src: _Source) -> pd.DataFrame:
 
 
 def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
-    """Concatenate the run tables (``_file`` = the path errors name) and check them."""
+    """Concatenate the run tables (``_file`` = the path errors name) and check them.
+
+    In a ``runs/`` folder a file with a header and no rows is an empty submission: it is left
+    out here and listed in ``attrs["empty_systems"]`` (scored: precision undefined, recall 0).
+    A bundle with no outputs at all is an error.
+    """
     parts = []
     for src in sources:
         _require(src, ("system", "query_id", "answer"), "runs")
         src.frame["_file"] = str(src.path)
         parts.append(src.frame)
-    runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    if runs.empty:
+    if all(p.empty for p in parts):
         src = sources[0]
         raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
+    empty = tuple(src.path.stem for src in sources if src.frame.empty) if len(sources) > 1 else ()
+    parts = [p for p in parts if not p.empty]
+    sources = [src for src in sources if not src.frame.empty]
+    runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    runs.attrs["empty_systems"] = empty
     # an optional column present in some runs/ files only is blank in the others
     for col in runs.columns:
         if col != LINE and runs[col].hasnans:
@@ -806,7 +819,9 @@ def _check_exhaustive(
             raise BundleError(
                 upath, int(frame[LINE].iloc[i]), f"duplicate unit {frame['unit'].iloc[i]!r}"
             )
-        frame["prob"] = _prob(frame, upath) if "prob" in frame.columns else np.nan
+        # an all-empty prob column means uniform units, as `sample --units-from` writes it
+        uniform = "prob" not in frame.columns or (frame["prob"].astype(str).str.strip() == "").all()
+        frame["prob"] = np.nan if uniform else _prob(frame, upath)
         extra = [c for c in frame.columns if c not in ("unit", "prob", LINE)]
         units = frame[["unit", "prob", *extra]].reset_index(drop=True)
     if esrc is not None:

@@ -132,10 +132,11 @@ CASES = [
     Case("bom-only-file", bundle(judgments=b"\xef\xbb\xbf"), "judgments.tsv", 1, "empty"),
     Case("header-only-runs", bundle(runs=RUNS_HEADER), "runs.tsv", 2, "no outputs"),
     Case("header-only-queries", bundle(queries="query_id\n"), "queries.tsv", 2, "no queries"),
+    # a header-only runs/<system>.tsv is an empty submission, scored (tests/test_roundtrip_fixes.py)
     Case(
-        "header-only-run-file-in-folder",
-        bundle(runs=None, files={"runs/A.tsv": RUNS_A, "runs/B.tsv": "query_id\tanswer\n"}),
-        "B.tsv",
+        "header-only-run-files-in-folder",
+        bundle(runs=None, files={"runs/B.tsv": "query_id\tanswer\n"}),
+        "runs",
         2,
         "no outputs",
     ),

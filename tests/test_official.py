@@ -72,10 +72,13 @@ def _sf_lines(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
 @pytest.mark.parametrize("case", CASES)
-def test_matches_official_scorer_hop0_micro(tmp_path, case):
+@pytest.mark.parametrize("source", ["sf-query.xml", "ldc-query.xml", None])
+def test_matches_official_scorer_hop0_micro(tmp_path, case, source):
+    # the SF query file, the LDC query file the scorer was run with (-expand CSSF17), or none
     folder = SHARED / case
     runs = sorted(folder.glob("*.valid.ldc.tab.txt"))
-    task = _import(tmp_path, folder / "sf-query.xml", runs, folder / "qrel.txt")
+    queries = folder / source if source else None
+    task = _import(tmp_path, queries, runs, folder / "qrel.txt")
     scores = official_scores(task)
     assert len(scores) == 1
     row = scores.iloc[0]
@@ -140,7 +143,15 @@ def _by_system(scores: pd.DataFrame) -> pd.DataFrame:
 
 def test_synthetic_default_policy(task):
     s = _by_system(official_scores(task))
-    assert list(s.columns) == ["team", *COUNT_COLUMNS, "precision", "recall", "f1", "note"]
+    assert list(s.columns) == [
+        "team",
+        *COUNT_COLUMNS,
+        "queries",
+        "precision",
+        "recall",
+        "f1",
+        "note",
+    ]
     # gt: Q1 classes 1, 2, 3 (inexact only), 4 (found by nobody's run) = 4; Q2 single-valued,
     # two classes capped at 1; Q3 two classes -> 7 in all, the same for every system
     assert (s["gt"] == 7).all()
@@ -182,20 +193,21 @@ def test_synthetic_default_policy(task):
     assert b["f1"] == pytest.approx(2 / 9)
 
 
-def test_system_without_assessed_responses_gets_nan_and_a_note(task):
+def test_system_without_assessed_responses_gets_zero_and_a_note(task):
+    # CS-Score prints an undefined precision as 0.0000 (get_line: `$value = 0 unless defined`)
     c = _by_system(official_scores(task)).loc["teamC1"]
     assert (c["right"], c["wrong"], c["unassessed"]) == (0, 0, 1)
-    assert np.isnan(c["precision"]) and np.isnan(c["f1"])
-    assert c["recall"] == 0.0
-    assert "precision undefined" in c["note"]
+    assert c["precision"] == 0.0 and c["f1"] == 0.0 and c["recall"] == 0.0
+    assert "precision 0/0" in c["note"] and "reported as 0" in c["note"]
 
 
-def test_recall_without_ground_truth_gets_nan_and_a_note(tmp_path):
+def test_no_correct_response_anywhere_is_zero_as_cs_score_prints_it(tmp_path):
     task = _import(tmp_path, FIXTURES / "sf-query.xml", RUNS[:1], None)
     row = official_scores(task).iloc[0]
     assert row["gt"] == 0 and row["unassessed"] == row["outputs"] == 9
-    assert np.isnan(row["precision"]) and np.isnan(row["recall"]) and np.isnan(row["f1"])
-    assert "gt = 0" in row["note"] and "precision undefined" in row["note"]
+    assert (row["precision"], row["recall"], row["f1"]) == (0.0, 0.0, 0.0)
+    assert "gt = 0" in row["note"] and "precision 0/0" in row["note"]
+    assert "CS-Score's convention" in row["note"]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +262,8 @@ def test_per_query_rows_add_up_to_the_micro_totals(task):
     assert q.loc[("teamA1", Q2), "gt"] == 1
     assert q.loc[("teamA1", Q3), "gt"] == 2
     # B's only Q1 answer is ignored (nominal rule): nothing right or wrong there
-    assert np.isnan(q.loc[("teamB1", Q1), "precision"])
+    assert q.loc[("teamB1", Q1), "precision"] == 0.0  # 0/0, CS-Score's convention
+    assert "precision 0/0" in q.loc[("teamB1", Q1), "note"]
     assert q.loc[("teamB1", Q1), "recall"] == 0.0
     # an unanswered query still has gt and zero counts
     assert q.loc[("teamC1", Q1), "outputs"] == 0 and q.loc[("teamC1", Q1), "gt"] == 4
@@ -286,8 +299,7 @@ def test_leaderboard_contract_columns(task):
         if col.endswith(("_lo", "_hi")):
             assert board[col].isna().all()
     assert board["system"].tolist() == ["teamA1", "teamB1", "teamC1"]
-    assert board["rank"].tolist()[:2] == [1, 2]
-    assert pd.isna(board["rank"].iloc[2])
+    assert board["rank"].tolist() == [1, 2, 3]  # C's F1 is 0 (0/0 precision reported as 0)
     np.testing.assert_allclose(board["recall"], board["pooled_recall"])
 
 
@@ -381,5 +393,40 @@ def test_system_with_only_hop1_responses(tmp_path):
     s = _by_system(official_scores(task))
     # hop-1 rows and queries are not scored: teamH has no hop-0 output, the others are unchanged
     assert s.loc["teamH", "outputs"] == 0 and s.loc["teamH", "gt"] == 7
-    assert np.isnan(s.loc["teamH", "precision"])
+    assert s.loc["teamH", "precision"] == 0.0 and "0/0" in s.loc["teamH", "note"]
     assert (s.loc["teamA1", "right"], s.loc["teamA1", "wrong"], s.loc["teamA1", "gt"]) == (3, 2, 7)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
+def test_every_assessment_wrong_prints_zeros(tmp_path):
+    # K1 with every filler assessed W (no equivalence class): CS-Score's GT is 0, precision is
+    # 0 / 6 and recall 0/0, which it prints as 0.0000 (F1 0.0000 as well)
+    folder = SHARED / "SCORER_TS_K1"
+    lines = []
+    for line in (folder / "qrel.txt").read_text().splitlines():
+        f = line.split("\t")
+        f[5], f[6], f[7], f[8], f[9] = "W", "0", "W", "0", "0"
+        lines.append("\t".join(f))
+    qrel = tmp_path / "qrel.txt"
+    qrel.write_text("\n".join(lines) + "\n")
+    task = _import(
+        tmp_path, folder / "ldc-query.xml", [folder / "SCORER_TS_K1.valid.ldc.tab.txt"], qrel
+    )
+    row = official_scores(task).iloc[0]
+    assert (row["right"], row["wrong"], row["gt"]) == (0, 6, 0)
+    assert [f"{row[m]:.4f}" for m in ("precision", "recall", "f1")] == ["0.0000"] * 3
+    assert "recall 0/0" in row["note"] and "precision 0/0" not in row["note"]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
+@pytest.mark.parametrize("case", CASES)
+def test_macro_average_matches_sf_all_macro(tmp_path, case):
+    # CS-Score's SF-ALL-Macro (hop 0): mean precision, recall and F1 over the queries
+    folder = SHARED / case
+    runs = sorted(folder.glob("*.valid.ldc.tab.txt"))
+    task = _import(tmp_path, folder / "ldc-query.xml", runs, folder / "qrel.txt")
+    row = official_scores(task, average="macro").iloc[0]
+    summary = (folder / f"{case}_score.summary").read_text().splitlines()
+    macro = [ln.split() for ln in summary if ln.startswith("SF-ALL-Macro")]
+    _, _, _, prec, rec, f1 = next(fields for fields in macro if fields[2] == "0")
+    assert [f"{row[m]:.4f}" for m in ("precision", "recall", "f1")] == [prec, rec, f1]

@@ -5,17 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from receval.errors import BundleError
 from receval.formats.bundle import write_bundle
 from receval.formats.tac_kbp import (
     import_tac_kbp,
+    is_ldc_query_file,
     normalize_provenance,
     parse_provenance,
     read_assessments,
+    read_ldc_queries,
     read_sf_queries,
     read_sf_run,
+    sf_query_hash,
 )
 from receval.task import load_task
 
@@ -343,3 +347,95 @@ def test_bad_query_file(tmp_path, xml, line, what):
 def test_missing_file(tmp_path):
     missing = tmp_path / "nope.txt"
     expect_error(lambda: read_sf_run(missing), missing, None, "no such file")
+
+
+# ---------------------------------------------------------------------------------------------
+# LDC query files and no query file
+
+
+def test_sf_query_hash_is_the_official_expansion():
+    # CS-Score -expand names the entry point SIMPSONS_011:55-59 of LDC query CS17_4567
+    # (slots per:children, per:schools_attended) CSSF17_ENG_afddc4ed21 in the official test suite
+    assert sf_query_hash("SIMPSONS_011", 55, 59, ("per:children", "per:schools_attended")) == (
+        "afddc4ed21"
+    )
+
+
+def test_read_ldc_queries_expands_entry_points(tmp_path):
+    path = write(
+        tmp_path,
+        "ldc.xml",
+        "<query_set>\n<query id='CS17_1'>\n<mentions>\n"
+        "<mention><name>Homer</name><docid>D1</docid><beg>1</beg><end>5</end></mention>\n"
+        "<mention><name>H. Simpson</name><docid>D2</docid><beg>7</beg><end>16</end></mention>\n"
+        "<mention><name>Homer</name><docid>D1</docid><beg>1</beg><end>5</end></mention>\n"
+        "</mentions>\n<enttype>per</enttype><slot0>per:children</slot0>\n</query>\n</query_set>\n",
+    )
+    assert is_ldc_query_file(path)
+    queries = read_ldc_queries(path)
+    # the repeated mention is the same SF query
+    assert queries["sf_query_id"].tolist() == [
+        sf_query_hash("D1", 1, 5, ("per:children",)),
+        sf_query_hash("D2", 7, 16, ("per:children",)),
+    ]
+    assert queries["ldc_query_id"].tolist() == ["CS17_1", "CS17_1"]
+    assert queries["entity"].tolist() == ["Homer", "H. Simpson"]
+    bad = write(
+        tmp_path,
+        "bad.xml",
+        "<query_set>\n<query id='CS17_1'><mentions><mention><docid>D1</docid><beg>x</beg>"
+        "<end>5</end></mention></mentions><slot0>per:age</slot0></query>\n</query_set>\n",
+    )
+    expect_error(lambda: read_ldc_queries(bad), bad, 2, "integer <beg> and <end>")
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared TAC scorer fixtures not available")
+@pytest.mark.parametrize("case", ["SCORER_TS_K1", "SCORER_TS_MERGE", "SCORER_TS_INEXACT_RESPONSE"])
+def test_three_query_sources_give_the_same_bundle(case):
+    folder = SHARED / case
+    runs = sorted(folder.glob("*.valid.ldc.tab.txt"))
+    qrel = folder / "qrel.txt"
+    sf, _ = import_tac_kbp(folder / "sf-query.xml", runs, qrel, include_hop1=True)
+    ldc, _ = import_tac_kbp(folder / "ldc-query.xml", runs, qrel, include_hop1=True)
+    none, _ = import_tac_kbp(None, runs, qrel, include_hop1=True)
+    key = ["query_id", "hop", "parent_query"]
+    expected = sf["queries"][key].sort_values("query_id").reset_index(drop=True)
+    for tables in (ldc, none):
+        got = tables["queries"][key].sort_values("query_id").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, expected)
+        for name in ("runs", "judgments"):
+            pd.testing.assert_frame_equal(tables[name], sf[name])
+    hop0 = ldc["queries"][ldc["queries"]["hop"] == "0"]
+    assert hop0["ldc_query_id"].str.startswith("CS17_").all()
+
+
+def test_without_a_query_file_derived_ids_are_hops(tmp_path):
+    tables, _ = import_tac_kbp(None, RUNS, FIXTURES / "qrel.txt", include_hop1=True)
+    queries = tables["queries"].set_index("query_id")
+    assert queries.loc[f"{Q1}:per:children", "hop"] == "0"
+    derived = queries[queries["hop"] == "1"]
+    assert len(derived) and (derived["parent_query"] == f"{Q1}:per:children").all()
+
+
+def test_ldc_query_unknown_to_the_runs_keeps_the_common_prefix(tmp_path):
+    run = write(
+        tmp_path,
+        "r.txt",
+        "CSSF17_ENG_" + sf_query_hash("D1", 1, 5, ("per:age",)) + "\tper:age\tr1\tD1:1-9\t"
+        "40\tSTRING\tD1:7-8\t0.5\n",
+    )
+    ldc = write(
+        tmp_path,
+        "ldc.xml",
+        "<query_set>\n<query id='CS17_1'><mentions>"
+        "<mention><name>A</name><docid>D1</docid><beg>1</beg><end>5</end></mention>"
+        "<mention><name>B</name><docid>D2</docid><beg>1</beg><end>5</end></mention>"
+        "</mentions><slot0>per:age</slot0></query>\n</query_set>\n",
+    )
+    tables, _ = import_tac_kbp(ldc, [run], None)
+    assert tables["queries"]["sf_query_id"].tolist() == [
+        "CSSF17_ENG_" + sf_query_hash("D1", 1, 5, ("per:age",)),
+        "CSSF17_ENG_" + sf_query_hash("D2", 1, 5, ("per:age",)),
+    ]
+    other = write(tmp_path, "o.txt", "XYZ_1\tper:age\tr1\tD1:1-9\t40\tSTRING\tD1:7-8\t0.5\n")
+    expect_error(lambda: import_tac_kbp(ldc, [other], None), other, 1, "not in the query file")

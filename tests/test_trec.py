@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from receval.errors import BundleError
-from receval.estimators.official import official_scores
+from receval.estimators.official import OfficialPolicy, official_scores
 from receval.formats.bundle import write_bundle
 from receval.formats.trec import import_trec, read_qrels, read_trec_run
 from receval.task import load_task
@@ -99,18 +99,23 @@ def test_without_qrels():
 
 
 @pytest.mark.parametrize(
-    ("depth", "a", "b"),
+    ("depth", "unjudged", "a", "b"),
     [
         # A: q1 d1 R, d7 unjudged, d2 W, d3 R; q2 d5 R, d8 unjudged.  B: q1 d4 R, d2 W; q2 d6 W;
-        # q4 d1 unjudged (judged only for q1).  gt = relevant documents = 3 + 1.
-        (None, (3, 1, 2, 3 / 4, 3 / 4), (1, 2, 1, 1 / 3, 1 / 4)),
-        (1, (2, 0, 0, 1.0, 2 / 4), (1, 1, 1, 1 / 2, 1 / 4)),
+        # q4 d1 unjudged (q4 is not in the qrels: not evaluated, as trec_eval skips it).
+        # gt = relevant documents = 3 + 1.
+        # the bundle's default for TREC: unjudged documents are not relevant (trec_eval)
+        (None, None, (3, 3, 0, 3 / 6, 3 / 4), (1, 2, 1, 1 / 3, 1 / 4)),
+        (1, None, (2, 0, 0, 1.0, 2 / 4), (1, 1, 1, 1 / 2, 1 / 4)),
+        # TAC's rule: unjudged responses ignored (precision over judged documents)
+        (None, "ignore", (3, 1, 2, 3 / 4, 3 / 4), (1, 2, 1, 1 / 3, 1 / 4)),
+        (1, "ignore", (2, 0, 0, 1.0, 2 / 4), (1, 1, 1, 1 / 2, 1 / 4)),
     ],
 )
-def test_end_to_end_official_scores(tmp_path, depth, a, b):
+def test_end_to_end_official_scores(tmp_path, depth, unjudged, a, b):
     tables, config = import_trec(QRELS, RUNS, depth)
     task = load_task(write_bundle(tmp_path / "b", tables, config))
-    s = official_scores(task).set_index("system")
+    s = official_scores(task, OfficialPolicy(unassessed=unjudged)).set_index("system")
     assert (s["gt"] == 4).all()
     for system, (right, wrong, ignored, precision, recall) in (("sysA", a), ("sysB", b)):
         row = s.loc[system]

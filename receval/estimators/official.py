@@ -1,8 +1,9 @@
-"""Official-compatible closed-world scores: the TAC Cold Start scorer's hop-0 micro P/R/F1.
+"""Official-compatible closed-world scores: the TAC Cold Start scorer's hop-0 P/R/F1 (micro and
+macro) and trec_eval's set and rank-cutoff precision and recall.
 
 This is the *pooled* ("closed-world") baseline of Chaganty et al. (EMNLP 2017, §2 and the
 "pooling" baseline of §6.1): every response is looked up in the assessments; responses nobody
-assessed are ignored; recall is measured against the equivalence classes that some assessed
+assessed are ignored (TAC) or counted wrong (TREC); recall is measured against the equivalence classes that some assessed
 response was found to belong to.  It is a census of the assessments, so it has **no sampling
 uncertainty** (no interval), but as an estimate of true precision and recall it is **biased**:
 answers outside the pool count as absent, which under-states the recall denominator (recall is
@@ -25,7 +26,8 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    *unassessed* when nothing matches.
 3. **Post-policy class** (``-right/-wrong/-ignore``; :class:`OfficialPolicy`): correct -> right,
    wrong -> wrong, ignore -> ignored, inexact -> ``policy.inexact`` (default: the bundle's
-   ``inexact_policy``, wrong for TAC), unassessed -> ``policy.unassessed`` (default ignored).
+   ``inexact_policy``, wrong for TAC), unassessed -> ``policy.unassessed`` (default: the bundle's
+   ``[official] unjudged``; ignored when unset, as CS-Score does).
 4. **Duplicates.**  Within one equivalence class of one query, only one right response counts
    (a named mention is preferred over a nominal one, then the first in file order); the others are
    *duplicates* and go to ``policy.duplicate`` (default ignored, the policy the 2017 test suite
@@ -40,9 +42,22 @@ What is computed, per system and hop-0 query, as CS-Score 2017 does (``CS-Score-
    without a class (non-TAC bundles) is its own class, keyed by its fact.
 7. **Micro average** over all hop-0 queries: precision = Σright / (Σright + Σwrong),
    recall = Σright / Σgt, F1 = 2PR / (P + R).  ``gt`` sums over every hop-0 query, answered or not.
+   **Macro average** (``average="macro"``): the mean of the per-query precision, recall and F1
+   over the queries the system answered that have a judgment (CS-Score's ``SF-ALL-Macro``;
+   trec_eval's average over the topics of a run that the qrels judge).
 
-A number that cannot be computed is NaN and the ``note`` column says why (precision without any
-response counted right or wrong; recall when ``gt`` is 0).  F1 is 0 when P = R = 0.
+A 0/0 ratio (precision without any response counted right or wrong, recall when ``gt`` is 0) is
+reported as 0, as CS-Score prints it (``0.0000``), and the ``note`` column says so.
+
+TREC conventions (trec_eval, ``receval import trec``; see the README's "TAC and TREC
+conventions"): the bundle's ``[official] unjudged = "wrong"`` counts an unassessed response wrong
+(``policy.unassessed``), which makes precision trec_eval's ``set_P``; a query nobody judged is not
+evaluated (trec_eval skips topics absent from the qrels); ``cutoff`` K keeps each system's top K
+responses per query in trec_eval's order (:func:`trec_eval_rank`: score as a single-precision
+float, decreasing, then document id decreasing) and, with unjudged responses wrong, divides
+precision by K per evaluated query (``P_K``, also when a run returns fewer than K).  Checked
+against ``pytrec_eval`` (``P_K``, ``recall_K``, ``set_P``, ``set_recall``, per query and
+averaged) in ``tests/test_official_trec.py``.
 
 Only hop-0 queries count (bundle queries whose ``hop`` column is ``0``; all queries when there is
 no ``hop`` column).  Hop-1 scoring is out of scope.
@@ -64,14 +79,17 @@ from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
 
 __all__ = [
+    "AVERAGES",
     "COUNT_COLUMNS",
     "CS_SCORE_SF_DEFAULT",
     "CS_SCORE_TEST_SUITE",
     "OfficialPolicy",
     "categorize_responses",
+    "describe_official",
     "official_leaderboard",
     "official_per_query",
     "official_scores",
+    "trec_eval_rank",
 ]
 
 _POST = ("right", "wrong", "ignored")
@@ -103,7 +121,9 @@ class OfficialPolicy:
         bundle's ``[labels] inexact_policy`` (``correct`` meaning right).
     duplicate : where a second right response in an already-hit equivalence class goes
         (``"ignore"``, ``"wrong"`` or ``"right"``).
-    unassessed : ``"ignore"`` or ``"wrong"`` for responses no assessment matches.
+    unassessed : ``"ignore"`` or ``"wrong"`` for responses no assessment matches; None takes the
+        bundle's ``[official] unjudged`` (``ignore`` when unset: CS-Score's rule; ``receval import
+        trec`` records ``wrong``, trec_eval's rule).
     match_relation_provenance : also require equal relation provenance when matching a response
         to an assessment (CS-Score's ASSESSED discipline); False matches on (query, filler,
         filler provenance) only.
@@ -113,7 +133,7 @@ class OfficialPolicy:
 
     inexact: str | None = None
     duplicate: str = "ignore"
-    unassessed: str = "ignore"
+    unassessed: str | None = None
     match_relation_provenance: bool = True
     nominal_rule: bool = True
 
@@ -122,7 +142,7 @@ class OfficialPolicy:
             raise ValueError(f"inexact must be right, wrong or ignore, not {self.inexact!r}")
         if self.duplicate not in ("right", "wrong", "ignore"):
             raise ValueError(f"duplicate must be right, wrong or ignore, not {self.duplicate!r}")
-        if self.unassessed not in ("wrong", "ignore"):
+        if self.unassessed not in (None, "wrong", "ignore"):
             raise ValueError(f"unassessed must be wrong or ignore, not {self.unassessed!r}")
 
     def resolved_inexact(self, task: Task) -> str:
@@ -131,6 +151,11 @@ class OfficialPolicy:
         return {"wrong": "wrong", "correct": "right", "ignore": "ignore"}[
             task.config.inexact_policy
         ]
+
+    def resolved_unassessed(self, task: Task) -> str:
+        if self.unassessed is not None:
+            return self.unassessed
+        return getattr(task.config, "unjudged", None) or "ignore"
 
 
 #: The policy the CS-Score 2017 test suite was scored with (``IGNORE => UNASSESSED:DUPLICATE``).
@@ -170,13 +195,49 @@ def _post_policy_label(choice: str) -> str:
     return {"right": "right", "wrong": "wrong", "ignore": "ignored"}[choice]
 
 
-def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+def trec_eval_rank(runs: pd.DataFrame) -> np.ndarray:
+    """1-based rank of each response within its (system, query), as trec_eval orders a run.
+
+    trec_eval sorts by score compared as single-precision floats (``float sim``), decreasing, and
+    breaks ties by document id decreasing (``strcmp``, i.e. code-point order); the rank column of a
+    run file is not used.  Responses without a score come last; a run without any score keeps its
+    row order.
+    """
+    if not len(runs):
+        return np.zeros(0, dtype=np.int64)
+    score = pd.to_numeric(runs["score"], errors="coerce") if "score" in runs else None
+    frame = pd.DataFrame(
+        {
+            "system": runs["system"].astype(str).to_numpy(),
+            "query_id": runs["query_id"].astype(str).to_numpy(),
+            "_order": np.arange(len(runs)),
+        }
+    )
+    if score is None or score.isna().all():
+        keys, ascending = ["system", "query_id", "_order"], [True, True, True]
+    else:
+        # float32 as trec_eval stores it; NaN stays NaN and sorts last
+        frame["_score"] = score.to_numpy(dtype=float).astype(np.float32)
+        frame["_doc"] = runs["answer_raw"].astype(str).to_numpy()
+        keys, ascending = ["system", "query_id", "_score", "_doc"], [True, True, False, False]
+    order = frame.sort_values(keys, ascending=ascending, kind="stable", na_position="last")
+    rank = order.groupby(["system", "query_id"], sort=False).cumcount().to_numpy() + 1
+    out = np.empty(len(frame), dtype=np.int64)
+    out[order.index.to_numpy()] = rank
+    return out
+
+
+def categorize_responses(
+    task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE, cutoff: int | None = None
+) -> pd.DataFrame:
     """Every hop-0 response with its official pre- and post-policy class.
 
     Returns one row per hop-0 run row (``task.raw_outputs`` order) with ``system, query_id,
-    answer_raw, judged`` (an assessment matched), ``pre`` (correct, wrong, inexact, ignore,
-    unassessed), ``equivalence_class`` (the class credited; empty when none), ``duplicate`` (bool)
-    and ``post`` (right, wrong, ignored).  See the module docstring for the rules.
+    answer_raw, rank`` (:func:`trec_eval_rank`), ``judged`` (an assessment matched), ``pre``
+    (correct, wrong, inexact, ignore, unassessed), ``equivalence_class`` (the class credited; empty
+    when none), ``duplicate`` (bool) and ``post`` (right, wrong, ignored).  With ``cutoff`` only
+    each system's top ``cutoff`` responses per query are kept.  See the module docstring for the
+    rules.
     """
     queries, keep = _hop0(task)
     raw = task.raw_outputs
@@ -184,6 +245,10 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
     if "hop" in runs.columns:
         runs = runs[_column(runs, "hop").isin(("0", ""))]
     runs = runs.reset_index(drop=True)
+    rank = trec_eval_rank(runs)
+    if cutoff is not None:
+        runs = runs[rank <= cutoff].reset_index(drop=True)
+        rank = rank[rank <= cutoff]
     judg = task.judgments
     judg = judg[judg["query_id"].isin(keep)].reset_index(drop=True)
 
@@ -237,7 +302,7 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
     judged = merged["category"].notna().to_numpy()
     pre = merged["category"].fillna("unassessed").to_numpy(dtype=object)
     inexact = _post_policy_label(policy.resolved_inexact(task))
-    unassessed = _post_policy_label(policy.unassessed)
+    unassessed = _post_policy_label(policy.resolved_unassessed(task))
     duplicate_to = _post_policy_label(policy.duplicate)
     post_map = {
         "correct": "right",
@@ -247,6 +312,10 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
         "unassessed": unassessed,
     }
     post = np.array([post_map[p] for p in pre], dtype=object)
+    # a query nobody judged is not evaluated (trec_eval skips topics absent from the qrels)
+    post[(pre == "unassessed") & ~runs["query_id"].isin(set(judg["query_id"])).to_numpy()] = (
+        "ignored"
+    )
     ec_credit = merged["ec"].fillna("").to_numpy(dtype=object)
     nominal = (merged["filler_mention_type"].fillna("") == "NOM").to_numpy()
 
@@ -255,6 +324,7 @@ def categorize_responses(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUIT
             "system": runs["system"].to_numpy(),
             "query_id": runs["query_id"].to_numpy(),
             "answer_raw": runs["answer_raw"].to_numpy(),
+            "rank": rank,
             "judged": judged,
             "pre": pre,
             "equivalence_class": ec_credit,
@@ -329,23 +399,34 @@ def _counts(cat: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return frame.groupby(by).sum()
 
 
-def _rates(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add precision, recall, f1 and note from right, wrong and gt (NaN with a reason)."""
+#: What the official estimator reports where a ratio is 0/0 (CS-Score prints 0.0000).
+ZERO_BY_ZERO = "CS-Score's convention: 0/0 is reported as 0"
+
+
+def _rates(frame: pd.DataFrame, denominator: np.ndarray | None = None) -> pd.DataFrame:
+    """Add precision, recall, f1 and note from right, wrong and gt.
+
+    A 0/0 ratio is 0, as CS-Score prints it (its ``get_line`` formats an undefined score as
+    ``0.0000``), and ``note`` says so.  ``denominator`` replaces right + wrong (P@K: K per
+    evaluated query).
+    """
     right = frame["right"].to_numpy(dtype=float)
     wrong = frame["wrong"].to_numpy(dtype=float)
     gt = frame["gt"].to_numpy(dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
-        recall = np.where(gt > 0, right / gt, np.nan)
-        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
-    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
+    den = right + wrong if denominator is None else np.asarray(denominator, dtype=float)
+    p_undefined = den <= 0
+    r_undefined = gt <= 0
+    precision = right / np.where(p_undefined, 1.0, den) * ~p_undefined
+    recall = right / np.where(r_undefined, 1.0, gt) * ~r_undefined
+    total = precision + recall
+    f1 = np.where(total > 0, 2 * precision * recall / np.where(total > 0, total, 1.0), 0.0)
     notes = []
-    for p, r in zip(precision, recall, strict=True):
+    for p, r in zip(p_undefined, r_undefined, strict=True):
         why = []
-        if np.isnan(p):
-            why.append("precision undefined: no response counted right or wrong (none assessed)")
-        if np.isnan(r):
-            why.append("recall undefined: no correct equivalence class assessed (gt = 0)")
+        if p:
+            why.append(f"precision 0/0 (no response counted right or wrong); {ZERO_BY_ZERO}")
+        if r:
+            why.append(f"recall 0/0 (no correct answer assessed, gt = 0); {ZERO_BY_ZERO}")
         notes.append("; ".join(why))
     frame = frame.copy()
     frame["precision"] = precision
@@ -355,54 +436,150 @@ def _rates(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def official_per_query(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
-    """Official counts and P/R/F1 for every (system, hop-0 query) pair.
+AVERAGES = ("micro", "macro")
 
-    One row per system and hop-0 query (queries a system did not answer included, with zero
-    counts), columns ``system, team, query_id`` + :data:`COUNT_COLUMNS` + ``precision, recall, f1,
-    note``; these are CS-Score's per-query ``.sf`` lines at hop 0.  Exact census of the
-    assessments, biased as an estimate of true precision/recall (see the module docstring).
-    """
-    queries, _ = _hop0(task)
-    cat = categorize_responses(task, policy)
+
+def _check_options(average: str, cutoff: int | None) -> None:
+    if average not in AVERAGES:
+        raise ValueError(f"average must be micro or macro, not {average!r}")
+    if cutoff is not None and (isinstance(cutoff, bool) or int(cutoff) != cutoff or cutoff < 1):
+        raise ValueError(f"cutoff must be a positive integer, not {cutoff!r}")
+
+
+def _per_query_counts(task: Task, policy: OfficialPolicy, cutoff: int | None) -> pd.DataFrame:
+    """Counts per (system, hop-0 query), with ``evaluated`` (answered and judged query)."""
+    queries, keep = _hop0(task)
+    cat = categorize_responses(task, policy, cutoff)
     counts = _counts(cat, ["system", "query_id"])
-    systems = task.systems
     index = pd.MultiIndex.from_product(
-        [systems, queries["query_id"].tolist()], names=["system", "query_id"]
+        [task.systems, queries["query_id"].tolist()], names=["system", "query_id"]
     )
     counts = counts.reindex(index, fill_value=0)
     gt = _ground_truth(task)
-    counts["gt"] = gt.reindex(counts.index.get_level_values("query_id")).to_numpy()
+    qids = counts.index.get_level_values("query_id")
+    counts["gt"] = gt.reindex(qids).to_numpy()
+    judged_queries = set(task.judgments.loc[task.judgments["query_id"].isin(keep), "query_id"])
+    counts["evaluated"] = ((counts["outputs"] > 0) & qids.isin(judged_queries)).astype(np.int64)
     out = counts.reset_index()
     out.insert(1, "team", out["system"].map(task.teams))
-    return _rates(out[["system", "team", "query_id", *COUNT_COLUMNS]])
+    return out
 
 
-def official_scores(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
-    """Official-compatible hop-0 micro precision, recall and F1 per system (CS-Score ``SF-ALL-Micro``).
+def _precision_at_k(frame: pd.DataFrame, cutoff: int | None, unjudged: str) -> np.ndarray | None:
+    """P@K's denominator (K per evaluated query, trec_eval's P_K) when it applies, else None."""
+    if cutoff is None or unjudged != "wrong":
+        return None
+    return cutoff * frame["evaluated"].to_numpy(dtype=float)
 
-    Returns one row per system with ``system, team`` + :data:`COUNT_COLUMNS` + ``precision,
-    recall, f1, note``, where
 
-    * ``outputs``: hop-0 responses (run rows, duplicates included);
+def official_per_query(
+    task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE, cutoff: int | None = None
+) -> pd.DataFrame:
+    """Official counts and P/R/F1 for every (system, hop-0 query) pair.
+
+    One row per system and hop-0 query (queries a system did not answer included, with zero
+    counts), columns ``system, team, query_id`` + :data:`COUNT_COLUMNS` + ``evaluated`` (1 when
+    the system answered the query and the query has a judgment: the queries trec_eval scores) +
+    ``precision, recall, f1, note``; these are CS-Score's per-query ``.sf`` lines at hop 0.  With
+    ``cutoff`` K only each system's top K responses (:func:`trec_eval_rank`) count, and when
+    unjudged responses count wrong precision is trec_eval's ``P_K`` (right / K, also when fewer
+    than K were returned).  Exact census of the assessments, biased as an estimate of true
+    precision/recall (see the module docstring).
+    """
+    _check_options("micro", cutoff)
+    out = _per_query_counts(task, policy, cutoff)
+    den = _precision_at_k(out, cutoff, policy.resolved_unassessed(task))
+    return _rates(out[["system", "team", "query_id", *COUNT_COLUMNS, "evaluated"]], den)
+
+
+def official_scores(
+    task: Task,
+    policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
+    *,
+    average: str = "micro",
+    cutoff: int | None = None,
+) -> pd.DataFrame:
+    """Official-compatible hop-0 precision, recall and F1 per system (CS-Score ``SF-ALL-Micro``).
+
+    Returns one row per system with ``system, team`` + :data:`COUNT_COLUMNS` + ``queries`` (the
+    evaluated queries: answered, with a judgment) + ``precision, recall, f1, note``, where
+
+    * ``outputs``: hop-0 responses (run rows, duplicates included; the top K with ``cutoff``);
     * ``judged``: responses an assessment matched; ``assessed_*``: their pre-policy categories;
       ``unassessed``: responses nothing matched;
     * ``duplicates``: right responses beyond the first in an equivalence class (CS-Score's Dup);
     * ``right, wrong, ignored``: post-policy counts;
     * ``gt``: equivalence classes found correct by anyone, summed over all hop-0 queries;
-    * precision = right / (right + wrong), recall = right / gt, F1 = 2PR/(P+R).
+    * ``average="micro"``: precision = Σright / Σ(right + wrong), recall = Σright / Σgt,
+      F1 = 2PR/(P+R) (CS-Score's SF-ALL-Micro); ``"macro"``: the mean over the evaluated queries
+      of the per-query precision, recall and F1 (:func:`official_per_query`; trec_eval's average
+      over the topics a run answered that the qrels judge);
+    * ``cutoff`` K: each system's top K responses per query (:func:`trec_eval_rank`); precision
+      divides by K per evaluated query when unjudged responses count wrong (trec_eval's ``P_K``).
 
-    This is a census of the assessed pool (no sampling uncertainty) and the closed-world baseline
-    of Chaganty et al. (2017): biased for true precision and recall (unassessed answers are
-    ignored, the pool bounds recall's denominator).  See the module docstring for every rule.
+    A 0/0 ratio is 0, CS-Score's convention, and ``note`` says so.  This is a census of the
+    assessed pool (no sampling uncertainty) and the closed-world baseline of Chaganty et al.
+    (2017): biased for true precision and recall (unassessed answers are ignored or counted wrong,
+    the pool bounds recall's denominator).  See the module docstring for every rule.
     """
-    cat = categorize_responses(task, policy)
-    totals = _counts(cat, ["system"]).reindex(task.systems, fill_value=0)
-    totals.index.name = "system"
-    totals["gt"] = int(_ground_truth(task).sum())
-    out = totals[COUNT_COLUMNS].reset_index()
-    out.insert(1, "team", out["system"].map(task.teams))
-    return _rates(out).reset_index(drop=True)
+    _check_options(average, cutoff)
+    unjudged = policy.resolved_unassessed(task)
+    per_query = _per_query_counts(task, policy, cutoff)
+    if average == "macro":
+        rows = per_query[per_query["evaluated"] > 0]
+        rated = _rates(rows, _precision_at_k(rows, cutoff, unjudged))
+        means = rated.groupby("system")[["precision", "recall", "f1"]].mean()
+        totals = per_query.groupby("system")[COUNT_COLUMNS].sum()
+        totals["queries"] = per_query.groupby("system")["evaluated"].sum()
+        totals = totals.reindex(task.systems, fill_value=0)
+        totals.index.name = "system"
+        out = totals.reset_index()
+        out.insert(1, "team", out["system"].map(task.teams))
+        means = means.reindex(task.systems)
+        empty = means["precision"].isna().to_numpy()
+        for col in ("precision", "recall", "f1"):
+            out[col] = means[col].fillna(0.0).to_numpy()
+        out["note"] = np.where(
+            empty,
+            f"no evaluated query (none answered with a judgment): 0/0; {ZERO_BY_ZERO}",
+            "",
+        )
+    else:
+        totals = per_query.groupby("system")[[*COUNT_COLUMNS, "evaluated"]].sum()
+        totals = totals.reindex(task.systems, fill_value=0)
+        totals.index.name = "system"
+        totals["gt"] = int(_ground_truth(task).sum())
+        out = totals.reset_index()
+        out.insert(1, "team", out["system"].map(task.teams))
+        out = _rates(out, _precision_at_k(out, cutoff, unjudged))
+        out = out.rename(columns={"evaluated": "queries"})
+    cols = ["system", "team", *COUNT_COLUMNS, "queries", "precision", "recall", "f1", "note"]
+    return out[cols].reset_index(drop=True)
+
+
+def describe_official(
+    task: Task,
+    policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
+    *,
+    average: str = "micro",
+    cutoff: int | None = None,
+) -> str:
+    """One sentence saying what the official numbers are (for the leaderboard's ``note``)."""
+    unjudged = policy.resolved_unassessed(task)
+    what = (
+        "micro-averaged (pooled counts over all queries)"
+        if average == "micro"
+        else "macro-averaged (mean over the queries each system answered that have judgments)"
+    )
+    rule = (
+        "unjudged responses count wrong (trec_eval)"
+        if unjudged == "wrong"
+        else "unjudged responses ignored (TAC CS-Score; precision is over judged responses)"
+    )
+    depth = f"; top {cutoff} per query, P@{cutoff} divides by {cutoff}" if cutoff else ""
+    if cutoff and unjudged != "wrong":
+        depth = f"; top {cutoff} per query"
+    return f"official census, {what}; {rule}{depth}"
 
 
 def official_leaderboard(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:

@@ -107,7 +107,7 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
     outputs = task.outputs
-    sizes = outputs.groupby("system")["fact"].size().reindex(systems).to_numpy(float)
+    sizes = outputs.groupby("system")["fact"].size().reindex(systems, fill_value=0).to_numpy(float)
     labels = task.labels
     n_facts = len(task.facts)
 

@@ -3,10 +3,22 @@
 Reads the three official inputs of the TAC Cold Start scorer (CS-Score, 2014–2017) and writes
 them as a bundle (ARCHITECTURE.md, "Task bundle v1"):
 
-* **SF query file** (``sf-query.xml``): ``<query id="..."><name/><docid/><beg/><end/><enttype/>
-  <slot0/>[<slot1/>]</query>``; 2014 files may say ``<slot>`` for ``<slot0>``.  LDC query files
-  (several ``<mentions>`` per query) are refused: their queries must first be expanded into SF
-  entry points, which is what ``sf-query.xml`` holds.
+* **Query file**, one of
+
+  - the **SF query file** (``sf-query.xml``): ``<query id="..."><name/><docid/><beg/><end/>
+    <enttype/><slot0/>[<slot1/>]</query>``; 2014 files may say ``<slot>`` for ``<slot0>``;
+  - the **LDC query file** (``ldc-query.xml``): one query per entity with several entry points
+    (``<mentions><mention><name/><docid/><beg/><end/></mention>...</mentions>``).  Each entry point
+    is one SF query, named as the official tools name it (CS-Score ``-expand``,
+    ``Query::get_short_uuid`` of ``ColdStartLib.pm``): the last 10 hex digits of the UUID v3 (nil
+    namespace) of ``"<docid>:<beg>:<end>:<slot0>[:<slot1>...]"``.  The runs and assessments name
+    the SF query ``<prefix>_<those 10 digits>`` (e.g. ``CSSF17_ENG_afddc4ed21``); like CS-Score,
+    matching is on the 10 digits, and the bundle uses the full id the files use
+    (``ldc_query_id`` keeps the LDC query's own id);
+  - **none** (``queries=None``): the queries are the SF query ids the runs and assessments name;
+    an id that extends another id by ``_<suffix>`` is a derived (hop ≥ 1) query of it.  Queries
+    nobody answered or assessed are then unknown (they have no ground truth, so micro averages are
+    unaffected; macro averages over queries can differ).
 * **SF runs** (tab-separated, one response per line):
 
   ========  ===================================================================================
@@ -61,7 +73,9 @@ derived query becoming its own bundle query with ``hop >= 1`` and ``parent_query
 from __future__ import annotations
 
 import re
+import uuid
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +91,15 @@ __all__ = [
     "SINGLE_VALUED_SLOTS",
     "TAC_LABELS",
     "import_tac_kbp",
+    "is_ldc_query_file",
     "normalize_provenance",
     "parse_provenance",
+    "queries_from_responses",
     "read_assessments",
+    "read_ldc_queries",
     "read_sf_queries",
     "read_sf_run",
+    "sf_query_hash",
 ]
 
 #: TAC filler-assessment codes and what they mean (CS-Score's names).
@@ -468,16 +486,17 @@ class _Query:
     docid: str
     beg: str
     end: str
+    ldc_query_id: str = ""
 
 
-def read_sf_queries(path: Path | str) -> pd.DataFrame:
-    """Read an SF query XML file: one row per query with ``sf_query_id, slots`` (a tuple,
-    ``slot0`` first), ``slot`` (= slot0), ``entity, enttype, docid, beg, end``."""
-    path = Path(path)
+def _query_elements(path: Path) -> list[tuple[ET.Element, int | None, str]]:
+    """(element, line, id) of every ``<query>`` of an XML query file; ids checked non-empty."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise BundleError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise BundleError(path, None, "is a directory, not a file") from None
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as exc:
@@ -488,54 +507,39 @@ def read_sf_queries(path: Path | str) -> pd.DataFrame:
     elements = list(root.iter("query"))
     if not elements:
         raise BundleError(path, None, "no <query> elements found")
-    out: list[_Query] = []
-    seen: dict[str, int] = {}
+    out = []
     for k, element in enumerate(elements):
         line = starts[k] if k < len(starts) else None
         qid = (element.get("id") or "").strip()
         if not qid:
             raise BundleError(path, line, "<query> without an id attribute")
-        if element.find("mentions") is not None or len(element.findall("docid")) > 1:
+        out.append((element, line, qid))
+    return out
+
+
+def _field(element: ET.Element, tag: str) -> str:
+    node = element.find(tag)
+    return (node.text or "").strip() if node is not None else ""
+
+
+def _query_slots(element: ET.Element, qid: str, path: Path, line: int | None) -> tuple[str, ...]:
+    """``(slot0, slot1, ...)`` of a query element (2014 ``<slot>`` = ``<slot0>``)."""
+    first = _field(element, "slot0") or _field(element, "slot")
+    if not first:
+        raise BundleError(path, line, f"query {qid!r} has no <slot0>")
+    slots = [first]
+    while _field(element, f"slot{len(slots)}"):
+        slots.append(_field(element, f"slot{len(slots)}"))
+    for slot in slots:
+        if ":" not in slot:
             raise BundleError(
-                path,
-                line,
-                f"query {qid!r} has several entry points (an LDC query file); "
-                "give the SF query file (sf-query.xml), whose ids the runs answer",
+                path, line, f"query {qid!r}: slot {slot!r} is not of the form type:name"
             )
-        if qid in seen:
-            raise BundleError(path, line, f"duplicate query id {qid!r} (first at line {seen[qid]})")
-        seen[qid] = line or 0
+    return tuple(slots)
 
-        def field(tag: str, element=element) -> str:
-            node = element.find(tag)
-            return (node.text or "").strip() if node is not None else ""
 
-        slots = []
-        first = field("slot0") or field("slot")
-        if not first:
-            raise BundleError(path, line, f"query {qid!r} has no <slot0>")
-        slots.append(first)
-        n = 1
-        while field(f"slot{n}"):
-            slots.append(field(f"slot{n}"))
-            n += 1
-        for slot in slots:
-            if ":" not in slot:
-                raise BundleError(
-                    path, line, f"query {qid!r}: slot {slot!r} is not of the form type:name"
-                )
-        out.append(
-            _Query(
-                qid,
-                tuple(slots),
-                field("name"),
-                field("enttype"),
-                field("docid"),
-                field("beg"),
-                field("end"),
-            )
-        )
-    frame = pd.DataFrame(
+def _query_frame(out: list[_Query]) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "sf_query_id": [q.sf_query_id for q in out],
             "slots": [q.slots for q in out],
@@ -545,9 +549,100 @@ def read_sf_queries(path: Path | str) -> pd.DataFrame:
             "docid": [q.docid for q in out],
             "beg": [q.beg for q in out],
             "end": [q.end for q in out],
+            "ldc_query_id": [q.ldc_query_id for q in out],
         }
     )
-    return frame
+
+
+def is_ldc_query_file(path: Path | str) -> bool:
+    """True when the XML query file is an LDC query file (queries with ``<mentions>``)."""
+    return any(
+        element.find("mentions") is not None or len(element.findall("docid")) > 1
+        for element, _, _ in _query_elements(Path(path))
+    )
+
+
+def read_sf_queries(path: Path | str) -> pd.DataFrame:
+    """Read an SF query XML file: one row per query with ``sf_query_id, slots`` (a tuple,
+    ``slot0`` first), ``slot`` (= slot0), ``entity, enttype, docid, beg, end, ldc_query_id``
+    (empty)."""
+    path = Path(path)
+    out: list[_Query] = []
+    seen: dict[str, int] = {}
+    for element, line, qid in _query_elements(path):
+        if element.find("mentions") is not None or len(element.findall("docid")) > 1:
+            raise BundleError(
+                path,
+                line,
+                f"query {qid!r} has several entry points (an LDC query file); "
+                "read it with read_ldc_queries (import_tac_kbp recognises it)",
+            )
+        if qid in seen:
+            raise BundleError(path, line, f"duplicate query id {qid!r} (first at line {seen[qid]})")
+        seen[qid] = line or 0
+        out.append(
+            _Query(
+                qid,
+                _query_slots(element, qid, path, line),
+                _field(element, "name"),
+                _field(element, "enttype"),
+                _field(element, "docid"),
+                _field(element, "beg"),
+                _field(element, "end"),
+            )
+        )
+    return _query_frame(out)
+
+
+def sf_query_hash(docid: str, beg: str | int, end: str | int, slots: tuple[str, ...]) -> str:
+    """The 10 hex digits that name the SF query of one LDC entry point.
+
+    As the official Cold Start tools derive them (``Query::get_short_uuid`` in ``ColdStartLib.pm``,
+    used by ``CS-Score -expand``): the last 10 characters of the UUID version 3 (MD5, nil
+    namespace) of ``"<docid>:<beg>:<end>:<slot0>[:<slot1>...]"``.
+    """
+    name = f"{docid}:{beg}:{end}:" + ":".join(slots)
+    return str(uuid.uuid3(uuid.UUID(int=0), name))[-10:]
+
+
+def read_ldc_queries(path: Path | str) -> pd.DataFrame:
+    """Read an LDC query XML file: one row per entry point (an SF query).
+
+    Columns as :func:`read_sf_queries`; ``sf_query_id`` is the entry point's 10-digit hash
+    (:func:`sf_query_hash`), which the runs' SF query ids end with, and ``ldc_query_id`` the LDC
+    query's id.  Two entry points with the same hash (the same mention and slots) are one SF query.
+    """
+    path = Path(path)
+    out: list[_Query] = []
+    seen: dict[str, str] = {}
+    for element, line, qid in _query_elements(path):
+        slots = _query_slots(element, qid, path, line)
+        mentions = element.findall("./mentions/mention") or [element]
+        for mention in mentions:
+            docid, beg, end = (_field(mention, t) for t in ("docid", "beg", "end"))
+            if not docid or not beg.isdigit() or not end.isdigit():
+                raise BundleError(
+                    path,
+                    line,
+                    f"query {qid!r}: an entry point needs <docid>, and integer <beg> and <end>",
+                )
+            key = sf_query_hash(docid, beg, end, slots)
+            if key in seen:
+                continue
+            seen[key] = qid
+            out.append(
+                _Query(
+                    key,
+                    slots,
+                    _field(mention, "name"),
+                    _field(element, "enttype"),
+                    docid,
+                    beg,
+                    end,
+                    qid,
+                )
+            )
+    return _query_frame(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,30 +650,49 @@ def read_sf_queries(path: Path | str) -> pd.DataFrame:
 
 
 class _QueryResolver:
-    """Maps an SF query id (hop 0, or derived ``<root>_<hash>[_<hash>]``) to its root and hop."""
+    """Maps an SF query id (hop 0, or derived ``<root>_<hash>[_<hash>]``) to its root and hop.
 
-    def __init__(self, queries: pd.DataFrame) -> None:
+    With ``by_hash`` (an LDC query file) the known keys are the entry points' 10-digit hashes and
+    a root is any id whose last ``_`` part is one of them (``CSSF17_ENG_afddc4ed21``); the first
+    full id seen for a hash names it in the bundle (:attr:`full`).
+    """
+
+    def __init__(self, queries: pd.DataFrame, by_hash: bool = False) -> None:
         self.slots = dict(zip(queries["sf_query_id"], queries["slots"], strict=True))
+        self.by_hash = by_hash
+        self.full: dict[str, str] = {}
 
-    def resolve(self, sf_query_id: str) -> tuple[str, int] | None:
-        if sf_query_id in self.slots:
-            return sf_query_id, 0
+    def resolve(self, sf_query_id: str) -> tuple[str, int, str] | None:
+        """(root as written in the id, hop, query key) or None."""
+        if sf_query_id in self.slots and not self.by_hash:
+            return sf_query_id, 0, sf_query_id
+        parts = sf_query_id.split("_")
+        if self.by_hash:
+            for i, part in enumerate(parts):
+                if part in self.slots:
+                    rest = parts[i + 1 :]
+                    if not all(rest):
+                        return None
+                    root = "_".join(parts[: i + 1])
+                    self.full.setdefault(part, root)
+                    return root, len(rest), part
+            return None
         # the longest known prefix ending before an underscore; every later part is one hop
         cut = len(sf_query_id)
         while (cut := sf_query_id.rfind("_", 0, cut)) > 0:
             root = sf_query_id[:cut]
             if root in self.slots:
-                parts = sf_query_id[cut + 1 :].split("_")
-                return (root, len(parts)) if all(parts) else None
+                rest = sf_query_id[cut + 1 :].split("_")
+                return (root, len(rest), root) if all(rest) else None
         return None
 
-    def check(self, sf_query_id: str, slot: str) -> tuple[str, int] | str:
-        """(root, hop), or what is wrong with this (query id, slot) pair."""
+    def check(self, sf_query_id: str, slot: str) -> tuple[str, int, str] | str:
+        """(root, hop, key), or what is wrong with this (query id, slot) pair."""
         found = self.resolve(sf_query_id)
         if found is None:
             return f"query {sf_query_id!r} is not in the query file"
-        root, hop = found
-        slots = self.slots[root]
+        root, hop, key = found
+        slots = self.slots[key]
         if hop >= len(slots):
             return (
                 f"query {sf_query_id!r} is hop {hop} of {root!r}, "
@@ -587,6 +701,16 @@ class _QueryResolver:
         if slot != slots[hop]:
             return f"slot {slot!r} is not the slot query {sf_query_id!r} asks ({slots[hop]!r} at hop {hop})"
         return found
+
+    def canonical(self, key: str) -> str:
+        """The SF query id of a key in the bundle."""
+        if not self.by_hash:
+            return key
+        if key in self.full:
+            return self.full[key]
+        prefixes = Counter(full[: -len(k) - 1] for k, full in self.full.items())
+        prefix = prefixes.most_common(1)[0][0] if prefixes else "CSSF"
+        return f"{prefix}_{key}" if prefix else key
 
 
 def _resolve_rows(
@@ -606,13 +730,23 @@ def _resolve_rows(
         frame["line"].to_numpy(),
         [(failed[codes], lambda i: resolved[codes[i]])],  # type: ignore[arg-type]
     )
-    roots = np.array([r[0] for r in resolved], dtype=object)[codes]
     hops = np.array([r[1] for r in resolved], dtype=np.int64)[codes]
-    parents = {root: f"{root}:{resolver.slots[root][0]}" for root in {r[0] for r in resolved}}
+    # the id as the bundle names it: the root's canonical id (LDC: the first full id of its hash)
+    sf_ids = np.array(
+        [
+            resolver.canonical(r[2]) + qid[len(r[0]) :]
+            for r, (qid, _) in zip(resolved, pairs, strict=True)
+        ],
+        dtype=object,
+    )[codes]
+    parents = np.array(
+        [f"{resolver.canonical(r[2])}:{resolver.slots[r[2]][0]}" for r in resolved], dtype=object
+    )[codes]
     frame = frame.assign(
+        sf_query_id=sf_ids,
         hop=hops,
-        query_id=frame["sf_query_id"] + ":" + frame["slot"],
-        parent_query=np.where(hops > 0, pd.Series(roots).map(parents).to_numpy(), ""),
+        query_id=sf_ids + ":" + frame["slot"].to_numpy(dtype=object),
+        parent_query=np.where(hops > 0, parents, ""),
     )
     skipped = 0
     if not include_hop1:
@@ -622,51 +756,52 @@ def _resolve_rows(
     return frame.reset_index(drop=True), skipped
 
 
+def queries_from_responses(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The SF queries the runs and assessments name (no query file), as :func:`read_sf_queries`.
+
+    An id that extends another named id by ``_<suffix>`` is derived from it (one hop per suffix);
+    a root's slot at hop k is the slot its hop-k ids are asked (the first seen; the importer then
+    checks every row against it).
+    """
+    pairs = pd.concat([f[["sf_query_id", "slot"]] for f in frames], ignore_index=True)
+    pairs = pairs.drop_duplicates()
+    ids = set(pairs["sf_query_id"])
+
+    def root_of(qid: str) -> tuple[str, int]:
+        cut, root, hop = len(qid), qid, 0
+        while (cut := qid.rfind("_", 0, cut)) > 0:
+            if qid[:cut] in ids:
+                root, hop = qid[:cut], qid.count("_") - qid[:cut].count("_")
+        return root, hop
+
+    slots: dict[str, dict[int, str]] = {}
+    for qid, slot in zip(pairs["sf_query_id"], pairs["slot"], strict=True):
+        root, hop = root_of(qid)
+        slots.setdefault(root, {}).setdefault(hop, slot)
+    out = []
+    for root, by_hop in slots.items():
+        if 0 not in by_hop:  # pragma: no cover - a root is hop 0 of itself
+            continue
+        chain = [by_hop[0]]
+        while len(chain) in by_hop:
+            chain.append(by_hop[len(chain)])
+        out.append(_Query(root, tuple(chain), "", "", "", "", ""))
+    return _query_frame(out)
+
+
 def tac_config(name: str = "tac-kbp") -> TaskConfig:
-    """``task.toml`` settings for an imported TAC bundle: the TAC label vocabulary, INEXACT wrong."""
+    """``task.toml`` settings for an imported TAC bundle: the TAC label vocabulary, INEXACT wrong,
+    unassessed responses ignored by the official census (CS-Score's rule)."""
     labels = dict(DEFAULT_LABELS)
     labels.update(TAC_LABELS)
-    return TaskConfig(name=name, labels=labels, inexact_policy="wrong")
+    return TaskConfig(name=name, labels=labels, inexact_policy="wrong", unjudged="ignore")
 
 
-def import_tac_kbp(
-    queries: Path | str,
-    runs: list[Path] | list[str],
-    assessments: Path | str | None,
-    *,
-    include_hop1: bool = False,
-    name: str | None = None,
-) -> tuple[dict[str, pd.DataFrame], TaskConfig]:
-    """Convert TAC Cold Start SF files into bundle tables and a config (see the module docstring).
-
-    Parameters
-    ----------
-    queries : the SF query XML file (``sf-query.xml``).
-    runs : one or more SF run files; the run id in their third column names the system.  Two
-        files may not use the same run id.
-    assessments : the assessment file (``qrel.txt``), or None for an unjudged task.
-    include_hop1 : keep hop-1 (and deeper) responses and assessments as derived bundle queries.
-    name : the task name in ``task.toml`` (default ``"tac-kbp"``).
-
-    Returns
-    -------
-    (tables, config) : ``tables`` holds ``queries``, ``runs`` and (with assessments)
-        ``judgments`` frames ready for :func:`receval.formats.bundle.write_bundle`.
-
-    Raises
-    ------
-    BundleError : malformed input, naming the file and line.
-    """
-    queries = Path(queries)
-    if not runs:
-        raise ValueError("at least one run file is needed")
-    qframe = read_sf_queries(queries)
-    resolver = _QueryResolver(qframe)
-
-    run_parts = []
+def _read_runs(runs: list[Path]) -> list[tuple[Path, pd.DataFrame]]:
+    """Read every run file; two files may not share a run id."""
+    out = []
     owner: dict[str, Path] = {}
-    skipped_runs = 0
-    for run_path in map(Path, runs):
+    for run_path in runs:
         frame = read_sf_run(run_path)
         for run_id, first_line in frame.groupby("run_id", sort=False)["line"].first().items():
             if run_id in owner and owner[run_id] != run_path:
@@ -676,12 +811,25 @@ def import_tac_kbp(
                     f"run id {run_id!r} also appears in {owner[run_id]}; give each run its own id",
                 )
             owner[run_id] = run_path
-        frame, skipped = _resolve_rows(frame, run_path, resolver, include_hop1)
-        skipped_runs += skipped
-        frame["source"] = run_path.name + ":" + frame["line"].astype(str)
-        run_parts.append(frame)
-    rframe = pd.concat(run_parts, ignore_index=True)
-    runs_table = pd.DataFrame(
+        out.append((run_path, frame))
+    return out
+
+
+def _read_query_file(
+    queries: Path | None, frames: list[pd.DataFrame]
+) -> tuple[pd.DataFrame, _QueryResolver]:
+    if queries is None:
+        qframe = queries_from_responses(frames)
+        return qframe, _QueryResolver(qframe)
+    if is_ldc_query_file(queries):
+        qframe = read_ldc_queries(queries)
+        return qframe, _QueryResolver(qframe, by_hash=True)
+    qframe = read_sf_queries(queries)
+    return qframe, _QueryResolver(qframe)
+
+
+def _runs_table(rframe: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "system": rframe["run_id"],
             "query_id": rframe["query_id"],
@@ -697,12 +845,37 @@ def import_tac_kbp(
             "source": rframe["source"],
         }
     )
-    runs_table.attrs["hop1_rows_skipped"] = skipped_runs
 
+
+def _judgments_table(aframe: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query_id": aframe["query_id"],
+            "answer": aframe["filler"],
+            "label": aframe["code"],
+            "equivalence_class": aframe["equivalence_class"],
+            "provenance": aframe["filler_provenance"],
+            "relation_provenance": aframe["relation_provenance"],
+            "response_id": aframe["response_id"],
+            "justification": aframe["justification"],
+            "filler_mention_type": aframe["filler_mention_type"],
+            "ec_mention_type": aframe["ec_mention_type"],
+            "sf_query_id": aframe["sf_query_id"],
+            "slot": aframe["slot"],
+            "hop": aframe["hop"].astype(str),
+            "source": aframe["source"],
+        }
+    )
+
+
+def _queries_table(
+    qframe: pd.DataFrame, resolver: _QueryResolver, derived: list[pd.DataFrame]
+) -> pd.DataFrame:
+    sf_ids = qframe["sf_query_id"].map(resolver.canonical)
     hop0 = pd.DataFrame(
         {
-            "query_id": qframe["sf_query_id"] + ":" + qframe["slot"],
-            "sf_query_id": qframe["sf_query_id"],
+            "query_id": sf_ids + ":" + qframe["slot"],
+            "sf_query_id": sf_ids,
             "slot": qframe["slot"],
             "entity": qframe["entity"],
             "enttype": qframe["enttype"],
@@ -713,55 +886,92 @@ def import_tac_kbp(
             "parent_query": "",
         }
     )
-    derived = [rframe[rframe["hop"] > 0]]
+    if resolver.by_hash:
+        hop0["ldc_query_id"] = qframe["ldc_query_id"].to_numpy()
+    extra = pd.concat(derived, ignore_index=True)
+    if not len(extra):
+        return hop0
+    extra = extra.drop_duplicates("query_id")
+    hop_n = pd.DataFrame(
+        {
+            "query_id": extra["query_id"],
+            "sf_query_id": extra["sf_query_id"],
+            "slot": extra["slot"],
+            "entity": "",
+            "enttype": "",
+            "docid": "",
+            "beg": "",
+            "end": "",
+            "hop": extra["hop"].astype(str),
+            "parent_query": extra["parent_query"],
+        }
+    )
+    if resolver.by_hash:
+        hop_n["ldc_query_id"] = ""
+    return pd.concat([hop0, hop_n], ignore_index=True).reset_index(drop=True)
 
+
+def import_tac_kbp(
+    queries: Path | str | None,
+    runs: list[Path] | list[str],
+    assessments: Path | str | None,
+    *,
+    include_hop1: bool = False,
+    name: str | None = None,
+) -> tuple[dict[str, pd.DataFrame], TaskConfig]:
+    """Convert TAC Cold Start SF files into bundle tables and a config (see the module docstring).
+
+    Parameters
+    ----------
+    queries : the SF query file (``sf-query.xml``), the LDC query file (``ldc-query.xml``; its
+        entry points are expanded into SF queries as CS-Score ``-expand`` does), or None (the
+        queries the runs and assessments name).
+    runs : one or more SF run files; the run id in their third column names the system.  Two
+        files may not use the same run id.
+    assessments : the assessment file (``qrel.txt``), or None for an unjudged task.
+    include_hop1 : keep hop-1 (and deeper) responses and assessments as derived bundle queries.
+    name : the task name in ``task.toml`` (default ``"tac-kbp"``).
+
+    Returns
+    -------
+    (tables, config) : ``tables`` holds ``queries``, ``runs`` and (with assessments)
+        ``judgments`` frames ready for :func:`receval.formats.bundle.write_bundle`.
+
+    Raises
+    ------
+    BundleError : malformed input, naming the file and line.
+    """
+    if not runs:
+        raise ValueError("at least one run file is needed")
+    run_files = _read_runs([Path(r) for r in runs])
+    apath = Path(assessments) if assessments is not None else None
+    aframe = read_assessments(apath) if apath is not None else None
+    frames = [f for _, f in run_files] + ([aframe] if aframe is not None else [])
+    qframe, resolver = _read_query_file(Path(queries) if queries is not None else None, frames)
+
+    # assessments first: with an LDC query file the first full id seen names each SF query
     tables: dict[str, pd.DataFrame] = {}
-    if assessments is not None:
-        apath = Path(assessments)
-        aframe = read_assessments(apath)
+    derived = []
+    if aframe is not None and apath is not None:
         aframe, skipped = _resolve_rows(aframe, apath, resolver, include_hop1)
         aframe["source"] = apath.name + ":" + aframe["line"].astype(str)
         derived.append(aframe[aframe["hop"] > 0])
-        judgments = pd.DataFrame(
-            {
-                "query_id": aframe["query_id"],
-                "answer": aframe["filler"],
-                "label": aframe["code"],
-                "equivalence_class": aframe["equivalence_class"],
-                "provenance": aframe["filler_provenance"],
-                "relation_provenance": aframe["relation_provenance"],
-                "response_id": aframe["response_id"],
-                "justification": aframe["justification"],
-                "filler_mention_type": aframe["filler_mention_type"],
-                "ec_mention_type": aframe["ec_mention_type"],
-                "sf_query_id": aframe["sf_query_id"],
-                "slot": aframe["slot"],
-                "hop": aframe["hop"].astype(str),
-                "source": aframe["source"],
-            }
-        )
+        judgments = _judgments_table(aframe)
         judgments.attrs["hop1_rows_skipped"] = skipped
         tables["judgments"] = judgments
 
-    extra = pd.concat(derived, ignore_index=True)
-    if len(extra):
-        extra = extra.drop_duplicates("query_id")
-        hop_n = pd.DataFrame(
-            {
-                "query_id": extra["query_id"],
-                "sf_query_id": extra["sf_query_id"],
-                "slot": extra["slot"],
-                "entity": "",
-                "enttype": "",
-                "docid": "",
-                "beg": "",
-                "end": "",
-                "hop": extra["hop"].astype(str),
-                "parent_query": extra["parent_query"],
-            }
-        )
-        queries_table = pd.concat([hop0, hop_n], ignore_index=True)
-    else:
-        queries_table = hop0
-    tables = {"queries": queries_table.reset_index(drop=True), "runs": runs_table, **tables}
+    run_parts = []
+    skipped_runs = 0
+    for run_path, frame in run_files:
+        frame, skipped = _resolve_rows(frame, run_path, resolver, include_hop1)
+        skipped_runs += skipped
+        frame["source"] = run_path.name + ":" + frame["line"].astype(str)
+        run_parts.append(frame)
+    rframe = pd.concat(run_parts, ignore_index=True)
+    derived.insert(0, rframe[rframe["hop"] > 0])
+    runs_table = _runs_table(rframe)
+    runs_table.attrs["hop1_rows_skipped"] = skipped_runs
+
+    queries_table = _queries_table(qframe, resolver, derived)
+    tables = {"queries": queries_table, "runs": runs_table, **tables}
     return tables, tac_config(name or "tac-kbp")

@@ -29,7 +29,9 @@ Bundle encoding
   otherwise (zero and negative grades are "wrong"); ``relevance`` keeps the grade, ``iteration``
   the second column.
 * ``task.toml``: default labels (``1`` correct, ``0`` wrong); answers are matched without case
-  folding (``[matching] casefold = false``): document ids are case-sensitive.
+  folding (``[matching] casefold = false``): document ids are case-sensitive; ``[official]
+  unjudged = "wrong"``: the official census counts an unjudged document not relevant, as
+  trec_eval does.
 """
 
 from __future__ import annotations
@@ -226,5 +228,5 @@ def import_trec(
         }
     )
     tables = {"queries": queries_table, "runs": runs_table, **tables}
-    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False))
+    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False), unjudged="wrong")
     return tables, config

@@ -1,0 +1,213 @@
+"""Label Studio tasks out, Label Studio exports back in.
+
+Label Studio (https://labelstud.io) is the most used open-source annotation tool.  The round trip:
+
+1. :func:`label_studio_tasks` turns the bundle's pending items (the fact rows of
+   ``to_annotate.tsv``; without that file, every drawn fact still unlabelled) into Label Studio
+   tasks — one JSON object ``{"data": {...}}`` per fact with ``query_id, query, answer, systems,
+   n_systems`` and, when the bundle has them, ``provenance`` and ``relation_provenance`` — and
+   :func:`labelling_config` writes the matching labelling interface (a single-choice ``label``
+   over the bundle's categories, each choice's ``alias`` the bundle's own label value, so exported
+   results are bundle labels).  ``receval export label-studio TASK OUT.json`` writes both
+   (``OUT.json`` and ``OUT.xml``).
+2. Annotators label in Label Studio; the project's **JSON** export (a list of tasks, each with
+   ``data`` and ``annotations``; an annotation has ``completed_by`` and a ``result`` list whose
+   ``choices`` result holds the label) or **JSON-MIN** export (one flat object per annotation with
+   ``annotator`` and the choice under the control's name) is read back by
+   :func:`read_label_studio_export`, one vote per (task, annotation), ``annotator`` = the export's
+   user (the e-mail when the export has it, else the user id).  Cancelled (skipped) annotations
+   are not votes.  ``receval judgments add TASK export.json`` merges them
+   (:mod:`receval.judgments`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import pandas as pd
+
+from receval.config import LABEL_CATEGORIES, TaskConfig
+from receval.errors import BundleError
+from receval.formats.tables import LINE, read_table
+from receval.task import Task
+
+__all__ = [
+    "label_studio_tasks",
+    "labelling_config",
+    "pending_facts",
+    "read_label_studio_export",
+]
+
+#: The name of the choice control (``from_name`` of the results).
+CONTROL = "label"
+
+
+def pending_facts(task: Task) -> pd.DataFrame:
+    """The facts waiting for a label: ``query_id, answer`` (+ the other to_annotate columns)."""
+    path = task.root / "to_annotate.tsv"
+    if path.is_file():
+        todo = read_table(path).drop(columns=[LINE])
+        if "kind" in todo.columns:
+            todo = todo[todo["kind"].astype(str).isin(("fact", ""))]
+        return todo.reset_index(drop=True)
+    from receval.design import facts_to_annotate
+
+    drawn = task.samples["fact"].to_numpy() if len(task.samples) else []
+    return facts_to_annotate(task.outputs, drawn, task.labels.index).reset_index(drop=True)
+
+
+def _query_text(task: Task) -> pd.Series:
+    queries = task.queries.set_index("query_id")
+    parts = [c for c in ("entity", "slot") if c in queries.columns]
+    if not parts:
+        return pd.Series(queries.index, index=queries.index)
+    text = queries[parts].fillna("").astype(str).agg(" ".join, axis=1).str.strip()
+    return text.where(text != "", pd.Series(queries.index, index=queries.index))
+
+
+def label_studio_tasks(task: Task) -> list[dict]:
+    """The pending facts of ``task`` as Label Studio import tasks (``[{"data": {...}}, ...]``)."""
+    from receval.task import normalize_answers
+
+    todo = pending_facts(task)
+    if not len(todo):
+        return []
+    matching = task.config.matching
+    key = (
+        todo["query_id"].astype(str)
+        + "\t"
+        + normalize_answers(todo["answer"].astype(str), matching)
+    )
+    out = task.outputs
+    rows = out.assign(_key=(out["query_id"].astype(str) + "\t" + out["answer"].astype(str)))
+    rows = rows[rows["_key"].isin(set(key))].sort_values(["_key", "system"])
+    systems = rows.groupby("_key")["system"].agg(lambda s: ", ".join(sorted(set(s))))
+    first = rows.drop_duplicates("_key").set_index("_key")
+    query_text = _query_text(task)
+    tasks = []
+    for k, (_, row) in zip(key, todo.iterrows(), strict=True):
+        data = {
+            "query_id": str(row["query_id"]),
+            "query": str(query_text.get(row["query_id"], row["query_id"])),
+            "answer": str(row["answer"]),
+            "systems": str(systems.get(k, "")),
+            "n_systems": len(systems.get(k, "").split(", ")) if k in systems else 0,
+        }
+        for col in ("provenance", "relation_provenance"):
+            if col in first.columns and k in first.index and str(first.at[k, col]).strip():
+                data[col] = str(first.at[k, col])
+        tasks.append({"data": data})
+    return tasks
+
+
+def labelling_config(config: TaskConfig, with_provenance: bool = False) -> str:
+    """Label Studio labelling config (XML): the query, the answer, one required single choice."""
+    choices = []
+    for category in LABEL_CATEGORIES:
+        values = config.labels.get(category, ())
+        if values:
+            choices.append(
+                f"    <Choice value={quoteattr(category)} alias={quoteattr(str(values[0]))}/>"
+            )
+    provenance = '  <Text name="provenance" value="$provenance"/>\n' if with_provenance else ""
+    return (
+        "<View>\n"
+        '  <Header value="$query ($query_id)"/>\n'
+        '  <Text name="answer" value="$answer"/>\n'
+        f"{provenance}"
+        '  <Text name="systems" value="$systems"/>\n'
+        f'  <Choices name="{CONTROL}" toName="answer" choice="single" required="true" '
+        'showInline="true">\n' + "\n".join(choices) + "\n  </Choices>\n</View>\n"
+    )
+
+
+def _user(completed_by) -> str:
+    if isinstance(completed_by, dict):
+        for key in ("email", "username", "id"):
+            if completed_by.get(key) not in (None, ""):
+                return str(completed_by[key])
+        return ""
+    return "" if completed_by is None else str(completed_by)
+
+
+def _choice(result: list) -> str:
+    """The label of an annotation's result list (the ``choices`` result of our control)."""
+    picked = [
+        r
+        for r in result
+        if isinstance(r, dict) and r.get("type", "choices") == "choices" and "value" in r
+    ]
+    ours = [r for r in picked if r.get("from_name") == CONTROL] or picked
+    if not ours:
+        return ""
+    choices = ours[0]["value"].get("choices") or []
+    return str(choices[0]) if choices else ""
+
+
+def _full_export(path: Path, items: list) -> list[dict]:
+    rows = []
+    for n, item in enumerate(items, start=1):
+        data = item.get("data") or {}
+        where = f"{path.name}:task {item.get('id', n)}"
+        for annotation in item.get("annotations") or item.get("completions") or []:
+            if annotation.get("was_cancelled"):
+                continue
+            rows.append(
+                {
+                    "query_id": data.get("query_id", ""),
+                    "answer": data.get("answer", ""),
+                    "label": _choice(annotation.get("result") or []),
+                    "annotator": _user(annotation.get("completed_by")),
+                    "source": where,
+                }
+            )
+    return rows
+
+
+def _min_export(path: Path, items: list) -> list[dict]:
+    rows = []
+    for n, item in enumerate(items, start=1):
+        label = item.get(CONTROL, "")
+        if isinstance(label, list):
+            label = label[0] if label else ""
+        if isinstance(label, dict):  # {"choices": [...]}
+            label = (label.get("choices") or [""])[0]
+        rows.append(
+            {
+                "query_id": item.get("query_id", ""),
+                "answer": item.get("answer", ""),
+                "label": "" if label is None else str(label),
+                "annotator": _user(item.get("annotator")),
+                "source": f"{path.name}:task {item.get('id', n)}",
+            }
+        )
+    return rows
+
+
+def read_label_studio_export(path: Path | str) -> pd.DataFrame:
+    """Votes of a Label Studio JSON (or JSON-MIN) export: ``query_id, answer, label, annotator,
+    source`` (``source`` names the export's task id)."""
+    path = Path(path)
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BundleError(path, None, "no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise BundleError(path, line, f"not a Label Studio JSON export ({exc})") from None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise BundleError(path, 1, "not a Label Studio JSON export (expected a list of tasks)")
+    full = any("annotations" in i or "completions" in i or "data" in i for i in items)
+    rows = _full_export(path, items) if full else _min_export(path, items)
+    missing = [r for r in rows if not r["query_id"] or r["answer"] == ""]
+    if missing:
+        raise BundleError(
+            path,
+            None,
+            f"{missing[0]['source']}: the task has no query_id/answer data "
+            "(export tasks made by `receval export label-studio`)",
+        )
+    frame = pd.DataFrame(rows, columns=["query_id", "answer", "label", "annotator", "source"])
+    return frame

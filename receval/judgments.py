@@ -1,0 +1,363 @@
+"""Merging filled-in label files into ``judgments.tsv`` (``receval judgments add``).
+
+Annotators fill in ``to_annotate.tsv`` (or a spreadsheet with its columns) and add a ``label``
+and an ``annotator`` column; annotation tools export JSON (Label Studio:
+:mod:`receval.formats.label_studio`).  :func:`add_judgments` merges such files into the bundle:
+
+* **validated**: every ``query_id`` must be a bundle query and every ``label`` a value of the
+  bundle's ``[labels]`` vocabulary (a category name such as ``correct`` is accepted too and written
+  as the vocabulary's first value for that category, so the bundle still loads); a row without a
+  label is not annotated yet and stays pending; ``unit`` rows (exhaustive units) are not labels and
+  are left alone;
+* **one vote per (annotator, fact)**: a repeated row with the same label is a duplicate and is
+  skipped; the same annotator giving the same fact a different label (in the new files, or against
+  ``judgments.tsv``) is an error naming both places, unless ``replace=True``, when the newest vote
+  replaces the older one (reported);
+* **disagreements between annotators** are kept (every vote is a row) and reported: the merge
+  rule of ``task.toml`` decides, and ``conflicts.csv`` of ``receval score`` lists them;
+* **nothing pending is lost**: ``to_annotate.tsv`` is rewritten with the fact rows still without a
+  label (and every unit row);
+* **atomic and locked**: the new ``judgments.tsv`` is written to a temporary file and renamed,
+  under an exclusive lock on ``TASK/.receval.lock``, so two ``add`` runs (one after the other or
+  at the same time) both land and neither overwrites the other.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from receval.config import LABEL_CATEGORIES, TaskConfig
+from receval.errors import BundleError
+from receval.formats.tables import LINE, find_table, read_table, write_table
+from receval.task import Task, load_task, normalize_answers
+
+__all__ = ["AddResult", "add_judgments", "bundle_lock", "read_label_file"]
+
+LOCK_NAME = ".receval.lock"
+
+
+@contextmanager
+def bundle_lock(root: Path, timeout: float = 60.0) -> Iterator[None]:
+    """Hold an exclusive lock on the bundle ``root`` (``root/.receval.lock``) while inside.
+
+    Uses ``fcntl.flock`` where available (released by the kernel if the process dies), else an
+    exclusive-create lock file.  Waits up to ``timeout`` seconds, then raises ``TimeoutError``.
+    """
+    path = Path(root) / LOCK_NAME
+    deadline = time.monotonic() + timeout
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        fcntl = None
+    if fcntl is not None:
+        with open(path, "a+") as handle:
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"{path}: another receval process holds the lock"
+                        ) from None
+                    time.sleep(0.05)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return
+    while True:  # pragma: no cover - Windows
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path}: another receval process holds the lock") from None
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :func:`add_judgments` did.
+
+    Attributes
+    ----------
+    added : the votes appended to ``judgments.tsv`` (``query_id, answer, label, annotator,
+        source``).
+    duplicates : rows skipped because the same annotator already gave that fact that label.
+    replaced : votes that replaced the same annotator's earlier, different vote (``replace=True``).
+    unlabelled : rows without a label (still pending).
+    disagreements : facts whose annotators now disagree (``query_id, answer, votes``).
+    pending : fact rows left in ``to_annotate.tsv``.
+    """
+
+    added: pd.DataFrame
+    duplicates: int
+    replaced: int
+    unlabelled: int
+    disagreements: pd.DataFrame
+    pending: int
+    files: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _vocabulary(config: TaskConfig) -> dict[str, str]:
+    """Case-folded accepted label -> the label written (category names map to a real value)."""
+    out = {}
+    for category in LABEL_CATEGORIES:
+        values = config.labels.get(category, ())
+        if values:
+            out.setdefault(category.casefold(), str(values[0]))
+    for category in LABEL_CATEGORIES:
+        for value in config.labels.get(category, ()):
+            out[str(value).strip().casefold()] = str(value).strip()
+    return out
+
+
+def read_label_file(path: Path, annotator: str | None = None) -> pd.DataFrame:
+    """Read one filled-in label file: ``query_id, answer, label, annotator, source`` rows.
+
+    ``.tsv``/``.csv``/``.parquet`` tables need ``query_id, answer, label`` (``kind`` rows other
+    than ``fact`` are dropped) and an ``annotator`` column or ``annotator``; ``.json`` files are
+    Label Studio exports (:func:`receval.formats.label_studio.read_label_studio_export`).
+    Rows without a label are kept with an empty ``label`` (pending).
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        from receval.formats.label_studio import read_label_studio_export
+
+        frame = read_label_studio_export(path)
+    else:
+        frame = read_table(path)
+        missing = [c for c in ("query_id", "answer", "label") if c not in frame.columns]
+        if missing:
+            raise BundleError(path, 1, f"missing column(s) {', '.join(missing)}")
+        if "kind" in frame.columns:
+            frame = frame[frame["kind"].astype(str).str.strip().isin(("", "fact"))]
+        frame = frame.assign(source=path.name + ":" + frame[LINE].astype(str))
+    if "annotator" not in frame.columns or annotator is not None:
+        if annotator is None:
+            raise BundleError(
+                path, 1, "no annotator column: add one, or name the annotator (--annotator)"
+            )
+        frame = frame.assign(annotator=annotator)
+    out = frame[["query_id", "answer", "label", "annotator", "source"]].copy()
+    for col in ("query_id", "label", "annotator"):
+        out[col] = out[col].fillna("").astype(str).str.strip()
+    out["answer"] = out["answer"].fillna("").astype(str)
+    out["_path"] = str(path)
+    return out.reset_index(drop=True)
+
+
+def _fail(row: pd.Series, message: str) -> BundleError:
+    """The error for one input row (``source`` is ``<file>:<line>`` or ``<file>:task <id>``)."""
+    path = Path(row["_path"])
+    _, _, where = str(row["source"]).rpartition(":")
+    if where.isdigit():
+        return BundleError(path, int(where), message)
+    return BundleError(path, None, f"{where}: {message}" if where else message)
+
+
+def _validate(new: pd.DataFrame, task: Task) -> pd.DataFrame:
+    """Check queries, labels and annotators of the labelled rows; map labels to the vocabulary."""
+    vocab = _vocabulary(task.config)
+    known = set(task.queries["query_id"])
+    bad_query = ~new["query_id"].isin(known)
+    if bad_query.any():
+        row = new[bad_query].iloc[0]
+        raise _fail(row, f"query_id {row['query_id']!r} is not a query of the bundle")
+    folded = new["label"].str.casefold()
+    bad_label = ~folded.isin(vocab)
+    if bad_label.any():
+        row = new[bad_label].iloc[0]
+        allowed = ", ".join(sorted(set(vocab.values())))
+        raise _fail(row, f"unknown label {row['label']!r} (the bundle's labels: {allowed})")
+    no_annotator = new["annotator"] == ""
+    if no_annotator.any():
+        raise _fail(new[no_annotator].iloc[0], "empty annotator")
+    return new.assign(label=folded.map(vocab))
+
+
+def _existing(task: Task) -> pd.DataFrame:
+    path = find_table(task.root, "judgments")
+    if path is None:
+        return pd.DataFrame(columns=["query_id", "answer", "label", "annotator"])
+    return read_table(path).drop(columns=[LINE])
+
+
+def _category(labels: pd.Series, config: TaskConfig) -> pd.Series:
+    return labels.str.strip().str.casefold().map(config.label_map())
+
+
+def _one_vote_per_annotator(
+    new: pd.DataFrame, old: pd.DataFrame, task: Task, replace: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, int, int]:
+    """Drop duplicate votes; refuse (or, with ``replace``, apply) changed votes."""
+    matching = task.config.matching
+    new = new.assign(_key=new["query_id"] + "\t" + normalize_answers(new["answer"], matching))
+    new["_key"] = new["_key"] + "\t" + new["annotator"]
+    new["_cat"] = _category(new["label"], task.config)
+    old = old.copy()
+    annot = old["annotator"].fillna("").astype(str) if "annotator" in old else ""
+    old["_key"] = (
+        old["query_id"].astype(str)
+        + "\t"
+        + normalize_answers(old["answer"].astype(str), matching)
+        + "\t"
+        + annot
+    )
+    old["_cat"] = _category(old["label"].astype(str), task.config)
+    # within the new files: the same vote twice is a duplicate, a different one a contradiction
+    first = new.drop_duplicates(["_key", "_cat"])
+    duplicates = len(new) - len(first)
+    clash = first[first.duplicated("_key", keep=False)]
+    if len(clash):
+        a, b = clash.iloc[0], clash[clash["_key"] == clash.iloc[0]["_key"]].iloc[1]
+        raise _fail(
+            b,
+            f"annotator {b['annotator']!r} labels ({b['query_id']}, {b['answer']!r}) "
+            f"{b['label']!r} here and {a['label']!r} at {a['source']}: one vote per annotator "
+            "and fact",
+        )
+    # against judgments.tsv (votes with an annotator only: anonymous votes are not comparable)
+    known = old[old["_key"].str.rsplit("\t", n=1).str[-1] != ""]
+    prior = known.drop_duplicates("_key", keep="last").set_index("_key")["_cat"]
+    before = first["_key"].map(prior)
+    same = before.notna() & (before == first["_cat"])
+    changed = before.notna() & (before != first["_cat"])
+    duplicates += int(same.sum())
+    replaced = 0
+    if changed.any():
+        if not replace:
+            row = first[changed].iloc[0]
+            raise _fail(
+                row,
+                f"annotator {row['annotator']!r} already labelled ({row['query_id']}, "
+                f"{row['answer']!r}) {_label_of(known, row['_key'])!r} in judgments.tsv; one vote "
+                "per annotator and fact (use --replace to replace it)",
+            )
+        replaced = int(changed.sum())
+        old = old[~old["_key"].isin(set(first.loc[changed, "_key"]))]
+    return first[~same], old, duplicates, replaced
+
+
+def _label_of(old: pd.DataFrame, key: str) -> str:
+    return str(old.loc[old["_key"] == key, "label"].iloc[-1])
+
+
+def _disagreements(merged: pd.DataFrame, task: Task) -> pd.DataFrame:
+    keyed = merged.assign(
+        _fact=merged["query_id"].astype(str)
+        + "\t"
+        + normalize_answers(merged["answer"].astype(str), task.config.matching),
+        _cat=_category(merged["label"].astype(str), task.config),
+    )
+    keyed = keyed[keyed["_cat"].isin(("correct", "wrong", "inexact"))]
+    spread = keyed.groupby("_fact")["_cat"].nunique()
+    facts = spread.index[spread > 1]
+    rows = keyed[keyed["_fact"].isin(facts)]
+    if not len(rows):
+        return pd.DataFrame(columns=["query_id", "answer", "votes"])
+    votes = rows.groupby("_fact").apply(
+        lambda g: ", ".join(
+            f"{a or '?'}={lab}" for a, lab in zip(g["annotator"], g["label"], strict=True)
+        ),
+        include_groups=False,
+    )
+    first = rows.drop_duplicates("_fact").set_index("_fact")
+    return pd.DataFrame(
+        {"query_id": first["query_id"], "answer": first["answer"], "votes": votes}
+    ).reset_index(drop=True)
+
+
+def _rewrite_pending(task: Task, labelled: set[str]) -> int:
+    """Drop now-labelled fact rows from ``to_annotate.tsv``; return the fact rows left."""
+    path = task.root / "to_annotate.tsv"
+    if not path.is_file():
+        return 0
+    todo = read_table(path).drop(columns=[LINE])
+    if not {"query_id", "answer"} <= set(todo.columns):
+        return len(todo)
+    kind = todo["kind"].astype(str) if "kind" in todo.columns else pd.Series("fact", todo.index)
+    key = (
+        todo["query_id"].astype(str)
+        + "\t"
+        + normalize_answers(todo["answer"].astype(str), task.config.matching)
+    )
+    done = (kind.isin(("fact", ""))) & key.isin(labelled)
+    if done.any():
+        write_table(path, todo[~done])
+    return int(((kind.isin(("fact", ""))) & ~done).sum())
+
+
+def add_judgments(
+    root: Path | str,
+    files: list[Path] | list[str],
+    *,
+    annotator: str | None = None,
+    replace: bool = False,
+    timeout: float = 60.0,
+) -> AddResult:
+    """Merge filled-in label files into the bundle's ``judgments.tsv`` (see the module docstring).
+
+    Parameters
+    ----------
+    root : the task bundle.
+    files : label files (TSV/CSV/Parquet with ``query_id, answer, label[, annotator]``, or Label
+        Studio JSON exports).
+    annotator : the annotator of files without an ``annotator`` column (overrides the column).
+    replace : let a new vote replace the same annotator's different vote on the same fact.
+    timeout : seconds to wait for another ``add`` holding the bundle lock.
+
+    Returns
+    -------
+    AddResult
+
+    Raises
+    ------
+    BundleError : a bad row (unknown query or label, empty annotator, contradictory votes),
+        naming the file and line; nothing is written then.
+    """
+    root = Path(root)
+    if not files:
+        raise ValueError("no label files given")
+    rows = pd.concat([read_label_file(Path(f), annotator) for f in files], ignore_index=True)
+    with bundle_lock(root, timeout):
+        task = load_task(root)  # inside the lock: sees every earlier add
+        unlabelled = int((rows["label"] == "").sum())
+        new = _validate(rows[rows["label"] != ""].reset_index(drop=True), task)
+        old = _existing(task)
+        fresh, old, duplicates, replaced = _one_vote_per_annotator(new, old, task, replace)
+        added = fresh[["query_id", "answer", "label", "annotator", "source"]]
+        merged = pd.concat([old.drop(columns=["_key", "_cat"]), added.astype(object)])
+        columns = list(dict.fromkeys([*old.columns.drop(["_key", "_cat"]), *added.columns]))
+        merged = merged[columns].fillna("").reset_index(drop=True)
+        path = find_table(root, "judgments") or root / "judgments.tsv"
+        if len(added) or replaced:
+            write_table(path, merged)
+        labelled = set(
+            merged["query_id"].astype(str)
+            + "\t"
+            + normalize_answers(merged["answer"].astype(str), task.config.matching)
+        )
+        pending = _rewrite_pending(task, labelled)
+    return AddResult(
+        added=added.reset_index(drop=True),
+        duplicates=duplicates,
+        replaced=replaced,
+        unlabelled=unlabelled,
+        disagreements=_disagreements(merged, task),
+        pending=pending,
+        files=tuple(str(f) for f in files),
+    )

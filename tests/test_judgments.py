@@ -1,0 +1,326 @@
+"""The annotation round trip: sample -> export -> annotate -> ``judgments add`` -> score.
+
+Label Studio exports are written here in the documented JSON export format (a list of tasks, each
+with ``id``, ``data`` and ``annotations``; an annotation has ``completed_by``, ``was_cancelled``
+and a ``result`` list of ``{"from_name", "to_name", "type": "choices", "value": {"choices":
+[...]}}``; https://labelstud.io/guide/task_format) and in the JSON-MIN format.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import make_bundle
+
+from receval.agreement import AGREEMENT_COLUMNS, agreement_by_round, krippendorff_alpha
+from receval.cli import cli
+from receval.errors import BundleError
+from receval.formats.label_studio import (
+    label_studio_tasks,
+    labelling_config,
+    read_label_studio_export,
+)
+from receval.judgments import add_judgments
+from receval.task import load_task
+
+# the simulated truth of the default bundle's facts (query, normalised answer)
+TRUTH = {
+    ("q1", "paris"): "correct",
+    ("q2", "rome"): "correct",
+    ("q2", "milan"): "wrong",
+    ("q3", "barcelona"): "wrong",
+    ("q3", "madrid"): "correct",
+}
+
+
+def _truth(query_id: str, answer: str) -> str:
+    return TRUTH[(query_id, " ".join(answer.split()).casefold())]
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _ls_export(tasks: list[dict], votes: dict[int, list[tuple[object, str]]]) -> list[dict]:
+    """A Label Studio JSON export of ``tasks`` (task index -> [(completed_by, choice), ...])."""
+    out = []
+    for i, task in enumerate(tasks):
+        annotations = []
+        for k, (user, choice) in enumerate(votes.get(i, [])):
+            annotations.append(
+                {
+                    "id": 100 * i + k,
+                    "completed_by": user,
+                    "result": [
+                        {
+                            "from_name": "label",
+                            "to_name": "answer",
+                            "type": "choices",
+                            "origin": "manual",
+                            "value": {"choices": [choice]},
+                        }
+                    ],
+                    "was_cancelled": False,
+                    "ground_truth": False,
+                    "lead_time": 3.5,
+                    "task": i + 1,
+                }
+            )
+        out.append(
+            {
+                "id": i + 1,
+                "data": task["data"],
+                "annotations": annotations,
+                "predictions": [],
+                "project": 7,
+            }
+        )
+    return out
+
+
+def test_sample_export_annotate_add_score_loop(tmp_path):
+    root = make_bundle(tmp_path, judgments=None, samples=None)
+    _run("sample", root, "--per-system", "3", "--seed", "3")
+    todo = _read(root / "to_annotate.tsv")
+    facts = todo[todo["kind"] == "fact"]
+    assert len(facts) >= 3
+
+    ls_out = tmp_path / "ls" / "tasks.json"
+    _run("export", "label-studio", root, ls_out)
+    tasks = json.loads(ls_out.read_text())
+    assert len(tasks) == len(facts)
+    assert {"query_id", "query", "answer", "systems", "n_systems"} <= set(tasks[0]["data"])
+    config = ls_out.with_suffix(".xml").read_text()
+    assert '<Choices name="label" toName="answer"' in config and 'alias="C"' in config
+
+    # annotator ann1 fills in the spreadsheet, with one row twice (a duplicate)
+    sheet = facts[["kind", "query_id", "answer", "systems"]].copy()
+    sheet["label"] = [_truth(q, a) for q, a in zip(sheet["query_id"], sheet["answer"], strict=True)]
+    sheet["annotator"] = "ann1"
+    sheet = pd.concat([sheet, sheet.iloc[[0]]], ignore_index=True)
+    sheet_path = tmp_path / "ann1.tsv"
+    sheet.to_csv(sheet_path, sep="\t", index=False)
+
+    # annotator ann2 (Label Studio user 2) labels every task, disagreeing on the first one
+    flip = {"correct": "wrong", "wrong": "correct"}
+    votes = {}
+    for i, task in enumerate(tasks):
+        label = _truth(task["data"]["query_id"], task["data"]["answer"])
+        votes[i] = [({"id": 2, "email": "ann2@example.org"}, flip[label] if i == 0 else label)]
+    export = tmp_path / "project-7-export.json"
+    export.write_text(json.dumps(_ls_export(tasks, votes)))
+
+    out = _run("judgments", "add", root, sheet_path, export)
+    assert f"added {2 * len(facts)} votes" in out
+    assert "1 duplicate(s) skipped" in out
+    assert "annotators disagree on 1 fact(s)" in out
+    assert "ann1=" in out and "ann2@example.org=" in out
+    assert "0 fact(s) still to annotate" in out
+
+    task = load_task(root)
+    assert len(task.judgments) == 2 * len(facts)
+    assert set(task.judgments["annotator"]) == {"ann1", "ann2@example.org"}
+    assert (_read(root / "to_annotate.tsv")["kind"] != "fact").all()
+
+    # adding the same files again changes nothing
+    again = _run("judgments", "add", root, sheet_path, export)
+    assert "added 0 votes" in again and f"{2 * len(facts) + 1} duplicate(s)" in again
+
+    validate = _run("validate", root)
+    assert "Krippendorff's alpha" in validate
+
+    score_dir = tmp_path / "out"
+    _run("score", root, "--out", score_dir, "--bootstrap", "50", "--quiet")
+    board = pd.read_csv(score_dir / "leaderboard.csv")
+    assert board["precision"].notna().all()
+    conflicts = pd.read_csv(score_dir / "conflicts.csv")
+    assert len(conflicts) == 1  # the disagreement, decided by the merge rule
+    agreement = pd.read_csv(score_dir / "agreement.csv")
+    assert list(agreement.columns) == AGREEMENT_COLUMNS
+    assert agreement["annotators"].tolist() == [2]
+    assert agreement["facts_multiply_labelled"].iloc[0] == len(facts)
+
+
+def test_unknown_label_names_the_file_and_line(tmp_path):
+    root = make_bundle(tmp_path)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("query_id\tanswer\tlabel\tannotator\nq1\tParis\tC\tx\nq2\tRome\tmaybe\tx\n")
+    before = (root / "judgments.tsv").read_text()
+    result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(bad)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {bad}:3: unknown label 'maybe'")
+    assert (root / "judgments.tsv").read_text() == before  # nothing written
+
+
+def test_category_names_are_written_as_bundle_labels(tmp_path):
+    root = make_bundle(
+        tmp_path, task_toml='name = "t"\n[labels]\ncorrect = ["Y"]\nwrong = ["N"]\n', judgments=None
+    )
+    sheet = tmp_path / "s.csv"
+    sheet.write_text("query_id,answer,label,annotator\nq1,Paris,correct,a\nq2,Milan,N,a\n")
+    result = add_judgments(root, [sheet])
+    assert result.added["label"].tolist() == ["Y", "N"]
+    assert load_task(root).labels.sum() == 1.0
+
+
+def test_one_vote_per_annotator_and_fact(tmp_path):
+    root = make_bundle(tmp_path)
+    # ann1 said C for (q1, Paris) in the bundle; "paris " is the same fact
+    change = tmp_path / "change.tsv"
+    change.write_text("query_id\tanswer\tlabel\tannotator\nq1\tparis \tW\tann1\n")
+    with pytest.raises(BundleError, match=r"already labelled .*use --replace"):
+        add_judgments(root, [change])
+    result = add_judgments(root, [change], replace=True)
+    assert result.replaced == 1
+    votes = load_task(root).judgments
+    ann1_q1 = votes[(votes["annotator"] == "ann1") & (votes["query_id"] == "q1")]
+    assert ann1_q1["label_raw"].tolist() == ["W"]
+    # contradictory votes inside the new files: error naming both places
+    twice = tmp_path / "twice.tsv"
+    twice.write_text("query_id\tanswer\tlabel\tannotator\nq2\tMilan\tC\tann9\nq2\tmilan\tW\tann9\n")
+    with pytest.raises(BundleError, match=r"twice.tsv:3.*'W' here and 'C' at twice.tsv:2"):
+        add_judgments(root, [twice])
+
+
+def test_rows_without_label_stay_pending(tmp_path):
+    root = make_bundle(tmp_path, judgments=None, samples=None)
+    _run("sample", root, "--per-system", "3", "--seed", "3")
+    todo = _read(root / "to_annotate.tsv")
+    todo["label"] = ""
+    todo.loc[todo.index[0], "label"] = "C"
+    sheet = tmp_path / "partial.tsv"
+    todo.to_csv(sheet, sep="\t", index=False)
+    result = add_judgments(root, [sheet], annotator="ann1")
+    assert len(result.added) == 1 and result.unlabelled == len(todo) - 1
+    left = _read(root / "to_annotate.tsv")
+    assert len(left) == len(todo) - 1
+    assert todo["answer"].iloc[0] not in set(left["answer"])
+
+
+def test_concurrent_adds_all_land(tmp_path):
+    root = make_bundle(tmp_path, judgments=None)
+    sheets = []
+    for k in range(6):
+        path = tmp_path / f"ann{k}.tsv"
+        path.write_text(
+            "query_id\tanswer\tlabel\n"
+            + "".join(f"{q}\t{a}\t{lab}\n" for (q, a), lab in TRUTH.items())
+        )
+        sheets.append((path, f"ann{k}"))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda s: add_judgments(root, [s[0]], annotator=s[1]), sheets))
+    assert sum(len(r.added) for r in results) == 6 * len(TRUTH)
+    judgments = load_task(root).judgments
+    assert len(judgments) == 6 * len(TRUTH)
+    assert judgments.groupby("annotator").size().eq(len(TRUTH)).all()
+
+
+def test_label_studio_tasks_and_config(tmp_path):
+    root = make_bundle(tmp_path, judgments=None)
+    task = load_task(root)
+    tasks = label_studio_tasks(task)
+    # no to_annotate.tsv: the drawn facts still unlabelled (samples.tsv draws 3 facts)
+    assert sorted(t["data"]["answer"] for t in tasks) == ["Barcelona", "Milan", "Paris"]
+    paris = next(t for t in tasks if t["data"]["answer"] == "Paris")["data"]
+    assert paris["systems"] == "A, B" and paris["n_systems"] == 2
+    assert paris["query"] == "France capital"
+    config = labelling_config(task.config)
+    for category in ("correct", "wrong", "inexact", "ignore"):
+        assert f'value="{category}"' in config
+
+
+def test_read_label_studio_exports(tmp_path):
+    tasks = [{"data": {"query_id": "q1", "answer": "Paris"}}]
+    full = _ls_export(tasks, {0: [(5, "C"), ({"id": 6, "email": ""}, "W")]})
+    full[0]["annotations"].append(
+        {"completed_by": 7, "result": [], "was_cancelled": True}  # skipped: not a vote
+    )
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps(full))
+    votes = read_label_studio_export(path)
+    assert votes[["annotator", "label"]].values.tolist() == [["5", "C"], ["6", "W"]]
+    minimal = [
+        {"id": 1, "query_id": "q1", "answer": "Paris", "label": "correct", "annotator": 3},
+        {"id": 2, "query_id": "q2", "answer": "Rome", "label": ["wrong"], "annotator": 3},
+    ]
+    path = tmp_path / "min.json"
+    path.write_text(json.dumps(minimal))
+    assert read_label_studio_export(path)["label"].tolist() == ["correct", "wrong"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(BundleError, match="not a Label Studio JSON export"):
+        read_label_studio_export(bad)
+
+
+def test_krippendorff_alpha_values():
+    # two annotators, four facts, agreeing on three: nominal alpha by hand.  Values 1,1,0,1 and
+    # 1,1,0,0: n = 8 pairable values (five 1s, three 0s); D_o = 2/8 (one disagreeing fact, two
+    # ordered pairs, over n); D_e = 2 * 5 * 3 / (8 * 7); alpha = 1 - D_o / D_e = 1 - 0.25/0.5357
+    votes = pd.DataFrame(
+        {
+            "annotator": ["a"] * 4 + ["b"] * 4,
+            "fact": [0, 1, 2, 3] * 2,
+            "category": "correct correct wrong correct correct correct wrong wrong".split(),
+        }
+    )
+    alpha, observed, note = krippendorff_alpha(votes)
+    assert alpha == pytest.approx(1 - 0.25 / (30 / 56))
+    assert observed == pytest.approx(0.75) and note == ""
+    same = votes.assign(category="correct")
+    alpha, _, note = krippendorff_alpha(same)
+    assert np.isnan(alpha) and "undefined" in note
+
+
+def test_agreement_by_round_uses_the_sample_rounds(tmp_path):
+    root = make_bundle(tmp_path)
+    frame = agreement_by_round(load_task(root))
+    # the default bundle: ann1 and ann2 both label (q1, paris) and (q3, barcelona)
+    # (the round of s1's draws); Rome and Madrid, drawn by no sample, have one vote each
+    assert frame["round"].tolist() == ["s1", "unsampled"]
+    assert frame["facts_multiply_labelled"].tolist() == [2, 0]
+    assert np.isnan(frame["alpha"].iloc[1]) and "no fact labelled by two" in frame["note"].iloc[1]
+
+
+def test_label_studio_vote_errors_name_the_task(tmp_path):
+    root = make_bundle(tmp_path)
+    export = tmp_path / "export.json"
+    tasks = [{"data": {"query_id": "q1", "answer": "Paris"}}]
+    export.write_text(json.dumps(_ls_export(tasks, {0: [(4, "perhaps")]})))
+    result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(export)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {export}: task 1: unknown label 'perhaps'")
+
+
+def test_concurrent_processes_all_land(tmp_path):
+    import subprocess
+    import sys
+
+    root = make_bundle(tmp_path, judgments=None)
+    procs = []
+    for k in range(4):
+        path = tmp_path / f"p{k}.tsv"
+        path.write_text(
+            "query_id\tanswer\tlabel\tannotator\n"
+            + "".join(f"{q}\t{a}\t{lab}\tproc{k}\n" for (q, a), lab in TRUTH.items())
+        )
+        cmd = [sys.executable, "-m", "receval.cli", "judgments", "add", str(root), str(path)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    judgments = load_task(root).judgments
+    assert judgments.groupby("annotator").size().to_dict() == {
+        f"proc{k}": len(TRUTH) for k in range(4)
+    }
