@@ -86,31 +86,45 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
-LEADERBOARD_VIEW = [
-    ("rank", "rank"),
-    ("rank_interval", "rank CI"),
-    ("tier", "tier"),
-    ("system", "system"),
-    ("team", "team"),
-    ("precision", "P"),
-    ("recall", "R"),
-    ("f1", "F1"),
-]
+def _anonymisation_key(
+    task: Path, out: Path, key: str | None, key_file: Path | None, quiet: bool
+) -> tuple[str, str]:
+    """The pseudonym key of ``score --anonymise`` and where it came from (for run.json)."""
+    from receval.leaderboard import DEFAULT_KEY_FILE, anonymisation_key
+
+    if key is not None and key_file is not None:
+        raise click.UsageError("give --anonymise-key or --anonymise-key-file, not both")
+    if key is not None:
+        if not key:
+            raise click.UsageError("--anonymise-key must not be empty")
+        return key, "--anonymise-key"
+    path = key_file if key_file is not None else Path(task) / DEFAULT_KEY_FILE
+    if path.resolve().is_relative_to(Path(out).resolve()):
+        raise click.UsageError(
+            f"--anonymise-key-file {path} is inside the output directory {out}, which is published: "
+            "keep the key elsewhere"
+        )
+    try:
+        value, created = anonymisation_key(path)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(
+            f"{path}: cannot use it as the anonymisation key file ({reason}); choose another "
+            "with --anonymise-key-file"
+        ) from None
+    if created and not quiet:
+        click.echo(
+            f"anonymise: new random key written to {path}: keep it private, and keep it (same file "
+            "or --anonymise-key-file) for the same pseudonyms in later runs",
+            err=True,
+        )
+    return value, f"random key in {path}"
 
 
 def _print_leaderboard(board) -> None:
-    from receval.report.writers import format_table
+    from receval.report.terminal import format_leaderboard
 
-    view = board.copy()
-    view["rank_interval"] = [
-        "—" if lo != lo else f"{int(lo)}–{int(hi)}"
-        for lo, hi in zip(view["rank_lo"], view["rank_hi"], strict=True)
-    ]
-    view["rank"] = view["rank"].astype("Int64").astype(str).replace("<NA>", "—")
-    cols = list(LEADERBOARD_VIEW)
-    if "precision_at_target" in view.columns:
-        cols.append(("precision_at_target", "P@target"))
-    click.echo(format_table(view, cols))
+    click.echo(format_leaderboard(board))
 
 
 @cli.command()
@@ -202,10 +216,22 @@ def _print_leaderboard(board) -> None:
 @click.option(
     "--anonymise",
     is_flag=True,
-    help="Also write leaderboard_anonymised.csv (stable team pseudonyms).",
+    help="Also write leaderboard_anonymised.csv (team pseudonyms from a secret key: by default a "
+    "random key kept in TASK/.receval/anonymise.key, created on first use and reused, so the "
+    "pseudonyms stay the same across runs).",
 )
 @click.option(
-    "--anonymise-key", default=None, help="Secret key for the pseudonyms (default: the task name)."
+    "--anonymise-key",
+    default=None,
+    help="Secret key for the pseudonyms instead of the key file (anyone who knows or guesses it "
+    "can confirm the real names).",
+)
+@click.option(
+    "--anonymise-key-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="File holding the random pseudonym key (created if missing; default "
+    "TASK/.receval/anonymise.key); never inside --out.",
 )
 @click.option(
     "--best-per-team",
@@ -239,6 +265,7 @@ def score(
     cluster_queries: bool,
     anonymise: bool,
     anonymise_key: str | None,
+    anonymise_key_file: Path | None,
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
@@ -271,6 +298,7 @@ def score(
             cluster_queries=cluster_queries,
             anonymise=anonymise,
             anonymise_key=anonymise_key,
+            anonymise_key_file=anonymise_key_file,
             best_per_team=best_per_team,
             save_replicates=save_replicates,
             replicates_path=replicates_path,
@@ -303,6 +331,7 @@ def _score(
     cluster_queries,
     anonymise,
     anonymise_key,
+    anonymise_key_file,
     best_per_team,
     save_replicates,
     replicates_path,
@@ -326,6 +355,9 @@ def _score(
         raise click.UsageError(
             "--target-recall needs a sample-based estimator (joint or simple), not official"
         )
+    key = None
+    if anonymise:
+        key, key_source = _anonymisation_key(task, out, anonymise_key, anonymise_key_file, quiet)
     options = ScoreOptions(
         estimator=estimator,
         weighting=weighting,
@@ -362,10 +394,7 @@ def _score(
     if anonymise:
         from receval.leaderboard import anonymise as anonymise_board
 
-        write_csv(
-            out / "leaderboard_anonymised.csv",
-            anonymise_board(result.leaderboard, anonymise_key or loaded.name),
-        )
+        write_csv(out / "leaderboard_anonymised.csv", anonymise_board(result.leaderboard, key))
     for name, curve in result.curves.items():
         write_csv(out / "curves" / f"{curve_file_stem(name)}.csv", curve)
     write_csv(out / "pool.csv", result.pool)
@@ -381,6 +410,8 @@ def _score(
     write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
     info = dict(result.info)
     info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if anonymise:
+        info["anonymise"] = {"key": key_source}  # where the key is kept, never the key
     info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}
     info["merge"] = {
         "rule": loaded.config.merge_rule,

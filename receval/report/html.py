@@ -321,7 +321,7 @@ def _target_source(method: str, info: dict[str, Any], backtest: float, limit: fl
     if method == "dimm":
         if math.isfinite(backtest) and backtest > limit:
             return Cell(
-                f"model (Dimm) ⚠ does not fit: back-test {backtest:.2f} > {limit:.2f}",
+                f"model (Dimm) ⚠ does not fit (back-test {backtest:.2f})",
                 "2",
                 css="source poorfit",
                 title="Dimm's reference curve strays from the system's own estimated curve by "

@@ -267,7 +267,7 @@ def forest_plot(
     """
     n = len(board)
     labels = [str(s) for s in board["system"]]
-    height = max(2.6, 0.16 * n + 1.6)
+    height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
     fig = _figure(1.4 + 2.9 * len(panels), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     y = np.arange(n)
@@ -993,7 +993,7 @@ def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
     _legend_below(
         fig,
         width=6.4,
-        axes_height=max(1.2, 0.16 * n),
+        axes_height=max(1.2, (0.16 if n <= 40 else 0.14) * n),
         left=0.55 + (0.055 if n > 30 else 0.065) * longest,
         ncol=2,
     )
