@@ -310,9 +310,7 @@ def curve_anchors(inputs: ReportInputs) -> dict[str, str]:
     run = inputs.run
     rows = {str(r["system"]): r for _, r in inputs.leaderboard.iterrows()}
     order = list(inputs.leaderboard["system"]) + [s for s in inputs.curves if s not in rows]
-    todo = [
-        s for s in order if s in inputs.curves or _dimm_point(run, rows.get(s), s) is not None
-    ]
+    todo = [s for s in order if s in inputs.curves or _dimm_point(run, rows.get(s), s) is not None]
     return {system: f"curve-{k + 1}" for k, system in enumerate(todo)}
 
 
@@ -510,9 +508,10 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
             source = _target_source(
                 method, curve_info.get(system) or {}, _backtest(run, row, system), limit
             )
-            css = cell.css + {"source extrapolated": " extrapolated", "source poorfit": " poorfit"}.get(
-                source.css, ""
-            )
+            css = cell.css + {
+                "source extrapolated": " extrapolated",
+                "source poorfit": " poorfit",
+            }.get(source.css, "")
             cells.append(Cell(cell.text, cell.sort, cell.sub, cell.title, css))
             cells.append(source)
         if len(intervals) > 1:

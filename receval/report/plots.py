@@ -72,8 +72,24 @@ _ATTRIBUTE = re.compile(r'(\s[\w:-]+=")([^"]*)(")')
 #: 0.1 pt.  Nothing else is touched: ``style`` holds opacities, colours, line widths and dash
 #: patterns, where a rounded number would change what is drawn (``opacity: 0.07`` -> ``0.0``).
 COORDINATE_ATTRIBUTES = frozenset(
-    {"d", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "rx", "ry", "width", "height",
-     "points", "viewBox"}
+    {
+        "d",
+        "x",
+        "y",
+        "x1",
+        "y1",
+        "x2",
+        "y2",
+        "cx",
+        "cy",
+        "r",
+        "rx",
+        "ry",
+        "width",
+        "height",
+        "points",
+        "viewBox",
+    }
 )
 #: In ``transform``, only these functions take coordinates (``scale``/``matrix`` keep theirs).
 _TRANSFORM_COORDINATES = re.compile(r"\b(translate|rotate)\(([^)]*)\)")
@@ -736,7 +752,9 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
             ax.plot([target], [item.at_target], ls="", zorder=5, **style)
     if math.isfinite(item.at_target):
         poor = dimm is not None and dimm.poor_fit
-        text = f"{item.at_target:.3f}" + ("*" if item.method == "dimm" else "") + ("!" if poor else "")
+        text = (
+            f"{item.at_target:.3f}" + ("*" if item.method == "dimm" else "") + ("!" if poor else "")
+        )
         ax.text(
             0.97,
             0.95,

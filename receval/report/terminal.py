@@ -109,7 +109,9 @@ def format_leaderboard(
             marks = "!" if _noted(row.get("note"), column) else ""
             used.update(marks)
             cells.append(
-                format_value(row.get(column), row.get(f"{column}_lo"), row.get(f"{column}_hi"), marks)
+                format_value(
+                    row.get(column), row.get(f"{column}_lo"), row.get(f"{column}_hi"), marks
+                )
             )
         if has_target:
             marks = _target_marks(row, backtest_limit)

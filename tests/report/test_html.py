@@ -198,7 +198,9 @@ def test_leaderboard_numbers_are_the_csv_numbers(scored_dir, tmp_path):
         backtest = r["precision_at_target_backtest"]
         if method == "dimm" and backtest > BACKTEST_LIMIT:  # item 3: marked, with its value
             assert source["main"] == f"model (Dimm) ⚠ does not fit (back-test {backtest:.2f})"
-            assert "poorfit" in source["attrs"]["class"] and "poorfit" in at_target["attrs"]["class"]
+            assert (
+                "poorfit" in source["attrs"]["class"] and "poorfit" in at_target["attrs"]["class"]
+            )
         elif method == "dimm":
             assert source["main"].startswith("model (Dimm)")
             assert "poorfit" not in source["attrs"]["class"]
