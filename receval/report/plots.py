@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 #: Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
 PALETTE = {
@@ -465,8 +465,9 @@ def _draw_dimm(ax, dimm: DimmPoint) -> None:
     x = reference_precision(r, dimm.prevalence, dimm.beta)
     label = f"Dimm reference curve X(R; ρ={dimm.prevalence:.3g}, β={dimm.beta:.3g})"
     if dimm.poor_fit:
-        label += (
-            f": DOES NOT FIT, back-test deviation {dimm.backtest:.2f} > {dimm.backtest_limit:.2f}"
+        label = (
+            f"Dimm reference curve: DOES NOT FIT (back-test {dimm.backtest:.2f} > "
+            f"{dimm.backtest_limit:.2f})"
         )
     ax.plot(
         r,
@@ -477,20 +478,6 @@ def _draw_dimm(ax, dimm: DimmPoint) -> None:
         label=label,
         zorder=3,
     )
-    if dimm.poor_fit:
-        ax.text(
-            0.98,
-            0.97,
-            f"model does not fit\n(back-test {dimm.backtest:.2f} > {dimm.backtest_limit:.2f})",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=7.5,
-            color=PALETTE["vermillion"],
-            fontweight="bold",
-            bbox={"boxstyle": "round,pad=0.25", "fc": "#fff6ef", "ec": PALETTE["vermillion"]},
-            zorder=7,
-        )
     ax.plot(
         [dimm.recall],
         [dimm.precision],
@@ -653,7 +640,7 @@ def curve_plot(
                 )
         ax.set_ylabel("precision")
         ax.set_ylim(0.0, 1.03)
-        ax.set_title(f"{system}: precision curve ({label})", fontsize=9)
+        ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
         ax.grid(color="#e5e5e5", lw=0.6)
     if dimm_panel:
         ax = axes[pos]
@@ -670,9 +657,30 @@ def curve_plot(
         ax.set_ylim(0.0, 1.03)
         ax.set_xlabel("recall R")
         ax.set_ylabel("precision")
-        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9)
+        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
         ax.grid(color="#e5e5e5", lw=0.6)
-    _legend_below(fig, width=4.4 * panels, axes_height=2.9, left=0.6, ncol=panels, gap=0.65)
+    poor = dimm is not None and dimm.poor_fit
+    _legend_below(
+        fig,
+        width=4.4 * panels,
+        axes_height=2.9,
+        left=0.6,
+        ncol=panels,
+        gap=0.65,
+        top=0.55 if poor else 0.32,
+    )
+    if poor:
+        fig.text(
+            0.5,
+            1 - 0.08 / fig.get_figheight(),
+            f"⚠ the model does not fit this system: back-test {dimm.backtest:.2f} > "
+            f"{dimm.backtest_limit:.2f}",
+            ha="center",
+            va="top",
+            fontsize=8.5,
+            fontweight="bold",
+            color=PALETTE["vermillion"],
+        )
     return _render(fig, name, f"Precision curve of {system}")
 
 
@@ -766,7 +774,11 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
             color=PALETTE["vermillion"] if item.method == "dimm" else PALETTE["black"],
         )
     ax.set_ylim(0.0, 1.03)
-    title = ax.set_title(item.label, fontsize=6.5, pad=2, loc="left")
+    ax.set_yticks([0.0, 0.5, 1.0])
+    if on_recall:
+        ax.xaxis.set_major_locator(MaxNLocator(3))
+    # a fixed title position: matplotlib's automatic one measures every tick label (slow × 70)
+    title = ax.set_title(item.label, fontsize=6.5, pad=2, loc="left", y=1.0)
     title.set_url(item.href)
     ax.patch.set_url(item.href)
     ax.grid(color="#eeeeee", lw=0.4)

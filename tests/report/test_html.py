@@ -551,8 +551,8 @@ def test_poor_dimm_fit_is_marked_in_figures_and_summary(scored_dir, tmp_path):
 
     assert "poorfit" in entry(bad).split(">", 1)[0]
     assert "does not fit (back-test 0.36)" in entry(bad)
-    assert "DOES NOT FIT, back-test deviation 0.36 &gt; 0.10" in entry(bad)
-    assert "model does not fit" in entry(bad)
+    assert "DOES NOT FIT (back-test 0.36 &gt; 0.10)" in entry(bad)  # legend of the dotted curve
+    assert "the model does not fit this system: back-test 0.36 &gt; 0.10" in entry(bad)
     assert "poorfit" not in entry(good).split(">", 1)[0]
     assert "DOES NOT FIT" not in entry(good) and "model does not fit" not in entry(good)
     forest = re.search(r'<svg[^>]*data-figure="forest".*?</svg>', page, flags=re.S).group(0)
