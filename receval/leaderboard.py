@@ -140,13 +140,24 @@ DEFAULT_KEY_FILE = Path(".receval") / "anonymise.key"
 KEY_BYTES = 32
 
 
+def _ignore_in_git(folder: Path) -> None:
+    """Keep receval's own folder (``.receval/``) out of version control, as pytest does for
+    its cache: a task directory is often a git repository, and the key must not be committed."""
+    if folder.name != DEFAULT_KEY_FILE.parent.name:
+        return
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by receval: the anonymisation key stays private\n*\n")
+
+
 def anonymisation_key(path: Path) -> tuple[str, bool]:
     """The secret key of the pseudonyms kept in ``path``, created on first use: (key, created).
 
     A new key is 256 random bits from :mod:`secrets` (the operating system's CSPRNG, not a seeded
     generator: the key must not be reproducible from anything published), written as 64 hex
     digits readable by its owner only (mode 0600).  The file is created exclusively, never
-    replacing an existing key.  Reusing the file reproduces
+    replacing an existing key; a new ``.receval/`` folder gets a ``.gitignore`` of everything.
+    Reusing the file reproduces
     the same pseudonyms on later runs; deleting it gives new ones.
 
     Raises ``ValueError`` when the file exists but holds no key, ``OSError`` when it cannot be
@@ -169,6 +180,7 @@ def anonymisation_key(path: Path) -> tuple[str, bool]:
                 raise
             os.close(fd)
             created = True
+            _ignore_in_git(path.parent)
     key = path.read_text(encoding="utf-8").strip()
     if not key:
         raise ValueError(f"{path}: the anonymisation key file is empty")

@@ -42,6 +42,7 @@ def test_default_key_is_random_kept_beside_the_task_and_reused(task, tmp_path):
     key = key_file.read_text().strip()
     assert len(key) == 64 and int(key, 16) >= 0  # 256 random bits, hex
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert (key_file.parent / ".gitignore").read_text().splitlines()[-1] == "*"  # not committed
     # the key is nowhere in the published folder
     assert key.encode() not in published(tmp_path / "a")
     run = json.loads((tmp_path / "a" / "run.json").read_text())
