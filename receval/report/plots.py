@@ -842,7 +842,7 @@ def curve_overview(
         texts.append(f"target recall R_T = {target:g}")
         handles.append(Line2D([], [], ls="", marker="s", color=PALETTE["green"], ms=3.5))
         texts.append("precision at R_T from the curve")
-    if any(item.dimm is not None for item in items):
+    if any(item.dimm is not None and not item.dimm.poor_fit for item in items):
         handles += [
             Line2D([], [], color=PALETTE["vermillion"], ls="--", lw=0.9),
             Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=3.5),
