@@ -6,6 +6,7 @@ bad input (never a traceback).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -116,33 +117,47 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
-LEADERBOARD_VIEW = [
-    ("rank", "rank"),
-    ("rank_interval", "rank CI"),
-    ("tier", "tier"),
-    ("system", "system"),
-    ("team", "team"),
-    ("precision", "P"),
-    ("recall", "R"),
-    ("f1", "F1"),
-]
+def _anonymisation_key(
+    task: Path, out: Path, key: str | None, key_file: Path | None, quiet: bool
+) -> tuple[str, str]:
+    """The pseudonym key of ``score --anonymise`` and where it came from (for run.json)."""
+    from receval.leaderboard import DEFAULT_KEY_FILE, anonymisation_key
+
+    if key is not None and key_file is not None:
+        raise click.UsageError("give --anonymise-key or --anonymise-key-file, not both")
+    if key is not None:
+        if not key:
+            raise click.UsageError("--anonymise-key must not be empty")
+        return key, "--anonymise-key"
+    path = key_file if key_file is not None else Path(task) / DEFAULT_KEY_FILE
+    if path.resolve().is_relative_to(Path(out).resolve()):
+        raise click.UsageError(
+            f"--anonymise-key-file {path} is inside the output directory {out}, which is published: "
+            "keep the key elsewhere"
+        )
+    try:
+        value, created = anonymisation_key(path)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(
+            f"{path}: cannot use it as the anonymisation key file ({reason}); choose another "
+            "with --anonymise-key-file"
+        ) from None
+    if created and not quiet:
+        click.echo(
+            f"anonymise: new random key written to {path}: keep it private, and keep it (same file "
+            "or --anonymise-key-file) for the same pseudonyms in later runs",
+            err=True,
+        )
+    return value, f"random key in {path}"
 
 
 def _print_leaderboard(board, best_per_team: bool = False) -> None:
-    from receval.report.writers import format_table
+    from receval.report.terminal import format_leaderboard
 
     if best_per_team and "best_of_team" in board:
         board = board[board["best_of_team"]]
-    view = board.copy()
-    view["rank_interval"] = [
-        "—" if lo != lo else f"{int(lo)}–{int(hi)}"
-        for lo, hi in zip(view["rank_lo"], view["rank_hi"], strict=True)
-    ]
-    view["rank"] = view["rank"].astype("Int64").astype(str).replace("<NA>", "—")
-    cols = list(LEADERBOARD_VIEW)
-    if "precision_at_target" in view.columns:
-        cols.append(("precision_at_target", "P@target"))
-    click.echo(format_table(view, cols))
+    click.echo(format_leaderboard(board))
 
 
 @cli.command()
@@ -234,10 +249,22 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--anonymise",
     is_flag=True,
-    help="Also write leaderboard_anonymised.csv (stable team pseudonyms).",
+    help="Also write leaderboard_anonymised.csv (team pseudonyms from a secret key: by default a "
+    "random key kept in TASK/.receval/anonymise.key, created on first use and reused, so the "
+    "pseudonyms stay the same across runs).",
 )
 @click.option(
-    "--anonymise-key", default=None, help="Secret key for the pseudonyms (default: the task name)."
+    "--anonymise-key",
+    default=None,
+    help="Secret key for the pseudonyms instead of the key file (anyone who knows or guesses it "
+    "can confirm the real names).",
+)
+@click.option(
+    "--anonymise-key-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="File holding the random pseudonym key (created if missing; default "
+    "TASK/.receval/anonymise.key); never inside --out.",
 )
 @click.option(
     "--best-per-team",
@@ -292,6 +319,7 @@ def score(
     cluster_queries: bool,
     anonymise: bool,
     anonymise_key: str | None,
+    anonymise_key_file: Path | None,
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
@@ -312,6 +340,9 @@ def score(
     from receval.scoring import ScoreOptions
 
     check_output_folder(out)
+    key = key_source = None
+    if anonymise:
+        key, key_source = _anonymisation_key(task, out, anonymise_key, anonymise_key_file, quiet)
     official = {"unjudged": unjudged, "average": average, "cutoff": cutoff}
     options = ScoreOptions(
         **{k: v for k, v in official.items() if v is not None},
@@ -328,7 +359,6 @@ def score(
         tiers=tier_correction,
         cluster_queries=cluster_queries,
     )
-    key = (anonymise_key or _task_name(task)) if anonymise else None
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
             score_with_options,
@@ -338,6 +368,9 @@ def score(
             anonymise_key=key,
             on_step=lambda: bar.update(1),
         )
+        if key_source is not None:  # where the key is kept, never the key
+            extra = {**result.run.extra, "anonymise": {"key": key_source}}
+            result = dataclasses.replace(result, run=result.run.replace(extra=extra))
         result.write(out, save_replicates=save_replicates, quiet=quiet)
         bar.update(1)
     if not quiet:
@@ -346,12 +379,6 @@ def score(
         _print_leaderboard(result.leaderboard, best_per_team)
         interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
         click.echo(f"\nintervals: {interval}; results in {out}/ (report: {out / 'report.html'})")
-
-
-def _task_name(task: Path) -> str:
-    from receval.config import load_config
-
-    return load_config(task / "task.toml", task.name).name
 
 
 def _library_call(func, *args, **kwargs):

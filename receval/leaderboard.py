@@ -14,6 +14,9 @@ distinguishable from the tier's leader at the chosen level.
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -97,15 +100,24 @@ def best_per_team(board: pd.DataFrame, key: str = "rank") -> pd.Series:
 def pseudonym(name: str, key: str, prefix: str) -> str:
     """A stable pseudonym: ``prefix`` + 6 hex digits of SHA-256(key, name).
 
-    Stable for a given key; with a guessable key (the default is the task name) a reader who
-    guesses the real names can confirm them, so pass a secret ``--anonymise-key`` to publish.
+    The same key gives the same pseudonyms, run after run.  The key must be secret: anyone who
+    knows it (or can guess it, e.g. a task name) can hash the real names and confirm who is who.
+    ``receval score --anonymise`` therefore uses a random key kept outside the published output
+    (:func:`anonymisation_key`).
     """
     digest = hashlib.sha256(f"{key}\x1f{name}".encode()).hexdigest()[:6]
     return f"{prefix}{digest}"
 
 
 def anonymise(board: pd.DataFrame, key: str) -> pd.DataFrame:
-    """The leaderboard with team names replaced by stable pseudonyms and systems by team-run ids."""
+    """The leaderboard with team names replaced by stable pseudonyms and systems by team-run ids.
+
+    Teams become ``team-<6 hex>`` (:func:`pseudonym` of the team name); a team's systems become
+    ``<team pseudonym>-run<N>``, numbered in the order of their own keyed hashes, so neither the
+    numbering nor the pseudonyms reveal the real names to a reader without ``key``.
+    """
+    if not key:
+        raise ValueError("anonymise needs a non-empty secret key")
     out = board.copy()
     teams = {t: pseudonym(t, key, "team-") for t in sorted(out["team"].unique())}
     run_no: dict[str, int] = {}
@@ -118,3 +130,58 @@ def anonymise(board: pd.DataFrame, key: str) -> pd.DataFrame:
     out["team"] = out["team"].map(teams)
     out["system"] = out["system"].map(systems)
     return out
+
+
+#: Where ``receval score TASK --anonymise`` keeps its random key by default (inside the task
+#: directory, which the organiser keeps; never in the published output directory).
+DEFAULT_KEY_FILE = Path(".receval") / "anonymise.key"
+
+#: Random bytes of a new anonymisation key (256 bits: not guessable, not brute-forceable).
+KEY_BYTES = 32
+
+
+def _ignore_in_git(folder: Path) -> None:
+    """Keep receval's own folder (``.receval/``) out of version control, as pytest does for
+    its cache: a task directory is often a git repository, and the key must not be committed."""
+    if folder.name != DEFAULT_KEY_FILE.parent.name:
+        return
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by receval: the anonymisation key stays private\n*\n")
+
+
+def anonymisation_key(path: Path) -> tuple[str, bool]:
+    """The secret key of the pseudonyms kept in ``path``, created on first use: (key, created).
+
+    A new key is 256 random bits from :mod:`secrets` (the operating system's CSPRNG, not a seeded
+    generator: the key must not be reproducible from anything published), written as 64 hex
+    digits readable by its owner only (mode 0600).  The file is created exclusively, never
+    replacing an existing key; a new ``.receval/`` folder gets a ``.gitignore`` of everything.
+    Reusing the file reproduces
+    the same pseudonyms on later runs; deleting it gives new ones.
+
+    Raises ``ValueError`` when the file exists but holds no key, ``OSError`` when it cannot be
+    read or created.
+    """
+    path = Path(path)
+    created = False
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another run created it meanwhile: use that one
+            fd = None
+        if fd is not None:
+            try:
+                os.write(fd, (secrets.token_hex(KEY_BYTES) + "\n").encode("ascii"))
+            except BaseException:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                raise
+            os.close(fd)
+            created = True
+            _ignore_in_git(path.parent)
+    key = path.read_text(encoding="utf-8").strip()
+    if not key:
+        raise ValueError(f"{path}: the anonymisation key file is empty")
+    return key, created

@@ -35,6 +35,30 @@ from receval.extrapolation import (
 
 MAX_CURVE_POINTS = 200
 
+#: A Dimm extrapolation whose back-test deviation (largest |X − P| between the reference curve
+#: and the system's own estimated curve within ±0.15 recall) exceeds this is flagged as "does not
+#: fit".  On lists the model describes, |X − P| averages about 0.027 at a recall distance of 0.15
+#: (``bench/extrapolation.py``, see :data:`receval.extrapolation.DEFAULT_MAX_RECALL_DISTANCE`),
+#: and 0.10 is of the order of a typical precision interval half-width: a larger deviation is the
+#: model failing on this system's own data, not noise in the estimate.
+BACKTEST_LIMIT = 0.10
+
+
+#: The leaderboard note of an extrapolation that fails its back-test (the value is in the
+#: ``precision_at_target_backtest`` column; one wording for all systems keeps notes groupable).
+POOR_FIT_NOTE = (
+    f"precision_at_target: model extrapolation does not fit: its back-test deviation "
+    f"(precision_at_target_backtest) exceeds {BACKTEST_LIMIT:.2f}, so Dimm's reference curve does "
+    "not describe the system's own curve"
+)
+
+
+def _poor_fit(deviation: float) -> str:
+    return (
+        f"model extrapolation does not fit: back-test deviation {deviation:.2f} > "
+        f"{BACKTEST_LIMIT:.2f} (Dimm's reference curve vs the system's own curve)"
+    )
+
 
 @dataclass
 class TargetResult:
@@ -55,6 +79,23 @@ def system_ranks(outputs: pd.DataFrame, system: str) -> pd.Series:
     rows = outputs.loc[outputs["system"] == system, ["query_id", "answer", "score", "fact"]]
     ranked = FrameRankedList.from_frame(rows).frame
     return pd.Series(ranked["rank"].to_numpy(), index=ranked["fact"].to_numpy())
+
+
+def score_ranking_problem(outputs: pd.DataFrame, system: str) -> str | None:
+    """Why ``system``'s outputs have no confidence ranking (None when they have one).
+
+    Precision at a target recall reads the system's precision curve over its outputs ranked by
+    ``score``; without a score (or with one score for every output) that order is the input
+    order, an arbitrary one, so the curve and anything read off it mean nothing.
+    """
+    rows = outputs.loc[outputs["system"] == system]
+    scores = rows["score"] if "score" in rows.columns else pd.Series(dtype=float)
+    scored = scores.dropna()
+    if scored.empty:
+        return "its outputs have no score"
+    if scored.nunique() < 2 and len(rows) > 1:
+        return "every output has the same score"
+    return None
 
 
 def _crossing(ranks: np.ndarray, cum: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -118,6 +159,29 @@ def precision_at_target(
         rho_reps = universe_reps / universe_size if universe_size else np.full(B, np.nan)
     has_rho = prevalence is not None or bool(universe_size)
     for i, system in enumerate(data.systems):
+        problem = score_ranking_problem(outputs, system)
+        if problem is not None:
+            # refuse: the curve would be read over an arbitrary order (and Dimm's model, a family
+            # of ranked-retrieval curves, assumes a ranking too)
+            notes[i].append(
+                f"precision_at_target: refused: {problem}, so the ranked list is arbitrary and "
+                "precision at a target recall is undefined (add a score column to rank the outputs)"
+            )
+            flags[i].append(f"no confidence ranking: {problem}")
+            details[system] = {
+                "recall": float(recall_point[i]),
+                "precision": float(precision_point[i]),
+                "method": None,
+                "refused": f"no confidence ranking: {problem}",
+                "flags": flags[i],
+            }
+            continue
+        unscored = int(outputs.loc[outputs["system"] == system, "score"].isna().sum())
+        if unscored:
+            notes[i].append(
+                f"precision_at_target: {unscored} outputs have no score; they are ranked after the "
+                "scored ones in input order, so the curve over them is arbitrary"
+            )
         rank_of = system_ranks(outputs, system)
         hit = np.flatnonzero(data.member[data.draw_fact, i] & (num_terms[:, i] > 0))
         ranks_hit = rank_of.reindex(draw_x[hit]).to_numpy()
@@ -208,6 +272,9 @@ def precision_at_target(
                             window=0.15,
                         )
                         info["backtest_max_dev"] = float(bt.max_abs_deviation)
+                        if bt.max_abs_deviation > BACKTEST_LIMIT:
+                            flags[i].append(_poor_fit(float(bt.max_abs_deviation)))
+                            notes[i].append(POOR_FIT_NOTE)
                     except ValueError:  # the anchor point itself is refused by the model
                         info["backtest_max_dev"] = None
         info["flags"] = flags[i]

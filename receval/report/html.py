@@ -218,12 +218,17 @@ def _num(value: Any, digits: int = 3) -> str:
 
 
 def _count(value: Any) -> str:
+    """A count for display: an integer ("76", never "76.0"); a fractional count (half labels
+    of tied votes) keeps one decimal; "—" when missing."""
     if _is_missing(value):
         return "—"
     try:
-        return f"{int(float(value))}"
+        v = float(value)
     except (TypeError, ValueError):
         return str(value)
+    if not math.isfinite(v):
+        return _num(v)
+    return f"{v:.0f}" if v == round(v) else f"{v:.1f}"
 
 
 def _sort_value(value: Any) -> str:
@@ -264,6 +269,7 @@ class Cell:
     title: str = ""
     css: str = ""
     tag: str = ""
+    href: str = ""
 
 
 def _value_cell(row: pd.Series, column: str, note: str) -> Cell:
@@ -277,6 +283,54 @@ def _value_cell(row: pd.Series, column: str, note: str) -> Cell:
         title=note if missing and note else "",
         css="num missing" if missing else "num",
     )
+
+
+def backtest_limit(run: dict[str, Any]) -> float:
+    """The back-test deviation above which a Dimm extrapolation is marked as not fitting: the
+    value recorded in ``run.json`` (``target.backtest_limit``) or
+    :data:`receval.estimators.target.BACKTEST_LIMIT` for runs that did not record one."""
+    from receval.estimators.target import BACKTEST_LIMIT
+
+    value = (run.get("target") or {}).get("backtest_limit")
+    return BACKTEST_LIMIT if _is_missing(value) else float(value)
+
+
+def _backtest(run: dict[str, Any], row: pd.Series | None, system: str) -> float:
+    """A system's Dimm back-test deviation (leaderboard column, else run.json); NaN if none."""
+    if row is not None and not _is_missing(row.get("precision_at_target_backtest")):
+        return float(row.get("precision_at_target_backtest"))
+    info = ((run.get("target") or {}).get("systems") or {}).get(system) or {}
+    value = info.get("backtest_max_dev")
+    return math.nan if _is_missing(value) else float(value)
+
+
+def curve_anchors(inputs: ReportInputs) -> dict[str, str]:
+    """Page anchor (``curve-<k>``) of every system that has a curve figure, in figure order
+    (leaderboard order, then curves of systems not on the leaderboard)."""
+    run = inputs.run
+    rows = {str(r["system"]): r for _, r in inputs.leaderboard.iterrows()}
+    order = list(inputs.leaderboard["system"]) + [s for s in inputs.curves if s not in rows]
+    todo = [s for s in order if s in inputs.curves or _dimm_point(run, rows.get(s), s) is not None]
+    return {system: f"curve-{k + 1}" for k, system in enumerate(todo)}
+
+
+def _target_source(method: str, info: dict[str, Any], backtest: float, limit: float) -> Cell:
+    """The "from" cell of precision at R_T: curve (method) or model, marked where it fails."""
+    if method == "dimm":
+        if math.isfinite(backtest) and backtest > limit:
+            return Cell(
+                f"model (Dimm) ⚠ does not fit (back-test {backtest:.2f})",
+                "2",
+                css="source poorfit",
+                title="Dimm's reference curve strays from the system's own estimated curve by "
+                f"{backtest:.3f} in precision within ±0.15 recall of the extrapolated point",
+            )
+        text = "model (Dimm)" + (f", back-test {backtest:.2f}" if math.isfinite(backtest) else "")
+        return Cell(text, "1", css="source extrapolated")
+    if method == "curve":
+        label = f"curve ({plots.method_label(info.get('method'))})" if info else "curve"
+        return Cell(label, "0", css="source")
+    return Cell(method or "—", "", css="source")
 
 
 # --------------------------------------------------------------------------- sections
@@ -415,6 +469,9 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
                 "num",
             )
         )
+        heads.append(("at R_T from", "text"))
+    anchors = curve_anchors(inputs)
+    limit = backtest_limit(run)
     if len(intervals) > 1:
         heads.append(("interval", "text"))
     notes: list[str] = []
@@ -432,32 +489,31 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
             Cell(_count(row.get("rank")), _sort_value(row.get("rank")), css="num"),
             Cell(rank_int, _sort_value(lo), css="num"),
             Cell(_text(row.get("tier")) or "—", _sort_value(row.get("tier")), css="num"),
-            Cell(_text(row.get("system")), _text(row.get("system")), css="system", tag=mark),
+            Cell(
+                _text(row.get("system")),
+                _text(row.get("system")),
+                css="system",
+                tag=mark,
+                href=anchors.get(_text(row.get("system")), ""),
+            ),
             Cell(_text(row.get("team")) or "—", _text(row.get("team"))),
             _value_cell(row, "precision", note),
             _value_cell(row, "recall", note),
             _value_cell(row, "f1", note),
         ]
         if has_target:
+            system = _text(row.get("system"))
             cell = _value_cell(row, "precision_at_target", note)
             method = _text(row.get("precision_at_target_method"))
-            if method == "dimm":
-                label = "model extrapolation (Dimm)"
-            elif method == "curve":
-                info = curve_info.get(_text(row.get("system"))) or {}
-                label = f"curve ({plots.method_label(info.get('method'))})" if info else "curve"
-            else:
-                label = method
-            cells.append(
-                Cell(
-                    cell.text,
-                    cell.sort,
-                    cell.sub,
-                    cell.title,
-                    cell.css + (" extrapolated" if method == "dimm" else ""),
-                    tag=label,
-                )
+            source = _target_source(
+                method, curve_info.get(system) or {}, _backtest(run, row, system), limit
             )
+            css = cell.css + {
+                "source extrapolated": " extrapolated",
+                "source poorfit": " poorfit",
+            }.get(source.css, "")
+            cells.append(Cell(cell.text, cell.sort, cell.sub, cell.title, css))
+            cells.append(source)
         if len(intervals) > 1:
             cells.append(Cell(_text(row.get("interval"))))
         rows.append(cells)
@@ -481,6 +537,7 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
             .any()
         ),
         "has_target": has_target,
+        "backtest_limit": f"{limit:.2f}",
         "target_recall": _num(rt) if not _is_missing(rt) else "",
         "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
     }
@@ -516,14 +573,33 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
     if len(board) == 0:
         return {"svg": None, "absent_all": "The leaderboard has no systems.", "absent": absent}
     methods = list(board.get("precision_at_target_method", pd.Series([""] * len(board))).map(_text))
-    svg = plots.forest_plot(board, panels, interval_label=_interval_label(inputs), methods=methods)
+    limit = backtest_limit(run)
+    poor = [
+        m == "dimm" and _backtest(run, row, _text(row.get("system"))) > limit
+        for m, (_, row) in zip(methods, board.iterrows(), strict=True)
+    ]
+    svg = plots.forest_plot(
+        board,
+        panels,
+        interval_label=_interval_label(inputs),
+        methods=methods,
+        poor_fit=poor,
+        backtest_limit=limit,
+    )
     no_interval = not any(
         pd.to_numeric(board.get(f"{p.column}_lo", pd.Series(dtype=float)), errors="coerce")
         .notna()
         .any()
         for p in panels
     )
-    return {"svg": svg, "absent": absent, "absent_all": None, "no_interval": no_interval}
+    return {
+        "svg": svg,
+        "absent": absent,
+        "absent_all": None,
+        "no_interval": no_interval,
+        "any_poor": any(poor),
+        "backtest_limit": f"{limit:.2f}",
+    }
 
 
 def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plots.DimmPoint | None:
@@ -550,7 +626,83 @@ def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plot
         at_target=get("precision_at_target"),
         at_target_lo=get("precision_at_target_lo"),
         at_target_hi=get("precision_at_target_hi"),
+        backtest=_backtest(run, row, system),
+        backtest_limit=backtest_limit(run),
     )
+
+
+def _at_target(row: pd.Series | None) -> tuple[float, float, float] | None:
+    if row is None or "precision_at_target" not in row.index:
+        return None
+    if _is_missing(row.get("precision_at_target")):
+        return None
+    return tuple(
+        math.nan if _is_missing(row.get(c)) else float(row.get(c))
+        for c in ("precision_at_target", "precision_at_target_lo", "precision_at_target_hi")
+    )
+
+
+def _curve_facts(
+    inputs: ReportInputs, system: str, curve: pd.DataFrame | None, dimm: plots.DimmPoint | None
+) -> list[str]:
+    """The sentences under a system's curve figure: what was drawn, from which file, flags."""
+    run = inputs.run
+    info = (run.get("curves") or {}).get(system) or {}
+    target = run.get("target") or {}
+    facts: list[str] = []
+    if curve is not None:
+        label = plots.method_label(info.get("method"))
+        facts.append(
+            f"{label} curve over {_count(info.get('size'))} ranked outputs from "
+            f"{_count(info.get('annotations'))} labels; {len(curve)} knots "
+            f"(curves/{curve_file_stem(system)}.csv)"
+            if info
+            else f"{len(curve)} knots (curves/{curve_file_stem(system)}.csv); run.json has no curve record"
+        )
+        if info.get("guarantee"):
+            facts.append(f"What the band means: {info['guarantee']}")
+        facts += [f"flag: {f}" for f in info.get("flags") or []]
+    if dimm is not None:
+        tinfo = (target.get("systems") or {}).get(system) or {}
+        text = (
+            f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
+            f"point (R = {dimm.recall:.3f}, P = {dimm.precision:.3f}) with ρ = {dimm.prevalence:.4g}, "
+            f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
+        )
+        if math.isfinite(dimm.backtest):
+            text += (
+                "; back-test: largest deviation of the reference curve from the system's "
+                f"own curve within ±0.15 recall (backtest_max_dev) {dimm.backtest:.3g}"
+            )
+            if dimm.poor_fit:
+                text += (
+                    f", above {dimm.backtest_limit:.2f}: the model does not describe this "
+                    "system's curve, so the extrapolated number is not supported by its data"
+                )
+        facts.append(text)
+        facts += [
+            f"flag: {f}"
+            for f in tinfo.get("flags") or []
+            if "model extrapolation" not in str(f) and "back-test" not in str(f)
+        ]
+    return facts
+
+
+def _curve_summary(row: pd.Series | None, dimm: plots.DimmPoint | None, rt: str) -> str:
+    """One line for a system's collapsed curve entry: its precision at R_T and where it is from."""
+    at = _at_target(row)
+    if at is None:
+        return "no precision at R_T" if rt else ""
+    text = f"P@R_T {_num(at[0])}"
+    if math.isfinite(at[1]) and math.isfinite(at[2]):
+        text += f" [{_num(at[1])}, {_num(at[2])}]"
+    if dimm is not None:
+        text += " model (Dimm)"
+        if dimm.poor_fit:
+            text += f" ⚠ does not fit (back-test {dimm.backtest:.2f})"
+    else:
+        text += " from the curve"
+    return text
 
 
 def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
@@ -561,31 +713,21 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
     target = run.get("target") or {}
     rt = target.get("recall", (run.get("options") or {}).get("target_recall"))
     rt_value = None if _is_missing(rt) else float(rt)
+    rt_text = _num(rt_value) if rt_value is not None else ""
     curve_info = run.get("curves") or {}
     rows = {str(r["system"]): r for _, r in board.iterrows()}
-    order = list(board["system"]) + [s for s in inputs.curves if s not in rows]
-    todo = [s for s in order if s in inputs.curves or _dimm_point(run, rows.get(s), s) is not None]
+    ranks = {str(r["system"]): _count(r.get("rank")) for _, r in board.iterrows()}
+    anchors = curve_anchors(inputs)
     figures = []
-    with progress(todo, "report figures", quiet) as systems:
-        for i, system in enumerate(systems):
+    items = []
+    with progress(list(anchors), "report figures", quiet) as systems:
+        for system in systems:
             row = rows.get(system)
             info = curve_info.get(system) or {}
             dimm = _dimm_point(run, row, system)
-            at_target = None
-            if (
-                row is not None
-                and "precision_at_target" in row.index
-                and not _is_missing(row.get("precision_at_target"))
-            ):
-                at_target = tuple(
-                    math.nan if _is_missing(row.get(c)) else float(row.get(c))
-                    for c in (
-                        "precision_at_target",
-                        "precision_at_target_lo",
-                        "precision_at_target_hi",
-                    )
-                )
+            at_target = _at_target(row)
             curve = inputs.curves.get(system)
+            anchor = anchors[system]
             svg = plots.curve_plot(
                 system,
                 curve,
@@ -594,42 +736,38 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
                 target_recall=rt_value,
                 dimm=dimm,
                 at_target=at_target,
-                name=f"curve-{i + 1}",
+                name=anchor,
             )
-            facts: list[str] = []
-            if curve is not None:
-                label = plots.method_label(info.get("method"))
-                facts.append(
-                    f"{label} curve over {_count(info.get('size'))} ranked outputs from "
-                    f"{_count(info.get('annotations'))} labels; {len(curve)} knots "
-                    f"(curves/{curve_file_stem(system)}.csv)"
-                    if info
-                    else f"{len(curve)} knots (curves/{curve_file_stem(system)}.csv); run.json has no curve record"
+            rank = ranks.get(system, "—")
+            items.append(
+                plots.OverviewItem(
+                    system=system,
+                    label=f"{rank}. {system}" if rank != "—" else system,
+                    href=f"#{anchor}",
+                    curve=curve,
+                    dimm=dimm,
+                    at_target=at_target[0] if at_target else math.nan,
+                    method=_text(row.get("precision_at_target_method")) if row is not None else "",
                 )
-                if info.get("guarantee"):
-                    facts.append(f"What the band means: {info['guarantee']}")
-                facts += [f"flag: {f}" for f in info.get("flags") or []]
-            if dimm is not None:
-                tinfo = (target.get("systems") or {}).get(system) or {}
-                text = (
-                    f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
-                    f"point (R = {dimm.recall:.3f}, P = {dimm.precision:.3f}) with ρ = {dimm.prevalence:.4g}, "
-                    f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
-                )
-                if not _is_missing(tinfo.get("backtest_max_dev")):
-                    text += (
-                        "; back-test: largest deviation of the reference curve from the system's "
-                        f"own curve points (backtest_max_dev) {float(tinfo['backtest_max_dev']):.3g}"
-                    )
-                facts.append(text)
-                facts += [
-                    f"flag: {f}"
-                    for f in tinfo.get("flags") or []
-                    if "model extrapolation" not in str(f)
-                ]
-            wide = plots.curve_panels(curve, dimm is not None) == 2
-            figures.append({"system": system, "svg": svg, "facts": facts, "wide": wide})
-    without = [s for s in board["system"] if s not in todo]
+            )
+            figures.append(
+                {
+                    "system": system,
+                    "anchor": anchor,
+                    "rank": rank,
+                    "svg": svg,
+                    "facts": _curve_facts(inputs, system, curve, dimm),
+                    "summary": _curve_summary(row, dimm, rt_text),
+                    "poor_fit": dimm is not None and dimm.poor_fit,
+                    "wide": plots.curve_panels(curve, dimm is not None) == 2,
+                }
+            )
+    overview = None
+    if items:
+        overview = plots.curve_overview(
+            items, target_recall=rt_value, backtest_limit=backtest_limit(run)
+        )
+    without = [s for s in board["system"] if s not in anchors]
     missing_files = [s for s in curve_info if s not in inputs.curves]
     absent = None
     if not figures:
@@ -639,10 +777,13 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
         )
     return {
         "figures": figures,
+        "svg": overview,
         "absent": absent,
         "without": without,
         "missing_files": missing_files,
-        "target_recall": _num(rt_value) if rt_value is not None else "",
+        "target_recall": rt_text,
+        "backtest_limit": f"{backtest_limit(run):.2f}",
+        "any_poor": any(f["poor_fit"] for f in figures),
         "unreadable": {k: v for k, v in inputs.absent.items() if k.startswith("curves/")},
     }
 
@@ -870,7 +1011,7 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
         cells = [Cell(_text(r.get("query_id")), _text(r.get("query_id")))]
         cells += [
             Cell(
-                _count(r.get(c)) if c != "judged_correct" else _num(r.get(c), 1),
+                _count(r.get(c)),
                 _sort_value(r.get(c)),
                 css="num",
             )
@@ -882,7 +1023,7 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
         rows.append(cells)
     heads = ["query", *[c.replace("_", " ") for c in numeric]]
     if has_split:
-        heads += ["share of judged facts correct (p)", "split judged × p(1 − p)"]
+        heads += ["p (share judged correct)", "split: judged × p(1 − p)"]
     conflicts = frame["conflicts"].sum() if "conflicts" in frame.columns else 0
     return {
         "absent": None,

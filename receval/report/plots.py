@@ -3,7 +3,8 @@
 Every figure has a title, axis labels and a legend, uses the Okabe–Ito colour-blind-safe palette
 (with marker shapes and line styles as a second cue), and is returned as a compact ``<svg>``
 element ready to be placed in an HTML document: no XML prologue, no external references, ids
-prefixed per figure so several figures can share one page, coordinates rounded to 0.1 pt.
+prefixed per figure so several figures can share one page, coordinates rounded to 0.1 pt
+(styles, so opacities and colours, are kept exactly as matplotlib wrote them).
 
 The figures only *show* numbers that the CSV/JSON outputs hold; nothing is estimated here except
 Dimm's reference curve X(R; ρ, β), which is evaluated from the fitted β in ``run.json`` with
@@ -26,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 #: Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
 PALETTE = {
@@ -39,6 +40,9 @@ PALETTE = {
     "vermillion": "#D55E00",
     "purple": "#CC79A7",
 }
+
+#: Opacity of the shaded tier bands of the forest plot (and of their legend swatch).
+TIER_ALPHA = 0.1
 
 #: Most points drawn per curve series (the CSV keeps every knot).
 MAX_CURVE_POINTS = 120
@@ -63,6 +67,32 @@ _RC = {
 
 _NUMBER = re.compile(r"(-?\d+\.\d)\d+")
 _ATTRIBUTE = re.compile(r'(\s[\w:-]+=")([^"]*)(")')
+
+#: Attributes holding only coordinates or lengths (in points), whose numbers are rounded to
+#: 0.1 pt.  Nothing else is touched: ``style`` holds opacities, colours, line widths and dash
+#: patterns, where a rounded number would change what is drawn (``opacity: 0.07`` -> ``0.0``).
+COORDINATE_ATTRIBUTES = frozenset(
+    {
+        "d",
+        "x",
+        "y",
+        "x1",
+        "y1",
+        "x2",
+        "y2",
+        "cx",
+        "cy",
+        "r",
+        "rx",
+        "ry",
+        "width",
+        "height",
+        "points",
+        "viewBox",
+    }
+)
+#: In ``transform``, only these functions take coordinates (``scale``/``matrix`` keep theirs).
+_TRANSFORM_COORDINATES = re.compile(r"\b(translate|rotate)\(([^)]*)\)")
 
 
 P = ParamSpec("P")
@@ -147,12 +177,17 @@ def _render(fig: Figure, name: str, title: str) -> str:
     return inline_svg(buf.getvalue(), name, title)
 
 
+def _round_transform(match: re.Match[str]) -> str:
+    return match.group(1) + "(" + _NUMBER.sub(r"\1", match.group(2)) + ")"
+
+
 def inline_svg(svg: str, name: str, title: str) -> str:
     """Turn a standalone SVG document written by matplotlib into an inline ``<svg>`` element.
 
     Drops the XML prologue, metadata, namespace declarations (the HTML parser supplies them)
     and the document-wide ``<style>`` (the page's CSS has it); removes ids nobody refers to and
-    prefixes the others with ``name``; rounds attribute numbers to one decimal; makes the
+    prefixes the others with ``name``; rounds coordinates (:data:`COORDINATE_ATTRIBUTES`, and
+    ``translate``/``rotate`` in ``transform``) to one decimal, never a style (opacities, colours); makes the
     element scale to its container (``viewBox`` kept, natural width as ``max-width``).
     """
     svg = svg[svg.index("<svg") :]
@@ -160,7 +195,9 @@ def inline_svg(svg: str, name: str, title: str) -> str:
     svg = re.sub(r"<style[^>]*>.*?</style>", "", svg, flags=re.S)
     svg = re.sub(r'\s(xmlns(:\w+)?|version)="[^"]*"', "", svg)
     svg = re.sub(r'\stransform="rotate\(-0 [^)]*\)"', "", svg)
+    defined = set(re.findall(r'\sid="([^"]+)"', svg))
     used = set(re.findall(r"url\(#([^)]+)\)", svg)) | set(re.findall(r'href="#([^"]+)"', svg))
+    used &= defined  # a link to the page (an artist's url, e.g. "#curve-3") is not renamed
 
     def rename_id(match: re.Match[str]) -> str:
         ident = match.group(1)
@@ -168,11 +205,20 @@ def inline_svg(svg: str, name: str, title: str) -> str:
 
     svg = re.sub(r'\sid="([^"]+)"', rename_id, svg)
     svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{name}-{m.group(1)})", svg)
-    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{name}-{m.group(1)}"', svg)
+    svg = re.sub(
+        r'href="#([^"]+)"',
+        lambda m: f'href="#{name}-{m.group(1)}"' if m.group(1) in used else m.group(0),
+        svg,
+    )
 
     def compact(match: re.Match[str]) -> str:
-        value = _NUMBER.sub(r"\1", match.group(2))
-        if match.group(1).strip() == 'd="':
+        attribute = match.group(1).strip()[:-2]
+        value = match.group(2)
+        if attribute in COORDINATE_ATTRIBUTES:
+            value = _NUMBER.sub(r"\1", value)
+        elif attribute == "transform":
+            value = _TRANSFORM_COORDINATES.sub(_round_transform, value)
+        if attribute == "d":
             value = re.sub(r"\s+", " ", value).strip()
             value = re.sub(r" ?([MLZCQz]) ?", r"\1", value)
         return match.group(1) + value + match.group(3)
@@ -209,7 +255,7 @@ def _tier_bands(ax, tiers: Sequence[object]) -> bool:
     for i in range(1, len(values) + 1):
         if i == len(values) or values[i] != values[start]:
             if band % 2 == 0:
-                ax.axhspan(start - 0.5, i - 0.5, color="#000000", alpha=0.07, lw=0, zorder=0)
+                ax.axhspan(start - 0.5, i - 0.5, color="#000000", alpha=TIER_ALPHA, lw=0, zorder=0)
             band += 1
             start = i
     return True
@@ -223,23 +269,29 @@ def forest_plot(
     interval_label: str | None,
     name: str = "forest",
     methods: Sequence[str] | None = None,
+    poor_fit: Sequence[bool] | None = None,
+    backtest_limit: float = math.nan,
 ) -> str:
     """Forest plot: one row per system in leaderboard (rank) order, one panel per metric.
 
     Each panel shows the point estimate and the ``_lo``–``_hi`` interval of its column; tiers
     (systems not distinguishable at the chosen level) are shaded as alternating bands.  For the
     precision-at-target column, ``methods`` (one per row: ``curve`` or ``dimm``) picks the
-    marker, so model extrapolations are visibly different from curve estimates.
+    marker, so model extrapolations are visibly different from curve estimates; ``poor_fit``
+    (one per row) marks the extrapolations whose back-test deviation exceeds
+    ``backtest_limit`` with a filled cross (the model does not fit the system's own curve).
     """
     n = len(board)
     labels = [str(s) for s in board["system"]]
-    height = max(2.6, 0.16 * n + 1.6)
+    height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
     fig = _figure(1.4 + 2.9 * len(panels), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     y = np.arange(n)
     has_tiers = False
     any_interval = False
     any_dimm = False
+    any_poor = False
+    poor = np.zeros(n, bool) if poor_fit is None else np.asarray(poor_fit, bool)
     for ax, panel in zip(axes, panels, strict=True):
         has_tiers = _tier_bands(ax, list(board.get("tier", [None] * n))) or has_tiers
         est = _finite(board.get(panel.column, [math.nan] * n))
@@ -254,9 +306,13 @@ def forest_plot(
             dimm = np.array([str(m) == "dimm" for m in methods], bool)
         plain = np.isfinite(est) & ~dimm
         ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
-        if (dimm & np.isfinite(est)).any():
+        if (dimm & poor & np.isfinite(est)).any():
+            any_poor = True
+            sel = dimm & poor & np.isfinite(est)
+            ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
+        if (dimm & ~poor & np.isfinite(est)).any():
             any_dimm = True
-            sel = dimm & np.isfinite(est)
+            sel = dimm & ~poor & np.isfinite(est)
             ax.plot(
                 est[sel],
                 y[sel],
@@ -287,14 +343,21 @@ def forest_plot(
             Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
         )
         texts.append("model extrapolation (Dimm)")
+    if any_poor:
+        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
+        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
     if has_tiers:
-        handles.append(Patch(color="#000000", alpha=0.07, lw=0))
+        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
         texts.append("tier (alternate tiers shaded)")
+    ncol = min(len(texts), 3)
+    extra = 0.2 * (math.ceil(len(texts) / ncol) - 1)
+    height += extra
+    fig.set_size_inches(fig.get_figwidth(), height)
     fig.legend(
         handles,
         texts,
         loc="lower center",
-        ncol=len(texts),
+        ncol=ncol,
         frameon=False,
         bbox_to_anchor=(0.5, 0.0),
     )
@@ -302,7 +365,7 @@ def forest_plot(
         left=1.3 / fig.get_figwidth(),
         right=0.98,
         top=1 - 0.45 / height,
-        bottom=0.85 / height,
+        bottom=(0.85 + extra) / height,
         wspace=0.08,
     )
     return _render(fig, name, "Forest plot: " + ", ".join(p.title for p in panels))
@@ -383,6 +446,14 @@ class DimmPoint:
     at_target: float = math.nan
     at_target_lo: float = math.nan
     at_target_hi: float = math.nan
+    backtest: float = math.nan
+    backtest_limit: float = math.nan
+
+    @property
+    def poor_fit(self) -> bool:
+        """Whether the back-test says the reference curve does not fit the system's own curve
+        (largest deviation above ``backtest_limit``)."""
+        return math.isfinite(self.backtest) and self.backtest > self.backtest_limit
 
 
 def _draw_dimm(ax, dimm: DimmPoint) -> None:
@@ -392,13 +463,19 @@ def _draw_dimm(ax, dimm: DimmPoint) -> None:
     top = max(1.0, dimm.target)
     r = np.linspace(0.0, top, 201)[1:]
     x = reference_precision(r, dimm.prevalence, dimm.beta)
+    label = f"Dimm reference curve X(R; ρ={dimm.prevalence:.3g}, β={dimm.beta:.3g})"
+    if dimm.poor_fit:
+        label = (
+            f"Dimm reference curve: DOES NOT FIT (back-test {dimm.backtest:.2f} > "
+            f"{dimm.backtest_limit:.2f})"
+        )
     ax.plot(
         r,
         x,
-        ls="--",
+        ls=":" if dimm.poor_fit else "--",
         lw=1.3,
         color=PALETTE["vermillion"],
-        label=f"Dimm reference curve X(R; ρ={dimm.prevalence:.3g}, β={dimm.beta:.3g})",
+        label=label,
         zorder=3,
     )
     ax.plot(
@@ -428,7 +505,8 @@ def _draw_dimm(ax, dimm: DimmPoint) -> None:
             mec=PALETTE["vermillion"],
             ecolor=PALETTE["vermillion"],
             capsize=3,
-            label=f"extrapolated precision at R_T (model, {dimm.at_target:.3f})",
+            label=f"extrapolated precision at R_T (model{', poor fit' if dimm.poor_fit else ''}, "
+            f"{dimm.at_target:.3f})",
             zorder=6,
         )
 
@@ -562,7 +640,7 @@ def curve_plot(
                 )
         ax.set_ylabel("precision")
         ax.set_ylim(0.0, 1.03)
-        ax.set_title(f"{system}: precision curve ({label})", fontsize=9)
+        ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
         ax.grid(color="#e5e5e5", lw=0.6)
     if dimm_panel:
         ax = axes[pos]
@@ -579,10 +657,226 @@ def curve_plot(
         ax.set_ylim(0.0, 1.03)
         ax.set_xlabel("recall R")
         ax.set_ylabel("precision")
-        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9)
+        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
         ax.grid(color="#e5e5e5", lw=0.6)
-    _legend_below(fig, width=4.4 * panels, axes_height=2.9, left=0.6, ncol=panels, gap=0.65)
+    poor = dimm is not None and dimm.poor_fit
+    _legend_below(
+        fig,
+        width=4.4 * panels,
+        axes_height=2.9,
+        left=0.6,
+        ncol=panels,
+        gap=0.65,
+        top=0.55 if poor else 0.32,
+    )
+    if poor:
+        fig.text(
+            0.5,
+            1 - 0.08 / fig.get_figheight(),
+            f"⚠ the model does not fit this system: back-test {dimm.backtest:.2f} > "
+            f"{dimm.backtest_limit:.2f}",
+            ha="center",
+            va="top",
+            fontsize=8.5,
+            fontweight="bold",
+            color=PALETTE["vermillion"],
+        )
     return _render(fig, name, f"Precision curve of {system}")
+
+
+# --------------------------------------------------------------------------- curves overview
+
+
+@dataclass(frozen=True)
+class OverviewItem:
+    """One small panel of :func:`curve_overview`: a system's curve and/or Dimm extrapolation.
+
+    ``at_target`` is the leaderboard's precision at R_T and ``method`` how it was obtained
+    (``curve`` or ``dimm``); ``href`` the page anchor of the system's full figure.
+    """
+
+    system: str
+    label: str
+    href: str
+    curve: pd.DataFrame | None = None
+    dimm: DimmPoint | None = None
+    at_target: float = math.nan
+    method: str = ""
+
+
+#: Panels per row of :func:`curve_overview` and the most knots drawn per small curve.
+OVERVIEW_COLUMNS = 10
+OVERVIEW_POINTS = 40
+
+
+def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) -> None:
+    """Draw one small multiple: the curve on recall (or log rank), Dimm's curve, P at R_T."""
+    from receval.extrapolation import reference_precision
+
+    curve = item.curve
+    on_recall = True
+    if curve is not None and len(curve):
+        thin = thin_curve(curve, OVERVIEW_POINTS)
+        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
+        on_recall = bool(np.isfinite(recall).all())
+        x = recall if on_recall else _finite(thin["rank"])
+        lo, hi = _finite(thin["lower"]), _finite(thin["upper"])
+        band = np.isfinite(lo) & np.isfinite(hi)
+        if band.any():
+            ax.fill_between(
+                x[band], lo[band], hi[band], step="post", color=PALETTE["sky"], alpha=0.45, lw=0
+            )
+        ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
+        if not on_recall:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.tick_params(labelsize=5, pad=1)
+            ax.text(0.03, 0.04, "x: rank", transform=ax.transAxes, fontsize=5.5, color="#555555")
+    dimm = item.dimm
+    if on_recall:
+        ax.set_xlim(0.0, right)
+        if dimm is not None:
+            r = np.linspace(0.0, right, 61)[1:]
+            ax.plot(
+                r,
+                reference_precision(r, dimm.prevalence, dimm.beta),
+                ls=":" if dimm.poor_fit else "--",
+                lw=0.9,
+                color=PALETTE["vermillion"],
+            )
+            ax.plot([dimm.recall], [dimm.precision], "o", ms=2.5, color=PALETTE["vermillion"])
+        if target is not None:
+            ax.axvline(target, color=PALETTE["green"], ls=":", lw=0.9)
+        if target is not None and math.isfinite(item.at_target):
+            poor = dimm is not None and dimm.poor_fit
+            style = (
+                {"marker": "X", "color": PALETTE["vermillion"], "ms": 4.5}
+                if poor
+                else {"marker": "D", "mfc": "white", "mec": PALETTE["vermillion"], "ms": 3.5}
+                if item.method == "dimm"
+                else {"marker": "s", "color": PALETTE["green"], "ms": 3.5}
+            )
+            ax.plot([target], [item.at_target], ls="", zorder=5, **style)
+    if math.isfinite(item.at_target):
+        poor = dimm is not None and dimm.poor_fit
+        text = (
+            f"{item.at_target:.3f}" + ("*" if item.method == "dimm" else "") + ("!" if poor else "")
+        )
+        ax.text(
+            0.97,
+            0.95,
+            text,
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=6.5,
+            color=PALETTE["vermillion"] if item.method == "dimm" else PALETTE["black"],
+        )
+    ax.set_ylim(0.0, 1.03)
+    ax.set_yticks([0.0, 0.5, 1.0])
+    if on_recall:
+        ax.xaxis.set_major_locator(MaxNLocator(3))
+    # a fixed title position: matplotlib's automatic one measures every tick label (slow × 70)
+    title = ax.set_title(item.label, fontsize=6.5, pad=2, loc="left", y=1.0)
+    title.set_url(item.href)
+    ax.patch.set_url(item.href)
+    ax.grid(color="#eeeeee", lw=0.4)
+
+
+@_styled
+def curve_overview(
+    items: Sequence[OverviewItem],
+    *,
+    target_recall: float | None,
+    backtest_limit: float = math.nan,
+    name: str = "curves-overview",
+    columns: int = OVERVIEW_COLUMNS,
+) -> str:
+    """Small multiples of every system's precision curve, in leaderboard order, on shared axes.
+
+    Each panel shows the curve (step line) with its band, the target recall R_T, Dimm's
+    reference curve where precision at R_T is extrapolated (dotted where its back-test says it
+    does not fit), the value at R_T as a marker and as text (``*`` model extrapolation, ``!``
+    back-test deviation above ``backtest_limit``).  Recall axes are shared (0 to the largest
+    recall drawn), so panels compare at a glance; curves without recall use their own log-rank
+    axis.  Every panel (background and title) links to ``item.href``, the full figure.
+    """
+    n = len(items)
+    cols = max(1, min(columns, n))
+    rows = max(1, math.ceil(n / cols))
+    target = target_recall if target_recall is not None and math.isfinite(target_recall) else None
+    right = 0.05
+    for item in items:
+        if item.curve is not None and "recall" in item.curve:
+            rec = _finite(item.curve["recall"])
+            if np.isfinite(rec).any():
+                right = max(right, float(np.nanmax(rec)) * 1.05)
+        if item.dimm is not None:
+            right = max(right, item.dimm.recall * 1.1)
+    if target is not None:
+        right = max(right, target * 1.15)
+    right = min(right, 1.0)
+    width, panel_h = 1.3 * cols + 0.5, 1.05
+    legend_h = 0.55
+    height = rows * (panel_h + 0.28) + legend_h + 0.15
+    fig = _figure(width, height)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= n:
+            ax.set_visible(False)
+            continue
+        _overview_panel(ax, items[k], target, right)
+        ax.tick_params(labelsize=5.5, length=2, pad=1)
+        if k % cols:
+            ax.tick_params(labelleft=False)
+        if k + cols < n:
+            ax.tick_params(labelbottom=False)
+    handles = [
+        Line2D([], [], color=PALETTE["black"], lw=0.8),
+        Patch(color=PALETTE["sky"], alpha=0.45, lw=0),
+    ]
+    texts = ["precision curve (estimate)", "its interval / bounds"]
+    if target is not None:
+        handles.append(Line2D([], [], color=PALETTE["green"], ls=":", lw=0.9))
+        texts.append(f"target recall R_T = {target:g}")
+        handles.append(Line2D([], [], ls="", marker="s", color=PALETTE["green"], ms=3.5))
+        texts.append("precision at R_T from the curve")
+    if any(item.dimm is not None and not item.dimm.poor_fit for item in items):
+        handles += [
+            Line2D([], [], color=PALETTE["vermillion"], ls="--", lw=0.9),
+            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=3.5),
+        ]
+        texts += ["Dimm reference curve (model)", "precision at R_T extrapolated (*)"]
+    if any(item.dimm is not None and item.dimm.poor_fit for item in items):
+        handles += [
+            Line2D([], [], color=PALETTE["vermillion"], ls=":", lw=0.9),
+            Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=4.5),
+        ]
+        texts += [
+            "Dimm curve that does not fit",
+            f"extrapolated, back-test > {backtest_limit:.2f} (!)",
+        ]
+    fig.legend(
+        handles,
+        texts,
+        loc="lower left",
+        ncol=min(4, len(texts)),
+        frameon=False,
+        fontsize=7,
+        bbox_to_anchor=(0.3 / width, 0.02 / height),
+    )
+    fig.supxlabel("recall (shared axis)", fontsize=7, y=(legend_h + 0.02) / height)
+    fig.supylabel("precision", fontsize=7, x=0.05 / width)
+    fig.subplots_adjust(
+        left=0.45 / width,
+        right=1 - 0.1 / width,
+        top=1 - 0.2 / height,
+        bottom=(legend_h + 0.3) / height,
+        hspace=0.28 / panel_h + 0.15,
+        wspace=0.12,
+    )
+    return _render(fig, name, f"Precision curves of {n} systems (overview)")
 
 
 # --------------------------------------------------------------------------- pool and pooling bias
@@ -729,7 +1023,7 @@ def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
     _legend_below(
         fig,
         width=6.4,
-        axes_height=max(1.2, 0.16 * n),
+        axes_height=max(1.2, (0.16 if n <= 40 else 0.14) * n),
         left=0.55 + (0.055 if n > 30 else 0.065) * longest,
         ncol=2,
     )

@@ -391,3 +391,166 @@ def test_the_checks_see_requests_and_console_errors(tmp_path):
     assert set(requests) == {(tmp_path / "missing.png").as_uri()}  # once per load
     assert any("boom" in e for e in errors)
     assert any("notDefined" in e for e in errors)
+
+
+# --------------------------------------------------------------------------- 70 systems at 1400 px
+
+#: The viewport of the layout checks and the page height the 70-system report must stay under.
+VIEWPORT_WIDTH = 1400
+MAX_PAGE_HEIGHT = 12_000
+
+#: Where the screenshots for the closing note go ($RECEVAL_ARTIFACTS, else the test's tmp dir).
+ARTIFACTS = os.environ.get("RECEVAL_ARTIFACTS")
+
+LAYOUT_FACTS = """(() => {
+  const doc = document.documentElement;
+  const forest = document.querySelector('svg[data-figure="forest"]');
+  // every drawn element of the forest plot with a partial opacity: the tier bands and the
+  // legend swatch (matplotlib writes alpha as the element's opacity)
+  const shaded = forest ? Array.from(forest.querySelectorAll('path, rect')).map(el => {
+    const r = el.getBoundingClientRect();
+    return {opacity: parseFloat(getComputedStyle(el).opacity), fill: getComputedStyle(el).fill,
+            width: r.width, height: r.height};
+  }).filter(e => e.opacity < 1) : [];
+  const wraps = Array.from(document.querySelectorAll('.table-wrap')).map(w => ({
+    id: (w.closest('section') || {}).id, scroll: w.scrollWidth, client: w.clientWidth}));
+  const rows = Array.from(document.querySelectorAll('#leaderboard-table tbody tr'));
+  const reach = rows.map(tr => {
+    const link = tr.cells[3].querySelector('a[href^="#curve-"]');
+    const system = tr.cells[3].childNodes[0].textContent;
+    if (!link) return {system: system, link: null};
+    link.click();
+    const target = document.getElementById(link.getAttribute('href').slice(1));
+    const details = target ? target.closest('details') : null;
+    const svg = target ? target.querySelector('svg.plot') : null;
+    const box = svg ? svg.getBoundingClientRect() : {height: 0, top: -1};
+    const out = {system: system, link: link.getAttribute('href'), open: !!(details && details.open),
+                 height: box.height, visible: box.top < innerHeight && box.bottom > 0,
+                 title: svg ? svg.querySelector('title').textContent : ''};
+    if (details) details.open = false;
+    return out;
+  });
+  scrollTo(0, 0);
+  const box = sel => { const e = document.querySelector(sel); if (!e) return null;
+    const r = e.getBoundingClientRect(); return {x: r.left + scrollX, y: r.top + scrollY,
+    width: r.width, height: r.height}; };
+  return {height: doc.scrollHeight, scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth,
+          shaded: shaded, wraps: wraps, reach: reach,
+          boxes: {leaderboard: box('#leaderboard'), forest: box('#forest figure'),
+                  overview: box('#curves figure.overview')}};
+})()"""
+
+
+def inspect_layout(html: Path, browser: tuple[subprocess.Popen, DevTools], shots: Path) -> dict:
+    """Load ``html`` at 1400 px; return :data:`LAYOUT_FACTS`; screenshot three regions."""
+    proc, dt = browser
+    try:
+        dt.call("Page.enable")
+        dt.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=VIEWPORT_WIDTH,
+            height=1000,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        dt.call("Page.navigate", url=html.resolve().as_uri())
+        dt.wait_for("Page.loadEventFired")
+        facts = dt.evaluate(LAYOUT_FACTS)
+        for name, box in facts["boxes"].items():
+            if box is None:
+                continue
+            clip = {**box, "height": min(box["height"], 3000), "scale": 1}
+            shot = dt.call(
+                "Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True
+            )
+            (shots / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        dt.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+    return facts
+
+
+@pytest.fixture(scope="module")
+def kbp_layout(tmp_path_factory):
+    """The embedded 70-system task, scored at R_T = 0.2 (B = 200), rendered at 1400 px."""
+    if CHROMIUM is None or not Path(CHROMIUM).is_file():
+        skip_with_reason("headless Chromium not installed (Debian package 'chromium')")
+    task = Path(__file__).resolve().parents[2] / "data" / "kbp-sim"
+    if not (task / "runs.tsv").is_file():
+        skip_with_reason(f"the embedded task {task} is not in this checkout")
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+
+    work = tmp_path_factory.mktemp("kbp")
+    out = work / "out"
+    args = ["score", str(task), "--out", str(out), "--target-recall", "0.2", "--bootstrap", "200"]
+    result = CliRunner().invoke(cli, [*args, "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    shots = Path(ARTIFACTS) if ARTIFACTS else work / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        browser = open_chromium(work / "profile")
+    except (OSError, RuntimeError, ValueError) as exc:
+        skip_with_reason(f"{CHROMIUM} is installed but could not be started: {exc}")
+    facts = inspect_layout(out / "report.html", browser, shots)
+    print(f"\nscreenshots of the 70-system report: {shots}")
+    return out, facts, shots
+
+
+def test_tier_bands_are_drawn_visibly(kbp_layout):
+    out, facts, _ = kbp_layout
+    import pandas as pd
+
+    from receval.report.plots import TIER_ALPHA
+
+    tiers = pd.read_csv(out / "leaderboard.csv", dtype={"tier": str})["tier"].dropna()
+    assert tiers.nunique() > 1  # there are bands to shade
+    bands = [s for s in facts["shaded"] if abs(s["opacity"] - TIER_ALPHA) < 1e-6]
+    # ≥ 1 band per panel (3 panels) plus the legend swatch, all drawn with a visible opacity
+    wide = [b for b in bands if b["width"] > 100 and b["height"] > 2]
+    assert len(wide) >= 3, facts["shaded"][:10]
+    assert any(b["width"] < 40 for b in bands)  # the legend swatch shows the same shading
+    assert all(s["opacity"] > 0.02 for s in facts["shaded"])
+
+
+def test_every_curve_is_reachable_from_the_leaderboard(kbp_layout):
+    out, facts, _ = kbp_layout
+    import pandas as pd
+
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str}, keep_default_na=False)
+    reach = facts["reach"]
+    assert [r["system"] for r in reach] == list(board["system"])
+    for r in reach:
+        assert r["link"], r  # one click on the system name ...
+        assert r["open"], r  # ... opens its collapsed entry (no JavaScript needed: fragment)
+        assert r["height"] > 150 and r["visible"], r  # ... and shows its figure on screen
+        assert r["title"] == f"Precision curve of {r['system']}", r
+
+
+def test_no_horizontal_overflow_at_1400px(kbp_layout):
+    _, facts, _ = kbp_layout
+    assert facts["scrollWidth"] <= facts["clientWidth"] <= VIEWPORT_WIDTH
+    for wrap in facts["wraps"]:  # a scrolling table would clip its last columns
+        assert wrap["scroll"] <= wrap["client"], wrap
+
+
+def test_page_height_for_70_systems(kbp_layout):
+    _, facts, _ = kbp_layout
+    print(f"\npage height at {VIEWPORT_WIDTH} px: {facts['height']} px")
+    assert len(facts["reach"]) == 70
+    assert facts["height"] < MAX_PAGE_HEIGHT
+
+
+def test_screenshots_written(kbp_layout):
+    _, _, shots = kbp_layout
+    for name in ("leaderboard", "forest", "overview"):
+        data = (shots / f"{name}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack("!II", data[16:24])
+        assert width > 600 and height > 200, (name, width, height)

@@ -17,6 +17,7 @@ from conftest import make_bundle
 
 from receval.cli import cli
 from receval.errors import BundleError
+from receval.estimators.target import BACKTEST_LIMIT
 from receval.report.html import build_report, read_report_inputs, render_report, section_html
 from receval.report.plots import MAX_CURVE_POINTS, thin_curve
 
@@ -139,7 +140,7 @@ def test_every_figure_has_title_axis_labels_and_legend(full_output_dir):
             "Precision at R_T = 0.1",
             "estimate",
             "percentile bootstrap 95%, B=200 interval",
-            "model extrapolation (Dimm)",
+            "model extrapolation",
             "tier",
         ],
         "pool-coverage": ["Pool coverage θ̂ with interval", "pool coverage θ", "θ̂ = "],
@@ -179,7 +180,7 @@ def test_leaderboard_numbers_are_the_csv_numbers(scored_dir, tmp_path):
     rows = leaderboard_rows(page)
     assert len(rows) == len(board)
     for cells, (_, r) in zip(rows, board.iterrows(), strict=True):
-        rank, rank_int, tier, system, team, precision, recall, f1, at_target = cells[:9]
+        rank, rank_int, tier, system, team, precision, recall, f1, at_target, source = cells[:10]
         assert system["main"] == r["system"] and team["main"] == r["team"]
         assert rank["main"] == str(int(r["rank"]))
         assert rank_int["main"] == f"{int(r['rank_lo'])}–{int(r['rank_hi'])}"
@@ -190,13 +191,21 @@ def test_leaderboard_numbers_are_the_csv_numbers(scored_dir, tmp_path):
             (f1, "f1"),
             (at_target, "precision_at_target"),
         ):
-            assert cell["main"] == fmt(r[col])
+            assert cell["main"].strip() == fmt(r[col])
             assert cell["ci"] == f"[{fmt(r[col + '_lo'])}, {fmt(r[col + '_hi'])}]"
             assert float(cell["attrs"]["data-v"]) == pytest.approx(r[col], rel=1e-12)
         method = r["precision_at_target_method"]
-        assert at_target["method"] == (
-            "model extrapolation (Dimm)" if method == "dimm" else "curve (precision samples)"
-        )
+        backtest = r["precision_at_target_backtest"]
+        if method == "dimm" and backtest > BACKTEST_LIMIT:  # item 3: marked, with its value
+            assert source["main"] == f"model (Dimm) ⚠ does not fit (back-test {backtest:.2f})"
+            assert (
+                "poorfit" in source["attrs"]["class"] and "poorfit" in at_target["attrs"]["class"]
+            )
+        elif method == "dimm":
+            assert source["main"].startswith("model (Dimm)")
+            assert "poorfit" not in source["attrs"]["class"]
+        else:
+            assert source["main"] == "curve (precision samples)"
     assert {r["precision_at_target_method"] for _, r in board.iterrows()} == {"curve", "dimm"}
     interval = board["interval"].iloc[0]
     assert f"({interval})" in section_html(page, "leaderboard")
@@ -211,7 +220,11 @@ def test_rebuild_is_identical_and_leaderboard_depends_on_leaderboard_only(scored
     assert first == second
     bare = copy_dir(scored_dir, tmp_path / "bare", keep={"leaderboard.csv", "run.json"})
     page = build_report(bare).read_text(encoding="utf-8")
-    assert section_html(page, "leaderboard") == section_html(first.decode(), "leaderboard")
+    # the numbers are the same; only the links to curves drawn from curves/ are gone
+    unlinked = re.compile(r'<a href="#curve-\d+">([^<]*)</a>')
+    assert unlinked.sub(r"\1", section_html(page, "leaderboard")) == unlinked.sub(
+        r"\1", section_html(first.decode(), "leaderboard")
+    )
 
 
 # --------------------------------------------------------------------------- missing inputs
@@ -233,7 +246,7 @@ def test_missing_optional_inputs_become_sentences(scored_dir, tmp_path):
     assert "No conflicts table: conflicts.csv missing." in page
     # curves: run.json still records Dimm extrapolations, so those are drawn; nothing else is
     figures = re.findall(r'data-figure="([^"]+)"', page)
-    assert [f for f in figures if not f.startswith("curve-")] == ["forest"]
+    assert [f for f in figures if not f.startswith("curve-")] == ["forest", "curves-overview"]
     text = visible_text(page)
     assert not re.search(r"\b(nan|NaN|None|null)\b", text)
 
@@ -380,7 +393,8 @@ def test_seventy_systems_stay_under_three_megabytes(scored_dir, tmp_path):
     size = len(page.encode())
     print(f"\nreport.html for 70 systems with dense curves: {size / 1e6:.2f} MB")
     assert len(re.findall(r'data-figure="curve-\d+"', page)) == 70
-    assert page.count('class="wide"') == 70  # curve by rank + Dimm panel
+    # curve by rank + Dimm panel
+    assert len(re.findall(r'<details class="curve[^"]*\bwide\b', page)) == 70
     assert size < 3_000_000
 
 
@@ -439,3 +453,122 @@ def test_per_query_top_by_conflicts_then_split(scored_dir, tmp_path):
     queries.to_csv(out / "per_query.csv", index=False)
     page = build_report(out).read_text(encoding="utf-8")
     assert "(no query has annotator conflicts in this run)" in section_html(page, "per-query")
+
+
+# --------------------------------------------------------------------------- issue 14
+
+
+def test_svg_compaction_rounds_coordinates_never_styles():
+    """Every style matplotlib wrote (opacities, colours, widths) survives inline_svg unchanged;
+    coordinates are rounded to 0.1 pt; scale() in a transform is kept."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    from receval.report.plots import inline_svg
+
+    fig = Figure(figsize=(3, 2))
+    ax = fig.subplots()
+    ax.axhspan(0.123456, 0.654321, color="#000000", alpha=0.07, lw=0)
+    ax.fill_between([0.0, 1.0], [0.1, 0.2], [0.3, 0.4], alpha=0.45, color="#56B4E9")
+    ax.plot([0.0, 1.0], [0.33333, 0.66666], lw=1.234, ls="--")
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    raw = buf.getvalue()
+    compact = inline_svg(raw + '<g transform="scale(0.015625)"/>', "t", "test")
+    styles = sorted(re.findall(r'style="([^"]*)"', raw))
+    kept = [v for v in re.findall(r'style="([^"]*)"', compact) if not v.startswith("max-width")]
+    assert sorted(kept) == styles
+    assert "opacity: 0.07" in compact and "fill-opacity: 0.45" in compact
+    assert 'transform="scale(0.015625)"' in compact
+    coordinates = re.findall(r'\s(?:d|x|y|width|height)="([^"]*)"', compact)
+    assert coordinates and not any(re.search(r"\d\.\d\d", c) for c in coordinates)
+
+
+def test_tier_legend_swatch_is_what_the_bands_draw():
+    from receval.report import plots
+
+    board = pd.DataFrame(
+        {
+            "system": [f"s{i}" for i in range(6)],
+            "tier": ["1", "1", "2", "2", "3", "3"],
+            "precision": np.linspace(0.9, 0.4, 6),
+            "recall": np.linspace(0.5, 0.2, 6),
+        }
+    )
+    panels = [plots.ForestPanel("precision", "P", "p"), plots.ForestPanel("recall", "R", "r")]
+    svg = plots.forest_plot(board, panels, interval_label=None)
+    shaded = re.findall(rf'style="[^"]*\bopacity: {plots.TIER_ALPHA}\b[^"]*"', svg)
+    # tiers 1 and 3 shaded in each of 2 panels, and the legend swatch: same fill, same opacity
+    assert len(shaded) == 2 * 2 + 1
+    assert set(shaded) == {f'style="opacity: {plots.TIER_ALPHA}"'}  # black: SVG's default fill
+    assert "tier (alternate tiers shaded)" in svg
+
+
+def test_every_system_links_to_its_collapsed_curve(full_output_dir):
+    page = build_report(full_output_dir).read_text(encoding="utf-8")
+    board = pd.read_csv(full_output_dir / "leaderboard.csv", dtype={"system": str})
+    rows = leaderboard_rows(page)
+    links = re.findall(r'<td class="system"[^>]*><a href="#(curve-\d+)">([^<]*)</a>', page)
+    assert [s for _, s in links] == list(board["system"]) and len(rows) == len(board)
+    for anchor, system in links:
+        block = re.search(
+            rf'<details class="curve[^"]*">\s*<summary>.*?</summary>\s*<figure id="{anchor}">'
+            r"\s*<svg[^>]*><title>([^<]*)</title>",
+            page,
+            flags=re.S,
+        )
+        assert block is not None, anchor
+        assert block.group(1) == f"Precision curve of {system}"
+    overview = re.search(r'<svg[^>]*data-figure="curves-overview".*?</svg>', page, flags=re.S)
+    assert overview is not None
+    # every overview panel links to its system's full figure
+    hrefs = set(re.findall(r'<a xlink:href="#(curve-\d+)"|<a href="#(curve-\d+)"', overview[0]))
+    assert {a or b for a, b in hrefs} == {anchor for anchor, _ in links}
+
+
+def test_poor_dimm_fit_is_marked_in_figures_and_summary(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"system": str})
+    dimm = board[board["precision_at_target_method"] == "dimm"].index
+    assert len(dimm) >= 2
+    # one extrapolation that fits, one that does not (values on both sides of the limit)
+    board.loc[dimm[0], "precision_at_target_backtest"] = BACKTEST_LIMIT / 2
+    board.loc[dimm[1], "precision_at_target_backtest"] = 0.357
+    board.to_csv(out / "leaderboard.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    good, bad = board.loc[dimm[0], "system"], board.loc[dimm[1], "system"]
+
+    def entry(system: str) -> str:
+        match = re.search(
+            rf"<details class=\"curve[^\"]*\">\s*<summary>(?:(?!</details>).)*?<strong>{system}</strong>"
+            r"(?:(?!</details>).)*</details>",
+            page,
+            flags=re.S,
+        )
+        assert match is not None, system
+        return match.group(0)
+
+    assert "poorfit" in entry(bad).split(">", 1)[0]
+    assert "does not fit (back-test 0.36)" in entry(bad)
+    assert "DOES NOT FIT (back-test 0.36 &gt; 0.10)" in entry(bad)  # legend of the dotted curve
+    assert "the model does not fit this system: back-test 0.36 &gt; 0.10" in entry(bad)
+    assert "poorfit" not in entry(good).split(">", 1)[0]
+    assert "DOES NOT FIT" not in entry(good) and "model does not fit" not in entry(good)
+    forest = re.search(r'<svg[^>]*data-figure="forest".*?</svg>', page, flags=re.S).group(0)
+    assert "does not fit (back-test &gt; 0.10)" in forest
+
+
+def test_counts_are_integers_and_pooling_caption_matches_the_code(full_output_dir):
+    page = build_report(full_output_dir).read_text(encoding="utf-8")
+    per_query = section_html(page, "per-query")
+    cells = re.findall(r'<td class="num" data-v="[^"]*">([^<]*)</td>', per_query)
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", per_query)
+    counts = len(heads) - 3  # query, then counts, then p and the split
+    rows = [cells[i : i + len(heads) - 1] for i in range(0, len(cells), len(heads) - 1)]
+    assert rows
+    for row in rows:
+        for value in row[:counts]:
+            assert re.fullmatch(r"\d+(\.5)?|—", value), row  # half labels of ties only
+    bias = section_html(page, "pool")
+    assert "ignored for precision" in bias and "as wrong" not in bias
