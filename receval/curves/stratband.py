@@ -300,7 +300,9 @@ class StratBand:
         """Output knots x (every factor 1 + ε/10) with constant bounds over [x, next x)."""
         ratio = 1.0 + self.epsilon / 10.0
         count = math.ceil(math.log(bounds[-1] / head) / math.log(ratio)) + 1
-        sub = np.unique(np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64))
+        sub = np.unique(
+            np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64)
+        )
         x = np.unique(np.concatenate([[head], sub, bounds]))
         x = x[(x >= head) & (x <= bounds[-1])]
         nxt = np.append(x[1:] - 1, x[-1])  # last rank of each step

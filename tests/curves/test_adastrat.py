@@ -317,7 +317,7 @@ def test_a_detectable_bump_is_flagged() -> None:
     detected = 0
     for seed in range(6):
         curve, trace = AdaStrat(seed=seed).run_with_trace(lst.size, lst.labels)
-        flags = [f for f in curve.flags if f.startswith("weak-monotonicity-violated")]
+        flags = [f for f in curve.flags if f.startswith("weak-monotonicity-violated:")]
         proven = any(
             b.rank >= a.rank + 103 and b.lower > a.upper for a in trace.points for b in trace.points
         )

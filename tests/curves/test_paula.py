@@ -231,5 +231,7 @@ def test_ppdb_proxy_flags_match_exact_checks() -> None:
     grid = method.grid(labels.size)
     assert est.annotations == method.budget(labels.size)["annotations"]
     local = local_precision(labels, 100, grid.points)
-    assert any("A.2 violated beyond" in f for f in est.flags) == bool(_significant_rises(local, 100))
+    assert any("A.2 violated beyond" in f for f in est.flags) == bool(
+        _significant_rises(local, 100)
+    )
     assert est.kind == "approximation" and np.all(est.lower <= est.upper)
