@@ -18,8 +18,8 @@ from receval.curves.budget import curve_budget
 from receval.curves.logstrat import LogStrat
 from receval.curves.paula import Paula
 from receval.curves.random_sampling import RandomSampling
-from receval.curves.stratband import StratBand
 from receval.curves.ranked import FrameRankedList, ParquetRankedList, SimulatedRankedList
+from receval.curves.stratband import StratBand
 
 METHODS: dict[str, type] = {
     "random": RandomSampling,
