@@ -739,6 +739,21 @@ class AdaStrat:
             "queries": k,
             "annotations": int(min(size, c.l_tilde + k * self.sample_size(k))),
             "kind": "upper bound",
+            "head": int(c.l_tilde),
+            "samples_per_point": int(self.sample_size(k)),
+            "epsilon": self.epsilon,
+            "window": self.window,
+            "r_tilde": int(c.r_tilde),
+            "m": int(c.m),
+            "delta": self.delta,
+            "beta": self.beta,
+            "pmin": self.pmin,
+            "eta": self.eta,
+            "approximation": self.factor,
+            "guarantee": (
+                "adaptive: the count depends on the labels; this is the worst case before any "
+                "label (the paper's PPDB runs used far fewer)"
+            ),
         }
 
     # -- the CurveMethod protocol -------------------------------------------------------------

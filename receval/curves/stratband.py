@@ -154,6 +154,8 @@ class StratBand:
     def _draws(self, head: int, bounds: np.ndarray) -> list[np.ndarray]:
         """The sampled ranks of each stratum (sorted), reproducible from (seed, stratum)."""
         n = int(self.labels_per_stratum or 0)
+        if bounds.size == 0:
+            return []
         lows = np.concatenate([[head], bounds[:-1]]).astype(np.int64)
         out = []
         for j, (low, high) in enumerate(zip(lows.tolist(), bounds.tolist(), strict=True)):
