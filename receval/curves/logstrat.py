@@ -211,7 +211,10 @@ class LogStrat:
             "m": grid.m,
             "gamma": grid.gamma,
             "approximation": beta * (1 + self.epsilon),
-            "guarantee": "with probability >= 1 - delta under monotonicity assumption A.1",
+            "guarantee": (
+                "with probability >= 1 - delta the intervals hold at every rank (no assumption); "
+                "the beta(1+eps) approximation factor needs monotonicity assumption A.1"
+            ),
         }
 
     # -- estimate ----------------------------------------------------------------------
