@@ -397,3 +397,33 @@ def test_cli_options_and_settings() -> None:
     assert settings["factor"] == pytest.approx(1.1 * 1.03)
     with pytest.raises(ValueError, match="unknown AdaStrat option"):
         AdaStrat.from_options(windw=100)
+
+
+@pytest.mark.parametrize(("top", "bottom"), [(0.35, 0.1), (0.5, 0.15)])
+@pytest.mark.parametrize("noisy_prefix", [False, True])
+def test_noise_corrected_band_holds_with_eta_0_1(top: float, bottom: float, noisy_prefix: bool):
+    """The audit's scenarios: η = 0.1, p_min = 0.1, β = 1.25.  The band [lb/β, ub/(2−β)] holds
+    at ≥ 95 % of ranks past the prefix (the prefix is assumed noise-free; with a noisy prefix
+    the band's slack still absorbs its bias here), and the estimate is within β(1+ε)."""
+    size, eta = 100_000, 0.1
+    lst = SimulatedRankedList(size, LogisticShape(top, bottom, size / 3, size / 10), seed=5)
+    for seed in range(3):
+        method = AdaStrat(eta=eta, beta=1.25, pmin=0.1, seed=seed)
+        lt = method.constants.l_tilde
+        flips = np.random.default_rng([7, seed]).random(size + 1) < eta
+        if not noisy_prefix:
+            flips[: lt + 1] = False
+
+        def noisy(ranks, flips=flips):
+            labels = lst.labels(ranks)
+            return np.where(flips[ranks], 1.0 - labels, labels)
+
+        est = method.run(size, noisy)
+        assert est.kind == "band"
+        ranks = np.arange(lt + 1, size + 1)
+        truth = lst.true_precision(ranks)
+        value, lower, upper = est.at(ranks)
+        assert np.mean((lower <= truth + 1e-12) & (truth <= upper + 1e-12)) >= 0.95
+        if not noisy_prefix:  # the corrected estimate keeps the β(1+ε) promise
+            assert np.max(np.maximum(value / truth, truth / value)) <= method.factor
+        assert {"envelope_lower", "envelope_upper"} <= set(est.columns)
