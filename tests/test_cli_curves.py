@@ -243,8 +243,18 @@ def test_plan_never_overwrites_pending_work(bundle, tmp_path):
     before = other.read_text()
     result = runner.invoke(
         cli,
-        ["curve", "plan", str(bundle), "--system", task.systems[3], "--method", "paula"]
-        + [*PARAMS, "--out", str(other)],
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            task.systems[3],
+            "--method",
+            "paula",
+            *PARAMS,
+            "--out",
+            str(other),
+        ],
     )
     assert result.exit_code == 2 and result.output.startswith("error: ")
     assert "not a curve batch" in result.output and other.read_text() == before
@@ -253,8 +263,18 @@ def test_plan_never_overwrites_pending_work(bundle, tmp_path):
     for system in task.systems[3:5]:
         result = runner.invoke(
             cli,
-            ["curve", "plan", str(bundle), "--system", system, "--method", "stratband"]
-            + [*PARAMS, "--out", str(batch)],
+            [
+                "curve",
+                "plan",
+                str(bundle),
+                "--system",
+                system,
+                "--method",
+                "stratband",
+                *PARAMS,
+                "--out",
+                str(batch),
+            ],
         )
         assert result.exit_code == 0, result.output
     rows = pd.read_csv(batch, sep="\t", dtype=str, keep_default_na=False)
