@@ -1038,7 +1038,7 @@ class _Run:
         knots = self._knots(env) if n > lt else np.empty(0, np.int64)
         lb, ub = env.bounds(knots)
         env_lo, env_hi = np.minimum(lb, ub), np.maximum(lb, ub)
-        band_lo, band_hi = self._promised_band(knots, env_lo, env_hi)
+        band_lo, band_hi = self._promised_band(knots, env_lo, env_hi, env)
         ranks = np.concatenate([head, knots])
         lower = np.concatenate([head_p, band_lo])
         upper = np.concatenate([head_p, band_hi])
@@ -1099,11 +1099,34 @@ class _Run:
     def _upper_factor_text(self) -> str:
         return "β" if self.method.estimator != "hoeffding" else "ub/(2−β) i.e. 1/(2−β)"
 
+    def _interval_envelope(self, knots: np.ndarray, env: Envelope) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds on p(v) from the queried *intervals* (level δ/K each) and the exact prefix.
+
+        Valid under weak monotonicity alone: unlike [lb/β, β·ub] they do not need p ≥ p_min
+        (Hoeffding's interval is additive and holds whatever p is).
+        """
+        points = [self.points[r] for r in sorted(self.points)]
+        lt = self.l_tilde
+        ys = np.array([st.rank for st in points] + [lt], np.int64)
+        lo = np.array([st.lower for st in points] + [env.p_l])
+        hi = np.array([st.upper for st in points] + [env.p_l])
+        out_lo = np.empty(knots.shape)
+        out_hi = np.empty(knots.shape)
+        for start in range(0, knots.size, 4096):
+            v = knots[start : start + 4096]
+            a, b = _relaxed_bounds(v, ys, lo, hi, self.constants.m)
+            out_lo[start : start + 4096] = np.maximum(a, env.yield_l / v)
+            out_hi[start : start + 4096] = np.minimum(b, _prefix_ub(env, v))
+        return out_lo, out_hi
+
     def _promised_band(
-        self, knots: np.ndarray, env_lo: np.ndarray, env_hi: np.ndarray
+        self, knots: np.ndarray, env_lo: np.ndarray, env_hi: np.ndarray, env: Envelope
     ) -> tuple[np.ndarray, np.ndarray]:
         """[lb/β, β·ub] at the knots (Theorem 3's band), held over each step [x, x') by the yield.
 
+        Where p may lie below p_min (Hoeffding), the promised band is widened to the envelope of
+        the queried intervals (:meth:`_interval_envelope`), which needs no p_min: the output is
+        the hull of the two, so it contains the promised band and stays valid when p < p_min.
         C(k) = k·p(k) is non-decreasing and grows by at most one per rank, so with bounds
         lo(x) ≤ p(x) ≤ hi(x) at consecutive knots x < x': p(k) ≥ lo(x)·x/(x' − 1) and
         p(k) ≤ min((hi(x)·x + k − x)/k, hi(x')·x'/k) for x ≤ k < x' — no further assumption.
@@ -1113,6 +1136,10 @@ class _Run:
         beta = self.method.beta
         lo = env_lo / beta
         hi = np.minimum(env_hi * self._upper_factor(), 1.0)
+        if self.points:
+            i_lo, i_hi = self._interval_envelope(knots, env)
+            lo = np.minimum(lo, i_lo)
+            hi = np.maximum(hi, i_hi)
         x = knots.astype(np.float64)
         last = np.append(x[1:] - 1.0, x[-1])
         lower = lo * x / last
