@@ -294,3 +294,30 @@ def test_adastrat_options_reach_the_method(bundle, tmp_path):
         cli, ["curve", "plan", str(bundle), *args[:4], "--beta", "gamma", "--out", str(out)]
     )
     assert result.exit_code == 2 and "gamma" in result.output
+
+
+def test_recall_interval_when_the_number_of_correct_facts_is_estimated(bundle, tmp_path):
+    import shutil
+
+    root = tmp_path / "no-truth"
+    shutil.copytree(bundle, root)
+    system = load_task(root).systems[0]
+    runner = CliRunner()
+    _loop(runner, root, system, "stratband", _truth_labels(root))
+    (root / "truth.tsv").unlink()  # now the number of correct facts must be estimated
+    args = ["--system", system, "--method", "stratband", *PARAMS]
+    out = tmp_path / "curve.csv"
+    result = runner.invoke(cli, ["curve", "estimate", str(root), *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    curve = pd.read_csv(out)
+    meta = json.loads(out.with_suffix(".csv.json").read_text())
+    low, high = meta["recall"]["true_facts_lower"], meta["recall"]["true_facts_upper"]
+    assert low < meta["recall"]["true_facts"] < high
+    assert (curve["recall_lower"] <= curve["recall"]).all()
+    assert (curve["recall"] <= curve["recall_upper"]).all()
+    # the interval of T widens the recall interval beyond the yield interval alone
+    tail = curve.iloc[-1]
+    assert (
+        tail["recall_upper"] - tail["recall_lower"]
+        > (tail["yield_upper"] - tail["yield_lower"]) / meta["recall"]["true_facts"]
+    )
