@@ -149,3 +149,21 @@ def test_planning_two_billion_items_is_fast_and_small() -> None:
     tracemalloc.stop()
     assert head.size + rest.size == budget["annotations"] <= Paula().budget(size)["annotations"]
     assert elapsed < 2.0 and peak < 300 * 2**20
+
+
+def test_bernstein_variant_is_valid_and_narrower_at_high_precision() -> None:
+    size = 200_000
+    for shape, narrower in (
+        (LogisticShape(0.99, 0.9, size / 3, size / 10), True),
+        (LISTS["low"](size), None),
+    ):
+        ranked = SimulatedRankedList(size, shape, seed=3)
+        hoeffding = StratBand(seed=1).run(size, ranked.labels)
+        bernstein = StratBand(seed=1, estimator="bernstein").run(size, ranked.labels)
+        assert bernstein.annotations == hoeffding.annotations  # same plan
+        assert _misses(bernstein, ranked) <= 0.05 * (size - bernstein.exact_prefix)
+        if narrower:
+            width = lambda est: np.median((est.upper - est.lower)[est.ranks > est.exact_prefix])  # noqa: E731
+            assert width(bernstein) < width(hoeffding)
+    with pytest.raises(ValueError, match="estimator"):
+        StratBand(estimator="clopper-pearson")
