@@ -49,8 +49,9 @@ Between knots nothing random is needed.  On E, for every rank k with b_{j−1} �
   positives known in (k, b_j] come off the upper one, negatives known in (b_{j−1}, k] come off
   the growth bound and negatives known in (k, b_j] add to the lower bound from b_j.
 
-Before this, the knot bounds C^±(b_j) are tightened by the same two facts applied across all
-knots (running maxima/minima of C⁻, C⁺ and of C^± − b) and rounded to integers.  Both resulting
+Before this, the knot bounds C^±(b_j) are tightened by the same facts applied across all knots
+— C − P and (b − Q) − C are non-decreasing, with P, Q the labelled positives and negatives up to
+b (running maxima/minima) — and rounded to integers.  Both resulting
 bound functions are non-decreasing in k, so on an output step [x, x') (knots every factor
 1 + ε/10 inside each stratum) p(k) = C(k)/k lies in [C⁻(x)/(x' − 1), C⁺(x' − 1)/x] for every k
 of the step.  Hence, with probability ≥ 1 − δ, ``lower ≤ precision@k ≤ upper`` at *every* rank
@@ -304,11 +305,14 @@ class StratBand:
         pos, neg = _known_counts(known, head, b)
         lo = np.concatenate([[c_head], np.maximum(c_hat - half, c_head + pos[1:])])
         hi = np.concatenate([[c_head], np.minimum(c_hat + half, c_head + (b[1:] - head) - neg[1:])])
+        # C − P (positives among unlabelled ranks) and (b − Q) − C (negatives among unlabelled
+        # ranks) are non-decreasing, P and Q the labelled positives/negatives up to b.
+        free = b - neg
         for _ in range(2):
-            lo = np.maximum.accumulate(lo)  # C non-decreasing
-            lo = np.maximum(lo, (np.maximum.accumulate((lo - b)[::-1])[::-1]) + b)  # growth ≤ 1
-            hi = np.minimum.accumulate(hi[::-1])[::-1]
-            hi = np.minimum(hi, np.minimum.accumulate(hi - b) + b)
+            lo = np.maximum.accumulate(lo - pos) + pos
+            lo = np.maximum(lo, np.maximum.accumulate((lo - free)[::-1])[::-1] + free)
+            hi = np.minimum.accumulate((hi - pos)[::-1])[::-1] + pos
+            hi = np.minimum(hi, np.minimum.accumulate(hi - free) + free)
         return np.ceil(lo - 1e-9), np.floor(hi + 1e-9)
 
     def _steps(
