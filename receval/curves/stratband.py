@@ -26,7 +26,11 @@ size_i, contribute 0), and
     P(|Ĉ(b_j) − C(b_j)| ≥ √(2 V_j ln(2J/δ))) ≤ δ/J.
 
 A union bound over the J knots makes all J intervals hold together with probability ≥ 1 − δ
-(the event E).  No assumption on the shape of p is used.
+(the event E).  No assumption on the shape of p is used.  Because the strata are independent,
+M_j = Ĉ(b_j) − C(b_j) is a martingale in j, and a stitched maximal inequality (Ville's inequality
+for exp(λM_j − λ²V_j/2) on a geometric grid of λ, :func:`hoeffding_halfwidths`) gives the same
+simultaneous guarantee about 12 % tighter than the union bound at the default sizes; the
+construction used is chosen from the design alone.
 
 Variance-adaptive variant (``estimator="bernstein"``).  Sampling without replacement is dominated
 in convex order by sampling with replacement (Hoeffding 1963, Thm 4), so Bernstein's inequality
@@ -81,7 +85,7 @@ import numpy as np
 from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import geometric_grid
 
-__all__ = ["StratBand", "stratum_bounds"]
+__all__ = ["StratBand", "hoeffding_halfwidths", "stratum_bounds"]
 
 _STREAM = 0x5342  # "SB": keeps StratBand's random streams apart from other methods'
 
@@ -233,7 +237,7 @@ class StratBand:
         widths = np.diff(np.concatenate([[head], bounds]))
         n = np.minimum(widths, int(self.labels_per_stratum or 0))
         var = np.cumsum(_serfling_proxy(widths, n))
-        half = np.sqrt(2.0 * var * math.log(2.0 * bounds.size / self.delta))
+        half = hoeffding_halfwidths(var, bounds, self.delta)
         return float(np.max(half / bounds))
 
     # -- estimate ----------------------------------------------------------------------
@@ -267,7 +271,7 @@ class StratBand:
             half = _bernstein_halfwidth(widths, drawn, positives, self.delta)
         else:
             var = np.cumsum(_serfling_proxy(widths, drawn))
-            half = np.sqrt(2.0 * var * math.log(2.0 * bounds.size / self.delta))
+            half = hoeffding_halfwidths(var, bounds, self.delta)
         lo_k, hi_k = self._knot_counts(c_hat, half, bounds, head, c_head, known)
         ranks, lower, upper, est = self._steps(head, bounds, lows, lo_k, hi_k, c_head, c_hat, known)
         precision = np.clip(est, lower, upper)
@@ -372,6 +376,39 @@ class StratBand:
     def run(self, size: int, oracle: Oracle) -> CurveEstimate:
         """Plan → label with ``oracle`` → plan … until done; then :meth:`estimate`."""
         return run_to_completion(self, size, oracle)
+
+
+def hoeffding_halfwidths(variance: np.ndarray, knots: np.ndarray, delta: float) -> np.ndarray:
+    """Half-widths h_j with P(∃ j: |Ĉ(b_j) − C(b_j)| ≥ h_j) ≤ δ for a sub-Gaussian martingale.
+
+    ``variance`` holds the (deterministic, non-decreasing) variance proxies V_j of the partial
+    sums.  Two constructions are valid: the union bound over the J knots, h_j = √(2V_j ln(2J/δ)),
+    and a stitched maximal inequality — for each λ of a geometric grid, Ville's inequality on the
+    supermartingale exp(λM_j − λ²V_j/2) gives M_j < ln(1/α)/λ + λV_j/2 at every j at once with
+    probability ≥ 1 − α; with E values of λ and both signs, α = δ/(2E) and h_j is the minimum over
+    the grid.  The construction (union bound, or stitching with ratio η ∈ {2, 3, 4} between grid
+    variances) is the one with the smallest worst relative half-width max_j h_j/b_j: a choice
+    that depends on the design only (sizes, not labels), so it costs no extra δ.
+    """
+    variance = np.asarray(variance, np.float64)
+    knots = np.asarray(knots, np.float64)
+    count = variance.size
+    best = np.sqrt(2.0 * variance * math.log(2.0 * count / delta))
+    positive = variance[variance > 0]
+    if positive.size == 0:
+        return best
+    score = float(np.max(best / knots))
+    v_min, v_max = float(positive.min()), float(positive.max())
+    for eta in (2.0, 3.0, 4.0):
+        grid = max(1, math.ceil(math.log(v_max / v_min) / math.log(eta)) + 1)
+        grid_var = v_max * eta ** -np.arange(grid, dtype=np.float64)
+        log_term = math.log(2.0 * grid / delta)
+        lam = np.sqrt(2.0 * log_term / grid_var)
+        half = np.min(log_term / lam[None, :] + lam[None, :] * variance[:, None] / 2.0, axis=1)
+        half = np.where(variance > 0, half, 0.0)
+        if float(np.max(half / knots)) < score:
+            best, score = half, float(np.max(half / knots))
+    return best
 
 
 def _bernstein_halfwidth(
