@@ -61,16 +61,33 @@ PAPER = {
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def _labels_for_halfwidth(size: int, target: float) -> tuple[int, int]:
+    """Smallest labels per stratum n whose StratBand knot half-width is ≤ target; (n, labels)."""
+    for n in range(2, 1_001):
+        got = curve_budget("stratband", size, labels_per_stratum=n)
+        if got["halfwidth"] <= target:
+            return n, int(got["annotations"])
+    raise ValueError("target half-width not reached")
+
+
 def stratband_vs_paula() -> None:
     print("0. StratBand vs PAULA labels (ε = 0.03, Δ = 100; StratBand δ = 0.05)")
-    print(f"{'N':>11} {'PAULA':>8} {'StratBand':>10} {'ratio':>6} {'band half-width':>16}")
+    print(
+        "   (last columns: StratBand sized for LogStrat's promised half-width 0.025 = (β−1)p_min)"
+    )
+    print(
+        f"{'N':>11} {'PAULA':>8} {'StratBand':>10} {'ratio':>6} {'band half-width':>16} "
+        f"{'n for 0.025':>11} {'labels':>8} {'ratio':>6}"
+    )
     for i, size in enumerate(PAPER_N):
         paula = curve_budget("paula", size)["annotations"]
         band = curve_budget("stratband", size)
         assert paula == PAPER["paula"][i]
+        n, labels = _labels_for_halfwidth(size, 0.025)
         print(
             f"{size:>11,} {paula:>8,} {band['annotations']:>10,} "
-            f"{band['annotations'] / paula:>6.3f} {band['halfwidth']:>16.4f}"
+            f"{band['annotations'] / paula:>6.3f} {band['halfwidth']:>16.4f} "
+            f"{n:>11} {labels:>8,} {labels / paula:>6.3f}"
         )
     print()
 
