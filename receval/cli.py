@@ -913,6 +913,12 @@ def _curve_options(func):
             default=None,
             help="StratBand: labels drawn per stratum (default Δ).",
         ),
+        click.option(
+            "--halfwidth",
+            type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+            default=None,
+            help="StratBand: size the strata samples for this band half-width instead.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)

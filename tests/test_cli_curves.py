@@ -321,3 +321,28 @@ def test_recall_interval_when_the_number_of_correct_facts_is_estimated(bundle, t
         tail["recall_upper"] - tail["recall_lower"]
         > (tail["yield_upper"] - tail["yield_lower"]) / meta["recall"]["true_facts"]
     )
+
+
+def test_stratband_options(bundle):
+    runner = CliRunner()
+    base = ["curve", "budget", "--method", "stratband", "--size", "356150", "--json"]
+    got = json.loads(runner.invoke(cli, [*base, "--halfwidth", "0.025"]).output)
+    assert got["halfwidth"] <= 0.025 and got["annotations"] < 19_092
+    got = json.loads(runner.invoke(cli, [*base, "--labels-per-stratum", "50"]).output)
+    assert got["labels_per_stratum"] == 50
+    result = runner.invoke(
+        cli,
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            load_task(bundle).systems[0],
+            "--method",
+            "stratband",
+            "--estimator",
+            "clopper-pearson",
+            *PARAMS,
+        ],
+    )
+    assert result.exit_code == 2 and "estimator" in result.output

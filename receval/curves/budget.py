@@ -42,6 +42,7 @@ def curve_budget(
     eta: float = 0.0,
     m: int | None = None,
     labels_per_stratum: int | None = None,
+    halfwidth: float | None = None,
 ) -> dict[str, object]:
     """Queries and annotations a method needs for a list of ``size`` items, before any label.
 
@@ -54,7 +55,7 @@ def curve_budget(
         N ≥ 1.
     epsilon, window, delta, beta, pmin, r_tilde, eta, m, labels_per_stratum
         ε, Δ, δ, β (``None``: γ; AdaStrat then uses 1.05), p_min, r̃ (``None``: ⌈(Δ+2)/ε⌉),
-        η and m (AdaStrat), n per stratum (StratBand).  Parameters a method does not use are
+        η and m (AdaStrat), n per stratum or the wanted half-width (StratBand).  Parameters a method does not use are
         ignored.
 
     Returns
@@ -94,6 +95,7 @@ def curve_budget(
             r_tilde=r_tilde,
             delta=delta,
             labels_per_stratum=labels_per_stratum,
+            halfwidth=halfwidth,
         ).budget(size)
     if key == "adastrat":
         ada = AdaStrat(

@@ -126,6 +126,10 @@ class StratBand:
         Δ: fixes r̃ = ⌈(Δ+2)/ε⌉ (so the head equals PAULA's) and the default labels per stratum.
     labels_per_stratum
         n: distinct ranks drawn per stratum (default Δ, which makes the plan PAULA's size or less).
+    halfwidth
+        Instead of n: the largest knot half-width (in precision) wanted; n is then the smallest
+        number of labels per stratum that reaches it for the list's size (computed from the
+        design before any label, so the guarantee is unaffected).
     r_tilde
         r̃ (default ⌈(Δ+2)/ε⌉); the head is g_ℓ = ⌈(1+ε)^ℓ⌉ with ℓ = ⌈log_{1+ε} r̃⌉.
     delta
@@ -143,6 +147,7 @@ class StratBand:
     epsilon: float = 0.03
     window: int = 100
     labels_per_stratum: int | None = None
+    halfwidth: float | None = None
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
@@ -156,7 +161,12 @@ class StratBand:
             raise ValueError("window must be ≥ 1")
         if not 0 < self.delta < 1:
             raise ValueError("delta must lie in (0, 1)")
-        if self.labels_per_stratum is None:
+        if self.halfwidth is not None:
+            if self.labels_per_stratum is not None:
+                raise ValueError("give labels_per_stratum or halfwidth, not both")
+            if not 0 < self.halfwidth < 1:
+                raise ValueError("halfwidth must lie in (0, 1)")
+        elif self.labels_per_stratum is None:
             object.__setattr__(self, "labels_per_stratum", int(self.window))
         elif self.labels_per_stratum < 2:
             raise ValueError("labels_per_stratum must be ≥ 2")
@@ -176,9 +186,26 @@ class StratBand:
         assert self.r_tilde is not None
         return stratum_bounds(size, self.epsilon, self.r_tilde)
 
-    def _draws(self, head: int, bounds: np.ndarray) -> list[np.ndarray]:
+    def per_stratum(self, size: int) -> int:
+        """n, the labels drawn per stratum for a list of ``size`` items."""
+        if self.halfwidth is None:
+            return int(self.labels_per_stratum or 0)
+        head, bounds = self.strata(size)
+        if bounds.size == 0:
+            return 2
+        low, high = 2, max(2, int(np.max(np.diff(np.concatenate([[head], bounds])))))
+        if self._typical_halfwidth(head, bounds, high) > self.halfwidth:
+            return high  # every stratum labelled in full
+        while low < high:  # the half-width decreases in n
+            mid = (low + high) // 2
+            if self._typical_halfwidth(head, bounds, mid) <= self.halfwidth:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _draws(self, head: int, bounds: np.ndarray, n: int) -> list[np.ndarray]:
         """The sampled ranks of each stratum (sorted), reproducible from (seed, stratum)."""
-        n = int(self.labels_per_stratum or 0)
         if bounds.size == 0:
             return []
         lows = np.concatenate([[head], bounds[:-1]]).astype(np.int64)
@@ -199,7 +226,7 @@ class StratBand:
         head_ranks = np.arange(1, head + 1, dtype=np.int64)
 
         def rest() -> np.ndarray:
-            draws = self._draws(head, bounds)
+            draws = self._draws(head, bounds, self.per_stratum(size))
             return np.concatenate(draws) if draws else np.empty(0, np.int64)
 
         return staged_plan(known, head_ranks, rest)
@@ -208,9 +235,9 @@ class StratBand:
         """Labels of the plan, known before any label: g_ℓ + Σ_j min(n, size_j) (exact count)."""
         head, bounds = self.strata(size)
         widths = np.diff(np.concatenate([[head], bounds])) if bounds.size else np.empty(0)
-        n = int(self.labels_per_stratum or 0)
+        n = self.per_stratum(size)
         labels = int(head + np.minimum(widths, n).sum())
-        halfwidth = self._typical_halfwidth(head, bounds)
+        halfwidth = self._typical_halfwidth(head, bounds, n)
         return {
             "method": self.name,
             "size": int(size),
@@ -230,12 +257,12 @@ class StratBand:
             ),
         }
 
-    def _typical_halfwidth(self, head: int, bounds: np.ndarray) -> float:
-        """Largest knot half-width in precision, √(2V_j ln(2J/δ))/b_j, before any label."""
+    def _typical_halfwidth(self, head: int, bounds: np.ndarray, per_stratum: int) -> float:
+        """Largest knot half-width in precision (Hoeffding, :func:`hoeffding_halfwidths`)."""
         if bounds.size == 0:
             return 0.0
         widths = np.diff(np.concatenate([[head], bounds]))
-        n = np.minimum(widths, int(self.labels_per_stratum or 0))
+        n = np.minimum(widths, per_stratum)
         var = np.cumsum(_serfling_proxy(widths, n))
         half = hoeffding_halfwidths(var, bounds, self.delta)
         return float(np.max(half / bounds))
@@ -250,7 +277,7 @@ class StratBand:
         size = int(size)
         head, bounds = self.strata(size)
         head_ranks = np.arange(1, head + 1, dtype=np.int64)
-        draws = self._draws(head, bounds)
+        draws = self._draws(head, bounds, self.per_stratum(size))
         planned = np.concatenate([head_ranks, *draws]) if draws else head_ranks
         missing = known.missing(planned).size
         if missing:

@@ -187,3 +187,19 @@ def test_simultaneous_halfwidths_hold_for_the_worst_case_strata() -> None:
     error = np.cumsum(widths / drawn * (hits - drawn * good / widths), axis=1)
     missed = np.mean(np.any(np.abs(error) >= half, axis=1))
     assert missed <= delta + 3 * np.sqrt(delta * (1 - delta) / runs)
+
+
+def test_halfwidth_sizes_the_strata_samples() -> None:
+    size = 356_150
+    sized = StratBand(halfwidth=0.025)
+    n = sized.per_stratum(size)
+    budget = sized.budget(size)
+    assert (
+        budget["halfwidth"] <= 0.025 < StratBand(labels_per_stratum=n - 1).budget(size)["halfwidth"]
+    )
+    assert budget["annotations"] < Paula().budget(size)["annotations"]
+    head = sized.plan(size, Labels.empty())
+    rest = sized.plan(size, Labels(head, np.ones(head.size)))
+    assert head.size + rest.size == budget["annotations"]
+    with pytest.raises(ValueError, match="not both"):
+        StratBand(halfwidth=0.02, labels_per_stratum=50)
