@@ -891,7 +891,8 @@ def _curve_options(func):
             "--estimator",
             type=click.Choice(["hoeffding", "clopper-pearson", "bernstein"]),
             default=None,
-            help="AdaStrat: interval behind each queried point (default hoeffding, the paper's).",
+            help="AdaStrat: interval behind each queried point (default hoeffding, the paper's); "
+            "StratBand: hoeffding (default) or bernstein.",
         ),
         click.option(
             "--r-tilde",
@@ -989,8 +990,13 @@ def _pending_batch(task, target: Path):
             f"{target}:1: exists and is not a curve batch (no {', '.join(missing)} column); "
             "it may hold pending work: choose another --out"
         )
+    ranks = pd.to_numeric(old["rank"], errors="coerce")
+    bad = ranks.isna() | (ranks != ranks.round())
+    if bad.any():
+        line = old["_line"][bad].iloc[0] if "_line" in old.columns else "?"
+        raise InputError(f"{target}:{line}: rank is not an integer")
     old = old[[c for c in _BATCH_COLUMNS if c in old.columns]].copy()
-    old["rank"] = pd.to_numeric(old["rank"], errors="coerce")
+    old["rank"] = ranks.astype("int64")
     keep = []
     for system, rows in old.groupby("system", sort=False):
         if system not in task.systems:

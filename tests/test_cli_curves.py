@@ -346,3 +346,27 @@ def test_stratband_options(bundle):
         ],
     )
     assert result.exit_code == 2 and "estimator" in result.output
+
+
+def test_a_malformed_batch_file_is_refused_with_its_line(bundle, tmp_path):
+    batch = tmp_path / "curve.tsv"
+    batch.write_text(
+        "rank\tquery_id\tanswer\tsystem\tmethod\n3\tq\ta\ts\tpaula\nx\tq\tb\ts\tpaula\n"
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            load_task(bundle).systems[0],
+            "--method",
+            "paula",
+            *PARAMS,
+            "--out",
+            str(batch),
+        ],
+    )
+    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert "curve.tsv:3: rank is not an integer" in result.output
