@@ -427,3 +427,23 @@ def test_noise_corrected_band_holds_with_eta_0_1(top: float, bottom: float, nois
         if not noisy_prefix:  # the corrected estimate keeps the β(1+ε) promise
             assert np.max(np.maximum(value / truth, truth / value)) <= method.factor
         assert {"envelope_lower", "envelope_upper"} <= set(est.columns)
+
+
+def test_prefix_weak_monotonicity_check_runs_with_default_constants() -> None:
+    """l̃ = r̃ = 3,400 by default; the check covers 1,700..3,297 of the exact prefix."""
+    method = AdaStrat()
+    c = method.constants
+    assert c.l_tilde == c.r_tilde  # the old check (needs l̃ ≥ r̃ + m) could never run
+    clean = weak_monotone_list(LogisticShape(0.95, 0.3, 6_000, 1_000))
+    flags = method.run(clean.size, clean.labels).flags
+    assert not any(f.startswith("weak-monotonicity-violated-in-prefix") for f in flags)
+    # a rise inside the prefix (ranks 2,500-3,000) violates weak monotonicity there
+    bumped = SimulatedRankedList(
+        N_PPDB,
+        BumpShape(LogisticShape(0.9, 0.3, 2_000, 500), 2_500, 3_000, 0.6),
+        arrangement="balanced",
+    )
+    labels = bumped.labels(np.arange(1, c.l_tilde + 1))
+    assert weak_monotonicity_violations(labels, c.m, c.l_tilde // 2).size > 0
+    flags = method.run(bumped.size, bumped.labels).flags
+    assert any(f.startswith("weak-monotonicity-violated-in-prefix") for f in flags)
