@@ -840,14 +840,18 @@ def import_trec_command(
     )
 
 
+_CURVE_METHODS = ["random", "logstrat", "paula", "adastrat", "stratband"]
+
+
 def _curve_options(func):
     """The parameters shared by the curve commands (defaults as in the papers)."""
     options = [
         click.option(
             "--method",
-            type=click.Choice(["random", "logstrat", "paula", "adastrat"]),
+            type=click.Choice(_CURVE_METHODS),
             required=True,
-            help="Curve method.",
+            help="Curve method (stratband: a band valid at every rank, no monotonicity assumed, "
+            "at most PAULA's labels).",
         ),
         click.option(
             "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
@@ -867,17 +871,58 @@ def _curve_options(func):
         click.option(
             "--pmin", type=click.FloatRange(1e-4, 1.0), default=None, help="p_min (default 0.5)."
         ),
+        click.option(
+            "--eta",
+            type=click.FloatRange(0.0, 0.5, max_open=True),
+            default=None,
+            help="AdaStrat: probability that an annotation is flipped (default 0).",
+        ),
+        click.option(
+            "--estimator",
+            type=click.Choice(["hoeffding", "clopper-pearson", "bernstein"]),
+            default=None,
+            help="AdaStrat: interval behind each queried point (default hoeffding, the paper's); "
+            "StratBand: hoeffding (default) or bernstein.",
+        ),
+        click.option(
+            "--r-tilde",
+            "r_tilde",
+            type=click.IntRange(1, None),
+            default=None,
+            help="r̃: monotonicity assumed from this rank (default ⌈(Δ+2)/ε⌉).",
+        ),
+        click.option(
+            "--m",
+            "m",
+            type=click.IntRange(1, None),
+            default=None,
+            help="AdaStrat: weak-monotonicity distance m (default from ε and r̃).",
+        ),
+        click.option(
+            "--labels-per-stratum",
+            type=click.IntRange(2, None),
+            default=None,
+            help="StratBand: labels drawn per stratum (default Δ).",
+        ),
+        click.option(
+            "--halfwidth",
+            type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+            default=None,
+            help="StratBand: size the strata samples for this band half-width instead.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _curve_params(epsilon, window, delta, beta, pmin, **extra) -> dict:
-    params = {"epsilon": epsilon, "window": window, "delta": delta, "pmin": pmin, **extra}
-    params = {k: v for k, v in params.items() if v is not None}
+def _curve_params(method: str | None = None, beta: str | None = None, **options) -> dict:
+    """The method's parameters from the command line (None: the method's default)."""
+    params = {k: v for k, v in options.items() if v is not None}
     if beta is not None:
         if beta.lower() == "gamma":
+            if method not in (None, "logstrat"):
+                raise click.BadParameter("'gamma' is LogStrat's setting", param_hint="--beta")
             params["beta"] = None
         else:
             try:
@@ -914,12 +959,50 @@ def _ranked_system(task, system: str):
     return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
 
 
+_BATCH_COLUMNS = ["rank", "query_id", "answer", "system", "method"]
+
+
+def _pending_batch(task, target: Path):
+    """Rows of an existing curve batch file that still have no label (None when absent).
+
+    Refuses (exit 2) a file that is not a curve batch, e.g. the to_annotate.tsv of `sample`.
+    """
+    import pandas as pd
+
+    from receval.formats.tables import read_table
+
+    if not target.exists():
+        return None
+    old = read_table(target)
+    missing = [c for c in ("rank", "query_id", "answer", "system") if c not in old.columns]
+    if missing:
+        raise InputError(
+            f"{target}:1: exists and is not a curve batch (no {', '.join(missing)} column); "
+            "it may hold pending work: choose another --out"
+        )
+    ranks = pd.to_numeric(old["rank"], errors="coerce")
+    bad = ranks.isna() | (ranks != ranks.round())
+    if bad.any():
+        line = old["_line"][bad].iloc[0] if "_line" in old.columns else "?"
+        raise InputError(f"{target}:{line}: rank is not an integer")
+    old = old[[c for c in _BATCH_COLUMNS if c in old.columns]].copy()
+    old["rank"] = ranks.astype("int64")
+    keep = []
+    for system, rows in old.groupby("system", sort=False):
+        if system not in task.systems:
+            keep.append(rows)
+            continue
+        _, known = _ranked_system(task, system)
+        keep.append(rows[~rows["rank"].isin(known.ranks)])
+    return pd.concat(keep, ignore_index=True) if keep else old.iloc[:0]
+
+
 @cli.group(cls=ReceGroup)
 def curve() -> None:
     """Precision curves of a system's confidence-ranked output from few labels.
 
-    plan → annotate to_annotate.tsv → add to judgments.tsv → plan … until the plan is empty →
-    estimate.  Labels already in judgments.tsv are reused, whoever collected them.
+    plan → annotate TASK/curve_to_annotate.tsv → add to judgments.tsv → plan … until the plan is
+    empty → estimate.  Labels already in judgments.tsv are reused, whoever collected them.
     """
 
 
@@ -935,28 +1018,25 @@ def curve() -> None:
     "out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where to write the batch (default TASK/to_annotate.tsv).",
+    help="The curve batch file (default TASK/curve_to_annotate.tsv); rows still unlabelled "
+    "in it are kept, a file of another kind is refused.",
 )
 def curve_plan(
-    task: Path,
-    system: str,
-    method: str,
-    epsilon,
-    window,
-    delta,
-    beta,
-    pmin,
-    seed: int,
-    out: Path | None,
+    task: Path, system: str, method: str, seed: int, out: Path | None, **options
 ) -> None:
-    """Write the next batch of ranked items to annotate (rank, query_id, answer); header only when done."""
+    """Write the next batch of ranked items to annotate (rank, query_id, answer, system, method).
+
+    The batch goes to its own file, never to the to_annotate.tsv of `receval sample`.  Pending
+    rows already in the file (for any system) are kept; labelled ones are dropped.
+    """
     import pandas as pd
 
     from receval.formats.tables import write_table
 
     loaded = _load(task)
     ranked, known = _ranked_system(loaded, system)
-    algo = _make_method(method, _curve_params(epsilon, window, delta, beta, pmin, seed=seed))
+    params = _curve_params(method=method, seed=seed, **options)
+    algo = _make_method(method, params)
     need = known.missing(algo.plan(len(ranked), known))
     rows = ranked.iloc[need - 1]
     batch = pd.DataFrame(
@@ -964,16 +1044,46 @@ def curve_plan(
             "rank": need,
             "query_id": rows["query_id"].to_numpy(),
             "answer": rows["answer_raw"].to_numpy(),
+            "system": system,
+            "method": method,
         }
     )
-    target = out or task / "to_annotate.tsv"
-    write_table(target, batch)
+    target = out or task / "curve_to_annotate.tsv"
+    pending = _pending_batch(loaded, target)
+    merged = batch
+    if pending is not None and len(pending):
+        merged = pd.concat([pending, batch], ignore_index=True)
+        merged = merged.drop_duplicates(subset=["system", "rank"], keep="last")
+        merged["rank"] = merged["rank"].astype("int64")
+    write_table(target, merged[_BATCH_COLUMNS].reset_index(drop=True))
+    others = len(merged) - len(batch)
+    kept = f"; {others} pending rows kept" if others else ""
     if len(batch):
         click.echo(
-            f"{len(batch)} items of {system} to annotate ({method}; {len(known)} labels reused) in {target}"
+            f"{len(batch)} items of {system} to annotate ({method}; {len(known)} labels reused) "
+            f"in {target}{kept}"
         )
     else:
-        click.echo(f"{method} has every label it needs for {system}: run `receval curve estimate`")
+        click.echo(
+            f"{method} has every label it needs for {system}: run `receval curve estimate`{kept}"
+        )
+
+
+def _true_facts(loaded, given: int | None, seed: int):
+    """(T, (T⁻, T⁺) or None when exact, where it came from) for the recall columns."""
+    if given is not None:
+        return given, None, "--true-facts"
+    if loaded.truth is not None:
+        return int((loaded.truth["value"] == 1).sum()), None, "truth.tsv"
+    from receval.scoring import ScoreOptions, estimated_true_facts, score_task
+
+    point = estimated_true_facts(loaded)
+    if not point:
+        return None, None, None
+    result = score_task(loaded, ScoreOptions(bootstrap=400, seed=seed))
+    row = result.pool.set_index("quantity").loc["true_facts"]
+    interval = (float(row["lower"]), float(row["upper"]))
+    return point, interval, "estimated (pool correct / pool coverage), 95% percentile bootstrap"
 
 
 @curve.command(name="estimate")
@@ -985,61 +1095,46 @@ def curve_plan(
     "--true-facts",
     type=click.IntRange(1, None),
     default=None,
-    help="Number of correct facts in the universe, for the recall column (default: from truth.tsv).",
+    help="Number of correct facts in the universe, for the recall column (default: from "
+    "truth.tsv, else estimated with an interval).",
 )
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="CSV to write.")
 def curve_estimate(
     task: Path,
     system: str,
     method: str,
-    epsilon,
-    window,
-    delta,
-    beta,
-    pmin,
     seed: int,
     true_facts: int | None,
     out: Path,
+    **options,
 ) -> None:
-    """Write the precision curve (rank, precision, lower, upper [, recall], queried, kind) to FILE.
+    """Write the precision curve to FILE: rank, precision, lower, upper[, recall], queried, kind,
+    then recall_lower, recall_upper, yield (correct items in the top k), yield_lower, yield_upper.
 
     FILE.json beside it records the method, what the bounds are (kind and guarantee), the labels
     used and every flag (e.g. a detected violation of the monotonicity assumption).
     """
-    import numpy as np
-    import pandas as pd
-
-    from receval.report.writers import write_csv
+    from receval.curves.table import curve_frame
+    from receval.report.writers import write_csv, write_json
 
     loaded = _load(task)
     ranked, known = _ranked_system(loaded, system)
-    algo = _make_method(method, _curve_params(epsilon, window, delta, beta, pmin, seed=seed))
+    params = _curve_params(method=method, seed=seed, **options)
+    algo = _make_method(method, params)
     missing = known.missing(algo.plan(len(ranked), known))
     if missing.size:
         raise InputError(
             f"{task}: {method} still needs {missing.size} labels for {system}: run `receval curve plan` and annotate"
         )
     est = algo.estimate(len(ranked), known)
-    frame = pd.DataFrame(
-        {"rank": est.ranks, "precision": est.precision, "lower": est.lower, "upper": est.upper}
-    )
-    recall_from = "--true-facts"
-    if true_facts is None and loaded.truth is not None:
-        true_facts, recall_from = int((loaded.truth["value"] == 1).sum()), "truth.tsv"
-    if true_facts is None:
-        from receval.scoring import estimated_true_facts
-
-        true_facts, recall_from = (
-            estimated_true_facts(loaded),
-            "estimated (pool correct / pool coverage)",
-        )
-    if true_facts:
-        frame["recall"] = est.precision * est.ranks / true_facts
-    frame["queried"] = np.isin(est.ranks, est.queried).astype(int)
-    frame["kind"] = est.kind
+    total, interval, recall_from = _true_facts(loaded, true_facts, seed)
+    frame = curve_frame(est, total, interval)
     write_csv(out, frame)
-    from receval.report.writers import write_json
-
+    recall = None
+    if total:
+        recall = {"true_facts": total, "from": recall_from}
+        if interval is not None:
+            recall["true_facts_lower"], recall["true_facts_upper"] = interval
     write_json(
         out.with_name(out.name + ".json"),
         {
@@ -1049,10 +1144,11 @@ def curve_estimate(
             "guarantee": est.guarantee,
             "size": est.size,
             "annotations": est.annotations,
+            "exact_prefix": est.exact_prefix,
             "queried": len(est.queried),
             "flags": list(est.flags),
-            "recall": None if not true_facts else {"true_facts": true_facts, "from": recall_from},
-            "parameters": _curve_params(epsilon, window, delta, beta, pmin, seed=seed),
+            "recall": recall,
+            "parameters": params,
         },
     )
     click.echo(
@@ -1062,30 +1158,72 @@ def curve_estimate(
         _warn(flag)
 
 
+#: Human names of the keys of `curve budget` (the JSON keeps the keys).
+_BUDGET_NAMES = {
+    "method": "method",
+    "size": "items in the ranked list",
+    "annotations": "labels to collect",
+    "kind": "that count is",
+    "queries": "points of the curve estimated",
+    "head": "top items labelled one by one",
+    "strata": "strata sampled beyond them",
+    "labels_per_stratum": "labels drawn per stratum",
+    "samples_per_point": "label draws per estimated point",
+    "samples": "label draws from the whole list",
+    "expected_draws": "expected label draws (with repeats)",
+    "expected_distinct": "expected distinct items to label",
+    "halfwidth": "half-width of the precision band (at most)",
+    "epsilon": "grid step ε (points 1+ε apart)",
+    "window": "window Δ (labels per local estimate)",
+    "r_tilde": "grid starts at rank r̃",
+    "delta": "failure probability δ",
+    "beta": "per-point approximation factor β",
+    "pmin": "precision assumed at least p_min",
+    "eta": "label noise η",
+    "ell": "first grid exponent ℓ",
+    "L": "last grid exponent L",
+    "m": "weak-monotonicity distance m",
+    "gamma": "PAULA's factor γ",
+    "approximation": "overall approximation factor",
+    "alpha": "relative accuracy α",
+    "guarantee": "guarantee",
+}
+
+
+def _human(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
 @curve.command(name="budget")
 @_curve_options
 @click.option(
     "--size", type=click.IntRange(1, None), required=True, help="N, the number of ranked items."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def curve_budget_command(
-    method: str, epsilon, window, delta, beta, pmin, size: int, as_json: bool
-) -> None:
-    """Annotation plan size of a non-adaptive method for a list of N items, without any labels."""
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (machine keys).")
+def curve_budget_command(method: str, size: int, as_json: bool, **options) -> None:
+    """Labels a method needs for a list of N items, before any label (AdaStrat: worst case)."""
     import json
 
     from receval.curves import curve_budget
 
-    params = _curve_params(epsilon, window, delta, beta, pmin)
+    params = _curve_params(method=method, **options)
+    params.pop("estimator", None)
     try:
         result = curve_budget(method, size, **params)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
         click.echo(json.dumps(result))
-    else:
-        for key, value in result.items():
-            click.echo(f"{key:<20} {value}")
+        return
+    width = max(len(_BUDGET_NAMES.get(k, k)) for k in result)
+    for key, value in result.items():
+        click.echo(f"{_BUDGET_NAMES.get(key, key):<{width}}  {_human(value)}")
 
 
 @cli.command(name="leaderboard")

@@ -67,20 +67,21 @@ def _loop(runner, root, system, method, truth) -> int:
         )
         assert result.exit_code == 0, result.output
         batch = pd.read_csv(
-            root / "to_annotate.tsv",
+            root / "curve_to_annotate.tsv",
             sep="\t",
             dtype={"query_id": str, "answer": str},
             keep_default_na=False,
         )
-        assert list(batch.columns) == ["rank", "query_id", "answer"]
-        if batch.empty:
+        assert list(batch.columns) == ["rank", "query_id", "answer", "system", "method"]
+        mine = batch[batch["system"] == system]
+        if mine.empty:
             return labelled
-        labelled += len(batch)
+        labelled += len(mine)
         _annotate(root, batch, truth)
     raise AssertionError("the plan never became empty")
 
 
-@pytest.mark.parametrize("method", ["paula", "logstrat", "adastrat", "random"])
+@pytest.mark.parametrize("method", ["paula", "logstrat", "adastrat", "random", "stratband"])
 def test_plan_label_estimate_round_trip(bundle, tmp_path, method):
     runner = CliRunner()
     truth = _truth_labels(bundle)
@@ -105,18 +106,27 @@ def test_plan_label_estimate_round_trip(bundle, tmp_path, method):
     )
     assert result.exit_code == 0, result.output
     curve = pd.read_csv(out)
-    assert {"rank", "precision", "lower", "upper", "recall", "queried", "kind"} <= set(
+    assert list(curve.columns[:7]) == [
+        "rank",
+        "precision",
+        "lower",
+        "upper",
+        "recall",
+        "queried",
+        "kind",
+    ]
+    assert {"recall_lower", "recall_upper", "yield", "yield_lower", "yield_upper"} <= set(
         curve.columns
     )
     assert curve["rank"].is_monotonic_increasing
-    ordered = (curve["lower"] <= curve["precision"] + 1e-12) & (
-        curve["precision"] <= curve["upper"] + 1e-12
-    )
-    if not ordered.all():
-        # only where the method detected that its monotonicity assumption fails, and says so
-        assert "violated" in result.output, result.output
+    assert (curve["lower"] <= curve["upper"]).all()  # never crossed
+    assert (curve["yield_lower"] <= curve["yield"] + 1e-6).all()
+    assert (curve["recall_lower"] <= curve["recall"] + 1e-9).all()
+    assert (curve["recall"] <= curve["recall_upper"] + 1e-9).all()
     meta = json.loads(out.with_suffix(".csv.json").read_text())
-    assert meta["method"] == method and meta["kind"] in ("bound", "interval", "envelope")
+    expected_kind = {"paula": "approximation", "logstrat": "interval", "random": "interval"}
+    assert meta["method"] == method and meta["kind"] == expected_kind.get(method, "band")
+    assert set(curve["kind"]) <= {"exact", meta["kind"]}
     assert meta["annotations"] > 0 and isinstance(meta["flags"], list)
     # the exact precision function at the knots, from the truth of the ranked list
     task = load_task(bundle)
@@ -201,8 +211,162 @@ def test_budget_reproduces_the_papers_counts():
         assert abs(got["annotations"] - paper) <= 0.02 * paper
 
 
-def test_budget_of_an_adaptive_method_is_a_usage_error():
+def test_budget_of_adastrat_is_its_worst_case():
     result = CliRunner().invoke(
-        cli, ["curve", "budget", "--method", "adastrat", "--size", "1000", "--json"]
+        cli, ["curve", "budget", "--method", "adastrat", "--size", "35615", "--json"]
     )
-    assert result.exit_code == 2
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.output)
+    assert got["kind"] == "upper bound" and got["annotations"] > 0
+
+
+def test_budget_speaks_to_organisers_and_json_keeps_machine_keys():
+    runner = CliRunner()
+    text = runner.invoke(cli, ["curve", "budget", "--method", "paula", "--size", "35615"]).output
+    assert "labels to collect" in text and "11,292" in text
+    assert "1.0812000000000002" not in text and "r_tilde" not in text
+    assert all(len(token) < 12 for token in text.split() if token[0].isdigit())
+    got = json.loads(
+        runner.invoke(
+            cli, ["curve", "budget", "--method", "stratband", "--size", "35615", "--json"]
+        ).output
+    )
+    assert got["annotations"] <= 11_292 and "r_tilde" in got
+
+
+def test_plan_never_overwrites_pending_work(bundle, tmp_path):
+    runner = CliRunner()
+    task = load_task(bundle)
+    # the sample command's batch has other columns: refused, file untouched
+    other = tmp_path / "to_annotate.tsv"
+    other.write_text("kind\tquery_id\tanswer\tsystems\tunit\tprob\nfact\tq1\ta\ts\t\t0.1\n")
+    before = other.read_text()
+    result = runner.invoke(
+        cli,
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            task.systems[3],
+            "--method",
+            "paula",
+            *PARAMS,
+            "--out",
+            str(other),
+        ],
+    )
+    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert "not a curve batch" in result.output and other.read_text() == before
+    # two systems planned into one file: the first system's pending rows survive
+    batch = tmp_path / "curve.tsv"
+    for system in task.systems[3:5]:
+        result = runner.invoke(
+            cli,
+            [
+                "curve",
+                "plan",
+                str(bundle),
+                "--system",
+                system,
+                "--method",
+                "stratband",
+                *PARAMS,
+                "--out",
+                str(batch),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+    rows = pd.read_csv(batch, sep="\t", dtype=str, keep_default_na=False)
+    assert set(rows["system"]) == set(task.systems[3:5])
+
+
+def test_adastrat_options_reach_the_method(bundle, tmp_path):
+    runner = CliRunner()
+    task = load_task(bundle)
+    args = ["--system", task.systems[5], "--method", "adastrat", *PARAMS]
+    args += ["--eta", "0.05", "--estimator", "clopper-pearson", "--r-tilde", "80", "--m", "5"]
+    args += ["--beta", "1.2", "--pmin", "0.2"]
+    out = tmp_path / "batch.tsv"
+    result = runner.invoke(cli, ["curve", "plan", str(bundle), *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(
+        cli, ["curve", "plan", str(bundle), *args[:4], "--beta", "gamma", "--out", str(out)]
+    )
+    assert result.exit_code == 2 and "gamma" in result.output
+
+
+def test_recall_interval_when_the_number_of_correct_facts_is_estimated(bundle, tmp_path):
+    import shutil
+
+    root = tmp_path / "no-truth"
+    shutil.copytree(bundle, root)
+    system = load_task(root).systems[0]
+    runner = CliRunner()
+    _loop(runner, root, system, "stratband", _truth_labels(root))
+    (root / "truth.tsv").unlink()  # now the number of correct facts must be estimated
+    args = ["--system", system, "--method", "stratband", *PARAMS]
+    out = tmp_path / "curve.csv"
+    result = runner.invoke(cli, ["curve", "estimate", str(root), *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    curve = pd.read_csv(out)
+    meta = json.loads(out.with_suffix(".csv.json").read_text())
+    low, high = meta["recall"]["true_facts_lower"], meta["recall"]["true_facts_upper"]
+    assert low < meta["recall"]["true_facts"] < high
+    assert (curve["recall_lower"] <= curve["recall"]).all()
+    assert (curve["recall"] <= curve["recall_upper"]).all()
+    # the interval of T widens the recall interval beyond the yield interval alone
+    tail = curve.iloc[-1]
+    assert (
+        tail["recall_upper"] - tail["recall_lower"]
+        > (tail["yield_upper"] - tail["yield_lower"]) / meta["recall"]["true_facts"]
+    )
+
+
+def test_stratband_options(bundle):
+    runner = CliRunner()
+    base = ["curve", "budget", "--method", "stratband", "--size", "356150", "--json"]
+    got = json.loads(runner.invoke(cli, [*base, "--halfwidth", "0.025"]).output)
+    assert got["halfwidth"] <= 0.025 and got["annotations"] < 19_092
+    got = json.loads(runner.invoke(cli, [*base, "--labels-per-stratum", "50"]).output)
+    assert got["labels_per_stratum"] == 50
+    result = runner.invoke(
+        cli,
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            load_task(bundle).systems[0],
+            "--method",
+            "stratband",
+            "--estimator",
+            "clopper-pearson",
+            *PARAMS,
+        ],
+    )
+    assert result.exit_code == 2 and "estimator" in result.output
+
+
+def test_a_malformed_batch_file_is_refused_with_its_line(bundle, tmp_path):
+    batch = tmp_path / "curve.tsv"
+    batch.write_text(
+        "rank\tquery_id\tanswer\tsystem\tmethod\n3\tq\ta\ts\tpaula\nx\tq\tb\ts\tpaula\n"
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "curve",
+            "plan",
+            str(bundle),
+            "--system",
+            load_task(bundle).systems[0],
+            "--method",
+            "paula",
+            *PARAMS,
+            "--out",
+            str(batch),
+        ],
+    )
+    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert "curve.tsv:3: rank is not an integer" in result.output

@@ -1,8 +1,9 @@
 """Precision curves of huge ranked outputs from few labels.
 
-Four methods share one interface (:class:`~receval.curves.base.CurveMethod`: ``plan``,
+Five methods share one interface (:class:`~receval.curves.base.CurveMethod`: ``plan``,
 ``estimate``, ``run``): the random-sampling baseline and LogStrat and PAULA (Sabharwal & Sedghi,
-AISTATS 2017), and AdaStrat (Sabharwal & Xue, UAI 2018).  :func:`make_method` builds one from a
+AISTATS 2017), AdaStrat (Sabharwal & Xue, UAI 2018) and StratBand (a band valid at every rank
+without monotonicity assumptions, at PAULA's label count).  :func:`make_method` builds one from a
 name and the common parameters.
 """
 
@@ -18,12 +19,14 @@ from receval.curves.logstrat import LogStrat
 from receval.curves.paula import Paula
 from receval.curves.random_sampling import RandomSampling
 from receval.curves.ranked import FrameRankedList, ParquetRankedList, SimulatedRankedList
+from receval.curves.stratband import StratBand
 
 METHODS: dict[str, type] = {
     "random": RandomSampling,
     "logstrat": LogStrat,
     "paula": Paula,
     "adastrat": AdaStrat,
+    "stratband": StratBand,
 }
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Paula",
     "RandomSampling",
     "SimulatedRankedList",
+    "StratBand",
     "curve_budget",
     "make_method",
     "run_to_completion",

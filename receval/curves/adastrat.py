@@ -35,6 +35,23 @@ prefix when s_K draws are taken from [1, r], as in §4.3 — instead of sub-samp
 prefix (Appendix B.8).  It is unbiased for η = 0 and satisfies eq. (2)'s Hoeffding bound with
 room to spare (the prefix part has no variance).
 
+Noisy labels (η > 0).  Every estimate removes the noise: the Hoeffding value is
+p̃(r) = (Y(l̃) + (r − l̃)·q̂)/r with q̂ = (ṽ − η)/(1 − 2η) (ṽ the mean noisy label), so the envelope
+and the stopping rule see corrected values too; the sample size is the larger of eq. (5) and the
+size the corrected estimator needs for |q̂ − q| ≤ (β − 1)p_min (Hoeffding on ṽ, divided by 1 − 2η).
+The exactly labelled prefix 1..l̃ is taken as noise-free (adjudicated labels): with noisy prefix
+labels its yield is off by about η(1 − 2p)·l̃, which the band's β slack absorbs in the audit's
+scenarios but no theorem covers.
+
+The output band.  ``lower``/``upper`` are the band Theorem 3 promises, [lb/β, β·ub] around the
+envelope lb, ub of the estimates (for Hoeffding the upper factor is 1/(2 − β) ≥ β, because eq. (2)
+gives |p̃ − p| ≤ (β − 1)p, i.e. p ≤ p̃/(2 − β)), carried over each output step by the yield alone.
+It holds at every rank with probability ≥ 1 − δ when p is weakly monotone beyond r̃ (and, for
+Hoeffding, p ≥ p_min at the queried ranks); ``kind = "band"``.  The envelope itself is written in
+the extra columns ``envelope_lower``/``envelope_upper``.  Weak monotonicity is checked exactly on
+the upper half of the prefix (the default l̃ = r̃ leaves no pair at or beyond r̃) and on the
+queried intervals; failures are flagged.
+
 Beyond the paper: ``estimator="clopper-pearson"`` or ``"bernstein"`` replaces Hoeffding with
 p_min by an exact binomial (Clopper–Pearson) or empirical-Bernstein (Maurer & Pontil 2009,
 Thm 4) interval [lo, hi] for p(r), on a fixed schedule of J nested sample sizes around the
@@ -691,8 +708,18 @@ class AdaStrat:
         return self.beta * (1 + self.epsilon)
 
     def sample_size(self, k: int) -> int:
-        """s_K of eq. (5) for K queried points."""
-        return hoeffding_sample_size(k, self.delta, self.beta, self.pmin, self.eta)
+        """s_K for K queried points: eq. (5), and never fewer than the noise-corrected estimator needs.
+
+        The value is estimated by q̂ = (ṽ − η)/(1 − 2η) (ṽ the mean noisy label), whose error is
+        that of ṽ divided by 1 − 2η; |q̂ − q| ≤ (β − 1)·p_min needs s = ⌈ln(2K/δ) / (2((β − 1)
+        (1 − 2η) p_min)²)⌉ draws (Hoeffding).  For η = 0 both sizes coincide.
+        """
+        paper = hoeffding_sample_size(k, self.delta, self.beta, self.pmin, self.eta)
+        if self.eta == 0:
+            return paper
+        t = (self.beta - 1) * (1 - 2 * self.eta) * self.pmin
+        corrected = math.ceil(math.log(2 * k / self.delta) / (2 * t * t) - 1e-9)
+        return max(paper, corrected)
 
     def budget(self, size: int) -> dict[str, object]:
         """Worst-case plan size before any label is seen (AdaStrat is adaptive).
@@ -712,6 +739,21 @@ class AdaStrat:
             "queries": k,
             "annotations": int(min(size, c.l_tilde + k * self.sample_size(k))),
             "kind": "upper bound",
+            "head": int(c.l_tilde),
+            "samples_per_point": int(self.sample_size(k)),
+            "epsilon": self.epsilon,
+            "window": self.window,
+            "r_tilde": int(c.r_tilde),
+            "m": int(c.m),
+            "delta": self.delta,
+            "beta": self.beta,
+            "pmin": self.pmin,
+            "eta": self.eta,
+            "approximation": self.factor,
+            "guarantee": (
+                "adaptive: the count depends on the labels; this is the worst case before any "
+                "label (the paper's PPDB runs used far fewer)"
+            ),
         }
 
     # -- the CurveMethod protocol -------------------------------------------------------------
@@ -872,7 +914,9 @@ class _Run:
                 n = wanted[r]
                 ones = float(st.labels[:n].sum())
                 st.n = n
-                st.value = (y_l + (r - self.l_tilde) * ones / n) / r
+                # Noise removed from the point estimate: E[ṽ] = η + (1 − 2η)·v (§2).
+                q = min(max((ones / n - method.eta) / (1 - 2 * method.eta), 0.0), 1.0)
+                st.value = (y_l + (r - self.l_tilde) * q) / r
                 st.lower, st.upper = self._interval(r, ones, n, method.delta / k)
                 st.resolved = True
             return
@@ -981,7 +1025,7 @@ class _Run:
                 precision=np.array([np.nan]),
                 lower=np.array([0.0]),
                 upper=np.array([1.0]),
-                kind="envelope",
+                kind="band",
                 guarantee="no estimate yet: the first l̃ ranks are not labelled",
                 annotations=self._annotations(),
                 flags=(f"incomplete: {self.missing} labels of the first {lt} ranks missing",),
@@ -993,10 +1037,16 @@ class _Run:
             env = Envelope(n, c, self.prefix_yield, np.empty(0, np.int64), np.empty(0, np.float64))
         knots = self._knots(env) if n > lt else np.empty(0, np.int64)
         lb, ub = env.bounds(knots)
+        env_lo, env_hi = np.minimum(lb, ub), np.maximum(lb, ub)
+        band_lo, band_hi = self._promised_band(knots, env_lo, env_hi, env)
         ranks = np.concatenate([head, knots])
-        lower = np.concatenate([head_p, np.minimum(lb, ub)])
-        upper = np.concatenate([head_p, np.maximum(lb, ub)])
+        lower = np.concatenate([head_p, band_lo])
+        upper = np.concatenate([head_p, band_hi])
         precision = np.concatenate([head_p, np.sqrt(lb * ub)])
+        columns = {
+            "envelope_lower": np.concatenate([head_p, env_lo]),
+            "envelope_upper": np.concatenate([head_p, env_hi]),
+        }
         if not self.complete:
             flags.append(
                 f"incomplete: AdaStrat still needs {self.missing} labels; this is an interim "
@@ -1017,9 +1067,10 @@ class _Run:
             f"AdaStrat (Sabharwal & Xue 2018, Thm 3): precision = √(lb·ub) is within a factor "
             f"β(1+ε) = {method.beta:g}·{1 + method.epsilon:g} = {factor:.4f} of p(r) at every "
             f"rank, with probability ≥ 1 − δ = {1 - method.delta:g}, if p is (r̃={c.r_tilde}, "
-            f"m={c.m})-weakly monotone; {basis}. Ranks ≤ l̃ = {c.l_tilde} are exact. lower/upper "
-            f"are the envelope lb/ub of the estimates (p lies in [lb/β, β·ub]); between knots "
-            f"the step value is within a factor {ratio:.4g} of √(lb·ub)."
+            f"m={c.m})-weakly monotone; {basis}. Ranks ≤ l̃ = {c.l_tilde} are exact (their labels "
+            f"are taken as noise-free). lower/upper are the promised band [lb/β, {self._upper_factor_text()}·ub] "
+            f"around the envelope lb/ub of the estimates (columns envelope_lower/upper), carried "
+            f"between knots by the yield; the step value is within a factor {ratio:.4g} of √(lb·ub)."
         )
         return CurveEstimate(
             method=method.name,
@@ -1028,12 +1079,74 @@ class _Run:
             precision=precision,
             lower=lower,
             upper=upper,
-            kind="envelope",
+            kind="band",
             guarantee=guarantee,
             queried=np.array(sorted(self.points), np.int64),
             annotations=self._annotations(),
             flags=tuple(flags),
+            exact_prefix=int(lt),
+            columns=columns,
         )
+
+    def _upper_factor(self) -> float:
+        """β for the interval estimators; 1/(2 − β) for Hoeffding, whose |p̃ − p| ≤ (β − 1)p
+        gives p ≤ p̃/(2 − β) (slightly more than β·p̃)."""
+        beta = self.method.beta
+        if self.method.estimator == "hoeffding":
+            return 1.0 / (2.0 - beta) if beta < 2 else math.inf
+        return beta
+
+    def _upper_factor_text(self) -> str:
+        return "β" if self.method.estimator != "hoeffding" else "ub/(2−β) i.e. 1/(2−β)"
+
+    def _interval_envelope(self, knots: np.ndarray, env: Envelope) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds on p(v) from the queried *intervals* (level δ/K each) and the exact prefix.
+
+        Valid under weak monotonicity alone: unlike [lb/β, β·ub] they do not need p ≥ p_min
+        (Hoeffding's interval is additive and holds whatever p is).
+        """
+        points = [self.points[r] for r in sorted(self.points)]
+        lt = self.l_tilde
+        ys = np.array([st.rank for st in points] + [lt], np.int64)
+        lo = np.array([st.lower for st in points] + [env.p_l])
+        hi = np.array([st.upper for st in points] + [env.p_l])
+        out_lo = np.empty(knots.shape)
+        out_hi = np.empty(knots.shape)
+        for start in range(0, knots.size, 4096):
+            v = knots[start : start + 4096]
+            a, b = _relaxed_bounds(v, ys, lo, hi, self.constants.m)
+            out_lo[start : start + 4096] = np.maximum(a, env.yield_l / v)
+            out_hi[start : start + 4096] = np.minimum(b, _prefix_ub(env, v))
+        return out_lo, out_hi
+
+    def _promised_band(
+        self, knots: np.ndarray, env_lo: np.ndarray, env_hi: np.ndarray, env: Envelope
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """[lb/β, β·ub] at the knots (Theorem 3's band), held over each step [x, x') by the yield.
+
+        Where p may lie below p_min (Hoeffding), the promised band is widened to the envelope of
+        the queried intervals (:meth:`_interval_envelope`), which needs no p_min: the output is
+        the hull of the two, so it contains the promised band and stays valid when p < p_min.
+        C(k) = k·p(k) is non-decreasing and grows by at most one per rank, so with bounds
+        lo(x) ≤ p(x) ≤ hi(x) at consecutive knots x < x': p(k) ≥ lo(x)·x/(x' − 1) and
+        p(k) ≤ min((hi(x)·x + k − x)/k, hi(x')·x'/k) for x ≤ k < x' — no further assumption.
+        """
+        if knots.size == 0:
+            return env_lo, env_hi
+        beta = self.method.beta
+        lo = env_lo / beta
+        hi = np.minimum(env_hi * self._upper_factor(), 1.0)
+        if self.points:
+            i_lo, i_hi = self._interval_envelope(knots, env)
+            lo = np.minimum(lo, i_lo)
+            hi = np.maximum(hi, i_hi)
+        x = knots.astype(np.float64)
+        last = np.append(x[1:] - 1.0, x[-1])
+        lower = lo * x / last
+        grow = (hi * x + (last - x)) / last
+        nxt = np.append(hi[1:] * x[1:], np.inf) / x
+        upper = np.minimum(np.minimum(grow, nxt), 1.0)
+        return np.minimum(lower, upper), upper
 
     def _assumption_flags(self, env: Envelope) -> list[str]:
         """Detectable failures of the assumptions (weak monotonicity, p ≥ pmin, budget)."""
@@ -1041,16 +1154,23 @@ class _Run:
         flags: list[str] = []
         assert self.prefix_yield is not None
         lt = self.l_tilde
-        # 1. Inside the exact prefix weak monotonicity can be checked exactly.
-        if lt >= c.r_tilde + c.m:
+        # 1. Inside the exact prefix weak monotonicity can be checked exactly.  The assumption
+        #    is needed from r̃ on, and the default l̃ = r̃ leaves no pair there, so the check
+        #    covers the upper half of the prefix: failures there are the best evidence the
+        #    labels can give that the assumption fails beyond l̃.
+        start = max(1, min(c.r_tilde, lt // 2))
+        if self.size > lt and lt >= start + c.m:
             p = self.prefix_yield / np.arange(1, lt + 1)
             suffix_max = np.maximum.accumulate(p[::-1])[::-1]
-            r1 = np.arange(c.r_tilde, lt - c.m + 1)
-            bad = r1[p[r1 - 1] < suffix_max[r1 - 1 + c.m]]
+            r1 = np.arange(start, lt - c.m + 1)
+            rise = suffix_max[r1 - 1 + c.m] / np.maximum(p[r1 - 1], 1e-300) - 1.0
+            bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
             if bad.size:
                 flags.append(
-                    f"weak-monotonicity-violated: in the exactly labelled prefix, p(r1) < p(r2) "
-                    f"with r2 ≥ r1 + m for r1 in {int(bad[0])}..{int(bad[-1])}"
+                    f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
+                    f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
+                    f"{int(bad[0])}..{int(bad[-1])} (checked {start}..{lt - c.m}); the band "
+                    "assumes weak monotonicity beyond r̃ and may miss p there"
                 )
         points = [self.points[r] for r in sorted(self.points)]
         if points and env.candidates.size:

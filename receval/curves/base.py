@@ -80,11 +80,22 @@ class CurveEstimate:
     """A precision curve p(r) known at knot ranks, as step values between knots.
 
     ``precision[k]`` is the estimate at ``ranks[k]``; ``lower``/``upper`` are the bounds or
-    interval ends at the same ranks (``nan`` where the method gives none).  ``kind`` says what
-    the bounds are: ``"bound"`` (guaranteed under the method's assumption), ``"interval"``
-    (holds with probability ≥ 1 − δ) or ``"envelope"``.  ``queried`` are the ranks at which
+    interval ends at the same ranks (``nan`` where the method gives none), held constant up to
+    the next knot.  ``kind`` says what they are, beyond the exactly labelled prefix:
+
+    * ``"band"`` — lower ≤ p ≤ upper at every rank at once with probability ≥ 1 − δ (the method's
+      guarantee says under which assumption, if any);
+    * ``"interval"`` — simultaneous (1 − δ) intervals, carried between knots;
+    * ``"bound"`` — deterministic bounds that hold whenever the stated assumption does;
+    * ``"approximation"`` — no coverage claim: lower/upper are the method's approximation limits
+      (its docstring documents the error behaviour);
+    * ``"exact"`` — every item labelled.
+
+    ``exact_prefix`` is the number of top ranks labelled exhaustively (there lower = upper =
+    precision, and the CSV's ``kind`` column says ``exact``).  ``queried`` are the ranks at which
     the method evaluated p (marked in plots and CSVs); ``annotations`` is the number of distinct
-    labels used; ``flags`` are human-readable warnings (e.g. a detected monotonicity violation).
+    labels used; ``flags`` are human-readable warnings (e.g. a detected monotonicity violation);
+    ``columns`` are extra per-knot columns for the CSV (e.g. AdaStrat's envelope of estimates).
     """
 
     method: str
@@ -98,6 +109,24 @@ class CurveEstimate:
     queried: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     annotations: int = 0
     flags: tuple[str, ...] = ()
+    exact_prefix: int = 0
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Never lower > upper: a crossing can only come from a failed assumption; widen to the hull.
+        lower = np.asarray(self.lower, np.float64)
+        upper = np.asarray(self.upper, np.float64)
+        crossed = lower > upper
+        if np.any(crossed):
+            lower, upper = np.fmin(lower, upper), np.fmax(lower, upper)
+            object.__setattr__(self, "lower", lower)
+            object.__setattr__(self, "upper", upper)
+
+    def row_kinds(self) -> np.ndarray:
+        """Per-knot kind: ``exact`` within the exactly labelled prefix, else :attr:`kind`."""
+        ranks = np.asarray(self.ranks, np.int64)
+        exact = (ranks <= self.exact_prefix) | (self.kind == "exact")
+        return np.where(exact, "exact", self.kind)
 
     @classmethod
     def exact(
@@ -121,6 +150,7 @@ class CurveEstimate:
             kind=kind,
             guarantee="exact: every item labelled",
             annotations=int(annotations),
+            exact_prefix=int(np.max(ranks)) if np.size(ranks) else 0,
         )
 
     def at(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

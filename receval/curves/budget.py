@@ -6,22 +6,28 @@ papers' formulas, so they hold for any N:
 * ``paula`` — PAULA Theorem 3: L − ℓ queries and g_ℓ + Δ(L − ℓ) annotations;
 * ``logstrat`` — PAULA Theorem 2: L − ℓ queries and ⌈g_ℓ + ε(L−ℓ)/(2(β−1)²(1+ε)p_min²) ·
   ln((L−ℓ)/(δ/2))⌉ label draws (AdaStrat Table 2 uses β = γ; pass ``beta=None`` for that);
-* ``random`` — PAULA eq. (5): ⌈√(2N/(α²p_min²) · ln(2N/δ))⌉ with α = γ(1+ε) − 1.
+* ``random`` — PAULA eq. (5): ⌈√(2N/(α²p_min²) · ln(2N/δ))⌉ with α = γ(1+ε) − 1;
+* ``stratband`` — g_ℓ + Σ_j min(n, size_j) with n = Δ by default: at most PAULA's count;
+* ``adastrat`` — adaptive: its count depends on the labels, so the budget is the worst case
+  before any label (``kind = "upper bound"``: l̃ + K·s_K with K ≤ ⌊log_{1+ε}(N/l̃)⌋ + 1).
 
 Defaults are the papers': ε = 0.03, Δ = 100, r̃ = ⌈(Δ+2)/ε⌉, δ = 0.05, β = 1.05, p_min = 0.5.
-AdaStrat is adaptive: its budget depends on the labels, so it has none here.
 """
 
 from __future__ import annotations
 
+from receval.curves.adastrat import AdaStrat
 from receval.curves.logstrat import LogStrat
 from receval.curves.paula import Paula
 from receval.curves.random_sampling import RandomSampling
+from receval.curves.stratband import StratBand
 
-__all__ = ["NON_ADAPTIVE_METHODS", "curve_budget"]
+__all__ = ["BUDGET_METHODS", "NON_ADAPTIVE_METHODS", "curve_budget"]
 
-#: Method names accepted by :func:`curve_budget`.
-NON_ADAPTIVE_METHODS = ("paula", "logstrat", "random")
+#: Method names whose budget is exact before any label.
+NON_ADAPTIVE_METHODS = ("paula", "logstrat", "random", "stratband")
+#: Every method :func:`curve_budget` accepts (AdaStrat's budget is a worst-case bound).
+BUDGET_METHODS = (*NON_ADAPTIVE_METHODS, "adastrat")
 
 
 def curve_budget(
@@ -33,18 +39,24 @@ def curve_budget(
     beta: float | None = 1.05,
     pmin: float = 0.5,
     r_tilde: int | None = None,
+    eta: float = 0.0,
+    m: int | None = None,
+    labels_per_stratum: int | None = None,
+    halfwidth: float | None = None,
 ) -> dict[str, object]:
-    """Queries and annotations a non-adaptive method needs for a list of ``size`` items.
+    """Queries and annotations a method needs for a list of ``size`` items, before any label.
 
     Parameters
     ----------
     method
-        ``"paula"``, ``"logstrat"`` or ``"random"`` (case-insensitive).
+        ``"paula"``, ``"logstrat"``, ``"random"``, ``"stratband"`` or ``"adastrat"``
+        (case-insensitive; AdaStrat's count is a worst-case upper bound).
     size
         N ≥ 1.
-    epsilon, window, delta, beta, pmin, r_tilde
-        ε, Δ, δ, β (``None``: γ), p_min, r̃ (``None``: ⌈(Δ+2)/ε⌉).  Parameters a method does
-        not use are ignored.
+    epsilon, window, delta, beta, pmin, r_tilde, eta, m, labels_per_stratum
+        ε, Δ, δ, β (``None``: γ; AdaStrat then uses 1.05), p_min, r̃ (``None``: ⌈(Δ+2)/ε⌉),
+        η and m (AdaStrat), n per stratum or the wanted half-width (StratBand).  Parameters a method does not use are
+        ignored.
 
     Returns
     -------
@@ -76,11 +88,25 @@ def curve_budget(
         return RandomSampling(
             epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, pmin=pmin
         ).budget(size)
+    if key == "stratband":
+        return StratBand(
+            epsilon=epsilon,
+            window=window,
+            r_tilde=r_tilde,
+            delta=delta,
+            labels_per_stratum=labels_per_stratum,
+            halfwidth=halfwidth,
+        ).budget(size)
     if key == "adastrat":
-        raise ValueError(
-            "adastrat is adaptive: its number of annotations depends on the labels, "
-            "so it has no budget without them"
+        ada = AdaStrat(
+            epsilon=epsilon,
+            window=window,
+            delta=delta,
+            beta=1.05 if beta is None else beta,
+            pmin=pmin,
+            eta=eta,
+            r_tilde=r_tilde,
+            m=m,
         )
-    raise ValueError(
-        f"unknown method {method!r}; expected one of {', '.join(NON_ADAPTIVE_METHODS)}"
-    )
+        return ada.budget(size)
+    raise ValueError(f"unknown method {method!r}; expected one of {', '.join(BUDGET_METHODS)}")

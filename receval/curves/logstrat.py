@@ -18,9 +18,10 @@ What :meth:`LogStrat.estimate` returns
 * ranks 1..g_ℓ: exact p(r);
 * ``precision`` at g_k: q(g_k) = S_k/s held constant to the next point (step^q, Def. 5);
 * ``lower``/``upper``: the simultaneous Hoeffding intervals q(g_k) ± t at the points, carried
-  over each step with :func:`~receval.curves.precision_function.knot_interval_bounds`
-  (monotone yield and A.1).  Together they hold at every rank with probability ≥ 1 − δ when
-  A.1 holds; the half-width t needs no assumption on p_min (p_min only sets s);
+  over each step with :func:`~receval.curves.precision_function.knot_interval_bounds` using
+  only the monotone yield (C(r) = r·p(r) is non-decreasing and grows by at most one per rank),
+  not A.1.  Together they hold at every rank with probability ≥ 1 − δ for *every* list — no
+  monotonicity assumption; the half-width t needs no assumption on p_min (p_min only sets s);
 * ``flags``: an interval above an earlier one (a rise that A.1 forbids, detected at confidence
   1 − δ), and intervals entirely below p_min (the relative guarantee then does not apply).
 
@@ -210,7 +211,10 @@ class LogStrat:
             "m": grid.m,
             "gamma": grid.gamma,
             "approximation": beta * (1 + self.epsilon),
-            "guarantee": "with probability >= 1 - delta under monotonicity assumption A.1",
+            "guarantee": (
+                "with probability >= 1 - delta the intervals hold at every rank (no assumption); "
+                "the beta(1+eps) approximation factor needs monotonicity assumption A.1"
+            ),
         }
 
     # -- estimate ----------------------------------------------------------------------
@@ -250,7 +254,9 @@ class LogStrat:
         p_head = head_p[-1]
         low = np.concatenate([[p_head], np.maximum(q - t, 0.0)])
         high = np.concatenate([[p_head], np.minimum(q + t, 1.0)])
-        lower_k, upper_k = knot_interval_bounds(points, low, high, grid.m, size)
+        lower_k, upper_k = knot_interval_bounds(
+            points, low, high, grid.m, size, weak_monotone=False
+        )
         ranks = np.concatenate([head_ranks[:-1], points])
         precision = np.concatenate([head_p, q])
         lower = np.concatenate([head_p[:-1], lower_k])
@@ -258,10 +264,10 @@ class LogStrat:
         beta = self.beta_for(grid)
         guarantee = (
             f"with probability >= {1 - self.delta:g}: p lies in [lower, upper] at every rank "
-            "if p is m-monotone beyond r_tilde (A.1); Hoeffding half-width "
+            "(no monotonicity assumed: yield interpolation between points); Hoeffding half-width "
             f"{t:.4f} at the queried ranks (union bound); step estimate is a "
             f"{beta * (1 + self.epsilon):.4f}-approximation where p >= pmin "
-            "(PAULA Lemma 1, Theorem 2); exact for ranks <= g_l"
+            "if A.1 holds (PAULA Lemma 1, Theorem 2); exact for ranks <= g_l"
         )
         return CurveEstimate(
             method=self.name,
@@ -275,6 +281,7 @@ class LogStrat:
             queried=grid.knots.copy(),
             annotations=annotations,
             flags=_interval_flags(points, low, high, self.pmin),
+            exact_prefix=int(grid.head),
         )
 
     def _head_only(
@@ -291,12 +298,14 @@ class LogStrat:
             guarantee = "exact: every item labelled"
         else:
             points = grid.points
-            lo_k, up_k = knot_interval_bounds(points, head_p[-1:], head_p[-1:], grid.m, size)
+            lo_k, up_k = knot_interval_bounds(
+                points, head_p[-1:], head_p[-1:], grid.m, size, weak_monotone=False
+            )
             ranks = head_ranks
             precision = head_p
             lower = np.concatenate([head_p[:-1], lo_k])
             upper = np.concatenate([head_p[:-1], up_k])
-            guarantee = "exact for ranks <= g_l; bounds beyond assume A.1"
+            guarantee = "exact for ranks <= g_l; beyond, the yield bounds (no assumption)"
         return CurveEstimate(
             method=self.name,
             size=int(size),
@@ -307,6 +316,7 @@ class LogStrat:
             kind="interval",
             guarantee=guarantee,
             annotations=annotations,
+            exact_prefix=int(grid.head),
         )
 
     def run(self, size: int, oracle: Oracle) -> CurveEstimate:

@@ -397,6 +397,7 @@ def knot_interval_bounds(
     high: np.ndarray,
     m: int,
     size: int,
+    weak_monotone: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on p over each step [g_j, g_{j+1}) from intervals known at the grid points.
 
@@ -412,7 +413,9 @@ def knot_interval_bounds(
       p(r) ≥ low_{j+1}·(g_{j+1} − m)/(g_{j+1} − m·low_{j+1}).
 
     These are the bounds behind PAULA Theorem 1 / Corollary 1 (which state them as a (1+ε)
-    factor); they are guaranteed whenever the knot intervals are and A.1 holds.
+    factor); they are guaranteed whenever the knot intervals are and A.1 holds.  With
+    ``weak_monotone=False`` only the first fact is used: the bounds then hold whenever the knot
+    intervals do, with no assumption on p (at most a factor g_{j+1}/g_j wider).
     """
     g = np.asarray(points, dtype=np.float64)
     low = np.clip(np.asarray(low, dtype=np.float64), 0.0, 1.0)
@@ -425,10 +428,15 @@ def knot_interval_bounds(
     lower = low * g / r_max
     # Upper: growth by at most one positive per rank, and A.1 (envelope of this point).
     upper = np.minimum((high * g + r_max - g) / r_max, 1.0)
-    upper = np.minimum(upper, high * (g + m) / (g + m * high))
+    if weak_monotone:
+        upper = np.minimum(upper, high * (g + m) / (g + m * high))
     if g.size > 1:
         g_next, low_next, high_next = g[1:], low[1:], high[1:]
         upper[:-1] = np.minimum(upper[:-1], high_next * g_next / g[:-1])
+        # Yield monotone backwards: C(r) ≥ C(g_{j+1}) − (g_{j+1} − r) for r in the step.
+        lower[:-1] = np.maximum(lower[:-1], (low_next * g_next - (g_next - g[:-1])) / g[:-1])
+        if not weak_monotone:
+            return np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             from_next = low_next * (g_next - m) / (g_next - m * low_next)
         from_next = np.where(g_next - m * low_next > 0, from_next, 0.0)

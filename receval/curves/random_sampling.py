@@ -221,6 +221,7 @@ class RandomSampling:
             queried=np.empty(0, np.int64),
             annotations=annotations,
             flags=tuple(flags),
+            exact_prefix=int(n),
         )
 
     def run(self, size: int, oracle: Oracle) -> CurveEstimate:

@@ -416,6 +416,9 @@ _KIND_LABEL = {
     "bound": "guaranteed bounds",
     "interval": "interval",
     "envelope": "envelope [lb, ub]",
+    "band": "band at every rank (prob. ≥ 1 − δ)",
+    "approximation": "approximation (no coverage claim)",
+    "exact": "exact",
 }
 
 _METHOD_LABEL = {
@@ -423,6 +426,7 @@ _METHOD_LABEL = {
     "adastrat": "AdaStrat",
     "logstrat": "LogStrat",
     "random": "random sampling",
+    "stratband": "StratBand",
     "random_sampling": "random sampling",
     "sample": "precision samples",
 }

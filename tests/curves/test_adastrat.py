@@ -317,7 +317,7 @@ def test_a_detectable_bump_is_flagged() -> None:
     detected = 0
     for seed in range(6):
         curve, trace = AdaStrat(seed=seed).run_with_trace(lst.size, lst.labels)
-        flags = [f for f in curve.flags if f.startswith("weak-monotonicity-violated")]
+        flags = [f for f in curve.flags if f.startswith("weak-monotonicity-violated:")]
         proven = any(
             b.rank >= a.rank + 103 and b.lower > a.upper for a in trace.points for b in trace.points
         )
@@ -397,3 +397,53 @@ def test_cli_options_and_settings() -> None:
     assert settings["factor"] == pytest.approx(1.1 * 1.03)
     with pytest.raises(ValueError, match="unknown AdaStrat option"):
         AdaStrat.from_options(windw=100)
+
+
+@pytest.mark.parametrize(("top", "bottom"), [(0.35, 0.1), (0.5, 0.15)])
+@pytest.mark.parametrize("noisy_prefix", [False, True])
+def test_noise_corrected_band_holds_with_eta_0_1(top: float, bottom: float, noisy_prefix: bool):
+    """The audit's scenarios: η = 0.1, p_min = 0.1, β = 1.25.  The band [lb/β, ub/(2−β)] holds
+    at ≥ 95 % of ranks past the prefix (the prefix is assumed noise-free; with a noisy prefix
+    the band's slack still absorbs its bias here), and the estimate is within β(1+ε)."""
+    size, eta = 100_000, 0.1
+    lst = SimulatedRankedList(size, LogisticShape(top, bottom, size / 3, size / 10), seed=5)
+    for seed in range(3):
+        method = AdaStrat(eta=eta, beta=1.25, pmin=0.1, seed=seed)
+        lt = method.constants.l_tilde
+        flips = np.random.default_rng([7, seed]).random(size + 1) < eta
+        if not noisy_prefix:
+            flips[: lt + 1] = False
+
+        def noisy(ranks, flips=flips):
+            labels = lst.labels(ranks)
+            return np.where(flips[ranks], 1.0 - labels, labels)
+
+        est = method.run(size, noisy)
+        assert est.kind == "band"
+        ranks = np.arange(lt + 1, size + 1)
+        truth = lst.true_precision(ranks)
+        value, lower, upper = est.at(ranks)
+        assert np.mean((lower <= truth + 1e-12) & (truth <= upper + 1e-12)) >= 0.95
+        if not noisy_prefix:  # the corrected estimate keeps the β(1+ε) promise
+            assert np.max(np.maximum(value / truth, truth / value)) <= method.factor
+        assert {"envelope_lower", "envelope_upper"} <= set(est.columns)
+
+
+def test_prefix_weak_monotonicity_check_runs_with_default_constants() -> None:
+    """l̃ = r̃ = 3,400 by default; the check covers 1,700..3,297 of the exact prefix."""
+    method = AdaStrat()
+    c = method.constants
+    assert c.l_tilde == c.r_tilde  # the old check (needs l̃ ≥ r̃ + m) could never run
+    clean = weak_monotone_list(LogisticShape(0.95, 0.3, 6_000, 1_000))
+    flags = method.run(clean.size, clean.labels).flags
+    assert not any(f.startswith("weak-monotonicity-violated-in-prefix") for f in flags)
+    # a rise inside the prefix (ranks 2,500-3,000) violates weak monotonicity there
+    bumped = SimulatedRankedList(
+        N_PPDB,
+        BumpShape(LogisticShape(0.9, 0.3, 2_000, 500), 2_500, 3_000, 0.6),
+        arrangement="balanced",
+    )
+    labels = bumped.labels(np.arange(1, c.l_tilde + 1))
+    assert weak_monotonicity_violations(labels, c.m, c.l_tilde // 2).size > 0
+    flags = method.run(bumped.size, bumped.labels).flags
+    assert any(f.startswith("weak-monotonicity-violated-in-prefix") for f in flags)

@@ -17,6 +17,8 @@ TABLE = {
     "paula": ([78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692]),
     "random": ([0, 0, 0, 0], [24_745, 84_369, 284_834, 954_359]),
     "logstrat": ([78, 156, 234, 312], [18_287, 35_631, 53_937, 72_867]),
+    # StratBand: PAULA's strata (the last runs to N), Δ labels each: at most PAULA's count.
+    "stratband": ([78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692]),
 }
 
 
@@ -59,9 +61,24 @@ def test_paula_budget_equals_the_size_of_its_plans() -> None:
         assert head.size + rest.size == curve_budget("paula", size)["annotations"]
 
 
+def test_stratband_budget_equals_its_plan_and_never_exceeds_paula() -> None:
+    from receval.curves.stratband import StratBand
+
+    for size in [2_500, 40_000, 1_234_567]:
+        method = StratBand()
+        head = method.plan(size, Labels.empty())
+        rest = method.plan(size, Labels(head, np.ones(head.size)))
+        got = curve_budget("stratband", size)["annotations"]
+        assert head.size + rest.size == got <= curve_budget("paula", size)["annotations"]
+
+
+def test_adastrat_budget_is_a_worst_case_bound() -> None:
+    got = curve_budget("adastrat", 35_615)
+    assert got["kind"] == "upper bound" and got["annotations"] >= 14_612  # Table 1's run
+    assert json.loads(json.dumps(got)) == got
+
+
 def test_errors_name_the_problem() -> None:
-    with pytest.raises(ValueError, match="adaptive"):
-        curve_budget("adastrat", 1_000)
     with pytest.raises(ValueError, match="unknown method"):
         curve_budget("magic", 1_000)
     with pytest.raises(ValueError, match="size"):
