@@ -10,43 +10,53 @@ name and the common parameters.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from receval.curves.adastrat import AdaStrat
-from receval.curves.base import CurveEstimate, CurveMethod, Labels, Oracle, run_to_completion
-from receval.curves.budget import curve_budget
-from receval.curves.logstrat import LogStrat
-from receval.curves.paula import Paula
-from receval.curves.random_sampling import RandomSampling
-from receval.curves.ranked import FrameRankedList, ParquetRankedList, SimulatedRankedList
-from receval.curves.stratband import StratBand
+if TYPE_CHECKING:
+    from receval.curves.base import CurveMethod
 
-METHODS: dict[str, type] = {
-    "random": RandomSampling,
-    "logstrat": LogStrat,
-    "paula": Paula,
-    "adastrat": AdaStrat,
-    "stratband": StratBand,
+# name -> module; imported on first use so `receval curve budget` does not load pandas
+_EXPORTS = {
+    "AdaStrat": "adastrat",
+    "CurveEstimate": "base",
+    "CurveMethod": "base",
+    "Labels": "base",
+    "Oracle": "base",
+    "run_to_completion": "base",
+    "curve_budget": "budget",
+    "LogStrat": "logstrat",
+    "Paula": "paula",
+    "RandomSampling": "random_sampling",
+    "FrameRankedList": "ranked",
+    "ParquetRankedList": "ranked",
+    "SimulatedRankedList": "ranked",
+    "StratBand": "stratband",
+}
+_METHOD_CLASSES = {
+    "random": "RandomSampling",
+    "logstrat": "LogStrat",
+    "paula": "Paula",
+    "adastrat": "AdaStrat",
+    "stratband": "StratBand",
 }
 
-__all__ = [
-    "METHODS",
-    "AdaStrat",
-    "CurveEstimate",
-    "CurveMethod",
-    "FrameRankedList",
-    "Labels",
-    "LogStrat",
-    "Oracle",
-    "ParquetRankedList",
-    "Paula",
-    "RandomSampling",
-    "SimulatedRankedList",
-    "StratBand",
-    "curve_budget",
-    "make_method",
-    "run_to_completion",
-]
+__all__ = ["METHODS", *sorted(_EXPORTS), "make_method"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "METHODS":
+        value: Any = {key: __getattr__(cls) for key, cls in _METHOD_CLASSES.items()}
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(f"receval.curves.{_EXPORTS[name]}"), name)
+    else:
+        raise AttributeError(f"module 'receval.curves' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def make_method(name: str, **params: Any) -> CurveMethod:
@@ -56,8 +66,9 @@ def make_method(name: str, **params: Any) -> CurveMethod:
     line serves all methods.
     """
     try:
-        cls = METHODS[name.lower()]
+        cls = __getattr__(_METHOD_CLASSES[name.lower()])
     except KeyError:
-        raise ValueError(f"unknown curve method {name!r} (known: {', '.join(METHODS)})") from None
+        known = ", ".join(_METHOD_CLASSES)
+        raise ValueError(f"unknown curve method {name!r} (known: {known})") from None
     fields = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in params.items() if k in fields})

@@ -93,7 +93,6 @@ from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
 
 from receval.curves.base import CurveEstimate, Labels, Oracle
 from receval.curves.precision_function import geometric_grid
@@ -484,6 +483,8 @@ def _mean_interval(count: float, n: int, alpha: float, method: str) -> tuple[flo
         return 0.0, 1.0
     mean = count / n
     if method == "clopper-pearson":
+        from statsmodels.stats.proportion import proportion_confint  # lazy: slow to import
+
         lo, hi = proportion_confint(round(count), n, alpha=alpha, method="beta")
         return float(np.nan_to_num(lo, nan=0.0)), float(np.nan_to_num(hi, nan=1.0))
     if method == "bernstein":
