@@ -94,10 +94,8 @@ def _line_of(text: str, key: str, section: str | None = None) -> int | None:
     return anywhere
 
 
-def load_config(path: Path, default_name: str) -> TaskConfig:
-    """Parse ``task.toml`` at ``path`` (absent file: defaults with ``name = default_name``)."""
-    if not path.is_file():
-        return TaskConfig(name=default_name)
+def _parse_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """The text of ``path`` and its parsed TOML (BundleError with the line on bad input)."""
     data = read_bytes(path)
     try:
         text = data.decode("utf-8-sig")
@@ -105,7 +103,7 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
         line = data[: exc.start].count(b"\n") + 1
         raise BundleError(path, line, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})") from None
     try:
-        raw = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         match = re.search(r"line (\d+)", msg)
@@ -117,117 +115,118 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
             line = None
         raise BundleError(path, line, f"invalid TOML: {msg}") from None
 
-    def fail(key: str, message: str, section: str | None = None) -> BundleError:
-        return BundleError(path, _line_of(text, key, section), message)
 
-    known_top = {"name", "labels", "matching", "merge", "universe", "official"}
-    for key in raw:
-        if key not in known_top:
-            raise fail(key, f"unknown setting {key!r} (known: {', '.join(sorted(known_top))})")
-    name = raw.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise fail("name", "name must be a non-empty string")
+@dataclass(frozen=True)
+class _Sections:
+    """The parsed ``task.toml`` with helpers that name the offending line on an error."""
 
+    path: Path
+    text: str
+    raw: dict[str, Any]
+
+    def fail(self, key: str, message: str, section: str | None = None) -> BundleError:
+        return BundleError(self.path, _line_of(self.text, key, section), message)
+
+    def table(self, name: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """``[name]`` (empty when absent); with ``keys``, any other key is an error."""
+        value = self.raw.get(name, {})
+        if not isinstance(value, dict):
+            raise self.fail(name, f"[{name}] must be a table")
+        for key in value if keys is not None else ():
+            if key not in keys:
+                raise self.fail(key, f"unknown [{name}] key {key!r}", name)
+        return value
+
+    def choice(self, section: str, key: str, allowed: tuple[str, ...], what: str, default):
+        value = self.table(section).get(key, default)
+        if value is not None and value not in allowed:
+            raise self.fail(
+                key, f"{what} must be one of {', '.join(allowed)}, not {value!r}", section
+            )
+        return value
+
+
+def _labels(sections: _Sections) -> tuple[dict[str, tuple[str, ...]], str]:
     labels = dict(DEFAULT_LABELS)
-    inexact_policy = "wrong"
-    section = raw.get("labels", {})
-    if not isinstance(section, dict):
-        raise fail("labels", "[labels] must be a table")
-    for key, value in section.items():
-        if key == "inexact_policy":
-            if value not in INEXACT_POLICIES:
-                raise fail(
-                    key,
-                    f"inexact_policy must be one of {', '.join(INEXACT_POLICIES)}, not {value!r}",
-                    "labels",
-                )
-            inexact_policy = value
-        elif key in LABEL_CATEGORIES:
+    table = sections.table("labels", ("inexact_policy", *LABEL_CATEGORIES))
+    policy = sections.choice(
+        "labels", "inexact_policy", INEXACT_POLICIES, "inexact_policy", "wrong"
+    )
+    for key, value in table.items():
+        if key in LABEL_CATEGORIES:
             if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
-                raise fail(key, f"labels.{key} must be a list of strings", "labels")
+                raise sections.fail(key, f"labels.{key} must be a list of strings", "labels")
             labels[key] = tuple(str(v) for v in value)
-        else:
-            raise fail(key, f"unknown [labels] key {key!r}", "labels")
     seen: dict[str, str] = {}
     for category, values in labels.items():
         for v in values:
             folded = v.strip().casefold()
             if folded in seen and seen[folded] != category:
-                raise fail(
+                raise sections.fail(
                     category,
                     f"label {v!r} is listed both as {seen[folded]} and as {category}",
                     "labels",
                 )
             seen[folded] = category
+    return labels, policy
 
-    merge = raw.get("merge", {})
-    if not isinstance(merge, dict):
-        raise fail("merge", "[merge] must be a table")
-    rule = merge.get("rule", "majority")
-    if rule not in MERGE_RULES:
-        raise fail(
-            "rule", f"merge rule must be one of {', '.join(MERGE_RULES)}, not {rule!r}", "merge"
-        )
-    tie = merge.get("tie", "half")
-    if tie not in TIE_POLICIES:
-        raise fail(
-            "tie",
-            f"merge tie policy must be one of {', '.join(TIE_POLICIES)}, not {tie!r}",
-            "merge",
-        )
-    for key in merge:
-        if key not in ("rule", "tie"):
-            raise fail(key, f"unknown [merge] key {key!r}", "merge")
 
-    m = raw.get("matching", {})
-    if not isinstance(m, dict):
-        raise fail("matching", "[matching] must be a table")
+def _matching(sections: _Sections) -> Matching:
+    table = sections.table("matching", ("strip", "collapse_whitespace", "casefold", "unicode"))
     kwargs: dict[str, Any] = {}
-    for key, value in m.items():
-        if key in ("strip", "collapse_whitespace", "casefold"):
-            if not isinstance(value, bool):
-                raise fail(key, f"matching.{key} must be true or false", "matching")
-            kwargs[key] = value
-        elif key == "unicode":
+    for key, value in table.items():
+        if key == "unicode":
             if value not in ("NFC", "NFKC", "none"):
-                raise fail(key, "matching.unicode must be NFC, NFKC or none", "matching")
+                raise sections.fail(key, "matching.unicode must be NFC, NFKC or none", "matching")
             kwargs[key] = None if value == "none" else value
+        elif not isinstance(value, bool):
+            raise sections.fail(key, f"matching.{key} must be true or false", "matching")
         else:
-            raise fail(key, f"unknown [matching] key {key!r}", "matching")
+            kwargs[key] = value
+    return Matching(**kwargs)
 
-    universe = raw.get("universe", {})
-    if not isinstance(universe, dict):
-        raise fail("universe", "[universe] must be a table")
-    size = universe.get("size")
+
+def _universe_size(sections: _Sections) -> int | None:
+    size = sections.table("universe", ("size",)).get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
-        raise fail("size", "universe.size must be a positive integer", "universe")
-    for key in universe:
-        if key != "size":
-            raise fail(key, f"unknown [universe] key {key!r}", "universe")
+        raise sections.fail("size", "universe.size must be a positive integer", "universe")
+    return size
 
-    official = raw.get("official", {})
-    if not isinstance(official, dict):
-        raise fail("official", "[official] must be a table")
-    unjudged = official.get("unjudged")
-    if unjudged is not None and unjudged not in UNJUDGED_POLICIES:
-        raise fail(
-            "unjudged",
-            f"official.unjudged must be one of {', '.join(UNJUDGED_POLICIES)}, not {unjudged!r}",
-            "official",
-        )
-    for key in official:
-        if key != "unjudged":
-            raise fail(key, f"unknown [official] key {key!r}", "official")
 
+def load_config(path: Path, default_name: str) -> TaskConfig:
+    """Parse ``task.toml`` at ``path`` (absent file: defaults with ``name = default_name``).
+
+    Every unknown section or key and every invalid value raises :class:`BundleError` naming the
+    line it is on.
+    """
+    if not path.is_file():
+        return TaskConfig(name=default_name)
+    text, raw = _parse_toml(path)
+    sections = _Sections(path, text, raw)
+    known_top = {"name", "labels", "matching", "merge", "universe", "official"}
+    for key in raw:
+        if key not in known_top:
+            raise sections.fail(
+                key, f"unknown setting {key!r} (known: {', '.join(sorted(known_top))})"
+            )
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise sections.fail("name", "name must be a non-empty string")
+    labels, inexact_policy = _labels(sections)
+    # section and key checks first, so an unknown key is reported before a bad value elsewhere
+    sections.table("merge", ("rule", "tie"))
+    sections.table("official", ("unjudged",))
     return TaskConfig(
         name=name.strip(),
         labels=labels,
         inexact_policy=inexact_policy,
-        merge_rule=rule,
-        tie_policy=tie,
-        matching=Matching(**kwargs),
-        universe_size=size,
-        unjudged=unjudged,
+        merge_rule=sections.choice("merge", "rule", MERGE_RULES, "merge rule", "majority"),
+        tie_policy=sections.choice("merge", "tie", TIE_POLICIES, "merge tie policy", "half"),
+        matching=_matching(sections),
+        universe_size=_universe_size(sections),
+        unjudged=sections.choice(
+            "official", "unjudged", UNJUDGED_POLICIES, "official.unjudged", None
+        ),
         raw=raw,
     )
 

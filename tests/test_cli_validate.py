@@ -136,7 +136,7 @@ CASES = [
     Case(
         "header-only-run-files-in-folder",
         bundle(runs=None, files={"runs/B.tsv": "query_id\tanswer\n"}),
-        "runs",
+        "runs/B.tsv",
         2,
         "no outputs",
     ),
