@@ -104,6 +104,8 @@ def _crossing(ranks: np.ndarray, cum: np.ndarray, goal: np.ndarray) -> np.ndarra
     ``cum`` is (B, n) non-decreasing, ``goal`` (B,); NaN where Ĉ(size) < goal.
     """
     B = cum.shape[0]
+    if ranks.size == 0:
+        return np.full(B, np.nan)
     reached = cum >= goal[:, None]
     any_reached = reached.any(axis=1)
     first = np.argmax(reached, axis=1)
@@ -115,6 +117,47 @@ def _crossing(ranks: np.ndarray, cum: np.ndarray, goal: np.ndarray) -> np.ndarra
         frac = np.where(cur_c > prev_c, (goal - prev_c) / (cur_c - prev_c), 1.0)
     k = prev_k + frac * (cur_k - prev_k)
     return np.where(any_reached & (goal > 0), np.maximum(k, 1e-12), np.nan)
+
+
+def _refused(problem: str, notes: list[str], flags: list[str]) -> dict:
+    """Refuse precision at target for a system without a confidence ranking: the curve would be
+    read over an arbitrary order (and Dimm's model, a family of ranked-retrieval curves, assumes
+    a ranking too).  Appends the note and flag; returns the run record entry."""
+    notes.append(
+        f"precision_at_target: refused: {problem}, so the ranked list is arbitrary and "
+        "precision at a target recall is undefined (add a score column to rank the outputs)"
+    )
+    flags.append(f"no confidence ranking: {problem}")
+    return {"method": None, "refused": f"no confidence ranking: {problem}", "flags": flags}
+
+
+def _yield_curve(
+    data: SampleData,
+    outputs: pd.DataFrame,
+    system: str,
+    i: int,
+    counts: np.ndarray,
+    num_terms: np.ndarray,
+    draw_x: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """System i's importance-weighted yield Ĉ at the ranks of the draws that hit its output.
+
+    Returns the distinct ranks of the draws that hit it (one knot per drawn rank: draws of the same fact,
+    by one sampler or several, add up), and Ĉ at those ranks for the point (1, n) and for every
+    replicate (B, n).
+    """
+    rank_of = system_ranks(outputs, system)
+    hit = np.flatnonzero(data.member[data.draw_fact, i] & (num_terms[:, i] > 0))
+    ranks_hit = rank_of.reindex(draw_x[hit]).to_numpy()
+    order = np.argsort(ranks_hit, kind="stable")
+    hit, ranks_hit = hit[order], ranks_hit[order].astype(float)
+    if not hit.size:
+        return ranks_hit, np.zeros((1, 0)), np.zeros((counts.shape[0], 0))
+    w = num_terms[hit, i]
+    ranks_hit, starts = np.unique(ranks_hit, return_index=True)
+    cum_point = np.cumsum(np.add.reduceat(w, starts))[None, :]
+    cum_reps = np.cumsum(np.add.reduceat(counts[:, hit] * w[None, :], starts, axis=1), axis=1)
+    return ranks_hit, cum_point, cum_reps
 
 
 def precision_at_target(
@@ -161,20 +204,10 @@ def precision_at_target(
     for i, system in enumerate(data.systems):
         problem = score_ranking_problem(outputs, system)
         if problem is not None:
-            # refuse: the curve would be read over an arbitrary order (and Dimm's model, a family
-            # of ranked-retrieval curves, assumes a ranking too)
-            notes[i].append(
-                f"precision_at_target: refused: {problem}, so the ranked list is arbitrary and "
-                "precision at a target recall is undefined (add a score column to rank the outputs)"
+            details[system] = _refused(problem, notes[i], flags[i])
+            details[system].update(
+                recall=float(recall_point[i]), precision=float(precision_point[i])
             )
-            flags[i].append(f"no confidence ranking: {problem}")
-            details[system] = {
-                "recall": float(recall_point[i]),
-                "precision": float(precision_point[i]),
-                "method": None,
-                "refused": f"no confidence ranking: {problem}",
-                "flags": flags[i],
-            }
             continue
         unscored = int(outputs.loc[outputs["system"] == system, "score"].isna().sum())
         if unscored:
@@ -182,28 +215,13 @@ def precision_at_target(
                 f"precision_at_target: {unscored} outputs have no score; they are ranked after the "
                 "scored ones in input order, so the curve over them is arbitrary"
             )
-        rank_of = system_ranks(outputs, system)
-        hit = np.flatnonzero(data.member[data.draw_fact, i] & (num_terms[:, i] > 0))
-        ranks_hit = rank_of.reindex(draw_x[hit]).to_numpy()
-        order = np.argsort(ranks_hit, kind="stable")
-        hit, ranks_hit = hit[order], ranks_hit[order].astype(float)
-        w = num_terms[hit, i]
-        if hit.size:
-            # one knot per drawn rank: draws of the same fact (by one sampler or several) add up
-            ranks_hit, starts = np.unique(ranks_hit, return_index=True)
-            cum_point = np.cumsum(np.add.reduceat(w, starts))[None, :]
-            cum_reps = np.cumsum(
-                np.add.reduceat(counts[:, hit] * w[None, :], starts, axis=1), axis=1
-            )
-        else:
-            cum_point, cum_reps = np.zeros((1, 0)), np.zeros((B, 0))
+        ranks_hit, cum_point, cum_reps = _yield_curve(
+            data, outputs, system, i, counts, num_terms, draw_x
+        )
         goal_point = np.array([target * universe_point])
         goal_reps = target * universe_reps
-        if hit.size:
-            k_point = _crossing(ranks_hit, cum_point, goal_point)[0]
-            k_reps = _crossing(ranks_hit, cum_reps, goal_reps)
-        else:
-            k_point, k_reps = np.nan, np.full(B, np.nan)
+        k_point = _crossing(ranks_hit, cum_point, goal_point)[0]
+        k_reps = _crossing(ranks_hit, cum_reps, goal_reps)
         curve_ok_reps = np.isfinite(k_reps)
         with np.errstate(invalid="ignore", divide="ignore"):
             curve_reps = np.where(curve_ok_reps, goal_reps / k_reps, np.nan)
