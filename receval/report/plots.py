@@ -524,6 +524,54 @@ def curve_panels(curve: pd.DataFrame | None, extrapolated: bool) -> int:
     return 2 if extrapolated and not np.isfinite(recall).all() else 1
 
 
+def _draw_queried(
+    ax, x: np.ndarray, p: np.ndarray, thin: pd.DataFrame, curve: pd.DataFrame
+) -> None:
+    """The queried points: marked on the curve when there are few, ticks on the x axis else."""
+    queried = _finite(thin["queried"]) == 1 if "queried" in thin else np.zeros(len(x), bool)
+    count = int((_finite(curve["queried"]) == 1).sum()) if "queried" in curve else 0
+    if not queried.any():
+        return
+    if queried.sum() <= 30:
+        ax.plot(
+            x[queried],
+            p[queried],
+            "x",
+            color=PALETTE["blue"],
+            ms=4.5,
+            mew=1.1,
+            label=f"queried points ({count})",
+        )
+        return
+    xs = np.repeat(x[queried], 3)
+    ys = np.tile([0.0, 0.035, np.nan], int(queried.sum()))
+    xs[2::3] = np.nan
+    ax.plot(
+        xs, ys, color=PALETTE["blue"], lw=0.8, label=f"queried points ({count}; ticks on the axis)"
+    )
+
+
+def _draw_at_target(ax, target_recall: float, at_target: tuple[float, float, float]) -> None:
+    """The leaderboard's precision at R_T from the curve, with its interval."""
+    est, a, b = at_target
+    if not math.isfinite(est):
+        return
+    yerr = None
+    if math.isfinite(a) and math.isfinite(b):
+        yerr = [[max(est - a, 0.0)], [max(b - est, 0.0)]]
+    ax.errorbar(
+        [target_recall],
+        [est],
+        yerr=yerr,
+        fmt="s",
+        ms=5,
+        color=PALETTE["green"],
+        capsize=3,
+        label=f"precision at R_T from the curve ({est:.3f})",
+        zorder=6,
+    )
+
+
 @_styled
 def curve_plot(
     system: str,
@@ -575,29 +623,7 @@ def curve_plot(
                 label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
             )
         ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
-        queried = _finite(thin["queried"]) == 1 if "queried" in thin else np.zeros(len(x), bool)
-        count = int((_finite(curve["queried"]) == 1).sum()) if "queried" in curve else 0
-        if queried.any() and queried.sum() <= 30:
-            ax.plot(
-                x[queried],
-                p[queried],
-                "x",
-                color=PALETTE["blue"],
-                ms=4.5,
-                mew=1.1,
-                label=f"queried points ({count})",
-            )
-        elif queried.any():
-            xs = np.repeat(x[queried], 3)
-            ys = np.tile([0.0, 0.035, np.nan], int(queried.sum()))
-            xs[2::3] = np.nan
-            ax.plot(
-                xs,
-                ys,
-                color=PALETTE["blue"],
-                lw=0.8,
-                label=f"queried points ({count}; ticks on the axis)",
-            )
+        _draw_queried(ax, x, p, thin, curve)
         if x_is_recall:
             ax.set_xlabel("recall (estimated, top-k of the ranked output)")
             if dimm is not None:
@@ -610,22 +636,8 @@ def curve_plot(
                     lw=1.5,
                     label=f"target recall R_T = {target_recall:g}",
                 )
-            if target_ok and at_target is not None and dimm is None and math.isfinite(at_target[0]):
-                est, a, b = at_target
-                yerr = None
-                if math.isfinite(a) and math.isfinite(b):
-                    yerr = [[max(est - a, 0.0)], [max(b - est, 0.0)]]
-                ax.errorbar(
-                    [target_recall],
-                    [est],
-                    yerr=yerr,
-                    fmt="s",
-                    ms=5,
-                    color=PALETTE["green"],
-                    capsize=3,
-                    label=f"precision at R_T from the curve ({est:.3f})",
-                    zorder=6,
-                )
+            if target_ok and at_target is not None and dimm is None:
+                _draw_at_target(ax, target_recall, at_target)
             right = max(np.nanmax(x) * 1.05, (target_recall or 0.0) * 1.1, 0.05)
             if dimm is not None:
                 right = max(right, dimm.recall * 1.1)
