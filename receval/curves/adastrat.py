@@ -47,7 +47,9 @@ The output band.  ``lower``/``upper`` are the band Theorem 3 promises, [lb/β, �
 envelope lb, ub of the estimates (for Hoeffding the upper factor is 1/(2 − β) ≥ β, because eq. (2)
 gives |p̃ − p| ≤ (β − 1)p, i.e. p ≤ p̃/(2 − β)), carried over each output step by the yield alone.
 It holds at every rank with probability ≥ 1 − δ when p is weakly monotone beyond r̃ (and, for
-Hoeffding, p ≥ p_min at the queried ranks); ``kind = "band"``.  The envelope itself is written in
+Hoeffding, p ≥ p_min at the queried ranks); ``kind = "band"``.  When the queried intervals
+themselves show (at confidence 1 − δ) that no weakly monotone p fits them, the premise is refuted
+and the output says ``kind = "approximation"`` instead.  The envelope itself is written in
 the extra columns ``envelope_lower``/``envelope_upper``.  Weak monotonicity is checked exactly on
 the upper half of the prefix (the default l̃ = r̃ leaves no pair at or beyond r̃) and on the
 queried intervals; failures are flagged.
@@ -1073,6 +1075,14 @@ class _Run:
             f"around the envelope lb/ub of the estimates (columns envelope_lower/upper), carried "
             f"between knots by the yield; the step value is within a factor {ratio:.4g} of √(lb·ub)."
         )
+        kind = "band"
+        if any(f.startswith("weak-monotonicity-violated:") for f in flags):
+            # The queried intervals refute the theorem's premise (confidence ≥ 1 − δ): no claim.
+            kind = "approximation"
+            guarantee = (
+                "approximation, no coverage claim: the queried intervals show that p is not "
+                "weakly monotone (see flags), so Theorem 3 does not apply. " + guarantee
+            )
         return CurveEstimate(
             method=method.name,
             size=n,
@@ -1080,7 +1090,7 @@ class _Run:
             precision=precision,
             lower=lower,
             upper=upper,
-            kind="band",
+            kind=kind,
             guarantee=guarantee,
             queried=np.array(sorted(self.points), np.int64),
             annotations=self._annotations(),

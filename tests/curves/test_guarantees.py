@@ -17,13 +17,18 @@ from receval.curves.ranked import ArrayRankedList, BumpShape, LogisticShape, Sim
 
 GUARANTEED = ("band", "interval", "bound")
 METHODS = ("stratband", "logstrat", "random", "adastrat")
-SIZE = 100_000
-LISTS = {
-    "smooth": LogisticShape(0.95, 0.35, SIZE / 3, SIZE / 10),
-    "bumpy": BumpShape(LogisticShape(0.9, 0.3, SIZE / 4, SIZE / 12), 0.4 * SIZE, 0.5 * SIZE, 0.3),
-    "noisy-flat": LogisticShape(0.6, 0.55, SIZE / 2, SIZE / 4),
-    "low": LogisticShape(0.2, 0.03, SIZE / 3, SIZE / 10),
+SHAPES = {
+    "smooth": lambda n: LogisticShape(0.95, 0.35, n / 3, n / 10),
+    "bumpy": lambda n: BumpShape(LogisticShape(0.9, 0.3, n / 4, n / 12), 0.4 * n, 0.5 * n, 0.3),
+    "noisy-flat": lambda n: LogisticShape(0.6, 0.55, n / 2, n / 4),
+    "low": lambda n: LogisticShape(0.2, 0.03, n / 3, n / 10),
 }
+# N = 10⁴ needs a finer grid (r̃ = 220) so that labels are sampled at all; 10⁶ runs two shapes.
+CASES = [(10_000, shape) for shape in sorted(SHAPES)] + [
+    (100_000, shape) for shape in sorted(SHAPES)
+]
+CASES += [(1_000_000, "bumpy"), (1_000_000, "low")]
+SIZE = 100_000
 
 
 def share_inside(est, ranked) -> float:
@@ -35,18 +40,25 @@ def share_inside(est, ranked) -> float:
     return float(np.mean((lower <= truth + 1e-12) & (truth <= upper + 1e-12)))
 
 
-@pytest.mark.parametrize("shape", sorted(LISTS))
+@pytest.mark.parametrize(("size", "shape"), CASES)
 @pytest.mark.parametrize("method", METHODS)
-def test_synthetic_lists(method: str, shape: str) -> None:
-    ranked = SimulatedRankedList(SIZE, LISTS[shape], seed=17)
-    est = make_method(method, seed=2).run(SIZE, ranked.labels)
-    assert est.kind in GUARANTEED
+def test_synthetic_lists(method: str, size: int, shape: str) -> None:
+    params = {"epsilon": 0.1, "window": 20} if size < 35_000 else {}
+    ranked = SimulatedRankedList(size, SHAPES[shape](size), seed=17)
+    est = make_method(method, seed=2, **params).run(size, ranked.labels)
+    assert est.annotations < size
     assert np.all(est.lower <= est.upper)
-    assert share_inside(est, ranked) >= 0.95
+    if est.kind in GUARANTEED:
+        assert share_inside(est, ranked) >= 0.95
+    else:  # only AdaStrat may withdraw its claim, and only when the labels refute its premise
+        assert method == "adastrat" and est.kind == "approximation"
+        assert any(f.startswith("weak-monotonicity-violated:") for f in est.flags)
+    if method != "adastrat":
+        assert est.kind in GUARANTEED
 
 
 def test_paula_is_an_approximation_not_a_bound() -> None:
-    ranked = SimulatedRankedList(SIZE, LISTS["noisy-flat"], seed=17)
+    ranked = SimulatedRankedList(SIZE, SHAPES["noisy-flat"](SIZE), seed=17)
     est = make_method("paula").run(SIZE, ranked.labels)
     assert est.kind == "approximation" and np.all(est.lower <= est.upper)
     assert share_inside(est, ranked) < 0.95  # why it may not be called a bound
