@@ -97,7 +97,7 @@ from typing import ClassVar
 import numpy as np
 
 from receval.curves.base import CurveEstimate, Labels, Oracle
-from receval.curves.precision_function import geometric_grid
+from receval.curves.precision_function import geometric_grid, monotone_from
 
 __all__ = [
     "ESTIMATORS",
@@ -148,7 +148,7 @@ def adastrat_constants(
     Arithmetic on ε is exact in its decimal value, so ⌈102/0.03⌉ is 3400.
     """
     eps = _exact(epsilon)
-    rt = math.ceil((window + 2) / eps) if r_tilde is None else int(r_tilde)
+    rt = monotone_from(window, epsilon) if r_tilde is None else int(r_tilde)
     if rt < 1:
         raise ValueError("r_tilde must be ≥ 1")
     mm = geometric_grid(rt, float(epsilon), rt).m if m is None else int(m)

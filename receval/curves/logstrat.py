@@ -44,6 +44,7 @@ from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
     knot_interval_bounds,
+    monotone_from,
 )
 
 __all__ = ["LogStrat", "logstrat_sample_size"]
@@ -108,7 +109,7 @@ class LogStrat:
         if self.beta is not None and self.beta <= 1:
             raise ValueError("beta must be > 1")
         if self.r_tilde is None:
-            object.__setattr__(self, "r_tilde", math.ceil((self.window + 2) / self.epsilon - 1e-9))
+            object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
             raise ValueError("r_tilde must be ≥ 1")
 

@@ -48,7 +48,6 @@ p(g_ℓ) < p_Δ(g_ℓ), the precondition of Lemma 4 / Theorem 3; crossed bounds)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -59,6 +58,7 @@ from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
     knot_interval_bounds,
+    monotone_from,
 )
 
 __all__ = ["Paula", "paula_yields"]
@@ -127,7 +127,7 @@ class Paula:
             raise ValueError("window must be ≥ 1")
         if self.bounds not in ("guaranteed", "paper"):
             raise ValueError("bounds must be 'guaranteed' or 'paper'")
-        minimum = math.ceil((self.window + 2) / self.epsilon - 1e-9)
+        minimum = monotone_from(self.window, self.epsilon)
         if self.r_tilde is None:
             object.__setattr__(self, "r_tilde", minimum)
         elif self.r_tilde < minimum:

@@ -57,6 +57,15 @@ class _LabelStream(Protocol):
 # ----------------------------------------------------------------------------- exact p, p_Δ
 
 
+def monotone_from(window: int, epsilon: float) -> int:
+    """r̃ = ⌈(Δ+2)/ε⌉, the rank from which PAULA §4.2 (and AdaStrat, LogStrat's α) assume
+    monotonicity, with ε taken at the decimal value a user typed (⌈102/0.03⌉ = 3400 exactly, not
+    3401 from the binary nearest 0.03)."""
+    from fractions import Fraction
+
+    return math.ceil((window + 2) / Fraction(repr(float(epsilon))))
+
+
 def _as_labels(labels: np.ndarray) -> np.ndarray:
     labels = np.asarray(labels, dtype=np.float64)
     if labels.ndim != 1:

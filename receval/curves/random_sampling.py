@@ -36,7 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
-from receval.curves.precision_function import geometric_grid
+from receval.curves.precision_function import geometric_grid, monotone_from
 
 __all__ = ["RandomSampling", "random_sampling_total"]
 
@@ -96,7 +96,7 @@ class RandomSampling:
         """α, by default γ(1+ε) − 1 (PAULA §4.4.3)."""
         if self.alpha is not None:
             return float(self.alpha)
-        r_tilde = self.r_tilde or math.ceil((self.window + 2) / self.epsilon - 1e-9)
+        r_tilde = self.r_tilde or monotone_from(self.window, self.epsilon)
         gamma = geometric_grid(r_tilde, self.epsilon, r_tilde).gamma
         return gamma * (1 + self.epsilon) - 1
 

@@ -87,7 +87,7 @@ from typing import ClassVar
 import numpy as np
 
 from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
-from receval.curves.precision_function import geometric_grid
+from receval.curves.precision_function import geometric_grid, monotone_from
 
 __all__ = ["StratBand", "hoeffding_halfwidths", "stratum_bounds"]
 
@@ -175,7 +175,7 @@ class StratBand:
         elif self.labels_per_stratum < 2:
             raise ValueError("labels_per_stratum must be ≥ 2")
         if self.r_tilde is None:
-            object.__setattr__(self, "r_tilde", math.ceil((self.window + 2) / self.epsilon - 1e-9))
+            object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
             raise ValueError("r_tilde must be ≥ 1")
         if int(self.seed) < 0:
