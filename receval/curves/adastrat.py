@@ -97,7 +97,12 @@ from typing import ClassVar
 import numpy as np
 
 from receval.curves.base import CurveEstimate, Labels, Oracle
-from receval.curves.precision_function import geometric_grid, monotone_from
+from receval.curves.precision_function import (
+    envelope_lower,
+    envelope_upper,
+    geometric_grid,
+    monotone_from,
+)
 
 __all__ = [
     "ESTIMATORS",
@@ -354,25 +359,15 @@ class Envelope:
 
 def _ub_matrix(v: np.ndarray, y: np.ndarray, p: np.ndarray, m: int) -> np.ndarray:
     """ub(v_i; y_j, p_j) of Definition 2 as a (len(v), len(y)) matrix."""
-    vf = np.asarray(v, np.float64)[:, None]
-    d = vf - np.asarray(y, np.float64)[None, :]
-    p = np.asarray(p, np.float64)[None, :]
-    f = np.floor(m * p)
-    py = p * np.asarray(y, np.float64)[None, :]
-    return np.where(
-        d <= 0, py / vf, np.where(d <= f, (py + d) / vf, np.where(d <= m, (py + f) / vf, p))
+    return envelope_upper(
+        np.asarray(v, np.float64)[:, None], np.asarray(y)[None, :], np.asarray(p)[None, :], m
     )
 
 
 def _lb_matrix(v: np.ndarray, y: np.ndarray, p: np.ndarray, m: int) -> np.ndarray:
     """lb(v_i; y_j, p_j) of Definition 2 as a (len(v), len(y)) matrix."""
-    vf = np.asarray(v, np.float64)[:, None]
-    d = vf - np.asarray(y, np.float64)[None, :]
-    p = np.asarray(p, np.float64)[None, :]
-    f = np.floor(m * p)
-    py = p * np.asarray(y, np.float64)[None, :]
-    return np.where(
-        d < -m, p, np.where(d < -f, (py - f) / vf, np.where(d < 0, (py + d) / vf, py / vf))
+    return envelope_lower(
+        np.asarray(v, np.float64)[:, None], np.asarray(y)[None, :], np.asarray(p)[None, :], m
     )
 
 

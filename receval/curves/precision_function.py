@@ -330,48 +330,47 @@ def step_function(
 # ----------------------------------------------------------------------------- envelopes
 
 
-def envelope_upper(v: np.ndarray, y: float, p_y: float, m: int) -> np.ndarray:
+def envelope_upper(v: np.ndarray, y, p_y, m: int) -> np.ndarray:
     """ub(v; y, p(y)) of AdaStrat Definition 2: the largest p(v) consistent with p(y).
 
     Cases (k = ⌊m·p(y)⌋):  p(y)y/v for v ≤ y;  (p(y)y + v − y)/v for y < v ≤ y + k;
     (p(y)y + k)/v for y + k < v ≤ y + m;  p(y) for v > y + m.
     A guaranteed upper bound on p(v) for v, y > r̃ when p is (r̃, m)-weak monotone
-    (AdaStrat Theorem 2), and tight.  Vectorised over ``v``.
+    (AdaStrat Theorem 2), and tight.  Broadcasts ``v`` against ``y``/``p_y`` (a matrix for
+    ``v[:, None]`` and rows of points), the one implementation of the formula.
     """
     v = np.asarray(v, dtype=np.float64)
-    k = math.floor(m * p_y)
+    y = np.asarray(y, dtype=np.float64)
+    p_y = np.asarray(p_y, dtype=np.float64)
+    k = np.floor(m * p_y)
     yield_y = p_y * y
+    d = v - y
     out = np.where(
-        v <= y,
+        d <= 0,
         yield_y / v,
-        np.where(
-            v <= y + k,
-            (yield_y + v - y) / v,
-            np.where(v <= y + m, (yield_y + k) / v, p_y),
-        ),
+        np.where(d <= k, (yield_y + d) / v, np.where(d <= m, (yield_y + k) / v, p_y)),
     )
     return np.minimum(out, 1.0)
 
 
-def envelope_lower(v: np.ndarray, y: float, p_y: float, m: int) -> np.ndarray:
+def envelope_lower(v: np.ndarray, y, p_y, m: int) -> np.ndarray:
     """lb(v; y, p(y)) of AdaStrat Definition 2: the smallest p(v) consistent with p(y).
 
     Cases (k = ⌊m·p(y)⌋):  p(y) for v < y − m;  (p(y)y − k)/v for y − m ≤ v < y − k;
     (p(y)y + v − y)/v for y − k ≤ v < y;  p(y)y/v for v ≥ y.
     A guaranteed lower bound on p(v) for v, y > r̃ under (r̃, m)-weak monotonicity
-    (AdaStrat Theorem 2), and tight.  Vectorised over ``v``.
+    (AdaStrat Theorem 2), and tight.  Broadcasts like :func:`envelope_upper`.
     """
     v = np.asarray(v, dtype=np.float64)
-    k = math.floor(m * p_y)
+    y = np.asarray(y, dtype=np.float64)
+    p_y = np.asarray(p_y, dtype=np.float64)
+    k = np.floor(m * p_y)
     yield_y = p_y * y
+    d = v - y
     out = np.where(
-        v < y - m,
+        d < -m,
         p_y,
-        np.where(
-            v < y - k,
-            (yield_y - k) / v,
-            np.where(v < y, (yield_y + v - y) / v, yield_y / v),
-        ),
+        np.where(d < -k, (yield_y - k) / v, np.where(d < 0, (yield_y + d) / v, yield_y / v)),
     )
     return np.maximum(out, 0.0)
 
