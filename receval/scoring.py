@@ -677,51 +677,27 @@ def _official_average(options: ScoreOptions) -> str:
 
 
 def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
-    from receval.estimators.official import OfficialPolicy, describe_official, official_scores
+    from receval.estimators.official import (
+        OfficialPolicy,
+        describe_official,
+        official_leaderboard,
+    )
 
     if options.unjudged not in (None, "wrong", "ignore"):
         raise ValueError(f"unjudged must be wrong or ignore, not {options.unjudged!r}")
     average = _official_average(options)
     policy = OfficialPolicy(unassessed=options.unjudged)
-    scores = official_scores(task, policy, average=average, cutoff=options.cutoff)
+    board = official_leaderboard(
+        task, policy, average=average, cutoff=options.cutoff, rank_by=options.rank_by
+    )
     described = describe_official(task, policy, average=average, cutoff=options.cutoff)
-    board = pd.DataFrame(
-        {
-            "system": scores["system"],
-            "team": scores["team"],
-            "outputs": scores["outputs"],
-            "judged": scores["judged"],
-        }
-    )
-    for metric in ("precision", "recall", "f1"):
-        board[metric] = scores[metric].to_numpy()
-        board[f"{metric}_lo"] = np.nan
-        board[f"{metric}_hi"] = np.nan
-    board["pooled_recall"] = scores["recall"].to_numpy()
-    board["pooled_recall_lo"] = np.nan
-    board["pooled_recall_hi"] = np.nan
-    key = (
-        options.rank_by
-        if options.rank_by in ("precision", "recall", "f1", "pooled_recall")
-        else "f1"
-    )
-    ranks = replicate_ranks(board[key].to_numpy(float)[None, :])[0]  # competition ranks
-    board["rank"] = ranks
-    board["rank_lo"] = np.nan
-    board["rank_hi"] = np.nan
-    board["tier"] = ""
-    board["estimator"] = "official"
     board["interval"] = "none: census of the assessed pool (closed-world), no sampling uncertainty"
-    note = scores["note"] if "note" in scores else pd.Series("", index=scores.index)
     board["note"] = (
         described
         + "; recall is pooled (closed-world) recall against the assessed pool; "
-        + note.fillna("").astype(str)
+        + board["note"].fillna("").astype(str)
     ).str.rstrip("; ")
     board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
-    board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
-        drop=True
-    )
     pool = pd.DataFrame(
         [
             {

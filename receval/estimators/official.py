@@ -582,42 +582,46 @@ def describe_official(
     return f"official census, {what}; {rule}{depth}"
 
 
-def official_leaderboard(task: Task, policy: OfficialPolicy = CS_SCORE_TEST_SUITE) -> pd.DataFrame:
+def official_leaderboard(
+    task: Task,
+    policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
+    *,
+    average: str = "micro",
+    cutoff: int | None = None,
+    rank_by: str = "f1",
+) -> pd.DataFrame:
     """:func:`official_scores` in the ``leaderboard.csv`` contract columns (ARCHITECTURE.md).
 
-    The official scores have no sampling uncertainty, so every ``_lo``/``_hi`` column is empty
-    (NaN), as are ``rank_lo, rank_hi, tier``.  ``pooled_recall`` and ``recall`` both hold the
-    official recall: closed-world scoring assumes the pool holds every correct answer (pool
-    coverage θ = 1).  ``rank`` orders by F1 (ties share the better rank; systems without an F1
-    come last, unranked).  ``estimator`` is ``official`` and ``note`` explains missing numbers.
+    The one place the official leaderboard is built (``receval score --estimator official``
+    adds its run notes to it).  The official scores have no sampling uncertainty, so every
+    ``_lo``/``_hi`` column is empty (NaN), as are ``rank_lo, rank_hi, tier``.  ``pooled_recall``
+    and ``recall`` both hold the official recall: closed-world scoring assumes the pool holds every
+    correct answer (pool coverage θ = 1).  ``rank`` is 1 + the number of systems with a strictly
+    larger ``rank_by`` (precision, recall, pooled_recall or f1; ties share the better rank;
+    systems without a value come last, unranked).  ``estimator`` is ``official`` and ``note``
+    explains missing numbers.
     """
-    scores = official_scores(task, policy)
+    from receval.leaderboard import replicate_ranks
+
+    scores = official_scores(task, policy, average=average, cutoff=cutoff)
     nan = np.nan
-    board = pd.DataFrame(
-        {
-            "system": scores["system"],
-            "team": scores["team"],
-            "outputs": scores["outputs"],
-            "judged": scores["judged"],
-            "precision": scores["precision"],
-            "precision_lo": nan,
-            "precision_hi": nan,
-            "pooled_recall": scores["recall"],
-            "pooled_recall_lo": nan,
-            "pooled_recall_hi": nan,
-            "recall": scores["recall"],
-            "recall_lo": nan,
-            "recall_hi": nan,
-            "f1": scores["f1"],
-            "f1_lo": nan,
-            "f1_hi": nan,
-            "rank": scores["f1"].rank(method="min", ascending=False),
-            "rank_lo": nan,
-            "rank_hi": nan,
-            "tier": "",
-            "estimator": "official",
-            "note": scores["note"],
-        }
+    board = pd.DataFrame({c: scores[c] for c in ("system", "team", "outputs", "judged")})
+    for metric, column in (
+        ("precision", "precision"),
+        ("pooled_recall", "recall"),
+        ("recall", "recall"),
+        ("f1", "f1"),
+    ):
+        board[metric] = scores[column].to_numpy()
+        board[f"{metric}_lo"] = nan
+        board[f"{metric}_hi"] = nan
+    key = rank_by if rank_by in ("precision", "recall", "f1", "pooled_recall") else "f1"
+    board["rank"] = replicate_ranks(board[key].to_numpy(float)[None, :])[0]
+    board["rank_lo"] = nan
+    board["rank_hi"] = nan
+    board["tier"] = ""
+    board["estimator"] = "official"
+    board["note"] = scores["note"] if "note" in scores else ""
+    return board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
+        drop=True
     )
-    board["rank"] = board["rank"].astype("Int64")
-    return board.sort_values(["rank", "system"], na_position="last").reset_index(drop=True)
