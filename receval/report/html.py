@@ -772,8 +772,9 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
     absent = None
     if not figures:
         absent = (
-            "No precision curves in this run: run `receval score --curves ...` (or "
-            "`--target-recall R` for sample-based curves and Dimm extrapolations) to add them."
+            "No precision curves in this run: `receval score TASK --out DIR --target-recall R` adds "
+            "each system's sample-based curve (and Dimm's extrapolation where a list ends short of "
+            "R); `receval curve plan/estimate` builds one system's curve from its ranked list."
         )
     return {
         "figures": figures,
