@@ -194,10 +194,11 @@ def _print_leaderboard(board) -> None:
 @click.option(
     "--tiers",
     "tier_correction",
-    type=click.Choice(["holm", "bh"]),
-    default="holm",
+    type=click.Choice(["stepdown", "holm", "bh"]),
+    default="stepdown",
     show_default=True,
-    help="Multiple-testing correction of the paired tests behind the significance tiers.",
+    help="Pairwise tests behind tiers and rank sets: max-t step-down bootstrap (family-wise "
+    "error <= 1 - confidence), or marginal tests with Holm / Benjamini-Hochberg (FDR only).",
 )
 @click.option(
     "--anonymise",

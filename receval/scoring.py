@@ -45,7 +45,13 @@ from receval.estimators.recall import (
     simple_recall_terms,
 )
 from receval.estimators.sample_data import SampleData, build_sample_data
-from receval.leaderboard import best_per_team, rank_intervals, replicate_ranks, significance_tiers
+from receval.leaderboard import (
+    best_per_team,
+    rank_confidence_sets,
+    replicate_ranks,
+    significance_tiers,
+    stepdown_comparisons,
+)
 from receval.task import Task
 
 ESTIMATORS = ("joint", "simple", "official")
@@ -89,7 +95,7 @@ class ScoreOptions:
     target: str = "micro"
     target_recall: float | None = None
     prevalence: float | None = None
-    tiers: str = "holm"
+    tiers: str = "stepdown"
     cluster_queries: bool = False
 
 
@@ -375,12 +381,18 @@ def score_task(
             f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
         )
     board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
-    board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
+    comparisons = stepdown_comparisons(
+        point_metrics[key],
+        rep_metrics[key],
+        alpha=1 - options.confidence,
+        procedure=options.tiers,
+    )
+    board["rank_lo"], board["rank_hi"] = rank_confidence_sets(comparisons, point_metrics[key])
     board.loc[np.isnan(point_metrics[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
     for i in np.flatnonzero(np.isnan(point_metrics[key])):
         notes[i].append(f"rank: {key} cannot be estimated")
     tiers = significance_tiers(
-        point_metrics[key], rep_metrics[key], level=options.confidence, correction=options.tiers
+        point_metrics[key], rep_metrics[key], level=options.confidence, comparisons=comparisons
     )
     board["tier"] = [str(t) if t else "" for t in tiers]
     for metric in (*METRICS, *(["precision_at_target"] if target_info is not None else [])):
@@ -432,7 +444,17 @@ def score_task(
         "warnings": warnings,
         "ranking": {
             "by": key,
-            "tiers": f"paired bootstrap tests, {options.tiers} correction, level {options.confidence}",
+            "tiers": comparisons.describe(),
+            "procedure": options.tiers,
+            "alpha": 1 - options.confidence,
+            "B": comparisons.B,
+            "replicates_dropped": comparisons.dropped,
+            "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
+            "(Mogstad, Romano, Shaikh & Wilhelm 2024): rank_lo = 1 + #significantly better, "
+            "rank_hi = S - #significantly worse"
+            if options.tiers != "bh"
+            else "rank sets from BH-corrected comparisons: no simultaneous coverage guarantee",
+            "rank": "1 + number of systems with a strictly larger estimate",
         },
     }
     if target_info is not None:
