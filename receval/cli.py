@@ -222,6 +222,20 @@ def _print_leaderboard(board) -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="Reuse the replicates saved by an earlier run (--save-replicates).",
 )
+@click.option(
+    "--allow-pending",
+    is_flag=True,
+    help="Score although some sample draws have no label yet (they are left out and assumed "
+    "missing at random; by default scoring refuses, naming how many are pending).",
+)
+@click.option(
+    "--precision-form",
+    type=click.Choice(["auto", "unbiased", "ratio"]),
+    default="auto",
+    show_default=True,
+    help="Joint precision: unbiased sum, self-normalised ratio (always in [0, 1]), or per system "
+    "the one with the smaller bootstrap variance.",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -243,6 +257,8 @@ def score(
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
+    allow_pending: bool,
+    precision_form: str,
     quiet: bool,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
@@ -275,6 +291,8 @@ def score(
             best_per_team=best_per_team,
             save_replicates=save_replicates,
             replicates_path=replicates_path,
+            allow_pending=allow_pending,
+            precision_form=precision_form,
             quiet=quiet,
             bar=bar,
         )
@@ -307,6 +325,8 @@ def _score(
     best_per_team,
     save_replicates,
     replicates_path,
+    allow_pending,
+    precision_form,
     quiet,
     bar,
 ) -> None:
@@ -340,6 +360,8 @@ def _score(
         prevalence=prevalence,
         tiers=tier_correction,
         cluster_queries=cluster_queries,
+        allow_pending=allow_pending,
+        precision_form=precision_form,
     )
     replicates = None
     if replicates_path is not None:

@@ -30,6 +30,7 @@ from receval.estimators.bootstrap import (
     Stage,
     confidence_interval,
     draw_replicates,
+    reevaluate,
     row_weights,
     run_bootstrap,
 )
@@ -44,7 +45,8 @@ from receval.estimators.recall import (
     pooled_recall_terms,
     simple_recall_terms,
 )
-from receval.estimators.sample_data import SampleData, build_sample_data
+from receval.estimators.reliability import effective_sizes, pool_notes, reliability_notes
+from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
 from receval.leaderboard import (
     best_per_team,
     rank_confidence_sets,
@@ -97,6 +99,8 @@ class ScoreOptions:
     prevalence: float | None = None
     tiers: str = "stepdown"
     cluster_queries: bool = False
+    allow_pending: bool = False
+    precision_form: str = "auto"
 
 
 @dataclass
@@ -113,6 +117,20 @@ class ScoreResult:
     replicates: Replicates | None
     info: dict[str, Any] = field(default_factory=dict)
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+PRECISION_FORMS = ("auto", "unbiased", "ratio")
+
+
+def pending_message(draws: int, facts: int) -> str:
+    """Why scoring stops while sample draws are unlabelled, and the two ways on."""
+    return (
+        f"{draws} sample draws ({facts} distinct facts) have no label yet; scoring now would "
+        "bias the estimates (the unlabelled draws are typically the rarer facts): label them "
+        "(to_annotate.tsv lists them; add the labels to judgments.tsv), or score anyway with "
+        "--allow-pending (ScoreOptions(allow_pending=True)), which leaves them out and assumes "
+        "their labels are missing at random"
+    )
 
 
 def _stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
@@ -135,8 +153,8 @@ def _terms(
     data: SampleData, weighting: str, estimator: str | None = None, cluster_queries: bool = False
 ) -> dict[str, np.ndarray]:
     """Per-row terms of every stage.  Draws: [joint precision (m) | ν̂ numerators (m) | ν̂
-    denominator (1) | simple precision (m)]; the simple block is left out for ``estimator="joint"``
-    (a prefix of the full layout, so :func:`_statistic` reads both).  Units: [a | b | c_i (m)],
+    denominator (1) | simple precision (m) | joint mass Σ t/q (m)]; the simple block is left out
+    for ``estimator="joint"`` (:func:`_statistic` reads the mass block from the end).  Units: [a | b | c_i (m)],
     per (unit, query) pair when queries are clusters.  Queries: [|X_i ∩ q| (m) | labelled
     correct (m)]."""
     m = data.m
@@ -145,6 +163,7 @@ def _terms(
     blocks = [joint, num, den[:, None]]
     if estimator != "joint":
         blocks.append(simple_precision_terms(data))
+    blocks.append(joint_precision_terms(data, weighting, label=False))  # self-normalising mass
     width = sum(x.shape[1] for x in blocks)
     draws = np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
     if cluster_queries:
@@ -169,10 +188,14 @@ def _terms(
     return {"draws": draws, "units": units}
 
 
-def _statistic(data: SampleData, estimator: str):
+def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None):
+    """The metrics as a function of stage totals; ``ratio`` (m,) bool: joint precision of these
+    systems in self-normalised form Σ t f/q / Σ t/q (within [0, 1]) instead of the unbiased
+    Σ t f/q (see :func:`choose_precision_form`)."""
     m = data.m
     census = data.census
     exact = data.census_precision
+    use_ratio = np.zeros(m, bool) if ratio is None else np.asarray(ratio, bool)
 
     def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         d = totals["draws"]
@@ -180,7 +203,7 @@ def _statistic(data: SampleData, estimator: str):
         with np.errstate(invalid="ignore", divide="ignore"):
             theta = u[..., 0] / u[..., 1]
             if estimator == "joint":
-                precision = d[..., :m]
+                precision = np.where(use_ratio, d[..., :m] / d[..., -m:], d[..., :m])
                 pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
                 recall = theta[..., None] * pooled
             else:
@@ -202,6 +225,8 @@ def _statistic(data: SampleData, estimator: str):
             "f1": f1_score(precision, recall),
             "pool_coverage": np.asarray(theta)[..., None],
             "pool_correct": np.asarray(d[..., 2 * m])[..., None],
+            "precision_unbiased": d[..., :m],
+            "precision_ratio": d[..., :m] / d[..., -m:],
         }
 
     return stat
@@ -273,6 +298,14 @@ def score_task(
             "(run `receval sample`, annotate to_annotate.tsv, add the labels to judgments.tsv), "
             "or use --estimator official for a census of the judgments",
         )
+    if data.unjudged_draws and not options.allow_pending:
+        from receval.errors import BundleError
+
+        raise BundleError(
+            task.files.get("samples", task.root / "samples.tsv"),
+            None,
+            pending_message(data.unjudged_draws, data.unjudged_facts),
+        )
     if data.unjudged_draws:
         warnings.append(
             f"{data.unjudged_draws} sample draws ({data.unjudged_facts} distinct facts) have no label yet and were "
@@ -297,9 +330,21 @@ def score_task(
         replicates,
         jackknife=options.method == "BCa",
     )
+    ratio_form = choose_precision_form(run, options.precision_form, data)
+    if options.estimator == "joint" and ratio_form.any():
+        run = reevaluate(run, _statistic(data, options.estimator, ratio_form))
 
     m = data.m
-    notes: list[list[str]] = [[] for _ in range(m)]
+    sizes = effective_sizes(data, terms["draws"][:, -m:], options.estimator)
+    notes: list[list[str]] = reliability_notes(sizes, data.census)
+    repeated = repeated_facts(task)
+    if repeated:
+        warnings.append(
+            f"{repeated} correct facts were found in more than one exhaustive unit but exhaustive.tsv "
+            "has no 'documents' column (the number of units supporting each fact): pool coverage "
+            "then weights facts by how many units support them, not the fact-level share that "
+            "pooled recall uses"
+        )
     covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
     own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
     for i in range(m):
@@ -346,12 +391,16 @@ def score_task(
     if data.census.any():
         for col in ("precision_lo", "precision_hi"):
             board.loc[data.census, col] = board.loc[data.census, "precision"]
+    _clip_and_flag(board, notes, data.census)
+    board["precision_ess"] = np.round(np.where(data.census, np.nan, sizes.precision), 1)
+    board["pooled_recall_ess"] = np.round(sizes.pooled_recall, 1)
 
     target_info = None
     point_metrics = dict(run.point)
     rep_metrics = dict(run.replicates)
     if options.target_recall is not None:
         target_info = _target(task, data, terms, replicates, run, options)
+        _normalise_curves(target_info.curves, run, data, ratio_form)
         point_metrics["precision_at_target"] = target_info.point
         rep_metrics["precision_at_target"] = target_info.replicates
         ci = confidence_interval(
@@ -417,10 +466,19 @@ def score_task(
     board["best_of_team"] = best_per_team(board).to_numpy()
     target_cols = [c for c in board.columns if c.startswith("precision_at_target")]
     board = board[
-        [*LEADERBOARD_COLUMNS, *target_cols, "best_of_team", "estimator", "interval", "note"]
+        [
+            *LEADERBOARD_COLUMNS,
+            *target_cols,
+            "best_of_team",
+            "precision_ess",
+            "pooled_recall_ess",
+            "estimator",
+            "interval",
+            "note",
+        ]
     ]
 
-    pool = _pool_frame(task, data, run, options, replicates.B)
+    pool = _pool_frame(task, data, run, options, replicates.B, sizes)
     truth = _truth_check(task, board, pool, options)
     info = {
         "receval_version": __version__,
@@ -440,6 +498,21 @@ def score_task(
             "drawn_facts": int(data.facts.size),
             "exhaustive_units": data.U,
             "designs": sorted(set(data.sampler_design)),
+            "precision_forms": {
+                name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
+                for i, name in enumerate(data.systems)
+            }
+            if options.estimator == "joint"
+            else None,
+            "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
+            "(prob = inclusion probability) or uniform",
+            "fact_multiplicity": "exhaustive.tsv documents column (1/d weights)"
+            if "documents" in task.exhaustive.columns
+            else None,
+            "effective_sizes": {
+                "pool_coverage": round(sizes.pool_coverage, 1),
+                "pooled_recall_denominator": round(sizes.pooled_recall_den, 1),
+            },
         },
         "warnings": warnings,
         "ranking": {
@@ -535,7 +608,12 @@ def _target(
 
 
 def _pool_frame(
-    task: Task, data: SampleData, run: BootstrapRun, options: ScoreOptions, B: int
+    task: Task,
+    data: SampleData,
+    run: BootstrapRun,
+    options: ScoreOptions,
+    B: int,
+    sizes=None,
 ) -> pd.DataFrame:
     interval = _interval_label(options, B)
     rows = []
@@ -555,6 +633,8 @@ def _pool_frame(
         note = ""
         if name == "pool_coverage" and data.U == 0:
             note = "no exhaustive units"
+        elif name == "pool_coverage" and sizes is not None:
+            note = pool_notes(sizes)
         rows.append(
             {
                 "quantity": name,
@@ -593,10 +673,19 @@ def _pool_frame(
     )
     counts = {
         "pool_size": (int(task.facts["in_pool"].sum()), "distinct facts output by some system"),
-        "exhaustive_units": (data.U, "units annotated exhaustively"),
+        "exhaustive_units": (len(set(data.unit_names)), "units annotated exhaustively"),
         "exhaustive_facts": (int(data.unit_found.sum()), "correct facts found in them"),
         "exhaustive_facts_in_pool": (int(data.unit_pooled.sum()), "of which some system output"),
     }
+    if sizes is not None:
+        counts["pool_coverage_ess"] = (
+            round(sizes.pool_coverage, 1),
+            "effective sample size (Kish) of pool coverage's denominator over exhaustive units",
+        )
+        counts["pooled_recall_ess"] = (
+            round(sizes.pooled_recall_den, 1),
+            "effective sample size (Kish) of pooled recall's denominator over judged-correct draws",
+        )
     for name, (value, what) in counts.items():
         rows.append(
             {
@@ -611,6 +700,81 @@ def _pool_frame(
             }
         )
     return pd.DataFrame(rows)
+
+
+#: truth_check tolerance: estimates and truths are sums of up to ~1e7 float64 terms, so their
+#: rounding differs by at most ~1e7 · 2⁻⁵³ ≈ 1e-9 in relative terms
+COVER_TOLERANCE = 1e-9
+
+
+def _covers(lo: float, hi: float, true: float) -> bool | None:
+    """Whether [lo, hi] holds ``true`` up to :data:`COVER_TOLERANCE` (None without an interval)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    tol = COVER_TOLERANCE * max(1.0, abs(true))
+    return bool(lo - tol <= true <= hi + tol)
+
+
+def choose_precision_form(run: BootstrapRun, form: str, data: SampleData) -> np.ndarray:
+    """Which systems get the self-normalised joint precision (m,) bool.
+
+    ``unbiased``: none (Σ t f/q, unbiased, can leave [0, 1]); ``ratio``: all (Σ t f/q / Σ t/q,
+    within [0, 1], consistent); ``auto`` (default): per system, the form with the smaller
+    bootstrap variance, and the ratio wherever the unbiased estimate leaves [0, 1].  Recorded
+    per system in run.json (``precision_forms``).
+    """
+    if form not in PRECISION_FORMS:
+        raise ValueError(f"unknown precision form {form!r} (known: {', '.join(PRECISION_FORMS)})")
+    m = data.m
+    if form == "unbiased":
+        return np.zeros(m, bool)
+    if form == "ratio":
+        return np.ones(m, bool)
+    with np.errstate(invalid="ignore"):
+        var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
+        var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
+    point = run.point["precision_unbiased"]
+    outside = (point < 0) | (point > 1)
+    return np.where(np.isnan(var_r), False, (var_r <= var_u) | np.isnan(var_u) | outside)
+
+
+def _normalise_curves(curves: dict, run: BootstrapRun, data: SampleData, ratio: np.ndarray) -> None:
+    """Self-normalise the curves of systems whose precision uses the ratio form.
+
+    The curve's Ĉ(k)/k uses the unbiased weights; dividing by the same system's mass estimate
+    Σ t/q (which estimates 1) makes it the self-normalised curve, so it still ends at the
+    leaderboard's precision.  The factor is the full-sample one (intervals are scaled with it).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = run.point["precision_ratio"] / run.point["precision_unbiased"]
+    for i, name in enumerate(data.systems):
+        if name in curves and ratio[i] and not data.census[i] and np.isfinite(factor[i]):
+            curve = curves[name]
+            for col in ("precision", "lower", "upper"):
+                if col in curve:
+                    curve[col] = np.clip(curve[col] * factor[i], 0.0, 1.0)
+
+
+def _clip_and_flag(board: pd.DataFrame, notes: list[list[str]], census: np.ndarray) -> None:
+    """Clip printed precision to [0, 1] and flag intervals that collapsed to a point."""
+    for metric in METRICS:
+        cols = [metric, f"{metric}_lo", f"{metric}_hi"]
+        raw = board[cols].to_numpy(float)
+        clipped = np.clip(raw, 0.0, 1.0)
+        outside = ~np.isnan(raw) & (raw != clipped)
+        for i in np.flatnonzero(outside[:, 0]):
+            notes[i].append(f"{metric}: estimate {raw[i, 0]:.3f} clipped to [0, 1]")
+        board[cols] = clipped
+        lo, hi = clipped[:, 1], clipped[:, 2]
+        collapsed = ~np.isnan(lo) & (lo == hi)
+        if metric == "precision":
+            collapsed &= ~census
+        for i in np.flatnonzero(collapsed):
+            if not any(n.startswith(f"{metric}: flagged") for n in notes[i]):
+                notes[i].append(
+                    f"{metric}: flagged: the interval collapsed to a point (every bootstrap "
+                    "replicate gives the same value): not a confidence interval"
+                )
 
 
 def _truth_check(
@@ -634,9 +798,7 @@ def _truth_check(
                     "error": est - true,
                     "lower": lo,
                     "upper": hi,
-                    "covered": bool(lo <= true <= hi)
-                    if np.isfinite(lo) and np.isfinite(hi)
-                    else None,
+                    "covered": _covers(lo, hi, true),
                 }
             )
     theta_row = pool[pool["quantity"] == "pool_coverage"].iloc[0]
@@ -650,9 +812,7 @@ def _truth_check(
             "error": theta_row["estimate"] - true_theta,
             "lower": theta_row["lower"],
             "upper": theta_row["upper"],
-            "covered": bool(theta_row["lower"] <= true_theta <= theta_row["upper"])
-            if np.isfinite(theta_row["lower"])
-            else None,
+            "covered": _covers(theta_row["lower"], theta_row["upper"], true_theta),
         }
     )
     return pd.DataFrame(rows)
