@@ -563,8 +563,19 @@ class World:
             }
         )
 
-        # exhaustive: every true fact of each drawn document
-        doc_index = pd.Index(self.documents).get_indexer(units["unit"].to_numpy())
+        exhaustive = self.exhaustive_annotation(units["unit"].to_numpy())
+        return Annotation(
+            samples=samples,
+            judgments=judgments,
+            exhaustive_units=units[["unit"]],
+            exhaustive=exhaustive,
+        )
+
+    def exhaustive_annotation(self, units: ArrayLike) -> pd.DataFrame:
+        """Every true fact of each of ``units`` (document ids): ``unit, query_id, answer`` (and
+        ``documents`` = d(x) when ``documents_per_fact`` > 1); perfect exhaustive annotators."""
+        cfg = self.config
+        doc_index = pd.Index(self.documents).get_indexer(np.asarray(units, dtype=object))
         ordered, starts = self._true_by_doc
         parts = [ordered[starts[d] : starts[d + 1]] for d in doc_index]
         found = np.concatenate(parts) if parts else np.array([], dtype=np.int64)
@@ -582,12 +593,7 @@ class World:
         )
         if cfg.documents_per_fact > 1:
             exhaustive["documents"] = self.fact_documents[found]
-        return Annotation(
-            samples=samples,
-            judgments=judgments,
-            exhaustive_units=units[["unit"]],
-            exhaustive=exhaustive,
-        )
+        return exhaustive
 
 
 # ---------------------------------------------------------------------------------------------
