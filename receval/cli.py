@@ -624,6 +624,7 @@ def sample(
             click.echo(
                 f"{row['system']}: n = {row['n']} (bound on half-width: precision {row['precision_halfwidth']:.3f}, "
                 f"recall {row['recall_halfwidth']:.3f})"
+                + (f"; {row['note']}" if row.get("note") else "")
             )
     try:
         drawn = new_sample_round(
