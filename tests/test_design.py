@@ -102,3 +102,17 @@ def test_unit_weights_read_the_recorded_design():
     )
     # pps-wr: draws / p; a prob without design: an inclusion probability (1/π); none: 1
     assert np.allclose(unit_weights(units), [20.0, 4.0, 1.0, 2.0])
+
+
+def test_a_weighted_round_records_draws_and_design_for_exhaustive_units(task):
+    from receval.design import new_sample_round
+
+    candidates = pd.DataFrame(
+        {"unit": [f"D{k:04d}" for k in range(30)], "prob": np.arange(1, 31.0)}
+    )
+    drawn = new_sample_round(task, 0, seed=1, units=candidates, exhaustive_units=12)
+    units = drawn.to_annotate[drawn.to_annotate["kind"] == "unit"]
+    assert units["draws"].sum() == 12 and (units["design"] == "pps-wr").all()
+    assert not units["unit"].duplicated().any()
+    expected = candidates.set_index("unit")["prob"] / candidates["prob"].sum()
+    assert np.allclose(units["prob"].to_numpy(float), expected.reindex(units["unit"]).to_numpy())
