@@ -89,7 +89,7 @@ SCENARIOS = [
     Scenario("base", {"systems": 15, "queries": 100}),
     Scenario("null-10", {"systems": 10, "queries": 100, "teams": 3, **NULL_WORLD}, null=True),
     Scenario("null-30", {"systems": 30, "queries": 100, "teams": 8, **NULL_WORLD}, null=True),
-    Scenario("weighted-units", {"systems": 15, "queries": 100}, units=60, weighted_rounds=2),
+    Scenario("weighted-units", {"systems": 15, "queries": 100}, units=90, weighted_rounds=2),
     Scenario(
         "multi-document",
         {"systems": 15, "queries": 100, "documents_per_fact": 2.2},
@@ -113,11 +113,16 @@ QUICK = ("base", "null-10", "weighted-units", "multi-document", "uneven-n")
 
 
 def _unit_weights(world: World) -> pd.DataFrame:
-    """Candidate documents with weights 1 + #true facts (fact-rich documents drawn more often)."""
-    facts = np.bincount(
-        world.candidate_doc[world.candidate_true], minlength=world.documents.size
-    ).astype(float)
-    return pd.DataFrame({"unit": world.documents, "prob": 1.0 + facts})
+    """Candidate documents with weights 1 + 3 · #true facts some system output: documents the
+    systems cite are drawn more often (an organiser's natural choice), so a document's weight
+    correlates with the share of its facts in the pool — the case where wrong unit weights bias
+    θ̂ (a ratio is unaffected by weights that do not correlate with it)."""
+    true = np.flatnonzero(world.candidate_true)
+    pooled = np.isin(true, world.pool)
+    facts = np.bincount(world.candidate_doc[true[pooled]], minlength=world.documents.size).astype(
+        float
+    )
+    return pd.DataFrame({"unit": world.documents, "prob": 1.0 + 3.0 * facts})
 
 
 def _weighted_units(world: World, m: int, rounds: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -155,6 +160,8 @@ def _exhaustive(world: World, units: np.ndarray) -> pd.DataFrame:
 
 #: interval method of every scored campaign (``--method``)
 METHOD = {"method": "percentile"}
+#: ``--mention-weighted``: drop exhaustive.tsv's documents column (θ̂ as at the branch start)
+OPTIONS: dict[str, bool] = {}
 
 
 def _options(B: int, seed: int) -> ScoreOptions:
@@ -179,6 +186,8 @@ def campaign(world: World, base, sc: Scenario, B: int, rng: np.random.Generator)
     if sc.weighted_rounds:
         units = _weighted_units(world, sc.units, sc.weighted_rounds, rng)
     exhaustive = _exhaustive(world, units["unit"].to_numpy())
+    if OPTIONS.get("mention_weighted") and "documents" in exhaustive:
+        exhaustive = exhaustive.drop(columns="documents")  # the branch start's θ̂
     task = with_annotation(
         base,
         samples=ann.samples,
@@ -357,8 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--only", nargs="*", default=None, help="scenario names")
     parser.add_argument("--method", default="percentile", choices=["percentile", "basic", "BCa"])
+    parser.add_argument(
+        "--mention-weighted",
+        action="store_true",
+        help="leave out exhaustive.tsv's documents column (θ̂ mention-weighted, as before)",
+    )
     args = parser.parse_args(argv)
     METHOD["method"] = args.method
+    OPTIONS["mention_weighted"] = args.mention_weighted
     runs = args.runs or (20 if args.quick else 40)
     B = args.bootstrap or (200 if args.quick else 300)
     chosen = [
