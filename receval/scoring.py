@@ -202,8 +202,9 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
         u = totals["units"]
         with np.errstate(invalid="ignore", divide="ignore"):
             theta = u[..., 0] / u[..., 1]
+            ratio_form = d[..., :m] / d[..., -m:]
             if estimator == "joint":
-                precision = np.where(use_ratio, d[..., :m] / d[..., -m:], d[..., :m])
+                precision = np.where(use_ratio, ratio_form, d[..., :m])
                 pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
                 recall = theta[..., None] * pooled
             else:
@@ -214,8 +215,8 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
             if (
                 QUERY_STAGE in totals
             ):  # queries resampled: t_i = 1/|X_i| becomes v_q / Σ_q v_q |X_i ∩ q|
-                q = totals[QUERY_STAGE]
-                precision = precision * data.sizes / q[..., :m]
+                q = totals[QUERY_STAGE]  # the ratio form is invariant to the scale of t_i
+                precision = np.where(use_ratio, precision, precision * data.sizes / q[..., :m])
                 census_precision = q[..., m:] / q[..., :m]
         precision = np.where(census, census_precision, precision)
         return {
@@ -226,7 +227,7 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
             "pool_coverage": np.asarray(theta)[..., None],
             "pool_correct": np.asarray(d[..., 2 * m])[..., None],
             "precision_unbiased": d[..., :m],
-            "precision_ratio": d[..., :m] / d[..., -m:],
+            "precision_ratio": ratio_form,
         }
 
     return stat
@@ -330,7 +331,7 @@ def score_task(
         replicates,
         jackknife=options.method == "BCa",
     )
-    ratio_form = choose_precision_form(run, options.precision_form, data)
+    ratio_form = choose_precision_form(run, options.precision_form, data, terms["draws"])
     if options.estimator == "joint" and ratio_form.any():
         run = reevaluate(run, _statistic(data, options.estimator, ratio_form))
 
@@ -715,13 +716,31 @@ def _covers(lo: float, hi: float, true: float) -> bool | None:
     return bool(lo - tol <= true <= hi + tol)
 
 
-def choose_precision_form(run: BootstrapRun, form: str, data: SampleData) -> np.ndarray:
+def _stratified_variance(values: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """Σ_s n_s · Var_s(values) (columns): the variance of a sum of i.i.d. draws per stratum."""
+    J = int(strata.max()) + 1 if strata.size else 0
+    n = np.bincount(strata, minlength=J).astype(float)[:, None]
+    s1 = np.zeros((J, values.shape[1]))
+    s2 = np.zeros((J, values.shape[1]))
+    np.add.at(s1, strata, values)
+    np.add.at(s2, strata, values**2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(n > 0, s2 / np.maximum(n, 1) - (s1 / np.maximum(n, 1)) ** 2, 0.0)
+    return (n * np.maximum(var, 0.0)).sum(axis=0)
+
+
+def choose_precision_form(
+    run: BootstrapRun, form: str, data: SampleData, draw_terms: np.ndarray | None = None
+) -> np.ndarray:
     """Which systems get the self-normalised joint precision (m,) bool.
 
     ``unbiased``: none (Σ t f/q, unbiased, can leave [0, 1]); ``ratio``: all (Σ t f/q / Σ t/q,
     within [0, 1], consistent); ``auto`` (default): per system, the form with the smaller
-    bootstrap variance, and the ratio wherever the unbiased estimate leaves [0, 1].  Recorded
-    per system in run.json (``precision_forms``).
+    estimated variance, and the ratio wherever the unbiased estimate leaves [0, 1].  The
+    variances come from the draws themselves, not the bootstrap, so the choice (and every point
+    estimate) does not depend on the resampling plan: Σ_j n_j Var_j(term) for the sum
+    (Chaganty et al. 2017, Theorem 1) and the same for the ratio's linearisation
+    (term − π̂ · mass) / M̂ (delta method).  Recorded per system in run.json (``precision_forms``).
     """
     if form not in PRECISION_FORMS:
         raise ValueError(f"unknown precision form {form!r} (known: {', '.join(PRECISION_FORMS)})")
@@ -730,10 +749,20 @@ def choose_precision_form(run: BootstrapRun, form: str, data: SampleData) -> np.
         return np.zeros(m, bool)
     if form == "ratio":
         return np.ones(m, bool)
-    with np.errstate(invalid="ignore"):
-        var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
-        var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
     point = run.point["precision_unbiased"]
+    if draw_terms is None or not draw_terms.size:
+        with np.errstate(invalid="ignore"):
+            var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
+            var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
+    else:
+        joint, mass = draw_terms[:, :m], draw_terms[:, -m:]
+        total = mass.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio_point = joint.sum(axis=0) / total
+            linear = (joint - ratio_point * mass) / total
+        var_u = _stratified_variance(np.nan_to_num(joint), data.draw_sampler)
+        var_r = _stratified_variance(np.nan_to_num(linear), data.draw_sampler)
+        var_r = np.where(np.isfinite(ratio_point), var_r, np.nan)
     outside = (point < 0) | (point > 1)
     return np.where(np.isnan(var_r), False, (var_r <= var_u) | np.isnan(var_u) | outside)
 
