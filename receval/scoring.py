@@ -520,7 +520,7 @@ def score_task(
             "by": key,
             "tiers": comparisons.describe(),
             "procedure": options.tiers,
-            "alpha": 1 - options.confidence,
+            "alpha": round(1 - options.confidence, 12),
             "B": comparisons.B,
             "replicates_dropped": comparisons.dropped,
             "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
