@@ -218,6 +218,8 @@ def campaign(world: World, base, sc: Scenario, B: int, rng: np.random.Generator)
             board["note"].fillna("").str.contains(f"{metric}: flagged", regex=False).to_numpy()
         )
     out["precision"] = board["precision"].to_numpy(float)  # the published (chosen) form
+    printed = board[["precision", "precision_lo", "precision_hi"]].to_numpy(float)
+    out["outside"] = bool(((printed > 1 + 1e-9) | (printed < -1e-9)).any())
     pool = result.pool.set_index("quantity")
     out["theta"] = float(pool.loc["pool_coverage", "estimate"])
     out["theta_lo95"] = float(pool.loc["pool_coverage", "lower"])
@@ -249,6 +251,7 @@ class Figures:
     flagged: dict[str, float] = field(default_factory=dict)  # share of numbers flagged
     fwer: float | None = None
     rankset: float | None = None
+    outside: float = 0.0  # share of runs printing a precision (or an end) outside [0, 1]
     checks: dict[str, bool] = field(default_factory=dict)
 
 
@@ -312,6 +315,7 @@ def study(sc: Scenario, runs: int, B: int, seed: int) -> Figures | None:
     fig.bias = zs
     inside = (arrays["rank_lo"] <= true_rank) & (true_rank <= arrays["rank_hi"])
     fig.rankset = float(inside.all(axis=1).mean())
+    fig.outside = float(np.mean(arrays["outside"]))
     if sc.null:
         fig.fwer = float((np.nanmax(arrays["tiers"], axis=1) > 1).mean())
     mc = math.sqrt(0.05 * 0.95 / runs)
@@ -327,6 +331,7 @@ def study(sc: Scenario, runs: int, B: int, seed: int) -> Figures | None:
         for m in fig.cover90
     )
     fig.checks["rankset"] = fig.rankset >= 0.95 - 2 * mc
+    fig.checks["range"] = fig.outside == 0
     if fig.fwer is not None:
         fig.checks["fwer"] = fig.fwer <= 0.05 + 2 * mc
     return fig
@@ -348,7 +353,7 @@ def report(fig: Figures) -> str:
             f"cover95 {_fmt(fig.cover95[m])} (se {_fmt(fig.cover_se[m])})   "
             f"flagged {fig.flagged[m]:.1%}"
         )
-    extra = f"   rank sets cover all: {fig.rankset:.3f}"
+    extra = f"   rank sets cover all: {fig.rankset:.3f}   precision printed outside [0,1]: {fig.outside:.1%} of runs"
     if fig.fwer is not None:
         extra += f"   tier FWER: {fig.fwer:.3f}"
     lines.append(extra)
