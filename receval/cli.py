@@ -230,11 +230,12 @@ def _print_leaderboard(board) -> None:
 )
 @click.option(
     "--precision-form",
-    type=click.Choice(["auto", "unbiased", "ratio"]),
+    type=click.Choice(["auto", "unbiased", "ratio", "min-variance"]),
     default="auto",
     show_default=True,
-    help="Joint precision: unbiased sum, self-normalised ratio (always in [0, 1]), or per system "
-    "the one with the smaller bootstrap variance.",
+    help="Joint precision: unbiased sum, self-normalised ratio (always in [0, 1]), auto (the sum "
+    "unless its estimate ± 1.96 SE leaves [0, 1], then the ratio), or per system the form with "
+    "the smaller estimated variance.",
 )
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
