@@ -214,6 +214,8 @@ def campaign(world: World, base, sc: Scenario, B: int, rng: np.random.Generator)
         out[f"{metric}_hi95"] = board[f"{metric}_hi"].to_numpy(float)
         out[f"{metric}_lo90"] = pd.Series(ci90.low, index=task_order).reindex(systems).to_numpy()
         out[f"{metric}_hi90"] = pd.Series(ci90.high, index=task_order).reindex(systems).to_numpy()
+        # "recall: flagged" also matches "pooled_recall: flagged": true recall θ̂·ν̂ inherits a
+        # flag on ν̂
         out[f"{metric}_flag"] = (
             board["note"].fillna("").str.contains(f"{metric}: flagged", regex=False).to_numpy()
         )
