@@ -338,6 +338,14 @@ def score_task(
     m = data.m
     sizes = effective_sizes(data, terms["draws"][:, -m:], options.estimator)
     notes: list[list[str]] = reliability_notes(sizes, data.census)
+    aliases = _aliased_classes(task)
+    if aliases:
+        warnings.append(
+            f"{aliases} equivalence classes in judgments.tsv hold more than one fact: the "
+            f"{options.estimator} estimator counts each fact of a class separately (only "
+            "--estimator official counts a class once), so aliases add to precision, pooled "
+            "recall and pool coverage"
+        )
     repeated = repeated_facts(task)
     if repeated:
         warnings.append(
@@ -701,6 +709,16 @@ def _pool_frame(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _aliased_classes(task: Task) -> int:
+    """Equivalence classes (per query) that name more than one labelled fact."""
+    votes = task.merged.votes
+    if votes.empty or "equivalence_class" not in votes:
+        return 0
+    named = votes[votes["equivalence_class"].astype(str).str.strip() != ""]
+    sizes = named.groupby(["query_id", "equivalence_class"])["fact"].nunique()
+    return int((sizes > 1).sum())
 
 
 #: truth_check tolerance: estimates and truths are sums of up to ~1e7 float64 terms, so their
