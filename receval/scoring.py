@@ -528,6 +528,13 @@ def score_task(
             "by": key,
             "tiers": comparisons.describe(),
             "procedure": options.tiers,
+            "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
+            "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
+            "Holm split equally good systems into several tiers (issue 9)"
+            if options.tiers == "stepdown"
+            else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
+            if options.tiers == "bh"
+            else "marginal tests with Holm's correction (never-zero p-values), chosen with --tiers",
             "alpha": round(1 - options.confidence, 12),
             "B": comparisons.B,
             "replicates_dropped": comparisons.dropped,

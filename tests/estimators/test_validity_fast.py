@@ -84,3 +84,13 @@ def test_small_samples_are_flagged_and_precision_stays_in_range(multi_doc):
     assert (board["precision_ess"] > 0).all()
     assert result.info["ranking"]["procedure"] == "stepdown"
     assert set(result.info["design"]["precision_forms"].values()) <= {"ratio", "unbiased", "census"}
+
+
+def test_truth_check_coverage_tolerates_rounding():
+    from receval.scoring import _covers
+
+    # a census: lower = upper = estimate, which differs from the truth in the last digit
+    assert _covers(0.3, 0.3, 0.1 + 0.2)
+    assert _covers(0.2, 0.3, 0.3 + 1e-12)
+    assert not _covers(0.2, 0.3, 0.3 + 1e-6)
+    assert _covers(float("nan"), 0.3, 0.3) is None
