@@ -26,8 +26,8 @@ Targets (PASS/FAIL), each with the Monte Carlo error of R runs allowed for:
 
 Usage: python bench/validity.py [--quick] [--runs R] [--bootstrap B] [--seed S] [--only NAME ...]
 [--method percentile|basic|BCa]
-The default run (40 runs per scenario, B = 300) takes about 10 minutes on one free core;
-``--quick`` (five scenarios, 20 runs, B = 200) about 2.  The file only
+The default run (40 runs per scenario, B = 300) took 7.5 minutes on a shared two-core machine;
+``--quick`` (five scenarios, 20 runs, B = 200) 46 seconds.  The file only
 uses APIs that existed at the branch start (194cf93), so the same script measures the "before"
 figures when run against that commit (scenarios it cannot express there are reported n/a).
 """
