@@ -180,8 +180,10 @@ def score(
     rank_by: str = "f1",
     target_recall: float | None = None,
     prevalence: float | None = None,
-    tiers: str = "holm",
+    tiers: str = "stepdown",
     cluster_queries: bool = False,
+    allow_pending: bool = False,
+    precision_form: str = "auto",
     unjudged: str | None = None,
     average: str | None = None,
     cutoff: int | None = None,
@@ -217,8 +219,17 @@ def score(
         Also estimate precision at this true recall (curve, else Dimm's extrapolation).
     prevalence : float, optional
         ρ for Dimm's model (default: estimated correct facts / ``[universe] size``).
-    tiers : {'holm', 'bh'}
-        Multiple-testing correction behind the significance tiers.
+    tiers : {'stepdown', 'holm', 'bh'}
+        The pairwise tests behind tiers and rank confidence sets: the max-t step-down bootstrap
+        (Romano & Wolf; family-wise error ≤ 1 − confidence), or marginal tests with Holm or
+        Benjamini–Hochberg correction.
+    allow_pending : bool
+        Score although some sample draws have no label yet (by default this is refused: the
+        unlabelled draws bias the estimates).
+    precision_form : {'auto', 'unbiased', 'ratio', 'min-variance'}
+        Joint precision: the unbiased sum, the self-normalised ratio (always in [0, 1]), auto
+        (the sum unless its estimate ± 1.96 SE leaves [0, 1]) or per system the smaller-variance
+        form.
     cluster_queries : bool
         Also resample queries as clusters.
     unjudged : {'wrong', 'ignore'}, optional
@@ -274,6 +285,8 @@ def score(
         prevalence=prevalence,
         tiers=tiers,
         cluster_queries=cluster_queries,
+        allow_pending=allow_pending,
+        precision_form=precision_form,
         unjudged=unjudged,
         average=average,
         cutoff=cutoff,

@@ -241,10 +241,11 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--tiers",
     "tier_correction",
-    type=click.Choice(["holm", "bh"]),
-    default="holm",
+    type=click.Choice(["stepdown", "holm", "bh"]),
+    default="stepdown",
     show_default=True,
-    help="Multiple-testing correction of the paired tests behind the significance tiers.",
+    help="Pairwise tests behind tiers and rank sets: max-t step-down bootstrap (family-wise "
+    "error <= 1 - confidence), or marginal tests with Holm / Benjamini-Hochberg (FDR only).",
 )
 @click.option(
     "--anonymise",
@@ -301,6 +302,21 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     help="Official estimator: score each system's top K responses per query (trec_eval order: "
     "score as float32 descending, then id descending); P@K divides by K.",
 )
+@click.option(
+    "--allow-pending",
+    is_flag=True,
+    help="Score although some sample draws have no label yet (they are left out and assumed "
+    "missing at random; by default scoring refuses, naming how many are pending).",
+)
+@click.option(
+    "--precision-form",
+    type=click.Choice(["auto", "unbiased", "ratio", "min-variance"]),
+    default="auto",
+    show_default=True,
+    help="Joint precision: unbiased sum, self-normalised ratio (always in [0, 1]), auto (the sum "
+    "unless its estimate ± 1.96 SE leaves [0, 1], then the ratio), or per system the form with "
+    "the smaller estimated variance.",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -326,6 +342,8 @@ def score(
     unjudged: str | None,
     average: str | None,
     cutoff: int | None,
+    allow_pending: bool,
+    precision_form: str,
     quiet: bool,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
@@ -358,6 +376,8 @@ def score(
         prevalence=prevalence,
         tiers=tier_correction,
         cluster_queries=cluster_queries,
+        allow_pending=allow_pending,
+        precision_form=precision_form,
     )
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
@@ -589,6 +609,7 @@ def sample(
             click.echo(
                 f"{row['system']}: n = {row['n']} (bound on half-width: precision {row['precision_halfwidth']:.3f}, "
                 f"recall {row['recall_halfwidth']:.3f})"
+                + (f"; {row['note']}" if row.get("note") else "")
             )
     try:
         drawn = new_sample_round(

@@ -136,25 +136,86 @@ def draw_precision_samples(
     )
 
 
+#: design of weighted exhaustive units: independent draws with replacement, p_u ∝ weight
+UNIT_DESIGN_PPS = "pps-wr"
+
+
 def draw_exhaustive_units(
     candidates: pd.DataFrame, m: int, rng: np.random.Generator, *, exclude: set[str] | None = None
 ) -> pd.DataFrame:
-    """Draw ``m`` distinct units (documents) to annotate exhaustively, without replacement.
+    """Draw ``m`` units (documents) to annotate exhaustively.
 
-    ``candidates`` has ``unit`` and optionally ``prob`` (relative selection weights).  With
-    weights, units are drawn with probability proportional to ``prob`` (successive sampling) and
-    the recorded ``prob`` is the single-draw probability; uniform otherwise (``prob`` left empty,
-    which the bundle reads as uniform).  Units in ``exclude`` (already annotated) are skipped.
+    ``candidates`` has ``unit`` and optionally ``prob`` (relative selection weights).
+
+    * **Uniform** (no weights): ``m`` distinct units without replacement, skipping the units in
+      ``exclude`` (annotated in an earlier round).  A simple random sample of the remaining units
+      joined to an earlier simple random sample is a simple random sample of the union's size, so
+      every unit keeps the same inclusion probability and θ̂'s unit weights stay 1 (``prob`` left
+      empty, which the bundle reads as uniform).
+    * **Weighted** (``prob`` given for every candidate): ``m`` independent draws *with
+      replacement* with single-draw probability p_u = w_u / Σ w over **all** candidates
+      (``exclude`` is ignored: a unit annotated earlier may be drawn again and costs no new
+      annotation).  The Hansen–Hurwitz weight of a draw, 1/(m p_u), is exact, and draws of
+      several rounds from the same candidate table pool into one with-replacement sample
+      (Σ_draws a_u/p_u estimates m·A in every round), so θ̂'s weights are exact across rounds.
+      Returned once per distinct unit with ``prob`` = p_u, ``draws`` = how often it was drawn
+      and ``design`` = ``pps-wr`` — the columns ``exhaustive_units.tsv`` records.
+
+    Before receval 0.x the weighted design drew without replacement from the shrinking pool and
+    recorded p_u as if it were the inclusion probability (a biased θ̂, −17 SE at 30% of 431
+    documents in the issue-9 audit).
     """
+    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
+    if weighted and len(candidates):
+        w = candidates["prob"].to_numpy(float)
+        if (w < 0).any() or not w.sum() > 0:
+            raise ValueError("unit weights must be >= 0 with a positive sum")
+        p = w / w.sum()
+        pick = rng.choice(len(candidates), size=m, replace=True, p=p)
+        counts = np.bincount(pick, minlength=len(candidates))
+        chosen = np.flatnonzero(counts)
+        return pd.DataFrame(
+            {
+                "unit": candidates["unit"].to_numpy()[chosen],
+                "prob": p[chosen],
+                "draws": counts[chosen].astype(np.int64),
+                "design": UNIT_DESIGN_PPS,
+            }
+        )
     pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
     if m > len(pool):
         raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
-    if "prob" in pool.columns and pool["prob"].notna().all():
-        w = pool["prob"].to_numpy(float)
-        pick = rng.choice(len(pool), size=m, replace=False, p=w / w.sum())
-        return pd.DataFrame({"unit": pool["unit"].to_numpy()[pick], "prob": (w / w.sum())[pick]})
     pick = rng.choice(len(pool), size=m, replace=False)
     return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(pick)]})
+
+
+def unit_weights(units: pd.DataFrame) -> np.ndarray:
+    """Estimation weight of every row of ``exhaustive_units`` (U,), the design it records.
+
+    * ``design`` = ``pps-wr`` (``receval sample`` with weighted candidates): ``draws / prob``,
+      the Hansen–Hurwitz weight summed over the unit's draws (``draws`` defaults to 1);
+    * ``prob`` without a ``pps-wr`` design: ``prob`` is the unit's *inclusion probability*
+      (a without-replacement design drawn elsewhere): the Horvitz–Thompson weight 1/prob;
+    * no ``prob``: uniform, weight 1.
+
+    Ratios of weighted totals (θ̂, simple recall) only need the weights up to a constant factor.
+    """
+    if not len(units):
+        return np.empty(0)
+    prob = units["prob"].to_numpy(float) if "prob" in units else np.full(len(units), np.nan)
+    design = (
+        units["design"].fillna("").astype(str).str.strip().to_numpy()
+        if "design" in units
+        else np.full(len(units), "")
+    )
+    draws = (
+        pd.to_numeric(units["draws"], errors="coerce").fillna(1.0).to_numpy(float)
+        if "draws" in units
+        else np.ones(len(units))
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inverse = np.where(np.isnan(prob), 1.0, 1.0 / np.where(np.isnan(prob), 1.0, prob))
+    return np.where(design == UNIT_DESIGN_PPS, draws * inverse, inverse)
 
 
 def facts_to_annotate(
@@ -329,6 +390,11 @@ def new_sample_round(
                 "prob": unit_rows["prob"].to_numpy() if "prob" in unit_rows else np.nan,
             }
         )
+        if "draws" in unit_rows:  # pps-wr: record draws and design in exhaustive_units.tsv
+            unit_todo["draws"] = unit_rows["draws"].to_numpy()
+            unit_todo["design"] = unit_rows["design"].to_numpy()
+            todo["draws"] = pd.array([pd.NA] * len(todo), dtype="Int64")
+            todo["design"] = ""
         todo = pd.concat([todo, unit_todo], ignore_index=True)
     sizes = drawn.groupby("system").size().to_dict() if len(drawn) else {}
     return SampleRound(name=name, samples=drawn, units=unit_rows, to_annotate=todo, sizes=sizes)

@@ -16,7 +16,9 @@ ignored annotations do not vote.  The conflicts table lists every fact whose vot
 (``kind`` = ``tie`` when the majority rule met equal counts and the tie policy decided,
 ``disagreement`` otherwise), every fact whose annotations name two equivalence classes
 (``kind`` = ``equivalence-class``), and facts whose every annotation was ignored
-(``kind`` = ``all-ignored``), with the votes and the decision taken.  A fact can appear under
+(``kind`` = ``all-ignored``), with the votes and the decision taken.  An annotator votes once per
+fact: several rows of one annotator for one fact count as one vote (the last row) and are listed
+as ``kind`` = ``duplicate-vote``.  A fact can appear under
 several kinds (a tie *and* two equivalence classes).
 """
 
@@ -81,6 +83,50 @@ def _describe(value: float) -> str:
     return {1.0: "correct", 0.0: "wrong", 0.5: "half (tie)"}[float(value)]
 
 
+def _one_vote_per_annotator(
+    judgments: pd.DataFrame, value: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    """Keep one vote per (annotator, fact): the annotator's last row in file order.
+
+    Rows without an annotator name stay separate votes (nothing says they come from one person).
+    Returns the kept rows, their values and a conflicts frame (``kind`` = ``duplicate-vote``) that
+    lists every (annotator, fact) with more than one row: how many rows, their values and which
+    was kept.
+    """
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in CONFLICT_COLUMNS})
+    if "annotator" not in judgments.columns:
+        return judgments, value, empty
+    who = judgments["annotator"].fillna("").astype(str).str.strip().to_numpy()
+    named = who != ""
+    frame = pd.DataFrame({"fact": judgments["fact"].to_numpy(), "who": who})
+    dup_any = frame.duplicated(["fact", "who"], keep=False).to_numpy() & named
+    if not dup_any.any():
+        return judgments, value, empty
+    drop = frame.duplicated(["fact", "who"], keep="last").to_numpy() & named
+    text = np.where(np.isnan(value), "ignored", np.where(value == 1.0, "correct", "wrong"))
+    rows = frame[dup_any].assign(v=text[dup_any], q=judgments["query_id"].to_numpy()[dup_any])
+    rows["a"] = judgments["answer"].to_numpy()[dup_any]
+    grouped = rows.groupby(["fact", "who"], sort=True)
+    summary = grouped.agg(
+        query_id=("q", "first"), answer=("a", "first"), values=("v", list)
+    ).reset_index()
+    duplicates = pd.DataFrame(
+        {
+            "fact": summary["fact"].to_numpy(),
+            "query_id": summary["query_id"].to_numpy(),
+            "answer": summary["answer"].to_numpy(),
+            "kind": "duplicate-vote",
+            "votes": [
+                f"annotator={w} rows={len(v)} values={','.join(v)}"
+                for w, v in zip(summary["who"], summary["values"], strict=True)
+            ],
+            "decision": [f"one vote: {v[-1]} (the last row)" for v in summary["values"]],
+        }
+    )
+    keep = ~drop
+    return judgments[keep], value[keep], duplicates
+
+
 def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "half") -> MergeResult:
     """Merge annotations into one label per fact.
 
@@ -125,6 +171,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
         raise ValueError(
             f"judgment values must be 1 (correct), 0 (wrong) or NaN (ignored), not {value[odd][0]!r}"
         )
+    judgments, value, duplicates = _one_vote_per_annotator(judgments, value)
     frame = pd.DataFrame(
         {
             "fact": judgments["fact"].to_numpy(),
@@ -208,6 +255,8 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
                 }
             )
         )
+    if len(duplicates):
+        parts.append(duplicates)
     if parts:
         conflicts = pd.concat(parts, ignore_index=True).sort_values(
             ["fact", "kind"], ignore_index=True

@@ -23,9 +23,14 @@ that N cancels:
   the estimated rate of the pool's unlabelled facts — what :func:`expected_widths` reports by
   default ("what widths should a budget of L labels give?").
 
-Facts already labelled keep their label either way (labels are reused).  The bound falls
-monotonically as the new system's n grows (M grows on X_i), so bisection finds the smallest
-n meeting a target (the paper's procedure).  For pooled recall, the delta-method variance of the
+Facts already labelled keep their label either way (labels are reused).  For a *new* system
+the bound falls as its n grows (M grows on X_i), so bisection finds the smallest n meeting a
+target (the paper's procedure).  For a system that already has a sample this is not guaranteed:
+more planned draws change the mixture mass under the system's existing draws, whose empirical
+Theorem-1 terms can grow, so the bound need not fall monotonically; bisection then returns an n
+that meets the target, not necessarily the smallest.  True recall's bound has a floor that no
+sample size lowers, ν² Var θ̂ from the exhaustive units: a recall target below it is reported as
+unreachable (n = 0 and a note saying how many units would reach it).  For pooled recall, the delta-method variance of the
 self-normalised ratio ν̂_i = A/B is bounded the same way with terms (g_i(x) − ν_i) f(x) / M(x), and
 true recall r̂ = θ̂ ν̂ adds ν² Var θ̂ from the exhaustive units.  Every planned sample is uniform over
 the system's distinct facts.
@@ -222,13 +227,15 @@ def adaptive_sample_sizes(
     The half-width of an interval at level ``confidence`` is taken as z·√V with V the conservative
     variance bound of the module docstring, for precision and for true recall (pooled recall when
     there are no exhaustive units).  A target that ``max_n`` cannot reach gives n = max_n and
-    ``reached = False``.
+    ``reached = False``; a recall target below the floor set by the exhaustive units (ν̂² Var θ̂,
+    which no sample size lowers) gives n = 0, ``reached = False`` and a ``note`` naming the number
+    of exhaustive units that would reach it.
 
     ``metrics`` names the intervals that must meet the target: precision (the paper's
     criterion: its adaptive experiment bounds the variance of π̂), recall, or both (default).
     ``on_system`` is called with each system's name once it is planned (progress reporting).
 
-    Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached``.
+    Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached, note``.
     """
     unknown = set(metrics) - {"precision", "recall"}
     if unknown or not metrics:
@@ -260,7 +267,12 @@ def adaptive_sample_sizes(
 
         lo, hi = 1, max_n
         reached = ok(hi)[0]
-        if i in planner.sampled and ok(0)[0]:  # the labels it has already meet the target
+        floor_note = ""
+        if not reached and use_true and "recall" in metrics:
+            floor_note = _recall_floor_note(planner, i, planned, limit, z, data.U)
+        if floor_note:  # no sample size reaches it: draw nothing
+            hi = 0
+        elif i in planner.sampled and ok(0)[0]:  # the labels it has already meet the target
             hi = 0
         elif reached:
             while lo < hi:
@@ -281,11 +293,45 @@ def adaptive_sample_sizes(
                 "precision_halfwidth": z * np.sqrt(var_p),
                 "recall_halfwidth": z * np.sqrt(var_rec),
                 "reached": bool(reached),
+                "note": floor_note
+                or ("" if reached else f"target not reached with max_n = {max_n} draws"),
             }
         )
     return pd.DataFrame(
-        rows, columns=["system", "n", "precision_halfwidth", "recall_halfwidth", "reached"]
+        rows,
+        columns=["system", "n", "precision_halfwidth", "recall_halfwidth", "reached", "note"],
     )
+
+
+def _recall_floor_note(
+    planner: _Planner, i: int, planned: dict[int, float], limit: float, z: float, units: int
+) -> str:
+    """'' when the recall target lies above the exhaustive units' floor ν² Var θ̂, else why not.
+
+    The floor is the part of Var r̂ = θ² Var ν̂ + ν² Var θ̂ + Var ν̂ Var θ̂ that draws cannot
+    lower; Var θ̂ falls as 1/U, so about U · ν² Var θ̂ / limit units reach the target.
+    """
+    nu_hat = _plug_in_nu(planner, i, planned)
+    var_theta = planner.var_theta if np.isfinite(planner.var_theta) else 0.0
+    floor = nu_hat**2 * var_theta
+    if not np.isfinite(floor) or floor <= limit:
+        return ""
+    need = int(np.ceil(units * floor / limit))
+    return (
+        f"recall target unreachable: the {units} exhaustive units alone give a half-width of "
+        f"{z * np.sqrt(floor):.3f} > {z * np.sqrt(limit):.3f}; about {need} exhaustive units in "
+        "total would reach it (receval sample --exhaustive-units); nothing drawn for it"
+    )
+
+
+def _plug_in_nu(planner: _Planner, i: int, planned: dict[int, float]) -> float:
+    """ν_i's expected value with unlabelled facts correct at the plug-in rate: Σ_x g_i e / Σ_x e
+    over the pool (the large-sample limit of ν̂_i, whatever the sample sizes)."""
+    rows_i, _ = planner.column(i)
+    in_pool = planner.task.facts["in_pool"].to_numpy(bool)
+    e = np.where(in_pool, planner.plug_in, 0.0)
+    total = float(e.sum())
+    return float(e[rows_i].sum() / total) if total > 0 else 1.0
 
 
 def expected_widths(

@@ -31,6 +31,7 @@ from receval.estimators.bootstrap import (
     Stage,
     confidence_interval,
     draw_replicates,
+    reevaluate,
     row_weights,
     run_bootstrap,
 )
@@ -45,9 +46,16 @@ from receval.estimators.recall import (
     pooled_recall_terms,
     simple_recall_terms,
 )
-from receval.estimators.sample_data import SampleData, build_sample_data
-from receval.leaderboard import best_per_team, rank_intervals, replicate_ranks, significance_tiers
-from receval.options import ESTIMATORS
+from receval.estimators.reliability import effective_sizes, pool_notes, reliability_notes
+from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
+from receval.leaderboard import (
+    best_per_team,
+    rank_confidence_sets,
+    replicate_ranks,
+    significance_tiers,
+    stepdown_comparisons,
+)
+from receval.options import ESTIMATORS, PRECISION_FORMS
 from receval.task import Task
 
 LEADERBOARD_COLUMNS = [
@@ -89,7 +97,7 @@ class ScoreOptions:
     target: str = "micro"
     target_recall: float | None = None
     prevalence: float | None = None
-    tiers: str = "holm"
+    tiers: str = "stepdown"
     cluster_queries: bool = False
     #: official estimator only: unjudged responses ``"wrong"`` (trec_eval) or ``"ignore"`` (TAC);
     #: None takes the bundle's ``[official] unjudged``
@@ -98,6 +106,8 @@ class ScoreOptions:
     average: str | None = None
     #: official estimator only: score each system's top K responses per query (P@K divides by K)
     cutoff: int | None = None
+    allow_pending: bool = False
+    precision_form: str = "auto"
 
 
 @dataclass
@@ -114,6 +124,17 @@ class ScoreResult:
     replicates: Replicates | None
     info: dict[str, Any] = field(default_factory=dict)
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def pending_message(draws: int, facts: int) -> str:
+    """Why scoring stops while sample draws are unlabelled, and the two ways on."""
+    return (
+        f"{draws} sample draws ({facts} distinct facts) have no label yet; scoring now would "
+        "bias the estimates (the unlabelled draws are typically the rarer facts): label them "
+        "(to_annotate.tsv lists them; add the labels to judgments.tsv), or score anyway with "
+        "--allow-pending (ScoreOptions(allow_pending=True)), which leaves them out and assumes "
+        "their labels are missing at random"
+    )
 
 
 def bootstrap_stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
@@ -136,8 +157,8 @@ def _terms(
     data: SampleData, weighting: str, estimator: str | None = None, cluster_queries: bool = False
 ) -> dict[str, np.ndarray]:
     """Per-row terms of every stage.  Draws: [joint precision (m) | ν̂ numerators (m) | ν̂
-    denominator (1) | simple precision (m)]; the simple block is left out for ``estimator="joint"``
-    (a prefix of the full layout, so :func:`_statistic` reads both).  Units: [a | b | c_i (m)],
+    denominator (1) | simple precision (m) | joint mass Σ t/q (m)]; the simple block is left out
+    for ``estimator="joint"`` (:func:`_statistic` reads the mass block from the end).  Units: [a | b | c_i (m)],
     per (unit, query) pair when queries are clusters.  Queries: [|X_i ∩ q| (m) | labelled
     correct (m)]."""
     m = data.m
@@ -146,6 +167,7 @@ def _terms(
     blocks = [joint, num, den[:, None]]
     if estimator != "joint":
         blocks.append(simple_precision_terms(data))
+    blocks.append(joint_precision_terms(data, weighting, label=False))  # self-normalising mass
     width = sum(x.shape[1] for x in blocks)
     draws = np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
     if cluster_queries:
@@ -170,18 +192,23 @@ def _terms(
     return {"draws": draws, "units": units}
 
 
-def _statistic(data: SampleData, estimator: str):
+def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None):
+    """The metrics as a function of stage totals; ``ratio`` (m,) bool: joint precision of these
+    systems in self-normalised form Σ t f/q / Σ t/q (within [0, 1]) instead of the unbiased
+    Σ t f/q (see :func:`choose_precision_form`)."""
     m = data.m
     census = data.census
     exact = data.census_precision
+    use_ratio = np.zeros(m, bool) if ratio is None else np.asarray(ratio, bool)
 
     def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         d = totals["draws"]
         u = totals["units"]
         with np.errstate(invalid="ignore", divide="ignore"):
             theta = u[..., 0] / u[..., 1]
+            ratio_form = d[..., :m] / d[..., -m:]
             if estimator == "joint":
-                precision = d[..., :m]
+                precision = np.where(use_ratio, ratio_form, d[..., :m])
                 pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
                 recall = theta[..., None] * pooled
             else:
@@ -192,8 +219,8 @@ def _statistic(data: SampleData, estimator: str):
             if (
                 QUERY_STAGE in totals
             ):  # queries resampled: t_i = 1/|X_i| becomes v_q / Σ_q v_q |X_i ∩ q|
-                q = totals[QUERY_STAGE]
-                precision = precision * data.sizes / q[..., :m]
+                q = totals[QUERY_STAGE]  # the ratio form is invariant to the scale of t_i
+                precision = np.where(use_ratio, precision, precision * data.sizes / q[..., :m])
                 census_precision = q[..., m:] / q[..., :m]
         precision = np.where(census, census_precision, precision)
         return {
@@ -203,6 +230,8 @@ def _statistic(data: SampleData, estimator: str):
             "f1": f1_score(precision, recall),
             "pool_coverage": np.asarray(theta)[..., None],
             "pool_correct": np.asarray(d[..., 2 * m])[..., None],
+            "precision_unbiased": d[..., :m],
+            "precision_ratio": ratio_form,
         }
 
     return stat
@@ -280,6 +309,14 @@ def score_task(
             "(run `receval sample`, annotate to_annotate.tsv, add the labels to judgments.tsv), "
             "or use --estimator official for a census of the judgments",
         )
+    if data.unjudged_draws and not options.allow_pending:
+        from receval.errors import BundleError
+
+        raise BundleError(
+            task.files.get("samples", task.root / "samples.tsv"),
+            None,
+            pending_message(data.unjudged_draws, data.unjudged_facts),
+        )
     if data.unjudged_draws:
         warnings.append(
             f"{data.unjudged_draws} sample draws ({data.unjudged_facts} distinct facts) have no label yet and were "
@@ -304,9 +341,29 @@ def score_task(
         replicates,
         jackknife=options.method == "BCa",
     )
+    ratio_form = choose_precision_form(run, options.precision_form, data, terms["draws"])
+    if options.estimator == "joint" and ratio_form.any():
+        run = reevaluate(run, _statistic(data, options.estimator, ratio_form))
 
     m = data.m
-    notes: list[list[str]] = [[] for _ in range(m)]
+    sizes = effective_sizes(data, terms["draws"][:, -m:], options.estimator)
+    notes: list[list[str]] = reliability_notes(sizes, data.census)
+    aliases = _aliased_classes(task)
+    if aliases:
+        warnings.append(
+            f"{aliases} equivalence classes in judgments.tsv hold more than one fact: the "
+            f"{options.estimator} estimator counts each fact of a class separately (only "
+            "--estimator official counts a class once), so aliases add to precision, pooled "
+            "recall and pool coverage"
+        )
+    repeated = repeated_facts(task)
+    if repeated:
+        warnings.append(
+            f"{repeated} correct facts were found in more than one exhaustive unit but exhaustive.tsv "
+            "has no 'documents' column (the number of units supporting each fact): pool coverage "
+            "then weights facts by how many units support them, not the fact-level share that "
+            "pooled recall uses"
+        )
     covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
     own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
     empty = data.sizes == 0
@@ -365,12 +422,16 @@ def score_task(
     if data.census.any():
         for col in ("precision_lo", "precision_hi"):
             board.loc[data.census, col] = board.loc[data.census, "precision"]
+    _clip_and_flag(board, notes, data.census)
+    board["precision_ess"] = np.round(np.where(data.census, np.nan, sizes.precision), 1)
+    board["pooled_recall_ess"] = np.round(sizes.pooled_recall, 1)
 
     target_info = None
     point_metrics = dict(run.point)
     rep_metrics = dict(run.replicates)
     if options.target_recall is not None:
         target_info = _target(task, data, terms, replicates, run, options)
+        _normalise_curves(target_info.curves, run, data, ratio_form)
         point_metrics["precision_at_target"] = target_info.point
         rep_metrics["precision_at_target"] = target_info.replicates
         ci = confidence_interval(
@@ -400,14 +461,20 @@ def score_task(
             f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
         )
     board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
+    comparisons = stepdown_comparisons(
+        point_metrics[key],
+        rep_metrics[key],
+        alpha=1 - options.confidence,
+        procedure=options.tiers,
+    )
     with pywarnings.catch_warnings():  # a metric no replicate estimates (recall without units)
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
-        board["rank_lo"], board["rank_hi"] = rank_intervals(rep_metrics[key], options.confidence)
+        board["rank_lo"], board["rank_hi"] = rank_confidence_sets(comparisons, point_metrics[key])
     board.loc[np.isnan(point_metrics[key]), ["rank", "rank_lo", "rank_hi"]] = np.nan
     for i in np.flatnonzero(np.isnan(point_metrics[key])):
         notes[i].append(f"rank: {key} cannot be estimated")
     tiers = significance_tiers(
-        point_metrics[key], rep_metrics[key], level=options.confidence, correction=options.tiers
+        point_metrics[key], rep_metrics[key], level=options.confidence, comparisons=comparisons
     )
     board["tier"] = [str(t) if t else "" for t in tiers]
     for metric in (*METRICS, *(["precision_at_target"] if target_info is not None else [])):
@@ -432,13 +499,22 @@ def score_task(
     board["best_of_team"] = best_per_team(board).to_numpy()
     target_cols = [c for c in board.columns if c.startswith("precision_at_target")]
     board = board[
-        [*LEADERBOARD_COLUMNS, *target_cols, "best_of_team", "estimator", "interval", "note"]
+        [
+            *LEADERBOARD_COLUMNS,
+            *target_cols,
+            "best_of_team",
+            "precision_ess",
+            "pooled_recall_ess",
+            "estimator",
+            "interval",
+            "note",
+        ]
     ]
 
     with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
         pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-        pool = _pool_frame(task, data, run, options, replicates.B)
+        pool = _pool_frame(task, data, run, options, replicates.B, sizes)
     truth = _truth_check(task, board, pool, options)
     info = {
         "receval_version": __version__,
@@ -458,11 +534,43 @@ def score_task(
             "drawn_facts": int(data.facts.size),
             "exhaustive_units": data.U,
             "designs": sorted(set(data.sampler_design)),
+            "precision_forms": {
+                name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
+                for i, name in enumerate(data.systems)
+            }
+            if options.estimator == "joint"
+            else None,
+            "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
+            "(prob = inclusion probability) or uniform",
+            "fact_multiplicity": "exhaustive.tsv documents column (1/d weights)"
+            if "documents" in task.exhaustive.columns
+            else None,
+            "effective_sizes": {
+                "pool_coverage": round(sizes.pool_coverage, 1),
+                "pooled_recall_denominator": round(sizes.pooled_recall_den, 1),
+            },
         },
         "warnings": warnings,
         "ranking": {
             "by": key,
-            "tiers": f"paired bootstrap tests, {options.tiers} correction, level {options.confidence}",
+            "tiers": comparisons.describe(),
+            "procedure": options.tiers,
+            "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
+            "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
+            "Holm split equally good systems into several tiers (issue 9)"
+            if options.tiers == "stepdown"
+            else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
+            if options.tiers == "bh"
+            else "marginal tests with Holm's correction (never-zero p-values), chosen with --tiers",
+            "alpha": round(1 - options.confidence, 12),
+            "B": comparisons.B,
+            "replicates_dropped": comparisons.dropped,
+            "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
+            "(Mogstad, Romano, Shaikh & Wilhelm 2024): rank_lo = 1 + #significantly better, "
+            "rank_hi = S - #significantly worse"
+            if options.tiers != "bh"
+            else "rank sets from BH-corrected comparisons: no simultaneous coverage guarantee",
+            "rank": "1 + number of systems with a strictly larger estimate",
         },
     }
     if target_info is not None:
@@ -544,7 +652,12 @@ def _target(
 
 
 def _pool_frame(
-    task: Task, data: SampleData, run: BootstrapRun, options: ScoreOptions, B: int
+    task: Task,
+    data: SampleData,
+    run: BootstrapRun,
+    options: ScoreOptions,
+    B: int,
+    sizes=None,
 ) -> pd.DataFrame:
     interval = _interval_label(options, B)
     rows = []
@@ -564,6 +677,8 @@ def _pool_frame(
         note = ""
         if name == "pool_coverage" and data.U == 0:
             note = "no exhaustive units"
+        elif name == "pool_coverage" and sizes is not None:
+            note = pool_notes(sizes)
         rows.append(
             {
                 "quantity": name,
@@ -602,10 +717,19 @@ def _pool_frame(
     )
     counts = {
         "pool_size": (int(task.facts["in_pool"].sum()), "distinct facts output by some system"),
-        "exhaustive_units": (data.U, "units annotated exhaustively"),
+        "exhaustive_units": (len(set(data.unit_names)), "units annotated exhaustively"),
         "exhaustive_facts": (int(data.unit_found.sum()), "correct facts found in them"),
         "exhaustive_facts_in_pool": (int(data.unit_pooled.sum()), "of which some system output"),
     }
+    if sizes is not None:
+        counts["pool_coverage_ess"] = (
+            round(sizes.pool_coverage, 1),
+            "effective sample size (Kish) of pool coverage's denominator over exhaustive units",
+        )
+        counts["pooled_recall_ess"] = (
+            round(sizes.pooled_recall_den, 1),
+            "effective sample size (Kish) of pooled recall's denominator over judged-correct draws",
+        )
     for name, (value, what) in counts.items():
         rows.append(
             {
@@ -620,6 +744,127 @@ def _pool_frame(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _aliased_classes(task: Task) -> int:
+    """Equivalence classes (per query) that name more than one labelled fact."""
+    votes = task.merged.votes
+    if votes.empty or "equivalence_class" not in votes:
+        return 0
+    named = votes[votes["equivalence_class"].astype(str).str.strip() != ""]
+    sizes = named.groupby(["query_id", "equivalence_class"])["fact"].nunique()
+    return int((sizes > 1).sum())
+
+
+#: truth_check tolerance: estimates and truths are sums of up to ~1e7 float64 terms, so their
+#: rounding differs by at most ~1e7 · 2⁻⁵³ ≈ 1e-9 in relative terms
+COVER_TOLERANCE = 1e-9
+
+
+def _covers(lo: float, hi: float, true: float) -> bool | None:
+    """Whether [lo, hi] holds ``true`` up to :data:`COVER_TOLERANCE` (None without an interval)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    tol = COVER_TOLERANCE * max(1.0, abs(true))
+    return bool(lo - tol <= true <= hi + tol)
+
+
+def _stratified_variance(values: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """Σ_s n_s · Var_s(values) (columns): the variance of a sum of i.i.d. draws per stratum."""
+    J = int(strata.max()) + 1 if strata.size else 0
+    n = np.bincount(strata, minlength=J).astype(float)[:, None]
+    s1 = np.zeros((J, values.shape[1]))
+    s2 = np.zeros((J, values.shape[1]))
+    np.add.at(s1, strata, values)
+    np.add.at(s2, strata, values**2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(n > 0, s2 / np.maximum(n, 1) - (s1 / np.maximum(n, 1)) ** 2, 0.0)
+    return (n * np.maximum(var, 0.0)).sum(axis=0)
+
+
+def choose_precision_form(
+    run: BootstrapRun, form: str, data: SampleData, draw_terms: np.ndarray | None = None
+) -> np.ndarray:
+    """Which systems get the self-normalised joint precision (m,) bool.
+
+    ``unbiased``: none (Σ t f/q, unbiased, can leave [0, 1]); ``ratio``: all (Σ t f/q / Σ t/q,
+    within [0, 1], consistent); ``auto`` (default): the unbiased form, except for systems where
+    it is not range-respecting — its estimate ± 1.96 standard errors leaves [0, 1] (precision near
+    0 or 1, few draws) — which get the ratio; ``min-variance``: per system the form with the
+    smaller estimated variance (in bench/validity.py choosing on the estimated variance cost
+    1–2 points of coverage: the chosen form's variance tends to be the underestimated one, so
+    it is not the default).  The standard errors come from the draws themselves, not the
+    bootstrap, so the choice (and every point estimate) does not depend on the resampling plan:
+    Σ_j n_j Var_j(term) for the sum (Chaganty et al. 2017, Theorem 1) and the same for the
+    ratio's linearisation (term − π̂ · mass) / M̂ (delta method).  Recorded per system in
+    run.json (``precision_forms``).
+    """
+    if form not in PRECISION_FORMS:
+        raise ValueError(f"unknown precision form {form!r} (known: {', '.join(PRECISION_FORMS)})")
+    m = data.m
+    if form == "unbiased":
+        return np.zeros(m, bool)
+    if form == "ratio":
+        return np.ones(m, bool)
+    point = run.point["precision_unbiased"]
+    if draw_terms is None or not draw_terms.size:
+        with np.errstate(invalid="ignore"):
+            var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
+            var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
+    else:
+        joint, mass = draw_terms[:, :m], draw_terms[:, -m:]
+        total = mass.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio_point = joint.sum(axis=0) / total
+            linear = (joint - ratio_point * mass) / total
+        var_u = _stratified_variance(np.nan_to_num(joint), data.draw_sampler)
+        var_r = _stratified_variance(np.nan_to_num(linear), data.draw_sampler)
+        var_r = np.where(np.isfinite(ratio_point), var_r, np.nan)
+    outside = (point < 0) | (point > 1)
+    if form == "auto":
+        half = 1.96 * np.sqrt(np.nan_to_num(var_u))
+        outside |= (point - half < 0) | (point + half > 1)
+        return np.where(np.isnan(var_r), False, outside)
+    return np.where(np.isnan(var_r), False, (var_r <= var_u) | np.isnan(var_u) | outside)
+
+
+def _normalise_curves(curves: dict, run: BootstrapRun, data: SampleData, ratio: np.ndarray) -> None:
+    """Self-normalise the curves of systems whose precision uses the ratio form.
+
+    The curve's Ĉ(k)/k uses the unbiased weights; dividing by the same system's mass estimate
+    Σ t/q (which estimates 1) makes it the self-normalised curve, so it still ends at the
+    leaderboard's precision.  The factor is the full-sample one (intervals are scaled with it).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = run.point["precision_ratio"] / run.point["precision_unbiased"]
+    for i, name in enumerate(data.systems):
+        if name in curves and ratio[i] and not data.census[i] and np.isfinite(factor[i]):
+            curve = curves[name]
+            for col in ("precision", "lower", "upper"):
+                if col in curve:
+                    curve[col] = np.clip(curve[col] * factor[i], 0.0, 1.0)
+
+
+def _clip_and_flag(board: pd.DataFrame, notes: list[list[str]], census: np.ndarray) -> None:
+    """Clip printed precision to [0, 1] and flag intervals that collapsed to a point."""
+    for metric in METRICS:
+        cols = [metric, f"{metric}_lo", f"{metric}_hi"]
+        raw = board[cols].to_numpy(float)
+        clipped = np.clip(raw, 0.0, 1.0)
+        outside = ~np.isnan(raw) & (raw != clipped)
+        for i in np.flatnonzero(outside[:, 0]):
+            notes[i].append(f"{metric}: estimate {raw[i, 0]:.3f} clipped to [0, 1]")
+        board[cols] = clipped
+        lo, hi = clipped[:, 1], clipped[:, 2]
+        collapsed = ~np.isnan(lo) & (lo == hi)
+        if metric == "precision":
+            collapsed &= ~census
+        for i in np.flatnonzero(collapsed):
+            if not any(n.startswith(f"{metric}: flagged") for n in notes[i]):
+                notes[i].append(
+                    f"{metric}: flagged: the interval collapsed to a point (every bootstrap "
+                    "replicate gives the same value): not a confidence interval"
+                )
 
 
 def _truth_check(
@@ -643,9 +888,7 @@ def _truth_check(
                     "error": est - true,
                     "lower": lo,
                     "upper": hi,
-                    "covered": bool(lo <= true <= hi)
-                    if np.isfinite(lo) and np.isfinite(hi)
-                    else None,
+                    "covered": _covers(lo, hi, true),
                 }
             )
     theta_row = pool[pool["quantity"] == "pool_coverage"].iloc[0]
@@ -659,9 +902,7 @@ def _truth_check(
             "error": theta_row["estimate"] - true_theta,
             "lower": theta_row["lower"],
             "upper": theta_row["upper"],
-            "covered": bool(theta_row["lower"] <= true_theta <= theta_row["upper"])
-            if np.isfinite(theta_row["lower"])
-            else None,
+            "covered": _covers(theta_row["lower"], theta_row["upper"], true_theta),
         }
     )
     return pd.DataFrame(rows)

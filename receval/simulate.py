@@ -67,7 +67,7 @@ plus every candidate wrong answer, output or not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
@@ -177,6 +177,12 @@ class SimulationConfig:
     provenance : write each output's provenance document in ``runs.tsv`` (a true fact's own
         document; for a wrong answer a random document of the query's entity).  Off by default:
         nothing downstream needs it and it adds about a fifth to the bundle's size.
+    documents_per_fact : mean number of documents that support a true fact (≥ 1; default 1:
+        every fact lives in exactly one document).  Above 1, a fact is also mentioned in
+        Poisson(documents_per_fact − 1) further documents of its entity (distinct, capped by the
+        entity's documents), facts in more documents are easier to find (log d(x) is added to
+        their base score, as for facts repeated across a news collection), and ``exhaustive.tsv``
+        gets a ``documents`` column with d(x), the multiplicity θ̂'s fact-level weights need.
     """
 
     systems: int = 70
@@ -204,6 +210,7 @@ class SimulationConfig:
     confidence_signal: tuple[float, float] = (0.5, 2.5)
     uppercase_teams: float = 0.2
     provenance: bool = False
+    documents_per_fact: float = 1.0
 
     def __post_init__(self) -> None:
         def positive_int(name: str) -> None:
@@ -251,6 +258,8 @@ class SimulationConfig:
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not self.documents_per_fact >= 1.0:
+            raise ValueError(f"documents_per_fact must be >= 1, not {self.documents_per_fact!r}")
         if not 0.0 <= self.uppercase_teams <= 1.0:
             raise ValueError("uppercase_teams must be in [0, 1]")
 
@@ -319,6 +328,16 @@ class World:
     system_uppercase: np.ndarray
     target_precision: np.ndarray
     target_recall: np.ndarray
+    #: further (true candidate, document) mentions beyond each fact's own document
+    mention_candidate: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    mention_doc: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    @cached_property
+    def fact_documents(self) -> np.ndarray:
+        """d(x) per candidate: documents supporting it (1 + further mentions; 0 for wrong ones)."""
+        d = self.candidate_true.astype(np.int64)
+        np.add.at(d, self.mention_candidate, 1)
+        return d
 
     # ------------------------------------------------------------------ sizes and the truth
 
@@ -544,24 +563,37 @@ class World:
             }
         )
 
-        # exhaustive: every true fact of each drawn document
-        doc_index = pd.Index(self.documents).get_indexer(units["unit"].to_numpy())
-        ordered, starts = self._true_by_doc
-        parts = [ordered[starts[d] : starts[d + 1]] for d in doc_index]
-        found = np.concatenate(parts) if parts else np.array([], dtype=np.int64)
-        exhaustive = pd.DataFrame(
-            {
-                "unit": self.documents[self.candidate_doc[found]],
-                "query_id": self._query_ids[self.candidate_query[found]],
-                "answer": self.candidate_answer[found],
-            }
-        )
+        exhaustive = self.exhaustive_annotation(units["unit"].to_numpy())
         return Annotation(
             samples=samples,
             judgments=judgments,
             exhaustive_units=units[["unit"]],
             exhaustive=exhaustive,
         )
+
+    def exhaustive_annotation(self, units: ArrayLike) -> pd.DataFrame:
+        """Every true fact of each of ``units`` (document ids): ``unit, query_id, answer`` (and
+        ``documents`` = d(x) when ``documents_per_fact`` > 1); perfect exhaustive annotators."""
+        cfg = self.config
+        doc_index = pd.Index(self.documents).get_indexer(np.asarray(units, dtype=object))
+        ordered, starts = self._true_by_doc
+        parts = [ordered[starts[d] : starts[d + 1]] for d in doc_index]
+        found = np.concatenate(parts) if parts else np.array([], dtype=np.int64)
+        found_doc = self.candidate_doc[found]
+        if self.mention_candidate.size:  # facts also mentioned in other documents
+            extra = np.isin(self.mention_doc, doc_index)
+            found = np.r_[found, self.mention_candidate[extra]]
+            found_doc = np.r_[found_doc, self.mention_doc[extra]]
+        exhaustive = pd.DataFrame(
+            {
+                "unit": self.documents[found_doc],
+                "query_id": self._query_ids[self.candidate_query[found]],
+                "answer": self.candidate_answer[found],
+            }
+        )
+        if cfg.documents_per_fact > 1:
+            exhaustive["documents"] = self.fact_documents[found]
+        return exhaustive
 
 
 # ---------------------------------------------------------------------------------------------
@@ -688,6 +720,9 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
     cand_query = np.r_[true_query, wrong_query]
     cand_true = np.r_[np.ones(n_true, bool), np.zeros(n_wrong, bool)]
     cand_doc = np.r_[true_doc, np.full(n_wrong, -1, dtype=np.int64)]
+    mention_candidate, mention_doc, log_docs = _extra_mentions(
+        cfg, rng, true_entity, true_doc, doc_start, docs_per_entity
+    )
     rank = _rank_within(cand_query, rng.random(cand_query.size))
     cand_answer = np.char.add("a", rank.astype(str)).astype(object)
 
@@ -696,7 +731,7 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
     doc_ease = rng.normal(0.0, cfg.document_spread, documents.size)
     query_lure = rng.normal(0.0, cfg.query_spread, q)
     base = np.r_[
-        query_ease[true_query] + doc_ease[true_doc] + rng.normal(0.0, 1.0, n_true),
+        query_ease[true_query] + doc_ease[true_doc] + log_docs + rng.normal(0.0, 1.0, n_true),
         query_lure[wrong_query] + rng.normal(0.0, cfg.lure_spread, n_wrong),
     ].astype(np.float32)
     n = cand_query.size
@@ -764,7 +799,26 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
         system_uppercase=upper,
         target_precision=precision,
         target_recall=recall,
+        mention_candidate=mention_candidate,
+        mention_doc=mention_doc,
     )
+
+
+def _extra_mentions(cfg, rng, true_entity, true_doc, doc_start, docs_per_entity):
+    """Further documents of each true fact (``documents_per_fact`` > 1): candidate and document
+    of each extra mention (distinct, not the fact's own document) and log d(x) per true fact.
+    Draws nothing when ``documents_per_fact`` is 1, so default worlds are unchanged."""
+    n_true = true_entity.size
+    if cfg.documents_per_fact <= 1:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.zeros(n_true)
+    extra = rng.poisson(cfg.documents_per_fact - 1.0, n_true)
+    fact = np.repeat(np.arange(n_true), extra)
+    ent = true_entity[fact]
+    doc = doc_start[ent] + np.floor(rng.random(fact.size) * docs_per_entity[ent]).astype(np.int64)
+    keep = doc != true_doc[fact]
+    pairs = np.unique(np.stack([fact[keep], doc[keep]]), axis=1)
+    d = 1 + np.bincount(pairs[0], minlength=n_true)
+    return pairs[0].astype(np.int64), pairs[1].astype(np.int64), np.log(d)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -198,9 +198,17 @@ def test_sample_adds_a_round_and_lists_what_to_annotate(task, tmp_path):
     todo = pd.read_csv(copy / "to_annotate.tsv", sep="\t", keep_default_na=False)
     assert (todo["kind"] == "fact").all()
     assert not todo.duplicated(["query_id", "answer"]).any()
-    # scoring now warns about the unlabelled draws and still estimates with the labelled ones
+    # scoring refuses while draws are unlabelled, naming how many and how to go on
     result = CliRunner().invoke(
         cli, ["score", str(copy), "--out", str(tmp_path / "o"), "--bootstrap", "100"]
+    )
+    assert result.exit_code == 2
+    assert "have no label yet" in result.output and "--allow-pending" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    # --allow-pending warns and still estimates with the labelled ones
+    result = CliRunner().invoke(
+        cli,
+        ["score", str(copy), "--out", str(tmp_path / "o"), "--bootstrap", "100", "--allow-pending"],
     )
     assert result.exit_code == 0
     assert "have no label yet" in result.output

@@ -64,3 +64,55 @@ def test_recorded_probabilities_are_recognised_and_a_wrong_one_is_refused(task):
     broken = with_annotation(task, samples=bad)
     with pytest.raises(ValueError, match="disagrees with the"):
         infer_designs(broken.samples, broken.outputs, broken.queries, "samples.tsv")
+
+
+def test_weighted_units_are_drawn_with_replacement_and_weights_are_exact():
+    # Hansen–Hurwitz: E[Σ_draws a_u / p_u] = m · Σ_u a_u for any weights, over several rounds
+    from receval.design import UNIT_DESIGN_PPS, draw_exhaustive_units, unit_weights
+
+    rng = np.random.default_rng(7)
+    a = rng.poisson(3.0, 40).astype(float)
+    candidates = pd.DataFrame({"unit": [f"d{k}" for k in range(40)], "prob": 1.0 + a})
+    R, m = 1000, 6
+    totals = np.empty(R)
+    for r in range(R):
+        rounds = [draw_exhaustive_units(candidates, m, rng, exclude={"d0"}) for _ in range(2)]
+        units = (
+            pd.concat(rounds)
+            .groupby("unit", sort=False)
+            .agg(prob=("prob", "first"), draws=("draws", "sum"), design=("design", "first"))
+        )
+        assert (units["design"] == UNIT_DESIGN_PPS).all()
+        w = unit_weights(units.reset_index())
+        totals[r] = np.sum(w * a[units.index.str[1:].astype(int)]) / (2 * m)
+    # the mean of R independent HH estimates is within 4 of its standard errors of the total
+    assert abs(totals.mean() - a.sum()) < 4 * totals.std(ddof=1) / np.sqrt(R)
+
+
+def test_unit_weights_read_the_recorded_design():
+    from receval.design import unit_weights
+
+    units = pd.DataFrame(
+        {
+            "unit": ["a", "b", "c", "d"],
+            "prob": [0.1, 0.25, np.nan, 0.5],
+            "draws": [2, 1, np.nan, np.nan],
+            "design": ["pps-wr", "pps-wr", "", ""],
+        }
+    )
+    # pps-wr: draws / p; a prob without design: an inclusion probability (1/π); none: 1
+    assert np.allclose(unit_weights(units), [20.0, 4.0, 1.0, 2.0])
+
+
+def test_a_weighted_round_records_draws_and_design_for_exhaustive_units(task):
+    from receval.design import new_sample_round
+
+    candidates = pd.DataFrame(
+        {"unit": [f"D{k:04d}" for k in range(30)], "prob": np.arange(1, 31.0)}
+    )
+    drawn = new_sample_round(task, 0, seed=1, units=candidates, exhaustive_units=12)
+    units = drawn.to_annotate[drawn.to_annotate["kind"] == "unit"]
+    assert units["draws"].sum() == 12 and (units["design"] == "pps-wr").all()
+    assert not units["unit"].duplicated().any()
+    expected = candidates.set_index("unit")["prob"] / candidates["prob"].sum()
+    assert np.allclose(units["prob"].to_numpy(float), expected.reindex(units["unit"]).to_numpy())

@@ -217,3 +217,20 @@ def test_result_is_frozen():
     result = merge_labels(votes({0: [C]}))
     with pytest.raises(AttributeError):
         result.labels = pd.Series([], dtype=float)  # type: ignore[misc]
+
+
+def test_one_vote_per_annotator_and_fact():
+    # ann1 says correct twice (a pasted duplicate), ann2 wrong once: a 1:1 tie, not 2:1 correct
+    frame = votes({0: [C, C, W], 1: [W, C]})
+    frame["annotator"] = ["ann1", "ann1", "ann2", "ann3", "ann3"]
+    result = merge_labels(frame, "majority", "half")
+    assert label_of(result, 0) == 0.5
+    # ann3 corrected itself: the last row is its vote
+    assert label_of(result, 1) == 1.0
+    dup = result.conflicts[result.conflicts["kind"] == "duplicate-vote"]
+    assert sorted(dup["fact"]) == [0, 1]
+    assert dup.set_index("fact").loc[0, "votes"] == "annotator=ann1 rows=2 values=correct,correct"
+    # rows without an annotator name stay separate votes
+    anonymous = votes({0: [C, C, W]})
+    anonymous["annotator"] = ["", "", "ann2"]
+    assert label_of(merge_labels(anonymous, "majority", "half"), 0) == 1.0

@@ -307,6 +307,29 @@ class BootstrapRun:
     point: dict[str, np.ndarray]
     replicates: dict[str, np.ndarray]
     jackknife: dict[str, np.ndarray] | None
+    #: the stage totals behind them (full sample, replicates, jackknife per stage), so that
+    #: :func:`reevaluate` can apply another statistic without resampling again
+    totals: tuple | None = None
+
+
+def reevaluate(run: BootstrapRun, statistic: Statistic) -> BootstrapRun:
+    """``run`` with ``statistic`` applied to the same stage totals (no new matrix products)."""
+    if run.totals is None:
+        raise ValueError("this bootstrap run kept no totals")
+    full, reps_totals, jack_totals = run.totals
+    jack = None
+    if jack_totals is not None:
+        pieces: dict[str, list[np.ndarray]] = {}
+        for totals in jack_totals:
+            for key, value in statistic(totals).items():
+                pieces.setdefault(key, []).append(value)
+        jack = {k: np.concatenate(v, axis=0) for k, v in pieces.items()}
+    return BootstrapRun(
+        point=statistic(full),
+        replicates=statistic(reps_totals),
+        jackknife=jack,
+        totals=run.totals,
+    )
 
 
 def run_bootstrap(
@@ -333,7 +356,9 @@ def run_bootstrap(
     reps_totals = {s.name: stage_totals(s, terms[s.name], replicates) for s in stages}
     reps = statistic(reps_totals)
     jack = None
+    jack_totals = None
     if jackknife:
+        jack_totals = []
         if any(s.rows is not None or s.query is not None for s in stages):
             raise ValueError(
                 "BCa's jackknife is not available with clustered resampling; use percentile or basic"
@@ -347,7 +372,10 @@ def run_bootstrap(
                 o.name: np.broadcast_to(full[o.name], (s.size, full[o.name].size)) for o in stages
             }
             totals[s.name] = jt
+            jack_totals.append(totals)
             for key, value in statistic(totals).items():
                 pieces.setdefault(key, []).append(value)
         jack = {k: np.concatenate(v, axis=0) for k, v in pieces.items()}
-    return BootstrapRun(point=point, replicates=reps, jackknife=jack)
+    return BootstrapRun(
+        point=point, replicates=reps, jackknife=jack, totals=(full, reps_totals, jack_totals)
+    )

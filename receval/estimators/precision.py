@@ -36,8 +36,15 @@ def mixture_weights(data: SampleData, weighting: str = "size") -> np.ndarray:
         return np.where(total > 0, w / total, 0.0)
 
 
-def joint_precision_terms(data: SampleData, weighting: str = "size") -> np.ndarray:
+def joint_precision_terms(
+    data: SampleData, weighting: str = "size", *, label: bool = True
+) -> np.ndarray:
     """Per-draw terms of the joint precision estimator (K × m).
+
+    With ``label=False`` the terms leave out f(x): their column sum Σ t_i/q_i estimates 1
+    (unbiased), and the ratio of the two sums is the self-normalised (Hájek) joint precision,
+    always within [0, 1], consistent, with O(1/n) bias (Owen, *Monte Carlo theory, methods and
+    examples*, 2013, §9.2).
 
     π̂_i = Σ_j (w_ij / n_j) Σ_{x ∈ X̂_j} t_i(x) f(x) / q_i(x),  q_i(x) = Σ_j w_ij s_j(x)
     (Chaganty et al. 2017, eq. for π̂_i^joint; unbiased by appendix Theorem 1 whenever q_i > 0 on
@@ -47,7 +54,8 @@ def joint_precision_terms(data: SampleData, weighting: str = "size") -> np.ndarr
     w = mixture_weights(data, weighting)  # (m, J)
     q = data.proposal @ w.T  # (D, m)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(data.target > 0, data.target * data.label[:, None] / q, 0.0)  # (D, m)
+        f = data.label[:, None] if label else 1.0
+        ratio = np.where(data.target > 0, data.target * f / q, 0.0)  # (D, m)
         scale = np.where(data.sampler_n > 0, 1.0 / data.sampler_n, 0.0)  # (J,)
     terms = (w.T[data.draw_sampler] * scale[data.draw_sampler, None]) * ratio[data.draw_fact]
     covered = precision_support(data, weighting)

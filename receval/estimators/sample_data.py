@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from receval.design import infer_designs, sampling_probabilities
+from receval.design import infer_designs, sampling_probabilities, unit_weights
 from receval.task import Task
 
 
@@ -101,6 +101,42 @@ def _targets(task: Task, target: str) -> pd.Series:
     raise ValueError(f"unknown target {target!r} (micro or macro)")
 
 
+def _exhaustive_mentions(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
+    """Distinct (unit, fact) rows of ``exhaustive`` and each row's share 1/d(x) (fact level).
+
+    A fact supported by d(x) units of the frame is found through any of them; the multiplicity
+    (network-sampling) weight 1/d(x) makes Σ_u Σ_{x ∈ u} 1/(π_u d(x)) a Horvitz–Thompson
+    estimate of the number of *facts* rather than of (unit, fact) mentions, so θ̂ estimates the
+    fact-level pool coverage that ν̂ and true recall are defined on.  d(x) comes from the
+    ``documents`` column of ``exhaustive.tsv`` (the number of units in the sampling frame that
+    support the fact); without it every fact counts as supported by one unit (d = 1), which is
+    exact when facts do not repeat across units and otherwise weights a fact by the number of
+    units supporting it (:func:`repeated_facts` counts the facts seen in several units, and
+    scoring warns).
+    """
+    ex = task.exhaustive.drop_duplicates(["unit", "fact"])
+    if "documents" in ex.columns and len(ex):
+        d = pd.to_numeric(ex["documents"], errors="coerce").to_numpy(float)
+        d = np.where(np.isfinite(d) & (d >= 1), d, 1.0)
+        # a fact must carry one multiplicity: the largest recorded (units found in the sample
+        # are a lower bound for it)
+        d = pd.Series(d).groupby(ex["fact"].to_numpy()).transform("max").to_numpy()
+        seen = ex.groupby("fact")["unit"].transform("size").to_numpy(float)
+        d = np.maximum(d, seen)  # found in `seen` sampled units: at least that many exist
+    else:
+        d = np.ones(len(ex))
+    return ex, 1.0 / d
+
+
+def repeated_facts(task: Task) -> int:
+    """Facts found in more than one exhaustive unit while ``exhaustive.tsv`` has no ``documents``."""
+    ex = task.exhaustive
+    if "documents" in ex.columns or not len(ex):
+        return 0
+    per_fact = ex.drop_duplicates(["unit", "fact"]).groupby("fact").size()
+    return int((per_fact > 1).sum())
+
+
 def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     """Collect the sampling design, labels and exhaustive annotation of ``task`` into arrays."""
     systems = task.systems
@@ -167,31 +203,23 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     units = task.exhaustive_units
     U = len(units)
     unit_index = {u: k for k, u in enumerate(units["unit"])}
-    prob = units["prob"].to_numpy(float) if U else np.empty(0)
-    unit_weight = (
-        np.where(np.isnan(prob), 1.0, 1.0 / np.where(np.isnan(prob), 1.0, prob))
-        if U
-        else np.empty(0)
-    )
-    ex = task.exhaustive.drop_duplicates(["unit", "fact"])
+    unit_weight = unit_weights(units)
+    ex, share = _exhaustive_mentions(task)
     u_codes = ex["unit"].map(unit_index).to_numpy(np.int64) if len(ex) else np.empty(0, np.int64)
     in_pool = task.facts["in_pool"].to_numpy(bool)
-    unit_found = np.bincount(u_codes, minlength=U).astype(float)
-    unit_pooled = (
-        np.bincount(u_codes, weights=in_pool[ex["fact"].to_numpy(np.int64)], minlength=U)
-        if U
-        else np.empty(0)
-    )
+    ex_pooled = in_pool[ex["fact"].to_numpy(np.int64)] * share if len(ex) else np.empty(0)
+    unit_found = np.bincount(u_codes, weights=share, minlength=U).astype(float)
+    unit_pooled = np.bincount(u_codes, weights=ex_pooled, minlength=U) if U else np.empty(0)
     unit_by_system = np.zeros((U, m))
     if len(ex):
-        both = ex.merge(outputs[["fact", "system"]], on="fact")
+        both = ex.assign(_share=share).merge(outputs[["fact", "system"]], on="fact")
         np.add.at(
             unit_by_system,
             (
                 both["unit"].map(unit_index).to_numpy(np.int64),
                 both["system"].map(sys_index).to_numpy(np.int64),
             ),
-            1.0,
+            both["_share"].to_numpy(float),
         )
 
     # query structure (for resampling queries as clusters)
@@ -209,14 +237,12 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     np.add.at(query_correct, (out_q[known], sys_codes[known]), label_full[fact_codes][known])
     if len(ex):
         ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
-        pairs = pd.DataFrame(
-            {"u": u_codes, "q": ex_q, "pooled": in_pool[ex["fact"].to_numpy(np.int64)]}
-        )
+        pairs = pd.DataFrame({"u": u_codes, "q": ex_q, "pooled": ex_pooled, "found": share})
         grouped = pairs.groupby(["u", "q"], sort=True)
         pair_index = grouped.size().index
         pair_unit = pair_index.get_level_values(0).to_numpy(np.int64)
         pair_query = pair_index.get_level_values(1).to_numpy(np.int64)
-        pair_found = grouped.size().to_numpy(float)
+        pair_found = grouped["found"].sum().to_numpy(float)
         pair_pooled = grouped["pooled"].sum().to_numpy(float)
         pair_by_system = np.zeros((pair_unit.size, m))
         key = pd.Series(np.arange(pair_unit.size), index=pair_index)
@@ -225,7 +251,11 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
                 [both["unit"].map(unit_index), q_index.reindex(both["query_id"]).to_numpy()]
             )
         ).to_numpy(np.int64)
-        np.add.at(pair_by_system, (rows_b, both["system"].map(sys_index).to_numpy(np.int64)), 1.0)
+        np.add.at(
+            pair_by_system,
+            (rows_b, both["system"].map(sys_index).to_numpy(np.int64)),
+            both["_share"].to_numpy(float),
+        )
     else:
         pair_unit = pair_query = np.empty(0, np.int64)
         pair_found = pair_pooled = np.empty(0)

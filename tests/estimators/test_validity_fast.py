@@ -1,0 +1,96 @@
+"""Fast versions of bench/validity.py's checks: fact-level θ̂, pending draws, flags, [0, 1]."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from receval.errors import BundleError
+from receval.estimators.sample_data import build_sample_data
+from receval.formats.bundle import write_bundle
+from receval.scoring import ScoreOptions, score_task
+from receval.simulate import SimulationConfig, simulate_world
+from receval.task import load_task, with_annotation
+
+
+@pytest.fixture(scope="module")
+def multi_doc():
+    cfg = SimulationConfig(systems=6, queries=40, per_system=40, documents_per_fact=2.5)
+    world = simulate_world(cfg, np.random.default_rng(3))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    return world, base
+
+
+def _theta(task) -> float:
+    data = build_sample_data(task)
+    return float(
+        (data.unit_pooled * data.unit_weight).sum() / (data.unit_found * data.unit_weight).sum()
+    )
+
+
+def test_fact_level_pool_coverage_with_every_document(multi_doc):
+    # every document annotated: Σ_u Σ_{x∈u} 1/d(x) counts each fact exactly once, so θ̂ equals the
+    # fact-level θ exactly; without the documents column it is the mention-weighted share
+    world, base = multi_doc
+    assert world.fact_documents[world.candidate_true].mean() > 1.5
+    units = pd.DataFrame({"unit": world.documents})
+    ex = world.exhaustive_annotation(world.documents)
+    task = with_annotation(base, exhaustive_units=units, exhaustive=ex)
+    assert _theta(task) == pytest.approx(world.pool_coverage, rel=1e-12)
+    mention = with_annotation(base, exhaustive_units=units, exhaustive=ex.drop(columns="documents"))
+    assert abs(_theta(mention) - world.pool_coverage) > 0.01
+
+
+def test_pending_draws_are_refused_unless_allowed(multi_doc):
+    world, base = multi_doc
+    ann = world.annotate(np.random.default_rng(1), per_system=20, exhaustive_units=20)
+    judged = ann.judgments.iloc[5:]  # five drawn facts left unlabelled
+    task = with_annotation(
+        base,
+        samples=ann.samples,
+        judgments=judged,
+        exhaustive_units=ann.exhaustive_units,
+        exhaustive=ann.exhaustive,
+    )
+    with pytest.raises(BundleError, match=r"have no label yet.*--allow-pending"):
+        score_task(task, ScoreOptions(bootstrap=50))
+    result = score_task(task, ScoreOptions(bootstrap=50, allow_pending=True))
+    assert any("no label yet" in w for w in result.warnings)
+
+
+def test_small_samples_are_flagged_and_precision_stays_in_range(multi_doc):
+    world, base = multi_doc
+    names = sorted(world.systems)
+    sizes = {n: (5 if k == 0 else 40) for k, n in enumerate(names)}
+    ann = world.annotate(np.random.default_rng(2), per_system=sizes, exhaustive_units=7)
+    task = with_annotation(
+        base,
+        samples=ann.samples,
+        judgments=ann.judgments,
+        exhaustive_units=ann.exhaustive_units,
+        exhaustive=ann.exhaustive,
+    )
+    result = score_task(task, ScoreOptions(bootstrap=100))
+    board = result.leaderboard.set_index("system")
+    assert "precision: flagged: 5 judged draws" in board.loc[names[0], "note"]
+    assert board["note"].str.contains("recall: flagged: pool coverage from").all()
+    cols = ["precision", "precision_lo", "precision_hi"]
+    assert ((board[cols] >= 0) & (board[cols] <= 1)).all().all()
+    assert (board["precision_ess"] > 0).all()
+    assert result.info["ranking"]["procedure"] == "stepdown"
+    assert set(result.info["design"]["precision_forms"].values()) <= {"ratio", "unbiased", "census"}
+
+
+def test_truth_check_coverage_tolerates_rounding():
+    from receval.scoring import _covers
+
+    # a census: lower = upper = estimate, which differs from the truth in the last digit
+    assert _covers(0.3, 0.3, 0.1 + 0.2)
+    assert _covers(0.2, 0.3, 0.3 + 1e-12)
+    assert not _covers(0.2, 0.3, 0.3 + 1e-6)
+    assert _covers(float("nan"), 0.3, 0.3) is None
