@@ -61,7 +61,7 @@ from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.planning import adaptive_sample_sizes
 from receval.scoring import _statistic, _terms, bootstrap_stages
-from receval.simulate import SimulationConfig, World, simulate_world
+from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
 
 LEVEL = 0.9

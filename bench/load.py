@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from receval.simulate import SimulationConfig, simulate_task, simulate_world, split_seed
+from receval.simulation import SimulationConfig, simulate_task, simulate_world, split_seed
 
 
 def _maxrss_mib(who: int = resource.RUSAGE_SELF) -> float:

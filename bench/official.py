@@ -146,7 +146,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.task
         if args.simulate is not None:
-            from receval.simulate import simulate_task
+            from receval.simulation import simulate_task
 
             start = time.perf_counter()
             root = simulate_task(Path(tmp) / "bundle", seed=args.simulate)

@@ -1,6 +1,6 @@
 """Validity study: are receval's published numbers what they claim?  (seeded Monte Carlo)
 
-For every scenario one world is simulated (:mod:`receval.simulate`, exact truth known) and the
+For every scenario one world is simulated (:mod:`receval.simulation`, exact truth known) and the
 annotation campaign is redrawn ``--runs`` times; each campaign is scored with
 :func:`receval.scoring.score_task` exactly as ``receval score`` would.  Per scenario the study
 prints
@@ -53,7 +53,7 @@ from receval.estimators.bootstrap import confidence_interval
 from receval.formats.bundle import write_bundle
 from receval.leaderboard import replicate_ranks
 from receval.scoring import ScoreOptions, score_task
-from receval.simulate import SimulationConfig, World, simulate_world
+from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import load_task, with_annotation
 
 METRICS = ("precision", "pooled_recall", "recall")

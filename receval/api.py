@@ -434,7 +434,7 @@ def simulate(out: Path | str, *, seed: int = 0, overwrite: bool = False, **confi
     overwrite : bool
         Replace ``out`` if it exists.
     **config
-        Fields of :class:`receval.simulate.SimulationConfig` (``systems``, ``queries``,
+        Fields of :class:`receval.simulation.SimulationConfig` (``systems``, ``queries``,
         ``teams``, ``per_system``, ``exhaustive_facts``, ``annotators``, ...).
 
     Returns
@@ -448,7 +448,7 @@ def simulate(out: Path | str, *, seed: int = 0, overwrite: bool = False, **confi
     """
     import dataclasses
 
-    from receval.simulate import SimulationConfig, simulate_task
+    from receval.simulation import SimulationConfig, simulate_task
 
     known = {f.name for f in dataclasses.fields(SimulationConfig)}
     unknown = sorted(set(config) - known)

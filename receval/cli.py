@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from receval import __version__
+from receval import options as opts
 from receval.errors import BundleError
 
 
@@ -167,7 +168,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--estimator",
-    type=click.Choice(["joint", "simple", "official"]),
+    type=click.Choice(opts.ESTIMATORS),
     default="joint",
     show_default=True,
     help="joint: importance-reweighted (Chaganty et al. 2017); simple: own samples and exhaustive "
@@ -176,28 +177,28 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--bootstrap",
     "bootstrap",
-    type=click.IntRange(50, 100_000),
+    type=click.IntRange(opts.MIN_BOOTSTRAP, opts.MAX_BOOTSTRAP),
     default=1000,
     show_default=True,
     help="Bootstrap replicates B.",
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0.5, 0.999),
+    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="Two-sided interval level.",
 )
 @click.option(
     "--method",
-    type=click.Choice(["percentile", "basic", "BCa"]),
+    type=click.Choice(opts.INTERVAL_METHODS),
     default="percentile",
     show_default=True,
     help="Bootstrap interval method.",
 )
 @click.option(
     "--weighting",
-    type=click.Choice(["size", "overlap"]),
+    type=click.Choice(opts.WEIGHTINGS),
     default="size",
     show_default=True,
     help="Joint-precision mixture weights: size (w ∝ n_j) or overlap (the paper's heuristic).",
@@ -205,7 +206,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--target",
     "target",
-    type=click.Choice(["micro", "macro"]),
+    type=click.Choice(opts.TARGETS),
     default="micro",
     show_default=True,
     help="micro: every fact weighs the same; macro: every answered query weighs the same (precision).",
@@ -215,7 +216,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--rank-by",
-    type=click.Choice(["f1", "recall", "precision", "pooled_recall", "precision_at_target"]),
+    type=click.Choice(opts.RANK_KEYS),
     default="f1",
     show_default=True,
     help="Metric the leaderboard is ranked by.",
@@ -228,7 +229,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--target-recall",
-    type=click.FloatRange(0.01, 0.99),
+    type=click.FloatRange(*opts.TARGET_RECALL_RANGE),
     default=None,
     help="Also estimate each system's precision at this true recall (curve, or Dimm's extrapolation).",
 )
@@ -241,7 +242,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--tiers",
     "tier_correction",
-    type=click.Choice(["stepdown", "holm", "bh"]),
+    type=click.Choice(opts.TIER_CORRECTIONS),
     default="stepdown",
     show_default=True,
     help="Pairwise tests behind tiers and rank sets: max-t step-down bootstrap (family-wise "
@@ -283,14 +284,14 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--unjudged",
-    type=click.Choice(["wrong", "ignore"]),
+    type=click.Choice(opts.UNJUDGED_RULES),
     default=None,
     help="Official estimator: count unjudged responses wrong (trec_eval) or ignore them (TAC "
     "CS-Score). Default: the bundle's [official] unjudged (import trec: wrong; tac-kbp: ignore).",
 )
 @click.option(
     "--average",
-    type=click.Choice(["micro", "macro"]),
+    type=click.Choice(opts.AVERAGES),
     default=None,
     help="Official estimator: micro (pooled counts, CS-Score) or macro (mean over the queries a "
     "system answered that have judgments, trec_eval). Default: --target.",
@@ -310,7 +311,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--precision-form",
-    type=click.Choice(["auto", "unbiased", "ratio", "min-variance"]),
+    type=click.Choice(opts.PRECISION_FORMS),
     default="auto",
     show_default=True,
     help="Joint precision: unbiased sum, self-normalised ratio (always in [0, 1]), auto (the sum "
@@ -471,7 +472,7 @@ def extrapolate(
 )
 @click.option(
     "--distribution",
-    type=click.Choice(["uniform", "entity-relation"]),
+    type=click.Choice(opts.SAMPLE_DISTRIBUTIONS),
     default="uniform",
     show_default=True,
     help="Sampling distribution over each system's distinct facts.",
@@ -501,7 +502,7 @@ def extrapolate(
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0.5, 0.999),
+    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="With --adaptive: interval level the width refers to.",
@@ -515,14 +516,14 @@ def extrapolate(
 )
 @click.option(
     "--width-for",
-    type=click.Choice(["both", "precision", "recall"]),
+    type=click.Choice(opts.WIDTH_FOR),
     default="both",
     show_default=True,
     help="With --adaptive: which intervals must meet --target-width.",
 )
 @click.option(
     "--bound",
-    type=click.Choice(["paper", "exchangeable"]),
+    type=click.Choice(opts.PLANNING_BOUNDS),
     default="paper",
     show_default=True,
     help="With --adaptive: the variance bound for unlabelled facts (paper: f <= 1, valid for any "
@@ -704,7 +705,7 @@ def sample(
 )
 @click.option(
     "--distribution",
-    type=click.Choice(["uniform", "entity-relation"]),
+    type=click.Choice(opts.SAMPLE_DISTRIBUTIONS),
     default="uniform",
     show_default=True,
     help="Sampling distribution of the simulated precision samples.",
@@ -735,7 +736,7 @@ def simulate(
     coverage well below 1), one simulated annotation round and exhaustive units.  The embedded
     default task is `receval simulate data/kbp-sim --seed 2022`.
     """
-    from receval.simulate import SimulationConfig, simulate_task
+    from receval.simulation import SimulationConfig, simulate_task
 
     config = SimulationConfig(
         systems=systems,
@@ -861,15 +862,12 @@ def import_trec_command(
     )
 
 
-_CURVE_METHODS = ["random", "logstrat", "paula", "adastrat", "stratband"]
-
-
 def _curve_options(func):
     """The parameters shared by the curve commands (defaults as in the papers)."""
     options = [
         click.option(
             "--method",
-            type=click.Choice(_CURVE_METHODS),
+            type=click.Choice(opts.CURVE_METHODS),
             required=True,
             help="Curve method (stratband: a band valid at every rank, no monotonicity assumed, "
             "at most PAULA's labels).",
@@ -900,7 +898,7 @@ def _curve_options(func):
         ),
         click.option(
             "--estimator",
-            type=click.Choice(["hoeffding", "clopper-pearson", "bernstein"]),
+            type=click.Choice(opts.CURVE_ESTIMATORS),
             default=None,
             help="AdaStrat: interval behind each queried point (default hoeffding, the paper's); "
             "StratBand: hoeffding (default) or bernstein.",
@@ -1291,14 +1289,14 @@ def report(out_dir: Path, quiet: bool) -> None:
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0.5, 0.999),
+    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="Interval level the widths refer to.",
 )
 @click.option(
     "--bound",
-    type=click.Choice(["expected", "paper", "exchangeable"]),
+    type=click.Choice(opts.BUDGET_BOUNDS),
     default="expected",
     show_default=True,
     help="expected: the expected variance (unlabelled facts correct at the estimated rate); paper / "

@@ -128,3 +128,9 @@ def test_embedded_task_from_frames_scores_like_the_cli(tmp_path):
     from_cli = pd.read_csv(out / "leaderboard.csv")
     result.write(tmp_path / "api", report=False)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "api" / "leaderboard.csv"), from_cli)
+
+
+def test_simulate_stays_the_function_after_the_module_is_imported():
+    import receval.simulation  # a submodule import must not shadow the function
+
+    assert receval.simulate.__module__ == "receval.api"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from receval.design import draw_precision_samples, infer_designs, sampling_probabilities
-from receval.simulate import SimulationConfig, simulate_task
+from receval.simulation import SimulationConfig, simulate_task
 from receval.task import load_task
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from receval.formats.bundle import write_bundle
 from receval.planning import adaptive_sample_sizes
-from receval.simulate import SimulationConfig, simulate_world
+from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from receval.simulate import (
+from receval.simulation import (
     DEFAULT_TASK_SEED,
     SimulationConfig,
     World,

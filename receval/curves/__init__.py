@@ -13,6 +13,8 @@ import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from receval.options import CURVE_METHODS
+
 if TYPE_CHECKING:
     from receval.curves.base import CurveMethod
 
@@ -33,13 +35,13 @@ _EXPORTS = {
     "SimulatedRankedList": "ranked",
     "StratBand": "stratband",
 }
-_METHOD_CLASSES = {
-    "random": "RandomSampling",
-    "logstrat": "LogStrat",
-    "paula": "Paula",
-    "adastrat": "AdaStrat",
-    "stratband": "StratBand",
-}
+_METHOD_CLASSES = dict(
+    zip(
+        CURVE_METHODS,
+        ("RandomSampling", "LogStrat", "Paula", "AdaStrat", "StratBand"),
+        strict=True,
+    )
+)
 
 __all__ = ["METHODS", *sorted(_EXPORTS), "make_method"]
 

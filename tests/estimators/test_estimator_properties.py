@@ -24,7 +24,7 @@ from receval.estimators.recall import naive_pooled_recall
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.scoring import _statistic, _terms, bootstrap_stages
-from receval.simulate import SimulationConfig, simulate_world
+from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.scoring import _statistic, _terms, true_metrics
-from receval.simulate import SimulationConfig, simulate_world
+from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 

@@ -8,7 +8,7 @@ import pytest
 from receval.estimators.bootstrap import QUERY_STAGE, draw_replicates, run_bootstrap
 from receval.estimators.sample_data import build_sample_data
 from receval.scoring import ScoreOptions, _statistic, _terms, bootstrap_stages, score_task
-from receval.simulate import SimulationConfig, simulate_task
+from receval.simulation import SimulationConfig, simulate_task
 from receval.task import load_task
 
 

@@ -8,7 +8,7 @@ import pytest
 from receval.curves import FrameRankedList
 from receval.formats.bundle import write_bundle
 from receval.scoring import ScoreOptions, score_task
-from receval.simulate import SimulationConfig, simulate_world
+from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from receval.errors import BundleError
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.scoring import ScoreOptions, score_task
-from receval.simulate import SimulationConfig, simulate_world
+from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 
