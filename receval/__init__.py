@@ -15,6 +15,7 @@ Scoring
 
 Annotation
     sample(task, per_system, *, seed=, ...) -> SampleRound   draw a sample round
+    plan_sample(task, target_width, ...) -> DataFrame      adaptive per-system sizes
 
 Precision curves of ranked lists (Sabharwal & Sedghi 2017, Sabharwal & Xue 2018)
     curve_method(name, **params) -> CurveMethod   plan(size, labels) / estimate(size, labels)
@@ -43,6 +44,7 @@ _EXPORTS = {
     "ScoreResult": ("receval.api", "ScoreResult"),
     "RunRecord": ("receval.run_record", "RunRecord"),
     "sample": ("receval.api", "sample"),
+    "plan_sample": ("receval.api", "plan_sample"),
     "simulate": ("receval.api", "simulate"),
     "extrapolate": ("receval.api", "extrapolate"),
     "curve_method": ("receval.curves", "make_method"),

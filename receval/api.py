@@ -410,8 +410,12 @@ def sample(
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")
     if exhaustive_units and units is None:
         raise ValueError("exhaustive_units needs units (the candidate units)")
+    loaded = _as_task(task)
+    unknown = sorted(set(systems or ()) - set(loaded.systems))
+    if unknown:
+        raise ValueError(f"unknown system(s): {', '.join(unknown)}")
     return new_sample_round(
-        _as_task(task),
+        loaded,
         sizes,
         seed=seed,
         distribution=distribution,
@@ -419,6 +423,73 @@ def sample(
         units=units,
         exhaustive_units=exhaustive_units,
         name=name,
+    )
+
+
+def plan_sample(
+    task: Task | Path | str,
+    target_width: float,
+    *,
+    confidence: float = 0.95,
+    systems: list[str] | None = None,
+    max_n: int = 2000,
+    bound: str = "paper",
+    width_for: str = "both",
+    on_system: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """The smallest per-system sample sizes that bring interval half-widths under ``target_width``.
+
+    Parameters
+    ----------
+    task : Task or path
+        The task (labels already collected are reused).
+    target_width : float
+        The wanted half-width of the intervals.
+    confidence : float
+        The interval level the width refers to.
+    systems : list of str, optional
+        Plan for these systems (default: every system without a sample yet).
+    max_n : int
+        Upper end of the search for n.
+    bound : {'paper', 'exchangeable'}
+        The variance bound for unlabelled facts (Chaganty et al. 2017, Theorem 1; or the worst case
+        over a common precision under exchangeable labels).
+    width_for : {'both', 'precision', 'recall'}
+        Which intervals must meet the width.
+    on_system : callable, optional
+        Called with each system's name when it is planned (progress).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``system, n, precision_halfwidth, recall_halfwidth`` (and ``note``: e.g. a target the
+        exhaustive units cannot reach gets n = 0 and says what would reach it).
+
+    Example
+    -------
+    >>> plan = receval.plan_sample("data/kbp-sim", 0.05, systems=["T01_1"])  # doctest: +SKIP
+    >>> drawn = receval.sample("data/kbp-sim", dict(zip(plan.system, plan.n)), seed=3)  # doctest: +SKIP
+    """
+    from receval.options import PLANNING_BOUNDS, WIDTH_FOR
+    from receval.planning import adaptive_sample_sizes
+
+    if bound not in PLANNING_BOUNDS:
+        raise ValueError(f"bound={bound!r} is not one of {PLANNING_BOUNDS}")
+    if width_for not in WIDTH_FOR:
+        raise ValueError(f"width_for={width_for!r} is not one of {WIDTH_FOR}")
+    loaded = _as_task(task)
+    unknown = sorted(set(systems or ()) - set(loaded.systems))
+    if unknown:
+        raise ValueError(f"unknown system(s): {', '.join(unknown)}")
+    return adaptive_sample_sizes(
+        loaded,
+        target_width,
+        confidence=confidence,
+        systems=systems,
+        max_n=max_n,
+        bound=bound,
+        metrics=("precision", "recall") if width_for == "both" else (width_for,),
+        on_system=on_system or (lambda _name: None),
     )
 
 

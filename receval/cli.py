@@ -557,13 +557,9 @@ def sample(
     many systems output it: labels are shared) and each drawn exhaustive unit.  Earlier rounds are
     kept.  Add labels to judgments.tsv, and annotated units to exhaustive_units.tsv/exhaustive.tsv.
     """
-    import pandas as pd
+    from receval.api import sample as draw_round
+    from receval.formats.bundle import read_candidate_units, record_sample_round
 
-    from receval.design import new_sample_round
-    from receval.formats.bundle import append_rows
-    from receval.formats.tables import read_table, write_table
-
-    loaded = _load(task)
     if adaptive and target_width is None:
         raise click.UsageError("--adaptive needs --target-width")
     if not adaptive and per_system is None and exhaustive_units == 0:
@@ -572,73 +568,54 @@ def sample(
         )
     if exhaustive_units and units_from is None:
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
-    unknown = sorted(set(systems) - set(loaded.systems))
-    if unknown:
-        raise click.BadParameter(f"unknown system(s): {', '.join(unknown)}", param_hint="--system")
-    candidates = None
-    if units_from is not None:
-        candidates = read_table(units_from)
-        if "unit" not in candidates.columns:
-            raise InputError(f"{units_from}:1: missing required column unit")
-        if "prob" in candidates.columns:
-            candidates["prob"] = pd.to_numeric(candidates["prob"], errors="coerce")
+    loaded = _load(task)
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
-        from receval.planning import adaptive_sample_sizes
-        from receval.progress import progress
-
-        todo = len(systems) if systems else len(set(loaded.systems) - set(loaded.samples["system"]))
-        with progress(max(todo, 1), "planning", False) as bar:
-            plan = adaptive_sample_sizes(
-                loaded,
-                target_width,
-                confidence=confidence,
-                systems=list(systems) or None,
-                max_n=max_per_system,
-                bound=bound,
-                metrics=("precision", "recall") if width_for == "both" else (width_for,),
-                on_system=lambda _name: bar.update(1),
-            )
-        sizes = dict(zip(plan["system"], plan["n"], strict=True))
+        plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
+        sizes = _adaptive_sizes(loaded, *plan)
         if not sizes and exhaustive_units == 0:
-            click.echo(
-                "every system has a sample already: nothing to plan (name systems with --system to plan "
-                "more for them)"
-            )
             return
-        for _, row in plan.iterrows():
-            click.echo(
-                f"{row['system']}: n = {row['n']} (bound on half-width: precision {row['precision_halfwidth']:.3f}, "
-                f"recall {row['recall_halfwidth']:.3f})"
-                + (f"; {row['note']}" if row.get("note") else "")
-            )
-    try:
-        drawn = new_sample_round(
-            loaded,
-            sizes,
-            seed=seed,
-            distribution=distribution,
-            systems=list(systems) or None,
-            units=candidates,
-            exhaustive_units=exhaustive_units,
-            name=sample_name,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    if len(drawn.samples):
-        append_rows(task, "samples", drawn.samples)
-    write_table(task / "to_annotate.tsv", drawn.to_annotate)
+    units = read_candidate_units(units_from) if units_from is not None else None
+    drawn = _library_call(
+        draw_round, loaded, sizes, seed=seed, distribution=distribution,
+        systems=list(systems) or None, units=units, exhaustive_units=exhaustive_units,
+        name=sample_name,
+    )  # fmt: skip
+    path = record_sample_round(task, drawn)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
-    units = int((drawn.to_annotate["kind"] == "unit").sum())
-    if len(drawn.samples) == 0 and units == 0:
-        click.echo(
-            f"no new draws; {facts} facts drawn earlier still need a label ({task / 'to_annotate.tsv'})"
-        )
+    units_n = int((drawn.to_annotate["kind"] == "unit").sum())
+    if len(drawn.samples) == 0 and units_n == 0:
+        click.echo(f"no new draws; {facts} facts drawn earlier still need a label ({path})")
         return
     click.echo(
         f"sample {drawn.name}: {len(drawn.samples)} draws from {len(drawn.sizes)} systems; "
-        f"{facts} facts and {units} units to annotate in {task / 'to_annotate.tsv'}"
+        f"{facts} facts and {units_n} units to annotate in {path}"
     )
+
+
+def _adaptive_sizes(loaded, width, confidence, systems, max_n, bound, width_for) -> dict[str, int]:
+    """Plan the adaptive sample sizes (progress bar, one line per planned system)."""
+    from receval.api import plan_sample
+    from receval.progress import progress
+
+    todo = len(systems) if systems else len(set(loaded.systems) - set(loaded.samples["system"]))
+    with progress(max(todo, 1), "planning", False) as bar:
+        plan = _library_call(
+            plan_sample, loaded, width, confidence=confidence, systems=systems or None,
+            max_n=max_n, bound=bound, width_for=width_for, on_system=lambda _name: bar.update(1),
+        )  # fmt: skip
+    if plan.empty:
+        click.echo(
+            "every system has a sample already: nothing to plan (name systems with --system to plan "
+            "more for them)"
+        )
+    for _, row in plan.iterrows():
+        click.echo(
+            f"{row['system']}: n = {row['n']} (bound on half-width: precision "
+            f"{row['precision_halfwidth']:.3f}, recall {row['recall_halfwidth']:.3f})"
+            + (f"; {row['note']}" if row.get("note") else "")
+        )
+    return dict(zip(plan["system"], plan["n"], strict=True))
 
 
 @cli.command()

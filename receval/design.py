@@ -315,7 +315,7 @@ class SampleRound:
     name: str
     samples: pd.DataFrame  # samples.tsv rows
     units: pd.DataFrame  # exhaustive units drawn (unit, prob)
-    to_annotate: pd.DataFrame  # kind, query_id, answer, unit, systems, prob
+    to_annotate: pd.DataFrame  # kind, query_id, answer, systems, unit, prob, label, annotator
     sizes: dict[str, int]
 
 
@@ -396,5 +396,7 @@ def new_sample_round(
             todo["draws"] = pd.array([pd.NA] * len(todo), dtype="Int64")
             todo["design"] = ""
         todo = pd.concat([todo, unit_todo], ignore_index=True)
+    todo["label"] = ""  # to fill in; `receval judgments add` reads the file back
+    todo["annotator"] = ""
     sizes = drawn.groupby("system").size().to_dict() if len(drawn) else {}
     return SampleRound(name=name, samples=drawn, units=unit_rows, to_annotate=todo, sizes=sizes)

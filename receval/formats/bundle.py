@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from receval.config import TaskConfig, dump_config
-from receval.formats.tables import current_umask, write_table
+from receval.errors import BundleError
+from receval.formats.tables import current_umask, read_table, write_table
 
 #: Bundle tables in the order they are written, with their required columns.
 BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
@@ -89,4 +90,25 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
     else:
         merged = rows
     write_table(path, merged)
+    return path
+
+
+def read_candidate_units(path: Path | str) -> pd.DataFrame:
+    """The candidate units for exhaustive annotation (``unit``, optional ``prob``) from ``path``."""
+    candidates = read_table(Path(path))
+    if "unit" not in candidates.columns:
+        raise BundleError(path, 1, "missing required column unit")
+    if "prob" in candidates.columns:
+        candidates["prob"] = pd.to_numeric(candidates["prob"], errors="coerce")
+    return candidates
+
+
+def record_sample_round(root: Path | str, drawn) -> Path:
+    """Append a drawn round to ``samples.tsv`` and rewrite ``to_annotate.tsv`` (every drawn fact
+    still unlabelled, earlier rounds included, and the drawn units); returns the latter's path."""
+    root = Path(root)
+    if len(drawn.samples):
+        append_rows(root, "samples", drawn.samples)
+    path = root / "to_annotate.tsv"
+    write_table(path, drawn.to_annotate)
     return path
