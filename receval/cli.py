@@ -1071,14 +1071,12 @@ def _true_facts(loaded, given: int | None, seed: int):
         return given, None, "--true-facts"
     if loaded.truth is not None:
         return int((loaded.truth["value"] == 1).sum()), None, "truth.tsv"
-    from receval.scoring import ScoreOptions, estimated_true_facts, score_task
+    from receval.scoring import estimated_true_facts
 
-    point = estimated_true_facts(loaded)
-    if not point:
+    estimate = estimated_true_facts(loaded, seed=seed)
+    if estimate is None:
         return None, None, None
-    result = score_task(loaded, ScoreOptions(bootstrap=400, seed=seed))
-    row = result.pool.set_index("quantity").loc["true_facts"]
-    interval = (float(row["lower"]), float(row["upper"]))
+    point, interval = estimate[0], estimate[1:]
     return point, interval, "estimated (pool correct / pool coverage), 95% percentile bootstrap"
 
 

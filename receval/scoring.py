@@ -237,20 +237,37 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
     return stat
 
 
-def estimated_true_facts(task: Task) -> float | None:
-    """Point estimate of the number of correct facts in the universe, 𝒴̂ = Ŷ / θ̂ (None if impossible).
+def universe_correct(run: BootstrapRun) -> tuple[float, np.ndarray]:
+    """𝒴̂ = Ŷ / θ̂, the estimated number of correct facts in the universe (point, replicates).
 
     Ŷ is the Horvitz–Thompson estimate of the pool's correct facts from the judged draws, θ̂ the
-    pool coverage from the exhaustive units (Chaganty et al. 2017); a consistent estimate.
+    pool coverage from the exhaustive units (Chaganty et al. 2017); a consistent estimate, NaN
+    where θ̂ is 0 or unknown.  The one place the ratio is formed.
+    """
+    theta = run.point["pool_coverage"][0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = run.replicates["pool_correct"][:, 0] / run.replicates["pool_coverage"][:, 0]
+        point = float(run.point["pool_correct"][0] / theta) if theta > 0 else np.nan
+    return point, reps
+
+
+def estimated_true_facts(
+    task: Task, *, seed: int = 0, bootstrap: int = 400
+) -> tuple[float, float, float] | None:
+    """𝒴̂ with its 95% percentile bootstrap interval, ``(estimate, lower, upper)``; None where the
+    task has no judged draws or no exhaustive unit with a correct fact.
+
+    Draws still unlabelled are left out (as with ``allow_pending``): this feeds a recall axis,
+    not a published estimate.
     """
     data = build_sample_data(task)
     if data.K == 0 or data.U == 0:
         return None
-    _, den = pooled_recall_terms(data)
-    a, b = pool_coverage_terms(data)
-    if a.sum() <= 0:
+    options = ScoreOptions(bootstrap=bootstrap, seed=seed, allow_pending=True)
+    row = score_task(task, options).pool.set_index("quantity").loc["true_facts"]
+    if not np.isfinite(row["estimate"]) or row["estimate"] <= 0:
         return None
-    return float(den.sum() * b.sum() / a.sum())
+    return float(row["estimate"]), float(row["lower"]), float(row["upper"])
 
 
 def true_metrics(task: Task) -> pd.DataFrame | None:
@@ -627,9 +644,7 @@ def _target(
     from receval.estimators.target import precision_at_target
 
     m = data.m
-    with np.errstate(invalid="ignore", divide="ignore"):
-        universe_point = float(run.point["pool_correct"][0] / run.point["pool_coverage"][0])
-        universe_reps = run.replicates["pool_correct"][:, 0] / run.replicates["pool_coverage"][:, 0]
+    universe_point, universe_reps = universe_correct(run)
     return precision_at_target(
         data,
         task.outputs,
@@ -691,11 +706,7 @@ def _pool_frame(
                 "note": note,
             }
         )
-    theta = run.point["pool_coverage"][0]
-    correct = run.point["pool_correct"][0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        universe_reps = run.replicates["pool_correct"][:, 0] / run.replicates["pool_coverage"][:, 0]
-        universe = correct / theta if theta > 0 else np.nan
+    universe, universe_reps = universe_correct(run)
     ci = confidence_interval(
         np.array([universe]),
         universe_reps[:, None],

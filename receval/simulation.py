@@ -77,6 +77,7 @@ from numpy.typing import ArrayLike
 
 from receval.config import TaskConfig
 from receval.design import DISTRIBUTIONS, draw_exhaustive_units, draw_precision_samples
+from receval.estimators.recall import f1_score
 from receval.formats.bundle import write_bundle
 
 __all__ = [
@@ -380,9 +381,7 @@ class World:
             precision = np.where(outputs > 0, correct / np.maximum(outputs, 1), np.nan)
             pooled = correct / pooled_true if pooled_true else np.full(m, np.nan)
             recall = correct / self.n_true if self.n_true else np.full(m, np.nan)
-            f1 = np.where(
-                precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0
-            )
+            f1 = f1_score(precision, recall)
         return pd.DataFrame(
             {
                 "system": list(self.systems),

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from receval.estimators.recall import f1_score
 from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
 
@@ -418,8 +419,7 @@ def _rates(frame: pd.DataFrame, denominator: np.ndarray | None = None) -> pd.Dat
     r_undefined = gt <= 0
     precision = right / np.where(p_undefined, 1.0, den) * ~p_undefined
     recall = right / np.where(r_undefined, 1.0, gt) * ~r_undefined
-    total = precision + recall
-    f1 = np.where(total > 0, 2 * precision * recall / np.where(total > 0, total, 1.0), 0.0)
+    f1 = f1_score(precision, recall)
     notes = []
     for p, r in zip(p_undefined, r_undefined, strict=True):
         why = []
