@@ -302,11 +302,57 @@ def true_metrics(task: Task) -> pd.DataFrame | None:
 def score_task(
     task: Task, options: ScoreOptions, replicates: Replicates | None = None
 ) -> ScoreResult:
-    """Estimate every metric for every system of ``task`` with shared bootstrap replicates."""
+    """Estimate every metric for every system of ``task`` with shared bootstrap replicates.
+
+    Steps: check the sample data (:func:`_sample_data`), run the shared bootstrap
+    (:func:`_estimate`), write each system's notes, the metric columns with intervals, precision
+    at the target recall, ranks / rank sets / tiers, then the pool table, the truth check and the
+    run record.
+    """
     if options.estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {options.estimator!r}")
     if options.estimator == "official":
         return _score_official(task, options)
+    data, warnings = _sample_data(task, options)
+    terms, replicates, run, ratio_form = _estimate(data, options, replicates)
+    sizes = effective_sizes(data, terms["draws"][:, -data.m :], options.estimator)
+    notes = reliability_notes(sizes, data.census)
+    _system_notes(task, data, options, notes, warnings)
+    board = _metric_columns(task, data, run, options, notes, sizes)
+    point_metrics, rep_metrics = dict(run.point), dict(run.replicates)
+    target_info = None
+    if options.target_recall is not None:
+        target_info = _target(task, data, terms, replicates, run, options)
+        _normalise_curves(target_info.curves, run, data, ratio_form)
+        point_metrics["precision_at_target"] = target_info.point
+        rep_metrics["precision_at_target"] = target_info.replicates
+        _target_columns(board, target_info, data, options, notes)
+    comparisons = _rank_columns(board, point_metrics, rep_metrics, options, notes)
+    _missing_notes(board, rep_metrics, target_info is not None, notes)
+    board = _finish_board(board, notes, options, replicates.B)
+    with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
+        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        pool = _pool_frame(task, data, run, options, replicates.B, sizes)
+    info = _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comparisons)
+    if target_info is not None:
+        info.update(_target_info(task, data, options, target_info))
+    return ScoreResult(
+        options=options,
+        leaderboard=board,
+        pool=pool,
+        conflicts=task.merged.conflicts,
+        truth_check=_truth_check(task, board, pool, options),
+        warnings=warnings,
+        run=run,
+        replicates=replicates,
+        info=info,
+        curves={} if target_info is None else target_info.curves,
+    )
+
+
+def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:
+    """The task's sample arrays, after every check that must pass before estimating."""
     for name in ("unjudged", "average", "cutoff"):
         if getattr(options, name) is not None:
             raise ValueError(
@@ -346,6 +392,13 @@ def score_task(
         )
     if options.cluster_queries and options.target != "micro":
         raise ValueError("resampling queries as clusters is implemented for micro averages only")
+    return data, warnings
+
+
+def _estimate(
+    data: SampleData, options: ScoreOptions, replicates: Replicates | None
+) -> tuple[dict[str, np.ndarray], Replicates, BootstrapRun, np.ndarray]:
+    """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
     stages = bootstrap_stages(data, options.cluster_queries)
     terms = _terms(data, options.weighting, options.estimator, options.cluster_queries)
     rng = np.random.default_rng(options.seed)
@@ -361,10 +414,14 @@ def score_task(
     ratio_form = choose_precision_form(run, options.precision_form, data, terms["draws"])
     if options.estimator == "joint" and ratio_form.any():
         run = reevaluate(run, _statistic(data, options.estimator, ratio_form))
+    return terms, replicates, run, ratio_form
 
+
+def _system_notes(
+    task: Task, data: SampleData, options: ScoreOptions, notes: list[list[str]], warnings: list[str]
+) -> None:
+    """Per-system notes and run warnings about the data (aliases, units, empty submissions)."""
     m = data.m
-    sizes = effective_sizes(data, terms["draws"][:, -m:], options.estimator)
-    notes: list[list[str]] = reliability_notes(sizes, data.census)
     aliases = _aliased_classes(task)
     if aliases:
         warnings.append(
@@ -416,6 +473,16 @@ def score_task(
             "recall proposal's support, so pooled recall is relative to the sampled systems' pool"
         )
 
+
+def _metric_columns(
+    task: Task,
+    data: SampleData,
+    run: BootstrapRun,
+    options: ScoreOptions,
+    notes: list[list[str]],
+    sizes,
+) -> pd.DataFrame:
+    """One row per system: counts, each metric with its interval, effective sample sizes."""
     board = pd.DataFrame({"system": data.systems})
     board["team"] = board["system"].map(task.teams)
     board["outputs"] = data.sizes.astype(int)
@@ -442,36 +509,37 @@ def score_task(
     _clip_and_flag(board, notes, data.census)
     board["precision_ess"] = np.round(np.where(data.census, np.nan, sizes.precision), 1)
     board["pooled_recall_ess"] = np.round(sizes.pooled_recall, 1)
+    return board
 
-    target_info = None
-    point_metrics = dict(run.point)
-    rep_metrics = dict(run.replicates)
-    if options.target_recall is not None:
-        target_info = _target(task, data, terms, replicates, run, options)
-        _normalise_curves(target_info.curves, run, data, ratio_form)
-        point_metrics["precision_at_target"] = target_info.point
-        rep_metrics["precision_at_target"] = target_info.replicates
-        ci = confidence_interval(
-            target_info.point,
-            target_info.replicates,
-            method="percentile" if options.method == "BCa" else options.method,
-            level=options.confidence,
+
+def _target_columns(
+    board: pd.DataFrame, target_info, data: SampleData, options: ScoreOptions, notes
+) -> None:
+    """Precision at the target recall with its interval, method and Dimm back-test."""
+    ci = confidence_interval(
+        target_info.point,
+        target_info.replicates,
+        method="percentile" if options.method == "BCa" else options.method,
+        level=options.confidence,
+    )
+    board["precision_at_target"] = target_info.point
+    board["precision_at_target_lo"] = ci.low
+    board["precision_at_target_hi"] = ci.high
+    board["precision_at_target_method"] = target_info.method
+    # how far Dimm's curve through the system's end point strays from its own estimated
+    # curve within ±0.15 recall (max |X − P|): large values say "do not trust the model here"
+    board["precision_at_target_backtest"] = [
+        target_info.details.get(name, {}).get("backtest_max_dev") for name in data.systems
+    ]
+    for i in range(data.m):
+        notes[i].extend(target_info.notes[i])
+        notes[i].extend(
+            f"precision_at_target: {f}" for f in target_info.flags[i] if "recall distance" in f
         )
-        board["precision_at_target"] = target_info.point
-        board["precision_at_target_lo"] = ci.low
-        board["precision_at_target_hi"] = ci.high
-        board["precision_at_target_method"] = target_info.method
-        # how far Dimm's curve through the system's end point strays from its own estimated
-        # curve within ±0.15 recall (max |X − P|): large values say "do not trust the model here"
-        board["precision_at_target_backtest"] = [
-            target_info.details.get(name, {}).get("backtest_max_dev") for name in data.systems
-        ]
-        for i in range(m):
-            notes[i].extend(target_info.notes[i])
-            notes[i].extend(
-                f"precision_at_target: {f}" for f in target_info.flags[i] if "recall distance" in f
-            )
 
+
+def _rank_columns(board, point_metrics, rep_metrics, options: ScoreOptions, notes):
+    """rank, the simultaneous rank sets and tiers from one family of pairwise comparisons."""
     key = options.rank_by
     if key not in point_metrics:
         raise ValueError(
@@ -494,7 +562,12 @@ def score_task(
         point_metrics[key], rep_metrics[key], level=options.confidence, comparisons=comparisons
     )
     board["tier"] = [str(t) if t else "" for t in tiers]
-    for metric in (*METRICS, *(["precision_at_target"] if target_info is not None else [])):
+    return comparisons
+
+
+def _missing_notes(board: pd.DataFrame, rep_metrics, with_target: bool, notes) -> None:
+    """Say why a metric or its interval is missing."""
+    for metric in (*METRICS, *(["precision_at_target"] if with_target else [])):
         missing = board[metric].isna().to_numpy()
         for i in np.flatnonzero(missing):
             if not any(n.startswith(metric.split("_")[0]) for n in notes[i]):
@@ -507,8 +580,14 @@ def score_task(
                     f"{metric}: no interval: {share:.1%} of the bootstrap replicates cannot be evaluated "
                     "(too few labels for a stable interval)"
                 )
+
+
+def _finish_board(
+    board: pd.DataFrame, notes: list[list[str]], options: ScoreOptions, B: int
+) -> pd.DataFrame:
+    """The leaderboard in rank order with the contract columns and the notes."""
     board["estimator"] = options.estimator
-    board["interval"] = _interval_label(options, replicates.B)
+    board["interval"] = _interval_label(options, B)
     board["note"] = ["; ".join(n) for n in notes]
     board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
         drop=True
@@ -528,11 +607,12 @@ def score_task(
         ]
     ]
 
-    with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
-        pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
-        pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-        pool = _pool_frame(task, data, run, options, replicates.B, sizes)
-    truth = _truth_check(task, board, pool, options)
+    return board
+
+
+def _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comparisons) -> dict:
+    """The run record's fields for a sample-based run (``run.json``)."""
+    key = options.rank_by
     info = {
         "receval_version": __version__,
         "task": task.name,
@@ -590,42 +670,36 @@ def score_task(
             "rank": "1 + number of systems with a strictly larger estimate",
         },
     }
-    if target_info is not None:
-        info["target"] = {
-            "recall": options.target_recall,
-            "prevalence": options.prevalence
-            if options.prevalence is not None
-            else (target_info.prevalence if task.config.universe_size else None),
-            "prevalence_source": "--prevalence"
-            if options.prevalence is not None
-            else ("[universe] size" if task.config.universe_size else None),
-            "universe_size": task.config.universe_size,
-            "systems": target_info.details,
+    return info
+
+
+def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_info) -> dict:
+    """The run record's ``target`` and ``curves`` fields."""
+    info: dict = {}
+    info["target"] = {
+        "recall": options.target_recall,
+        "prevalence": options.prevalence
+        if options.prevalence is not None
+        else (target_info.prevalence if task.config.universe_size else None),
+        "prevalence_source": "--prevalence"
+        if options.prevalence is not None
+        else ("[universe] size" if task.config.universe_size else None),
+        "universe_size": task.config.universe_size,
+        "systems": target_info.details,
+    }
+    info["curves"] = {
+        name: {
+            "method": "sample",
+            "kind": "interval",
+            "guarantee": f"percentile bootstrap {options.confidence:.0%} interval of the importance-weighted "
+            "precision of the top k (Ĉ(k)/k) from the judged draws that hit this system's output",
+            "size": int(data.sizes[data.systems.index(name)]),
+            "annotations": len(curve),
+            "flags": [],
         }
-        info["curves"] = {
-            name: {
-                "method": "sample",
-                "kind": "interval",
-                "guarantee": f"percentile bootstrap {options.confidence:.0%} interval of the importance-weighted "
-                "precision of the top k (Ĉ(k)/k) from the judged draws that hit this system's output",
-                "size": int(data.sizes[data.systems.index(name)]),
-                "annotations": len(curve),
-                "flags": [],
-            }
-            for name, curve in target_info.curves.items()
-        }
-    return ScoreResult(
-        options=options,
-        leaderboard=board,
-        pool=pool,
-        conflicts=task.merged.conflicts,
-        truth_check=truth,
-        warnings=warnings,
-        run=run,
-        replicates=replicates,
-        info=info,
-        curves={} if target_info is None else target_info.curves,
-    )
+        for name, curve in target_info.curves.items()
+    }
+    return info
 
 
 def _interval_label(options: ScoreOptions, B: int) -> str:
