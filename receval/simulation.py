@@ -214,15 +214,20 @@ class SimulationConfig:
     documents_per_fact: float = 1.0
 
     def __post_init__(self) -> None:
-        def positive_int(name: str) -> None:
-            value = getattr(self, name)
-            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        self._check_counts()
+        self._check_shapes()
 
+    def _positive_int(self, name: str) -> None:
+        value = getattr(self, name)
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+    def _check_counts(self) -> None:
+        """Sizes of the world and of the annotation campaign."""
         for name in ("systems", "queries", "annotators"):
-            positive_int(name)
+            self._positive_int(name)
         if self.teams is not None:
-            positive_int("teams")
+            self._positive_int("teams")
             if self.teams > self.systems:
                 raise ValueError(f"teams ({self.teams}) cannot exceed systems ({self.systems})")
         if self.exhaustive_units is not None and (
@@ -239,6 +244,9 @@ class SimulationConfig:
             )
         if not str(self.name).strip():
             raise ValueError("name must be a non-empty string")
+
+    def _check_shapes(self) -> None:
+        """Ranges, rates and spreads that shape the simulated systems and documents."""
         for name in ("precision_range", "recall_range"):
             lo, hi = getattr(self, name)
             if not 0.0 < lo < hi <= 1.0:
@@ -249,14 +257,8 @@ class SimulationConfig:
         for name in ("facts_per_query", "slots_per_entity", "facts_per_document", "wrong_per_fact"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
-        for name in (
-            "facts_dispersion",
-            "team_spread",
-            "member_spread",
-            "query_spread",
-            "document_spread",
-            "lure_spread",
-        ):
+        spreads = ("facts_dispersion", "team_spread", "member_spread", "query_spread")
+        for name in (*spreads, "document_spread", "lure_spread"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0")
         if not self.documents_per_fact >= 1.0:
