@@ -941,14 +941,12 @@ def _ranked_system(task, system: str):
     """(ranked list frame with rank, known Labels) for one system of a loaded task."""
     import numpy as np
 
-    from receval.curves import FrameRankedList, Labels
+    from receval.curves import Labels
+    from receval.curves.ranked import system_ranked_list
 
     if system not in task.systems:
         raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
-    rows = task.outputs.loc[
-        task.outputs["system"] == system, ["query_id", "answer", "answer_raw", "score", "fact"]
-    ]
-    ranked = FrameRankedList.from_frame(rows).frame
+    ranked = system_ranked_list(task.outputs, system)
     labels = task.labels
     value = labels.reindex(ranked["fact"]).to_numpy()
     have = ~np.isnan(value)

@@ -615,3 +615,15 @@ class SimulatedRankedList(_ExactPrecisionMixin):
             r = ranks.astype(np.float64)
             return (np.floor(self.shape.cumulative(r)) - np.floor(self.shape.cumulative(0.0))) / r
         return super().true_precision(ranks, chunk_size)
+
+
+def system_ranked_list(outputs: pd.DataFrame, system: str) -> pd.DataFrame:
+    """One system's outputs of a task in its confidence order, with ``rank`` (1-based).
+
+    The one definition of a system's ranked list: score descending, ties by ``query_id`` then
+    ``answer``, outputs without a score last in input order (:class:`FrameRankedList`).  Keeps
+    ``query_id, answer, answer_raw (when present), score, fact``.
+    """
+    columns = [c for c in ("query_id", "answer", "answer_raw", "score", "fact") if c in outputs]
+    rows = outputs.loc[outputs["system"] == system, columns]
+    return FrameRankedList.from_frame(rows).frame

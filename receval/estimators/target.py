@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from receval.curves.ranked import FrameRankedList
+from receval.curves.ranked import system_ranked_list
 from receval.estimators.sample_data import SampleData
 from receval.extrapolation import (
     backtest,
@@ -76,8 +76,7 @@ class TargetResult:
 
 def system_ranks(outputs: pd.DataFrame, system: str) -> pd.Series:
     """Rank (1-based) of every fact of ``system`` in its score order, indexed by fact id."""
-    rows = outputs.loc[outputs["system"] == system, ["query_id", "answer", "score", "fact"]]
-    ranked = FrameRankedList.from_frame(rows).frame
+    ranked = system_ranked_list(outputs, system)
     return pd.Series(ranked["rank"].to_numpy(), index=ranked["fact"].to_numpy())
 
 
