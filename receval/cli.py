@@ -928,34 +928,6 @@ def _curve_params(method: str | None = None, beta: str | None = None, **options)
     return params
 
 
-def _make_method(name: str, params: dict):
-    from receval.curves import make_method
-
-    try:
-        return make_method(name, **params)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-
-
-def _ranked_system(task, system: str):
-    """(ranked list frame with rank, known Labels) for one system of a loaded task."""
-    import numpy as np
-
-    from receval.curves import Labels
-    from receval.curves.ranked import system_ranked_list
-
-    if system not in task.systems:
-        raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
-    ranked = system_ranked_list(task.outputs, system)
-    labels = task.labels
-    value = labels.reindex(ranked["fact"]).to_numpy()
-    have = ~np.isnan(value)
-    return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
-
-
-_BATCH_COLUMNS = ["rank", "query_id", "answer", "system", "method"]
-
-
 def _pending_batch(task, target: Path):
     """Rows of an existing curve batch file that still have no label (None when absent).
 
@@ -963,6 +935,7 @@ def _pending_batch(task, target: Path):
     """
     import pandas as pd
 
+    from receval.curves.workflow import BATCH_COLUMNS, unlabelled_rows
     from receval.formats.tables import read_table
 
     if not target.exists():
@@ -979,16 +952,9 @@ def _pending_batch(task, target: Path):
     if bad.any():
         line = old["_line"][bad].iloc[0] if "_line" in old.columns else "?"
         raise InputError(f"{target}:{line}: rank is not an integer")
-    old = old[[c for c in _BATCH_COLUMNS if c in old.columns]].copy()
+    old = old[[c for c in BATCH_COLUMNS if c in old.columns]].copy()
     old["rank"] = ranks.astype("int64")
-    keep = []
-    for system, rows in old.groupby("system", sort=False):
-        if system not in task.systems:
-            keep.append(rows)
-            continue
-        _, known = _ranked_system(task, system)
-        keep.append(rows[~rows["rank"].isin(known.ranks)])
-    return pd.concat(keep, ignore_index=True) if keep else old.iloc[:0]
+    return unlabelled_rows(task, old)
 
 
 @cli.group(cls=ReceGroup)
@@ -1023,38 +989,20 @@ def curve_plan(
     The batch goes to its own file, never to the to_annotate.tsv of `receval sample`.  Pending
     rows already in the file (for any system) are kept; labelled ones are dropped.
     """
-    import pandas as pd
-
+    from receval.curves.workflow import merge_batches, plan_batch
     from receval.formats.tables import write_table
 
     loaded = _load(task)
-    ranked, known = _ranked_system(loaded, system)
     params = _curve_params(method=method, seed=seed, **options)
-    algo = _make_method(method, params)
-    need = known.missing(algo.plan(len(ranked), known))
-    rows = ranked.iloc[need - 1]
-    batch = pd.DataFrame(
-        {
-            "rank": need,
-            "query_id": rows["query_id"].to_numpy(),
-            "answer": rows["answer_raw"].to_numpy(),
-            "system": system,
-            "method": method,
-        }
-    )
+    batch, reused = _library_call(plan_batch, loaded, system, method, params)
     target = out or task / "curve_to_annotate.tsv"
-    pending = _pending_batch(loaded, target)
-    merged = batch
-    if pending is not None and len(pending):
-        merged = pd.concat([pending, batch], ignore_index=True)
-        merged = merged.drop_duplicates(subset=["system", "rank"], keep="last")
-        merged["rank"] = merged["rank"].astype("int64")
-    write_table(target, merged[_BATCH_COLUMNS].reset_index(drop=True))
+    merged = merge_batches(_pending_batch(loaded, target), batch)
+    write_table(target, merged)
     others = len(merged) - len(batch)
     kept = f"; {others} pending rows kept" if others else ""
     if len(batch):
         click.echo(
-            f"{len(batch)} items of {system} to annotate ({method}; {len(known)} labels reused) "
+            f"{len(batch)} items of {system} to annotate ({method}; {reused} labels reused) "
             f"in {target}{kept}"
         )
     else:
@@ -1106,45 +1054,25 @@ def curve_estimate(
     FILE.json beside it records the method, what the bounds are (kind and guarantee), the labels
     used and every flag (e.g. a detected violation of the monotonicity assumption).
     """
-    from receval.curves.table import curve_frame
+    from receval.curves.workflow import estimate_system_curve
     from receval.report.writers import write_csv, write_json
 
     loaded = _load(task)
-    ranked, known = _ranked_system(loaded, system)
     params = _curve_params(method=method, seed=seed, **options)
-    algo = _make_method(method, params)
-    missing = known.missing(algo.plan(len(ranked), known))
-    if missing.size:
-        raise InputError(
-            f"{task}: {method} still needs {missing.size} labels for {system}: run `receval curve plan` and annotate"
+    if system not in loaded.systems:
+        raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
+    try:
+        curve = estimate_system_curve(
+            loaded, system, method, params, true_facts=_true_facts(loaded, true_facts, seed)
         )
-    est = algo.estimate(len(ranked), known)
-    total, interval, recall_from = _true_facts(loaded, true_facts, seed)
-    frame = curve_frame(est, total, interval)
-    write_csv(out, frame)
-    recall = None
-    if total:
-        recall = {"true_facts": total, "from": recall_from}
-        if interval is not None:
-            recall["true_facts_lower"], recall["true_facts_upper"] = interval
-    write_json(
-        out.with_name(out.name + ".json"),
-        {
-            "system": system,
-            "method": method,
-            "kind": est.kind,
-            "guarantee": est.guarantee,
-            "size": est.size,
-            "annotations": est.annotations,
-            "exact_prefix": est.exact_prefix,
-            "queried": len(est.queried),
-            "flags": list(est.flags),
-            "recall": recall,
-            "parameters": params,
-        },
-    )
+    except ValueError as exc:
+        raise InputError(f"{task}: {exc}") from None
+    write_csv(out, curve.frame)
+    write_json(out.with_name(out.name + ".json"), curve.record)
+    est = curve.estimate
     click.echo(
-        f"{system}: {method} curve with {len(frame)} knots from {est.annotations} labels; {est.kind}: {est.guarantee}"
+        f"{system}: {method} curve with {len(curve.frame)} knots from {est.annotations} labels; "
+        f"{est.kind}: {est.guarantee}"
     )
     for flag in est.flags:
         _warn(flag)

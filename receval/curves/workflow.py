@@ -1,0 +1,146 @@
+"""Curves of a task's systems: the next batch of items to label, and the estimated curve.
+
+The library side of ``receval curve plan`` and ``receval curve estimate``: one system's ranked
+list (:func:`~receval.curves.ranked.system_ranked_list`), the labels the task already has for it
+(reused whichever method or system asked for them), the method's plan, and the curve table with
+its record (kind, guarantee, flags) for ``FILE.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from receval.curves.base import CurveEstimate, Labels
+
+#: columns of a curve batch file (``curve_to_annotate.tsv``)
+BATCH_COLUMNS = ["rank", "query_id", "answer", "system", "method"]
+
+
+def system_labels(task, system: str) -> tuple[pd.DataFrame, Labels]:
+    """(ranked list with ``rank``, the labels the task has at those ranks) for one system."""
+    from receval.curves.ranked import system_ranked_list
+
+    if system not in task.systems:
+        raise ValueError(f"unknown system {system!r}")
+    ranked = system_ranked_list(task.outputs, system)
+    value = task.labels.reindex(ranked["fact"]).to_numpy()
+    have = ~np.isnan(value)
+    return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
+
+
+def plan_batch(task, system: str, method: str, params: dict[str, Any]) -> tuple[pd.DataFrame, int]:
+    """The items ``method`` needs labelled next for ``system`` (``BATCH_COLUMNS``), and how many
+    labels it reuses.  Empty when the method has every label it needs."""
+    from receval.curves import make_method
+
+    ranked, known = system_labels(task, system)
+    need = known.missing(make_method(method, **params).plan(len(ranked), known))
+    rows = ranked.iloc[need - 1]
+    answers = rows["answer_raw"] if "answer_raw" in rows else rows["answer"]
+    batch = pd.DataFrame(
+        {
+            "rank": need,
+            "query_id": rows["query_id"].to_numpy(),
+            "answer": answers.to_numpy(),
+            "system": system,
+            "method": method,
+        }
+    )
+    return batch, len(known)
+
+
+def merge_batches(pending: pd.DataFrame | None, batch: pd.DataFrame) -> pd.DataFrame:
+    """Pending rows of an existing batch file followed by the new batch (one row per system and
+    rank; the new row wins)."""
+    if pending is None or not len(pending):
+        return batch[BATCH_COLUMNS].reset_index(drop=True)
+    merged = pd.concat([pending, batch], ignore_index=True)
+    merged = merged.drop_duplicates(subset=["system", "rank"], keep="last")
+    merged["rank"] = merged["rank"].astype("int64")
+    return merged[BATCH_COLUMNS].reset_index(drop=True)
+
+
+def unlabelled_rows(task, batch: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a batch file that still have no label in ``task`` (other tasks' systems kept)."""
+    keep = []
+    for system, rows in batch.groupby("system", sort=False):
+        if system not in task.systems:
+            keep.append(rows)
+            continue
+        _, known = system_labels(task, system)
+        keep.append(rows[~rows["rank"].isin(known.ranks)])
+    return pd.concat(keep, ignore_index=True) if keep else batch.iloc[:0]
+
+
+@dataclass(frozen=True)
+class SystemCurve:
+    """A system's estimated curve: the table (``curve_frame``), the estimate and its record."""
+
+    frame: pd.DataFrame
+    estimate: CurveEstimate
+    record: dict[str, Any]
+
+
+def estimate_system_curve(
+    task,
+    system: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    true_facts: tuple[float, tuple[float, float] | None, str] | None = None,
+) -> SystemCurve:
+    """Estimate ``system``'s precision curve with ``method`` from the task's labels.
+
+    Parameters
+    ----------
+    task : Task
+        The loaded task.
+    system, method : str
+        The system and the curve method (``random, logstrat, paula, adastrat, stratband``).
+    params : dict
+        The method's parameters (see :func:`receval.curves.make_method`).
+    true_facts : (T, (T⁻, T⁺) or None, source), optional
+        The number of correct facts for the recall axis, its interval when estimated, and where
+        it came from.
+
+    Returns
+    -------
+    SystemCurve
+        Raises ``ValueError`` when the method still needs labels (plan and annotate first).
+    """
+    from receval.curves import make_method
+    from receval.curves.table import curve_frame
+
+    ranked, known = system_labels(task, system)
+    algo = make_method(method, **params)
+    missing = known.missing(algo.plan(len(ranked), known))
+    if missing.size:
+        raise ValueError(
+            f"{method} still needs {missing.size} labels for {system}: run `receval curve plan` "
+            "and annotate"
+        )
+    est = algo.estimate(len(ranked), known)
+    total, interval, source = true_facts if true_facts is not None else (None, None, None)
+    recall = None
+    if total:
+        recall = {"true_facts": total, "from": source}
+        if interval is not None:
+            recall["true_facts_lower"], recall["true_facts_upper"] = interval
+    record = {
+        "system": system,
+        "method": method,
+        "kind": est.kind,
+        "guarantee": est.guarantee,
+        "size": est.size,
+        "annotations": est.annotations,
+        "exact_prefix": est.exact_prefix,
+        "queried": len(est.queried),
+        "flags": list(est.flags),
+        "recall": recall,
+        "parameters": params,
+    }
+    return SystemCurve(curve_frame(est, total, interval), est, record)
