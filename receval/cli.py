@@ -322,73 +322,37 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 def score(
     task: Path,
     out: Path,
-    estimator: str,
-    bootstrap: int,
-    confidence: float,
-    method: str,
-    weighting: str,
-    target: str,
-    seed: int,
-    rank_by: str,
-    target_recall: float | None,
-    prevalence: float | None,
-    tier_correction: str,
-    cluster_queries: bool,
     anonymise: bool,
     anonymise_key: str | None,
     anonymise_key_file: Path | None,
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
-    unjudged: str | None,
-    average: str | None,
-    cutoff: int | None,
-    allow_pending: bool,
-    precision_form: str,
     quiet: bool,
+    **choices,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
 
-    Writes leaderboard.csv, pool.csv, conflicts.csv, run.json (and truth_check.csv when the bundle
-    has truth.tsv).  Every interval is a bootstrap interval over all random stages (each system's
-    sample, the exhaustive units) with replicates shared by all systems.
+    Writes the whole output folder as one set: leaderboard.csv, pool.csv, conflicts.csv,
+    per_query.csv, annotation.csv, pooling_bias.csv, agreement.csv, run.json, report.html (and
+    truth_check.csv, curves/, leaderboard_anonymised.csv, replicates.npz when they apply).  Every
+    interval is a bootstrap interval over all random stages (each system's sample, the exhaustive
+    units) with replicates shared by all systems.
     """
     from receval.api import score_with_options
     from receval.formats.output_set import check_output_folder
     from receval.progress import progress
-    from receval.scoring import ScoreOptions
 
     check_output_folder(out)
     key = key_source = None
     if anonymise:
         key, key_source = _anonymisation_key(task, out, anonymise_key, anonymise_key_file, quiet)
-    official = {"unjudged": unjudged, "average": average, "cutoff": cutoff}
-    options = ScoreOptions(
-        **{k: v for k, v in official.items() if v is not None},
-        estimator=estimator,
-        weighting=weighting,
-        bootstrap=bootstrap,
-        confidence=confidence,
-        method=method,
-        seed=seed,
-        rank_by=rank_by,
-        target=target,
-        target_recall=target_recall,
-        prevalence=prevalence,
-        tiers=tier_correction,
-        cluster_queries=cluster_queries,
-        allow_pending=allow_pending,
-        precision_form=precision_form,
-    )
+    options = _score_options(choices)
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
-            score_with_options,
-            task,
-            options,
-            replicates=replicates_path,
-            anonymise_key=key,
+            score_with_options, task, options, replicates=replicates_path, anonymise_key=key,
             on_step=lambda: bar.update(1),
-        )
+        )  # fmt: skip
         if key_source is not None:  # where the key is kept, never the key
             extra = {**result.run.extra, "anonymise": {"key": key_source}}
             result = dataclasses.replace(result, run=result.run.replace(extra=extra))
@@ -400,6 +364,19 @@ def score(
         _print_leaderboard(result.leaderboard, best_per_team)
         interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
         click.echo(f"\nintervals: {interval}; results in {out}/ (report: {out / 'report.html'})")
+
+
+def _score_options(choices: dict):
+    """:class:`~receval.scoring.ScoreOptions` from the command's options (the official-only
+    options that were not given take the bundle's defaults)."""
+    from receval.scoring import ScoreOptions
+
+    choices = dict(choices)
+    choices["tiers"] = choices.pop("tier_correction")
+    for name in ("unjudged", "average", "cutoff"):
+        if choices.get(name) is None:
+            choices.pop(name, None)
+    return ScoreOptions(**choices)
 
 
 def _library_call(func, *args, **kwargs):
