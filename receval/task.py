@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,19 +32,41 @@ from receval.formats.tables import (
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
 
+#: Every character :meth:`str.isspace` accepts (what Python's ``\\s`` and :meth:`str.strip`
+#: mean), spelled out so the Arrow kernels (RE2, whose ``\\s`` is ASCII only) agree with Python.
+_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+_WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _WHITESPACE) + "]+"
+
+
 def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
-    """Normalise answer strings per ``[matching]`` (vectorised; the fact key uses the result)."""
-    out = answers.astype(str)
+    """Normalise answer strings per ``[matching]``: Unicode normal form, whitespace runs collapsed
+    to one space, surrounding whitespace stripped, case folded (:meth:`str.casefold`).
+
+    Vectorised with Arrow compute kernels (no per-row Python); only non-ASCII answers are
+    case-folded in Python, because Arrow's lower-casing is not full case folding (``ß`` → ``ss``).
+    The result equals the row-by-row Python definition, whitespace being :meth:`str.isspace`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = answers.index
+    out = pa.array(answers.astype(str).to_numpy(), type=pa.large_string())
     if matching.unicode:
-        form = matching.unicode
-        out = out.map(lambda s: unicodedata.normalize(form, s))
+        out = pc.utf8_normalize(out, form=matching.unicode)
     if matching.collapse_whitespace:
-        out = out.str.replace(r"\s+", " ", regex=True)
+        out = pc.replace_substring_regex(out, _WHITESPACE_CLASS, " ")
     if matching.strip:
-        out = out.str.strip()
+        out = pc.utf8_trim(out, characters=_WHITESPACE)
     if matching.casefold:
-        out = out.str.casefold()
-    return out
+        ascii_only = pc.string_is_ascii(out).to_numpy(zero_copy_only=False)
+        lowered = pc.utf8_lower(out)
+        if not ascii_only.all():
+            values = lowered.to_numpy(zero_copy_only=False).astype(object)
+            rest = np.flatnonzero(~ascii_only)
+            values[rest] = [v.casefold() for v in out.take(pa.array(rest)).to_pylist()]
+            return pd.Series(values, index=index).astype(str)
+        out = lowered
+    return pd.Series(out.to_pandas(), index=index).astype(str)
 
 
 @dataclass
@@ -231,6 +252,10 @@ _RESERVED: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Columns a Parquet file or an in-memory table may hold as numbers (they are parsed as numbers).
+NUMERIC = ("score", "prob", "weight")
+
+
 @dataclass(frozen=True)
 class _Source:
     """One input table as strings with its ``_line`` column, the path its errors name (a file,
@@ -295,6 +320,16 @@ def _nonempty(
 
 
 def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> pd.Series:
+    if pd.api.types.is_numeric_dtype(frame[col].dtype):  # a typed Parquet / Arrow column
+        values = frame[col].astype(float)
+        bad = np.isinf(values.to_numpy()) | (values.isna().to_numpy() & (not allow_empty))
+        if bad.any():
+            i = int(bad.nonzero()[0][0])
+            text = "" if np.isnan(values.iloc[i]) else repr(float(values.iloc[i]))
+            raise BundleError(
+                path, int(frame[LINE].iloc[i]), f"column {col!r}: {text!r} is not a finite number"
+            )
+        return values
     text = frame[col].astype(str).str.strip()
     values = pd.to_numeric(text.where(text != "", None), errors="coerce")
     bad = values.isna() & (text != "")
@@ -328,7 +363,7 @@ def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | No
     if path is None:
         return None
     files[stem] = path
-    return _Source(read_table(path), path)
+    return _Source(read_table(path, NUMERIC), path)
 
 
 def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
@@ -342,7 +377,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
         )
     if single is not None:
         files["runs"] = single
-        return [_Source(read_table(single), single)]
+        return [_Source(read_table(single, NUMERIC), single)]
     if not folder.is_dir():
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
@@ -366,7 +401,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
     sources = []
     for path in paths:
         files[f"runs/{path.name}"] = path
-        src = _Source(read_table(path), path)
+        src = _Source(read_table(path, NUMERIC), path)
         frame = src.frame
         _require(src, ("query_id", "answer"), "runs")
         if "system" in frame.columns:
@@ -404,7 +439,7 @@ def _frame_source(data: object, table: str) -> _Source | None:
             f"{table}: expected a pandas DataFrame or a pyarrow Table, got {type(data).__name__}"
         )
     path = Path(table)
-    return _Source(arrow_to_strings(arrow, path), path, header=None)
+    return _Source(arrow_to_strings(arrow, path, NUMERIC), path, header=None)
 
 
 def load_task(root: Path | str) -> Task:
@@ -547,35 +582,29 @@ def _check_queries(src: _Source) -> pd.DataFrame:
 
 
 def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
-    """Concatenate the run tables (``_file`` = the path errors name) and check them."""
+    """Check every run table (``_file`` = the path its errors name), then concatenate them."""
     parts = []
     for src in sources:
+        frame = src.frame
         _require(src, ("system", "query_id", "answer"), "runs")
-        src.frame["_file"] = str(src.path)
-        parts.append(src.frame)
+        _nonempty(frame, src.path, ("system", "query_id", "answer"))
+        _check_queries_known(frame, src.path, known)
+        if "score" in frame.columns:
+            frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
+        frame["_file"] = str(src.path)
+        parts.append(frame)
     runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     if runs.empty:
         src = sources[0]
         raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
     # an optional column present in some runs/ files only is blank in the others
     for col in runs.columns:
-        if col != LINE and runs[col].hasnans:
+        if col not in (LINE, "score") and runs[col].hasnans:
             runs[col] = runs[col].fillna("")
-    score = pd.Series(np.nan, index=runs.index, dtype=float)
-    for src in sources:
-        part = runs if len(sources) == 1 else runs[runs["_file"] == str(src.path)].copy()
-        _nonempty(part, src.path, ("system", "query_id", "answer"))
-        _check_queries_known(part, src.path, known)
-        if "score" in part.columns:
-            score.loc[part.index] = _numbers(part, src.path, "score", allow_empty=True)
-        if part is not runs:
-            for col in ("system", "query_id"):
-                runs.loc[part.index, col] = part[col]
     # the same dtypes whether the runs came from one table or a runs/ folder
-    for col in ("system", "query_id"):
+    for col in ("system", "query_id", "answer"):
         runs[col] = runs[col].astype(str)
-    runs["answer"] = runs["answer"].astype(str)
-    runs["score"] = score
+    runs["score"] = runs["score"].astype(float) if "score" in runs.columns else np.nan
     for col in ("team", "provenance"):
         if col not in runs.columns:
             runs[col] = ""
@@ -586,49 +615,62 @@ def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
 
 def _assign_teams(runs: pd.DataFrame) -> None:
     """One team per system; a blank team cell takes the system's team (or its name when no row
-    names a team)."""
-    named = runs[runs["team"] != ""]
-    first_team = named.groupby("system")["team"].transform("first")
-    differs = (named["team"] != first_team).to_numpy()
+    names a team).  Vectorised over integer codes of systems and teams."""
+    sys_codes, systems = pd.factorize(runs["system"])
+    team_codes, teams = pd.factorize(runs["team"])
+    named = (runs["team"] != "").to_numpy()
+    rows = np.flatnonzero(named)[::-1]
+    first_row = np.full(len(systems), -1, dtype=np.int64)
+    first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
+    first_team = np.where(first_row >= 0, team_codes[np.maximum(first_row, 0)], -1)
+    differs = named & (team_codes != first_team[sys_codes])
     if differs.any():
         i = int(differs.nonzero()[0][0])
-        system = named["system"].iloc[i]
         raise BundleError(
-            Path(named["_file"].iloc[i]),
-            int(named[LINE].iloc[i]),
-            f"system {system!r} is given two teams ({first_team.iloc[i]!r} and "
-            f"{named['team'].iloc[i]!r})",
+            Path(runs["_file"].iloc[i]),
+            int(runs[LINE].iloc[i]),
+            f"system {systems[sys_codes[i]]!r} is given two teams "
+            f"({teams[first_team[sys_codes[i]]]!r} and {runs['team'].iloc[i]!r})",
         )
-    team_of = named.drop_duplicates("system").set_index("system")["team"]
-    mapped = runs["system"].map(team_of)
-    runs["team"] = pd.Series(
-        np.where(mapped.isna(), runs["system"].to_numpy(object), mapped.to_numpy(object)),
-        index=runs.index,
-    ).astype(str)
+    names = np.where(
+        first_team >= 0,
+        np.asarray(teams, dtype=object)[np.maximum(first_team, 0)],
+        np.asarray(systems, dtype=object),
+    )
+    runs["team"] = _take_text(names, sys_codes)
+
+
+def _take_text(values: np.ndarray, codes: np.ndarray) -> pd.Series:
+    """``values[codes]`` as a text column, without one Python object per row."""
+    import pyarrow as pa
+
+    taken = pa.array(values.tolist(), type=pa.string()).take(pa.array(codes))
+    return pd.Series(taken.to_pandas()).astype(str)
 
 
 def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``outputs`` (one row per system and fact: the highest score, ``copies`` counted) and
-    ``raw_outputs`` (every input row)."""
-    runs["_order"] = np.arange(len(runs))
-    grouped = runs.sort_values(["score", "_order"], ascending=[False, True], na_position="last")
-    first = grouped.drop_duplicates(["system", "fact"], keep="first")
-    copies = runs.groupby(["system", "fact"]).size().rename("copies")
-    outputs = first.join(copies, on=["system", "fact"]).sort_values("_order")
-    keep = [
-        "system",
-        "team",
-        "query_id",
-        "answer",
-        "answer_raw",
-        "score",
-        "provenance",
-        "fact",
-        "copies",
-    ]
+    """``outputs`` (one row per system and fact: the highest score, first in file order among
+    equal scores, ``copies`` counted) and ``raw_outputs`` (every input row)."""
+    keep = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
-    outputs = outputs[keep + extra].reset_index(drop=True)
-    raw_outputs = runs[keep[:-1] + extra + ["_file", LINE]].reset_index(drop=True)
+    raw_outputs = runs[keep + extra + ["_file", LINE]].reset_index(drop=True)
+    sys_codes, _ = pd.factorize(runs["system"])
+    fact = runs["fact"].to_numpy(np.int64)
+    key = sys_codes.astype(np.int64) * (int(fact.max()) + 1) + fact
+    score = runs["score"].to_numpy(float)
+    # by (system, fact), then score descending (NaN last), then input order
+    order = np.lexsort((np.arange(len(key)), np.isnan(score), -np.nan_to_num(score), key))
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    copies = np.diff(np.r_[starts, len(key)])
+    if len(starts) == len(key):  # no duplicates: every row is an output
+        outputs = runs[keep + extra].reset_index(drop=True)
+        outputs.insert(len(keep), "copies", np.ones(len(key), dtype=np.int64))
+        return outputs, raw_outputs
+    first = order[starts]
+    back = np.argsort(first, kind="stable")  # outputs in input order
+    outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)
+    outputs.insert(len(keep), "copies", copies[back].astype(np.int64))
     return outputs, raw_outputs
 
 
