@@ -75,6 +75,16 @@ def validate(task: Path) -> None:
         click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
 
 
+def _engine(name: str, master: str | None):
+    """The aggregation engine of ``--engine`` (a missing pyspark is a usage error)."""
+    from receval.engine import connect
+
+    try:
+        return connect(name, master=master)
+    except ImportError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
@@ -214,6 +224,20 @@ def _print_leaderboard(board) -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="Reuse the replicates saved by an earlier run (--save-replicates).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default="duckdb",
+    show_default=True,
+    help="Engine of the heavy aggregations (official census, leave-one-team-out): embedded "
+    "DuckDB, or Apache Spark (pip install 'receval[spark]').",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
+    "else local[*]).",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -235,6 +259,8 @@ def score(
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
+    engine: str,
+    spark_master: str | None,
     quiet: bool,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
@@ -269,6 +295,8 @@ def score(
             replicates_path=replicates_path,
             quiet=quiet,
             bar=bar,
+            engine=engine,
+            spark_master=spark_master,
         )
     if not quiet:
         shown = result.leaderboard
@@ -301,6 +329,8 @@ def _score(
     replicates_path,
     quiet,
     bar,
+    engine="duckdb",
+    spark_master=None,
 ) -> None:
     from receval.report.writers import curve_file_stem, write_csv, write_json
     from receval.scoring import ScoreOptions, score_task
@@ -371,7 +401,10 @@ def _score(
     bar.update(1)
     write_csv(out / "annotation.csv", annotation_spend(loaded))
     joint_board = result.leaderboard if estimator != "official" else None
-    write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board))
+    write_csv(
+        out / "pooling_bias.csv",
+        pooling_bias(loaded, joint_board, engine=_engine(engine, spark_master)),
+    )
     info = dict(result.info)
     info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}

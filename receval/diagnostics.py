@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from receval.task import Task
+
+if TYPE_CHECKING:
+    from receval.engine import Engine
 
 POOLING_BIAS_COLUMNS = [
     "team",
@@ -26,7 +30,9 @@ POOLING_BIAS_COLUMNS = [
 ]
 
 
-def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
+def pooling_bias(
+    task: Task, joint: pd.DataFrame | None = None, engine: Engine | None = None
+) -> pd.DataFrame:
     """Leave-one-team-out effect on the official closed-world scores, per team.
 
     For each team, the facts that only its systems output are removed from the judged pool (their
@@ -41,16 +47,25 @@ def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
     Bundles matched on facts (no provenance, no equivalence classes, no single-valued slots) are
     done in one pass: per-fact team counts give each team's unique facts, and each system's
     right/wrong counts and the recall denominator lose exactly the responses and classes on
-    those facts.  TAC bundles, whose classes span facts, re-score once per team.
+    those facts.  TAC bundles, whose classes span facts, re-score once per team.  With an
+    ``engine`` (:mod:`receval.engine`), fact-matched bundles are counted in SQL by the engine
+    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); the
+    numbers are the same.
     """
     from receval.estimators.official import official_scores
 
-    base = official_scores(task).set_index("system")
     team_of = task.outputs[["system", "team"]].drop_duplicates().set_index("system")["team"]
     unique, owner = _unique_facts(task)
-    lto = _lto_one_pass(task, base, unique, owner)
-    if lto is None:
-        lto = _lto_rescore(task, unique, owner)
+    if engine is not None and _fact_matched(task):
+        from receval.engine import leave_team_out, official_census
+
+        base = official_census(task, engine).set_index("system")
+        lto = leave_team_out(task, engine)
+    else:
+        base = official_scores(task).set_index("system")
+        lto = _lto_one_pass(task, base, unique, owner)
+        if lto is None:
+            lto = _lto_rescore(task, unique, owner)
     judged = np.zeros(len(task.facts), dtype=bool)
     judged[task.labels.index.to_numpy(np.int64)] = True
     teams = sorted(task.outputs["team"].unique())
@@ -113,21 +128,9 @@ def _unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
 
 
 def _fact_matched(task: Task) -> bool:
-    """True when the official scorer matches responses on facts and every class is one fact
-    (no provenance on both sides, no equivalence classes, no mention types, no hop column on
-    the runs)."""
+    from receval.engine.census import fact_matched
 
-    def filled(frame: pd.DataFrame, col: str) -> bool:
-        return col in frame.columns and bool((frame[col].astype(str).str.strip() != "").any())
-
-    judg, raw = task.judgments, task.raw_outputs
-    if any(filled(judg, c) and filled(raw, c) for c in ("provenance", "relation_provenance")):
-        return False
-    if "equivalence_class" in judg.columns:
-        ec = judg["equivalence_class"].astype(str).str.strip()
-        if (~ec.isin(("", "0"))).any():
-            return False
-    return not filled(judg, "ec_mention_type") and "hop" not in raw.columns
+    return fact_matched(task)
 
 
 def _single_valued_queries(task: Task) -> set[str]:
