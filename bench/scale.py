@@ -32,6 +32,7 @@ Usage: python bench/scale.py [--rows 1e6 1e7] [--bootstrap 1000] [--engine duckd
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import subprocess
@@ -57,7 +58,9 @@ def _shape(rows: int, systems: int) -> tuple[int, int]:
 def _relevant(query: np.ndarray, doc: np.ndarray, collection: int) -> np.ndarray:
     """The hidden truth: document ``doc`` (0 = most popular) of ``query`` is relevant with
     probability 0.5 · (1 − doc/collection)², decided by a hash (the same for every system)."""
-    h = (query.astype(np.uint64) * np.uint64(2654435761) + doc.astype(np.uint64) * np.uint64(40503)) % np.uint64(1_000_003)
+    h = (
+        query.astype(np.uint64) * np.uint64(2654435761) + doc.astype(np.uint64) * np.uint64(40503)
+    ) % np.uint64(1_000_003)
     u = h.astype(np.float64) / 1_000_003.0
     return u < 0.5 * (1.0 - doc / collection) ** 2
 
@@ -143,7 +146,10 @@ def label_round(task: Path, collection: int) -> int:
             "label": pa.array(label.astype(object), pa.string()),
         }
     )
-    pq.write_table(pa.concat_tables([old.select(["query_id", "answer", "label"]), new]), task / "judgments.parquet")
+    pq.write_table(
+        pa.concat_tables([old.select(["query_id", "answer", "label"]), new]),
+        task / "judgments.parquet",
+    )
     return len(todo)
 
 
@@ -166,9 +172,35 @@ def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Pat
     receval = [sys.executable, "-m", "receval.cli"]
     steps = [
         ("validate", [*receval, "validate", str(task)]),
-        ("score official", [*receval, "score", str(task), "--estimator", "official", "--out", str(workdir / "official"), "--quiet"]),
+        (
+            "score official",
+            [
+                *receval,
+                "score",
+                str(task),
+                "--estimator",
+                "official",
+                "--out",
+                str(workdir / "official"),
+                "--quiet",
+            ],
+        ),
         ("sample 150", [*receval, "sample", str(task), "--per-system", "150", "--seed", "1"]),
-        ("score joint", [*receval, "score", str(task), "--bootstrap", str(bootstrap), "--seed", "1", "--out", str(workdir / "joint"), "--quiet"]),
+        (
+            "score joint",
+            [
+                *receval,
+                "score",
+                str(task),
+                "--bootstrap",
+                str(bootstrap),
+                "--seed",
+                "1",
+                "--out",
+                str(workdir / "joint"),
+                "--quiet",
+            ],
+        ),
     ]
     if engine != "duckdb":
         for _, args in steps:
@@ -180,7 +212,10 @@ def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Pat
             label_round(task, collection=_collection_of(task))
         wall, rss, _ = run_child(args)
         results.append((name, wall, rss, rss / rows))
-        print(f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row", flush=True)
+        print(
+            f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row",
+            flush=True,
+        )
     return results
 
 
@@ -188,7 +223,9 @@ def _collection_of(task: Path) -> int:
     return int((task / ".collection").read_text())
 
 
-def scale(rows_list: list[int], systems: int, bootstrap: int, engine: str, keep: Path | None) -> None:
+def scale(
+    rows_list: list[int], systems: int, bootstrap: int, engine: str, keep: Path | None
+) -> None:
     base = Path(tempfile.mkdtemp(prefix="receval-scale-"))
     try:
         timings: dict[str, list[tuple[int, float]]] = {}
@@ -203,16 +240,119 @@ def scale(rows_list: list[int], systems: int, bootstrap: int, engine: str, keep:
                 f"{time.perf_counter() - start:.1f} s",
                 flush=True,
             )
-            for name, wall, _, _ in pipeline(task, n, bootstrap=bootstrap, engine=engine, workdir=base / f"out-{rows}"):
+            for name, wall, _, _ in pipeline(
+                task, n, bootstrap=bootstrap, engine=engine, workdir=base / f"out-{rows}"
+            ):
                 timings.setdefault(name, []).append((n, wall))
         if len(rows_list) > 1:
             print("time growth (time ∝ rows^k between consecutive sizes):")
             for name, points in timings.items():
                 ks = [
                     np.log(t1 / t0) / np.log(n1 / n0)
-                    for (n0, t0), (n1, t1) in zip(points, points[1:], strict=False)
+                    for (n0, t0), (n1, t1) in itertools.pairwise(points)
                 ]
                 print(f"  {name:<16} k = " + ", ".join(f"{k:.2f}" for k in ks))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def write_trec(folder: Path, rows: int, *, runs: int = 17, depth: int = 1000, seed: int = 0):
+    """TREC-format runs (``qid Q0 docno rank score tag``) and qrels (pool depth 100, labels from
+    the hidden truth) with about ``rows`` run lines; returns (qrels path, run paths)."""
+    rng = np.random.default_rng(seed)
+    queries = max(1, rows // (runs * depth))
+    collection = 3 * depth
+    log_weight = -3.0 * np.arange(collection) / collection
+    folder.mkdir(parents=True)
+    paths, pooled = [], []
+    for s in range(runs):
+        keys = rng.uniform(0.5, 2.0) * log_weight + rng.gumbel(size=(queries, collection))
+        top = np.argsort(-keys, axis=1)[:, :depth]
+        score = np.take_along_axis(keys, top, axis=1)
+        q = np.repeat(np.arange(queries), depth)
+        rank = np.tile(np.arange(1, depth + 1), queries)
+        lines = [
+            f"{301 + qi} Q0 D{301 + qi}-{d} {r} {sc:.6f} run{s:02d}"
+            for qi, d, r, sc in zip(q, top.ravel(), rank, score.ravel(), strict=True)
+        ]
+        path = folder / f"run{s:02d}.txt"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(path)
+        keep = rank <= 100
+        pooled.append(q[keep] * collection + top.ravel()[keep])
+    pool = np.unique(np.concatenate(pooled))
+    pq_, pd_ = pool // collection, pool % collection
+    rel = _relevant(pq_, pd_, collection).astype(int)
+    qrels = folder / "qrels.txt"
+    qrels.write_text(
+        "".join(f"{301 + a} 0 D{301 + a}-{b} {r}\n" for a, b, r in zip(pq_, pd_, rel, strict=True)),
+        encoding="utf-8",
+    )
+    return qrels, paths
+
+
+def _pytrec_eval(qrels: Path, runs: list[Path]) -> dict:
+    """pytrec_eval's set_P, set_recall, set_F per run and query, files read as usual."""
+    import pytrec_eval
+
+    judged: dict[str, dict[str, int]] = {}
+    with open(qrels, encoding="utf-8") as fh:
+        for line in fh:
+            qid, _, doc, rel = line.split()
+            judged.setdefault(qid, {})[doc] = int(rel)
+    evaluator = pytrec_eval.RelevanceEvaluator(judged, {"set_P", "set_recall", "set_F"})
+    results = {}
+    for path in runs:
+        run: dict[str, dict[str, float]] = {}
+        tag = None
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                qid, _, doc, _, score, tag = line.split()
+                run.setdefault(qid, {})[doc] = float(score)
+        results[tag] = evaluator.evaluate(run)
+    return results
+
+
+def versus_trec(rows: int) -> None:
+    """``receval import trec`` + ``score --estimator official`` against pytrec_eval."""
+    base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
+    try:
+        qrels, runs = write_trec(base / "trec", rows)
+        lines = sum(1 for p in runs for _ in open(p, encoding="utf-8"))
+        print(
+            f"TREC-style task: {len(runs)} runs, {lines:,} run lines, qrels {qrels.stat().st_size / 1e6:.1f} MB"
+        )
+        receval = [sys.executable, "-m", "receval.cli"]
+        t_import, rss_import, _ = run_child(
+            [*receval, "import", "trec", str(base / "bundle"), "--qrels", str(qrels)]
+            + ["--format", "parquet"]
+            + [arg for p in runs for arg in ("--runs", str(p))]
+        )
+        t_score, rss_score, _ = run_child(
+            [
+                *receval,
+                "score",
+                str(base / "bundle"),
+                "--estimator",
+                "official",
+                "--out",
+                str(base / "out"),
+                "--quiet",
+            ]
+        )
+        code = (
+            f"import sys, time, resource; sys.path.insert(0, {str(Path(__file__).parent)!r}); import scale; "
+            f"t = time.perf_counter(); scale._pytrec_eval({str(qrels)!r}, {[str(p) for p in runs]!r}); "
+            "print(time.perf_counter() - t)"
+        )
+        t_trec, rss_trec, _ = run_child([sys.executable, "-c", code])
+        ours = t_import + t_score
+        print(f"  receval import trec        {t_import:7.1f} s  {rss_import / 2**20:7.0f} MiB")
+        print(f"  receval score --official   {t_score:7.1f} s  {rss_score / 2**20:7.0f} MiB")
+        print(
+            f"  pytrec_eval (set_P/R/F)    {t_trec:7.1f} s  {rss_trec / 2**20:7.0f} MiB (process)"
+        )
+        print(f"  ratio receval / pytrec_eval: {ours / t_trec:.1f}x (goal <= 3x)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -227,8 +367,6 @@ def main() -> None:
     parser.add_argument("--versus-trec", type=float, help="rows of the TREC comparison task")
     args = parser.parse_args()
     if args.versus_trec:
-        from bench_trec import versus_trec  # noqa: PLC0415
-
         versus_trec(int(args.versus_trec))
         return
     scale([int(r) for r in args.rows], args.systems, args.bootstrap, args.engine, args.keep)

@@ -856,6 +856,14 @@ def import_tac_kbp_command(
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--format",
+    "table_format",
+    type=click.Choice(["tsv", "parquet"]),
+    default="tsv",
+    show_default=True,
+    help="Table format of the bundle (Parquet: faster to write and to load).",
+)
 def import_trec_command(
     out: Path,
     qrels: Path | None,
@@ -863,13 +871,14 @@ def import_trec_command(
     depth: int | None,
     name: str | None,
     overwrite: bool,
+    table_format: str,
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
     from receval.formats.trec import import_trec
 
     tables, config = import_trec(qrels, list(runs), depth, name=name or out.name)
-    write_bundle(out, tables, config, overwrite=overwrite)
+    write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
     click.echo(
         f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
         f"{len(tables.get('judgments', ()))} judgments"

@@ -34,6 +34,7 @@ Bundle encoding
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -41,28 +42,40 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tac_kbp import _text_lines
+from receval.formats.tables import read_text
 
 __all__ = ["import_trec", "read_qrels", "read_trec_run"]
 
 
-def _split(path: Path, ncols: int, layout: str) -> tuple[list[list[str]], list[int]]:
-    lines = _text_lines(path)
-    if not lines:
+def _split(path: Path, ncols: int, layout: str) -> tuple[np.ndarray, list[int]]:
+    """The whitespace-separated fields of every data line as an (n, ncols) object array, and
+    the lines' numbers.  One ``str.split`` per line, then whole-array checks (no per-row
+    regex or frame building)."""
+    path = Path(path)
+    if not path.exists():
+        raise BundleError(path, None, "no such file")
+    if path.is_dir():
+        raise BundleError(path, None, "is a directory, not a file")
+    lines = read_text(path).split("\n")
+    split = [line.split() for line in lines]
+    counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    data = counts > 0
+    if "#" in "".join(s[0][:1] for s in split if s):  # comment lines (first field starts with #)
+        data &= np.fromiter((not s or s[0][0] != "#" for s in split), dtype=bool, count=len(split))
+    keep = np.flatnonzero(data)
+    if not len(keep):
         raise BundleError(path, None, "no data lines (the file is empty or only comments)")
-    rows = []
-    numbers = []
-    for number, line in lines:
-        fields = line.split()
-        if len(fields) != ncols:
-            raise BundleError(
-                path,
-                number,
-                f"expected {ncols} whitespace-separated columns ({layout}), found {len(fields)}",
-            )
-        rows.append(fields)
-        numbers.append(number)
-    return rows, numbers
+    bad = keep[counts[keep] != ncols]
+    if len(bad):
+        i = int(bad[0])
+        raise BundleError(
+            path,
+            i + 1,
+            f"expected {ncols} whitespace-separated columns ({layout}), found {counts[i]}",
+        )
+    kept = split if len(keep) == len(split) else [split[i] for i in keep]
+    fields = np.array(list(itertools.chain.from_iterable(kept)), dtype=object)
+    return fields.reshape(len(keep), ncols), (keep + 1).tolist()
 
 
 def _first_bad(mask: np.ndarray) -> int | None:
