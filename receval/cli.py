@@ -47,10 +47,10 @@ def cli() -> None:
     """
 
 
-def _load(task: Path):
+def _load(task: Path, **parts):
     from receval.task import load_task
 
-    return load_task(task)
+    return load_task(task, **parts)
 
 
 @cli.command()
@@ -580,7 +580,12 @@ def sample(
     from receval.formats.bundle import append_rows
     from receval.formats.tables import read_table, write_table
 
-    loaded = _load(task)
+    # only what a draw needs: who output which fact, the labels and the earlier rounds
+    loaded = _load(
+        task,
+        tables=("judgments", "samples", "exhaustive_units"),
+        run_columns=("team",),
+    )
     if adaptive and target_width is None:
         raise click.UsageError("--adaptive needs --target-width")
     if not adaptive and per_system is None and exhaustive_units == 0:

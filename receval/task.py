@@ -366,7 +366,23 @@ def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | No
     return _Source(read_table(path, NUMERIC), path)
 
 
-def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
+#: Run columns every task has; ``load_task(run_columns=...)`` reads these plus the ones named.
+_RUN_REQUIRED = ("system", "query_id", "answer")
+
+
+def _read_run_table(path: Path, run_columns: tuple[str, ...] | None) -> pd.DataFrame:
+    """One run table; with ``run_columns``, only the required and those columns (a Parquet file
+    reads nothing else from disk)."""
+    if run_columns is None:
+        return read_table(path, NUMERIC)
+    wanted = (*_RUN_REQUIRED, *run_columns)
+    frame = read_table(path, NUMERIC, columns=wanted)
+    return frame[[c for c in frame.columns if c in wanted or c == LINE]]
+
+
+def _run_sources(
+    root: Path, files: dict[str, Path], run_columns: tuple[str, ...] | None = None
+) -> list[_Source]:
     """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
     other files and hidden files such as ``._A.tsv`` are ignored)."""
     single = find_table(root, "runs")
@@ -377,7 +393,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
         )
     if single is not None:
         files["runs"] = single
-        return [_Source(read_table(single, NUMERIC), single)]
+        return [_Source(_read_run_table(single, run_columns), single)]
     if not folder.is_dir():
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
@@ -401,7 +417,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
     sources = []
     for path in paths:
         files[f"runs/{path.name}"] = path
-        src = _Source(read_table(path, NUMERIC), path)
+        src = _Source(_read_run_table(path, run_columns), path)
         frame = src.frame
         _require(src, ("query_id", "answer"), "runs")
         if "system" in frame.columns:
@@ -442,12 +458,29 @@ def _frame_source(data: object, table: str) -> _Source | None:
     return _Source(arrow_to_strings(arrow, path, NUMERIC), path, header=None)
 
 
-def load_task(root: Path | str) -> Task:
+_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+
+
+def load_task(
+    root: Path | str,
+    *,
+    tables: tuple[str, ...] | None = None,
+    run_columns: tuple[str, ...] | None = None,
+) -> Task:
     """Load and validate the bundle directory ``root`` (raises BundleError on bad input).
 
     The files are read as string tables and go through the same checks as
     :meth:`Task.from_frames`, sample designs included (:func:`receval.design.infer_designs`),
     so a bundle that loads is one every command can use.
+
+    Parameters
+    ----------
+    root : the bundle directory.
+    tables : optional tables to read (default: all of judgments, samples, exhaustive_units,
+        exhaustive, truth); the others are treated as absent and not read at all.  For commands
+        that need only part of a bundle (``receval sample``); ``validate`` reads everything.
+    run_columns : run columns to read besides ``system, query_id, answer`` (default: all);
+        Parquet runs then read only those columns from disk.
     """
     root = Path(root)
     if not root.exists():
@@ -466,12 +499,16 @@ def load_task(root: Path | str) -> Task:
             None,
             "missing file: a bundle needs queries.tsv (the query universe)",
         )
-    runs = _run_sources(root, files)
-    tables = {
-        name: _table_source(root, name, files)
-        for name in ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+    runs = _run_sources(root, files, run_columns)
+    wanted = _OPTIONAL_TABLES if tables is None else tables
+    unknown = sorted(set(wanted) - set(_OPTIONAL_TABLES))
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}")
+    sources = {
+        name: _table_source(root, name, files) if name in wanted else None
+        for name in _OPTIONAL_TABLES
     }
-    return _build_task(root, config, files, queries=queries, runs=runs, **tables)
+    return _build_task(root, config, files, queries=queries, runs=runs, **sources)
 
 
 def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: str | None) -> Task:

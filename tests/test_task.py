@@ -710,3 +710,20 @@ def test_load_task_checks_sample_designs(tmp_path: Path):
     samples = DEFAULT_FILES["samples.tsv"] + "s2\tA\tq1\tParis\t0.5\n"
     with pytest.raises(BundleError, match=r"samples.tsv:5: prob 0.5 disagrees"):
         load_task(make_bundle(tmp_path, samples=samples))
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".parquet"])
+def test_load_task_reads_only_the_parts_asked_for(tmp_path: Path, suffix: str):
+    root = make_bundle(tmp_path)
+    if suffix == ".parquet":
+        root = convert_bundle(root, tmp_path / "as-parquet", suffix)
+    full = load_task(root)
+    part = load_task(root, tables=("judgments", "samples"), run_columns=("team",))
+    assert part.outputs["score"].isna().all()  # not read: the sample needs no scores
+    assert part.exhaustive_units.empty and "exhaustive_units" not in part.files
+    assert part.truth is None
+    cols = ["system", "team", "query_id", "answer", "fact", "copies"]
+    pd.testing.assert_frame_equal(part.outputs[cols], full.outputs[cols])
+    assert part.labels.equals(full.labels)
+    with pytest.raises(ValueError, match="unknown table"):
+        load_task(root, tables=("runs",))

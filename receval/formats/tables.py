@@ -47,15 +47,19 @@ def find_table(folder: Path, stem: str) -> Path | None:
     return found[0] if found else None
 
 
-def read_table(path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
+def read_table(
+    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
     """Read one bundle table as strings, with the ``_line`` column (see module docstring).
 
     ``numeric`` names columns that a Parquet file may store as numbers: those stay ``float64``
-    (null = NaN) instead of becoming text; text files always give text.
+    (null = NaN) instead of becoming text; text files always give text.  ``columns`` (optional)
+    limits a Parquet file to those of its columns (the others are not read); text files are
+    read whole.
     """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return _read_parquet(path, numeric)
+        return _read_parquet(path, numeric, columns)
     if suffix not in (".tsv", ".csv"):
         raise BundleError(
             path, None, f"unsupported table format {suffix!r} (use .tsv, .csv or .parquet)"
@@ -197,7 +201,9 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], lis
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
-def _read_parquet(path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
+def _read_parquet(
+    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
     """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
     are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
     try:
@@ -207,7 +213,11 @@ def _read_parquet(path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
             path, None, "reading Parquet needs pyarrow: pip install 'receval[parquet]'"
         ) from None
     try:
-        table = pq.read_table(path)
+        if columns is not None:
+            present = set(pq.read_schema(path).names)
+            table = pq.read_table(path, columns=[c for c in columns if c in present])
+        else:
+            table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
