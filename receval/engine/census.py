@@ -120,8 +120,13 @@ def _policy_words(task: Task, policy) -> dict[str, str]:
 
 
 def _register(task: Task, engine: Engine) -> None:
+    """Register the coded tables of ``task`` (once per task and engine: a Task is not changed
+    after it is built; ``dataclasses.replace`` makes a new one)."""
+    if getattr(engine, "_registered_task", None) is task:
+        return
     for name, table in coded_tables(task).items():
         engine.register(name, table)
+    engine._registered_task = task
 
 
 def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.DataFrame:
