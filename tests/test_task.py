@@ -727,3 +727,42 @@ def test_load_task_reads_only_the_parts_asked_for(tmp_path: Path, suffix: str):
     assert part.labels.equals(full.labels)
     with pytest.raises(ValueError, match="unknown table"):
         load_task(root, tables=("runs",))
+
+
+def _python_normalize(text: str, matching: Matching) -> str:
+    """The row-by-row definition normalize_answers vectorises."""
+    import re
+    import unicodedata
+
+    if matching.unicode:
+        text = unicodedata.normalize(matching.unicode, text)
+    if matching.collapse_whitespace:
+        text = re.sub(r"\s+", " ", text)
+    if matching.strip:
+        text = text.strip()
+    if matching.casefold:
+        text = text.casefold()
+    return text
+
+
+@pytest.mark.parametrize("unicode", ["none", "NFC", "NFKC"])
+@pytest.mark.parametrize("casefold", [True, False])
+def test_vectorised_normalisation_equals_the_python_definition(unicode: str, casefold: bool):
+    tricky = [
+        "  Paris ",
+        "Stra\u00dfe",  # ß casefolds to ss, lower() keeps it
+        "\u0130stanbul",  # dotted capital I
+        "a\u00a0b\u2003c\u3000d",  # no-break, em and ideographic spaces
+        "x\x1cy\x1dz\x85w",  # separators str.isspace accepts
+        "e\u0301",  # combining accent (NFC composes)
+        "\ufb01ne",  # ligature (NFKC decomposes, casefold too)
+        "\u03a3\u0391\u03a3",  # Greek capitals
+        "",
+        "tab\there\nnewline",
+    ]
+    rng = np.random.default_rng(0)
+    alphabet = list("aB ß\u00a0\t\u2028İΣ\u0301x")
+    tricky += ["".join(rng.choice(alphabet, size=rng.integers(0, 12))) for _ in range(200)]
+    matching = Matching(casefold=casefold, unicode=None if unicode == "none" else unicode)
+    got = normalize_answers(pd.Series(tricky), matching).tolist()
+    assert got == [_python_normalize(t, matching) for t in tricky]
