@@ -171,7 +171,7 @@ def test_empty_run(tmp_path):
 
 def test_plain_and_irregular_run_files_read_the_same(tmp_path):
     """The Arrow fast path (single spaces) and the line-by-line reader agree, errors included."""
-    from receval.formats.trec import read_trec_run
+    import pandas as pd
 
     plain = "".join(
         f"q{q} Q0 d{d} {d + 1} {1.0 / (d + 1)!r} tagA\n" for q in range(3) for d in range(5)
