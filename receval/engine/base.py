@@ -58,6 +58,7 @@ class DuckDBEngine(Engine):
         import duckdb
 
         self.con = duckdb.connect(database=":memory:")
+        self.con.execute("SET enable_progress_bar = false")  # stdout belongs to the command
         if memory_limit:
             self.con.execute(f"SET memory_limit = '{memory_limit}'")
         if temp_directory:
