@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from receval.engine.base import ENGINES, Engine, connect
 from receval.engine.census import leave_team_out, official_census
-from receval.engine.ranked import items_at_ranks
+from receval.engine.ranked import items_at_ranks, write_ranked_list
 
 __all__ = [
     "ENGINES",
@@ -28,4 +28,5 @@ __all__ = [
     "items_at_ranks",
     "leave_team_out",
     "official_census",
+    "write_ranked_list",
 ]

@@ -25,6 +25,11 @@ class Engine(ABC):
     def query(self, sql: str) -> pd.DataFrame:
         """Run one SELECT and return its result as a pandas frame."""
 
+    @abstractmethod
+    def write_parquet(self, sql: str, path: Path | str) -> None:
+        """Write the result of one SELECT to ``path`` as Parquet (a file for DuckDB, a folder
+        of part files for Spark), in the SELECT's order."""
+
     def close(self) -> None:  # noqa: B027 - optional
         """Release the engine's resources."""
 
@@ -80,6 +85,10 @@ class DuckDBEngine(Engine):
     def query(self, sql: str) -> pd.DataFrame:
         return self.con.execute(sql).fetch_df()
 
+    def write_parquet(self, sql: str, path) -> None:
+        target = Path(path).as_posix().replace("'", "''")
+        self.con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET)")
+
     def close(self) -> None:
         self.con.close()
 
@@ -127,6 +136,9 @@ class SparkEngine(Engine):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return self.spark.sql(sql).toPandas()
+
+    def write_parquet(self, sql: str, path) -> None:
+        self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
 
 
 def connect(name: str = "duckdb", *, master: str | None = None, **options) -> Engine:

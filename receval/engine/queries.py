@@ -149,6 +149,16 @@ both_kinds AS (
 SELECT team, SUM(lost) AS lost FROM both_kinds GROUP BY team ORDER BY team"""
 )
 
+#: The whole list with its rank, in rank order (written once; later batches read by rank).
+RANKED_LIST = """
+SELECT t.*, ROW_NUMBER() OVER (ORDER BY {score} DESC, {tiebreak}) AS rank
+FROM items t
+ORDER BY rank"""
+
+#: Rows of an already ranked list (``RANKED_LIST`` output) at the requested ranks.
+AT_RANKS = """
+SELECT * FROM items WHERE rank IN ({ranks}) ORDER BY rank"""
+
 #: Items at requested ranks of a ranked list (``items``: any columns with ``{score}``), ranked
 #: by decreasing score, ties by ``{tiebreak}``; ``wanted(rank)`` lists the 1-based ranks.
 ITEMS_AT_RANKS = """

@@ -13,7 +13,13 @@ from click.testing import CliRunner
 
 from receval.cli import cli
 from receval.diagnostics import _lto_rescore, _unique_facts, pooling_bias
-from receval.engine import connect, items_at_ranks, leave_team_out, official_census
+from receval.engine import (
+    connect,
+    items_at_ranks,
+    leave_team_out,
+    official_census,
+    write_ranked_list,
+)
 from receval.engine.census import fact_matched
 from receval.estimators.official import CS_SCORE_SF_DEFAULT, OfficialPolicy, official_scores
 from receval.task import Task, load_task
@@ -141,6 +147,10 @@ def test_items_at_ranks_from_a_frame_and_an_unsorted_parquet_file(duck, tmp_path
     pd.testing.assert_frame_equal(from_file, got, check_dtype=False)
     with pytest.raises(ValueError, match="1-based"):
         items_at_ranks(items, [0], duck)
+    # sorted once, then read by rank
+    ranked = write_ranked_list(path, tmp_path / "ranked.parquet", duck, tiebreak=("id",))
+    again = items_at_ranks(ranked, ranks, duck, ranked=True)
+    pd.testing.assert_frame_equal(again, got, check_dtype=False)
 
 
 @needs_spark
@@ -152,11 +162,12 @@ def test_spark_equals_duckdb(spark, duck, embedded, tmp_path):
     path = tmp_path / "list.parquet"
     items.to_parquet(path, index=False)
     ranks = [1, 5, 100, 1999, 2000, 2500]
-    pd.testing.assert_frame_equal(
-        items_at_ranks(path, ranks, spark, tiebreak=("id",)),
-        items_at_ranks(path, ranks, duck, tiebreak=("id",)),
-        check_dtype=False,
-    )
+    expected = items_at_ranks(path, ranks, duck, tiebreak=("id",))
+    got = items_at_ranks(path, ranks, spark, tiebreak=("id",))
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    ranked = write_ranked_list(path, tmp_path / "spark-ranked", spark, tiebreak=("id",))
+    got = items_at_ranks(ranked, ranks, spark, ranked=True)
+    pd.testing.assert_frame_equal(got[expected.columns], expected, check_dtype=False)
 
 
 @needs_spark
