@@ -621,14 +621,17 @@ def _check_queries(src: _Source) -> pd.DataFrame:
 def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
     """Check every run table (``_file`` = the path its errors name), then concatenate them."""
     parts = []
-    for src in sources:
+    # the source file of every row, dictionary-encoded (one string per file, not per row)
+    paths = [str(src.path) for src in sources]
+    for k, src in enumerate(sources):
         frame = src.frame
         _require(src, ("system", "query_id", "answer"), "runs")
         _nonempty(frame, src.path, ("system", "query_id", "answer"))
         _check_queries_known(frame, src.path, known)
         if "score" in frame.columns:
             frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
-        frame["_file"] = str(src.path)
+        codes = np.full(len(frame), k, dtype=np.int32)
+        frame["_file"] = pd.Categorical.from_codes(codes, categories=pd.Index(paths).unique())
         parts.append(frame)
     runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     if runs.empty:
@@ -636,7 +639,7 @@ def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
         raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
     # an optional column present in some runs/ files only is blank in the others
     for col in runs.columns:
-        if col not in (LINE, "score") and runs[col].hasnans:
+        if col not in (LINE, "score", "_file") and runs[col].hasnans:
             runs[col] = runs[col].fillna("")
     # the same dtypes whether the runs came from one table or a runs/ folder
     for col in ("system", "query_id", "answer"):
