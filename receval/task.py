@@ -50,7 +50,9 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
     import pyarrow.compute as pc
 
     index = answers.index
-    out = pa.array(answers.astype(str).to_numpy(), type=pa.large_string())
+    answers = answers.astype(str)
+    original = pa.array(answers.to_numpy(), type=pa.large_string())
+    out = original
     if matching.unicode:
         out = pc.utf8_normalize(out, form=matching.unicode)
     if matching.collapse_whitespace:
@@ -66,6 +68,8 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
             values[rest] = [v.casefold() for v in out.take(pa.array(rest)).to_pylist()]
             return pd.Series(values, index=index).astype(str)
         out = lowered
+    if out is original or pc.all(pc.equal(out, original)).as_py() in (True, None):
+        return answers  # nothing changed: share the input's buffers (answer_raw is the same)
     return pd.Series(out.to_pandas(), index=index).astype(str)
 
 
