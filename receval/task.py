@@ -526,11 +526,13 @@ def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: 
     sources = {k: _frame_source(v, k) for k, v in tables.items() if k != "queries"}
     queries = _frame_source(tables["queries"], "queries")
     if queries is None:  # the query universe: every query the tables mention
-        mentioned = set()
-        for src in sources.values():
-            if src is not None and "query_id" in src.frame.columns:
-                mentioned |= set(src.frame["query_id"].astype(str).str.strip()) - {""}
-        frame = pd.DataFrame({"query_id": sorted(mentioned)}, dtype=object)
+        mentioned = [
+            src.frame["query_id"].astype(str).str.strip().unique()
+            for src in sources.values()
+            if src is not None and "query_id" in src.frame.columns
+        ]
+        ids = pd.unique(np.concatenate(mentioned).astype(object)) if mentioned else []
+        frame = pd.DataFrame({"query_id": sorted(q for q in ids if q != "")}, dtype=object)
         frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
         queries = _Source(frame, Path("queries"), header=None)
     runs = sources.pop("runs")
