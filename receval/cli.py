@@ -401,10 +401,11 @@ def _score(
     bar.update(1)
     write_csv(out / "annotation.csv", annotation_spend(loaded))
     joint_board = result.leaderboard if estimator != "official" else None
-    write_csv(
-        out / "pooling_bias.csv",
-        pooling_bias(loaded, joint_board, engine=_engine(engine, spark_master)),
-    )
+    from receval.engine.census import fact_matched
+
+    # the engine counts fact-matched bundles; TAC bundles (classes across facts) stay in pandas
+    runner = _engine(engine, spark_master) if fact_matched(loaded) else None
+    write_csv(out / "pooling_bias.csv", pooling_bias(loaded, joint_board, engine=runner))
     info = dict(result.info)
     info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     info["inputs"] = {"task": str(task), "checksums": loaded.checksums()}
