@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from receval.options import check_score_options
+from receval.options import ENGINES, check_score_options
 from receval.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -189,6 +189,7 @@ def score(
     cutoff: int | None = None,
     replicates: Replicates | Path | str | None = None,
     anonymise_key: str | None = None,
+    engine: str = "duckdb",
     on_step: Callable[[], None] | None = None,
 ) -> ScoreResult:
     """Estimate precision, recall and F1 of every system with shared bootstrap intervals.
@@ -244,6 +245,9 @@ def score(
         Reuse the resampling counts of an earlier run (``replicates.npz``).
     anonymise_key : str, optional
         Also compute the leaderboard with keyed team pseudonyms (``leaderboard_anonymised.csv``).
+    engine : {'duckdb', 'spark'}
+        Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB,
+        or Apache Spark (``pip install 'receval[spark]'``; master from ``SPARK_MASTER``).
     on_step : callable, optional
         Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
         advance a progress bar.
@@ -291,8 +295,15 @@ def score(
         average=average,
         cutoff=cutoff,
     )
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r} is not one of {ENGINES}")
     return score_with_options(
-        task, options, replicates=replicates, anonymise_key=anonymise_key, on_step=on_step
+        task,
+        options,
+        replicates=replicates,
+        anonymise_key=anonymise_key,
+        engine=engine,
+        on_step=on_step,
     )
 
 
@@ -302,6 +313,7 @@ def score_with_options(
     *,
     replicates: Replicates | Path | str | None = None,
     anonymise_key: str | None = None,
+    engine: Any = None,
     on_step: Callable[[], None] | None = None,
 ) -> ScoreResult:
     """:func:`score` with a ready :class:`~receval.scoring.ScoreOptions` (all fields checked)."""
@@ -319,7 +331,7 @@ def score_with_options(
     diagnostics = {
         "per_query": per_query(loaded),
         "annotation": annotation_spend(loaded),
-        "pooling_bias": pooling_bias(loaded, joint),
+        "pooling_bias": pooling_bias(loaded, joint, engine=_engine_for(loaded, engine)),
         "agreement": agreement_by_round(loaded),
     }
     step()
@@ -341,6 +353,20 @@ def score_with_options(
     )
     step()
     return result
+
+
+def _engine_for(task: Task, engine: Any) -> Any:
+    """The aggregation engine for the leave-one-team-out diagnostic: a connected engine, a name
+    (``'duckdb'``, ``'spark'``) or None (DuckDB); TAC bundles, whose equivalence classes span
+    facts, are re-scored per team in pandas (None)."""
+    from receval.engine import connect
+    from receval.engine.census import fact_matched
+
+    if not fact_matched(task):
+        return None
+    if engine is None or isinstance(engine, str):
+        return connect(engine or "duckdb")
+    return engine
 
 
 def _run_record(task: Task, estimates: Any) -> RunRecord:

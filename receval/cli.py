@@ -77,10 +77,10 @@ def cli() -> None:
     """
 
 
-def _load(task: Path):
+def _load(task: Path, **parts):
     from receval.task import load_task
 
-    return load_task(task)
+    return load_task(task, **parts)
 
 
 @cli.command()
@@ -112,6 +112,16 @@ def validate(task: Path) -> None:
         kinds = conflicts["kind"].value_counts()
         detail = ", ".join(f"{k}: {v}" for k, v in kinds.items())
         click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
+
+
+def _engine(name: str, master: str | None):
+    """The aggregation engine of ``--engine`` (a missing pyspark is a usage error)."""
+    from receval.engine import connect
+
+    try:
+        return connect(name, master=master)
+    except ImportError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _warn(message: str) -> None:
@@ -318,6 +328,20 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     "unless its estimate ± 1.96 SE leaves [0, 1], then the ratio), or per system the form with "
     "the smaller estimated variance.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(opts.ENGINES),
+    default="duckdb",
+    show_default=True,
+    help="Engine of the heavy aggregations (official census, leave-one-team-out): embedded "
+    "DuckDB, or Apache Spark (pip install 'receval[spark]').",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
+    "else local[*]).",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -328,6 +352,8 @@ def score(
     best_per_team: bool,
     save_replicates: bool,
     replicates_path: Path | None,
+    engine: str,
+    spark_master: str | None,
     quiet: bool,
     **choices,
 ) -> None:
@@ -351,6 +377,7 @@ def score(
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
             score_with_options, task, options, replicates=replicates_path, anonymise_key=key,
+            engine=_engine(engine, spark_master),
             on_step=lambda: bar.update(1),
         )  # fmt: skip
         if key_source is not None:  # where the key is kept, never the key
@@ -545,7 +572,8 @@ def sample(
         )
     if exhaustive_units and units_from is None:
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
-    loaded = _load(task)
+    # only what a draw needs: who output which fact, the labels and the earlier rounds
+    loaded = _load(task, tables=("judgments", "samples", "exhaustive_units"), run_columns=("team",))
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
@@ -796,6 +824,14 @@ def import_tac_kbp_command(
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--format",
+    "table_format",
+    type=click.Choice(["tsv", "parquet"]),
+    default="tsv",
+    show_default=True,
+    help="Table format of the bundle (Parquet: faster to write and to load).",
+)
 def import_trec_command(
     out: Path,
     qrels: Path | None,
@@ -803,13 +839,14 @@ def import_trec_command(
     depth: int | None,
     name: str | None,
     overwrite: bool,
+    table_format: str,
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
     from receval.formats.trec import import_trec
 
     tables, config = import_trec(qrels, list(runs), depth, name=name or out.name)
-    write_bundle(out, tables, config, overwrite=overwrite)
+    write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
     click.echo(
         f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
         f"{len(tables.get('judgments', ()))} judgments"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from receval.task import Task
+
+if TYPE_CHECKING:
+    from receval.engine import Engine
 
 POOLING_BIAS_COLUMNS = [
     "team",
@@ -26,7 +30,9 @@ POOLING_BIAS_COLUMNS = [
 ]
 
 
-def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
+def pooling_bias(
+    task: Task, joint: pd.DataFrame | None = None, engine: Engine | None = None
+) -> pd.DataFrame:
     """Leave-one-team-out effect on the official closed-world scores, per team.
 
     For each team, the facts that only its systems output are removed from the judged pool (their
@@ -37,38 +43,43 @@ def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
     be misjudged — Chaganty et al. (2017, §2) report a median of 17.9% precision and 17.0% recall
     on TAC KBP 2015 (macro, relative).  ``joint_f1`` is the team's mean joint estimate, which does
     not depend on who was pooled.
+
+    Bundles matched on facts (no provenance, no equivalence classes, no single-valued slots) are
+    done in one pass: per-fact team counts give each team's unique facts, and each system's
+    right/wrong counts and the recall denominator lose exactly the responses and classes on
+    those facts.  TAC bundles, whose classes span facts, re-score once per team.  With an
+    ``engine`` (:mod:`receval.engine`), fact-matched bundles are counted in SQL by the engine
+    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); the
+    numbers are the same.
     """
     from receval.estimators.official import official_scores
 
-    base = official_scores(task).set_index("system")
-    outputs = task.outputs
-    team_of = outputs[["system", "team"]].drop_duplicates().set_index("system")["team"]
-    teams_per_fact = outputs.groupby("fact")["team"].nunique()
-    team_first = outputs.drop_duplicates("fact").set_index("fact")["team"]
-    judged_facts = set(task.labels.index)
+    team_of = task.outputs[["system", "team"]].drop_duplicates().set_index("system")["team"]
+    unique, owner = _unique_facts(task)
+    if engine is not None and _fact_matched(task):
+        from receval.engine import leave_team_out, official_census
+
+        base = official_census(task, engine).set_index("system")
+        lto = leave_team_out(task, engine)
+    else:
+        base = official_scores(task).set_index("system")
+        lto = _lto_one_pass(task, base, unique, owner)
+        if lto is None:
+            lto = _lto_rescore(task, unique, owner)
+    judged = np.zeros(len(task.facts), dtype=bool)
+    judged[task.labels.index.to_numpy(np.int64)] = True
+    teams = sorted(task.outputs["team"].unique())
+    team_index = {t: i for i, t in enumerate(owner.categories)}
+    unique_count = np.bincount(owner.codes[unique], minlength=len(owner.categories))
+    unique_judged = np.bincount(owner.codes[unique & judged], minlength=len(owner.categories))
     rows = []
-    for team in sorted(outputs["team"].unique()):
+    for team in teams:
         members = sorted(team_of.index[team_of == team])
-        unique = teams_per_fact.index[
-            (teams_per_fact == 1) & (team_first.reindex(teams_per_fact.index) == team)
-        ]
-        unique_set = set(unique)
-        kept = task.judgments[~task.judgments["fact"].isin(unique_set)].reset_index(drop=True)
-        # only the team's own scores are needed; the recall denominator comes from the judgments
-        reduced = dataclasses.replace(
-            task,
-            judgments=kept,
-            outputs=outputs[outputs["team"] == team].reset_index(drop=True),
-            raw_outputs=task.raw_outputs[task.raw_outputs["system"].isin(members)].reset_index(
-                drop=True
-            ),
-        )
-        lto = official_scores(reduced).set_index("system")
         row = {
             "team": team,
             "systems": len(members),
-            "unique_facts": len(unique_set),
-            "unique_judged": len(unique_set & judged_facts),
+            "unique_facts": int(unique_count[team_index[team]]),
+            "unique_judged": int(unique_judged[team_index[team]]),
         }
         for metric in ("precision", "recall", "f1"):
             row[f"official_{metric}"] = float(base.loc[members, metric].mean())
@@ -79,22 +90,185 @@ def pooling_bias(task: Task, joint: pd.DataFrame | None = None) -> pd.DataFrame:
             if joint is not None
             else np.nan
         )
-        notes = []
-        if row["unique_judged"] == 0:
-            notes.append("no judged fact is unique to this team: removing it changes nothing")
-        if joint is None:
-            notes.append("no joint estimate in this run")
-        for key, what in (
-            ("official_f1", "official scores"),
-            ("official_f1_lto", "leave-team-out scores"),
-        ):
-            if np.isnan(row[key]):
-                notes.append(
-                    f"{what} undefined: no response of this team's runs was counted right or wrong"
-                )
-        row["note"] = "; ".join(notes)
+        row["note"] = _bias_note(row, joint is None)
         rows.append(row)
     return pd.DataFrame(rows, columns=POOLING_BIAS_COLUMNS)
+
+
+def _bias_note(row: dict, no_joint: bool) -> str:
+    notes = []
+    if row["unique_judged"] == 0:
+        notes.append("no judged fact is unique to this team: removing it changes nothing")
+    if no_joint:
+        notes.append("no joint estimate in this run")
+    for key, what in (
+        ("official_f1", "official scores"),
+        ("official_f1_lto", "leave-team-out scores"),
+    ):
+        if np.isnan(row[key]):
+            notes.append(
+                f"{what} undefined: no response of this team's runs was counted right or wrong"
+            )
+    return "; ".join(notes)
+
+
+def _unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
+    """Per fact: output by exactly one team (bool), and the team of its first output (the owner
+    of a unique fact; NaN for facts nobody output).  One pass over (fact, team) codes."""
+    outputs = task.outputs
+    team = pd.Categorical(outputs["team"], categories=sorted(outputs["team"].unique()))
+    fact = outputs["fact"].to_numpy(np.int64)
+    n_facts = len(task.facts)
+    pairs = np.unique(fact * len(team.categories) + team.codes)
+    teams_per_fact = np.bincount(pairs // len(team.categories), minlength=n_facts)
+    codes = np.full(n_facts, -1, dtype=np.int64)
+    codes[fact[::-1]] = team.codes[::-1]  # reversed: the first output's team wins
+    owner = pd.Categorical.from_codes(codes, categories=team.categories)
+    return teams_per_fact == 1, owner
+
+
+def _fact_matched(task: Task) -> bool:
+    from receval.engine.census import fact_matched
+
+    return fact_matched(task)
+
+
+def _single_valued_queries(task: Task) -> set[str]:
+    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
+
+    queries = task.queries
+    if "slot" not in queries.columns:
+        return set()
+    slot = queries["slot"].fillna("").astype(str).str.strip()
+    return set(queries.loc[slot.isin(SINGLE_VALUED_SLOTS), "query_id"])
+
+
+def _distinct(*codes: np.ndarray) -> np.ndarray:
+    """Row index of the first occurrence of each distinct tuple of integer codes."""
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for c in codes:
+        key = key * (int(c.max(initial=0)) + 1) + c
+    return np.unique(key, return_index=True)[1]
+
+
+def _lto_one_pass(
+    task: Task, base: pd.DataFrame, unique: np.ndarray, owner: pd.Categorical
+) -> pd.DataFrame | None:
+    """Leave-team-out official P/R/F1 per system in one pass (fact-matched bundles; else None).
+
+    When every class is one fact, dropping a team's unique facts from the judgments turns exactly
+    its responses on those facts into unassessed ones (ignored) and removes those facts' classes
+    from ``gt``.  Right responses are then recounted as the scorer counts them: one per (system,
+    fact), or one per (system, query) for a single-valued slot (where ``gt`` is at most 1).
+    Checked against ``base`` (nothing left out must give the official counts), else None.
+    """
+    from receval.estimators.official import categorize_responses
+
+    if not _fact_matched(task):
+        return None
+    cat = categorize_responses(task)
+    raw = task.raw_outputs
+    hop0 = task.queries
+    if "hop" in hop0.columns:
+        hop0 = hop0[hop0["hop"].fillna("").astype(str).str.strip().isin(("0", ""))]
+    hop0_ids = set(hop0["query_id"])
+    keep = raw["query_id"].isin(hop0_ids).to_numpy()
+    if int(keep.sum()) != len(cat):
+        return None
+    systems = list(base.index)
+    fact = raw["fact"].to_numpy(np.int64)[keep]
+    sys_code = pd.Categorical(cat["system"], categories=systems).codes.astype(np.int64)
+    team_code = pd.Categorical(cat["system"].map(task.teams), categories=owner.categories).codes
+    single_ids = _single_valued_queries(task) & hop0_ids
+    query_code, _ = pd.factorize(cat["query_id"])
+    single = cat["query_id"].isin(single_ids).to_numpy()
+    # one right per (system, fact), or per (system, query) for single-valued slots
+    unit = np.where(single, query_code.astype(np.int64), fact + len(hop0_ids) + 1)
+    post = cat["post"].to_numpy()
+    eligible = (post == "right") | cat["duplicate"].to_numpy()
+    lost = unique[fact] & (owner.codes[fact] == team_code)
+
+    def rights(mask: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(mask)
+        firsts = rows[_distinct(sys_code[rows], unit[rows])] if len(rows) else rows
+        return np.bincount(sys_code[firsts], minlength=len(systems)).astype(float)
+
+    wrong_all = np.bincount(sys_code[post == "wrong"], minlength=len(systems)).astype(float)
+    if not np.array_equal(rights(eligible), base["right"].to_numpy(float)) or not np.array_equal(
+        wrong_all, base["wrong"].to_numpy(float)
+    ):
+        return None  # a policy this shortcut does not model: re-score instead
+    right = rights(eligible & ~lost)
+    wrong = wrong_all - np.bincount(sys_code[(post == "wrong") & lost], minlength=len(systems))
+    gt = (
+        base["gt"].to_numpy(float)
+        - _gt_lost(task, hop0_ids, single_ids, unique, owner)[
+            pd.Categorical([task.teams[s] for s in systems], categories=owner.categories).codes
+        ]
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
+        recall = np.where(gt > 0, right / gt, np.nan)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
+    return pd.DataFrame(
+        {"precision": precision, "recall": recall, "f1": f1},
+        index=pd.Index(systems, name="system"),
+    )
+
+
+def _gt_lost(
+    task: Task, hop0_ids: set, single_ids: set, unique: np.ndarray, owner: pd.Categorical
+) -> np.ndarray:
+    """Per team: how many recall-denominator classes disappear when its unique facts do.
+
+    A class is a correct or inexact judged fact of a hop-0 query; a single-valued query counts
+    one class at most, so it is lost only when every class of the query is the team's."""
+    judg = task.judgments
+    classed = judg["category"].isin(("correct", "inexact")) & judg["query_id"].isin(hop0_ids)
+    pairs = judg.loc[classed, ["query_id", "fact"]].drop_duplicates("fact")
+    facts = pairs["fact"].to_numpy(np.int64)
+    is_single = pairs["query_id"].isin(single_ids).to_numpy()
+    gone = unique[facts]
+    n_teams = len(owner.categories)
+    lost = np.bincount(owner.codes[facts[gone & ~is_single]], minlength=n_teams).astype(float)
+    if is_single.any():
+        sub = pd.DataFrame(
+            {
+                "q": pairs["query_id"].to_numpy()[is_single],
+                "t": owner.codes[facts[is_single]],
+                "u": gone[is_single],
+            }
+        )
+        per_query = sub.groupby("q").agg(n=("u", "size"), teams=("t", "nunique"), u=("u", "all"))
+        # every class of the query unique to one and the same team
+        whole = per_query[(per_query["teams"] == 1) & per_query["u"]]
+        team_of_query = sub.drop_duplicates("q").set_index("q")["t"]
+        lost += np.bincount(team_of_query.loc[whole.index].to_numpy(), minlength=n_teams)
+    return lost
+
+
+def _lto_rescore(task: Task, unique: np.ndarray, owner: pd.Categorical) -> pd.DataFrame:
+    """Leave-team-out official scores by re-scoring each team without its unique facts."""
+    from receval.estimators.official import official_scores
+
+    outputs = task.outputs
+    parts = []
+    for team in sorted(outputs["team"].unique()):
+        members = sorted(outputs.loc[outputs["team"] == team, "system"].unique())
+        unique_set = np.flatnonzero(unique & (np.asarray(owner) == team))
+        kept = task.judgments[~task.judgments["fact"].isin(unique_set)].reset_index(drop=True)
+        # only the team's own scores are needed; the recall denominator comes from the judgments
+        reduced = dataclasses.replace(
+            task,
+            judgments=kept,
+            outputs=outputs[outputs["team"] == team].reset_index(drop=True),
+            raw_outputs=task.raw_outputs[task.raw_outputs["system"].isin(members)].reset_index(
+                drop=True
+            ),
+        )
+        parts.append(official_scores(reduced).set_index("system")[["precision", "recall", "f1"]])
+    return pd.concat(parts)
 
 
 def per_query(task: Task) -> pd.DataFrame:

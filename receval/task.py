@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,19 +32,45 @@ from receval.formats.tables import (
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
 
+#: Every character :meth:`str.isspace` accepts (what Python's ``\\s`` and :meth:`str.strip`
+#: mean), spelled out so the Arrow kernels (RE2, whose ``\\s`` is ASCII only) agree with Python.
+_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+_WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _WHITESPACE) + "]+"
+
+
 def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
-    """Normalise answer strings per ``[matching]`` (vectorised; the fact key uses the result)."""
-    out = answers.astype(str)
+    """Normalise answer strings per ``[matching]``: Unicode normal form, whitespace runs collapsed
+    to one space, surrounding whitespace stripped, case folded (:meth:`str.casefold`).
+
+    Vectorised with Arrow compute kernels (no per-row Python); only non-ASCII answers are
+    case-folded in Python, because Arrow's lower-casing is not full case folding (``ß`` → ``ss``).
+    The result equals the row-by-row Python definition, whitespace being :meth:`str.isspace`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = answers.index
+    answers = answers.astype(str)
+    original = pa.array(answers.to_numpy(), type=pa.large_string())
+    out = original
     if matching.unicode:
-        form = matching.unicode
-        out = out.map(lambda s: unicodedata.normalize(form, s))
+        out = pc.utf8_normalize(out, form=matching.unicode)
     if matching.collapse_whitespace:
-        out = out.str.replace(r"\s+", " ", regex=True)
+        out = pc.replace_substring_regex(out, _WHITESPACE_CLASS, " ")
     if matching.strip:
-        out = out.str.strip()
+        out = pc.utf8_trim(out, characters=_WHITESPACE)
     if matching.casefold:
-        out = out.str.casefold()
-    return out
+        ascii_only = pc.string_is_ascii(out).to_numpy(zero_copy_only=False)
+        lowered = pc.utf8_lower(out)
+        if not ascii_only.all():
+            values = lowered.to_numpy(zero_copy_only=False).astype(object)
+            rest = np.flatnonzero(~ascii_only)
+            values[rest] = [v.casefold() for v in out.take(pa.array(rest)).to_pylist()]
+            return pd.Series(values, index=index).astype(str)
+        out = lowered
+    if out is original or pc.all(pc.equal(out, original)).as_py() in (True, None):
+        return answers  # nothing changed: share the input's buffers (answer_raw is the same)
+    return pd.Series(out.to_pandas(), index=index).astype(str)
 
 
 @dataclass
@@ -236,6 +261,10 @@ _RESERVED: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Columns a Parquet file or an in-memory table may hold as numbers (they are parsed as numbers).
+NUMERIC = ("score", "prob", "weight")
+
+
 @dataclass(frozen=True)
 class _Source:
     """One input table as strings with its ``_line`` column, the path its errors name (a file,
@@ -300,6 +329,16 @@ def _nonempty(
 
 
 def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> pd.Series:
+    if pd.api.types.is_numeric_dtype(frame[col].dtype):  # a typed Parquet / Arrow column
+        values = frame[col].astype(float)
+        bad = np.isinf(values.to_numpy()) | (values.isna().to_numpy() & (not allow_empty))
+        if bad.any():
+            i = int(bad.nonzero()[0][0])
+            text = "" if np.isnan(values.iloc[i]) else repr(float(values.iloc[i]))
+            raise BundleError(
+                path, int(frame[LINE].iloc[i]), f"column {col!r}: {text!r} is not a finite number"
+            )
+        return values
     text = frame[col].astype(str).str.strip()
     values = pd.to_numeric(text.where(text != "", None), errors="coerce")
     bad = values.isna() & (text != "")
@@ -333,10 +372,26 @@ def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | No
     if path is None:
         return None
     files[stem] = path
-    return _Source(read_table(path), path)
+    return _Source(read_table(path, NUMERIC), path)
 
 
-def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
+#: Run columns every task has; ``load_task(run_columns=...)`` reads these plus the ones named.
+_RUN_REQUIRED = ("system", "query_id", "answer")
+
+
+def _read_run_table(path: Path, run_columns: tuple[str, ...] | None) -> pd.DataFrame:
+    """One run table; with ``run_columns``, only the required and those columns (a Parquet file
+    reads nothing else from disk)."""
+    if run_columns is None:
+        return read_table(path, NUMERIC)
+    wanted = (*_RUN_REQUIRED, *run_columns)
+    frame = read_table(path, NUMERIC, columns=wanted)
+    return frame[[c for c in frame.columns if c in wanted or c == LINE]]
+
+
+def _run_sources(
+    root: Path, files: dict[str, Path], run_columns: tuple[str, ...] | None = None
+) -> list[_Source]:
     """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
     other files and hidden files such as ``._A.tsv`` are ignored)."""
     single = find_table(root, "runs")
@@ -347,7 +402,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
         )
     if single is not None:
         files["runs"] = single
-        return [_Source(read_table(single), single)]
+        return [_Source(_read_run_table(single, run_columns), single)]
     if not folder.is_dir():
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
@@ -371,7 +426,7 @@ def _run_sources(root: Path, files: dict[str, Path]) -> list[_Source]:
     sources = []
     for path in paths:
         files[f"runs/{path.name}"] = path
-        src = _Source(read_table(path), path)
+        src = _Source(_read_run_table(path, run_columns), path)
         frame = src.frame
         _require(src, ("query_id", "answer"), "runs")
         if "system" in frame.columns:
@@ -407,15 +462,32 @@ def _frame_source(data: object, table: str) -> _Source | None:
             f"{table}: expected a pandas DataFrame or a pyarrow Table, got {type(data).__name__}"
         )
     path = Path(table)
-    return _Source(arrow_to_strings(arrow, path), path, header=None)
+    return _Source(arrow_to_strings(arrow, path, NUMERIC), path, header=None)
 
 
-def load_task(root: Path | str) -> Task:
+_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+
+
+def load_task(
+    root: Path | str,
+    *,
+    tables: tuple[str, ...] | None = None,
+    run_columns: tuple[str, ...] | None = None,
+) -> Task:
     """Load and validate the bundle directory ``root`` (raises BundleError on bad input).
 
     The files are read as string tables and go through the same checks as
     :meth:`Task.from_frames`, sample designs included (:func:`receval.design.infer_designs`),
     so a bundle that loads is one every command can use.
+
+    Parameters
+    ----------
+    root : the bundle directory.
+    tables : optional tables to read (default: all of judgments, samples, exhaustive_units,
+        exhaustive, truth); the others are treated as absent and not read at all.  For commands
+        that need only part of a bundle (``receval sample``); ``validate`` reads everything.
+    run_columns : run columns to read besides ``system, query_id, answer`` (default: all);
+        Parquet runs then read only those columns from disk.
     """
     root = Path(root)
     if not root.exists():
@@ -434,12 +506,16 @@ def load_task(root: Path | str) -> Task:
             None,
             "missing file: a bundle needs queries.tsv (the query universe)",
         )
-    runs = _run_sources(root, files)
-    tables = {
-        name: _table_source(root, name, files)
-        for name in ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+    runs = _run_sources(root, files, run_columns)
+    wanted = _OPTIONAL_TABLES if tables is None else tables
+    unknown = sorted(set(wanted) - set(_OPTIONAL_TABLES))
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}")
+    sources = {
+        name: _table_source(root, name, files) if name in wanted else None
+        for name in _OPTIONAL_TABLES
     }
-    return _build_task(root, config, files, queries=queries, runs=runs, **tables)
+    return _build_task(root, config, files, queries=queries, runs=runs, **sources)
 
 
 def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: str | None) -> Task:
@@ -453,11 +529,13 @@ def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: 
     sources = {k: _frame_source(v, k) for k, v in tables.items() if k != "queries"}
     queries = _frame_source(tables["queries"], "queries")
     if queries is None:  # the query universe: every query the tables mention
-        mentioned = set()
-        for src in sources.values():
-            if src is not None and "query_id" in src.frame.columns:
-                mentioned |= set(src.frame["query_id"].astype(str).str.strip()) - {""}
-        frame = pd.DataFrame({"query_id": sorted(mentioned)}, dtype=object)
+        mentioned = [
+            src.frame["query_id"].astype(str).str.strip().unique()
+            for src in sources.values()
+            if src is not None and "query_id" in src.frame.columns
+        ]
+        ids = pd.unique(np.concatenate(mentioned).astype(object)) if mentioned else []
+        frame = pd.DataFrame({"query_id": sorted(q for q in ids if q != "")}, dtype=object)
         frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
         queries = _Source(frame, Path("queries"), header=None)
     runs = sources.pop("runs")
@@ -558,37 +636,36 @@ def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
     A bundle with no outputs at all is an error.
     """
     parts = []
-    for src in sources:
+    # the source file of every row, dictionary-encoded (one string per file, not per row)
+    paths = [str(src.path) for src in sources]
+    for k, src in enumerate(sources):
+        frame = src.frame
         _require(src, ("system", "query_id", "answer"), "runs")
-        src.frame["_file"] = str(src.path)
-        parts.append(src.frame)
+        if frame.empty:  # a header-only runs/<system> file: an empty submission
+            parts.append(frame)
+            continue
+        _nonempty(frame, src.path, ("system", "query_id", "answer"))
+        _check_queries_known(frame, src.path, known)
+        if "score" in frame.columns:
+            frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
+        codes = np.full(len(frame), k, dtype=np.int32)
+        frame["_file"] = pd.Categorical.from_codes(codes, categories=pd.Index(paths).unique())
+        parts.append(frame)
     if all(p.empty for p in parts):
         src = sources[0]
         raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
     empty = tuple(src.path.stem for src in sources if src.frame.empty) if len(sources) > 1 else ()
     parts = [p for p in parts if not p.empty]
-    sources = [src for src in sources if not src.frame.empty]
     runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     runs.attrs["empty_systems"] = empty
     # an optional column present in some runs/ files only is blank in the others
     for col in runs.columns:
-        if col != LINE and runs[col].hasnans:
+        if col not in (LINE, "score", "_file") and runs[col].hasnans:
             runs[col] = runs[col].fillna("")
-    score = pd.Series(np.nan, index=runs.index, dtype=float)
-    for src in sources:
-        part = runs if len(sources) == 1 else runs[runs["_file"] == str(src.path)].copy()
-        _nonempty(part, src.path, ("system", "query_id", "answer"))
-        _check_queries_known(part, src.path, known)
-        if "score" in part.columns:
-            score.loc[part.index] = _numbers(part, src.path, "score", allow_empty=True)
-        if part is not runs:
-            for col in ("system", "query_id"):
-                runs.loc[part.index, col] = part[col]
     # the same dtypes whether the runs came from one table or a runs/ folder
-    for col in ("system", "query_id"):
+    for col in ("system", "query_id", "answer"):
         runs[col] = runs[col].astype(str)
-    runs["answer"] = runs["answer"].astype(str)
-    runs["score"] = score
+    runs["score"] = runs["score"].astype(float) if "score" in runs.columns else np.nan
     for col in ("team", "provenance"):
         if col not in runs.columns:
             runs[col] = ""
@@ -599,49 +676,62 @@ def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
 
 def _assign_teams(runs: pd.DataFrame) -> None:
     """One team per system; a blank team cell takes the system's team (or its name when no row
-    names a team)."""
-    named = runs[runs["team"] != ""]
-    first_team = named.groupby("system")["team"].transform("first")
-    differs = (named["team"] != first_team).to_numpy()
+    names a team).  Vectorised over integer codes of systems and teams."""
+    sys_codes, systems = pd.factorize(runs["system"])
+    team_codes, teams = pd.factorize(runs["team"])
+    named = (runs["team"] != "").to_numpy()
+    rows = np.flatnonzero(named)[::-1]
+    first_row = np.full(len(systems), -1, dtype=np.int64)
+    first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
+    first_team = np.where(first_row >= 0, team_codes[np.maximum(first_row, 0)], -1)
+    differs = named & (team_codes != first_team[sys_codes])
     if differs.any():
         i = int(differs.nonzero()[0][0])
-        system = named["system"].iloc[i]
         raise BundleError(
-            Path(named["_file"].iloc[i]),
-            int(named[LINE].iloc[i]),
-            f"system {system!r} is given two teams ({first_team.iloc[i]!r} and "
-            f"{named['team'].iloc[i]!r})",
+            Path(runs["_file"].iloc[i]),
+            int(runs[LINE].iloc[i]),
+            f"system {systems[sys_codes[i]]!r} is given two teams "
+            f"({teams[first_team[sys_codes[i]]]!r} and {runs['team'].iloc[i]!r})",
         )
-    team_of = named.drop_duplicates("system").set_index("system")["team"]
-    mapped = runs["system"].map(team_of)
-    runs["team"] = pd.Series(
-        np.where(mapped.isna(), runs["system"].to_numpy(object), mapped.to_numpy(object)),
-        index=runs.index,
-    ).astype(str)
+    names = np.where(
+        first_team >= 0,
+        np.asarray(teams, dtype=object)[np.maximum(first_team, 0)],
+        np.asarray(systems, dtype=object),
+    )
+    runs["team"] = _take_text(names, sys_codes)
+
+
+def _take_text(values: np.ndarray, codes: np.ndarray) -> pd.Series:
+    """``values[codes]`` as a text column, without one Python object per row."""
+    import pyarrow as pa
+
+    taken = pa.array(values.tolist(), type=pa.string()).take(pa.array(codes))
+    return pd.Series(taken.to_pandas()).astype(str)
 
 
 def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``outputs`` (one row per system and fact: the highest score, ``copies`` counted) and
-    ``raw_outputs`` (every input row)."""
-    runs["_order"] = np.arange(len(runs))
-    grouped = runs.sort_values(["score", "_order"], ascending=[False, True], na_position="last")
-    first = grouped.drop_duplicates(["system", "fact"], keep="first")
-    copies = runs.groupby(["system", "fact"]).size().rename("copies")
-    outputs = first.join(copies, on=["system", "fact"]).sort_values("_order")
-    keep = [
-        "system",
-        "team",
-        "query_id",
-        "answer",
-        "answer_raw",
-        "score",
-        "provenance",
-        "fact",
-        "copies",
-    ]
+    """``outputs`` (one row per system and fact: the highest score, first in file order among
+    equal scores, ``copies`` counted) and ``raw_outputs`` (every input row)."""
+    keep = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
-    outputs = outputs[keep + extra].reset_index(drop=True)
-    raw_outputs = runs[keep[:-1] + extra + ["_file", LINE]].reset_index(drop=True)
+    raw_outputs = runs[keep + extra + ["_file", LINE]].reset_index(drop=True)
+    sys_codes, _ = pd.factorize(runs["system"])
+    fact = runs["fact"].to_numpy(np.int64)
+    key = sys_codes.astype(np.int64) * (int(fact.max()) + 1) + fact
+    score = runs["score"].to_numpy(float)
+    # by (system, fact), then score descending (NaN last), then input order
+    order = np.lexsort((np.arange(len(key)), np.isnan(score), -np.nan_to_num(score), key))
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    copies = np.diff(np.r_[starts, len(key)])
+    if len(starts) == len(key):  # no duplicates: every row is an output
+        outputs = runs[keep + extra].reset_index(drop=True)
+        outputs.insert(len(keep), "copies", np.ones(len(key), dtype=np.int64))
+        return outputs, raw_outputs
+    first = order[starts]
+    back = np.argsort(first, kind="stable")  # outputs in input order
+    outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)
+    outputs.insert(len(keep), "copies", copies[back].astype(np.int64))
     return outputs, raw_outputs
 
 

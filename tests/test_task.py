@@ -710,3 +710,59 @@ def test_load_task_checks_sample_designs(tmp_path: Path):
     samples = DEFAULT_FILES["samples.tsv"] + "s2\tA\tq1\tParis\t0.5\n"
     with pytest.raises(BundleError, match=r"samples.tsv:5: prob 0.5 disagrees"):
         load_task(make_bundle(tmp_path, samples=samples))
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".parquet"])
+def test_load_task_reads_only_the_parts_asked_for(tmp_path: Path, suffix: str):
+    root = make_bundle(tmp_path)
+    if suffix == ".parquet":
+        root = convert_bundle(root, tmp_path / "as-parquet", suffix)
+    full = load_task(root)
+    part = load_task(root, tables=("judgments", "samples"), run_columns=("team",))
+    assert part.outputs["score"].isna().all()  # not read: the sample needs no scores
+    assert part.exhaustive_units.empty and "exhaustive_units" not in part.files
+    assert part.truth is None
+    cols = ["system", "team", "query_id", "answer", "fact", "copies"]
+    pd.testing.assert_frame_equal(part.outputs[cols], full.outputs[cols])
+    assert part.labels.equals(full.labels)
+    with pytest.raises(ValueError, match="unknown table"):
+        load_task(root, tables=("runs",))
+
+
+def _python_normalize(text: str, matching: Matching) -> str:
+    """The row-by-row definition normalize_answers vectorises."""
+    import re
+    import unicodedata
+
+    if matching.unicode:
+        text = unicodedata.normalize(matching.unicode, text)
+    if matching.collapse_whitespace:
+        text = re.sub(r"\s+", " ", text)
+    if matching.strip:
+        text = text.strip()
+    if matching.casefold:
+        text = text.casefold()
+    return text
+
+
+@pytest.mark.parametrize("unicode", ["none", "NFC", "NFKC"])
+@pytest.mark.parametrize("casefold", [True, False])
+def test_vectorised_normalisation_equals_the_python_definition(unicode: str, casefold: bool):
+    tricky = [
+        "  Paris ",
+        "Stra\u00dfe",  # ß casefolds to ss, lower() keeps it
+        "\u0130stanbul",  # dotted capital I
+        "a\u00a0b\u2003c\u3000d",  # no-break, em and ideographic spaces
+        "x\x1cy\x1dz\x85w",  # separators str.isspace accepts
+        "e\u0301",  # combining accent (NFC composes)
+        "\ufb01ne",  # ligature (NFKC decomposes, casefold too)
+        "\u03a3\u0391\u03a3",  # Greek capitals
+        "",
+        "tab\there\nnewline",
+    ]
+    rng = np.random.default_rng(0)
+    alphabet = list("aB ß\u00a0\t\u2028İΣ\u0301x")
+    tricky += ["".join(rng.choice(alphabet, size=rng.integers(0, 12))) for _ in range(200)]
+    matching = Matching(casefold=casefold, unicode=None if unicode == "none" else unicode)
+    got = normalize_answers(pd.Series(tricky), matching).tolist()
+    assert got == [_python_normalize(t, matching) for t in tricky]

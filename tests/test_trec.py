@@ -172,3 +172,25 @@ def test_same_tag_in_two_files(tmp_path):
 def test_empty_run(tmp_path):
     run = write(tmp_path, "r.run", "\n# nothing\n")
     expect_error(lambda: read_trec_run(run), run, None, "no data lines")
+
+
+def test_plain_and_irregular_run_files_read_the_same(tmp_path):
+    """The Arrow fast path (single spaces) and the line-by-line reader agree, errors included."""
+    import pandas as pd
+
+    plain = "".join(
+        f"q{q} Q0 d{d} {d + 1} {1.0 / (d + 1)!r} tagA\n" for q in range(3) for d in range(5)
+    )
+    irregular = "# a comment\n\n" + plain.replace(" Q0 ", "\tQ0  ")
+    (tmp_path / "plain.txt").write_text(plain)
+    (tmp_path / "irregular.txt").write_text(irregular)
+    a = read_trec_run(tmp_path / "plain.txt")
+    b = read_trec_run(tmp_path / "irregular.txt")
+    pd.testing.assert_frame_equal(a.drop(columns="line"), b.drop(columns="line"))
+    assert a["line"].tolist() == list(range(1, 16))
+    assert b["line"].tolist() == list(range(3, 18))
+    broken = plain.splitlines(keepends=True)
+    broken[6] = "q1 Q0 dX 2 0.5\n"  # five fields on line 7
+    (tmp_path / "broken.txt").write_text("".join(broken))
+    with pytest.raises(BundleError, match=r"broken.txt:7: expected 6 whitespace-separated"):
+        read_trec_run(tmp_path / "broken.txt")

@@ -28,6 +28,15 @@ from receval.errors import BundleError
 TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
 LINE = "_line"
 
+#: The dtype of text columns: pandas' Arrow-backed ``str`` (pandas >= 3; vectorised string
+#: kernels, no Python object per value), else ``object``.
+STRING = "str" if int(pd.__version__.split(".")[0]) >= 3 else object
+
+
+def _text_column(values) -> pd.Series:
+    """A text column (numpy object array, list or Arrow array) as a :data:`STRING` Series."""
+    return pd.Series(pd.array(values, dtype=STRING) if STRING == "str" else values, dtype=STRING)
+
 
 def find_table(folder: Path, stem: str) -> Path | None:
     """The one file ``stem.{tsv,csv,parquet}`` in ``folder``, or None; two of them is an error."""
@@ -38,11 +47,19 @@ def find_table(folder: Path, stem: str) -> Path | None:
     return found[0] if found else None
 
 
-def read_table(path: Path) -> pd.DataFrame:
-    """Read one bundle table as strings, with the ``_line`` column (see module docstring)."""
+def read_table(
+    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """Read one bundle table as strings, with the ``_line`` column (see module docstring).
+
+    ``numeric`` names columns that a Parquet file may store as numbers: those stay ``float64``
+    (null = NaN) instead of becoming text; text files always give text.  ``columns`` (optional)
+    limits a Parquet file to those of its columns (the others are not read); text files are
+    read whole.
+    """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return _read_parquet(path)
+        return _read_parquet(path, numeric, columns)
     if suffix not in (".tsv", ".csv"):
         raise BundleError(
             path, None, f"unsupported table format {suffix!r} (use .tsv, .csv or .parquet)"
@@ -106,7 +123,10 @@ def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
         names, rows, line_numbers = _tsv_records(path, lines)
     else:
         names, rows, line_numbers = _csv_records(path, text)
-    frame = pd.DataFrame(rows, columns=names, dtype=object)
+    rows = np.asarray(rows, dtype=object).reshape(len(line_numbers), len(names))
+    frame = pd.DataFrame(
+        {name: _text_column(rows[:, j]) for j, name in enumerate(names)}, columns=names
+    )
     frame[LINE] = np.asarray(line_numbers, dtype=np.int64)
     return frame
 
@@ -181,7 +201,9 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], lis
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _read_parquet(
+    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
     """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
     are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
     try:
@@ -191,16 +213,21 @@ def _read_parquet(path: Path) -> pd.DataFrame:
             path, None, "reading Parquet needs pyarrow: pip install 'receval[parquet]'"
         ) from None
     try:
-        table = pq.read_table(path)
+        if columns is not None:
+            present = set(pq.read_schema(path).names)
+            table = pq.read_table(path, columns=[c for c in columns if c in present])
+        else:
+            table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
-    return arrow_to_strings(table, path)
+    return arrow_to_strings(table, path, numeric)
 
 
-def arrow_to_strings(table, path: Path) -> pd.DataFrame:
+def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
     """A pyarrow Table as a frame of strings with ``_line`` = the 1-based row number (the
-    conversions of :func:`read_table` for Parquet; ``path`` names errors)."""
+    conversions of :func:`read_table` for Parquet; ``path`` names errors).  Numeric columns named
+    in ``numeric`` stay numbers (``float64``, null = NaN)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -213,10 +240,13 @@ def arrow_to_strings(table, path: Path) -> pd.DataFrame:
         if pa.types.is_dictionary(kind):
             col = pc.cast(col, kind.value_type)
             kind = col.type
+        if name in numeric and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            out[name] = pd.Series(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
+            continue
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            values = pc.fill_null(col, "").to_numpy(zero_copy_only=False)
+            values = pc.fill_null(col, "")
         elif pa.types.is_integer(kind):
-            values = pc.fill_null(pc.cast(col, pa.string()), "").to_numpy(zero_copy_only=False)
+            values = pc.fill_null(pc.cast(col, pa.string()), "")
         elif pa.types.is_floating(kind):
             # numpy's str() of a float64 is its shortest round-trip form, as repr() is
             floats = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
@@ -233,8 +263,8 @@ def arrow_to_strings(table, path: Path) -> pd.DataFrame:
                     ) from None
         else:
             values = ["" if v is None else str(v) for v in col.to_pylist()]
-        out[name] = pd.Series(values, dtype=object)
-    frame = pd.DataFrame(out, index=pd.RangeIndex(table.num_rows), columns=names, dtype=object)
+        out[name] = _text_column(values)
+    frame = pd.DataFrame(out, index=pd.RangeIndex(table.num_rows), columns=names)
     frame[LINE] = np.arange(1, table.num_rows + 1, dtype=np.int64)
     return frame
 

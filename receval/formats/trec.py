@@ -36,6 +36,9 @@ Bundle encoding
 
 from __future__ import annotations
 
+import io
+import itertools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -43,28 +46,77 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tac_kbp import _text_lines
+from receval.formats.tables import read_text
 
 __all__ = ["import_trec", "read_qrels", "read_trec_run"]
 
 
-def _split(path: Path, ncols: int, layout: str) -> tuple[list[list[str]], list[int]]:
-    lines = _text_lines(path)
-    if not lines:
+def _split(path: Path, ncols: int, layout: str) -> tuple[np.ndarray, list[int]]:
+    """The whitespace-separated fields of every data line as an (n, ncols) object array, and
+    the lines' numbers.  One ``str.split`` per line, then whole-array checks (no per-row
+    regex or frame building)."""
+    path = Path(path)
+    if not path.exists():
+        raise BundleError(path, None, "no such file")
+    if path.is_dir():
+        raise BundleError(path, None, "is a directory, not a file")
+    text = read_text(path)
+    fast = _split_with_arrow(text, ncols)
+    if fast is not None:
+        return fast, list(range(1, len(fast) + 1))
+    lines = text.split("\n")
+    split = [line.split() for line in lines]
+    counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    data = counts > 0
+    if "#" in "".join(s[0][:1] for s in split if s):  # comment lines (first field starts with #)
+        data &= np.fromiter((not s or s[0][0] != "#" for s in split), dtype=bool, count=len(split))
+    keep = np.flatnonzero(data)
+    if not len(keep):
         raise BundleError(path, None, "no data lines (the file is empty or only comments)")
-    rows = []
-    numbers = []
-    for number, line in lines:
-        fields = line.split()
-        if len(fields) != ncols:
-            raise BundleError(
-                path,
-                number,
-                f"expected {ncols} whitespace-separated columns ({layout}), found {len(fields)}",
-            )
-        rows.append(fields)
-        numbers.append(number)
-    return rows, numbers
+    bad = keep[counts[keep] != ncols]
+    if len(bad):
+        i = int(bad[0])
+        raise BundleError(
+            path,
+            i + 1,
+            f"expected {ncols} whitespace-separated columns ({layout}), found {counts[i]}",
+        )
+    kept = split if len(keep) == len(split) else [split[i] for i in keep]
+    fields = np.array(list(itertools.chain.from_iterable(kept)), dtype=object)
+    return fields.reshape(len(keep), ncols), (keep + 1).tolist()
+
+
+#: Anything the Arrow reader would treat differently from ``str.split``: runs of spaces, other
+#: whitespace, blank lines, comment lines, leading or trailing spaces.
+_NOT_PLAIN = re.compile(r"  |[\t\x0b\x0c\r\x1c-\x1f]|\n\n|^\n|^ |\n | \n|^#|\n#")
+
+
+def _split_with_arrow(text: str, ncols: int) -> np.ndarray | None:
+    """The common case in C++: ASCII lines of single-space-separated fields, no comments or
+    blank lines (checked with one pattern search over the whole text).  None when the file is
+    not that plain or a line has the wrong number of fields: the line-by-line reader then
+    gives the exact error."""
+    if not text.isascii() or _NOT_PLAIN.search(text) or not text.strip():
+        return None
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names = [f"f{i}" for i in range(ncols)]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(text.encode("ascii")),
+            read_options=pacsv.ReadOptions(column_names=names),
+            parse_options=pacsv.ParseOptions(
+                delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    columns = [table.column(i).to_numpy(zero_copy_only=False) for i in range(ncols)]
+    return np.column_stack(columns).astype(object, copy=False)
 
 
 def _first_bad(mask: np.ndarray) -> int | None:

@@ -1,0 +1,151 @@
+"""The engine interface and its two implementations (DuckDB, Spark)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import pandas as pd
+
+ENGINES = ("duckdb", "spark")
+
+
+class Engine(ABC):
+    """Runs SQL text over registered tables and returns small results as pandas frames."""
+
+    name: str
+
+    @abstractmethod
+    def register(self, name: str, table: pd.DataFrame | Path | str) -> None:
+        """Make ``table`` (a pandas frame, or a Parquet file / folder / glob) queryable as ``name``."""
+
+    @abstractmethod
+    def query(self, sql: str) -> pd.DataFrame:
+        """Run one SELECT and return its result as a pandas frame."""
+
+    @abstractmethod
+    def write_parquet(self, sql: str, path: Path | str) -> None:
+        """Write the result of one SELECT to ``path`` as Parquet (a file for DuckDB, a folder
+        of part files for Spark), in the SELECT's order."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release the engine's resources."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class DuckDBEngine(Engine):
+    """DuckDB in this process; spills to ``temp_directory`` when a sort does not fit in memory.
+
+    Parameters
+    ----------
+    memory_limit : str, optional
+        DuckDB's ``memory_limit`` (e.g. ``"4GB"``); DuckDB's default is 80% of RAM.
+    temp_directory : path, optional
+        Where large sorts and joins spill.
+    threads : int, optional
+    """
+
+    name = "duckdb"
+
+    def __init__(
+        self,
+        memory_limit: str | None = None,
+        temp_directory: Path | str | None = None,
+        threads: int | None = None,
+    ) -> None:
+        import duckdb
+
+        self.con = duckdb.connect(database=":memory:")
+        self.con.execute("SET enable_progress_bar = false")  # stdout belongs to the command
+        if memory_limit:
+            self.con.execute(f"SET memory_limit = '{memory_limit}'")
+        if temp_directory:
+            self.con.execute(f"SET temp_directory = '{Path(temp_directory).as_posix()}'")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+
+    def register(self, name: str, table) -> None:
+        # a registered frame and a file view share the temporary namespace: drop either first
+        self.con.unregister(name)
+        self.con.execute(f"DROP VIEW IF EXISTS {name}")
+        if isinstance(table, (str, Path)):
+            path = Path(table)
+            glob = (path / "**" / "*.parquet").as_posix() if path.is_dir() else path.as_posix()
+            self.con.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet('{glob}')")
+        else:
+            self.con.register(name, table)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        return self.con.execute(sql).fetch_df()
+
+    def write_parquet(self, sql: str, path) -> None:
+        target = Path(path).as_posix().replace("'", "''")
+        self.con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET)")
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class SparkEngine(Engine):
+    """Apache Spark through ``pyspark``: the same SQL on a cluster (or ``local[*]``).
+
+    The session is ``SparkSession.builder.getOrCreate()`` with ``spark.master`` set from
+    ``master`` or ``SPARK_MASTER`` when given (otherwise Spark's own configuration:
+    ``spark-defaults.conf``, ``spark-submit`` flags, else ``local[*]``).  Pandas frames go in
+    through Arrow.
+    """
+
+    name = "spark"
+
+    def __init__(self, master: str | None = None, app_name: str = "receval") -> None:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise ImportError(
+                "--engine spark needs pyspark and a Java runtime: pip install 'receval[spark]'"
+            ) from None
+        builder = SparkSession.builder.appName(app_name)
+        master = master or os.environ.get("SPARK_MASTER")
+        if master:
+            builder = builder.master(master)
+        builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        builder = builder.config("spark.sql.session.timeZone", "UTC")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # pyspark's note on pandas >= 3
+            self.spark = builder.getOrCreate()
+        self.spark.sparkContext.setLogLevel("ERROR")
+
+    def register(self, name: str, table) -> None:
+        if isinstance(table, (str, Path)):
+            frame = self.spark.read.parquet(str(table))
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                frame = self.spark.createDataFrame(table)
+        frame.createOrReplaceTempView(name)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return self.spark.sql(sql).toPandas()
+
+    def write_parquet(self, sql: str, path) -> None:
+        self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+
+
+def connect(name: str = "duckdb", *, master: str | None = None, **options) -> Engine:
+    """An engine by name: ``"duckdb"`` (default; ``options`` go to :class:`DuckDBEngine`) or
+    ``"spark"`` (``master`` as in :class:`SparkEngine`)."""
+    if name == "duckdb":
+        return DuckDBEngine(**options)
+    if name == "spark":
+        return SparkEngine(master=master, **options)
+    raise ValueError(f"unknown engine {name!r} (choose from {', '.join(ENGINES)})")

@@ -1,0 +1,237 @@
+"""The official closed-world census and its leave-one-team-out variant, run by an engine.
+
+For bundles matched on facts (:func:`fact_matched`: no provenance on both sides, no equivalence
+classes or mention types, no ``hop`` column on the runs), these equal
+:func:`receval.estimators.official.official_scores` count for count (tests check it), with the
+same policy (:class:`~receval.estimators.official.OfficialPolicy`).  TAC bundles, whose classes
+span facts and whose matching uses provenance, stay with the pandas scorer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from receval.engine.base import Engine
+from receval.engine.queries import (
+    CATEGORY_CODES,
+    GROUND_TRUTH,
+    GROUND_TRUTH_LOST,
+    LEAVE_TEAM_OUT_COUNTS,
+    OFFICIAL_COUNTS,
+)
+from receval.task import Task
+
+#: Count columns, in :data:`receval.estimators.official.COUNT_COLUMNS` order.
+COUNT_COLUMNS = [
+    "outputs",
+    "judged",
+    "assessed_correct",
+    "assessed_wrong",
+    "assessed_inexact",
+    "assessed_ignore",
+    "unassessed",
+    "duplicates",
+    "right",
+    "wrong",
+    "ignored",
+    "gt",
+]
+
+
+def fact_matched(task: Task) -> bool:
+    """True when the official scorer matches responses on facts and every class is one fact."""
+
+    def filled(frame: pd.DataFrame, col: str) -> bool:
+        return col in frame.columns and bool((frame[col].astype(str).str.strip() != "").any())
+
+    judg, raw = task.judgments, task.raw_outputs
+    if any(filled(judg, c) and filled(raw, c) for c in ("provenance", "relation_provenance")):
+        return False
+    if "equivalence_class" in judg.columns:
+        ec = judg["equivalence_class"].astype(str).str.strip()
+        if (~ec.isin(("", "0"))).any():
+            return False
+    return not filled(judg, "ec_mention_type") and "hop" not in raw.columns
+
+
+def hop0_queries(task: Task) -> pd.DataFrame:
+    """The hop-0 queries (all when there is no ``hop`` column) with ``single`` (0/1)."""
+    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
+
+    queries = task.queries
+    if "hop" in queries.columns:
+        queries = queries[queries["hop"].fillna("").astype(str).str.strip().isin(("0", ""))]
+    single = np.zeros(len(queries), dtype=np.int64)
+    if "slot" in queries.columns:
+        slot = queries["slot"].fillna("").astype(str).str.strip()
+        single = slot.isin(SINGLE_VALUED_SLOTS).to_numpy().astype(np.int64)
+    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "single": single})
+
+
+def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
+    """The integer-coded ``responses``, ``judgments`` and ``queries`` tables of
+    :mod:`receval.engine.queries` (codes: systems and teams in sorted order, queries in
+    ``hop0_queries`` order; facts are the task's fact ids)."""
+    queries = hop0_queries(task)
+    query_code = pd.Index(queries["query_id"])
+    raw = task.raw_outputs
+    q = query_code.get_indexer(raw["query_id"])
+    keep = q >= 0
+    systems = pd.Index(task.systems)
+    teams = pd.Index(sorted(set(task.teams.values())))
+    sys_code = systems.get_indexer(raw["system"][keep])
+    responses = pd.DataFrame(
+        {
+            "sys": sys_code.astype(np.int64),
+            "team": teams.get_indexer(raw["team"][keep]).astype(np.int64),
+            "query": q[keep].astype(np.int64),
+            "fact": raw["fact"].to_numpy(np.int64)[keep],
+            "single": queries["single"].to_numpy()[q[keep]],
+        }
+    )
+    judg = task.judgments
+    jq = query_code.get_indexer(judg["query_id"])
+    jkeep = jq >= 0
+    judgments = pd.DataFrame(
+        {
+            "query": jq[jkeep].astype(np.int64),
+            "fact": judg["fact"].to_numpy(np.int64)[jkeep],
+            "category": judg["category"].map(CATEGORY_CODES).to_numpy(np.int64)[jkeep],
+            "ord": np.flatnonzero(jkeep).astype(np.int64),
+        }
+    )
+    coded_queries = pd.DataFrame(
+        {"query": np.arange(len(queries), dtype=np.int64), "single": queries["single"]}
+    )
+    return {"responses": responses, "judgments": judgments, "queries": coded_queries}
+
+
+def _policy_words(task: Task, policy) -> dict[str, str]:
+    from receval.estimators.official import CS_SCORE_TEST_SUITE
+
+    policy = policy or CS_SCORE_TEST_SUITE
+    word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
+    return {
+        "inexact": word[policy.resolved_inexact(task)],
+        "unassessed": word[policy.unassessed],
+        "duplicate": word[policy.duplicate],
+    }
+
+
+def _register(task: Task, engine: Engine) -> None:
+    """Register the coded tables of ``task`` (once per task and engine: a Task is not changed
+    after it is built; ``dataclasses.replace`` makes a new one)."""
+    if getattr(engine, "_registered_task", None) is task:
+        return
+    for name, table in coded_tables(task).items():
+        engine.register(name, table)
+    engine._registered_task = task
+
+
+def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.DataFrame:
+    """Per-system count columns from the COUNTS query (systems without rows get zeros)."""
+    raw = raw.set_index("sys").reindex(np.arange(n_systems), fill_value=0).astype(np.int64)
+    duplicates = raw["eligible"] - raw["first_right"]
+    right = raw["first_right"] + (duplicates if words["duplicate"] == "right" else 0)
+    wrong = raw["wrong_rows"] + (duplicates if words["duplicate"] == "wrong" else 0)
+    out = raw[
+        [
+            "outputs",
+            "judged",
+            "assessed_correct",
+            "assessed_wrong",
+            "assessed_inexact",
+            "assessed_ignore",
+            "unassessed",
+        ]
+    ].copy()
+    out["duplicates"] = duplicates
+    out["right"] = right
+    out["wrong"] = wrong
+    out["ignored"] = raw["outputs"] - right - wrong
+    return out
+
+
+def rates(right, wrong, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Micro precision, recall, F1 and the official note (NaN with a reason)."""
+    right, wrong, gt = (np.asarray(x, dtype=float) for x in (right, wrong, gt))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
+        recall = np.where(gt > 0, right / gt, np.nan)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
+    notes = []
+    for p, r in zip(precision, recall, strict=True):
+        why = []
+        if np.isnan(p):
+            why.append("precision undefined: no response counted right or wrong (none assessed)")
+        if np.isnan(r):
+            why.append("recall undefined: no correct equivalence class assessed (gt = 0)")
+        notes.append("; ".join(why))
+    return precision, recall, f1, notes
+
+
+def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
+    """The official hop-0 micro census per system, computed by ``engine``.
+
+    Returns the columns of :func:`receval.estimators.official.official_scores` (``system, team``,
+    count columns, ``precision, recall, f1, note``), equal to it for fact-matched bundles.  A
+    census of the assessed pool: no sampling uncertainty, biased for true precision and recall
+    (see :mod:`receval.estimators.official`).
+
+    Raises
+    ------
+    ValueError
+        When the bundle is not fact-matched (:func:`fact_matched`).
+    """
+    if not fact_matched(task):
+        raise ValueError(
+            "the engine census covers fact-matched bundles (no provenance, no equivalence "
+            "classes); use receval.estimators.official.official_scores"
+        )
+    words = _policy_words(task, policy)
+    _register(task, engine)
+    counts = _counts(engine.query(OFFICIAL_COUNTS.format(**words)), len(task.systems), words)
+    counts["gt"] = int(engine.query(GROUND_TRUTH)["gt"].iloc[0])
+    precision, recall, f1, notes = rates(counts["right"], counts["wrong"], counts["gt"])
+    out = pd.DataFrame({"system": task.systems})
+    out["team"] = out["system"].map(task.teams)
+    for col in COUNT_COLUMNS:
+        out[col] = counts[col].to_numpy(np.int64)
+    out["precision"], out["recall"], out["f1"], out["note"] = precision, recall, f1, notes
+    return out
+
+
+def leave_team_out(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
+    """Official P/R/F1 of every system with its team's unique facts left out of the pool.
+
+    One pass (no re-scoring per team): per-fact team counts mark the responses on facts only
+    their own team output, which lose their assessment (unassessed), and the classes those
+    facts made leave the recall denominator.  Index ``system``; columns ``right, wrong, gt,
+    precision, recall, f1``.  Fact-matched bundles only (else ValueError).
+    """
+    if not fact_matched(task):
+        raise ValueError("leave_team_out in the engine needs a fact-matched bundle")
+    words = _policy_words(task, policy)
+    _register(task, engine)
+    n = len(task.systems)
+    counts = _counts(engine.query(LEAVE_TEAM_OUT_COUNTS.format(**words)), n, words)
+    gt = int(engine.query(GROUND_TRUTH)["gt"].iloc[0])
+    teams = sorted(set(task.teams.values()))
+    lost = engine.query(GROUND_TRUTH_LOST).set_index("team")["lost"]
+    lost = lost.reindex(np.arange(len(teams)), fill_value=0).to_numpy(np.int64)
+    team_of = pd.Index(teams).get_indexer([task.teams[s] for s in task.systems])
+    gt_lto = gt - lost[team_of]
+    precision, recall, f1, _ = rates(counts["right"], counts["wrong"], gt_lto)
+    return pd.DataFrame(
+        {
+            "right": counts["right"].to_numpy(np.int64),
+            "wrong": counts["wrong"].to_numpy(np.int64),
+            "gt": gt_lto,
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+        },
+        index=pd.Index(task.systems, name="system"),
+    )
