@@ -114,7 +114,7 @@ def _policy_words(task: Task, policy) -> dict[str, str]:
     word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
     return {
         "inexact": word[policy.resolved_inexact(task)],
-        "unassessed": word[policy.unassessed],
+        "unassessed": word[policy.resolved_unassessed(task)],
         "duplicate": word[policy.duplicate],
     }
 

@@ -43,6 +43,7 @@ OPTIONAL_TABLES = {
     "annotation": "annotation.csv",
     "pooling_bias": "pooling_bias.csv",
     "truth_check": "truth_check.csv",
+    "agreement": "agreement.csv",
 }
 
 #: Columns read as text (never numbers, never NaN: a system called "NA" stays "NA").
@@ -86,6 +87,7 @@ class ReportInputs:
     annotation: pd.DataFrame | None = None
     pooling_bias: pd.DataFrame | None = None
     truth_check: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
     absent: dict[str, str] = field(default_factory=dict)
     created: str = ""
@@ -910,6 +912,26 @@ def _signed(value: Any) -> str:
     return f"{v:+.3f}".replace("-", "−")
 
 
+def _agreement_lines(agreement: pd.DataFrame | None) -> list[str]:
+    """Inter-annotator agreement per round (agreement.csv), one sentence each."""
+    if agreement is None or "alpha" not in agreement.columns:
+        return []
+    if agreement.empty:
+        return [
+            "Inter-annotator agreement: no fact was labelled by two annotators, so none is measured."
+        ]
+    lines = []
+    for _, row in agreement.iterrows():
+        alpha = pd.to_numeric(pd.Series([row.get("alpha")]), errors="coerce").iloc[0]
+        value = "undefined" if pd.isna(alpha) else f"{alpha:.3f}"
+        lines.append(
+            f"Inter-annotator agreement, round {_text(row.get('round'))}: Krippendorff's α "
+            f"{value} ({_count(row.get('annotators'))} annotators, "
+            f"{_count(row.get('facts_multiply_labelled'))} facts labelled by two or more)."
+        )
+    return lines
+
+
 def _annotation(inputs: ReportInputs) -> dict[str, Any]:
     run = inputs.run
     design = run.get("design") or {}
@@ -954,6 +976,7 @@ def _annotation(inputs: ReportInputs) -> dict[str, Any]:
         out["svg"] = plots.annotation_plot(spend.drop(columns="_o"))
     else:
         out["absent"] = "annotation.csv lists no system."
+    out["summary"].extend(_agreement_lines(inputs.agreement))
     conflicts = inputs.conflicts
     if conflicts is None:
         out["conflicts_absent"] = f"conflicts.csv {inputs.absent.get('conflicts.csv', 'missing')}."
@@ -1044,6 +1067,7 @@ def _files(inputs: ReportInputs) -> dict[str, Any]:
         "conflicts.csv": "every annotator disagreement and its decision",
         "per_query.csv": "outputs, judged facts and conflicts per query",
         "annotation.csv": "labels drawn per system and their reuse",
+        "agreement.csv": "inter-annotator agreement (Krippendorff's α) per annotation round",
         "pooling_bias.csv": "official scores with each team left out of the pool",
         "truth_check.csv": "estimates against the ground truth (simulated tasks)",
         "replicates.npz": "the bootstrap resampling counts (--save-replicates)",

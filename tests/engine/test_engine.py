@@ -90,14 +90,16 @@ POLICIES = [
 def test_duckdb_census_equals_the_pandas_scorer(duck, seed, policy):
     task = random_task(seed)
     expected = official_scores(task, policy or OfficialPolicy())
-    pd.testing.assert_frame_equal(official_census(task, duck, policy), expected, check_dtype=False)
+    got = official_census(task, duck, policy)
+    # the engine's census is the micro census; `queries` (answered queries, for macro averages)
+    # is the pandas scorer's alone
+    pd.testing.assert_frame_equal(got, expected[got.columns], check_dtype=False)
 
 
 def test_duckdb_census_on_the_embedded_task(duck, embedded):
     assert fact_matched(embedded)
-    pd.testing.assert_frame_equal(
-        official_census(embedded, duck), official_scores(embedded), check_dtype=False
-    )
+    got = official_census(embedded, duck)
+    pd.testing.assert_frame_equal(got, official_scores(embedded)[got.columns], check_dtype=False)
 
 
 @pytest.mark.parametrize("seed", range(4))
