@@ -340,3 +340,23 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
             )
         else:
             raise ValueError(f"unsupported table format {suffix!r}")
+
+
+def read_run_files(paths, read, id_column: str, message: str) -> list[tuple[Path, pd.DataFrame]]:
+    """Read run files with ``read(path)`` (a frame with ``id_column`` and ``line``); a run id in
+    two files is a :class:`BundleError` at its first line in the second file.
+
+    ``message`` is formatted with ``id`` and ``owner`` (the file that has it first), e.g.
+    ``"run id {id!r} also appears in {owner}; give each run its own id"``.  The one check the TAC
+    and TREC importers share.
+    """
+    out = []
+    owner: dict[str, Path] = {}
+    for path in map(Path, paths):
+        frame = read(path)
+        for run_id, line in frame.groupby(id_column, sort=False)["line"].first().items():
+            if run_id in owner and owner[run_id] != path:
+                raise BundleError(path, int(line), message.format(id=run_id, owner=owner[run_id]))
+            owner[run_id] = path
+        out.append((path, frame))
+    return out

@@ -84,7 +84,7 @@ import pandas as pd
 
 from receval.config import DEFAULT_LABELS, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_text
+from receval.formats.tables import read_run_files, read_text
 
 __all__ = [
     "ASSESSMENT_CODES",
@@ -799,20 +799,8 @@ def tac_config(name: str = "tac-kbp") -> TaskConfig:
 
 def _read_runs(runs: list[Path]) -> list[tuple[Path, pd.DataFrame]]:
     """Read every run file; two files may not share a run id."""
-    out = []
-    owner: dict[str, Path] = {}
-    for run_path in runs:
-        frame = read_sf_run(run_path)
-        for run_id, first_line in frame.groupby("run_id", sort=False)["line"].first().items():
-            if run_id in owner and owner[run_id] != run_path:
-                raise BundleError(
-                    run_path,
-                    int(first_line),
-                    f"run id {run_id!r} also appears in {owner[run_id]}; give each run its own id",
-                )
-            owner[run_id] = run_path
-        out.append((run_path, frame))
-    return out
+    message = "run id {id!r} also appears in {owner}; give each run its own id"
+    return read_run_files(runs, read_sf_run, "run_id", message)
 
 
 def _read_query_file(

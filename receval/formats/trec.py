@@ -46,7 +46,7 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_text
+from receval.formats.tables import read_run_files, read_text
 
 __all__ = ["import_trec", "read_qrels", "read_trec_run"]
 
@@ -223,17 +223,8 @@ def import_trec(
     if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
         raise ValueError(f"depth must be a positive integer, not {depth!r}")
     parts = []
-    owner: dict[str, Path] = {}
-    for run_path in map(Path, runs):
-        frame = read_trec_run(run_path)
-        tag = str(frame["tag"].iat[0])
-        if tag in owner:
-            raise BundleError(
-                run_path,
-                int(frame["line"].iat[0]),
-                f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
-            )
-        owner[tag] = run_path
+    message = "run tag {id!r} also names {owner}; give each run its own tag"
+    for run_path, frame in read_run_files(runs, read_trec_run, "tag", message):
         frame["rank"] = trec_rank(frame)
         if depth is not None:
             frame = frame[frame["rank"] <= depth]
