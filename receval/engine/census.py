@@ -22,22 +22,6 @@ from receval.engine.queries import (
 )
 from receval.task import Task
 
-#: Count columns, in :data:`receval.estimators.official.COUNT_COLUMNS` order.
-COUNT_COLUMNS = [
-    "outputs",
-    "judged",
-    "assessed_correct",
-    "assessed_wrong",
-    "assessed_inexact",
-    "assessed_ignore",
-    "unassessed",
-    "duplicates",
-    "right",
-    "wrong",
-    "ignored",
-    "gt",
-]
-
 
 def fact_matched(task: Task) -> bool:
     """True when the official scorer matches responses on facts and every class is one fact."""
@@ -154,22 +138,18 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
 
 
 def rates(right, wrong, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Micro precision, recall, F1 and the official note (NaN with a reason)."""
-    right, wrong, gt = (np.asarray(x, dtype=float) for x in (right, wrong, gt))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
-        recall = np.where(gt > 0, right / gt, np.nan)
-        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
-    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
-    notes = []
-    for p, r in zip(precision, recall, strict=True):
-        why = []
-        if np.isnan(p):
-            why.append("precision undefined: no response counted right or wrong (none assessed)")
-        if np.isnan(r):
-            why.append("recall undefined: no correct equivalence class assessed (gt = 0)")
-        notes.append("; ".join(why))
-    return precision, recall, f1, notes
+    """Micro precision, recall, F1 and the official note, with the official scorer's
+    conventions (:func:`receval.estimators.official._rates`: a 0/0 ratio is reported as 0, as
+    CS-Score prints it, and the note says so)."""
+    from receval.estimators.official import _rates
+
+    frame = _rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
+    return (
+        frame["precision"].to_numpy(float),
+        frame["recall"].to_numpy(float),
+        frame["f1"].to_numpy(float),
+        frame["note"].tolist(),
+    )
 
 
 def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
@@ -190,6 +170,8 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
             "the engine census covers fact-matched bundles (no provenance, no equivalence "
             "classes); use receval.estimators.official.official_scores"
         )
+    from receval.estimators.official import COUNT_COLUMNS
+
     words = _policy_words(task, policy)
     _register(task, engine)
     counts = _counts(engine.query(OFFICIAL_COUNTS.format(**words)), len(task.systems), words)
