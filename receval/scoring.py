@@ -675,6 +675,8 @@ def _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comp
 
 def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_info) -> dict:
     """The run record's ``target`` and ``curves`` fields."""
+    from receval.estimators.target import BACKTEST_LIMIT
+
     info: dict = {}
     info["target"] = {
         "recall": options.target_recall,
@@ -685,6 +687,7 @@ def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_inf
         if options.prevalence is not None
         else ("[universe] size" if task.config.universe_size else None),
         "universe_size": task.config.universe_size,
+        "backtest_limit": BACKTEST_LIMIT,
         "systems": target_info.details,
     }
     info["curves"] = {
