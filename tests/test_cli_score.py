@@ -297,6 +297,7 @@ def test_extrapolate_json_and_refusal():
     assert refused.exit_code == 2 and refused.output.startswith("error: ")
 
 
+@pytest.mark.slow  # end to end on the 70-system task; CI runs it with the slow tests
 def test_readme_main_command_runs_verbatim_after_install(tmp_path):
     """The README's main command, minus the install step (this environment has receval installed)."""
     text = (ROOT / "README.md").read_text()

@@ -359,6 +359,7 @@ def test_date_from_created_else_run_json_mtime(scored_dir, tmp_path):
 # --------------------------------------------------------------------------- size and thinning
 
 
+@pytest.mark.slow  # end to end on the 70-system task; CI runs it with the slow tests
 def test_seventy_systems_stay_under_three_megabytes(scored_dir, tmp_path):
     """70 systems, each with a dense rank-only PAULA curve (thousands of knots) *and* a Dimm
     extrapolation (the two-panel figure, the largest there is)."""
