@@ -334,6 +334,7 @@ def test_budget_reports_widths_that_shrink_with_the_budget(task, tmp_path):
     assert medians[2] < 0.031
 
 
+@pytest.mark.slow  # the 70-system task end to end; CI runs the slow set
 def test_default_task_at_target_recall_half_fills_every_contract_column(tmp_path):
     out = tmp_path / "kbp"
     result = invoke(

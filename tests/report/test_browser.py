@@ -503,6 +503,7 @@ def kbp_layout(tmp_path_factory):
     return out, facts, shots
 
 
+@pytest.mark.slow  # scores the 70-system task first; CI runs the slow set
 def test_tier_bands_are_drawn_visibly(kbp_layout):
     out, facts, _ = kbp_layout
     import pandas as pd
@@ -519,6 +520,7 @@ def test_tier_bands_are_drawn_visibly(kbp_layout):
     assert all(s["opacity"] > 0.02 for s in facts["shaded"])
 
 
+@pytest.mark.slow  # scores the 70-system task first; CI runs the slow set
 def test_every_curve_is_reachable_from_the_leaderboard(kbp_layout):
     out, facts, _ = kbp_layout
     import pandas as pd
@@ -533,6 +535,7 @@ def test_every_curve_is_reachable_from_the_leaderboard(kbp_layout):
         assert r["title"] == f"Precision curve of {r['system']}", r
 
 
+@pytest.mark.slow  # scores the 70-system task first; CI runs the slow set
 def test_no_horizontal_overflow_at_1400px(kbp_layout):
     _, facts, _ = kbp_layout
     assert facts["scrollWidth"] <= facts["clientWidth"] <= VIEWPORT_WIDTH
@@ -540,6 +543,7 @@ def test_no_horizontal_overflow_at_1400px(kbp_layout):
         assert wrap["scroll"] <= wrap["client"], wrap
 
 
+@pytest.mark.slow  # scores the 70-system task first; CI runs the slow set
 def test_page_height_for_70_systems(kbp_layout):
     _, facts, _ = kbp_layout
     print(f"\npage height at {VIEWPORT_WIDTH} px: {facts['height']} px")
@@ -547,6 +551,7 @@ def test_page_height_for_70_systems(kbp_layout):
     assert facts["height"] < MAX_PAGE_HEIGHT
 
 
+@pytest.mark.slow  # scores the 70-system task first; CI runs the slow set
 def test_screenshots_written(kbp_layout):
     _, _, shots = kbp_layout
     for name in ("leaderboard", "forest", "overview"):
