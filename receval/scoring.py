@@ -153,6 +153,50 @@ def bootstrap_stages(data: SampleData, cluster_queries: bool = False) -> list[St
     ]
 
 
+@dataclass(frozen=True)
+class DrawBlocks:
+    """The column blocks of the draws stage's term matrix, by name (no code counts offsets).
+
+    ``[joint precision (m) | ν̂ numerators (m) | ν̂ denominator (1) | simple precision (m, not
+    for the joint estimator) | joint mass Σ t/q (m)]``.
+    """
+
+    m: int
+    has_simple: bool = True
+
+    @property
+    def joint(self) -> slice:
+        return slice(0, self.m)
+
+    @property
+    def pooled_num(self) -> slice:
+        return slice(self.m, 2 * self.m)
+
+    @property
+    def pooled_den(self) -> slice:
+        return slice(2 * self.m, 2 * self.m + 1)
+
+    @property
+    def simple(self) -> slice:
+        if not self.has_simple:
+            raise ValueError("the joint estimator's draws terms have no simple-precision block")
+        return slice(2 * self.m + 1, 3 * self.m + 1)
+
+    @property
+    def mass(self) -> slice:
+        start = 2 * self.m + 1 + (self.m if self.has_simple else 0)
+        return slice(start, start + self.m)
+
+    @classmethod
+    def of(cls, m: int, estimator: str | None) -> DrawBlocks:
+        return cls(m, has_simple=estimator != "joint")
+
+
+#: The column blocks of the units stage (not clustered): θ̂'s numerator, denominator, then the
+#: simple recall numerators (m).
+UNIT_THETA_NUM, UNIT_THETA_DEN, UNIT_SIMPLE_RECALL = 0, 1, 2
+
+
 def _terms(
     data: SampleData, weighting: str, estimator: str | None = None, cluster_queries: bool = False
 ) -> dict[str, np.ndarray]:
@@ -201,20 +245,22 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
     exact = data.census_precision
     use_ratio = np.zeros(m, bool) if ratio is None else np.asarray(ratio, bool)
 
+    b = DrawBlocks.of(m, estimator)
+
     def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         d = totals["draws"]
         u = totals["units"]
         with np.errstate(invalid="ignore", divide="ignore"):
-            theta = u[..., 0] / u[..., 1]
-            ratio_form = d[..., :m] / d[..., -m:]
+            theta = u[..., UNIT_THETA_NUM] / u[..., UNIT_THETA_DEN]
+            ratio_form = d[..., b.joint] / d[..., b.mass]
+            pooled = d[..., b.pooled_num] / d[..., b.pooled_den]
             if estimator == "joint":
-                precision = np.where(use_ratio, ratio_form, d[..., :m])
-                pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
+                precision = np.where(use_ratio, ratio_form, d[..., b.joint])
                 recall = theta[..., None] * pooled
             else:
-                precision = d[..., 2 * m + 1 : 3 * m + 1]
-                pooled = d[..., m : 2 * m] / d[..., 2 * m : 2 * m + 1]
-                recall = u[..., 2 : 2 + m] / u[..., 1:2]
+                precision = d[..., b.simple]
+                simple_recall = slice(UNIT_SIMPLE_RECALL, UNIT_SIMPLE_RECALL + m)
+                recall = u[..., simple_recall] / u[..., UNIT_THETA_DEN : UNIT_THETA_DEN + 1]
             census_precision = exact
             if (
                 QUERY_STAGE in totals
@@ -229,8 +275,8 @@ def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None
             "recall": recall,
             "f1": f1_score(precision, recall),
             "pool_coverage": np.asarray(theta)[..., None],
-            "pool_correct": np.asarray(d[..., 2 * m])[..., None],
-            "precision_unbiased": d[..., :m],
+            "pool_correct": np.asarray(d[..., b.pooled_den]),
+            "precision_unbiased": d[..., b.joint],
             "precision_ratio": ratio_form,
         }
 
@@ -315,7 +361,8 @@ def score_task(
         return _score_official(task, options)
     data, warnings = _sample_data(task, options)
     terms, replicates, run, ratio_form = _estimate(data, options, replicates)
-    sizes = effective_sizes(data, terms["draws"][:, -data.m :], options.estimator)
+    blocks = DrawBlocks.of(data.m, options.estimator)
+    sizes = effective_sizes(data, terms["draws"][:, blocks.mass], options.estimator)
     notes = reliability_notes(sizes, data.census)
     _system_notes(task, data, options, notes, warnings)
     board = _metric_columns(task, data, run, options, notes, sizes)
@@ -729,7 +776,7 @@ def _target(
             next(s for s in bootstrap_stages(data, options.cluster_queries) if s.name == "draws"),
             replicates,
         ),
-        terms["draws"][:, m : 2 * m],
+        terms["draws"][:, DrawBlocks.of(m, options.estimator).pooled_num],
         universe_point,
         universe_reps,
         run.point["recall"],
@@ -900,7 +947,8 @@ def choose_precision_form(
             var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
             var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
     else:
-        joint, mass = draw_terms[:, :m], draw_terms[:, -m:]
+        blocks = DrawBlocks.of(m, "joint" if draw_terms.shape[1] == 3 * m + 1 else None)
+        joint, mass = draw_terms[:, blocks.joint], draw_terms[:, blocks.mass]
         total = mass.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio_point = joint.sum(axis=0) / total
