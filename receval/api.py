@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from receval.options import ENGINES, check_score_options
+from receval.options import ENGINES, check_choice, check_score_options
 from receval.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -152,6 +152,12 @@ def _as_task(task: Task | Path | str) -> Task:
     from receval.task import Task, load_task
 
     return task if isinstance(task, Task) else load_task(task)
+
+
+def _check_systems(task: Task, systems: list[str] | None) -> None:
+    unknown = sorted(set(systems or ()) - set(task.systems))
+    if unknown:
+        raise ValueError(f"unknown system(s): {', '.join(unknown)}")
 
 
 def _load_replicates(task: Task, options: Any, replicates: Any) -> Replicates | None:
@@ -295,8 +301,7 @@ def score(
         average=average,
         cutoff=cutoff,
     )
-    if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r} is not one of {ENGINES}")
+    check_choice("engine", engine, ENGINES)
     return score_with_options(
         task,
         options,
@@ -429,17 +434,14 @@ def sample(
     from receval.design import new_sample_round
     from receval.options import SAMPLE_DISTRIBUTIONS
 
-    if distribution not in SAMPLE_DISTRIBUTIONS:
-        raise ValueError(f"distribution={distribution!r} is not one of {SAMPLE_DISTRIBUTIONS}")
+    check_choice("distribution", distribution, SAMPLE_DISTRIBUTIONS)
     sizes = dict(per_system) if isinstance(per_system, Mapping) else int(per_system)
     if isinstance(sizes, int) and sizes < 0:
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")
     if exhaustive_units and units is None:
         raise ValueError("exhaustive_units needs units (the candidate units)")
     loaded = _as_task(task)
-    unknown = sorted(set(systems or ()) - set(loaded.systems))
-    if unknown:
-        raise ValueError(f"unknown system(s): {', '.join(unknown)}")
+    _check_systems(loaded, systems)
     return new_sample_round(
         loaded,
         sizes,
@@ -499,14 +501,10 @@ def plan_sample(
     from receval.options import PLANNING_BOUNDS, WIDTH_FOR
     from receval.planning import adaptive_sample_sizes
 
-    if bound not in PLANNING_BOUNDS:
-        raise ValueError(f"bound={bound!r} is not one of {PLANNING_BOUNDS}")
-    if width_for not in WIDTH_FOR:
-        raise ValueError(f"width_for={width_for!r} is not one of {WIDTH_FOR}")
+    check_choice("bound", bound, PLANNING_BOUNDS)
+    check_choice("width_for", width_for, WIDTH_FOR)
     loaded = _as_task(task)
-    unknown = sorted(set(systems or ()) - set(loaded.systems))
-    if unknown:
-        raise ValueError(f"unknown system(s): {', '.join(unknown)}")
+    _check_systems(loaded, systems)
     return adaptive_sample_sizes(
         loaded,
         target_width,

@@ -30,7 +30,8 @@ CONFIDENCE_RANGE = (0.5, 0.999)
 TARGET_RECALL_RANGE = (0.01, 0.99)
 
 
-def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """``ValueError`` naming the option unless ``value`` is one of ``allowed``."""
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
 
@@ -46,13 +47,13 @@ def check_score_options(options: Any) -> None:
     Checks every vocabulary and range, and the combinations that cannot work (BCa with clustered
     resampling, ranking by precision at target without a target recall, ...), before any work.
     """
-    _choice("estimator", options.estimator, ESTIMATORS)
-    _choice("method", options.method, INTERVAL_METHODS)
-    _choice("weighting", options.weighting, WEIGHTINGS)
-    _choice("target", options.target, TARGETS)
-    _choice("rank_by", options.rank_by, RANK_KEYS)
-    _choice("tiers", options.tiers, TIER_CORRECTIONS)
-    _choice("precision_form", getattr(options, "precision_form", "auto"), PRECISION_FORMS)
+    check_choice("estimator", options.estimator, ESTIMATORS)
+    check_choice("method", options.method, INTERVAL_METHODS)
+    check_choice("weighting", options.weighting, WEIGHTINGS)
+    check_choice("target", options.target, TARGETS)
+    check_choice("rank_by", options.rank_by, RANK_KEYS)
+    check_choice("tiers", options.tiers, TIER_CORRECTIONS)
+    check_choice("precision_form", getattr(options, "precision_form", "auto"), PRECISION_FORMS)
     if not isinstance(options.bootstrap, int) or isinstance(options.bootstrap, bool):
         raise ValueError(f"bootstrap={options.bootstrap!r} must be an integer")
     _in_range("bootstrap", options.bootstrap, MIN_BOOTSTRAP, MAX_BOOTSTRAP)
@@ -70,7 +71,7 @@ def _check_official(options: Any) -> None:
     for name, allowed in (("unjudged", UNJUDGED_RULES), ("average", AVERAGES)):
         value = getattr(options, name, None)
         if value is not None:
-            _choice(name, value, allowed)
+            check_choice(name, value, allowed)
     cutoff = getattr(options, "cutoff", None)
     if cutoff is not None and (
         not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1

@@ -55,7 +55,7 @@ from receval.leaderboard import (
     significance_tiers,
     stepdown_comparisons,
 )
-from receval.options import ESTIMATORS, PRECISION_FORMS
+from receval.options import PRECISION_FORMS, check_score_options
 from receval.task import Task
 
 LEADERBOARD_COLUMNS = [
@@ -355,8 +355,7 @@ def score_task(
     at the target recall, ranks / rank sets / tiers, then the pool table, the truth check and the
     run record.
     """
-    if options.estimator not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {options.estimator!r}")
+    check_score_options(options)  # the one place options and their combinations are checked
     if options.estimator == "official":
         return _score_official(task, options)
     data, warnings = _sample_data(task, options)
@@ -399,13 +398,7 @@ def score_task(
 
 
 def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:
-    """The task's sample arrays, after every check that must pass before estimating."""
-    for name in ("unjudged", "average", "cutoff"):
-        if getattr(options, name) is not None:
-            raise ValueError(
-                f"{name} applies to the official estimator only (the sample-based estimators "
-                "use labelled samples; their averaging is `target`)"
-            )
+    """The task's sample arrays, after every check of the data that must pass before estimating."""
     warnings: list[str] = []
     data = build_sample_data(task, options.target)
     if data.K == 0:
@@ -433,12 +426,6 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
             "left out; the estimates assume the missing labels are missing at random "
             "(annotate to_annotate.tsv to remove this caveat)"
         )
-    if options.cluster_queries and options.method == "BCa":
-        raise ValueError(
-            "BCa needs the jackknife, which clustered resampling does not have: use percentile or basic"
-        )
-    if options.cluster_queries and options.target != "micro":
-        raise ValueError("resampling queries as clusters is implemented for micro averages only")
     return data, warnings
 
 
@@ -1045,12 +1032,8 @@ def _truth_check(
 
 
 def _official_average(options: ScoreOptions) -> str:
-    """``average``, or ``target`` when unset; a contradiction is an error, never ignored."""
-    if options.average is None:
-        return options.target
-    if options.target != "micro" and options.target != options.average:
-        raise ValueError(f"target {options.target!r} contradicts average {options.average!r}")
-    return options.average
+    """``average``, or ``target`` when unset (a contradiction was refused by the option check)."""
+    return options.target if options.average is None else options.average
 
 
 def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
@@ -1060,8 +1043,6 @@ def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
         official_leaderboard,
     )
 
-    if options.unjudged not in (None, "wrong", "ignore"):
-        raise ValueError(f"unjudged must be wrong or ignore, not {options.unjudged!r}")
     average = _official_average(options)
     policy = OfficialPolicy(unassessed=options.unjudged)
     board = official_leaderboard(
