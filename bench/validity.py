@@ -104,6 +104,11 @@ SCENARIOS = [
     Scenario("uneven-n", {"systems": 15, "queries": 100}, per_system=_uneven),
     Scenario("tiny-system", {"systems": 15, "queries": 100}, per_system=_tiny),
     Scenario("few-units", {"systems": 15, "queries": 100}, units=7),
+    Scenario(
+        "equivalence-classes",
+        {"systems": 15, "queries": 100, "alias_rate": 0.3},
+        needs=("alias_rate",),
+    ),
 ]
 QUICK = ("base", "null-10", "weighted-units", "multi-document", "uneven-n")
 
@@ -378,7 +383,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out exhaustive.tsv's documents column (θ̂ mention-weighted, as before)",
     )
+    parser.add_argument(
+        "--facts-not-classes",
+        action="store_true",
+        help="count every fact of an equivalence class separately (the estimators as before)",
+    )
     args = parser.parse_args(argv)
+    if args.facts_not_classes:
+        import functools
+
+        import receval.scoring
+
+        receval.scoring.build_sample_data = functools.partial(
+            receval.scoring.build_sample_data, classes=False
+        )
     METHOD["method"] = args.method
     OPTIONS["mention_weighted"] = args.mention_weighted
     runs = args.runs or (20 if args.quick else 40)

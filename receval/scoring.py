@@ -323,6 +323,11 @@ def true_metrics(task: Task) -> pd.DataFrame | None:
     """
     if task.truth is None:
         return None
+    from receval.estimators.classes import class_view, truth_classes
+
+    canon = truth_classes(task)
+    if canon is not None:  # the truth names classes: the true metrics count each class once
+        task = class_view(task, canon)
     value = pd.Series(task.truth["value"].to_numpy(), index=task.truth["fact"].to_numpy())
     out = task.outputs
     labels = value.reindex(out["fact"]).to_numpy()
@@ -456,14 +461,7 @@ def _system_notes(
 ) -> None:
     """Per-system notes and run warnings about the data (aliases, units, empty submissions)."""
     m = data.m
-    aliases = _aliased_classes(task)
-    if aliases:
-        warnings.append(
-            f"{aliases} equivalence classes in judgments.tsv hold more than one fact: the "
-            f"{options.estimator} estimator counts each fact of a class separately (only "
-            "--estimator official counts a class once), so aliases add to precision, pooled "
-            "recall and pool coverage"
-        )
+    _class_warnings(task, options.estimator, warnings)
     repeated = repeated_facts(task)
     if repeated:
         warnings.append(
@@ -868,14 +866,35 @@ def _pool_frame(
     return pd.DataFrame(rows)
 
 
-def _aliased_classes(task: Task) -> int:
-    """Equivalence classes (per query) that name more than one labelled fact."""
-    votes = task.merged.votes
-    if votes.empty or "equivalence_class" not in votes:
-        return 0
-    named = votes[votes["equivalence_class"].astype(str).str.strip() != ""]
-    sizes = named.groupby(["query_id", "equivalence_class"])["fact"].nunique()
-    return int((sizes > 1).sum())
+def _class_warnings(task: Task, estimator: str, warnings: list[str]) -> None:
+    """Say that equivalence classes are counted once, and how many outputs could be aliases
+    that no judgment names (:mod:`receval.estimators.classes`)."""
+    from receval.estimators.classes import canonical_facts, unresolved_outputs
+
+    canon = canonical_facts(task)
+    if canon is None:
+        return
+    moved = np.flatnonzero(canon != np.arange(canon.size))
+    classes = int(np.unique(canon[moved]).size)
+    text = (
+        f"{classes} equivalence classes in the judgments hold more than one correct fact: every "
+        "estimator counts a class once (TAC's rule: a second alias output by a system is a "
+        "redundant duplicate, ignored; the pool and pool coverage count classes)"
+    )
+    unresolved = unresolved_outputs(task, canon)
+    if unresolved:
+        text += (
+            f"; {unresolved} unjudged outputs of those queries could be aliases nobody classed "
+            "(each counts as a fact of its own, which over-states precision and recall if it is "
+            "one): give every alias of a judged correct answer its equivalence_class"
+        )
+        text += (
+            "; joint precision is self-normalised for every system (its |X_i| is estimated)"
+            if estimator == "joint"
+            else "; the simple estimator divides by |X_i| and under-states precision by the "
+            "share of unresolved aliases (the joint estimator does not)"
+        )
+    warnings.append(text)
 
 
 #: truth_check tolerance: estimates and truths are sums of up to ~1e7 float64 terms, so their
@@ -912,7 +931,8 @@ def choose_precision_form(
     ``unbiased``: none (Σ t f/q, unbiased, can leave [0, 1]); ``ratio``: all (Σ t f/q / Σ t/q,
     within [0, 1], consistent); ``auto`` (default): the unbiased form, except for systems where
     it is not range-respecting — its estimate ± 1.96 standard errors leaves [0, 1] (precision near
-    0 or 1, few draws) — which get the ratio; ``min-variance``: per system the form with the
+    0 or 1, few draws) — which get the ratio (every system gets it when equivalence classes
+    leave |X_i| unknown: ``data.sizes_known``); ``min-variance``: per system the form with the
     smaller estimated variance (in bench/validity.py choosing on the estimated variance cost
     1–2 points of coverage: the chosen form's variance tends to be the underestimated one, so
     it is not the default).  The standard errors come from the draws themselves, not the
@@ -926,7 +946,7 @@ def choose_precision_form(
     m = data.m
     if form == "unbiased":
         return np.zeros(m, bool)
-    if form == "ratio":
+    if form == "ratio" or not data.sizes_known:
         return np.ones(m, bool)
     point = run.point["precision_unbiased"]
     if draw_terms is None or not draw_terms.size:

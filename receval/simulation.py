@@ -184,6 +184,13 @@ class SimulationConfig:
         entity's documents), facts in more documents are easier to find (log d(x) is added to
         their base score, as for facts repeated across a news collection), and ``exhaustive.tsv``
         gets a ``documents`` column with d(x), the multiplicity θ̂'s fact-level weights need.
+    alias_rate : share of true facts that also have an alias (another spelling of the same
+        answer, in one TAC-style equivalence class with it; default 0: no aliases).  A system that
+        outputs such a fact also outputs its alias with probability ½ (a redundant duplicate,
+        which TAC counts once).  The truth, ``truth.tsv`` (``equivalence_class``) and
+        :meth:`World.truth_metrics` then count classes; annotators give the class of a correct
+        answer and list its aliases among the outputs (as TAC assessors class a query's
+        responses together), and exhaustive annotators list each class once.
     """
 
     systems: int = 70
@@ -212,6 +219,7 @@ class SimulationConfig:
     uppercase_teams: float = 0.2
     provenance: bool = False
     documents_per_fact: float = 1.0
+    alias_rate: float = 0.0
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -263,6 +271,8 @@ class SimulationConfig:
                 raise ValueError(f"{name} must be >= 0")
         if not self.documents_per_fact >= 1.0:
             raise ValueError(f"documents_per_fact must be >= 1, not {self.documents_per_fact!r}")
+        if not 0.0 <= self.alias_rate <= 1.0:
+            raise ValueError(f"alias_rate must be in [0, 1], not {self.alias_rate!r}")
         if not 0.0 <= self.uppercase_teams <= 1.0:
             raise ValueError("uppercase_teams must be in [0, 1]")
 
@@ -334,6 +344,20 @@ class World:
     #: further (true candidate, document) mentions beyond each fact's own document
     mention_candidate: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     mention_doc: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: the class (representative candidate id) of each candidate; empty = every candidate its own
+    candidate_class: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    @cached_property
+    def classes(self) -> np.ndarray:
+        """Class representative of every candidate (itself unless it is an alias)."""
+        if self.candidate_class.size:
+            return self.candidate_class
+        return np.arange(self.candidate_true.size, dtype=np.int64)
+
+    @cached_property
+    def representative(self) -> np.ndarray:
+        """Whether each candidate is its class's representative (not an alias)."""
+        return self.classes == np.arange(self.classes.size)
 
     @cached_property
     def fact_documents(self) -> np.ndarray:
@@ -351,8 +375,8 @@ class World:
 
     @cached_property
     def n_true(self) -> int:
-        """|𝒴|: the number of true facts."""
-        return int(self.candidate_true.sum())
+        """|𝒴|: the number of true facts (an equivalence class counts once)."""
+        return int((self.candidate_true & self.representative).sum())
 
     @cached_property
     def pool(self) -> np.ndarray:
@@ -362,7 +386,8 @@ class World:
     @cached_property
     def pool_coverage(self) -> float:
         """θ = |Y| / |𝒴|: the share of all true facts that some system output."""
-        return float(self.candidate_true[self.pool].sum() / self.n_true) if self.n_true else 0.0
+        pooled = np.unique(self.classes[self.pool])
+        return float(self.candidate_true[pooled].sum() / self.n_true) if self.n_true else 0.0
 
     def truth_metrics(self) -> pd.DataFrame:
         """The true scores of every system (the targets the estimators aim at).
@@ -375,10 +400,15 @@ class World:
         estimators' unbiasedness / consistency tests compare against.
         """
         m = len(self.systems)
-        correct_out = self.candidate_true[self.output_candidate]
-        outputs = np.bincount(self.output_system, minlength=m)
-        correct = np.bincount(self.output_system, weights=correct_out, minlength=m)
-        pooled_true = float(self.candidate_true[self.pool].sum())
+        # one output per (system, class): a redundant alias counts once, as TAC counts it
+        pairs = np.unique(
+            self.output_system.astype(np.int64) * self.classes.size
+            + self.classes[self.output_candidate]
+        )
+        system, klass = pairs // self.classes.size, pairs % self.classes.size
+        outputs = np.bincount(system, minlength=m)
+        correct = np.bincount(system, weights=self.candidate_true[klass], minlength=m)
+        pooled_true = float(self.candidate_true[np.unique(self.classes[self.pool])].sum())
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(outputs > 0, correct / np.maximum(outputs, 1), np.nan)
             pooled = correct / pooled_true if pooled_true else np.full(m, np.nan)
@@ -447,13 +477,25 @@ class World:
         wrong_out = self.pool[~self.candidate_true[self.pool]]
         ids = np.concatenate([np.flatnonzero(self.candidate_true), wrong_out])
         ids = ids[np.lexsort((self.candidate_answer[ids], self.candidate_query[ids]))]
-        return pd.DataFrame(
+        truth = pd.DataFrame(
             {
                 "query_id": self._query_ids[self.candidate_query[ids]],
                 "answer": self.candidate_answer[ids],
                 "label": np.where(self.candidate_true[ids], "C", "W").astype(object),
             }
         )
+        if self.candidate_class.size:
+            truth["equivalence_class"] = self._class_names(ids)
+        return truth
+
+    def _class_names(self, ids: np.ndarray) -> np.ndarray:
+        """``equivalence_class`` of candidates: ``e<representative>`` for a true fact of a
+        class with an alias, empty otherwise."""
+        aliased = np.zeros(self.classes.size, bool)
+        aliased[self.classes[~self.representative]] = True
+        rep = self.classes[ids]
+        named = aliased[rep] & self.candidate_true[ids]
+        return np.where(named, np.char.add("e", rep.astype(str)), "").astype(object)
 
     def task_config(self) -> TaskConfig:
         """``task.toml``: the name and ``[universe] size`` = :attr:`universe_size`."""
@@ -486,7 +528,7 @@ class World:
     @cached_property
     def _true_by_doc(self) -> tuple[np.ndarray, np.ndarray]:
         """True candidate ids sorted by document, and the start of each document's block."""
-        true_ids = np.flatnonzero(self.candidate_true)
+        true_ids = np.flatnonzero(self.candidate_true & self.representative)
         docs = self.candidate_doc[true_ids]
         order = np.argsort(docs, kind="stable")
         starts = np.searchsorted(docs[order], np.arange(self.documents.size + 1))
@@ -550,6 +592,7 @@ class World:
         drawn = np.unique(self.candidate_ids(samples["query_id"], samples["answer"]))
         if drawn.size and drawn[0] < 0:  # pragma: no cover - would be a bug in this module
             raise RuntimeError("a drawn answer is not a candidate of the world")
+        drawn = self._with_aliases(drawn)
         truth = self.candidate_true[drawn]
         label = np.repeat(truth[:, None], annotators, axis=1)
         if error > 0:
@@ -563,6 +606,8 @@ class World:
                 "sample": sample,
             }
         )
+        if self.candidate_class.size:
+            judgments["equivalence_class"] = np.repeat(self._class_names(drawn), annotators)
 
         exhaustive = self.exhaustive_annotation(units["unit"].to_numpy())
         return Annotation(
@@ -571,6 +616,16 @@ class World:
             exhaustive_units=units[["unit"]],
             exhaustive=exhaustive,
         )
+
+    def _with_aliases(self, drawn: np.ndarray) -> np.ndarray:
+        """``drawn`` and every pooled member of the class of a drawn true fact (annotators list
+        the aliases of a correct answer among the outputs, as TAC assessors class a query's
+        responses together)."""
+        if not self.candidate_class.size:
+            return drawn
+        hit = np.unique(self.classes[drawn[self.candidate_true[drawn]]])
+        members = self.pool[np.isin(self.classes[self.pool], hit)]
+        return np.union1d(drawn, members)
 
     def exhaustive_annotation(self, units: ArrayLike) -> pd.DataFrame:
         """Every true fact of each of ``units`` (document ids): ``unit, query_id, answer`` (and
@@ -781,6 +836,16 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
     ).astype(np.int64)
     out_doc = np.where(cand_true[out_cand], cand_doc[out_cand], random_doc)
 
+    aliases = _aliases(cfg, rng, n, n_true, out_system, out_cand, score, out_doc)
+    if aliases is not None:
+        cand_query, cand_answer, cand_true, cand_doc, classes = _alias_candidates(
+            aliases[0], cand_query, cand_answer, cand_true, cand_doc
+        )
+        out_system, out_cand, score, out_doc = aliases[1:]
+        out_query = cand_query[out_cand]
+    else:
+        classes = np.empty(0, np.int64)
+
     # rows ordered by system, query, falling score
     order = np.lexsort((-score, out_query, out_system))
     return World(
@@ -802,6 +867,41 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
         target_recall=recall,
         mention_candidate=mention_candidate,
         mention_doc=mention_doc,
+        candidate_class=classes,
+    )
+
+
+def _aliases(cfg, rng, n, n_true, out_system, out_cand, score, out_doc):
+    """(aliased true facts, output arrays with the alias rows added) or None (``alias_rate``
+    0: nothing drawn, default worlds unchanged).  Alias candidate ``n + k`` spells aliased fact
+    ``k``; a system outputting an aliased fact also outputs the alias with probability ½, with
+    the same confidence and provenance."""
+    if cfg.alias_rate <= 0:
+        return None
+    aliased = np.flatnonzero(rng.random(n_true) < cfg.alias_rate)
+    alias_of = np.full(n, -1, np.int64)
+    alias_of[aliased] = n + np.arange(aliased.size)
+    extra = (alias_of[out_cand] >= 0) & (rng.random(out_cand.size) < 0.5)
+    return (
+        aliased,
+        np.r_[out_system, out_system[extra]],
+        np.r_[out_cand, alias_of[out_cand[extra]]],
+        np.r_[score, score[extra]],
+        np.r_[out_doc, out_doc[extra]],
+    )
+
+
+def _alias_candidates(aliased, cand_query, cand_answer, cand_true, cand_doc):
+    """The candidate arrays with one alias per aliased fact appended, and every candidate's
+    class representative."""
+    n = cand_query.size
+    classes = np.r_[np.arange(n, dtype=np.int64), aliased.astype(np.int64)]
+    return (
+        np.r_[cand_query, cand_query[aliased]],
+        np.r_[cand_answer, np.char.add(cand_answer[aliased].astype(str), "-alias").astype(object)],
+        np.r_[cand_true, np.ones(aliased.size, bool)],
+        np.r_[cand_doc, cand_doc[aliased]],
+        classes,
     )
 
 

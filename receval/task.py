@@ -950,7 +950,8 @@ def _dedupe_truth(truth: pd.DataFrame, path: Path) -> pd.DataFrame:
             int(rows[LINE].iloc[-1]),
             f"answer {rows['answer_raw'].iloc[-1]!r} has two truth labels",
         )
-    out = truth.drop_duplicates("fact")[["query_id", "answer", "fact", "value"]]
+    extra = ["equivalence_class"] if "equivalence_class" in truth.columns else []
+    out = truth.drop_duplicates("fact")[["query_id", "answer", "fact", "value", *extra]]
     return out.reset_index(drop=True)
 
 
@@ -968,7 +969,8 @@ def _check_truth(src: _Source | None, config: TaskConfig, known: set[str]) -> pd
         raise BundleError(
             path, int(frame[LINE].iloc[i]), "truth labels must be correct or wrong, not ignored"
         )
-    return frame[["query_id", "answer", "value", LINE]]
+    extra = ["equivalence_class"] if "equivalence_class" in frame.columns else []
+    return frame[["query_id", "answer", "value", *extra, LINE]]
 
 
 def with_annotation(

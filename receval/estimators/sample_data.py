@@ -56,6 +56,10 @@ class SampleData:
     census: np.ndarray  # (m,) bool: every output of the system is labelled
     census_precision: np.ndarray  # (m,) exact precision where census
     target_kind: str = "micro"
+    #: False when equivalence classes are counted once but some outputs may be aliases no
+    #: judgment names: |X_i| (``sizes``) then over-counts classes and only self-normalised
+    #: precision (Σ t f/q / Σ t/q, whose mass estimates |X_i| itself) stays consistent
+    sizes_known: bool = True
     # for resampling queries as clusters
     queries: list[str] = field(default_factory=list)  # (Q,)
     draw_query: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (K,)
@@ -137,8 +141,43 @@ def repeated_facts(task: Task) -> int:
     return int((per_fact > 1).sum())
 
 
-def build_sample_data(task: Task, target: str = "micro") -> SampleData:
-    """Collect the sampling design, labels and exhaustive annotation of ``task`` into arrays."""
+def _design_probabilities(task: Task, classes: bool):
+    """(the task the estimators see, design -> s_j of each of its output rows, whether its
+    output sizes are exact): the task itself, or its view with every equivalence class counted
+    once (:mod:`receval.estimators.classes`) and each class drawn with its members' summed
+    probability."""
+    from receval.estimators.classes import (
+        canonical_facts,
+        class_probabilities,
+        class_view,
+        unresolved_outputs,
+    )
+
+    canon = canonical_facts(task) if classes else None
+    if canon is None:
+
+        def plain(design: str) -> np.ndarray:
+            return sampling_probabilities(task.outputs, task.queries, design).to_numpy()
+
+        return task, plain, True
+    view = class_view(task, canon)
+
+    def summed(design: str) -> np.ndarray:
+        return class_probabilities(task, view, canon, design)
+
+    return view, summed, unresolved_outputs(task, canon) == 0
+
+
+def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -> SampleData:
+    """Collect the sampling design, labels and exhaustive annotation of ``task`` into arrays.
+
+    With ``classes`` (the default) the facts of one equivalence class of the judgments count
+    as one fact everywhere, as TAC counts them (:mod:`receval.estimators.classes`).
+    """
+    samplers = infer_designs(
+        task.samples, task.outputs, task.queries, task.files.get("samples", "samples.tsv")
+    )
+    task, probabilities, sizes_known = _design_probabilities(task, classes)
     systems = task.systems
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
@@ -147,9 +186,6 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     labels = task.labels
     n_facts = len(task.facts)
 
-    samplers = infer_designs(
-        task.samples, outputs, task.queries, task.files.get("samples", "samples.tsv")
-    )
     sampler_key = {(s.sample, s.system): j for j, s in enumerate(samplers)}
     J = len(samplers)
     samples = task.samples
@@ -189,7 +225,7 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     proposal = np.zeros((D, J))
     overlap = np.zeros((m, J))
     for design in designs:
-        s_all = sampling_probabilities(outputs, task.queries, design).to_numpy()
+        s_all = probabilities(design)
         S_sparse = sparse.csr_matrix((s_all, (fact_codes, sys_codes)), shape=(n_facts, m))
         ov = (T_sparse.T @ S_sparse).toarray()  # (m, m): [i, system]
         s_drawn = np.zeros((D, m))
@@ -294,6 +330,7 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
         census=census,
         census_precision=census_precision,
         target_kind=target,
+        sizes_known=sizes_known,
         queries=query_ids,
         draw_query=draw_query,
         query_sizes=query_sizes,
