@@ -462,6 +462,10 @@ def _system_notes(
     """Per-system notes and run warnings about the data (aliases, units, empty submissions)."""
     m = data.m
     _class_warnings(task, options.estimator, warnings)
+    if mixed_unit_designs(task):
+        warnings.append(MIXED_UNITS)
+        for i in range(m):
+            notes[i].append("recall: " + MIXED_UNITS)
     repeated = repeated_facts(task)
     if repeated:
         warnings.append(
@@ -518,9 +522,7 @@ def _metric_columns(
     board = pd.DataFrame({"system": data.systems})
     board["team"] = board["system"].map(task.teams)
     board["outputs"] = data.sizes.astype(int)
-    labelled = task.labels.index
-    judged = task.outputs[task.outputs["fact"].isin(labelled)].groupby("system").size()
-    board["judged"] = judged.reindex(data.systems).fillna(0).astype(int).to_numpy()
+    board["judged"] = data.judged.astype(int)
     for metric in METRICS:
         with pywarnings.catch_warnings():  # a metric nothing estimates: NaN, said in `note`
             pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
@@ -803,6 +805,8 @@ def _pool_frame(
             note = "no exhaustive units"
         elif name == "pool_coverage" and sizes is not None:
             note = pool_notes(sizes)
+        if name == "pool_coverage" and mixed_unit_designs(task):
+            note = "; ".join(filter(None, [note, MIXED_UNITS]))
         rows.append(
             {
                 "quantity": name,
@@ -864,6 +868,22 @@ def _pool_frame(
             }
         )
     return pd.DataFrame(rows)
+
+
+MIXED_UNITS = (
+    "flagged: exhaustive_units.tsv mixes units without prob (uniform, weight 1) and units with "
+    "prob (weighted): their weights are on different scales, so pool coverage is not a valid "
+    "estimate (give every unit its inclusion probability, or score the rounds separately)"
+)
+
+
+def mixed_unit_designs(task: Task) -> bool:
+    """Whether some exhaustive units have a ``prob`` and others have none."""
+    units = task.exhaustive_units
+    if not len(units) or "prob" not in units.columns:
+        return False
+    missing = pd.to_numeric(units["prob"], errors="coerce").isna().to_numpy()
+    return bool(missing.any() and not missing.all())
 
 
 def _class_warnings(task: Task, estimator: str, warnings: list[str]) -> None:

@@ -1023,7 +1023,8 @@ def with_annotation(
     if exhaustive_units is not None:
         u = exhaustive_units.copy()
         u["prob"] = u["prob"].astype(float) if "prob" in u else np.nan
-        changes["exhaustive_units"] = u[["unit", "prob"]].reset_index(drop=True)
+        kept = [c for c in ("draws", "design") if c in u.columns]  # a with-replacement design
+        changes["exhaustive_units"] = u[["unit", "prob", *kept]].reset_index(drop=True)
     if exhaustive is not None:
         changes["exhaustive"] = facts_of(exhaustive, "exhaustive").reset_index(drop=True)
     return dataclasses.replace(task, **changes)

@@ -766,3 +766,17 @@ def test_vectorised_normalisation_equals_the_python_definition(unicode: str, cas
     matching = Matching(casefold=casefold, unicode=None if unicode == "none" else unicode)
     got = normalize_answers(pd.Series(tricky), matching).tolist()
     assert got == [_python_normalize(t, matching) for t in tricky]
+
+
+def test_with_annotation_keeps_a_with_replacement_unit_design():
+    """draws/design columns of exhaustive_units survive with_annotation (θ̂'s weights need them)."""
+    from receval.design import unit_weights
+    from receval.task import Task, with_annotation
+
+    task = Task.from_frames(pd.DataFrame({"system": ["A"], "query_id": ["q1"], "answer": ["x"]}))
+    units = pd.DataFrame(
+        {"unit": ["d1", "d2"], "prob": [0.5, 0.25], "draws": [2, 1], "design": "pps-wr"}
+    )
+    kept = with_annotation(task, exhaustive_units=units).exhaustive_units
+    assert list(kept.columns) == ["unit", "prob", "draws", "design"]
+    np.testing.assert_allclose(unit_weights(kept), [4.0, 4.0])

@@ -55,6 +55,7 @@ class SampleData:
     unjudged_facts: int
     census: np.ndarray  # (m,) bool: every output of the system is labelled
     census_precision: np.ndarray  # (m,) exact precision where census
+    judged: np.ndarray  # (m,) outputs (as counted in ``sizes``) with a label
     target_kind: str = "micro"
     #: False when equivalence classes are counted once but some outputs may be aliases no
     #: judgment names: |X_i| (``sizes``) then over-counts classes and only self-normalised
@@ -329,6 +330,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         unjudged_facts=unjudged_facts,
         census=census,
         census_precision=census_precision,
+        judged=sizes - np.nan_to_num(n_missing.astype(float)),
         target_kind=target,
         sizes_known=sizes_known,
         queries=query_ids,
