@@ -32,6 +32,13 @@ MIN_EFFECTIVE = 20
 #: in bench/validity.py's low-precision world (2–15 hits per system) ν̂ was unbiased (|z| ≤ 1.1)
 #: and its 95% intervals covered 0.938.
 MIN_CORRECT_HITS = 5
+#: precision is flagged when fewer than this many judged draws of the system's facts are wrong
+#: (or correct): a proportion's sampling distribution is then bounded and skewed at 1 (or 0),
+#: and percentile intervals miss on the open side — the n·p ≥ 5 and n·(1 − p) ≥ 5 rule of
+#: the binomial's normal approximation (e.g. Agresti, *Categorical Data Analysis*, §1.4).  In
+#: bench/validity.py's high-precision world (0.97–1.0, 30 draws) unflagged precision intervals
+#: covered 0.899 at 0.95 without this rule.
+MIN_EACH_LABEL = 5
 
 
 def kish(weights: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -50,6 +57,7 @@ class EffectiveSizes:
     own_draws: np.ndarray  # judged draws of the system's own sample(s)
     precision: np.ndarray  # Kish n_eff of the precision estimator's draw weights t_i/q_i
     correct_hits: np.ndarray  # judged-correct draws whose fact the system output (ν̂_i numerator)
+    wrong_hits: np.ndarray  # judged-wrong draws whose fact the system output
     pooled_recall: np.ndarray  # Kish n_eff of ν̂_i's numerator weights
     pooled_recall_den: float  # Kish n_eff of ν̂'s common denominator (all judged-correct draws)
     units: int  # exhaustive units (draws of units)
@@ -77,6 +85,7 @@ def effective_sizes(data: SampleData, mass_terms: np.ndarray, estimator: str) ->
         precision = kish(mass_terms)
     correct = data.label[data.draw_fact] > 0
     hit = data.member[data.draw_fact] & correct[:, None]
+    miss = data.member[data.draw_fact] & (data.label[data.draw_fact] < 1)[:, None]
     from receval.estimators.recall import pooled_recall_terms
 
     num, den = pooled_recall_terms(data)
@@ -85,6 +94,7 @@ def effective_sizes(data: SampleData, mass_terms: np.ndarray, estimator: str) ->
         own_draws=own_draws,
         precision=precision,
         correct_hits=hit.sum(axis=0).astype(float),
+        wrong_hits=miss.sum(axis=0).astype(float),
         pooled_recall=kish(num),
         pooled_recall_den=float(kish(den)),
         units=data.U,
@@ -111,6 +121,8 @@ def reliability_notes(
                 f"precision: flagged: effective sample size {sizes.precision[i]:.1f} (< {minimum}): "
                 "the interval may undercover"
             )
+        elif not census[i] and sizes.own_draws[i] > 0:
+            notes[i].extend(_one_sided(sizes, i))
         if sizes.correct_hits[i] == 0 and sizes.pooled_recall_den > 0:
             notes[i].append(
                 "pooled_recall: flagged: no judged-correct draw of this system's facts, "
@@ -127,6 +139,20 @@ def reliability_notes(
         for i in range(m):
             notes[i].append(f"recall: flagged: {pool}")
     return notes
+
+
+def _one_sided(sizes: EffectiveSizes, i: int) -> list[str]:
+    """The precision flag of a system whose judged draws are (nearly) all of one label."""
+    for count, label, end in (
+        (sizes.wrong_hits[i], "wrong", "1"),
+        (sizes.correct_hits[i], "correct", "0"),
+    ):
+        if count < MIN_EACH_LABEL:
+            return [
+                f"precision: flagged: {int(count)} {label} judged draws among this system's "
+                f"facts (< {MIN_EACH_LABEL}): near precision {end} the interval may undercover"
+            ]
+    return []
 
 
 def pool_notes(sizes: EffectiveSizes, *, minimum: int = MIN_EFFECTIVE) -> str:

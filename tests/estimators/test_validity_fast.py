@@ -94,3 +94,31 @@ def test_truth_check_coverage_tolerates_rounding():
     assert _covers(0.2, 0.3, 0.3 + 1e-12)
     assert not _covers(0.2, 0.3, 0.3 + 1e-6)
     assert _covers(float("nan"), 0.3, 0.3) is None
+
+
+def test_precision_with_almost_no_wrong_draws_is_flagged():
+    """Precision 0.97–1.0 with 30 draws: (nearly) no wrong draw, so the interval's lower end rests
+    on a bounded, skewed distribution and is flagged, saying why; 40 draws at precision ≈ 0.5
+    have both labels in plenty and are not."""
+    cfg = SimulationConfig(systems=5, queries=40, precision_range=(0.97, 1.0))
+    world = simulate_world(cfg, np.random.default_rng(8))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    ann = world.annotate(np.random.default_rng(9), per_system=30, exhaustive_units=40)
+    task = with_annotation(base, **ann.tables())
+    notes = score_task(task, ScoreOptions(bootstrap=50)).leaderboard["note"]
+    assert notes.str.contains(r"precision: flagged: \d wrong judged draws among", regex=True).all()
+    assert notes.str.contains("near precision 1 the interval may undercover").all()
+
+    world, base = _half_world()
+    ann = world.annotate(np.random.default_rng(9), per_system=40, exhaustive_units=40)
+    notes = score_task(with_annotation(base, **ann.tables()), ScoreOptions(bootstrap=50))
+    assert not notes.leaderboard["note"].str.contains("judged draws among").any()
+
+
+def _half_world():
+    cfg = SimulationConfig(systems=5, queries=40, precision_range=(0.45, 0.55))
+    world = simulate_world(cfg, np.random.default_rng(8))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    return world, base
