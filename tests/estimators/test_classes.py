@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from test_exact_expectations import every_output_once
 
 from receval.estimators.classes import canonical_facts, class_view, unresolved_outputs
 from receval.estimators.sample_data import build_sample_data
@@ -44,19 +45,8 @@ def test_world_truth_counts_classes_and_matches_true_metrics(world_and_base):
 def _census_annotation(world, base):
     """Every output drawn once (uniform), every fact judged with its class, every document
     annotated: each sum over draws equals its expectation, so estimates are exact."""
-    out = base.outputs
-    size = out.groupby("system")["fact"].transform("size")
-    samples = pd.DataFrame(
-        {
-            "sample": "all",
-            "system": out["system"],
-            "query_id": out["query_id"],
-            "answer": out["answer_raw"],
-            "prob": 1.0 / size,
-        }
-    )
-    truth = world.truth()
-    judgments = truth.rename(columns={})[["query_id", "answer", "label", "equivalence_class"]]
+    samples = every_output_once(base.outputs)
+    judgments = world.truth()[["query_id", "answer", "label", "equivalence_class"]]
     units = pd.DataFrame({"unit": world.documents})
     exhaustive = world.exhaustive_annotation(world.documents)
     return with_annotation(

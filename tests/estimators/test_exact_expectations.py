@@ -21,15 +21,10 @@ from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
 
-@pytest.fixture(scope="module")
-def census_task(tmp_path_factory):
-    config = SimulationConfig(systems=8, queries=25, name="exact")
-    world = simulate_world(config, np.random.default_rng(99))
-    root = write_bundle(tmp_path_factory.mktemp("exact") / "w", world.tables(), world.task_config())
-    base = load_task(root)
-    out = base.outputs
+def every_output_once(out: pd.DataFrame) -> pd.DataFrame:
+    """A uniform "sample" of every system that draws each of its outputs exactly once."""
     size = out.groupby("system")["fact"].transform("size")
-    samples = pd.DataFrame(
+    return pd.DataFrame(
         {
             "sample": "all",
             "system": out["system"],
@@ -38,6 +33,15 @@ def census_task(tmp_path_factory):
             "prob": 1.0 / size,
         }
     )
+
+
+@pytest.fixture(scope="module")
+def census_task(tmp_path_factory):
+    config = SimulationConfig(systems=8, queries=25, name="exact")
+    world = simulate_world(config, np.random.default_rng(99))
+    root = write_bundle(tmp_path_factory.mktemp("exact") / "w", world.tables(), world.task_config())
+    base = load_task(root)
+    samples = every_output_once(base.outputs)
     truth = base.truth
     judgments = pd.DataFrame(
         {
