@@ -843,13 +843,19 @@ def import_trec_command(
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
-    from receval.formats.trec import import_trec
+    from receval.formats.trec import import_trec_tables
+    from receval.progress import progress
 
-    tables, config = import_trec(qrels, list(runs), depth, name=name or out.name)
+    files = len(runs) + (qrels is not None)
+    with progress(files, "reading TREC files", False) as bar:
+        tables, config = import_trec_tables(
+            qrels, list(runs), depth, name=name or out.name, on_file=lambda _: bar.update(1)
+        )
     write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
+    systems = len(set(tables["runs"]["system"].unique().to_pylist()))
+    judged = tables["judgments"].num_rows if "judgments" in tables else 0
     click.echo(
-        f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
-        f"{len(tables.get('judgments', ()))} judgments"
+        f"wrote {out}: {tables['queries'].num_rows} queries, {systems} runs, {judged} judgments"
     )
 
 
