@@ -219,3 +219,21 @@ def test_almost_plain_run_files_read_as_str_split_does(tmp_path, edit):
     b = read_trec_run(tmp_path / "edited.txt")
     cols = ["qid", "docno", "rank_file", "score", "tag"]
     assert b[cols].astype(str).values.tolist() == a[cols].astype(str).values.tolist()
+
+
+@pytest.mark.parametrize("table_format", ["tsv", "parquet"])
+def test_import_trec_command(tmp_path, table_format):
+    """The CLI writes the bundle in either format (same tables); no progress bar in a pipe."""
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+    from receval.formats.tables import LINE, find_table, read_table
+
+    args = ["import", "trec", str(tmp_path / "b"), "--qrels", str(QRELS), "--format", table_format]
+    result = CliRunner().invoke(cli, args + [arg for r in RUNS for arg in ("--runs", str(r))])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {tmp_path / 'b'}: 4 queries, 2 runs, 7 judgments\n"
+    tables, _ = import_trec(QRELS, RUNS)
+    for name, expected in tables.items():
+        got = read_table(find_table(tmp_path / "b", name)).drop(columns=LINE)
+        assert got.astype(str).values.tolist() == expected.astype(str).values.tolist(), name
