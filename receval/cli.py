@@ -784,11 +784,15 @@ def import_tac_kbp_command(
     """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
     from receval.formats.tac_kbp import import_tac_kbp
+    from receval.progress import progress
 
-    tables, config = import_tac_kbp(
-        queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
-    )
-    write_bundle(out, tables, config, overwrite=overwrite)
+    with progress(2, "importing (files read, then the bundle)", False) as bar:
+        tables, config = import_tac_kbp(
+            queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
+        )
+        bar.update(1)
+        write_bundle(out, tables, config, overwrite=overwrite)
+        bar.update(1)
     skipped = int(tables["runs"].attrs.get("hop1_rows_skipped", 0))
     if skipped:
         click.echo(
@@ -843,13 +847,20 @@ def import_trec_command(
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
-    from receval.formats.trec import import_trec
+    from receval.formats.trec import import_trec_tables
+    from receval.progress import progress
 
-    tables, config = import_trec(qrels, list(runs), depth, name=name or out.name)
-    write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
+    files = len(runs) + (qrels is not None)
+    with progress(files + 1, "importing (files read, then the bundle)", False) as bar:
+        tables, config = import_trec_tables(
+            qrels, list(runs), depth, name=name or out.name, on_file=lambda _: bar.update(1)
+        )
+        write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
+        bar.update(1)
+    systems = len(set(tables["runs"]["system"].unique().to_pylist()))
+    judged = tables["judgments"].num_rows if "judgments" in tables else 0
     click.echo(
-        f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
-        f"{len(tables.get('judgments', ()))} judgments"
+        f"wrote {out}: {tables['queries'].num_rows} queries, {systems} runs, {judged} judgments"
     )
 
 
@@ -1285,10 +1296,14 @@ def judgments_add(
     annotator and fact; disagreements between annotators are kept and reported; rows without a
     label stay in to_annotate.tsv. Safe to run for several annotators at once (a lock).
     """
-    from receval.judgments import add_judgments
+    from receval.judgments import ADD_STEPS, add_judgments
+    from receval.progress import progress
 
     try:
-        result = add_judgments(task, list(files), annotator=annotator, replace=replace)
+        with progress(ADD_STEPS, "adding judgments", False) as bar:
+            result = add_judgments(
+                task, list(files), annotator=annotator, replace=replace, on_step=bar.update
+            )
     except TimeoutError as exc:
         raise InputError(str(exc)) from None
     click.echo(
@@ -1325,13 +1340,18 @@ def export_label_studio(task: Path, out: Path) -> None:
 
     from receval.formats.label_studio import label_studio_tasks, labelling_config
     from receval.formats.tables import write_text_atomic
+    from receval.progress import progress
 
-    loaded = _load(task)
-    tasks = label_studio_tasks(loaded)
-    with_provenance = any("provenance" in t["data"] for t in tasks)
-    write_text_atomic(out, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
-    config_path = out.with_suffix(".xml")
-    write_text_atomic(config_path, labelling_config(loaded.config, with_provenance))
+    with progress(3, "exporting (load, tasks, files)", False) as bar:
+        loaded = _load(task)
+        bar.update(1)
+        tasks = label_studio_tasks(loaded)
+        bar.update(1)
+        with_provenance = any("provenance" in t["data"] for t in tasks)
+        write_text_atomic(out, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
+        config_path = out.with_suffix(".xml")
+        write_text_atomic(config_path, labelling_config(loaded.config, with_provenance))
+        bar.update(1)
     click.echo(
         f"wrote {len(tasks)} Label Studio tasks to {out} and the labelling config to {config_path}"
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,10 @@ from receval.errors import BundleError
 from receval.formats.tables import LINE, find_table, read_table, write_table
 from receval.task import Task, load_task, normalize_answers
 
-__all__ = ["AddResult", "add_judgments", "bundle_lock", "read_label_file"]
+__all__ = ["ADD_STEPS", "AddResult", "add_judgments", "bundle_lock", "read_label_file"]
+
+#: The steps :func:`add_judgments` reports through ``on_step`` (progress bars).
+ADD_STEPS = 4
 
 LOCK_NAME = ".receval.lock"
 
@@ -308,6 +311,7 @@ def add_judgments(
     annotator: str | None = None,
     replace: bool = False,
     timeout: float = 60.0,
+    on_step: Callable[[], None] | None = None,
 ) -> AddResult:
     """Merge filled-in label files into the bundle's ``judgments.tsv`` (see the module docstring).
 
@@ -319,6 +323,8 @@ def add_judgments(
     annotator : the annotator of files without an ``annotator`` column (overrides the column).
     replace : let a new vote replace the same annotator's different vote on the same fact.
     timeout : seconds to wait for another ``add`` holding the bundle lock.
+    on_step : called after each of the :data:`ADD_STEPS` steps (files read, bundle loaded,
+        judgments written, pending facts rewritten): progress reporting.
 
     Returns
     -------
@@ -332,9 +338,12 @@ def add_judgments(
     root = Path(root)
     if not files:
         raise ValueError("no label files given")
+    step = on_step or (lambda: None)
     rows = pd.concat([read_label_file(Path(f), annotator) for f in files], ignore_index=True)
+    step()
     with bundle_lock(root, timeout):
         task = load_task(root)  # inside the lock: sees every earlier add
+        step()
         unlabelled = int((rows["label"] == "").sum())
         new = _validate(rows[rows["label"] != ""].reset_index(drop=True), task)
         old = _existing(task)
@@ -346,12 +355,14 @@ def add_judgments(
         path = find_table(root, "judgments") or root / "judgments.tsv"
         if len(added) or replaced:
             write_table(path, merged)
+        step()
         labelled = set(
             merged["query_id"].astype(str)
             + "\t"
             + normalize_answers(merged["answer"].astype(str), task.config.matching)
         )
         pending = _rewrite_pending(task, labelled)
+        step()
     return AddResult(
         added=added.reset_index(drop=True),
         duplicates=duplicates,

@@ -83,6 +83,14 @@ def _describe(value: float) -> str:
     return {1.0: "correct", 0.0: "wrong", 0.5: "half (tie)"}[float(value)]
 
 
+def _describe_all(decision: np.ndarray) -> np.ndarray | list[str]:
+    """:func:`_describe` of every decision, vectorised (the loop only for a value it lacks)."""
+    known = [np.isnan(decision), decision == 1.0, decision == 0.0, decision == 0.5]
+    if not np.logical_or.reduce(known).all():
+        return [_describe(v) for v in decision]
+    return np.select(known, ["unjudged", "correct", "wrong", "half (tie)"], default="")
+
+
 def _one_vote_per_annotator(
     judgments: pd.DataFrame, value: np.ndarray
 ) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
@@ -220,7 +228,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
         + " ignored="
         + counts["ignored"].astype(str)
     )
-    decided = pd.Series([_describe(v) for v in decision], index=counts.index)
+    decided = pd.Series(_describe_all(decision), index=counts.index)
     parts = []
     tie_mask = (c == w) & (c > 0) & (rule == "majority")
     disagree = (c > 0) & (w > 0) & ~tie_mask

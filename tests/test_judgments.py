@@ -324,3 +324,14 @@ def test_concurrent_processes_all_land(tmp_path):
     assert judgments.groupby("annotator").size().to_dict() == {
         f"proc{k}": len(TRUTH) for k in range(4)
     }
+
+
+def test_add_reports_its_steps(tmp_path):
+    from receval.judgments import ADD_STEPS
+
+    root = make_bundle(tmp_path)
+    sheet = tmp_path / "s.csv"
+    sheet.write_text("query_id,answer,label,annotator\nq1,Paris,C,ann2\n")
+    steps = []
+    add_judgments(root, [sheet], on_step=lambda: steps.append(1))
+    assert len(steps) == ADD_STEPS

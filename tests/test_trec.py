@@ -194,3 +194,46 @@ def test_plain_and_irregular_run_files_read_the_same(tmp_path):
     (tmp_path / "broken.txt").write_text("".join(broken))
     with pytest.raises(BundleError, match=r"broken.txt:7: expected 6 whitespace-separated"):
         read_trec_run(tmp_path / "broken.txt")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: t.replace(" Q0 ", "  Q0 ", 1),  # a run of spaces
+        lambda t: " " + t,  # a leading space
+        lambda t: t.replace("\n", " \n", 1),  # a trailing space
+        lambda t: t.replace("\n", "\n# note\n", 1),  # a comment line
+        lambda t: t.replace("\n", "\n\n", 1),  # a blank line
+        lambda t: t.replace("d1 ", "d1\u00a0 ", 1),  # non-ASCII (NBSP is whitespace to split)
+        lambda t: t.rstrip("\n"),  # no final newline
+    ],
+)
+def test_almost_plain_run_files_read_as_str_split_does(tmp_path, edit):
+    """Whatever the Arrow reader would split differently goes through the line-by-line reader."""
+    plain = "".join(
+        f"q{q} Q0 d{d} {d + 1} {1.0 / (d + 1)!r} tagA\n" for q in range(2) for d in range(4)
+    )
+    (tmp_path / "plain.txt").write_text(plain)
+    (tmp_path / "edited.txt").write_text(edit(plain), encoding="utf-8")
+    a = read_trec_run(tmp_path / "plain.txt")
+    b = read_trec_run(tmp_path / "edited.txt")
+    cols = ["qid", "docno", "rank_file", "score", "tag"]
+    assert b[cols].astype(str).values.tolist() == a[cols].astype(str).values.tolist()
+
+
+@pytest.mark.parametrize("table_format", ["tsv", "parquet"])
+def test_import_trec_command(tmp_path, table_format):
+    """The CLI writes the bundle in either format (same tables); no progress bar in a pipe."""
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+    from receval.formats.tables import LINE, find_table, read_table
+
+    args = ["import", "trec", str(tmp_path / "b"), "--qrels", str(QRELS), "--format", table_format]
+    result = CliRunner().invoke(cli, args + [arg for r in RUNS for arg in ("--runs", str(r))])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {tmp_path / 'b'}: 4 queries, 2 runs, 7 judgments\n"
+    tables, _ = import_trec(QRELS, RUNS)
+    for name, expected in tables.items():
+        got = read_table(find_table(tmp_path / "b", name)).drop(columns=LINE)
+        assert got.astype(str).values.tolist() == expected.astype(str).values.tolist(), name

@@ -5,12 +5,16 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from receval.config import TaskConfig, dump_config
 from receval.errors import BundleError
 from receval.formats.tables import current_umask, read_table, write_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Bundle tables in the order they are written, with their required columns.
 BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
@@ -26,7 +30,7 @@ BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
 
 def write_bundle(
     out: Path | str,
-    tables: dict[str, pd.DataFrame],
+    tables: dict[str, pd.DataFrame] | dict[str, pa.Table],
     config: TaskConfig | None = None,
     *,
     overwrite: bool = False,
@@ -34,7 +38,8 @@ def write_bundle(
 ) -> Path:
     """Write a bundle directory atomically: built in a temporary sibling, then renamed into place.
 
-    ``tables`` maps a bundle table name (see :data:`BUNDLE_TABLES`) to its frame.  An existing
+    ``tables`` maps a bundle table name (see :data:`BUNDLE_TABLES`) to its frame (pandas, or a
+    pyarrow Table).  An existing
     non-empty ``out`` is refused unless ``overwrite`` is set (then it is replaced as a whole, only
     after the new bundle is complete).
     """
@@ -46,7 +51,8 @@ def write_bundle(
     for name, frame in tables.items():
         if name not in BUNDLE_TABLES:
             raise ValueError(f"unknown bundle table {name!r}")
-        missing = [c for c in BUNDLE_TABLES[name] if c not in frame.columns]
+        columns = frame.columns if isinstance(frame, pd.DataFrame) else frame.column_names
+        missing = [c for c in BUNDLE_TABLES[name] if c not in columns]
         if missing:
             raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
     out.parent.mkdir(parents=True, exist_ok=True)

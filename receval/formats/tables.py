@@ -19,11 +19,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from receval.errors import BundleError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
 LINE = "_line"
@@ -306,15 +310,38 @@ def write_text_atomic(path: Path, text: str) -> None:
 _NEEDS_QUOTE = re.compile(r"[\t\n\r]")
 
 
-def write_table(path: Path, frame: pd.DataFrame) -> None:
-    """Write ``frame`` atomically as TSV, CSV or Parquet according to the suffix of ``path``.
+def write_table(path: Path, frame: pd.DataFrame | pa.Table) -> None:
+    """Write ``frame`` (a pandas DataFrame or a pyarrow Table) atomically as TSV, CSV or Parquet
+    according to the suffix of ``path``.
 
     TSV fields may not contain tabs or newlines (there is no quoting in bundle TSV); such a value
-    is an error rather than a silently corrupted file.
+    is an error rather than a silently corrupted file.  Text, integer and float64 columns are
+    written to TSV by Arrow (bytes identical to pandas' ``to_csv``: floats in their shortest
+    round-trip form, missing values empty); other columns go through ``to_csv``.  A pyarrow Table
+    is written to Parquet as it is.
     """
     path = Path(path)
-    frame = frame.drop(columns=[LINE], errors="ignore")
     suffix = path.suffix.lower()
+    if not isinstance(frame, pd.DataFrame):
+        if LINE in frame.column_names:
+            frame = frame.drop_columns([LINE])
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            with atomic_path(path) as tmp:
+                pq.write_table(frame, tmp)
+            return
+        columns = _tsv_columns_arrow(frame) if suffix == ".tsv" else None
+        if columns is not None:
+            _write_tsv(path, columns)
+            return
+        frame = frame.to_pandas()
+    frame = frame.drop(columns=[LINE], errors="ignore")
+    if suffix == ".tsv":
+        columns = _tsv_columns(frame)
+        if columns is not None:
+            _write_tsv(path, columns)
+            return
     with atomic_path(path) as tmp:
         if suffix == ".parquet":
             frame.to_parquet(tmp, index=False)
@@ -322,14 +349,7 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
             frame.to_csv(tmp, index=False, lineterminator="\n")
         elif suffix == ".tsv":
             for name in frame.columns:
-                col = frame[name]
-                if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-                    bad = col.astype(str).str.contains(_NEEDS_QUOTE, regex=True)
-                    if bad.any():
-                        row = int(bad.to_numpy().nonzero()[0][0])
-                        raise ValueError(
-                            f"{path.name}: value in column {name!r} (row {row + 1}) contains a tab or newline"
-                        )
+                _check_tsv_text(path, name, frame[name])
             frame.to_csv(
                 tmp,
                 sep="\t",
@@ -340,6 +360,118 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
             )
         else:
             raise ValueError(f"unsupported table format {suffix!r}")
+
+
+def _check_tsv_text(path: Path, name: str, col: pd.Series) -> None:
+    if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
+        bad = col.astype(str).str.contains(_NEEDS_QUOTE, regex=True)
+        if bad.any():
+            _tab_error(path, name, int(bad.to_numpy().nonzero()[0][0]))
+
+
+def _tab_error(path: Path, name: str, row: int) -> None:
+    raise ValueError(
+        f"{path.name}: value in column {name!r} (row {row + 1}) contains a tab or newline"
+    )
+
+
+def _plain_names(names: list) -> bool:
+    return bool(names) and all(
+        isinstance(n, str) and not _NEEDS_QUOTE.search(n) and '"' not in n for n in names
+    )
+
+
+def _tsv_columns(frame: pd.DataFrame) -> dict[str, object] | None:
+    """The frame's columns as Arrow arrays of TSV text, or None when a column is of a kind only
+    ``to_csv`` formats (booleans, categories, dates, mixed objects, float32...)."""
+    if not _plain_names(list(frame.columns)) or frame.columns.has_duplicates:
+        return None
+    import pyarrow as pa
+
+    out = {}
+    for name in frame.columns:
+        col = frame[name]
+        dtype = col.dtype
+        if isinstance(dtype, pd.StringDtype):
+            values = pa.array(col.array, from_pandas=True)
+        elif dtype == np.dtype(object):
+            if pd.api.types.infer_dtype(col, skipna=True) not in ("string", "empty"):
+                return None
+            values = pa.array(col.to_numpy(), type=pa.large_string(), from_pandas=True)
+        elif dtype.kind in "iu" and isinstance(dtype, np.dtype):
+            values = pa.array(col.to_numpy())
+        elif dtype == np.float64:
+            values = pa.array(col.to_numpy(), from_pandas=True)
+        else:
+            return None
+        out[name] = values
+    return _tsv_columns_arrow(pa.table(out))
+
+
+def _tsv_columns_arrow(table: pa.Table) -> dict[str, object] | None:
+    """A pyarrow Table's columns as TSV text (nulls empty, floats as Python's ``repr``), or
+    None when a column is of another type."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not _plain_names(table.column_names) or len(set(table.column_names)) < table.num_columns:
+        return None
+    out = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        kind = col.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            text = col
+        elif pa.types.is_integer(kind):
+            text = pc.cast(col, pa.string())
+        elif pa.types.is_float64(kind):
+            # numpy's str() of a float64 is its shortest round-trip form, as repr() is
+            floats = col.to_numpy()
+            text = pa.array(floats.astype(str), pa.string(), mask=np.isnan(floats))
+        else:
+            return None
+        out[name] = pc.fill_null(text, "")
+    return out
+
+
+def _write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 << 20) -> None:
+    """Write text columns as TSV: the header, then each block of rows joined by Arrow in C++
+    (fields and a final empty one joined by tabs; that last tab becomes the newline).  A value
+    holding a tab or a newline shows in the block's byte counts, and is then named by
+    :func:`_check_tsv_values` (the temporary file is removed)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = list(columns)
+    table = pa.table(columns)
+    empty, tab = pa.scalar("", pa.large_string()), pa.scalar("\t", pa.large_string())
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        out.write(("\t".join(names) + "\n").encode("utf-8"))
+        for start in range(0, table.num_rows, rows_per_block):
+            block = table.slice(start, rows_per_block)
+            cols = [pc.cast(block[n], pa.large_string()).combine_chunks() for n in names]
+            lines = pc.binary_join_element_wise(*cols, empty, tab)
+            _, offsets, data = lines.buffers()
+            offsets = np.frombuffer(offsets, np.int64)[lines.offset : lines.offset + len(lines) + 1]
+            data = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]].copy()
+            tabs = np.count_nonzero(data == ord("\t"))
+            if (
+                tabs != len(lines) * len(names)
+                or (data == ord("\n")).any()
+                or (data == ord("\r")).any()
+            ):
+                _check_tsv_values(path, table)
+            data[offsets[1:] - offsets[0] - 1] = ord("\n")
+            out.write(memoryview(data))
+
+
+def _check_tsv_values(path: Path, table: pa.Table) -> None:
+    """Raise for the first value (column by column) holding a tab or a newline."""
+    import pyarrow.compute as pc
+
+    for name in table.column_names:
+        bad = pc.match_substring_regex(table[name], r"[\t\n\r]")
+        if pc.any(bad).as_py():
+            _tab_error(path, name, int(np.flatnonzero(bad.to_numpy(zero_copy_only=False))[0]))
 
 
 def read_run_files(paths, read, id_column: str, message: str) -> list[tuple[Path, pd.DataFrame]]:

@@ -36,36 +36,67 @@ Bundle encoding
 
 from __future__ import annotations
 
-import io
-import itertools
-import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_run_files, read_text
+from receval.formats.tables import read_bytes, read_text
 
-__all__ = ["import_trec", "read_qrels", "read_trec_run"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["import_trec", "import_trec_tables", "read_qrels", "read_trec_run"]
+
+RUN_FIELDS = ("qid", "q0", "docno", "rank", "score", "tag")
+QRELS_FIELDS = ("qid", "iteration", "docno", "relevance")
+
+#: Bytes that ``str.split`` takes as whitespace but Arrow's reader does not split at (and NUL,
+#: which the line-by-line reader reports).
+_OTHER_WHITESPACE = (b"\t", b"\x0b", b"\x0c", b"\r", b"\x00", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
 
 
-def _split(path: Path, ncols: int, layout: str) -> tuple[np.ndarray, list[int]]:
-    """The whitespace-separated fields of every data line as an (n, ncols) object array, and
-    the lines' numbers.  One ``str.split`` per line, then whole-array checks (no per-row
-    regex or frame building)."""
-    path = Path(path)
-    if not path.exists():
-        raise BundleError(path, None, "no such file")
-    if path.is_dir():
-        raise BundleError(path, None, "is a directory, not a file")
-    text = read_text(path)
-    fast = _split_with_arrow(text, ncols)
-    if fast is not None:
-        return fast, list(range(1, len(fast) + 1))
-    lines = text.split("\n")
-    split = [line.split() for line in lines]
+def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
+    """A plain file parsed by Arrow's CSV reader in C++, every field a string, or None when the
+    file is not plain: ASCII lines of single-space-separated fields, no other whitespace, no
+    blank or comment lines (a run of spaces, a leading or a trailing space shows as an empty
+    field), or when a line has the wrong number of fields.  The line-by-line reader then gives
+    the same fields, or the exact error."""
+    if not raw or not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(raw),
+            read_options=pacsv.ReadOptions(column_names=list(names)),
+            parse_options=pacsv.ParseOptions(
+                delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows == 0 or pc.any(pc.starts_with(table.column(0), "#")).as_py():
+        return None
+    for column in table.columns:
+        if pc.min(pc.binary_length(column)).as_py() == 0:
+            return None
+    return table
+
+
+def _split(path: Path, text: str, ncols: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Any file: the whitespace-separated fields of every data line as an (n, ncols) object
+    array, and the lines' numbers.  One ``str.split`` per line, then whole-array checks."""
+    split = [line.split() for line in text.split("\n")]
     counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     data = counts > 0
     if "#" in "".join(s[0][:1] for s in split if s):  # comment lines (first field starts with #)
@@ -82,41 +113,29 @@ def _split(path: Path, ncols: int, layout: str) -> tuple[np.ndarray, list[int]]:
             f"expected {ncols} whitespace-separated columns ({layout}), found {counts[i]}",
         )
     kept = split if len(keep) == len(split) else [split[i] for i in keep]
-    fields = np.array(list(itertools.chain.from_iterable(kept)), dtype=object)
-    return fields.reshape(len(keep), ncols), (keep + 1).tolist()
+    fields = np.array([f for fields in kept for f in fields], dtype=object)
+    return fields.reshape(len(keep), ncols), keep + 1
 
 
-#: Anything the Arrow reader would treat differently from ``str.split``: runs of spaces, other
-#: whitespace, blank lines, comment lines, leading or trailing spaces.
-_NOT_PLAIN = re.compile(r"  |[\t\x0b\x0c\r\x1c-\x1f]|\n\n|^\n|^ |\n | \n|^#|\n#")
-
-
-def _split_with_arrow(text: str, ncols: int) -> np.ndarray | None:
-    """The common case in C++: ASCII lines of single-space-separated fields, no comments or
-    blank lines (checked with one pattern search over the whole text).  None when the file is
-    not that plain or a line has the wrong number of fields: the line-by-line reader then
-    gives the exact error."""
-    if not text.isascii() or _NOT_PLAIN.search(text) or not text.strip():
-        return None
+def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, np.ndarray]:
+    """The fields of every data line of ``path`` as string columns ``names``, and the lines'
+    1-based numbers.  Plain files go through Arrow's reader; anything else (comments, blank
+    lines, tabs, runs of spaces, non-ASCII text) and any malformed line through the
+    line-by-line reader, so the fields and the error line are the same either way."""
     import pyarrow as pa
-    import pyarrow.csv as pacsv
 
-    names = [f"f{i}" for i in range(ncols)]
-    try:
-        table = pacsv.read_csv(
-            io.BytesIO(text.encode("ascii")),
-            read_options=pacsv.ReadOptions(column_names=names),
-            parse_options=pacsv.ParseOptions(
-                delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
-            ),
-        )
-    except pa.ArrowInvalid:
-        return None
-    columns = [table.column(i).to_numpy(zero_copy_only=False) for i in range(ncols)]
-    return np.column_stack(columns).astype(object, copy=False)
+    path = Path(path)
+    if not path.exists():
+        raise BundleError(path, None, "no such file")
+    if path.is_dir():
+        raise BundleError(path, None, "is a directory, not a file")
+    raw = read_bytes(path)
+    table = _read_plain(raw, names)
+    if table is not None:
+        return table, np.arange(1, table.num_rows + 1, dtype=np.int64)
+    rows, numbers = _split(path, read_text(path), len(names), layout)
+    columns = {name: pa.array(rows[:, j], pa.string()) for j, name in enumerate(names)}
+    return pa.table(columns), numbers
 
 
 def _first_bad(mask: np.ndarray) -> int | None:
@@ -124,76 +143,265 @@ def _first_bad(mask: np.ndarray) -> int | None:
     return int(idx[0]) if len(idx) else None
 
 
-def read_trec_run(path: Path | str) -> pd.DataFrame:
-    """Read one TREC run: ``qid, docno, rank_file`` (int), ``score`` (float), ``tag, line``."""
+def _as_text(column: Any) -> pd.Series:
+    """An Arrow string column as a pandas Series of Python strings (only on the rare path)."""
+    return pd.Series(column.to_pylist(), dtype=object)
+
+
+def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray:
+    """The column as int64: Arrow's strict integer parse, else pandas' (which also accepts
+    ``+5`` or ``1.0``) with the first bad value reported."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(column, pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    text = _as_text(column)
+    values = pd.to_numeric(text, errors="coerce")
+    bad = _first_bad((values.isna() | (values != values.round())).to_numpy())
+    if bad is not None:
+        raise BundleError(path, int(lines[bad]), f"{what} {text.iat[bad]!r} is not an integer")
+    return values.astype(np.int64).to_numpy()
+
+
+def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray:
+    """The column as finite float64 (Arrow's parse; pandas' when that fails, naming the first
+    value that is not a finite number)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        values = pc.cast(column, pa.float64()).to_numpy()
+        if np.isfinite(values).all():
+            return values
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    text = _as_text(column)
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    bad = _first_bad(~np.isfinite(values))
+    if bad is not None:
+        raise BundleError(path, int(lines[bad]), f"{what} {text.iat[bad]!r} is not a finite number")
+    return values
+
+
+def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
+    """No (qid, docno) twice: both dictionary-encoded (hashing in C++), one sort of the integer
+    pairs; the first repeat is found only on error."""
+    import pyarrow.compute as pc
+
+    qid = pc.dictionary_encode(fields["qid"]).combine_chunks()
+    docno = pc.dictionary_encode(fields["docno"]).combine_chunks()
+    key = qid.indices.to_numpy().astype(np.int64) * len(docno.dictionary)
+    key += docno.indices.to_numpy()
+    key.sort()
+    if not (key[1:] == key[:-1]).any():
+        return
+    frame = fields.select(["qid", "docno"]).to_pandas()
+    i = _first_bad(frame.duplicated(["qid", "docno"]).to_numpy())
+    assert i is not None
+    raise BundleError(
+        path,
+        int(lines[i]),
+        f"document {frame['docno'].iat[i]!r} {verb} twice for query {frame['qid'].iat[i]!r}",
+    )
+
+
+def _run_table(path: Path | str) -> pa.Table:
+    """One TREC run as an Arrow table ``qid, docno, rank_file, score, tag, line`` (checked)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     path = Path(path)
-    rows, numbers = _split(path, 6, "qid Q0 docno rank score tag")
-    frame = pd.DataFrame(rows, columns=["qid", "q0", "docno", "rank", "score", "tag"], dtype=object)
-    frame["line"] = np.asarray(numbers, dtype=np.int64)
-    rank = pd.to_numeric(frame["rank"], errors="coerce")
-    bad = _first_bad((rank.isna() | (rank != rank.round())).to_numpy())
-    if bad is not None:
-        raise BundleError(path, numbers[bad], f"rank {frame['rank'].iat[bad]!r} is not an integer")
-    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=float)
-    bad = _first_bad(~np.isfinite(score))
-    if bad is not None:
-        raise BundleError(
-            path, numbers[bad], f"score {frame['score'].iat[bad]!r} is not a finite number"
-        )
-    tags = pd.unique(frame["tag"])
-    if len(tags) > 1:
-        i = _first_bad((frame["tag"] != tags[0]).to_numpy())
+    fields, lines = _fields(path, RUN_FIELDS, "qid Q0 docno rank score tag")
+    rank = _integers(fields["rank"], path, lines, "rank")
+    score = _finite(fields["score"], path, lines, "score")
+    tag = fields["tag"]
+    if pc.count_distinct(tag).as_py() > 1:
+        tags = pc.unique(tag)
+        i = _first_bad(pc.not_equal(tag, tags[0]).to_numpy())
         assert i is not None
         raise BundleError(
             path,
-            numbers[i],
-            f"run tag {tags[1]!r} differs from {tags[0]!r} on the first line (one run per file)",
+            int(lines[i]),
+            f"run tag {tags[1].as_py()!r} differs from {tags[0].as_py()!r} on the first line "
+            "(one run per file)",
         )
-    dup = frame.duplicated(["qid", "docno"]).to_numpy()
-    i = _first_bad(dup)
-    if i is not None:
-        raise BundleError(
-            path,
-            numbers[i],
-            f"document {frame['docno'].iat[i]!r} retrieved twice for query {frame['qid'].iat[i]!r}",
-        )
-    frame["rank_file"] = rank.astype(np.int64)
-    frame["score"] = score
-    return frame[["qid", "docno", "rank_file", "score", "tag", "line"]]
+    _check_unique(fields, path, lines, "retrieved")
+    return pa.table(
+        {
+            "qid": fields["qid"],
+            "docno": fields["docno"],
+            "rank_file": rank,
+            "score": score,
+            "tag": tag,
+            "line": lines,
+        }
+    )
+
+
+def _qrels_table(path: Path | str) -> pa.Table:
+    """TREC qrels as an Arrow table ``qid, iteration, docno, relevance, line`` (checked)."""
+    import pyarrow as pa
+
+    path = Path(path)
+    fields, lines = _fields(path, QRELS_FIELDS, "qid iteration docno relevance")
+    relevance = _integers(fields["relevance"], path, lines, "relevance")
+    _check_unique(fields, path, lines, "judged")
+    return pa.table(
+        {
+            "qid": fields["qid"],
+            "iteration": fields["iteration"],
+            "docno": fields["docno"],
+            "relevance": relevance,
+            "line": lines,
+        }
+    )
+
+
+def read_trec_run(path: Path | str) -> pd.DataFrame:
+    """Read one TREC run: ``qid, docno, rank_file`` (int), ``score`` (float), ``tag, line``."""
+    return _run_table(path).to_pandas()
 
 
 def read_qrels(path: Path | str) -> pd.DataFrame:
     """Read TREC qrels: ``qid, iteration, docno, relevance`` (int), ``line``."""
-    path = Path(path)
-    rows, numbers = _split(path, 4, "qid iteration docno relevance")
-    frame = pd.DataFrame(rows, columns=["qid", "iteration", "docno", "relevance"], dtype=object)
-    frame["line"] = np.asarray(numbers, dtype=np.int64)
-    rel = pd.to_numeric(frame["relevance"], errors="coerce")
-    bad = _first_bad((rel.isna() | (rel != rel.round())).to_numpy())
-    if bad is not None:
-        raise BundleError(
-            path, numbers[bad], f"relevance {frame['relevance'].iat[bad]!r} is not an integer"
-        )
-    frame["relevance"] = rel.astype(np.int64)
-    i = _first_bad(frame.duplicated(["qid", "docno"]).to_numpy())
-    if i is not None:
-        raise BundleError(
-            path,
-            numbers[i],
-            f"document {frame['docno'].iat[i]!r} judged twice for query {frame['qid'].iat[i]!r}",
-        )
-    return frame
+    return _qrels_table(path).to_pandas()
 
 
-def trec_rank(frame: pd.DataFrame) -> np.ndarray:
-    """1-based rank within each (tag, qid): decreasing score, ties by decreasing docno (trec_eval)."""
-    order = frame.sort_values(
-        ["tag", "qid", "score", "docno"], ascending=[True, True, False, False], kind="stable"
+def _ranked(run: pa.Table, depth: int | None) -> tuple[pa.Table, np.ndarray]:
+    """The run in bundle order and its trec_eval ranks: sorted by qid, then decreasing score,
+    ties by decreasing docno (one Arrow sort); the rank restarts at 1 for each qid.  ``depth``
+    keeps the top ``depth`` of each qid."""
+    import pyarrow.compute as pc
+
+    order = pc.sort_indices(
+        run, sort_keys=[("qid", "ascending"), ("score", "descending"), ("docno", "descending")]
     )
-    rank = order.groupby(["tag", "qid"], sort=False).cumcount().to_numpy() + 1
-    out = np.empty(len(frame), dtype=np.int64)
-    out[frame.index.get_indexer(order.index)] = rank
-    return out
+    run = run.take(order)
+    n = run.num_rows
+    qid = run["qid"].combine_chunks()
+    first = np.ones(n, dtype=bool)
+    if n > 1:
+        first[1:] = pc.not_equal(qid.slice(1), qid.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(first)
+    rank = np.arange(1, n + 1, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, n)))
+    if depth is not None and (rank > depth).any():
+        keep = rank <= depth
+        run, rank = run.filter(keep), rank[keep]
+    return run, rank
+
+
+def _source(name: str, lines: Any) -> Any:
+    """``<file name>:<line>`` for every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.binary_join_element_wise(f"{name}:", pc.cast(lines, pa.string()), "")
+
+
+def _queries_table(run_qids: Any, qrels: pa.Table | None) -> pa.Table:
+    """``query_id`` (qrels first, then runs, in order of appearance), ``in_qrels``,
+    ``relevant``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if qrels is None:
+        qids = pc.unique(run_qids)
+        return pa.table(
+            {
+                "query_id": qids,
+                "in_qrels": pa.array(["false"] * len(qids), pa.string()),
+                "relevant": np.zeros(len(qids), dtype=np.int64),
+            }
+        )
+    qids = pc.unique(pa.chunked_array(qrels["qid"].chunks + run_qids.chunks, pa.string()))
+    positive = pa.table({"qid": qrels["qid"], "positive": pc.greater(qrels["relevance"], 0)})
+    counts = positive.group_by("qid").aggregate([("positive", "sum")])
+    where = pc.fill_null(pc.index_in(qids, value_set=counts["qid"]), -1).to_numpy()
+    judged = where >= 0
+    relevant = np.zeros(len(qids), dtype=np.int64)
+    relevant[judged] = counts["positive_sum"].to_numpy()[where[judged]]
+    return pa.table(
+        {
+            "query_id": qids,
+            "in_qrels": pc.if_else(pa.array(judged), "true", "false"),
+            "relevant": relevant,
+        }
+    )
+
+
+def import_trec_tables(
+    qrels: Path | str | None,
+    runs: list[Path] | list[str],
+    depth: int | None = None,
+    *,
+    name: str | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> tuple[dict[str, pa.Table], TaskConfig]:
+    """:func:`import_trec` with Arrow tables (what ``receval import trec`` writes).
+
+    Every step is columnar (Arrow's CSV reader, casts, one sort per run): no Python object per
+    line.  ``on_file`` is called with each file's path once it is read (progress reporting).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not runs:
+        raise ValueError("at least one run file is needed")
+    if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
+        raise ValueError(f"depth must be a positive integer, not {depth!r}")
+    parts = []
+    owner: dict[str, Path] = {}
+    for run_path in map(Path, runs):
+        run = _run_table(run_path)
+        tag = run["tag"][0].as_py()
+        if tag in owner and owner[tag] != run_path:
+            raise BundleError(
+                run_path,
+                int(run["line"][0].as_py()),
+                f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
+            )
+        owner[tag] = run_path
+        run, rank = _ranked(run, depth)
+        parts.append(
+            pa.table(
+                {
+                    "system": run["tag"],
+                    "query_id": run["qid"],
+                    "answer": run["docno"],
+                    "score": run["score"],
+                    "rank": rank,
+                    "rank_file": run["rank_file"],
+                    "source": _source(run_path.name, run["line"]),
+                }
+            )
+        )
+        if on_file is not None:
+            on_file(run_path)
+    runs_table = pa.concat_tables(parts)
+    tables: dict[str, pa.Table] = {}
+    judged = None
+    if qrels is not None:
+        qpath = Path(qrels)
+        judged = _qrels_table(qpath)
+        tables["judgments"] = pa.table(
+            {
+                "query_id": judged["qid"],
+                "answer": judged["docno"],
+                "label": pc.if_else(pc.greater(judged["relevance"], 0), "1", "0"),
+                "relevance": judged["relevance"],
+                "iteration": judged["iteration"],
+                "source": _source(qpath.name, judged["line"]),
+            }
+        )
+        if on_file is not None:
+            on_file(qpath)
+    queries_table = _queries_table(runs_table["query_id"], judged)
+    tables = {"queries": queries_table, "runs": runs_table, **tables}
+    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False), unjudged="wrong")
+    return tables, config
 
 
 def import_trec(
@@ -218,58 +426,5 @@ def import_trec(
     (tables, config) : ``queries``, ``runs`` and (with qrels) ``judgments`` frames for
         :func:`receval.formats.bundle.write_bundle`, and the task config.
     """
-    if not runs:
-        raise ValueError("at least one run file is needed")
-    if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
-        raise ValueError(f"depth must be a positive integer, not {depth!r}")
-    parts = []
-    message = "run tag {id!r} also names {owner}; give each run its own tag"
-    for run_path, frame in read_run_files(runs, read_trec_run, "tag", message):
-        frame["rank"] = trec_rank(frame)
-        if depth is not None:
-            frame = frame[frame["rank"] <= depth]
-        frame = frame.sort_values(["qid", "rank"], kind="stable")
-        frame["source"] = run_path.name + ":" + frame["line"].astype(str)
-        parts.append(frame)
-    run = pd.concat(parts, ignore_index=True)
-    runs_table = pd.DataFrame(
-        {
-            "system": run["tag"],
-            "query_id": run["qid"],
-            "answer": run["docno"],
-            "score": run["score"],
-            "rank": run["rank"],
-            "rank_file": run["rank_file"],
-            "source": run["source"],
-        }
-    )
-    tables: dict[str, pd.DataFrame] = {}
-    qids = list(pd.unique(run["qid"]))
-    in_qrels: set[str] = set()
-    relevant = pd.Series(dtype=np.int64)
-    if qrels is not None:
-        qpath = Path(qrels)
-        qr = read_qrels(qpath)
-        in_qrels = set(qr["qid"])
-        relevant = (qr["relevance"] > 0).groupby(qr["qid"]).sum()
-        qids = list(pd.unique(pd.concat([qr["qid"], run["qid"]], ignore_index=True)))
-        tables["judgments"] = pd.DataFrame(
-            {
-                "query_id": qr["qid"],
-                "answer": qr["docno"],
-                "label": np.where(qr["relevance"] > 0, "1", "0"),
-                "relevance": qr["relevance"],
-                "iteration": qr["iteration"],
-                "source": qpath.name + ":" + qr["line"].astype(str),
-            }
-        )
-    queries_table = pd.DataFrame(
-        {
-            "query_id": qids,
-            "in_qrels": ["true" if q in in_qrels else "false" for q in qids],
-            "relevant": relevant.reindex(qids, fill_value=0).astype(np.int64).to_numpy(),
-        }
-    )
-    tables = {"queries": queries_table, "runs": runs_table, **tables}
-    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False), unjudged="wrong")
-    return tables, config
+    tables, config = import_trec_tables(qrels, runs, depth, name=name)
+    return {key: table.to_pandas() for key, table in tables.items()}, config
