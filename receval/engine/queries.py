@@ -168,3 +168,37 @@ WITH ranked AS (
 )
 SELECT ranked.* FROM ranked JOIN wanted w ON ranked.rank = w.rank
 ORDER BY ranked.rank"""
+
+#: A system's run, staged (``staged(query_id, answer, answer_raw, score, row)``: answers
+#: normalised, ``answer_raw`` NULL where it equals ``answer``, ``score`` NULL when missing, ``row``
+#: the 1-based row of the run file) -> its ranked list in rank order, one row per fact: the
+#: highest score, first in file order among equal ones; then score descending, ties by
+#: ``query_id`` and ``answer``; rows without a score last, in file order (the order of
+#: :func:`receval.curves.ranked.system_ranked_list`).  The rank is the row's position.
+RANKED_RUN = """
+WITH kept AS (
+    SELECT query_id, answer, answer_raw, score, row FROM staged
+    QUALIFY ROW_NUMBER() OVER (
+        PARTITION BY query_id, answer ORDER BY score DESC NULLS LAST, row
+    ) = 1
+)
+SELECT query_id, answer, answer_raw, score, row FROM kept
+ORDER BY score IS NULL, score DESC,
+         CASE WHEN score IS NULL THEN NULL ELSE query_id END,
+         CASE WHEN score IS NULL THEN NULL ELSE answer END,
+         row"""
+
+#: The ranks (position in the ranked list ``ranked``) of the facts in ``labels(query_id,
+#: answer, value)``, with their label.
+LABELLED_RANKS = """
+SELECT r.file_row_number + 1 AS rank, l.value
+FROM read_parquet('{ranked}', file_row_number = true) r
+JOIN labels l ON r.query_id = l.query_id AND r.answer = l.answer
+ORDER BY rank"""
+
+#: The items of the ranked list at the ranks in ``wanted(rank)``, in rank order.
+RANKED_ITEMS = """
+SELECT r.file_row_number + 1 AS rank, r.query_id, COALESCE(r.answer_raw, r.answer) AS answer
+FROM read_parquet('{ranked}', file_row_number = true) r
+WHERE r.file_row_number + 1 IN (SELECT rank FROM wanted)
+ORDER BY rank"""
