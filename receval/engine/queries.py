@@ -169,36 +169,21 @@ WITH ranked AS (
 SELECT ranked.* FROM ranked JOIN wanted w ON ranked.rank = w.rank
 ORDER BY ranked.rank"""
 
-#: A system's run, staged (``staged(query_id, answer, answer_raw, score, row)``: answers
-#: normalised, ``answer_raw`` NULL where it equals ``answer``, ``score`` NULL when missing, ``row``
-#: the 1-based row of the run file) -> its ranked list in rank order, one row per fact: the
-#: highest score, first in file order among equal ones; then score descending, ties by
-#: ``query_id`` and ``answer``; rows without a score last, in file order (the order of
-#: :func:`receval.curves.ranked.system_ranked_list`).  The rank is the row's position.
-RANKED_RUN = """
-WITH kept AS (
-    SELECT query_id, answer, answer_raw, score, row FROM staged
-    QUALIFY ROW_NUMBER() OVER (
-        PARTITION BY query_id, answer ORDER BY score DESC NULLS LAST, row
-    ) = 1
-)
-SELECT query_id, answer, answer_raw, score, row FROM kept
-ORDER BY score IS NULL, score DESC,
-         CASE WHEN score IS NULL THEN NULL ELSE query_id END,
-         CASE WHEN score IS NULL THEN NULL ELSE answer END,
-         row"""
+#: A system's run as integer sort keys (``keys(row, score, qcode, prefix, prefix2)``: ``row``
+#: the 1-based row of the run file; ``score`` NULL when missing; ``qcode`` the query's position
+#: among the sorted query ids and ``prefix``, ``prefix2`` the answer's first 16 UTF-8 bytes as
+#: integers, NULL when unscored) without the ``dropped(row)`` copies of duplicated facts -> the
+#: rows in rank order: score descending, ties by query and answer (ties of the 16-byte prefix
+#: are ordered by the full answer afterwards), unscored rows last in file order.
+RANKED_KEYS = """
+SELECT row, score, qcode, prefix, prefix2 FROM keys
+WHERE row NOT IN (SELECT row FROM dropped)
+ORDER BY score IS NULL, score DESC, qcode, prefix, prefix2, row"""
 
-#: The ranks (position in the ranked list ``ranked``) of the facts in ``labels(query_id,
-#: answer, value)``, with their label.
-LABELLED_RANKS = """
-SELECT r.file_row_number + 1 AS rank, l.value
-FROM read_parquet('{ranked}', file_row_number = true) r
-JOIN labels l ON r.query_id = l.query_id AND r.answer = l.answer
-ORDER BY rank"""
+#: The fact hash of each row of ``batch_facts(query_id, answer)``, in row order (DuckDB SQL).
+FACT_HASHES = """
+SELECT hash(query_id, answer) AS h FROM batch_facts"""
 
-#: The items of the ranked list at the ranks in ``wanted(rank)``, in rank order.
-RANKED_ITEMS = """
-SELECT r.file_row_number + 1 AS rank, r.query_id, COALESCE(r.answer_raw, r.answer) AS answer
-FROM read_parquet('{ranked}', file_row_number = true) r
-WHERE r.file_row_number + 1 IN (SELECT rank FROM wanted)
-ORDER BY rank"""
+#: The fact hash of each row of ``labels(query_id, answer, label)`` (DuckDB SQL).
+LABEL_HASHES = """
+SELECT label, hash(query_id, answer) AS h FROM labels"""

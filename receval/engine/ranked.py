@@ -10,11 +10,11 @@ import pandas as pd
 from receval.engine.base import Engine
 from receval.engine.queries import (
     AT_RANKS,
+    FACT_HASHES,
     ITEMS_AT_RANKS,
-    LABELLED_RANKS,
-    RANKED_ITEMS,
+    LABEL_HASHES,
+    RANKED_KEYS,
     RANKED_LIST,
-    RANKED_RUN,
 )
 
 
@@ -81,17 +81,23 @@ def write_ranked_list(
 # ----------------------------------------------------------------------------- a system's run
 
 #: Bump when the cache layout or the ranking rule changes: older caches are then re-ranked.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 #: Run columns a file must not have (the loader derives them).
 _RESERVED_RUN = ("answer_raw", "fact", "copies", "_file", "_order")
 
+#: ASCII characters :meth:`str.isspace` accepts (the whitespace of an ASCII answer).
+_ASCII_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
 
 def _fingerprint(run: Path, matching) -> dict:
-    """What identifies a run file's content for the cache: path, size, modification time,
-    inode and a digest of the Parquet footer (row-group statistics), plus the answer matching
-    rules and the cache version."""
+    """What identifies a run file's content for the cache: path, size, modification time, inode
+    and a digest of the file's last 64 KiB (the Parquet footer: row-group statistics), plus the
+    answer matching rules, the cache version and the DuckDB version (its ``hash`` keys the
+    cache)."""
     import hashlib
+
+    import duckdb
 
     stat = run.stat()
     with run.open("rb") as fh:
@@ -99,6 +105,7 @@ def _fingerprint(run: Path, matching) -> dict:
         tail = fh.read()
     return {
         "version": CACHE_VERSION,
+        "duckdb": duckdb.__version__,
         "run": str(run.resolve()),
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
@@ -136,12 +143,13 @@ def rank_run_file(
 
     The run is read in batches of ``batch_rows`` rows (never whole): each batch is checked as
     :func:`receval.task.load_task` checks a ``runs/`` file (same messages and row numbers, the
-    first problem in the loader's order), its answers are normalised
-    (:func:`receval.task.normalize_answers`), and it is appended to a staging file.  The engine
-    then keeps one row per fact and sorts out of core (``RANKED_RUN``), writing ``cache``
-    (``query_id, answer, answer_raw, score, row``; rank = position).  A JSON stamp beside it
-    records the run's fingerprint: a cache whose run changed (or whose stamp is missing) is
-    never used, it is re-ranked.
+    first problem in the loader's order), its answers are normalised as
+    :func:`receval.task.normalize_answers` does, and it is appended to a staging file.  DuckDB
+    then keeps one row per fact and sorts out of core (``RANKED_RUN``); the result streams into
+    ``cache``, an uncompressed Arrow IPC file in rank order (``query_id, answer, answer_raw,
+    h``: rank = position, ``h`` = DuckDB's hash of the fact), which later commands memory-map:
+    they read only the rows they ask for.  A JSON stamp beside it records the run's fingerprint:
+    a cache whose run changed (or whose stamp is missing) is never used, it is re-ranked.
 
     Returns
     -------
@@ -149,6 +157,9 @@ def rank_run_file(
         ``cache``.
     """
     import json
+    import shutil
+
+    import pyarrow as pa
 
     run, cache = Path(run), Path(cache)
     stamp = cache.with_suffix(".json")
@@ -157,20 +168,72 @@ def rank_run_file(
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
-    staged = cache.with_name(f".{cache.stem}.staged.parquet")
+    work = cache.with_name(f".{cache.stem}.work")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    partial = cache.with_name(f".{cache.name}.partial")
     try:
-        _stage_run(run, staged, queries=queries, matching=matching, batch_rows=batch_rows)
-        engine.register("staged", staged)
-        partial = cache.with_name(f".{cache.name}.partial")
-        engine.write_parquet(RANKED_RUN, partial)
+        candidates = _stage_run(
+            run, work, engine, queries=queries, matching=matching, batch_rows=batch_rows
+        )
+        texts = _Mapped(work / "texts.arrow")
+        engine.register("keys", work / "keys.parquet")
+        engine.register("dropped", pd.DataFrame({"row": _duplicate_rows(texts, candidates)}))
+        reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
+        schema = texts.schema.remove(texts.schema.get_field_index("score"))
+        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as out:
+            for rows in _in_rank_order(reader, texts):
+                out.write_table(texts.take(rows - 1).drop_columns(["score"]))
         partial.replace(cache)
     finally:
-        staged.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+        partial.unlink(missing_ok=True)
     record = {"run_fingerprint": fingerprint, "cache_size": cache.stat().st_size}
     partial_stamp = stamp.with_name(f".{stamp.name}.partial")
     partial_stamp.write_text(json.dumps(record, indent=1))
     partial_stamp.replace(stamp)
     return cache
+
+
+class _Mapped:
+    """A memory-mapped Arrow IPC file: rows are read only when taken (by 0-based index)."""
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow as pa
+
+        reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+        self.schema = reader.schema
+        self.batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        sizes = [b.num_rows for b in self.batches]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.num_rows = int(self.offsets[-1])
+
+    def take(self, index: np.ndarray, columns: list[str] | None = None):
+        """The rows at ``index`` (0-based, any order) as a pyarrow Table, in that order."""
+        import pyarrow as pa
+
+        index = np.asarray(index, dtype=np.int64)
+        order = np.argsort(index, kind="stable")
+        ordered = index[order]
+        bounds = np.searchsorted(ordered, self.offsets)
+        parts = []
+        for k, batch in enumerate(self.batches):  # one take per record batch touched
+            lo, hi = bounds[k], bounds[k + 1]
+            if hi > lo:
+                part = batch if columns is None else batch.select(columns)
+                parts.append(part.take(pa.array(ordered[lo:hi] - self.offsets[k])))
+        schema = (
+            self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
+        )
+        table = pa.Table.from_batches(parts, schema=schema) if parts else schema.empty_table()
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return table.take(pa.array(inverse))
+
+    def column_chunks(self, name: str):
+        """(first row, numpy values) of column ``name``, one record batch at a time."""
+        for k, batch in enumerate(self.batches):
+            yield int(self.offsets[k]), batch.column(name).to_numpy(zero_copy_only=False)
 
 
 class _RunChecks:
@@ -185,13 +248,23 @@ class _RunChecks:
         self.unknown = 0
         self.team: str | None = None
 
-    def note(self, kind: str, lines: np.ndarray, bad: np.ndarray, message) -> None:
-        if kind in self.first or not bad.any():
+    def note(self, kind: str, lines: np.ndarray, bad, message) -> None:
+        """Record the first row where ``bad`` (a boolean Arrow or numpy array) holds."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if kind in self.first:
+            return
+        if isinstance(bad, (pa.Array, pa.ChunkedArray)):
+            if not pc.any(bad).as_py():
+                return
+            bad = bad.to_numpy(zero_copy_only=False)
+        elif not bad.any():
             return
         i = int(np.flatnonzero(bad)[0])
         self.first[kind] = (int(lines[i]), message(i))
 
-    def raise_first(self, system: str) -> None:
+    def raise_first(self) -> None:
         from receval.errors import BundleError
 
         for kind in self.ORDER:
@@ -202,13 +275,11 @@ class _RunChecks:
                 raise BundleError(self.path, line, message)
 
 
-def _stage_run(run: Path, staged: Path, *, queries: set[str], matching, batch_rows: int) -> None:
-    """Check and normalise ``run`` batch by batch into the Parquet file ``staged``."""
-    import pyarrow as pa
+def _open_run(run: Path):
+    """The run as a ``pyarrow.parquet.ParquetFile`` whose header the loader would accept."""
     import pyarrow.parquet as pq
 
     from receval.errors import BundleError
-    from receval.formats.tables import LINE, arrow_to_strings
 
     try:
         source = pq.ParquetFile(run)
@@ -218,10 +289,9 @@ def _stage_run(run: Path, staged: Path, *, queries: set[str], matching, batch_ro
         raise BundleError(run, None, f"not a readable Parquet file ({first})") from None
     missing = [c for c in ("query_id", "answer") if c not in names]
     if missing:
+        have = ", ".join(n for n in names if not n.startswith("__index_level_"))
         raise BundleError(
-            run,
-            1,
-            f"missing required column(s) {', '.join(missing)} (header has: {', '.join(names)})",
+            run, 1, f"missing required column(s) {', '.join(missing)} (header has: {have})"
         )
     clash = [c for c in _RESERVED_RUN if c in names]
     if clash:
@@ -230,97 +300,310 @@ def _stage_run(run: Path, staged: Path, *, queries: set[str], matching, batch_ro
             1,
             f"column name(s) {', '.join(clash)} are reserved (receval derives them); rename them",
         )
+    return source
+
+
+def _stage_run(
+    run: Path, work: Path, engine: Engine, *, queries: set[str], matching, batch_rows: int
+) -> np.ndarray:
+    """Check and normalise ``run`` batch by batch into ``work/texts.arrow`` (``query_id,
+    answer, answer_raw, h, score`` in file order, memory-mappable) and ``work/keys.parquet``
+    (the integer sort keys); returns the fact hashes that may be shared by two rows (a
+    superset of the duplicated facts: a bitmap of hash bits, about 3% false positives)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = _open_run(run)
+    names = source.schema_arrow.names
     columns = [c for c in ("system", "query_id", "answer", "score", "team") if c in names]
     known = pa.array(sorted(queries), type=pa.string())
     checks = _RunChecks(run)
-    schema = pa.schema(
+    seen = _SeenHashes(source.metadata.num_rows)
+    text_schema = pa.schema(
         [
             ("query_id", pa.string()),
             ("answer", pa.string()),
             ("answer_raw", pa.string()),
+            ("h", pa.uint64()),
             ("score", pa.float64()),
+        ]
+    )
+    key_schema = pa.schema(
+        [
             ("row", pa.int64()),
+            ("score", pa.float64()),
+            ("qcode", pa.int32()),
+            ("prefix", pa.uint64()),
+            ("prefix2", pa.uint64()),
         ]
     )
     offset = 0
-    with pq.ParquetWriter(staged, schema) as writer:
+    with (
+        pa.OSFile(str(work / "texts.arrow"), "wb") as sink,
+        pa.ipc.new_file(sink, text_schema) as texts,
+        pq.ParquetWriter(work / "keys.parquet", key_schema, compression="lz4") as keys,
+    ):
         for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
-            frame = arrow_to_strings(pa.Table.from_batches([batch]), run, ("score",))
-            frame[LINE] += offset
-            offset += len(frame)
-            table = _stage_batch(frame, run, known, checks, matching)
-            if table is not None:
-                writer.write_table(table.cast(schema))
-    checks.raise_first(run.stem)
+            lines = np.arange(offset + 1, offset + batch.num_rows + 1, dtype=np.int64)
+            offset += batch.num_rows
+            staged = _stage_batch(batch, run, lines, known, checks, matching)
+            if staged is None:
+                continue
+            engine.register("batch_facts", staged.select(["query_id", "answer"]))
+            h = engine.con.sql(FACT_HASHES).to_arrow_table().column("h").combine_chunks()
+            seen.add(h.to_numpy())
+            answer = staged.column("answer")
+            texts.write_table(staged.append_column("h", h).select(text_schema.names))
+            unscored = np.isnan(staged.column("score").to_numpy(zero_copy_only=False))
+            keys.write_table(
+                pa.table(
+                    {
+                        "row": pa.array(lines),
+                        "score": staged.column("score"),
+                        "qcode": pa.array(
+                            _index_in(staged.column("query_id"), known),
+                            type=pa.int32(),
+                            mask=unscored,
+                        ),
+                        "prefix": pa.array(_prefix_key(answer, 0), mask=unscored),
+                        "prefix2": pa.array(_prefix_key(answer, 8), mask=unscored),
+                    },
+                    schema=key_schema,
+                )
+            )
+    checks.raise_first()
+    return seen.shared()
 
 
-def _stage_batch(frame: pd.DataFrame, run: Path, known, checks: _RunChecks, matching):
+def _index_in(values, known) -> np.ndarray:
+    """Position of each value in the sorted array ``known``."""
+    import pyarrow.compute as pc
+
+    return pc.index_in(values, value_set=known).to_numpy(zero_copy_only=False)
+
+
+class _SeenHashes:
+    """Which 64-bit hashes may occur twice: a bitmap of the top bits (≥ 32 bits per item, at
+    most 2³² bits = 512 MiB), plus repeats inside one batch."""
+
+    def __init__(self, items: int) -> None:
+        bits = int(min(32, max(10, np.ceil(np.log2(max(items, 1) * 32)))))
+        self.shift = np.uint64(64 - bits)
+        self.bitmap = np.zeros(1 << (bits - 3), dtype=np.uint8)
+        self.found: list[np.ndarray] = []
+
+    def add(self, h: np.ndarray) -> None:
+        top = h >> self.shift
+        byte = (top >> np.uint64(3)).astype(np.int64)
+        bit = (np.uint8(1) << (top & np.uint64(7)).astype(np.uint8)).astype(np.uint8)
+        again = (self.bitmap[byte] & bit) != 0
+        _, inverse, counts = np.unique(top, return_inverse=True, return_counts=True)
+        again |= counts[inverse] > 1
+        np.bitwise_or.at(self.bitmap, byte, bit)
+        if again.any():
+            self.found.append(h[again])
+
+    def shared(self) -> np.ndarray:
+        return np.unique(np.concatenate(self.found)) if self.found else np.empty(0, np.uint64)
+
+
+def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
+    """The rows (1-based) of facts output twice that are not the kept copy (the highest score,
+    first in file order among equal ones): the rows whose hash is a candidate are read and
+    grouped by their text."""
+    if not candidates.size:
+        return np.empty(0, np.int64)
+    index = []
+    for first, h in texts.column_chunks("h"):
+        pos = np.minimum(np.searchsorted(candidates, h), candidates.size - 1)
+        index.append(np.flatnonzero(candidates[pos] == h) + first)
+    index = np.concatenate(index)
+    rows = texts.take(index, ["query_id", "answer", "score"]).to_pandas()
+    rows["row"] = index + 1
+    rows["unscored"] = rows["score"].isna()
+    rows = rows.sort_values(
+        ["query_id", "answer", "unscored", "score", "row"],
+        ascending=[True, True, True, False, True],
+        kind="mergesort",
+    )
+    return rows["row"].to_numpy()[rows.duplicated(["query_id", "answer"]).to_numpy()]
+
+
+def _in_rank_order(reader, texts: _Mapped):
+    """The engine's order (``RANKED_KEYS``: integer keys) with ties of the keys put in the order
+    of the full answer text: batches of 1-based rows in rank order.  A run of tied keys at the
+    end of a batch waits for the next batch (it may continue there)."""
+    import pyarrow as pa
+
+    carry = None
+    for batch in reader:
+        table = pa.Table.from_batches([batch])
+        if carry is not None:
+            table = pa.concat_tables([carry, table])
+        keys = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+        start = _last_run(keys)
+        carry = table.slice(start)
+        if start:
+            yield _answer_ties(table.slice(0, start), texts)
+    if carry is not None and carry.num_rows:
+        yield _answer_ties(carry, texts)
+
+
+def _tied(keys: dict) -> np.ndarray:
+    """``tied[i]``: row i has the same (scored) keys as row i − 1."""
+    score = keys["score"]
+    same = score[1:] == score[:-1]  # NaN (unscored) never ties: those are in file order
+    for name in ("qcode", "prefix", "prefix2"):
+        same &= keys[name][1:] == keys[name][:-1]
+    return np.concatenate([[False], same])
+
+
+def _last_run(keys: dict) -> int:
+    """Where the run of rows tied with the last row starts."""
+    tied = _tied(keys)
+    starts = np.flatnonzero(~tied)
+    return int(starts[-1]) if starts.size else 0
+
+
+def _answer_ties(table, texts: _Mapped) -> np.ndarray:
+    """The rows of ``table`` (engine order) with each run of tied keys ordered by answer."""
+    keys = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+    rows = keys["row"].astype(np.int64)
+    tied = _tied(keys)
+    if not tied.any():
+        return rows
+    run = np.cumsum(~tied)
+    member = tied | np.concatenate([tied[1:], [False]])  # both ends of every tie
+    where = np.flatnonzero(member)
+    answers = texts.take(rows[where] - 1, ["answer"]).column("answer").to_pandas()
+    frame = pd.DataFrame({"run": run[where], "answer": answers.to_numpy(), "row": rows[where]})
+    frame = frame.sort_values(["run", "answer"], kind="mergesort")
+    rows = rows.copy()
+    rows[where] = frame["row"].to_numpy()
+    return rows
+
+
+def _text(batch, name: str, run: Path, lines: np.ndarray):
+    """Column ``name`` of ``batch`` as Arrow strings, converted as the loader converts it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from receval.errors import BundleError
+    from receval.formats.tables import LINE, arrow_to_strings
+
+    col = batch.column(batch.schema.get_field_index(name))
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return pc.fill_null(col.cast(pa.string()), "")
+    try:  # other types: the loader's conversion (row numbers shifted to the file's)
+        frame = arrow_to_strings(pa.table({name: col}), run)
+    except BundleError as exc:
+        line = None if exc.line is None else int(lines[exc.line - 1])
+        raise BundleError(exc.path, line, exc.message) from None
+    del frame[LINE]
+    return pa.array(frame[name].to_numpy(dtype=object), type=pa.string())
+
+
+def _stage_batch(batch, run: Path, lines: np.ndarray, known, checks: _RunChecks, matching):
     """One batch: note its problems in ``checks``; the staged rows (None once a problem is seen)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from receval.formats.tables import LINE
-    from receval.task import normalize_answers
-
-    lines = frame[LINE].to_numpy()
     system = run.stem
-    if "system" in frame.columns:
-        values = frame["system"].astype(str).str.strip()
+    names = batch.schema.names
+    if "system" in names:
+        values = _text(batch, "system", run, lines)
         checks.note(
             "system",
             lines,
-            (values != system).to_numpy(),
-            lambda i: f"system {frame['system'].iloc[i]!r} differs from the file name {system!r}",
+            pc.not_equal(pc.utf8_trim_whitespace(values), system),
+            lambda i: f"system {values[i].as_py()!r} differs from the file name {system!r}",
         )
-    for col in ("query_id", "answer"):
-        values = frame[col].astype(str)
-        stripped = values.str.strip()
-        checks.note(
-            col,
-            lines,
-            (stripped == "").to_numpy(),
-            lambda i, col=col: f"empty value in required column {col!r}",
-        )
-        if col == "query_id":
-            frame[col] = stripped
-    unknown = ~pc.is_in(pa.array(frame["query_id"].to_numpy(), type=pa.string()), known).to_numpy(
-        zero_copy_only=False
+    query = pc.utf8_trim_whitespace(_text(batch, "query_id", run, lines))
+    answer_raw = _text(batch, "answer", run, lines)
+    checks.note("query_id", lines, pc.equal(query, ""), lambda i: _EMPTY.format("query_id"))
+    checks.note(
+        "answer",
+        lines,
+        pc.equal(pc.utf8_trim_whitespace(answer_raw), ""),
+        lambda i: _EMPTY.format("answer"),
     )
-    checks.unknown += int(unknown.sum())
+    unknown = pc.invert(pc.is_in(query, value_set=known))
+    checks.unknown += int(pc.sum(unknown).as_py() or 0)
     checks.note(
         "unknown",
         lines,
         unknown,
-        lambda i: f"query_id {frame['query_id'].iloc[i]!r} is not in queries",
+        lambda i: f"query_id {query[i].as_py()!r} is not in queries",
     )
-    score = _scores(frame, checks, lines)
-    if "team" in frame.columns:
-        _note_teams(frame, checks, lines, system)
+    score = _scores(batch, checks, lines)
+    if "team" in names:
+        _note_teams(_text(batch, "team", run, lines), checks, lines, system)
     if checks.first:
         return None
-    answer_raw = frame["answer"].astype(str)
-    answer = normalize_answers(answer_raw, matching)
-    raw = pa.array(answer_raw.to_numpy(), type=pa.string())
-    norm = pa.array(answer.to_numpy(), type=pa.string())
-    same = pc.equal(raw, norm)
+    answer = _normalised(answer_raw, matching)
     return pa.table(
         {
-            "query_id": pa.array(frame["query_id"].to_numpy(), type=pa.string()),
-            "answer": norm,
-            "answer_raw": pc.if_else(same, pa.scalar(None, pa.string()), raw),
+            "query_id": query,
+            "answer": answer,
+            "answer_raw": pc.if_else(pc.equal(answer_raw, answer), None, answer_raw),
             "score": pa.array(score + 0.0, type=pa.float64(), from_pandas=True),  # -0.0 -> 0.0
-            "row": pa.array(lines, type=pa.int64()),
         }
     )
 
 
-def _scores(frame: pd.DataFrame, checks: _RunChecks, lines: np.ndarray) -> np.ndarray:
+def _prefix_key(texts, skip: int = 0) -> np.ndarray:
+    """UTF-8 bytes ``skip .. skip+8`` of each string as a big-endian integer (zero-padded):
+    integer order = byte order of the strings there, which is their code-point order."""
+    import pyarrow as pa
+
+    texts = pa.concat_arrays(texts.chunks) if isinstance(texts, pa.ChunkedArray) else texts
+    texts = texts.cast(pa.string())
+    _, offsets, data = texts.buffers()
+    n = len(texts)
+    starts = np.frombuffer(offsets, dtype=np.int32, count=n + 1, offset=texts.offset * 4)
+    lengths = np.diff(starts)
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(1, np.uint8)
+    take = np.arange(skip, skip + 8)
+    index = np.minimum(starts[:-1, None] + take, max(data.size - 1, 0))
+    bytes_ = np.where(take < lengths[:, None], data[index], 0).astype(np.uint8)
+    return np.ascontiguousarray(bytes_).view(">u8").reshape(-1).astype(np.uint64)
+
+
+_EMPTY = "empty value in required column {!r}"
+
+
+def _normalised(answers, matching):
+    """The answers normalised per ``[matching]``: Arrow kernels for an all-ASCII batch (the same
+    steps as :func:`receval.task.normalize_answers`, which is called for any other batch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from receval.task import normalize_answers
+
+    if pc.all(pc.string_is_ascii(answers)).as_py() in (True, None):
+        out = answers  # NFC/NFKC leave ASCII unchanged
+        if matching.collapse_whitespace:
+            out = pc.replace_substring_regex(out, "[\t\n\x0b\x0c\r\x1c-\x1f ]+", " ")
+        if matching.strip:
+            out = pc.ascii_trim(out, characters=_ASCII_SPACE)
+        if matching.casefold:
+            out = pc.ascii_lower(out)
+        return out
+    series = pd.Series(answers.to_numpy(zero_copy_only=False), dtype=object)
+    return pa.array(normalize_answers(series, matching).to_numpy(dtype=object), type=pa.string())
+
+
+def _scores(batch, checks: _RunChecks, lines: np.ndarray) -> np.ndarray:
     """The batch's scores (NaN when missing), noting a value that is not a finite number."""
-    if "score" not in frame.columns:
-        return np.full(len(frame), np.nan)
-    col = frame["score"]
-    if pd.api.types.is_numeric_dtype(col.dtype):
-        values = col.to_numpy(np.float64)
+    import pyarrow as pa
+
+    if "score" not in batch.schema.names:
+        return np.full(batch.num_rows, np.nan)
+    col = batch.column(batch.schema.get_field_index("score"))
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+        values = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
         checks.note(
             "score",
             lines,
@@ -328,7 +611,7 @@ def _scores(frame: pd.DataFrame, checks: _RunChecks, lines: np.ndarray) -> np.nd
             lambda i: f"column 'score': {repr(float(values[i]))!r} is not a finite number",
         )
         return values
-    text = col.astype(str).str.strip()
+    text = pd.Series(_text(batch, "score", Path(""), lines).to_pandas()).astype(str).str.strip()
     parsed = pd.to_numeric(text.where(text != "", None), errors="coerce")
     bad = (parsed.isna() & (text != "")) | np.isinf(parsed.fillna(0.0))
     checks.note(
@@ -340,53 +623,83 @@ def _scores(frame: pd.DataFrame, checks: _RunChecks, lines: np.ndarray) -> np.nd
     return parsed.to_numpy(np.float64)
 
 
-def _note_teams(frame: pd.DataFrame, checks: _RunChecks, lines: np.ndarray, system: str) -> None:
+def _note_teams(team, checks: _RunChecks, lines: np.ndarray, system: str) -> None:
     """A system names one team (blank cells take it): note the first row naming another."""
-    team = frame["team"].astype(str).str.strip()
-    named = (team != "").to_numpy()
+    import pyarrow.compute as pc
+
+    team = pc.utf8_trim_whitespace(team)
+    named = pc.not_equal(team, "").to_numpy(zero_copy_only=False)
     if not named.any():
         return
     if checks.team is None:
-        checks.team = str(team.iloc[int(np.flatnonzero(named)[0])])
+        checks.team = team[int(np.flatnonzero(named)[0])].as_py()
     first = checks.team
     checks.note(
         "team",
         lines,
-        named & (team != first).to_numpy(),
-        lambda i: f"system {system!r} is given two teams ({first!r} and {team.iloc[i]!r})",
+        named & pc.not_equal(team, first).to_numpy(zero_copy_only=False),
+        lambda i: f"system {system!r} is given two teams ({first!r} and {team[i].as_py()!r})",
     )
 
 
 def labelled_ranks(
-    cache: Path | str, labels: pd.DataFrame, engine: Engine
+    cache: Path | str, labels: pd.DataFrame, engine: Engine, *, chunk: int = 1 << 23
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """(N, ranks, label values) of the facts of ``labels(query_id, answer, value)`` (answers
-    normalised) in the ranked list ``cache`` written by :func:`rank_run_file`.  Only the ranks of
-    labelled facts come back."""
-    import pyarrow.parquet as pq
+    normalised) in the ranked list ``cache`` written by :func:`rank_run_file`.
 
-    cache = Path(cache)
-    size = int(pq.ParquetFile(cache).metadata.num_rows)
+    The labels' fact hashes (the engine's ``hash``, as in the cache) are looked up in the
+    memory-mapped ``h`` column a chunk at a time (a bitmap of hash bits, then an exact search
+    among the labels' hashes); every match is then checked on the text of the fact, so a hash
+    collision never labels a wrong item.  Only the ranks of labelled facts come back."""
+    table = _Mapped(Path(cache))
+    size = table.num_rows
     if not len(labels) or not size:
         return size, np.empty(0, np.int64), np.empty(0, np.float64)
-    engine.register("labels", labels[["query_id", "answer", "value"]])
-    out = engine.query(LABELLED_RANKS.format(ranked=_sql_path(cache)))
-    return size, out["rank"].to_numpy(np.int64), out["value"].to_numpy(np.float64)
+    frame = labels[["query_id", "answer"]].reset_index(drop=True)
+    engine.register("labels", frame.assign(label=np.arange(len(frame), dtype=np.int64)))
+    hashed = engine.query(LABEL_HASHES)
+    wanted = np.empty(len(frame), dtype=np.uint64)
+    wanted[hashed["label"].to_numpy()] = hashed["h"].to_numpy(np.uint64)
+    order = np.argsort(wanted, kind="stable")
+    keys = wanted[order]
+    bits = np.uint64((1 << 24) - 1)
+    bitmap = np.zeros(1 << 24, dtype=bool)
+    bitmap[keys & bits] = True
+    ranks, which = [], []
+    for start, part in table.column_chunks("h"):
+        cand = np.flatnonzero(bitmap[part & bits])
+        pos = np.searchsorted(keys, part[cand])
+        hit = keys[np.minimum(pos, keys.size - 1)] == part[cand]
+        for rank, first in zip(cand[hit] + start + 1, pos[hit], strict=True):  # few: the hits
+            stop = np.searchsorted(keys, keys[first], side="right")
+            ranks.extend([rank] * (stop - first))
+            which.extend(order[first:stop])
+    ranks = np.asarray(ranks, dtype=np.int64)
+    which = np.asarray(which, dtype=np.int64)
+    rows = table.take(ranks - 1, ["query_id", "answer"])
+    want = labels.iloc[which]
+    same = (
+        rows.column("query_id").to_numpy(zero_copy_only=False) == want["query_id"].to_numpy()
+    ) & (rows.column("answer").to_numpy(zero_copy_only=False) == want["answer"].to_numpy())
+    values = want["value"].to_numpy(np.float64)[same]
+    return size, ranks[same], values
 
 
-def cached_items(cache: Path | str, ranks: np.ndarray, engine: Engine) -> pd.DataFrame:
+def cached_items(
+    cache: Path | str, ranks: np.ndarray, engine: Engine | None = None
+) -> pd.DataFrame:
     """The items (``rank, query_id, answer`` as the run spells it) at the 1-based ``ranks`` of
-    the ranked list ``cache`` (:func:`rank_run_file`), in rank order."""
+    the ranked list ``cache`` (:func:`rank_run_file`), in rank order: only those rows are read."""
+    import pyarrow.compute as pc
+
     ranks = np.unique(np.asarray(ranks, dtype=np.int64))
-    if not ranks.size:
-        return pd.DataFrame(
-            {"rank": np.empty(0, np.int64), "query_id": pd.Series([], dtype=str), "answer": []}
-        )
-    engine.register("wanted", pd.DataFrame({"rank": ranks}))
-    out = engine.query(RANKED_ITEMS.format(ranked=_sql_path(Path(cache))))
-    out["rank"] = out["rank"].astype(np.int64)
-    return out.reset_index(drop=True)
-
-
-def _sql_path(path: Path) -> str:
-    return path.as_posix().replace("'", "''")
+    rows = _Mapped(Path(cache)).take(ranks - 1)
+    answer = pc.coalesce(rows.column("answer_raw"), rows.column("answer"))
+    return pd.DataFrame(
+        {
+            "rank": ranks,
+            "query_id": rows.column("query_id").to_numpy(zero_copy_only=False),
+            "answer": answer.to_numpy(zero_copy_only=False),
+        }
+    )
