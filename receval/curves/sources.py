@@ -268,7 +268,7 @@ class CurveBundle:
             return self._ranked[system]
         cache = rank_run_file(
             self.run_files[system],
-            self.root / ".receval" / "ranked" / f"{system}.parquet",
+            self.root / ".receval" / "ranked" / system,
             self.engine,
             queries=self.query_ids,
             matching=self.config.matching,

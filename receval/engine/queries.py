@@ -172,12 +172,10 @@ ORDER BY ranked.rank"""
 #: A system's run as integer sort keys (``keys(row, score, qcode, prefix, prefix2)``: ``row``
 #: the 1-based row of the run file; ``score`` NULL when missing; ``qcode`` the query's position
 #: among the sorted query ids and ``prefix``, ``prefix2`` the answer's first 16 UTF-8 bytes as
-#: integers, NULL when unscored) without the ``dropped(row)`` copies of duplicated facts -> the
-#: rows in rank order: score descending, ties by query and answer (ties of the 16-byte prefix
+#: integers, NULL when unscored) -> the rows in rank order: score descending, ties by query and answer (ties of the 16-byte prefix
 #: are ordered by the full answer afterwards), unscored rows last in file order.
 RANKED_KEYS = """
 SELECT row, score, qcode, prefix, prefix2 FROM keys
-WHERE row NOT IN (SELECT row FROM dropped)
 ORDER BY score IS NULL, score DESC, qcode, prefix, prefix2, row"""
 
 #: The fact hash of each row of ``batch_facts(query_id, answer)``, in row order (DuckDB SQL).

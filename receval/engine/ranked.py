@@ -118,16 +118,15 @@ def _fingerprint(run: Path, matching) -> dict:
 def _fresh(cache: Path, stamp: Path, fingerprint: dict) -> bool:
     import json
 
-    if not (cache.is_file() and stamp.is_file()):
+    if not (cache.is_dir() and stamp.is_file()):
         return False
     try:
         recorded = json.loads(stamp.read_text())
+        return recorded.get("run_fingerprint") == fingerprint and recorded.get(
+            "cache_size"
+        ) == _cache_size(cache)
     except (OSError, ValueError):
         return False
-    return (
-        recorded.get("run_fingerprint") == fingerprint
-        and recorded.get("cache_size") == cache.stat().st_size
-    )
 
 
 def rank_run_file(
@@ -139,17 +138,19 @@ def rank_run_file(
     matching,
     batch_rows: int = 1 << 20,
 ) -> Path:
-    """The ranked list of one system's Parquet run file, written once to ``cache``.
+    """The ranked list of one system's Parquet run file, written once to the folder ``cache``.
 
     The run is read in batches of ``batch_rows`` rows (never whole): each batch is checked as
     :func:`receval.task.load_task` checks a ``runs/`` file (same messages and row numbers, the
     first problem in the loader's order), its answers are normalised as
-    :func:`receval.task.normalize_answers` does, and it is appended to a staging file.  DuckDB
-    then keeps one row per fact and sorts out of core (``RANKED_RUN``); the result streams into
-    ``cache``, an uncompressed Arrow IPC file in rank order (``query_id, answer, answer_raw,
-    h``: rank = position, ``h`` = DuckDB's hash of the fact), which later commands memory-map:
-    they read only the rows they ask for.  A JSON stamp beside it records the run's fingerprint:
-    a cache whose run changed (or whose stamp is missing) is never used, it is re-ranked.
+    :func:`receval.task.normalize_answers` does, and it is appended to ``texts.arrow`` (an
+    uncompressed Arrow file in file order: ``query_id, answer, answer_raw, h, score``, ``h`` the
+    engine's hash of the fact) and to integer sort keys.  Duplicate facts are found among the
+    rows whose hash repeats; the engine sorts the integer keys out of core (``RANKED_KEYS``);
+    ties of the keys are put in the order of the full answer; the result is ``order.npy``, the
+    file row at each rank.  Later commands memory-map both files and read only the rows they
+    ask for.  A JSON stamp beside the folder records the run's fingerprint: a cache whose run
+    changed (or whose stamp is missing) is never used, it is re-ranked.
 
     Returns
     -------
@@ -159,40 +160,49 @@ def rank_run_file(
     import json
     import shutil
 
-    import pyarrow as pa
-
     run, cache = Path(run), Path(cache)
-    stamp = cache.with_suffix(".json")
+    stamp = cache.with_name(cache.name + ".json")
     fingerprint = _fingerprint(run, matching)
     if _fresh(cache, stamp, fingerprint):
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
-    work = cache.with_name(f".{cache.stem}.work")
+    work = cache.with_name(f".{cache.name}.work")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    partial = cache.with_name(f".{cache.name}.partial")
     try:
         candidates = _stage_run(
             run, work, engine, queries=queries, matching=matching, batch_rows=batch_rows
         )
         texts = _Mapped(work / "texts.arrow")
+        dropped = _duplicate_rows(texts, candidates)
         engine.register("keys", work / "keys.parquet")
-        engine.register("dropped", pd.DataFrame({"row": _duplicate_rows(texts, candidates)}))
         reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
-        schema = texts.schema.remove(texts.schema.get_field_index("score"))
-        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as out:
-            for rows in _in_rank_order(reader, texts):
-                out.write_table(texts.take(rows - 1).drop_columns(["score"]))
-        partial.replace(cache)
+        dtype = np.uint32 if texts.num_rows < 2**32 else np.int64
+        size = texts.num_rows - dropped.size
+        order = np.lib.format.open_memmap(work / "order.npy", mode="w+", dtype=dtype, shape=(size,))
+        done = 0
+        for rows in _in_rank_order(reader, texts, dropped):
+            order[done : done + rows.size] = rows
+            done += rows.size
+        assert done == size, (done, size)
+        order.flush()
+        del order, texts, reader
+        engine.register("keys", pd.DataFrame({"row": []}))  # release the file
+        (work / "keys.parquet").unlink()
+        shutil.rmtree(cache, ignore_errors=True)
+        work.replace(cache)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        partial.unlink(missing_ok=True)
-    record = {"run_fingerprint": fingerprint, "cache_size": cache.stat().st_size}
+    record = {"run_fingerprint": fingerprint, "cache_size": _cache_size(cache)}
     partial_stamp = stamp.with_name(f".{stamp.name}.partial")
     partial_stamp.write_text(json.dumps(record, indent=1))
     partial_stamp.replace(stamp)
     return cache
+
+
+def _cache_size(cache: Path) -> list[int]:
+    return [(cache / name).stat().st_size for name in ("texts.arrow", "order.npy")]
 
 
 class _Mapped:
@@ -383,7 +393,7 @@ def _index_in(values, known) -> np.ndarray:
 
 
 class _SeenHashes:
-    """Which 64-bit hashes may occur twice: a bitmap of the top bits (≥ 32 bits per item, at
+    """Which 64-bit hashes may occur twice: a bitmap of their top bits (≥ 32 bits per item, at
     most 2³² bits = 512 MiB), plus repeats inside one batch."""
 
     def __init__(self, items: int) -> None:
@@ -393,13 +403,18 @@ class _SeenHashes:
         self.found: list[np.ndarray] = []
 
     def add(self, h: np.ndarray) -> None:
-        top = h >> self.shift
-        byte = (top >> np.uint64(3)).astype(np.int64)
-        bit = (np.uint8(1) << (top & np.uint64(7)).astype(np.uint8)).astype(np.uint8)
+        top = (h >> self.shift).astype(np.uint32)
+        byte = top >> np.uint32(3)
+        bit = np.left_shift(np.uint8(1), (top & np.uint32(7)).astype(np.uint8))
         again = (self.bitmap[byte] & bit) != 0
-        _, inverse, counts = np.unique(top, return_inverse=True, return_counts=True)
-        again |= counts[inverse] > 1
-        np.bitwise_or.at(self.bitmap, byte, bit)
+        ordered = np.sort(top)
+        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+        if repeated.size:
+            again |= np.isin(top, repeated)
+        distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+        for low in range(8):  # distinct values with one low-bit pattern hit distinct bytes
+            sel = distinct[(distinct & np.uint32(7)) == low]
+            self.bitmap[sel >> np.uint32(3)] |= np.uint8(1 << low)
         if again.any():
             self.found.append(h[again])
 
@@ -426,10 +441,10 @@ def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
         ascending=[True, True, True, False, True],
         kind="mergesort",
     )
-    return rows["row"].to_numpy()[rows.duplicated(["query_id", "answer"]).to_numpy()]
+    return np.sort(rows["row"].to_numpy()[rows.duplicated(["query_id", "answer"]).to_numpy()])
 
 
-def _in_rank_order(reader, texts: _Mapped):
+def _in_rank_order(reader, texts: _Mapped, dropped: np.ndarray):
     """The engine's order (``RANKED_KEYS``: integer keys) with ties of the keys put in the order
     of the full answer text: batches of 1-based rows in rank order.  A run of tied keys at the
     end of a batch waits for the next batch (it may continue there)."""
@@ -438,6 +453,10 @@ def _in_rank_order(reader, texts: _Mapped):
     carry = None
     for batch in reader:
         table = pa.Table.from_batches([batch])
+        if dropped.size:
+            row = table.column("row").to_numpy()
+            pos = np.minimum(np.searchsorted(dropped, row), dropped.size - 1)
+            table = table.filter(pa.array(dropped[pos] != row))
         if carry is not None:
             table = pa.concat_tables([carry, table])
         keys = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
@@ -563,12 +582,19 @@ def _prefix_key(texts, skip: int = 0) -> np.ndarray:
     _, offsets, data = texts.buffers()
     n = len(texts)
     starts = np.frombuffer(offsets, dtype=np.int32, count=n + 1, offset=texts.offset * 4)
-    lengths = np.diff(starts)
-    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(1, np.uint8)
-    take = np.arange(skip, skip + 8)
-    index = np.minimum(starts[:-1, None] + take, max(data.size - 1, 0))
-    bytes_ = np.where(take < lengths[:, None], data[index], 0).astype(np.uint8)
-    return np.ascontiguousarray(bytes_).view(">u8").reshape(-1).astype(np.uint64)
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    padded = np.zeros(raw.size + 16, dtype=np.uint8)
+    padded[: raw.size] = raw
+    # an 8-byte big-endian word starting at every byte (an overlapping, unaligned view)
+    words = np.ndarray((padded.size - 7,), dtype=">u8", buffer=padded, strides=(1,))
+    first = starts[:-1].astype(np.int64) + skip
+    length = np.clip(np.diff(starts).astype(np.int64) - skip, 0, 8)
+    value = words[np.minimum(first, padded.size - 8)].astype(np.uint64)
+    drop = (8 - length) * 8  # bytes past the string's end are cleared
+    mask = np.where(
+        drop >= 64, np.uint64(0), ~np.uint64(0) << np.minimum(drop, 63).astype(np.uint64)
+    )
+    return value & mask
 
 
 _EMPTY = "empty value in required column {!r}"
@@ -643,47 +669,82 @@ def _note_teams(team, checks: _RunChecks, lines: np.ndarray, system: str) -> Non
 
 
 def labelled_ranks(
-    cache: Path | str, labels: pd.DataFrame, engine: Engine, *, chunk: int = 1 << 23
+    cache: Path | str, labels: pd.DataFrame, engine: Engine
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """(N, ranks, label values) of the facts of ``labels(query_id, answer, value)`` (answers
     normalised) in the ranked list ``cache`` written by :func:`rank_run_file`.
 
     The labels' fact hashes (the engine's ``hash``, as in the cache) are looked up in the
-    memory-mapped ``h`` column a chunk at a time (a bitmap of hash bits, then an exact search
-    among the labels' hashes); every match is then checked on the text of the fact, so a hash
-    collision never labels a wrong item.  Only the ranks of labelled facts come back."""
-    table = _Mapped(Path(cache))
-    size = table.num_rows
+    memory-mapped ``h`` column a record batch at a time (a bitmap of hash bits, then an exact
+    search among the labels' hashes); every match is checked on the text of the fact, so a
+    hash collision never labels a wrong item; the ranks of the matched rows come from one pass
+    over ``order.npy`` with a bitmap of those rows.  Only the ranks of labelled facts come
+    back."""
+    cache = Path(cache)
+    texts = _Mapped(cache / "texts.arrow")
+    order = np.load(cache / "order.npy", mmap_mode="r")
+    size = int(order.size)
+    none = (size, np.empty(0, np.int64), np.empty(0, np.float64))
     if not len(labels) or not size:
-        return size, np.empty(0, np.int64), np.empty(0, np.float64)
+        return none
     frame = labels[["query_id", "answer"]].reset_index(drop=True)
     engine.register("labels", frame.assign(label=np.arange(len(frame), dtype=np.int64)))
     hashed = engine.query(LABEL_HASHES)
     wanted = np.empty(len(frame), dtype=np.uint64)
     wanted[hashed["label"].to_numpy()] = hashed["h"].to_numpy(np.uint64)
+    index, which = _hash_matches(texts, wanted)
+    if not index.size:
+        return none
+    rows = texts.take(index, ["query_id", "answer"])
+    want = labels.iloc[which]
+    same = (
+        rows.column("query_id").to_numpy(zero_copy_only=False) == want["query_id"].to_numpy()
+    ) & (rows.column("answer").to_numpy(zero_copy_only=False) == want["answer"].to_numpy())
+    index, values = index[same], want["value"].to_numpy(np.float64)[same]
+    rank = _ranks_of_rows(order, index + 1)
+    kept = rank > 0  # a dropped copy of a duplicated fact has no rank
+    return size, rank[kept], values[kept]
+
+
+def _hash_matches(texts: _Mapped, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(0-based file rows, positions in ``wanted``) of the rows whose hash is in ``wanted``."""
     order = np.argsort(wanted, kind="stable")
     keys = wanted[order]
     bits = np.uint64((1 << 24) - 1)
     bitmap = np.zeros(1 << 24, dtype=bool)
     bitmap[keys & bits] = True
-    ranks, which = [], []
-    for start, part in table.column_chunks("h"):
+    index, which = [], []
+    for start, h in texts.column_chunks("h"):
+        cand = np.flatnonzero(bitmap[h & bits])
+        lo = np.searchsorted(keys, h[cand], side="left")
+        hi = np.searchsorted(keys, h[cand], side="right")
+        hit = hi > lo
+        for row, a, b in zip(cand[hit] + start, lo[hit], hi[hit], strict=True):  # the hits
+            index.extend([row] * int(b - a))
+            which.extend(order[a:b])
+    return np.asarray(index, dtype=np.int64), np.asarray(which, dtype=np.int64)
+
+
+def _ranks_of_rows(order: np.ndarray, rows: np.ndarray, chunk: int = 1 << 23) -> np.ndarray:
+    """The rank of each 1-based file row in ``rows`` (0 when it has none): one pass over
+    ``order`` (a bitmap of the rows' low bits, then an exact search among the candidates)."""
+    keys = np.unique(rows)
+    bits = (1 << 24) - 1
+    bitmap = np.zeros(1 << 24, dtype=bool)
+    bitmap[keys & bits] = True
+    found_rows, found_ranks = [], []
+    for start in range(0, order.size, chunk):
+        part = np.asarray(order[start : start + chunk], dtype=np.int64)
         cand = np.flatnonzero(bitmap[part & bits])
-        pos = np.searchsorted(keys, part[cand])
-        hit = keys[np.minimum(pos, keys.size - 1)] == part[cand]
-        for rank, first in zip(cand[hit] + start + 1, pos[hit], strict=True):  # few: the hits
-            stop = np.searchsorted(keys, keys[first], side="right")
-            ranks.extend([rank] * (stop - first))
-            which.extend(order[first:stop])
-    ranks = np.asarray(ranks, dtype=np.int64)
-    which = np.asarray(which, dtype=np.int64)
-    rows = table.take(ranks - 1, ["query_id", "answer"])
-    want = labels.iloc[which]
-    same = (
-        rows.column("query_id").to_numpy(zero_copy_only=False) == want["query_id"].to_numpy()
-    ) & (rows.column("answer").to_numpy(zero_copy_only=False) == want["answer"].to_numpy())
-    values = want["value"].to_numpy(np.float64)[same]
-    return size, ranks[same], values
+        pos = np.minimum(np.searchsorted(keys, part[cand]), keys.size - 1)
+        hit = cand[keys[pos] == part[cand]]
+        found_rows.append(part[hit])
+        found_ranks.append(hit + start + 1)
+    found_rows = np.concatenate(found_rows)
+    found_ranks = np.concatenate(found_ranks)
+    rank = np.zeros(keys.size, dtype=np.int64)
+    rank[np.searchsorted(keys, found_rows)] = found_ranks
+    return rank[np.searchsorted(keys, rows)]
 
 
 def cached_items(
@@ -693,13 +754,21 @@ def cached_items(
     the ranked list ``cache`` (:func:`rank_run_file`), in rank order: only those rows are read."""
     import pyarrow.compute as pc
 
+    cache = Path(cache)
     ranks = np.unique(np.asarray(ranks, dtype=np.int64))
-    rows = _Mapped(Path(cache)).take(ranks - 1)
-    answer = pc.coalesce(rows.column("answer_raw"), rows.column("answer"))
+    order = np.load(cache / "order.npy", mmap_mode="r")
+    rows = np.asarray(order[ranks - 1], dtype=np.int64) - 1
+    items = _Mapped(cache / "texts.arrow").take(rows, ["query_id", "answer", "answer_raw"])
+    answer = pc.coalesce(items.column("answer_raw"), items.column("answer"))
     return pd.DataFrame(
         {
             "rank": ranks,
-            "query_id": rows.column("query_id").to_numpy(zero_copy_only=False),
+            "query_id": items.column("query_id").to_numpy(zero_copy_only=False),
             "answer": answer.to_numpy(zero_copy_only=False),
         }
     )
+
+
+def cached_size(cache: Path | str) -> int:
+    """N, the length of the ranked list ``cache`` (:func:`rank_run_file`)."""
+    return int(np.load(Path(cache) / "order.npy", mmap_mode="r").size)

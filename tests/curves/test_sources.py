@@ -106,7 +106,7 @@ def test_engine_path_writes_the_same_batches_and_curve(bundle, tmp_path, monkeyp
         assert result.exit_code == 0, result.output
         meta = out.with_name(out.name + ".json").read_text()
         outputs[rows] = (batches, out.read_text(), meta)
-    assert (copy / ".receval" / "ranked" / "T01_1.parquet").is_file()
+    assert (copy / ".receval" / "ranked" / "T01_1" / "order.npy").is_file()
     assert not (bundle / ".receval").exists()
     assert outputs["0"] == outputs["1000000000"]
 
@@ -117,7 +117,9 @@ def test_a_changed_run_is_ranked_again(bundle):
     path = bundle / "runs" / "T01_2.parquet"
     runs = pd.read_parquet(path)
     last = first.items(np.array([first.size]))
-    hit = (runs["query_id"] == last["query_id"].iloc[0]) & (runs["answer"] == last["answer"].iloc[0])
+    hit = (runs["query_id"] == last["query_id"].iloc[0]) & (
+        runs["answer"] == last["answer"].iloc[0]
+    )
     runs.loc[hit, "score"] = 1000.0
     stat = path.stat()
     runs.to_parquet(path, index=False)
@@ -188,7 +190,7 @@ def test_ties_of_long_prefixes_and_unicode_in_small_batches(tmp_path, batch_rows
     with connect("duckdb") as engine:
         cache = rank_run_file(
             path,
-            tmp_path / "A.arrow",
+            tmp_path / "A",
             engine,
             queries={"q1", "q10", "q2", "Q3"},
             matching=Matching(),
