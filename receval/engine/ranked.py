@@ -182,14 +182,16 @@ def rank_run_file(
         size = texts.num_rows - dropped.size
         order = np.lib.format.open_memmap(work / "order.npy", mode="w+", dtype=dtype, shape=(size,))
         done = 0
-        for rows in _in_rank_order(reader, texts, dropped):
+        keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r")
+        for rows in _in_rank_order(reader, keys, texts, dropped):
             order[done : done + rows.size] = rows
             done += rows.size
         assert done == size, (done, size)
         order.flush()
-        del order, texts, reader
+        del order, texts, reader, keys
         engine.register("keys", pd.DataFrame({"row": []}))  # release the file
         (work / "keys.parquet").unlink()
+        (work / "keys.bin").unlink()
         shutil.rmtree(cache, ignore_errors=True)
         work.replace(cache)
     finally:
@@ -349,6 +351,7 @@ def _stage_run(
     )
     offset = 0
     with (
+        open(work / "keys.bin", "wb") as packed,
         pa.OSFile(str(work / "texts.arrow"), "wb") as sink,
         pa.ipc.new_file(sink, text_schema) as texts,
         pq.ParquetWriter(work / "keys.parquet", key_schema, compression="lz4") as keys,
@@ -364,19 +367,21 @@ def _stage_run(
             seen.add(h.to_numpy())
             answer = staged.column("answer")
             texts.write_table(staged.append_column("h", h).select(text_schema.names))
-            unscored = np.isnan(staged.column("score").to_numpy(zero_copy_only=False))
+            key = np.empty(len(lines), dtype=_KEY)
+            key["score"] = staged.column("score").to_numpy(zero_copy_only=False)
+            key["qcode"] = _index_in(staged.column("query_id"), known)
+            key["prefix"] = _prefix_key(answer, 0)
+            key["prefix2"] = _prefix_key(answer, 8)
+            packed.write(key.tobytes())
+            unscored = np.isnan(key["score"])
             keys.write_table(
                 pa.table(
                     {
                         "row": pa.array(lines),
-                        "score": staged.column("score"),
-                        "qcode": pa.array(
-                            _index_in(staged.column("query_id"), known),
-                            type=pa.int32(),
-                            mask=unscored,
-                        ),
-                        "prefix": pa.array(_prefix_key(answer, 0), mask=unscored),
-                        "prefix2": pa.array(_prefix_key(answer, 8), mask=unscored),
+                        "score": pa.array(key["score"], from_pandas=True),
+                        "qcode": pa.array(key["qcode"], mask=unscored),
+                        "prefix": pa.array(key["prefix"], mask=unscored),
+                        "prefix2": pa.array(key["prefix2"], mask=unscored),
                     },
                     schema=key_schema,
                 )
@@ -444,51 +449,43 @@ def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
     return np.sort(rows["row"].to_numpy()[rows.duplicated(["query_id", "answer"]).to_numpy()])
 
 
-def _in_rank_order(reader, texts: _Mapped, dropped: np.ndarray):
-    """The engine's order (``RANKED_KEYS``: integer keys) with ties of the keys put in the order
-    of the full answer text: batches of 1-based rows in rank order.  A run of tied keys at the
-    end of a batch waits for the next batch (it may continue there)."""
-    import pyarrow as pa
+#: The integer sort keys of a row, packed (``keys.bin`` in file order).
+_KEY = np.dtype([("score", "<f8"), ("qcode", "<i4"), ("prefix", "<u8"), ("prefix2", "<u8")])
 
-    carry = None
+
+def _in_rank_order(reader, keys: np.ndarray, texts: _Mapped, dropped: np.ndarray):
+    """The engine's order (``RANKED_KEYS``: rows sorted on integer keys) without the dropped
+    copies, with ties of the keys (``keys``: :data:`_KEY` per file row) put in the order of the
+    full answer: batches of 1-based rows in rank order.  A run of tied keys at the end of a
+    batch waits for the next batch (it may continue there)."""
+    carry = np.empty(0, np.int64)
     for batch in reader:
-        table = pa.Table.from_batches([batch])
+        rows = batch.column(0).to_numpy().astype(np.int64)
         if dropped.size:
-            row = table.column("row").to_numpy()
-            pos = np.minimum(np.searchsorted(dropped, row), dropped.size - 1)
-            table = table.filter(pa.array(dropped[pos] != row))
-        if carry is not None:
-            table = pa.concat_tables([carry, table])
-        keys = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
-        start = _last_run(keys)
-        carry = table.slice(start)
-        if start:
-            yield _answer_ties(table.slice(0, start), texts)
-    if carry is not None and carry.num_rows:
-        yield _answer_ties(carry, texts)
+            pos = np.minimum(np.searchsorted(dropped, rows), dropped.size - 1)
+            rows = rows[dropped[pos] != rows]
+        rows = np.concatenate([carry, rows])
+        key = keys[rows - 1]
+        tied = _tied(key)
+        starts = np.flatnonzero(~tied)
+        last = int(starts[-1]) if starts.size else 0
+        carry = rows[last:]
+        if last:
+            yield _answer_ties(rows[:last], tied[:last], texts)
+    if carry.size:
+        yield _answer_ties(carry, _tied(keys[carry - 1]), texts)
 
 
-def _tied(keys: dict) -> np.ndarray:
+def _tied(key: np.ndarray) -> np.ndarray:
     """``tied[i]``: row i has the same (scored) keys as row i − 1."""
-    score = keys["score"]
-    same = score[1:] == score[:-1]  # NaN (unscored) never ties: those are in file order
+    same = key["score"][1:] == key["score"][:-1]  # NaN (unscored) never ties: file order
     for name in ("qcode", "prefix", "prefix2"):
-        same &= keys[name][1:] == keys[name][:-1]
+        same &= key[name][1:] == key[name][:-1]
     return np.concatenate([[False], same])
 
 
-def _last_run(keys: dict) -> int:
-    """Where the run of rows tied with the last row starts."""
-    tied = _tied(keys)
-    starts = np.flatnonzero(~tied)
-    return int(starts[-1]) if starts.size else 0
-
-
-def _answer_ties(table, texts: _Mapped) -> np.ndarray:
-    """The rows of ``table`` (engine order) with each run of tied keys ordered by answer."""
-    keys = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
-    rows = keys["row"].astype(np.int64)
-    tied = _tied(keys)
+def _answer_ties(rows: np.ndarray, tied: np.ndarray, texts: _Mapped) -> np.ndarray:
+    """``rows`` (engine order) with each run of tied keys ordered by answer."""
     if not tied.any():
         return rows
     run = np.cumsum(~tied)
