@@ -175,7 +175,7 @@ ORDER BY ranked.rank"""
 #: integers, NULL when unscored) -> the rows in rank order: score descending, ties by query and answer (ties of the 16-byte prefix
 #: are ordered by the full answer afterwards), unscored rows last in file order.
 RANKED_KEYS = """
-SELECT row FROM keys
+SELECT row, tie FROM keys
 ORDER BY score IS NULL, score DESC, qcode, prefix, prefix2, row"""
 
 #: The fact hash of each row of ``batch_facts(query_id, answer)``, in row order (DuckDB SQL).

@@ -242,6 +242,12 @@ class _Mapped:
         inverse[order] = np.arange(order.size)
         return table.take(pa.array(inverse))
 
+    def table(self):
+        """The whole file as a pyarrow Table (zero-copy: still memory-mapped)."""
+        import pyarrow as pa
+
+        return pa.Table.from_batches(self.batches, schema=self.schema)
+
     def column_chunks(self, name: str):
         """(first row, numpy values) of column ``name``, one record batch at a time."""
         for k, batch in enumerate(self.batches):
@@ -347,6 +353,7 @@ def _stage_run(
             ("qcode", pa.int32()),
             ("prefix", pa.uint64()),
             ("prefix2", pa.uint64()),
+            ("tie", pa.uint64()),
         ]
     )
     offset = 0
@@ -354,7 +361,9 @@ def _stage_run(
         open(work / "keys.bin", "wb") as packed,
         pa.OSFile(str(work / "texts.arrow"), "wb") as sink,
         pa.ipc.new_file(sink, text_schema) as texts,
-        pq.ParquetWriter(work / "keys.parquet", key_schema, compression="lz4") as keys,
+        pq.ParquetWriter(
+            work / "keys.parquet", key_schema, compression="none", use_dictionary=False
+        ) as keys,
     ):
         for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
             lines = np.arange(offset + 1, offset + batch.num_rows + 1, dtype=np.int64)
@@ -382,6 +391,7 @@ def _stage_run(
                         "qcode": pa.array(key["qcode"], mask=unscored),
                         "prefix": pa.array(key["prefix"], mask=unscored),
                         "prefix2": pa.array(key["prefix2"], mask=unscored),
+                        "tie": pa.array(_tie_mix(key, lines)),
                     },
                     schema=key_schema,
                 )
@@ -433,10 +443,14 @@ def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
     grouped by their text."""
     if not candidates.size:
         return np.empty(0, np.int64)
+    bits = np.uint64((1 << 24) - 1)
+    bitmap = np.zeros(1 << 24, dtype=bool)
+    bitmap[candidates & bits] = True
     index = []
     for first, h in texts.column_chunks("h"):
-        pos = np.minimum(np.searchsorted(candidates, h), candidates.size - 1)
-        index.append(np.flatnonzero(candidates[pos] == h) + first)
+        cand = np.flatnonzero(bitmap[h & bits])
+        pos = np.minimum(np.searchsorted(candidates, h[cand]), candidates.size - 1)
+        index.append(cand[candidates[pos] == h[cand]] + first)
     index = np.concatenate(index)
     rows = texts.take(index, ["query_id", "answer", "score"]).to_pandas()
     rows["row"] = index + 1
@@ -454,34 +468,57 @@ _KEY = np.dtype([("score", "<f8"), ("qcode", "<i4"), ("prefix", "<u8"), ("prefix
 
 
 def _in_rank_order(reader, keys: np.ndarray, texts: _Mapped, dropped: np.ndarray):
-    """The engine's order (``RANKED_KEYS``: rows sorted on integer keys) without the dropped
-    copies, with ties of the keys (``keys``: :data:`_KEY` per file row) put in the order of the
-    full answer: batches of 1-based rows in rank order.  A run of tied keys at the end of a
-    batch waits for the next batch (it may continue there)."""
+    """The engine's order (``RANKED_KEYS``: rows sorted on integer keys, with ``tie``, a 64-bit
+    mix of the keys) without the dropped copies, with ties of the keys put in the order of the
+    full answer: batches of 1-based rows in rank order.  Neighbours with equal ``tie`` are
+    checked on their keys (``keys``: :data:`_KEY` per file row; read only for those rows).  A
+    run of tied keys at the end of a batch waits for the next batch (it may continue there)."""
     carry = np.empty(0, np.int64)
+    carry_tie = np.empty(0, np.uint64)
     for batch in reader:
         rows = batch.column(0).to_numpy().astype(np.int64)
+        tie = batch.column(1).to_numpy()
         if dropped.size:
             pos = np.minimum(np.searchsorted(dropped, rows), dropped.size - 1)
-            rows = rows[dropped[pos] != rows]
+            keep = dropped[pos] != rows
+            rows, tie = rows[keep], tie[keep]
         rows = np.concatenate([carry, rows])
-        key = keys[rows - 1]
-        tied = _tied(key)
+        tie = np.concatenate([carry_tie, tie])
+        tied = _tied_rows(rows, tie, keys)
         starts = np.flatnonzero(~tied)
         last = int(starts[-1]) if starts.size else 0
-        carry = rows[last:]
+        carry, carry_tie = rows[last:], tie[last:]
         if last:
             yield _answer_ties(rows[:last], tied[:last], texts)
     if carry.size:
-        yield _answer_ties(carry, _tied(keys[carry - 1]), texts)
+        yield _answer_ties(carry, _tied_rows(carry, carry_tie, keys), texts)
 
 
-def _tied(key: np.ndarray) -> np.ndarray:
-    """``tied[i]``: row i has the same (scored) keys as row i − 1."""
-    same = key["score"][1:] == key["score"][:-1]  # NaN (unscored) never ties: file order
-    for name in ("qcode", "prefix", "prefix2"):
-        same &= key[name][1:] == key[name][:-1]
-    return np.concatenate([[False], same])
+def _tied_rows(rows: np.ndarray, tie: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``tied[i]``: row i has the same keys as row i − 1 (equal mixes, confirmed on the keys)."""
+    tied = np.concatenate([[False], tie[1:] == tie[:-1]])
+    at = np.flatnonzero(tied)
+    if at.size:
+        now, before = keys[rows[at] - 1], keys[rows[at - 1] - 1]
+        same = now["score"] == before["score"]  # NaN (unscored) never ties: file order
+        for name in ("qcode", "prefix", "prefix2"):
+            same &= now[name] == before[name]
+        tied[at] = same
+    return tied
+
+
+def _tie_mix(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A 64-bit mix of each row's keys (equal keys, equal mix); unscored rows get their row
+    number's mix, so they tie with nothing."""
+    with np.errstate(over="ignore"):
+        z = key["score"].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z ^= key["qcode"].astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(29))) * np.uint64(0x94D049BB133111EB)
+        z ^= key["prefix"] * np.uint64(0xD6E8FEB86659FD93)
+        z = (z ^ (z >> np.uint64(31))) * np.uint64(0x9E3779B97F4A7C15)
+        z ^= key["prefix2"] * np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(32)
+    return np.where(np.isnan(key["score"]), rows.astype(np.uint64), z)
 
 
 def _answer_ties(rows: np.ndarray, tied: np.ndarray, texts: _Mapped) -> np.ndarray:
