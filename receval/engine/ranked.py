@@ -180,14 +180,19 @@ def rank_run_file(
         reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
         dtype = np.uint32 if texts.num_rows < 2**32 else np.int64
         size = texts.num_rows - dropped.size
-        order = np.lib.format.open_memmap(work / "order.npy", mode="w+", dtype=dtype, shape=(size,))
+        if not size:  # an empty run: an empty list
+            np.save(work / "order.npy", np.empty(0, dtype))
+        order = np.lib.format.open_memmap(
+            work / "order.npy", mode="w+" if size else "r", dtype=dtype, shape=(size,)
+        )
         done = 0
-        keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r")
+        keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r") if size else np.empty(0, _KEY)
         for rows in _in_rank_order(reader, keys, texts, dropped):
             order[done : done + rows.size] = rows
             done += rows.size
         assert done == size, (done, size)
-        order.flush()
+        if size:
+            order.flush()
         del order, texts, reader, keys
         engine.register("keys", pd.DataFrame({"row": []}))  # release the file
         (work / "keys.parquet").unlink()
@@ -293,8 +298,9 @@ class _RunChecks:
                 raise BundleError(self.path, line, message)
 
 
-def _open_run(run: Path):
-    """The run as a ``pyarrow.parquet.ParquetFile`` whose header the loader would accept."""
+def _open_run(run: Path, named: Path | None = None):
+    """The run as a ``pyarrow.parquet.ParquetFile`` whose header the loader would accept
+    (errors name ``named``, default ``run``)."""
     import pyarrow.parquet as pq
 
     from receval.errors import BundleError
@@ -309,16 +315,42 @@ def _open_run(run: Path):
     if missing:
         have = ", ".join(n for n in names if not n.startswith("__index_level_"))
         raise BundleError(
-            run, 1, f"missing required column(s) {', '.join(missing)} (header has: {have})"
+            named or run, 1, f"missing required column(s) {', '.join(missing)} (header has: {have})"
         )
     clash = [c for c in _RESERVED_RUN if c in names]
     if clash:
         raise BundleError(
-            run,
+            named or run,
             1,
             f"column name(s) {', '.join(clash)} are reserved (receval derives them); rename them",
         )
     return source
+
+
+def _text_run(run: Path, work: Path):
+    """A TSV/CSV run (read whole: text runs are small) as a Parquet file of its strings with
+    the file's line numbers (``_line``), for :func:`_stage_run`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from receval.errors import BundleError
+    from receval.formats.tables import LINE, read_table
+
+    frame = read_table(run)
+    names = [c for c in frame.columns if c != LINE]
+    missing = [c for c in ("query_id", "answer") if c not in names]
+    if missing:
+        hint = ""
+        if len(names) == 1 and any(d in names[0] for d in ";|,\t "):
+            hint = "; wrong delimiter? .tsv is tab-separated, .csv comma-separated"
+        raise BundleError(
+            run,
+            1,
+            f"missing required column(s) {', '.join(missing)} (header has: {', '.join(names)}){hint}",
+        )
+    path = work / "text-run.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return _open_run(path, run)
 
 
 def _stage_run(
@@ -331,9 +363,13 @@ def _stage_run(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    source = _open_run(run)
+    from receval.formats.tables import LINE
+
+    source = _open_run(run) if run.suffix.lower() == ".parquet" else _text_run(run, work)
     names = source.schema_arrow.names
     columns = [c for c in ("system", "query_id", "answer", "score", "team") if c in names]
+    if LINE in names:  # a text file's line numbers
+        columns.append(LINE)
     known = pa.array(sorted(queries), type=pa.string())
     checks = _RunChecks(run)
     seen = _SeenHashes(source.metadata.num_rows)
@@ -366,7 +402,10 @@ def _stage_run(
         ) as keys,
     ):
         for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
-            lines = np.arange(offset + 1, offset + batch.num_rows + 1, dtype=np.int64)
+            positions = np.arange(offset + 1, offset + batch.num_rows + 1, dtype=np.int64)
+            lines = positions  # what errors name: the row, or a text file's line
+            if LINE in names:
+                lines = batch.column(LINE).to_numpy().astype(np.int64)
             offset += batch.num_rows
             staged = _stage_batch(batch, run, lines, known, checks, matching)
             if staged is None:
@@ -386,12 +425,12 @@ def _stage_run(
             keys.write_table(
                 pa.table(
                     {
-                        "row": pa.array(lines),
+                        "row": pa.array(positions),
                         "score": pa.array(key["score"], from_pandas=True),
                         "qcode": pa.array(key["qcode"], mask=unscored),
                         "prefix": pa.array(key["prefix"], mask=unscored),
                         "prefix2": pa.array(key["prefix2"], mask=unscored),
-                        "tie": pa.array(_tie_mix(key, lines)),
+                        "tie": pa.array(_tie_mix(key, positions)),
                     },
                     schema=key_schema,
                 )

@@ -199,3 +199,18 @@ def test_ties_of_long_prefixes_and_unicode_in_small_batches(tmp_path, batch_rows
         got = cached_items(cache, np.arange(1, len(want) + 1), engine)
     assert got["query_id"].tolist() == want["query_id"].tolist()
     assert got["answer"].tolist() == want["answer_raw"].tolist()
+
+
+def test_a_text_run_and_an_empty_one_rank_as_the_loader_does(bundle):
+    path = bundle / "runs" / "T01_2.parquet"
+    pd.read_parquet(path).to_csv(path.with_suffix(".tsv"), sep="\t", index=False)
+    path.unlink()
+    empty = bundle / "runs" / "T01_9.parquet"
+    pd.read_parquet(bundle / "runs" / "T01_1.parquet").iloc[:0].to_parquet(empty, index=False)
+    task = load_task(bundle)
+    light = CurveBundle.load(bundle)
+    want, got = frame_system(task, "T01_2"), light.ranked("T01_2")
+    ranks = np.arange(1, want.size + 1)
+    assert got.items(ranks)["answer"].tolist() == want.items(ranks)["answer"].tolist()
+    np.testing.assert_array_equal(got.known.ranks, want.known.ranks)
+    assert light.ranked("T01_9").size == 0
