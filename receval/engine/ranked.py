@@ -175,25 +175,16 @@ def rank_run_file(
             run, work, engine, queries=queries, matching=matching, batch_rows=batch_rows
         )
         texts = _Mapped(work / "texts.arrow")
-        dropped = _duplicate_rows(texts, candidates)
+        dropped = _duplicate_rows(texts, work / "h.npy", candidates)
         engine.register("keys", work / "keys.parquet")
         reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
         dtype = np.uint32 if texts.num_rows < 2**32 else np.int64
         size = texts.num_rows - dropped.size
-        if not size:  # an empty run: an empty list
-            np.save(work / "order.npy", np.empty(0, dtype))
-        order = np.lib.format.open_memmap(
-            work / "order.npy", mode="w+" if size else "r", dtype=dtype, shape=(size,)
-        )
-        done = 0
         keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r") if size else np.empty(0, _KEY)
-        for rows in _in_rank_order(reader, keys, texts, dropped):
-            order[done : done + rows.size] = rows
-            done += rows.size
-        assert done == size, (done, size)
-        if size:
-            order.flush()
-        del order, texts, reader, keys
+        with _NpyWriter(work / "order.npy", dtype, size) as order:
+            for rows in _in_rank_order(reader, keys, texts, dropped):
+                order.write(rows)
+        del texts, reader, keys
         engine.register("keys", pd.DataFrame({"row": []}))  # release the file
         (work / "keys.parquet").unlink()
         (work / "keys.bin").unlink()
@@ -209,7 +200,50 @@ def rank_run_file(
 
 
 def _cache_size(cache: Path) -> list[int]:
-    return [(cache / name).stat().st_size for name in ("texts.arrow", "order.npy")]
+    return [(cache / name).stat().st_size for name in ("texts.arrow", "h.npy", "order.npy")]
+
+
+class _NpyWriter:
+    """Writes a 1-d ``.npy`` file of known length piece by piece with plain file writes (no
+    memory map: written pages do not stay in the process's memory)."""
+
+    def __init__(self, path: Path, dtype, size: int) -> None:
+        self.path, self.dtype, self.size, self.done = path, np.dtype(dtype), int(size), 0
+
+    def __enter__(self) -> _NpyWriter:
+        self.fh = open(self.path, "wb")
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
+        np.lib.format.write_array_header_2_0(self.fh, {**header, "shape": (self.size,)})
+        return self
+
+    def write(self, values: np.ndarray) -> None:
+        self.fh.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.done += len(values)
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+        if exc[0] is None and self.done != self.size:
+            raise RuntimeError(f"{self.path}: wrote {self.done} values, expected {self.size}")
+
+
+def _npy_header(path: Path) -> tuple[int, np.dtype, int]:
+    """(length, dtype, data offset) of a 1-d ``.npy`` file."""
+    with open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read = {(1, 0): np.lib.format.read_array_header_1_0}.get(
+            version, np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read(fh)
+        return int(shape[0]), dtype, fh.tell()
+
+
+def _npy_chunks(path: Path, chunk: int = 1 << 23):
+    """(first index, values) of a 1-d ``.npy`` file, read a chunk at a time (plain reads)."""
+    size, dtype, offset = _npy_header(path)
+    with open(path, "rb") as fh:
+        for start in range(0, size, chunk):
+            fh.seek(offset + start * dtype.itemsize)
+            yield start, np.fromfile(fh, dtype=dtype, count=min(chunk, size - start))
 
 
 class _Mapped:
@@ -378,7 +412,6 @@ def _stage_run(
             ("query_id", pa.string()),
             ("answer", pa.string()),
             ("answer_raw", pa.string()),
-            ("h", pa.uint64()),
             ("score", pa.float64()),
         ]
     )
@@ -395,6 +428,7 @@ def _stage_run(
     offset = 0
     with (
         open(work / "keys.bin", "wb") as packed,
+        _NpyWriter(work / "h.npy", np.uint64, source.metadata.num_rows) as hashes,
         pa.OSFile(str(work / "texts.arrow"), "wb") as sink,
         pa.ipc.new_file(sink, text_schema) as texts,
         pq.ParquetWriter(
@@ -414,7 +448,8 @@ def _stage_run(
             h = engine.con.sql(FACT_HASHES).to_arrow_table().column("h").combine_chunks()
             seen.add(h.to_numpy())
             answer = staged.column("answer")
-            texts.write_table(staged.append_column("h", h).select(text_schema.names))
+            hashes.write(h.to_numpy())
+            texts.write_table(staged.select(text_schema.names))
             key = np.empty(len(lines), dtype=_KEY)
             key["score"] = staged.column("score").to_numpy(zero_copy_only=False)
             key["qcode"] = _index_in(staged.column("query_id"), known)
@@ -435,7 +470,7 @@ def _stage_run(
                     schema=key_schema,
                 )
             )
-    checks.raise_first()
+        checks.raise_first()  # before the writers check their lengths
     return seen.shared()
 
 
@@ -476,7 +511,7 @@ class _SeenHashes:
         return np.unique(np.concatenate(self.found)) if self.found else np.empty(0, np.uint64)
 
 
-def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
+def _duplicate_rows(texts: _Mapped, hashes: Path, candidates: np.ndarray) -> np.ndarray:
     """The rows (1-based) of facts output twice that are not the kept copy (the highest score,
     first in file order among equal ones): the rows whose hash is a candidate are read and
     grouped by their text."""
@@ -486,7 +521,7 @@ def _duplicate_rows(texts: _Mapped, candidates: np.ndarray) -> np.ndarray:
     bitmap = np.zeros(1 << 24, dtype=bool)
     bitmap[candidates & bits] = True
     index = []
-    for first, h in texts.column_chunks("h"):
+    for first, h in _npy_chunks(hashes):
         cand = np.flatnonzero(bitmap[h & bits])
         pos = np.minimum(np.searchsorted(candidates, h[cand]), candidates.size - 1)
         index.append(cand[candidates[pos] == h[cand]] + first)
@@ -755,8 +790,7 @@ def labelled_ranks(
     back."""
     cache = Path(cache)
     texts = _Mapped(cache / "texts.arrow")
-    order = np.load(cache / "order.npy", mmap_mode="r")
-    size = int(order.size)
+    size = cached_size(cache)
     none = (size, np.empty(0, np.int64), np.empty(0, np.float64))
     if not len(labels) or not size:
         return none
@@ -765,7 +799,7 @@ def labelled_ranks(
     hashed = engine.query(LABEL_HASHES)
     wanted = np.empty(len(frame), dtype=np.uint64)
     wanted[hashed["label"].to_numpy()] = hashed["h"].to_numpy(np.uint64)
-    index, which = _hash_matches(texts, wanted)
+    index, which = _hash_matches(cache / "h.npy", wanted)
     if not index.size:
         return none
     rows = texts.take(index, ["query_id", "answer"])
@@ -774,12 +808,12 @@ def labelled_ranks(
         rows.column("query_id").to_numpy(zero_copy_only=False) == want["query_id"].to_numpy()
     ) & (rows.column("answer").to_numpy(zero_copy_only=False) == want["answer"].to_numpy())
     index, values = index[same], want["value"].to_numpy(np.float64)[same]
-    rank = _ranks_of_rows(order, index + 1)
+    rank = _ranks_of_rows(cache / "order.npy", index + 1)
     kept = rank > 0  # a dropped copy of a duplicated fact has no rank
     return size, rank[kept], values[kept]
 
 
-def _hash_matches(texts: _Mapped, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _hash_matches(hashes: Path, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(0-based file rows, positions in ``wanted``) of the rows whose hash is in ``wanted``."""
     order = np.argsort(wanted, kind="stable")
     keys = wanted[order]
@@ -787,7 +821,7 @@ def _hash_matches(texts: _Mapped, wanted: np.ndarray) -> tuple[np.ndarray, np.nd
     bitmap = np.zeros(1 << 24, dtype=bool)
     bitmap[keys & bits] = True
     index, which = [], []
-    for start, h in texts.column_chunks("h"):
+    for start, h in _npy_chunks(hashes):
         cand = np.flatnonzero(bitmap[h & bits])
         lo = np.searchsorted(keys, h[cand], side="left")
         hi = np.searchsorted(keys, h[cand], side="right")
@@ -798,7 +832,7 @@ def _hash_matches(texts: _Mapped, wanted: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.asarray(index, dtype=np.int64), np.asarray(which, dtype=np.int64)
 
 
-def _ranks_of_rows(order: np.ndarray, rows: np.ndarray, chunk: int = 1 << 23) -> np.ndarray:
+def _ranks_of_rows(order: Path, rows: np.ndarray) -> np.ndarray:
     """The rank of each 1-based file row in ``rows`` (0 when it has none): one pass over
     ``order`` (a bitmap of the rows' low bits, then an exact search among the candidates)."""
     keys = np.unique(rows)
@@ -806,8 +840,8 @@ def _ranks_of_rows(order: np.ndarray, rows: np.ndarray, chunk: int = 1 << 23) ->
     bitmap = np.zeros(1 << 24, dtype=bool)
     bitmap[keys & bits] = True
     found_rows, found_ranks = [], []
-    for start in range(0, order.size, chunk):
-        part = np.asarray(order[start : start + chunk], dtype=np.int64)
+    for start, part in _npy_chunks(order):
+        part = part.astype(np.int64)
         cand = np.flatnonzero(bitmap[part & bits])
         pos = np.minimum(np.searchsorted(keys, part[cand]), keys.size - 1)
         hit = cand[keys[pos] == part[cand]]
@@ -829,7 +863,8 @@ def cached_items(
 
     cache = Path(cache)
     ranks = np.unique(np.asarray(ranks, dtype=np.int64))
-    order = np.load(cache / "order.npy", mmap_mode="r")
+    size, dtype, offset = _npy_header(cache / "order.npy")
+    order = np.memmap(cache / "order.npy", dtype=dtype, mode="r", offset=offset, shape=(size,))
     rows = np.asarray(order[ranks - 1], dtype=np.int64) - 1
     items = _Mapped(cache / "texts.arrow").take(rows, ["query_id", "answer", "answer_raw"])
     answer = pc.coalesce(items.column("answer_raw"), items.column("answer"))
@@ -844,4 +879,4 @@ def cached_items(
 
 def cached_size(cache: Path | str) -> int:
     """N, the length of the ranked list ``cache`` (:func:`rank_run_file`)."""
-    return int(np.load(Path(cache) / "order.npy", mmap_mode="r").size)
+    return _npy_header(Path(cache) / "order.npy")[0]
