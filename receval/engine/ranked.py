@@ -281,17 +281,6 @@ class _Mapped:
         inverse[order] = np.arange(order.size)
         return table.take(pa.array(inverse))
 
-    def table(self):
-        """The whole file as a pyarrow Table (zero-copy: still memory-mapped)."""
-        import pyarrow as pa
-
-        return pa.Table.from_batches(self.batches, schema=self.schema)
-
-    def column_chunks(self, name: str):
-        """(first row, numpy values) of column ``name``, one record batch at a time."""
-        for k, batch in enumerate(self.batches):
-            yield int(self.offsets[k]), batch.column(name).to_numpy(zero_copy_only=False)
-
 
 class _RunChecks:
     """The first problem of each kind over the batches of a run file, reported in the loader's
