@@ -39,6 +39,9 @@ __all__ = [
 #: Runs with at least this many rows go through the engine (env ``RECEVAL_CURVE_ENGINE_ROWS``).
 ENGINE_ROWS = 2_000_000
 
+#: DuckDB's memory limit for ranking a run (env ``RECEVAL_DUCKDB_MEMORY_LIMIT`` overrides).
+MEMORY_LIMIT = "3GB"
+
 #: Every character :meth:`str.isspace` accepts below U+3001 (what the loader strips).
 _WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
@@ -254,7 +257,8 @@ class CurveBundle:
 
         return connect(
             "duckdb",
-            memory_limit=self.memory_limit or os.environ.get("RECEVAL_DUCKDB_MEMORY_LIMIT"),
+            memory_limit=self.memory_limit
+            or os.environ.get("RECEVAL_DUCKDB_MEMORY_LIMIT", MEMORY_LIMIT),
             temp_directory=self.temp_directory or (self.root / ".receval" / "tmp"),
         )
 

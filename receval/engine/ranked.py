@@ -81,7 +81,7 @@ def write_ranked_list(
 # ----------------------------------------------------------------------------- a system's run
 
 #: Bump when the cache layout or the ranking rule changes: older caches are then re-ranked.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 #: Run columns a file must not have (the loader derives them).
 _RESERVED_RUN = ("answer_raw", "fact", "copies", "_file", "_order")
