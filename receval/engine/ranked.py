@@ -487,8 +487,10 @@ class _SeenHashes:
         again = (self.bitmap[byte] & bit) != 0
         ordered = np.sort(top)
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-        if repeated.size:
-            again |= np.isin(top, repeated)
+        if repeated.size:  # few: birthday repeats of the top bits
+            repeated = np.unique(repeated)
+            pos = np.minimum(np.searchsorted(repeated, top), repeated.size - 1)
+            again |= repeated[pos] == top
         distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
         for low in range(8):  # distinct values with one low-bit pattern hit distinct bytes
             sel = distinct[(distinct & np.uint32(7)) == low]
