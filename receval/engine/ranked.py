@@ -158,6 +158,7 @@ def rank_run_file(
         ``cache``.
     """
     import json
+    import os
     import shutil
 
     run, cache = Path(run), Path(cache)
@@ -167,7 +168,7 @@ def rank_run_file(
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
-    work = cache.with_name(f".{cache.name}.work")
+    work = cache.with_name(f".{cache.name}.work-{os.getpid()}")  # one per process
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
