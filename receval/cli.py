@@ -982,6 +982,17 @@ def _pending_batch(task, target: Path):
     return unlabelled_rows(task, old)
 
 
+def _curve_task(task: Path, system: str):
+    """The task as the curve commands read it: the loaded bundle, or, when ``system``'s run is a
+    large Parquet file, only task.toml, queries, judgments and that run, ranked in the engine
+    (:class:`receval.curves.sources.CurveBundle`)."""
+    from receval.curves.sources import CurveBundle, engine_run_file
+
+    if engine_run_file(task, system) is not None:
+        return CurveBundle.load(task)
+    return _load(task)
+
+
 @cli.group(cls=ReceGroup)
 def curve() -> None:
     """Precision curves of a system's confidence-ranked output from few labels.
@@ -1017,7 +1028,7 @@ def curve_plan(
     from receval.curves.workflow import merge_batches, plan_batch
     from receval.formats.tables import write_table
 
-    loaded = _load(task)
+    loaded = _curve_task(task, system)
     params = _curve_params(method=method, seed=seed, **options)
     batch, reused = _library_call(plan_batch, loaded, system, method, params)
     target = out or task / "curve_to_annotate.tsv"
@@ -1040,6 +1051,17 @@ def _true_facts(loaded, given: int | None, seed: int):
     """(T, (T⁻, T⁺) or None when exact, where it came from) for the recall columns."""
     if given is not None:
         return given, None, "--true-facts"
+    from receval.curves.sources import CurveBundle
+
+    if isinstance(loaded, CurveBundle):  # only what the curve reads was loaded
+        total = loaded.true_facts()
+        if total is None:
+            _warn(
+                "no recall columns: estimating the number of correct facts reads every run of "
+                "the task; give --true-facts or a truth table"
+            )
+            return None, None, None
+        return total, None, "truth.tsv"
     if loaded.truth is not None:
         return int((loaded.truth["value"] == 1).sum()), None, "truth.tsv"
     from receval.scoring import estimated_true_facts
@@ -1082,7 +1104,7 @@ def curve_estimate(
     from receval.curves.workflow import estimate_system_curve
     from receval.report.writers import write_csv, write_json
 
-    loaded = _load(task)
+    loaded = _curve_task(task, system)
     params = _curve_params(method=method, seed=seed, **options)
     if system not in loaded.systems:
         raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")

@@ -34,18 +34,23 @@ def system_labels(task, system: str) -> tuple[pd.DataFrame, Labels]:
 
 def plan_batch(task, system: str, method: str, params: dict[str, Any]) -> tuple[pd.DataFrame, int]:
     """The items ``method`` needs labelled next for ``system`` (``BATCH_COLUMNS``), and how many
-    labels it reuses.  Empty when the method has every label it needs."""
-    from receval.curves import make_method
+    labels it reuses.  Empty when the method has every label it needs.
 
-    ranked, known = system_labels(task, system)
-    need = known.missing(make_method(method, **params).plan(len(ranked), known))
-    rows = ranked.iloc[need - 1]
-    answers = rows["answer_raw"] if "answer_raw" in rows else rows["answer"]
+    ``task`` is a :class:`~receval.task.Task` or a :class:`~receval.curves.sources.CurveBundle`
+    (the ranked list then comes from the engine: only N, the ranks of labelled facts and the
+    planned items are read)."""
+    from receval.curves import make_method
+    from receval.curves.sources import ranked_system
+
+    ranked = ranked_system(task, system)
+    known = ranked.known
+    need = known.missing(make_method(method, **params).plan(ranked.size, known))
+    rows = ranked.items(need)
     batch = pd.DataFrame(
         {
             "rank": need,
             "query_id": rows["query_id"].to_numpy(),
-            "answer": answers.to_numpy(),
+            "answer": rows["answer"].to_numpy(),
             "system": system,
             "method": method,
         }
@@ -66,12 +71,14 @@ def merge_batches(pending: pd.DataFrame | None, batch: pd.DataFrame) -> pd.DataF
 
 def unlabelled_rows(task, batch: pd.DataFrame) -> pd.DataFrame:
     """The rows of a batch file that still have no label in ``task`` (other tasks' systems kept)."""
+    from receval.curves.sources import ranked_system
+
     keep = []
     for system, rows in batch.groupby("system", sort=False):
         if system not in task.systems:
             keep.append(rows)
             continue
-        _, known = system_labels(task, system)
+        known = ranked_system(task, system).known
         keep.append(rows[~rows["rank"].isin(known.ranks)])
     return pd.concat(keep, ignore_index=True) if keep else batch.iloc[:0]
 
@@ -97,8 +104,8 @@ def estimate_system_curve(
 
     Parameters
     ----------
-    task : Task
-        The loaded task.
+    task : Task or CurveBundle
+        The loaded task, or the parts of it the curve commands read (engine-ranked lists).
     system, method : str
         The system and the curve method (``random, logstrat, paula, adastrat, stratband``).
     params : dict
@@ -113,17 +120,19 @@ def estimate_system_curve(
         Raises ``ValueError`` when the method still needs labels (plan and annotate first).
     """
     from receval.curves import make_method
+    from receval.curves.sources import ranked_system
     from receval.curves.table import curve_frame
 
-    ranked, known = system_labels(task, system)
+    ranked = ranked_system(task, system)
+    known = ranked.known
     algo = make_method(method, **params)
-    missing = known.missing(algo.plan(len(ranked), known))
+    missing = known.missing(algo.plan(ranked.size, known))
     if missing.size:
         raise ValueError(
             f"{method} still needs {missing.size} labels for {system}: run `receval curve plan` "
             "and annotate"
         )
-    est = algo.estimate(len(ranked), known)
+    est = algo.estimate(ranked.size, known)
     total, interval, source = true_facts if true_facts is not None else (None, None, None)
     recall = None
     if total:

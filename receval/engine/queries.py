@@ -168,3 +168,20 @@ WITH ranked AS (
 )
 SELECT ranked.* FROM ranked JOIN wanted w ON ranked.rank = w.rank
 ORDER BY ranked.rank"""
+
+#: A system's run as integer sort keys (``keys(row, score, qcode, prefix, prefix2)``: ``row``
+#: the 1-based row of the run file; ``score`` NULL when missing; ``qcode`` the query's position
+#: among the sorted query ids and ``prefix``, ``prefix2`` the answer's first 16 UTF-8 bytes as
+#: integers, NULL when unscored) -> the rows in rank order: score descending, ties by query and answer (ties of the 16-byte prefix
+#: are ordered by the full answer afterwards), unscored rows last in file order.
+RANKED_KEYS = """
+SELECT row, tie FROM keys
+ORDER BY score IS NULL, score DESC, qcode, prefix, prefix2, row"""
+
+#: The fact hash of each row of ``batch_facts(query_id, answer)``, in row order (DuckDB SQL).
+FACT_HASHES = """
+SELECT hash(query_id, answer) AS h FROM batch_facts"""
+
+#: The fact hash of each row of ``labels(query_id, answer, label)`` (DuckDB SQL).
+LABEL_HASHES = """
+SELECT label, hash(query_id, answer) AS h FROM labels"""
