@@ -224,7 +224,12 @@ def _collection_of(task: Path) -> int:
 
 
 def scale(
-    rows_list: list[int], systems: int, bootstrap: int, engine: str, keep: Path | None
+    rows_list: list[int],
+    systems: int,
+    bootstrap: int,
+    engine: str,
+    keep: Path | None,
+    generate_only: bool = False,
 ) -> None:
     base = Path(tempfile.mkdtemp(prefix="receval-scale-"))
     try:
@@ -232,14 +237,25 @@ def scale(
         for rows in rows_list:
             queries, depth = _shape(rows, systems)
             task = (keep or base) / f"task-{rows}"
-            start = time.perf_counter()
-            n = generate(task, systems=systems, queries=queries, depth=depth)
-            (task / ".collection").write_text(str(3 * depth))
-            print(
-                f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); generated in "
-                f"{time.perf_counter() - start:.1f} s",
-                flush=True,
-            )
+            original = task / ".judgments-generated.parquet"
+            if original.is_file():  # a kept task: reuse it, with its generated qrels only
+                n = systems * queries * depth
+                shutil.copyfile(original, task / "judgments.parquet")
+                (task / "samples.tsv").unlink(missing_ok=True)
+                (task / "to_annotate.tsv").unlink(missing_ok=True)
+                print(f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); reused")
+            else:
+                start = time.perf_counter()
+                n = generate(task, systems=systems, queries=queries, depth=depth)
+                (task / ".collection").write_text(str(3 * depth))
+                shutil.copyfile(task / "judgments.parquet", original)
+                print(
+                    f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); "
+                    f"generated in {time.perf_counter() - start:.1f} s",
+                    flush=True,
+                )
+            if generate_only:
+                continue
             for name, wall, _, _ in pipeline(
                 task, n, bootstrap=bootstrap, engine=engine, workdir=base / f"out-{rows}"
             ):
@@ -363,13 +379,25 @@ def main() -> None:
     parser.add_argument("--systems", type=int, default=100)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--engine", default="duckdb")
-    parser.add_argument("--keep", type=Path, help="write the tasks here and keep them")
+    parser.add_argument(
+        "--keep", type=Path, help="write the tasks here and keep them (reused when present)"
+    )
     parser.add_argument("--versus-trec", type=float, help="rows of the TREC comparison task")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="only write the tasks (with --keep)"
+    )
     args = parser.parse_args()
     if args.versus_trec:
         versus_trec(int(args.versus_trec))
         return
-    scale([int(r) for r in args.rows], args.systems, args.bootstrap, args.engine, args.keep)
+    scale(
+        [int(r) for r in args.rows],
+        args.systems,
+        args.bootstrap,
+        args.engine,
+        args.keep,
+        args.generate_only,
+    )
 
 
 if __name__ == "__main__":

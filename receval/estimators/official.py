@@ -523,6 +523,11 @@ def official_scores(
     the pool bounds recall's denominator).  See the module docstring for every rule.
     """
     _check_options(average, cutoff)
+    if average == "micro" and cutoff is None:
+        from receval.engine.census import default_engine, fact_matched, official_census
+
+        if fact_matched(task):  # counted by the engine over integer codes (same numbers)
+            return official_census(task, default_engine(task), policy)
     unjudged = policy.resolved_unassessed(task)
     per_query = _per_query_counts(task, policy, cutoff)
     if average == "macro":
