@@ -768,7 +768,8 @@ class _EncodedRuns:
             "answer_raw": raw_codes.astype(np.int32),
             "score": frame["score"].to_numpy(float) if "score" in frame else None,
             "_file": np.full(len(frame), len(self.paths), dtype=np.int32),
-            LINE: frame[LINE].to_numpy(np.int64),
+            LINE: _narrow_lines(frame[LINE].to_numpy(np.int64)),
+            "_rows": len(frame),
         }
         team = frame["team"].astype(str).str.strip() if "team" in frame else None
         part["team"] = None if team is None else self.teams.encode(team)[0].astype(np.int32)
@@ -782,16 +783,25 @@ class _EncodedRuns:
         self.parts.append(part)
         self.paths.append(str(path))
 
-    def column(self, name: str, blank: int | float = -1) -> np.ndarray:
-        """One code column over every row (``blank`` for files without the column)."""
+    def column(self, name: str, blank: int | float = -1, *, pop: bool = False) -> np.ndarray:
+        """One code column over every row (``blank`` for files without the column); ``pop``
+        forgets the per-file pieces (so a column is held once)."""
         pieces = [
-            p[name] if p.get(name) is not None else np.full(len(p[LINE]), blank) for p in self.parts
+            p[name] if p.get(name) is not None else np.full(p["_rows"], blank) for p in self.parts
         ]
+        if pop:
+            for p in self.parts:
+                p.pop(name, None)
         return np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0])
 
     def normalized_codes(self) -> np.ndarray:
         """Normalised-answer code of every raw-answer code."""
         return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
+
+
+def _narrow_lines(lines: np.ndarray) -> np.ndarray:
+    """Line numbers as int32 when they fit (they always do for a table in memory)."""
+    return lines.astype(np.int32) if lines.max(initial=0) < np.iinfo(np.int32).max else lines
 
 
 def _read_run_source(src) -> _Source:
@@ -839,7 +849,7 @@ def _run_teams(runs: _EncodedRuns, sys_codes: np.ndarray) -> np.ndarray:
     systems = runs.systems.values.to_numpy(zero_copy_only=False)
     if not len(runs.teams):
         return systems.copy()
-    team_codes = runs.column("team", blank=-1)
+    team_codes = runs.column("team", blank=-1, pop=True)
     blank = runs.teams.code_of("")
     named = (team_codes >= 0) & (team_codes != blank)
     rows = np.flatnonzero(named)[::-1]
@@ -880,11 +890,24 @@ def _attach_facts(
     rank, answers = runs.normalized.ranks()
     width = max(len(answers), 1)
     to_answer = rank[runs.normalized_codes().astype(np.int64)]
-    run_keys = [
-        p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]] for p in runs.parts
-    ]
     keys = [q.astype(np.int64) * width + rank[a] for q, a in small]
-    uniques = np.unique(np.concatenate([np.unique(k) for k in run_keys + keys]))
+    uniques = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    duplicates = False
+    for p in runs.parts:  # one run file at a time: its sorted keys merged into ``uniques``
+        key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+        part = np.unique(key)
+        # a system outputs a fact twice only within one part (runs/ files are one system each)
+        one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
+        if one_system:
+            duplicates |= len(part) < len(key)
+        else:
+            duplicates |= len(
+                np.unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
+            ) < len(key)
+        at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
+        new = part if not len(uniques) else part[uniques[at] != part]
+        if len(new):
+            uniques = np.sort(np.concatenate([uniques, new]), kind="stable")
     facts = pd.DataFrame(
         {
             "query_id": queries.to_numpy(dtype=object)[uniques // width],
@@ -894,13 +917,12 @@ def _attach_facts(
     facts.index.name = "fact"
     for frame, key in zip(frames, keys, strict=True):
         frame["fact"] = np.searchsorted(uniques, key).astype(np.int64)
-    run_facts = [np.searchsorted(uniques, k) for k in run_keys]
-    del run_keys
-    # a system outputs a fact twice only within one part (runs/ files are one system each)
-    duplicates = any(
-        len(np.unique(p["system"].astype(np.int64) * len(uniques) + f)) < len(f)
-        for p, f in zip(runs.parts, run_facts, strict=True)
-    )
+    run_facts = [
+        np.searchsorted(
+            uniques, p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+        )
+        for p in runs.parts
+    ]
     fact = np.concatenate(run_facts) if len(run_facts) > 1 else run_facts[0]
     del run_facts
     frame = _run_frame(runs, fact, uniques % width, answers)
@@ -913,7 +935,7 @@ def _run_frame(
 ) -> pd.DataFrame:
     """The runs as one frame: ``system, team, query_id, answer, answer_raw, score, provenance,
     fact``, extra columns, ``_file, _line``; text columns are Categoricals (sorted categories)."""
-    sys_codes = runs.column("system")
+    sys_codes = runs.column("system", pop=True)
     teams = _run_teams(runs, sys_codes)
     system = runs.systems.categorical(sys_codes)
     team_vocab = _Vocabulary()
@@ -924,34 +946,34 @@ def _run_frame(
         dtype=pd.CategoricalDtype(answers),
         validate=False,
     )
-    raw = runs.raw.categorical(runs.column("answer_raw"))
+    raw = runs.raw.categorical(runs.column("answer_raw", pop=True))
     if raw.categories.equals(answers) and np.array_equal(raw.codes, answer.codes):
         raw = answer  # nothing changed by normalisation: one column for both
     columns = {
         "system": system,
-        "team": team_vocab.categorical(team_codes[system.codes.astype(np.int64)] if n else []),
+        "team": team_vocab.categorical(team_codes[sys_codes] if n else []),
         "query_id": pd.Categorical.from_codes(
-            runs.column("query_id").astype(_code_dtype(len(runs.queries))),
+            runs.column("query_id", pop=True).astype(_code_dtype(len(runs.queries))),
             dtype=pd.CategoricalDtype(pd.Index(runs.queries, dtype=STRING)),
             validate=False,
         ),
         "answer": answer,
         "answer_raw": raw,
-        "score": runs.column("score", blank=np.nan).astype(float),
+        "score": runs.column("score", blank=np.nan, pop=True).astype(float),
     }
     text = dict(runs.text)
     text.setdefault("provenance", _Vocabulary())
     for name, vocab in text.items():
         blank = vocab.code_of("")
-        columns[name] = vocab.categorical(runs.column(name, blank=blank))
+        columns[name] = vocab.categorical(runs.column(name, blank=blank, pop=True))
     columns["fact"] = fact.astype(np.int64)
-    file_codes = runs.column("_file")
+    file_codes = runs.column("_file", pop=True)
     columns["_file"] = pd.Categorical.from_codes(
         file_codes.astype(_code_dtype(len(runs.paths))),
         categories=pd.Index(runs.paths),
         validate=False,
     )
-    columns[LINE] = runs.column(LINE)
+    columns[LINE] = runs.column(LINE, pop=True)
     runs.parts.clear()
     order = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
     order += [c for c in columns if c not in order]
@@ -1076,6 +1098,15 @@ def system_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
         return column.cat.codes.to_numpy(), pd.Index(column.cat.categories)
     codes, uniques = pd.factorize(column, sort=True)
     return codes, pd.Index(uniques)
+
+
+def codes_in(column: pd.Series, index: pd.Index) -> np.ndarray:
+    """The position in ``index`` of every value of ``column`` (-1 when absent), through a
+    Categorical's codes when it is one (no string per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        where = np.append(index.get_indexer(column.cat.categories), -1)
+        return where[column.cat.codes.to_numpy()]
+    return index.get_indexer(column)
 
 
 def _check_samples_against_outputs(

@@ -23,6 +23,7 @@ from receval.engine.queries import (
     OFFICIAL_COUNTS,
 )
 from receval.task import Task
+from receval.task import codes_in as recode
 
 
 def fact_matched(task: Task) -> bool:
@@ -108,15 +109,6 @@ def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
         }
     )
     return {"responses": responses, "judgments": judgments, "queries": coded_queries}
-
-
-def recode(column: pd.Series, index: pd.Index) -> np.ndarray:
-    """The position in ``index`` of every value of ``column`` (-1 when absent), through a
-    Categorical's codes when it is one (no string per row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        where = np.append(index.get_indexer(column.cat.categories), -1)
-        return where[column.cat.codes.to_numpy()]
-    return index.get_indexer(column)
 
 
 def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
