@@ -296,10 +296,17 @@ def infer_designs(
         return []
     # every draw's row in outputs (-1: not an output), then each design's s_j at those rows
     at = output_rows(outputs, samples["system"], samples["fact"].to_numpy(np.int64))
-    lookup = {}
-    for d in DISTRIBUTIONS:
-        s = sampling_probabilities(outputs, queries, d).to_numpy()
-        lookup[d] = pd.Series(np.where(at >= 0, s[np.maximum(at, 0)], np.nan), index=samples.index)
+    cache: dict[str, pd.Series] = {}
+
+    def expected(design: str) -> pd.Series:
+        """s_j of ``design`` at every draw (computed when a sampler first asks for it)."""
+        if design not in cache:
+            s = sampling_probabilities(outputs, queries, design).to_numpy()
+            cache[design] = pd.Series(
+                np.where(at >= 0, s[np.maximum(at, 0)], np.nan), index=samples.index
+            )
+        return cache[design]
+
     out = []
     declared_col = (
         samples["design"] if "design" in samples.columns else pd.Series("", index=samples.index)
@@ -314,7 +321,7 @@ def infer_designs(
             )
         candidates = list(declared) if declared else list(DISTRIBUTIONS)
         for d in candidates:
-            if d not in lookup:
+            if d not in DISTRIBUTIONS:
                 raise BundleError(
                     path,
                     int(rows[LINE].iloc[0]),
@@ -323,7 +330,7 @@ def infer_designs(
         chosen = None
         worst = None
         for d in candidates:
-            want = lookup[d].loc[rows.index].to_numpy()
+            want = expected(d).loc[rows.index].to_numpy()
             got = rows["prob"].to_numpy(float)
             ok = np.isclose(got, want, rtol=1e-4, atol=0)
             if ok.all():

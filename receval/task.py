@@ -358,9 +358,10 @@ def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) ->
 
 
 def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
-    unknown = ~frame["query_id"].isin(known)
+    codes, uniques = pd.factorize(frame["query_id"])
+    unknown = ~np.append(pd.Index(uniques).isin(known), False)[codes]
     if unknown.any():
-        i = unknown.to_numpy().nonzero()[0][0]
+        i = int(np.flatnonzero(unknown)[0])
         raise BundleError(
             path,
             int(frame[LINE].iloc[i]),
@@ -668,12 +669,52 @@ class _Vocabulary:
     def __len__(self) -> int:
         return len(self._old) + self._new_len
 
+    #: From this many values on, lookups in ``_old`` run as a DuckDB join (faster than
+    #: hashing the whole value set again in Arrow for every column).
+    LARGE = 200_000
+
     def _merge(self) -> None:
         import pyarrow as pa
 
         if self._new:
             self._old = pa.concat_arrays([self._old, *self._new])
             self._new, self._new_len = [], 0
+            self._table = None
+
+    def _lookup_old(self, uniques) -> np.ndarray:
+        """The ``_old`` code of every value of ``uniques`` (-1 when absent)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if len(self._old) < self.LARGE:
+            found = pc.index_in(uniques, value_set=self._old).to_numpy(zero_copy_only=False)
+            if found.dtype.kind != "f":
+                return found.astype(np.int64)
+            return np.where(np.isnan(found), -1, np.nan_to_num(found, nan=-1)).astype(np.int64)
+        if getattr(self, "_table", None) is None:
+            import duckdb
+
+            if getattr(self, "_con", None) is None:
+                import tempfile
+
+                self._con = duckdb.connect()
+                self._con.execute("SET memory_limit = '2GB'")  # spills beyond that
+                spill = Path(tempfile.gettempdir()) / "receval-duckdb"
+                self._con.execute(f"SET temp_directory = '{spill.as_posix()}'")
+            codes = pa.array(np.arange(len(self._old), dtype=np.int64))
+            self._con.register("known_values", pa.table({"a": self._old, "code": codes}))
+            self._con.execute("CREATE OR REPLACE TABLE known AS SELECT a, code FROM known_values")
+            self._con.unregister("known_values")
+            self._table = "known"
+        index = pa.array(np.arange(len(uniques), dtype=np.int64))
+        self._con.register("wanted", pa.table({"a": uniques, "i": index}))
+        hits = self._con.execute(
+            "SELECT w.i, k.code FROM wanted w JOIN known k ON w.a = k.a"
+        ).fetchnumpy()
+        self._con.unregister("wanted")
+        out = np.full(len(uniques), -1, dtype=np.int64)
+        out[np.asarray(hits["i"], dtype=np.int64)] = np.asarray(hits["code"], dtype=np.int64)
+        return out
 
     @property
     def values(self):
@@ -694,23 +735,21 @@ class _Vocabulary:
         encoded = pc.dictionary_encode(values)
         uniques = encoded.dictionary
         where = np.full(len(uniques), -1, dtype=np.int64)
-        miss = np.arange(len(uniques))
-        for offset, known in ((0, self._old), (len(self._old), self._new)):
-            if not len(miss) or not len(known):
-                continue
-            if isinstance(known, list):
-                known = pa.concat_arrays(known)
-            found = pc.index_in(uniques.take(pa.array(miss)), value_set=known)
+        if len(self._old) and len(uniques):
+            where = self._lookup_old(uniques)
+        miss = np.flatnonzero(where < 0)
+        if len(miss) and self._new_len:
+            found = pc.index_in(uniques.take(pa.array(miss)), value_set=pa.concat_arrays(self._new))
             found = found.to_numpy(zero_copy_only=False)
             hit = ~np.isnan(found) if found.dtype.kind == "f" else np.ones(len(found), bool)
-            where[miss[hit]] = found[hit].astype(np.int64) + offset
+            where[miss[hit]] = np.nan_to_num(found[hit]).astype(np.int64) + len(self._old)
             miss = miss[~hit]
         added = uniques.take(pa.array(miss)) if len(miss) else uniques.slice(0, 0)
         if len(miss):
             where[miss] = np.arange(len(self), len(self) + len(miss))
             self._new.append(added)
             self._new_len += len(added)
-            if self._new_len > max(len(self._old) // 2, 4096):
+            if self._new_len > max(len(self._old) // 4, 4096):
                 self._merge()
         codes = where[encoded.indices.to_numpy(zero_copy_only=False)]
         return codes, added.to_numpy(zero_copy_only=False)
@@ -764,7 +803,7 @@ class _EncodedRuns:
             )
         part = {
             "system": sys_codes.astype(np.int32),
-            "query_id": self.queries.get_indexer(frame["query_id"]).astype(np.int32),
+            "query_id": _codes_of(frame["query_id"], self.queries).astype(np.int32),
             "answer_raw": raw_codes.astype(np.int32),
             "score": frame["score"].to_numpy(float) if "score" in frame else None,
             "_file": np.full(len(frame), len(self.paths), dtype=np.int32),
@@ -797,6 +836,13 @@ class _EncodedRuns:
     def normalized_codes(self) -> np.ndarray:
         """Normalised-answer code of every raw-answer code."""
         return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
+
+
+def _codes_of(values: pd.Series, index: pd.Index) -> np.ndarray:
+    """The position in ``index`` of every value (-1 when absent), hashing each distinct value
+    once (a run repeats a few query ids many times)."""
+    codes, uniques = pd.factorize(values)
+    return np.append(index.get_indexer(uniques), -1)[codes]
 
 
 def _narrow_lines(lines: np.ndarray) -> np.ndarray:
@@ -871,6 +917,12 @@ def _run_teams(runs: _EncodedRuns, sys_codes: np.ndarray) -> np.ndarray:
     return np.where(first_team >= 0, teams[np.maximum(first_team, 0)], systems)
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based ``unique`` is much slower on int64 keys)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
 def _attach_facts(
     frames: list[pd.DataFrame], matching: Matching, runs: _EncodedRuns
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -891,18 +943,18 @@ def _attach_facts(
     width = max(len(answers), 1)
     to_answer = rank[runs.normalized_codes().astype(np.int64)]
     keys = [q.astype(np.int64) * width + rank[a] for q, a in small]
-    uniques = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    uniques = _sorted_unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     duplicates = False
     for p in runs.parts:  # one run file at a time: its sorted keys merged into ``uniques``
         key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
-        part = np.unique(key)
+        part = _sorted_unique(key)
         # a system outputs a fact twice only within one part (runs/ files are one system each)
         one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
         if one_system:
             duplicates |= len(part) < len(key)
         else:
             duplicates |= len(
-                np.unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
+                _sorted_unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
             ) < len(key)
         at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
         new = part if not len(uniques) else part[uniques[at] != part]

@@ -121,14 +121,16 @@ def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
 
 def default_engine(task: Task) -> Engine:
     """The DuckDB engine of ``task`` (one per task, so its coded tables are registered once);
-    it spills to the system's temporary folder when a join does not fit in memory."""
+    at most 4 GB, it spills to the system's temporary folder when a join does not fit."""
     engine = task.__dict__.get("_default_engine")
     if engine is None:
         import tempfile
 
         from receval.engine.base import DuckDBEngine
 
-        engine = DuckDBEngine(temp_directory=Path(tempfile.gettempdir()) / "receval-duckdb")
+        engine = DuckDBEngine(
+            memory_limit="4GB", temp_directory=Path(tempfile.gettempdir()) / "receval-duckdb"
+        )
         task.__dict__["_default_engine"] = engine
     return engine
 
