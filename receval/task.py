@@ -1157,7 +1157,8 @@ def codes_in(column: pd.Series, index: pd.Index) -> np.ndarray:
     Categorical's codes when it is one (no string per row)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         where = np.append(index.get_indexer(column.cat.categories), -1)
-        return where[column.cat.codes.to_numpy()]
+        kind = np.int32 if len(index) < np.iinfo(np.int32).max else np.int64
+        return where.astype(kind)[column.cat.codes.to_numpy()]  # 4 bytes per row
     return index.get_indexer(column)
 
 

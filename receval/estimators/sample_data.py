@@ -215,7 +215,7 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     # proposal densities s_j(x) at drawn facts, and overlaps Σ_x t_i(x) s_j(x) over all facts
     designs = sorted({s.design for s in samplers})
     fact_codes = outputs["fact"].to_numpy(np.int64)
-    sys_codes = codes_in(outputs["system"], pd.Index(systems)).astype(np.int64)
+    sys_codes = codes_in(outputs["system"], pd.Index(systems))
     proposal = np.zeros((D, J))
     overlap = np.zeros((m, J))
     for design in designs:
@@ -258,9 +258,10 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
     draw_query = q_index.reindex(task.facts["query_id"].to_numpy()[drawn[draw_fact]]).to_numpy(
         np.int64
     )
-    out_q = codes_in(outputs["query_id"], pd.Index(query_ids)).astype(np.int64)
+    out_q = codes_in(outputs["query_id"], pd.Index(query_ids))
     # bincount adds in row order, as np.add.at does: the same sums
-    cell = out_q * m + sys_codes
+    cell = out_q.astype(np.int64) * m + sys_codes
+    del out_q
     query_sizes = np.bincount(cell, minlength=Q * m).astype(float).reshape(Q, m)
     out_labels = label_full[fact_codes]
     known = ~np.isnan(out_labels)
@@ -294,10 +295,13 @@ def build_sample_data(task: Task, target: str = "micro") -> SampleData:
         pair_by_system = np.zeros((0, m))
 
     # census: every output of the system is labelled
-    lab = pd.DataFrame({"system": sys_codes, "label": out_labels, "t": t_all.to_numpy()})
-    n_missing = lab["label"].isna().groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
-    census = n_missing == 0
-    weighted = (lab["label"] * lab["t"]).groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
+    n_missing = np.bincount(sys_codes[~known], minlength=m)
+    census = (n_missing == 0) & (np.bincount(sys_codes, minlength=m) > 0)
+    weighted = np.full(m, np.nan)
+    if census.any():  # the same per-system (compensated) sums, over those systems' rows only
+        rows = np.flatnonzero(census[sys_codes])
+        sums = pd.Series(out_labels[rows] * t_all.to_numpy()[rows]).groupby(sys_codes[rows]).sum()
+        weighted[sums.index.to_numpy()] = sums.to_numpy()
     census_precision = np.where(census, weighted, np.nan)
 
     return SampleData(
