@@ -155,6 +155,14 @@ def label_round(task: Path, collection: int) -> int:
 
 def run_child(args: list[str]) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, its own peak RSS in bytes, stderr tail)."""
+    wall, rss, _, tail = run_child_timed(args)
+    return wall, rss, tail
+
+
+def run_child_timed(args: list[str]) -> tuple[float, float, float, str]:
+    """Run a command; return (wall seconds, its own peak RSS in bytes, its CPU seconds (user +
+    system: on a shared machine the wall time depends on the load, this much less), stderr
+    tail)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(args, stdout=out, stderr=err)
@@ -165,7 +173,7 @@ def run_child(args: list[str]) -> tuple[float, float, str]:
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"{' '.join(args)} failed: {' | '.join(tail)}")
     rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return wall, rss, " | ".join(tail)
+    return wall, rss, usage.ru_utime + usage.ru_stime, " | ".join(tail)
 
 
 def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Path) -> list[tuple]:
@@ -210,10 +218,11 @@ def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Pat
     for name, args in steps:
         if name == "score joint":
             label_round(task, collection=_collection_of(task))
-        wall, rss, _ = run_child(args)
+        wall, rss, cpu, _ = run_child_timed(args)
         results.append((name, wall, rss, rss / rows))
         print(
-            f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row",
+            f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row  "
+            f"(cpu {cpu:.1f} s)",
             flush=True,
         )
     return results

@@ -794,7 +794,7 @@ class _EncodedRuns:
 
     def add(self, frame: pd.DataFrame, path: Path, matching: Matching) -> None:
         """Encode one checked run table (string columns) and forget its strings."""
-        sys_codes, _ = self.systems.encode(frame["system"])
+        sys_codes = _encode_few(self.systems, frame["system"], strip=False)
         raw_codes, new = self.raw.encode(frame["answer"])
         if len(new):
             fresh = pd.Series(new, dtype=STRING)
@@ -810,15 +810,14 @@ class _EncodedRuns:
             LINE: _narrow_lines(frame[LINE].to_numpy(np.int64)),
             "_rows": len(frame),
         }
-        team = frame["team"].astype(str).str.strip() if "team" in frame else None
-        part["team"] = None if team is None else self.teams.encode(team)[0].astype(np.int32)
+        part["team"] = (
+            _encode_few(self.teams, frame["team"], strip=True) if "team" in frame else None
+        )
         for col in frame.columns:
             if col in ("system", "query_id", "answer", "score", "team", LINE):
                 continue
-            values = frame[col].astype(str)
-            if col == "provenance":
-                values = values.str.strip()
-            part[col] = self.text.setdefault(col, _Vocabulary()).encode(values)[0].astype(np.int32)
+            vocab = self.text.setdefault(col, _Vocabulary())
+            part[col] = _encode_few(vocab, frame[col], strip=col == "provenance")
         self.parts.append(part)
         self.paths.append(str(path))
 
@@ -836,6 +835,16 @@ class _EncodedRuns:
     def normalized_codes(self) -> np.ndarray:
         """Normalised-answer code of every raw-answer code."""
         return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
+
+
+def _encode_few(vocab: _Vocabulary, column: pd.Series, *, strip: bool) -> np.ndarray:
+    """``vocab`` codes (int32) of a text column with few distinct values (system, team,
+    provenance): each distinct value is converted, stripped and looked up once."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    values = pd.Series(uniques).astype(str)
+    if strip:
+        values = values.str.strip()
+    return vocab.encode(values)[0].astype(np.int32)[codes]
 
 
 def _codes_of(values: pd.Series, index: pd.Index) -> np.ndarray:
@@ -889,31 +898,38 @@ def _encode_runs(
     return runs
 
 
-def _run_teams(runs: _EncodedRuns, sys_codes: np.ndarray) -> np.ndarray:
+def _run_teams(runs: _EncodedRuns) -> np.ndarray:
     """One team per system: a blank team cell takes the system's team (or its name when no row
-    names a team).  Returns the team name of every system code (object array)."""
+    names a team).  Returns the team name of every system code (object array).
+
+    File by file (a system's rows are in one file), so no array spans every row.
+    """
     systems = runs.systems.values.to_numpy(zero_copy_only=False)
+    first_team = np.full(len(systems), -1, dtype=np.int64)
     if not len(runs.teams):
         return systems.copy()
-    team_codes = runs.column("team", blank=-1, pop=True)
     blank = runs.teams.code_of("")
-    named = (team_codes >= 0) & (team_codes != blank)
-    rows = np.flatnonzero(named)[::-1]
-    first_row = np.full(len(systems), -1, dtype=np.int64)
-    first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
-    first_team = np.where(first_row >= 0, team_codes[np.maximum(first_row, 0)], -1)
-    differs = named & (team_codes != first_team[sys_codes])
     teams = runs.teams.values.to_numpy(zero_copy_only=False)
-    if differs.any():
-        i = int(differs.nonzero()[0][0])
-        lines = runs.column(LINE)
-        file = runs.column("_file")
-        raise BundleError(
-            Path(runs.paths[file[i]]),
-            int(lines[i]),
-            f"system {systems[sys_codes[i]]!r} is given two teams "
-            f"({teams[first_team[sys_codes[i]]]!r} and {teams[team_codes[i]]!r})",
-        )
+    for p, path in zip(runs.parts, runs.paths, strict=True):
+        team_codes = p.pop("team", None)
+        if team_codes is None:
+            continue
+        sys_codes = p["system"]
+        named = team_codes != blank
+        rows = np.flatnonzero(named)[::-1]
+        first_row = np.full(len(systems), -1, dtype=np.int64)
+        first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
+        found = (first_row >= 0) & (first_team < 0)
+        first_team[found] = team_codes[first_row[found]]
+        differs = named & (team_codes != first_team[sys_codes])
+        if differs.any():
+            i = int(differs.nonzero()[0][0])
+            raise BundleError(
+                Path(path),
+                int(p[LINE][i]),
+                f"system {systems[sys_codes[i]]!r} is given two teams "
+                f"({teams[first_team[sys_codes[i]]]!r} and {teams[team_codes[i]]!r})",
+            )
     return np.where(first_team >= 0, teams[np.maximum(first_team, 0)], systems)
 
 
@@ -969,14 +985,12 @@ def _attach_facts(
     facts.index.name = "fact"
     for frame, key in zip(frames, keys, strict=True):
         frame["fact"] = np.searchsorted(uniques, key).astype(np.int64)
-    run_facts = [
-        np.searchsorted(
-            uniques, p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
-        )
-        for p in runs.parts
-    ]
-    fact = np.concatenate(run_facts) if len(run_facts) > 1 else run_facts[0]
-    del run_facts
+    fact = np.empty(sum(p["_rows"] for p in runs.parts), dtype=np.int64)
+    start = 0
+    for p in runs.parts:  # filled file by file: no second copy of the column
+        key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+        fact[start : start + len(key)] = np.searchsorted(uniques, key)
+        start += len(key)
     frame = _run_frame(runs, fact, uniques % width, answers)
     frame.attrs["duplicates"] = duplicates
     return facts, frame
@@ -987,8 +1001,8 @@ def _run_frame(
 ) -> pd.DataFrame:
     """The runs as one frame: ``system, team, query_id, answer, answer_raw, score, provenance,
     fact``, extra columns, ``_file, _line``; text columns are Categoricals (sorted categories)."""
+    teams = _run_teams(runs)
     sys_codes = runs.column("system", pop=True)
-    teams = _run_teams(runs, sys_codes)
     system = runs.systems.categorical(sys_codes)
     team_vocab = _Vocabulary()
     team_codes, _ = team_vocab.encode(teams)
@@ -1011,14 +1025,14 @@ def _run_frame(
         ),
         "answer": answer,
         "answer_raw": raw,
-        "score": runs.column("score", blank=np.nan, pop=True).astype(float),
+        "score": np.asarray(runs.column("score", blank=np.nan, pop=True), dtype=float),
     }
     text = dict(runs.text)
     text.setdefault("provenance", _Vocabulary())
     for name, vocab in text.items():
         blank = vocab.code_of("")
         columns[name] = vocab.categorical(runs.column(name, blank=blank, pop=True))
-    columns["fact"] = fact.astype(np.int64)
+    columns["fact"] = np.asarray(fact, dtype=np.int64)
     file_codes = runs.column("_file", pop=True)
     columns["_file"] = pd.Categorical.from_codes(
         file_codes.astype(_code_dtype(len(runs.paths))),
