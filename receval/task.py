@@ -961,21 +961,24 @@ def _attach_facts(
     keys = [q.astype(np.int64) * width + rank[a] for q, a in small]
     uniques = _sorted_unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     duplicates = False
-    for p in runs.parts:  # one run file at a time: its sorted keys merged into ``uniques``
-        key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
-        part = _sorted_unique(key)
-        # a system outputs a fact twice only within one part (runs/ files are one system each)
-        one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
-        if one_system:
-            duplicates |= len(part) < len(key)
-        else:
-            duplicates |= len(
-                _sorted_unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
-            ) < len(key)
-        at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
-        new = part if not len(uniques) else part[uniques[at] != part]
-        if len(new):
-            uniques = np.sort(np.concatenate([uniques, new]), kind="stable")
+    from receval.progress import progress
+
+    with progress(runs.parts, "numbering facts") as parts:
+        for p in parts:  # one run file at a time: its sorted keys merged into ``uniques``
+            key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+            part = _sorted_unique(key)
+            # a system outputs a fact twice only within one part (runs/ files are one system each)
+            one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
+            if one_system:
+                duplicates |= len(part) < len(key)
+            else:
+                duplicates |= len(
+                    _sorted_unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
+                ) < len(key)
+            at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
+            new = part if not len(uniques) else part[uniques[at] != part]
+            if len(new):
+                uniques = np.sort(np.concatenate([uniques, new]), kind="stable")
     facts = pd.DataFrame(
         {
             "query_id": queries.to_numpy(dtype=object)[uniques // width],
