@@ -528,6 +528,18 @@ def official_scores(
 
         if fact_matched(task):  # counted by the engine over integer codes (same numbers)
             return official_census(task, default_engine(task), policy)
+    return _official_scores_pandas(task, policy, average=average, cutoff=cutoff)
+
+
+def _official_scores_pandas(
+    task: Task,
+    policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
+    *,
+    average: str = "micro",
+    cutoff: int | None = None,
+) -> pd.DataFrame:
+    """:func:`official_scores` response by response in pandas (every bundle, every option)."""
+    _check_options(average, cutoff)
     unjudged = policy.resolved_unassessed(task)
     per_query = _per_query_counts(task, policy, cutoff)
     if average == "macro":
