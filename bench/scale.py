@@ -156,6 +156,14 @@ def label_round(task: Path, collection: int) -> int:
 
 def run_child(args: list[str]) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, its own peak RSS in bytes, stderr tail)."""
+    wall, rss, _, tail = run_child_timed(args)
+    return wall, rss, tail
+
+
+def run_child_timed(args: list[str]) -> tuple[float, float, float, str]:
+    """Run a command; return (wall seconds, its own peak RSS in bytes, its CPU seconds (user +
+    system: on a shared machine the wall time depends on the load, this much less), stderr
+    tail)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(args, stdout=out, stderr=err)
@@ -166,7 +174,7 @@ def run_child(args: list[str]) -> tuple[float, float, str]:
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"{' '.join(args)} failed: {' | '.join(tail)}")
     rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return wall, rss, " | ".join(tail)
+    return wall, rss, usage.ru_utime + usage.ru_stime, " | ".join(tail)
 
 
 def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Path) -> list[tuple]:
@@ -211,10 +219,11 @@ def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Pat
     for name, args in steps:
         if name == "score joint":
             label_round(task, collection=_collection_of(task))
-        wall, rss, _ = run_child(args)
+        wall, rss, cpu, _ = run_child_timed(args)
         results.append((name, wall, rss, rss / rows))
         print(
-            f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row",
+            f"  {name:<16} {wall:8.1f} s  {rss / 2**20:8.0f} MiB  {rss / rows:8.0f} B/row  "
+            f"(cpu {cpu:.1f} s)",
             flush=True,
         )
     return results
@@ -225,7 +234,12 @@ def _collection_of(task: Path) -> int:
 
 
 def scale(
-    rows_list: list[int], systems: int, bootstrap: int, engine: str, keep: Path | None
+    rows_list: list[int],
+    systems: int,
+    bootstrap: int,
+    engine: str,
+    keep: Path | None,
+    generate_only: bool = False,
 ) -> None:
     base = Path(tempfile.mkdtemp(prefix="receval-scale-"))
     try:
@@ -233,14 +247,25 @@ def scale(
         for rows in rows_list:
             queries, depth = _shape(rows, systems)
             task = (keep or base) / f"task-{rows}"
-            start = time.perf_counter()
-            n = generate(task, systems=systems, queries=queries, depth=depth)
-            (task / ".collection").write_text(str(3 * depth))
-            print(
-                f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); generated in "
-                f"{time.perf_counter() - start:.1f} s",
-                flush=True,
-            )
+            original = task / ".judgments-generated.parquet"
+            if original.is_file():  # a kept task: reuse it, with its generated qrels only
+                n = systems * queries * depth
+                shutil.copyfile(original, task / "judgments.parquet")
+                (task / "samples.tsv").unlink(missing_ok=True)
+                (task / "to_annotate.tsv").unlink(missing_ok=True)
+                print(f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); reused")
+            else:
+                start = time.perf_counter()
+                n = generate(task, systems=systems, queries=queries, depth=depth)
+                (task / ".collection").write_text(str(3 * depth))
+                shutil.copyfile(task / "judgments.parquet", original)
+                print(
+                    f"{n:,} rows ({systems} runs × {queries} queries × depth {depth}); "
+                    f"generated in {time.perf_counter() - start:.1f} s",
+                    flush=True,
+                )
+            if generate_only:
+                continue
             for name, wall, _, _ in pipeline(
                 task, n, bootstrap=bootstrap, engine=engine, workdir=base / f"out-{rows}"
             ):
@@ -382,14 +407,26 @@ def main() -> None:
     parser.add_argument("--systems", type=int, default=100)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--engine", default="duckdb")
-    parser.add_argument("--keep", type=Path, help="write the tasks here and keep them")
+    parser.add_argument(
+        "--keep", type=Path, help="write the tasks here and keep them (reused when present)"
+    )
     parser.add_argument("--versus-trec", type=float, help="rows of the TREC comparison task")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the TREC comparison")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="only write the tasks (with --keep)"
+    )
     args = parser.parse_args()
     if args.versus_trec:
         versus_trec(int(args.versus_trec), args.repeat)
         return
-    scale([int(r) for r in args.rows], args.systems, args.bootstrap, args.engine, args.keep)
+    scale(
+        [int(r) for r in args.rows],
+        args.systems,
+        args.bootstrap,
+        args.engine,
+        args.keep,
+        args.generate_only,
+    )
 
 
 if __name__ == "__main__":

@@ -369,8 +369,12 @@ def _engine_for(task: Task, engine: Any) -> Any:
 
     if not fact_matched(task):
         return None
-    if engine is None or isinstance(engine, str):
-        return connect(engine or "duckdb")
+    if engine is None or engine == "duckdb":
+        from receval.engine.census import default_engine
+
+        return default_engine(task)  # shared with the official census: tables registered once
+    if isinstance(engine, str):
+        return connect(engine)
     return engine
 
 

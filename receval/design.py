@@ -44,8 +44,11 @@ def sampling_probabilities(
     -------
     Series aligned with ``outputs.index``; sums to 1 within each system.
     """
+    from receval.task import system_codes
+
+    sys_codes = system_codes(outputs["system"])[0].astype(np.int64)
     if distribution == "uniform":
-        size = outputs.groupby("system")["fact"].transform("size").to_numpy(float)
+        size = np.bincount(sys_codes)[sys_codes].astype(float) if len(sys_codes) else np.zeros(0)
         return pd.Series(1.0 / size, index=outputs.index, name="prob")
     if distribution != "entity-relation":
         raise ValueError(
@@ -54,24 +57,29 @@ def sampling_probabilities(
     q = queries.set_index("query_id")
     entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
     slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
-    frame = pd.DataFrame(
-        {
-            "system": outputs["system"].to_numpy(),
-            "fact": outputs["fact"].to_numpy(),
-            "subj": entity.reindex(outputs["query_id"]).to_numpy(),
-            "rel": slot.reindex(outputs["query_id"]).to_numpy(),
-        },
-        index=outputs.index,
-    )
+    # integer codes per query, then per row (no string per row)
+    q_codes, q_values = system_codes(outputs["query_id"])
+    subj_of = pd.factorize(entity.reindex(q_values), use_na_sentinel=False)[0].astype(np.int64)
+    rel_of = pd.factorize(slot.reindex(q_values), use_na_sentinel=False)[0].astype(np.int64)
+    subj = _group_key(sys_codes, subj_of[q_codes])
+    rel = _group_key(sys_codes, rel_of[q_codes])
     # instances = input rows (a fact output twice, e.g. with two provenances, is two instances)
-    frame["inst"] = outputs["copies"].to_numpy(float) if "copies" in outputs else 1.0
-    distinct = frame.groupby(["system", "subj"])["fact"].transform("size").to_numpy(float)
-    inst_subj = frame.groupby(["system", "subj"])["inst"].transform("sum").to_numpy(float)
-    inst_rel = frame.groupby(["system", "rel"])["inst"].transform("sum").to_numpy(float)
+    inst = outputs["copies"].to_numpy(float) if "copies" in outputs else np.ones(len(sys_codes))
+    distinct = np.bincount(subj)[subj].astype(float)  # counts and integer sums: exact
+    inst_subj = np.bincount(subj, weights=inst)[subj]
+    inst_rel = np.bincount(rel, weights=inst)[rel]
     weight = distinct / (inst_subj * inst_rel)
-    frame["w"] = weight
-    total = frame.groupby("system")["w"].transform("sum").to_numpy()
+    total = pd.Series(weight).groupby(sys_codes).transform("sum").to_numpy()
     return pd.Series(weight / total, index=outputs.index, name="prob")
+
+
+def _group_key(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Dense integer codes of the pairs ``(first, second)`` (both non-negative integers)."""
+    width = int(second.max(initial=0)) + 1
+    key = first * width + second
+    if int(first.max(initial=0)) * width < 50_000_000:
+        return key
+    return np.unique(key, return_inverse=True)[1].ravel()
 
 
 def draw_precision_samples(
@@ -105,8 +113,11 @@ def draw_precision_samples(
     if not chosen:
         return pd.DataFrame(columns=columns)
     # rows of the chosen systems in system order; one uniform per draw, inverse CDF per system
-    code = {name: k for k, name in enumerate(chosen)}
-    system_codes = outputs["system"].map(code).fillna(-1).to_numpy(np.int64)
+    from receval.task import system_codes as text_codes
+
+    out_codes, names = text_codes(outputs["system"])
+    code = np.append(pd.Index(chosen).get_indexer(names), -1)  # name code -> chosen (-1: not)
+    system_codes = code[out_codes].astype(np.int64)
     rows = np.flatnonzero(system_codes >= 0)
     rows = rows[np.argsort(system_codes[rows], kind="stable")]
     block = system_codes[rows]
@@ -122,7 +133,7 @@ def draw_precision_samples(
     pick = np.clip(pick, start[owner], stop[owner] - 1)  # guard the block ends against rounding
     drawn = outputs.iloc[rows[pick]]
     answer = drawn["answer_raw"] if "answer_raw" in drawn else drawn["answer"]
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "sample": sample,
             "system": drawn["system"].to_numpy(),
@@ -134,6 +145,8 @@ def draw_precision_samples(
         },
         columns=columns,
     )
+    frame.attrs["rows"] = rows[pick]  # the drawn rows of ``outputs`` (for new_sample_round)
+    return frame
 
 
 #: design of weighted exhaustive units: independent draws with replacement, p_u ∝ weight
@@ -247,6 +260,27 @@ class Sampler:
     n: int
 
 
+def output_rows(outputs: pd.DataFrame, systems, facts: np.ndarray) -> np.ndarray:
+    """The row (position) in ``outputs`` of every ``(system, fact)`` pair; -1 where that system
+    never output that fact.  Integer keys over the outputs of those facts only."""
+    from receval.task import system_codes
+
+    out_codes, names = system_codes(outputs["system"])
+    codes = names.get_indexer(pd.Index(systems)).astype(np.int64)
+    fact = outputs["fact"].to_numpy(np.int64)
+    facts = np.asarray(facts, dtype=np.int64)
+    width = int(max(fact.max(initial=0), facts.max(initial=0))) + 1
+    near = np.flatnonzero(np.isin(fact, np.unique(facts)))
+    key = out_codes[near].astype(np.int64) * width + fact[near]
+    order = np.argsort(key, kind="stable")
+    want = codes * width + facts
+    pos = np.searchsorted(key[order], want)
+    pos = np.minimum(pos, max(len(order) - 1, 0))
+    found = (codes >= 0) & (len(order) > 0)
+    found &= key[order][pos] == want if len(order) else False
+    return np.where(found, near[order][pos] if len(order) else -1, -1)
+
+
 def infer_designs(
     samples: pd.DataFrame, outputs: pd.DataFrame, queries: pd.DataFrame, path
 ) -> list[Sampler]:
@@ -260,15 +294,24 @@ def infer_designs(
     """
     if samples.empty:
         return []
-    expected = {d: sampling_probabilities(outputs, queries, d) for d in DISTRIBUTIONS}
-    key = pd.MultiIndex.from_frame(outputs[["system", "fact"]])
-    lookup = {d: pd.Series(v.to_numpy(), index=key) for d, v in expected.items()}
+    # every draw's row in outputs (-1: not an output), then each design's s_j at those rows
+    at = output_rows(outputs, samples["system"], samples["fact"].to_numpy(np.int64))
+    cache: dict[str, pd.Series] = {}
+
+    def expected(design: str) -> pd.Series:
+        """s_j of ``design`` at every draw (computed when a sampler first asks for it)."""
+        if design not in cache:
+            s = sampling_probabilities(outputs, queries, design).to_numpy()
+            cache[design] = pd.Series(
+                np.where(at >= 0, s[np.maximum(at, 0)], np.nan), index=samples.index
+            )
+        return cache[design]
+
     out = []
     declared_col = (
         samples["design"] if "design" in samples.columns else pd.Series("", index=samples.index)
     )
     for (sample, system), rows in samples.groupby(["sample", "system"], sort=True):
-        idx = pd.MultiIndex.from_arrays([rows["system"], rows["fact"]])
         declared = {str(v).strip() for v in declared_col.loc[rows.index]} - {""}
         if len(declared) > 1:
             raise BundleError(
@@ -278,7 +321,7 @@ def infer_designs(
             )
         candidates = list(declared) if declared else list(DISTRIBUTIONS)
         for d in candidates:
-            if d not in lookup:
+            if d not in DISTRIBUTIONS:
                 raise BundleError(
                     path,
                     int(rows[LINE].iloc[0]),
@@ -287,7 +330,7 @@ def infer_designs(
         chosen = None
         worst = None
         for d in candidates:
-            want = lookup[d].reindex(idx).to_numpy()
+            want = expected(d).loc[rows.index].to_numpy()
             got = rows["prob"].to_numpy(float)
             ok = np.isclose(got, want, rtol=1e-4, atol=0)
             if ok.all():
@@ -360,10 +403,8 @@ def new_sample_round(
         sample=name,
         systems=systems,
     )
-    key = task.outputs.set_index(["system", "query_id", "answer_raw"])["fact"]
-    facts = key.reindex(
-        pd.MultiIndex.from_frame(drawn[["system", "query_id", "answer"]])
-    ).to_numpy()
+    rows = drawn.attrs.get("rows", np.empty(0, np.int64))
+    facts = task.outputs["fact"].to_numpy(np.int64)[rows]
     earlier = (
         task.samples["fact"].to_numpy(np.int64) if len(task.samples) else np.empty(0, np.int64)
     )

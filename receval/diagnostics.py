@@ -119,14 +119,13 @@ def _unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
     team = pd.Categorical(outputs["team"], categories=sorted(outputs["team"].unique()))
     fact = outputs["fact"].to_numpy(np.int64)
     n_facts = len(task.facts)
-    pairs = np.sort(fact * len(team.categories) + team.codes)  # a sort beats a hash here
-    first = np.ones(len(pairs), dtype=bool)
-    first[1:] = pairs[1:] != pairs[:-1]
-    teams_per_fact = np.bincount(pairs[first] // len(team.categories), minlength=n_facts)
     codes = np.full(n_facts, -1, dtype=np.int64)
     codes[fact[::-1]] = team.codes[::-1]  # reversed: the first output's team wins
+    # a fact is unique to its owner's team when no output of it has another team (no sort)
+    shared = np.zeros(n_facts, dtype=bool)
+    shared[fact[team.codes != codes[fact]]] = True
     owner = pd.Categorical.from_codes(codes, categories=team.categories)
-    return teams_per_fact == 1, owner
+    return (codes >= 0) & ~shared, owner
 
 
 def _fact_matched(task: Task) -> bool:

@@ -11,6 +11,7 @@ and line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +24,7 @@ from receval.config import Matching, TaskConfig, load_config
 from receval.errors import BundleError
 from receval.formats.tables import (
     LINE,
+    STRING,
     TABLE_SUFFIXES,
     arrow_to_strings,
     find_table,
@@ -356,9 +358,10 @@ def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) ->
 
 
 def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
-    unknown = ~frame["query_id"].isin(known)
+    codes, uniques = pd.factorize(frame["query_id"])
+    unknown = ~np.append(pd.Index(uniques).isin(known), False)[codes]
     if unknown.any():
-        i = unknown.to_numpy().nonzero()[0][0]
+        i = int(np.flatnonzero(unknown)[0])
         raise BundleError(
             path,
             int(frame[LINE].iloc[i]),
@@ -391,7 +394,7 @@ def _read_run_table(path: Path, run_columns: tuple[str, ...] | None) -> pd.DataF
 
 def _run_sources(
     root: Path, files: dict[str, Path], run_columns: tuple[str, ...] | None = None
-) -> list[_Source]:
+) -> list:
     """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
     other files and hidden files such as ``._A.tsv`` are ignored)."""
     single = find_table(root, "runs")
@@ -423,24 +426,29 @@ def _run_sources(
                 f"system {path.stem!r} has two run files ({stems[path.stem].name} and {path.name}); keep one",
             )
         stems[path.stem] = path
-    sources = []
     for path in paths:
         files[f"runs/{path.name}"] = path
-        src = _Source(_read_run_table(path, run_columns), path)
-        frame = src.frame
-        _require(src, ("query_id", "answer"), "runs")
-        if "system" in frame.columns:
-            other = frame["system"].astype(str).str.strip() != path.stem
-            if other.any():
-                i = other.to_numpy().nonzero()[0][0]
-                raise BundleError(
-                    path,
-                    int(frame[LINE].iloc[i]),
-                    f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
-                )
-        frame["system"] = path.stem
-        sources.append(src)  # a header-only file is an empty submission (see _check_runs)
-    return sources
+    # read one file at a time while checking (see _encode_runs): the runs are never all strings
+    return [functools.partial(_read_run_file, path, run_columns) for path in paths]
+
+
+def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> _Source:
+    """One ``runs/<system>`` table; its ``system`` column (optional) must be the file stem.
+    A header-only file is an empty submission (see :func:`_encode_runs`)."""
+    src = _Source(_read_run_table(path, run_columns), path)
+    frame = src.frame
+    _require(src, ("query_id", "answer"), "runs")
+    if "system" in frame.columns:
+        other = frame["system"].astype(str).str.strip() != path.stem
+        if other.any():
+            i = other.to_numpy().nonzero()[0][0]
+            raise BundleError(
+                path,
+                int(frame[LINE].iloc[i]),
+                f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
+            )
+    frame["system"] = path.stem
+    return src
 
 
 def _frame_source(data: object, table: str) -> _Source | None:
@@ -551,7 +559,7 @@ def _build_task(
     files: dict[str, Path],
     *,
     queries: _Source,
-    runs: list[_Source],
+    runs: list,
     judgments: _Source | None,
     samples: _Source | None,
     exhaustive_units: _Source | None,
@@ -562,23 +570,25 @@ def _build_task(
     designs: the one path from string tables (files or frames) to a :class:`Task`."""
     query_frame = _check_queries(queries)
     known = set(query_frame["query_id"])
-    run_frame = _check_runs(runs, known)
+    encoded = _encode_runs(runs, pd.Index(sorted(known), dtype=object), known, config.matching)
     judgment_frame = _check_judgments(judgments, config, known)
     sample_frame = _check_samples(samples, known)
     units, exhaustive_frame = _check_exhaustive(exhaustive_units, exhaustive, known)
     truth_frame = _check_truth(truth, config, known)
-    frames = [run_frame, judgment_frame, sample_frame, exhaustive_frame]
+    frames = [judgment_frame, sample_frame, exhaustive_frame]
     if truth_frame is not None:
         frames.append(truth_frame)
-    facts = _attach_facts(frames, config.matching)
+    facts, run_frame = _attach_facts(frames, config.matching, encoded)
+    del encoded
     if truth_frame is not None:
         truth_frame = _dedupe_truth(truth_frame, truth.path)
+    empty_systems = tuple(run_frame.attrs.get("empty_systems", ()))
     outputs, raw_outputs = _collapse_outputs(run_frame)
-    pool = outputs.groupby("fact")["system"].nunique()
-    facts["in_pool"] = False
-    facts.loc[pool.index, "in_pool"] = True
-    facts["systems"] = 0
-    facts.loc[pool.index, "systems"] = pool.to_numpy()
+    del run_frame
+    # outputs hold each (system, fact) once: a fact's systems are its rows
+    systems = np.bincount(outputs["fact"].to_numpy(np.int64), minlength=len(facts))
+    facts["in_pool"] = systems > 0
+    facts["systems"] = systems.astype(np.int64)
     sample_path = samples.path if samples is not None else None
     _check_samples_against_outputs(sample_frame, outputs, sample_path)
     task = Task(
@@ -594,7 +604,7 @@ def _build_task(
         exhaustive=exhaustive_frame.reset_index(drop=True),
         truth=truth_frame,
         files=files,
-        empty_systems=tuple(run_frame.attrs.get("empty_systems", ())),
+        empty_systems=empty_systems,
     )
     from receval.design import infer_designs
 
@@ -628,85 +638,417 @@ def _check_queries(src: _Source) -> pd.DataFrame:
     return frame.drop(columns=[LINE]).reset_index(drop=True)
 
 
-def _check_runs(sources: list[_Source], known: set[str]) -> pd.DataFrame:
-    """Concatenate the run tables (``_file`` = the path errors name) and check them.
+# ---------------------------------------------------------------------------------------------
+# runs: read one file at a time, checked as strings, kept as integer codes (Categorical columns)
+
+
+def _code_dtype(n: int) -> type:
+    """The smallest signed integer type pandas uses for the codes of ``n`` categories."""
+    for kind in (np.int8, np.int16, np.int32):
+        if n < np.iinfo(kind).max:
+            return kind
+    return np.int64
+
+
+class _Vocabulary:
+    """Strings numbered in first-seen order, grown one column at a time (:meth:`encode`);
+    :meth:`categorical` turns codes into a Categorical with sorted categories.
+
+    Hashing and lookups run in Arrow kernels (no Python object per value).  Two levels, so that
+    a lookup hashes the large part rarely rebuilt (``_old``) and the values added since
+    (``_new``), merged when ``_new`` grows large.
+    """
+
+    def __init__(self) -> None:
+        import pyarrow as pa
+
+        self._old = pa.array([], type=pa.large_string())
+        self._new: list = []
+        self._new_len = 0
+
+    def __len__(self) -> int:
+        return len(self._old) + self._new_len
+
+    #: From this many values on, lookups in ``_old`` run as a DuckDB join (faster than
+    #: hashing the whole value set again in Arrow for every column).
+    LARGE = 200_000
+
+    def _merge(self) -> None:
+        import pyarrow as pa
+
+        if self._new:
+            self._old = pa.concat_arrays([self._old, *self._new])
+            self._new, self._new_len = [], 0
+            self._table = None
+
+    def _lookup_old(self, uniques) -> np.ndarray:
+        """The ``_old`` code of every value of ``uniques`` (-1 when absent)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if len(self._old) < self.LARGE:
+            found = pc.index_in(uniques, value_set=self._old).to_numpy(zero_copy_only=False)
+            if found.dtype.kind != "f":
+                return found.astype(np.int64)
+            return np.where(np.isnan(found), -1, np.nan_to_num(found, nan=-1)).astype(np.int64)
+        if getattr(self, "_table", None) is None:
+            import duckdb
+
+            if getattr(self, "_con", None) is None:
+                import tempfile
+
+                self._con = duckdb.connect()
+                self._con.execute("SET memory_limit = '2GB'")  # spills beyond that
+                spill = Path(tempfile.gettempdir()) / "receval-duckdb"
+                self._con.execute(f"SET temp_directory = '{spill.as_posix()}'")
+            codes = pa.array(np.arange(len(self._old), dtype=np.int64))
+            self._con.register("known_values", pa.table({"a": self._old, "code": codes}))
+            self._con.execute("CREATE OR REPLACE TABLE known AS SELECT a, code FROM known_values")
+            self._con.unregister("known_values")
+            self._table = "known"
+        index = pa.array(np.arange(len(uniques), dtype=np.int64))
+        self._con.register("wanted", pa.table({"a": uniques, "i": index}))
+        hits = self._con.execute(
+            "SELECT w.i, k.code FROM wanted w JOIN known k ON w.a = k.a"
+        ).fetchnumpy()
+        self._con.unregister("wanted")
+        out = np.full(len(uniques), -1, dtype=np.int64)
+        out[np.asarray(hits["i"], dtype=np.int64)] = np.asarray(hits["code"], dtype=np.int64)
+        return out
+
+    @property
+    def values(self):
+        """Every value, in code order (a pyarrow array)."""
+        self._merge()
+        return self._old
+
+    def encode(self, column) -> tuple[np.ndarray, np.ndarray]:
+        """(codes of ``column``, the values this call added, in code order, as an object
+        array)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values = pa.array(np.asarray(column, dtype=object) if isinstance(column, list) else column)
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        values = values.cast(pa.large_string())
+        encoded = pc.dictionary_encode(values)
+        uniques = encoded.dictionary
+        where = np.full(len(uniques), -1, dtype=np.int64)
+        if len(self._old) and len(uniques):
+            where = self._lookup_old(uniques)
+        miss = np.flatnonzero(where < 0)
+        if len(miss) and self._new_len:
+            found = pc.index_in(uniques.take(pa.array(miss)), value_set=pa.concat_arrays(self._new))
+            found = found.to_numpy(zero_copy_only=False)
+            hit = ~np.isnan(found) if found.dtype.kind == "f" else np.ones(len(found), bool)
+            where[miss[hit]] = np.nan_to_num(found[hit]).astype(np.int64) + len(self._old)
+            miss = miss[~hit]
+        added = uniques.take(pa.array(miss)) if len(miss) else uniques.slice(0, 0)
+        if len(miss):
+            where[miss] = np.arange(len(self), len(self) + len(miss))
+            self._new.append(added)
+            self._new_len += len(added)
+            if self._new_len > max(len(self._old) // 4, 4096):
+                self._merge()
+        codes = where[encoded.indices.to_numpy(zero_copy_only=False)]
+        return codes, added.to_numpy(zero_copy_only=False)
+
+    def code_of(self, value: str) -> int:
+        """The code of ``value`` (added when new)."""
+        return int(self.encode(np.array([value], dtype=object))[0][0])
+
+    def ranks(self) -> tuple[np.ndarray, pd.Index]:
+        """(rank of every code in sorted order, the sorted values)."""
+        import pyarrow.compute as pc
+
+        values = self.values
+        order = pc.sort_indices(values).to_numpy()
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[order] = np.arange(len(values))
+        ordered = values.take(order).to_numpy(zero_copy_only=False)
+        return rank, pd.Index(ordered, dtype=STRING)
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        rank, categories = self.ranks()
+        kind = _code_dtype(len(categories))
+        return pd.Categorical.from_codes(
+            rank.astype(kind)[codes], dtype=pd.CategoricalDtype(categories), validate=False
+        )
+
+
+@dataclass
+class _EncodedRuns:
+    """Every run row as integer codes, in input order (files in order, rows in file order)."""
+
+    queries: pd.Index  # sorted query ids: query codes index it
+    systems: _Vocabulary = field(default_factory=_Vocabulary)
+    teams: _Vocabulary = field(default_factory=_Vocabulary)
+    raw: _Vocabulary = field(default_factory=_Vocabulary)  # answers as given
+    normalized: _Vocabulary = field(default_factory=_Vocabulary)
+    raw_to_normalized: list[np.ndarray] = field(default_factory=list)
+    text: dict[str, _Vocabulary] = field(default_factory=dict)  # provenance and extra columns
+    parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    empty_systems: tuple[str, ...] = ()
+
+    def add(self, frame: pd.DataFrame, path: Path, matching: Matching) -> None:
+        """Encode one checked run table (string columns) and forget its strings."""
+        sys_codes = _encode_few(self.systems, frame["system"], strip=False)
+        raw_codes, new = self.raw.encode(frame["answer"])
+        if len(new):
+            fresh = pd.Series(new, dtype=STRING)
+            self.raw_to_normalized.append(
+                self.normalized.encode(normalize_answers(fresh, matching))[0]
+            )
+        part = {
+            "system": sys_codes.astype(np.int32),
+            "query_id": _codes_of(frame["query_id"], self.queries).astype(np.int32),
+            "answer_raw": raw_codes.astype(np.int32),
+            "score": frame["score"].to_numpy(float) if "score" in frame else None,
+            "_file": np.full(len(frame), len(self.paths), dtype=np.int32),
+            LINE: _narrow_lines(frame[LINE].to_numpy(np.int64)),
+            "_rows": len(frame),
+        }
+        part["team"] = (
+            _encode_few(self.teams, frame["team"], strip=True) if "team" in frame else None
+        )
+        for col in frame.columns:
+            if col in ("system", "query_id", "answer", "score", "team", LINE):
+                continue
+            vocab = self.text.setdefault(col, _Vocabulary())
+            part[col] = _encode_few(vocab, frame[col], strip=col == "provenance")
+        self.parts.append(part)
+        self.paths.append(str(path))
+
+    def column(self, name: str, blank: int | float = -1, *, pop: bool = False) -> np.ndarray:
+        """One code column over every row (``blank`` for files without the column); ``pop``
+        forgets the per-file pieces (so a column is held once)."""
+        pieces = [
+            p[name] if p.get(name) is not None else np.full(p["_rows"], blank) for p in self.parts
+        ]
+        if pop:
+            for p in self.parts:
+                p.pop(name, None)
+        return np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0])
+
+    def normalized_codes(self) -> np.ndarray:
+        """Normalised-answer code of every raw-answer code."""
+        return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
+
+
+def _encode_few(vocab: _Vocabulary, column: pd.Series, *, strip: bool) -> np.ndarray:
+    """``vocab`` codes (int32) of a text column with few distinct values (system, team,
+    provenance): each distinct value is converted, stripped and looked up once."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    values = pd.Series(uniques).astype(str)
+    if strip:
+        values = values.str.strip()
+    return vocab.encode(values)[0].astype(np.int32)[codes]
+
+
+def _codes_of(values: pd.Series, index: pd.Index) -> np.ndarray:
+    """The position in ``index`` of every value (-1 when absent), hashing each distinct value
+    once (a run repeats a few query ids many times)."""
+    codes, uniques = pd.factorize(values)
+    return np.append(index.get_indexer(uniques), -1)[codes]
+
+
+def _narrow_lines(lines: np.ndarray) -> np.ndarray:
+    """Line numbers as int32 when they fit (they always do for a table in memory)."""
+    return lines.astype(np.int32) if lines.max(initial=0) < np.iinfo(np.int32).max else lines
+
+
+def _read_run_source(src) -> _Source:
+    return src() if callable(src) else src
+
+
+def _encode_runs(
+    sources: list, queries: pd.Index, known: set[str], matching: Matching
+) -> _EncodedRuns:
+    """Read and check the run tables one at a time (``_file`` = the path errors name) and
+    encode them (:class:`_EncodedRuns`).
 
     In a ``runs/`` folder a file with a header and no rows is an empty submission: it is left
-    out here and listed in ``attrs["empty_systems"]`` (scored: precision undefined, recall 0).
-    A bundle with no outputs at all is an error.
+    out here and listed in ``empty_systems`` (scored: precision undefined, recall 0).  A bundle
+    with no outputs at all is an error.
     """
-    parts = []
-    # the source file of every row, dictionary-encoded (one string per file, not per row)
-    paths = [str(src.path) for src in sources]
-    for k, src in enumerate(sources):
-        frame = src.frame
-        _require(src, ("system", "query_id", "answer"), "runs")
-        if frame.empty:  # a header-only runs/<system> file: an empty submission
-            parts.append(frame)
-            continue
-        _nonempty(frame, src.path, ("system", "query_id", "answer"))
-        _check_queries_known(frame, src.path, known)
-        if "score" in frame.columns:
-            frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
-        codes = np.full(len(frame), k, dtype=np.int32)
-        frame["_file"] = pd.Categorical.from_codes(codes, categories=pd.Index(paths).unique())
-        parts.append(frame)
-    if all(p.empty for p in parts):
-        src = sources[0]
-        raise BundleError(src.path, src.first_row, f"no outputs: {src.no_rows}")
-    empty = tuple(src.path.stem for src in sources if src.frame.empty) if len(sources) > 1 else ()
-    parts = [p for p in parts if not p.empty]
-    runs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    runs.attrs["empty_systems"] = empty
-    # an optional column present in some runs/ files only is blank in the others
-    for col in runs.columns:
-        if col not in (LINE, "score", "_file") and runs[col].hasnans:
-            runs[col] = runs[col].fillna("")
-    # the same dtypes whether the runs came from one table or a runs/ folder
-    for col in ("system", "query_id", "answer"):
-        runs[col] = runs[col].astype(str)
-    runs["score"] = runs["score"].astype(float) if "score" in runs.columns else np.nan
-    for col in ("team", "provenance"):
-        if col not in runs.columns:
-            runs[col] = ""
-        runs[col] = runs[col].fillna("").astype(str).str.strip()
-    _assign_teams(runs)
+    from receval.progress import progress
+
+    runs = _EncodedRuns(queries=queries)
+    empty = []
+    first = None
+    with progress(sources, "reading runs") as items:
+        for item in items:
+            src = _read_run_source(item)
+            first = first or src
+            frame = src.frame
+            _require(src, ("system", "query_id", "answer"), "runs")
+            if frame.empty:  # a header-only runs/<system> file: an empty submission
+                empty.append(src.path.stem)
+                continue
+            _nonempty(frame, src.path, ("system", "query_id", "answer"))
+            _check_queries_known(frame, src.path, known)
+            if "score" in frame.columns:
+                frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
+            runs.add(frame, src.path, matching)
+    if not runs.parts:
+        raise BundleError(first.path, first.first_row, f"no outputs: {first.no_rows}")
+    runs.empty_systems = tuple(empty) if len(sources) > 1 else ()
     return runs
 
 
-def _assign_teams(runs: pd.DataFrame) -> None:
-    """One team per system; a blank team cell takes the system's team (or its name when no row
-    names a team).  Vectorised over integer codes of systems and teams."""
-    sys_codes, systems = pd.factorize(runs["system"])
-    team_codes, teams = pd.factorize(runs["team"])
-    named = (runs["team"] != "").to_numpy()
-    rows = np.flatnonzero(named)[::-1]
-    first_row = np.full(len(systems), -1, dtype=np.int64)
-    first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
-    first_team = np.where(first_row >= 0, team_codes[np.maximum(first_row, 0)], -1)
-    differs = named & (team_codes != first_team[sys_codes])
-    if differs.any():
-        i = int(differs.nonzero()[0][0])
-        raise BundleError(
-            Path(runs["_file"].iloc[i]),
-            int(runs[LINE].iloc[i]),
-            f"system {systems[sys_codes[i]]!r} is given two teams "
-            f"({teams[first_team[sys_codes[i]]]!r} and {runs['team'].iloc[i]!r})",
-        )
-    names = np.where(
-        first_team >= 0,
-        np.asarray(teams, dtype=object)[np.maximum(first_team, 0)],
-        np.asarray(systems, dtype=object),
+def _run_teams(runs: _EncodedRuns) -> np.ndarray:
+    """One team per system: a blank team cell takes the system's team (or its name when no row
+    names a team).  Returns the team name of every system code (object array).
+
+    File by file (a system's rows are in one file), so no array spans every row.
+    """
+    systems = runs.systems.values.to_numpy(zero_copy_only=False)
+    first_team = np.full(len(systems), -1, dtype=np.int64)
+    if not len(runs.teams):
+        return systems.copy()
+    blank = runs.teams.code_of("")
+    teams = runs.teams.values.to_numpy(zero_copy_only=False)
+    for p, path in zip(runs.parts, runs.paths, strict=True):
+        team_codes = p.pop("team", None)
+        if team_codes is None:
+            continue
+        sys_codes = p["system"]
+        named = team_codes != blank
+        rows = np.flatnonzero(named)[::-1]
+        first_row = np.full(len(systems), -1, dtype=np.int64)
+        first_row[sys_codes[rows]] = rows  # reversed, so the earliest row of each system wins
+        found = (first_row >= 0) & (first_team < 0)
+        first_team[found] = team_codes[first_row[found]]
+        differs = named & (team_codes != first_team[sys_codes])
+        if differs.any():
+            i = int(differs.nonzero()[0][0])
+            raise BundleError(
+                Path(path),
+                int(p[LINE][i]),
+                f"system {systems[sys_codes[i]]!r} is given two teams "
+                f"({teams[first_team[sys_codes[i]]]!r} and {teams[team_codes[i]]!r})",
+            )
+    return np.where(first_team >= 0, teams[np.maximum(first_team, 0)], systems)
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based ``unique`` is much slower on int64 keys)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
+def _attach_facts(
+    frames: list[pd.DataFrame], matching: Matching, runs: _EncodedRuns
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Normalise the answers of the small tables in place (``answer_raw`` keeps the original),
+    number the facts and turn the encoded runs into their frame (Categorical text columns).
+
+    Fact ids are the ranks of ``(query_id, normalised answer)`` in sorted order, so they do not
+    depend on which file mentions a fact first.  Returns ``(facts, runs frame)``.
+    """
+    queries = runs.queries
+    small = []
+    for frame in frames:
+        frame["answer_raw"] = frame["answer"]
+        frame["answer"] = normalize_answers(frame["answer"], matching)
+        codes, _ = runs.normalized.encode(frame["answer"]) if len(frame) else (np.zeros(0), None)
+        small.append((queries.get_indexer(frame["query_id"]), codes.astype(np.int64)))
+    rank, answers = runs.normalized.ranks()
+    width = max(len(answers), 1)
+    to_answer = rank[runs.normalized_codes().astype(np.int64)]
+    keys = [q.astype(np.int64) * width + rank[a] for q, a in small]
+    uniques = _sorted_unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    duplicates = False
+    from receval.progress import progress
+
+    with progress(runs.parts, "numbering facts") as parts:
+        for p in parts:  # one run file at a time: its sorted keys merged into ``uniques``
+            key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+            part = _sorted_unique(key)
+            # a system outputs a fact twice only within one part (runs/ files are one system each)
+            one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
+            if one_system:
+                duplicates |= len(part) < len(key)
+            else:
+                duplicates |= len(
+                    _sorted_unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
+                ) < len(key)
+            at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
+            new = part if not len(uniques) else part[uniques[at] != part]
+            if len(new):
+                uniques = np.sort(np.concatenate([uniques, new]), kind="stable")
+    facts = pd.DataFrame(
+        {
+            "query_id": queries.to_numpy(dtype=object)[uniques // width],
+            "answer": answers.to_numpy(dtype=object)[uniques % width],
+        }
     )
-    runs["team"] = _take_text(names, sys_codes)
+    facts.index.name = "fact"
+    for frame, key in zip(frames, keys, strict=True):
+        frame["fact"] = np.searchsorted(uniques, key).astype(np.int64)
+    fact = np.empty(sum(p["_rows"] for p in runs.parts), dtype=np.int64)
+    start = 0
+    for p in runs.parts:  # filled file by file: no second copy of the column
+        key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
+        fact[start : start + len(key)] = np.searchsorted(uniques, key)
+        start += len(key)
+    frame = _run_frame(runs, fact, uniques % width, answers)
+    frame.attrs["duplicates"] = duplicates
+    return facts, frame
 
 
-def _take_text(values: np.ndarray, codes: np.ndarray) -> pd.Series:
-    """``values[codes]`` as a text column, without one Python object per row."""
-    import pyarrow as pa
-
-    taken = pa.array(values.tolist(), type=pa.string()).take(pa.array(codes))
-    return pd.Series(taken.to_pandas()).astype(str)
+def _run_frame(
+    runs: _EncodedRuns, fact: np.ndarray, fact_answer: np.ndarray, answers: pd.Index
+) -> pd.DataFrame:
+    """The runs as one frame: ``system, team, query_id, answer, answer_raw, score, provenance,
+    fact``, extra columns, ``_file, _line``; text columns are Categoricals (sorted categories)."""
+    teams = _run_teams(runs)
+    sys_codes = runs.column("system", pop=True)
+    system = runs.systems.categorical(sys_codes)
+    team_vocab = _Vocabulary()
+    team_codes, _ = team_vocab.encode(teams)
+    n = len(fact)
+    answer = pd.Categorical.from_codes(
+        fact_answer.astype(_code_dtype(len(answers)))[fact],
+        dtype=pd.CategoricalDtype(answers),
+        validate=False,
+    )
+    raw = runs.raw.categorical(runs.column("answer_raw", pop=True))
+    if raw.categories.equals(answers) and np.array_equal(raw.codes, answer.codes):
+        raw = answer  # nothing changed by normalisation: one column for both
+    columns = {
+        "system": system,
+        "team": team_vocab.categorical(team_codes[sys_codes] if n else []),
+        "query_id": pd.Categorical.from_codes(
+            runs.column("query_id", pop=True).astype(_code_dtype(len(runs.queries))),
+            dtype=pd.CategoricalDtype(pd.Index(runs.queries, dtype=STRING)),
+            validate=False,
+        ),
+        "answer": answer,
+        "answer_raw": raw,
+        "score": np.asarray(runs.column("score", blank=np.nan, pop=True), dtype=float),
+    }
+    text = dict(runs.text)
+    text.setdefault("provenance", _Vocabulary())
+    for name, vocab in text.items():
+        blank = vocab.code_of("")
+        columns[name] = vocab.categorical(runs.column(name, blank=blank, pop=True))
+    columns["fact"] = np.asarray(fact, dtype=np.int64)
+    file_codes = runs.column("_file", pop=True)
+    columns["_file"] = pd.Categorical.from_codes(
+        file_codes.astype(_code_dtype(len(runs.paths))),
+        categories=pd.Index(runs.paths),
+        validate=False,
+    )
+    columns[LINE] = runs.column(LINE, pop=True)
+    runs.parts.clear()
+    order = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
+    order += [c for c in columns if c not in order]
+    frame = pd.DataFrame({c: columns[c] for c in order}, copy=False)
+    frame.attrs["empty_systems"] = runs.empty_systems
+    return frame
 
 
 def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -715,6 +1057,10 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     keep = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
     raw_outputs = runs[keep + extra + ["_file", LINE]].reset_index(drop=True)
+    if not runs.attrs.get("duplicates", True):  # every row is an output (no copy of a column)
+        outputs = runs[keep + extra].reset_index(drop=True)
+        outputs.insert(len(keep), "copies", np.ones(len(runs), dtype=np.int64))
+        return outputs, raw_outputs
     sys_codes, _ = pd.factorize(runs["system"])
     fact = runs["fact"].to_numpy(np.int64)
     key = sys_codes.astype(np.int64) * (int(fact.max()) + 1) + fact
@@ -733,43 +1079,6 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)
     outputs.insert(len(keep), "copies", copies[back].astype(np.int64))
     return outputs, raw_outputs
-
-
-def _attach_facts(frames: list[pd.DataFrame], matching: Matching) -> pd.DataFrame:
-    """Normalise answers in place (``answer_raw`` keeps the original) and number the facts.
-
-    Fact ids are the ranks of ``(query_id, normalised answer)`` in sorted order, so they do not
-    depend on which file mentions a fact first.
-    """
-    queries = []
-    answers = []
-    for frame in frames:
-        frame["answer_raw"] = frame["answer"]
-        frame["answer"] = normalize_answers(frame["answer"], matching)
-        queries.append(frame["query_id"].astype(str))
-        answers.append(frame["answer"].astype(str))
-    if not queries:
-        empty = pd.DataFrame({"query_id": pd.Series([], dtype=object), "answer": []})
-        empty.index.name = "fact"
-        return empty
-    # factorise each column (sorted), then number the (query, answer) pairs in sorted order
-    q_codes, q_uniques = pd.factorize(pd.concat(queries, ignore_index=True), sort=True)
-    a_codes, a_uniques = pd.factorize(pd.concat(answers, ignore_index=True), sort=True)
-    width = max(len(a_uniques), 1)
-    pair = q_codes.astype(np.int64) * width + a_codes.astype(np.int64)
-    uniques, codes = np.unique(pair, return_inverse=True)
-    start = 0
-    for frame, q in zip(frames, queries, strict=True):
-        frame["fact"] = codes[start : start + len(q)].astype(np.int64)
-        start += len(q)
-    facts = pd.DataFrame(
-        {
-            "query_id": np.asarray(q_uniques, dtype=object)[uniques // width],
-            "answer": np.asarray(a_uniques, dtype=object)[uniques % width],
-        }
-    )
-    facts.index.name = "fact"
-    return facts
 
 
 def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
@@ -851,21 +1160,45 @@ def _check_samples(src: _Source | None, known: set[str]) -> pd.DataFrame:
     return frame[[*cols, *extra, LINE]]
 
 
+def system_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(integer code of every row, the values they index) of a text column such as
+    ``outputs["system"]``: a Categorical's own codes, else a factorisation (sorted)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), pd.Index(column.cat.categories)
+    codes, uniques = pd.factorize(column, sort=True)
+    return codes, pd.Index(uniques)
+
+
+def codes_in(column: pd.Series, index: pd.Index) -> np.ndarray:
+    """The position in ``index`` of every value of ``column`` (-1 when absent), through a
+    Categorical's codes when it is one (no string per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        where = np.append(index.get_indexer(column.cat.categories), -1)
+        kind = np.int32 if len(index) < np.iinfo(np.int32).max else np.int64
+        return where.astype(kind)[column.cat.codes.to_numpy()]  # 4 bytes per row
+    return index.get_indexer(column)
+
+
 def _check_samples_against_outputs(
     samples: pd.DataFrame, outputs: pd.DataFrame, path: Path | None
 ) -> None:
     if samples.empty or path is None:
         return
-    systems = set(outputs["system"])
-    unknown = ~samples["system"].isin(systems)
+    out_codes, systems = system_codes(outputs["system"])
+    drawn_codes = systems.get_indexer(samples["system"])
+    unknown = drawn_codes < 0
     if unknown.any():
-        i = unknown.to_numpy().nonzero()[0][0]
+        i = unknown.nonzero()[0][0]
         raise BundleError(
             path, int(samples[LINE].iloc[i]), f"system {samples['system'].iloc[i]!r} has no outputs"
         )
-    pairs = pd.MultiIndex.from_frame(outputs[["system", "fact"]])
-    drawn = pd.MultiIndex.from_frame(samples[["system", "fact"]])
-    missing = ~drawn.isin(pairs)
+    # (system, fact) pairs as integers, over the outputs of the drawn facts only
+    fact = outputs["fact"].to_numpy(np.int64)
+    drawn_facts = samples["fact"].to_numpy(np.int64)
+    width = int(max(fact.max(initial=0), drawn_facts.max(initial=0))) + 1
+    near = np.isin(fact, np.unique(drawn_facts))
+    pairs = out_codes[near].astype(np.int64) * width + fact[near]
+    missing = ~np.isin(drawn_codes.astype(np.int64) * width + drawn_facts, pairs)
     if missing.any():
         i = missing.nonzero()[0][0]
         raise BundleError(

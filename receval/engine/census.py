@@ -9,6 +9,8 @@ span facts and whose matching uses provenance, stay with the pandas scorer.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -21,13 +23,21 @@ from receval.engine.queries import (
     OFFICIAL_COUNTS,
 )
 from receval.task import Task
+from receval.task import codes_in as recode
 
 
 def fact_matched(task: Task) -> bool:
     """True when the official scorer matches responses on facts and every class is one fact."""
 
     def filled(frame: pd.DataFrame, col: str) -> bool:
-        return col in frame.columns and bool((frame[col].astype(str).str.strip() != "").any())
+        if col not in frame.columns:
+            return False
+        values = frame[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # test the categories, then codes
+            text = pd.Series(values.cat.categories).astype(str).str.strip()
+            nonblank = np.flatnonzero((text != "").to_numpy())
+            return bool(len(nonblank)) and bool(np.isin(values.cat.codes, nonblank).any())
+        return bool((values.astype(str).str.strip() != "").any())
 
     judg, raw = task.judgments, task.raw_outputs
     if any(filled(judg, c) and filled(raw, c) for c in ("provenance", "relation_provenance")):
@@ -60,20 +70,24 @@ def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
     queries = hop0_queries(task)
     query_code = pd.Index(queries["query_id"])
     raw = task.raw_outputs
-    q = query_code.get_indexer(raw["query_id"])
+    q = recode(raw["query_id"], query_code)
     keep = q >= 0
+    every = bool(keep.all())
     systems = pd.Index(task.systems)
     teams = pd.Index(sorted(set(task.teams.values())))
-    sys_code = systems.get_indexer(raw["system"][keep])
+    fact = raw["fact"].to_numpy(np.int64)
     responses = pd.DataFrame(
         {
-            "sys": sys_code.astype(np.int64),
-            "team": teams.get_indexer(raw["team"][keep]).astype(np.int64),
-            "query": q[keep].astype(np.int64),
-            "fact": raw["fact"].to_numpy(np.int64)[keep],
-            "single": queries["single"].to_numpy()[q[keep]],
-        }
+            "sys": _narrow(recode(raw["system"], systems), len(systems)),
+            "team": _narrow(recode(raw["team"], teams), len(teams)),
+            "query": _narrow(q, len(query_code)),
+            "fact": fact,
+            "single": queries["single"].to_numpy().astype(np.int8)[q],
+        },
+        copy=False,
     )
+    if not every:
+        responses = responses[keep].reset_index(drop=True)
     judg = task.judgments
     jq = query_code.get_indexer(judg["query_id"])
     jkeep = jq >= 0
@@ -85,10 +99,40 @@ def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
             "ord": np.flatnonzero(jkeep).astype(np.int64),
         }
     )
+    judged = np.zeros(len(queries), dtype=np.int64)
+    judged[jq[jkeep]] = 1
     coded_queries = pd.DataFrame(
-        {"query": np.arange(len(queries), dtype=np.int64), "single": queries["single"]}
+        {
+            "query": np.arange(len(queries), dtype=np.int64),
+            "single": queries["single"],
+            "judged": judged,
+        }
     )
     return {"responses": responses, "judgments": judgments, "queries": coded_queries}
+
+
+def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
+    """Codes in the smallest integer type that holds ``n`` and -1."""
+    for kind in (np.int16, np.int32):
+        if n < np.iinfo(kind).max:
+            return codes.astype(kind)
+    return codes.astype(np.int64)
+
+
+def default_engine(task: Task) -> Engine:
+    """The DuckDB engine of ``task`` (one per task, so its coded tables are registered once);
+    at most 4 GB, it spills to the system's temporary folder when a join does not fit."""
+    engine = task.__dict__.get("_default_engine")
+    if engine is None:
+        import tempfile
+
+        from receval.engine.base import DuckDBEngine
+
+        engine = DuckDBEngine(
+            memory_limit="4GB", temp_directory=Path(tempfile.gettempdir()) / "receval-duckdb"
+        )
+        task.__dict__["_default_engine"] = engine
+    return engine
 
 
 def _policy_words(task: Task, policy) -> dict[str, str]:
@@ -134,6 +178,8 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
     out["right"] = right
     out["wrong"] = wrong
     out["ignored"] = raw["outputs"] - right - wrong
+    if "evaluated" in raw.columns:
+        out["evaluated"] = raw["evaluated"]
     return out
 
 
@@ -156,7 +202,8 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
     """The official hop-0 micro census per system, computed by ``engine``.
 
     Returns the columns of :func:`receval.estimators.official.official_scores` (``system, team``,
-    count columns, ``precision, recall, f1, note``), equal to it for fact-matched bundles.  A
+    count columns, ``queries, precision, recall, f1, note``), equal to it for fact-matched
+    bundles (micro average, no cutoff).  A
     census of the assessed pool: no sampling uncertainty, biased for true precision and recall
     (see :mod:`receval.estimators.official`).
 
@@ -181,6 +228,7 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
     out["team"] = out["system"].map(task.teams)
     for col in COUNT_COLUMNS:
         out[col] = counts[col].to_numpy(np.int64)
+    out["queries"] = counts["evaluated"].to_numpy(np.int64)
     out["precision"], out["recall"], out["f1"], out["note"] = precision, recall, f1, notes
     return out
 

@@ -9,7 +9,8 @@ Input tables (integer codes; see :func:`receval.engine.census.coded_tables`):
 * ``responses(sys, team, query, fact, single)``: one row per hop-0 run row;
 * ``judgments(query, fact, category, ord)``: category 0 correct, 1 wrong, 2 inexact, 3 ignore;
   ``ord`` = file order;
-* ``queries(query, single)``: the hop-0 queries, ``single`` = 1 for a single-valued slot.
+* ``queries(query, single, judged)``: the hop-0 queries, ``single`` = 1 for a single-valued slot,
+  ``judged`` = 1 when the query has a judgment.
 """
 
 from __future__ import annotations
@@ -71,17 +72,35 @@ classified AS (
 )"""
 )
 
-#: The official census (fact-matched bundles), per system.
+#: The official census (fact-matched bundles), per system.  An unassessed response to a query
+#: nobody judged is ignored whatever the policy (trec_eval skips topics absent from the qrels);
+#: ``evaluated`` counts the queries a system answered that have a judgment.
 OFFICIAL_COUNTS = (
     "WITH"
     + CHOSEN
     + """,
 matched AS (
-    SELECT r.sys, r.query, r.fact, r.single, COALESCE(c.category, 4) AS category
-    FROM responses r LEFT JOIN chosen c ON r.fact = c.fact
+    SELECT r.sys, r.query, r.fact, r.single, COALESCE(c.category, 4) AS category,
+           q.judged AS judged_query
+    FROM responses r
+    LEFT JOIN chosen c ON r.fact = c.fact
+    LEFT JOIN queries q ON r.query = q.query
+),
+classified AS (
+    SELECT sys, query, fact, single, category, judged_query,
+           CASE WHEN category = 4 AND judged_query = 0 THEN 'ignored' ELSE post0 END AS post
+    FROM (
+        SELECT sys, query, fact, single, category, judged_query,"""
+    + _POST.replace("AS post", "AS post0")
+    + """
+        FROM matched
+    ) m
 )"""
-    + _CLASSIFIED
-    + COUNTS
+    + COUNTS.replace(
+        "       SUM(CASE WHEN post = 'wrong' THEN 1 ELSE 0 END) AS wrong_rows\n",
+        "       SUM(CASE WHEN post = 'wrong' THEN 1 ELSE 0 END) AS wrong_rows,\n"
+        "       COUNT(DISTINCT CASE WHEN judged_query = 1 THEN query END) AS evaluated\n",
+    )
 )
 
 #: Leave-one-team-out: each response on a fact only its own team output loses its assessment.

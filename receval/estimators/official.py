@@ -523,6 +523,23 @@ def official_scores(
     the pool bounds recall's denominator).  See the module docstring for every rule.
     """
     _check_options(average, cutoff)
+    if average == "micro" and cutoff is None:
+        from receval.engine.census import default_engine, fact_matched, official_census
+
+        if fact_matched(task):  # counted by the engine over integer codes (same numbers)
+            return official_census(task, default_engine(task), policy)
+    return _official_scores_pandas(task, policy, average=average, cutoff=cutoff)
+
+
+def _official_scores_pandas(
+    task: Task,
+    policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
+    *,
+    average: str = "micro",
+    cutoff: int | None = None,
+) -> pd.DataFrame:
+    """:func:`official_scores` response by response in pandas (every bundle, every option)."""
+    _check_options(average, cutoff)
     unjudged = policy.resolved_unassessed(task)
     per_query = _per_query_counts(task, policy, cutoff)
     if average == "macro":

@@ -18,14 +18,15 @@ says how many were left out.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from receval.design import infer_designs, sampling_probabilities, unit_weights
-from receval.task import Task
+from receval.design import sampling_probabilities, unit_weights
+from receval.task import Task, codes_in, system_codes
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def _targets(task: Task, target: str) -> pd.Series:
     """t_i(x) for every row of task.outputs (micro or macro over queries)."""
     out = task.outputs
     if target == "micro":
-        size = out.groupby("system")["fact"].transform("size").to_numpy(float)
+        codes = system_codes(out["system"])[0].astype(np.int64)
+        size = np.bincount(codes)[codes].astype(float) if len(codes) else np.zeros(0)
         return pd.Series(1.0 / size, index=out.index)
     if target == "macro":
         per_query = out.groupby(["system", "query_id"])["fact"].transform("size").to_numpy(float)
@@ -142,6 +144,37 @@ def repeated_facts(task: Task) -> int:
     return int((per_fact > 1).sum())
 
 
+def _overlaps(
+    fact: np.ndarray,
+    system: np.ndarray,
+    target: np.ndarray,
+    proposal: np.ndarray,
+    n_facts: int,
+    m: int,
+    chunk: int = 10_000_000,
+) -> np.ndarray:
+    """Σ_x t_i(x) s_k(x) for every pair of systems (i, k): an (m, m) matrix from the rows of
+    ``outputs`` (``fact, system`` codes, ``t`` and ``s`` per row).
+
+    Sparse products over ranges of facts, each with about ``chunk`` rows, so memory stays
+    bounded on 10⁸-row tasks; one range (the same arithmetic as one product) below ``chunk``.
+    """
+    n_chunks = max(1, -(-len(fact) // chunk))
+    bounds = np.linspace(0, n_facts, n_chunks + 1).astype(np.int64)
+    out = np.zeros((m, m))
+    for lo, hi in itertools.pairwise(bounds):
+        if n_chunks == 1:
+            rows, f = slice(None), fact
+        else:
+            rows = np.flatnonzero((fact >= lo) & (fact < hi))
+            f = fact[rows] - lo
+        shape = (max(int(hi - lo), 1), m) if n_chunks > 1 else (n_facts, m)
+        t_sparse = sparse.csr_matrix((target[rows], (f, system[rows])), shape=shape)
+        s_sparse = sparse.csr_matrix((proposal[rows], (f, system[rows])), shape=shape)
+        out += (t_sparse.T @ s_sparse).toarray()
+    return out
+
+
 def _design_probabilities(task: Task, classes: bool):
     """(the task the estimators see, design -> s_j of each of its output rows, whether its
     output sizes are exact): the task itself, or its view with every equivalence class counted
@@ -175,9 +208,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     With ``classes`` (the default) the facts of one equivalence class of the judgments count
     as one fact everywhere, as TAC counts them (:mod:`receval.estimators.classes`).
     """
-    samplers = infer_designs(
-        task.samples, task.outputs, task.queries, task.files.get("samples", "samples.tsv")
-    )
+    samplers = task.samplers  # inferred once per task on its own outputs (classes: before the view)
     task, probabilities, sizes_known = _design_probabilities(task, classes)
     systems = task.systems
     sys_index = {s: i for i, s in enumerate(systems)}
@@ -220,15 +251,13 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
 
     # proposal densities s_j(x) at drawn facts, and overlaps Σ_x t_i(x) s_j(x) over all facts
     designs = sorted({s.design for s in samplers})
-    fact_codes = outputs["fact"].to_numpy()
-    sys_codes = outputs["system"].map(sys_index).to_numpy()
-    T_sparse = sparse.csr_matrix((t_all.to_numpy(), (fact_codes, sys_codes)), shape=(n_facts, m))
+    fact_codes = outputs["fact"].to_numpy(np.int64)
+    sys_codes = codes_in(outputs["system"], pd.Index(systems))
     proposal = np.zeros((D, J))
     overlap = np.zeros((m, J))
     for design in designs:
         s_all = probabilities(design)
-        S_sparse = sparse.csr_matrix((s_all, (fact_codes, sys_codes)), shape=(n_facts, m))
-        ov = (T_sparse.T @ S_sparse).toarray()  # (m, m): [i, system]
+        ov = _overlaps(fact_codes, sys_codes, t_all.to_numpy(), s_all, n_facts, m)
         s_drawn = np.zeros((D, m))
         s_drawn[rows, cols] = s_all[sub.index.to_numpy()] if len(sub) else 0.0
         for j, s in enumerate(samplers):
@@ -266,12 +295,16 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     draw_query = q_index.reindex(task.facts["query_id"].to_numpy()[drawn[draw_fact]]).to_numpy(
         np.int64
     )
-    out_q = q_index.reindex(outputs["query_id"]).to_numpy(np.int64)
-    query_sizes = np.zeros((Q, m))
-    np.add.at(query_sizes, (out_q, sys_codes), 1.0)
-    query_correct = np.zeros((Q, m))
-    known = ~np.isnan(label_full[fact_codes])
-    np.add.at(query_correct, (out_q[known], sys_codes[known]), label_full[fact_codes][known])
+    out_q = codes_in(outputs["query_id"], pd.Index(query_ids))
+    # bincount adds in row order, as np.add.at does: the same sums
+    cell = out_q.astype(np.int64) * m + sys_codes
+    del out_q
+    query_sizes = np.bincount(cell, minlength=Q * m).astype(float).reshape(Q, m)
+    out_labels = label_full[fact_codes]
+    known = ~np.isnan(out_labels)
+    query_correct = np.bincount(cell[known], weights=out_labels[known], minlength=Q * m)
+    query_correct = query_correct.reshape(Q, m)
+    del cell
     if len(ex):
         ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
         pairs = pd.DataFrame({"u": u_codes, "q": ex_q, "pooled": ex_pooled, "found": share})
@@ -299,11 +332,13 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         pair_by_system = np.zeros((0, m))
 
     # census: every output of the system is labelled
-    out_labels = label_full[fact_codes]
-    lab = pd.DataFrame({"system": sys_codes, "label": out_labels, "t": t_all.to_numpy()})
-    n_missing = lab["label"].isna().groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
-    census = n_missing == 0
-    weighted = (lab["label"] * lab["t"]).groupby(lab["system"]).sum().reindex(range(m)).to_numpy()
+    n_missing = np.bincount(sys_codes[~known], minlength=m)
+    census = (n_missing == 0) & (np.bincount(sys_codes, minlength=m) > 0)
+    weighted = np.full(m, np.nan)
+    if census.any():  # the same per-system (compensated) sums, over those systems' rows only
+        rows = np.flatnonzero(census[sys_codes])
+        sums = pd.Series(out_labels[rows] * t_all.to_numpy()[rows]).groupby(sys_codes[rows]).sum()
+        weighted[sums.index.to_numpy()] = sums.to_numpy()
     census_precision = np.where(census, weighted, np.nan)
 
     return SampleData(

@@ -1,0 +1,122 @@
+"""The compact Task: run rows as integer codes (Categorical text columns), read one file at a
+time, with the same values as the bundle's files say (checked against a plain reading)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from receval.task import Task, load_task, normalize_answers
+
+
+def _write_bundle(root):
+    (root / "runs").mkdir(parents=True)
+    (root / "queries.tsv").write_text("query_id\nq1\nq2\nq3\n", encoding="utf-8")
+    (root / "runs" / "A.tsv").write_text(
+        "query_id\tanswer\tscore\tteam\tprovenance\tnote\n"
+        "q2\t Paris \t0.5\tT1\tD1\tx\n"
+        "q1\tRome\t0.9\t\tD2\ty\n"
+        "q1\trome\t0.95\tT1\t\tz\n"  # the same fact again: collapsed, the higher score kept
+        "q3\tStraße\t\tT1\tD3\t\n",
+        encoding="utf-8",
+    )
+    pd.DataFrame(
+        {
+            "query_id": ["q1", "q3", "q2"],
+            "answer": ["ROME", "berlin", "paris"],
+            "score": [1.0, 2, 3],
+        }
+    ).to_parquet(root / "runs" / "B.parquet", index=False)
+    (root / "runs" / "C.tsv").write_text("query_id\tanswer\n", encoding="utf-8")  # empty
+    (root / "judgments.tsv").write_text(
+        "query_id\tanswer\tlabel\nq1\trome\tC\nq3\tMadrid\tW\n", encoding="utf-8"
+    )
+
+
+@pytest.fixture
+def task(tmp_path) -> Task:
+    _write_bundle(tmp_path / "b")
+    return load_task(tmp_path / "b")
+
+
+def test_text_columns_are_categoricals_with_sorted_categories(task):
+    for col in ("system", "team", "query_id", "answer", "answer_raw", "provenance", "note"):
+        dtype = task.raw_outputs[col].dtype
+        assert isinstance(dtype, pd.CategoricalDtype), col
+        cats = list(dtype.categories)
+        assert cats == sorted(cats), col
+    assert task.raw_outputs["fact"].dtype == np.int64
+    assert task.empty_systems == ("C",)
+
+
+def test_values_equal_a_plain_reading_of_the_files(task, tmp_path):
+    root = tmp_path / "b"
+    a = pd.read_csv(root / "runs" / "A.tsv", sep="\t", dtype=str, keep_default_na=False)
+    b = pd.read_parquet(root / "runs" / "B.parquet")
+    raw = task.raw_outputs
+    assert list(raw["system"].astype(str)) == ["A"] * 4 + ["B"] * 3
+    assert list(raw["answer_raw"].astype(str)) == [*a["answer"], *b["answer"]]
+    want = normalize_answers(pd.Series([*a["answer"], *b["answer"]]), task.config.matching)
+    assert list(raw["answer"].astype(str)) == list(want)
+    assert list(raw["team"].astype(str)) == ["T1"] * 4 + ["B"] * 3  # a blank cell: the system's
+    assert list(raw["provenance"].astype(str)) == ["D1", "D2", "", "D3", "", "", ""]
+    assert list(raw["note"].astype(str)) == ["x", "y", "z", "", "", "", ""]
+    assert list(raw["_line"]) == [2, 3, 4, 5, 1, 2, 3]
+    np.testing.assert_array_equal(raw["score"], [0.5, 0.9, 0.95, np.nan, 1.0, 2.0, 3.0])
+    # facts: sorted (query_id, normalised answer) over every table, runs and judgments
+    pairs = sorted({*zip(raw["query_id"].astype(str), want, strict=True), ("q3", "madrid")})
+    assert list(zip(task.facts["query_id"], task.facts["answer"], strict=True)) == pairs
+    for q, ans, f in zip(raw["query_id"].astype(str), want, raw["fact"], strict=True):
+        assert pairs[f] == (q, ans)
+
+
+def test_duplicates_collapse_to_the_highest_score(task):
+    out = task.outputs
+    a = out[out["system"] == "A"]
+    assert len(out) == 6 and task.duplicate_rows == 1
+    rome = a[a["answer"] == "rome"]
+    assert rome["score"].tolist() == [0.95] and rome["copies"].tolist() == [2]
+    assert rome["answer_raw"].astype(str).tolist() == ["rome"]
+    assert task.facts.loc[task.facts["answer"] == "rome", "systems"].tolist() == [2]
+
+
+def test_frames_give_the_same_task(task, tmp_path):
+    root = tmp_path / "b"
+    a = pd.read_csv(root / "runs" / "A.tsv", sep="\t", dtype=str, keep_default_na=False)
+    b = pd.read_parquet(root / "runs" / "B.parquet").astype(str)
+    runs = pd.concat([a.assign(system="A"), b.assign(system="B")], ignore_index=True).fillna("")
+    judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str)
+    other = Task.from_frames(
+        runs, judgments, queries=pd.DataFrame({"query_id": ["q1", "q2", "q3"]})
+    )
+    cols = ["system", "team", "query_id", "answer", "answer_raw", "fact", "copies"]
+    left = task.outputs[cols].astype({c: str for c in cols[:5]})
+    right = other.outputs[cols].astype({c: str for c in cols[:5]})
+    pd.testing.assert_frame_equal(left, right)
+    pd.testing.assert_frame_equal(task.facts, other.facts)
+
+
+def test_an_error_in_a_later_file_names_that_file_and_line(tmp_path):
+    from receval.errors import BundleError
+
+    root = tmp_path / "b"
+    _write_bundle(root)
+    (root / "runs" / "D.tsv").write_text("query_id\tanswer\nq1\tx\nq9\ty\n", encoding="utf-8")
+    with pytest.raises(BundleError, match=r"D\.tsv:3: query_id 'q9' is not in queries"):
+        load_task(root)
+
+
+def test_teams_follow_their_systems_in_any_file_order():
+    runs = pd.DataFrame(
+        {
+            "system": ["zeta", "alpha", "zeta", "mid"],
+            "team": ["TZ", "TA", "", ""],
+            "query_id": ["q1", "q1", "q2", "q1"],
+            "answer": ["a", "b", "c", "d"],
+        }
+    )
+    task = Task.from_frames(runs)
+    assert task.teams == {"alpha": "TA", "mid": "mid", "zeta": "TZ"}
+    got = task.raw_outputs[["system", "team"]].astype(str).to_numpy().tolist()
+    assert got == [["zeta", "TZ"], ["alpha", "TA"], ["zeta", "TZ"], ["mid", "mid"]]
