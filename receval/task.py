@@ -99,7 +99,9 @@ class Task:
     truth : ``query_id, answer, fact, value`` or None.
 
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
-    whitespace included).  Extra input columns are kept; a column whose name the loader derives
+    whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,
+    query_id, answer, answer_raw, provenance``, extra columns) are pandas Categoricals with sorted
+    categories: each row holds integer codes, each distinct string is stored once.  Extra input columns are kept; a column whose name the loader derives
     (``fact``, ``answer_raw``, ``copies``, ...) is an error.
     """
 

@@ -76,6 +76,8 @@ def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
     systems = pd.Index(task.systems)
     teams = pd.Index(sorted(set(task.teams.values())))
     fact = raw["fact"].to_numpy(np.int64)
+    if len(task.facts) < np.iinfo(np.int32).max:  # 4 bytes per response row
+        fact = fact.astype(np.int32)
     responses = pd.DataFrame(
         {
             "sys": _narrow(recode(raw["system"], systems), len(systems)),
