@@ -48,7 +48,7 @@ def krippendorff_alpha(votes: pd.DataFrame) -> tuple[float, float, str]:
 
     votes = votes[votes["category"].isin(_CODES)]
     votes = votes.drop_duplicates(["annotator", "fact"], keep="last")
-    per_fact = votes.groupby("fact").size()
+    per_fact = votes.groupby("fact", observed=True).size()
     pairable = per_fact.index[per_fact >= 2]
     if len(pairable) == 0:
         return np.nan, np.nan, "undefined: no fact labelled by two annotators"
@@ -56,8 +56,8 @@ def krippendorff_alpha(votes: pd.DataFrame) -> tuple[float, float, str]:
     matrix = v.pivot(index="annotator", columns="fact", values="category").map(
         lambda c: _CODES.get(c, np.nan) if isinstance(c, str) else np.nan
     )
-    counts = v.groupby(["fact", "category"]).size()
-    n = v.groupby("fact").size()
+    counts = v.groupby(["fact", "category"], observed=True).size()
+    n = v.groupby("fact", observed=True).size()
     agree = float((counts * (counts - 1)).sum())
     pairs = float((n * (n - 1)).sum())
     observed = agree / pairs if pairs else np.nan
@@ -106,11 +106,15 @@ def agreement_by_round(task: Task) -> pd.DataFrame:
     )
     votes = votes[votes["annotator"] != ""]
     rows = []
-    for name, group in votes.groupby("round", sort=True):
+    for name, group in votes.groupby("round", sort=True, observed=True):
         if group["annotator"].nunique() < 2:
             continue
         alpha, observed, note = krippendorff_alpha(group)
-        per_fact = group[group["category"].isin(_CODES)].groupby("fact")["annotator"].nunique()
+        per_fact = (
+            group[group["category"].isin(_CODES)]
+            .groupby("fact", observed=True)["annotator"]
+            .nunique()
+        )
         rows.append(
             {
                 "round": name,

@@ -69,7 +69,7 @@ def sampling_probabilities(
     inst_subj = np.bincount(subj, weights=inst)[subj]
     inst_rel = np.bincount(rel, weights=inst)[rel]
     weight = distinct / (inst_subj * inst_rel)
-    total = pd.Series(weight).groupby(sys_codes).transform("sum").to_numpy()
+    total = pd.Series(weight).groupby(sys_codes, observed=True).transform("sum").to_numpy()
     return pd.Series(weight / total, index=outputs.index, name="prob")
 
 
@@ -241,7 +241,7 @@ def facts_to_annotate(
     """
     need = np.setdiff1d(np.unique(drawn_facts), labelled.to_numpy())
     rows = outputs[outputs["fact"].isin(need)].sort_values(["fact", "system"])
-    counts = rows.groupby("fact")["system"].size()
+    counts = rows.groupby("fact", observed=True)["system"].size()
     first = rows.drop_duplicates("fact").set_index("fact")
     raw = first["answer_raw"] if "answer_raw" in first else first["answer"]
     out = pd.DataFrame(
@@ -311,7 +311,7 @@ def infer_designs(
     declared_col = (
         samples["design"] if "design" in samples.columns else pd.Series("", index=samples.index)
     )
-    for (sample, system), rows in samples.groupby(["sample", "system"], sort=True):
+    for (sample, system), rows in samples.groupby(["sample", "system"], sort=True, observed=True):
         declared = {str(v).strip() for v in declared_col.loc[rows.index]} - {""}
         if len(declared) > 1:
             raise BundleError(
@@ -439,5 +439,5 @@ def new_sample_round(
         todo = pd.concat([todo, unit_todo], ignore_index=True)
     todo["label"] = ""  # to fill in; `receval judgments add` reads the file back
     todo["annotator"] = ""
-    sizes = drawn.groupby("system").size().to_dict() if len(drawn) else {}
+    sizes = drawn.groupby("system", observed=True).size().to_dict() if len(drawn) else {}
     return SampleRound(name=name, samples=drawn, units=unit_rows, to_annotate=todo, sizes=sizes)

@@ -241,7 +241,9 @@ def _gt_lost(
                 "u": gone[is_single],
             }
         )
-        per_query = sub.groupby("q").agg(n=("u", "size"), teams=("t", "nunique"), u=("u", "all"))
+        per_query = sub.groupby("q", observed=True).agg(
+            n=("u", "size"), teams=("t", "nunique"), u=("u", "all")
+        )
         # every class of the query unique to one and the same team
         whole = per_query[(per_query["teams"] == 1) & per_query["u"]]
         team_of_query = sub.drop_duplicates("q").set_index("q")["t"]
@@ -277,24 +279,30 @@ def per_query(task: Task) -> pd.DataFrame:
     out = task.outputs
     labels = task.labels
     q = task.queries[["query_id"]].copy()
-    by = out.groupby("query_id")
+    by = out.groupby("query_id", observed=True)
     q["outputs"] = q["query_id"].map(by.size()).fillna(0).astype(int)
     q["systems"] = q["query_id"].map(by["system"].nunique()).fillna(0).astype(int)
     pool = task.facts[task.facts["in_pool"]]
     judged = pool[pool.index.isin(labels.index)]
-    q["judged"] = q["query_id"].map(judged.groupby("query_id").size()).fillna(0).astype(int)
+    q["judged"] = (
+        q["query_id"].map(judged.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
     value = labels.reindex(judged.index)
-    correct = judged.assign(v=value.to_numpy()).groupby("query_id")["v"].sum()
+    correct = judged.assign(v=value.to_numpy()).groupby("query_id", observed=True)["v"].sum()
     q["judged_correct"] = q["query_id"].map(correct).fillna(0.0)
     conflicts = task.merged.conflicts
-    q["conflicts"] = q["query_id"].map(conflicts.groupby("query_id").size()).fillna(0).astype(int)
+    q["conflicts"] = (
+        q["query_id"].map(conflicts.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
     ex = (
         task.exhaustive.drop_duplicates(["unit", "fact"])
         if len(task.exhaustive)
         else task.exhaustive
     )
     q["exhaustive_facts"] = (
-        q["query_id"].map(ex.groupby("query_id").size()).fillna(0).astype(int) if len(ex) else 0
+        q["query_id"].map(ex.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+        if len(ex)
+        else 0
     )
     return q.sort_values(
         ["conflicts", "judged", "query_id"], ascending=[False, False, True], ignore_index=True
@@ -322,20 +330,26 @@ def annotation_spend(task: Task) -> pd.DataFrame:
     shared = task.facts["systems"].to_numpy() > 1
     labelled = np.zeros(len(task.facts), bool)
     labelled[task.labels.index.to_numpy(np.int64)] = True
-    g = samples.groupby("system")
+    g = samples.groupby("system", observed=True)
     distinct = samples.drop_duplicates(["system", "fact"])
     frame = pd.DataFrame({"system": systems})
     frame["draws"] = frame["system"].map(g.size()).fillna(0).astype(int)
     frame["drawn_facts"] = (
-        frame["system"].map(distinct.groupby("system").size()).fillna(0).astype(int)
+        frame["system"].map(distinct.groupby("system", observed=True).size()).fillna(0).astype(int)
     )
     distinct = distinct.assign(
         shared=shared[distinct["fact"].to_numpy()], labelled=labelled[distinct["fact"].to_numpy()]
     )
     frame["drawn_facts_shared"] = (
-        frame["system"].map(distinct.groupby("system")["shared"].sum()).fillna(0).astype(int)
+        frame["system"]
+        .map(distinct.groupby("system", observed=True)["shared"].sum())
+        .fillna(0)
+        .astype(int)
     )
     frame["labelled"] = (
-        frame["system"].map(distinct.groupby("system")["labelled"].sum()).fillna(0).astype(int)
+        frame["system"]
+        .map(distinct.groupby("system", observed=True)["labelled"].sum())
+        .fillna(0)
+        .astype(int)
     )
     return frame

@@ -267,12 +267,12 @@ def _disagreements(merged: pd.DataFrame, task: Task) -> pd.DataFrame:
         _cat=_category(merged["label"].astype(str), task.config),
     )
     keyed = keyed[keyed["_cat"].isin(("correct", "wrong", "inexact"))]
-    spread = keyed.groupby("_fact")["_cat"].nunique()
+    spread = keyed.groupby("_fact", observed=True)["_cat"].nunique()
     facts = spread.index[spread > 1]
     rows = keyed[keyed["_fact"].isin(facts)]
     if not len(rows):
         return pd.DataFrame(columns=["query_id", "answer", "votes"])
-    votes = rows.groupby("_fact").apply(
+    votes = rows.groupby("_fact", observed=True).apply(
         lambda g: ", ".join(
             f"{a or '?'}={lab}" for a, lab in zip(g["annotator"], g["label"], strict=True)
         ),

@@ -114,7 +114,7 @@ def _one_vote_per_annotator(
     text = np.where(np.isnan(value), "ignored", np.where(value == 1.0, "correct", "wrong"))
     rows = frame[dup_any].assign(v=text[dup_any], q=judgments["query_id"].to_numpy()[dup_any])
     rows["a"] = judgments["answer"].to_numpy()[dup_any]
-    grouped = rows.groupby(["fact", "who"], sort=True)
+    grouped = rows.groupby(["fact", "who"], sort=True, observed=True)
     summary = grouped.agg(
         query_id=("q", "first"), answer=("a", "first"), values=("v", list)
     ).reset_index()
@@ -188,7 +188,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
             "ignored": np.isnan(value).astype(np.int64),
         }
     )
-    counts = frame.groupby("fact")[["correct", "wrong", "ignored"]].sum()
+    counts = frame.groupby("fact", observed=True)[["correct", "wrong", "ignored"]].sum()
     first = judgments.drop_duplicates("fact").set_index("fact")[["query_id", "answer"]]
     counts = counts.join(first)
 
@@ -199,7 +199,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
     named = judgments.loc[(cls != "") & (cls != "0"), ["fact"]].assign(
         cls=cls[(cls != "") & (cls != "0")]
     )
-    classes = named.drop_duplicates().groupby("fact")["cls"].agg(lambda s: sorted(s))
+    classes = named.drop_duplicates().groupby("fact", observed=True)["cls"].agg(lambda s: sorted(s))
     counts["equivalence_class"] = ""
     counts.loc[classes.index, "equivalence_class"] = classes.map(lambda v: v[0]).to_numpy()
 

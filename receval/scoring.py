@@ -338,7 +338,7 @@ def true_metrics(task: Task) -> pd.DataFrame | None:
     )
     pool_true = frame.loc[frame["label"] == 1, "fact"].nunique()
     universe_true = int((value == 1).sum())
-    g = frame.groupby("system")["label"]
+    g = frame.groupby("system", observed=True)["label"]
     correct = g.sum()
     metrics = pd.DataFrame({"precision": g.mean()})
     metrics["pooled_recall"] = correct / pool_true if pool_true else np.nan

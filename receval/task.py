@@ -1210,7 +1210,9 @@ def _check_samples_against_outputs(
             f"{samples['answer_raw'].iloc[i]!r} for query {samples['query_id'].iloc[i]!r}",
         )
     # a draw's prob must be the same every time the same (sample, system, fact) is drawn
-    spread = samples.groupby(["sample", "system", "fact"])["prob"].agg(["min", "max"])
+    spread = samples.groupby(["sample", "system", "fact"], observed=True)["prob"].agg(
+        ["min", "max"]
+    )
     bad = ~np.isclose(spread["min"], spread["max"], rtol=1e-9, atol=0)
     if bad.any():
         key = spread.index[bad.nonzero()[0][0]]
@@ -1275,7 +1277,7 @@ def _check_exhaustive(
 
 
 def _dedupe_truth(truth: pd.DataFrame, path: Path) -> pd.DataFrame:
-    spread = truth.groupby("fact")["value"].agg(["min", "max"])
+    spread = truth.groupby("fact", observed=True)["value"].agg(["min", "max"])
     bad = spread["min"] != spread["max"]
     if bad.any():
         fact = spread.index[bad.to_numpy().nonzero()[0][0]]

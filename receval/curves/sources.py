@@ -239,7 +239,9 @@ class CurveBundle:
             )
         truth["answer_raw"] = truth["answer"]
         truth["answer"] = normalize_answers(truth["answer"], self.config.matching)
-        spread = truth.groupby(["query_id", "answer"], sort=False)["value"].agg(["min", "max"])
+        spread = truth.groupby(["query_id", "answer"], sort=False, observed=True)["value"].agg(
+            ["min", "max"]
+        )
         bad = spread["min"] != spread["max"]
         if bad.any():
             q, a = spread.index[np.flatnonzero(bad.to_numpy())[0]]

@@ -74,7 +74,7 @@ def unlabelled_rows(task, batch: pd.DataFrame) -> pd.DataFrame:
     from receval.curves.sources import ranked_system
 
     keep = []
-    for system, rows in batch.groupby("system", sort=False):
+    for system, rows in batch.groupby("system", sort=False, observed=True):
         if system not in task.systems:
             keep.append(rows)
             continue

@@ -66,7 +66,7 @@ def _canonical(named: pd.DataFrame, cls: pd.Series, n_facts: int) -> np.ndarray 
     if named.empty:
         return None
     keys = [named["query_id"].to_numpy(), cls.to_numpy()]
-    first = named.groupby(keys)["fact"].transform("min").to_numpy(np.int64)
+    first = named.groupby(keys, observed=True)["fact"].transform("min").to_numpy(np.int64)
     facts = named["fact"].to_numpy(np.int64)
     if not (first != facts).any():
         return None
@@ -92,7 +92,7 @@ def _collapse_outputs(outputs: pd.DataFrame, canon: np.ndarray) -> pd.DataFrame:
         return out.reset_index(drop=True)
     collapsed = out[keep].copy()
     if "copies" in out.columns:
-        copies = out.groupby(["system", "fact"], sort=False)["copies"].sum()
+        copies = out.groupby(["system", "fact"], sort=False, observed=True)["copies"].sum()
         index = pd.MultiIndex.from_frame(collapsed[["system", "fact"]])
         collapsed["copies"] = copies.reindex(index).to_numpy()
     return collapsed.reset_index(drop=True)
@@ -129,7 +129,9 @@ def class_view(task, canon: np.ndarray):
         if "documents" in exhaustive.columns:
             d = pd.to_numeric(exhaustive["documents"], errors="coerce")
             exhaustive = exhaustive.assign(
-                documents=d.groupby(exhaustive["fact"].to_numpy()).transform("max").to_numpy()
+                documents=d.groupby(exhaustive["fact"].to_numpy(), observed=True)
+                .transform("max")
+                .to_numpy()
             )
         exhaustive = exhaustive.drop_duplicates(["unit", "fact"])
     return dataclasses.replace(
@@ -154,7 +156,7 @@ def class_probabilities(task, view, canon: np.ndarray, design: str) -> np.ndarra
             "s": s,
         }
     )
-    summed = full.groupby(["system", "fact"], sort=False)["s"].sum()
+    summed = full.groupby(["system", "fact"], sort=False, observed=True)["s"].sum()
     index = pd.MultiIndex.from_frame(view.outputs[["system", "fact"]])
     return summed.reindex(index).to_numpy(float)
 

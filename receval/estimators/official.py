@@ -222,7 +222,9 @@ def trec_eval_rank(runs: pd.DataFrame) -> np.ndarray:
         frame["_doc"] = runs["answer_raw"].astype(str).to_numpy()
         keys, ascending = ["system", "query_id", "_score", "_doc"], [True, True, False, False]
     order = frame.sort_values(keys, ascending=ascending, kind="stable", na_position="last")
-    rank = order.groupby(["system", "query_id"], sort=False).cumcount().to_numpy() + 1
+    rank = (
+        order.groupby(["system", "query_id"], sort=False, observed=True).cumcount().to_numpy() + 1
+    )
     out = np.empty(len(frame), dtype=np.int64)
     out[order.index.to_numpy()] = rank
     return out
@@ -372,7 +374,7 @@ def _ground_truth(task: Task) -> pd.Series:
     judg = judg[judg["query_id"].isin(keep) & judg["category"].isin(("correct", "inexact"))]
     ec = _column(judg, "equivalence_class")
     ec = ec.where(~ec.isin(("", "0")), "fact:" + judg["fact"].astype(str))
-    gt = ec.groupby(judg["query_id"]).nunique()
+    gt = ec.groupby(judg["query_id"], observed=True).nunique()
     gt = gt.reindex(queries["query_id"], fill_value=0).astype(np.int64)
     single = list(_single_valued(queries))
     gt.loc[single] = np.minimum(gt.loc[single], 1)
@@ -397,7 +399,7 @@ def _counts(cat: pd.DataFrame, by: list[str]) -> pd.DataFrame:
             "ignored": (cat["post"] == "ignored").astype(np.int64),
         }
     )
-    return frame.groupby(by).sum()
+    return frame.groupby(by, observed=True).sum()
 
 
 #: What the official estimator reports where a ratio is 0/0 (CS-Score prints 0.0000).
@@ -545,9 +547,9 @@ def _official_scores_pandas(
     if average == "macro":
         rows = per_query[per_query["evaluated"] > 0]
         rated = _rates(rows, _precision_at_k(rows, cutoff, unjudged))
-        means = rated.groupby("system")[["precision", "recall", "f1"]].mean()
-        totals = per_query.groupby("system")[COUNT_COLUMNS].sum()
-        totals["queries"] = per_query.groupby("system")["evaluated"].sum()
+        means = rated.groupby("system", observed=True)[["precision", "recall", "f1"]].mean()
+        totals = per_query.groupby("system", observed=True)[COUNT_COLUMNS].sum()
+        totals["queries"] = per_query.groupby("system", observed=True)["evaluated"].sum()
         totals = totals.reindex(task.systems, fill_value=0)
         totals.index.name = "system"
         out = totals.reset_index()
@@ -562,7 +564,7 @@ def _official_scores_pandas(
             "",
         )
     else:
-        totals = per_query.groupby("system")[[*COUNT_COLUMNS, "evaluated"]].sum()
+        totals = per_query.groupby("system", observed=True)[[*COUNT_COLUMNS, "evaluated"]].sum()
         totals = totals.reindex(task.systems, fill_value=0)
         totals.index.name = "system"
         totals["gt"] = int(_ground_truth(task).sum())

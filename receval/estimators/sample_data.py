@@ -102,8 +102,14 @@ def _targets(task: Task, target: str) -> pd.Series:
         size = np.bincount(codes)[codes].astype(float) if len(codes) else np.zeros(0)
         return pd.Series(1.0 / size, index=out.index)
     if target == "macro":
-        per_query = out.groupby(["system", "query_id"])["fact"].transform("size").to_numpy(float)
-        queries = out.groupby("system")["query_id"].transform("nunique").to_numpy(float)
+        per_query = (
+            out.groupby(["system", "query_id"], observed=True)["fact"]
+            .transform("size")
+            .to_numpy(float)
+        )
+        queries = (
+            out.groupby("system", observed=True)["query_id"].transform("nunique").to_numpy(float)
+        )
         return pd.Series(1.0 / (per_query * queries), index=out.index)
     raise ValueError(f"unknown target {target!r} (micro or macro)")
 
@@ -127,8 +133,8 @@ def _exhaustive_mentions(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
         d = np.where(np.isfinite(d) & (d >= 1), d, 1.0)
         # a fact must carry one multiplicity: the largest recorded (units found in the sample
         # are a lower bound for it)
-        d = pd.Series(d).groupby(ex["fact"].to_numpy()).transform("max").to_numpy()
-        seen = ex.groupby("fact")["unit"].transform("size").to_numpy(float)
+        d = pd.Series(d).groupby(ex["fact"].to_numpy(), observed=True).transform("max").to_numpy()
+        seen = ex.groupby("fact", observed=True)["unit"].transform("size").to_numpy(float)
         d = np.maximum(d, seen)  # found in `seen` sampled units: at least that many exist
     else:
         d = np.ones(len(ex))
@@ -140,7 +146,7 @@ def repeated_facts(task: Task) -> int:
     ex = task.exhaustive
     if "documents" in ex.columns or not len(ex):
         return 0
-    per_fact = ex.drop_duplicates(["unit", "fact"]).groupby("fact").size()
+    per_fact = ex.drop_duplicates(["unit", "fact"]).groupby("fact", observed=True).size()
     return int((per_fact > 1).sum())
 
 
@@ -214,7 +220,12 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
     outputs = task.outputs
-    sizes = outputs.groupby("system")["fact"].size().reindex(systems, fill_value=0).to_numpy(float)
+    sizes = (
+        outputs.groupby("system", observed=True)["fact"]
+        .size()
+        .reindex(systems, fill_value=0)
+        .to_numpy(float)
+    )
     labels = task.labels
     n_facts = len(task.facts)
 
@@ -308,7 +319,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     if len(ex):
         ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
         pairs = pd.DataFrame({"u": u_codes, "q": ex_q, "pooled": ex_pooled, "found": share})
-        grouped = pairs.groupby(["u", "q"], sort=True)
+        grouped = pairs.groupby(["u", "q"], sort=True, observed=True)
         pair_index = grouped.size().index
         pair_unit = pair_index.get_level_values(0).to_numpy(np.int64)
         pair_query = pair_index.get_level_values(1).to_numpy(np.int64)
@@ -337,7 +348,11 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     weighted = np.full(m, np.nan)
     if census.any():  # the same per-system (compensated) sums, over those systems' rows only
         rows = np.flatnonzero(census[sys_codes])
-        sums = pd.Series(out_labels[rows] * t_all.to_numpy()[rows]).groupby(sys_codes[rows]).sum()
+        sums = (
+            pd.Series(out_labels[rows] * t_all.to_numpy()[rows])
+            .groupby(sys_codes[rows], observed=True)
+            .sum()
+        )
         weighted[sums.index.to_numpy()] = sums.to_numpy()
     census_precision = np.where(census, weighted, np.nan)
 

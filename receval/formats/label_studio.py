@@ -83,7 +83,7 @@ def label_studio_tasks(task: Task) -> list[dict]:
     out = task.outputs
     rows = out.assign(_key=(out["query_id"].astype(str) + "\t" + out["answer"].astype(str)))
     rows = rows[rows["_key"].isin(set(key))].sort_values(["_key", "system"])
-    systems = rows.groupby("_key")["system"].agg(lambda s: ", ".join(sorted(set(s))))
+    systems = rows.groupby("_key", observed=True)["system"].agg(lambda s: ", ".join(sorted(set(s))))
     first = rows.drop_duplicates("_key").set_index("_key")
     query_text = _query_text(task)
     tasks = []

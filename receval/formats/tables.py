@@ -486,7 +486,9 @@ def read_run_files(paths, read, id_column: str, message: str) -> list[tuple[Path
     owner: dict[str, Path] = {}
     for path in map(Path, paths):
         frame = read(path)
-        for run_id, line in frame.groupby(id_column, sort=False)["line"].first().items():
+        for run_id, line in (
+            frame.groupby(id_column, sort=False, observed=True)["line"].first().items()
+        ):
             if run_id in owner and owner[run_id] != path:
                 raise BundleError(path, int(line), message.format(id=run_id, owner=owner[run_id]))
             owner[run_id] = path

@@ -431,7 +431,7 @@ def _truth_summary(truth: pd.DataFrame | None) -> list[str]:
         return []
     out = []
     covered = truth["covered"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    for metric, group in truth.groupby("metric", sort=False):
+    for metric, group in truth.groupby("metric", sort=False, observed=True):
         hits = int(covered[group.index].sum())
         err = pd.to_numeric(group.get("error"), errors="coerce")
         mean_abs = (
