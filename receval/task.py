@@ -412,13 +412,24 @@ def _run_sources(
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
         )
+    paths = list(run_folder_files(folder).values())
+    if not paths:
+        raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
+    for path in paths:
+        files[f"runs/{path.name}"] = path
+    # read one file at a time while checking (see _encode_runs): the runs are never all strings
+    return [functools.partial(_read_run_file, path, run_columns) for path in paths]
+
+
+def run_folder_files(folder: Path) -> dict[str, Path]:
+    """system -> its table in a ``runs/`` folder (system = file stem; other files and hidden
+    files such as ``._A.tsv`` are ignored), in file-name order; two files of one system are an
+    error."""
     paths = sorted(
         p
         for p in folder.iterdir()
         if p.suffix.lower() in TABLE_SUFFIXES and p.is_file() and not p.name.startswith(".")
     )
-    if not paths:
-        raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
     stems: dict[str, Path] = {}
     for path in paths:
         if path.stem in stems:
@@ -428,10 +439,7 @@ def _run_sources(
                 f"system {path.stem!r} has two run files ({stems[path.stem].name} and {path.name}); keep one",
             )
         stems[path.stem] = path
-    for path in paths:
-        files[f"runs/{path.name}"] = path
-    # read one file at a time while checking (see _encode_runs): the runs are never all strings
-    return [functools.partial(_read_run_file, path, run_columns) for path in paths]
+    return stems
 
 
 def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> _Source:

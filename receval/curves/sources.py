@@ -323,7 +323,8 @@ def _merged_labels(root: Path, config, known: set[str]) -> pd.DataFrame:
 
 def _run_files(root: Path) -> dict[str, Path]:
     """system -> its file in ``runs/`` (the loader's rules; a single runs table gives {})."""
-    from receval.formats.tables import TABLE_SUFFIXES, find_table
+    from receval.formats.tables import find_table
+    from receval.task import run_folder_files
 
     folder = root / "runs"
     single = find_table(root, "runs")
@@ -331,24 +332,7 @@ def _run_files(root: Path) -> dict[str, Path]:
         raise BundleError(
             single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
         )
-    if not folder.is_dir():
-        return {}
-    files: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        if (
-            path.suffix.lower() not in TABLE_SUFFIXES
-            or not path.is_file()
-            or path.name.startswith(".")
-        ):
-            continue
-        if path.stem in files:
-            raise BundleError(
-                path,
-                None,
-                f"system {path.stem!r} has two run files ({files[path.stem].name} and {path.name}); keep one",
-            )
-        files[path.stem] = path
-    return files
+    return run_folder_files(folder) if folder.is_dir() else {}
 
 
 def engine_run_file(root: Path | str, system: str) -> Path | None:

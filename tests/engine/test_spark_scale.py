@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_engine import SPARK_MISSING
 
 from receval.cli import cli
 
-SPARK_MISSING = (
-    "pyspark is not installed (pip install 'receval[spark]')"
-    if importlib.util.find_spec("pyspark") is None
-    else "no Java runtime on PATH (Spark needs one; Debian: apt-get install default-jre-headless)"
-    if shutil.which("java") is None
-    else None
-)
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 
 
