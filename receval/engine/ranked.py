@@ -171,21 +171,21 @@ def rank_run_file(
     work = cache.with_name(f".{cache.name}.work-{os.getpid()}")  # one per process
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
+    from receval.progress import progress
+
+    label = f"ranking {run.name} (check, duplicates, sort)"
     try:
-        candidates = _stage_run(
-            run, work, engine, queries=queries, matching=matching, batch_rows=batch_rows
-        )
-        texts = _Mapped(work / "texts.arrow")
-        dropped = _duplicate_rows(texts, work / "h.npy", candidates)
-        engine.register("keys", work / "keys.parquet")
-        reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
-        dtype = np.uint32 if texts.num_rows < 2**32 else np.int64
-        size = texts.num_rows - dropped.size
-        keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r") if size else np.empty(0, _KEY)
-        with _NpyWriter(work / "order.npy", dtype, size) as order:
-            for rows in _in_rank_order(reader, keys, texts, dropped):
-                order.write(rows)
-        del texts, reader, keys
+        with progress(3, label) as bar:  # a terminal bar over the three passes
+            candidates = _stage_run(
+                run, work, engine, queries=queries, matching=matching, batch_rows=batch_rows
+            )
+            bar.update()
+            texts = _Mapped(work / "texts.arrow")
+            dropped = _duplicate_rows(texts, work / "h.npy", candidates)
+            bar.update()
+            _write_order(work, engine, texts, dropped, batch_rows)
+            bar.update()
+        del texts
         engine.register("keys", pd.DataFrame({"row": []}))  # release the file
         (work / "keys.parquet").unlink()
         (work / "keys.bin").unlink()
@@ -198,6 +198,20 @@ def rank_run_file(
     partial_stamp.write_text(json.dumps(record, indent=1))
     partial_stamp.replace(stamp)
     return cache
+
+
+def _write_order(work: Path, engine: Engine, texts, dropped: np.ndarray, batch_rows: int) -> None:
+    """Sort the integer keys in the engine (out of core) and write ``order.npy``: the file row
+    at each rank, real ties put in the order of the full answer."""
+    engine.register("keys", work / "keys.parquet")
+    reader = engine.con.sql(RANKED_KEYS).to_arrow_reader(batch_rows)
+    dtype = np.uint32 if texts.num_rows < 2**32 else np.int64
+    size = texts.num_rows - dropped.size
+    keys = np.memmap(work / "keys.bin", dtype=_KEY, mode="r") if size else np.empty(0, _KEY)
+    with _NpyWriter(work / "order.npy", dtype, size) as order:
+        for rows in _in_rank_order(reader, keys, texts, dropped):
+            order.write(rows)
+    del reader, keys
 
 
 def _cache_size(cache: Path) -> list[int]:
