@@ -461,7 +461,7 @@ def _system_notes(
 ) -> None:
     """Per-system notes and run warnings about the data (aliases, units, empty submissions)."""
     m = data.m
-    _class_warnings(task, options.estimator, warnings)
+    _class_warnings(data, options.estimator, warnings)
     if mixed_unit_designs(task):
         warnings.append(MIXED_UNITS)
         for i in range(m):
@@ -886,22 +886,17 @@ def mixed_unit_designs(task: Task) -> bool:
     return bool(missing.any() and not missing.all())
 
 
-def _class_warnings(task: Task, estimator: str, warnings: list[str]) -> None:
+def _class_warnings(data: SampleData, estimator: str, warnings: list[str]) -> None:
     """Say that equivalence classes are counted once, and how many outputs could be aliases
     that no judgment names (:mod:`receval.estimators.classes`)."""
-    from receval.estimators.classes import canonical_facts, unresolved_outputs
-
-    canon = canonical_facts(task)
-    if canon is None:
+    if not data.aliased_classes:
         return
-    moved = np.flatnonzero(canon != np.arange(canon.size))
-    classes = int(np.unique(canon[moved]).size)
+    classes, unresolved = data.aliased_classes, data.unresolved_outputs
     text = (
         f"{classes} equivalence classes in the judgments hold more than one correct fact: every "
         "estimator counts a class once (TAC's rule: a second alias output by a system is a "
         "redundant duplicate, ignored; the pool and pool coverage count classes)"
     )
-    unresolved = unresolved_outputs(task, canon)
     if unresolved:
         text += (
             f"; {unresolved} unjudged outputs of those queries could be aliases nobody classed "

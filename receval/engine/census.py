@@ -165,17 +165,11 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
     duplicates = raw["eligible"] - raw["first_right"]
     right = raw["first_right"] + (duplicates if words["duplicate"] == "right" else 0)
     wrong = raw["wrong_rows"] + (duplicates if words["duplicate"] == "wrong" else 0)
-    out = raw[
-        [
-            "outputs",
-            "judged",
-            "assessed_correct",
-            "assessed_wrong",
-            "assessed_inexact",
-            "assessed_ignore",
-            "unassessed",
-        ]
-    ].copy()
+    from receval.estimators.official import COUNT_COLUMNS
+
+    # the columns the COUNTS query returns as they are: official's count columns before the
+    # policy-dependent ones (duplicates, right, wrong, ...)
+    out = raw[COUNT_COLUMNS[: COUNT_COLUMNS.index("duplicates")]].copy()
     out["duplicates"] = duplicates
     out["right"] = right
     out["wrong"] = wrong

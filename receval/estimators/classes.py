@@ -75,15 +75,6 @@ def _canonical(named: pd.DataFrame, cls: pd.Series, n_facts: int) -> np.ndarray 
     return canon
 
 
-def aliased_classes(task) -> int:
-    """Equivalence classes (per query) that name more than one correct fact."""
-    canon = canonical_facts(task)
-    if canon is None:
-        return 0
-    moved = np.flatnonzero(canon != np.arange(canon.size))
-    return int(np.unique(canon[moved]).size)
-
-
 def _collapse_outputs(outputs: pd.DataFrame, canon: np.ndarray) -> pd.DataFrame:
     """One row per (system, canonical fact): the first row of each, ``copies`` summed."""
     out = outputs.assign(fact=canon[outputs["fact"].to_numpy(np.int64)])
@@ -98,11 +89,11 @@ def _collapse_outputs(outputs: pd.DataFrame, canon: np.ndarray) -> pd.DataFrame:
     return collapsed.reset_index(drop=True)
 
 
-def _remap(frame: pd.DataFrame | None, canon: np.ndarray, keys: list[str] | None = None):
+def _remap(frame: pd.DataFrame | None, canon: np.ndarray):
+    """``frame`` with its ``fact`` column mapped to canonical facts."""
     if frame is None or not len(frame) or "fact" not in frame.columns:
         return frame
-    out = frame.assign(fact=canon[frame["fact"].to_numpy(np.int64)])
-    return out.drop_duplicates(keys) if keys else out
+    return frame.assign(fact=canon[frame["fact"].to_numpy(np.int64)])
 
 
 def class_view(task, canon: np.ndarray):

@@ -58,10 +58,18 @@ class SampleData:
     census_precision: np.ndarray  # (m,) exact precision where census
     judged: np.ndarray  # (m,) outputs (as counted in ``sizes``) with a label
     target_kind: str = "micro"
-    #: False when equivalence classes are counted once but some outputs may be aliases no
-    #: judgment names: |X_i| (``sizes``) then over-counts classes and only self-normalised
-    #: precision (Σ t f/q / Σ t/q, whose mass estimates |X_i| itself) stays consistent
-    sizes_known: bool = True
+    #: equivalence classes (per query) of the judgments holding several facts, counted once
+    aliased_classes: int = 0
+    #: unjudged outputs in queries with such classes: each could be an alias no judgment names
+    unresolved_outputs: int = 0
+
+    @property
+    def sizes_known(self) -> bool:
+        """False when some output may be an alias no judgment names: |X_i| (``sizes``) then
+        over-counts classes and only self-normalised precision (Σ t f/q / Σ t/q, whose mass
+        estimates |X_i| itself) stays consistent."""
+        return self.unresolved_outputs == 0
+
     # for resampling queries as clusters
     queries: list[str] = field(default_factory=list)  # (Q,)
     draw_query: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (K,)
@@ -182,10 +190,10 @@ def _overlaps(
 
 
 def _design_probabilities(task: Task, classes: bool):
-    """(the task the estimators see, design -> s_j of each of its output rows, whether its
-    output sizes are exact): the task itself, or its view with every equivalence class counted
-    once (:mod:`receval.estimators.classes`) and each class drawn with its members' summed
-    probability."""
+    """(the task the estimators see, design -> s_j of each of its output rows, (classes with
+    several facts, unresolved outputs)): the task itself, or its view with every equivalence
+    class counted once (:mod:`receval.estimators.classes`) and each class drawn with its
+    members' summed probability."""
     from receval.estimators.classes import (
         canonical_facts,
         class_probabilities,
@@ -199,13 +207,15 @@ def _design_probabilities(task: Task, classes: bool):
         def plain(design: str) -> np.ndarray:
             return sampling_probabilities(task.outputs, task.queries, design).to_numpy()
 
-        return task, plain, True
+        return task, plain, (0, 0)
     view = class_view(task, canon)
 
     def summed(design: str) -> np.ndarray:
         return class_probabilities(task, view, canon, design)
 
-    return view, summed, unresolved_outputs(task, canon) == 0
+    moved = np.flatnonzero(canon != np.arange(canon.size))
+    counts = (int(np.unique(canon[moved]).size), unresolved_outputs(task, canon))
+    return view, summed, counts
 
 
 def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -> SampleData:
@@ -215,7 +225,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     as one fact everywhere, as TAC counts them (:mod:`receval.estimators.classes`).
     """
     samplers = task.samplers  # inferred once per task on its own outputs (classes: before the view)
-    task, probabilities, sizes_known = _design_probabilities(task, classes)
+    task, probabilities, (aliased, unresolved) = _design_probabilities(task, classes)
     systems = task.systems
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
@@ -382,7 +392,8 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         census_precision=census_precision,
         judged=sizes - np.nan_to_num(n_missing.astype(float)),
         target_kind=target,
-        sizes_known=sizes_known,
+        aliased_classes=aliased,
+        unresolved_outputs=unresolved,
         queries=query_ids,
         draw_query=draw_query,
         query_sizes=query_sizes,
