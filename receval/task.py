@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,10 +27,14 @@ from receval.formats.tables import (
     LINE,
     STRING,
     TABLE_SUFFIXES,
+    arrow_series,
     arrow_to_strings,
     find_table,
     read_table,
 )
+
+if TYPE_CHECKING:
+    from receval.formats.coded import CodedTable
 
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
@@ -287,13 +292,17 @@ class _Source:
     def no_rows(self) -> str:
         return "the file has a header but no rows" if self.header else "the table has no rows"
 
+    @property
+    def columns(self) -> list[str]:
+        return [c for c in self.frame.columns if c != LINE]
 
-def _require(src: _Source, columns: tuple[str, ...], table: str) -> None:
+
+def _require(src: _Source | CodedTable, columns: tuple[str, ...], table: str) -> None:
     """Required columns present, reserved (derived) column names absent."""
-    frame, path = src.frame, src.path
-    missing = [c for c in columns if c not in frame.columns]
+    path = src.path
+    missing = [c for c in columns if c not in src.columns]
     if missing:
-        names = [c for c in frame.columns if c != LINE]
+        names = src.columns
         have = ", ".join(names) or "none"
         hint = ""
         if len(names) == 1 and any(d in names[0] for d in ";|,\t "):
@@ -304,7 +313,7 @@ def _require(src: _Source, columns: tuple[str, ...], table: str) -> None:
             src.header,
             f"missing required column(s) {', '.join(missing)} ({what}: {have}){hint}",
         )
-    clash = [c for c in _RESERVED[table] if c in frame.columns]
+    clash = [c for c in _RESERVED[table] if c in src.columns]
     if clash:
         raise BundleError(
             path,
@@ -344,19 +353,26 @@ def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) ->
             )
         return values
     text = frame[col].astype(str).str.strip()
-    values = pd.to_numeric(text.where(text != "", None), errors="coerce")
-    bad = values.isna() & (text != "")
-    bad |= np.isinf(values.fillna(0.0))
-    if not allow_empty:
-        bad |= text == ""
+    values, bad = _parse_numbers(text, allow_empty)
     if bad.any():
-        i = bad.to_numpy().nonzero()[0][0]
+        i = bad.nonzero()[0][0]
         raise BundleError(
             path,
             int(frame[LINE].iloc[i]),
             f"column {col!r}: {text.iloc[i]!r} is not a finite number",
         )
-    return values.astype(float)
+    return values
+
+
+def _parse_numbers(text: pd.Series, allow_empty: bool) -> tuple[pd.Series, np.ndarray]:
+    """(float values, flags of the texts that are not finite numbers) of stripped texts; an
+    empty text is NaN (flagged unless ``allow_empty``)."""
+    values = pd.to_numeric(text.where(text != "", None), errors="coerce")
+    bad = values.isna() & (text != "")
+    bad |= np.isinf(values.fillna(0.0))
+    if not allow_empty:
+        bad |= text == ""
+    return values.astype(float), bad.to_numpy()
 
 
 def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
@@ -382,16 +398,22 @@ def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | No
 
 #: Run columns every task has; ``load_task(run_columns=...)`` reads these plus the ones named.
 _RUN_REQUIRED = ("system", "query_id", "answer")
+#: Run columns always held as codes; any other text column whose values are mostly distinct
+#: (a per-row note) is held as plain Arrow text (:mod:`receval.formats.coded`).
+_RUN_CODED = (*_RUN_REQUIRED, "team", "provenance", "relation_provenance", "hop")
 
 
-def _read_run_table(path: Path, run_columns: tuple[str, ...] | None) -> pd.DataFrame:
-    """One run table; with ``run_columns``, only the required and those columns (a Parquet file
-    reads nothing else from disk)."""
+def _read_run_table(path: Path, run_columns: tuple[str, ...] | None) -> CodedTable:
+    """One run table as codes; with ``run_columns``, only the required and those columns (a
+    Parquet file reads nothing else from disk)."""
+    from receval.formats.coded import read_coded
+
     if run_columns is None:
-        return read_table(path, NUMERIC)
+        return read_coded(path, NUMERIC, coded=_RUN_CODED)
     wanted = (*_RUN_REQUIRED, *run_columns)
-    frame = read_table(path, NUMERIC, columns=wanted)
-    return frame[[c for c in frame.columns if c in wanted or c == LINE]]
+    table = read_coded(path, NUMERIC, columns=wanted, coded=_RUN_CODED)
+    table.select(wanted)
+    return table
 
 
 def _run_sources(
@@ -407,7 +429,7 @@ def _run_sources(
         )
     if single is not None:
         files["runs"] = single
-        return [_Source(_read_run_table(single, run_columns), single)]
+        return [_read_run_table(single, run_columns)]
     if not folder.is_dir():
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
@@ -442,23 +464,30 @@ def run_folder_files(folder: Path) -> dict[str, Path]:
     return stems
 
 
-def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> _Source:
+def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> CodedTable:
     """One ``runs/<system>`` table; its ``system`` column (optional) must be the file stem.
     A header-only file is an empty submission (see :func:`_encode_runs`)."""
-    src = _Source(_read_run_table(path, run_columns), path)
-    frame = src.frame
-    _require(src, ("query_id", "answer"), "runs")
-    if "system" in frame.columns:
-        other = frame["system"].astype(str).str.strip() != path.stem
-        if other.any():
-            i = other.to_numpy().nonzero()[0][0]
+    table = _read_run_table(path, run_columns)
+    _require(table, ("query_id", "answer"), "runs")
+    if "system" in table.text:
+        other = np.asarray(_strip(table.text["system"][0]).to_numpy(zero_copy_only=False))
+        row, _ = table.first_row_where("system", other != path.stem)
+        if row >= 0:
             raise BundleError(
                 path,
-                int(frame[LINE].iloc[i]),
-                f"system {frame['system'].iloc[i]!r} differs from the file name {path.stem!r}",
+                table.line(row),
+                f"system {table.value_at('system', row)!r} differs from the file name "
+                f"{path.stem!r}",
             )
-    frame["system"] = path.stem
-    return src
+    table.constant("system", path.stem)
+    return table
+
+
+def _strip(values):
+    """Arrow strings stripped of :data:`_WHITESPACE` at both ends (:meth:`str.strip`)."""
+    import pyarrow.compute as pc
+
+    return pc.utf8_trim(values, characters=_WHITESPACE)
 
 
 def _frame_source(data: object, table: str) -> _Source | None:
@@ -466,6 +495,22 @@ def _frame_source(data: object, table: str) -> _Source | None:
     rows are numbered from 1, as in a Parquet file."""
     if data is None:
         return None
+    return _Source(
+        arrow_to_strings(_as_arrow(data, table), Path(table), NUMERIC), Path(table), None
+    )
+
+
+def _frame_runs(data: object) -> CodedTable | None:
+    """In-memory runs (pandas DataFrame or pyarrow Table) as codes; rows numbered from 1."""
+    from receval.formats.coded import coded_from_arrow
+
+    if data is None:
+        return None
+    arrow = _as_arrow(data, "runs")
+    return coded_from_arrow(arrow, Path("runs"), NUMERIC, header=None, coded=_RUN_CODED)
+
+
+def _as_arrow(data: object, table: str):
     import pyarrow as pa
 
     if isinstance(data, pd.DataFrame):
@@ -479,8 +524,7 @@ def _frame_source(data: object, table: str) -> _Source | None:
         raise TypeError(
             f"{table}: expected a pandas DataFrame or a pyarrow Table, got {type(data).__name__}"
         )
-    path = Path(table)
-    return _Source(arrow_to_strings(arrow, path, NUMERIC), path, header=None)
+    return arrow
 
 
 _OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
@@ -544,23 +588,31 @@ def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: 
         config = dataclasses.replace(config, name=name)
     if tables["runs"] is None:
         raise BundleError("runs", None, "a task needs runs (the systems' outputs)")
-    sources = {k: _frame_source(v, k) for k, v in tables.items() if k != "queries"}
+    small = ("runs", "queries")
+    sources = {k: _frame_source(v, k) for k, v in tables.items() if k not in small}
+    runs = _frame_runs(tables["runs"])
     queries = _frame_source(tables["queries"], "queries")
     if queries is None:  # the query universe: every query the tables mention
-        mentioned = [
-            src.frame["query_id"].astype(str).str.strip().unique()
-            for src in sources.values()
-            if src is not None and "query_id" in src.frame.columns
-        ]
-        ids = pd.unique(np.concatenate(mentioned).astype(object)) if mentioned else []
-        frame = pd.DataFrame({"query_id": sorted(q for q in ids if q != "")}, dtype=object)
-        frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
-        queries = _Source(frame, Path("queries"), header=None)
-    runs = sources.pop("runs")
-    if "system" not in runs.frame.columns:
+        queries = _mentioned_queries(runs, sources)
+    if "system" not in runs.columns:
         _require(runs, ("system", "query_id", "answer"), "runs")
     root = Path(config.name)
     return _build_task(root, config, {}, queries=queries, runs=[runs], **sources)
+
+
+def _mentioned_queries(runs: CodedTable, sources: dict[str, _Source | None]) -> _Source:
+    """The query universe of in-memory tables given without queries: every query they name."""
+    mentioned = [
+        src.frame["query_id"].astype(str).str.strip().unique()
+        for src in sources.values()
+        if src is not None and "query_id" in src.frame.columns
+    ]
+    if "query_id" in runs.text:
+        mentioned.append(_strip(runs.text["query_id"][0]).to_numpy(zero_copy_only=False))
+    ids = pd.unique(np.concatenate(mentioned).astype(object)) if mentioned else []
+    frame = pd.DataFrame({"query_id": sorted(q for q in ids if q != "")}, dtype=object)
+    frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
+    return _Source(frame, Path("queries"), header=None)
 
 
 def _build_task(
@@ -797,76 +849,88 @@ class _EncodedRuns:
     raw: _Vocabulary = field(default_factory=_Vocabulary)  # answers as given
     normalized: _Vocabulary = field(default_factory=_Vocabulary)
     raw_to_normalized: list[np.ndarray] = field(default_factory=list)
-    text: dict[str, _Vocabulary] = field(default_factory=dict)  # provenance and extra columns
+    # provenance and extra columns: a vocabulary, or None for a plain (mostly distinct) column
+    text: dict[str, _Vocabulary | None] = field(default_factory=dict)
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     empty_systems: tuple[str, ...] = ()
 
-    def add(self, frame: pd.DataFrame, path: Path, matching: Matching) -> None:
-        """Encode one checked run table (string columns) and forget its strings."""
-        sys_codes = _encode_few(self.systems, frame["system"], strip=False)
-        raw_codes, new = self.raw.encode(frame["answer"])
+    def add(self, table: CodedTable, scores: np.ndarray | None, matching: Matching) -> None:
+        """Encode one checked run table (its text columns stripped where they should be) and
+        forget its strings."""
+        values, codes = table.text["answer"]
+        raw_codes, new = self.raw.encode(values)
         if len(new):
             fresh = pd.Series(new, dtype=STRING)
             self.raw_to_normalized.append(
                 self.normalized.encode(normalize_answers(fresh, matching))[0]
             )
+        queries = self.queries.get_indexer(table.text["query_id"][0].to_numpy(zero_copy_only=False))
         part = {
-            "system": sys_codes.astype(np.int32),
-            "query_id": _codes_of(frame["query_id"], self.queries).astype(np.int32),
-            "answer_raw": raw_codes.astype(np.int32),
-            "score": frame["score"].to_numpy(float) if "score" in frame else None,
-            "_file": np.full(len(frame), len(self.paths), dtype=np.int32),
-            LINE: _narrow_lines(frame[LINE].to_numpy(np.int64)),
-            "_rows": len(frame),
+            "system": _encode_values(self.systems, table, "system", strip=False),
+            "query_id": queries.astype(np.int32)[table.text["query_id"][1]],
+            "answer_raw": raw_codes.astype(np.int32)[codes],
+            "score": scores,
+            "_file": np.full(table.rows, len(self.paths), dtype=np.int32),
+            LINE: None if table.lines is None else table.line_numbers(),
+            "_rows": table.rows,
         }
         part["team"] = (
-            _encode_few(self.teams, frame["team"], strip=True) if "team" in frame else None
+            _encode_values(self.teams, table, "team", strip=True) if "team" in table.text else None
         )
-        for col in frame.columns:
-            if col in ("system", "query_id", "answer", "score", "team", LINE):
+        for col in table.columns:
+            if col in ("system", "query_id", "answer", "score", "team"):
                 continue
-            vocab = self.text.setdefault(col, _Vocabulary())
-            part[col] = _encode_few(vocab, frame[col], strip=col == "provenance")
+            if col not in self.text:
+                self.text[col] = None if col in table.plain else _Vocabulary()
+            vocab = self.text[col]
+            if vocab is None:
+                part[col] = table.plain_text(col)
+            else:
+                part[col] = _encode_values(vocab, table, col, strip=col == "provenance")
         self.parts.append(part)
-        self.paths.append(str(path))
+        self.paths.append(str(table.path))
 
     def column(self, name: str, blank: int | float = -1, *, pop: bool = False) -> np.ndarray:
-        """One code column over every row (``blank`` for files without the column); ``pop``
-        forgets the per-file pieces (so a column is held once)."""
+        """One code column over every row (``blank`` for files without the column; row numbers
+        for a file without line numbers); ``pop`` forgets the per-file pieces (so a column is
+        held once)."""
         pieces = [
-            p[name] if p.get(name) is not None else np.full(p["_rows"], blank) for p in self.parts
+            p[name] if p.get(name) is not None else self._blank(p, name, blank) for p in self.parts
         ]
         if pop:
             for p in self.parts:
                 p.pop(name, None)
         return np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0])
 
+    def plain_column(self, name: str) -> pd.Series:
+        """A plain text column over every row ("" for files without it), forgotten per file."""
+        import pyarrow as pa
+
+        pieces = []
+        for p in self.parts:
+            piece = p.pop(name, None)
+            if piece is None:
+                piece = pa.nulls(p["_rows"], pa.large_string()).fill_null("")
+            pieces.append(piece)
+        return arrow_series(pa.chunked_array(pieces, pa.large_string()))
+
+    @staticmethod
+    def _blank(part: dict, name: str, blank: int | float) -> np.ndarray:
+        if name == LINE:
+            return np.arange(1, part["_rows"] + 1, dtype=np.int32)
+        return np.full(part["_rows"], blank)
+
     def normalized_codes(self) -> np.ndarray:
         """Normalised-answer code of every raw-answer code."""
         return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
 
 
-def _encode_few(vocab: _Vocabulary, column: pd.Series, *, strip: bool) -> np.ndarray:
-    """``vocab`` codes (int32) of a text column with few distinct values (system, team,
-    provenance): each distinct value is converted, stripped and looked up once."""
-    codes, uniques = pd.factorize(column, use_na_sentinel=False)
-    values = pd.Series(uniques).astype(str)
-    if strip:
-        values = values.str.strip()
-    return vocab.encode(values)[0].astype(np.int32)[codes]
-
-
-def _codes_of(values: pd.Series, index: pd.Index) -> np.ndarray:
-    """The position in ``index`` of every value (-1 when absent), hashing each distinct value
-    once (a run repeats a few query ids many times)."""
-    codes, uniques = pd.factorize(values)
-    return np.append(index.get_indexer(uniques), -1)[codes]
-
-
-def _narrow_lines(lines: np.ndarray) -> np.ndarray:
-    """Line numbers as int32 when they fit (they always do for a table in memory)."""
-    return lines.astype(np.int32) if lines.max(initial=0) < np.iinfo(np.int32).max else lines
+def _encode_values(vocab: _Vocabulary, table: CodedTable, name: str, *, strip: bool) -> np.ndarray:
+    """``vocab`` codes (int32) of a text column of ``table``: each distinct value is stripped
+    (when ``strip``) and looked up once."""
+    values, codes = table.coded(name)
+    return vocab.encode(_strip(values) if strip else values)[0].astype(np.int32)[codes]
 
 
 def _read_run_source(src) -> _Source:
@@ -890,22 +954,84 @@ def _encode_runs(
     first = None
     with progress(sources, "reading runs") as items:
         for item in items:
-            src = _read_run_source(item)
-            first = first or src
-            frame = src.frame
-            _require(src, ("system", "query_id", "answer"), "runs")
-            if frame.empty:  # a header-only runs/<system> file: an empty submission
-                empty.append(src.path.stem)
+            table = _read_run_source(item)
+            first = first or table
+            _require(table, ("system", "query_id", "answer"), "runs")
+            if table.empty:  # a header-only runs/<system> file: an empty submission
+                empty.append(table.path.stem)
                 continue
-            _nonempty(frame, src.path, ("system", "query_id", "answer"))
-            _check_queries_known(frame, src.path, known)
-            if "score" in frame.columns:
-                frame["score"] = _numbers(frame, src.path, "score", allow_empty=True)
-            runs.add(frame, src.path, matching)
+            _check_run_values(table, known)
+            runs.add(table, _run_scores(table), matching)
     if not runs.parts:
         raise BundleError(first.path, first.first_row, f"no outputs: {first.no_rows}")
     runs.empty_systems = tuple(empty) if len(sources) > 1 else ()
     return runs
+
+
+def _check_run_values(table: CodedTable, known: set[str]) -> None:
+    """No blank system, query or answer (system and query stripped, answers kept verbatim for
+    normalisation); every query in ``queries``."""
+    import pyarrow.compute as pc
+
+    for col in ("system", "query_id", "answer"):
+        values = table.text[col][0]
+        stripped = _strip(values)
+        row, _ = table.first_row_where(col, _flags(pc.equal(stripped, "")))
+        if row >= 0:
+            raise BundleError(
+                table.path, table.line(row), f"empty value in required column {col!r}"
+            )
+        if col != "answer":
+            table.replace_values(col, stripped)
+    ids = table.text["query_id"][0].to_numpy(zero_copy_only=False)
+    unknown = ~pd.Index(ids, dtype=object).isin(known)
+    row, count = table.first_row_where("query_id", unknown)
+    if row >= 0:
+        raise BundleError(
+            table.path,
+            table.line(row),
+            f"query_id {table.value_at('query_id', row)!r} is not in queries ({count} such rows)",
+        )
+
+
+def _flags(mask) -> np.ndarray:
+    """An Arrow boolean array as a numpy bool array (null = False)."""
+    return np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _run_scores(table: CodedTable) -> np.ndarray | None:
+    """The ``score`` column as floats (NaN = empty); a text that is not a finite number is an
+    error naming its first row."""
+    if "score" in table.numbers:
+        values = table.numbers["score"]
+        bad = np.flatnonzero(np.isinf(values))
+        if len(bad):
+            text = repr(float(values[bad[0]]))
+            raise BundleError(
+                table.path, table.line(bad[0]), f"column 'score': {text!r} is not a finite number"
+            )
+        return values
+    if "score" in table.plain:
+        text = arrow_series(_strip(table.plain["score"])).astype(object)
+        numbers, bad = _parse_numbers(text, allow_empty=True)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            message = f"column 'score': {text.iloc[row]!r} is not a finite number"
+            raise BundleError(table.path, table.line(row), message)
+        return numbers.to_numpy(float)
+    if "score" not in table.text:
+        return None
+    values, codes = table.text["score"]
+    text = pd.Series(_strip(values).to_numpy(zero_copy_only=False), dtype=object)
+    numbers, bad = _parse_numbers(text, allow_empty=True)
+    row, _ = table.first_row_where("score", bad)
+    if row >= 0:
+        raise BundleError(
+            table.path,
+            table.line(row),
+            f"column 'score': {text.iloc[int(codes[row])]!r} is not a finite number",
+        )
+    return numbers.to_numpy(float)[codes]
 
 
 def _run_teams(runs: _EncodedRuns) -> np.ndarray:
@@ -936,7 +1062,7 @@ def _run_teams(runs: _EncodedRuns) -> np.ndarray:
             i = int(differs.nonzero()[0][0])
             raise BundleError(
                 Path(path),
-                int(p[LINE][i]),
+                int(p[LINE][i]) if p[LINE] is not None else i + 1,
                 f"system {systems[sys_codes[i]]!r} is given two teams "
                 f"({teams[first_team[sys_codes[i]]]!r} and {teams[team_codes[i]]!r})",
             )
@@ -1043,6 +1169,9 @@ def _run_frame(
     text = dict(runs.text)
     text.setdefault("provenance", _Vocabulary())
     for name, vocab in text.items():
+        if vocab is None:
+            columns[name] = runs.plain_column(name)
+            continue
         blank = vocab.code_of("")
         columns[name] = vocab.categorical(runs.column(name, blank=blank, pop=True))
     columns["fact"] = np.asarray(fact, dtype=np.int64)

@@ -120,3 +120,58 @@ def test_teams_follow_their_systems_in_any_file_order():
     assert task.teams == {"alpha": "TA", "mid": "mid", "zeta": "TZ"}
     got = task.raw_outputs[["system", "team"]].astype(str).to_numpy().tolist()
     assert got == [["zeta", "TZ"], ["alpha", "TA"], ["zeta", "TZ"], ["mid", "mid"]]
+
+
+def test_a_large_mostly_distinct_extra_column_stays_plain_text(tmp_path):
+    """A per-row note (``source = file:line``) in a large run is held as Arrow text, not
+    hashed into a Categorical; a run folder mixing a plain and a coded form of one column reads
+    the same values either way, and ``score`` texts are parsed in the plain form too."""
+    from receval.formats.coded import SNIFF_ROWS
+
+    root = tmp_path / "b"
+    (root / "runs").mkdir(parents=True)
+    n = SNIFF_ROWS + 10
+    (root / "queries.tsv").write_text("query_id\nq1\nq2\n", encoding="utf-8")
+    pd.DataFrame(
+        {
+            "query_id": np.where(np.arange(n) % 2 == 0, "q1", "q2"),
+            "answer": [f"d{i}" for i in range(n)],
+            "score": np.linspace(0, 1, n),
+            "source": [f"A.txt:{i + 1}" for i in range(n)],
+            "kind": np.where(np.arange(n) % 3 == 0, "x", "y"),
+        }
+    ).to_parquet(root / "runs" / "A.parquet", index=False)
+    (root / "runs" / "B.tsv").write_text(
+        "query_id\tanswer\tscore\tsource\nq1\td1\t0.5\tB.txt:1\nq2\td2\t\tB.txt:2\n",
+        encoding="utf-8",
+    )
+    task = load_task(root)
+    raw = task.raw_outputs
+    assert not isinstance(raw["source"].dtype, pd.CategoricalDtype)
+    assert isinstance(raw["kind"].dtype, pd.CategoricalDtype)
+    assert list(raw["source"].iloc[[0, n - 1, n, n + 1]]) == [
+        "A.txt:1",
+        f"A.txt:{n}",
+        "B.txt:1",
+        "B.txt:2",
+    ]
+    assert list(raw["kind"].iloc[[0, 1, n]]) == ["x", "y", ""]
+    assert raw["score"].iloc[n] == 0.5 and np.isnan(raw["score"].iloc[n + 1])
+
+
+def test_a_bad_score_in_a_large_text_run_names_its_line(tmp_path):
+    from receval.errors import BundleError
+    from receval.formats.coded import SNIFF_ROWS
+
+    root = tmp_path / "b"
+    root.mkdir()
+    n = SNIFF_ROWS + 5
+    (root / "queries.tsv").write_text("query_id\nq1\n", encoding="utf-8")
+    scores = [f"{i / n:.9f}" for i in range(n)]
+    scores[n - 2] = "nan?"
+    lines = "".join(f"A\tq1\td{i}\t{s}\n" for i, s in enumerate(scores))
+    (root / "runs.tsv").write_text("system\tquery_id\tanswer\tscore\n" + lines, encoding="utf-8")
+    with pytest.raises(BundleError) as err:
+        load_task(root)
+    assert err.value.line == n  # header = line 1, row i on line i + 2
+    assert "'nan?' is not a finite number" in str(err.value)

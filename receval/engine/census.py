@@ -157,6 +157,15 @@ def _register(task: Task, engine: Engine) -> None:
     for name, table in coded_tables(task).items():
         engine.register(name, table)
     engine._registered_task = task
+    engine._ground_truth = None
+    engine._census = {}
+
+
+def _ground_truth(engine: Engine) -> int:
+    """CS-Score's recall denominator of the registered task (counted once per task)."""
+    if getattr(engine, "_ground_truth", None) is None:
+        engine._ground_truth = int(engine.query(GROUND_TRUTH)["gt"].iloc[0])
+    return engine._ground_truth
 
 
 def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.DataFrame:
@@ -213,12 +222,19 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
             "the engine census covers fact-matched bundles (no provenance, no equivalence "
             "classes); use receval.estimators.official.official_scores"
         )
-    from receval.estimators.official import COUNT_COLUMNS
-
     words = _policy_words(task, policy)
     _register(task, engine)
+    key = tuple(sorted(words.items()))
+    if key not in engine._census:  # the score and the pooling-bias diagnostic share it
+        engine._census[key] = _census(task, engine, words)
+    return engine._census[key].copy()
+
+
+def _census(task: Task, engine: Engine, words: dict[str, str]) -> pd.DataFrame:
+    from receval.estimators.official import COUNT_COLUMNS
+
     counts = _counts(engine.query(OFFICIAL_COUNTS.format(**words)), len(task.systems), words)
-    counts["gt"] = int(engine.query(GROUND_TRUTH)["gt"].iloc[0])
+    counts["gt"] = _ground_truth(engine)
     precision, recall, f1, notes = rates(counts["right"], counts["wrong"], counts["gt"])
     out = pd.DataFrame({"system": task.systems})
     out["team"] = out["system"].map(task.teams)
@@ -243,7 +259,7 @@ def leave_team_out(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
     _register(task, engine)
     n = len(task.systems)
     counts = _counts(engine.query(LEAVE_TEAM_OUT_COUNTS.format(**words)), n, words)
-    gt = int(engine.query(GROUND_TRUTH)["gt"].iloc[0])
+    gt = _ground_truth(engine)
     teams = sorted(set(task.teams.values()))
     lost = engine.query(GROUND_TRUTH_LOST).set_index("team")["lost"]
     lost = lost.reindex(np.arange(len(teams)), fill_value=0).to_numpy(np.int64)

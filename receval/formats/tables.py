@@ -42,6 +42,13 @@ def _text_column(values) -> pd.Series:
     return pd.Series(pd.array(values, dtype=STRING) if STRING == "str" else values, dtype=STRING)
 
 
+def arrow_series(values) -> pd.Series:
+    """An Arrow string array as a text Series without copying: :data:`STRING` on pandas >= 3,
+    the Arrow-backed ``string`` dtype before (never a Python object per value)."""
+    dtype = STRING if STRING == "str" else pd.StringDtype("pyarrow")
+    return pd.Series(pd.array(values, dtype=dtype))
+
+
 def find_table(folder: Path, stem: str) -> Path | None:
     """The one file ``stem.{tsv,csv,parquet}`` in ``folder``, or None; two of them is an error."""
     found = [folder / f"{stem}{s}" for s in TABLE_SUFFIXES if (folder / f"{stem}{s}").is_file()]
@@ -135,7 +142,7 @@ def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
     return frame
 
 
-def _check_header(path: Path, names: list[str]) -> list[str]:
+def check_header(path: Path, names: list[str]) -> list[str]:
     names = [n.strip() for n in names]
     if any(not n for n in names):
         raise BundleError(path, 1, "empty column name in the header")
@@ -153,7 +160,7 @@ def _tsv_records(path: Path, lines: list[str]) -> tuple[list[str], np.ndarray, l
     Vectorised over lines: one pass counts the tabs, then the kept lines are joined and split
     once (a million-row table parses in about a second).
     """
-    names = _check_header(path, lines[0].split("\t"))
+    names = check_header(path, lines[0].split("\t"))
     body = lines[1:]
     n = len(body)
     blank = np.fromiter((not line.strip() for line in body), dtype=bool, count=n)
@@ -179,7 +186,7 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], lis
     # strict: a stray or unterminated quote is an error, not a silently merged record
     reader = csv.reader(io.StringIO(text), strict=True)
     try:
-        names = _check_header(path, next(reader))
+        names = check_header(path, next(reader))
     except csv.Error as exc:
         raise BundleError(path, 1, f"malformed CSV header: {exc}") from None
     rows = []
@@ -202,14 +209,12 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], lis
     return names, rows, line_numbers
 
 
-_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
-def _read_parquet(
-    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
-) -> pd.DataFrame:
-    """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
-    are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
+def read_parquet_arrow(path: Path, columns: tuple[str, ...] | None = None) -> pa.Table:
+    """A Parquet file as an Arrow table (only ``columns`` of it, when given); an unreadable
+    file is a :class:`BundleError`."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -219,13 +224,19 @@ def _read_parquet(
     try:
         if columns is not None:
             present = set(pq.read_schema(path).names)
-            table = pq.read_table(path, columns=[c for c in columns if c in present])
-        else:
-            table = pq.read_table(path)
+            return pq.read_table(path, columns=[c for c in columns if c in present])
+        return pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
-    return arrow_to_strings(table, path, numeric)
+
+
+def _read_parquet(
+    path: Path, numeric: tuple[str, ...] = (), columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """Parquet as strings: integers stay integers (``1``, not ``1.0``, even with nulls), floats
+    are written with :func:`repr` (shortest round-trip form), nulls become empty strings."""
+    return arrow_to_strings(read_parquet_arrow(path, columns), path, numeric)
 
 
 def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -235,42 +246,55 @@ def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.Dat
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    keep = [i for i, n in enumerate(table.column_names) if not _PANDAS_INDEX.fullmatch(str(n))]
-    names = _check_header(path, [str(table.column_names[i]) for i in keep])
+    keep = [i for i, n in enumerate(table.column_names) if not PANDAS_INDEX.fullmatch(str(n))]
+    names = check_header(path, [str(table.column_names[i]) for i in keep])
     out = {}
     for name, i in zip(names, keep, strict=True):
         col = table.column(i)
+        if pa.types.is_dictionary(col.type):
+            col = pc.cast(col, col.type.value_type)
         kind = col.type
-        if pa.types.is_dictionary(kind):
-            col = pc.cast(col, kind.value_type)
-            kind = col.type
         if name in numeric and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             out[name] = pd.Series(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
             continue
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            values = pc.fill_null(col, "")
-        elif pa.types.is_integer(kind):
-            values = pc.fill_null(pc.cast(col, pa.string()), "")
-        elif pa.types.is_floating(kind):
-            # numpy's str() of a float64 is its shortest round-trip form, as repr() is
-            floats = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
-            values = floats.astype(str).astype(object)
-            values[np.isnan(floats)] = ""
-        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-            values = []
-            for row, v in enumerate(col.to_pylist(), start=1):
-                try:
-                    values.append("" if v is None else v.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise BundleError(
-                        path, row, f"column {name!r}: binary value is not valid UTF-8"
-                    ) from None
-        else:
-            values = ["" if v is None else str(v) for v in col.to_pylist()]
-        out[name] = _text_column(values)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        out[name] = _text_column(arrow_text(col, path, name))
     frame = pd.DataFrame(out, index=pd.RangeIndex(table.num_rows), columns=names)
     frame[LINE] = np.arange(1, table.num_rows + 1, dtype=np.int64)
     return frame
+
+
+def arrow_text(values, path: Path, name: str, first_row=None) -> pa.Array:
+    """An Arrow array as text (a ``large_string`` array, nulls as ""): strings as they are,
+    integers as written, floats in their shortest round-trip form (numpy's ``str``), binary
+    decoded as UTF-8 (else an error naming ``first_row(i)``, the row of value ``i``; default
+    ``i + 1``), anything else with :func:`str`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pc.fill_null(values, "").cast(pa.large_string())
+    if pa.types.is_integer(kind):
+        return pc.fill_null(pc.cast(values, pa.large_string()), "")
+    if pa.types.is_floating(kind):
+        # numpy's str() of a float64 is its shortest round-trip form, as repr() is
+        floats = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+        text = floats.astype(str).astype(object)
+        text[np.isnan(floats)] = ""
+        return pa.array(text, pa.large_string())
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        out = []
+        for i, v in enumerate(values.to_pylist()):
+            try:
+                out.append("" if v is None else v.decode("utf-8"))
+            except UnicodeDecodeError:
+                row = first_row(i) if first_row is not None else i + 1
+                raise BundleError(
+                    path, row, f"column {name!r}: binary value is not valid UTF-8"
+                ) from None
+        return pa.array(out, pa.large_string())
+    return pa.array(["" if v is None else str(v) for v in values.to_pylist()], pa.large_string())
 
 
 # ---------------------------------------------------------------------------------------------
