@@ -342,6 +342,11 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
     "else local[*]).",
 )
+@click.option(
+    "--no-report",
+    is_flag=True,
+    help="Write the CSV/JSON set without report.html (build it later with `receval report DIR`).",
+)
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def score(
     task: Path,
@@ -354,14 +359,16 @@ def score(
     replicates_path: Path | None,
     engine: str,
     spark_master: str | None,
+    no_report: bool,
     quiet: bool,
     **choices,
 ) -> None:
     """Estimate precision, recall and F1 of every system of TASK with intervals; write DIR/.
 
     Writes the whole output folder as one set: leaderboard.csv, pool.csv, conflicts.csv,
-    per_query.csv, annotation.csv, pooling_bias.csv, agreement.csv, run.json, report.html (and
-    truth_check.csv, curves/, leaderboard_anonymised.csv, replicates.npz when they apply).  Every
+    per_query.csv, annotation.csv, pooling_bias.csv, agreement.csv, run.json, report.html (not
+    with --no-report), and truth_check.csv, curves/, leaderboard_anonymised.csv, replicates.npz
+    when they apply.  Every
     interval is a bootstrap interval over all random stages (each system's sample, the exhaustive
     units) with replicates shared by all systems.
     """
@@ -383,14 +390,15 @@ def score(
         if key_source is not None:  # where the key is kept, never the key
             extra = {**result.run.extra, "anonymise": {"key": key_source}}
             result = dataclasses.replace(result, run=result.run.replace(extra=extra))
-        result.write(out, save_replicates=save_replicates, quiet=quiet)
+        result.write(out, save_replicates=save_replicates, report=not no_report, quiet=quiet)
         bar.update(1)
     if not quiet:
         for w in result.warnings:
             _warn(w)
         _print_leaderboard(result.leaderboard, best_per_team)
         interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        click.echo(f"\nintervals: {interval}; results in {out}/ (report: {out / 'report.html'})")
+        where = "no report: `receval report`" if no_report else f"report: {out / 'report.html'}"
+        click.echo(f"\nintervals: {interval}; results in {out}/ ({where})")
 
 
 def _score_options(choices: dict):

@@ -1135,6 +1135,18 @@ def _attach_facts(
     return facts, frame
 
 
+def _normalisation_changed_nothing(runs: _EncodedRuns) -> bool:
+    """Whether every raw answer is its own normalised form (the raw and normalised
+    vocabularies hold the same values in the same order), so the answer column serves as
+    ``answer_raw`` without sorting the raw answers again."""
+    to_normalized = runs.normalized_codes()
+    return (
+        len(runs.raw) == len(runs.normalized) == len(to_normalized)
+        and bool((to_normalized == np.arange(len(to_normalized))).all())
+        and runs.raw.values.equals(runs.normalized.values)
+    )
+
+
 def _run_frame(
     runs: _EncodedRuns, fact: np.ndarray, fact_answer: np.ndarray, answers: pd.Index
 ) -> pd.DataFrame:
@@ -1151,9 +1163,13 @@ def _run_frame(
         dtype=pd.CategoricalDtype(answers),
         validate=False,
     )
-    raw = runs.raw.categorical(runs.column("answer_raw", pop=True))
-    if raw.categories.equals(answers) and np.array_equal(raw.codes, answer.codes):
-        raw = answer  # nothing changed by normalisation: one column for both
+    if _normalisation_changed_nothing(runs):  # one column for both
+        raw = answer
+        runs.column("answer_raw", pop=True)
+    else:
+        raw = runs.raw.categorical(runs.column("answer_raw", pop=True))
+        if raw.categories.equals(answers) and np.array_equal(raw.codes, answer.codes):
+            raw = answer
     columns = {
         "system": system,
         "team": team_vocab.categorical(team_codes[sys_codes] if n else []),

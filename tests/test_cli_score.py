@@ -171,6 +171,18 @@ def test_simple_and_official_estimators(task, tmp_path):
     assert official["precision_lo"].isna().all() and official["precision"].notna().all()
 
 
+def test_no_report_writes_the_set_without_it_and_report_builds_it_later(task, tmp_path):
+    out = tmp_path / "out"
+    result = invoke("score", task, "--out", out, "--estimator", "official", "--no-report")
+    assert result.exit_code == 0, result.output
+    assert "no report" in result.output
+    assert (out / "leaderboard.csv").is_file() and (out / "run.json").is_file()
+    assert not (out / "report.html").exists()
+    result = invoke("report", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "<svg" in (out / "report.html").read_text(encoding="utf-8")
+
+
 def test_the_joint_estimator_beats_the_simple_one_in_width(task, tmp_path):
     widths = {}
     for estimator in ("joint", "simple"):

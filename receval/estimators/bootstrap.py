@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 METHODS = ("percentile", "basic", "BCa")
 
@@ -271,6 +270,8 @@ def confidence_interval(
     else:
         if jackknife is None:
             raise ValueError("BCa needs jackknife values")
+        from scipy.special import ndtr, ndtri  # lazy: the official census never needs it
+
         valid = ~np.isnan(reps)
         below = np.where(valid, reps < point[None, :], False).sum(axis=0)
         equal = np.where(valid, reps == point[None, :], False).sum(axis=0)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from receval.design import sampling_probabilities, unit_weights
 from receval.task import Task, codes_in, system_codes
@@ -173,6 +172,8 @@ def _overlaps(
     Sparse products over ranges of facts, each with about ``chunk`` rows, so memory stays
     bounded on 10⁸-row tasks; one range (the same arithmetic as one product) below ``chunk``.
     """
+    from scipy import sparse  # lazy: only the joint estimator gets here
+
     n_chunks = max(1, -(-len(fact) // chunk))
     bounds = np.linspace(0, n_facts, n_chunks + 1).astype(np.int64)
     out = np.zeros((m, m))
