@@ -30,9 +30,10 @@ DISTRIBUTIONS = ("uniform", "entity-relation")
 
 
 def sampling_probabilities(
-    outputs: pd.DataFrame, queries: pd.DataFrame, distribution: str
-) -> pd.Series:
-    """s_j(x) for every row of ``outputs`` (one row per system × fact), normalised per system.
+    outputs: pd.DataFrame, queries: pd.DataFrame, distribution: str, *, rows=None
+) -> pd.Series | np.ndarray:
+    """s_j(x) for every row of ``outputs`` (one row per system × fact), normalised per system;
+    with ``rows`` (positions), only at those rows, as an array.
 
     Parameters
     ----------
@@ -42,14 +43,18 @@ def sampling_probabilities(
 
     Returns
     -------
-    Series aligned with ``outputs.index``; sums to 1 within each system.
+    Series aligned with ``outputs.index``; sums to 1 within each system (an array of the values
+    at ``rows`` when given).
     """
     from receval.task import system_codes
 
+    if distribution == "uniform":  # 1/|X_j|: no temporary as long as the outputs but the result
+        codes = system_codes(outputs["system"])[0]
+        size = chunked_bincount(codes)
+        at = codes if rows is None else codes[np.asarray(rows, dtype=np.int64)]
+        prob = (1.0 / np.maximum(size, 1))[at] if len(codes) else np.zeros(len(at))
+        return prob if rows is not None else pd.Series(prob, index=outputs.index, name="prob")
     sys_codes = system_codes(outputs["system"])[0].astype(np.int64)
-    if distribution == "uniform":
-        size = np.bincount(sys_codes)[sys_codes].astype(float) if len(sys_codes) else np.zeros(0)
-        return pd.Series(1.0 / size, index=outputs.index, name="prob")
     if distribution != "entity-relation":
         raise ValueError(
             f"unknown sampling distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})"
@@ -70,7 +75,19 @@ def sampling_probabilities(
     inst_rel = np.bincount(rel, weights=inst)[rel]
     weight = distinct / (inst_subj * inst_rel)
     total = pd.Series(weight).groupby(sys_codes, observed=True).transform("sum").to_numpy()
+    if rows is not None:
+        rows = np.asarray(rows, dtype=np.int64)
+        return weight[rows] / total[rows]
     return pd.Series(weight / total, index=outputs.index, name="prob")
+
+
+def chunked_bincount(codes: np.ndarray, minlength: int = 0, chunk: int = 1 << 22) -> np.ndarray:
+    """``np.bincount`` of small integer codes a few million at a time (bincount converts its
+    input to intp: 8 bytes per value at once otherwise)."""
+    size = np.zeros(max(int(codes.max(initial=-1)) + 1, minlength), dtype=np.int64)
+    for lo in range(0, len(codes), chunk):
+        size += np.bincount(codes[lo : lo + chunk], minlength=len(size))
+    return size
 
 
 def _group_key(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -301,10 +318,8 @@ def infer_designs(
     def expected(design: str) -> pd.Series:
         """s_j of ``design`` at every draw (computed when a sampler first asks for it)."""
         if design not in cache:
-            s = sampling_probabilities(outputs, queries, design).to_numpy()
-            cache[design] = pd.Series(
-                np.where(at >= 0, s[np.maximum(at, 0)], np.nan), index=samples.index
-            )
+            s = sampling_probabilities(outputs, queries, design, rows=np.maximum(at, 0))
+            cache[design] = pd.Series(np.where(at >= 0, s, np.nan), index=samples.index)
         return cache[design]
 
     out = []

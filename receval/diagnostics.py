@@ -54,7 +54,8 @@ def pooling_bias(
     """
     from receval.estimators.official import official_scores
 
-    team_of = task.outputs[["system", "team"]].drop_duplicates().set_index("system")["team"]
+    team_of = pd.Series(task.teams, dtype=object)  # systems with outputs only
+    team_of = team_of[team_of.index.isin(task.outputs["system"].unique())]
     unique, owner = _unique_facts(task)
     if engine is not None and _fact_matched(task):
         from receval.engine import leave_team_out, official_census
@@ -276,12 +277,11 @@ def _lto_rescore(task: Task, unique: np.ndarray, owner: pd.Categorical) -> pd.Da
 
 def per_query(task: Task) -> pd.DataFrame:
     """One row per query: outputs, answering systems, judged facts, judged correct, conflicts, exhaustive facts."""
-    out = task.outputs
     labels = task.labels
     q = task.queries[["query_id"]].copy()
-    by = out.groupby("query_id", observed=True)
-    q["outputs"] = q["query_id"].map(by.size()).fillna(0).astype(int)
-    q["systems"] = q["query_id"].map(by["system"].nunique()).fillna(0).astype(int)
+    outputs, systems = _outputs_and_systems_per_query(task.outputs)
+    q["outputs"] = q["query_id"].map(outputs).fillna(0).astype(int)
+    q["systems"] = q["query_id"].map(systems).fillna(0).astype(int)
     pool = task.facts[task.facts["in_pool"]]
     judged = pool[pool.index.isin(labels.index)]
     q["judged"] = (
@@ -307,6 +307,32 @@ def per_query(task: Task) -> pd.DataFrame:
     return q.sort_values(
         ["conflicts", "judged", "query_id"], ascending=[False, False, True], ignore_index=True
     )
+
+
+#: Rows counted at a time by :func:`_outputs_and_systems_per_query` (bounded temporaries).
+CHUNK_ROWS = 1 << 22
+
+
+def _outputs_and_systems_per_query(outputs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(outputs, distinct systems) per query id, counted over integer codes a few million rows
+    at a time: no temporary array as long as the outputs (a groupby's ``nunique`` holds
+    several)."""
+    from receval.task import system_codes
+
+    qcodes, queries = system_codes(outputs["query_id"])
+    scodes, systems = system_codes(outputs["system"])
+    n_q, n_s = len(queries), max(len(systems), 1)
+    if n_q * n_s > 50_000_000:  # too many pairs for a table of flags
+        by = outputs.groupby("query_id", observed=True)
+        return by.size(), by["system"].nunique()
+    counts = np.zeros(n_q, dtype=np.int64)
+    seen = np.zeros(n_q * n_s, dtype=bool)
+    for lo in range(0, len(qcodes), CHUNK_ROWS):
+        q = np.asarray(qcodes[lo : lo + CHUNK_ROWS], dtype=np.int64)
+        counts += np.bincount(q, minlength=n_q)
+        seen[q * n_s + scodes[lo : lo + CHUNK_ROWS]] = True
+    pairs = seen.reshape(n_q, n_s).sum(axis=1)
+    return pd.Series(counts, index=queries), pd.Series(pairs, index=queries)
 
 
 def annotation_spend(task: Task) -> pd.DataFrame:

@@ -868,10 +868,10 @@ class _EncodedRuns:
         queries = self.queries.get_indexer(table.text["query_id"][0].to_numpy(zero_copy_only=False))
         part = {
             "system": _encode_values(self.systems, table, "system", strip=False),
-            "query_id": queries.astype(np.int32)[table.text["query_id"][1]],
+            "query_id": _narrow_codes(queries)[table.text["query_id"][1]],
             "answer_raw": raw_codes.astype(np.int32)[codes],
             "score": scores,
-            "_file": np.full(table.rows, len(self.paths), dtype=np.int32),
+            "_file": np.full(table.rows, len(self.paths), dtype=_code_dtype(len(self.paths) + 1)),
             LINE: None if table.lines is None else table.line_numbers(),
             "_rows": table.rows,
         }
@@ -895,13 +895,28 @@ class _EncodedRuns:
         """One code column over every row (``blank`` for files without the column; row numbers
         for a file without line numbers); ``pop`` forgets the per-file pieces (so a column is
         held once)."""
-        pieces = [
-            p[name] if p.get(name) is not None else self._blank(p, name, blank) for p in self.parts
+
+        def piece(p: dict) -> np.ndarray:
+            got = p.pop(name, None) if pop else p.get(name)
+            return got if got is not None else self._blank(p, name, blank)
+
+        if len(self.parts) == 1:
+            return np.asarray(piece(self.parts[0]))
+        kinds = [
+            p[name].dtype if p.get(name) is not None else self._blank_dtype(name, blank)
+            for p in self.parts
         ]
-        if pop:
-            for p in self.parts:
-                p.pop(name, None)
-        return np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0])
+        out = np.empty(sum(p["_rows"] for p in self.parts), dtype=np.result_type(*kinds))
+        start = 0
+        for p in self.parts:  # filled file by file: each piece freed once copied when popping
+            out[start : start + p["_rows"]] = piece(p)
+            start += p["_rows"]
+        return out
+
+    def drop(self, name: str) -> None:
+        """Forget a column's per-file pieces."""
+        for p in self.parts:
+            p.pop(name, None)
 
     def plain_column(self, name: str) -> pd.Series:
         """A plain text column over every row ("" for files without it), forgotten per file."""
@@ -917,9 +932,18 @@ class _EncodedRuns:
 
     @staticmethod
     def _blank(part: dict, name: str, blank: int | float) -> np.ndarray:
+        kind = _EncodedRuns._blank_dtype(name, blank)
         if name == LINE:
-            return np.arange(1, part["_rows"] + 1, dtype=np.int32)
-        return np.full(part["_rows"], blank)
+            return np.arange(1, part["_rows"] + 1, dtype=kind)
+        return np.full(part["_rows"], blank, dtype=kind)
+
+    @staticmethod
+    def _blank_dtype(name: str, blank: int | float) -> np.dtype:
+        if name == LINE:
+            return np.dtype(np.int32)
+        if isinstance(blank, int) and blank >= 0:  # a code: as narrow as it can be
+            return np.dtype(_code_dtype(blank + 1))
+        return np.asarray(blank).dtype
 
     def normalized_codes(self) -> np.ndarray:
         """Normalised-answer code of every raw-answer code."""
@@ -930,7 +954,13 @@ def _encode_values(vocab: _Vocabulary, table: CodedTable, name: str, *, strip: b
     """``vocab`` codes (int32) of a text column of ``table``: each distinct value is stripped
     (when ``strip``) and looked up once."""
     values, codes = table.coded(name)
-    return vocab.encode(_strip(values) if strip else values)[0].astype(np.int32)[codes]
+    return _narrow_codes(vocab.encode(_strip(values) if strip else values)[0])[codes]
+
+
+def _narrow_codes(codes: np.ndarray) -> np.ndarray:
+    """Codes in the smallest integer type that holds them (columns are concatenated over the
+    files later, in the widest type any file needed)."""
+    return codes.astype(_code_dtype(int(codes.max(initial=0)) + 1))
 
 
 def _read_run_source(src) -> _Source:
@@ -1165,7 +1195,7 @@ def _run_frame(
     )
     if _normalisation_changed_nothing(runs):  # one column for both
         raw = answer
-        runs.column("answer_raw", pop=True)
+        runs.drop("answer_raw")
     else:
         raw = runs.raw.categorical(runs.column("answer_raw", pop=True))
         if raw.categories.equals(answers) and np.array_equal(raw.codes, answer.codes):
@@ -1214,7 +1244,7 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     raw_outputs = runs[keep + extra + ["_file", LINE]].reset_index(drop=True)
     if not runs.attrs.get("duplicates", True):  # every row is an output (no copy of a column)
         outputs = runs[keep + extra].reset_index(drop=True)
-        outputs.insert(len(keep), "copies", np.ones(len(runs), dtype=np.int64))
+        outputs.insert(len(keep), "copies", np.ones(len(runs), dtype=np.int32))
         return outputs, raw_outputs
     sys_codes, _ = pd.factorize(runs["system"])
     fact = runs["fact"].to_numpy(np.int64)
@@ -1227,12 +1257,12 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     copies = np.diff(np.r_[starts, len(key)])
     if len(starts) == len(key):  # no duplicates: every row is an output
         outputs = runs[keep + extra].reset_index(drop=True)
-        outputs.insert(len(keep), "copies", np.ones(len(key), dtype=np.int64))
+        outputs.insert(len(keep), "copies", np.ones(len(key), dtype=np.int32))
         return outputs, raw_outputs
     first = order[starts]
     back = np.argsort(first, kind="stable")  # outputs in input order
     outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)
-    outputs.insert(len(keep), "copies", copies[back].astype(np.int64))
+    outputs.insert(len(keep), "copies", copies[back].astype(np.int32))
     return outputs, raw_outputs
 
 

@@ -97,3 +97,22 @@ def test_unique_facts_counts_per_team():
     assert [owner[0], owner[2]] == ["X", "Y"]
     bias = pooling_bias(task)
     assert bias.set_index("team")["unique_facts"].to_dict() == {"X": 1, "Y": 1}
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 22])
+def test_per_query_counts_in_chunks_equal_a_groupby(monkeypatch, chunk):
+    from receval import diagnostics
+
+    rng = np.random.default_rng(5)
+    n = 500
+    frame = pd.DataFrame(
+        {
+            "query_id": pd.Categorical(rng.choice(["q1", "q2", "q3", "q4"], n)),
+            "system": pd.Categorical(rng.choice(["A", "B", "C"], n, p=[0.7, 0.29, 0.01])),
+        }
+    )
+    monkeypatch.setattr(diagnostics, "CHUNK_ROWS", chunk)
+    outputs, systems = diagnostics._outputs_and_systems_per_query(frame)
+    by = frame.groupby("query_id", observed=True)
+    assert outputs.to_dict() == by.size().to_dict()
+    assert systems.to_dict() == by["system"].nunique().to_dict()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from receval.design import sampling_probabilities, unit_weights
+from receval.design import chunked_bincount, sampling_probabilities, unit_weights
 from receval.task import Task, codes_in, system_codes
 
 
@@ -190,6 +190,31 @@ def _overlaps(
     return out
 
 
+def _query_cells(
+    out_q: np.ndarray,
+    sys_codes: np.ndarray,
+    fact_codes: np.ndarray,
+    label_full: np.ndarray,
+    n_queries: int,
+    m: int,
+    chunk: int = 1 << 22,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(outputs, summed known labels, outputs with a known label) per query and system, (Q, m)
+    each, counted a few million output rows at a time (bincount adds in row order, as
+    np.add.at does)."""
+    cells = n_queries * m
+    sizes, correct, known_count = np.zeros(cells), np.zeros(cells), np.zeros(cells)
+    for lo in range(0, len(out_q), chunk):
+        cell = out_q[lo : lo + chunk].astype(np.int64) * m + sys_codes[lo : lo + chunk]
+        sizes += np.bincount(cell, minlength=cells)
+        labels = label_full[fact_codes[lo : lo + chunk]]
+        known = ~np.isnan(labels)
+        correct += np.bincount(cell[known], weights=labels[known], minlength=cells)
+        known_count += np.bincount(cell[known], minlength=cells)
+    shape = (n_queries, m)
+    return sizes.reshape(shape), correct.reshape(shape), known_count.reshape(shape)
+
+
 def _design_probabilities(task: Task, classes: bool):
     """(the task the estimators see, design -> s_j of each of its output rows, (classes with
     several facts, unresolved outputs)): the task itself, or its view with every equivalence
@@ -231,12 +256,8 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
     outputs = task.outputs
-    sizes = (
-        outputs.groupby("system", observed=True)["fact"]
-        .size()
-        .reindex(systems, fill_value=0)
-        .to_numpy(float)
-    )
+    sys_codes = codes_in(outputs["system"], pd.Index(systems))
+    sizes = chunked_bincount(sys_codes, minlength=m).astype(float)
     labels = task.labels
     n_facts = len(task.facts)
 
@@ -274,7 +295,6 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     # proposal densities s_j(x) at drawn facts, and overlaps Σ_x t_i(x) s_j(x) over all facts
     designs = sorted({s.design for s in samplers})
     fact_codes = outputs["fact"].to_numpy(np.int64)
-    sys_codes = codes_in(outputs["system"], pd.Index(systems))
     proposal = np.zeros((D, J))
     overlap = np.zeros((m, J))
     for design in designs:
@@ -318,15 +338,10 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         np.int64
     )
     out_q = codes_in(outputs["query_id"], pd.Index(query_ids))
-    # bincount adds in row order, as np.add.at does: the same sums
-    cell = out_q.astype(np.int64) * m + sys_codes
+    query_sizes, query_correct, query_known = _query_cells(
+        out_q, sys_codes, fact_codes, label_full, Q, m
+    )
     del out_q
-    query_sizes = np.bincount(cell, minlength=Q * m).astype(float).reshape(Q, m)
-    out_labels = label_full[fact_codes]
-    known = ~np.isnan(out_labels)
-    query_correct = np.bincount(cell[known], weights=out_labels[known], minlength=Q * m)
-    query_correct = query_correct.reshape(Q, m)
-    del cell
     if len(ex):
         ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
         pairs = pd.DataFrame({"u": u_codes, "q": ex_q, "pooled": ex_pooled, "found": share})
@@ -354,13 +369,13 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         pair_by_system = np.zeros((0, m))
 
     # census: every output of the system is labelled
-    n_missing = np.bincount(sys_codes[~known], minlength=m)
-    census = (n_missing == 0) & (np.bincount(sys_codes, minlength=m) > 0)
+    n_missing = query_sizes.sum(axis=0) - query_known.sum(axis=0)
+    census = (n_missing == 0) & (query_sizes.sum(axis=0) > 0)
     weighted = np.full(m, np.nan)
     if census.any():  # the same per-system (compensated) sums, over those systems' rows only
         rows = np.flatnonzero(census[sys_codes])
         sums = (
-            pd.Series(out_labels[rows] * t_all.to_numpy()[rows])
+            pd.Series(label_full[fact_codes[rows]] * t_all.to_numpy()[rows])
             .groupby(sys_codes[rows], observed=True)
             .sum()
         )
