@@ -148,10 +148,10 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_json(path, data)
 
 
-def _as_task(task: Task | Path | str) -> Task:
+def _as_task(task: Task | Path | str, run_columns: tuple[str, ...] | None = None) -> Task:
     from receval.task import Task, load_task
 
-    return task if isinstance(task, Task) else load_task(task)
+    return task if isinstance(task, Task) else load_task(task, run_columns=run_columns)
 
 
 def _check_systems(task: Task, systems: list[str] | None) -> None:
@@ -328,7 +328,9 @@ def score_with_options(
 
     check_score_options(options)
     step = on_step or (lambda: None)
-    loaded = _as_task(task)
+    from receval.task import SCORING_RUN_COLUMNS
+
+    loaded = _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note such as `source` is not read
     step()
     estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
     step()

@@ -398,6 +398,9 @@ def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | No
 
 #: Run columns every task has; ``load_task(run_columns=...)`` reads these plus the ones named.
 _RUN_REQUIRED = ("system", "query_id", "answer")
+#: Run columns scoring uses besides the required ones (``score`` reads only these: a Parquet
+#: run's other columns, such as ``import trec``'s per-row ``source``, are not read at all).
+SCORING_RUN_COLUMNS = ("score", "team", "provenance", "relation_provenance", "hop")
 #: Run columns always held as codes; any other text column whose values are mostly distinct
 #: (a per-row note) is held as plain Arrow text (:mod:`receval.formats.coded`).
 _RUN_CODED = (*_RUN_REQUIRED, "team", "provenance", "relation_provenance", "hop")

@@ -65,3 +65,28 @@ def test_bca_and_macro_are_refused_with_clusters(task):
         score_task(task, ScoreOptions(bootstrap=50, cluster_queries=True, method="BCa"))
     with pytest.raises(ValueError, match="micro"):
         score_task(task, ScoreOptions(bootstrap=50, cluster_queries=True, target="macro"))
+
+
+def test_query_cells_counted_in_chunks_equal_one_pass():
+    """The per-(query, system) output counts and label sums of build_sample_data, counted a few
+    rows at a time, equal np.add.at over every row at once (NaN labels left out)."""
+    from receval.design import chunked_bincount
+    from receval.estimators.sample_data import _query_cells
+
+    rng = np.random.default_rng(11)
+    n, q, m, f = 1000, 7, 4, 50
+    out_q = rng.integers(0, q, n).astype(np.int16)
+    sys_codes = rng.integers(0, m, n).astype(np.int32)
+    fact = rng.integers(0, f, n)
+    label = np.where(rng.random(f) < 0.4, np.nan, rng.random(f))
+    sizes, correct, known = _query_cells(out_q, sys_codes, fact, label, q, m, chunk=37)
+    want_sizes, want_correct, want_known = np.zeros((q, m)), np.zeros((q, m)), np.zeros((q, m))
+    np.add.at(want_sizes, (out_q, sys_codes), 1.0)
+    ok = ~np.isnan(label[fact])
+    np.add.at(want_correct, (out_q[ok], sys_codes[ok]), label[fact][ok])
+    np.add.at(want_known, (out_q[ok], sys_codes[ok]), 1.0)
+    assert np.array_equal(sizes, want_sizes) and np.array_equal(known, want_known)
+    assert np.allclose(correct, want_correct, rtol=1e-12, atol=0)
+    assert np.array_equal(
+        chunked_bincount(sys_codes, minlength=6, chunk=13), np.bincount(sys_codes, minlength=6)
+    )
