@@ -423,20 +423,33 @@ def _run_sources(
     root: Path, files: dict[str, Path], run_columns: tuple[str, ...] | None = None
 ) -> list:
     """``runs.{tsv,csv,parquet}``, or one table per system in ``runs/`` (system = file stem;
-    other files and hidden files such as ``._A.tsv`` are ignored)."""
+    other files and hidden files such as ``._A.tsv`` are ignored), or a Parquet dataset: a
+    ``runs.parquet/`` folder of part files, or ``runs/`` partitioned by system
+    (``runs/system=<name>/*.parquet``, as Spark's ``partitionBy("system")`` writes it).
+
+    Parquet is read one row group at a time: a source is a callable reading one part."""
     single = find_table(root, "runs")
     folder = root / "runs"
-    if single is not None and folder.is_dir():
+    dataset = root / "runs.parquet"
+    if (single is not None or dataset.is_dir()) and folder.is_dir():
         raise BundleError(
-            single, None, "ambiguous: both a runs table and a runs/ folder exist; keep one"
+            single or dataset,
+            None,
+            "ambiguous: both a runs table and a runs/ folder exist; keep one",
         )
     if single is not None:
         files["runs"] = single
+        if single.suffix.lower() == ".parquet":
+            return _row_group_sources(single, run_columns, {})
         return [_read_run_table(single, run_columns)]
+    if dataset.is_dir():
+        return _dataset_sources(dataset, files, run_columns)
     if not folder.is_dir():
         raise BundleError(
             root / "runs.tsv", None, "missing file: a bundle needs runs.tsv or a runs/ folder"
         )
+    if any(_partition(p.name) for p in folder.iterdir() if p.is_dir()):
+        return _dataset_sources(folder, files, run_columns)
     paths = list(run_folder_files(folder).values())
     if not paths:
         raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
@@ -444,6 +457,104 @@ def _run_sources(
         files[f"runs/{path.name}"] = path
     # read one file at a time while checking (see _encode_runs): the runs are never all strings
     return [functools.partial(_read_run_file, path, run_columns) for path in paths]
+
+
+def _partition(name: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a Hive partition folder name ``key=value`` (value URL-decoded, as
+    Spark writes it), else None."""
+    from urllib.parse import unquote
+
+    key, sep, value = name.partition("=")
+    if not sep or not key or name.startswith((".", "_")):
+        return None
+    return key, unquote(value)
+
+
+def _dataset_sources(
+    folder: Path, files: dict[str, Path], run_columns: tuple[str, ...] | None
+) -> list:
+    """The row groups of every Parquet part file under ``folder`` (hidden files and Spark's
+    ``_SUCCESS``-style markers ignored); each ``key=value`` folder on the way sets that column
+    (``system=A`` names the system) on the rows of the files under it."""
+    parts = sorted(
+        p
+        for p in folder.rglob("*.parquet")
+        if p.is_file() and not any(q.startswith((".", "_")) for q in p.relative_to(folder).parts)
+    )
+    if not parts:
+        raise BundleError(folder, None, "the runs dataset holds no .parquet file")
+    sources = []
+    for part in parts:
+        relative = part.relative_to(folder)
+        files[f"{folder.name}/{relative.as_posix()}"] = part
+        keys = dict(filter(None, (_partition(d) for d in relative.parts[:-1])))
+        sources += _row_group_sources(part, run_columns, keys)
+    return sources
+
+
+def _row_group_sources(
+    path: Path, run_columns: tuple[str, ...] | None, keys: dict[str, str]
+) -> list:
+    """One source per row group of a Parquet file (rows numbered through the whole file)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except Exception as exc:  # pyarrow raises many types for corrupt files
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
+    if meta.num_row_groups <= 1:
+        return [functools.partial(_read_run_part, path, run_columns, keys, None, 0)]
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    return [
+        functools.partial(_read_run_part, path, run_columns, keys, g, offset)
+        for g, offset in enumerate(offsets)
+    ]
+
+
+def _read_run_part(
+    path: Path,
+    run_columns: tuple[str, ...] | None,
+    keys: dict[str, str],
+    group: int | None,
+    offset: int,
+) -> CodedTable:
+    """One row group (``None``: the whole file) of a Parquet run file as codes, with the
+    partition ``keys`` as columns (a file column of the same name must agree)."""
+    from receval.formats.coded import coded_from_arrow
+    from receval.formats.tables import read_parquet_arrow
+
+    wanted = None if run_columns is None else (*_RUN_REQUIRED, *run_columns)
+    if group is None:
+        arrow = read_parquet_arrow(path, wanted)
+    else:
+        import pyarrow.parquet as pq
+
+        try:
+            reader = pq.ParquetFile(path)
+            present = set(reader.schema_arrow.names)
+            columns = None if wanted is None else [c for c in wanted if c in present]
+            arrow = reader.read_row_group(group, columns=columns)
+        except Exception as exc:  # pyarrow raises many types for corrupt files
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
+    table = coded_from_arrow(arrow, path, NUMERIC, coded=_RUN_CODED, row_offset=offset)
+    for key, value in keys.items():
+        if wanted is not None and key not in wanted:
+            continue
+        if key in table.text:
+            other = np.asarray(_strip(table.text[key][0]).to_numpy(zero_copy_only=False))
+            row, _ = table.first_row_where(key, other != value)
+            if row >= 0:
+                raise BundleError(
+                    path,
+                    table.line(row),
+                    f"{key} {table.value_at(key, row)!r} differs from the partition folder "
+                    f"{key}={value}",
+                )
+        table.constant(key, value)
+    return table
 
 
 def run_folder_files(folder: Path) -> dict[str, Path]:
@@ -483,6 +594,7 @@ def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> CodedTabl
                 f"{path.stem!r}",
             )
     table.constant("system", path.stem)
+    table.submission = path.stem
     return table
 
 
@@ -856,12 +968,15 @@ class _EncodedRuns:
     text: dict[str, _Vocabulary | None] = field(default_factory=dict)
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    path_codes: dict[str, int] = field(default_factory=dict)
     empty_systems: tuple[str, ...] = ()
 
     def add(self, table: CodedTable, scores: np.ndarray | None, matching: Matching) -> None:
         """Encode one checked run table (its text columns stripped where they should be) and
         forget its strings."""
         values, codes = table.text["answer"]
+        # several parts (Parquet row groups) of one file share its code
+        file_code = self.path_codes.setdefault(str(table.path), len(self.paths))
         raw_codes, new = self.raw.encode(values)
         if len(new):
             fresh = pd.Series(new, dtype=STRING)
@@ -874,9 +989,10 @@ class _EncodedRuns:
             "query_id": _narrow_codes(queries)[table.text["query_id"][1]],
             "answer_raw": raw_codes.astype(np.int32)[codes],
             "score": scores,
-            "_file": np.full(table.rows, len(self.paths), dtype=_code_dtype(len(self.paths) + 1)),
-            LINE: None if table.lines is None else table.line_numbers(),
+            "_file": np.full(table.rows, file_code, dtype=_code_dtype(file_code + 1)),
+            LINE: None if table.lines is None and not table.row_offset else table.line_numbers(),
             "_rows": table.rows,
+            "_path": str(table.path),
         }
         part["team"] = (
             _encode_values(self.teams, table, "team", strip=True) if "team" in table.text else None
@@ -892,7 +1008,8 @@ class _EncodedRuns:
             else:
                 part[col] = _encode_values(vocab, table, col, strip=col == "provenance")
         self.parts.append(part)
-        self.paths.append(str(table.path))
+        if file_code == len(self.paths):
+            self.paths.append(str(table.path))
 
     def column(self, name: str, blank: int | float = -1, *, pop: bool = False) -> np.ndarray:
         """One code column over every row (``blank`` for files without the column; row numbers
@@ -991,7 +1108,8 @@ def _encode_runs(
             first = first or table
             _require(table, ("system", "query_id", "answer"), "runs")
             if table.empty:  # a header-only runs/<system> file: an empty submission
-                empty.append(table.path.stem)
+                if table.submission is not None:
+                    empty.append(table.submission)
                 continue
             _check_run_values(table, known)
             runs.add(table, _run_scores(table), matching)
@@ -1079,7 +1197,8 @@ def _run_teams(runs: _EncodedRuns) -> np.ndarray:
         return systems.copy()
     blank = runs.teams.code_of("")
     teams = runs.teams.values.to_numpy(zero_copy_only=False)
-    for p, path in zip(runs.parts, runs.paths, strict=True):
+    for p in runs.parts:
+        path = p["_path"]
         team_codes = p.pop("team", None)
         if team_codes is None:
             continue
@@ -1130,14 +1249,20 @@ def _attach_facts(
     keys = [q.astype(np.int64) * width + rank[a] for q, a in small]
     uniques = _sorted_unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     duplicates = False
+    from receval.design import chunked_bincount
     from receval.progress import progress
 
+    seen = np.zeros(len(runs.systems), dtype=bool)
     with progress(runs.parts, "numbering facts") as parts:
         for p in parts:  # one run file at a time: its sorted keys merged into ``uniques``
             key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
             part = _sorted_unique(key)
-            # a system outputs a fact twice only within one part (runs/ files are one system each)
-            one_system = p["system"].min(initial=0) == p["system"].max(initial=0)
+            # within one part, checked here; a system spread over several parts (row groups,
+            # dataset files) may repeat a fact across them: _collapse_outputs then looks
+            present = np.flatnonzero(chunked_bincount(p["system"], minlength=len(seen)))
+            duplicates |= bool(seen[present].any())
+            seen[present] = True
+            one_system = len(present) == 1
             if one_system:
                 duplicates |= len(part) < len(key)
             else:

@@ -175,3 +175,96 @@ def test_a_bad_score_in_a_large_text_run_names_its_line(tmp_path):
         load_task(root)
     assert err.value.line == n  # header = line 1, row i on line i + 2
     assert "'nan?' is not a finite number" in str(err.value)
+
+
+def _runs_frame(n: int = 60) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame(
+        {
+            "system": np.repeat(["A", "B", "C"], n // 3),
+            "query_id": rng.choice(["q1", "q2", "q3"], n),
+            "answer": [f"d{i % 17}" for i in range(n)],
+            "score": rng.random(n),
+        }
+    )
+
+
+def _bundle_with(root, write_runs) -> Task:
+    root.mkdir(parents=True)
+    (root / "queries.tsv").write_text("query_id\nq1\nq2\nq3\n", encoding="utf-8")
+    (root / "judgments.tsv").write_text(
+        "query_id\tanswer\tlabel\nq1\td1\tC\nq2\td2\tW\n", encoding="utf-8"
+    )
+    write_runs(root)
+    return load_task(root)
+
+
+def _same_outputs(a: Task, b: Task) -> None:
+    cols = ["system", "query_id", "answer", "score", "fact"]
+    key = ["system", "query_id", "answer"]
+    left = a.outputs[cols].astype({"system": str, "query_id": str, "answer": str})
+    right = b.outputs[cols].astype({"system": str, "query_id": str, "answer": str})
+    pd.testing.assert_frame_equal(
+        left.sort_values(key, ignore_index=True), right.sort_values(key, ignore_index=True)
+    )
+
+
+def test_parquet_row_groups_and_partitioned_datasets_load_as_one_table(tmp_path):
+    """A runs.parquet of many row groups is read group by group; runs/system=<name>/ (Spark's
+    partitionBy) and a runs.parquet/ folder of part files are the same runs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = _runs_frame()
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    whole = _bundle_with(
+        tmp_path / "whole", lambda r: frame.to_csv(r / "runs.tsv", sep="\t", index=False)
+    )
+    groups = _bundle_with(
+        tmp_path / "groups", lambda r: pq.write_table(table, r / "runs.parquet", row_group_size=7)
+    )
+    _same_outputs(whole, groups)
+    assert list(groups.raw_outputs["_line"])[:9] == list(range(1, 10))  # rows of the file
+    assert len(set(groups.raw_outputs["_file"])) == 1
+
+    def hive(root):
+        pq.write_to_dataset(table, root / "runs", partition_cols=["system"])
+        (root / "runs" / "_SUCCESS").write_text("", encoding="utf-8")
+
+    partitioned = _bundle_with(tmp_path / "hive", hive)
+    _same_outputs(whole, partitioned)
+    assert sorted(partitioned.systems) == ["A", "B", "C"]
+
+    def parts(root):
+        (root / "runs.parquet").mkdir()
+        pq.write_table(table.slice(0, 25), root / "runs.parquet" / "part-0.parquet")
+        pq.write_table(table.slice(25), root / "runs.parquet" / "part-1.parquet")
+
+    _same_outputs(whole, _bundle_with(tmp_path / "parts", parts))
+
+
+def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from receval.errors import BundleError
+
+    frame = _runs_frame()
+    frame.loc[45, "query_id"] = "q9"
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with pytest.raises(BundleError) as err:
+        _bundle_with(
+            tmp_path / "g", lambda r: pq.write_table(table, r / "runs.parquet", row_group_size=7)
+        )
+    assert err.value.line == 46 and "'q9' is not in queries" in str(err.value)
+
+    clean = pa.Table.from_pandas(_runs_frame(), preserve_index=False)
+
+    def mislabelled(root):
+        folder = root / "runs" / "system=A"
+        folder.mkdir(parents=True)
+        pq.write_table(clean.slice(30, 10), folder / "part-0.parquet")  # system B rows
+
+    with pytest.raises(BundleError) as err:
+        _bundle_with(tmp_path / "p", mislabelled)
+    assert err.value.line == 1 and "differs from the partition folder system=A" in str(err.value)

@@ -40,7 +40,7 @@ class CodedTable:
     (:meth:`coded` and :meth:`plain_text` convert between the two forms).
 
     ``lines`` holds each row's line in its file (text tables) or is None: row ``i`` is then row
-    number ``i + 1`` (Parquet, in-memory tables).  ``header`` is the line header problems are
+    number ``row_offset + i + 1`` (Parquet, in-memory tables).  ``header`` is the line header problems are
     reported on (1 for a file, None for an in-memory table).
     """
 
@@ -52,6 +52,8 @@ class CodedTable:
     plain: dict[str, object] = field(default_factory=dict)
     lines: np.ndarray | None = None
     header: int | None = 1
+    row_offset: int = 0  # rows of the same file before this part (a Parquet row group)
+    submission: str | None = None  # the system of a runs/<system> file (empty = no outputs)
 
     @property
     def first_row(self) -> int | None:
@@ -67,12 +69,14 @@ class CodedTable:
 
     def line(self, row: int) -> int:
         """The line (or row number) that errors about row ``row`` (0-based) name."""
-        return int(self.lines[row]) if self.lines is not None else int(row) + 1
+        return int(self.lines[row]) if self.lines is not None else self.row_offset + int(row) + 1
 
     def line_numbers(self) -> np.ndarray:
         """Every row's line, int32 when it fits."""
         if self.lines is None:
-            return np.arange(1, self.rows + 1, dtype=np.int32 if self.rows < 2**31 else np.int64)
+            last = self.row_offset + self.rows
+            kind = np.int32 if last < 2**31 else np.int64
+            return np.arange(self.row_offset + 1, last + 1, dtype=kind)
         lines = np.asarray(self.lines, dtype=np.int64)
         return lines.astype(np.int32) if lines.max(initial=0) < 2**31 - 1 else lines
 
@@ -161,6 +165,7 @@ def coded_from_arrow(
     header: int | None = 1,
     checked: bool = False,
     coded: tuple[str, ...] | None = None,
+    row_offset: int = 0,
 ) -> CodedTable:
     """An Arrow table: numeric columns named in ``numeric`` stay numbers, every other column
     is dictionary-encoded and its distinct values turned into text, or (a column not named in
@@ -170,7 +175,9 @@ def coded_from_arrow(
     keep = [i for i, n in enumerate(arrow.column_names) if not PANDAS_INDEX.fullmatch(str(n))]
     raw_names = [str(arrow.column_names[i]) for i in keep]
     names = raw_names if checked else check_header(path, raw_names)
-    table = CodedTable(path, arrow.num_rows, list(names), lines=lines, header=header)
+    table = CodedTable(
+        path, arrow.num_rows, list(names), lines=lines, header=header, row_offset=row_offset
+    )
     for name, i in zip(names, keep, strict=True):
         col = arrow.column(i)
         kind = col.type.value_type if pa.types.is_dictionary(col.type) else col.type

@@ -960,6 +960,12 @@ def _annotation(inputs: ReportInputs) -> dict[str, Any]:
             f"No per-system annotation spend in this run (annotation.csv "
             f"{inputs.absent.get('annotation.csv', 'lacks the system and drawn_facts columns')})."
         )
+    elif len(spend) and not _any_draw(spend):
+        out["absent"] = (
+            "No sample round drawn: every label came from outside receval's rounds (e.g. "
+            "TREC qrels or TAC assessments of the pooled responses), so there is no "
+            "per-system annotation spend to show."
+        )
     elif len(spend):
         order = {s: i for i, s in enumerate(inputs.leaderboard["system"])}
         spend = spend.assign(_o=spend["system"].map(order).fillna(len(order))).sort_values(
@@ -992,6 +998,13 @@ def _annotation(inputs: ReportInputs) -> dict[str, Any]:
             [_text(r.get(c)) for c in cols] for _, r in conflicts.head(TOP_CONFLICTS).iterrows()
         ]
     return out
+
+
+def _any_draw(spend: pd.DataFrame) -> bool:
+    """Whether annotation.csv records any draw or drawn fact."""
+    columns = [c for c in ("draws", "drawn_facts") if c in spend.columns]
+    values = spend[columns].apply(pd.to_numeric, errors="coerce").fillna(0).to_numpy()
+    return bool((values != 0).any())
 
 
 def _per_query(inputs: ReportInputs) -> dict[str, Any]:

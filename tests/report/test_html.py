@@ -282,6 +282,17 @@ def test_official_run_has_no_intervals_and_says_so(tmp_path):
     assert all(c[1]["main"] == "—" for c in rows)  # no rank interval
 
 
+def test_no_draw_at_all_is_a_sentence_not_a_figure_of_zeros(scored_dir, tmp_path):
+    out = copy_dir(scored_dir, tmp_path / "out")
+    spend = pd.read_csv(out / "annotation.csv")
+    for col in ("draws", "drawn_facts", "drawn_facts_shared", "labelled"):
+        spend[col] = 0
+    spend.to_csv(out / "annotation.csv", index=False)
+    section = section_html(build_report(out).read_text(encoding="utf-8"), "annotation")
+    assert "No sample round drawn" in section
+    assert 'data-figure="annotation"' not in section
+
+
 def test_missing_value_shows_dash_with_note(scored_dir, tmp_path):
     out = copy_dir(scored_dir, tmp_path / "out")
     board = pd.read_csv(
