@@ -848,7 +848,7 @@ class _Vocabulary:
 
     #: From this many values on, lookups in ``_old`` run as a DuckDB join (faster than
     #: hashing the whole value set again in Arrow for every column).
-    LARGE = 200_000
+    LARGE = 1_000_000
 
     def _merge(self) -> None:
         import pyarrow as pa
@@ -1370,23 +1370,21 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     keep = ["system", "team", "query_id", "answer", "answer_raw", "score", "provenance", "fact"]
     extra = [c for c in runs.columns if c not in keep and c not in (LINE, "_file", "_order")]
     raw_outputs = runs[keep + extra + ["_file", LINE]].reset_index(drop=True)
-    if not runs.attrs.get("duplicates", True):  # every row is an output (no copy of a column)
-        outputs = runs[keep + extra].reset_index(drop=True)
+    key = None
+    if runs.attrs.get("duplicates", True):  # perhaps: one sort tells (cheaper than a lexsort)
+        sys_codes, _ = pd.factorize(runs["system"])
+        fact = runs["fact"].to_numpy(np.int64)
+        key = sys_codes.astype(np.int64) * (int(fact.max(initial=0)) + 1) + fact
+    if key is None or len(_sorted_unique(key)) == len(key):
+        outputs = runs[keep + extra].reset_index(drop=True)  # every row is an output (no copy)
         outputs.insert(len(keep), "copies", np.ones(len(runs), dtype=np.int32))
         return outputs, raw_outputs
-    sys_codes, _ = pd.factorize(runs["system"])
-    fact = runs["fact"].to_numpy(np.int64)
-    key = sys_codes.astype(np.int64) * (int(fact.max()) + 1) + fact
     score = runs["score"].to_numpy(float)
     # by (system, fact), then score descending (NaN last), then input order
     order = np.lexsort((np.arange(len(key)), np.isnan(score), -np.nan_to_num(score), key))
     sorted_key = key[order]
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     copies = np.diff(np.r_[starts, len(key)])
-    if len(starts) == len(key):  # no duplicates: every row is an output
-        outputs = runs[keep + extra].reset_index(drop=True)
-        outputs.insert(len(keep), "copies", np.ones(len(key), dtype=np.int32))
-        return outputs, raw_outputs
     first = order[starts]
     back = np.argsort(first, kind="stable")  # outputs in input order
     outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)

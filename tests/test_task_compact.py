@@ -268,3 +268,15 @@ def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path):
     with pytest.raises(BundleError) as err:
         _bundle_with(tmp_path / "p", mislabelled)
     assert err.value.line == 1 and "differs from the partition folder system=A" in str(err.value)
+
+
+def test_large_vocabularies_look_up_in_duckdb_with_the_same_codes(tmp_path, monkeypatch):
+    from receval.task import _Vocabulary
+
+    _write_bundle(tmp_path / "small")
+    plain = load_task(tmp_path / "small")
+    monkeypatch.setattr(_Vocabulary, "LARGE", 2)  # every lookup past two values joins in DuckDB
+    _write_bundle(tmp_path / "large")
+    joined = load_task(tmp_path / "large")
+    for col in ("system", "query_id", "answer", "answer_raw", "fact"):
+        assert list(joined.raw_outputs[col]) == list(plain.raw_outputs[col]), col
