@@ -492,6 +492,11 @@ def _dataset_sources(
     return sources
 
 
+#: A Parquet run file of at most this many rows is read whole (one part: cheaper than several);
+#: a larger one row group by row group (bounded memory).
+WHOLE_FILE_ROWS = 4_000_000
+
+
 def _row_group_sources(
     path: Path, run_columns: tuple[str, ...] | None, keys: dict[str, str]
 ) -> list:
@@ -503,7 +508,7 @@ def _row_group_sources(
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
-    if meta.num_row_groups <= 1:
+    if meta.num_row_groups <= 1 or meta.num_rows <= WHOLE_FILE_ROWS:
         return [functools.partial(_read_run_part, path, run_columns, keys, None, 0)]
     sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()

@@ -209,12 +209,15 @@ def _same_outputs(a: Task, b: Task) -> None:
     )
 
 
-def test_parquet_row_groups_and_partitioned_datasets_load_as_one_table(tmp_path):
+def test_parquet_row_groups_and_partitioned_datasets_load_as_one_table(tmp_path, monkeypatch):
     """A runs.parquet of many row groups is read group by group; runs/system=<name>/ (Spark's
     partitionBy) and a runs.parquet/ folder of part files are the same runs."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from receval import task as task_module
+
+    monkeypatch.setattr(task_module, "WHOLE_FILE_ROWS", 0)  # split even a small file
     frame = _runs_frame()
     table = pa.Table.from_pandas(frame, preserve_index=False)
     whole = _bundle_with(
@@ -243,11 +246,14 @@ def test_parquet_row_groups_and_partitioned_datasets_load_as_one_table(tmp_path)
     _same_outputs(whole, _bundle_with(tmp_path / "parts", parts))
 
 
-def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path):
+def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from receval import task as task_module
     from receval.errors import BundleError
+
+    monkeypatch.setattr(task_module, "WHOLE_FILE_ROWS", 0)
 
     frame = _runs_frame()
     frame.loc[45, "query_id"] = "q9"
