@@ -1,7 +1,8 @@
 """A task bundle, loaded and validated: :class:`Task` and :func:`load_task`.
 
-Data flow: the bundle's files are read as string tables (:mod:`receval.formats.tables`), checked
-column by column here, answers are normalised into **facts** (``query_id`` + normalised answer,
+Data flow: the small tables are read as string tables (:mod:`receval.formats.tables`), the runs
+one file (or Parquet row group) at a time as distinct values plus integer codes
+(:mod:`receval.formats.coded`); both are checked column by column here, answers are normalised into **facts** (``query_id`` + normalised answer,
 numbered ``fact`` 0..F-1 over everything the bundle mentions), labels are mapped through the
 ``[labels]`` vocabulary, and annotator votes are merged into one label per fact
 (:mod:`receval.merge`).  Every problem raises :class:`~receval.errors.BundleError` naming the file
@@ -1088,7 +1089,7 @@ def _narrow_codes(codes: np.ndarray) -> np.ndarray:
     return codes.astype(_code_dtype(int(codes.max(initial=0)) + 1))
 
 
-def _read_run_source(src) -> _Source:
+def _read_run_source(src) -> CodedTable:
     return src() if callable(src) else src
 
 
