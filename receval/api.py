@@ -15,7 +15,8 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -332,15 +333,16 @@ def score_with_options(
 
     loaded = _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note such as `source` is not read
     step()
-    estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
-    step()
-    joint = estimates.leaderboard if options.estimator != "official" else None
-    diagnostics = {
-        "per_query": per_query(loaded),
-        "annotation": annotation_spend(loaded),
-        "pooling_bias": pooling_bias(loaded, joint, engine=_engine_for(loaded, engine)),
-        "agreement": agreement_by_round(loaded),
-    }
+    with _task_engine(loaded, engine) as chosen:  # the census and the diagnostic run in it
+        estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
+        step()
+        joint = estimates.leaderboard if options.estimator != "official" else None
+        diagnostics = {
+            "per_query": per_query(loaded),
+            "annotation": annotation_spend(loaded),
+            "pooling_bias": pooling_bias(loaded, joint, engine=chosen),
+            "agreement": agreement_by_round(loaded),
+        }
     step()
     anonymised = None
     if anonymise_key is not None:
@@ -362,22 +364,31 @@ def score_with_options(
     return result
 
 
-def _engine_for(task: Task, engine: Any) -> Any:
-    """The aggregation engine for the leave-one-team-out diagnostic: a connected engine, a name
-    (``'duckdb'``, ``'spark'``) or None (DuckDB); TAC bundles, whose equivalence classes span
-    facts, are re-scored per team in pandas (None)."""
+@contextmanager
+def _task_engine(task: Task, engine: Any) -> Iterator[Any]:
+    """The aggregation engine of one scoring run: a connected engine, a name (``'duckdb'``,
+    ``'spark'``) or None (the task's own embedded DuckDB).  While the run lasts it is the task's
+    default engine, so the official census and the leave-one-team-out diagnostic are counted
+    in the same engine (tables registered once).  Yields None for TAC bundles, whose
+    equivalence classes span facts: their diagnostic re-scores per team in pandas."""
     from receval.engine import connect
-    from receval.engine.census import fact_matched
+    from receval.engine.census import default_engine, fact_matched
 
     if not fact_matched(task):
-        return None
+        yield None
+        return
     if engine is None or engine == "duckdb":
-        from receval.engine.census import default_engine
-
-        return default_engine(task)  # shared with the official census: tables registered once
-    if isinstance(engine, str):
-        return connect(engine)
-    return engine
+        yield default_engine(task)
+        return
+    previous = task.__dict__.get("_default_engine")
+    task.__dict__["_default_engine"] = connect(engine) if isinstance(engine, str) else engine
+    try:
+        yield task.__dict__["_default_engine"]
+    finally:
+        if previous is None:
+            task.__dict__.pop("_default_engine", None)
+        else:
+            task.__dict__["_default_engine"] = previous
 
 
 def _run_record(task: Task, estimates: Any) -> RunRecord:

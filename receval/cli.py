@@ -115,9 +115,12 @@ def validate(task: Path) -> None:
 
 
 def _engine(name: str, master: str | None):
-    """The aggregation engine of ``--engine`` (a missing pyspark is a usage error)."""
+    """The aggregation engine of ``--engine``: None for DuckDB (the task's own embedded engine,
+    one per task); a missing pyspark is a usage error."""
     from receval.engine import connect
 
+    if name == "duckdb":
+        return None
     try:
         return connect(name, master=master)
     except ImportError as exc:

@@ -115,6 +115,35 @@ def test_pooling_bias_is_the_same_with_and_without_an_engine(duck, embedded):
     pd.testing.assert_frame_equal(pooling_bias(embedded, engine=duck), pooling_bias(embedded))
 
 
+def test_a_given_engine_counts_both_the_census_and_the_diagnostic(embedded):
+    """score(engine=...) runs the official census and the leave-one-team-out diagnostic in the
+    engine given (one registration), then leaves the task's own engine as it was."""
+    from receval.api import score_with_options
+    from receval.engine.base import DuckDBEngine
+    from receval.engine.queries import LEAVE_TEAM_OUT_COUNTS, OFFICIAL_COUNTS
+    from receval.scoring import ScoreOptions
+
+    class Spy(DuckDBEngine):
+        def __init__(self):
+            super().__init__()
+            self.sql: list[str] = []
+
+        def query(self, sql):
+            self.sql.append(sql)
+            return super().query(sql)
+
+    spy = Spy()
+    task = random_task(7, single_valued=False)
+    before = task.__dict__.get("_default_engine")
+    score_with_options(task, ScoreOptions(estimator="official"), engine=spy)
+    # the census alone asks which queries are judged; leave-one-team-out alone counts teams
+    assert "judged_query" in OFFICIAL_COUNTS and "judged_query" not in LEAVE_TEAM_OUT_COUNTS
+    assert "fact_teams AS" in LEAVE_TEAM_OUT_COUNTS and "fact_teams" not in OFFICIAL_COUNTS
+    assert any("judged_query" in q for q in spy.sql)
+    assert any("fact_teams AS" in q and "COUNT(*) AS outputs" in q for q in spy.sql)
+    assert task.__dict__.get("_default_engine") is before
+
+
 def test_census_refuses_bundles_with_equivalence_classes(duck):
     import dataclasses
 
