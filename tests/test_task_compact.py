@@ -286,3 +286,51 @@ def test_large_vocabularies_look_up_in_duckdb_with_the_same_codes(tmp_path, monk
     joined = load_task(tmp_path / "large")
     for col in ("system", "query_id", "answer", "answer_raw", "fact"):
         assert list(joined.raw_outputs[col]) == list(plain.raw_outputs[col]), col
+
+
+TSV_CASES = {
+    "plain": 'system\tquery_id\tanswer\tscore\nA\tq1\tParis\t0.5\nB\tq2\t"Rome"\t\n',
+    "crlf": "system\tquery_id\tanswer\r\nA\tq1\t São Paulo \r\nB\tq2\tStraße\r\n",
+    "no final newline": "system\tquery_id\tanswer\nA\tq1\tx\nA\tq2\ty",
+    "blank line": "system\tquery_id\tanswer\nA\tq1\tx\n\nA\tq2\ty\n",
+    "tabs only line": "system\tquery_id\tanswer\nA\tq1\tx\n \t\u3000\t\nA\tq2\ty\n",
+    "bom": "\ufeffsystem\tquery_id\tanswer\nA\tq1\tx\n",
+    "header spaces": " system \tquery_id\tanswer\nA\tq1\tx\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(TSV_CASES))
+def test_arrow_tsv_reading_equals_the_text_reader(tmp_path, case):
+    """Plain TSV runs are parsed by Arrow (no Python string per field); every value and line
+    number equals the line-by-line reader's, and files that are not plain fall back to it."""
+    from receval.formats.coded import coded_from_frame, read_coded, read_plain_tsv
+    from receval.formats.tables import read_table
+
+    path = tmp_path / "runs.tsv"
+    path.write_bytes(TSV_CASES[case].encode("utf-8"))
+    plain = case not in ("blank line", "tabs only line", "bom")
+    assert (read_plain_tsv(path) is not None) == plain
+    fast = read_coded(path)
+    slow = coded_from_frame(read_table(path), path)
+    assert fast.columns == slow.columns and fast.rows == slow.rows
+    for name in fast.columns:
+        assert fast.plain_text(name).to_pylist() == slow.plain_text(name).to_pylist(), name
+    assert [fast.line(i) for i in range(fast.rows)] == [slow.line(i) for i in range(slow.rows)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("system\tquery_id\tanswer\nA\tq1\n", "expected 3 tab-separated fields, found 2"),
+        ("system\tquery_id\tsystem\nA\tq1\tx\n", "duplicate column name"),
+        ("system\tquery_id\tanswer\nA\tq1\tx\u0000\n", "NUL byte"),
+    ],
+)
+def test_a_tsv_the_arrow_reader_refuses_gets_the_text_readers_error(tmp_path, text, message):
+    from receval.errors import BundleError
+    from receval.formats.coded import read_coded
+
+    path = tmp_path / "runs.tsv"
+    path.write_bytes(text.encode("utf-8"))
+    with pytest.raises(BundleError, match=message):
+        read_coded(path)
