@@ -24,6 +24,7 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig, load_config
 from receval.errors import BundleError
+from receval.formats.coded import WHITESPACE
 from receval.formats.tables import (
     LINE,
     STRING,
@@ -40,9 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["BundleError", "Task", "load_task", "normalize_answers"]
 
 
-#: Every character :meth:`str.isspace` accepts (what Python's ``\\s`` and :meth:`str.strip`
-#: mean), spelled out so the Arrow kernels (RE2, whose ``\\s`` is ASCII only) agree with Python.
-_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+_WHITESPACE = WHITESPACE  # every character str.isspace accepts
 _WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _WHITESPACE) + "]+"
 
 

@@ -147,8 +147,9 @@ def read_coded(
     return coded_from_frame(frame, path, coded=coded)
 
 
-#: Every character :meth:`str.isspace` accepts (what :meth:`str.strip` removes).
-_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+#: Every character :meth:`str.isspace` accepts (what Python's ``\\s`` and :meth:`str.strip`
+#: mean), spelled out so the Arrow kernels (RE2, whose ``\\s`` is ASCII only) agree with Python.
+WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 
 def read_plain_tsv(path: Path):
@@ -203,7 +204,7 @@ def read_plain_tsv(path: Path):
         return None
     blank = None  # a line of whitespace and tabs only: the text reader skips it
     for column in table.columns:
-        empty = pc.equal(pc.utf8_trim(column, characters=_WHITESPACE), "")
+        empty = pc.equal(pc.utf8_trim(column, characters=WHITESPACE), "")
         blank = empty if blank is None else pc.and_(blank, empty)
     if pc.any(blank).as_py():
         return None
