@@ -24,7 +24,7 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig, load_config
 from receval.errors import BundleError
-from receval.formats.coded import WHITESPACE
+from receval.formats.coded import WHITESPACE, HeaderRows
 from receval.formats.tables import (
     LINE,
     STRING,
@@ -275,7 +275,7 @@ NUMERIC = ("score", "prob", "weight")
 
 
 @dataclass(frozen=True)
-class _Source:
+class _Source(HeaderRows):
     """One input table as strings with its ``_line`` column, the path its errors name (a file,
     or the table's name for an in-memory frame) and the line header problems are reported on
     (1 for a file's header row, None for a frame)."""
@@ -283,14 +283,6 @@ class _Source:
     frame: pd.DataFrame
     path: Path
     header: int | None = 1
-
-    @property
-    def first_row(self) -> int | None:
-        return None if self.header is None else self.header + 1
-
-    @property
-    def no_rows(self) -> str:
-        return "the file has a header but no rows" if self.header else "the table has no rows"
 
     @property
     def columns(self) -> list[str]:
@@ -501,16 +493,11 @@ def _row_group_sources(
     path: Path, run_columns: tuple[str, ...] | None, keys: dict[str, str]
 ) -> list:
     """One source per row group of a Parquet file (rows numbered through the whole file)."""
-    import pyarrow.parquet as pq
+    from receval.formats.tables import parquet_row_groups
 
-    try:
-        meta = pq.ParquetFile(path).metadata
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
-    if meta.num_row_groups <= 1 or meta.num_rows <= WHOLE_FILE_ROWS:
+    sizes = parquet_row_groups(path)
+    if len(sizes) <= 1 or sum(sizes) <= WHOLE_FILE_ROWS:
         return [functools.partial(_read_run_part, path, run_columns, keys, None, 0)]
-    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()
     return [
         functools.partial(_read_run_part, path, run_columns, keys, g, offset)
@@ -531,35 +518,27 @@ def _read_run_part(
     from receval.formats.tables import read_parquet_arrow
 
     wanted = None if run_columns is None else (*_RUN_REQUIRED, *run_columns)
-    if group is None:
-        arrow = read_parquet_arrow(path, wanted)
-    else:
-        import pyarrow.parquet as pq
-
-        try:
-            reader = pq.ParquetFile(path)
-            present = set(reader.schema_arrow.names)
-            columns = None if wanted is None else [c for c in wanted if c in present]
-            arrow = reader.read_row_group(group, columns=columns)
-        except Exception as exc:  # pyarrow raises many types for corrupt files
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
+    arrow = read_parquet_arrow(path, wanted, row_group=group)
     table = coded_from_arrow(arrow, path, NUMERIC, coded=_RUN_CODED, row_offset=offset)
     for key, value in keys.items():
-        if wanted is not None and key not in wanted:
-            continue
-        if key in table.text:
-            other = np.asarray(_strip(table.text[key][0]).to_numpy(zero_copy_only=False))
-            row, _ = table.first_row_where(key, other != value)
-            if row >= 0:
-                raise BundleError(
-                    path,
-                    table.line(row),
-                    f"{key} {table.value_at(key, row)!r} differs from the partition folder "
-                    f"{key}={value}",
-                )
-        table.constant(key, value)
+        if wanted is None or key in wanted:
+            _set_constant(table, key, value, f"partition folder {key}={value}")
     return table
+
+
+def _set_constant(table: CodedTable, key: str, value: str, where: str) -> None:
+    """Set column ``key`` to ``value`` on every row; a value the table already holds there must
+    be the same once stripped (else an error naming the row and ``where`` the value is from)."""
+    if key in table.text:
+        other = np.asarray(_strip(table.text[key][0]).to_numpy(zero_copy_only=False))
+        row, _ = table.first_row_where(key, other != value)
+        if row >= 0:
+            raise BundleError(
+                table.path,
+                table.line(row),
+                f"{key} {table.value_at(key, row)!r} differs from the {where}",
+            )
+    table.constant(key, value)
 
 
 def run_folder_files(folder: Path) -> dict[str, Path]:
@@ -588,17 +567,7 @@ def _read_run_file(path: Path, run_columns: tuple[str, ...] | None) -> CodedTabl
     A header-only file is an empty submission (see :func:`_encode_runs`)."""
     table = _read_run_table(path, run_columns)
     _require(table, ("query_id", "answer"), "runs")
-    if "system" in table.text:
-        other = np.asarray(_strip(table.text["system"][0]).to_numpy(zero_copy_only=False))
-        row, _ = table.first_row_where("system", other != path.stem)
-        if row >= 0:
-            raise BundleError(
-                path,
-                table.line(row),
-                f"system {table.value_at('system', row)!r} differs from the file name "
-                f"{path.stem!r}",
-            )
-    table.constant("system", path.stem)
+    _set_constant(table, "system", path.stem, f"file name {path.stem!r}")
     table.submission = path.stem
     return table
 
@@ -1167,25 +1136,20 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
                 table.path, table.line(bad[0]), f"column 'score': {text!r} is not a finite number"
             )
         return values
-    if "score" in table.plain:
-        text = arrow_series(_strip(table.plain["score"])).astype(object)
-        numbers, bad = _parse_numbers(text, allow_empty=True)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            message = f"column 'score': {text.iloc[row]!r} is not a finite number"
-            raise BundleError(table.path, table.line(row), message)
-        return numbers.to_numpy(float)
-    if "score" not in table.text:
+    if "score" in table.plain:  # one text per row
+        values, codes = table.plain["score"], np.arange(table.rows)
+    elif "score" in table.text:  # distinct texts, parsed once each
+        values, codes = table.text["score"]
+    else:
         return None
-    values, codes = table.text["score"]
     text = pd.Series(_strip(values).to_numpy(zero_copy_only=False), dtype=object)
     numbers, bad = _parse_numbers(text, allow_empty=True)
-    row, _ = table.first_row_where("score", bad)
-    if row >= 0:
+    rows = np.flatnonzero(bad[codes])
+    if len(rows):
         raise BundleError(
             table.path,
-            table.line(row),
-            f"column 'score': {text.iloc[int(codes[row])]!r} is not a finite number",
+            table.line(rows[0]),
+            f"column 'score': {text.iloc[int(codes[rows[0]])]!r} is not a finite number",
         )
     return numbers.to_numpy(float)[codes]
 

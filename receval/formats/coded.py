@@ -30,8 +30,23 @@ from receval.formats.tables import (
 )
 
 
+class HeaderRows:
+    """Where a table's problems are reported: ``header`` is the line of a file's header row
+    (1), or None for an in-memory table."""
+
+    header: int | None
+
+    @property
+    def first_row(self) -> int | None:
+        return None if self.header is None else self.header + 1
+
+    @property
+    def no_rows(self) -> str:
+        return "the file has a header but no rows" if self.header else "the table has no rows"
+
+
 @dataclass
-class CodedTable:
+class CodedTable(HeaderRows):
     """One table as codes: ``text[name] = (values, codes)`` with ``values`` a pyarrow string
     array of distinct values and ``codes`` an int32 array indexing it per row; ``numbers[name]``
     a float64 array (NaN = empty) for numeric columns stored as numbers.
@@ -54,14 +69,6 @@ class CodedTable:
     header: int | None = 1
     row_offset: int = 0  # rows of the same file before this part (a Parquet row group)
     submission: str | None = None  # the system of a runs/<system> file (empty = no outputs)
-
-    @property
-    def first_row(self) -> int | None:
-        return None if self.header is None else self.header + 1
-
-    @property
-    def no_rows(self) -> str:
-        return "the file has a header but no rows" if self.header else "the table has no rows"
 
     @property
     def empty(self) -> bool:

@@ -212,20 +212,46 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], list[list[str]], lis
 PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
-def read_parquet_arrow(path: Path, columns: tuple[str, ...] | None = None) -> pa.Table:
-    """A Parquet file as an Arrow table (only ``columns`` of it, when given); an unreadable
-    file is a :class:`BundleError`."""
+def read_parquet_arrow(
+    path: Path, columns: tuple[str, ...] | None = None, row_group: int | None = None
+) -> pa.Table:
+    """A Parquet file (or only its row group ``row_group``) as an Arrow table, only ``columns``
+    of it when given; an unreadable file is a :class:`BundleError`."""
+    pq = _parquet_module(path)
+    with _parquet_errors(path):
+        reader = pq.ParquetFile(path)
+        wanted = None
+        if columns is not None:
+            present = set(reader.schema_arrow.names)
+            wanted = [c for c in columns if c in present]
+        if row_group is None:
+            return reader.read(columns=wanted)
+        return reader.read_row_group(row_group, columns=wanted)
+
+
+def parquet_row_groups(path: Path) -> list[int]:
+    """The number of rows of every row group of a Parquet file (a :class:`BundleError` when it
+    is unreadable)."""
+    pq = _parquet_module(path)
+    with _parquet_errors(path):
+        meta = pq.ParquetFile(path).metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+
+
+def _parquet_module(path: Path):
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise BundleError(
             path, None, "reading Parquet needs pyarrow: pip install 'receval[parquet]'"
         ) from None
+    return pq
+
+
+@contextmanager
+def _parquet_errors(path: Path) -> Iterator[None]:
     try:
-        if columns is not None:
-            present = set(pq.read_schema(path).names)
-            return pq.read_table(path, columns=[c for c in columns if c in present])
-        return pq.read_table(path)
+        yield
     except Exception as exc:  # pyarrow raises many types for corrupt files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(path, None, f"not a readable Parquet file ({first})") from None
