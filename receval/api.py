@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from receval.design import SampleRound
     from receval.estimators.bootstrap import Replicates
+    from receval.scoring import ScoreOptions
     from receval.task import Task
 
 
@@ -176,28 +178,13 @@ def _load_replicates(task: Task, options: Any, replicates: Any) -> Replicates | 
 
 def score(
     task: Task | Path | str,
+    options: ScoreOptions | None = None,
     *,
-    estimator: str = "joint",
-    bootstrap: int = 1000,
-    confidence: float = 0.95,
-    method: str = "percentile",
-    weighting: str = "size",
-    target: str = "micro",
-    seed: int = 0,
-    rank_by: str = "f1",
-    target_recall: float | None = None,
-    prevalence: float | None = None,
-    tiers: str = "stepdown",
-    cluster_queries: bool = False,
-    allow_pending: bool = False,
-    precision_form: str = "auto",
-    unjudged: str | None = None,
-    average: str | None = None,
-    cutoff: int | None = None,
     replicates: Replicates | Path | str | None = None,
     anonymise_key: str | None = None,
-    engine: str = "duckdb",
+    engine: Any = "duckdb",
     on_step: Callable[[], None] | None = None,
+    **fields: Any,
 ) -> ScoreResult:
     """Estimate precision, recall and F1 of every system with shared bootstrap intervals.
 
@@ -205,7 +192,11 @@ def score(
     ----------
     task : Task or path
         A loaded task (:func:`load_task`, :meth:`Task.from_frames`) or a bundle folder.
-    estimator : {'joint', 'simple', 'official'}
+    options : ScoreOptions, optional
+        Every option at once (:class:`receval.scoring.ScoreOptions`); keywords below override
+        its fields (``score(task, opts, seed=2)``).  Checked once, before any work.
+    estimator : str
+        A registered estimator (:mod:`receval.estimators.registry`):
         ``joint``: importance-reweighted precision and pooled recall over every system's sample,
         true recall = pool coverage × pooled recall (Chaganty et al. 2017); ``simple``: each
         system's own sample; ``official``: TAC's closed-world census (no interval).
@@ -215,6 +206,9 @@ def score(
         Two-sided interval level in [0.5, 0.999].
     method : {'percentile', 'basic', 'BCa'}
         Bootstrap interval method.
+    intervals : str
+        The interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` (default, the
+        shared bootstrap with ``method``) or another registered one.
     weighting : {'size', 'overlap'}
         Joint-precision mixture weights (w ∝ n_j, or the paper's overlap heuristic).
     target : {'micro', 'macro'}
@@ -283,51 +277,22 @@ def score(
     """
     from receval.scoring import ScoreOptions
 
-    options = ScoreOptions(
-        estimator=estimator,
-        weighting=weighting,
-        bootstrap=bootstrap,
-        confidence=confidence,
-        method=method,
-        seed=seed,
-        rank_by=rank_by,
-        target=target,
-        target_recall=target_recall,
-        prevalence=prevalence,
-        tiers=tiers,
-        cluster_queries=cluster_queries,
-        allow_pending=allow_pending,
-        precision_form=precision_form,
-        unjudged=unjudged,
-        average=average,
-        cutoff=cutoff,
-    )
-    check_choice("engine", engine, ENGINES)
-    return score_with_options(
-        task,
-        options,
-        replicates=replicates,
-        anonymise_key=anonymise_key,
-        engine=engine,
-        on_step=on_step,
-    )
-
-
-def score_with_options(
-    task: Task | Path | str,
-    options: Any,
-    *,
-    replicates: Replicates | Path | str | None = None,
-    anonymise_key: str | None = None,
-    engine: Any = None,
-    on_step: Callable[[], None] | None = None,
-) -> ScoreResult:
-    """:func:`score` with a ready :class:`~receval.scoring.ScoreOptions` (all fields checked)."""
+    if options is not None and not isinstance(options, ScoreOptions):
+        raise TypeError(f"options must be a ScoreOptions, not {type(options).__name__}")
+    known = {f.name for f in dataclasses.fields(ScoreOptions)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise TypeError(
+            f"score() got unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
+    options = dataclasses.replace(options or ScoreOptions(), **fields)
+    if isinstance(engine, str):
+        check_choice("engine", engine, ENGINES)
+    check_score_options(options)  # every option and combination, once, before any work
     from receval.agreement import agreement_by_round
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
     from receval.scoring import score_task
 
-    check_score_options(options)
     step = on_step or (lambda: None)
     from receval.task import SCORING_RUN_COLUMNS
 
@@ -336,7 +301,7 @@ def score_with_options(
     with _task_engine(loaded, engine) as chosen:  # the census and the diagnostic run in it
         estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
         step()
-        joint = estimates.leaderboard if options.estimator != "official" else None
+        joint = estimates.leaderboard if estimates.run is not None else None  # sample-based
         diagnostics = {
             "per_query": per_query(loaded),
             "annotation": annotation_spend(loaded),

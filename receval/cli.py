@@ -210,6 +210,14 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     help="Bootstrap interval method.",
 )
 @click.option(
+    "--intervals",
+    type=click.Choice(opts.INTERVALS),
+    default="bootstrap",
+    show_default=True,
+    help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
+    "in advance and scored once).",
+)
+@click.option(
     "--weighting",
     type=click.Choice(opts.WEIGHTINGS),
     default="size",
@@ -375,7 +383,7 @@ def score(
     interval is a bootstrap interval over all random stages (each system's sample, the exhaustive
     units) with replicates shared by all systems.
     """
-    from receval.api import score_with_options
+    from receval.api import score as score_task
     from receval.formats.output_set import check_output_folder
     from receval.progress import progress
 
@@ -386,7 +394,7 @@ def score(
     options = _score_options(choices)
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
-            score_with_options, task, options, replicates=replicates_path, anonymise_key=key,
+            score_task, task, options, replicates=replicates_path, anonymise_key=key,
             engine=_engine(engine, spark_master),
             on_step=lambda: bar.update(1),
         )  # fmt: skip

@@ -6,9 +6,15 @@ validates the same values at the library boundary, so the two can never disagree
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-ESTIMATORS = ("joint", "simple", "official")
+from receval.estimators.registry import estimator_names, interval_method_names
+
+#: the registered estimators and interval methods (receval.estimators.registry)
+ESTIMATORS = estimator_names()
+INTERVALS = interval_method_names()
+#: the bootstrap interval's ``--method``
 INTERVAL_METHODS = ("percentile", "basic", "BCa")
 WEIGHTINGS = ("size", "overlap")
 TARGETS = ("micro", "macro")
@@ -47,7 +53,8 @@ def check_score_options(options: Any) -> None:
     Checks every vocabulary and range, and the combinations that cannot work (BCa with clustered
     resampling, ranking by precision at target without a target recall, ...), before any work.
     """
-    check_choice("estimator", options.estimator, ESTIMATORS)
+    check_choice("estimator", options.estimator, estimator_names())
+    check_choice("intervals", getattr(options, "intervals", "bootstrap"), interval_method_names())
     check_choice("method", options.method, INTERVAL_METHODS)
     check_choice("weighting", options.weighting, WEIGHTINGS)
     check_choice("target", options.target, TARGETS)
@@ -98,3 +105,32 @@ def _check_combinations(options: Any) -> None:
         raise ValueError("rank_by='precision_at_target' needs target_recall")
     if options.estimator == "official" and options.target_recall is not None:
         raise ValueError("target_recall needs a sample-based estimator (joint or simple)")
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """Everything that determines a score run (written to run.json)."""
+
+    estimator: str = "joint"
+    weighting: str = "size"
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    method: str = "percentile"
+    seed: int = 0
+    rank_by: str = "f1"
+    target: str = "micro"
+    target_recall: float | None = None
+    prevalence: float | None = None
+    tiers: str = "stepdown"
+    cluster_queries: bool = False
+    #: official estimator only: unjudged responses ``"wrong"`` (trec_eval) or ``"ignore"`` (TAC);
+    #: None takes the bundle's ``[official] unjudged``
+    unjudged: str | None = None
+    #: official estimator only: ``"micro"`` or ``"macro"``; None follows ``target``
+    average: str | None = None
+    #: official estimator only: score each system's top K responses per query (P@K divides by K)
+    cutoff: int | None = None
+    allow_pending: bool = False
+    precision_form: str = "auto"
+    #: the interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` or a registered one
+    intervals: str = "bootstrap"

@@ -17,113 +17,44 @@ Estimators (``estimator=``):
 from __future__ import annotations
 
 import warnings as pywarnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from receval import __version__
+from receval.estimators.base import (
+    LEADERBOARD_COLUMNS,
+    METRICS,
+    Estimator,
+    ScoringContext,
+    ScoringOutput,
+    TermLayout,
+    bootstrap_stages,
+)
 from receval.estimators.bootstrap import (
-    QUERY_STAGE,
     BootstrapRun,
     Replicates,
-    Stage,
-    confidence_interval,
     draw_replicates,
     reevaluate,
     row_weights,
     run_bootstrap,
 )
-from receval.estimators.precision import (
-    joint_precision_terms,
-    precision_support,
-    simple_precision_terms,
-)
-from receval.estimators.recall import (
-    f1_score,
-    pool_coverage_terms,
-    pooled_recall_terms,
-    simple_recall_terms,
-)
-from receval.estimators.reliability import effective_sizes, pool_notes, reliability_notes
+from receval.estimators.recall import f1_score
+from receval.estimators.registry import get_estimator, get_interval_method
+from receval.estimators.reliability import pool_notes, reliability_notes
 from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
 from receval.leaderboard import (
     best_per_team,
     rank_confidence_sets,
     replicate_ranks,
     significance_tiers,
-    stepdown_comparisons,
 )
-from receval.options import PRECISION_FORMS, check_score_options
+from receval.options import PRECISION_FORMS, ScoreOptions, check_score_options
 from receval.task import Task
 
-LEADERBOARD_COLUMNS = [
-    "system",
-    "team",
-    "outputs",
-    "judged",
-    "precision",
-    "precision_lo",
-    "precision_hi",
-    "pooled_recall",
-    "pooled_recall_lo",
-    "pooled_recall_hi",
-    "recall",
-    "recall_lo",
-    "recall_hi",
-    "f1",
-    "f1_lo",
-    "f1_hi",
-    "rank",
-    "rank_lo",
-    "rank_hi",
-    "tier",
-]
-METRICS = ("precision", "pooled_recall", "recall", "f1")
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    """Everything that determines a score run (written to run.json)."""
-
-    estimator: str = "joint"
-    weighting: str = "size"
-    bootstrap: int = 1000
-    confidence: float = 0.95
-    method: str = "percentile"
-    seed: int = 0
-    rank_by: str = "f1"
-    target: str = "micro"
-    target_recall: float | None = None
-    prevalence: float | None = None
-    tiers: str = "stepdown"
-    cluster_queries: bool = False
-    #: official estimator only: unjudged responses ``"wrong"`` (trec_eval) or ``"ignore"`` (TAC);
-    #: None takes the bundle's ``[official] unjudged``
-    unjudged: str | None = None
-    #: official estimator only: ``"micro"`` or ``"macro"``; None follows ``target``
-    average: str | None = None
-    #: official estimator only: score each system's top K responses per query (P@K divides by K)
-    cutoff: int | None = None
-    allow_pending: bool = False
-    precision_form: str = "auto"
-
-
-@dataclass
-class ScoreResult:
-    """The outputs of :func:`score_task` (frames ready to write, plus the raw replicates)."""
-
-    options: ScoreOptions
-    leaderboard: pd.DataFrame
-    pool: pd.DataFrame
-    conflicts: pd.DataFrame
-    truth_check: pd.DataFrame | None
-    warnings: list[str]
-    run: BootstrapRun | None
-    replicates: Replicates | None
-    info: dict[str, Any] = field(default_factory=dict)
-    curves: dict[str, pd.DataFrame] = field(default_factory=dict)
+__all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
 
 
 def pending_message(draws: int, facts: int) -> str:
@@ -135,152 +66,6 @@ def pending_message(draws: int, facts: int) -> str:
         "--allow-pending (ScoreOptions(allow_pending=True)), which leaves them out and assumes "
         "their labels are missing at random"
     )
-
-
-def bootstrap_stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
-    """The random stages: each sampler's draws, the exhaustive units (and the queries).
-
-    With ``cluster_queries`` the queries are resampled too, as clusters: every draw is weighted by
-    its query's count, the exhaustive units' facts are split by query, and the precision
-    denominators |X_i| become the resampled Σ_q v_q |X_i ∩ q| (the ``queries`` stage).
-    """
-    if not cluster_queries:
-        return [Stage("draws", data.draw_sampler), Stage("units", np.zeros(data.U, np.int64))]
-    return [
-        Stage(QUERY_STAGE, np.zeros(len(data.queries), np.int64)),
-        Stage("draws", data.draw_sampler, query=data.draw_query),
-        Stage("units", np.zeros(data.U, np.int64), rows=data.pair_unit, query=data.pair_query),
-    ]
-
-
-@dataclass(frozen=True)
-class DrawBlocks:
-    """The column blocks of the draws stage's term matrix, by name (no code counts offsets).
-
-    ``[joint precision (m) | ν̂ numerators (m) | ν̂ denominator (1) | simple precision (m, not
-    for the joint estimator) | joint mass Σ t/q (m)]``.
-    """
-
-    m: int
-    has_simple: bool = True
-
-    @property
-    def joint(self) -> slice:
-        return slice(0, self.m)
-
-    @property
-    def pooled_num(self) -> slice:
-        return slice(self.m, 2 * self.m)
-
-    @property
-    def pooled_den(self) -> slice:
-        return slice(2 * self.m, 2 * self.m + 1)
-
-    @property
-    def simple(self) -> slice:
-        if not self.has_simple:
-            raise ValueError("the joint estimator's draws terms have no simple-precision block")
-        return slice(2 * self.m + 1, 3 * self.m + 1)
-
-    @property
-    def mass(self) -> slice:
-        start = 2 * self.m + 1 + (self.m if self.has_simple else 0)
-        return slice(start, start + self.m)
-
-    @classmethod
-    def of(cls, m: int, estimator: str | None) -> DrawBlocks:
-        return cls(m, has_simple=estimator != "joint")
-
-
-#: The column blocks of the units stage (not clustered): θ̂'s numerator, denominator, then the
-#: simple recall numerators (m).
-UNIT_THETA_NUM, UNIT_THETA_DEN, UNIT_SIMPLE_RECALL = 0, 1, 2
-
-
-def _terms(
-    data: SampleData, weighting: str, estimator: str | None = None, cluster_queries: bool = False
-) -> dict[str, np.ndarray]:
-    """Per-row terms of every stage.  Draws: [joint precision (m) | ν̂ numerators (m) | ν̂
-    denominator (1) | simple precision (m) | joint mass Σ t/q (m)]; the simple block is left out
-    for ``estimator="joint"`` (:func:`_statistic` reads the mass block from the end).  Units: [a | b | c_i (m)],
-    per (unit, query) pair when queries are clusters.  Queries: [|X_i ∩ q| (m) | labelled
-    correct (m)]."""
-    m = data.m
-    joint = joint_precision_terms(data, weighting)
-    num, den = pooled_recall_terms(data)
-    blocks = [joint, num, den[:, None]]
-    if estimator != "joint":
-        blocks.append(simple_precision_terms(data))
-    blocks.append(joint_precision_terms(data, weighting, label=False))  # self-normalising mass
-    width = sum(x.shape[1] for x in blocks)
-    draws = np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
-    if cluster_queries:
-        w = data.unit_weight[data.pair_unit] if data.pair_unit.size else np.empty(0)
-        units = np.concatenate(
-            [
-                (data.pair_pooled * w)[:, None],
-                (data.pair_found * w)[:, None],
-                data.pair_by_system * w[:, None],
-            ],
-            axis=1,
-        )
-        queries = np.concatenate([data.query_sizes, data.query_correct], axis=1)
-        return {"draws": draws, "units": units, QUERY_STAGE: queries}
-    a, b = pool_coverage_terms(data)
-    rec_simple, _ = simple_recall_terms(data)
-    units = (
-        np.concatenate([a[:, None], b[:, None], rec_simple], axis=1)
-        if data.U
-        else np.zeros((0, m + 2))
-    )
-    return {"draws": draws, "units": units}
-
-
-def _statistic(data: SampleData, estimator: str, ratio: np.ndarray | None = None):
-    """The metrics as a function of stage totals; ``ratio`` (m,) bool: joint precision of these
-    systems in self-normalised form Σ t f/q / Σ t/q (within [0, 1]) instead of the unbiased
-    Σ t f/q (see :func:`choose_precision_form`)."""
-    m = data.m
-    census = data.census
-    exact = data.census_precision
-    use_ratio = np.zeros(m, bool) if ratio is None else np.asarray(ratio, bool)
-
-    b = DrawBlocks.of(m, estimator)
-
-    def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        d = totals["draws"]
-        u = totals["units"]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            theta = u[..., UNIT_THETA_NUM] / u[..., UNIT_THETA_DEN]
-            ratio_form = d[..., b.joint] / d[..., b.mass]
-            pooled = d[..., b.pooled_num] / d[..., b.pooled_den]
-            if estimator == "joint":
-                precision = np.where(use_ratio, ratio_form, d[..., b.joint])
-                recall = theta[..., None] * pooled
-            else:
-                precision = d[..., b.simple]
-                simple_recall = slice(UNIT_SIMPLE_RECALL, UNIT_SIMPLE_RECALL + m)
-                recall = u[..., simple_recall] / u[..., UNIT_THETA_DEN : UNIT_THETA_DEN + 1]
-            census_precision = exact
-            if (
-                QUERY_STAGE in totals
-            ):  # queries resampled: t_i = 1/|X_i| becomes v_q / Σ_q v_q |X_i ∩ q|
-                q = totals[QUERY_STAGE]  # the ratio form is invariant to the scale of t_i
-                precision = np.where(use_ratio, precision, precision * data.sizes / q[..., :m])
-                census_precision = q[..., m:] / q[..., :m]
-        precision = np.where(census, census_precision, precision)
-        return {
-            "precision": precision,
-            "pooled_recall": pooled,
-            "recall": recall,
-            "f1": f1_score(precision, recall),
-            "pool_coverage": np.asarray(theta)[..., None],
-            "pool_correct": np.asarray(d[..., b.pooled_den]),
-            "precision_unbiased": d[..., b.joint],
-            "precision_ratio": ratio_form,
-        }
-
-    return stat
 
 
 def universe_correct(run: BootstrapRun) -> tuple[float, np.ndarray]:
@@ -350,45 +135,65 @@ def true_metrics(task: Task) -> pd.DataFrame | None:
     return metrics
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """One estimator fitted to a task: its context, terms, the shared bootstrap run and the
+    interval method that turns it into intervals and comparisons."""
+
+    ctx: ScoringContext
+    estimator: Estimator
+    intervals: Any  # an IntervalMethod
+    terms: dict[str, np.ndarray]
+    replicates: Replicates
+    run: BootstrapRun
+    ratio_form: np.ndarray  # (m,) bool: joint precision in the self-normalised form
+
+    @property
+    def draw_layout(self) -> TermLayout:
+        return self.estimator.layouts(self.ctx)["draws"]
+
+
 def score_task(
     task: Task, options: ScoreOptions, replicates: Replicates | None = None
-) -> ScoreResult:
+) -> ScoringOutput:
     """Estimate every metric for every system of ``task`` with shared bootstrap replicates.
 
-    Steps: check the sample data (:func:`_sample_data`), run the shared bootstrap
-    (:func:`_estimate`), write each system's notes, the metric columns with intervals, precision
-    at the target recall, ranks / rank sets / tiers, then the pool table, the truth check and the
-    run record.
+    Steps: check the options and the sample data (:func:`_sample_data`), fit the estimator with
+    the shared bootstrap (:func:`fit`), write each system's notes, the metric columns with
+    intervals, precision at the target recall, ranks / rank sets / tiers, then the pool table,
+    the truth check and the run record.
     """
     check_score_options(options)  # the one place options and their combinations are checked
-    if options.estimator == "official":
-        return _score_official(task, options)
+    estimator = get_estimator(options.estimator)
+    estimator.check(task, options)
+    if not estimator.sample_based:
+        return estimator.score(task, options)
     data, warnings = _sample_data(task, options)
-    terms, replicates, run, ratio_form = _estimate(data, options, replicates)
-    blocks = DrawBlocks.of(data.m, options.estimator)
-    sizes = effective_sizes(data, terms["draws"][:, blocks.mass], options.estimator)
+    fitted = fit(ScoringContext(task, data, options), estimator, replicates)
+    sizes = estimator.effective_sizes(fitted.ctx, fitted.terms)
     notes = reliability_notes(sizes, data.census)
-    _system_notes(task, data, options, notes, warnings)
-    board = _metric_columns(task, data, run, options, notes, sizes)
+    _system_notes(fitted, notes, warnings)
+    board = _metric_columns(fitted, notes, sizes)
+    run = fitted.run
     point_metrics, rep_metrics = dict(run.point), dict(run.replicates)
     target_info = None
     if options.target_recall is not None:
-        target_info = _target(task, data, terms, replicates, run, options)
-        _normalise_curves(target_info.curves, run, data, ratio_form)
+        target_info = _target(fitted)
+        _normalise_curves(target_info.curves, run, data, fitted.ratio_form)
         point_metrics["precision_at_target"] = target_info.point
         rep_metrics["precision_at_target"] = target_info.replicates
-        _target_columns(board, target_info, data, options, notes)
-    comparisons = _rank_columns(board, point_metrics, rep_metrics, options, notes)
+        _target_columns(board, target_info, fitted, notes)
+    comparisons = _rank_columns(board, point_metrics, rep_metrics, fitted, notes)
     _missing_notes(board, rep_metrics, target_info is not None, notes)
-    board = _finish_board(board, notes, options, replicates.B)
+    board = _finish_board(board, notes, fitted)
     with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
         pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-        pool = _pool_frame(task, data, run, options, replicates.B, sizes)
-    info = _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comparisons)
+        pool = _pool_frame(fitted, sizes)
+    info = _run_info(fitted, warnings, sizes, comparisons)
     if target_info is not None:
         info.update(_target_info(task, data, options, target_info))
-    return ScoreResult(
+    return ScoringOutput(
         options=options,
         leaderboard=board,
         pool=pool,
@@ -396,7 +201,7 @@ def score_task(
         truth_check=_truth_check(task, board, pool, options),
         warnings=warnings,
         run=run,
-        replicates=replicates,
+        replicates=fitted.replicates,
         info=info,
         curves={} if target_info is None else target_info.curves,
     )
@@ -434,34 +239,33 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
     return data, warnings
 
 
-def _estimate(
-    data: SampleData, options: ScoreOptions, replicates: Replicates | None
-) -> tuple[dict[str, np.ndarray], Replicates, BootstrapRun, np.ndarray]:
+def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None = None) -> Fitted:
     """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
-    stages = bootstrap_stages(data, options.cluster_queries)
-    terms = _terms(data, options.weighting, options.estimator, options.cluster_queries)
+    options = ctx.options
+    stages = estimator.stages(ctx)
+    terms = estimator.terms(ctx)
     rng = np.random.default_rng(options.seed)
     if replicates is None:
         replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)
     run = run_bootstrap(
-        stages,
-        terms,
-        _statistic(data, options.estimator),
-        replicates,
-        jackknife=options.method == "BCa",
+        stages, terms, estimator.statistic(ctx), replicates, jackknife=options.method == "BCa"
     )
-    ratio_form = choose_precision_form(run, options.precision_form, data, terms["draws"])
-    if options.estimator == "joint" and ratio_form.any():
-        run = reevaluate(run, _statistic(data, options.estimator, ratio_form))
-    return terms, replicates, run, ratio_form
+    layout = estimator.layouts(ctx)["draws"]
+    # chosen for every estimator: the curves at a target recall are normalised with it
+    ratio_form = choose_precision_form(
+        run, options.precision_form, ctx.data, terms["draws"], layout
+    )
+    if estimator.precision_forms and ratio_form.any():
+        run = reevaluate(run, estimator.statistic(ctx, ratio_form))
+    method = get_interval_method(options.intervals)
+    return Fitted(ctx, estimator, method, terms, replicates, run, ratio_form)
 
 
-def _system_notes(
-    task: Task, data: SampleData, options: ScoreOptions, notes: list[list[str]], warnings: list[str]
-) -> None:
+def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -> None:
     """Per-system notes and run warnings about the data (aliases, units, empty submissions)."""
+    task, data, estimator = fitted.ctx.task, fitted.ctx.data, fitted.estimator
     m = data.m
-    _class_warnings(data, options.estimator, warnings)
+    _class_warnings(data, estimator, warnings)
     if mixed_unit_designs(task):
         warnings.append(MIXED_UNITS)
         for i in range(m):
@@ -474,26 +278,17 @@ def _system_notes(
             "then weights facts by how many units support them, not the fact-level share that "
             "pooled recall uses"
         )
-    covered = precision_support(data, options.weighting) if options.estimator == "joint" else None
-    own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m) > 0
     empty = data.sizes == 0
     if empty.any():
         warnings.append(
             f"{int(empty.sum())} empty submission(s) ({', '.join(np.array(data.systems)[empty])}): "
             "scored with precision undefined and recall 0"
         )
-    for i in range(m):
-        if empty[i]:
-            notes[i].append("empty submission (no outputs): precision undefined, recall 0")
-            continue
-        if options.estimator == "joint" and not covered[i] and not data.census[i]:
-            notes[i].append(
-                "precision: no judged sample draws of this system (joint estimator needs its own sample)"
-            )
-        if options.estimator == "simple" and not own[i] and not data.census[i]:
-            notes[i].append("precision: no judged sample draws of this system")
-        if data.census[i]:
-            notes[i].append("precision: census (every output judged): exact, no sampling interval")
+    for i in np.flatnonzero(empty):
+        notes[i].append("empty submission (no outputs): precision undefined, recall 0")
+    estimator.system_notes(fitted.ctx, notes)
+    for i in np.flatnonzero(data.census & ~empty):
+        notes[i].append("precision: census (every output judged): exact, no sampling interval")
     if data.U == 0:
         warnings.append(
             "no exhaustive units: true recall (pool coverage × pooled recall) cannot be estimated; "
@@ -501,24 +296,12 @@ def _system_notes(
         )
         for i in range(m):
             notes[i].append("recall: no exhaustive units, pool coverage unknown")
-    unsampled = ~own & ~empty
-    if unsampled.any() and options.estimator == "joint":
-        names = ", ".join(np.array(data.systems)[unsampled][:5])
-        warnings.append(
-            f"{int(unsampled.sum())} system(s) have no sample ({names}...): facts only they found are outside the "
-            "recall proposal's support, so pooled recall is relative to the sampled systems' pool"
-        )
+    estimator.run_warnings(fitted.ctx, warnings)
 
 
-def _metric_columns(
-    task: Task,
-    data: SampleData,
-    run: BootstrapRun,
-    options: ScoreOptions,
-    notes: list[list[str]],
-    sizes,
-) -> pd.DataFrame:
+def _metric_columns(fitted: Fitted, notes: list[list[str]], sizes) -> pd.DataFrame:
     """One row per system: counts, each metric with its interval, effective sample sizes."""
+    task, data = fitted.ctx.task, fitted.ctx.data
     board = pd.DataFrame({"system": data.systems})
     board["team"] = board["system"].map(task.teams)
     board["outputs"] = data.sizes.astype(int)
@@ -527,16 +310,10 @@ def _metric_columns(
         with pywarnings.catch_warnings():  # a metric nothing estimates: NaN, said in `note`
             pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
             pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-            ci = confidence_interval(
-                run.point[metric],
-                run.replicates[metric],
-                method=options.method,
-                level=options.confidence,
-                jackknife=None if run.jackknife is None else run.jackknife[metric],
-            )
-        board[metric] = run.point[metric]
-        board[f"{metric}_lo"] = ci.low
-        board[f"{metric}_hi"] = ci.high
+            est = fitted.intervals.estimate(fitted.ctx, fitted.run, metric)
+        board[metric] = est.point
+        board[f"{metric}_lo"] = est.lower
+        board[f"{metric}_hi"] = est.upper
     if data.census.any():
         for col in ("precision_lo", "precision_hi"):
             board.loc[data.census, col] = board.loc[data.census, "precision"]
@@ -546,19 +323,15 @@ def _metric_columns(
     return board
 
 
-def _target_columns(
-    board: pd.DataFrame, target_info, data: SampleData, options: ScoreOptions, notes
-) -> None:
+def _target_columns(board: pd.DataFrame, target_info, fitted: Fitted, notes) -> None:
     """Precision at the target recall with its interval, method and Dimm back-test."""
-    ci = confidence_interval(
-        target_info.point,
-        target_info.replicates,
-        method="percentile" if options.method == "BCa" else options.method,
-        level=options.confidence,
+    data = fitted.ctx.data
+    low, high = fitted.intervals.interval(
+        fitted.ctx.options, target_info.point, target_info.replicates
     )
     board["precision_at_target"] = target_info.point
-    board["precision_at_target_lo"] = ci.low
-    board["precision_at_target_hi"] = ci.high
+    board["precision_at_target_lo"] = low
+    board["precision_at_target_hi"] = high
     board["precision_at_target_method"] = target_info.method
     # how far Dimm's curve through the system's end point strays from its own estimated
     # curve within ±0.15 recall (max |X − P|): large values say "do not trust the model here"
@@ -572,19 +345,18 @@ def _target_columns(
         )
 
 
-def _rank_columns(board, point_metrics, rep_metrics, options: ScoreOptions, notes):
-    """rank, the simultaneous rank sets and tiers from one family of pairwise comparisons."""
+def _rank_columns(board, point_metrics, rep_metrics, fitted: Fitted, notes):
+    """rank, the simultaneous rank sets and tiers from one family of pairwise comparisons
+    (the interval method's)."""
+    options = fitted.ctx.options
     key = options.rank_by
     if key not in point_metrics:
         raise ValueError(
             f"cannot rank by {key!r}: give --target-recall to rank by precision_at_target"
         )
     board["rank"] = replicate_ranks(point_metrics[key][None, :])[0]
-    comparisons = stepdown_comparisons(
-        point_metrics[key],
-        rep_metrics[key],
-        alpha=1 - options.confidence,
-        procedure=options.tiers,
+    comparisons = fitted.intervals.comparisons(
+        fitted.ctx, point_metrics[key], rep_metrics.get(key), key
     )
     with pywarnings.catch_warnings():  # a metric no replicate estimates (recall without units)
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
@@ -616,12 +388,10 @@ def _missing_notes(board: pd.DataFrame, rep_metrics, with_target: bool, notes) -
                 )
 
 
-def _finish_board(
-    board: pd.DataFrame, notes: list[list[str]], options: ScoreOptions, B: int
-) -> pd.DataFrame:
+def _finish_board(board: pd.DataFrame, notes: list[list[str]], fitted: Fitted) -> pd.DataFrame:
     """The leaderboard in rank order with the contract columns and the notes."""
-    board["estimator"] = options.estimator
-    board["interval"] = _interval_label(options, B)
+    board["estimator"] = fitted.estimator.name
+    board["interval"] = fitted.intervals.label(fitted.ctx.options, fitted.replicates.B)
     board["note"] = ["; ".join(n) for n in notes]
     board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
         drop=True
@@ -644,8 +414,10 @@ def _finish_board(
     return board
 
 
-def _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comparisons) -> dict:
+def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
     """The run record's fields for a sample-based run (``run.json``)."""
+    task, data, options = fitted.ctx.task, fitted.ctx.data, fitted.ctx.options
+    replicates, ratio_form = fitted.replicates, fitted.ratio_form
     key = options.rank_by
     info = {
         "receval_version": __version__,
@@ -669,7 +441,7 @@ def _run_info(task, data, options, replicates, warnings, ratio_form, sizes, comp
                 name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
                 for i, name in enumerate(data.systems)
             }
-            if options.estimator == "joint"
+            if fitted.estimator.precision_forms
             else None,
             "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
             "(prob = inclusion probability) or uniform",
@@ -739,31 +511,17 @@ def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_inf
     return info
 
 
-def _interval_label(options: ScoreOptions, B: int) -> str:
-    clusters = ", queries resampled as clusters" if options.cluster_queries else ""
-    return f"{options.method} bootstrap {options.confidence:.0%}, B={B}{clusters}"
-
-
-def _target(
-    task: Task,
-    data: SampleData,
-    terms: dict[str, np.ndarray],
-    replicates: Replicates,
-    run: BootstrapRun,
-    options: ScoreOptions,
-):
+def _target(fitted: Fitted):
     from receval.estimators.target import precision_at_target
 
-    m = data.m
+    task, data, options, run = fitted.ctx.task, fitted.ctx.data, fitted.ctx.options, fitted.run
     universe_point, universe_reps = universe_correct(run)
+    draws = next(s for s in fitted.estimator.stages(fitted.ctx) if s.name == "draws")
     return precision_at_target(
         data,
         task.outputs,
-        row_weights(
-            next(s for s in bootstrap_stages(data, options.cluster_queries) if s.name == "draws"),
-            replicates,
-        ),
-        terms["draws"][:, DrawBlocks.of(m, options.estimator).pooled_num],
+        row_weights(draws, fitted.replicates),
+        fitted.terms["draws"][:, fitted.draw_layout["pooled_num"]],
         universe_point,
         universe_reps,
         run.point["recall"],
@@ -777,29 +535,35 @@ def _target(
     )
 
 
-def _pool_frame(
-    task: Task,
-    data: SampleData,
-    run: BootstrapRun,
-    options: ScoreOptions,
-    B: int,
-    sizes=None,
-) -> pd.DataFrame:
-    interval = _interval_label(options, B)
+def _true_facts_row(fitted: Fitted, interval: str) -> dict:
+    """pool.csv's ``true_facts`` row: 𝒴̂ = Ŷ/θ̂ with its interval (no jackknife: BCa falls
+    back to percentile)."""
+    universe, universe_reps = universe_correct(fitted.run)
+    low, high = fitted.intervals.interval(
+        fitted.ctx.options, np.array([universe]), universe_reps[:, None], bounds=(0.0, np.inf)
+    )
+    return {
+        "quantity": "true_facts",
+        "estimate": universe,
+        "lower": low[0],
+        "upper": high[0],
+        "kind": "estimate",
+        "interval": interval.replace("BCa", "percentile"),
+        "description": "estimated correct facts in the universe (pool correct / θ̂)",
+        "note": "" if np.isfinite(universe) else "pool coverage unknown or zero",
+    }
+
+
+def _pool_frame(fitted: Fitted, sizes=None) -> pd.DataFrame:
+    task, data, run = fitted.ctx.task, fitted.ctx.data, fitted.run
+    interval = fitted.intervals.label(fitted.ctx.options, fitted.replicates.B)
     rows = []
     for name, what in (
         ("pool_coverage", "θ̂: share of correct facts that some system output"),
         ("pool_correct", "estimated correct facts in the (sampled) pool"),
     ):
-        point = run.point[name]
-        ci = confidence_interval(
-            point,
-            run.replicates[name],
-            method=options.method,
-            level=options.confidence,
-            jackknife=None if run.jackknife is None else run.jackknife[name],
-            bounds=(0.0, 1.0) if name == "pool_coverage" else (0.0, np.inf),
-        )
+        bounds = (0.0, 1.0) if name == "pool_coverage" else (0.0, np.inf)
+        est = fitted.intervals.estimate(fitted.ctx, run, name, bounds)
         note = ""
         if name == "pool_coverage" and data.U == 0:
             note = "no exhaustive units"
@@ -810,35 +574,16 @@ def _pool_frame(
         rows.append(
             {
                 "quantity": name,
-                "estimate": point[0],
-                "lower": ci.low[0],
-                "upper": ci.high[0],
+                "estimate": est.point[0],
+                "lower": est.lower[0],
+                "upper": est.upper[0],
                 "kind": "estimate",
                 "interval": interval,
                 "description": what,
                 "note": note,
             }
         )
-    universe, universe_reps = universe_correct(run)
-    ci = confidence_interval(
-        np.array([universe]),
-        universe_reps[:, None],
-        method="percentile" if options.method == "BCa" else options.method,
-        level=options.confidence,
-        bounds=(0.0, np.inf),
-    )
-    rows.append(
-        {
-            "quantity": "true_facts",
-            "estimate": universe,
-            "lower": ci.low[0],
-            "upper": ci.high[0],
-            "kind": "estimate",
-            "interval": interval.replace("BCa", "percentile"),
-            "description": "estimated correct facts in the universe (pool correct / θ̂)",
-            "note": "" if np.isfinite(universe) else "pool coverage unknown or zero",
-        }
-    )
+    rows.append(_true_facts_row(fitted, interval))
     counts = {
         "pool_size": (int(task.facts["in_pool"].sum()), "distinct facts output by some system"),
         "exhaustive_units": (len(set(data.unit_names)), "units annotated exhaustively"),
@@ -886,7 +631,7 @@ def mixed_unit_designs(task: Task) -> bool:
     return bool(missing.any() and not missing.all())
 
 
-def _class_warnings(data: SampleData, estimator: str, warnings: list[str]) -> None:
+def _class_warnings(data: SampleData, estimator: Estimator, warnings: list[str]) -> None:
     """Say that equivalence classes are counted once, and how many outputs could be aliases
     that no judgment names (:mod:`receval.estimators.classes`)."""
     if not data.aliased_classes:
@@ -903,12 +648,7 @@ def _class_warnings(data: SampleData, estimator: str, warnings: list[str]) -> No
             "(each counts as a fact of its own, which over-states precision and recall if it is "
             "one): give every alias of a judged correct answer its equivalence_class"
         )
-        text += (
-            "; joint precision is self-normalised for every system (its |X_i| is estimated)"
-            if estimator == "joint"
-            else "; the simple estimator divides by |X_i| and under-states precision by the "
-            "share of unresolved aliases (the joint estimator does not)"
-        )
+        text += estimator.class_caveat()
     warnings.append(text)
 
 
@@ -939,7 +679,11 @@ def _stratified_variance(values: np.ndarray, strata: np.ndarray) -> np.ndarray:
 
 
 def choose_precision_form(
-    run: BootstrapRun, form: str, data: SampleData, draw_terms: np.ndarray | None = None
+    run: BootstrapRun,
+    form: str,
+    data: SampleData,
+    draw_terms: np.ndarray | None = None,
+    layout: TermLayout | None = None,
 ) -> np.ndarray:
     """Which systems get the self-normalised joint precision (m,) bool.
 
@@ -964,13 +708,12 @@ def choose_precision_form(
     if form == "ratio" or not data.sizes_known:
         return np.ones(m, bool)
     point = run.point["precision_unbiased"]
-    if draw_terms is None or not draw_terms.size:
+    if draw_terms is None or layout is None or not draw_terms.size:
         with np.errstate(invalid="ignore"):
             var_u = np.nanvar(run.replicates["precision_unbiased"], axis=0)
             var_r = np.nanvar(run.replicates["precision_ratio"], axis=0)
     else:
-        blocks = DrawBlocks.of(m, "joint" if draw_terms.shape[1] == 3 * m + 1 else None)
-        joint, mass = draw_terms[:, blocks.joint], draw_terms[:, blocks.mass]
+        joint, mass = draw_terms[:, layout["joint"]], draw_terms[:, layout["mass"]]
         total = mass.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio_point = joint.sum(axis=0) / total
@@ -1064,67 +807,3 @@ def _truth_check(
         }
     )
     return pd.DataFrame(rows)
-
-
-def _official_average(options: ScoreOptions) -> str:
-    """``average``, or ``target`` when unset (a contradiction was refused by the option check)."""
-    return options.target if options.average is None else options.average
-
-
-def _score_official(task: Task, options: ScoreOptions) -> ScoreResult:
-    from receval.estimators.official import (
-        OfficialPolicy,
-        describe_official,
-        official_leaderboard,
-    )
-
-    average = _official_average(options)
-    policy = OfficialPolicy(unassessed=options.unjudged)
-    board = official_leaderboard(
-        task, policy, average=average, cutoff=options.cutoff, rank_by=options.rank_by
-    )
-    described = describe_official(task, policy, average=average, cutoff=options.cutoff)
-    board["interval"] = "none: census of the assessed pool (closed-world), no sampling uncertainty"
-    board["note"] = (
-        described
-        + "; recall is pooled (closed-world) recall against the assessed pool; "
-        + board["note"].fillna("").astype(str)
-    ).str.rstrip("; ")
-    board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
-    pool = pd.DataFrame(
-        [
-            {
-                "quantity": "pool_size",
-                "estimate": int(task.facts["in_pool"].sum()),
-                "lower": np.nan,
-                "upper": np.nan,
-                "kind": "count",
-                "interval": "",
-                "description": "distinct facts output by some system",
-                "note": "",
-            }
-        ]
-    )
-    return ScoreResult(
-        options=options,
-        leaderboard=board,
-        pool=pool,
-        conflicts=task.merged.conflicts,
-        truth_check=None,
-        warnings=[],
-        run=None,
-        replicates=None,
-        info={
-            "receval_version": __version__,
-            "task": task.name,
-            "options": asdict(options),
-            "bootstrap": None,
-            "warnings": [],
-            "official": {
-                "average": average,
-                "unjudged": policy.resolved_unassessed(task),
-                "cutoff": options.cutoff,
-                "description": described,
-            },
-        },
-    )

@@ -66,15 +66,18 @@ class EffectiveSizes:
     exhaustive_in_pool: float  # correct exhaustive facts some system output (θ̂'s numerator)
 
 
-def effective_sizes(data: SampleData, mass_terms: np.ndarray, estimator: str) -> EffectiveSizes:
+def effective_sizes(
+    data: SampleData, mass_terms: np.ndarray, *, own_only: bool = False
+) -> EffectiveSizes:
     """Effective sample sizes from the sample arrays and the joint mass terms t_i/q_i (K × m).
 
-    For ``estimator="simple"`` precision rests on the system's own draws only, so its n_eff is the
-    number of judged draws of its own sample (uniform design) or their Kish size.
+    With ``own_only`` (an estimator whose precision rests on the system's own draws only, such as
+    ``simple``) precision's n_eff is the number of judged draws of its own sample (uniform
+    design) or their Kish size.
     """
     m = data.m
     own_draws = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
-    if estimator == "simple":
+    if own_only:
         mine = data.sampler_system[data.draw_sampler][:, None] == np.arange(m)[None, :]
         t = data.target[data.draw_fact]  # (K, m)
         q = data.proposal[data.draw_fact, data.draw_sampler]  # (K,)

@@ -83,6 +83,11 @@ class SampleData:
     pair_found: np.ndarray = field(default_factory=lambda: np.empty(0))  # (P,) b split by query
     pair_pooled: np.ndarray = field(default_factory=lambda: np.empty(0))  # (P,) a split by query
     pair_by_system: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))  # (P, m)
+    #: arrival order, for methods that need the draws as they came (confidence sequences):
+    #: the row of each judged draw in samples.tsv (K,), and each sampler's round (J,), 0-based in
+    #: the order the ``sample`` names first appear in samples.tsv
+    draw_row: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    sampler_round: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     @property
     def K(self) -> int:
@@ -277,6 +282,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     judged = ~np.isnan(label_full[f_all]) if f_all.size else np.empty(0, bool)
     unjudged_draws = int((~judged).sum())
     unjudged_facts = int(np.unique(f_all[~judged]).size)
+    draw_row = np.flatnonzero(judged).astype(np.int64)
     j_all, f_all = j_all[judged], f_all[judged]
     sampler_n = np.bincount(j_all, minlength=J).astype(float)
 
@@ -419,4 +425,13 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         pair_found=pair_found,
         pair_pooled=pair_pooled,
         pair_by_system=pair_by_system,
+        draw_row=draw_row,
+        sampler_round=_sampler_rounds(samples, samplers),
     )
+
+
+def _sampler_rounds(samples: pd.DataFrame, samplers) -> np.ndarray:
+    """Each sampler's round (J,): the order in which its ``sample`` name first appears in
+    samples.tsv (rounds recorded before any draw: after every drawn round)."""
+    order = {name: r for r, name in enumerate(pd.unique(samples["sample"]))} if len(samples) else {}
+    return np.array([order.get(s.sample, len(order)) for s in samplers], np.int64)

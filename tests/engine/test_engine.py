@@ -118,7 +118,7 @@ def test_pooling_bias_is_the_same_with_and_without_an_engine(duck, embedded):
 def test_a_given_engine_counts_both_the_census_and_the_diagnostic(embedded):
     """score(engine=...) runs the official census and the leave-one-team-out diagnostic in the
     engine given (one registration), then leaves the task's own engine as it was."""
-    from receval.api import score_with_options
+    from receval.api import score
     from receval.engine.base import DuckDBEngine
     from receval.engine.queries import LEAVE_TEAM_OUT_COUNTS, OFFICIAL_COUNTS
     from receval.scoring import ScoreOptions
@@ -135,7 +135,7 @@ def test_a_given_engine_counts_both_the_census_and_the_diagnostic(embedded):
     spy = Spy()
     task = random_task(7, single_valued=False)
     before = task.__dict__.get("_default_engine")
-    score_with_options(task, ScoreOptions(estimator="official"), engine=spy)
+    score(task, ScoreOptions(estimator="official"), engine=spy)
     # the census alone asks which queries are judged; leave-one-team-out alone counts teams
     assert "judged_query" in OFFICIAL_COUNTS and "judged_query" not in LEAVE_TEAM_OUT_COUNTS
     assert "fact_teams AS" in LEAVE_TEAM_OUT_COUNTS and "fact_teams" not in OFFICIAL_COUNTS

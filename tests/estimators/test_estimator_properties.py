@@ -18,12 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from estimator_parts import terms_and_statistic
 
 from receval.estimators.bootstrap import confidence_interval, draw_replicates, run_bootstrap
 from receval.estimators.recall import naive_pooled_recall
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
-from receval.scoring import _statistic, _terms, bootstrap_stages
+from receval.scoring import bootstrap_stages
 from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
@@ -55,10 +56,8 @@ def study(tmp_path_factory):
         task = with_annotation(base, **annotation.tables())
         data = build_sample_data(task)
         stages = bootstrap_stages(data)
-        terms = _terms(data, "size")
-        run = run_bootstrap(
-            stages, terms, _statistic(data, "joint"), draw_replicates(stages, B, rng)
-        )
+        terms, statistic = terms_and_statistic(data)
+        run = run_bootstrap(stages, terms, statistic, draw_replicates(stages, B, rng))
         systems = data.systems
         for k in METRICS:
             errors[k].append(run.point[k] - truth.loc[systems, k].to_numpy())

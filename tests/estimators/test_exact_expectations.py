@@ -13,10 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from estimator_parts import terms_and_statistic
 
+from receval.estimators.registry import get_estimator
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
-from receval.scoring import _statistic, _terms, true_metrics
+from receval.scoring import true_metrics
 from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
@@ -70,9 +72,9 @@ def test_joint_precision_equals_truth_on_the_full_support(census_task, weighting
     task, _ = census_task
     data = build_sample_data(task)
     assert data.census.all()  # every output judged: the census override must not hide the estimator
-    terms = _terms(data, weighting)
-    m = data.m
-    joint = terms["draws"][:, :m].sum(axis=0)
+    terms, _ = terms_and_statistic(data, weighting=weighting)
+    layout = get_estimator("joint").draw_layout(data.m)
+    joint = terms["draws"][:, layout["joint"]].sum(axis=0)
     truth = true_metrics(task).loc[data.systems]
     np.testing.assert_allclose(joint, truth["precision"].to_numpy(), rtol=1e-10)
 
@@ -80,9 +82,9 @@ def test_joint_precision_equals_truth_on_the_full_support(census_task, weighting
 def test_pooled_recall_and_pool_coverage_equal_truth_on_the_full_support(census_task):
     task, world = census_task
     data = build_sample_data(task)
-    terms = _terms(data, "size")
+    terms, statistic = terms_and_statistic(data)
     totals = {k: v.sum(axis=0) for k, v in terms.items()}
-    point = _statistic(data, "joint")(totals)
+    point = statistic(totals)
     truth = world.truth_metrics().set_index("system").loc[data.systems]
     np.testing.assert_allclose(
         point["pooled_recall"], truth["pooled_recall"].to_numpy(), rtol=1e-10
@@ -96,13 +98,11 @@ def test_pooled_recall_and_pool_coverage_equal_truth_on_the_full_support(census_
 def test_simple_estimators_equal_truth_on_the_full_support(census_task):
     task, world = census_task
     data = build_sample_data(task)
-    terms = _terms(data, "size")
+    terms, statistic = terms_and_statistic(data, "simple")
     totals = {k: v.sum(axis=0) for k, v in terms.items()}
-    point = _statistic(data, "simple")(totals)
+    point = statistic(totals)
     truth = world.truth_metrics().set_index("system").loc[data.systems]
-    m = data.m
-    simple = totals["draws"][
-        2 * m + 1 : 3 * m + 1
-    ]  # raw terms: the census override is not involved
+    layout = get_estimator("simple").draw_layout(data.m)
+    simple = totals["draws"][layout["simple"]]  # raw terms: the census override is not involved
     np.testing.assert_allclose(simple, truth["precision"].to_numpy(), rtol=1e-10)
     np.testing.assert_allclose(point["recall"], truth["recall"].to_numpy(), rtol=1e-10)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from estimator_parts import terms_and_statistic
 
 from receval.estimators.bootstrap import QUERY_STAGE, draw_replicates, run_bootstrap
 from receval.estimators.sample_data import build_sample_data
-from receval.scoring import ScoreOptions, _statistic, _terms, bootstrap_stages, score_task
+from receval.scoring import ScoreOptions, bootstrap_stages, score_task
 from receval.simulation import SimulationConfig, simulate_task
 from receval.task import load_task
 
@@ -38,9 +39,9 @@ def test_a_replicate_is_the_estimator_on_the_reweighted_queries(task):
     """Replicate b = the joint estimator with draw k weighted by c_bk · v_b,q(k) and |X_i| by Σ_q v_q |X_iq|."""
     data = build_sample_data(task)
     stages = bootstrap_stages(data, cluster_queries=True)
-    terms = _terms(data, "size", "joint", cluster_queries=True)
+    terms, statistic = terms_and_statistic(data, cluster_queries=True)
     reps = draw_replicates(stages, 5, np.random.default_rng(3))
-    run = run_bootstrap(stages, terms, _statistic(data, "joint"), reps)
+    run = run_bootstrap(stages, terms, statistic, reps)
     m = data.m
     q = task.facts["query_id"].to_numpy()[data.facts[data.draw_fact]]
     index = {name: k for k, name in enumerate(data.queries)}

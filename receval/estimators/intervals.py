@@ -1,0 +1,130 @@
+"""Interval methods behind one protocol: what turns an estimator's run into intervals and the
+pairwise comparisons behind tiers and rank sets.
+
+``--intervals`` picks the method from :mod:`receval.estimators.registry`:
+
+* ``bootstrap`` (default): the shared bootstrap's replicates, with ``--method`` percentile,
+  basic or BCa (:func:`receval.estimators.bootstrap.confidence_interval`), and the step-down /
+  Holm / BH paired tests over the same replicates (``--tiers``;
+  :func:`receval.leaderboard.stepdown_comparisons`).  Valid for a design fixed in advance and
+  scored once.
+* methods that need the draws in arrival order (confidence sequences valid at every look) read
+  them from the context: :attr:`SampleData.draw_row` and :attr:`SampleData.sampler_round`, and
+  declare ``needs_bootstrap = False`` if they do not use replicates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from receval.estimators.base import ScoringContext
+    from receval.estimators.bootstrap import BootstrapRun
+    from receval.leaderboard import Comparisons
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """One metric of every system: the point to print and its interval ends (arrays (m,))."""
+
+    point: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+class IntervalMethod:
+    """The protocol of an interval method (subclass, set ``name``, register)."""
+
+    name: ClassVar[str]
+    #: whether the method reads bootstrap replicates (False: none are drawn)
+    needs_bootstrap: ClassVar[bool] = True
+
+    def check(self, options: Any) -> None:
+        """Refuse option combinations this method cannot honour (``ValueError``)."""
+
+    def label(self, options: Any, B: int | None) -> str:
+        """The ``interval`` column's text: method, level (and what it is valid for)."""
+        raise NotImplementedError
+
+    def estimate(
+        self,
+        ctx: ScoringContext,
+        run: BootstrapRun | None,
+        metric: str,
+        bounds: tuple[float, float] | None = (0.0, 1.0),
+    ) -> Estimates:
+        """The metric's point and interval for every system (or the pool's, shape (1,))."""
+        raise NotImplementedError
+
+    def comparisons(
+        self,
+        ctx: ScoringContext,
+        point: np.ndarray,
+        replicates: np.ndarray | None,
+        metric: str,
+    ) -> Comparisons:
+        """All pairwise comparisons of ``metric`` (family-wise error ≤ 1 − confidence)."""
+        raise NotImplementedError
+
+
+class BootstrapIntervals(IntervalMethod):
+    """Intervals and paired tests from the shared bootstrap replicates."""
+
+    name: ClassVar[str] = "bootstrap"
+
+    def label(self, options: Any, B: int | None) -> str:
+        clusters = ", queries resampled as clusters" if options.cluster_queries else ""
+        return f"{options.method} bootstrap {options.confidence:.0%}, B={B}{clusters}"
+
+    def estimate(
+        self,
+        ctx: ScoringContext,
+        run: BootstrapRun | None,
+        metric: str,
+        bounds: tuple[float, float] | None = (0.0, 1.0),
+    ) -> Estimates:
+        assert run is not None, "the bootstrap interval method needs a bootstrap run"
+        point = run.point[metric]
+        jack = None if run.jackknife is None else run.jackknife[metric]
+        low, high = self.interval(ctx.options, point, run.replicates[metric], jack, bounds)
+        return Estimates(point, low, high)
+
+    def interval(
+        self,
+        options: Any,
+        point: np.ndarray,
+        replicates: np.ndarray,
+        jackknife: np.ndarray | None = None,
+        bounds: tuple[float, float] | None = (0.0, 1.0),
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``--method`` interval at ``--confidence`` of any replicated quantity (BCa falls
+        back to percentile for a quantity without jackknife values)."""
+        from receval.estimators.bootstrap import confidence_interval
+
+        method = options.method if jackknife is not None or options.method != "BCa" else None
+        ci = confidence_interval(
+            point,
+            replicates,
+            method=method or "percentile",
+            level=options.confidence,
+            jackknife=jackknife,
+            bounds=bounds,
+        )
+        return ci.low, ci.high
+
+    def comparisons(
+        self,
+        ctx: ScoringContext,
+        point: np.ndarray,
+        replicates: np.ndarray | None,
+        metric: str,
+    ) -> Comparisons:
+        from receval.leaderboard import stepdown_comparisons
+
+        options = ctx.options
+        return stepdown_comparisons(
+            point, replicates, alpha=1 - options.confidence, procedure=options.tiers
+        )

@@ -1,0 +1,91 @@
+"""The official estimator: TAC Cold Start's closed-world census of the assessed pool, as an
+:class:`~receval.estimators.base.Estimator` (the counting is :mod:`receval.estimators.official`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from receval import __version__
+from receval.estimators.base import LEADERBOARD_COLUMNS, Estimator, ScoringOutput
+
+
+class OfficialEstimator(Estimator):
+    """Census of the assessed responses: no sampling, no interval."""
+
+    name: ClassVar[str] = "official"
+    kind: ClassVar[str] = "census"
+    equation: ClassVar[str] = (
+        "TAC-KBP Cold Start CS-Score SF-ALL (micro) / trec_eval set_P, set_recall (macro): "
+        "precision = correct / assessed responses, recall = correct / correct in the pool"
+    )
+    summary: ClassVar[str] = (
+        "closed-world census of the assessed pool: pooled recall, no sampling uncertainty"
+    )
+    sample_based: ClassVar[bool] = False
+
+    def score(self, task: Any, options: Any) -> ScoringOutput:
+        from receval.estimators.official import (
+            OfficialPolicy,
+            describe_official,
+            official_leaderboard,
+        )
+
+        average = options.target if options.average is None else options.average
+        policy = OfficialPolicy(unassessed=options.unjudged)
+        board = official_leaderboard(
+            task, policy, average=average, cutoff=options.cutoff, rank_by=options.rank_by
+        )
+        described = describe_official(task, policy, average=average, cutoff=options.cutoff)
+        board["interval"] = (
+            "none: census of the assessed pool (closed-world), no sampling uncertainty"
+        )
+        board["note"] = (
+            described
+            + "; recall is pooled (closed-world) recall against the assessed pool; "
+            + board["note"].fillna("").astype(str)
+        ).str.rstrip("; ")
+        board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
+        return ScoringOutput(
+            options=options,
+            leaderboard=board,
+            pool=_pool_size(task),
+            conflicts=task.merged.conflicts,
+            truth_check=None,
+            warnings=[],
+            run=None,
+            replicates=None,
+            info={
+                "receval_version": __version__,
+                "task": task.name,
+                "options": asdict(options),
+                "bootstrap": None,
+                "warnings": [],
+                "official": {
+                    "average": average,
+                    "unjudged": policy.resolved_unassessed(task),
+                    "cutoff": options.cutoff,
+                    "description": described,
+                },
+            },
+        )
+
+
+def _pool_size(task: Any) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "quantity": "pool_size",
+                "estimate": int(task.facts["in_pool"].sum()),
+                "lower": np.nan,
+                "upper": np.nan,
+                "kind": "count",
+                "interval": "",
+                "description": "distinct facts output by some system",
+                "note": "",
+            }
+        ]
+    )

@@ -1,0 +1,72 @@
+"""The registries of estimators and interval methods: the one place a name becomes an object.
+
+Options, the CLI's choices, the reliability flags and the report read names and descriptions from
+here, so adding an estimator is a new module plus one line in :data:`ESTIMATORS` (or a call of
+:func:`register` for code outside receval).  Entries are ``"module:Class"`` strings loaded on
+first use, so importing this module (and ``receval --help``) stays free of numpy and pandas.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+#: estimator name -> "module:Class" (an :class:`receval.estimators.base.Estimator` subclass)
+ESTIMATORS: dict[str, str] = {
+    "joint": "receval.estimators.joint:JointEstimator",
+    "simple": "receval.estimators.simple:SimpleEstimator",
+    "official": "receval.estimators.official_run:OfficialEstimator",
+}
+
+#: interval method name (``--intervals``) -> "module:Class" (an
+#: :class:`receval.estimators.intervals.IntervalMethod` subclass)
+INTERVAL_METHODS: dict[str, str] = {
+    "bootstrap": "receval.estimators.intervals:BootstrapIntervals",
+}
+
+_loaded: dict[tuple[str, str], Any] = {}
+
+
+def _load(table: dict[str, str], kind: str, name: str) -> Any:
+    if name not in table:
+        raise ValueError(f"unknown {kind} {name!r} (known: {', '.join(table)})")
+    key = (kind, name)
+    if key not in _loaded:
+        module, _, attr = table[name].partition(":")
+        _loaded[key] = getattr(import_module(module), attr)()
+    return _loaded[key]
+
+
+def register(cls: type) -> type:
+    """Class decorator: make an estimator available under ``cls.name`` (also as a CLI choice
+    when registered before the CLI is imported)."""
+    ESTIMATORS[cls.name] = f"{cls.__module__}:{cls.__qualname__}"
+    _loaded.pop(("estimator", cls.name), None)
+    return cls
+
+
+def register_interval_method(cls: type) -> type:
+    """Class decorator: make an interval method available under ``cls.name``."""
+    INTERVAL_METHODS[cls.name] = f"{cls.__module__}:{cls.__qualname__}"
+    _loaded.pop(("interval method", cls.name), None)
+    return cls
+
+
+def get_estimator(name: str) -> Any:
+    """The estimator object registered as ``name`` (``ValueError`` for an unknown name)."""
+    return _load(ESTIMATORS, "estimator", name)
+
+
+def get_interval_method(name: str) -> Any:
+    """The interval method registered as ``name`` (``ValueError`` for an unknown name)."""
+    return _load(INTERVAL_METHODS, "interval method", name)
+
+
+def estimator_names() -> tuple[str, ...]:
+    """The registered estimator names, in registration order."""
+    return tuple(ESTIMATORS)
+
+
+def interval_method_names() -> tuple[str, ...]:
+    """The registered interval method names, in registration order."""
+    return tuple(INTERVAL_METHODS)
