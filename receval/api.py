@@ -16,8 +16,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -298,16 +297,18 @@ def score(
 
     loaded = _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note such as `source` is not read
     step()
-    with _task_engine(loaded, engine) as chosen:  # the census and the diagnostic run in it
-        estimates = score_task(loaded, options, _load_replicates(loaded, options, replicates))
-        step()
-        joint = estimates.leaderboard if estimates.run is not None else None  # sample-based
-        diagnostics = {
-            "per_query": per_query(loaded),
-            "annotation": annotation_spend(loaded),
-            "pooling_bias": pooling_bias(loaded, joint, engine=chosen),
-            "agreement": agreement_by_round(loaded),
-        }
+    chosen = _task_engine(loaded, engine)  # the census and the diagnostic run in it
+    estimates = score_task(
+        loaded, options, _load_replicates(loaded, options, replicates), engine=chosen
+    )
+    step()
+    joint = estimates.leaderboard if estimates.run is not None else None  # sample-based
+    diagnostics = {
+        "per_query": per_query(loaded),
+        "annotation": annotation_spend(loaded),
+        "pooling_bias": pooling_bias(loaded, joint, engine=chosen),
+        "agreement": agreement_by_round(loaded),
+    }
     step()
     anonymised = None
     if anonymise_key is not None:
@@ -329,31 +330,19 @@ def score(
     return result
 
 
-@contextmanager
-def _task_engine(task: Task, engine: Any) -> Iterator[Any]:
-    """The aggregation engine of one scoring run: a connected engine, a name (``'duckdb'``,
-    ``'spark'``) or None (the task's own embedded DuckDB).  While the run lasts it is the task's
-    default engine, so the official census and the leave-one-team-out diagnostic are counted
-    in the same engine (tables registered once).  Yields None for TAC bundles, whose
-    equivalence classes span facts: their diagnostic re-scores per team in pandas."""
+def _task_engine(task: Task, engine: Any) -> Any:
+    """The aggregation engine of one scoring run, passed explicitly to the official census and
+    the leave-one-team-out diagnostic (tables registered once): a connected engine, a name
+    (``'duckdb'``, ``'spark'``) or None (the task's own embedded DuckDB).  None for TAC bundles,
+    whose equivalence classes span facts: they are counted and re-scored per team in pandas."""
     from receval.engine import connect
     from receval.engine.census import default_engine, fact_matched
 
     if not fact_matched(task):
-        yield None
-        return
+        return None
     if engine is None or engine == "duckdb":
-        yield default_engine(task)
-        return
-    previous = task.__dict__.get("_default_engine")
-    task.__dict__["_default_engine"] = connect(engine) if isinstance(engine, str) else engine
-    try:
-        yield task.__dict__["_default_engine"]
-    finally:
-        if previous is None:
-            task.__dict__.pop("_default_engine", None)
-        else:
-            task.__dict__["_default_engine"] = previous
+        return default_engine(task)
+    return connect(engine) if isinstance(engine, str) else engine
 
 
 def _run_record(task: Task, estimates: Any) -> RunRecord:

@@ -154,20 +154,24 @@ class Fitted:
 
 
 def score_task(
-    task: Task, options: ScoreOptions, replicates: Replicates | None = None
+    task: Task,
+    options: ScoreOptions,
+    replicates: Replicates | None = None,
+    engine: Any = None,
 ) -> ScoringOutput:
     """Estimate every metric for every system of ``task`` with shared bootstrap replicates.
 
     Steps: check the options and the sample data (:func:`_sample_data`), fit the estimator with
     the shared bootstrap (:func:`fit`), write each system's notes, the metric columns with
     intervals, precision at the target recall, ranks / rank sets / tiers, then the pool table,
-    the truth check and the run record.
+    the truth check and the run record.  A census estimator counts in ``engine``
+    (:mod:`receval.engine`; None: the task's embedded DuckDB).
     """
     check_score_options(options)  # the one place options and their combinations are checked
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
     if not estimator.sample_based:
-        return estimator.score(task, options)
+        return estimator.score(task, options, engine)
     data, warnings = _sample_data(task, options)
     fitted = fit(ScoringContext(task, data, options), estimator, replicates)
     sizes = estimator.effective_sizes(fitted.ctx, fitted.terms)

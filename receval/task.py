@@ -80,7 +80,7 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
     return pd.Series(out.to_pandas(), index=index).astype(str)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Task:
     """A validated task bundle as pandas frames (see ARCHITECTURE.md, "Task bundle v1").
 
@@ -124,6 +124,8 @@ class Task:
     files: dict[str, Path] = field(default_factory=dict)
     #: systems whose run file has no rows (an empty submission: scored, precision undefined)
     empty_systems: tuple[str, ...] = ()
+    #: what errors about samples name (the file, or ``samples`` for an in-memory table)
+    samples_source: Path | None = None
 
     @property
     def name(self) -> str:
@@ -186,7 +188,7 @@ class Task:
         """The recorded samplers with their designs (:func:`receval.design.infer_designs`)."""
         from receval.design import infer_designs
 
-        path = self.files.get("samples", self.root / "samples.tsv")
+        path = self.samples_source or self.files.get("samples", self.root / "samples.tsv")
         return infer_designs(self.samples, self.outputs, self.queries, path)
 
     @cached_property
@@ -756,13 +758,10 @@ def _build_task(
         truth=truth_frame,
         files=files,
         empty_systems=empty_systems,
+        samples_source=sample_path,
     )
-    from receval.design import infer_designs
-
     # a probability no design reproduces fails here, before `validate` prints anything
-    task.__dict__["samplers"] = infer_designs(
-        task.samples, task.outputs, task.queries, sample_path or root / "samples.tsv"
-    )
+    task.samplers  # noqa: B018  (computed and cached now: the error names samples.tsv's line)
     return task
 
 

@@ -9,6 +9,7 @@ span facts and whose matching uses provenance, stay with the pandas scorer.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -121,10 +122,15 @@ def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+#: each task's embedded DuckDB, kept while the task lives (a Task is frozen: nothing is written
+#: into it)
+_TASK_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def default_engine(task: Task) -> Engine:
     """The DuckDB engine of ``task`` (one per task, so its coded tables are registered once);
     at most 4 GB, it spills to the system's temporary folder when a join does not fit."""
-    engine = task.__dict__.get("_default_engine")
+    engine = _TASK_ENGINES.get(task)
     if engine is None:
         import tempfile
 
@@ -133,7 +139,7 @@ def default_engine(task: Task) -> Engine:
         engine = DuckDBEngine(
             memory_limit="4GB", temp_directory=Path(tempfile.gettempdir()) / "receval-duckdb"
         )
-        task.__dict__["_default_engine"] = engine
+        _TASK_ENGINES[task] = engine
     return engine
 
 

@@ -185,8 +185,9 @@ class Estimator:
         """How this estimator's precision is affected by aliases nobody classed."""
         return ""
 
-    def score(self, task: Task, options: Any) -> Any:
-        """A census estimator's whole result (``sample_based = False`` only)."""
+    def score(self, task: Task, options: Any, engine: Any = None) -> Any:
+        """A census estimator's whole result (``sample_based = False`` only), counted in
+        ``engine`` (None: the task's embedded DuckDB)."""
         raise NotImplementedError(f"{self.name} is sample-based: use its terms and statistic")
 
 

@@ -71,6 +71,7 @@ The scorer's test suite has no S or L filler assessment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,9 @@ import pandas as pd
 from receval.estimators.recall import f1_score
 from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
+
+if TYPE_CHECKING:
+    from receval.engine.base import Engine
 
 __all__ = [
     "AVERAGES",
@@ -500,6 +504,7 @@ def official_scores(
     *,
     average: str = "micro",
     cutoff: int | None = None,
+    engine: Engine | None = None,
 ) -> pd.DataFrame:
     """Official-compatible hop-0 precision, recall and F1 per system (CS-Score ``SF-ALL-Micro``).
 
@@ -523,13 +528,16 @@ def official_scores(
     assessed pool (no sampling uncertainty) and the closed-world baseline of Chaganty et al.
     (2017): biased for true precision and recall (unassessed answers are ignored or counted wrong,
     the pool bounds recall's denominator).  See the module docstring for every rule.
+
+    ``engine`` (:mod:`receval.engine`) counts a fact-matched micro census in SQL (the same
+    numbers); None: the task's own embedded DuckDB.
     """
     _check_options(average, cutoff)
     if average == "micro" and cutoff is None:
         from receval.engine.census import default_engine, fact_matched, official_census
 
         if fact_matched(task):  # counted by the engine over integer codes (same numbers)
-            return official_census(task, default_engine(task), policy)
+            return official_census(task, engine or default_engine(task), policy)
     return _official_scores_pandas(task, policy, average=average, cutoff=cutoff)
 
 
@@ -608,6 +616,7 @@ def official_leaderboard(
     average: str = "micro",
     cutoff: int | None = None,
     rank_by: str = "f1",
+    engine: Engine | None = None,
 ) -> pd.DataFrame:
     """:func:`official_scores` in the ``leaderboard.csv`` contract columns (ARCHITECTURE.md).
 
@@ -622,7 +631,7 @@ def official_leaderboard(
     """
     from receval.leaderboard import replicate_ranks
 
-    scores = official_scores(task, policy, average=average, cutoff=cutoff)
+    scores = official_scores(task, policy, average=average, cutoff=cutoff, engine=engine)
     nan = np.nan
     board = pd.DataFrame({c: scores[c] for c in ("system", "team", "outputs", "judged")})
     for metric, column in (

@@ -27,7 +27,7 @@ class OfficialEstimator(Estimator):
     )
     sample_based: ClassVar[bool] = False
 
-    def score(self, task: Any, options: Any) -> ScoringOutput:
+    def score(self, task: Any, options: Any, engine: Any = None) -> ScoringOutput:
         from receval.estimators.official import (
             OfficialPolicy,
             describe_official,
@@ -37,7 +37,12 @@ class OfficialEstimator(Estimator):
         average = options.target if options.average is None else options.average
         policy = OfficialPolicy(unassessed=options.unjudged)
         board = official_leaderboard(
-            task, policy, average=average, cutoff=options.cutoff, rank_by=options.rank_by
+            task,
+            policy,
+            average=average,
+            cutoff=options.cutoff,
+            rank_by=options.rank_by,
+            engine=engine,
         )
         described = describe_official(task, policy, average=average, cutoff=options.cutoff)
         board["interval"] = (
