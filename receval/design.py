@@ -46,7 +46,7 @@ def sampling_probabilities(
     Series aligned with ``outputs.index``; sums to 1 within each system (an array of the values
     at ``rows`` when given).
     """
-    from receval.task import system_codes
+    from receval.formats.coded import system_codes
 
     if distribution == "uniform":  # 1/|X_j|: no temporary as long as the outputs but the result
         codes = system_codes(outputs["system"])[0]
@@ -130,7 +130,7 @@ def draw_precision_samples(
     if not chosen:
         return pd.DataFrame(columns=columns)
     # rows of the chosen systems in system order; one uniform per draw, inverse CDF per system
-    from receval.task import system_codes as text_codes
+    from receval.formats.coded import system_codes as text_codes
 
     out_codes, names = text_codes(outputs["system"])
     code = np.append(pd.Index(chosen).get_indexer(names), -1)  # name code -> chosen (-1: not)
@@ -282,7 +282,7 @@ class Sampler:
 def output_rows(outputs: pd.DataFrame, systems, facts: np.ndarray) -> np.ndarray:
     """The row (position) in ``outputs`` of every ``(system, fact)`` pair; -1 where that system
     never output that fact.  Integer keys over the outputs of those facts only."""
-    from receval.task import system_codes
+    from receval.formats.coded import system_codes
 
     out_codes, names = system_codes(outputs["system"])
     codes = names.get_indexer(pd.Index(systems)).astype(np.int64)

@@ -317,7 +317,7 @@ def _outputs_and_systems_per_query(outputs: pd.DataFrame) -> tuple[pd.Series, pd
     """(outputs, distinct systems) per query id, counted over integer codes a few million rows
     at a time: no temporary array as long as the outputs (a groupby's ``nunique`` holds
     several)."""
-    from receval.task import system_codes
+    from receval.formats.coded import system_codes
 
     qcodes, queries = system_codes(outputs["query_id"])
     scodes, systems = system_codes(outputs["system"])

@@ -24,7 +24,7 @@ import pandas as pd
 
 from receval.config import Matching, TaskConfig, load_config
 from receval.errors import BundleError
-from receval.formats.coded import WHITESPACE, HeaderRows
+from receval.formats.coded import WHITESPACE, HeaderRows, system_codes
 from receval.formats.tables import (
     LINE,
     STRING,
@@ -1437,25 +1437,6 @@ def _check_samples(src: _Source | None, known: set[str]) -> pd.DataFrame:
     frame["stratum"] = frame["stratum"].astype(str).str.strip()
     extra = [c for c in frame.columns if c not in cols and c != LINE]
     return frame[[*cols, *extra, LINE]]
-
-
-def system_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """(integer code of every row, the values they index) of a text column such as
-    ``outputs["system"]``: a Categorical's own codes, else a factorisation (sorted)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(), pd.Index(column.cat.categories)
-    codes, uniques = pd.factorize(column, sort=True)
-    return codes, pd.Index(uniques)
-
-
-def codes_in(column: pd.Series, index: pd.Index) -> np.ndarray:
-    """The position in ``index`` of every value of ``column`` (-1 when absent), through a
-    Categorical's codes when it is one (no string per row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        where = np.append(index.get_indexer(column.cat.categories), -1)
-        kind = np.int32 if len(index) < np.iinfo(np.int32).max else np.int64
-        return where.astype(kind)[column.cat.codes.to_numpy()]  # 4 bytes per row
-    return index.get_indexer(column)
 
 
 def _check_samples_against_outputs(

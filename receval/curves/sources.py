@@ -64,10 +64,20 @@ class RankedSystem:
         return self.fetch(np.asarray(ranks, dtype=np.int64))
 
 
+def system_labels(task, system: str) -> tuple[pd.DataFrame, Labels]:
+    """(ranked list with ``rank``, the labels the task has at those ranks) for one system."""
+    from receval.curves.ranked import system_ranked_list
+
+    if system not in task.systems:
+        raise ValueError(f"unknown system {system!r}")
+    ranked = system_ranked_list(task.outputs, system)
+    value = task.labels.reindex(ranked["fact"]).to_numpy()
+    have = ~np.isnan(value)
+    return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
+
+
 def frame_system(task, system: str) -> RankedSystem:
     """The :class:`RankedSystem` of a loaded :class:`~receval.task.Task` (pandas)."""
-    from receval.curves.workflow import system_labels
-
     ranked, known = system_labels(task, system)
 
     def fetch(ranks: np.ndarray) -> pd.DataFrame:

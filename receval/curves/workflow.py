@@ -11,25 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from receval.curves.base import CurveEstimate, Labels
+from receval.curves.base import CurveEstimate
 
 #: columns of a curve batch file (``curve_to_annotate.tsv``)
 BATCH_COLUMNS = ["rank", "query_id", "answer", "system", "method"]
-
-
-def system_labels(task, system: str) -> tuple[pd.DataFrame, Labels]:
-    """(ranked list with ``rank``, the labels the task has at those ranks) for one system."""
-    from receval.curves.ranked import system_ranked_list
-
-    if system not in task.systems:
-        raise ValueError(f"unknown system {system!r}")
-    ranked = system_ranked_list(task.outputs, system)
-    value = task.labels.reindex(ranked["fact"]).to_numpy()
-    have = ~np.isnan(value)
-    return ranked, Labels(ranked["rank"].to_numpy()[have], value[have])
 
 
 def plan_batch(task, system: str, method: str, params: dict[str, Any]) -> tuple[pd.DataFrame, int]:

@@ -23,8 +23,8 @@ from receval.engine.queries import (
     LEAVE_TEAM_OUT_COUNTS,
     OFFICIAL_COUNTS,
 )
+from receval.formats.coded import codes_in as recode
 from receval.task import Task
-from receval.task import codes_in as recode
 
 
 def fact_matched(task: Task) -> bool:
@@ -144,7 +144,7 @@ def default_engine(task: Task) -> Engine:
 
 
 def _policy_words(task: Task, policy) -> dict[str, str]:
-    from receval.estimators.official import CS_SCORE_TEST_SUITE
+    from receval.estimators.official_rules import CS_SCORE_TEST_SUITE
 
     policy = policy or CS_SCORE_TEST_SUITE
     word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
@@ -180,7 +180,7 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
     duplicates = raw["eligible"] - raw["first_right"]
     right = raw["first_right"] + (duplicates if words["duplicate"] == "right" else 0)
     wrong = raw["wrong_rows"] + (duplicates if words["duplicate"] == "wrong" else 0)
-    from receval.estimators.official import COUNT_COLUMNS
+    from receval.estimators.official_rules import COUNT_COLUMNS
 
     # the columns the COUNTS query returns as they are: official's count columns before the
     # policy-dependent ones (duplicates, right, wrong, ...)
@@ -196,11 +196,11 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
 
 def rates(right, wrong, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Micro precision, recall, F1 and the official note, with the official scorer's
-    conventions (:func:`receval.estimators.official._rates`: a 0/0 ratio is reported as 0, as
+    conventions (:func:`receval.estimators.official_rules.official_rates`: a 0/0 ratio is reported as 0, as
     CS-Score prints it, and the note says so)."""
-    from receval.estimators.official import _rates
+    from receval.estimators.official_rules import official_rates
 
-    frame = _rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
+    frame = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
     return (
         frame["precision"].to_numpy(float),
         frame["recall"].to_numpy(float),
@@ -237,7 +237,7 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
 
 
 def _census(task: Task, engine: Engine, words: dict[str, str]) -> pd.DataFrame:
-    from receval.estimators.official import COUNT_COLUMNS
+    from receval.estimators.official_rules import COUNT_COLUMNS
 
     counts = _counts(engine.query(OFFICIAL_COUNTS.format(**words)), len(task.systems), words)
     counts["gt"] = _ground_truth(engine)

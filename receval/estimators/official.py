@@ -70,13 +70,19 @@ The scorer's test suite has no S or L filler assessment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from receval.estimators.recall import f1_score
+from receval.estimators.official_rules import (
+    COUNT_COLUMNS,
+    CS_SCORE_SF_DEFAULT,
+    CS_SCORE_TEST_SUITE,
+    ZERO_BY_ZERO,
+    OfficialPolicy,
+    official_rates,
+)
 from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
 
@@ -98,75 +104,6 @@ __all__ = [
 ]
 
 _POST = ("right", "wrong", "ignored")
-
-#: Count columns of :func:`official_per_query` / :func:`official_scores`, in output order.
-COUNT_COLUMNS = [
-    "outputs",
-    "judged",
-    "assessed_correct",
-    "assessed_wrong",
-    "assessed_inexact",
-    "assessed_ignore",
-    "unassessed",
-    "duplicates",
-    "right",
-    "wrong",
-    "ignored",
-    "gt",
-]
-
-
-@dataclass(frozen=True)
-class OfficialPolicy:
-    """Right/Wrong/Ignore policy of the official scorer (CS-Score's ``-right/-wrong/-ignore``).
-
-    Attributes
-    ----------
-    inexact : ``"right"``, ``"wrong"`` or ``"ignore"`` for INEXACT responses; None takes the
-        bundle's ``[labels] inexact_policy`` (``correct`` meaning right).
-    duplicate : where a second right response in an already-hit equivalence class goes
-        (``"ignore"``, ``"wrong"`` or ``"right"``).
-    unassessed : ``"ignore"`` or ``"wrong"`` for responses no assessment matches; None takes the
-        bundle's ``[official] unjudged`` (``ignore`` when unset: CS-Score's rule; ``receval import
-        trec`` records ``wrong``, trec_eval's rule).
-    match_relation_provenance : also require equal relation provenance when matching a response
-        to an assessment (CS-Score's ASSESSED discipline); False matches on (query, filler,
-        filler provenance) only.
-    nominal_rule : apply the 2016 rule that ignores a nominal right filler when its class has a
-        named mention (only where the assessments carry mention types).
-    """
-
-    inexact: str | None = None
-    duplicate: str = "ignore"
-    unassessed: str | None = None
-    match_relation_provenance: bool = True
-    nominal_rule: bool = True
-
-    def __post_init__(self) -> None:
-        if self.inexact not in (None, "right", "wrong", "ignore"):
-            raise ValueError(f"inexact must be right, wrong or ignore, not {self.inexact!r}")
-        if self.duplicate not in ("right", "wrong", "ignore"):
-            raise ValueError(f"duplicate must be right, wrong or ignore, not {self.duplicate!r}")
-        if self.unassessed not in (None, "wrong", "ignore"):
-            raise ValueError(f"unassessed must be wrong or ignore, not {self.unassessed!r}")
-
-    def resolved_inexact(self, task: Task) -> str:
-        if self.inexact is not None:
-            return self.inexact
-        return {"wrong": "wrong", "correct": "right", "ignore": "ignore"}[
-            task.config.inexact_policy
-        ]
-
-    def resolved_unassessed(self, task: Task) -> str:
-        if self.unassessed is not None:
-            return self.unassessed
-        return getattr(task.config, "unjudged", None) or "ignore"
-
-
-#: The policy the CS-Score 2017 test suite was scored with (``IGNORE => UNASSESSED:DUPLICATE``).
-CS_SCORE_TEST_SUITE = OfficialPolicy()
-#: CS-Score's documented default for SF runs: duplicates count as wrong.
-CS_SCORE_SF_DEFAULT = OfficialPolicy(duplicate="wrong")
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -407,41 +344,6 @@ def _counts(cat: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 #: What the official estimator reports where a ratio is 0/0 (CS-Score prints 0.0000).
-ZERO_BY_ZERO = "CS-Score's convention: 0/0 is reported as 0"
-
-
-def _rates(frame: pd.DataFrame, denominator: np.ndarray | None = None) -> pd.DataFrame:
-    """Add precision, recall, f1 and note from right, wrong and gt.
-
-    A 0/0 ratio is 0, as CS-Score prints it (its ``get_line`` formats an undefined score as
-    ``0.0000``), and ``note`` says so.  ``denominator`` replaces right + wrong (P@K: K per
-    evaluated query).
-    """
-    right = frame["right"].to_numpy(dtype=float)
-    wrong = frame["wrong"].to_numpy(dtype=float)
-    gt = frame["gt"].to_numpy(dtype=float)
-    den = right + wrong if denominator is None else np.asarray(denominator, dtype=float)
-    p_undefined = den <= 0
-    r_undefined = gt <= 0
-    precision = right / np.where(p_undefined, 1.0, den) * ~p_undefined
-    recall = right / np.where(r_undefined, 1.0, gt) * ~r_undefined
-    f1 = f1_score(precision, recall)
-    notes = []
-    for p, r in zip(p_undefined, r_undefined, strict=True):
-        why = []
-        if p:
-            why.append(f"precision 0/0 (no response counted right or wrong); {ZERO_BY_ZERO}")
-        if r:
-            why.append(f"recall 0/0 (no correct answer assessed, gt = 0); {ZERO_BY_ZERO}")
-        notes.append("; ".join(why))
-    frame = frame.copy()
-    frame["precision"] = precision
-    frame["recall"] = recall
-    frame["f1"] = f1
-    frame["note"] = notes
-    return frame
-
-
 AVERAGES = ("micro", "macro")
 
 
@@ -495,7 +397,7 @@ def official_per_query(
     _check_options("micro", cutoff)
     out = _per_query_counts(task, policy, cutoff)
     den = _precision_at_k(out, cutoff, policy.resolved_unassessed(task))
-    return _rates(out[["system", "team", "query_id", *COUNT_COLUMNS, "evaluated"]], den)
+    return official_rates(out[["system", "team", "query_id", *COUNT_COLUMNS, "evaluated"]], den)
 
 
 def official_scores(
@@ -554,7 +456,7 @@ def _official_scores_pandas(
     per_query = _per_query_counts(task, policy, cutoff)
     if average == "macro":
         rows = per_query[per_query["evaluated"] > 0]
-        rated = _rates(rows, _precision_at_k(rows, cutoff, unjudged))
+        rated = official_rates(rows, _precision_at_k(rows, cutoff, unjudged))
         means = rated.groupby("system", observed=True)[["precision", "recall", "f1"]].mean()
         totals = per_query.groupby("system", observed=True)[COUNT_COLUMNS].sum()
         totals["queries"] = per_query.groupby("system", observed=True)["evaluated"].sum()
@@ -578,7 +480,7 @@ def _official_scores_pandas(
         totals["gt"] = int(_ground_truth(task).sum())
         out = totals.reset_index()
         out.insert(1, "team", out["system"].map(task.teams))
-        out = _rates(out, _precision_at_k(out, cutoff, unjudged))
+        out = official_rates(out, _precision_at_k(out, cutoff, unjudged))
         out = out.rename(columns={"evaluated": "queries"})
     cols = ["system", "team", *COUNT_COLUMNS, "queries", "precision", "recall", "f1", "note"]
     return out[cols].reset_index(drop=True)

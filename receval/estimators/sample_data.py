@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from receval.design import chunked_bincount, sampling_probabilities, unit_weights
-from receval.task import Task, codes_in, system_codes
+from receval.formats.coded import codes_in, system_codes
+from receval.task import Task
 
 
 @dataclass(frozen=True)

@@ -332,3 +332,22 @@ def _prefix_of(short, long) -> bool:
     """Whether dictionary ``short`` is the start of ``long`` (chunks encoded one after the
     other share one growing dictionary, so their codes index the last one)."""
     return len(short) <= len(long) and short.equals(long.slice(0, len(short)))
+
+
+def system_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(integer code of every row, the values they index) of a text column such as
+    ``outputs["system"]``: a Categorical's own codes, else a factorisation (sorted)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), pd.Index(column.cat.categories)
+    codes, uniques = pd.factorize(column, sort=True)
+    return codes, pd.Index(uniques)
+
+
+def codes_in(column: pd.Series, index: pd.Index) -> np.ndarray:
+    """The position in ``index`` of every value of ``column`` (-1 when absent), through a
+    Categorical's codes when it is one (no string per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        where = np.append(index.get_indexer(column.cat.categories), -1)
+        kind = np.int32 if len(index) < np.iinfo(np.int32).max else np.int64
+        return where.astype(kind)[column.cat.codes.to_numpy()]  # 4 bytes per row
+    return index.get_indexer(column)
