@@ -165,6 +165,7 @@ def _lto_one_pass(
     Checked against ``base`` (nothing left out must give the official counts), else None.
     """
     from receval.estimators.official import categorize_responses
+    from receval.estimators.official_rules import official_rates
 
     if not _fact_matched(task):
         return None
@@ -208,15 +209,9 @@ def _lto_one_pass(
             pd.Categorical([task.teams[s] for s in systems], categories=owner.categories).codes
         ]
     )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(right + wrong > 0, right / (right + wrong), np.nan)
-        recall = np.where(gt > 0, right / gt, np.nan)
-        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
-    f1 = np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
-    return pd.DataFrame(
-        {"precision": precision, "recall": recall, "f1": f1},
-        index=pd.Index(systems, name="system"),
-    )
+    rated = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
+    rated.index = pd.Index(systems, name="system")
+    return rated[["precision", "recall", "f1"]]
 
 
 def _gt_lost(
