@@ -8,8 +8,8 @@ Tasks
     BundleError                     bad input: "<file>:<line>: <what is wrong>"
 
 Scoring
-    score(task, *, estimator=, bootstrap=, confidence=, method=, seed=, target_recall=,
-          rank_by=, tiers=, ...) -> ScoreResult
+    score(task, options=None, **fields) -> ScoreResult     fields of ScoreOptions: estimator=,
+          intervals=, bootstrap=, confidence=, method=, seed=, target_recall=, rank_by=, ...
         .leaderboard .pool .conflicts .per_query .annotation .pooling_bias .truth_check
         .curves .run (RunRecord, written as run.json) .write(out_dir) (one atomic output set)
 
@@ -21,6 +21,15 @@ Precision curves of ranked lists (Sabharwal & Sedghi 2017, Sabharwal & Xue 2018)
     curve_method(name, **params) -> CurveMethod   plan(size, labels) / estimate(size, labels)
     run_curve(method, size, oracle) -> CurveEstimate
     curve_budget(method, size, ...) -> dict       labels needed, without labels
+
+Bundle operations (one per CLI command; receval.operations)
+    validate(task) -> Validation                    counts, designs, agreement, conflicts
+    budget(task, total, ...) -> DataFrame           half-widths for `total` more draws
+    add_judgments(task, files, ...) -> AddResult    label files into judgments.tsv
+    export_label_studio(task, out) -> Exported      pending facts as Label Studio tasks
+    import_trec(out, runs, qrels=...) / import_tac_kbp(out, runs, ...) -> Imported
+    curve_plan(task, system, method, ...) -> CurvePlan       next curve batch (written)
+    curve_estimate(task, system, method, ...) -> SystemCurve  the curve with its bounds
 
 Extrapolation and simulation
     extrapolate(precision, recall, prevalence, target) -> ExtrapolationResult   (Dimm 2015)
@@ -50,6 +59,14 @@ _EXPORTS = {
     "curve_method": ("receval.curves", "make_method"),
     "run_curve": ("receval.curves", "run_to_completion"),
     "curve_budget": ("receval.curves", "curve_budget"),
+    "validate": ("receval.operations", "validate"),
+    "budget": ("receval.operations", "budget"),
+    "add_judgments": ("receval.operations", "add_judgments"),
+    "export_label_studio": ("receval.operations", "export_label_studio"),
+    "import_trec": ("receval.operations", "import_trec"),
+    "import_tac_kbp": ("receval.operations", "import_tac_kbp"),
+    "curve_plan": ("receval.operations", "curve_plan"),
+    "curve_estimate": ("receval.operations", "curve_estimate"),
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -87,31 +87,10 @@ def _load(task: Path, **parts):
 @click.argument("task", type=click.Path(path_type=Path))
 def validate(task: Path) -> None:
     """Load and check the bundle TASK; print a summary (systems, queries, outputs, labels, conflicts)."""
-    loaded = _load(task)
-    summary = loaded.summary()
-    width = max(len(k) for k in summary)
-    for key, value in summary.items():
-        click.echo(f"{key:<{width}}  {value}")
-    samplers = loaded.samplers
-    if samplers:
-        designs = sorted({s.design for s in samplers})
-        click.echo(
-            f"{'sample designs':<{width}}  {', '.join(designs)} ({len(samplers)} system samples)"
-        )
-    from receval.agreement import agreement_by_round
+    from receval.operations import validate as validate_task
 
-    for _, row in agreement_by_round(loaded).iterrows():
-        alpha = "undefined" if row["alpha"] != row["alpha"] else f"{row['alpha']:.3f}"
-        click.echo(
-            f"{'agreement':<{width}}  round {row['round']}: Krippendorff's alpha {alpha} "
-            f"({row['annotators']} annotators, {row['facts_multiply_labelled']} facts labelled "
-            "by two or more)"
-        )
-    conflicts = loaded.merged.conflicts
-    if len(conflicts):
-        kinds = conflicts["kind"].value_counts()
-        detail = ", ".join(f"{k}: {v}" for k, v in kinds.items())
-        click.echo(f"conflicts by kind: {detail} (all listed in conflicts.csv by `receval score`)")
+    for line in validate_task(task).lines():
+        click.echo(line)
 
 
 def _engine(name: str, master: str | None):
@@ -463,10 +442,11 @@ def extrapolate(
     """Dimm's extrapolated precision at recall TARGET from one (R, P) point (a model extrapolation)."""
     import json
 
-    from receval.extrapolation import ExtrapolationRefused, extrapolate_point
+    from receval.api import extrapolate as extrapolate_api
+    from receval.extrapolation import ExtrapolationRefused
 
     try:
-        result = extrapolate_point(
+        result = extrapolate_api(
             precision, recall, prevalence, target, max_recall_distance=max_recall_distance
         )
     except ExtrapolationRefused as exc:
@@ -737,9 +717,12 @@ def simulate(
     coverage well below 1), one simulated annotation round and exhaustive units.  The embedded
     default task is `receval simulate data/kbp-sim --seed 2022`.
     """
-    from receval.simulation import SimulationConfig, simulate_task
+    from receval.api import simulate as simulate_api
 
-    config = SimulationConfig(
+    path = simulate_api(
+        out,
+        seed=seed,
+        overwrite=overwrite,
         systems=systems,
         queries=queries,
         teams=teams,
@@ -752,7 +735,6 @@ def simulate(
         annotator_error=annotator_error,
         distribution=distribution,
     )
-    path = simulate_task(out, config, seed=seed, overwrite=overwrite)
     click.echo(f"wrote {path} ({systems} systems, {queries} queries, seed {seed})")
 
 
@@ -801,25 +783,24 @@ def import_tac_kbp_command(
     overwrite: bool,
 ) -> None:
     """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
-    from receval.formats.bundle import write_bundle
-    from receval.formats.tac_kbp import import_tac_kbp
+    from receval.operations import import_tac_kbp
     from receval.progress import progress
 
     with progress(2, "importing (files read, then the bundle)", False) as bar:
-        tables, config = import_tac_kbp(
-            queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
+        done = import_tac_kbp(
+            out,
+            list(runs),
+            queries=queries,
+            assessments=assessments,
+            include_hop1=include_hop1,
+            name=name,
+            overwrite=overwrite,
+            on_step=lambda: bar.update(1),
         )
-        bar.update(1)
-        write_bundle(out, tables, config, overwrite=overwrite)
-        bar.update(1)
-    skipped = int(tables["runs"].attrs.get("hop1_rows_skipped", 0))
-    if skipped:
-        click.echo(
-            f"note: {skipped} hop-1 run rows skipped (receval scores hop 0; --include-hop1 keeps them)"
-        )
+    for note in done.notes:
+        click.echo(f"note: {note}")
     click.echo(
-        f"wrote {out}: {len(tables['queries'])} queries, {tables['runs']['system'].nunique()} runs, "
-        f"{len(tables.get('judgments', ()))} assessments"
+        f"wrote {out}: {done.queries} queries, {done.runs} runs, {done.judgments} assessments"
     )
 
 
@@ -1282,16 +1263,14 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
     Reuses the labels already collected (Chaganty et al. 2017, Theorem 1: empirical terms for the
     labelled samples; for the new draws the expected variance, or a conservative bound).
     """
-    from receval.planning import expected_widths
+    from receval.operations import budget as budget_widths
     from receval.report.writers import format_table, write_csv
 
-    loaded = _load(task)
-    per_system = total // len(loaded.systems)
-    if per_system == 0:
-        raise click.BadParameter(
-            f"fewer than one draw per system ({len(loaded.systems)} systems)", param_hint="--total"
-        )
-    table = expected_widths(loaded, per_system, confidence=confidence, bound=bound)
+    try:
+        table = budget_widths(task, total, confidence=confidence, bound=bound)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).split(" gives ", 1)[-1], param_hint="--total") from None
+    per_system = table.attrs["per_system"]
     click.echo(
         format_table(
             table,
@@ -1303,7 +1282,7 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
         )
     )
     click.echo(
-        f"\n{per_system} more draws per system ({per_system * len(loaded.systems)} in all); median half-width: "
+        f"\n{per_system} more draws per system ({per_system * len(table)} in all); median half-width: "
         f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
         f"({confidence:.0%}, {bound} variance)"
     )
@@ -1377,24 +1356,13 @@ def export_label_studio(task: Path, out: Path) -> None:
     Import OUT.json into a Label Studio project whose labelling interface is OUT.xml; export the
     annotations as JSON and merge them with `receval judgments add TASK export.json`.
     """
-    import json
-
-    from receval.formats.label_studio import label_studio_tasks, labelling_config
-    from receval.formats.tables import write_text_atomic
+    from receval.operations import export_label_studio as export_tasks
     from receval.progress import progress
 
     with progress(3, "exporting (load, tasks, files)", False) as bar:
-        loaded = _load(task)
-        bar.update(1)
-        tasks = label_studio_tasks(loaded)
-        bar.update(1)
-        with_provenance = any("provenance" in t["data"] for t in tasks)
-        write_text_atomic(out, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
-        config_path = out.with_suffix(".xml")
-        write_text_atomic(config_path, labelling_config(loaded.config, with_provenance))
-        bar.update(1)
+        done = export_tasks(task, out, on_step=lambda: bar.update(1))
     click.echo(
-        f"wrote {len(tasks)} Label Studio tasks to {out} and the labelling config to {config_path}"
+        f"wrote {done.tasks} Label Studio tasks to {out} and the labelling config to {done.config_file}"
     )
 
 

@@ -42,7 +42,7 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
 
 
-def _in_range(name: str, value: Any, low: float, high: float) -> None:
+def check_range(name: str, value: Any, low: float, high: float) -> None:
     if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
         raise ValueError(f"{name}={value!r} must be a number in [{low}, {high}]")
 
@@ -63,14 +63,14 @@ def check_score_options(options: Any) -> None:
     check_choice("precision_form", getattr(options, "precision_form", "auto"), PRECISION_FORMS)
     if not isinstance(options.bootstrap, int) or isinstance(options.bootstrap, bool):
         raise ValueError(f"bootstrap={options.bootstrap!r} must be an integer")
-    _in_range("bootstrap", options.bootstrap, MIN_BOOTSTRAP, MAX_BOOTSTRAP)
-    _in_range("confidence", options.confidence, *CONFIDENCE_RANGE)
+    check_range("bootstrap", options.bootstrap, MIN_BOOTSTRAP, MAX_BOOTSTRAP)
+    check_range("confidence", options.confidence, *CONFIDENCE_RANGE)
     if not isinstance(options.seed, int) or isinstance(options.seed, bool):
         raise ValueError(f"seed={options.seed!r} must be an integer")
     if options.target_recall is not None:
-        _in_range("target_recall", options.target_recall, *TARGET_RECALL_RANGE)
+        check_range("target_recall", options.target_recall, *TARGET_RECALL_RANGE)
     if options.prevalence is not None:
-        _in_range("prevalence", options.prevalence, 1e-9, 0.99)
+        check_range("prevalence", options.prevalence, 1e-9, 0.99)
     _check_combinations(options)
 
 
