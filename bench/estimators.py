@@ -52,6 +52,7 @@ from scipy import sparse
 from scipy.special import ndtri
 
 from receval.design import draw_precision_samples
+from receval.estimators.base import terms_and_statistic
 from receval.estimators.bootstrap import (
     confidence_interval,
     draw_replicates,
@@ -60,7 +61,7 @@ from receval.estimators.bootstrap import (
 from receval.estimators.sample_data import build_sample_data
 from receval.formats.bundle import write_bundle
 from receval.planning import adaptive_sample_sizes
-from receval.scoring import _statistic, _terms, bootstrap_stages
+from receval.scoring import bootstrap_stages
 from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
 
@@ -136,14 +137,13 @@ def width_study(
         task = with_annotation(base, **annotation.tables())
         data = build_sample_data(task)
         stages = bootstrap_stages(data)
-        terms = _terms(data, "size")
-        full = {name: t.sum(axis=0) for name, t in terms.items()}
         replicates = draw_replicates(stages, B, rng)
-        totals = {
-            s.name: replicate_totals(replicates.counts[s.name], terms[s.name]) for s in stages
-        }
         for e in ESTIMATORS:
-            statistic = _statistic(data, e)
+            terms, statistic = terms_and_statistic(data, e)
+            full = {name: t.sum(axis=0) for name, t in terms.items()}
+            totals = {
+                s.name: replicate_totals(replicates.counts[s.name], terms[s.name]) for s in stages
+            }
             point, reps = statistic(full), statistic(totals)
             for k in METRICS:
                 estimates[(e, k)][r] = point[k]
@@ -287,9 +287,11 @@ def adaptive_trial(
             metrics=metrics,
         ).iloc[0]
         size = int(plan["n"])
-        samples.append(
-            draw_precision_samples(base.outputs, base.queries, {name: size}, rng, sample="adaptive")
+        drawn = draw_precision_samples(
+            base.outputs, base.queries, {name: size}, rng, sample="adaptive"
         )
+        drawn.attrs.clear()  # the drawn row indices: pandas ≥ 3 cannot concatenate array attrs
+        samples.append(drawn)
         task = with_annotation(task, samples=pd.concat(samples, ignore_index=True))
         fresh = np.setdiff1d(task.samples["fact"].to_numpy(np.int64), labelled)
         labelled = np.union1d(labelled, fresh)
@@ -308,12 +310,11 @@ def adaptive_trial(
     # how wide are the joint precision intervals actually, once everyone is in?
     data = build_sample_data(task)
     stages = bootstrap_stages(data)
-    terms = _terms(data, "size")
+    terms, statistic = terms_and_statistic(data)
     totals = {
         s.name: replicate_totals(c, terms[s.name])
         for s, c in zip(stages, draw_replicates(stages, B, rng).counts.values(), strict=True)
     }
-    statistic = _statistic(data, "joint")
     point = statistic({k: t.sum(axis=0) for k, t in terms.items()})["precision"]
     ci = confidence_interval(point, statistic(totals)["precision"], level=LEVEL)
     half = pd.Series((ci.high - ci.low) / 2, index=data.systems).reindex(order).to_numpy()

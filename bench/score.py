@@ -45,9 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
+from receval.estimators.base import terms_and_statistic
 from receval.estimators.bootstrap import draw_replicates, run_bootstrap
 from receval.estimators.sample_data import SampleData, build_sample_data
-from receval.scoring import ScoreOptions, _statistic, _terms, bootstrap_stages, score_task
+from receval.scoring import ScoreOptions, bootstrap_stages, score_task
 from receval.task import load_task
 
 DEFAULT_TASK = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"
@@ -240,9 +241,9 @@ def main() -> None:
 
     def engine():
         stages = bootstrap_stages(data)
-        terms = _terms(data, "size", "joint")  # what `receval score` computes for joint
+        terms, statistic = terms_and_statistic(data)  # what `receval score` computes for joint
         replicates = draw_replicates(stages, B, np.random.default_rng(args.seed))
-        return replicates, run_bootstrap(stages, terms, _statistic(data, "joint"), replicates)
+        return replicates, run_bootstrap(stages, terms, statistic, replicates)
 
     replicates, run = engine()
     t_engine = _best(engine, args.repeat)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from receval.engine.census import fact_matched
 from receval.task import Task
 
 if TYPE_CHECKING:
@@ -56,17 +57,17 @@ def pooling_bias(
 
     team_of = pd.Series(task.teams, dtype=object)  # systems with outputs only
     team_of = team_of[team_of.index.isin(task.outputs["system"].unique())]
-    unique, owner = _unique_facts(task)
-    if engine is not None and _fact_matched(task):
+    unique, owner = unique_facts(task)
+    if engine is not None and fact_matched(task):
         from receval.engine import leave_team_out, official_census
 
         base = official_census(task, engine).set_index("system")
         lto = leave_team_out(task, engine)
     else:
         base = official_scores(task).set_index("system")
-        lto = _lto_one_pass(task, base, unique, owner)
+        lto = leave_team_out_one_pass(task, base, unique, owner)
         if lto is None:
-            lto = _lto_rescore(task, unique, owner)
+            lto = leave_team_out_rescore(task, unique, owner)
     judged = np.zeros(len(task.facts), dtype=bool)
     judged[task.labels.index.to_numpy(np.int64)] = True
     teams = sorted(task.outputs["team"].unique())
@@ -113,7 +114,7 @@ def _bias_note(row: dict, no_joint: bool) -> str:
     return "; ".join(notes)
 
 
-def _unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
+def unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
     """Per fact: output by exactly one team (bool), and the team of its first output (the owner
     of a unique fact; NaN for facts nobody output).  One pass over (fact, team) codes."""
     outputs = task.outputs
@@ -127,12 +128,6 @@ def _unique_facts(task: Task) -> tuple[np.ndarray, pd.Categorical]:
     shared[fact[team.codes != codes[fact]]] = True
     owner = pd.Categorical.from_codes(codes, categories=team.categories)
     return (codes >= 0) & ~shared, owner
-
-
-def _fact_matched(task: Task) -> bool:
-    from receval.engine.census import fact_matched
-
-    return fact_matched(task)
 
 
 def _single_valued_queries(task: Task) -> set[str]:
@@ -153,7 +148,7 @@ def _distinct(*codes: np.ndarray) -> np.ndarray:
     return np.unique(key, return_index=True)[1]
 
 
-def _lto_one_pass(
+def leave_team_out_one_pass(
     task: Task, base: pd.DataFrame, unique: np.ndarray, owner: pd.Categorical
 ) -> pd.DataFrame | None:
     """Leave-team-out official P/R/F1 per system in one pass (fact-matched bundles; else None).
@@ -167,7 +162,7 @@ def _lto_one_pass(
     from receval.estimators.official import categorize_responses
     from receval.estimators.official_rules import official_rates
 
-    if not _fact_matched(task):
+    if not fact_matched(task):
         return None
     cat = categorize_responses(task)
     raw = task.raw_outputs
@@ -247,7 +242,7 @@ def _gt_lost(
     return lost
 
 
-def _lto_rescore(task: Task, unique: np.ndarray, owner: pd.Categorical) -> pd.DataFrame:
+def leave_team_out_rescore(task: Task, unique: np.ndarray, owner: pd.Categorical) -> pd.DataFrame:
     """Leave-team-out official scores by re-scoring each team without its unique facts."""
     from receval.estimators.official import official_scores
 

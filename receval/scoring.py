@@ -661,7 +661,7 @@ def _class_warnings(data: SampleData, estimator: Estimator, warnings: list[str])
 COVER_TOLERANCE = 1e-9
 
 
-def _covers(lo: float, hi: float, true: float) -> bool | None:
+def covers_truth(lo: float, hi: float, true: float) -> bool | None:
     """Whether [lo, hi] holds ``true`` up to :data:`COVER_TOLERANCE` (None without an interval)."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return None
@@ -793,7 +793,7 @@ def _truth_check(
                     "error": est - true,
                     "lower": lo,
                     "upper": hi,
-                    "covered": _covers(lo, hi, true),
+                    "covered": covers_truth(lo, hi, true),
                 }
             )
     theta_row = pool[pool["quantity"] == "pool_coverage"].iloc[0]
@@ -807,7 +807,7 @@ def _truth_check(
             "error": theta_row["estimate"] - true_theta,
             "lower": theta_row["lower"],
             "upper": theta_row["upper"],
-            "covered": _covers(theta_row["lower"], theta_row["upper"], true_theta),
+            "covered": covers_truth(theta_row["lower"], theta_row["upper"], true_theta),
         }
     )
     return pd.DataFrame(rows)

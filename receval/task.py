@@ -800,7 +800,7 @@ def _code_dtype(n: int) -> type:
     return np.int64
 
 
-class _Vocabulary:
+class Vocabulary:
     """Strings numbered in first-seen order, grown one column at a time (:meth:`encode`);
     :meth:`categorical` turns codes into a Categorical with sorted categories.
 
@@ -932,13 +932,13 @@ class _EncodedRuns:
     """Every run row as integer codes, in input order (files in order, rows in file order)."""
 
     queries: pd.Index  # sorted query ids: query codes index it
-    systems: _Vocabulary = field(default_factory=_Vocabulary)
-    teams: _Vocabulary = field(default_factory=_Vocabulary)
-    raw: _Vocabulary = field(default_factory=_Vocabulary)  # answers as given
-    normalized: _Vocabulary = field(default_factory=_Vocabulary)
+    systems: Vocabulary = field(default_factory=Vocabulary)
+    teams: Vocabulary = field(default_factory=Vocabulary)
+    raw: Vocabulary = field(default_factory=Vocabulary)  # answers as given
+    normalized: Vocabulary = field(default_factory=Vocabulary)
     raw_to_normalized: list[np.ndarray] = field(default_factory=list)
     # provenance and extra columns: a vocabulary, or None for a plain (mostly distinct) column
-    text: dict[str, _Vocabulary | None] = field(default_factory=dict)
+    text: dict[str, Vocabulary | None] = field(default_factory=dict)
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     path_codes: dict[str, int] = field(default_factory=dict)
@@ -974,7 +974,7 @@ class _EncodedRuns:
             if col in ("system", "query_id", "answer", "score", "team"):
                 continue
             if col not in self.text:
-                self.text[col] = None if col in table.plain else _Vocabulary()
+                self.text[col] = None if col in table.plain else Vocabulary()
             vocab = self.text[col]
             if vocab is None:
                 part[col] = table.plain_text(col)
@@ -1043,7 +1043,7 @@ class _EncodedRuns:
         return np.concatenate(self.raw_to_normalized) if self.raw_to_normalized else np.zeros(0)
 
 
-def _encode_values(vocab: _Vocabulary, table: CodedTable, name: str, *, strip: bool) -> np.ndarray:
+def _encode_values(vocab: Vocabulary, table: CodedTable, name: str, *, strip: bool) -> np.ndarray:
     """``vocab`` codes (int32) of a text column of ``table``: each distinct value is stripped
     (when ``strip``) and looked up once."""
     values, codes = table.coded(name)
@@ -1281,7 +1281,7 @@ def _run_frame(
     teams = _run_teams(runs)
     sys_codes = runs.column("system", pop=True)
     system = runs.systems.categorical(sys_codes)
-    team_vocab = _Vocabulary()
+    team_vocab = Vocabulary()
     team_codes, _ = team_vocab.encode(teams)
     n = len(fact)
     answer = pd.Categorical.from_codes(
@@ -1309,7 +1309,7 @@ def _run_frame(
         "score": np.asarray(runs.column("score", blank=np.nan, pop=True), dtype=float),
     }
     text = dict(runs.text)
-    text.setdefault("provenance", _Vocabulary())
+    text.setdefault("provenance", Vocabulary())
     for name, vocab in text.items():
         if vocab is None:
             columns[name] = runs.plain_column(name)

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from receval.diagnostics import (
-    _fact_matched,
-    _lto_one_pass,
-    _lto_rescore,
-    _unique_facts,
+    leave_team_out_one_pass,
+    leave_team_out_rescore,
     pooling_bias,
+    unique_facts,
 )
+from receval.engine.census import fact_matched
 from receval.estimators.official import official_scores
 from receval.task import Task, load_task
 
@@ -45,12 +45,12 @@ def random_task(seed: int, *, single_valued: bool) -> Task:
 
 
 def assert_one_pass_equals_rescore(task: Task) -> None:
-    assert _fact_matched(task)
-    unique, owner = _unique_facts(task)
+    assert fact_matched(task)
+    unique, owner = unique_facts(task)
     base = official_scores(task).set_index("system")
-    fast = _lto_one_pass(task, base, unique, owner)
+    fast = leave_team_out_one_pass(task, base, unique, owner)
     assert fast is not None
-    slow = _lto_rescore(task, unique, owner).loc[fast.index]
+    slow = leave_team_out_rescore(task, unique, owner).loc[fast.index]
     np.testing.assert_allclose(fast.to_numpy(), slow.to_numpy(), rtol=0, atol=1e-15)
 
 
@@ -73,9 +73,12 @@ def test_equivalence_classes_fall_back_to_rescoring():
     import dataclasses
 
     task = dataclasses.replace(task, judgments=judgments)
-    assert not _fact_matched(task)
-    unique, owner = _unique_facts(task)
-    assert _lto_one_pass(task, official_scores(task).set_index("system"), unique, owner) is None
+    assert not fact_matched(task)
+    unique, owner = unique_facts(task)
+    assert (
+        leave_team_out_one_pass(task, official_scores(task).set_index("system"), unique, owner)
+        is None
+    )
     bias = pooling_bias(task)
     assert list(bias["team"]) == ["T0", "T1", "T2"]
     assert bias["official_f1_lto"].notna().all()
@@ -91,7 +94,7 @@ def test_unique_facts_counts_per_team():
         }
     )
     task = Task.from_frames(runs=runs)
-    unique, owner = _unique_facts(task)
+    unique, owner = unique_facts(task)
     # facts a, b, c: a only team X (two systems), b both teams, c only Y
     assert unique.tolist() == [True, False, True]
     assert [owner[0], owner[2]] == ["X", "Y"]

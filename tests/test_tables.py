@@ -338,9 +338,9 @@ def test_tsv_writer_bytes_equal_pandas(tmp_path: Path, rows: int, seed: int):
     write_table(path, table)
     assert path.read_bytes() == _pandas_tsv(frame[["text", "int", "float", "str_na"]])
     # small blocks: the joins restart cleanly at block boundaries
-    from receval.formats.tables import _tsv_columns, _write_tsv
+    from receval.formats.tables import tsv_columns, write_tsv
 
-    _write_tsv(path, _tsv_columns(frame), rows_per_block=3)
+    write_tsv(path, tsv_columns(frame), rows_per_block=3)
     assert path.read_bytes() == _pandas_tsv(frame)
 
 

@@ -277,11 +277,11 @@ def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path, mon
 
 
 def test_large_vocabularies_look_up_in_duckdb_with_the_same_codes(tmp_path, monkeypatch):
-    from receval.task import _Vocabulary
+    from receval.task import Vocabulary
 
     _write_bundle(tmp_path / "small")
     plain = load_task(tmp_path / "small")
-    monkeypatch.setattr(_Vocabulary, "LARGE", 2)  # every lookup past two values joins in DuckDB
+    monkeypatch.setattr(Vocabulary, "LARGE", 2)  # every lookup past two values joins in DuckDB
     _write_bundle(tmp_path / "large")
     joined = load_task(tmp_path / "large")
     for col in ("system", "query_id", "answer", "answer_raw", "fact"):

@@ -274,3 +274,18 @@ def sampled_statistic(
         }
 
     return stat
+
+
+def terms_and_statistic(
+    data: SampleData, estimator: str = "joint", ratio: np.ndarray | None = None, **options: Any
+) -> tuple[dict[str, np.ndarray], Statistic]:
+    """The per-row terms of every stage and the statistic of the registered ``estimator`` on
+    ``data`` (``options``: :class:`~receval.options.ScoreOptions` fields such as ``weighting``
+    or ``cluster_queries``) — what :func:`receval.scoring.score_task` bootstraps, for studies and
+    tests that resample by hand.  ``statistic({k: v.sum(axis=0) for k, v in terms.items()})``
+    is the point estimate."""
+    from receval.estimators.registry import get_estimator
+
+    ctx = ScoringContext.of(data, estimator=estimator, **options)
+    chosen = get_estimator(estimator)
+    return chosen.terms(ctx), chosen.statistic(ctx, ratio)

@@ -440,10 +440,10 @@ def official_scores(
 
         if fact_matched(task):  # counted by the engine over integer codes (same numbers)
             return official_census(task, engine or default_engine(task), policy)
-    return _official_scores_pandas(task, policy, average=average, cutoff=cutoff)
+    return official_scores_pandas(task, policy, average=average, cutoff=cutoff)
 
 
-def _official_scores_pandas(
+def official_scores_pandas(
     task: Task,
     policy: OfficialPolicy = CS_SCORE_TEST_SUITE,
     *,

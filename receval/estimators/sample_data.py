@@ -196,7 +196,7 @@ def _overlaps(
     return out
 
 
-def _query_cells(
+def query_cells(
     out_q: np.ndarray,
     sys_codes: np.ndarray,
     fact_codes: np.ndarray,
@@ -345,7 +345,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         np.int64
     )
     out_q = codes_in(outputs["query_id"], pd.Index(query_ids))
-    query_sizes, query_correct, query_known = _query_cells(
+    query_sizes, query_correct, query_known = query_cells(
         out_q, sys_codes, fact_codes, label_full, Q, m
     )
     del out_q

@@ -383,14 +383,14 @@ def write_table(path: Path, frame: pd.DataFrame | pa.Table) -> None:
             return
         columns = _tsv_columns_arrow(frame) if suffix == ".tsv" else None
         if columns is not None:
-            _write_tsv(path, columns)
+            write_tsv(path, columns)
             return
         frame = frame.to_pandas()
     frame = frame.drop(columns=[LINE], errors="ignore")
     if suffix == ".tsv":
-        columns = _tsv_columns(frame)
+        columns = tsv_columns(frame)
         if columns is not None:
-            _write_tsv(path, columns)
+            write_tsv(path, columns)
             return
     with atomic_path(path) as tmp:
         if suffix == ".parquet":
@@ -431,7 +431,7 @@ def _plain_names(names: list) -> bool:
     )
 
 
-def _tsv_columns(frame: pd.DataFrame) -> dict[str, object] | None:
+def tsv_columns(frame: pd.DataFrame) -> dict[str, object] | None:
     """The frame's columns as Arrow arrays of TSV text, or None when a column is of a kind only
     ``to_csv`` formats (booleans, categories, dates, mixed objects, float32...)."""
     if not _plain_names(list(frame.columns)) or frame.columns.has_duplicates:
@@ -483,7 +483,7 @@ def _tsv_columns_arrow(table: pa.Table) -> dict[str, object] | None:
     return out
 
 
-def _write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 << 20) -> None:
+def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 << 20) -> None:
     """Write text columns as TSV: the header, then each block of rows joined by Arrow in C++
     (fields and a final empty one joined by tabs; that last tab becomes the newline).  A value
     holding a tab or a newline shows in the block's byte counts, and is then named by

@@ -14,8 +14,8 @@ from receval.engine.census import fact_matched
 from receval.estimators.official import (
     CS_SCORE_SF_DEFAULT,
     OfficialPolicy,
-    _official_scores_pandas,
     official_scores,
+    official_scores_pandas,
 )
 from receval.task import Task, load_task
 
@@ -59,7 +59,7 @@ def test_census_equals_the_pandas_scorer(seed, policy):
     assert fact_matched(task)
     policy = policy or OfficialPolicy()
     got = official_scores(task, policy)
-    expected = _official_scores_pandas(task, policy)
+    expected = official_scores_pandas(task, policy)
     assert list(got.columns) == list(expected.columns)
     pd.testing.assert_frame_equal(got, expected, check_dtype=False)
     assert (got["queries"] <= 4).all()  # q4 and q5 are never evaluated
@@ -72,5 +72,5 @@ def test_census_equals_the_pandas_scorer_on_the_embedded_task():
     for policy in POLICIES:
         policy = policy or OfficialPolicy()
         pd.testing.assert_frame_equal(
-            official_scores(task, policy), _official_scores_pandas(task, policy), check_dtype=False
+            official_scores(task, policy), official_scores_pandas(task, policy), check_dtype=False
         )

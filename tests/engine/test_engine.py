@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from receval.cli import cli
-from receval.diagnostics import _lto_rescore, _unique_facts, pooling_bias
+from receval.diagnostics import leave_team_out_rescore, pooling_bias, unique_facts
 from receval.engine import (
     connect,
     items_at_ranks,
@@ -105,8 +105,8 @@ def test_duckdb_census_on_the_embedded_task(duck, embedded):
 @pytest.mark.parametrize("seed", range(4))
 def test_duckdb_leave_team_out_equals_rescoring(duck, seed):
     task = random_task(seed)
-    unique, owner = _unique_facts(task)
-    slow = _lto_rescore(task, unique, owner)
+    unique, owner = unique_facts(task)
+    slow = leave_team_out_rescore(task, unique, owner)
     fast = leave_team_out(task, duck)[["precision", "recall", "f1"]]
     np.testing.assert_allclose(fast.to_numpy(), slow.loc[fast.index].to_numpy(), atol=1e-15)
 

@@ -1,18 +1,12 @@
-"""An estimator's terms and statistic through the public seam (for the exact-expectation tests)."""
+"""An estimator's point metrics through the public seam (for the exact-expectation tests)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from receval.estimators.base import ScoringContext
-from receval.estimators.registry import get_estimator
+from receval.estimators.base import terms_and_statistic
 
-
-def terms_and_statistic(data, estimator: str = "joint", ratio: np.ndarray | None = None, **options):
-    """(terms by stage, statistic) of the registered ``estimator`` on ``data``."""
-    ctx = ScoringContext.of(data, estimator=estimator, **options)
-    chosen = get_estimator(estimator)
-    return chosen.terms(ctx), chosen.statistic(ctx, ratio)
+__all__ = ["point", "terms_and_statistic"]
 
 
 def point(data, estimator: str = "joint", ratio: np.ndarray | None = None, **options):

@@ -72,7 +72,7 @@ def test_query_cells_counted_in_chunks_equal_one_pass():
     """The per-(query, system) output counts and label sums of build_sample_data, counted a few
     rows at a time, equal np.add.at over every row at once (NaN labels left out)."""
     from receval.design import chunked_bincount
-    from receval.estimators.sample_data import _query_cells
+    from receval.estimators.sample_data import query_cells
 
     rng = np.random.default_rng(11)
     n, q, m, f = 1000, 7, 4, 50
@@ -80,7 +80,7 @@ def test_query_cells_counted_in_chunks_equal_one_pass():
     sys_codes = rng.integers(0, m, n).astype(np.int32)
     fact = rng.integers(0, f, n)
     label = np.where(rng.random(f) < 0.4, np.nan, rng.random(f))
-    sizes, correct, known = _query_cells(out_q, sys_codes, fact, label, q, m, chunk=37)
+    sizes, correct, known = query_cells(out_q, sys_codes, fact, label, q, m, chunk=37)
     want_sizes, want_correct, want_known = np.zeros((q, m)), np.zeros((q, m)), np.zeros((q, m))
     np.add.at(want_sizes, (out_q, sys_codes), 1.0)
     ok = ~np.isnan(label[fact])

@@ -87,13 +87,13 @@ def test_small_samples_are_flagged_and_precision_stays_in_range(multi_doc):
 
 
 def test_truth_check_coverage_tolerates_rounding():
-    from receval.scoring import _covers
+    from receval.scoring import covers_truth
 
     # a census: lower = upper = estimate, which differs from the truth in the last digit
-    assert _covers(0.3, 0.3, 0.1 + 0.2)
-    assert _covers(0.2, 0.3, 0.3 + 1e-12)
-    assert not _covers(0.2, 0.3, 0.3 + 1e-6)
-    assert _covers(float("nan"), 0.3, 0.3) is None
+    assert covers_truth(0.3, 0.3, 0.1 + 0.2)
+    assert covers_truth(0.2, 0.3, 0.3 + 1e-12)
+    assert not covers_truth(0.2, 0.3, 0.3 + 1e-6)
+    assert covers_truth(float("nan"), 0.3, 0.3) is None
 
 
 def test_precision_with_almost_no_wrong_draws_is_flagged():
