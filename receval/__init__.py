@@ -61,7 +61,7 @@ _EXPORTS = {
     "curve_budget": ("receval.curves", "curve_budget"),
     "validate": ("receval.operations", "validate"),
     "budget": ("receval.operations", "budget"),
-    "add_judgments": ("receval.operations", "add_judgments"),
+    "add_judgments": ("receval.judgments", "add_judgments"),
     "export_label_studio": ("receval.operations", "export_label_studio"),
     "import_trec": ("receval.operations", "import_trec"),
     "import_tac_kbp": ("receval.operations", "import_tac_kbp"),

@@ -8,7 +8,7 @@ command                     function
 ==========================  =================================================
 ``validate``                :func:`validate` -> :class:`Validation`
 ``budget``                  :func:`budget` -> DataFrame
-``judgments add``           :func:`add_judgments` -> ``AddResult``
+``judgments add``           :func:`receval.judgments.add_judgments` -> ``AddResult``
 ``export label-studio``     :func:`export_label_studio` -> :class:`Exported`
 ``import tac-kbp``          :func:`import_tac_kbp` -> :class:`Imported`
 ``import trec``             :func:`import_trec` -> :class:`Imported`
@@ -38,7 +38,6 @@ __all__ = [
     "Exported",
     "Imported",
     "Validation",
-    "add_judgments",
     "budget",
     "curve_estimate",
     "curve_plan",
@@ -144,24 +143,6 @@ def budget(
 
 # ---------------------------------------------------------------------------------------------
 # judgments and annotation tools
-
-
-def add_judgments(
-    task: Path | str,
-    files: list[Path] | list[str],
-    *,
-    annotator: str | None = None,
-    replace: bool = False,
-    timeout: float = 60.0,
-    on_step: Callable[[], None] | None = None,
-) -> Any:
-    """Merge filled-in label files into the bundle's ``judgments.tsv``
-    (:func:`receval.judgments.add_judgments`, which documents every rule)."""
-    from receval.judgments import add_judgments as add
-
-    return add(
-        task, list(files), annotator=annotator, replace=replace, timeout=timeout, on_step=on_step
-    )
 
 
 @dataclass(frozen=True)

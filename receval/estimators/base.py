@@ -229,6 +229,15 @@ def stack_blocks(data: SampleData, blocks: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(blocks, axis=1) if data.K else np.zeros((0, width))
 
 
+def stage_terms(ctx: ScoringContext, draw_blocks: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Every stage's terms from the draws stage's blocks: the units' [a_u | b_u | c_ui], or
+    with ``cluster_queries`` the per-(unit, query) pairs and the queries' cells."""
+    draws = stack_blocks(ctx.data, draw_blocks)
+    if ctx.options.cluster_queries:
+        return clustered_terms(ctx.data, draws)
+    return {"draws": draws, "units": unit_terms(ctx.data)}
+
+
 #: combine(draw totals, unit totals, θ̂, ν̂, self-normalised precision) -> (precision, recall)
 Combine = Callable[..., tuple[np.ndarray, np.ndarray]]
 

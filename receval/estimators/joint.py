@@ -17,11 +17,9 @@ from receval.estimators.base import (
     ScoringContext,
     Statistic,
     TermLayout,
-    clustered_terms,
     sampled_statistic,
-    stack_blocks,
+    stage_terms,
     unit_layout,
-    unit_terms,
 )
 from receval.estimators.precision import joint_precision_terms, precision_support
 from receval.estimators.recall import pooled_recall_terms
@@ -60,10 +58,7 @@ class JointEstimator(Estimator):
         ]
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
-        draws = stack_blocks(ctx.data, self.draw_blocks(ctx))
-        if ctx.options.cluster_queries:
-            return clustered_terms(ctx.data, draws)
-        return {"draws": draws, "units": unit_terms(ctx.data)}
+        return stage_terms(ctx, self.draw_blocks(ctx))
 
     def statistic(self, ctx: ScoringContext, ratio: np.ndarray | None = None) -> Statistic:
         """``ratio`` (m,) bool: these systems' precision in the self-normalised form."""

@@ -15,11 +15,9 @@ from receval.estimators.base import (
     ScoringContext,
     Statistic,
     TermLayout,
-    clustered_terms,
     sampled_statistic,
-    stack_blocks,
+    stage_terms,
     unit_layout,
-    unit_terms,
 )
 from receval.estimators.joint import JointEstimator
 from receval.estimators.precision import simple_precision_terms
@@ -49,11 +47,7 @@ class SimpleEstimator(Estimator):
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
         joint, num, den, mass = JointEstimator().draw_blocks(ctx)
-        blocks = [joint, num, den, simple_precision_terms(ctx.data), mass]
-        draws = stack_blocks(ctx.data, blocks)
-        if ctx.options.cluster_queries:
-            return clustered_terms(ctx.data, draws)
-        return {"draws": draws, "units": unit_terms(ctx.data)}
+        return stage_terms(ctx, [joint, num, den, simple_precision_terms(ctx.data), mass])
 
     def statistic(self, ctx: ScoringContext, ratio: np.ndarray | None = None) -> Statistic:
         m = ctx.data.m
