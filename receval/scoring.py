@@ -167,8 +167,11 @@ def score_task(
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
     if not estimator.sample_based:
-        return estimator.score(task, options)
+        out = estimator.score(task, options)
+        out.warnings[:0] = input_warnings(task)
+        return out
     data, warnings = _sample_data(task, options)
+    warnings[:0] = input_warnings(task)
     fitted = fit(ScoringContext(task, data, options), estimator, replicates)
     sizes = estimator.effective_sizes(fitted.ctx, fitted.terms)
     notes = reliability_notes(sizes, data.census)
@@ -205,6 +208,17 @@ def score_task(
         info=info,
         curves={} if target_info is None else target_info.curves,
     )
+
+
+def input_warnings(task: Task) -> list[str]:
+    """Warnings about the input runs that hold for every estimator (run.json ``warnings``)."""
+    if not task.duplicate_rows:
+        return []
+    return [
+        f"{task.duplicate_rows} duplicate output row(s) collapsed: a system output the same fact "
+        "more than once (the same answer again, or another spelling of it); each system's fact "
+        "counts once, with its highest score"
+    ]
 
 
 def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:
