@@ -14,7 +14,7 @@ import click
 
 from receval import __version__
 from receval import options as opts
-from receval.errors import BundleError
+from receval.errors import BundleError, OptionError
 
 
 class InputError(click.ClickException):
@@ -62,7 +62,7 @@ class ReceGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BundleError as exc:
-            raise InputError(str(exc)) from None
+            raise InputError(exc.for_cli()) from None
         except FileExistsError as exc:
             raise InputError(str(exc)) from None
 
@@ -431,6 +431,8 @@ def _library_call(func, *args, **kwargs):
         return func(*args, **kwargs)
     except BundleError:
         raise
+    except OptionError as exc:  # options named as this command's flags
+        raise click.UsageError(exc.for_cli()) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

@@ -57,14 +57,18 @@ from receval.task import Task
 __all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
 
 
-def pending_message(draws: int, facts: int) -> str:
-    """Why scoring stops while sample draws are unlabelled, and the two ways on."""
-    return (
+def pending_message(draws: int, facts: int, cli: bool = False) -> str:
+    """Why scoring stops while sample draws are unlabelled, and the two ways on (naming the
+    option as the API takes it, or with ``cli`` as the command line does)."""
+    from receval.errors import option_text
+
+    return option_text(
         f"{draws} sample draws ({facts} distinct facts) have no label yet; scoring now would "
         "bias the estimates (the unlabelled draws are typically the rarer facts): label them "
         "(to_annotate.tsv lists them; add the labels to judgments.tsv), or score anyway with "
-        "--allow-pending (ScoreOptions(allow_pending=True)), which leaves them out and assumes "
-        "their labels are missing at random"
+        "{allow_pending=True}, which leaves them out and assumes their labels are missing at "
+        "random",
+        cli=cli,
     )
 
 
@@ -243,6 +247,7 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
             task.files.get("samples", task.root / "samples.tsv"),
             None,
             pending_message(data.unjudged_draws, data.unjudged_facts),
+            cli_message=pending_message(data.unjudged_draws, data.unjudged_facts, cli=True),
         )
     if data.unjudged_draws:
         warnings.append(

@@ -217,6 +217,19 @@ class Task:
         """Merged label value (0..1) per judged fact id (facts with only ignored votes absent)."""
         return self.merged.labels
 
+    def __repr__(self) -> str:
+        """A few lines of counts (never the frames: ``task.outputs`` etc. hold them)."""
+        systems = len(self.systems)
+        teams = len(set(self.teams.values()))
+        units = len(self.exhaustive_units)
+        return (
+            f"Task({self.name!r}, root={str(self.root)!r})\n"
+            f"  {systems:,} systems ({teams:,} teams), {len(self.queries):,} queries, "
+            f"{len(self.outputs):,} outputs of {int(self.facts['in_pool'].sum()):,} facts\n"
+            f"  {len(self.judgments):,} judgments, {len(self.samples):,} sample draws, "
+            f"{units:,} exhaustive units, truth: {'yes' if self.truth is not None else 'no'}"
+        )
+
     @cached_property
     def duplicate_rows(self) -> int:
         """Input run rows collapsed because the system output the same fact again."""
