@@ -167,11 +167,11 @@ def _anonymisation_key(
 
 
 def _print_leaderboard(board, best_per_team: bool = False) -> None:
-    from receval.report.terminal import format_leaderboard
+    from receval.report.terminal import format_leaderboard, terminal_width
 
     if best_per_team and "best_of_team" in board:
         board = board[board["best_of_team"]]
-    click.echo(format_leaderboard(board))
+    click.echo(format_leaderboard(board, width=terminal_width()))
 
 
 @cli.command()
