@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from receval.options import ENGINES, check_choice, check_score_options
+from receval.options import ENGINES, check_choice, check_score_options, resolve_seed
 from receval.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -78,6 +78,47 @@ class ScoreResult:
     def warnings(self) -> tuple[str, ...]:
         """Caveats of the run (also in ``run.json``)."""
         return self.run.warnings
+
+    def system(self, name: str) -> pd.Series:
+        """One system's leaderboard row (indexed by column), e.g. ``result.system("A")["f1"]``.
+
+        ``leaderboard`` stays a plain frame in rank order (``leaderboard.csv``); this is the
+        lookup by name (``KeyError`` naming the systems when ``name`` is not one of them).
+        """
+        board = self.leaderboard
+        rows = board.index[board["system"].astype(str) == str(name)]
+        if not len(rows):
+            shown = ", ".join(map(str, board["system"].head(5)))
+            more = f", ... ({len(board)} systems)" if len(board) > 5 else ""
+            raise KeyError(f"no system {name!r} in the leaderboard (systems: {shown}{more})")
+        return board.loc[rows[0]]
+
+    def __repr__(self) -> str:
+        """A few lines: the run, the leading systems, where the tables are (no frames)."""
+        run, board = self.run, self.leaderboard
+        options = run.options
+        if run.bootstrap:
+            how = f"B={run.bootstrap.get('B')}, seed={run.bootstrap.get('seed')}"
+        else:
+            how = "census, no interval"
+        lines = [
+            f"ScoreResult(task {run.task!r}, estimator {options.get('estimator')!r}, "
+            f"{len(board)} systems, {how})"
+        ]
+        key = options.get("rank_by", "f1")
+        if len(board) and key in board.columns:
+            top = ", ".join(
+                f"{s} {v:.3f}"
+                for s, v in zip(board["system"].head(3), board[key].head(3), strict=True)
+            )
+            lines.append(f"  top by {key}: {top}")
+        tables = ["leaderboard", "pool", "per_query", "annotation", "pooling_bias"]
+        if self.curves:
+            tables.append(f"curves ({len(self.curves)})")
+        lines.append(f"  tables: {', '.join('.' + t for t in tables)}; .system(name) for one row")
+        if run.warnings:
+            lines.append(f"  {len(run.warnings)} warning(s): see .warnings")
+        return "\n".join(lines)
 
     def write(
         self,
@@ -212,8 +253,10 @@ def score(
         Joint-precision mixture weights (w ∝ n_j, or the paper's overlap heuristic).
     target : {'micro', 'macro'}
         Every fact weighs the same, or every answered query (precision).
-    seed : int
-        Seed of the bootstrap replicates.
+    seed : int, None or numpy.random.Generator
+        Seed of the bootstrap replicates: an integer; None for fresh entropy; a Generator to draw
+        one from (numpy/scipy style).  The integer used is recorded (``result.run.bootstrap
+        ["seed"]``, ``run.json``): ``seed=<it>`` repeats the run.
     rank_by : {'f1', 'recall', 'precision', 'pooled_recall', 'precision_at_target'}
         The ranking metric.
     target_recall : float, optional
@@ -285,6 +328,7 @@ def score(
             f"score() got unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
         )
     options = dataclasses.replace(options or ScoreOptions(), **fields)
+    options = dataclasses.replace(options, seed=resolve_seed(options.seed))
     if isinstance(engine, str):
         check_choice("engine", engine, ENGINES)
     check_score_options(options)  # every option and combination, once, before any work

@@ -14,7 +14,7 @@ import click
 
 from receval import __version__
 from receval import options as opts
-from receval.errors import BundleError
+from receval.errors import BundleError, OptionError
 
 
 class InputError(click.ClickException):
@@ -62,7 +62,7 @@ class ReceGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BundleError as exc:
-            raise InputError(str(exc)) from None
+            raise InputError(exc.for_cli()) from None
         except FileExistsError as exc:
             raise InputError(str(exc)) from None
 
@@ -146,11 +146,11 @@ def _anonymisation_key(
 
 
 def _print_leaderboard(board, best_per_team: bool = False) -> None:
-    from receval.report.terminal import format_leaderboard
+    from receval.report.terminal import format_leaderboard, terminal_width
 
     if best_per_team and "best_of_team" in board:
         board = board[board["best_of_team"]]
-    click.echo(format_leaderboard(board))
+    click.echo(format_leaderboard(board, width=terminal_width()))
 
 
 @cli.command()
@@ -410,6 +410,8 @@ def _library_call(func, *args, **kwargs):
         return func(*args, **kwargs)
     except BundleError:
         raise
+    except OptionError as exc:  # options named as this command's flags
+        raise click.UsageError(exc.for_cli()) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

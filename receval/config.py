@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,22 @@ def load_config(path: Path, default_name: str) -> TaskConfig:
     if not path.is_file():
         return TaskConfig(name=default_name)
     text, raw = _parse_toml(path)
-    sections = _Sections(path, text, raw)
+    return _config_from_sections(_Sections(path, text, raw), default_name)
+
+
+def config_from_mapping(raw: Mapping[str, Any], default_name: str = "task") -> TaskConfig:
+    """The settings of a parsed ``task.toml`` (the mapping :func:`tomllib.load` returns).
+
+    The same checks as :func:`load_config`; an error names ``task.toml`` without a line.
+    """
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"config must be a mapping of task.toml settings, not {type(raw).__name__}")
+    return _config_from_sections(_Sections(Path("task.toml"), "", dict(raw)), default_name)
+
+
+def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
+    """:func:`load_config` after parsing: every section and key checked."""
+    raw = sections.raw
     known_top = {"name", "labels", "matching", "merge", "universe", "official"}
     for key in raw:
         if key not in known_top:

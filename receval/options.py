@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from receval.errors import OptionError
 from receval.estimators.registry import estimator_names, interval_method_names
 
 #: the registered estimators and interval methods (receval.estimators.registry)
@@ -39,7 +40,7 @@ TARGET_RECALL_RANGE = (0.01, 0.99)
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     """``ValueError`` naming the option unless ``value`` is one of ``allowed``."""
     if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+        raise OptionError(f"{{{name}={value!r}}} is not one of {', '.join(map(repr, allowed))}")
 
 
 def check_range(name: str, value: Any, low: float, high: float) -> None:
@@ -65,13 +66,39 @@ def check_score_options(options: Any) -> None:
         raise ValueError(f"bootstrap={options.bootstrap!r} must be an integer")
     check_range("bootstrap", options.bootstrap, MIN_BOOTSTRAP, MAX_BOOTSTRAP)
     check_range("confidence", options.confidence, *CONFIDENCE_RANGE)
-    if not isinstance(options.seed, int) or isinstance(options.seed, bool):
-        raise ValueError(f"seed={options.seed!r} must be an integer")
+    if not isinstance(options.seed, int) or isinstance(options.seed, bool) or options.seed < 0:
+        raise ValueError(
+            f"seed={options.seed!r} must be a non-negative integer (receval.score also takes None "
+            "for fresh entropy or a numpy.random.Generator)"
+        )
     if options.target_recall is not None:
         check_range("target_recall", options.target_recall, *TARGET_RECALL_RANGE)
     if options.prevalence is not None:
         check_range("prevalence", options.prevalence, 1e-9, 0.99)
     _check_combinations(options)
+
+
+def resolve_seed(seed: Any) -> int:
+    """The integer seed a run uses and records (numpy/scipy ``rng`` conventions).
+
+    An integer is used as given; ``None`` draws fresh entropy from the operating system; a
+    :class:`numpy.random.Generator` (or ``RandomState``) draws one integer from it (advancing
+    it).  The result is what ``run.json`` records, so any run can be repeated with
+    ``seed=<recorded>``.
+    """
+    import numbers
+
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return int(seed)
+    import numpy as np
+
+    if seed is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+    if isinstance(seed, np.random.Generator | np.random.RandomState):
+        return int(seed.integers(2**63) if hasattr(seed, "integers") else seed.randint(2**31))
+    raise ValueError(
+        f"seed={seed!r} must be an integer, None (fresh entropy) or a numpy.random.Generator"
+    )
 
 
 def _check_official(options: Any) -> None:
@@ -87,24 +114,26 @@ def _check_official(options: Any) -> None:
     given = [n for n in ("unjudged", "average", "cutoff") if getattr(options, n, None) is not None]
     if given and options.estimator != "official":
         verb = "applies" if len(given) == 1 else "apply"
-        raise ValueError(f"{', '.join(given)} {verb} to estimator 'official' only")
+        names = ", ".join(f"{{{n}}}" for n in given)
+        raise OptionError(f"{names} {verb} to {{estimator='official'}} only")
     average = getattr(options, "average", None)
     if average is not None and options.target != "micro" and options.target != average:
-        raise ValueError(f"target {options.target!r} contradicts average {average!r}")
+        raise OptionError(f"{{target={options.target!r}}} contradicts {{average={average!r}}}")
 
 
 def _check_combinations(options: Any) -> None:
     _check_official(options)
     if options.cluster_queries and options.method == "BCa":
-        raise ValueError(
-            "cluster_queries works with method 'percentile' or 'basic' (BCa needs a jackknife)"
+        raise OptionError(
+            "{cluster_queries} works with {method='percentile'} or {method='basic'} "
+            "(BCa needs a jackknife)"
         )
     if options.cluster_queries and options.target != "micro":
-        raise ValueError("cluster_queries is implemented for target 'micro' only")
+        raise OptionError("{cluster_queries} is implemented for {target='micro'} only")
     if options.rank_by == "precision_at_target" and options.target_recall is None:
-        raise ValueError("rank_by='precision_at_target' needs target_recall")
+        raise OptionError("{rank_by='precision_at_target'} needs {target_recall}")
     if options.estimator == "official" and options.target_recall is not None:
-        raise ValueError("target_recall needs a sample-based estimator (joint or simple)")
+        raise OptionError("{target_recall} needs a sample-based estimator (joint or simple)")
 
 
 @dataclass(frozen=True)

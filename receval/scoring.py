@@ -57,14 +57,18 @@ from receval.task import Task
 __all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
 
 
-def pending_message(draws: int, facts: int) -> str:
-    """Why scoring stops while sample draws are unlabelled, and the two ways on."""
-    return (
+def pending_message(draws: int, facts: int, cli: bool = False) -> str:
+    """Why scoring stops while sample draws are unlabelled, and the two ways on (naming the
+    option as the API takes it, or with ``cli`` as the command line does)."""
+    from receval.errors import option_text
+
+    return option_text(
         f"{draws} sample draws ({facts} distinct facts) have no label yet; scoring now would "
         "bias the estimates (the unlabelled draws are typically the rarer facts): label them "
         "(to_annotate.tsv lists them; add the labels to judgments.tsv), or score anyway with "
-        "--allow-pending (ScoreOptions(allow_pending=True)), which leaves them out and assumes "
-        "their labels are missing at random"
+        "{allow_pending=True}, which leaves them out and assumes their labels are missing at "
+        "random",
+        cli=cli,
     )
 
 
@@ -171,8 +175,11 @@ def score_task(
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
     if not estimator.sample_based:
-        return estimator.score(task, options, engine)
+        out = estimator.score(task, options, engine)
+        out.warnings[:0] = input_warnings(task)
+        return out
     data, warnings = _sample_data(task, options)
+    warnings[:0] = input_warnings(task)
     fitted = fit(ScoringContext(task, data, options), estimator, replicates)
     sizes = estimator.effective_sizes(fitted.ctx, fitted.terms)
     notes = reliability_notes(sizes, data.census)
@@ -211,6 +218,17 @@ def score_task(
     )
 
 
+def input_warnings(task: Task) -> list[str]:
+    """Warnings about the input runs that hold for every estimator (run.json ``warnings``)."""
+    if not task.duplicate_rows:
+        return []
+    return [
+        f"{task.duplicate_rows} duplicate output row(s) collapsed: a system output the same fact "
+        "more than once (the same answer again, or another spelling of it); each system's fact "
+        "counts once, with its highest score"
+    ]
+
+
 def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:
     """The task's sample arrays, after every check of the data that must pass before estimating."""
     warnings: list[str] = []
@@ -233,6 +251,7 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
             task.files.get("samples", task.root / "samples.tsv"),
             None,
             pending_message(data.unjudged_draws, data.unjudged_facts),
+            cli_message=pending_message(data.unjudged_draws, data.unjudged_facts, cli=True),
         )
     if data.unjudged_draws:
         warnings.append(

@@ -44,10 +44,20 @@ systems and hard ones by none (pool coverage θ = |Y| / |𝒴| well below 1), te
 team component and overlap strongly, and attractive wrong answers are output by many systems of
 several teams.
 
-*Confidence.*  ``score = sigmoid(a_i + δ_i · correct + 0.8 · η[t, x] + 0.6 · ε)`` rounded to
-three decimals, with δ_i drawn per team from ``confidence_signal`` and η, ε independent standard
-normal noise (η shared by the team): correct outputs score higher, so precision falls with rank,
-and teammates rank alike.
+*Confidence.*  System i scores its outputs as if it had ranked the whole universe by a binormal
+score (true facts ~ N(μ_i, 1), wrong answers ~ N(0, 1)) and output everything above a threshold
+t_i; t_i and μ_i are set by its false-positive share and recall (:func:`_binormal_excess`), and
+each output gets a draw of its class's normal truncated to (t_i, ∞), by inversion at a standard
+normal noise shared within the team (teammates rank alike).  ``score = sigmoid(c_i + 1.5 ·
+(latent − t_i) − 0.5)`` rounded to three decimals (c_i a per-system calibration offset), ties in
+random order.  Read in score order, a list is the head of a binormal ranking: precision falls
+smoothly with rank, from high at the top to the marginal precision at the cut-off, as ranked
+retrieval curves do (the curves Dimm's extrapolation is built for).  ``confidence="logistic"``
+keeps the earlier model, ``score = sigmoid(c_i + δ_i · correct + 0.8 · η[t, x] + 0.6 · ε)``
+with δ_i per team from ``confidence_signal``: correct outputs score higher by a fixed margin
+whatever the list's precision, so a low-precision list is nearly all correct at the top and
+collapses at the end — curves no ranked-retrieval model describes (a test world for the
+back-test of :mod:`receval.estimators.target`).
 
 *Spelling.*  A share ``uppercase_teams`` of the teams spell every answer in upper case; the
 bundle's default matching (case folding) maps both spellings onto the same fact.
@@ -92,6 +102,9 @@ __all__ = [
 
 #: The seed of the embedded default task ``data/kbp-sim`` (default :class:`SimulationConfig`).
 DEFAULT_TASK_SEED = 2022
+
+#: How systems' confidence scores rank their outputs (``SimulationConfig.confidence``).
+CONFIDENCE_MODELS = ("binormal", "logistic")
 
 #: TAC-KBP slots by entity type: (name, list-valued).
 PERSON_SLOTS: tuple[tuple[str, bool], ...] = (
@@ -173,7 +186,10 @@ class SimulationConfig:
     query_spread, document_spread : sd of the query and document effects on how easy a true
         fact is to find (the query effect also drives how many wrong answers a query attracts).
     confidence_signal : range of δ_i, the logit by which a system's confidence in a correct
-        output exceeds that in a wrong one.
+        output exceeds that in a wrong one (``confidence="logistic"`` only).
+    confidence : ``"binormal"`` (default: each list is the head of a binormal ranking of the
+        universe, so precision falls smoothly with rank) or ``"logistic"`` (the earlier model: a
+        fixed confidence margin for correct outputs, curves that collapse at the end of the list).
     uppercase_teams : share of teams that spell answers in upper case.
     provenance : write each output's provenance document in ``runs.tsv`` (a true fact's own
         document; for a wrong answer a random document of the query's entity).  Off by default:
@@ -220,6 +236,7 @@ class SimulationConfig:
     provenance: bool = False
     documents_per_fact: float = 1.0
     alias_rate: float = 0.0
+    confidence: str = "binormal"
 
     def __post_init__(self) -> None:
         self._check_counts()
@@ -275,6 +292,10 @@ class SimulationConfig:
             raise ValueError(f"alias_rate must be in [0, 1], not {self.alias_rate!r}")
         if not 0.0 <= self.uppercase_teams <= 1.0:
             raise ValueError("uppercase_teams must be in [0, 1]")
+        if self.confidence not in CONFIDENCE_MODELS:
+            raise ValueError(
+                f"confidence must be one of {', '.join(CONFIDENCE_MODELS)}, not {self.confidence!r}"
+            )
 
     @property
     def n_teams(self) -> int:
@@ -656,6 +677,37 @@ class World:
 # drawing a world
 
 
+def _binormal_excess(
+    noise: np.ndarray,
+    system: np.ndarray,
+    correct: np.ndarray,
+    k: np.ndarray,
+    w: np.ndarray,
+    n_true: int,
+    n_wrong: int,
+) -> np.ndarray:
+    """Each output's latent score above its system's cut-off, as if the system had ranked the
+    whole universe by a binormal score and output its top k_i + w_i.
+
+    System i scores a true fact ~ N(μ_i, 1) and a wrong answer ~ N(0, 1) and outputs everything
+    above a threshold t_i: with recall r_i = k_i / n_true and false-positive share
+    f_i = w_i / n_wrong, t_i = Φ̄⁻¹(f_i) and μ_i = t_i − Φ̄⁻¹(r_i).  An output's latent score is
+    then a draw of the matching normal truncated to (t_i, ∞), here by inversion at
+    u = Φ(noise) (``noise`` standard normal, shared within a team, so teammates rank alike):
+    excess = Φ⁻¹(s) − Φ⁻¹((1 − u) s) with s = r_i (true) or f_i (wrong).  The list read in score
+    order is the head of a binormal ranking — precision falls smoothly with rank, from high at
+    the top to the marginal precision at the cut-off — the shape of ranked retrieval curves.
+    """
+    from scipy.special import ndtr, ndtri
+
+    tiny = 1e-12
+    recall = np.clip(k / max(n_true, 1), tiny, 1 - tiny)
+    false_share = np.clip(w / max(n_wrong, 1), tiny, 1 - tiny)
+    share = np.where(correct, recall[system], false_share[system])
+    u = np.clip(ndtr(noise), 0.0, 1 - tiny)
+    return ndtri(share) - ndtri((1.0 - u) * share)
+
+
 def _squash(z: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
     lo, hi = bounds
     return lo + (hi - lo) / (1.0 + np.exp(-z))
@@ -820,12 +872,17 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
     # confidence: correct outputs score higher; teammates share most of the noise
     _, pair = np.unique(team_of[out_system] * n + out_cand, return_inverse=True)
     shared = rng.standard_normal(int(pair.max()) + 1 if pair.size else 0)
-    logit = (
-        calibration[out_system]
-        + delta[out_system] * cand_true[out_cand]
-        + 0.8 * shared[pair]
-        + 0.6 * rng.standard_normal(out_cand.size)
-    )
+    if cfg.confidence == "logistic":
+        logit = (
+            calibration[out_system]
+            + delta[out_system] * cand_true[out_cand]
+            + 0.8 * shared[pair]
+            + 0.6 * rng.standard_normal(out_cand.size)
+        )
+    else:
+        noise = 0.8 * shared[pair] + 0.6 * rng.standard_normal(out_cand.size)
+        excess = _binormal_excess(noise, out_system, cand_true[out_cand], k, w, n_true, n - n_true)
+        logit = calibration[out_system] + 1.5 * excess - 0.5
     score = np.round(1.0 / (1.0 + np.exp(-logit)), 3)
 
     # provenance: a true fact's own document; a wrong answer cites a document of the entity
@@ -846,8 +903,10 @@ def simulate_world(config: SimulationConfig, rng: np.random.Generator) -> World:
     else:
         classes = np.empty(0, np.int64)
 
-    # rows ordered by system, query, falling score
-    order = np.lexsort((-score, out_query, out_system))
+    # rows ordered by system, query, falling score (equal scores in random order: a true fact's
+    # candidate number is lower than a wrong one's, which must not decide ties)
+    ties = () if cfg.confidence == "logistic" else (rng.random(score.size),)
+    order = np.lexsort((*ties, -score, out_query, out_system))
     return World(
         config=cfg,
         queries=queries,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from receval.config import Matching, TaskConfig, load_config
+from receval.config import Matching, TaskConfig, config_from_mapping, load_config
 from receval.errors import BundleError
 from receval.formats.coded import WHITESPACE, HeaderRows, system_codes
 from receval.formats.tables import (
@@ -141,7 +143,7 @@ class Task:
         exhaustive=None,
         queries=None,
         truth=None,
-        config: TaskConfig | None = None,
+        config: TaskConfig | Mapping[str, object] | str | os.PathLike | None = None,
         name: str | None = None,
     ) -> Task:
         """Build and validate a task from in-memory tables (no files).
@@ -154,8 +156,10 @@ class Task:
             v1"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
             Parquet file (integers stay integers, floats in their shortest round-trip form).
             Without ``queries`` the query universe is every ``query_id`` the tables mention.
-        config : TaskConfig, optional
-            The ``task.toml`` settings (defaults when omitted).
+        config : TaskConfig, mapping, str or path-like, optional
+            The ``task.toml`` settings (defaults when omitted): a :class:`TaskConfig`, the mapping
+            :func:`tomllib.load` reads from a ``task.toml``, or the path of a ``task.toml``.
+            Anything else raises :class:`TypeError`.
         name : str, optional
             The task's name (overrides ``config.name``).
 
@@ -214,6 +218,19 @@ class Task:
     def labels(self) -> pd.Series:
         """Merged label value (0..1) per judged fact id (facts with only ignored votes absent)."""
         return self.merged.labels
+
+    def __repr__(self) -> str:
+        """A few lines of counts (never the frames: ``task.outputs`` etc. hold them)."""
+        systems = len(self.systems)
+        teams = len(set(self.teams.values()))
+        units = len(self.exhaustive_units)
+        return (
+            f"Task({self.name!r}, root={str(self.root)!r})\n"
+            f"  {systems:,} systems ({teams:,} teams), {len(self.queries):,} queries, "
+            f"{len(self.outputs):,} outputs of {int(self.facts['in_pool'].sum()):,} facts\n"
+            f"  {len(self.judgments):,} judgments, {len(self.samples):,} sample draws, "
+            f"{units:,} exhaustive units, truth: {'yes' if self.truth is not None else 'no'}"
+        )
 
     @cached_property
     def duplicate_rows(self) -> int:
@@ -671,11 +688,29 @@ def load_task(
     return _build_task(root, config, files, queries=queries, runs=runs, **sources)
 
 
+def _as_config(config: object, name: str | None) -> TaskConfig:
+    """:meth:`Task.from_frames`' ``config``: a TaskConfig, a ``task.toml`` mapping or path."""
+    if config is None:
+        return TaskConfig(name=name or "task")
+    if isinstance(config, TaskConfig):
+        return config
+    if isinstance(config, Mapping):
+        return config_from_mapping(config, name or "task")
+    if isinstance(config, str | os.PathLike):
+        path = Path(config)
+        if not path.is_file():
+            raise BundleError(path, None, "no such task.toml file")
+        return load_config(path, name or path.parent.name or "task")
+    raise TypeError(
+        "config must be a TaskConfig, the mapping tomllib reads from a task.toml, or the path "
+        f"of a task.toml, not {type(config).__name__}"
+    )
+
+
 def _frames_to_task(tables: dict[str, object], config: TaskConfig | None, name: str | None) -> Task:
     """:meth:`Task.from_frames`: in-memory tables through :func:`_build_task`."""
-    if config is None:
-        config = TaskConfig(name=name or "task")
-    elif name is not None:
+    config = _as_config(config, name)
+    if name is not None:
         config = dataclasses.replace(config, name=name)
     if tables["runs"] is None:
         raise BundleError("runs", None, "a task needs runs (the systems' outputs)")
@@ -1332,6 +1367,45 @@ def _run_frame(
     return frame
 
 
+def _check_conflicting_duplicates(runs: pd.DataFrame, rows: np.ndarray) -> None:
+    """BundleError naming both lines when a system gives the same answer (same text, query and
+    provenance) twice with different scores: which score counts would decide its ranking.
+
+    ``rows`` are the input rows of the (system, fact) groups with more than one row.  Rows that
+    differ only in the answer's surface form ("Paris" / "paris") or in provenance are distinct
+    outputs of one fact, collapsed as before; identical rows are a counted warning.
+    """
+    if not len(rows):
+        return
+    cols = ["system", "query_id", "answer_raw", "provenance"]
+    sub = runs[cols].take(rows).astype(object).reset_index(drop=True)
+    sub["score"] = runs["score"].to_numpy(float)[rows]
+    sub["_row"] = rows
+    sub = sub.sort_values([*cols, "_row"], kind="stable")
+    same = sub[cols].eq(sub[cols].shift()).all(axis=1).to_numpy()
+    score = sub["score"].to_numpy()
+    prev = np.r_[np.nan, score[:-1]]
+    differs = same & ~((score == prev) | (np.isnan(score) & np.isnan(prev)))
+    if not differs.any():
+        return
+    i = int(np.flatnonzero(differs)[0])
+    first, second = int(sub["_row"].iloc[i - 1]), int(sub["_row"].iloc[i])
+    files = runs["_file"].astype(object).to_numpy()
+    lines = runs[LINE].to_numpy()
+    where = f"{files[first]}:{int(lines[first])}"
+    raise BundleError(
+        files[second],
+        int(lines[second]),
+        f"system {sub['system'].iloc[i]!r} outputs answer {sub['answer_raw'].iloc[i]!r} for query "
+        f"{sub['query_id'].iloc[i]!r} twice with different scores ({_score_text(prev[i])} at "
+        f"{where}, {_score_text(score[i])} here): keep one row (the kept score decides the ranking)",
+    )
+
+
+def _score_text(score: float) -> str:
+    return "no score" if np.isnan(score) else repr(float(score))
+
+
 def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``outputs`` (one row per system and fact: the highest score, first in file order among
     equal scores, ``copies`` counted) and ``raw_outputs`` (every input row)."""
@@ -1353,6 +1427,7 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     sorted_key = key[order]
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     copies = np.diff(np.r_[starts, len(key)])
+    _check_conflicting_duplicates(runs, order[np.repeat(copies > 1, copies)])
     first = order[starts]
     back = np.argsort(first, kind="stable")  # outputs in input order
     outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)

@@ -204,7 +204,7 @@ def test_cli_options(tmp_path):
     bad = runner.invoke(
         cli, ["score", str(tmp_path / "bundle"), "--out", str(tmp_path / "o2"), "--cutoff", "5"]
     )
-    assert bad.exit_code == 2 and "cutoff applies to estimator 'official' only" in bad.output
+    assert bad.exit_code == 2 and "--cutoff applies to --estimator official only" in bad.output
     bad = runner.invoke(
         cli,
         [

@@ -179,7 +179,7 @@ def test_a_bad_score_in_a_large_text_run_names_its_line(tmp_path):
 
 def _runs_frame(n: int = 60) -> pd.DataFrame:
     rng = np.random.default_rng(2)
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "system": np.repeat(["A", "B", "C"], n // 3),
             "query_id": rng.choice(["q1", "q2", "q3"], n),
@@ -187,6 +187,9 @@ def _runs_frame(n: int = 60) -> pd.DataFrame:
             "score": rng.random(n),
         }
     )
+    # repeated rows repeat their score (a repeat with another score is an error, issue 23)
+    frame["score"] = frame.groupby(["system", "query_id", "answer"])["score"].transform("first")
+    return frame
 
 
 def _bundle_with(root, write_runs) -> Task:

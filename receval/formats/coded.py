@@ -24,6 +24,7 @@ from receval.formats.tables import (
     LINE,
     PANDAS_INDEX,
     arrow_text,
+    check_arrow_type,
     check_header,
     read_parquet_arrow,
     read_table,
@@ -255,6 +256,7 @@ def coded_from_arrow(
     )
     for name, i in zip(names, keep, strict=True):
         col = arrow.column(i)
+        check_arrow_type(path, name, col.type)
         kind = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
         if name in numeric and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             table.numbers[name] = _floats(col)

@@ -265,6 +265,21 @@ def _read_parquet(
     return arrow_to_strings(read_parquet_arrow(path, columns), path, numeric)
 
 
+def check_arrow_type(path: Path, name: str, kind) -> None:
+    """BundleError naming file and column when an Arrow column holds values the loader cannot
+    read as one text or number per cell (lists, structs, maps, unions: nested values)."""
+    import pyarrow as pa
+
+    value = kind.value_type if pa.types.is_dictionary(kind) else kind
+    if pa.types.is_nested(value) or pa.types.is_union(value) or isinstance(value, pa.ExtensionType):
+        raise BundleError(
+            path,
+            None,
+            f"column {name!r} holds nested values ({value}): receval reads one text or number "
+            "per cell; write this column as plain text or numbers",
+        )
+
+
 def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.DataFrame:
     """A pyarrow Table as a frame of strings with ``_line`` = the 1-based row number (the
     conversions of :func:`read_table` for Parquet; ``path`` names errors).  Numeric columns named
@@ -277,6 +292,7 @@ def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.Dat
     out = {}
     for name, i in zip(names, keep, strict=True):
         col = table.column(i)
+        check_arrow_type(path, name, col.type)
         if pa.types.is_dictionary(col.type):
             col = pc.cast(col, col.type.value_type)
         kind = col.type

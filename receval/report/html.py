@@ -324,8 +324,9 @@ def _target_source(method: str, info: dict[str, Any], backtest: float, limit: fl
                 f"model (Dimm) ⚠ does not fit (back-test {backtest:.2f})",
                 "2",
                 css="source poorfit",
-                title="Dimm's reference curve strays from the system's own estimated curve by "
-                f"{backtest:.3f} in precision within ±0.15 recall of the extrapolated point",
+                title="Dimm's reference curve, carried along the system's own estimated curve "
+                "over the distance it extrapolates, misses the curve's end by "
+                f"{backtest:.3f} in precision beyond the curve's sampling noise",
             )
         text = "model (Dimm)" + (f", back-test {backtest:.2f}" if math.isfinite(backtest) else "")
         return Cell(text, "1", css="source extrapolated")
@@ -673,8 +674,9 @@ def _curve_facts(
         )
         if math.isfinite(dimm.backtest):
             text += (
-                "; back-test: largest deviation of the reference curve from the system's "
-                f"own curve within ±0.15 recall (backtest_max_dev) {dimm.backtest:.3g}"
+                "; back-test: the reference curve carried along the system's own curve over "
+                "the distance it extrapolates misses the curve's end by "
+                f"{dimm.backtest:.3g} beyond the curve's 95% sampling noise (backtest_max_dev)"
             )
             if dimm.poor_fit:
                 text += (

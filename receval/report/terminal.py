@@ -15,11 +15,12 @@ A legend under the table explains the marks that occur.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["format_leaderboard", "format_value"]
+__all__ = ["format_leaderboard", "format_value", "terminal_width"]
 
 #: (column, header) of the metrics shown, in order.
 METRICS = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
@@ -75,74 +76,182 @@ def _target_marks(row: pd.Series, limit: float) -> str:
     return marks
 
 
+def terminal_width(default: int = 100) -> int:
+    """The terminal's width in columns (``COLUMNS``, else the terminal of stdout), or
+    ``default`` when it is unknown (output to a file or a pipe)."""
+    import shutil
+
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+@dataclass
+class _Column:
+    head: str
+    cells: list[str]
+    right: bool = False
+
+    @property
+    def width(self) -> int:
+        return max([len(self.head)] + [len(c) for c in self.cells])
+
+
+def _metric_cells(board: pd.DataFrame, column: str, marks: list[str], intervals: bool) -> list[str]:
+    lo = board.get(f"{column}_lo") if intervals else None
+    hi = board.get(f"{column}_hi") if intervals else None
+    return [
+        format_value(
+            board[column].iloc[i],
+            None if lo is None else lo.iloc[i],
+            None if hi is None else hi.iloc[i],
+            marks[i],
+        )
+        for i in range(len(board))
+    ]
+
+
+def _abbreviate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: System names longer than this are cut in a narrow terminal.
+SYSTEM_WIDTH = 14
+
+#: What a narrow terminal gives up, in order, until the table fits: (what, step).
+_NARROWING = (
+    "team",
+    "tier",
+    "system names",
+    "intervals of P and R",
+    "rank interval",
+    "R",
+    "P",
+    "remaining intervals",
+)
+
+
 def format_leaderboard(
-    board: pd.DataFrame, *, backtest_limit: float | None = None, legend: bool = True
+    board: pd.DataFrame,
+    *,
+    backtest_limit: float | None = None,
+    legend: bool = True,
+    width: int | None = None,
 ) -> str:
     """The leaderboard ``board`` (columns as in ``leaderboard.csv``) as an aligned text table.
 
     Columns: rank, rank interval, tier, system, team, P, R, F1 and, when present, precision at
     the target recall, each metric with its interval and marks (see the module docstring).
     ``backtest_limit`` defaults to :data:`receval.estimators.target.BACKTEST_LIMIT`.
+
+    ``width`` (columns; None: no limit) makes the table fit: it gives up, in this order and only
+    as far as needed, the team column, the tier, the end of long system names, the intervals of
+    P and R, the rank interval, the R and P columns and the remaining intervals; the legend names
+    what was left out (``leaderboard.csv`` has everything).
     """
     if backtest_limit is None:
         from receval.estimators.target import BACKTEST_LIMIT
 
         backtest_limit = BACKTEST_LIMIT
     has_target = "precision_at_target" in board.columns
-    heads = ["rank", "rank CI", "tier", "system", "team", *(h for _, h in METRICS)]
-    right = [True, True, True, False, False, False, False, False]
+    board = board.reset_index(drop=True)
+    note = board["note"] if "note" in board.columns else pd.Series([None] * len(board))
+    marks = {c: ["!" if _noted(n, c) else "" for n in note] for c, _ in METRICS}
     if has_target:
-        heads.append("P@R_T")
-        right.append(False)
-    rows: list[list[str]] = []
-    used: set[str] = set()
-    for _, row in board.iterrows():
-        lo, hi = row.get("rank_lo"), row.get("rank_hi")
-        cells = [
-            "—" if _missing(row.get("rank")) else f"{float(row['rank']):.0f}",
-            "—" if _missing(lo) or _missing(hi) else f"{float(lo):.0f}–{float(hi):.0f}",
-            "—" if _missing(row.get("tier")) else str(row.get("tier")),
-            str(row.get("system", "")),
-            "—" if _missing(row.get("team")) else str(row.get("team")),
+        marks["precision_at_target"] = [
+            _target_marks(row, backtest_limit) for _, row in board.iterrows()
         ]
-        for column, _ in METRICS:
-            marks = "!" if _noted(row.get("note"), column) else ""
-            used.update(marks)
-            cells.append(
-                format_value(
-                    row.get(column), row.get(f"{column}_lo"), row.get(f"{column}_hi"), marks
-                )
-            )
-        if has_target:
-            marks = _target_marks(row, backtest_limit)
-            used.update(marks)
-            cells.append(
-                format_value(
-                    row.get("precision_at_target"),
-                    row.get("precision_at_target_lo"),
-                    row.get("precision_at_target_hi"),
-                    marks,
-                )
-            )
-        rows.append(cells)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads)]
+    used = {m for column in marks.values() for cell in column for m in cell}
+    dropped: list[str] = []
+    for step in (None, *_NARROWING):
+        if step is not None:
+            dropped.append(step)
+        columns = _columns(board, marks, has_target, dropped)
+        total = sum(c.width for c in columns) + 2 * (len(columns) - 1)
+        if width is None or total <= width:
+            break
+    out = _table(columns)
+    if legend and len(board):
+        cut = "system names" in dropped and any(len(str(n)) > SYSTEM_WIDTH for n in board["system"])
+        notes = _legend(used, has_target, backtest_limit, dropped, cut)
+        if width is not None:
+            notes = [line if len(line) <= width else _wrap(line, width) for line in notes]
+        out += notes
+    return "\n".join(out)
+
+
+def _columns(
+    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, dropped: list[str]
+) -> list[_Column]:
+    """The table's columns once the narrowing steps ``dropped`` are applied."""
+
+    def get(name: str) -> list[Any]:
+        return list(board[name]) if name in board.columns else [None] * len(board)
+
+    columns = [
+        _Column("rank", ["—" if _missing(v) else f"{float(v):.0f}" for v in get("rank")], True)
+    ]
+    if "rank interval" not in dropped:
+        cells = [
+            "—" if _missing(lo) or _missing(hi) else f"{float(lo):.0f}–{float(hi):.0f}"
+            for lo, hi in zip(get("rank_lo"), get("rank_hi"), strict=True)
+        ]
+        columns.append(_Column("rank CI", cells, True))
+    if "tier" not in dropped:
+        columns.append(_Column("tier", ["—" if _missing(v) else str(v) for v in get("tier")], True))
+    names = ["" if v is None else str(v) for v in get("system")]
+    if "system names" in dropped:
+        names = [_abbreviate(n, SYSTEM_WIDTH) for n in names]
+    columns.append(_Column("system", names))
+    if "team" not in dropped:
+        columns.append(_Column("team", ["—" if _missing(v) else str(v) for v in get("team")]))
+    shown = [(c, h) for c, h in METRICS if h not in dropped]
+    if has_target:
+        shown.append(("precision_at_target", "P@R_T"))
+    for column, head in shown:
+        narrowed = "remaining intervals" if head in ("F1", "P@R_T") else "intervals of P and R"
+        columns.append(
+            _Column(head, _metric_cells(board, column, marks[column], narrowed not in dropped))
+        )
+    return columns
+
+
+def _table(columns: list[_Column]) -> list[str]:
+    widths = [c.width for c in columns]
 
     def line(values: list[str]) -> str:
         return "  ".join(
-            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+            v.rjust(w) if c.right else v.ljust(w)
+            for v, w, c in zip(values, widths, columns, strict=True)
         ).rstrip()
 
-    out = [line(heads), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
-    if legend and rows:
-        out.append("")
-        out.append("values: estimate [interval]")
-        if "*" in used:
-            out.append("*  precision at R_T is a model extrapolation (Dimm), not read off a curve")
-        if "!" in used:
-            out.append("!  flagged: see the note column of leaderboard.csv")
-            if has_target:
-                out.append(
-                    f"   (P@R_T: also a back-test deviation > {backtest_limit:.2f}, where Dimm's "
-                    "curve does not fit the system's own curve)"
-                )
-    return "\n".join(out)
+    rows = zip(*(c.cells for c in columns), strict=True)
+    heads = [c.head for c in columns]
+    return [line(heads), "  ".join("-" * w for w in widths), *(line(list(r)) for r in rows)]
+
+
+def _legend(
+    used: set[str], has_target: bool, limit: float, dropped: list[str], cut: bool
+) -> list[str]:
+    out = ["", "values: estimate [interval]"]
+    if "*" in used:
+        out.append("*  precision at R_T is a model extrapolation (Dimm), not read off a curve")
+    if "!" in used:
+        out.append("!  flagged: see the note column of leaderboard.csv")
+        if has_target:
+            out.append(
+                f"   (P@R_T: also a back-test deviation > {limit:.2f}, where Dimm's "
+                "curve does not fit the system's own curve)"
+            )
+    left = ", ".join(d for d in dropped if d != "system names")
+    parts = [f"not shown to fit the terminal: {left}"] if left else []
+    if cut:
+        parts.append(f"system names cut to {SYSTEM_WIDTH} characters (…)")
+    if parts:
+        out.append("; ".join(parts) + " (all in leaderboard.csv)")
+    return out
+
+
+def _wrap(line: str, width: int) -> str:
+    """A legend line wrapped to ``width`` (continuation lines indented by three spaces)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="   ", break_on_hyphens=False))

@@ -57,7 +57,7 @@ def test_pending_draws_are_refused_unless_allowed(multi_doc):
         exhaustive_units=ann.exhaustive_units,
         exhaustive=ann.exhaustive,
     )
-    with pytest.raises(BundleError, match=r"have no label yet.*--allow-pending"):
+    with pytest.raises(BundleError, match=r"have no label yet.*allow_pending=True"):
         score_task(task, ScoreOptions(bootstrap=50))
     result = score_task(task, ScoreOptions(bootstrap=50, allow_pending=True))
     assert any("no label yet" in w for w in result.warnings)
