@@ -239,7 +239,8 @@ def score(
         CS-Score); default: the bundle's ``[official] unjudged``.
     average : {'micro', 'macro'}, optional
         Official estimator: pooled counts (CS-Score) or the mean over queries (trec_eval);
-        default: ``target``.
+        default: ``target`` when it is macro, else the bundle's ``[official] average``
+        (``import trec``: macro), else micro.
     cutoff : int, optional
         Official estimator: score each system's top K responses per query (P@K divides by K).
     replicates : Replicates or path, optional

@@ -315,7 +315,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     type=click.Choice(opts.AVERAGES),
     default=None,
     help="Official estimator: micro (pooled counts, CS-Score) or macro (mean over the queries a "
-    "system answered that have judgments, trec_eval). Default: --target.",
+    "system answered that have judgments, trec_eval). Default: macro with --target macro, else "
+    "the bundle's [official] average (import trec: macro; tac-kbp: micro).",
 )
 @click.option(
     "--cutoff",

@@ -34,7 +34,7 @@ class OfficialEstimator(Estimator):
             official_leaderboard,
         )
 
-        average = options.target if options.average is None else options.average
+        average = official_average(task, options)
         policy = OfficialPolicy(unassessed=options.unjudged)
         board = official_leaderboard(
             task, policy, average=average, cutoff=options.cutoff, rank_by=options.rank_by
@@ -72,6 +72,17 @@ class OfficialEstimator(Estimator):
                 },
             },
         )
+
+
+def official_average(task: Any, options: Any) -> str:
+    """The averaging rule of the official census: ``options.average`` when given, else
+    ``options.target`` when it asks for macro, else the bundle's ``[official] average``
+    (``import trec`` writes macro, trec_eval's rule), else micro (TAC's CS-Score)."""
+    if options.average is not None:
+        return options.average
+    if options.target != "micro":
+        return options.target
+    return getattr(task.config, "average", None) or options.target
 
 
 def _pool_size(task: Any) -> pd.DataFrame:
