@@ -1355,12 +1355,19 @@ def judgments_add(
     )
     if result.unlabelled:
         click.echo(f"{result.unlabelled} row(s) without a label: still pending")
-    if len(result.disagreements):
-        click.echo(f"annotators disagree on {len(result.disagreements)} fact(s):")
-        for _, row in result.disagreements.head(20).iterrows():
+    fresh = result.new_disagreements
+    if len(fresh):
+        click.echo(f"annotators disagree on {len(fresh)} fact(s) this call added or changed:")
+        for _, row in fresh.head(20).iterrows():
             click.echo(f"  {row['query_id']}\t{row['answer']}\t{row['votes']}")
-        if len(result.disagreements) > 20:
-            click.echo(f"  ... ({len(result.disagreements) - 20} more; see conflicts.csv of score)")
+        if len(fresh) > 20:
+            click.echo(f"  ... ({len(fresh) - 20} more; see conflicts.csv of score)")
+    earlier = len(result.disagreements) - len(fresh)
+    if earlier:
+        click.echo(
+            f"{earlier} earlier disagreement(s) unchanged by this call "
+            "(conflicts.csv of `receval score` lists them)"
+        )
     click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
 
 

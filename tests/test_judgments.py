@@ -142,6 +142,20 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     # adding the same files again changes nothing
     again = _run("judgments", "add", root, sheet_path, export)
     assert "added 0 votes" in again and f"{2 * len(facts) + 1} duplicate(s)" in again
+    # ... and prints what it changed (nothing), not the old disagreement again: a count of it
+    assert "ann2@example.org=" not in again and "disagree on" not in again
+    assert "1 earlier disagreement(s) unchanged by this call" in again
+
+    # a third annotator disagreeing on another fact: that fact is listed, the old one counted
+    third = sheet.iloc[[1]].assign(annotator="ann3")
+    third["label"] = flip[third["label"].iloc[0]]
+    third_path = tmp_path / "ann3.tsv"
+    third.to_csv(third_path, sep="\t", index=False)
+    out3 = _run("judgments", "add", root, third_path)
+    assert "annotators disagree on 1 fact(s) this call added or changed:" in out3
+    listed = [line for line in out3.splitlines() if line.startswith("  ")]
+    assert len(listed) == 1 and "ann3=" in listed[0]
+    assert "1 earlier disagreement(s) unchanged by this call" in out3
 
     validate = _run("validate", root)
     assert "Krippendorff's alpha" in validate
@@ -151,7 +165,7 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     board = pd.read_csv(score_dir / "leaderboard.csv")
     assert board["precision"].notna().all()
     conflicts = pd.read_csv(score_dir / "conflicts.csv")
-    assert len(conflicts) == 1  # the disagreement, decided by the merge rule
+    assert len(conflicts) == 2  # the two disagreements, decided by the merge rule
     agreement = pd.read_csv(score_dir / "agreement.csv")
     assert list(agreement.columns) == AGREEMENT_COLUMNS
     assert agreement["annotators"].tolist() == [2]
