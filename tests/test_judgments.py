@@ -168,7 +168,7 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     assert len(conflicts) == 2  # the two disagreements, decided by the merge rule
     agreement = pd.read_csv(score_dir / "agreement.csv")
     assert list(agreement.columns) == AGREEMENT_COLUMNS
-    assert agreement["annotators"].tolist() == [2]
+    assert agreement["annotators"].tolist() == [3]  # ann1, ann2 and ann3
     assert agreement["facts_multiply_labelled"].iloc[0] == len(facts)
 
 
