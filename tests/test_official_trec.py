@@ -158,6 +158,7 @@ def test_default_official_score_is_trec_eval_set_measures(world, tmp_path):
             expected = np.mean([v[measure] for v in theirs])
             assert board.loc[system, column] == pytest.approx(expected, abs=5e-5), (system, column)
     assert board["note"].str.contains("macro-averaged").all()
+    assert (board["estimator"] == "official (macro)").all()
 
 
 def test_micro_average_pools_the_counts(world):

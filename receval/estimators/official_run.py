@@ -48,6 +48,8 @@ class OfficialEstimator(Estimator):
             + "; recall is pooled (closed-world) recall against the assessed pool; "
             + board["note"].fillna("").astype(str)
         ).str.rstrip("; ")
+        if average == "macro":
+            board["estimator"] = "official (macro)"
         board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
         return ScoringOutput(
             options=options,
