@@ -7,6 +7,7 @@ bad input (never a traceback).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,12 @@ class InputError(click.ClickException):
 
 # click ≥ 8.2 raises this for a group called without a command; older versions print help
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+#: The line printed after Ctrl-C (exit 130): receval writes each file, and each output set, whole.
+INTERRUPTED = (
+    "interrupted (Ctrl-C): nothing of this run was written; the previous output set was kept"
+)
 
 
 class ReceGroup(click.Group):
@@ -53,9 +60,9 @@ class ReceGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("aborted", err=True)
-            sys.exit(1)
+        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            click.echo(f"error: {INTERRUPTED}", err=True)
+            sys.exit(130)
         sys.exit(code or 0)
 
     def invoke(self, ctx: click.Context):
@@ -1219,10 +1226,10 @@ def curve_budget_command(method: str, size: int, as_json: bool, **options) -> No
 @click.option("--best-per-team", is_flag=True, help="Only each team's best run.")
 def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> None:
     """Print the leaderboard that `receval score` wrote to OUT_DIR (a table, or JSON)."""
-    from receval.formats.output_set import check_output_folder
+    from receval.formats.output_set import check_output_set
     from receval.report.writers import leaderboard_records, read_leaderboard
 
-    check_output_folder(out_dir)
+    check_output_set(out_dir)
     board = read_leaderboard(out_dir / "leaderboard.csv")
     if as_json:
         import json
@@ -1237,10 +1244,10 @@ def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> No
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def report(out_dir: Path, quiet: bool) -> None:
     """Rebuild OUT_DIR/report.html from the CSV/JSON that `receval score` wrote (no recomputation)."""
-    from receval.formats.output_set import check_output_folder
+    from receval.formats.output_set import check_output_set
     from receval.report.html import build_report
 
-    check_output_folder(out_dir)
+    check_output_set(out_dir)
     path = build_report(out_dir, quiet=quiet)
     if not quiet:
         click.echo(f"wrote {path}")
@@ -1407,8 +1414,20 @@ def export_label_studio(task: Path, out: Path) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="receval")
+    """Console-script entry point.
+
+    After Ctrl-C (exit 130) the process ends at once, without the interpreter's finalisation:
+    a native library's worker threads (the engine's) may still be running then, and finalising
+    around them can crash the process instead of exiting with 130.
+    """
+    try:
+        cli(prog_name="receval")
+    except SystemExit as exc:
+        if exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
