@@ -367,7 +367,15 @@ def _run_record(task: Task, estimates: Any) -> RunRecord:
         "tie": task.config.tie_policy,
         "conflicts": len(estimates.conflicts),
     }
+    info["pooling_bias"] = _pooling_bias_record(task)
     return RunRecord.from_dict(info)
+
+
+def _pooling_bias_record(task: Task) -> dict[str, str]:
+    """How pooling_bias.csv's official scores were counted (the report's caption says it)."""
+    from receval.estimators.official import OfficialPolicy
+
+    return {"unjudged": OfficialPolicy().resolved_unassessed(task), "average": "micro"}
 
 
 def sample(

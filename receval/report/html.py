@@ -216,7 +216,13 @@ def _num(value: Any, digits: int = 3) -> str:
         return str(value)
     if math.isinf(v):
         return "∞" if v > 0 else "−∞"
-    return f"{v:.{1 if abs(v) >= 100 else digits}f}".replace("-", "−")
+    text = f"{v:.{1 if abs(v) >= 100 else digits}f}"
+    return _unsigned_zero(text).replace("-", "−")
+
+
+def _unsigned_zero(text: str) -> str:
+    """``text`` without the minus of a value that rounds to zero ("-0.000" -> "0.000")."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 def _count(value: Any) -> str:
@@ -461,7 +467,7 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         ("system", "text"),
         ("team", "text"),
         ("precision", "num"),
-        ("recall (true)", "num"),
+        ("recall (pooled, closed-world)" if _is_official(run) else "recall (true)", "num"),
         ("F1", "num"),
     ]
     if has_target:
@@ -489,7 +495,7 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         rank_int = "—" if _is_missing(lo) or _is_missing(hi) else f"{_count(lo)}–{_count(hi)}"
         cells = [
             Cell(_count(row.get("rank")), _sort_value(row.get("rank")), css="num"),
-            Cell(rank_int, _sort_value(lo), css="num"),
+            Cell(rank_int, _rank_interval_key(lo, hi, len(board)), css="num"),
             Cell(_text(row.get("tier")) or "—", _sort_value(row.get("tier")), css="num"),
             Cell(
                 _text(row.get("system")),
@@ -542,7 +548,36 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         "backtest_limit": f"{limit:.2f}",
         "target_recall": _num(rt) if not _is_missing(rt) else "",
         "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
+        "official": _is_official(run),
+        "rank_sets": _rank_sets_text(run),
     }
+
+
+def _is_official(run: dict[str, Any]) -> bool:
+    """Whether the run is the official closed-world census (its recall is pooled recall)."""
+    return _text((run.get("options") or {}).get("estimator")) == "official"
+
+
+def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
+    """Sort key of a rank interval: by its lower end, then its upper end (one number)."""
+    if _is_missing(lo) or _is_missing(hi):
+        return ""
+    return repr(float(lo) * (systems + 1) + float(hi))
+
+
+def _rank_sets_text(run: dict[str, Any]) -> str:
+    """What rank_lo–rank_hi are (run.json ``ranking.rank_sets``, else the default procedure's
+    description), with the level."""
+    ranking = run.get("ranking") or {}
+    text = _text(ranking.get("rank_sets")) or (
+        "simultaneous rank confidence sets from the pairwise tests behind the tiers: "
+        "rank_lo = 1 + #systems significantly better, rank_hi = S - #systems significantly worse"
+    )
+    text = text.replace(" - #", " − #").replace(
+        "from the same pairwise comparisons", "from the pairwise tests behind the tiers"
+    )
+    level = _level_text(run)
+    return text + (f", at confidence {level}" if level else "")
 
 
 def _interval_label(inputs: ReportInputs) -> str | None:
@@ -556,10 +591,15 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
     run = inputs.run
     rt = (run.get("options") or {}).get("target_recall", (run.get("target") or {}).get("recall"))
+    recall_title = "Pooled recall (closed-world)" if _is_official(run) else "True recall θ̂·ν̂"
     panels = [
         plots.ForestPanel("precision", "Precision", "precision"),
-        plots.ForestPanel("recall", "True recall θ̂·ν̂", "recall"),
+        plots.ForestPanel("recall", recall_title, "recall"),
+        plots.ForestPanel("f1", "F1", "F1"),
     ]
+    by = _text((run.get("ranking") or {}).get("by") or (run.get("options") or {}).get("rank_by"))
+    if by == "pooled_recall" and "pooled_recall" in board.columns:
+        panels.append(plots.ForestPanel("pooled_recall", "Pooled recall ν̂", "pooled recall"))
     absent = None
     if (
         "precision_at_target" in board.columns
@@ -598,6 +638,7 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
         "svg": svg,
         "absent": absent,
         "absent_all": None,
+        "ranked_by": by,
         "no_interval": no_interval,
         "any_poor": any(poor),
         "backtest_limit": f"{limit:.2f}",
@@ -902,14 +943,31 @@ def _pooling_bias(inputs: ReportInputs) -> dict[str, Any]:
             f"Δ F1 over {int(delta.notna().sum())} teams: median {_signed(float(delta.median()))}, "
             f"from {_signed(float(delta.min()))} to {_signed(float(delta.max()))}."
         )
-    return {"rows": rows, "svg": plots.pooling_bias_plot(bias), "absent": None, "summary": summary}
+    return {
+        "rows": rows,
+        "svg": plots.pooling_bias_plot(bias),
+        "absent": None,
+        "summary": summary,
+        "unjudged": _pooling_bias_rule(inputs.run),
+    }
+
+
+def _pooling_bias_rule(run: dict[str, Any]) -> str:
+    """How the official scores of pooling_bias.csv count an unjudged response: ``wrong``
+    (trec_eval) or ``ignore`` (TAC's CS-Score), as run.json records it."""
+    for key in ("pooling_bias", "official"):
+        rule = _text((run.get(key) or {}).get("unjudged"))
+        if rule:
+            return rule
+    return "ignore"
 
 
 def _signed(value: Any) -> str:
+    """A difference with its sign ("+0.012", "−0.004"); one that rounds to zero is "0.000"."""
     if _is_missing(value):
         return "—"
-    v = float(value)
-    return f"{v:+.3f}".replace("-", "−")
+    text = f"{float(value):+.3f}"
+    return ("0.000" if not text.strip("+-0.") else text).replace("-", "−")
 
 
 def _agreement_lines(agreement: pd.DataFrame | None) -> list[str]:

@@ -284,7 +284,7 @@ def forest_plot(
     n = len(board)
     labels = [str(s) for s in board["system"]]
     height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
-    fig = _figure(1.4 + 2.9 * len(panels), height)
+    fig = _figure(1.4 + (2.9 if len(panels) <= 3 else 2.5) * len(panels), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     y = np.arange(n)
     has_tiers = False
@@ -723,6 +723,9 @@ class OverviewItem:
 #: Panels per row of :func:`curve_overview` and the most knots drawn per small curve.
 OVERVIEW_COLUMNS = 10
 OVERVIEW_POINTS = 40
+#: Font size (pt) of every text of :func:`curve_overview`: the 10-column figure (13.5 in wide)
+#: drawn in a 1280 px window (1220 px of content) shows 7.5 pt at about 9.4 px.
+OVERVIEW_FONT = 7.5
 
 
 def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) -> None:
@@ -747,8 +750,15 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
             ax.xaxis.set_minor_locator(NullLocator())
-            ax.tick_params(labelsize=5, pad=1)
-            ax.text(0.03, 0.04, "x: rank", transform=ax.transAxes, fontsize=5.5, color="#555555")
+            ax.tick_params(labelsize=OVERVIEW_FONT, pad=1)
+            ax.text(
+                0.03,
+                0.04,
+                "x: rank",
+                transform=ax.transAxes,
+                fontsize=OVERVIEW_FONT,
+                color="#555555",
+            )
     dimm = item.dimm
     if on_recall:
         ax.set_xlim(0.0, right)
@@ -786,7 +796,7 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
             transform=ax.transAxes,
             ha="right",
             va="top",
-            fontsize=6.5,
+            fontsize=OVERVIEW_FONT,
             color=PALETTE["vermillion"] if item.method == "dimm" else PALETTE["black"],
         )
     ax.set_ylim(0.0, 1.03)
@@ -794,7 +804,7 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
     if on_recall:
         ax.xaxis.set_major_locator(MaxNLocator(3))
     # a fixed title position: matplotlib's automatic one measures every tick label (slow × 70)
-    title = ax.set_title(item.label, fontsize=6.5, pad=2, loc="left", y=1.0)
+    title = ax.set_title(item.label, fontsize=OVERVIEW_FONT, pad=2, loc="left", y=1.0)
     title.set_url(item.href)
     ax.patch.set_url(item.href)
     ax.grid(color="#eeeeee", lw=0.4)
@@ -843,7 +853,7 @@ def curve_overview(
             ax.set_visible(False)
             continue
         _overview_panel(ax, items[k], target, right)
-        ax.tick_params(labelsize=5.5, length=2, pad=1)
+        ax.tick_params(labelsize=OVERVIEW_FONT, length=2, pad=1)
         if k % cols:
             ax.tick_params(labelleft=False)
         if k + cols < n:
@@ -879,11 +889,11 @@ def curve_overview(
         loc="lower left",
         ncol=min(4, len(texts)),
         frameon=False,
-        fontsize=7,
+        fontsize=OVERVIEW_FONT,
         bbox_to_anchor=(0.3 / width, 0.02 / height),
     )
-    fig.supxlabel("recall (shared axis)", fontsize=7, y=(legend_h + 0.02) / height)
-    fig.supylabel("precision", fontsize=7, x=0.05 / width)
+    fig.supxlabel("recall (shared axis)", fontsize=OVERVIEW_FONT, y=(legend_h + 0.02) / height)
+    fig.supylabel("precision", fontsize=OVERVIEW_FONT, x=0.05 / width)
     fig.subplots_adjust(
         left=0.45 / width,
         right=1 - 0.1 / width,
