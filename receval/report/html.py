@@ -693,35 +693,15 @@ def _interval_label(inputs: ReportInputs) -> str | None:
 
 def _forest(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
-    run = inputs.run
-    rt = (run.get("options") or {}).get("target_recall", (run.get("target") or {}).get("recall"))
-    recall_title = "Pooled recall (closed-world)" if _is_official(run) else "True recall θ̂·ν̂"
-    panels = [
-        plots.ForestPanel("precision", "Precision", "precision"),
-        plots.ForestPanel("recall", recall_title, "recall"),
-        plots.ForestPanel("f1", "F1", "F1"),
-    ]
-    by = _text((run.get("ranking") or {}).get("by") or (run.get("options") or {}).get("rank_by"))
-    if by == "pooled_recall" and "pooled_recall" in board.columns:
-        panels.append(plots.ForestPanel("pooled_recall", "Pooled recall ν̂", "pooled recall"))
-    absent = None
-    if (
-        "precision_at_target" in board.columns
-        and pd.to_numeric(board["precision_at_target"], errors="coerce").notna().any()
-    ):
-        title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
-        panels.append(plots.ForestPanel("precision_at_target", title, "precision"))
-    else:
-        absent = (
-            "No precision at a target recall in this run: run `receval score --target-recall R` "
-            "to compare systems at one shared recall."
-        )
+    view = inputs.view
+    by = _text(view.ranking.get("by") or view.options.get("rank_by"))
+    panels, absent = _forest_panels(board, view, by)
     if len(board) == 0:
         return {"svg": None, "absent_all": "The leaderboard has no systems.", "absent": absent}
     methods = list(board.get("precision_at_target_method", pd.Series([""] * len(board))).map(_text))
-    limit = backtest_limit(run)
+    limit = backtest_limit(view.raw)
     poor = [
-        m == "dimm" and _backtest(run, row, _text(row.get("system"))) > limit
+        m == "dimm" and _backtest(view.raw, row, _text(row.get("system"))) > limit
         for m, (_, row) in zip(methods, board.iterrows(), strict=True)
     ]
     svg = plots.forest_plot(
@@ -747,6 +727,30 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
         "any_poor": any(poor),
         "backtest_limit": f"{limit:.2f}",
     }
+
+
+def _forest_panels(
+    board: pd.DataFrame, view: RunView, by: str
+) -> tuple[list[plots.ForestPanel], str | None]:
+    """The forest plot's panels: precision, recall (true, or pooled for the official census),
+    F1, pooled recall when it ranks, precision at R_T when the run has it (else why not)."""
+    recall_title = "Pooled recall (closed-world)" if _is_official(view.raw) else "True recall θ̂·ν̂"
+    panels = [
+        plots.ForestPanel("precision", "Precision", "precision"),
+        plots.ForestPanel("recall", recall_title, "recall"),
+        plots.ForestPanel("f1", "F1", "F1"),
+    ]
+    if by == "pooled_recall" and "pooled_recall" in board.columns:
+        panels.append(plots.ForestPanel("pooled_recall", "Pooled recall ν̂", "pooled recall"))
+    at_target = board.get("precision_at_target", pd.Series(dtype=float))
+    if not pd.to_numeric(at_target, errors="coerce").notna().any():
+        return panels, (
+            "No precision at a target recall in this run: run `receval score --target-recall R` "
+            "to compare systems at one shared recall."
+        )
+    rt = view.target_recall
+    title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
+    return [*panels, plots.ForestPanel("precision_at_target", title, "precision")], None
 
 
 def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plots.DimmPoint | None:

@@ -286,69 +286,15 @@ def forest_plot(
     height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
     fig = _figure(1.4 + (2.9 if len(panels) <= 3 else 2.5) * len(panels), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-    y = np.arange(n)
-    has_tiers = False
-    any_interval = False
-    any_dimm = False
-    any_poor = False
     poor = np.zeros(n, bool) if poor_fit is None else np.asarray(poor_fit, bool)
+    drawn: set[str] = set()
     for ax, panel in zip(axes, panels, strict=True):
-        has_tiers = _tier_bands(ax, list(board.get("tier", [None] * n))) or has_tiers
-        est = _finite(board.get(panel.column, [math.nan] * n))
-        lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
-        hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
-        ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
-        if ok.any():
-            any_interval = True
-            ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
-        dimm = np.zeros(n, bool)
-        if methods is not None and panel.column == "precision_at_target":
-            dimm = np.array([str(m) == "dimm" for m in methods], bool)
-        plain = np.isfinite(est) & ~dimm
-        ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
-        if (dimm & poor & np.isfinite(est)).any():
-            any_poor = True
-            sel = dimm & poor & np.isfinite(est)
-            ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
-        if (dimm & ~poor & np.isfinite(est)).any():
-            any_dimm = True
-            sel = dimm & ~poor & np.isfinite(est)
-            ax.plot(
-                est[sel],
-                y[sel],
-                "D",
-                mfc="white",
-                mec=PALETTE["vermillion"],
-                mew=1.2,
-                ms=4,
-                zorder=3,
-            )
-        ax.set_title(panel.title)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_xlim(left=0.0)
-        ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
-        ax.set_axisbelow(True)
+        drawn |= _forest_panel(ax, board, panel, methods, poor)
+    y = np.arange(n)
     axes[0].set_yticks(y, labels, fontsize=7 if n > 30 else 8)
     axes[0].set_ylim(n - 0.5, -0.5)
     axes[0].set_ylabel("system (in rank order, best first)")
-    handles = [
-        Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4),
-    ]
-    texts = ["estimate"]
-    if any_interval:
-        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
-        texts.append(interval_label or "interval")
-    if any_dimm:
-        handles.append(
-            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
-        )
-        texts.append("model extrapolation (Dimm)")
-    if any_poor:
-        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
-        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
-    if has_tiers:
-        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
-        texts.append("tier (alternate tiers shaded)")
+    handles, texts = _forest_legend(drawn, interval_label, backtest_limit)
     ncol = min(len(texts), 3)
     extra = 0.2 * (math.ceil(len(texts) / ncol) - 1)
     height += extra
@@ -369,6 +315,67 @@ def forest_plot(
         wspace=0.08,
     )
     return _render(fig, name, "Forest plot: " + ", ".join(p.title for p in panels))
+
+
+def _forest_panel(
+    ax, board: pd.DataFrame, panel: ForestPanel, methods: Sequence[str] | None, poor: np.ndarray
+) -> set[str]:
+    """Draw one panel of :func:`forest_plot`; return what it drew (``tiers``, ``interval``,
+    ``dimm``, ``poor``) for the legend."""
+    n = len(board)
+    y = np.arange(n)
+    drawn = {"tiers"} if _tier_bands(ax, list(board.get("tier", [None] * n))) else set()
+    est = _finite(board.get(panel.column, [math.nan] * n))
+    lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
+    hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
+    if ok.any():
+        drawn.add("interval")
+        ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
+    dimm = np.zeros(n, bool)
+    if methods is not None and panel.column == "precision_at_target":
+        dimm = np.array([str(m) == "dimm" for m in methods], bool)
+    plain = np.isfinite(est) & ~dimm
+    ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
+    sel = dimm & poor & np.isfinite(est)
+    if sel.any():
+        drawn.add("poor")
+        ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
+    sel = dimm & ~poor & np.isfinite(est)
+    if sel.any():
+        drawn.add("dimm")
+        ax.plot(
+            est[sel], y[sel], "D", mfc="white", mec=PALETTE["vermillion"], mew=1.2, ms=4, zorder=3
+        )
+    ax.set_title(panel.title)
+    ax.set_xlabel(panel.xlabel)
+    ax.set_xlim(left=0.0)
+    ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+    ax.set_axisbelow(True)
+    return drawn
+
+
+def _forest_legend(
+    drawn: set[str], interval_label: str | None, backtest_limit: float
+) -> tuple[list, list[str]]:
+    """Legend handles and texts of :func:`forest_plot` for what its panels drew."""
+    handles: list = [Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4)]
+    texts = ["estimate"]
+    if "interval" in drawn:
+        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
+        texts.append(interval_label or "interval")
+    if "dimm" in drawn:
+        handles.append(
+            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
+        )
+        texts.append("model extrapolation (Dimm)")
+    if "poor" in drawn:
+        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
+        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
+    if "tiers" in drawn:
+        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
+        texts.append("tier (alternate tiers shaded)")
+    return handles, texts
 
 
 # --------------------------------------------------------------------------- precision curves
@@ -593,88 +600,15 @@ def curve_plot(
     points are marked on the curve when there are few, as ticks along the x axis otherwise.
     """
     have_curve = curve is not None and len(curve) > 0
-    x_is_recall = False
-    if have_curve:
-        thin = thin_curve(curve)
-        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
-        x_is_recall = bool(np.isfinite(recall).all())
+    x_is_recall = have_curve and _has_recall(thin_curve(curve))
     panels = curve_panels(curve, dimm is not None)
-    dimm_panel = dimm is not None and (not have_curve or not x_is_recall)
     fig = _figure(4.4 * panels, 4.6)
     axes = fig.subplots(1, panels, squeeze=False)[0]
-    pos = 0
-    target_ok = target_recall is not None and math.isfinite(target_recall)
+    target = target_recall if target_recall is not None and math.isfinite(target_recall) else None
     if have_curve:
-        ax = axes[pos]
-        pos += 1
-        x = recall if x_is_recall else _finite(thin["rank"])
-        p, lo, hi = (_finite(thin[c]) for c in ("precision", "lower", "upper"))
-        label = method_label(method)
-        band = np.isfinite(lo) & np.isfinite(hi)
-        if band.any():
-            ax.fill_between(
-                x[band],
-                lo[band],
-                hi[band],
-                step="post",
-                color=PALETTE["sky"],
-                alpha=0.45,
-                lw=0,
-                label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
-            )
-        ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
-        _draw_queried(ax, x, p, thin, curve)
-        if x_is_recall:
-            ax.set_xlabel("recall (estimated, top-k of the ranked output)")
-            if dimm is not None:
-                _draw_dimm(ax, dimm)
-            if target_ok:
-                ax.axvline(
-                    target_recall,
-                    color=PALETTE["green"],
-                    ls=":",
-                    lw=1.5,
-                    label=f"target recall R_T = {target_recall:g}",
-                )
-            if target_ok and at_target is not None and dimm is None:
-                _draw_at_target(ax, target_recall, at_target)
-            right = max(np.nanmax(x) * 1.05, (target_recall or 0.0) * 1.1, 0.05)
-            if dimm is not None:
-                right = max(right, dimm.recall * 1.1)
-            ax.set_xlim(0.0, right)
-        else:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel("rank (log scale; no recall in this curve)")
-            if target_ok:
-                ax.plot(
-                    [],
-                    [],
-                    ls="",
-                    label=f"target recall R_T = {target_recall:g}: not placeable on a rank axis",
-                )
-        ax.set_ylabel("precision")
-        ax.set_ylim(0.0, 1.03)
-        ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
-        ax.grid(color="#e5e5e5", lw=0.6)
-    if dimm_panel:
-        ax = axes[pos]
-        _draw_dimm(ax, dimm)
-        if target_ok:
-            ax.axvline(
-                target_recall,
-                color=PALETTE["green"],
-                ls=":",
-                lw=1.5,
-                label=f"target recall R_T = {target_recall:g}",
-            )
-        ax.set_xlim(0.0, 1.0)
-        ax.set_ylim(0.0, 1.03)
-        ax.set_xlabel("recall R")
-        ax.set_ylabel("precision")
-        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
-        ax.grid(color="#e5e5e5", lw=0.6)
+        _curve_panel(axes[0], system, curve, method, kind, target, dimm, at_target)
+    if dimm is not None and not x_is_recall:
+        _dimm_panel(axes[1 if have_curve else 0], system, dimm, target)
     poor = dimm is not None and dimm.poor_fit
     _legend_below(
         fig,
@@ -698,6 +632,103 @@ def curve_plot(
             color=PALETTE["vermillion"],
         )
     return _render(fig, name, f"Precision curve of {system}")
+
+
+def _has_recall(thin: pd.DataFrame) -> bool:
+    """Whether every drawn knot of a curve has a recall (then the x axis is recall)."""
+    return "recall" in thin and bool(np.isfinite(_finite(thin["recall"])).all())
+
+
+def _curve_panel(
+    ax,
+    system: str,
+    curve: pd.DataFrame,
+    method: str,
+    kind: str,
+    target: float | None,
+    dimm: DimmPoint | None,
+    at_target: tuple[float, float, float] | None,
+) -> None:
+    """The curve panel of :func:`curve_plot`: band, estimate, queried points, target, Dimm."""
+    thin = thin_curve(curve)
+    on_recall = _has_recall(thin)
+    x = _finite(thin["recall"]) if on_recall else _finite(thin["rank"])
+    p, lo, hi = (_finite(thin[c]) for c in ("precision", "lower", "upper"))
+    label = method_label(method)
+    band = np.isfinite(lo) & np.isfinite(hi)
+    if band.any():
+        ax.fill_between(
+            x[band],
+            lo[band],
+            hi[band],
+            step="post",
+            color=PALETTE["sky"],
+            alpha=0.45,
+            lw=0,
+            label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
+        )
+    ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
+    _draw_queried(ax, x, p, thin, curve)
+    if on_recall:
+        _recall_axis(ax, x, target, dimm, at_target)
+    else:
+        _rank_axis(ax, target)
+    ax.set_ylabel("precision")
+    ax.set_ylim(0.0, 1.03)
+    ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
+    ax.grid(color="#e5e5e5", lw=0.6)
+
+
+def _target_line(ax, target: float) -> None:
+    ax.axvline(
+        target, color=PALETTE["green"], ls=":", lw=1.5, label=f"target recall R_T = {target:g}"
+    )
+
+
+def _recall_axis(
+    ax,
+    x: np.ndarray,
+    target: float | None,
+    dimm: DimmPoint | None,
+    at_target: tuple[float, float, float] | None,
+) -> None:
+    """A recall x axis: Dimm's curve, the target line and the curve's value at the target."""
+    ax.set_xlabel("recall (estimated, top-k of the ranked output)")
+    if dimm is not None:
+        _draw_dimm(ax, dimm)
+    if target is not None:
+        _target_line(ax, target)
+    if target is not None and at_target is not None and dimm is None:
+        _draw_at_target(ax, target, at_target)
+    right = max(np.nanmax(x) * 1.05, (target or 0.0) * 1.1, 0.05)
+    if dimm is not None:
+        right = max(right, dimm.recall * 1.1)
+    ax.set_xlim(0.0, right)
+
+
+def _rank_axis(ax, target: float | None) -> None:
+    """A log rank x axis (a curve without recall); the target cannot be placed on it."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("rank (log scale; no recall in this curve)")
+    if target is not None:
+        ax.plot(
+            [], [], ls="", label=f"target recall R_T = {target:g}: not placeable on a rank axis"
+        )
+
+
+def _dimm_panel(ax, system: str, dimm: DimmPoint, target: float | None) -> None:
+    """The panel of Dimm's extrapolation when the curve has no recall axis (or no curve)."""
+    _draw_dimm(ax, dimm)
+    if target is not None:
+        _target_line(ax, target)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.03)
+    ax.set_xlabel("recall R")
+    ax.set_ylabel("precision")
+    ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
+    ax.grid(color="#e5e5e5", lw=0.6)
 
 
 # --------------------------------------------------------------------------- curves overview
