@@ -761,62 +761,13 @@ OVERVIEW_FONT = 7.5
 
 def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) -> None:
     """Draw one small multiple: the curve on recall (or log rank), Dimm's curve, P at R_T."""
-    from receval.extrapolation import reference_precision
-
-    curve = item.curve
     on_recall = True
-    if curve is not None and len(curve):
-        thin = thin_curve(curve, OVERVIEW_POINTS)
-        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
-        on_recall = bool(np.isfinite(recall).all())
-        x = recall if on_recall else _finite(thin["rank"])
-        lo, hi = _finite(thin["lower"]), _finite(thin["upper"])
-        band = np.isfinite(lo) & np.isfinite(hi)
-        if band.any():
-            ax.fill_between(
-                x[band], lo[band], hi[band], step="post", color=PALETTE["sky"], alpha=0.45, lw=0
-            )
-        ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
-        if not on_recall:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.tick_params(labelsize=OVERVIEW_FONT, pad=1)
-            ax.text(
-                0.03,
-                0.04,
-                "x: rank",
-                transform=ax.transAxes,
-                fontsize=OVERVIEW_FONT,
-                color="#555555",
-            )
-    dimm = item.dimm
+    if item.curve is not None and len(item.curve):
+        on_recall = _overview_curve(ax, item.curve)
     if on_recall:
-        ax.set_xlim(0.0, right)
-        if dimm is not None:
-            r = np.linspace(0.0, right, 61)[1:]
-            ax.plot(
-                r,
-                reference_precision(r, dimm.prevalence, dimm.beta),
-                ls=":" if dimm.poor_fit else "--",
-                lw=0.9,
-                color=PALETTE["vermillion"],
-            )
-            ax.plot([dimm.recall], [dimm.precision], "o", ms=2.5, color=PALETTE["vermillion"])
-        if target is not None:
-            ax.axvline(target, color=PALETTE["green"], ls=":", lw=0.9)
-        if target is not None and math.isfinite(item.at_target):
-            poor = dimm is not None and dimm.poor_fit
-            style = (
-                {"marker": "X", "color": PALETTE["vermillion"], "ms": 4.5}
-                if poor
-                else {"marker": "D", "mfc": "white", "mec": PALETTE["vermillion"], "ms": 3.5}
-                if item.method == "dimm"
-                else {"marker": "s", "color": PALETTE["green"], "ms": 3.5}
-            )
-            ax.plot([target], [item.at_target], ls="", zorder=5, **style)
+        _overview_recall(ax, item, target, right)
     if math.isfinite(item.at_target):
-        poor = dimm is not None and dimm.poor_fit
+        poor = item.dimm is not None and item.dimm.poor_fit
         text = (
             f"{item.at_target:.3f}" + ("*" if item.method == "dimm" else "") + ("!" if poor else "")
         )
@@ -841,6 +792,61 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
     ax.grid(color="#eeeeee", lw=0.4)
 
 
+def _overview_curve(ax, curve: pd.DataFrame) -> bool:
+    """A small multiple's curve and band; True when drawn on recall, False on log rank."""
+    thin = thin_curve(curve, OVERVIEW_POINTS)
+    on_recall = _has_recall(thin)
+    x = _finite(thin["recall"]) if on_recall else _finite(thin["rank"])
+    lo, hi = _finite(thin["lower"]), _finite(thin["upper"])
+    band = np.isfinite(lo) & np.isfinite(hi)
+    if band.any():
+        ax.fill_between(
+            x[band], lo[band], hi[band], step="post", color=PALETTE["sky"], alpha=0.45, lw=0
+        )
+    ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
+    if not on_recall:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.tick_params(labelsize=OVERVIEW_FONT, pad=1)
+        ax.text(
+            0.03, 0.04, "x: rank", transform=ax.transAxes, fontsize=OVERVIEW_FONT, color="#555555"
+        )
+    return on_recall
+
+
+def _overview_recall(ax, item: OverviewItem, target: float | None, right: float) -> None:
+    """On the shared recall axis: Dimm's reference curve and point, R_T, the value at R_T."""
+    from receval.extrapolation import reference_precision
+
+    dimm = item.dimm
+    ax.set_xlim(0.0, right)
+    if dimm is not None:
+        r = np.linspace(0.0, right, 61)[1:]
+        ax.plot(
+            r,
+            reference_precision(r, dimm.prevalence, dimm.beta),
+            ls=":" if dimm.poor_fit else "--",
+            lw=0.9,
+            color=PALETTE["vermillion"],
+        )
+        ax.plot([dimm.recall], [dimm.precision], "o", ms=2.5, color=PALETTE["vermillion"])
+    if target is None:
+        return
+    ax.axvline(target, color=PALETTE["green"], ls=":", lw=0.9)
+    if math.isfinite(item.at_target):
+        ax.plot([target], [item.at_target], ls="", zorder=5, **_at_target_marker(item))
+
+
+def _at_target_marker(item: OverviewItem) -> dict[str, object]:
+    """The marker of a small multiple's value at R_T: from the curve, extrapolated, not fitting."""
+    if item.dimm is not None and item.dimm.poor_fit:
+        return {"marker": "X", "color": PALETTE["vermillion"], "ms": 4.5}
+    if item.method == "dimm":
+        return {"marker": "D", "mfc": "white", "mec": PALETTE["vermillion"], "ms": 3.5}
+    return {"marker": "s", "color": PALETTE["green"], "ms": 3.5}
+
+
 @_styled
 def curve_overview(
     items: Sequence[OverviewItem],
@@ -863,17 +869,7 @@ def curve_overview(
     cols = max(1, min(columns, n))
     rows = max(1, math.ceil(n / cols))
     target = target_recall if target_recall is not None and math.isfinite(target_recall) else None
-    right = 0.05
-    for item in items:
-        if item.curve is not None and "recall" in item.curve:
-            rec = _finite(item.curve["recall"])
-            if np.isfinite(rec).any():
-                right = max(right, float(np.nanmax(rec)) * 1.05)
-        if item.dimm is not None:
-            right = max(right, item.dimm.recall * 1.1)
-    if target is not None:
-        right = max(right, target * 1.15)
-    right = min(right, 1.0)
+    right = _overview_right(items, target)
     width, panel_h = 1.3 * cols + 0.5, 1.05
     legend_h = 0.55
     height = rows * (panel_h + 0.28) + legend_h + 0.15
@@ -889,7 +885,50 @@ def curve_overview(
             ax.tick_params(labelleft=False)
         if k + cols < n:
             ax.tick_params(labelbottom=False)
-    handles = [
+    handles, texts = _overview_legend(items, target, backtest_limit)
+    fig.legend(
+        handles,
+        texts,
+        loc="lower left",
+        ncol=min(4, len(texts)),
+        frameon=False,
+        fontsize=OVERVIEW_FONT,
+        bbox_to_anchor=(0.3 / width, 0.02 / height),
+    )
+    fig.supxlabel("recall (shared axis)", fontsize=OVERVIEW_FONT, y=(legend_h + 0.02) / height)
+    fig.supylabel("precision", fontsize=OVERVIEW_FONT, x=0.05 / width)
+    fig.subplots_adjust(
+        left=0.45 / width,
+        right=1 - 0.1 / width,
+        top=1 - 0.2 / height,
+        bottom=(legend_h + 0.3) / height,
+        hspace=0.28 / panel_h + 0.15,
+        wspace=0.12,
+    )
+    return _render(fig, name, f"Precision curves of {n} systems (overview)")
+
+
+def _overview_right(items: Sequence[OverviewItem], target: float | None) -> float:
+    """The right end of the shared recall axis: the largest recall drawn (curve, Dimm point or
+    target), with a margin, within [0.05, 1]."""
+    right = 0.05
+    for item in items:
+        if item.curve is not None and "recall" in item.curve:
+            rec = _finite(item.curve["recall"])
+            if np.isfinite(rec).any():
+                right = max(right, float(np.nanmax(rec)) * 1.05)
+        if item.dimm is not None:
+            right = max(right, item.dimm.recall * 1.1)
+    if target is not None:
+        right = max(right, target * 1.15)
+    return min(right, 1.0)
+
+
+def _overview_legend(
+    items: Sequence[OverviewItem], target: float | None, backtest_limit: float
+) -> tuple[list, list[str]]:
+    """Legend handles and texts of :func:`curve_overview` for what its panels show."""
+    handles: list = [
         Line2D([], [], color=PALETTE["black"], lw=0.8),
         Patch(color=PALETTE["sky"], alpha=0.45, lw=0),
     ]
@@ -914,26 +953,7 @@ def curve_overview(
             "Dimm curve that does not fit",
             f"extrapolated, back-test > {backtest_limit:.2f} (!)",
         ]
-    fig.legend(
-        handles,
-        texts,
-        loc="lower left",
-        ncol=min(4, len(texts)),
-        frameon=False,
-        fontsize=OVERVIEW_FONT,
-        bbox_to_anchor=(0.3 / width, 0.02 / height),
-    )
-    fig.supxlabel("recall (shared axis)", fontsize=OVERVIEW_FONT, y=(legend_h + 0.02) / height)
-    fig.supylabel("precision", fontsize=OVERVIEW_FONT, x=0.05 / width)
-    fig.subplots_adjust(
-        left=0.45 / width,
-        right=1 - 0.1 / width,
-        top=1 - 0.2 / height,
-        bottom=(legend_h + 0.3) / height,
-        hspace=0.28 / panel_h + 0.15,
-        wspace=0.12,
-    )
-    return _render(fig, name, f"Precision curves of {n} systems (overview)")
+    return handles, texts
 
 
 # --------------------------------------------------------------------------- pool and pooling bias
