@@ -33,7 +33,7 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 #: The line printed after Ctrl-C (exit 130): receval writes each file, and each output set, whole.
 INTERRUPTED = (
-    "interrupted (Ctrl-C): nothing of this run was written; the previous output set was kept"
+    "interrupted (Ctrl-C): files are written whole or not at all; the previous output set was kept"
 )
 
 
