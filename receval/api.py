@@ -281,7 +281,8 @@ def score(
         CS-Score); default: the bundle's ``[official] unjudged``.
     average : {'micro', 'macro'}, optional
         Official estimator: pooled counts (CS-Score) or the mean over queries (trec_eval);
-        default: ``target``.
+        default: ``target`` when it is macro, else the bundle's ``[official] average``
+        (``import trec``: macro), else micro.
     cutoff : int, optional
         Official estimator: score each system's top K responses per query (P@K divides by K).
     replicates : Replicates or path, optional
@@ -399,7 +400,15 @@ def _run_record(task: Task, estimates: Any) -> RunRecord:
         "tie": task.config.tie_policy,
         "conflicts": len(estimates.conflicts),
     }
+    info["pooling_bias"] = _pooling_bias_record(task)
     return RunRecord.from_dict(info)
+
+
+def _pooling_bias_record(task: Task) -> dict[str, str]:
+    """How pooling_bias.csv's official scores were counted (the report's caption says it)."""
+    from receval.estimators.official import OfficialPolicy
+
+    return {"unjudged": OfficialPolicy().resolved_unassessed(task), "average": "micro"}
 
 
 def sample(

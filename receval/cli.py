@@ -7,6 +7,7 @@ bad input (never a traceback).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,12 @@ class InputError(click.ClickException):
 
 # click ≥ 8.2 raises this for a group called without a command; older versions print help
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+#: The line printed after Ctrl-C (exit 130): receval writes each file, and each output set, whole.
+INTERRUPTED = (
+    "interrupted (Ctrl-C): files are written whole or not at all; the previous output set was kept"
+)
 
 
 class ReceGroup(click.Group):
@@ -53,9 +60,9 @@ class ReceGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("aborted", err=True)
-            sys.exit(1)
+        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            click.echo(f"error: {INTERRUPTED}", err=True)
+            sys.exit(130)
         sys.exit(code or 0)
 
     def invoke(self, ctx: click.Context):
@@ -294,7 +301,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     type=click.Choice(opts.AVERAGES),
     default=None,
     help="Official estimator: micro (pooled counts, CS-Score) or macro (mean over the queries a "
-    "system answered that have judgments, trec_eval). Default: --target.",
+    "system answered that have judgments, trec_eval). Default: macro with --target macro, else "
+    "the bundle's [official] average (import trec: macro; tac-kbp: micro).",
 )
 @click.option(
     "--cutoff",
@@ -1201,10 +1209,10 @@ def curve_budget_command(method: str, size: int, as_json: bool, **options) -> No
 @click.option("--best-per-team", is_flag=True, help="Only each team's best run.")
 def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> None:
     """Print the leaderboard that `receval score` wrote to OUT_DIR (a table, or JSON)."""
-    from receval.formats.output_set import check_output_folder
+    from receval.formats.output_set import check_output_set
     from receval.report.writers import leaderboard_records, read_leaderboard
 
-    check_output_folder(out_dir)
+    check_output_set(out_dir)
     board = read_leaderboard(out_dir / "leaderboard.csv")
     if as_json:
         import json
@@ -1219,10 +1227,10 @@ def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> No
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def report(out_dir: Path, quiet: bool) -> None:
     """Rebuild OUT_DIR/report.html from the CSV/JSON that `receval score` wrote (no recomputation)."""
-    from receval.formats.output_set import check_output_folder
+    from receval.formats.output_set import check_output_set
     from receval.report.html import build_report
 
-    check_output_folder(out_dir)
+    check_output_set(out_dir)
     path = build_report(out_dir, quiet=quiet)
     if not quiet:
         click.echo(f"wrote {path}")
@@ -1335,12 +1343,19 @@ def judgments_add(
     )
     if result.unlabelled:
         click.echo(f"{result.unlabelled} row(s) without a label: still pending")
-    if len(result.disagreements):
-        click.echo(f"annotators disagree on {len(result.disagreements)} fact(s):")
-        for _, row in result.disagreements.head(20).iterrows():
+    fresh = result.new_disagreements
+    if len(fresh):
+        click.echo(f"annotators disagree on {len(fresh)} fact(s) this call added or changed:")
+        for _, row in fresh.head(20).iterrows():
             click.echo(f"  {row['query_id']}\t{row['answer']}\t{row['votes']}")
-        if len(result.disagreements) > 20:
-            click.echo(f"  ... ({len(result.disagreements) - 20} more; see conflicts.csv of score)")
+        if len(fresh) > 20:
+            click.echo(f"  ... ({len(fresh) - 20} more; see conflicts.csv of score)")
+    earlier = len(result.disagreements) - len(fresh)
+    if earlier:
+        click.echo(
+            f"{earlier} earlier disagreement(s) unchanged by this call "
+            "(conflicts.csv of `receval score` lists them)"
+        )
     click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
 
 
@@ -1369,8 +1384,20 @@ def export_label_studio(task: Path, out: Path) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="receval")
+    """Console-script entry point.
+
+    After Ctrl-C (exit 130) the process ends at once, without the interpreter's finalisation:
+    a native library's worker threads (the engine's) may still be running then, and finalising
+    around them can crash the process instead of exiting with 130.
+    """
+    try:
+        cli(prog_name="receval")
+    except SystemExit as exc:
+        if exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,6 +30,9 @@ TIE_POLICIES = ("half", "wrong", "correct", "unjudged")
 #: ``[official] unjudged``: how the official census counts a response nobody judged (TAC's
 #: CS-Score ignores it; trec_eval counts an unjudged document as not relevant).
 UNJUDGED_POLICIES = ("ignore", "wrong")
+#: ``[official] average``: how the official census averages over queries (micro: pooled counts,
+#: TAC's CS-Score; macro: mean over the judged queries a system answered, trec_eval).
+OFFICIAL_AVERAGES = ("micro", "macro")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class TaskConfig:
     universe_size: int | None = None
     #: ``[official] unjudged`` as written (None: not set, the official estimator ignores them)
     unjudged: str | None = None
+    #: ``[official] average`` as written (None: not set, the official estimator follows ``target``)
+    average: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
     def label_map(self) -> dict[str, str]:
@@ -231,7 +236,7 @@ def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
     labels, inexact_policy = _labels(sections)
     # section and key checks first, so an unknown key is reported before a bad value elsewhere
     sections.table("merge", ("rule", "tie"))
-    sections.table("official", ("unjudged",))
+    sections.table("official", ("unjudged", "average"))
     return TaskConfig(
         name=name.strip(),
         labels=labels,
@@ -243,6 +248,7 @@ def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
         unjudged=sections.choice(
             "official", "unjudged", UNJUDGED_POLICIES, "official.unjudged", None
         ),
+        average=sections.choice("official", "average", OFFICIAL_AVERAGES, "official.average", None),
         raw=raw,
     )
 
@@ -277,6 +283,11 @@ def dump_config(config: TaskConfig) -> str:
         ]
     if config.universe_size is not None:
         lines += ["", "[universe]", f"size = {config.universe_size}"]
-    if config.unjudged is not None:
-        lines += ["", "[official]", f"unjudged = {q(config.unjudged)}"]
+    official = [
+        f"{key} = {q(value)}"
+        for key, value in (("unjudged", config.unjudged), ("average", config.average))
+        if value is not None
+    ]
+    if official:
+        lines += ["", "[official]", *official]
     return "\n".join(lines) + "\n"

@@ -37,9 +37,10 @@ def pooling_bias(
     """Leave-one-team-out effect on the official closed-world scores, per team.
 
     For each team, the facts that only its systems output are removed from the judged pool (their
-    judgments dropped, so they count as unassessed: ignored for precision, and their equivalence
+    judgments dropped, so they count as unassessed: ignored for precision under TAC's rule, wrong
+    under the bundle's ``[official] unjudged = "wrong"`` (trec_eval's), and their equivalence
     classes leave the recall denominator unless another team also found them) and the official
-    scores of the team's systems are recomputed.  ``delta_f1 = official_f1_lto − official_f1``
+    scores (micro-averaged) of the team's systems are recomputed.  ``delta_f1 = official_f1_lto − official_f1``
     (mean over the team's systems) is how much a team that had not contributed to the pool would
     be misjudged — Chaganty et al. (2017, §2) report a median of 17.9% precision and 17.0% recall
     on TAC KBP 2015 (macro, relative).  ``joint_f1`` is the team's mean joint estimate, which does

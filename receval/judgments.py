@@ -104,6 +104,8 @@ class AddResult:
     unlabelled : rows without a label (still pending).
     disagreements : facts whose annotators now disagree (``query_id, answer, votes``).
     pending : fact rows left in ``to_annotate.tsv``.
+    changed : for each row of ``disagreements``, whether this call added or replaced a vote on
+        that fact (False: a disagreement already in ``judgments.tsv`` before the call).
     """
 
     added: pd.DataFrame
@@ -113,6 +115,12 @@ class AddResult:
     disagreements: pd.DataFrame
     pending: int
     files: tuple[str, ...] = field(default_factory=tuple)
+    changed: tuple[bool, ...] = field(default_factory=tuple)
+
+    @property
+    def new_disagreements(self) -> pd.DataFrame:
+        """The disagreements on facts this call added or replaced a vote on."""
+        return self.disagreements[list(self.changed)] if self.changed else self.disagreements[:0]
 
 
 def _vocabulary(config: TaskConfig) -> dict[str, str]:
@@ -363,12 +371,23 @@ def add_judgments(
         )
         pending = _rewrite_pending(task, labelled)
         step()
+    disagreements = _disagreements(merged, task)
     return AddResult(
         added=added.reset_index(drop=True),
         duplicates=duplicates,
         replaced=replaced,
         unlabelled=unlabelled,
-        disagreements=_disagreements(merged, task),
+        disagreements=disagreements,
         pending=pending,
         files=tuple(str(f) for f in files),
+        changed=tuple(_fact_keys(disagreements, task).isin(set(_fact_keys(added, task)))),
+    )
+
+
+def _fact_keys(frame: pd.DataFrame, task: Task) -> pd.Series:
+    """``query_id`` + tab + normalised answer of each row (the fact a vote is about)."""
+    return (
+        frame["query_id"].astype(str)
+        + "\t"
+        + normalize_answers(frame["answer"].astype(str), task.config.matching)
     )

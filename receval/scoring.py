@@ -411,10 +411,27 @@ def _missing_notes(board: pd.DataFrame, rep_metrics, with_target: bool, notes) -
                 )
 
 
+#: the ``note`` of every system scored with ``target="macro"``
+MACRO_NOTE = (
+    "precision macro-averaged (every query the system answered weighs the same; --target macro); "
+    "recall micro"
+)
+
+
+def _mark_macro(board: pd.DataFrame, notes: list[list[str]]) -> None:
+    """Say in ``estimator``, ``interval`` and ``note`` that precision is a macro average."""
+    board["estimator"] = board["estimator"] + " (macro)"
+    board["interval"] = board["interval"] + " (target macro)"
+    for system_notes in notes:
+        system_notes.insert(0, MACRO_NOTE)
+
+
 def _finish_board(board: pd.DataFrame, notes: list[list[str]], fitted: Fitted) -> pd.DataFrame:
     """The leaderboard in rank order with the contract columns and the notes."""
     board["estimator"] = fitted.estimator.name
     board["interval"] = fitted.intervals.label(fitted.ctx.options, fitted.replicates.B)
+    if fitted.ctx.options.target == "macro":
+        _mark_macro(board, notes)
     board["note"] = ["; ".join(n) for n in notes]
     board = board.sort_values(["rank", "system"], na_position="last", kind="stable").reset_index(
         drop=True

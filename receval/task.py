@@ -84,7 +84,7 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
 
 @dataclass(frozen=True, eq=False)
 class Task:
-    """A validated task bundle as pandas frames (see ARCHITECTURE.md, "Task bundle v1").
+    """A validated task bundle as pandas frames (see docs/contracts.md, "The task bundle").
 
     Attributes
     ----------
@@ -152,8 +152,8 @@ class Task:
         ----------
         runs, judgments, samples, exhaustive_units, exhaustive, queries, truth : pandas.DataFrame
             or pyarrow.Table, optional (``runs`` required)
-            The bundle tables with the columns of a bundle's files (ARCHITECTURE.md, "Task bundle
-            v1"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
+            The bundle tables with the columns of a bundle's files (docs/contracts.md, "The task
+            bundle"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
             Parquet file (integers stay integers, floats in their shortest round-trip form).
             Without ``queries`` the query universe is every ``query_id`` the tables mention.
         config : TaskConfig, mapping, str or path-like, optional

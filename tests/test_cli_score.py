@@ -413,3 +413,22 @@ def test_each_curve_ends_at_the_systems_own_estimate(task, tmp_path):
             last["recall"], row["recall"]
         )
         assert (curve["rank"].diff().dropna() > 0).all()
+
+
+def test_target_macro_is_said_in_every_leaderboard_row(task, tmp_path):
+    """``--target macro`` changes what precision means: estimator, interval and note say so."""
+    root = task
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        ["score", str(root), "--out", str(out), "--bootstrap", "50", "--target", "macro"],
+    )
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out / "leaderboard.csv", keep_default_na=False)
+    assert (board["estimator"] == "joint (macro)").all()
+    assert board["interval"].str.endswith("(target macro)").all()
+    assert board["note"].str.startswith("precision macro-averaged").all()
+    micro = tmp_path / "micro"
+    result = CliRunner().invoke(cli, ["score", str(root), "--out", str(micro), "--bootstrap", "50"])
+    board = pd.read_csv(micro / "leaderboard.csv", keep_default_na=False)
+    assert (board["estimator"] == "joint").all() and not board["note"].str.contains("macro").any()

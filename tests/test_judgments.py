@@ -9,6 +9,7 @@ and a ``result`` list of ``{"from_name", "to_name", "type": "choices", "value": 
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from receval.formats.label_studio import (
     labelling_config,
     read_label_studio_export,
 )
-from receval.judgments import add_judgments
+from receval.judgments import add_judgments, read_label_file
 from receval.task import load_task
 
 # the simulated truth of the default bundle's facts (query, normalised answer)
@@ -101,9 +102,13 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     _run("export", "label-studio", root, ls_out)
     tasks = json.loads(ls_out.read_text())
     assert len(tasks) == len(facts)
-    assert {"query_id", "query", "answer", "systems", "n_systems"} <= set(tasks[0]["data"])
+    assert {"query_id", "query", "answer"} <= set(tasks[0]["data"])
+    # blind labelling: which systems output the fact is metadata, never shown to the annotator
+    assert not {"systems", "n_systems"} & set(tasks[0]["data"])
+    assert {"systems", "n_systems"} <= set(tasks[0]["meta"])
     config = ls_out.with_suffix(".xml").read_text()
     assert '<Choices name="label" toName="answer"' in config and 'alias="C"' in config
+    assert "systems" not in config
 
     # annotator ann1 fills in the spreadsheet, with one row twice (a duplicate)
     sheet = facts[["kind", "query_id", "answer", "systems"]].copy()
@@ -137,6 +142,20 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     # adding the same files again changes nothing
     again = _run("judgments", "add", root, sheet_path, export)
     assert "added 0 votes" in again and f"{2 * len(facts) + 1} duplicate(s)" in again
+    # ... and prints what it changed (nothing), not the old disagreement again: a count of it
+    assert "ann2@example.org=" not in again and "disagree on" not in again
+    assert "1 earlier disagreement(s) unchanged by this call" in again
+
+    # a third annotator disagreeing on another fact: that fact is listed, the old one counted
+    third = sheet.iloc[[1]].assign(annotator="ann3")
+    third["label"] = flip[third["label"].iloc[0]]
+    third_path = tmp_path / "ann3.tsv"
+    third.to_csv(third_path, sep="\t", index=False)
+    out3 = _run("judgments", "add", root, third_path)
+    assert "annotators disagree on 1 fact(s) this call added or changed:" in out3
+    listed = [line for line in out3.splitlines() if line.startswith("  ")]
+    assert len(listed) == 1 and "ann3=" in listed[0]
+    assert "1 earlier disagreement(s) unchanged by this call" in out3
 
     validate = _run("validate", root)
     assert "Krippendorff's alpha" in validate
@@ -146,10 +165,10 @@ def test_sample_export_annotate_add_score_loop(tmp_path):
     board = pd.read_csv(score_dir / "leaderboard.csv")
     assert board["precision"].notna().all()
     conflicts = pd.read_csv(score_dir / "conflicts.csv")
-    assert len(conflicts) == 1  # the disagreement, decided by the merge rule
+    assert len(conflicts) == 2  # the two disagreements, decided by the merge rule
     agreement = pd.read_csv(score_dir / "agreement.csv")
     assert list(agreement.columns) == AGREEMENT_COLUMNS
-    assert agreement["annotators"].tolist() == [2]
+    assert agreement["annotators"].tolist() == [3]  # ann1, ann2 and ann3
     assert agreement["facts_multiply_labelled"].iloc[0] == len(facts)
 
 
@@ -233,12 +252,17 @@ def test_label_studio_tasks_and_config(tmp_path):
     tasks = label_studio_tasks(task)
     # no to_annotate.tsv: the drawn facts still unlabelled (samples.tsv draws 3 facts)
     assert sorted(t["data"]["answer"] for t in tasks) == ["Barcelona", "Milan", "Paris"]
-    paris = next(t for t in tasks if t["data"]["answer"] == "Paris")["data"]
-    assert paris["systems"] == "A, B" and paris["n_systems"] == 2
-    assert paris["query"] == "France capital"
-    config = labelling_config(task.config)
-    for category in ("correct", "wrong", "inexact", "ignore"):
-        assert f'value="{category}"' in config
+    paris_task = next(t for t in tasks if t["data"]["answer"] == "Paris")
+    paris = paris_task["data"]
+    assert paris_task["meta"]["systems"] == "A, B" and paris_task["meta"]["n_systems"] == 2
+    assert "systems" not in paris and paris["query"] == "France capital"
+    for with_provenance in (False, True):
+        config = labelling_config(task.config, with_provenance=with_provenance)
+        for category in ("correct", "wrong", "inexact", "ignore"):
+            assert f'value="{category}"' in config
+        # every $variable the interface shows is task data an annotator needs; none is systems
+        shown = set(re.findall(r"\$(\w+)", config))
+        assert shown <= {"query", "query_id", "answer", "provenance"}
 
 
 def test_read_label_studio_exports(tmp_path):
@@ -262,6 +286,47 @@ def test_read_label_studio_exports(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(BundleError, match="not a Label Studio JSON export"):
         read_label_studio_export(bad)
+
+
+def test_label_studio_annotator_is_a_person_where_the_export_names_one(tmp_path):
+    """JSON exports carry ``completed_by`` as a user id (Label Studio 1.x) with
+    ``created_username`` ("first last email, id"), or as an expanded user object; JSON-MIN and
+    CSV exports carry ``annotator`` (an e-mail or an id).  The vote's annotator is the e-mail,
+    else the username; the number only when nothing else names the user."""
+    tasks = [{"data": {"query_id": "q1", "answer": "Paris"}}]
+    full = _ls_export(
+        tasks,
+        {
+            0: [
+                (1, "C"),
+                (2, "C"),
+                ({"id": 3, "email": "", "username": "carla"}, "W"),
+                ({"id": 4, "email": "dan@example.org", "username": "dan"}, "W"),
+                (5, "C"),
+            ]
+        },
+    )
+    full[0]["annotations"][0]["created_username"] = " ann@example.org, 1"
+    full[0]["annotations"][1]["created_username"] = "Bea Stone bea@example.org, 2"
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps(full))
+    assert read_label_studio_export(path)["annotator"].tolist() == [
+        "ann@example.org",
+        "bea@example.org",
+        "carla",
+        "dan@example.org",
+        "5",  # the export names nobody: the user id is all there is
+    ]
+    minimal = [
+        {"id": 1, "query_id": "q1", "answer": "Paris", "label": "C", "annotator": "e@x.org"},
+        {"id": 2, "query_id": "q1", "answer": "Paris", "label": "W", "annotator": 9},
+    ]
+    path = tmp_path / "min.json"
+    path.write_text(json.dumps(minimal))
+    assert read_label_studio_export(path)["annotator"].tolist() == ["e@x.org", "9"]
+    sheet = tmp_path / "ls.csv"
+    sheet.write_text("query_id,answer,label,annotator\nq1,Paris,C,f@x.org\n")
+    assert read_label_file(sheet)["annotator"].tolist() == ["f@x.org"]
 
 
 def test_krippendorff_alpha_values():

@@ -134,6 +134,33 @@ def test_set_precision_and_recall_per_query_and_averaged(world):
         )
 
 
+def test_import_records_trec_eval_averaging(world):
+    _, _, task = world
+    assert task.config.average == "macro"
+    text = (task.root / "task.toml").read_text()
+    assert '[official]\nunjudged = "wrong"\naverage = "macro"\n' in text
+
+
+def test_default_official_score_is_trec_eval_set_measures(world, tmp_path):
+    """``receval score --estimator official`` on an imported TREC bundle, with no option about
+    averaging, prints trec_eval's set_P, set_recall and set_F (means over the judged topics a
+    run answered) to 4 decimals."""
+    qrels, runs, task = world
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["score", str(task.root), "--out", str(out), "--estimator", "official", "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out / "leaderboard.csv").set_index("system")
+    for system, run in runs.items():
+        theirs = _theirs(qrels, run, ["set_P", "set_recall", "set_F"]).values()
+        for column, measure in (("precision", "set_P"), ("recall", "set_recall"), ("f1", "set_F")):
+            expected = np.mean([v[measure] for v in theirs])
+            assert board.loc[system, column] == pytest.approx(expected, abs=5e-5), (system, column)
+    assert board["note"].str.contains("macro-averaged").all()
+    assert (board["estimator"] == "official (macro)").all()
+
+
 def test_micro_average_pools_the_counts(world):
     qrels, runs, task = world
     micro = official_scores(task).set_index("system")
@@ -193,11 +220,13 @@ def test_cli_options(tmp_path):
     runs = {"s": {"q1": {"d1": 1.0, "d9": 0.5}, "q2": {"d4": 0.3}}}
     _write(tmp_path, qrels, runs)
     assert "unjudged responses count wrong" in _cli_note(tmp_path, [])
-    assert "micro-averaged" in _cli_note(tmp_path, [])
+    # import trec records trec_eval's rule ([official] average = "macro"); --average overrides it
+    assert "macro-averaged" in _cli_note(tmp_path, [])
+    assert "micro-averaged" in _cli_note(tmp_path, ["--average", "micro"])
     assert "macro-averaged" in _cli_note(tmp_path, ["--average", "macro"])
     # --target macro is no longer ignored by the official estimator
     assert "macro-averaged" in _cli_note(tmp_path, ["--target", "macro"])
-    assert "ignored" in _cli_note(tmp_path, ["--unjudged", "ignore"])
+    assert "ignored" in _cli_note(tmp_path, ["--unjudged", "ignore", "--average", "micro"])
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
     assert board["precision"].iloc[0] == pytest.approx(1.0)  # d1 only; d9 and d4 unjudged
     runner = CliRunner()

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from receval.cli import cli
+from receval.cli import INTERRUPTED, cli
 from receval.errors import BundleError
 from receval.formats.output_set import MARKER, check_output_folder, output_set
 
@@ -93,10 +93,36 @@ def test_out_below_a_file_is_one_line(tasks, tmp_path):
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
 
 
-def test_report_refuses_a_folder_receval_did_not_write(tmp_path):
-    (tmp_path / "notes.txt").write_text("mine")
-    result = invoke("report", tmp_path)
-    assert result.exit_code == 2 and "not written by receval" in result.output
+@pytest.mark.parametrize("command", ["report", "leaderboard"])
+@pytest.mark.parametrize("content", [{"notes.txt": "mine"}, {}, {"run.json": "{}"}])
+def test_readers_refuse_a_folder_receval_did_not_write(tmp_path, command, content):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name, text in content.items():
+        (folder / name).write_text(text)
+    result = invoke(command, folder)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {folder}: ")
+    assert "is not an output folder of `receval score`" in lines[0]
+    assert "--out" not in lines[0]  # neither command has an --out option
+    assert sorted(p.name for p in folder.iterdir()) == sorted(content)  # nothing written
+
+
+def test_ctrl_c_exits_130_saying_the_previous_set_was_kept(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with output_set(out) as folder:
+        (folder / "run.json").write_text('{"receval_version": "x"}')
+        (folder / "leaderboard.csv").write_text("system\nA\n")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("receval.report.html.build_report", interrupted)
+    result = invoke("report", out)
+    assert result.exit_code == 130
+    assert result.output.strip() == f"error: {INTERRUPTED}"
+    assert "previous output set was kept" in INTERRUPTED
 
 
 def test_failure_inside_the_set_leaves_the_previous_set(tmp_path):
@@ -118,7 +144,10 @@ def _score_process(task: Path, out: Path) -> subprocess.Popen:
     code = "from receval.cli import main; main()"
     args = [sys.executable, "-c", code, "score", str(task), "--out", str(out), "--quiet"]
     return subprocess.Popen(
-        [*args, "--bootstrap", "200"], env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        [*args, "--bootstrap", "200"],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -129,14 +158,22 @@ def test_sigint_at_any_point_never_leaves_a_mixed_folder(tasks, tmp_path):
     assert _score_process(a, out).wait(timeout=300) == 0
     full = time.perf_counter() - start
     seen = set()
+    said = set()
     # interrupt a re-scoring of another task at several points through its run
     for fraction in (0.05, 0.3, 0.6, 0.85, 0.95, 1.2):
         proc = _score_process(b, out)
         time.sleep(full * fraction)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=300)
+        _, err = proc.communicate(timeout=300)
+        # interrupted while receval runs: exit 130 and one error line; a signal that lands
+        # while the interpreter is still starting (before receval's code runs) ends it as -2
+        assert proc.returncode in (0, 130, -signal.SIGINT), err
+        if proc.returncode == 130:
+            assert err.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
+            said.add(fraction)
         task = _consistent(out)
         assert task in {"task-a", "task-b"}
         seen.add(task)
         assert not [p for p in tmp_path.iterdir() if p.name != "out"], "staging left behind"
     assert "task-a" in seen  # at least one interruption came before the swap
+    assert said, "no interrupted run printed the error line"

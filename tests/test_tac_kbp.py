@@ -439,3 +439,28 @@ def test_ldc_query_unknown_to_the_runs_keeps_the_common_prefix(tmp_path):
     ]
     other = write(tmp_path, "o.txt", "XYZ_1\tper:age\tr1\tD1:1-9\t40\tSTRING\tD1:7-8\t0.5\n")
     expect_error(lambda: import_tac_kbp(ldc, [other], None), other, 1, "not in the query file")
+
+
+def test_tac_bundles_stay_micro(tmp_path):
+    """``import tac-kbp`` leaves ``[official] average`` unset: the official census stays
+    CS-Score's micro average (an imported TREC bundle is macro, see test_official_trec)."""
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "tac"
+    bundle = tmp_path / "tac"
+    args = ["import", "tac-kbp", str(bundle), "--queries", str(fixtures / "sf-query.xml")]
+    for run in ("teamA1.tab.txt", "teamB1.tab.txt", "teamC1.tab.txt"):
+        args += ["--runs", str(fixtures / run)]
+    args += ["--assessments", str(fixtures / "qrel.txt")]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert "average" not in (bundle / "task.toml").read_text()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["score", str(bundle), "--out", str(out), "--estimator", "official", "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert board["note"].str.contains("micro-averaged").all()
+    assert (board["estimator"] == "official").all()

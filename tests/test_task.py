@@ -780,3 +780,24 @@ def test_with_annotation_keeps_a_with_replacement_unit_design():
     kept = with_annotation(task, exhaustive_units=units).exhaustive_units
     assert list(kept.columns) == ["unit", "prob", "draws", "design"]
     np.testing.assert_allclose(unit_weights(kept), [4.0, 4.0])
+
+
+def test_docs_hold_the_contract_and_nothing_points_outside_the_clone():
+    """A clone has no ../shared: the README and docstrings point to docs/contracts.md, which
+    documents every task.toml section, the output files and the run.json keys."""
+    root = Path(__file__).resolve().parents[1]
+    texts = [root / "README.md", *root.glob("docs/*.md"), *root.glob("receval/**/*.py")]
+    for path in texts:
+        text = path.read_text(encoding="utf-8")
+        assert "ARCHITECTURE.md" not in text and "../shared/" not in text, path
+    contracts = (root / "docs" / "contracts.md").read_text(encoding="utf-8")
+    for needle in (
+        "[official]",
+        'average = "micro"',
+        "leaderboard.csv",
+        "run.json",
+        "pooling_bias",
+    ):
+        assert needle in contracts, needle
+    assert "contracts.md" in (root / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "docs/contracts.md" in (root / "README.md").read_text(encoding="utf-8")

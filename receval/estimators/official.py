@@ -520,7 +520,7 @@ def official_leaderboard(
     rank_by: str = "f1",
     engine: Engine | None = None,
 ) -> pd.DataFrame:
-    """:func:`official_scores` in the ``leaderboard.csv`` contract columns (ARCHITECTURE.md).
+    """:func:`official_scores` in the ``leaderboard.csv`` contract columns (docs/contracts.md).
 
     The one place the official leaderboard is built (``receval score --estimator official``
     adds its run notes to it).  The official scores have no sampling uncertainty, so every

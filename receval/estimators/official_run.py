@@ -34,7 +34,7 @@ class OfficialEstimator(Estimator):
             official_leaderboard,
         )
 
-        average = options.target if options.average is None else options.average
+        average = official_average(task, options)
         policy = OfficialPolicy(unassessed=options.unjudged)
         board = official_leaderboard(
             task,
@@ -53,6 +53,8 @@ class OfficialEstimator(Estimator):
             + "; recall is pooled (closed-world) recall against the assessed pool; "
             + board["note"].fillna("").astype(str)
         ).str.rstrip("; ")
+        if average == "macro":
+            board["estimator"] = "official (macro)"
         board = board[[*LEADERBOARD_COLUMNS, "estimator", "interval", "note"]]
         return ScoringOutput(
             options=options,
@@ -77,6 +79,17 @@ class OfficialEstimator(Estimator):
                 },
             },
         )
+
+
+def official_average(task: Any, options: Any) -> str:
+    """The averaging rule of the official census: ``options.average`` when given, else
+    ``options.target`` when it asks for macro, else the bundle's ``[official] average``
+    (``import trec`` writes macro, trec_eval's rule), else micro (TAC's CS-Score)."""
+    if options.average is not None:
+        return options.average
+    if options.target != "micro":
+        return options.target
+    return getattr(task.config, "average", None) or options.target
 
 
 def _pool_size(task: Any) -> pd.DataFrame:

@@ -4,7 +4,7 @@ Both estimators are sums over draws, so each is returned as a (K × m) matrix of
 *terms*: the estimate is the column sum, and the bootstrap engine resamples rows
 (:mod:`receval.estimators.bootstrap`).  References: Chaganty, Paranjape, Liang & Manning,
 "Importance sampling for unbiased on-demand evaluation of knowledge base population", EMNLP 2017,
-§3 and appendix Theorem 1 (notes in ``../shared/papers/chaganty-2017-importance-sampling-notes.md``).
+§3 and appendix Theorem 1.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The arrays every sample-based estimator works on, built once from a :class:`~receval.task.Task`.
 
-Notation (Chaganty et al. 2017; ``../shared/papers/chaganty-2017-importance-sampling-notes.md``):
+Notation (Chaganty, Paranjape, Liang & Manning, EMNLP 2017, §3):
 
 * systems i = 0..m-1 with distinct outputs X_i (|X_i| = ``sizes[i]``), membership g_i(x);
 * target distributions t_i(x) = 1/|X_i| on X_i (micro precision; ``target="macro"`` gives

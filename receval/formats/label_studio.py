@@ -4,8 +4,10 @@ Label Studio (https://labelstud.io) is the most used open-source annotation tool
 
 1. :func:`label_studio_tasks` turns the bundle's pending items (the fact rows of
    ``to_annotate.tsv``; without that file, every drawn fact still unlabelled) into Label Studio
-   tasks — one JSON object ``{"data": {...}}`` per fact with ``query_id, query, answer, systems,
-   n_systems`` and, when the bundle has them, ``provenance`` and ``relation_provenance`` — and
+   tasks — one JSON object ``{"data": {...}, "meta": {...}}`` per fact, ``data`` with
+   ``query_id, query, answer`` and, when the bundle has them, ``provenance`` and
+   ``relation_provenance``, ``meta`` with ``systems, n_systems`` (labelling is blind: annotators
+   never see which systems output a fact) — and
    :func:`labelling_config` writes the matching labelling interface (a single-choice ``label``
    over the bundle's categories, each choice's ``alias`` the bundle's own label value, so exported
    results are bundle labels).  ``receval export label-studio TASK OUT.json`` writes both
@@ -15,7 +17,8 @@ Label Studio (https://labelstud.io) is the most used open-source annotation tool
    ``choices`` result holds the label) or **JSON-MIN** export (one flat object per annotation with
    ``annotator`` and the choice under the control's name) is read back by
    :func:`read_label_studio_export`, one vote per (task, annotation), ``annotator`` = the export's
-   user (the e-mail when the export has it, else the user id).  Cancelled (skipped) annotations
+   user: the e-mail (else the username) of an expanded ``completed_by`` object or of
+   ``created_username``; the numeric user id only when the export names nobody.  Cancelled (skipped) annotations
    are not votes.  ``receval judgments add TASK export.json`` merges them
    (:mod:`receval.judgments`).
 """
@@ -68,7 +71,13 @@ def _query_text(task: Task) -> pd.Series:
 
 
 def label_studio_tasks(task: Task) -> list[dict]:
-    """The pending facts of ``task`` as Label Studio import tasks (``[{"data": {...}}, ...]``)."""
+    """The pending facts of ``task`` as Label Studio import tasks
+    (``[{"data": {...}, "meta": {...}}, ...]``).
+
+    Labelling is blind: ``data`` holds only what an annotator needs to judge the fact (the query,
+    the answer, its provenance); which systems output it (``systems``, ``n_systems``) is in the
+    task's ``meta``, which Label Studio keeps with the task but neither the labelling interface
+    nor the data manager's columns show."""
     from receval.task import normalize_answers
 
     todo = pending_facts(task)
@@ -92,18 +101,21 @@ def label_studio_tasks(task: Task) -> list[dict]:
             "query_id": str(row["query_id"]),
             "query": str(query_text.get(row["query_id"], row["query_id"])),
             "answer": str(row["answer"]),
+        }
+        meta = {
             "systems": str(systems.get(k, "")),
             "n_systems": len(systems.get(k, "").split(", ")) if k in systems else 0,
         }
         for col in ("provenance", "relation_provenance"):
             if col in first.columns and k in first.index and str(first.at[k, col]).strip():
                 data[col] = str(first.at[k, col])
-        tasks.append({"data": data})
+        tasks.append({"data": data, "meta": meta})
     return tasks
 
 
 def labelling_config(config: TaskConfig, with_provenance: bool = False) -> str:
-    """Label Studio labelling config (XML): the query, the answer, one required single choice."""
+    """Label Studio labelling config (XML): the query, the answer (and its provenance), one
+    required single choice; nothing that says which systems output the answer."""
     choices = []
     for category in LABEL_CATEGORIES:
         values = config.labels.get(category, ())
@@ -117,19 +129,35 @@ def labelling_config(config: TaskConfig, with_provenance: bool = False) -> str:
         '  <Header value="$query ($query_id)"/>\n'
         '  <Text name="answer" value="$answer"/>\n'
         f"{provenance}"
-        '  <Text name="systems" value="$systems"/>\n'
         f'  <Choices name="{CONTROL}" toName="answer" choice="single" required="true" '
         'showInline="true">\n' + "\n".join(choices) + "\n  </Choices>\n</View>\n"
     )
 
 
-def _user(completed_by) -> str:
+def _named_user(created_username: object) -> str:
+    """The person in Label Studio's ``created_username`` (``"[first last] email, id"``): the
+    e-mail, else the name; "" when it names nobody."""
+    text = str(created_username or "").strip()
+    head, sep, tail = text.rpartition(",")
+    if sep and tail.strip().isdigit():
+        text = head.strip()
+    emails = [word for word in text.split() if "@" in word]
+    return emails[-1] if emails else text
+
+
+def _user(completed_by, created_username: object = None) -> str:
+    """The annotator of one vote: the user's e-mail or username where the export has them (an
+    expanded ``completed_by`` object, or ``created_username``); the numeric user id only when
+    the export names nobody."""
     if isinstance(completed_by, dict):
-        for key in ("email", "username", "id"):
+        for key in ("email", "username"):
             if completed_by.get(key) not in (None, ""):
                 return str(completed_by[key])
-        return ""
-    return "" if completed_by is None else str(completed_by)
+        completed_by = completed_by.get("id")
+    named = _named_user(created_username)
+    if named:
+        return named
+    return "" if completed_by in (None, "") else str(completed_by)
 
 
 def _choice(result: list) -> str:
@@ -159,7 +187,9 @@ def _full_export(path: Path, items: list) -> list[dict]:
                     "query_id": data.get("query_id", ""),
                     "answer": data.get("answer", ""),
                     "label": _choice(annotation.get("result") or []),
-                    "annotator": _user(annotation.get("completed_by")),
+                    "annotator": _user(
+                        annotation.get("completed_by"), annotation.get("created_username")
+                    ),
                     "source": where,
                 }
             )
@@ -179,7 +209,7 @@ def _min_export(path: Path, items: list) -> list[dict]:
                 "query_id": item.get("query_id", ""),
                 "answer": item.get("answer", ""),
                 "label": "" if label is None else str(label),
-                "annotator": _user(item.get("annotator")),
+                "annotator": _user(item.get("annotator"), item.get("created_username")),
                 "source": f"{path.name}:task {item.get('id', n)}",
             }
         )

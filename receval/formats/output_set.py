@@ -68,6 +68,19 @@ def check_output_folder(out: Path) -> None:
         )
 
 
+def check_output_set(folder: Path) -> None:
+    """Raise :class:`BundleError` unless ``folder`` holds an output set receval wrote (what
+    ``receval leaderboard`` and ``receval report`` read)."""
+    folder = Path(folder)
+    if not _written_by_receval(folder):
+        raise BundleError(
+            folder,
+            None,
+            "is not an output folder of `receval score` (it has no .receval-output marker and no "
+            "run.json written by receval): give the folder a score run wrote",
+        )
+
+
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """Hold back SIGINT/SIGTERM (main thread only) until the block ends."""

@@ -1,7 +1,7 @@
 """TAC-KBP Cold Start slot-filling (SF) files -> a task bundle.
 
 Reads the three official inputs of the TAC Cold Start scorer (CS-Score, 2014–2017) and writes
-them as a bundle (ARCHITECTURE.md, "Task bundle v1"):
+them as a bundle (docs/contracts.md, "The task bundle"):
 
 * **Query file**, one of
 

@@ -31,7 +31,9 @@ Bundle encoding
 * ``task.toml``: default labels (``1`` correct, ``0`` wrong); answers are matched without case
   folding (``[matching] casefold = false``): document ids are case-sensitive; ``[official]
   unjudged = "wrong"``: the official census counts an unjudged document not relevant, as
-  trec_eval does.
+  trec_eval does; ``[official] average = "macro"``: it averages over the judged queries a
+  system answered, as trec_eval does (``receval score --estimator official`` then prints
+  trec_eval's ``set_P``, ``set_recall`` and ``set_F``).
 """
 
 from __future__ import annotations
@@ -400,7 +402,9 @@ def import_trec_tables(
             on_file(qpath)
     queries_table = _queries_table(runs_table["query_id"], judged)
     tables = {"queries": queries_table, "runs": runs_table, **tables}
-    config = TaskConfig(name=name or "trec", matching=Matching(casefold=False), unjudged="wrong")
+    config = TaskConfig(
+        name=name or "trec", matching=Matching(casefold=False), unjudged="wrong", average="macro"
+    )
     return tables, config
 
 

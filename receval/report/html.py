@@ -16,6 +16,7 @@ number shows "—" with the row's ``note``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -31,6 +32,7 @@ from receval import __version__
 from receval.errors import BundleError
 from receval.formats.tables import write_text_atomic
 from receval.report import plots
+from receval.report.run_view import RunView
 from receval.report.writers import curve_file_stem
 
 __all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
@@ -94,6 +96,11 @@ class ReportInputs:
     created_source: str = ""
     files: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def view(self) -> RunView:
+        """``run`` as a typed :class:`~receval.report.run_view.RunView`."""
+        return RunView.of(self.run)
+
 
 # --------------------------------------------------------------------------- reading
 
@@ -120,66 +127,11 @@ def read_report_inputs(out_dir: Path) -> ReportInputs:
     for path in (board_path, run_path):
         if not path.is_file():
             raise BundleError(path, None, "missing: is this an output directory of receval score?")
-    try:
-        run = json.loads(run_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise BundleError(run_path, line, f"not valid JSON: {exc}") from None
-    if not isinstance(run, dict):
-        raise BundleError(run_path, None, "not a JSON object")
-    board = _read_csv(board_path)
-    if "system" not in board.columns:
-        raise BundleError(board_path, 1, "missing required column system")
-    board["system"] = board["system"].fillna("").astype(str)
-
-    tables: dict[str, pd.DataFrame | None] = {}
-    absent: dict[str, str] = {}
-    for attr, name in OPTIONAL_TABLES.items():
-        path = out_dir / name
-        if not path.is_file():
-            tables[attr] = None
-            absent[name] = "missing"
-            continue
-        try:
-            tables[attr] = _read_csv(path)
-        except BundleError as exc:
-            tables[attr] = None
-            absent[name] = f"unreadable ({exc.message})"
-
-    curves: dict[str, pd.DataFrame] = {}
-    curve_dir = out_dir / "curves"
-    if curve_dir.is_dir():
-        by_stem = {p.stem: p for p in sorted(curve_dir.glob("*.csv"))}
-        wanted = list(board["system"]) + [
-            s for s in (run.get("curves") or {}) if s not in set(board["system"])
-        ]
-        for system in wanted:
-            path = by_stem.get(system) or by_stem.get(curve_file_stem(system))
-            if path is None:
-                continue
-            try:
-                frame = _read_csv(path)
-            except BundleError as exc:
-                absent[f"curves/{path.name}"] = f"unreadable ({exc.message})"
-                continue
-            if {"rank", "precision"} <= set(frame.columns):
-                curves[system] = frame
-            else:
-                absent[f"curves/{path.name}"] = "has no rank and precision columns"
-
-    created = str(run.get("created") or "")
-    source = "run.json created"
-    if not created:
-        mtime = datetime.fromtimestamp(run_path.stat().st_mtime, tz=timezone.utc)
-        created = mtime.isoformat(timespec="seconds")
-        source = "modification time of run.json (run.json has no created field)"
-    files = tuple(
-        sorted(
-            p.name
-            for p in out_dir.iterdir()
-            if p.is_file() and p.suffix in {".csv", ".json", ".npz"} and not p.name.startswith(".")
-        )
-    )
+    run = _read_run(run_path)
+    board = _read_board(board_path)
+    tables, absent = _read_optional_tables(out_dir)
+    curves = _read_curves(out_dir / "curves", _curve_systems(board, run), absent)
+    created, source = _created(run, run_path)
     return ReportInputs(
         out_dir=out_dir,
         run=run,
@@ -188,8 +140,100 @@ def read_report_inputs(out_dir: Path) -> ReportInputs:
         absent=absent,
         created=created,
         created_source=source,
-        files=files,
+        files=_output_files(out_dir),
         **tables,
+    )
+
+
+def _read_run(path: Path) -> dict[str, Any]:
+    """``run.json``: a JSON object, else a :class:`BundleError` naming the file (and line)."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise BundleError(path, line, f"not valid JSON: {exc}") from None
+    if not isinstance(run, dict):
+        raise BundleError(path, None, "not a JSON object")
+    return run
+
+
+def _read_board(path: Path) -> pd.DataFrame:
+    """``leaderboard.csv`` with its ``system`` column as text."""
+    board = _read_csv(path)
+    if "system" not in board.columns:
+        raise BundleError(path, 1, "missing required column system")
+    board["system"] = board["system"].fillna("").astype(str)
+    return board
+
+
+def _read_optional_tables(out_dir: Path) -> tuple[dict[str, pd.DataFrame | None], dict[str, str]]:
+    """The optional tables (None where missing or unreadable) and why each absent one is."""
+    tables: dict[str, pd.DataFrame | None] = {}
+    absent: dict[str, str] = {}
+    for attr, name in OPTIONAL_TABLES.items():
+        path = out_dir / name
+        tables[attr] = None
+        if not path.is_file():
+            absent[name] = "missing"
+            continue
+        try:
+            tables[attr] = _read_csv(path)
+        except BundleError as exc:
+            absent[name] = f"unreadable ({exc.message})"
+    return tables, absent
+
+
+def _curve_systems(board: pd.DataFrame, run: dict[str, Any]) -> list[str]:
+    """The systems whose curve file is looked for: the leaderboard's, then run.json's others."""
+    on_board = set(board["system"])
+    recorded = RunView.of(run).curves
+    return list(board["system"]) + [s for s in recorded if s not in on_board]
+
+
+def _read_curves(
+    curve_dir: Path, systems: list[str], absent: dict[str, str]
+) -> dict[str, pd.DataFrame]:
+    """Each system's ``curves/<system>.csv`` that holds a curve; the others go to ``absent``."""
+    if not curve_dir.is_dir():
+        return {}
+    by_stem = {p.stem: p for p in sorted(curve_dir.glob("*.csv"))}
+    curves: dict[str, pd.DataFrame] = {}
+    for system in systems:
+        path = by_stem.get(system) or by_stem.get(curve_file_stem(system))
+        if path is None:
+            continue
+        try:
+            frame = _read_csv(path)
+        except BundleError as exc:
+            absent[f"curves/{path.name}"] = f"unreadable ({exc.message})"
+            continue
+        if {"rank", "precision"} <= set(frame.columns):
+            curves[system] = frame
+        else:
+            absent[f"curves/{path.name}"] = "has no rank and precision columns"
+    return curves
+
+
+def _created(run: dict[str, Any], run_path: Path) -> tuple[str, str]:
+    """When the run was made and where that time comes from (run.json, else its mtime)."""
+    created = str(run.get("created") or "")
+    if created:
+        return created, "run.json created"
+    mtime = datetime.fromtimestamp(run_path.stat().st_mtime, tz=timezone.utc)
+    return (
+        mtime.isoformat(timespec="seconds"),
+        "modification time of run.json (run.json has no created field)",
+    )
+
+
+def _output_files(out_dir: Path) -> tuple[str, ...]:
+    """The CSV, JSON and NPZ files of the output directory (hidden files left out)."""
+    return tuple(
+        sorted(
+            p.name
+            for p in out_dir.iterdir()
+            if p.is_file() and p.suffix in {".csv", ".json", ".npz"} and not p.name.startswith(".")
+        )
     )
 
 
@@ -216,7 +260,13 @@ def _num(value: Any, digits: int = 3) -> str:
         return str(value)
     if math.isinf(v):
         return "∞" if v > 0 else "−∞"
-    return f"{v:.{1 if abs(v) >= 100 else digits}f}".replace("-", "−")
+    text = f"{v:.{1 if abs(v) >= 100 else digits}f}"
+    return _unsigned_zero(text).replace("-", "−")
+
+
+def _unsigned_zero(text: str) -> str:
+    """``text`` without the minus of a value that rounds to zero ("-0.000" -> "0.000")."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 def _count(value: Any) -> str:
@@ -340,47 +390,77 @@ def _target_source(method: str, info: dict[str, Any], backtest: float, limit: fl
 
 
 def _run_card(inputs: ReportInputs) -> dict[str, Any]:
-    run = inputs.run
-    options = run.get("options") or {}
-    boot = run.get("bootstrap")
-    design = run.get("design") or {}
-    merge = run.get("merge") or {}
-    ranking = run.get("ranking") or {}
-    target = run.get("target") or {}
-    rows: list[tuple[str, str]] = [
-        ("task", _text(run.get("task")) or "—"),
-        ("date", f"{inputs.created} ({inputs.created_source})"),
-        (
-            "receval version",
-            f"{_text(run.get('receval_version')) or '—'} (report built by {__version__})",
-        ),
-        ("estimator", _estimator_text(options)),
-        ("ranked by", _text(ranking.get("by") or options.get("rank_by")) or "—"),
+    view = inputs.view
+    rows = [
+        *_identity_rows(inputs, view),
+        *_interval_rows(view),
+        *_target_rows(view),
+        *_data_rows(view),
     ]
+    return {
+        "rows": rows,
+        "task_path": _text(view.inputs.get("task")),
+        "checksums": sorted((view.inputs.get("checksums") or {}).items()),
+        "warnings": list(view.warnings),
+        "truth": _truth_summary(inputs.truth_check),
+    }
+
+
+def _identity_rows(inputs: ReportInputs, view: RunView) -> list[tuple[str, str]]:
+    """Task, date, version, estimator and ranking key of the run card."""
+    version = _text(view.raw.get("receval_version")) or "—"
+    return [
+        ("task", _text(view.raw.get("task")) or "—"),
+        ("date", f"{inputs.created} ({inputs.created_source})"),
+        ("receval version", f"{version} (report built by {__version__})"),
+        ("estimator", _estimator_text(view.options)),
+        ("ranked by", _text(view.ranking.get("by") or view.options.get("rank_by")) or "—"),
+    ]
+
+
+def _interval_rows(view: RunView) -> list[tuple[str, str]]:
+    """The bootstrap's seed, B and interval method, or why the run has no interval; tiers."""
+    boot = view.bootstrap
     if boot:
-        rows += [
-            ("bootstrap seed", _text(boot.get("seed", options.get("seed")))),
+        rows = [
+            ("bootstrap seed", _text(boot.get("seed", view.options.get("seed")))),
             ("bootstrap replicates B", _text(boot.get("B"))),
-            ("interval", f"{_text(boot.get('method'))} bootstrap, {_level_text(run)} two-sided"),
+            (
+                "interval",
+                f"{_text(boot.get('method'))} bootstrap, {_level_text(view.raw)} two-sided",
+            ),
         ]
     else:
-        rows.append(
+        rows = [
             (
                 "interval",
                 "none: this estimator has no sampling uncertainty to resample "
                 "(no bootstrap in this run)",
             )
-        )
-    if ranking.get("tiers"):
-        rows.append(("tiers", _text(ranking.get("tiers"))))
-    rt = options.get("target_recall", target.get("recall"))
-    if not _is_missing(rt):
-        detail = f"R_T = {_num(rt)}"
-        if target.get("prevalence_source"):
-            detail += f"; prevalence ρ from {target['prevalence_source']}"
-            if target.get("universe_size"):
-                detail += f" (universe size {target['universe_size']})"
-        rows.append(("target recall", detail))
+        ]
+    if view.ranking.get("tiers"):
+        rows.append(("tiers", _text(view.ranking.get("tiers"))))
+    return rows
+
+
+def _target_rows(view: RunView) -> list[tuple[str, str]]:
+    """The target recall and where the prevalence came from (none without a target)."""
+    rt = view.target_recall
+    if _is_missing(rt):
+        return []
+    detail = f"R_T = {_num(rt)}"
+    source = view.target.get("prevalence_source")
+    if source:
+        detail += f"; prevalence ρ from {source}"
+        if view.target.get("universe_size"):
+            detail += f" (universe size {view.target['universe_size']})"
+    return [("target recall", detail)]
+
+
+def _data_rows(view: RunView) -> list[tuple[str, str]]:
+    """The label merge, the sampling design and the saved replicates (where recorded)."""
+    rows = []
+    merge, design = view.merge, view.design
     if merge:
         rows.append(
             (
@@ -390,27 +470,20 @@ def _run_card(inputs: ReportInputs) -> dict[str, Any]:
             )
         )
     if design:
+        designs = ", ".join(map(str, design.get("designs") or [])) or "—"
         rows.append(
             (
                 "sampling design",
-                f"{_count(design.get('samplers'))} samplers ({', '.join(map(str, design.get('designs') or [])) or '—'}), "
+                f"{_count(design.get('samplers'))} samplers ({designs}), "
                 f"{_count(design.get('draws_judged'))} judged draws "
                 f"({_count(design.get('draws_unjudged'))} unjudged), "
                 f"{_count(design.get('drawn_facts'))} distinct drawn facts, "
                 f"{_count(design.get('exhaustive_units'))} exhaustive units",
             )
         )
-    if run.get("replicates_file"):
-        rows.append(("saved replicates", _text(run.get("replicates_file"))))
-    inputs_info = run.get("inputs") or {}
-    checksums = sorted((inputs_info.get("checksums") or {}).items())
-    return {
-        "rows": rows,
-        "task_path": _text(inputs_info.get("task")),
-        "checksums": checksums,
-        "warnings": [str(w) for w in run.get("warnings") or []],
-        "truth": _truth_summary(inputs.truth_check),
-    }
+    if view.raw.get("replicates_file"):
+        rows.append(("saved replicates", _text(view.raw.get("replicates_file"))))
+    return rows
 
 
 def _estimator_text(options: dict[str, Any]) -> str:
@@ -445,16 +518,58 @@ def _truth_summary(truth: pd.DataFrame | None) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class _BoardContext:
+    """What every leaderboard row's cells need besides the row itself."""
+
+    view: RunView
+    systems: int
+    has_target: bool
+    show_interval: bool
+    anchors: dict[str, str]
+    limit: float
+
+
 def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
-    run = inputs.run
-    options = run.get("options") or {}
+    view = inputs.view
     intervals = sorted(
         {_text(v) for v in board.get("interval", pd.Series(dtype=object)) if _text(v)}
     )
-    has_target = "precision_at_target" in board.columns
-    rt = options.get("target_recall", (run.get("target") or {}).get("recall"))
-    curve_info = run.get("curves") or {}
+    rt = view.target_recall
+    ctx = _BoardContext(
+        view=view,
+        systems=len(board),
+        has_target="precision_at_target" in board.columns,
+        show_interval=len(intervals) > 1,
+        anchors=curve_anchors(inputs),
+        limit=backtest_limit(view.raw),
+    )
+    notes, marks = _note_marks(board)
+    rows = [
+        _board_row(row, note, mark, ctx)
+        for (_, row), note, mark in zip(board.iterrows(), _notes_of(board), marks, strict=True)
+    ]
+    return {
+        "heads": _board_heads(ctx, rt),
+        "rows": rows,
+        "notes": notes,
+        "intervals": intervals,
+        "level": _level_text(view.raw),
+        "tiers": _text(view.ranking.get("tiers")),
+        **_board_flags(board),
+        "has_target": ctx.has_target,
+        "backtest_limit": f"{ctx.limit:.2f}",
+        "target_recall": _num(rt) if not _is_missing(rt) else "",
+        "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
+        "official": _is_official(view.raw),
+        "rank_sets": _rank_sets_text(view.raw),
+    }
+
+
+def _board_heads(ctx: _BoardContext, rt: Any) -> list[tuple[str, str]]:
+    """The leaderboard's column heads and their kind (``num`` or ``text``, for sorting)."""
+    recall = "recall (pooled, closed-world)" if _is_official(ctx.view.raw) else "recall (true)"
     heads = [
         ("rank", "num"),
         ("rank interval", "num"),
@@ -462,88 +577,112 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         ("system", "text"),
         ("team", "text"),
         ("precision", "num"),
-        ("recall (true)", "num"),
+        (recall, "num"),
         ("F1", "num"),
     ]
-    if has_target:
-        heads.append(
-            (
-                f"precision at R_T = {_num(rt)}" if not _is_missing(rt) else "precision at target",
-                "num",
-            )
-        )
-        heads.append(("at R_T from", "text"))
-    anchors = curve_anchors(inputs)
-    limit = backtest_limit(run)
-    if len(intervals) > 1:
+    if ctx.has_target:
+        at = f"precision at R_T = {_num(rt)}" if not _is_missing(rt) else "precision at target"
+        heads += [(at, "num"), ("at R_T from", "text")]
+    if ctx.show_interval:
         heads.append(("interval", "text"))
+    return heads
+
+
+def _notes_of(board: pd.DataFrame) -> list[str]:
+    return [_text(note) for note in board.get("note", pd.Series([None] * len(board)))]
+
+
+def _note_marks(board: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The distinct notes in order of first use, and each row's footnote mark ("" if none)."""
     notes: list[str] = []
-    rows = []
-    for _, row in board.iterrows():
-        note = _text(row.get("note"))
-        mark = ""
-        if note:
-            if note not in notes:
-                notes.append(note)
-            mark = str(notes.index(note) + 1)
-        lo, hi = row.get("rank_lo"), row.get("rank_hi")
-        rank_int = "—" if _is_missing(lo) or _is_missing(hi) else f"{_count(lo)}–{_count(hi)}"
-        cells = [
-            Cell(_count(row.get("rank")), _sort_value(row.get("rank")), css="num"),
-            Cell(rank_int, _sort_value(lo), css="num"),
-            Cell(_text(row.get("tier")) or "—", _sort_value(row.get("tier")), css="num"),
-            Cell(
-                _text(row.get("system")),
-                _text(row.get("system")),
-                css="system",
-                tag=mark,
-                href=anchors.get(_text(row.get("system")), ""),
-            ),
-            Cell(_text(row.get("team")) or "—", _text(row.get("team"))),
-            _value_cell(row, "precision", note),
-            _value_cell(row, "recall", note),
-            _value_cell(row, "f1", note),
-        ]
-        if has_target:
-            system = _text(row.get("system"))
-            cell = _value_cell(row, "precision_at_target", note)
-            method = _text(row.get("precision_at_target_method"))
-            source = _target_source(
-                method, curve_info.get(system) or {}, _backtest(run, row, system), limit
-            )
-            css = cell.css + {
-                "source extrapolated": " extrapolated",
-                "source poorfit": " poorfit",
-            }.get(source.css, "")
-            cells.append(Cell(cell.text, cell.sort, cell.sub, cell.title, css))
-            cells.append(source)
-        if len(intervals) > 1:
-            cells.append(Cell(_text(row.get("interval"))))
-        rows.append(cells)
+    marks = []
+    for note in _notes_of(board):
+        if note and note not in notes:
+            notes.append(note)
+        marks.append(str(notes.index(note) + 1) if note else "")
+    return notes, marks
+
+
+def _board_row(row: pd.Series, note: str, mark: str, ctx: _BoardContext) -> list[Cell]:
+    """One leaderboard row: rank, rank interval, tier, system, team, P, R, F1 (+ target)."""
+    lo, hi = row.get("rank_lo"), row.get("rank_hi")
+    rank_int = "—" if _is_missing(lo) or _is_missing(hi) else f"{_count(lo)}–{_count(hi)}"
+    system = _text(row.get("system"))
+    cells = [
+        Cell(_count(row.get("rank")), _sort_value(row.get("rank")), css="num"),
+        Cell(rank_int, _rank_interval_key(lo, hi, ctx.systems), css="num"),
+        Cell(_text(row.get("tier")) or "—", _sort_value(row.get("tier")), css="num"),
+        Cell(system, system, css="system", tag=mark, href=ctx.anchors.get(system, "")),
+        Cell(_text(row.get("team")) or "—", _text(row.get("team"))),
+        _value_cell(row, "precision", note),
+        _value_cell(row, "recall", note),
+        _value_cell(row, "f1", note),
+    ]
+    if ctx.has_target:
+        cells += _target_cells(row, note, ctx)
+    if ctx.show_interval:
+        cells.append(Cell(_text(row.get("interval"))))
+    return cells
+
+
+def _target_cells(row: pd.Series, note: str, ctx: _BoardContext) -> list[Cell]:
+    """Precision at R_T (marked when extrapolated or not fitting) and where it comes from."""
+    system = _text(row.get("system"))
+    cell = _value_cell(row, "precision_at_target", note)
+    method = _text(row.get("precision_at_target_method"))
+    source = _target_source(
+        method,
+        dict(ctx.view.system_curve(system)),
+        _backtest(ctx.view.raw, row, system),
+        ctx.limit,
+    )
+    css = cell.css + {"source extrapolated": " extrapolated", "source poorfit": " poorfit"}.get(
+        source.css, ""
+    )
+    return [Cell(cell.text, cell.sort, cell.sub, cell.title, css), source]
+
+
+def _board_flags(board: pd.DataFrame) -> dict[str, bool]:
+    """Whether any row has a tier, a metric interval, a rank interval."""
+
+    def numbers(column: str) -> pd.Series:
+        return pd.to_numeric(board.get(column, pd.Series(dtype=float)), errors="coerce")
+
     return {
-        "heads": heads,
-        "rows": rows,
-        "notes": notes,
-        "intervals": intervals,
-        "level": _level_text(run),
-        "tiers": _text((run.get("ranking") or {}).get("tiers")),
         "any_tier": bool(board.get("tier", pd.Series(dtype=object)).map(_text).any()),
         "any_interval": any(
-            pd.to_numeric(board.get(f"{c}_lo", pd.Series(dtype=float)), errors="coerce")
-            .notna()
-            .any()
+            numbers(f"{c}_lo").notna().any()
             for c in ("precision", "recall", "f1", "precision_at_target")
         ),
-        "any_rank_interval": bool(
-            pd.to_numeric(board.get("rank_lo", pd.Series(dtype=float)), errors="coerce")
-            .notna()
-            .any()
-        ),
-        "has_target": has_target,
-        "backtest_limit": f"{limit:.2f}",
-        "target_recall": _num(rt) if not _is_missing(rt) else "",
-        "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
+        "any_rank_interval": bool(numbers("rank_lo").notna().any()),
     }
+
+
+def _is_official(run: dict[str, Any]) -> bool:
+    """Whether the run is the official closed-world census (its recall is pooled recall)."""
+    return _text((run.get("options") or {}).get("estimator")) == "official"
+
+
+def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
+    """Sort key of a rank interval: by its lower end, then its upper end (one number)."""
+    if _is_missing(lo) or _is_missing(hi):
+        return ""
+    return repr(float(lo) * (systems + 1) + float(hi))
+
+
+def _rank_sets_text(run: dict[str, Any]) -> str:
+    """What rank_lo–rank_hi are (run.json ``ranking.rank_sets``, else the default procedure's
+    description), with the level."""
+    ranking = run.get("ranking") or {}
+    text = _text(ranking.get("rank_sets")) or (
+        "simultaneous rank confidence sets from the pairwise tests behind the tiers: "
+        "rank_lo = 1 + #systems significantly better, rank_hi = S - #systems significantly worse"
+    )
+    text = text.replace(" - #", " − #").replace(
+        "from the same pairwise comparisons", "from the pairwise tests behind the tiers"
+    )
+    level = _level_text(run)
+    return text + (f", at confidence {level}" if level else "")
 
 
 def _interval_label(inputs: ReportInputs) -> str | None:
@@ -555,30 +694,15 @@ def _interval_label(inputs: ReportInputs) -> str | None:
 
 def _forest(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
-    run = inputs.run
-    rt = (run.get("options") or {}).get("target_recall", (run.get("target") or {}).get("recall"))
-    panels = [
-        plots.ForestPanel("precision", "Precision", "precision"),
-        plots.ForestPanel("recall", "True recall θ̂·ν̂", "recall"),
-    ]
-    absent = None
-    if (
-        "precision_at_target" in board.columns
-        and pd.to_numeric(board["precision_at_target"], errors="coerce").notna().any()
-    ):
-        title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
-        panels.append(plots.ForestPanel("precision_at_target", title, "precision"))
-    else:
-        absent = (
-            "No precision at a target recall in this run: run `receval score --target-recall R` "
-            "to compare systems at one shared recall."
-        )
+    view = inputs.view
+    by = _text(view.ranking.get("by") or view.options.get("rank_by"))
+    panels, absent = _forest_panels(board, view, by)
     if len(board) == 0:
         return {"svg": None, "absent_all": "The leaderboard has no systems.", "absent": absent}
     methods = list(board.get("precision_at_target_method", pd.Series([""] * len(board))).map(_text))
-    limit = backtest_limit(run)
+    limit = backtest_limit(view.raw)
     poor = [
-        m == "dimm" and _backtest(run, row, _text(row.get("system"))) > limit
+        m == "dimm" and _backtest(view.raw, row, _text(row.get("system"))) > limit
         for m, (_, row) in zip(methods, board.iterrows(), strict=True)
     ]
     svg = plots.forest_plot(
@@ -599,10 +723,35 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
         "svg": svg,
         "absent": absent,
         "absent_all": None,
+        "ranked_by": by,
         "no_interval": no_interval,
         "any_poor": any(poor),
         "backtest_limit": f"{limit:.2f}",
     }
+
+
+def _forest_panels(
+    board: pd.DataFrame, view: RunView, by: str
+) -> tuple[list[plots.ForestPanel], str | None]:
+    """The forest plot's panels: precision, recall (true, or pooled for the official census),
+    F1, pooled recall when it ranks, precision at R_T when the run has it (else why not)."""
+    recall_title = "Pooled recall (closed-world)" if _is_official(view.raw) else "True recall θ̂·ν̂"
+    panels = [
+        plots.ForestPanel("precision", "Precision", "precision"),
+        plots.ForestPanel("recall", recall_title, "recall"),
+        plots.ForestPanel("f1", "F1", "F1"),
+    ]
+    if by == "pooled_recall" and "pooled_recall" in board.columns:
+        panels.append(plots.ForestPanel("pooled_recall", "Pooled recall ν̂", "pooled recall"))
+    at_target = board.get("precision_at_target", pd.Series(dtype=float))
+    if not pd.to_numeric(at_target, errors="coerce").notna().any():
+        return panels, (
+            "No precision at a target recall in this run: run `receval score --target-recall R` "
+            "to compare systems at one shared recall."
+        )
+    rt = view.target_recall
+    title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
+    return [*panels, plots.ForestPanel("precision_at_target", title, "precision")], None
 
 
 def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plots.DimmPoint | None:
@@ -649,47 +798,56 @@ def _curve_facts(
     inputs: ReportInputs, system: str, curve: pd.DataFrame | None, dimm: plots.DimmPoint | None
 ) -> list[str]:
     """The sentences under a system's curve figure: what was drawn, from which file, flags."""
-    run = inputs.run
-    info = (run.get("curves") or {}).get(system) or {}
-    target = run.get("target") or {}
+    view = inputs.view
     facts: list[str] = []
     if curve is not None:
-        label = plots.method_label(info.get("method"))
-        facts.append(
-            f"{label} curve over {_count(info.get('size'))} ranked outputs from "
-            f"{_count(info.get('annotations'))} labels; {len(curve)} knots "
-            f"(curves/{curve_file_stem(system)}.csv)"
-            if info
-            else f"{len(curve)} knots (curves/{curve_file_stem(system)}.csv); run.json has no curve record"
-        )
-        if info.get("guarantee"):
-            facts.append(f"What the band means: {info['guarantee']}")
-        facts += [f"flag: {f}" for f in info.get("flags") or []]
+        facts += _curve_lines(view.system_curve(system), system, curve)
     if dimm is not None:
-        tinfo = (target.get("systems") or {}).get(system) or {}
-        text = (
-            f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
-            f"point (R = {dimm.recall:.3f}, P = {dimm.precision:.3f}) with ρ = {dimm.prevalence:.4g}, "
-            f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
-        )
-        if math.isfinite(dimm.backtest):
-            text += (
-                "; back-test: the reference curve carried along the system's own curve over "
-                "the distance it extrapolates misses the curve's end by "
-                f"{dimm.backtest:.3g} beyond the curve's 95% sampling noise (backtest_max_dev)"
-            )
-            if dimm.poor_fit:
-                text += (
-                    f", above {dimm.backtest_limit:.2f}: the model does not describe this "
-                    "system's curve, so the extrapolated number is not supported by its data"
-                )
-        facts.append(text)
-        facts += [
-            f"flag: {f}"
-            for f in tinfo.get("flags") or []
-            if "model extrapolation" not in str(f) and "back-test" not in str(f)
-        ]
+        facts += _dimm_lines(view.system_target(system), dimm)
     return facts
+
+
+def _curve_lines(info: Any, system: str, curve: pd.DataFrame) -> list[str]:
+    """What the curve is (method, outputs, labels, knots, file), what its band means, flags."""
+    where = f"curves/{curve_file_stem(system)}.csv"
+    if info:
+        label = plots.method_label(info.get("method"))
+        first = (
+            f"{label} curve over {_count(info.get('size'))} ranked outputs from "
+            f"{_count(info.get('annotations'))} labels; {len(curve)} knots ({where})"
+        )
+    else:
+        first = f"{len(curve)} knots ({where}); run.json has no curve record"
+    lines = [first]
+    if info.get("guarantee"):
+        lines.append(f"What the band means: {info['guarantee']}")
+    return lines + [f"flag: {f}" for f in info.get("flags") or []]
+
+
+def _dimm_lines(tinfo: Any, dimm: plots.DimmPoint) -> list[str]:
+    """Dimm's extrapolation in words (its point, ρ, β, X(R_T), back-test) and its own flags."""
+    text = (
+        f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
+        f"point (R = {dimm.recall:.3f}, P = {dimm.precision:.3f}) with ρ = {dimm.prevalence:.4g}, "
+        f"β = {dimm.beta:.4g}; X(R_T) = {_num(dimm.at_target)}"
+    )
+    if math.isfinite(dimm.backtest):
+        text += (
+            "; back-test: the reference curve carried along the system's own curve over "
+            "the distance it extrapolates misses the curve's end by "
+            f"{dimm.backtest:.3g} beyond the curve's 95% sampling noise (backtest_max_dev)"
+        )
+    if math.isfinite(dimm.backtest) and dimm.poor_fit:
+        text += (
+            f", above {dimm.backtest_limit:.2f}: the model does not describe this "
+            "system's curve, so the extrapolated number is not supported by its data"
+        )
+    flags = [
+        f"flag: {f}"
+        for f in tinfo.get("flags") or []
+        if "model extrapolation" not in str(f) and "back-test" not in str(f)
+    ]
+    return [text, *flags]
 
 
 def _curve_summary(row: pd.Series | None, dimm: plots.DimmPoint | None, rt: str) -> str:
@@ -712,13 +870,11 @@ def _curve_summary(row: pd.Series | None, dimm: plots.DimmPoint | None, rt: str)
 def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
     from receval.progress import progress
 
-    run = inputs.run
+    view = inputs.view
     board = inputs.leaderboard
-    target = run.get("target") or {}
-    rt = target.get("recall", (run.get("options") or {}).get("target_recall"))
+    rt = view.target.get("recall", view.options.get("target_recall"))
     rt_value = None if _is_missing(rt) else float(rt)
     rt_text = _num(rt_value) if rt_value is not None else ""
-    curve_info = run.get("curves") or {}
     rows = {str(r["system"]): r for _, r in board.iterrows()}
     ranks = {str(r["system"]): _count(r.get("rank")) for _, r in board.iterrows()}
     anchors = curve_anchors(inputs)
@@ -726,71 +882,79 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
     items = []
     with progress(list(anchors), "report figures", quiet) as systems:
         for system in systems:
-            row = rows.get(system)
-            info = curve_info.get(system) or {}
-            dimm = _dimm_point(run, row, system)
-            at_target = _at_target(row)
-            curve = inputs.curves.get(system)
-            anchor = anchors[system]
-            svg = plots.curve_plot(
-                system,
-                curve,
-                method=_text(info.get("method")),
-                kind=_text(info.get("kind")),
-                target_recall=rt_value,
-                dimm=dimm,
-                at_target=at_target,
-                name=anchor,
+            figure, item = _curve_entry(
+                inputs, system, rows.get(system), ranks.get(system, "—"), anchors[system], rt_value
             )
-            rank = ranks.get(system, "—")
-            items.append(
-                plots.OverviewItem(
-                    system=system,
-                    label=f"{rank}. {system}" if rank != "—" else system,
-                    href=f"#{anchor}",
-                    curve=curve,
-                    dimm=dimm,
-                    at_target=at_target[0] if at_target else math.nan,
-                    method=_text(row.get("precision_at_target_method")) if row is not None else "",
-                )
-            )
-            figures.append(
-                {
-                    "system": system,
-                    "anchor": anchor,
-                    "rank": rank,
-                    "svg": svg,
-                    "facts": _curve_facts(inputs, system, curve, dimm),
-                    "summary": _curve_summary(row, dimm, rt_text),
-                    "poor_fit": dimm is not None and dimm.poor_fit,
-                    "wide": plots.curve_panels(curve, dimm is not None) == 2,
-                }
-            )
-    overview = None
-    if items:
-        overview = plots.curve_overview(
-            items, target_recall=rt_value, backtest_limit=backtest_limit(run)
-        )
-    without = [s for s in board["system"] if s not in anchors]
-    missing_files = [s for s in curve_info if s not in inputs.curves]
-    absent = None
-    if not figures:
-        absent = (
-            "No precision curves in this run: `receval score TASK --out DIR --target-recall R` adds "
-            "each system's sample-based curve (and Dimm's extrapolation where a list ends short of "
-            "R); `receval curve plan/estimate` builds one system's curve from its ranked list."
-        )
+            figure["summary"] = _curve_summary(rows.get(system), item.dimm, rt_text)
+            figures.append(figure)
+            items.append(item)
+    limit = backtest_limit(view.raw)
+    overview = (
+        plots.curve_overview(items, target_recall=rt_value, backtest_limit=limit) if items else None
+    )
     return {
         "figures": figures,
         "svg": overview,
-        "absent": absent,
-        "without": without,
-        "missing_files": missing_files,
+        "absent": None if figures else NO_CURVES,
+        "without": [s for s in board["system"] if s not in anchors],
+        "missing_files": [s for s in view.curves if s not in inputs.curves],
         "target_recall": rt_text,
-        "backtest_limit": f"{backtest_limit(run):.2f}",
+        "backtest_limit": f"{limit:.2f}",
         "any_poor": any(f["poor_fit"] for f in figures),
         "unreadable": {k: v for k, v in inputs.absent.items() if k.startswith("curves/")},
     }
+
+
+#: The curves section of a run without curves.
+NO_CURVES = (
+    "No precision curves in this run: `receval score TASK --out DIR --target-recall R` adds "
+    "each system's sample-based curve (and Dimm's extrapolation where a list ends short of "
+    "R); `receval curve plan/estimate` builds one system's curve from its ranked list."
+)
+
+
+def _curve_entry(
+    inputs: ReportInputs,
+    system: str,
+    row: pd.Series | None,
+    rank: str,
+    anchor: str,
+    rt_value: float | None,
+) -> tuple[dict[str, Any], plots.OverviewItem]:
+    """A system's full curve figure (with its facts) and its panel of the overview."""
+    info = inputs.view.system_curve(system)
+    dimm = _dimm_point(inputs.run, row, system)
+    at_target = _at_target(row)
+    curve = inputs.curves.get(system)
+    svg = plots.curve_plot(
+        system,
+        curve,
+        method=_text(info.get("method")),
+        kind=_text(info.get("kind")),
+        target_recall=rt_value,
+        dimm=dimm,
+        at_target=at_target,
+        name=anchor,
+    )
+    item = plots.OverviewItem(
+        system=system,
+        label=f"{rank}. {system}" if rank != "—" else system,
+        href=f"#{anchor}",
+        curve=curve,
+        dimm=dimm,
+        at_target=at_target[0] if at_target else math.nan,
+        method=_text(row.get("precision_at_target_method")) if row is not None else "",
+    )
+    figure = {
+        "system": system,
+        "anchor": anchor,
+        "rank": rank,
+        "svg": svg,
+        "facts": _curve_facts(inputs, system, curve, dimm),
+        "poor_fit": dimm is not None and dimm.poor_fit,
+        "wide": plots.curve_panels(curve, dimm is not None) == 2,
+    }
+    return figure, item
 
 
 def _pool(inputs: ReportInputs) -> dict[str, Any]:
@@ -904,14 +1068,31 @@ def _pooling_bias(inputs: ReportInputs) -> dict[str, Any]:
             f"Δ F1 over {int(delta.notna().sum())} teams: median {_signed(float(delta.median()))}, "
             f"from {_signed(float(delta.min()))} to {_signed(float(delta.max()))}."
         )
-    return {"rows": rows, "svg": plots.pooling_bias_plot(bias), "absent": None, "summary": summary}
+    return {
+        "rows": rows,
+        "svg": plots.pooling_bias_plot(bias),
+        "absent": None,
+        "summary": summary,
+        "unjudged": _pooling_bias_rule(inputs.run),
+    }
+
+
+def _pooling_bias_rule(run: dict[str, Any]) -> str:
+    """How the official scores of pooling_bias.csv count an unjudged response: ``wrong``
+    (trec_eval) or ``ignore`` (TAC's CS-Score), as run.json records it."""
+    for key in ("pooling_bias", "official"):
+        rule = _text((run.get(key) or {}).get("unjudged"))
+        if rule:
+            return rule
+    return "ignore"
 
 
 def _signed(value: Any) -> str:
+    """A difference with its sign ("+0.012", "−0.004"); one that rounds to zero is "0.000"."""
     if _is_missing(value):
         return "—"
-    v = float(value)
-    return f"{v:+.3f}".replace("-", "−")
+    text = f"{float(value):+.3f}"
+    return ("0.000" if not text.strip("+-0.") else text).replace("-", "−")
 
 
 def _agreement_lines(agreement: pd.DataFrame | None) -> list[str]:
@@ -935,71 +1116,97 @@ def _agreement_lines(agreement: pd.DataFrame | None) -> list[str]:
 
 
 def _annotation(inputs: ReportInputs) -> dict[str, Any]:
-    run = inputs.run
-    design = run.get("design") or {}
-    spend = inputs.annotation
-    out: dict[str, Any] = {"svg": None, "absent": None, "summary": []}
+    summary = _annotation_summary(inputs)
+    svg, absent, reuse = _spend_figure(inputs)
+    return {
+        "svg": svg,
+        "absent": absent,
+        "summary": [*summary, *reuse, *_agreement_lines(inputs.agreement)],
+        **_conflicts_table(inputs),
+    }
+
+
+def _annotation_summary(inputs: ReportInputs) -> list[str]:
+    """The judged draws of the design and what the exhaustive units found."""
+    design = inputs.view.design
+    lines = []
     if design:
-        out["summary"].append(
+        lines.append(
             f"{_count(design.get('draws_judged'))} judged draws ({_count(design.get('draws_unjudged'))} "
             f"still unjudged) over {_count(design.get('drawn_facts'))} distinct facts; "
             f"{_count(design.get('exhaustive_units'))} units annotated exhaustively."
         )
-    if inputs.pool is not None and "quantity" in inputs.pool.columns:
-        by = inputs.pool.set_index("quantity")
-        if "exhaustive_units" in by.index and "exhaustive_facts" in by.index:
-            out["summary"].append(
-                f"Exhaustive annotation: {_count(by.loc['exhaustive_units', 'estimate'])} units, "
-                f"{_count(by.loc['exhaustive_facts', 'estimate'])} correct facts found"
-                + (
-                    f", {_count(by.loc['exhaustive_facts_in_pool', 'estimate'])} of them output by some system."
-                    if "exhaustive_facts_in_pool" in by.index
-                    else "."
-                )
-            )
-    if spend is None or not {"system", "drawn_facts"} <= set(spend.columns):
-        out["absent"] = (
-            f"No per-system annotation spend in this run (annotation.csv "
-            f"{inputs.absent.get('annotation.csv', 'lacks the system and drawn_facts columns')})."
+    if inputs.pool is None or "quantity" not in inputs.pool.columns:
+        return lines
+    by = inputs.pool.set_index("quantity")
+    if "exhaustive_units" in by.index and "exhaustive_facts" in by.index:
+        in_pool = (
+            f", {_count(by.loc['exhaustive_facts_in_pool', 'estimate'])} of them output by some system."
+            if "exhaustive_facts_in_pool" in by.index
+            else "."
         )
-    elif len(spend) and not _any_draw(spend):
-        out["absent"] = (
+        lines.append(
+            f"Exhaustive annotation: {_count(by.loc['exhaustive_units', 'estimate'])} units, "
+            f"{_count(by.loc['exhaustive_facts', 'estimate'])} correct facts found" + in_pool
+        )
+    return lines
+
+
+def _spend_figure(inputs: ReportInputs) -> tuple[str | None, str | None, list[str]]:
+    """The per-system spend figure, or why there is none; the label-reuse sentence."""
+    spend = inputs.annotation
+    if spend is None or not {"system", "drawn_facts"} <= set(spend.columns):
+        return (
+            None,
+            f"No per-system annotation spend in this run (annotation.csv "
+            f"{inputs.absent.get('annotation.csv', 'lacks the system and drawn_facts columns')}).",
+            [],
+        )
+    if not len(spend):
+        return None, "annotation.csv lists no system.", []
+    if not _any_draw(spend):
+        return (
+            None,
             "No sample round drawn: every label came from outside receval's rounds (e.g. "
             "TREC qrels or TAC assessments of the pooled responses), so there is no "
-            "per-system annotation spend to show."
+            "per-system annotation spend to show.",
+            [],
         )
-    elif len(spend):
-        order = {s: i for i, s in enumerate(inputs.leaderboard["system"])}
-        spend = spend.assign(_o=spend["system"].map(order).fillna(len(order))).sort_values(
-            "_o", kind="stable"
+    order = {s: i for i, s in enumerate(inputs.leaderboard["system"])}
+    spend = spend.assign(_o=spend["system"].map(order).fillna(len(order))).sort_values(
+        "_o", kind="stable"
+    )
+    facts = pd.to_numeric(spend["drawn_facts"], errors="coerce").sum()
+    shared = pd.to_numeric(spend.get("drawn_facts_shared"), errors="coerce")
+    reuse = []
+    if shared is not None and facts > 0:
+        reuse.append(
+            f"Label reuse: {int(shared.sum())} of {int(facts)} per-system drawn facts "
+            f"({shared.sum() / facts:.0%}) were also output by another system, so one label "
+            "served several systems."
         )
-        facts = pd.to_numeric(spend["drawn_facts"], errors="coerce").sum()
-        shared = pd.to_numeric(spend.get("drawn_facts_shared"), errors="coerce")
-        if shared is not None and facts > 0:
-            out["summary"].append(
-                f"Label reuse: {int(shared.sum())} of {int(facts)} per-system drawn facts "
-                f"({shared.sum() / facts:.0%}) were also output by another system, so one label "
-                "served several systems."
-            )
-        out["svg"] = plots.annotation_plot(spend.drop(columns="_o"))
-    else:
-        out["absent"] = "annotation.csv lists no system."
-    out["summary"].extend(_agreement_lines(inputs.agreement))
+    return plots.annotation_plot(spend.drop(columns="_o")), None, reuse
+
+
+def _conflicts_table(inputs: ReportInputs) -> dict[str, Any]:
+    """The first annotator conflicts (conflicts.csv), or why there is no table."""
     conflicts = inputs.conflicts
     if conflicts is None:
-        out["conflicts_absent"] = f"conflicts.csv {inputs.absent.get('conflicts.csv', 'missing')}."
-        out["conflicts"] = []
-    else:
-        out["conflicts_absent"] = None
-        out["conflicts_total"] = len(conflicts)
-        cols = [
-            c for c in ("query_id", "answer", "kind", "votes", "decision") if c in conflicts.columns
-        ]
-        out["conflict_columns"] = cols
-        out["conflicts"] = [
+        return {
+            "conflicts_absent": f"conflicts.csv {inputs.absent.get('conflicts.csv', 'missing')}.",
+            "conflicts": [],
+        }
+    cols = [
+        c for c in ("query_id", "answer", "kind", "votes", "decision") if c in conflicts.columns
+    ]
+    return {
+        "conflicts_absent": None,
+        "conflicts_total": len(conflicts),
+        "conflict_columns": cols,
+        "conflicts": [
             [_text(r.get(c)) for c in cols] for _, r in conflicts.head(TOP_CONFLICTS).iterrows()
-        ]
-    return out
+        ],
+    }
 
 
 def _any_draw(spend: pd.DataFrame) -> bool:
@@ -1019,47 +1226,10 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
             "absent": f"No per-query breakdown in this run (per_query.csv "
             f"{inputs.absent.get('per_query.csv', 'has no query_id column')})."
         }
-    frame = pq.copy()
-    numeric = [
-        c
-        for c in ("outputs", "systems", "judged", "judged_correct", "conflicts", "exhaustive_facts")
-        if c in frame.columns
-    ]
-    for c in numeric:
-        frame[c] = pd.to_numeric(frame[c], errors="coerce")
-    keys, order = [], []
-    if "conflicts" in frame.columns:
-        keys.append("conflicts")
-        order.append("annotator conflicts")
+    frame, numeric = _per_query_numbers(pq)
     has_split = {"judged", "judged_correct"} <= set(frame.columns)
-    if has_split:
-        judged = frame["judged"].to_numpy(dtype=float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(
-                judged > 0, frame["judged_correct"].to_numpy(dtype=float) / judged, np.nan
-            )
-        frame["_share"] = share
-        frame["_split"] = np.nan_to_num(judged * share * (1.0 - share))
-        keys.append("_split")
-        order.append("split of the judged answers, judged × p(1 − p) with p the share correct")
-    if keys:
-        frame = frame.sort_values(keys, ascending=False, kind="stable", na_position="last")
-    top = frame.head(TOP_QUERIES)
-    rows = []
-    for _, r in top.iterrows():
-        cells = [Cell(_text(r.get("query_id")), _text(r.get("query_id")))]
-        cells += [
-            Cell(
-                _count(r.get(c)),
-                _sort_value(r.get(c)),
-                css="num",
-            )
-            for c in numeric
-        ]
-        if has_split:
-            cells.append(Cell(_num(r["_share"]), _sort_value(r["_share"]), css="num"))
-            cells.append(Cell(_num(r["_split"], 1), _sort_value(r["_split"]), css="num"))
-        rows.append(cells)
+    frame, order = _disagreement_order(frame, has_split)
+    rows = [_per_query_row(r, numeric, has_split) for _, r in frame.head(TOP_QUERIES).iterrows()]
     heads = ["query", *[c.replace("_", " ") for c in numeric]]
     if has_split:
         heads += ["p (share judged correct)", "split: judged × p(1 − p)"]
@@ -1072,6 +1242,50 @@ def _per_query(inputs: ReportInputs) -> dict[str, Any]:
         "order": ", then by ".join(order) if order else "file order",
         "no_conflicts": "conflicts" in frame.columns and conflicts == 0,
     }
+
+
+def _per_query_numbers(pq: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """per_query.csv with its count columns as numbers, and the names of those columns."""
+    frame = pq.copy()
+    numeric = [
+        c
+        for c in ("outputs", "systems", "judged", "judged_correct", "conflicts", "exhaustive_facts")
+        if c in frame.columns
+    ]
+    for c in numeric:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    return frame, numeric
+
+
+def _disagreement_order(frame: pd.DataFrame, has_split: bool) -> tuple[pd.DataFrame, list[str]]:
+    """The queries sorted by conflicts, then by the split of the judged answers (``_share``,
+    ``_split`` added); the sort keys in words."""
+    keys, order = [], []
+    if "conflicts" in frame.columns:
+        keys.append("conflicts")
+        order.append("annotator conflicts")
+    if has_split:
+        judged = frame["judged"].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(
+                judged > 0, frame["judged_correct"].to_numpy(dtype=float) / judged, np.nan
+            )
+        frame["_share"] = share
+        frame["_split"] = np.nan_to_num(judged * share * (1.0 - share))
+        keys.append("_split")
+        order.append("split of the judged answers, judged × p(1 − p) with p the share correct")
+    if keys:
+        frame = frame.sort_values(keys, ascending=False, kind="stable", na_position="last")
+    return frame, order
+
+
+def _per_query_row(r: pd.Series, numeric: list[str], has_split: bool) -> list[Cell]:
+    cells = [Cell(_text(r.get("query_id")), _text(r.get("query_id")))]
+    cells += [Cell(_count(r.get(c)), _sort_value(r.get(c)), css="num") for c in numeric]
+    if has_split:
+        cells.append(Cell(_num(r["_share"]), _sort_value(r["_share"]), css="num"))
+        cells.append(Cell(_num(r["_split"], 1), _sort_value(r["_split"]), css="num"))
+    return cells
 
 
 def _files(inputs: ReportInputs) -> dict[str, Any]:

@@ -284,71 +284,17 @@ def forest_plot(
     n = len(board)
     labels = [str(s) for s in board["system"]]
     height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
-    fig = _figure(1.4 + 2.9 * len(panels), height)
+    fig = _figure(1.4 + (2.9 if len(panels) <= 3 else 2.5) * len(panels), height)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-    y = np.arange(n)
-    has_tiers = False
-    any_interval = False
-    any_dimm = False
-    any_poor = False
     poor = np.zeros(n, bool) if poor_fit is None else np.asarray(poor_fit, bool)
+    drawn: set[str] = set()
     for ax, panel in zip(axes, panels, strict=True):
-        has_tiers = _tier_bands(ax, list(board.get("tier", [None] * n))) or has_tiers
-        est = _finite(board.get(panel.column, [math.nan] * n))
-        lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
-        hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
-        ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
-        if ok.any():
-            any_interval = True
-            ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
-        dimm = np.zeros(n, bool)
-        if methods is not None and panel.column == "precision_at_target":
-            dimm = np.array([str(m) == "dimm" for m in methods], bool)
-        plain = np.isfinite(est) & ~dimm
-        ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
-        if (dimm & poor & np.isfinite(est)).any():
-            any_poor = True
-            sel = dimm & poor & np.isfinite(est)
-            ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
-        if (dimm & ~poor & np.isfinite(est)).any():
-            any_dimm = True
-            sel = dimm & ~poor & np.isfinite(est)
-            ax.plot(
-                est[sel],
-                y[sel],
-                "D",
-                mfc="white",
-                mec=PALETTE["vermillion"],
-                mew=1.2,
-                ms=4,
-                zorder=3,
-            )
-        ax.set_title(panel.title)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_xlim(left=0.0)
-        ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
-        ax.set_axisbelow(True)
+        drawn |= _forest_panel(ax, board, panel, methods, poor)
+    y = np.arange(n)
     axes[0].set_yticks(y, labels, fontsize=7 if n > 30 else 8)
     axes[0].set_ylim(n - 0.5, -0.5)
     axes[0].set_ylabel("system (in rank order, best first)")
-    handles = [
-        Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4),
-    ]
-    texts = ["estimate"]
-    if any_interval:
-        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
-        texts.append(interval_label or "interval")
-    if any_dimm:
-        handles.append(
-            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
-        )
-        texts.append("model extrapolation (Dimm)")
-    if any_poor:
-        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
-        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
-    if has_tiers:
-        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
-        texts.append("tier (alternate tiers shaded)")
+    handles, texts = _forest_legend(drawn, interval_label, backtest_limit)
     ncol = min(len(texts), 3)
     extra = 0.2 * (math.ceil(len(texts) / ncol) - 1)
     height += extra
@@ -369,6 +315,67 @@ def forest_plot(
         wspace=0.08,
     )
     return _render(fig, name, "Forest plot: " + ", ".join(p.title for p in panels))
+
+
+def _forest_panel(
+    ax, board: pd.DataFrame, panel: ForestPanel, methods: Sequence[str] | None, poor: np.ndarray
+) -> set[str]:
+    """Draw one panel of :func:`forest_plot`; return what it drew (``tiers``, ``interval``,
+    ``dimm``, ``poor``) for the legend."""
+    n = len(board)
+    y = np.arange(n)
+    drawn = {"tiers"} if _tier_bands(ax, list(board.get("tier", [None] * n))) else set()
+    est = _finite(board.get(panel.column, [math.nan] * n))
+    lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
+    hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
+    if ok.any():
+        drawn.add("interval")
+        ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
+    dimm = np.zeros(n, bool)
+    if methods is not None and panel.column == "precision_at_target":
+        dimm = np.array([str(m) == "dimm" for m in methods], bool)
+    plain = np.isfinite(est) & ~dimm
+    ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
+    sel = dimm & poor & np.isfinite(est)
+    if sel.any():
+        drawn.add("poor")
+        ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
+    sel = dimm & ~poor & np.isfinite(est)
+    if sel.any():
+        drawn.add("dimm")
+        ax.plot(
+            est[sel], y[sel], "D", mfc="white", mec=PALETTE["vermillion"], mew=1.2, ms=4, zorder=3
+        )
+    ax.set_title(panel.title)
+    ax.set_xlabel(panel.xlabel)
+    ax.set_xlim(left=0.0)
+    ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+    ax.set_axisbelow(True)
+    return drawn
+
+
+def _forest_legend(
+    drawn: set[str], interval_label: str | None, backtest_limit: float
+) -> tuple[list, list[str]]:
+    """Legend handles and texts of :func:`forest_plot` for what its panels drew."""
+    handles: list = [Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4)]
+    texts = ["estimate"]
+    if "interval" in drawn:
+        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
+        texts.append(interval_label or "interval")
+    if "dimm" in drawn:
+        handles.append(
+            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
+        )
+        texts.append("model extrapolation (Dimm)")
+    if "poor" in drawn:
+        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
+        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
+    if "tiers" in drawn:
+        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
+        texts.append("tier (alternate tiers shaded)")
+    return handles, texts
 
 
 # --------------------------------------------------------------------------- precision curves
@@ -593,88 +600,15 @@ def curve_plot(
     points are marked on the curve when there are few, as ticks along the x axis otherwise.
     """
     have_curve = curve is not None and len(curve) > 0
-    x_is_recall = False
-    if have_curve:
-        thin = thin_curve(curve)
-        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
-        x_is_recall = bool(np.isfinite(recall).all())
+    x_is_recall = have_curve and _has_recall(thin_curve(curve))
     panels = curve_panels(curve, dimm is not None)
-    dimm_panel = dimm is not None and (not have_curve or not x_is_recall)
     fig = _figure(4.4 * panels, 4.6)
     axes = fig.subplots(1, panels, squeeze=False)[0]
-    pos = 0
-    target_ok = target_recall is not None and math.isfinite(target_recall)
+    target = target_recall if target_recall is not None and math.isfinite(target_recall) else None
     if have_curve:
-        ax = axes[pos]
-        pos += 1
-        x = recall if x_is_recall else _finite(thin["rank"])
-        p, lo, hi = (_finite(thin[c]) for c in ("precision", "lower", "upper"))
-        label = method_label(method)
-        band = np.isfinite(lo) & np.isfinite(hi)
-        if band.any():
-            ax.fill_between(
-                x[band],
-                lo[band],
-                hi[band],
-                step="post",
-                color=PALETTE["sky"],
-                alpha=0.45,
-                lw=0,
-                label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
-            )
-        ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
-        _draw_queried(ax, x, p, thin, curve)
-        if x_is_recall:
-            ax.set_xlabel("recall (estimated, top-k of the ranked output)")
-            if dimm is not None:
-                _draw_dimm(ax, dimm)
-            if target_ok:
-                ax.axvline(
-                    target_recall,
-                    color=PALETTE["green"],
-                    ls=":",
-                    lw=1.5,
-                    label=f"target recall R_T = {target_recall:g}",
-                )
-            if target_ok and at_target is not None and dimm is None:
-                _draw_at_target(ax, target_recall, at_target)
-            right = max(np.nanmax(x) * 1.05, (target_recall or 0.0) * 1.1, 0.05)
-            if dimm is not None:
-                right = max(right, dimm.recall * 1.1)
-            ax.set_xlim(0.0, right)
-        else:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel("rank (log scale; no recall in this curve)")
-            if target_ok:
-                ax.plot(
-                    [],
-                    [],
-                    ls="",
-                    label=f"target recall R_T = {target_recall:g}: not placeable on a rank axis",
-                )
-        ax.set_ylabel("precision")
-        ax.set_ylim(0.0, 1.03)
-        ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
-        ax.grid(color="#e5e5e5", lw=0.6)
-    if dimm_panel:
-        ax = axes[pos]
-        _draw_dimm(ax, dimm)
-        if target_ok:
-            ax.axvline(
-                target_recall,
-                color=PALETTE["green"],
-                ls=":",
-                lw=1.5,
-                label=f"target recall R_T = {target_recall:g}",
-            )
-        ax.set_xlim(0.0, 1.0)
-        ax.set_ylim(0.0, 1.03)
-        ax.set_xlabel("recall R")
-        ax.set_ylabel("precision")
-        ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
-        ax.grid(color="#e5e5e5", lw=0.6)
+        _curve_panel(axes[0], system, curve, method, kind, target, dimm, at_target)
+    if dimm is not None and not x_is_recall:
+        _dimm_panel(axes[1 if have_curve else 0], system, dimm, target)
     poor = dimm is not None and dimm.poor_fit
     _legend_below(
         fig,
@@ -700,6 +634,103 @@ def curve_plot(
     return _render(fig, name, f"Precision curve of {system}")
 
 
+def _has_recall(thin: pd.DataFrame) -> bool:
+    """Whether every drawn knot of a curve has a recall (then the x axis is recall)."""
+    return "recall" in thin and bool(np.isfinite(_finite(thin["recall"])).all())
+
+
+def _curve_panel(
+    ax,
+    system: str,
+    curve: pd.DataFrame,
+    method: str,
+    kind: str,
+    target: float | None,
+    dimm: DimmPoint | None,
+    at_target: tuple[float, float, float] | None,
+) -> None:
+    """The curve panel of :func:`curve_plot`: band, estimate, queried points, target, Dimm."""
+    thin = thin_curve(curve)
+    on_recall = _has_recall(thin)
+    x = _finite(thin["recall"]) if on_recall else _finite(thin["rank"])
+    p, lo, hi = (_finite(thin[c]) for c in ("precision", "lower", "upper"))
+    label = method_label(method)
+    band = np.isfinite(lo) & np.isfinite(hi)
+    if band.any():
+        ax.fill_between(
+            x[band],
+            lo[band],
+            hi[band],
+            step="post",
+            color=PALETTE["sky"],
+            alpha=0.45,
+            lw=0,
+            label=f"{label}: {_KIND_LABEL.get(kind, kind or 'bounds')}",
+        )
+    ax.step(x, p, where="post", color=PALETTE["black"], lw=1.2, label=f"{label}: estimate")
+    _draw_queried(ax, x, p, thin, curve)
+    if on_recall:
+        _recall_axis(ax, x, target, dimm, at_target)
+    else:
+        _rank_axis(ax, target)
+    ax.set_ylabel("precision")
+    ax.set_ylim(0.0, 1.03)
+    ax.set_title(f"{system}: precision curve ({label})", fontsize=9, y=1.0)
+    ax.grid(color="#e5e5e5", lw=0.6)
+
+
+def _target_line(ax, target: float) -> None:
+    ax.axvline(
+        target, color=PALETTE["green"], ls=":", lw=1.5, label=f"target recall R_T = {target:g}"
+    )
+
+
+def _recall_axis(
+    ax,
+    x: np.ndarray,
+    target: float | None,
+    dimm: DimmPoint | None,
+    at_target: tuple[float, float, float] | None,
+) -> None:
+    """A recall x axis: Dimm's curve, the target line and the curve's value at the target."""
+    ax.set_xlabel("recall (estimated, top-k of the ranked output)")
+    if dimm is not None:
+        _draw_dimm(ax, dimm)
+    if target is not None:
+        _target_line(ax, target)
+    if target is not None and at_target is not None and dimm is None:
+        _draw_at_target(ax, target, at_target)
+    right = max(np.nanmax(x) * 1.05, (target or 0.0) * 1.1, 0.05)
+    if dimm is not None:
+        right = max(right, dimm.recall * 1.1)
+    ax.set_xlim(0.0, right)
+
+
+def _rank_axis(ax, target: float | None) -> None:
+    """A log rank x axis (a curve without recall); the target cannot be placed on it."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("rank (log scale; no recall in this curve)")
+    if target is not None:
+        ax.plot(
+            [], [], ls="", label=f"target recall R_T = {target:g}: not placeable on a rank axis"
+        )
+
+
+def _dimm_panel(ax, system: str, dimm: DimmPoint, target: float | None) -> None:
+    """The panel of Dimm's extrapolation when the curve has no recall axis (or no curve)."""
+    _draw_dimm(ax, dimm)
+    if target is not None:
+        _target_line(ax, target)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.03)
+    ax.set_xlabel("recall R")
+    ax.set_ylabel("precision")
+    ax.set_title(f"{system}: model extrapolation (Dimm)", fontsize=9, y=1.0)
+    ax.grid(color="#e5e5e5", lw=0.6)
+
+
 # --------------------------------------------------------------------------- curves overview
 
 
@@ -723,59 +754,20 @@ class OverviewItem:
 #: Panels per row of :func:`curve_overview` and the most knots drawn per small curve.
 OVERVIEW_COLUMNS = 10
 OVERVIEW_POINTS = 40
+#: Font size (pt) of every text of :func:`curve_overview`: the 10-column figure (13.5 in wide)
+#: drawn in a 1280 px window (1220 px of content) shows 7.5 pt at about 9.4 px.
+OVERVIEW_FONT = 7.5
 
 
 def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) -> None:
     """Draw one small multiple: the curve on recall (or log rank), Dimm's curve, P at R_T."""
-    from receval.extrapolation import reference_precision
-
-    curve = item.curve
     on_recall = True
-    if curve is not None and len(curve):
-        thin = thin_curve(curve, OVERVIEW_POINTS)
-        recall = _finite(thin["recall"]) if "recall" in thin else np.full(len(thin), np.nan)
-        on_recall = bool(np.isfinite(recall).all())
-        x = recall if on_recall else _finite(thin["rank"])
-        lo, hi = _finite(thin["lower"]), _finite(thin["upper"])
-        band = np.isfinite(lo) & np.isfinite(hi)
-        if band.any():
-            ax.fill_between(
-                x[band], lo[band], hi[band], step="post", color=PALETTE["sky"], alpha=0.45, lw=0
-            )
-        ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
-        if not on_recall:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.tick_params(labelsize=5, pad=1)
-            ax.text(0.03, 0.04, "x: rank", transform=ax.transAxes, fontsize=5.5, color="#555555")
-    dimm = item.dimm
+    if item.curve is not None and len(item.curve):
+        on_recall = _overview_curve(ax, item.curve)
     if on_recall:
-        ax.set_xlim(0.0, right)
-        if dimm is not None:
-            r = np.linspace(0.0, right, 61)[1:]
-            ax.plot(
-                r,
-                reference_precision(r, dimm.prevalence, dimm.beta),
-                ls=":" if dimm.poor_fit else "--",
-                lw=0.9,
-                color=PALETTE["vermillion"],
-            )
-            ax.plot([dimm.recall], [dimm.precision], "o", ms=2.5, color=PALETTE["vermillion"])
-        if target is not None:
-            ax.axvline(target, color=PALETTE["green"], ls=":", lw=0.9)
-        if target is not None and math.isfinite(item.at_target):
-            poor = dimm is not None and dimm.poor_fit
-            style = (
-                {"marker": "X", "color": PALETTE["vermillion"], "ms": 4.5}
-                if poor
-                else {"marker": "D", "mfc": "white", "mec": PALETTE["vermillion"], "ms": 3.5}
-                if item.method == "dimm"
-                else {"marker": "s", "color": PALETTE["green"], "ms": 3.5}
-            )
-            ax.plot([target], [item.at_target], ls="", zorder=5, **style)
+        _overview_recall(ax, item, target, right)
     if math.isfinite(item.at_target):
-        poor = dimm is not None and dimm.poor_fit
+        poor = item.dimm is not None and item.dimm.poor_fit
         text = (
             f"{item.at_target:.3f}" + ("*" if item.method == "dimm" else "") + ("!" if poor else "")
         )
@@ -786,7 +778,7 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
             transform=ax.transAxes,
             ha="right",
             va="top",
-            fontsize=6.5,
+            fontsize=OVERVIEW_FONT,
             color=PALETTE["vermillion"] if item.method == "dimm" else PALETTE["black"],
         )
     ax.set_ylim(0.0, 1.03)
@@ -794,10 +786,65 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
     if on_recall:
         ax.xaxis.set_major_locator(MaxNLocator(3))
     # a fixed title position: matplotlib's automatic one measures every tick label (slow × 70)
-    title = ax.set_title(item.label, fontsize=6.5, pad=2, loc="left", y=1.0)
+    title = ax.set_title(item.label, fontsize=OVERVIEW_FONT, pad=2, loc="left", y=1.0)
     title.set_url(item.href)
     ax.patch.set_url(item.href)
     ax.grid(color="#eeeeee", lw=0.4)
+
+
+def _overview_curve(ax, curve: pd.DataFrame) -> bool:
+    """A small multiple's curve and band; True when drawn on recall, False on log rank."""
+    thin = thin_curve(curve, OVERVIEW_POINTS)
+    on_recall = _has_recall(thin)
+    x = _finite(thin["recall"]) if on_recall else _finite(thin["rank"])
+    lo, hi = _finite(thin["lower"]), _finite(thin["upper"])
+    band = np.isfinite(lo) & np.isfinite(hi)
+    if band.any():
+        ax.fill_between(
+            x[band], lo[band], hi[band], step="post", color=PALETTE["sky"], alpha=0.45, lw=0
+        )
+    ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
+    if not on_recall:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.tick_params(labelsize=OVERVIEW_FONT, pad=1)
+        ax.text(
+            0.03, 0.04, "x: rank", transform=ax.transAxes, fontsize=OVERVIEW_FONT, color="#555555"
+        )
+    return on_recall
+
+
+def _overview_recall(ax, item: OverviewItem, target: float | None, right: float) -> None:
+    """On the shared recall axis: Dimm's reference curve and point, R_T, the value at R_T."""
+    from receval.extrapolation import reference_precision
+
+    dimm = item.dimm
+    ax.set_xlim(0.0, right)
+    if dimm is not None:
+        r = np.linspace(0.0, right, 61)[1:]
+        ax.plot(
+            r,
+            reference_precision(r, dimm.prevalence, dimm.beta),
+            ls=":" if dimm.poor_fit else "--",
+            lw=0.9,
+            color=PALETTE["vermillion"],
+        )
+        ax.plot([dimm.recall], [dimm.precision], "o", ms=2.5, color=PALETTE["vermillion"])
+    if target is None:
+        return
+    ax.axvline(target, color=PALETTE["green"], ls=":", lw=0.9)
+    if math.isfinite(item.at_target):
+        ax.plot([target], [item.at_target], ls="", zorder=5, **_at_target_marker(item))
+
+
+def _at_target_marker(item: OverviewItem) -> dict[str, object]:
+    """The marker of a small multiple's value at R_T: from the curve, extrapolated, not fitting."""
+    if item.dimm is not None and item.dimm.poor_fit:
+        return {"marker": "X", "color": PALETTE["vermillion"], "ms": 4.5}
+    if item.method == "dimm":
+        return {"marker": "D", "mfc": "white", "mec": PALETTE["vermillion"], "ms": 3.5}
+    return {"marker": "s", "color": PALETTE["green"], "ms": 3.5}
 
 
 @_styled
@@ -822,17 +869,7 @@ def curve_overview(
     cols = max(1, min(columns, n))
     rows = max(1, math.ceil(n / cols))
     target = target_recall if target_recall is not None and math.isfinite(target_recall) else None
-    right = 0.05
-    for item in items:
-        if item.curve is not None and "recall" in item.curve:
-            rec = _finite(item.curve["recall"])
-            if np.isfinite(rec).any():
-                right = max(right, float(np.nanmax(rec)) * 1.05)
-        if item.dimm is not None:
-            right = max(right, item.dimm.recall * 1.1)
-    if target is not None:
-        right = max(right, target * 1.15)
-    right = min(right, 1.0)
+    right = _overview_right(items, target)
     width, panel_h = 1.3 * cols + 0.5, 1.05
     legend_h = 0.55
     height = rows * (panel_h + 0.28) + legend_h + 0.15
@@ -843,12 +880,55 @@ def curve_overview(
             ax.set_visible(False)
             continue
         _overview_panel(ax, items[k], target, right)
-        ax.tick_params(labelsize=5.5, length=2, pad=1)
+        ax.tick_params(labelsize=OVERVIEW_FONT, length=2, pad=1)
         if k % cols:
             ax.tick_params(labelleft=False)
         if k + cols < n:
             ax.tick_params(labelbottom=False)
-    handles = [
+    handles, texts = _overview_legend(items, target, backtest_limit)
+    fig.legend(
+        handles,
+        texts,
+        loc="lower left",
+        ncol=min(4, len(texts)),
+        frameon=False,
+        fontsize=OVERVIEW_FONT,
+        bbox_to_anchor=(0.3 / width, 0.02 / height),
+    )
+    fig.supxlabel("recall (shared axis)", fontsize=OVERVIEW_FONT, y=(legend_h + 0.02) / height)
+    fig.supylabel("precision", fontsize=OVERVIEW_FONT, x=0.05 / width)
+    fig.subplots_adjust(
+        left=0.45 / width,
+        right=1 - 0.1 / width,
+        top=1 - 0.2 / height,
+        bottom=(legend_h + 0.3) / height,
+        hspace=0.28 / panel_h + 0.15,
+        wspace=0.12,
+    )
+    return _render(fig, name, f"Precision curves of {n} systems (overview)")
+
+
+def _overview_right(items: Sequence[OverviewItem], target: float | None) -> float:
+    """The right end of the shared recall axis: the largest recall drawn (curve, Dimm point or
+    target), with a margin, within [0.05, 1]."""
+    right = 0.05
+    for item in items:
+        if item.curve is not None and "recall" in item.curve:
+            rec = _finite(item.curve["recall"])
+            if np.isfinite(rec).any():
+                right = max(right, float(np.nanmax(rec)) * 1.05)
+        if item.dimm is not None:
+            right = max(right, item.dimm.recall * 1.1)
+    if target is not None:
+        right = max(right, target * 1.15)
+    return min(right, 1.0)
+
+
+def _overview_legend(
+    items: Sequence[OverviewItem], target: float | None, backtest_limit: float
+) -> tuple[list, list[str]]:
+    """Legend handles and texts of :func:`curve_overview` for what its panels show."""
+    handles: list = [
         Line2D([], [], color=PALETTE["black"], lw=0.8),
         Patch(color=PALETTE["sky"], alpha=0.45, lw=0),
     ]
@@ -873,26 +953,7 @@ def curve_overview(
             "Dimm curve that does not fit",
             f"extrapolated, back-test > {backtest_limit:.2f} (!)",
         ]
-    fig.legend(
-        handles,
-        texts,
-        loc="lower left",
-        ncol=min(4, len(texts)),
-        frameon=False,
-        fontsize=7,
-        bbox_to_anchor=(0.3 / width, 0.02 / height),
-    )
-    fig.supxlabel("recall (shared axis)", fontsize=7, y=(legend_h + 0.02) / height)
-    fig.supylabel("precision", fontsize=7, x=0.05 / width)
-    fig.subplots_adjust(
-        left=0.45 / width,
-        right=1 - 0.1 / width,
-        top=1 - 0.2 / height,
-        bottom=(legend_h + 0.3) / height,
-        hspace=0.28 / panel_h + 0.15,
-        wspace=0.12,
-    )
-    return _render(fig, name, f"Precision curves of {n} systems (overview)")
+    return handles, texts
 
 
 # --------------------------------------------------------------------------- pool and pooling bias

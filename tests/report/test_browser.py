@@ -195,6 +195,34 @@ def open_chromium(profile: Path) -> tuple[subprocess.Popen, DevTools]:
     return proc, DevTools(port, ws_path)
 
 
+#: What a first reader meets (issue 23): where the leaderboard and the run card start, the size of
+#: the small multiples' text as drawn, whether a collapsed curve entry's summary is cut off, and
+#: the leaderboard sorted by its rank interval column (one click: ascending).
+FIRST_HOUR_FACTS = """(() => {
+  const top = sel => { const e = document.querySelector(sel);
+    return e ? e.getBoundingClientRect().top + scrollY : null; };
+  const overview = document.querySelector('svg[data-figure="curves-overview"]');
+  let fonts = [];
+  if (overview) {
+    const scale = overview.getBoundingClientRect().width / overview.viewBox.baseVal.width;
+    fonts = Array.from(overview.querySelectorAll('text')).filter(t => t.textContent.trim())
+      .map(t => ({text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * scale}));
+  }
+  const summaries = Array.from(document.querySelectorAll('.curve-list summary')).map(s => ({
+    text: s.textContent, scroll: s.scrollWidth, client: s.clientWidth}));
+  const table = document.querySelector('#leaderboard-table');
+  let ranks = null;
+  if (table) {
+    const button = table.tHead.rows[0].cells[1].querySelector('button');
+    if (button) { button.click();
+      ranks = Array.from(table.tBodies[0].rows).map(r => r.cells[1].textContent); }
+  }
+  return {leaderboard: top('#leaderboard'), run_card: top('#run-card'),
+          checksums: top('table.checksums'), fonts: fonts, summaries: summaries,
+          rank_sorted: ranks};
+})()"""
+
+
 def inspect_page(
     html: Path, browser: tuple[subprocess.Popen, DevTools], screenshot: Path
 ) -> dict[str, Any]:
@@ -229,6 +257,7 @@ def inspect_page(
                       height: document.documentElement.scrollHeight};
             })()"""
         )
+        facts["first_hour"] = dt.evaluate(FIRST_HOUR_FACTS)
         # sort by system name (descending after two clicks) with the header buttons
         facts["sorted"] = dt.evaluate(
             """(() => {
@@ -344,8 +373,8 @@ def test_every_figure_is_present_and_drawn(loaded_page):
         assert fig["marks"] > 20, fig  # axes, ticks, labels and data: an empty SVG has none
         assert fig["title"], fig
     assert result["facts"]["sections"] == [
-        "run-card",
         "leaderboard",
+        "run-card",
         "forest",
         "curves",
         "pool",
@@ -353,6 +382,35 @@ def test_every_figure_is_present_and_drawn(loaded_page):
         "per-query",
         "files",
     ]
+
+
+def test_the_leaderboard_comes_first(loaded_page):
+    """The leaderboard starts on the first screen, above the run card and the checksum table."""
+    facts = loaded_page[1]["facts"]["first_hour"]
+    assert facts["leaderboard"] < 400
+    assert facts["leaderboard"] < facts["run_card"] < facts["checksums"]
+
+
+def test_small_multiples_text_is_readable(loaded_page):
+    """Every text of the curve overview is drawn at ≥ 9 px in a 1280 px window."""
+    fonts = loaded_page[1]["facts"]["first_hour"]["fonts"]
+    assert len(fonts) > 20  # titles, values, ticks, legend
+    small = [f for f in fonts if f["px"] < 9.0]
+    assert small == [], small[:5]
+
+
+def test_collapsed_curve_entries_are_not_cut_off(loaded_page):
+    summaries = loaded_page[1]["facts"]["first_hour"]["summaries"]
+    assert summaries and any("P@R_T" in s["text"] for s in summaries)
+    for summary in summaries:
+        assert summary["scroll"] <= summary["client"], summary
+
+
+def test_sorting_by_rank_interval_sorts_by_both_ends(loaded_page):
+    ranks = loaded_page[1]["facts"]["first_hour"]["rank_sorted"]
+    pairs = [tuple(int(v) for v in r.split("–")) for r in ranks if "–" in r]
+    assert len(pairs) > 3 and len({hi for _, hi in pairs}) > 1
+    assert pairs == sorted(pairs)
 
 
 def test_screenshot_kept(loaded_page):

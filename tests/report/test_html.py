@@ -24,8 +24,8 @@ from receval.report.plots import MAX_CURVE_POINTS, thin_curve
 pytest_plugins = ["report_outputs"]  # the scored_dir and full_output_dir fixtures
 
 SECTIONS = [
-    "run-card",
     "leaderboard",
+    "run-card",
     "forest",
     "curves",
     "pool",
@@ -280,6 +280,52 @@ def test_official_run_has_no_intervals_and_says_so(tmp_path):
     rows = leaderboard_rows(page)
     assert [c[3]["main"] for c in rows] == ["A", "B"]
     assert all(c[1]["main"] == "—" for c in rows)  # no rank interval
+
+
+def test_rank_interval_is_described_as_what_it_is(scored_dir):
+    """One description of rank_lo–rank_hi (issue 23): the simultaneous rank confidence sets of
+    the pairwise tests (as run.json and the README say), never "replicate ranks"."""
+    page = build_report(scored_dir).read_text(encoding="utf-8")
+    caption = visible_text(section_html(page, "leaderboard"))
+    assert "Rank interval: simultaneous rank confidence sets from the pairwise tests" in caption
+    assert "rank_lo = 1 + #significantly better, rank_hi = S − #significantly worse" in caption
+    assert "replicates" not in caption.split("Rank interval:")[1].split(".")[0]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "from the replicate ranks" not in readme
+
+
+def test_official_report_calls_pooled_recall_pooled(tmp_path):
+    """An official (closed-world) run: no "true recall" anywhere, the pooling-bias caption
+    follows the bundle's unjudged rule (TREC: wrong), Δ F1 never prints a signed zero."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "trec"
+    bundle = tmp_path / "trec"
+    args = ["import", "trec", str(bundle), "--qrels", str(fixtures / "qrels.txt")]
+    for run in ("sysA.run", "sysB.run"):
+        args += ["--runs", str(fixtures / run)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["score", str(bundle), "--out", str(out), "--estimator", "official", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    text = visible_text(page)
+    assert "recall (true)" not in text and "True recall" not in page
+    assert "recall (pooled, closed-world)" in text
+    assert "Pooled recall (closed-world)" in section_html(page, "forest")
+    assert "Recall is pooled (closed-world) recall" in section_html(page, "leaderboard")
+    bias = section_html(page, "pool")
+    assert 'unjudged = "wrong"' in bias and "ignored for precision" not in bias
+    run = json.loads((out / "run.json").read_text())
+    assert run["pooling_bias"] == {"unjudged": "wrong", "average": "micro"}
+    # a difference that rounds to zero is "0.000", never "−0.000"
+    frame = pd.read_csv(out / "pooling_bias.csv")
+    frame["delta_f1"] = -0.0002
+    frame.to_csv(out / "pooling_bias.csv", index=False)
+    page = build_report(out).read_text(encoding="utf-8")
+    shown = visible_text(page)
+    assert "−0.000" not in shown and "-0.000" not in shown
+    assert "median 0.000, from 0.000 to 0.000" in section_html(page, "pool")
 
 
 def test_no_draw_at_all_is_a_sentence_not_a_figure_of_zeros(scored_dir, tmp_path):
