@@ -249,6 +249,13 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     "as TAC's official bootstrap does; widens intervals when queries differ.",
 )
 @click.option(
+    "--annotator-resampling",
+    is_flag=True,
+    help="Also resample each fact's annotator votes (with replacement) in every bootstrap "
+    "replicate and merge them again, so disagreement widens the intervals (by default intervals "
+    "are conditional on the merged labels).",
+)
+@click.option(
     "--target-recall",
     type=click.FloatRange(*opts.TARGET_RECALL_RANGE),
     default=None,

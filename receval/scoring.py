@@ -255,6 +255,15 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     ratio_form = choose_precision_form(
         run, options.precision_form, ctx.data, terms["draws"], layout
     )
+    if getattr(options, "annotator_resampling", False):
+        from receval.estimators.annotators import resample_annotators
+
+        # a generator of its own: the resampling counts stay those of the default run
+        labels_rng = np.random.default_rng([options.seed, 20])
+        run = resample_annotators(ctx, estimator, run, replicates, labels_rng)
+        ratio_form = choose_precision_form(
+            run, options.precision_form, ctx.data, terms["draws"], layout
+        )
     if estimator.precision_forms and ratio_form.any():
         run = reevaluate(run, estimator.statistic(ctx, ratio_form))
     method = get_interval_method(options.intervals)
@@ -429,6 +438,7 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
             "method": options.method,
             "level": options.confidence,
             "clusters": "queries" if options.cluster_queries else None,
+            "labels": _labels_info(options),
         },
         "design": {
             "samplers": len(data.sampler_names),
@@ -477,6 +487,20 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
         },
     }
     return info
+
+
+def _labels_info(options: ScoreOptions) -> str:
+    """What the intervals are about with respect to the labels (run.json ``bootstrap.labels``)."""
+    if getattr(options, "annotator_resampling", False):
+        return (
+            "widened by annotator disagreement: each fact's votes resampled with replacement and "
+            "merged again in every replicate (centred on the merged labels); a merge rule's bias "
+            "(a fact most annotators get wrong) is not corrected"
+        )
+    return (
+        "conditional on the merged labels: the merged label of each fact is taken as the truth; "
+        "annotator disagreement is not in the intervals (--annotator-resampling adds it)"
+    )
 
 
 def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_info) -> dict:

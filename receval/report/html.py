@@ -362,6 +362,8 @@ def _run_card(inputs: ReportInputs) -> dict[str, Any]:
             ("bootstrap replicates B", _text(boot.get("B"))),
             ("interval", f"{_text(boot.get('method'))} bootstrap, {_level_text(run)} two-sided"),
         ]
+        if boot.get("labels"):  # what the intervals are about with respect to the labels
+            rows.append(("labels", f"Intervals are {_text(boot.get('labels'))}."))
     else:
         rows.append(
             (
