@@ -98,6 +98,55 @@ def _coverage(hit: np.ndarray, ok: np.ndarray) -> tuple[float, float]:
     return float(c), float(math.sqrt(np.sum((h - c * n) ** 2) / (R * (R - 1))) / n.mean())
 
 
+def study(
+    reps: int,
+    *,
+    B: int = 200,
+    per_system: int = 100,
+    systems: int = 12,
+    seed: int = 4,
+    annotators: int = 3,
+    error: float = 0.10,
+) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """Coverage (unflagged, with its Monte Carlo SE) per (scoring, against, metric)."""
+    world, base = world_and_task(seed, systems)
+    names = sorted(world.systems)
+    latent = world.truth_metrics().set_index("system").reindex(names)
+    rng = np.random.default_rng([seed, 2])
+    hits: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    flags: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    widths: dict[str, list[np.ndarray]] = {"default": [], "resampled": []}
+    for _ in range(reps):
+        votes = universe_votes(world, annotators, error, rng)
+        merged = votes.sum(axis=1) * 2 > annotators
+        truth_merged = merged_metrics(world, merged).reindex(names)
+        ann = world.annotate(rng, per_system=per_system)
+        task = with_annotation(
+            base,
+            samples=ann.samples,
+            judgments=judgments(world, ann.samples, votes),
+            exhaustive_units=ann.exhaustive_units,
+            exhaustive=ann.exhaustive,
+        )
+        seed_b = int(rng.integers(2**31))
+        for kind, resample in (("default", False), ("resampled", True)):
+            options = ScoreOptions(bootstrap=B, seed=seed_b, annotator_resampling=resample)
+            board = score_task(task, options).leaderboard.set_index("system").reindex(names)
+            widths[kind].append((board["precision_hi"] - board["precision_lo"]).to_numpy())
+            for metric in METRICS:
+                targets = {"latent": latent[metric].to_numpy()}
+                if metric in truth_merged:
+                    targets["merged"] = truth_merged[metric].to_numpy()
+                for against, true in targets.items():
+                    hit, flagged = _covers(board, metric, true)
+                    hits.setdefault((kind, against, metric), []).append(hit)
+                    flags.setdefault((kind, against, metric), []).append(flagged)
+    out = {key: _coverage(np.array(hits[key]), ~np.array(flags[key])) for key in sorted(hits)}
+    ratio = np.array(widths["resampled"]) / np.array(widths["default"])
+    out[("width", "ratio", "precision")] = (float(np.nanmedian(ratio)), math.nan)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
@@ -108,56 +157,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", type=int, default=12)
     parser.add_argument("--seed", type=int, default=4)
     args = parser.parse_args(argv)
-    world, base = world_and_task(args.seed, args.systems)
-    systems = sorted(world.systems)
-    latent = world.truth_metrics().set_index("system").reindex(systems)
-    rng = np.random.default_rng([args.seed, 2])
     start = time.process_time()
-    hits: dict[tuple[str, str, str], list[np.ndarray]] = {}
-    flags: dict[tuple[str, str, str], list[np.ndarray]] = {}
-    widths: dict[str, list[np.ndarray]] = {"default": [], "resampled": []}
-    for _ in range(args.reps):
-        votes = universe_votes(world, args.annotators, args.error, rng)
-        merged = votes.sum(axis=1) * 2 > args.annotators
-        truth_merged = merged_metrics(world, merged).reindex(systems)
-        ann = world.annotate(rng, per_system=args.per_system)
-        task = with_annotation(
-            base,
-            samples=ann.samples,
-            judgments=judgments(world, ann.samples, votes),
-            exhaustive_units=ann.exhaustive_units,
-            exhaustive=ann.exhaustive,
-        )
-        seed = int(rng.integers(2**31))
-        for kind, resample in (("default", False), ("resampled", True)):
-            options = ScoreOptions(
-                bootstrap=args.bootstrap, seed=seed, annotator_resampling=resample
-            )
-            board = score_task(task, options).leaderboard.set_index("system").reindex(systems)
-            widths[kind].append((board["precision_hi"] - board["precision_lo"]).to_numpy())
-            for metric in METRICS:
-                targets = {"latent": latent[metric].to_numpy()}
-                if metric in truth_merged:
-                    targets["merged"] = truth_merged[metric].to_numpy()
-                for against, true in targets.items():
-                    hit, flagged = _covers(board, metric, true)
-                    hits.setdefault((kind, against, metric), []).append(hit)
-                    flags.setdefault((kind, against, metric), []).append(flagged)
+    cover = study(
+        args.reps,
+        B=args.bootstrap,
+        per_system=args.per_system,
+        systems=args.systems,
+        seed=args.seed,
+        annotators=args.annotators,
+        error=args.error,
+    )
     seconds = time.process_time() - start
     print(
         f"{args.reps} repetitions, {args.systems} systems, {args.per_system} draws per system, "
-        f"{args.annotators} annotators at {args.error:.0%} error, majority merge; {seconds:.0f} s"
+        f"{args.annotators} annotators at {args.error:.0%} error, majority merge; "
+        f"{seconds:.0f} s CPU"
     )
-    for key in sorted(hits):
-        hit, flagged = np.array(hits[key]), np.array(flags[key])
-        c, se = _coverage(hit, ~flagged)
-        kind, against, metric = key
-        print(
-            f"  {kind:<9} vs {against:<6} {metric:<14} 95% coverage {c:.3f} ± {se:.3f} "
-            f"(flagged {flagged.mean():.3f})"
-        )
-    ratio = np.array(widths["resampled"]) / np.array(widths["default"])
-    print(f"  precision interval width, resampled / default: median {np.nanmedian(ratio):.2f}")
+    for (kind, against, metric), (c, se) in cover.items():
+        if kind == "width":
+            print(f"  precision interval width, resampled / default: median {c:.2f}")
+        else:
+            print(f"  {kind:<9} vs {against:<6} {metric:<14} 95% coverage {c:.3f} ± {se:.3f}")
     return 0
 
 

@@ -191,31 +191,51 @@ def _coverage(hit: np.ndarray, ok: np.ndarray) -> tuple[float, float]:
     return total, se
 
 
-def summarise(reps: list[Rep], seconds: float, design: str) -> str:
-    """The printed figures (one run)."""
-    R = len(reps)
-    lines = [f"design {design}: {R} repetitions, {seconds:.0f} s"]
-    p, se = _share([r.split for r in reps])
-    lines.append(f"  tier FWER (more than one tier)      {p:.3f} ± {se:.3f}  (nominal 0.05)")
-    p, se = _share([r.rank1 for r in reps])
-    lines.append(f"  every rank set contains rank 1      {p:.3f} ± {se:.3f}")
-    flagged_any = np.array([[r.flag[m] for m in METRICS] for r in reps])  # (R, metrics, m)
-    p, se = _share(flagged_any.any(axis=(1, 2)))
-    lines.append(f"  repetitions with any flag           {p:.3f} ± {se:.3f}")
+def figures(reps: list[Rep]) -> dict[str, tuple[float, float]]:
+    """The study's figures as (value, Monte Carlo SE): ``fwer``, ``rank1``, ``any_flag``,
+    ``cover_<metric>`` (unflagged), ``cover_all_<metric>``, ``flagged_<metric>``."""
+    out = {
+        "fwer": _share([r.split for r in reps]),
+        "rank1": _share([r.rank1 for r in reps]),
+        "any_flag": _share([any(r.flag[m].any() for m in METRICS) for r in reps]),
+    }
     for metric in METRICS:
         hit = np.array([r.cover[metric] for r in reps])
         flag = np.array([r.flag[metric] for r in reps])
-        c, cse = _coverage(hit, ~flag)
-        call, _ = _coverage(hit, np.ones_like(flag))
+        out[f"cover_{metric}"] = _coverage(hit, ~flag)
+        out[f"cover_all_{metric}"] = _coverage(hit, np.ones_like(flag))
+        out[f"flagged_{metric}"] = (float(flag.mean()), math.nan)
+    own = np.array([r.own for r in reps])
+    out["spread"] = (float(np.median(own.max(axis=1) / own.min(axis=1))), math.nan)
+    topped = np.array([r.topped for r in reps])
+    if topped.any():
+        hw = np.array([r.halfwidth["precision"] for r in reps])[topped]
+        out["precision_halfwidth"] = (float(np.median(hw)), math.nan)
+    return out
+
+
+def summarise(reps: list[Rep], seconds: float, design: str) -> str:
+    """The printed figures (one run)."""
+    R = len(reps)
+    fig = figures(reps)
+    lines = [f"design {design}: {R} repetitions, {seconds:.0f} s CPU"]
+    p, se = fig["fwer"]
+    lines.append(f"  tier FWER (more than one tier)      {p:.3f} ± {se:.3f}  (nominal 0.05)")
+    p, se = fig["rank1"]
+    lines.append(f"  every rank set contains rank 1      {p:.3f} ± {se:.3f}")
+    p, se = fig["any_flag"]
+    lines.append(f"  repetitions with any flag           {p:.3f} ± {se:.3f}")
+    for metric in METRICS:
+        c, cse = fig[f"cover_{metric}"]
         lines.append(
-            f"  95% coverage {metric:<14} unflagged {c:.3f} ± {cse:.3f}  all {call:.3f}  "
-            f"flagged share {flag.mean():.3f}"
+            f"  95% coverage {metric:<14} unflagged {c:.3f} ± {cse:.3f}  "
+            f"all {fig[f'cover_all_{metric}'][0]:.3f}  flagged share {fig[f'flagged_{metric}'][0]:.3f}"
         )
     own = np.array([r.own for r in reps])
     topped = np.array([r.topped for r in reps])
     lines.append(
         f"  own draws per system: min {own.min()} median {np.median(own):.0f} max {own.max()}; "
-        f"max/min within a repetition: median {np.median(own.max(1) / own.min(1)):.1f}"
+        f"max/min within a repetition: median {fig['spread'][0]:.1f}"
     )
     if topped.any():
         for metric in ("precision", "f1"):
@@ -238,6 +258,26 @@ def summarise(reps: list[Rep], seconds: float, design: str) -> str:
     return "\n".join(lines)
 
 
+def study(
+    reps: int,
+    *,
+    B: int = 200,
+    seed: int = 20,
+    design: str = "adaptive",
+    width: float = 0.05,
+    equal: int = 600,
+    systems: int = 12,
+) -> list[Rep]:
+    """``reps`` repetitions of the scenario in one null world (the world from ``seed``)."""
+    world, base = null_world(seed, systems)
+    truth = world.truth_metrics().set_index("system")
+    rng = np.random.default_rng([seed, 2])
+    return [
+        one_rep(world, base, truth, rng, design=design, B=B, width=width, equal=equal)
+        for _ in range(reps)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=100)
@@ -250,23 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--equal", type=int, default=600)
     parser.add_argument("--systems", type=int, default=12)
     args = parser.parse_args(argv)
-    world, base = null_world(args.seed, args.systems)
-    truth = world.truth_metrics().set_index("system")
-    rng = np.random.default_rng([args.seed, 2])
     start = time.process_time()
-    reps = [
-        one_rep(
-            world,
-            base,
-            truth,
-            rng,
-            design=args.design,
-            B=args.bootstrap,
-            width=args.width,
-            equal=args.equal,
-        )
-        for _ in range(args.reps)
-    ]
+    reps = study(
+        args.reps,
+        B=args.bootstrap,
+        seed=args.seed,
+        design=args.design,
+        width=args.width,
+        equal=args.equal,
+        systems=args.systems,
+    )
     print(summarise(reps, time.process_time() - start, args.design))
     return 0
 
