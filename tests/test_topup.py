@@ -255,3 +255,23 @@ def test_annotator_study_covers_the_latent_truth():
         assert value >= 0.93 - 2 * se, (metric, value, se)
         value, se = cover[("default", "merged", metric)]
         assert value >= 0.93 - 2 * se, (metric, value, se)
+
+
+def test_small_samples_say_the_stepdown_bound_is_asymptotic(small_world):
+    from types import SimpleNamespace
+
+    from receval.scoring import small_sample_caveat
+
+    world, base = small_world
+    ann = world.annotate(np.random.default_rng(7), per_system=30, exhaustive_units=15)
+    info = score_task(_annotated(world, base, ann.samples, ann), ScoreOptions(bootstrap=100)).info
+    assert "asymptotic" in info["ranking"]["small_sample"]
+    big = SimpleNamespace(
+        K=600,
+        m=3,
+        sampler_system=np.arange(3),
+        sampler_n=np.full(3, 200.0),
+        census=np.zeros(3, bool),
+    )
+    assert small_sample_caveat("stepdown", big, 0.05) == ""
+    assert small_sample_caveat("holm", big, 0.05) == ""

@@ -374,6 +374,8 @@ def _run_card(inputs: ReportInputs) -> dict[str, Any]:
         )
     if ranking.get("tiers"):
         rows.append(("tiers", _text(ranking.get("tiers"))))
+    if ranking.get("small_sample"):
+        rows.append(("tiers at small n", _text(ranking.get("small_sample"))))
     rt = options.get("target_recall", target.get("recall"))
     if not _is_missing(rt):
         detail = f"R_T = {_num(rt)}"
