@@ -43,7 +43,11 @@ from receval.estimators.bootstrap import (
 )
 from receval.estimators.recall import f1_score
 from receval.estimators.registry import get_estimator, get_interval_method
-from receval.estimators.reliability import pool_notes, reliability_notes
+from receval.estimators.reliability import (
+    partial_rounds_warning,
+    pool_notes,
+    reliability_notes,
+)
 from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
 from receval.leaderboard import (
     best_per_team,
@@ -275,6 +279,9 @@ def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -
     task, data, estimator = fitted.ctx.task, fitted.ctx.data, fitted.estimator
     m = data.m
     _class_warnings(data, estimator, warnings)
+    partial = partial_rounds_warning(data)
+    if partial:
+        warnings.append(partial)
     if mixed_unit_designs(task):
         warnings.append(MIXED_UNITS)
         for i in range(m):

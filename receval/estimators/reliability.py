@@ -219,6 +219,40 @@ def _one_sided(sizes: EffectiveSizes, i: int) -> list[str]:
     return []
 
 
+def partial_rounds_warning(data: SampleData) -> str:
+    """A run warning when a sample round after the first drew from only some of the sampled
+    systems ('' otherwise).
+
+    Fixed-n intervals assume every sample size was fixed before any label was seen.  A later
+    round drawn for some systems only — typically sized after looking at the leaderboard
+    (``receval sample --adaptive --system ...``, or by hand) — makes the importance weights of
+    the earlier draws depend on earlier labels.  The estimates stay nearly unbiased when every
+    open system is topped up alike, but when the top-up goes to a few systems the other systems'
+    earlier draws, selected for looking worse, keep large weights in pooled recall's common
+    denominator: in ``bench/topup.py``'s null world, sizes from 30 to ~2,000 chosen that way
+    biased the topped-up systems' pooled recall by +0.02 (about one half-width) and its 95 %
+    intervals covered 0.55.  A bias is not visible in any effective sample size, so this is said
+    once per run rather than flagged per system.
+    """
+    if data.J == 0 or data.sampler_round.size != data.J:
+        return ""
+    sampled = set(data.sampler_system[data.sampler_n > 0].tolist())
+    partial = []
+    for r in sorted(set(data.sampler_round.tolist()) - {int(data.sampler_round.min())}):
+        drawn = set(data.sampler_system[(data.sampler_round == r) & (data.sampler_n > 0)].tolist())
+        if drawn and drawn != sampled:
+            partial.append(f"{len(drawn)} of {len(sampled)}")
+    if not partial:
+        return ""
+    return (
+        f"sample rounds after the first drew from only some systems ({', '.join(partial)}): if "
+        "their sizes were chosen after looking at the labels, the intervals (which assume sizes "
+        "fixed in advance) can miss, pooled recall and recall most; top up every open system "
+        "alike (receval sample --adaptive plans one common size) or use intervals valid at "
+        "every look"
+    )
+
+
 def pool_notes(sizes: EffectiveSizes, *, minimum: int = MIN_EFFECTIVE) -> str:
     """Why pool coverage θ̂ (and so every true recall) cannot be trusted; '' when it can."""
     if sizes.units == 0:
