@@ -234,6 +234,10 @@ def score(
         form.
     cluster_queries : bool
         Also resample queries as clusters.
+    annotator_resampling : bool
+        Also resample each fact's annotator votes (with replacement) in every replicate and merge
+        them again, so disagreement widens the intervals; by default every interval is
+        conditional on the merged labels (:mod:`receval.estimators.annotators`).
     unjudged : {'wrong', 'ignore'}, optional
         Official estimator: unjudged responses count wrong (trec_eval) or are ignored (TAC
         CS-Score); default: the bundle's ``[official] unjudged``.

@@ -279,3 +279,29 @@ def test_small_samples_say_the_stepdown_bound_is_asymptotic(small_world):
     )
     assert small_sample_caveat("stepdown", big, 0.05) == ""
     assert small_sample_caveat("holm", big, 0.05) == ""
+
+
+def test_cli_annotator_resampling(tmp_path):
+    from click.testing import CliRunner
+    from conftest import make_bundle
+
+    from receval.cli import cli
+
+    root = make_bundle(tmp_path)  # two annotators disagree on one drawn fact
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        ["score", str(root), "--out", str(out), "--bootstrap", "60", "--annotator-resampling"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "annotator votes resampled" in result.output
+    run = __import__("json").loads((out / "run.json").read_text())
+    assert run["options"]["annotator_resampling"] is True
+    assert run["bootstrap"]["labels"].startswith("widened by annotator disagreement")
+    bad = CliRunner().invoke(
+        cli,
+        ["score", str(root), "--out", str(tmp_path / "o2"), "--annotator-resampling",
+         "--method", "BCa"],
+    )  # fmt: skip
+    lines = [ln for ln in bad.output.splitlines() if ln.strip()]
+    assert bad.exit_code == 2 and len(lines) == 1 and "percentile" in lines[-1], bad.output
