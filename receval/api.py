@@ -276,6 +276,10 @@ def score(
         form.
     cluster_queries : bool
         Also resample queries as clusters.
+    annotator_resampling : bool
+        Also resample each fact's annotator votes (with replacement) in every replicate and merge
+        them again, so disagreement widens the intervals; by default every interval is
+        conditional on the merged labels (:mod:`receval.estimators.annotators`).
     unjudged : {'wrong', 'ignore'}, optional
         Official estimator: unjudged responses count wrong (trec_eval) or are ignored (TAC
         CS-Score); default: the bundle's ``[official] unjudged``.
@@ -485,7 +489,7 @@ def plan_sample(
     confidence: float = 0.95,
     systems: list[str] | None = None,
     max_n: int = 2000,
-    bound: str = "paper",
+    bound: str = "expected",
     width_for: str = "both",
     on_system: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
@@ -503,8 +507,10 @@ def plan_sample(
         Plan for these systems (default: every system without a sample yet).
     max_n : int
         Upper end of the search for n.
-    bound : {'paper', 'exchangeable'}
-        The variance bound for unlabelled facts (Chaganty et al. 2017, Theorem 1; or the worst case
+    bound : {'expected', 'paper', 'exchangeable'}
+        The variance used for unlabelled facts: its expected value with unlabelled facts correct at
+        the pool's estimated rate (default: realised widths land near the target), or a bound
+        (Chaganty et al. 2017, Theorem 1; or the worst case
         over a common precision under exchangeable labels).
     width_for : {'both', 'precision', 'recall'}
         Which intervals must meet the width.

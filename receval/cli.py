@@ -235,6 +235,13 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     "as TAC's official bootstrap does; widens intervals when queries differ.",
 )
 @click.option(
+    "--annotator-resampling",
+    is_flag=True,
+    help="Also resample each fact's annotator votes (with replacement) in every bootstrap "
+    "replicate and merge them again, so disagreement widens the intervals (by default intervals "
+    "are conditional on the merged labels).",
+)
+@click.option(
     "--target-recall",
     type=click.FloatRange(*opts.TARGET_RECALL_RANGE),
     default=None,
@@ -505,7 +512,8 @@ def extrapolate(
 @click.option(
     "--adaptive",
     is_flag=True,
-    help="Choose each unsampled system's sample size so its interval half-width is at most --target-width.",
+    help="Choose the sample sizes of the unsampled (or --system) systems jointly, one common size, so "
+    "every interval half-width is at most --target-width.",
 )
 @click.option(
     "--target-width",
@@ -537,10 +545,11 @@ def extrapolate(
 @click.option(
     "--bound",
     type=click.Choice(opts.PLANNING_BOUNDS),
-    default="paper",
+    default="expected",
     show_default=True,
-    help="With --adaptive: the variance bound for unlabelled facts (paper: f <= 1, valid for any "
-    "labels; exchangeable: worst case over a common unknown precision, about 4x fewer labels).",
+    help="With --adaptive: the variance for unlabelled facts (expected: unlabelled facts correct "
+    "at the pool's estimated rate, so realised widths land near the target; paper: f <= 1, a bound "
+    "valid for any labels; exchangeable: worst case over a common unknown precision).",
 )
 @click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
@@ -625,7 +634,7 @@ def _adaptive_sizes(loaded, width, confidence, systems, max_n, bound, width_for)
         )
     for _, row in plan.iterrows():
         click.echo(
-            f"{row['system']}: n = {row['n']} (bound on half-width: precision "
+            f"{row['system']}: n = {row['n']} ({bound} half-width: precision "
             f"{row['precision_halfwidth']:.3f}, recall {row['recall_halfwidth']:.3f})"
             + (f"; {row['note']}" if row.get("note") else "")
         )

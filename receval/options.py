@@ -23,8 +23,8 @@ RANK_KEYS = ("f1", "recall", "precision", "pooled_recall", "precision_at_target"
 TIER_CORRECTIONS = ("stepdown", "holm", "bh")
 PRECISION_FORMS = ("auto", "unbiased", "ratio", "min-variance")
 SAMPLE_DISTRIBUTIONS = ("uniform", "entity-relation")
-PLANNING_BOUNDS = ("paper", "exchangeable")
-BUDGET_BOUNDS = ("expected", *PLANNING_BOUNDS)
+PLANNING_BOUNDS = ("expected", "paper", "exchangeable")
+BUDGET_BOUNDS = PLANNING_BOUNDS
 CURVE_ESTIMATORS = ("hoeffding", "clopper-pearson", "bernstein")
 ENGINES = ("duckdb", "spark")
 CURVE_METHODS = ("random", "logstrat", "paula", "adastrat", "stratband")
@@ -130,10 +130,33 @@ def _check_combinations(options: Any) -> None:
         )
     if options.cluster_queries and options.target != "micro":
         raise OptionError("{cluster_queries} is implemented for {target='micro'} only")
+    if getattr(options, "annotator_resampling", False):
+        _check_annotator_resampling(options)
     if options.rank_by == "precision_at_target" and options.target_recall is None:
         raise OptionError("{rank_by='precision_at_target'} needs {target_recall}")
     if options.estimator == "official" and options.target_recall is not None:
         raise OptionError("{target_recall} needs a sample-based estimator (joint or simple)")
+
+
+def _check_annotator_resampling(options: Any) -> None:
+    """annotator_resampling redraws the draws' labels: a bootstrap of the sample-based
+    estimators without query clusters or a jackknife."""
+    if not isinstance(options.annotator_resampling, bool):
+        raise ValueError(
+            f"annotator_resampling={options.annotator_resampling!r} must be True or False"
+        )
+    if options.estimator == "official":
+        raise OptionError(
+            "{annotator_resampling} needs a sample-based estimator ({estimator='joint'} or "
+            "{estimator='simple'})"
+        )
+    if options.cluster_queries or options.method == "BCa":
+        raise OptionError(
+            "{annotator_resampling} works with {method='percentile'} or {method='basic'} and "
+            "without {cluster_queries}"
+        )
+    if getattr(options, "intervals", "bootstrap") != "bootstrap":
+        raise OptionError("{annotator_resampling} works with {intervals='bootstrap'} only")
 
 
 @dataclass(frozen=True)
@@ -163,3 +186,7 @@ class ScoreOptions:
     precision_form: str = "auto"
     #: the interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` or a registered one
     intervals: str = "bootstrap"
+    #: resample each fact's annotator votes in every bootstrap replicate and merge them again, so
+    #: disagreement widens the intervals (:mod:`receval.estimators.annotators`); by default the
+    #: intervals are conditional on the merged labels
+    annotator_resampling: bool = False

@@ -216,20 +216,30 @@ def adaptive_sample_sizes(
     confidence: float = 0.95,
     systems: list[str] | None = None,
     max_n: int = 2000,
-    bound: str = "paper",
+    bound: str = "expected",
     metrics: tuple[str, ...] = ("precision", "recall"),
     on_system: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Smallest uniform sample size per new system meeting ``target_width`` (half-width).
+    """Uniform sample sizes for ``systems`` that bring their half-widths under ``target_width``.
 
-    New systems are ``systems`` or, by default, every system without a sample; they are planned in
-    sorted order, each reusing the labels already collected and the samples planned before it.
-    The half-width of an interval at level ``confidence`` is taken as z·√V with V the conservative
-    variance bound of the module docstring, for precision and for true recall (pooled recall when
-    there are no exhaustive units).  A target that ``max_n`` cannot reach gives n = max_n and
-    ``reached = False``; a recall target below the floor set by the exhaustive units (ν̂² Var θ̂,
-    which no sample size lowers) gives n = 0, ``reached = False`` and a ``note`` naming the number
-    of exhaustive units that would reach it.
+    The systems are ``systems`` or, by default, every system without a sample.  They are planned
+    **jointly**: one common size n for every system that still needs draws, the smallest n
+    (bisection) at which *every* one of them meets the target with all the planned draws in the
+    mixture (labels already collected are reused).  Planning them one after another instead lets
+    the first take all the draws and the later ones, which reuse its labels, none (sizes from 0
+    to max_n), leaving systems with a few own draws inside a large pool, whose bootstrap
+    intervals undercover (issue 20).  The half-width of an interval at level ``confidence`` is
+    taken as z·√V with V the variance of the module docstring under ``bound``, for precision and
+    for true recall (pooled recall when there are no exhaustive units).  ``bound="expected"``
+    (default) aims at the target in expectation, so the realised half-widths land near it;
+    ``"paper"`` and ``"exchangeable"`` are bounds, valid for any (exchangeable) labels, whose
+    realised widths fall well below the target (for a lone system at precision p the paper bound
+    asks for 1/(p(1 − p)) times the draws).
+
+    A system whose labels already meet the target gets n = 0; a target that ``max_n`` cannot
+    reach gives n = max_n and ``reached = False``; a recall target below the floor set by the
+    exhaustive units (ν̂² Var θ̂, which no sample size lowers) gives n = 0, ``reached = False``
+    and a ``note`` naming the number of exhaustive units that would reach it.
 
     ``metrics`` names the intervals that must meet the target: precision (the paper's
     criterion: its adaptive experiment bounds the variance of π̂), recall, or both (default).
@@ -252,49 +262,53 @@ def adaptive_sample_sizes(
         ]
     )
     chosen = sorted(systems) if systems else [s for s in data.systems if s not in have]
+    index = [planner.index[name] for name in chosen]
     use_true = data.U > 0
-    planned: dict[int, float] = {}
-    rows = []
-    for name in chosen:
-        i = planner.index[name]
 
-        def ok(n: int, i: int = i) -> tuple[bool, float, float]:
-            var_p, var_nu, var_r = planner.bounds(i, {**planned, i: planned.get(i, 0.0) + n})
-            var_rec = var_r if use_true else var_nu
-            ok_p = var_p <= limit or "precision" not in metrics
-            ok_r = var_rec <= limit or "recall" not in metrics
-            return ok_p and ok_r, var_p, var_rec
+    def check(i: int, planned: dict[int, float]) -> tuple[bool, float, float]:
+        var_p, var_nu, var_r = planner.bounds(i, planned)
+        var_rec = var_r if use_true else var_nu
+        ok_p = var_p <= limit or "precision" not in metrics
+        ok_r = var_rec <= limit or "recall" not in metrics
+        return ok_p and ok_r, var_p, var_rec
 
+    notes = {i: "" for i in index}
+    if use_true and "recall" in metrics:
+        for i in index:
+            notes[i] = _recall_floor_note(planner, i, {}, limit, z, data.U)
+    # systems that need draws: no floor in the way, and not already meeting the target
+    active = [i for i in index if not notes[i] and not (i in planner.sampled and check(i, {})[0])]
+
+    def all_ok(n: int) -> bool:
+        planned = {i: float(n) for i in active}
+        return all(check(i, planned)[0] for i in active)
+
+    common = 0
+    if active:
         lo, hi = 1, max_n
-        reached = ok(hi)[0]
-        floor_note = ""
-        if not reached and use_true and "recall" in metrics:
-            floor_note = _recall_floor_note(planner, i, planned, limit, z, data.U)
-        if floor_note:  # no sample size reaches it: draw nothing
-            hi = 0
-        elif i in planner.sampled and ok(0)[0]:  # the labels it has already meet the target
-            hi = 0
-        elif reached:
+        if all_ok(hi):
             while lo < hi:
                 mid = (lo + hi) // 2
-                if ok(mid)[0]:
+                if all_ok(mid):
                     hi = mid
                 else:
                     lo = mid + 1
-        n = hi
-        _, var_p, var_rec = ok(n)
-        planned[i] = planned.get(i, 0.0) + n
+        common = hi
+    planned = {i: float(common) for i in active}
+    rows = []
+    for name, i in zip(chosen, index, strict=True):
+        reached, var_p, var_rec = check(i, planned)
         if on_system is not None:
             on_system(name)
+        note = notes[i] or ("" if reached else f"target not reached with max_n = {max_n} draws")
         rows.append(
             {
                 "system": name,
-                "n": int(n),
+                "n": int(planned.get(i, 0)),
                 "precision_halfwidth": z * np.sqrt(var_p),
                 "recall_halfwidth": z * np.sqrt(var_rec),
-                "reached": bool(reached),
-                "note": floor_note
-                or ("" if reached else f"target not reached with max_n = {max_n} draws"),
+                "reached": bool(reached and not notes[i]),
+                "note": note,
             }
         )
     return pd.DataFrame(

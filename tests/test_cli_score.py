@@ -94,6 +94,8 @@ def test_score_writes_every_output_with_contract_columns(task, tmp_path):
     assert (board["rank_lo"] <= board["rank"]).all() and (board["rank"] <= board["rank_hi"]).all()
     assert board["tier"].min() == 1
     run = json.loads((out / "run.json").read_text())
+    labels = run["bootstrap"].pop("labels")  # what the intervals are about (issue 20)
+    assert labels.startswith("conditional on the merged labels")
     assert run["bootstrap"] == {
         "B": 200,
         "seed": 1,

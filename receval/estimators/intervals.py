@@ -77,6 +77,8 @@ class BootstrapIntervals(IntervalMethod):
 
     def label(self, options: Any, B: int | None) -> str:
         clusters = ", queries resampled as clusters" if options.cluster_queries else ""
+        if getattr(options, "annotator_resampling", False):
+            clusters += ", annotator votes resampled"
         return f"{options.method} bootstrap {options.confidence:.0%}, B={B}{clusters}"
 
     def estimate(

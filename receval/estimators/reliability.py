@@ -41,6 +41,26 @@ MIN_CORRECT_HITS = 5
 MIN_EACH_LABEL = 5
 
 
+def variance_draws(weights: np.ndarray, axis: int = 0) -> np.ndarray:
+    """The number of draws a weighted sum's variance rests on: (Σ w²)² / Σ w⁴ along ``axis``.
+
+    For a sum Σ_k w_k Z_k of independent terms with a common variance σ² and fourth moment, the
+    variance is σ² Σ w² and the sum's kurtosis excess is κ Σ w⁴ / (Σ w²)² — that of an
+    equally-weighted mean of (Σ w²)² / Σ w⁴ draws (the Lyapunov ratio of the central limit
+    theorem).  It equals the number of draws when all weights are equal and falls to the number
+    of heavy draws when a few weights dominate the variance — e.g. a system with 30 own draws
+    inside a pool of hundreds: the pool's draws land on its shared facts with small weights and
+    raise Kish's n_eff, but its variance rests on its few own draws of facts nobody else was
+    sampled for.  Label-free (design weights only), so a sample that happens to hit no correct
+    fact among the heavy draws cannot hide it.  0 where every weight is 0.
+    """
+    w = np.abs(np.nan_to_num(np.asarray(weights, float)))
+    square = (w**2).sum(axis=axis)
+    fourth = (w**4).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.where(fourth > 0, square**2 / fourth, 0.0)
+
+
 def kish(weights: np.ndarray, axis: int = 0) -> np.ndarray:
     """Kish's effective sample size (Σ w)² / Σ w² along ``axis`` (0 where every weight is 0)."""
     w = np.abs(np.nan_to_num(np.asarray(weights, float)))
@@ -59,6 +79,10 @@ class EffectiveSizes:
     correct_hits: np.ndarray  # judged-correct draws whose fact the system output (ν̂_i numerator)
     wrong_hits: np.ndarray  # judged-wrong draws whose fact the system output
     pooled_recall: np.ndarray  # Kish n_eff of ν̂_i's numerator weights
+    #: draws the precision estimator's variance rests on (:func:`variance_draws` of t_i/q_i)
+    precision_variance: np.ndarray
+    #: the same for ν̂_i's linearised weights |g_i − ν̂_i| / q0 (label-free)
+    pooled_recall_variance: np.ndarray
     pooled_recall_den: float  # Kish n_eff of ν̂'s common denominator (all judged-correct draws)
     units: int  # exhaustive units (draws of units)
     units_with_facts: int  # units in which some correct fact was found
@@ -93,18 +117,43 @@ def effective_sizes(
 
     num, den = pooled_recall_terms(data)
     found = data.unit_found * data.unit_weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nu = num.sum(axis=0) / den.sum()
     return EffectiveSizes(
         own_draws=own_draws,
         precision=precision,
         correct_hits=hit.sum(axis=0).astype(float),
         wrong_hits=miss.sum(axis=0).astype(float),
         pooled_recall=kish(num),
+        precision_variance=variance_draws(w if own_only else mass_terms),
+        pooled_recall_variance=_pooled_variance_draws(data, nu),
         pooled_recall_den=float(kish(den)),
         units=data.U,
         units_with_facts=int((data.unit_found > 0).sum()),
         pool_coverage=float(kish(found)) if data.U else 0.0,
         exhaustive_in_pool=float(data.unit_pooled.sum()),
     )
+
+
+def _pooled_variance_draws(data: SampleData, nu: np.ndarray) -> np.ndarray:
+    """:func:`variance_draws` of ν̂_i's linearised design weights |g_i(x_k) − ν̂_i| / q0(x_k).
+
+    ν̂_i − ν_i ≈ Σ_k (g_i − ν_i) f / (N q0) / B (delta method); leaving out f makes the count
+    label-free.  (m,); 0 without draws.
+    """
+    if data.K == 0:
+        return np.zeros(data.m)
+    from receval.estimators.recall import full_support_proposal
+
+    q0 = full_support_proposal(data)[data.draw_fact]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inv = np.where(q0 > 0, 1.0 / q0, 0.0)
+    nu = np.nan_to_num(nu)
+    out = np.empty(data.m)
+    for i in range(data.m):  # m columns of K draws: no (K × m) float matrix kept
+        g = data.member[data.draw_fact, i]
+        out[i] = variance_draws(np.abs(g - nu[i]) * inv)
+    return out
 
 
 def reliability_notes(
@@ -124,6 +173,12 @@ def reliability_notes(
                 f"precision: flagged: effective sample size {sizes.precision[i]:.1f} (< {minimum}): "
                 "the interval may undercover"
             )
+        elif not census[i] and 0 < sizes.precision_variance[i] < minimum:
+            notes[i].append(
+                f"precision: flagged: its variance rests on about {sizes.precision_variance[i]:.1f} "
+                f"draws (< {minimum}; (Σw²)²/Σw⁴ of the draw weights, e.g. few own draws inside a "
+                "large pool): the interval may undercover"
+            )
         elif not census[i] and sizes.own_draws[i] > 0:
             notes[i].extend(_one_sided(sizes, i))
         if sizes.correct_hits[i] == 0 and sizes.pooled_recall_den > 0:
@@ -136,6 +191,12 @@ def reliability_notes(
                 f"pooled_recall: flagged: {int(sizes.correct_hits[i])} judged-correct draws of this "
                 f"system's facts (< {MIN_CORRECT_HITS}; effective {sizes.pooled_recall[i]:.1f}): "
                 "its interval may undercover"
+            )
+        elif 0 < sizes.pooled_recall_variance[i] < minimum:
+            notes[i].append(
+                "pooled_recall: flagged: its variance rests on about "
+                f"{sizes.pooled_recall_variance[i]:.1f} draws (< {minimum}; (Σw²)²/Σw⁴ of the "
+                "linearised draw weights |g_i − ν̂_i|/q0): its interval may undercover"
             )
     pool = pool_notes(sizes, minimum=minimum)
     if pool:
@@ -156,6 +217,40 @@ def _one_sided(sizes: EffectiveSizes, i: int) -> list[str]:
                 f"facts (< {MIN_EACH_LABEL}): near precision {end} the interval may undercover"
             ]
     return []
+
+
+def partial_rounds_warning(data: SampleData) -> str:
+    """A run warning when a sample round after the first drew from only some of the sampled
+    systems ('' otherwise).
+
+    Fixed-n intervals assume every sample size was fixed before any label was seen.  A later
+    round drawn for some systems only — typically sized after looking at the leaderboard
+    (``receval sample --adaptive --system ...``, or by hand) — makes the importance weights of
+    the earlier draws depend on earlier labels.  The estimates stay nearly unbiased when every
+    open system is topped up alike, but when the top-up goes to a few systems the other systems'
+    earlier draws, selected for looking worse, keep large weights in pooled recall's common
+    denominator: in ``bench/topup.py``'s null world, sizes from 30 to ~2,000 chosen that way
+    biased the topped-up systems' pooled recall by +0.02 (about one half-width) and its 95 %
+    intervals covered 0.55.  A bias is not visible in any effective sample size, so this is said
+    once per run rather than flagged per system.
+    """
+    if data.J == 0 or data.sampler_round.size != data.J:
+        return ""
+    sampled = set(data.sampler_system[data.sampler_n > 0].tolist())
+    partial = []
+    for r in sorted(set(data.sampler_round.tolist()) - {int(data.sampler_round.min())}):
+        drawn = set(data.sampler_system[(data.sampler_round == r) & (data.sampler_n > 0)].tolist())
+        if drawn and drawn != sampled:
+            partial.append(f"{len(drawn)} of {len(sampled)}")
+    if not partial:
+        return ""
+    return (
+        f"sample rounds after the first drew from only some systems ({', '.join(partial)}): if "
+        "their sizes were chosen after looking at the labels, the intervals (which assume sizes "
+        "fixed in advance) can miss, pooled recall and recall most; top up every open system "
+        "alike (receval sample --adaptive plans one common size) or use intervals valid at "
+        "every look"
+    )
 
 
 def pool_notes(sizes: EffectiveSizes, *, minimum: int = MIN_EFFECTIVE) -> str:

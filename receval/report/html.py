@@ -430,6 +430,8 @@ def _interval_rows(view: RunView) -> list[tuple[str, str]]:
                 f"{_text(boot.get('method'))} bootstrap, {_level_text(view.raw)} two-sided",
             ),
         ]
+        if boot.get("labels"):  # what the intervals are about with respect to the labels
+            rows.append(("labels", f"Intervals are {_text(boot.get('labels'))}."))
     else:
         rows = [
             (
@@ -440,6 +442,8 @@ def _interval_rows(view: RunView) -> list[tuple[str, str]]:
         ]
     if view.ranking.get("tiers"):
         rows.append(("tiers", _text(view.ranking.get("tiers"))))
+    if view.ranking.get("small_sample"):
+        rows.append(("tiers at small n", _text(view.ranking.get("small_sample"))))
     return rows
 
 
