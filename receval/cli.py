@@ -890,8 +890,9 @@ def _curve_options(func):
             "--method",
             type=click.Choice(opts.CURVE_METHODS),
             required=True,
-            help="Curve method (stratband: a band valid at every rank, no monotonicity assumed, "
-            "at most PAULA's labels).",
+            help="Curve method (stratband, tailband: bands valid at every rank, no monotonicity "
+            "assumed, at most PAULA's labels; stratband is tighter near the head, tailband "
+            "from about a tenth of the list on).",
         ),
         click.option(
             "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
