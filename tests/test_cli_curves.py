@@ -81,7 +81,9 @@ def _loop(runner, root, system, method, truth) -> int:
     raise AssertionError("the plan never became empty")
 
 
-@pytest.mark.parametrize("method", ["paula", "logstrat", "adastrat", "random", "stratband"])
+@pytest.mark.parametrize(
+    "method", ["paula", "logstrat", "adastrat", "random", "stratband", "tailband"]
+)
 def test_plan_label_estimate_round_trip(bundle, tmp_path, method):
     runner = CliRunner()
     truth = _truth_labels(bundle)

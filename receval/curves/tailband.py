@@ -232,9 +232,7 @@ def log_hypergeometric_tail(
                 ii * (pop - kk - n + ii) / ((kk - ii + 1.0) * (n - ii + 1.0)),
                 (kk - ii) * (n - ii) / ((ii + 1.0) * (pop - kk - n + ii + 1.0)),
             )
-        inside = np.where(
-            down, ii > low_support[idx][:, None], ii < high_support[idx][:, None]
-        )
+        inside = np.where(down, ii > low_support[idx][:, None], ii < high_support[idx][:, None])
         ratio = np.where(inside & np.isfinite(ratio), np.clip(ratio, 0.0, None), 0.0)
         terms = term[idx][:, None] * np.cumprod(ratio, axis=1)
         total[idx] += terms.sum(axis=1)
