@@ -1221,9 +1221,14 @@ def curve_estimate(
     write_csv(out, outward_rounded(curve.frame))
     write_json(out.with_name(out.name + ".json"), curve.record)
     est = curve.estimate
+    designed = curve.record.get("designed_halfwidth")
+    widths = ""
+    if designed is not None:
+        realised = curve.record["realised_max_halfwidth"]
+        widths = f"; largest half-width {realised:.4g} (designed at most {designed:.4g})"
     click.echo(
         f"{system}: {method} curve with {len(curve.frame)} knots from {est.annotations} labels; "
-        f"{est.kind}: {est.guarantee}"
+        f"{est.kind}: {est.guarantee}{widths}"
     )
     for flag in est.flags:
         _warn(flag)
@@ -1243,7 +1248,8 @@ _BUDGET_NAMES = {
     "samples": "label draws from the whole list",
     "expected_draws": "expected label draws (with repeats)",
     "expected_distinct": "expected distinct items to label",
-    "halfwidth": "half-width of the precision band (at most)",
+    "halfwidth": "half-width of the precision band at any rank (at most)",
+    "knot_halfwidth": "half-width at the strata boundaries (at most)",
     "epsilon": "grid step ε (points 1+ε apart)",
     "window": "window Δ (labels per local estimate)",
     "r_tilde": "grid starts at rank r̃",
