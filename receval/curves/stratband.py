@@ -359,7 +359,8 @@ class StratBand:
             kind="band",
             guarantee=(
                 f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "
-                f"rank k at once, for any list (no monotonicity assumed); stratified sampling "
+                f"rank k at once, for any list (no monotonicity assumed), about the labels "
+                f"given (a wrong label moves the curve it bounds); stratified sampling "
                 f"without replacement, {self._bound_name()} bounds at {bounds.size} strata "
                 "boundaries holding together, deterministic interpolation of the yield "
                 f"between them; exact for ranks <= {head}"
