@@ -1,6 +1,6 @@
 """Curve bands against the obvious baseline (H+CP) at equal labels: coverage and half-widths.
 
-Run: ``python bench/curves_tightness.py [--seeds 200] [--big 40] [--quick]``
+Run: ``PYTHONPATH=. python bench/curves_tightness.py [--seeds 200] [--big 200] [--quick]``
 
 H+CP (:func:`hcp_band`) is the baseline of issue 22: the same exact head as PAULA/StratBand,
 then M i.i.d. uniform draws over the tail (M = the other methods' tail labels, so it never
@@ -218,12 +218,41 @@ def study(name: str, ranked, params: dict, seeds: int, delta: float = 0.05) -> d
     return result
 
 
+def kinds(name: str, ranked, params: dict, seeds: int, delta: float = 0.05) -> dict[str, dict]:
+    """For every method the CLI offers: the kinds it reports over seeds and, among the runs that
+    claim a ``band`` or ``interval``, the share that holds at every rank past the exact prefix."""
+    from receval.curves import make_method
+    from receval.options import CURVE_METHODS
+
+    size = ranked.size
+    ranks = _check_ranks(size, None)
+    truth = ranked.true_precision(ranks)
+    out: dict[str, dict] = {}
+    for method in CURVE_METHODS:
+        seen: dict[str, int] = {}
+        claimed = held = 0
+        for seed in range(seeds):
+            est = make_method(method, seed=seed, delta=delta, **params).run(size, ranked.labels)
+            seen[est.kind] = seen.get(est.kind, 0) + 1
+            if est.kind in ("band", "interval"):
+                claimed += 1
+                _, lo, hi = est.at(ranks)
+                past = ranks > est.exact_prefix
+                held += bool(
+                    np.all((truth[past] >= lo[past] - 1e-12) & (truth[past] <= hi[past] + 1e-12))
+                )
+        out[method] = {"kinds": seen, "claimed": claimed, "held": held}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--big", type=int, default=40, help="seeds for the N = 10⁸ lists")
     parser.add_argument("--quick", action="store_true", help="N ≤ 10⁶ only")
+    parser.add_argument("--kind-seeds", type=int, default=40, help="seeds of the kinds table")
     args = parser.parse_args()
+    start = time.perf_counter()
     print(
         "Simultaneous coverage (δ = 0.05) and median half-width at k = 1/10/50/100 % of N, "
         "equal labels"
@@ -238,14 +267,34 @@ def main() -> None:
             hw = " / ".join(f"{w:.4f}" for w in r["halfwidth"])
             print(
                 f"{name:<20} {ranked.size:>11,} {method:<9} {r['labels']:>7,} "
-                f"{r['coverage']:>7.3f} ± {r['se']:.3f}  {hw}  {r['seconds']:.3f}"
+                f"{r['coverage']:>7.3f} ± {r['se']:.3f}  {hw}  {r['seconds']:.3f}",
+                flush=True,
             )
         tb, hcp = res["tailband"]["halfwidth"], res["H+CP"]["halfwidth"]
         verdict = "≤ H+CP at all four k" if np.all(tb <= hcp + 1e-12) else "WIDER somewhere"
-        print(
-            f"{'':<20} tailband {verdict}; ratio "
-            + " / ".join(f"{a / b:.3f}" if b > 0 else "  —  " for a, b in zip(tb, hcp, strict=True))
+        ratios = " / ".join(
+            f"{a / b:.3f}" if b > 0 else "  —  " for a, b in zip(tb, hcp, strict=True)
         )
+        print(f"{'':<20} tailband {verdict}; ratio {ratios}", flush=True)
+    print()
+    print(
+        f"Kinds of every CLI method ({args.kind_seeds} seeds each; claimed = runs reporting "
+        "band/interval, held = of those, runs whose bounds hold at every rank)"
+    )
+    for name, ranked, params in lists(False):
+        if ranked.size > 10**5:
+            continue
+        res = kinds(name, ranked, params, args.kind_seeds)
+        for method, r in res.items():
+            share = r["held"] / r["claimed"] if r["claimed"] else float("nan")
+            ok = "ok" if not r["claimed"] or share >= 0.90 else "VIOLATION"
+            seen = ", ".join(f"{k} {v}" for k, v in sorted(r["kinds"].items()))
+            print(
+                f"{name:<20} {method:<10} {seen:<32} claimed {r['claimed']:>3} "
+                f"held {share:>6.3f}  {ok}",
+                flush=True,
+            )
+    print(f"\n(total {time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

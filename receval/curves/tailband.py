@@ -37,7 +37,7 @@ rank k between grid points a < k ≤ b:
     max(C⁻(a) + P(a, k], C⁻(b) − (b − k) + Q(k, b]) ≤ C(k) ≤ min(C⁺(b) − P(k, b], C⁺(a) + (k − a) − Q(a, k])
 
 (P, Q: labelled positives and negatives).  On output steps [x, x') (grid points plus sub-knots
-every factor 1 + (r − 1)/5) the precision bounds are C⁻(x)/(x' − 1) and C⁺(x' − 1)/x.  Hence,
+every factor 1 + (r − 1)/20) the precision bounds are C⁻(x)/(x' − 1) and C⁺(x' − 1)/x.  Hence,
 with probability ≥ 1 − δ, ``lower ≤ precision@k ≤ upper`` at every rank at once, for every
 list (kind ``band``).  ``precision`` is the unbiased C(h) + T·(drawn positives in (h, k])/M
 over k, clipped to the band.
@@ -477,8 +477,8 @@ class TailBand:
         return lower.astype(np.float64), upper.astype(np.float64)
 
     def _steps(self, head: int, points: np.ndarray) -> np.ndarray:
-        """Output knots: h, the grid points and sub-knots every factor 1 + (r − 1)/5."""
-        ratio = 1.0 + self.grid / 5.0
+        """Output knots: h, the grid points and sub-knots every factor 1 + (r − 1)/20."""
+        ratio = 1.0 + self.grid / 20.0
         count = math.ceil(math.log(points[-1] / head) / math.log(ratio)) + 1
         sub = np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64)
         x = np.unique(np.concatenate([[head], sub, points]))
