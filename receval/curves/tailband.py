@@ -1,68 +1,80 @@
-"""TailBand: exact head, uniform draws over the tail, exact hypergeometric bounds at every rank.
+"""TailBand: exact head, strata just beyond it, a uniform tail sample; a band at every rank.
 
 Design
 ------
 The head t_1 … t_h is labelled exhaustively (h = g_ℓ of PAULA's grid, the same head as PAULA
-and StratBand).  From the tail R = {h+1, …, N}, |R| = T = N − h, M distinct ranks are drawn
-uniformly *without replacement* (M defaults to StratBand's tail labels Σ_j min(Δ, size_j), so
-the plan has exactly StratBand's label count, never more than PAULA's).  The draws depend on
-(seed, N, h, M) only, never on a label.
+and StratBand).  The tail labels M default to StratBand's count Σ_j min(Δ, size_j) (so the plan
+never has more labels than StratBand or PAULA) and are split, before any label, between
 
-Bounds at the grid points
--------------------------
-Fix, before any label, the grid h < k_1 < … < k_G = N with k_i = ⌈h·r^i⌉ (r = 1 + ``grid``,
-default 1.01) and N appended.  For a grid point k let K⁺_k = Σ_{h<i≤k} ⌈v(t_i)⌉ and
-K⁻_k = Σ_{h<i≤k} ⌊v(t_i)⌋ (equal to the tail yield C(k) − C(h) for 0/1 labels; a merged tie
-v = ½ counts in K⁺ only), so K⁻_k ≤ C(k) − C(h) ≤ K⁺_k.  The number X⁺_k of drawn ranks in
-(h, k] with ⌈v⌉ = 1 is *exactly* hypergeometric: X⁺_k ~ H(T, K⁺_k, M) (M draws without
-replacement from T items of which K⁺_k are marked).  With F_K the cdf of H(T, K, M), which is
-non-increasing in K,
+* a **uniform sample**: M_u distinct ranks drawn uniformly *without replacement* from the tail
+  R = {h+1, …, N}, |R| = T = N − h, bounded at the grid ranks K_u = {k*} ∪ {k_i ≥ k*} of the
+  geometric grid k_i = ⌈h·r^i⌉ (r = 1 + ``grid``, default 1.01; N included);
+* **strata** covering (h, k*], k* = ⌊``reach``·N⌋ (default N/10): PAULA's (1+ε)-geometric
+  strata cut at k*, n distinct ranks drawn uniformly without replacement from each (all of a
+  stratum smaller than n), bounded at the stratum ends b_1 < … < b_J = k*.
 
-    U_k = max{K ≤ k − h : F_K(X⁺_k) > α}
+The split is fixed from the design alone: with δ_u = (1 − ``split``)·δ for the uniform part
+(default split 0.2) and z_u, z_0 the normal quantiles at the per-point levels δ_u/(2|K_u|) and
+δ/(2G₀) (G₀ the grid points of the whole tail), M_u is the smallest count with
+z_u²(1 − M_u/T)/M_u ≤ z_0²/M, plus 2 % — so at k = N the uniform part alone is as tight as the
+baseline's M binomial draws at level δ over the whole grid — and the strata get the largest n
+with Σ_j min(n, size_j) ≤ M − M_u (none when n < 2: then the uniform sample takes all M labels,
+K_u is the whole grid and δ_u = δ).  The draws depend on (seed, N, parameters) only.
 
-is an exact upper confidence bound: K⁺_k > U_k implies F_{K⁺_k}(X⁺_k) ≤ α, and a cdf evaluated
-at its own random variable is ≤ α with probability ≤ α.  Likewise L_k = min{K : P_K(X⁻_k ≥ x)
-> α} (the survival function is non-decreasing in K) has P(K⁻_k < L_k) ≤ α.  With α = δ/(2G),
-a union bound over the 2G statements gives the event E = {C(h) + L_k ≤ C(k) ≤ C(h) + U_k at
-every grid point} with P(E) ≥ 1 − δ.  No assumption on the list is used; the bounds adapt to
-the variance (at low prevalence the hypergeometric tail is narrow, unlike Hoeffding's).
+Bounds at the knots
+-------------------
+*Uniform part.*  For k ∈ K_u let K⁺_k = Σ_{h<i≤k} ⌈v(t_i)⌉ and K⁻_k = Σ_{h<i≤k} ⌊v(t_i)⌋
+(the tail yield C(k) − C(h) for 0/1 labels; a merged tie v = ½ counts in K⁺ only).  The number
+X⁺_k of uniform draws in (h, k] with ⌈v⌉ = 1 is exactly hypergeometric, H(T, K⁺_k, M_u).  With
+F_K its cdf (non-increasing in K), U_k = max{K ≤ k − h : F_K(X⁺_k) > α} satisfies
+P(K⁺_k > U_k) ≤ α, because a cdf evaluated at its own random variable is ≤ α with probability
+≤ α; likewise L_k = min{K : P_K(X⁻_k ≥ x) > α} has P(K⁻_k < L_k) ≤ α.  With α = δ_u/(2|K_u|)
+all 2|K_u| statements hold together with probability ≥ 1 − δ_u (union bound).
+
+*Strata.*  Ĉ(b_j) = C(h) + Σ_{i≤j} size_i·S_i/n_i (S_i positives among the n_i draws of stratum
+i) is unbiased, and by Hoeffding–Serfling and independence across strata Ĉ(b_j) − C(b_j) is
+sub-Gaussian with the proxy V_j of :mod:`receval.curves.stratband`; the half-widths of
+:func:`~receval.curves.stratband.hoeffding_halfwidths` at δ_s = ``split``·δ make all J
+statements hold together with probability ≥ 1 − δ_s.
+
+The two samples are drawn independently (a rank drawn by both is labelled once), so by a union
+bound the event E that every knot statement holds has P(E) ≥ 1 − δ_u − δ_s = 1 − δ.
 
 Every rank, deterministically on E
 ----------------------------------
-Exactly as in StratBand (:mod:`receval.curves.stratband`): C is non-decreasing and grows by at
-most one per rank, and every labelled rank counts exactly, so the grid bounds are first
-tightened across grid points (C − P and (b − Q) − C non-decreasing) and then carried to every
-rank k between grid points a < k ≤ b:
+Exactly as in StratBand: C is non-decreasing and grows by at most one per rank, and every
+labelled rank counts exactly, so the knot bounds (head, strata ends and grid ranks together)
+are tightened across knots (C − P and (b − Q) − C non-decreasing) and carried to every rank k
+between knots a < k ≤ b:
 
     max(C⁻(a) + P(a, k], C⁻(b) − (b − k) + Q(k, b]) ≤ C(k) ≤ min(C⁺(b) − P(k, b], C⁺(a) + (k − a) − Q(a, k])
 
-(P, Q: labelled positives and negatives).  On output steps [x, x') (grid points plus sub-knots
+(P, Q: labelled positives and negatives).  On output steps [x, x') (the knots plus sub-knots
 every factor 1 + (r − 1)/20) the precision bounds are C⁻(x)/(x' − 1) and C⁺(x' − 1)/x.  Hence,
 with probability ≥ 1 − δ, ``lower ≤ precision@k ≤ upper`` at every rank at once, for every
-list (kind ``band``).  ``precision`` is the unbiased C(h) + T·(drawn positives in (h, k])/M
-over k, clipped to the band.
+list (kind ``band``).  ``precision`` is the stratified estimate (linear between strata ends) up
+to k* and the unbiased C(h) + T·(uniform positives in (h, k])/M_u beyond, clipped to the band.
 
-Against the obvious baseline (H+CP, ``bench/curves_tightness.py``): the same head and the same
-number of tail labels drawn i.i.d. *with* replacement, a Clopper–Pearson interval at each point
-of the same grid with the same union bound, and monotonicity between grid points.  TailBand's
-sample is a simple random sample without replacement, whose count is hypergeometric: the
-exact test is sharper than the binomial one by the finite-population factor 1 − M/T (about 5 %
-narrower at N = 10⁵ with PAULA's labels), and no label is spent twice; its interpolation adds
-the growth and labelled-rank bounds.  StratBand's stratified design remains the tighter choice
-just beyond the head (about 10 % of N), where uniform draws are sparse; from there on TailBand is
-the tighter band (see ``bench/curves_tightness.py`` and the README's curve walkthrough).
+Against the obvious baseline (H+CP, ``bench/curves_tightness.py``): the same head and M i.i.d.
+uniform tail draws *with* replacement, a Clopper–Pearson interval at each point of the same
+1.01 grid from h to N with a union bound, monotonicity between grid points.  Beyond k* the
+uniform part is at least as tight by construction (fewer grid points share its δ, its count is
+hypergeometric — sharper by the finite-population factor 1 − M_u/T — and the interpolation adds
+the growth and labelled-rank bounds); up to k* the strata make it about twice as tight at 1 % of
+N, where uniform draws are sparse (measured: the README's curve walkthrough).
 
 Labels are taken as given: the band is about the labels supplied (a wrong label moves the curve
-it bounds).  Memory O(M + G) with G ≈ ln(N/h)/ln r; nothing of length N is allocated.
+it bounds).  Memory O(M + G); nothing of length N is allocated.
 
 References
 ----------
-Hoeffding, W. (1963). JASA 58, 13–30 (sampling without replacement).  Clopper, C. J. &
-Pearson, E. S. (1934). Biometrika 26, 404–413 (inverting an exact tail).
+Hoeffding, W. (1963). JASA 58, 13–30.  Serfling, R. J. (1974). Ann. Statist. 2, 39–48.
+Clopper, C. J. & Pearson, E. S. (1934). Biometrika 26, 404–413 (inverting an exact tail).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -71,9 +83,21 @@ import numpy as np
 
 from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import monotone_from
-from receval.curves.stratband import _known_between, stratum_bounds
+from receval.curves.stratband import (
+    _known_between,
+    _serfling_proxy,
+    hoeffding_halfwidths,
+    stratum_bounds,
+)
 
-__all__ = ["TailBand", "hypergeometric_bounds", "tighten_counts", "yield_between"]
+__all__ = [
+    "TailBand",
+    "TailDesign",
+    "hypergeometric_bounds",
+    "log_hypergeometric_tail",
+    "tighten_counts",
+    "yield_between",
+]
 
 _STREAM = 0x5442  # "TB"
 
@@ -295,30 +319,53 @@ def yield_between(
 
 
 @dataclass(frozen=True)
+class TailDesign:
+    """What :class:`TailBand` draws for one list size (a function of the parameters and N).
+
+    ``head`` h; ``tail`` T = N − h; ``uniform`` M_u draws over (h, N] bounded at the ``grid``
+    ranks with ``delta_uniform``; ``strata`` the stratum ends b_1 < … < b_J = k* just beyond the
+    head with ``per_stratum`` draws each, bounded with ``delta_strata`` (J = 0: no strata)."""
+
+    head: int
+    tail: int
+    uniform: int
+    grid: np.ndarray
+    delta_uniform: float
+    strata: np.ndarray
+    per_stratum: int
+    delta_strata: float
+
+
+@dataclass(frozen=True)
 class TailBand:
-    """Exact head + uniform tail sample without replacement; a band at every rank (1 − δ).
+    """Exact head, a stratified sample just beyond it, a uniform tail sample; a band at every
+    rank with probability ≥ 1 − δ, for any list (see the module docstring).
 
     Parameters
     ----------
     epsilon, window, r_tilde
-        Fix the head h = g_ℓ (PAULA's grid: r̃ = ⌈(Δ+2)/ε⌉) and the default label count
-        (StratBand's: Σ_j min(Δ, size_j) tail labels).
+        Fix the head h = g_ℓ (PAULA's grid: r̃ = ⌈(Δ+2)/ε⌉), the strata (its (1+ε)-geometric
+        grid) and the default label count (StratBand's: Σ_j min(Δ, size_j) tail labels).
     labels
         M, the tail labels (default: StratBand's count for the same ε, Δ).
     grid
-        r − 1 of the geometric grid of bounded ranks (default 0.01, the baseline's).
+        r − 1 of the geometric grid of ranks bounded from the uniform sample (default 0.01).
+    reach
+        k* = ⌊reach·N⌋: the strata cover (h, k*] (default 0.1).
+    split
+        The share of δ spent on the strata (default 0.2; 0: uniform sample only).
     delta
         δ: the band holds at every rank together with probability ≥ 1 − δ.
     seed
         Seed of the draws; ``plan`` is a deterministic function of (parameters, size, known).
-
-    See the module docstring for the guarantee and its proof.
     """
 
     epsilon: float = 0.03
     window: int = 100
     labels: int | None = None
     grid: float = 0.01
+    reach: float = 0.1
+    split: float = 0.2
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
@@ -333,6 +380,8 @@ class TailBand:
             raise ValueError("delta must lie in (0, 1)")
         if not 0 < self.grid <= 1:
             raise ValueError("grid must lie in (0, 1]")
+        if not 0 < self.reach < 1 or not 0 <= self.split < 1:
+            raise ValueError("reach must lie in (0, 1) and split in [0, 1)")
         if self.labels is not None and self.labels < 1:
             raise ValueError("labels must be ≥ 1")
         if self.r_tilde is None:
@@ -351,7 +400,7 @@ class TailBand:
         return min(int(head), int(size))
 
     def tail_labels(self, size: int) -> int:
-        """M: distinct tail ranks drawn (default StratBand's tail count), at most T."""
+        """M: tail labels of the plan at most (default StratBand's tail count), at most T."""
         assert self.r_tilde is not None
         head, bounds = stratum_bounds(size, self.epsilon, self.r_tilde)
         if bounds.size == 0:
@@ -363,31 +412,52 @@ class TailBand:
             wanted = int(np.minimum(widths, self.window).sum())
         return min(wanted, int(size) - int(head))
 
-    def draws(self, size: int) -> np.ndarray:
-        """The sorted tail ranks drawn (uniform without replacement over (h, N])."""
-        head, m = self.head(size), self.tail_labels(size)
-        if m == 0:
-            return np.empty(0, np.int64)
-        rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM]))
-        picked = rng.choice(int(size) - head, size=m, replace=False).astype(np.int64)
-        return np.sort(picked) + head + 1
+    def design(self, size: int) -> TailDesign:
+        """The split of M between the strata and the uniform sample (module docstring)."""
+        return _design(self, int(size))
+
+    def draws(self, size: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(uniform draws over (h, N], the draws of each stratum), sorted ranks."""
+        d = self.design(size)
+        uniform = np.empty(0, np.int64)
+        if d.uniform:
+            rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM]))
+            picked = rng.choice(d.tail, size=d.uniform, replace=False).astype(np.int64)
+            uniform = np.sort(picked) + d.head + 1
+        strata: list[np.ndarray] = []
+        lows = np.concatenate([[d.head], d.strata[:-1]]).astype(np.int64)[: d.strata.size]
+        for j, (low, high) in enumerate(zip(lows.tolist(), d.strata.tolist(), strict=True)):
+            width = high - low
+            if width <= d.per_stratum:
+                strata.append(np.arange(low + 1, high + 1, dtype=np.int64))
+                continue
+            rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM, 1, j]))
+            picked = rng.choice(width, size=d.per_stratum, replace=False).astype(np.int64)
+            strata.append(np.sort(picked) + low + 1)
+        return uniform, strata
+
+    def _sampled(self, size: int) -> np.ndarray:
+        uniform, strata = self.draws(size)
+        return np.unique(np.concatenate([uniform, *strata]))
 
     def plan(self, size: int, known: Labels) -> np.ndarray:
-        """Ranks to label now: first 1..h, then the M tail draws."""
+        """Ranks to label now: first 1..h, then the strata and uniform draws (one batch)."""
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
-        return staged_plan(known, head_ranks, lambda: self.draws(size))
+        return staged_plan(known, head_ranks, lambda: self._sampled(size))
 
     def budget(self, size: int) -> dict[str, object]:
-        """Labels of the plan before any label: h + M (exact)."""
-        head, m = self.head(size), self.tail_labels(size)
-        points = grid_points(head, int(size), 1.0 + self.grid)
+        """Labels of the plan before any label: h + distinct drawn ranks (exact for this seed; a
+        rank drawn by both samples is labelled once, so at most h + M)."""
+        d = self.design(size)
         return {
             "method": self.name,
             "size": int(size),
-            "queries": int(points.size),
-            "annotations": int(head + m),
-            "head": int(head),
-            "samples": int(m),
+            "queries": int(d.grid.size + d.strata.size),
+            "annotations": int(d.head + self._sampled(size).size),
+            "head": int(d.head),
+            "strata": int(d.strata.size),
+            "labels_per_stratum": int(d.per_stratum),
+            "samples": int(d.uniform),
             "epsilon": self.epsilon,
             "window": self.window,
             "r_tilde": int(self.r_tilde or 0),
@@ -406,38 +476,35 @@ class TailBand:
         Raises ``ValueError`` when a planned label is missing.
         """
         size = int(size)
-        head = self.head(size)
+        d = self.design(size)
+        head = d.head
         head_ranks = np.arange(1, head + 1, dtype=np.int64)
-        drawn = self.draws(size)
-        missing = known.missing(np.concatenate([head_ranks, drawn])).size
+        uniform, strata = self.draws(size)
+        planned = np.concatenate([head_ranks, uniform, *strata])
+        missing = known.missing(planned).size
         if missing:
             raise ValueError(f"{missing} planned labels are missing; call plan() and label them")
         head_cum = np.cumsum(known.lookup(head_ranks))
         head_p = head_cum / head_ranks
-        annotations = int(head + drawn.size)
-        if drawn.size == 0:
+        annotations = int(np.unique(planned).size)
+        if d.grid.size == 0:
             return CurveEstimate.exact(self.name, size, head_ranks, head_p, "band", annotations)
         c_head = float(head_cum[-1])
-        values = known.lookup(drawn)
-        points = grid_points(head, size, 1.0 + self.grid)
-        tail, m = size - head, drawn.size
-        lo_k, hi_k = self._grid_counts(points, drawn, values, head, tail)
-        knots = np.concatenate([[head], points]).astype(np.int64)
-        lo_k, hi_k = tighten_counts(
-            np.concatenate([[c_head], c_head + lo_k]),
-            np.concatenate([[c_head], c_head + hi_k]),
-            knots,
-            head,
-            known,
-        )
-        x = self._steps(head, points)
+        knots, lo_k, hi_k, estimate = self._knot_bounds(d, c_head, uniform, strata, known)
+        lo_k, hi_k = tighten_counts(lo_k, hi_k, knots, head, known)
+        x = self._steps(head, knots)
         nxt = np.append(x[1:] - 1, x[-1])
         c_lo, _ = yield_between(x, knots, lo_k, hi_k, known)
         _, c_hi = yield_between(nxt, knots, lo_k, hi_k, known)
         lower = np.clip(c_lo / nxt, 0.0, 1.0)
         upper = np.clip(c_hi / x, 0.0, 1.0)
-        hits = np.concatenate([[0.0], np.cumsum(values)])[np.searchsorted(drawn, x, side="right")]
-        precision = np.clip((c_head + tail * hits / m) / x, lower, upper)
+        precision = np.clip(estimate(x) / x, lower, upper)
+        parts = f"{d.uniform} tail ranks drawn uniformly without replacement"
+        if d.strata.size:
+            parts = (
+                f"{d.per_stratum} ranks per stratum in {d.strata.size} strata up to rank "
+                f"{int(d.strata[-1])} (Hoeffding-Serfling, delta {d.delta_strata:g}) and " + parts
+            )
         return CurveEstimate(
             method=self.name,
             size=size,
@@ -449,15 +516,54 @@ class TailBand:
             guarantee=(
                 f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "
                 f"rank k at once, for any list (no monotonicity assumed), about the labels "
-                f"given; {m} tail ranks drawn uniformly without replacement, exact "
-                f"hypergeometric bounds at {points.size} grid ranks holding together, "
-                f"deterministic interpolation of the yield between them; exact for ranks "
-                f"<= {head}"
+                f"given; {parts} (exact hypergeometric bounds at {d.grid.size} grid ranks, "
+                f"delta {d.delta_uniform:g}), all holding together, deterministic "
+                f"interpolation of the yield between them; exact for ranks <= {head}"
             ),
-            queried=points.copy(),
+            queried=knots[1:].copy(),
             annotations=annotations,
             exact_prefix=int(head),
         )
+
+    def _knot_bounds(self, d: TailDesign, c_head: float, uniform, strata, known: Labels):
+        """(knots h, …; C⁻; C⁺; the point estimate of C as a function of rank) from both
+        samples: the strata's Hoeffding–Serfling bounds at b_j, the uniform sample's exact
+        bounds at the grid ranks (a rank in both keeps the tighter side of each)."""
+        values = known.lookup(uniform)
+        lo_u, hi_u = self._grid_counts(d.grid, uniform, values, d.head, d.tail, d.delta_uniform)
+        knots = np.unique(np.concatenate([[d.head], d.strata, d.grid])).astype(np.int64)
+        lo = np.full(knots.size, -np.inf)
+        hi = np.full(knots.size, np.inf)
+        lo[0] = hi[0] = c_head
+        at = np.searchsorted(knots, d.grid)
+        lo[at] = np.maximum(lo[at], c_head + lo_u)
+        hi[at] = np.minimum(hi[at], c_head + hi_u)
+        hits = np.concatenate([[0.0], np.cumsum(values)])
+
+        def uniform_estimate(x: np.ndarray) -> np.ndarray:
+            found = hits[np.searchsorted(uniform, x, side="right")]
+            return c_head + d.tail * found / max(uniform.size, 1)
+
+        if d.strata.size == 0:
+            return knots, lo, hi, uniform_estimate
+        widths = np.diff(np.concatenate([[d.head], d.strata])).astype(np.float64)
+        drawn = np.array([s.size for s in strata], np.float64)
+        positives = np.array([known.lookup(s).sum() for s in strata], np.float64)
+        c_hat = c_head + np.cumsum(widths * positives / drawn)
+        var = np.cumsum(_serfling_proxy(widths, drawn))
+        half = hoeffding_halfwidths(var, d.strata, d.delta_strata)
+        at = np.searchsorted(knots, d.strata)
+        lo[at] = np.maximum(lo[at], c_hat - half)
+        hi[at] = np.minimum(hi[at], c_hat + half)
+        ends = np.concatenate([[d.head], d.strata]).astype(np.float64)
+        counts = np.concatenate([[c_head], c_hat])
+        reach = float(d.strata[-1])
+
+        def estimate(x: np.ndarray) -> np.ndarray:
+            near = np.interp(x.astype(np.float64), ends, counts)
+            return np.where(x <= reach, near, uniform_estimate(x))
+
+        return knots, lo, hi, estimate
 
     def _grid_counts(
         self,
@@ -466,18 +572,19 @@ class TailBand:
         values: np.ndarray,
         head: int,
         tail: int,
+        delta: float,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(L_k, U_k) on the tail yield C(k) − C(h) at the grid points (exact, α = δ/(2G))."""
+        """(L_k, U_k) on the tail yield C(k) − C(h) at the grid points (exact, α = δ_u/(2G))."""
         where = np.searchsorted(drawn, points, side="right")
         up = np.concatenate([[0], np.cumsum(np.ceil(values))])[where].astype(np.int64)
         low = np.concatenate([[0], np.cumsum(np.floor(values))])[where].astype(np.int64)
         cap = (points - head).astype(np.int64)
-        alpha = self.delta / (2.0 * points.size)
+        alpha = delta / (2.0 * points.size)
         lower, upper = hypergeometric_bounds(up, low, tail, drawn.size, cap, alpha)
         return lower.astype(np.float64), upper.astype(np.float64)
 
     def _steps(self, head: int, points: np.ndarray) -> np.ndarray:
-        """Output knots: h, the grid points and sub-knots every factor 1 + (r − 1)/20."""
+        """Output knots: h, the knots and sub-knots every factor 1 + (r − 1)/20."""
         ratio = 1.0 + self.grid / 20.0
         count = math.ceil(math.log(points[-1] / head) / math.log(ratio)) + 1
         sub = np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64)
@@ -487,3 +594,43 @@ class TailBand:
     def run(self, size: int, oracle: Oracle) -> CurveEstimate:
         """Plan → label with ``oracle`` → plan … until done; then :meth:`estimate`."""
         return run_to_completion(self, size, oracle)
+
+
+@functools.lru_cache(maxsize=64)
+def _design(method: TailBand, size: int) -> TailDesign:
+    """Split M between strata covering (h, k*] and the uniform sample so that the uniform part
+    alone is at least as tight at k = N as the baseline's M binomial draws at level δ over the
+    whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two per-point
+    levels, i.e. M_u ≥ M·ρ/(1 + M·ρ/T), ρ = (z_u/z_0)², taken 2 % larger; the rest goes to the
+    strata (none when that leaves fewer than two labels per stratum)."""
+    from scipy.stats import norm
+
+    assert method.r_tilde is not None
+    head, bounds = stratum_bounds(size, method.epsilon, method.r_tilde)
+    head = min(int(head), size)
+    tail = size - head
+    total = method.tail_labels(size)
+    full = grid_points(head, size, 1.0 + method.grid)
+    plain = TailDesign(head, tail, total, full, method.delta, np.empty(0, np.int64), 0, 0.0)
+    reach = int(method.reach * size)
+    if total == 0 or method.split == 0 or reach <= head:
+        return plain
+    strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
+    grid = np.unique(np.append(full[full >= reach], np.int64(reach)))
+    delta_u = method.delta * (1.0 - method.split)
+    z_u = float(norm.isf(delta_u / (2.0 * grid.size)))
+    z_0 = float(norm.isf(method.delta / (2.0 * full.size)))
+    rho = (z_u / z_0) ** 2
+    uniform = min(total, math.ceil(1.02 * total * rho / (1.0 + total * rho / tail)))
+    widths = np.diff(np.concatenate([[head], strata]))
+    low, high = 0, int(widths.max())  # the largest n with Σ_j min(n, size_j) ≤ M − M_u
+    while low < high:
+        mid = (low + high + 1) // 2
+        if int(np.minimum(widths, mid).sum()) <= total - uniform:
+            low = mid
+        else:
+            high = mid - 1
+    if low < 2:
+        return plain
+    uniform = total - int(np.minimum(widths, low).sum())  # what the strata leave
+    return TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)

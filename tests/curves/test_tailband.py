@@ -38,13 +38,15 @@ def _misses(est, ranked) -> int:
     return int(np.sum((truth < lower - 1e-12) | (truth > upper + 1e-12)))
 
 
-def test_plan_has_stratbands_label_count_and_uniform_distinct_draws() -> None:
+def test_plan_never_exceeds_stratbands_labels_and_draws_are_uniform() -> None:
     for size in (3_000, 50_000, 1_234_567):
         method = TailBand(seed=4)
         budget = method.budget(size)
-        assert budget["annotations"] == StratBand().budget(size)["annotations"]
+        assert budget["annotations"] <= StratBand().budget(size)["annotations"]
         assert budget["annotations"] <= Paula().budget(size)["annotations"]
-        assert curve_budget("tailband", size)["annotations"] == budget["annotations"]
+        assert (
+            curve_budget("tailband", size)["annotations"] == TailBand().budget(size)["annotations"]
+        )
         head = method.plan(size, Labels.empty())
         np.testing.assert_array_equal(head, np.arange(1, min(size, method.head(size)) + 1))
         rest = method.plan(size, Labels(head, np.ones(head.size)))
@@ -55,9 +57,35 @@ def test_plan_has_stratbands_label_count_and_uniform_distinct_draws() -> None:
             np.testing.assert_array_equal(rest, again)  # labels do not steer the plan
     size = 400_000
     method = TailBand(seed=9)
-    rest = method.draws(size)
-    position = (rest - method.head(size) - 0.5) / (size - method.head(size))
+    design = method.design(size)
+    uniform, strata = method.draws(size)
+    assert design.strata.size > 10 and design.strata[-1] == size // 10
+    assert uniform.size == design.uniform and all(s.size <= design.per_stratum for s in strata)
+    position = (uniform - design.head - 0.5) / design.tail
     assert stats.kstest(position, "uniform").pvalue > 1e-3
+    plain = TailBand(seed=9, split=0.0).design(size)
+    assert plain.strata.size == 0 and plain.uniform == method.tail_labels(size)
+
+
+def test_the_uniform_part_alone_matches_the_baseline_at_n() -> None:
+    """The design's rule: z_u²(1 − M_u/T)/M_u ≤ z_0²/M (module docstring)."""
+    from scipy.stats import norm
+
+    for size in (100_000, 10**6, 10**8, 2 * 10**9):
+        method = TailBand()
+        d = method.design(size)
+        total = method.tail_labels(size)
+        full = grid_points_of(method, size)
+        z_u = norm.isf(d.delta_uniform / (2 * d.grid.size))
+        z_0 = norm.isf(method.delta / (2 * full))
+        assert z_u**2 * (1 - d.uniform / d.tail) / d.uniform <= z_0**2 / total
+        assert d.delta_uniform + d.delta_strata == pytest.approx(method.delta)
+
+
+def grid_points_of(method: TailBand, size: int) -> int:
+    from receval.curves.tailband import grid_points
+
+    return grid_points(method.head(size), size, 1 + method.grid).size
 
 
 def test_log_tail_matches_scipy() -> None:
