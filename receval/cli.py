@@ -890,8 +890,9 @@ def _curve_options(func):
             "--method",
             type=click.Choice(opts.CURVE_METHODS),
             required=True,
-            help="Curve method (stratband: a band valid at every rank, no monotonicity assumed, "
-            "at most PAULA's labels).",
+            help="Curve method (stratband, tailband: bands valid at every rank, no monotonicity "
+            "assumed, at most PAULA's labels; stratband is tighter near the head, tailband "
+            "from about a tenth of the list on).",
         ),
         click.option(
             "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
@@ -1026,7 +1027,11 @@ def curve() -> None:
 @click.option("--system", required=True, help="The system whose ranked output is evaluated.")
 @_curve_options
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the random methods' draws."
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed of the random methods' draws (default: the seed recorded for this system and "
+    "method in TASK/curve_plan.json, else a fresh random seed, printed and recorded there).",
 )
 @click.option(
     "--out",
@@ -1037,7 +1042,7 @@ def curve() -> None:
     "in it are kept, a file of another kind is refused.",
 )
 def curve_plan(
-    task: Path, system: str, method: str, seed: int, out: Path | None, **options
+    task: Path, system: str, method: str, seed: int | None, out: Path | None, **options
 ) -> None:
     """Write the next batch of ranked items to annotate (rank, query_id, answer, system, method).
 
@@ -1048,8 +1053,14 @@ def curve_plan(
     from receval.formats.tables import write_table
 
     loaded = _curve_task(task, system)
+    seed_note = None
+    if seed is None and _seeded(method):
+        seed, seed_note = _planned_seed(task, system, method)
     params = _curve_params(method=method, seed=seed, **options)
     batch, reused = _library_call(plan_batch, loaded, system, method, params)
+    if seed_note is not None:
+        _record_plan(task, system, method, params)
+        click.echo(seed_note)
     target = out or task / "curve_to_annotate.tsv"
     merged = merge_batches(_pending_batch(loaded, target), batch)
     write_table(target, merged)
@@ -1064,6 +1075,72 @@ def curve_plan(
         click.echo(
             f"{method} has every label it needs for {system}: run `receval curve estimate`{kept}"
         )
+
+
+#: The plan record: the seed (and parameters) of each system's curve plan drawn without --seed.
+CURVE_PLAN_RECORD = "curve_plan.json"
+
+
+def _plan_record(task: Path) -> dict:
+    import json
+
+    path = task / CURVE_PLAN_RECORD
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{path}:1: not a curve plan record ({exc})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("plans", {}), dict):
+        raise InputError(f"{path}:1: not a curve plan record (no 'plans' object)")
+    return record
+
+
+def _seeded(method: str) -> bool:
+    import dataclasses
+
+    from receval.curves import METHODS
+
+    return "seed" in {f.name for f in dataclasses.fields(METHODS[method])}
+
+
+def _planned_seed(task: Path, system: str, method: str) -> tuple[int, str]:
+    """(seed, what to print) for a plan without --seed: the recorded one, else a fresh one.
+
+    A fresh seed comes from the operating system's entropy (``numpy.random.SeedSequence``), so
+    no list can be built from the plan in advance; recording it keeps the plan reproducible."""
+    entry = _plan_record(task).get("plans", {}).get(f"{system}/{method}")
+    if entry is not None and isinstance(entry.get("seed"), int):
+        seed = int(entry["seed"])
+        return seed, f"seed {seed} (recorded in {task / CURVE_PLAN_RECORD})"
+    import numpy as np
+
+    seed = int(np.random.SeedSequence().entropy)
+    return seed, f"seed {seed} (drawn at random; recorded in {task / CURVE_PLAN_RECORD})"
+
+
+def _record_plan(task: Path, system: str, method: str, params: dict) -> None:
+    from receval.report.writers import write_json
+
+    record = _plan_record(task)
+    plans = dict(record.get("plans", {}))
+    plans[f"{system}/{method}"] = {
+        "system": system,
+        "method": method,
+        "seed": int(params["seed"]),
+        "parameters": params,
+    }
+    write_json(task / CURVE_PLAN_RECORD, {"plans": plans})
+
+
+def _estimate_seed(task: Path, system: str, method: str, seed: int | None) -> int:
+    """--seed, else the seed recorded when planning, else 0 (the seed before plans drew one)."""
+    if seed is not None:
+        return seed
+    entry = _plan_record(task).get("plans", {}).get(f"{system}/{method}")
+    if entry is not None and isinstance(entry.get("seed"), int):
+        return int(entry["seed"])
+    return 0
 
 
 def _true_facts(loaded, given: int | None, seed: int):
@@ -1096,7 +1173,12 @@ def _true_facts(loaded, given: int | None, seed: int):
 @click.argument("task", type=click.Path(path_type=Path))
 @click.option("--system", required=True, help="The system whose ranked output is evaluated.")
 @_curve_options
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed used when planning.")
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed used when planning (default: the one recorded in TASK/curve_plan.json, else 0).",
+)
 @click.option(
     "--true-facts",
     type=click.IntRange(1, None),
@@ -1109,7 +1191,7 @@ def curve_estimate(
     task: Path,
     system: str,
     method: str,
-    seed: int,
+    seed: int | None,
     true_facts: int | None,
     out: Path,
     **options,
@@ -1124,6 +1206,7 @@ def curve_estimate(
     from receval.report.writers import write_csv, write_json
 
     loaded = _curve_task(task, system)
+    seed = _estimate_seed(task, system, method, seed)
     params = _curve_params(method=method, seed=seed, **options)
     if system not in loaded.systems:
         raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
@@ -1133,12 +1216,19 @@ def curve_estimate(
         )
     except ValueError as exc:
         raise InputError(f"{task}: {exc}") from None
-    write_csv(out, curve.frame)
+    from receval.curves.table import outward_rounded
+
+    write_csv(out, outward_rounded(curve.frame))
     write_json(out.with_name(out.name + ".json"), curve.record)
     est = curve.estimate
+    designed = curve.record.get("designed_halfwidth")
+    widths = ""
+    if designed is not None:
+        realised = curve.record["realised_max_halfwidth"]
+        widths = f"; largest half-width {realised:.4g} (designed at most {designed:.4g})"
     click.echo(
         f"{system}: {method} curve with {len(curve.frame)} knots from {est.annotations} labels; "
-        f"{est.kind}: {est.guarantee}"
+        f"{est.kind}: {est.guarantee}{widths}"
     )
     for flag in est.flags:
         _warn(flag)
@@ -1158,7 +1248,8 @@ _BUDGET_NAMES = {
     "samples": "label draws from the whole list",
     "expected_draws": "expected label draws (with repeats)",
     "expected_distinct": "expected distinct items to label",
-    "halfwidth": "half-width of the precision band (at most)",
+    "halfwidth": "half-width of the precision band at any rank (at most)",
+    "knot_halfwidth": "half-width at the strata boundaries (at most)",
     "epsilon": "grid step ε (points 1+ε apart)",
     "window": "window Δ (labels per local estimate)",
     "r_tilde": "grid starts at rank r̃",

@@ -77,6 +77,20 @@ class TaskConfig:
         return {"correct": 1.0, "wrong": 0.0, "inexact": inexact, "ignore": nan}
 
 
+def unknown_label_text(raw: str, vocab: str) -> str:
+    """The error text for a label outside the bundle's vocabulary; a number (a graded judgment
+    such as 2 on a 0-3 scale) is told that it needs an explicit mapping to correct/wrong."""
+    text = f"unknown label {raw!r} (known labels: {vocab})"
+    try:
+        float(raw)
+    except ValueError:
+        return text
+    return (
+        f"{text}; a graded judgment is not a label in [0, 1]: map each grade to correct or "
+        "wrong in task.toml [labels] (graded judgments need an explicit mapping)"
+    )
+
+
 _HEADER = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
 
 

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from receval.config import Matching, TaskConfig, config_from_mapping, load_config
+from receval.config import (
+    Matching,
+    TaskConfig,
+    config_from_mapping,
+    load_config,
+    unknown_label_text,
+)
 from receval.errors import BundleError
 from receval.formats.coded import WHITESPACE, HeaderRows, system_codes
 from receval.formats.tables import (
@@ -1443,9 +1449,7 @@ def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
     if bad.any():
         i = bad.to_numpy().nonzero()[0][0]
         vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))
-        raise BundleError(
-            path, int(frame[LINE].iloc[i]), f"unknown label {raw.iloc[i]!r} (known labels: {vocab})"
-        )
+        raise BundleError(path, int(frame[LINE].iloc[i]), unknown_label_text(raw.iloc[i], vocab))
     values = config.category_value()
     frame["label_raw"] = raw
     frame["category"] = category

@@ -1,9 +1,10 @@
 """Precision curves of huge ranked outputs from few labels.
 
-Five methods share one interface (:class:`~receval.curves.base.CurveMethod`: ``plan``,
+Six methods share one interface (:class:`~receval.curves.base.CurveMethod`: ``plan``,
 ``estimate``, ``run``): the random-sampling baseline and LogStrat and PAULA (Sabharwal & Sedghi,
-AISTATS 2017), AdaStrat (Sabharwal & Xue, UAI 2018) and StratBand (a band valid at every rank
-without monotonicity assumptions, at PAULA's label count).  :func:`make_method` builds one from a
+AISTATS 2017), AdaStrat (Sabharwal & Xue, UAI 2018), StratBand (a band valid at every rank
+without monotonicity assumptions, at PAULA's label count) and TailBand (the same guarantee from
+an exact head and a uniform tail sample with exact hypergeometric bounds).  :func:`make_method` builds one from a
 name and the common parameters.
 """
 
@@ -34,11 +35,12 @@ _EXPORTS = {
     "ParquetRankedList": "ranked",
     "SimulatedRankedList": "ranked",
     "StratBand": "stratband",
+    "TailBand": "tailband",
 }
 _METHOD_CLASSES = dict(
     zip(
         CURVE_METHODS,
-        ("RandomSampling", "LogStrat", "Paula", "AdaStrat", "StratBand"),
+        ("RandomSampling", "LogStrat", "Paula", "AdaStrat", "StratBand", "TailBand"),
         strict=True,
     )
 )

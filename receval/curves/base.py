@@ -43,6 +43,14 @@ class Labels:
             raise ValueError("a rank is labelled twice")
         if ranks.size and ranks[0] < 1:
             raise ValueError("ranks are 1-based")
+        outside = ~((labels >= 0.0) & (labels <= 1.0))  # NaN included
+        if np.any(outside):
+            i = int(np.flatnonzero(outside)[0])
+            raise ValueError(
+                f"label {labels[i]:g} at rank {int(ranks[i])} is outside [0, 1]: a curve needs "
+                "correct (1) / wrong (0) labels or a merged share; graded judgments need an "
+                "explicit mapping to [0, 1]"
+            )
         object.__setattr__(self, "ranks", ranks)
         object.__setattr__(self, "labels", labels)
 

@@ -8,6 +8,7 @@ papers' formulas, so they hold for any N:
   ln((L−ℓ)/(δ/2))⌉ label draws (AdaStrat Table 2 uses β = γ; pass ``beta=None`` for that);
 * ``random`` — PAULA eq. (5): ⌈√(2N/(α²p_min²) · ln(2N/δ))⌉ with α = γ(1+ε) − 1;
 * ``stratband`` — g_ℓ + Σ_j min(n, size_j) with n = Δ by default: at most PAULA's count;
+* ``tailband`` — the same count as StratBand: g_ℓ exact, then as many uniform tail draws;
 * ``adastrat`` — adaptive: its count depends on the labels, so the budget is the worst case
   before any label (``kind = "upper bound"``: l̃ + K·s_K with K ≤ ⌊log_{1+ε}(N/l̃)⌋ + 1).
 
@@ -21,11 +22,12 @@ from receval.curves.logstrat import LogStrat
 from receval.curves.paula import Paula
 from receval.curves.random_sampling import RandomSampling
 from receval.curves.stratband import StratBand
+from receval.curves.tailband import TailBand
 
 __all__ = ["BUDGET_METHODS", "NON_ADAPTIVE_METHODS", "curve_budget"]
 
 #: Method names whose budget is exact before any label.
-NON_ADAPTIVE_METHODS = ("paula", "logstrat", "random", "stratband")
+NON_ADAPTIVE_METHODS = ("paula", "logstrat", "random", "stratband", "tailband")
 #: Every method :func:`curve_budget` accepts (AdaStrat's budget is a worst-case bound).
 BUDGET_METHODS = (*NON_ADAPTIVE_METHODS, "adastrat")
 
@@ -97,6 +99,8 @@ def curve_budget(
             labels_per_stratum=labels_per_stratum,
             halfwidth=halfwidth,
         ).budget(size)
+    if key == "tailband":
+        return TailBand(epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta).budget(size)
     if key == "adastrat":
         ada = AdaStrat(
             epsilon=epsilon,

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from receval.config import unknown_label_text
 from receval.curves.base import Labels
 from receval.errors import BundleError
 
@@ -164,9 +165,7 @@ def _labelled(frame: pd.DataFrame, path: Path, config) -> None:
     if bad.any():
         vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))
         i = int(np.flatnonzero(bad)[0])
-        raise BundleError(
-            path, _first(frame, bad), f"unknown label {raw.iloc[i]!r} (known labels: {vocab})"
-        )
+        raise BundleError(path, _first(frame, bad), unknown_label_text(raw.iloc[i], vocab))
     frame["category"] = category
     frame["value"] = category.map(config.category_value()).astype(float)
 

@@ -131,9 +131,10 @@ class StratBand:
     labels_per_stratum
         n: distinct ranks drawn per stratum (default Δ, which makes the plan PAULA's size or less).
     halfwidth
-        Instead of n: the largest knot half-width (in precision) wanted; n is then the smallest
-        number of labels per stratum that reaches it for the list's size (computed from the
-        design before any label, so the guarantee is unaffected).
+        Instead of n: the largest half-width (in precision) wanted at *every* rank, knots and
+        the ranks between them alike; n is then the smallest number of labels per stratum whose
+        design reaches it for the list's size, whatever the labels (computed before any label,
+        so the guarantee is unaffected; see ``_every_rank_halfwidth``).
     r_tilde
         r̃ (default ⌈(Δ+2)/ε⌉); the head is g_ℓ = ⌈(1+ε)^ℓ⌉ with ℓ = ⌈log_{1+ε} r̃⌉.
     delta
@@ -198,11 +199,11 @@ class StratBand:
         if bounds.size == 0:
             return 2
         low, high = 2, max(2, int(np.max(np.diff(np.concatenate([[head], bounds])))))
-        if self._typical_halfwidth(head, bounds, high) > self.halfwidth:
+        if self._every_rank_halfwidth(head, bounds, high) > self.halfwidth:
             return high  # every stratum labelled in full
         while low < high:  # the half-width decreases in n
             mid = (low + high) // 2
-            if self._typical_halfwidth(head, bounds, mid) <= self.halfwidth:
+            if self._every_rank_halfwidth(head, bounds, mid) <= self.halfwidth:
                 high = mid
             else:
                 low = mid + 1
@@ -241,7 +242,7 @@ class StratBand:
         widths = np.diff(np.concatenate([[head], bounds])) if bounds.size else np.empty(0)
         n = self.per_stratum(size)
         labels = int(head + np.minimum(widths, n).sum())
-        halfwidth = self._typical_halfwidth(head, bounds, n)
+        halfwidth = self._every_rank_halfwidth(head, bounds, n)
         return {
             "method": self.name,
             "size": int(size),
@@ -255,21 +256,63 @@ class StratBand:
             "r_tilde": int(self.r_tilde or 0),
             "delta": self.delta,
             "halfwidth": halfwidth,
+            "knot_halfwidth": self._typical_halfwidth(head, bounds, n),
             "guarantee": (
                 "with probability >= 1 - delta the band holds at every rank at once; "
                 "no assumption on the list"
             ),
         }
 
+    def designed_halfwidth(self, size: int) -> float | None:
+        """The largest half-width at any rank the design allows for N = ``size`` (before any
+        label; None for the Bernstein variant, whose widths depend on the labels)."""
+        if self.estimator != "hoeffding":
+            return None
+        head, bounds = self.strata(size)
+        return self._every_rank_halfwidth(head, bounds, self.per_stratum(size))
+
+    def _knot_halfwidths(self, head: int, bounds: np.ndarray, per_stratum: int) -> np.ndarray:
+        """Half-widths of Ĉ(b_j) in counts (Hoeffding, :func:`hoeffding_halfwidths`)."""
+        widths = np.diff(np.concatenate([[head], bounds]))
+        n = np.minimum(widths, per_stratum)
+        var = np.cumsum(_serfling_proxy(widths, n))
+        return hoeffding_halfwidths(var, bounds, self.delta)
+
     def _typical_halfwidth(self, head: int, bounds: np.ndarray, per_stratum: int) -> float:
         """Largest knot half-width in precision (Hoeffding, :func:`hoeffding_halfwidths`)."""
         if bounds.size == 0:
             return 0.0
-        widths = np.diff(np.concatenate([[head], bounds]))
-        n = np.minimum(widths, per_stratum)
-        var = np.cumsum(_serfling_proxy(widths, n))
-        half = hoeffding_halfwidths(var, bounds, self.delta)
-        return float(np.max(half / bounds))
+        return float(np.max(self._knot_halfwidths(head, bounds, per_stratum) / bounds))
+
+    def _every_rank_halfwidth(self, head: int, bounds: np.ndarray, per_stratum: int) -> float:
+        """Largest half-width (upper − lower)/2 of the band at *any* rank, whatever the labels.
+
+        On an output step [x, l] of stratum (a, b] the band is at most
+        [(c + max(−h_a, D − h_b − (b − x)))/l, (c + min(D + h_b, h_a + l − a))/x] before
+        clipping to [0, 1], with c = Ĉ(a), D = Ĉ(b) − Ĉ(a) and h the knot half-widths (the
+        labelled-rank and cross-knot tightening, the integer rounding and the clipping only
+        narrow it).  Its width grows with c (c·(1/x − 1/l) ≥ 0), so c = a is the worst case, and
+        it is concave and piecewise linear in D, so its maximum over D ∈ [0, b − a] is at an end
+        or a kink.  The maximum over the steps is a property of the design: the realised band is
+        never wider at any rank (Hoeffding bounds; the Bernstein variant has its own widths).
+        """
+        if bounds.size == 0:
+            return 0.0
+        half = np.concatenate([[0.0], self._knot_halfwidths(head, bounds, per_stratum)])
+        lows = np.concatenate([[head], bounds[:-1]]).astype(np.float64)
+        x = self._output_knots(head, bounds).astype(np.float64)
+        last = np.append(x[1:] - 1, x[-1])
+        j = np.clip(np.searchsorted(bounds, last, side="left"), 0, bounds.size - 1)
+        a, b = lows[j], bounds[j].astype(np.float64)
+        h_a, h_b = half[j], half[j + 1]
+        worst = np.zeros(x.size)
+        kinks = (np.zeros(x.size), b - a, h_a + last - a - h_b, h_b + (b - x) - h_a)
+        for d in kinks:
+            d = np.clip(d, 0.0, b - a)
+            high = (a + np.minimum(d + h_b, h_a + last - a)) / x
+            low = (a + np.maximum(-h_a, d - h_b - (b - x))) / last
+            worst = np.maximum(worst, high - low)
+        return float(np.max(np.minimum(worst, 1.0))) / 2.0
 
     # -- estimate ----------------------------------------------------------------------
 
@@ -316,7 +359,8 @@ class StratBand:
             kind="band",
             guarantee=(
                 f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "
-                f"rank k at once, for any list (no monotonicity assumed); stratified sampling "
+                f"rank k at once, for any list (no monotonicity assumed), about the labels "
+                f"given (a wrong label moves the curve it bounds); stratified sampling "
                 f"without replacement, {self._bound_name()} bounds at {bounds.size} strata "
                 "boundaries holding together, deterministic interpolation of the yield "
                 f"between them; exact for ranks <= {head}"
@@ -369,13 +413,7 @@ class StratBand:
         known: Labels,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Output knots x (every factor 1 + ε/10) with constant bounds over [x, next x)."""
-        ratio = 1.0 + self.epsilon / 10.0
-        count = math.ceil(math.log(bounds[-1] / head) / math.log(ratio)) + 1
-        sub = np.unique(
-            np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64)
-        )
-        x = np.unique(np.concatenate([[head], sub, bounds]))
-        x = x[(x >= head) & (x <= bounds[-1])]
+        x = self._output_knots(head, bounds)
         nxt = np.append(x[1:] - 1, x[-1])  # last rank of each step
         c_lo = self._count_lower(x, head, bounds, lows, lo_k, known)
         c_hi = self._count_upper(nxt, head, bounds, lows, hi_k, known)
@@ -386,6 +424,16 @@ class StratBand:
         knots_c = np.concatenate([[c_head], c_hat])
         est = np.interp(x.astype(np.float64), knots_b, knots_c) / x
         return x, lower, upper, est
+
+    def _output_knots(self, head: int, bounds: np.ndarray) -> np.ndarray:
+        """h, the strata boundaries and sub-knots every factor 1 + ε/10 (first ranks of steps)."""
+        ratio = 1.0 + self.epsilon / 10.0
+        count = math.ceil(math.log(bounds[-1] / head) / math.log(ratio)) + 1
+        sub = np.unique(
+            np.ceil(head * ratio ** np.arange(count, dtype=np.float64)).astype(np.int64)
+        )
+        x = np.unique(np.concatenate([[head], sub, bounds]))
+        return x[(x >= head) & (x <= bounds[-1])]
 
     def _count_lower(self, k, head, bounds, lows, lo_k, known) -> np.ndarray:
         """Lower bound on C(k) at ranks k in [head, N] (see the module docstring)."""

@@ -16,7 +16,7 @@ import pandas as pd
 
 from receval.curves.base import CurveEstimate
 
-__all__ = ["curve_frame"]
+__all__ = ["curve_frame", "outward_rounded"]
 
 
 def curve_frame(
@@ -66,3 +66,40 @@ def curve_frame(
     for name, values in est.columns.items():
         frame[name] = values
     return frame
+
+
+#: Significant digits of the numbers in ``curve.csv`` (``receval.report.writers.write_csv``).
+CSV_DIGITS = 6
+
+
+def outward_rounded(frame: pd.DataFrame, digits: int = CSV_DIGITS) -> pd.DataFrame:
+    """A copy of a curve table whose bound columns survive writing with ``digits`` digits.
+
+    Every column ending in ``lower`` is rounded down and every column ending in ``upper`` up, to
+    ``digits`` significant digits (a value with no more digits is kept as it is), so the written
+    bounds still contain whatever the exact bounds contained; ``precision`` and the other
+    columns are untouched (written rounded to nearest).
+    """
+    out = frame.copy()
+    for name in out.columns:
+        if name.endswith("lower") or name.endswith("upper"):
+            out[name] = _rounded(out[name].to_numpy(np.float64), name.endswith("upper"), digits)
+    return out
+
+
+def _rounded(values: np.ndarray, up: bool, digits: int) -> np.ndarray:
+    """``values`` rounded towards +inf (``up``) or -inf at ``digits`` significant digits.
+
+    Exact decimal arithmetic: the decimal q is ≤ v (≥ v for ``up``), so its nearest double —
+    what a reader parses — is too."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+    mode = ROUND_CEILING if up else ROUND_FLOOR
+    out = values.copy()
+    for i in np.flatnonzero(np.isfinite(values) & (values != 0.0)):
+        if float(f"{values[i]:.{digits}g}") == values[i]:
+            continue  # written and read back as the same double
+        exact = Decimal(float(values[i]))
+        step = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+        out[i] = float(exact.quantize(step, rounding=mode))
+    return out

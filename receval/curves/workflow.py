@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from receval.curves.base import CurveEstimate
@@ -138,5 +139,20 @@ def estimate_system_curve(
         "flags": list(est.flags),
         "recall": recall,
         "parameters": params,
+        **halfwidths(algo, est),
     }
     return SystemCurve(curve_frame(est, total, interval), est, record)
+
+
+def halfwidths(algo, est: CurveEstimate) -> dict[str, float | None]:
+    """``designed_halfwidth``: the largest half-width the design allows at any rank before any
+    label (None when the method has no such figure); ``realised_max_halfwidth``: the largest
+    (upper − lower)/2 of this curve beyond the exactly labelled prefix (0 when none)."""
+    designer = getattr(algo, "designed_halfwidth", None)
+    designed = designer(est.size) if designer is not None else None
+    ranks = np.asarray(est.ranks)
+    beyond = ranks > est.exact_prefix
+    width = (np.asarray(est.upper, float) - np.asarray(est.lower, float))[beyond] / 2.0
+    width = width[np.isfinite(width)]
+    realised = float(width.max()) if width.size else 0.0
+    return {"designed_halfwidth": designed, "realised_max_halfwidth": realised}

@@ -434,6 +434,7 @@ _METHOD_LABEL = {
     "logstrat": "LogStrat",
     "random": "random sampling",
     "stratband": "StratBand",
+    "tailband": "TailBand",
     "random_sampling": "random sampling",
     "sample": "precision samples",
 }

@@ -19,6 +19,9 @@ TABLE = {
     "logstrat": ([78, 156, 234, 312], [18_287, 35_631, 53_937, 72_867]),
     # StratBand: PAULA's strata (the last runs to N), Δ labels each: at most PAULA's count.
     "stratband": ([78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692]),
+    # TailBand: StratBand's labels split between strata up to N/10 and a uniform sample (a
+    # rank drawn by both is labelled once); queries: strata ends and the grid ranks bounded.
+    "tailband": ([235, 312, 391, 468], [11_279, 19_053, 26_883, 34_689]),
 }
 
 
