@@ -34,6 +34,7 @@ from receval.formats.tables import (
     find_table,
     read_table,
 )
+from receval.judge import check_judge_table, dedupe_judge
 
 if TYPE_CHECKING:
     from receval.formats.coded import CodedTable
@@ -102,6 +103,9 @@ class Task:
     exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``
         (both + extra columns).
     truth : ``query_id, answer, fact, value`` or None.
+    judge : an automatic judge's scores, one row per fact: ``query_id, answer, answer_raw,
+        fact, judge_score`` (in [0, 1]), ``judge`` (name, may be empty), or None
+        (:mod:`receval.judge`).
 
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
     whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,
@@ -124,6 +128,7 @@ class Task:
     files: dict[str, Path] = field(default_factory=dict)
     #: systems whose run file has no rows (an empty submission: scored, precision undefined)
     empty_systems: tuple[str, ...] = ()
+    judge: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -141,13 +146,14 @@ class Task:
         truth=None,
         config: TaskConfig | None = None,
         name: str | None = None,
+        judge=None,
     ) -> Task:
         """Build and validate a task from in-memory tables (no files).
 
         Parameters
         ----------
-        runs, judgments, samples, exhaustive_units, exhaustive, queries, truth : pandas.DataFrame
-            or pyarrow.Table, optional (``runs`` required)
+        runs, judgments, samples, exhaustive_units, exhaustive, queries, truth, judge :
+            pandas.DataFrame or pyarrow.Table, optional (``runs`` required)
             The bundle tables with the columns of a bundle's files (ARCHITECTURE.md, "Task bundle
             v1"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
             Parquet file (integers stay integers, floats in their shortest round-trip form).
@@ -176,6 +182,7 @@ class Task:
                 "exhaustive": exhaustive,
                 "queries": queries,
                 "truth": truth,
+                "judge": judge,
             },
             config,
             name,
@@ -267,11 +274,12 @@ _RESERVED: dict[str, tuple[str, ...]] = {
     "exhaustive_units": (),
     "exhaustive": ("answer_raw", "fact"),
     "truth": ("answer_raw", "fact", "value"),
+    "judge": ("answer_raw", "fact", "_file"),
 }
 
 
 #: Columns a Parquet file or an in-memory table may hold as numbers (they are parsed as numbers).
-NUMERIC = ("score", "prob", "weight")
+NUMERIC = ("score", "prob", "weight", "judge_score")
 
 
 @dataclass(frozen=True)
@@ -616,7 +624,7 @@ def _as_arrow(data: object, table: str):
     return arrow
 
 
-_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth", "judge")
 
 
 def load_task(
@@ -635,7 +643,7 @@ def load_task(
     ----------
     root : the bundle directory.
     tables : optional tables to read (default: all of judgments, samples, exhaustive_units,
-        exhaustive, truth); the others are treated as absent and not read at all.  For commands
+        exhaustive, truth, judge); the others are treated as absent and not read at all.  For commands
         that need only part of a bundle (``receval sample``); ``validate`` reads everything.
     run_columns : run columns to read besides ``system, query_id, answer`` (default: all);
         Parquet runs then read only those columns from disk.
@@ -716,6 +724,7 @@ def _build_task(
     exhaustive_units: _Source | None,
     exhaustive: _Source | None,
     truth: _Source | None,
+    judge: _Source | None = None,
 ) -> Task:
     """Check every table, number the facts, collapse duplicate outputs, check the sample
     designs: the one path from string tables (files or frames) to a :class:`Task`."""
@@ -726,13 +735,17 @@ def _build_task(
     sample_frame = _check_samples(samples, known)
     units, exhaustive_frame = _check_exhaustive(exhaustive_units, exhaustive, known)
     truth_frame = _check_truth(truth, config, known)
+    judge_frame = check_judge_table(judge, known)
     frames = [judgment_frame, sample_frame, exhaustive_frame]
     if truth_frame is not None:
         frames.append(truth_frame)
+    if judge_frame is not None:
+        frames.append(judge_frame)
     facts, run_frame = _attach_facts(frames, config.matching, encoded)
     del encoded
     if truth_frame is not None:
         truth_frame = _dedupe_truth(truth_frame, truth.path)
+    judge_frame = dedupe_judge(judge_frame, judge.path if judge is not None else "judge")
     empty_systems = tuple(run_frame.attrs.get("empty_systems", ()))
     outputs, raw_outputs = _collapse_outputs(run_frame)
     del run_frame
@@ -756,6 +769,7 @@ def _build_task(
         truth=truth_frame,
         files=files,
         empty_systems=empty_systems,
+        judge=judge_frame,
     )
     from receval.design import infer_designs
 
@@ -1595,12 +1609,14 @@ def with_annotation(
     judgments: pd.DataFrame | None = None,
     exhaustive_units: pd.DataFrame | None = None,
     exhaustive: pd.DataFrame | None = None,
+    judge: pd.DataFrame | None = None,
 ) -> Task:
     """``task`` with its annotation tables replaced by in-memory bundle frames (for simulations).
 
     The frames have the bundle's columns (``samples``: sample, system, query_id, answer, prob;
     ``judgments``: query_id, answer, label; ``exhaustive_units``: unit [, prob];
-    ``exhaustive``: unit, query_id, answer).  Every answer must be a fact the task already
+    ``exhaustive``: unit, query_id, answer; ``judge``: query_id, answer, judge_score [, judge]).
+    Every answer must be a fact the task already
     knows (a bundle with ``truth.tsv`` knows them all); nothing is re-read from disk, so a
     simulation study can redraw the annotation many times against one loaded world.
     """
@@ -1642,4 +1658,10 @@ def with_annotation(
         changes["exhaustive_units"] = u[["unit", "prob", *kept]].reset_index(drop=True)
     if exhaustive is not None:
         changes["exhaustive"] = facts_of(exhaustive, "exhaustive").reset_index(drop=True)
+    if judge is not None:
+        frame = facts_of(judge, "judge")
+        frame["judge"] = frame["judge"].astype(str) if "judge" in frame else ""
+        frame["judge_score"] = frame["judge_score"].astype(float)
+        frame["_file"] = "judge.tsv"
+        changes["judge"] = dedupe_judge(frame, Path("judge.tsv"))
     return dataclasses.replace(task, **changes)

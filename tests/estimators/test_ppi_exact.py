@@ -1,0 +1,101 @@
+"""Exact expectations of the prediction-powered estimator (no simulation noise).
+
+On a tiny task every possible sample (each sampler's n_j uniform draws with replacement) is
+enumerated with its probability, so E[π̂_i] is computed exactly.  Cross-fitting makes PPI's
+precision unbiased for *any* judge: the average over all samples must equal the true
+precision to rounding, for a good, an inverted, a useless and a partly missing judge, with an
+odd number of draws and a sampler with a single draw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from receval.estimators.base import ScoringContext
+from receval.estimators.ppi import judge_totals
+from receval.estimators.registry import get_estimator
+from receval.estimators.sample_data import build_sample_data
+from receval.task import Task
+
+#: system -> (answer, correct) of query q1; A and B share x2, x3
+OUTPUTS = {
+    "A": [("x1", 1), ("x2", 0), ("x3", 1)],
+    "B": [("x2", 0), ("x3", 1), ("x4", 1), ("x5", 0)],
+    "C": [("x5", 0), ("x6", 1)],
+}
+TRUTH = {a: c for rows in OUTPUTS.values() for a, c in rows}
+JUDGES = {
+    "good": {"x1": 0.9, "x2": 0.2, "x3": 0.7, "x4": 0.8, "x5": 0.1, "x6": 0.6},
+    "inverted": {"x1": 0.1, "x2": 0.9, "x3": 0.2, "x4": 0.3, "x5": 0.8, "x6": 0.2},
+    "useless": {"x1": 0.5, "x2": 0.9, "x3": 0.1, "x4": 0.5, "x5": 0.9, "x6": 0.1},
+    "partial": {"x1": 0.9, "x3": 0.6, "x5": 0.3},
+}
+
+
+def tiny_task(judge: dict[str, float]) -> Task:
+    runs = pd.DataFrame(
+        [(s, "q1", a) for s, rows in OUTPUTS.items() for a, _ in rows],
+        columns=["system", "query_id", "answer"],
+    )
+    judgments = pd.DataFrame(
+        {
+            "query_id": "q1",
+            "answer": list(TRUTH),
+            "label": ["C" if c else "W" for c in TRUTH.values()],
+        }
+    )
+    size = runs.groupby("system")["answer"].transform("size")
+    samples = runs.assign(sample="all", prob=1.0 / size)
+    scores = pd.DataFrame(
+        {"query_id": "q1", "answer": list(judge), "judge_score": list(judge.values())}
+    )
+    return Task.from_frames(runs=runs, judgments=judgments, samples=samples, judge=scores)
+
+
+def exact_expectation(task: Task, draws: dict[str, int]) -> dict[str, np.ndarray]:
+    """E[statistic] over every sample with ``draws[system]`` uniform draws per system."""
+    full = build_sample_data(task)
+    estimator = get_estimator("ppi")
+    judge = judge_totals(task, full)  # the same for every sample: every sampler draws
+    per_system = []
+    for j, system in enumerate(full.systems):
+        facts = full.draw_fact[full.draw_sampler == j]
+        per_system.append(list(itertools.product(facts, repeat=draws[system])))
+    total: dict[str, np.ndarray] = {}
+    count = 0
+    for combo in itertools.product(*per_system):
+        draw_fact = np.concatenate([np.asarray(c, np.int64) for c in combo])
+        draw_sampler = np.repeat(np.arange(full.J), [len(c) for c in combo])
+        data = dataclasses.replace(
+            full,
+            draw_fact=draw_fact,
+            draw_sampler=draw_sampler,
+            draw_row=np.arange(draw_fact.size),
+            sampler_n=np.bincount(draw_sampler, minlength=full.J).astype(float),
+            census=np.zeros(full.m, bool),
+        )
+        ctx = ScoringContext.of(data, task=task, estimator="ppi")
+        ctx.__dict__["_ppi_cache"] = {"judge": judge}
+        terms = estimator.terms(ctx)
+        point = estimator.statistic(ctx)({k: v.sum(axis=0) for k, v in terms.items()})
+        for key in ("precision", "pooled_recall"):
+            total[key] = total.get(key, 0.0) + point[key]
+        count += 1
+    return {k: v / count for k, v in total.items()}
+
+
+def true_precision(systems: list[str]) -> np.ndarray:
+    return np.array([np.mean([c for _, c in OUTPUTS[s]]) for s in systems])
+
+
+@pytest.mark.parametrize("judge", sorted(JUDGES))
+def test_ppi_precision_is_exactly_unbiased_for_any_judge(judge):
+    task = tiny_task(JUDGES[judge])
+    expected = exact_expectation(task, {"A": 3, "B": 2, "C": 1})
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)

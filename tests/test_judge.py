@@ -1,0 +1,103 @@
+"""judge.tsv: loading, matching to facts, imputation, malformed files; `--estimator ppi` via CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import make_bundle
+
+from receval.cli import cli
+from receval.errors import BundleError
+from receval.judge import fact_scores
+from receval.task import Task, load_task
+
+JUDGE = (
+    "query_id\tanswer\tjudge_score\tjudge\n"
+    "q1\tPARIS\t0.9\tllm\n"  # matched to the fact "paris" as judgments are
+    "q2\tRome\t0.8\tllm\n"
+    "q2\tMilan\t0.3\tllm\n"
+    "q3\tMadrid\t0.6\tllm\n"
+    "q1\t paris \t0.9\tllm\n"  # the same fact again with the same score: collapsed
+)
+
+
+def test_judge_scores_are_matched_to_facts_and_missing_ones_imputed(tmp_path):
+    task = load_task(make_bundle(tmp_path, files={"judge.tsv": JUDGE}))
+    assert len(task.judge) == 4  # one row per fact
+    scores, scored = fact_scores(task)
+    facts = task.facts.reset_index()
+    paris = facts.index[(facts["query_id"] == "q1") & (facts["answer"] == "paris")][0]
+    assert scores[paris] == 0.9 and scored[paris]
+    barcelona = facts.index[facts["answer"] == "barcelona"][0]
+    assert not scored[barcelona]
+    pooled = scored & task.facts["in_pool"].to_numpy()
+    assert scores[barcelona] == pytest.approx(scores[pooled].mean())
+    assert task.summary()  # a bundle with a judge still validates
+
+
+def test_a_bundle_without_judge_has_none(bundle):
+    assert load_task(bundle).judge is None
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("q1\tParis\t1.5", "judge_score 1.5 is outside [0, 1]"),
+        ("q1\tParis\t-0.1", "judge_score -0.1 is outside [0, 1]"),
+        ("q1\tParis\thigh", "'high' is not a finite number"),
+        ("q9\tParis\t0.5", "query_id 'q9' is not in queries"),
+        ("q2\trome\t0.4", "already has judge_score 0.8"),
+    ],
+)
+def test_malformed_judge_rows_name_file_and_line(tmp_path, row, message):
+    text = "query_id\tanswer\tjudge_score\nq2\tRome\t0.8\n" + row + "\n"
+    root = make_bundle(tmp_path, files={"judge.tsv": text})
+    with pytest.raises(BundleError, match=r"judge\.tsv:3: ") as err:
+        load_task(root)
+    assert message in str(err.value)
+    out = CliRunner().invoke(cli, ["validate", str(root)])
+    assert out.exit_code == 2
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "judge.tsv:3:" in lines[0]
+
+
+def test_missing_judge_score_column_is_refused(tmp_path):
+    root = make_bundle(tmp_path, files={"judge.csv": "query_id,answer,score\nq1,Paris,0.5\n"})
+    with pytest.raises(BundleError, match=r"missing required column.*judge_score"):
+        load_task(root)
+
+
+def test_from_frames_takes_a_judge_table_parquet_style_numbers():
+    runs = pd.DataFrame({"system": ["A", "A", "B"], "query_id": "q", "answer": ["x", "y", "x"]})
+    judge = pd.DataFrame({"query_id": "q", "answer": ["X", "y"], "judge_score": [0.25, 1.0]})
+    task = Task.from_frames(runs=runs, judge=judge)
+    assert sorted(task.judge["judge_score"]) == [0.25, 1.0]
+    with pytest.raises(BundleError, match=r"^judge:2: judge_score 2.0 is outside"):
+        Task.from_frames(runs=runs, judge=judge.assign(judge_score=[0.5, 2.0]))
+
+
+def test_cli_ppi_needs_a_judge_file(bundle, tmp_path):
+    out = CliRunner().invoke(
+        cli, ["score", str(bundle), "--out", str(tmp_path / "o"), "--estimator", "ppi"]
+    )
+    assert out.exit_code == 2
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "judge.tsv" in lines[0]
+
+
+def test_cli_scores_with_ppi_and_names_the_method(tmp_path):
+    root = make_bundle(tmp_path, files={"judge.tsv": JUDGE})
+    out_dir = tmp_path / "o"
+    args = ["score", str(root), "--out", str(out_dir), "--estimator", "ppi", "--bootstrap", "200"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out_dir / "leaderboard.csv")
+    assert (board["estimator"] == "ppi").all()
+    assert board["interval"].str.contains("prediction-powered").all()
+    assert np.isfinite(board["precision"]).all()
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["options"]["estimator"] == "ppi"
