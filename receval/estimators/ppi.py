@@ -1,40 +1,45 @@
 """Prediction-powered precision and recall: human draws correct an automatic judge.
 
-Every output x carries a judge score s(x) ∈ [0, 1] (``judge.tsv``, :mod:`receval.judge`), so
-judge totals over any known set of outputs are *exact*: A_i = Σ_x t_i(x) s(x) for system i's
-precision, B_i = Σ_{x ∈ X_i} s(x) and B = Σ_{x ∈ pool} s(x) for pooled recall, and the output
-masses Σ_x t_i(x) = 1, |X_i|, |pool|.  The human draws (the joint estimator's importance
-weights, shared by every system) estimate what the judge gets wrong.  For one quantity with
-per-draw human terms Y_k (e.g. t_i f/q_i), judge terms S_k (t_i s/q_i) and mass terms M_k
-(t_i/q_i), whose sums estimate Y = Σ h f, S = Σ h s and M = Σ h without bias, the estimate is
-the regression (control-variate) estimator
+Every output x carries a judge score s(x) ∈ [0, 1] (``judge.tsv``, :mod:`receval.judge`), and
+the sampling design is recorded, so the expectation of any function of one draw is *known*:
+for sampler j, E_j[h] = Σ_x s_j(x) h(x) over every output.  The joint estimator's per-draw
+terms (Chaganty et al. 2017, §3) are, for each quantity (system i's precision, its pooled-recall
+numerator, the pool's correct facts),
 
-    Ŷ = Σ_k Y_k − λ (Σ_k S̃_k − 0) − μ (Σ_k M_k − M),   S̃_k = S_k − a M_k,  a = S / M,
+    Y_k = c_k f(x_k)   (human label),   S_k = c_k s(x_k)   (judge),   M_k = c_k   (mass),
 
-(Angelopoulos, Bates, Fannjiang, Jordan & Zrnic, *Prediction-powered inference*, Science 2023,
-eq. 1 with the PPI++ power-tuning coefficient of Angelopoulos, Duchi & Zrnic 2024, §2; the known
-mass as a second control variate is the regression estimator of survey sampling, Särndal,
-Swensson & Wretman 1992, §6.4).  For any *fixed* (λ, μ) it is unbiased.  The coefficients are
-chosen from the data, but **cross-fitted**: the draws of every sampler are split in arrival
-order into two folds, the coefficients of one fold's correction come from the other fold's
-draws only, and draws of different folds are independent, so
+with c_k the importance weight (t_i/q_i · w_ij/n_j, or 1/(N q0)).  The judge's control
+A_k = S_k − E_j(k)[S] has mean exactly zero within every sampler, so for any fixed λ
 
-    Ŷ = Σ_k Y_k − Σ_{a ∈ {0,1}} [λ_{1−a} C^S_a + μ_{1−a} (C^M_a − M/2)],
+    Ŷ = Σ_k Y_k − λ Σ_k A_k
 
-with C_a the fold's terms rescaled by n_j / (2 n_ja) (each has expectation half the whole), is
-exactly unbiased for precision whatever the judge (useless, inverted, missing, biased for some
-systems).  Pooled recall is the ratio of two such estimates (consistent, as the joint estimator's
-ν̂ is).  In each fold, λ is the weighted least-squares slope of f on s (weights M_k²) given the
-mass, clipped to [0, 1] and shrunk toward 0 by the positive-part factor max(0, 1 − 1/t²) of its
-t statistic (a judge that explains little of the labels in a small fold is not used); μ is then
-the fold's weighted mean of f − λ(s − a), clipped to [0, 1].  With λ = μ = 0 the estimator is the
-joint estimator, and with the judge a constant it still uses the known mass (the control variate
-the joint estimator's unbiased sum leaves unused).
+is unbiased, and with λ the regression coefficient of Y on A its variance is that of the
+human-only sum times (1 − ρ²) (prediction-powered inference, Angelopoulos, Bates, Fannjiang,
+Jordan & Zrnic, Science 2023, eq. 1; PPI++ power tuning, Angelopoulos, Duchi & Zrnic 2024, §2,
+here with the exact per-sampler means as the "unlabelled" side: every output is scored).
+λ is chosen from the data, but **cross-fitted**: each sampler's draws are split in arrival
+order into two folds, each fold's correction Σ_{k∈a} A_k uses the λ estimated from the other
+fold, and draws of different folds are independent, so
 
-The coefficients are computed inside the statistic from fold moment totals, so every bootstrap
-replicate re-estimates them and the intervals account for their estimation.  Draws of samplers
-with a single judged draw enter both folds' corrections with half weight and neither fold's
-moments (still unbiased).
+    Ŷ = Σ_k Y_k − λ_1 Σ_{k∈0} A_k − λ_0 Σ_{k∈1} A_k
+
+is **exactly unbiased** whatever the judge (useless, inverted, partly missing, biased for some
+systems): tests/estimators/test_ppi_exact.py enumerates every sample of a small task.
+Precision is Ŷ itself; pooled recall is the ratio of two such estimates (consistent, as the
+joint estimator's ν̂ is); true recall θ̂·ν̂_i.  In each fold λ is the least-squares slope of
+Y on A (uncentred sums: A has mean zero within samplers, so they estimate the within-sampler
+covariances the variance is made of), clipped to [0, 1] and multiplied by the positive-part
+factor max(0, 1 − 1/F), F = ν R²/(1 − R²) (ν effective draws, R² the share of Y's spread the
+judge explains): a judge that explains little in a small fold is not used, and the estimator
+falls back to the joint estimator's unbiased sum.
+
+The coefficients are computed inside the statistic from fold moment totals, so every
+bootstrap replicate re-estimates them and the intervals account for their estimation.
+
+The known output mass (B_k = M_k − E_j[M], mean zero too) can serve as a second control
+variate (a regression estimator, Särndal, Swensson & Wretman 1992, §6.4): ``USE_MASS``.  It is
+off: in bench/ppi.py it widened the intervals at n = 10 per system (sd ratio 1.02–1.07 with a
+weak judge in simulated worlds, and with the ParaBank NLL judge) and gained little at n = 30.
 """
 
 from __future__ import annotations
@@ -61,70 +66,115 @@ from receval.estimators.precision import joint_precision_terms, precision_suppor
 from receval.estimators.recall import f1_score, pooled_recall_terms
 from receval.estimators.sample_data import SampleData
 
-#: the per-fold moment blocks of one quantity (uncentred sums over the fold's draws)
-MOMENTS = ("MM", "MY", "MS", "SS", "SY", "YY", "M")
-#: the per-fold correction blocks (terms rescaled by n_j / (2 n_ja))
-CORRECTIONS = ("CS", "CM")
+#: the per-fold moment blocks of one quantity: raw M, Y and the centred controls A = S̃, B = M̃
+MOMENTS = ("MM", "MY", "YY", "M", "AA", "AB", "BB", "AY", "BY")
+#: the per-fold correction blocks: Σ S̃, Σ M̃ over the fold's draws
+CORRECTIONS = ("CA", "CB")
 
 
 @dataclass(frozen=True)
 class JudgeTotals:
-    """The judge's exact totals over known output sets, and its score at the drawn facts.
+    """The judge at the drawn facts and the *known* per-sampler expectations of the controls.
 
-    Quantities are laid out as columns ``[precision (m) | pooled numerator (m) | pool (1)]``:
-    ``known_score`` holds A_i = Σ t_i s, B_i = Σ_{X_i ∩ P} s, B = Σ_P s and ``known_mass`` 1,
-    |X_i ∩ P|, |P|, where P is the support of the pooled-recall proposal (the outputs of the
-    sampled systems).
+    Quantities are laid out as columns ``[precision (m) | pooled numerator (m) | pool (1)]``.
+    For sampler j and quantity c, ``expected_score[j, c]`` = E_j[S_c] and ``expected_mass[j, c]``
+    = E_j[M_c]: the expectation of one draw's judge and mass terms under s_j, computed exactly
+    over every output (the judge scores every output, the design is recorded).  Subtracting
+    them from each draw's terms gives controls of mean exactly zero within every sampler.
     """
 
     score_drawn: np.ndarray  # (D,)
-    known_score: np.ndarray  # (2m + 1,)
-    known_mass: np.ndarray  # (2m + 1,)
+    expected_score: np.ndarray  # (J, 2m + 1)
+    expected_mass: np.ndarray  # (J, 2m + 1)
     scored_share: np.ndarray  # (m,) share of each system's outputs the judge scored
-    judge_precision: np.ndarray  # (m,) A_i: the judge's own precision estimate
+    judge_precision: np.ndarray  # (m,) A_i = Σ t_i s: the judge's own precision of system i
 
 
-def judge_totals(task, data: SampleData, target: str = "micro") -> JudgeTotals:
-    """The judge's totals for ``data`` (built from ``task`` by :func:`build_sample_data`).
+def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys_codes):
+    """s_j(x) as a sparse (facts × J) matrix from the view's output rows."""
+    from scipy import sparse
 
-    Facts of one equivalence class count once, as in :class:`SampleData` (each class takes
-    the score of its canonical fact); unscored facts take the imputed score of
-    :func:`receval.judge.fact_scores`.
+    n_facts = len(view.facts)
+    rows, cols, vals = [], [], []
+    by_design: dict[str, np.ndarray] = {}
+    for j in range(data.J):
+        design = data.sampler_design[j]
+        if design not in by_design:
+            by_design[design] = np.asarray(probabilities(design), float)
+        mine = np.flatnonzero(sys_codes == data.sampler_system[j])
+        rows.append(fact[mine])
+        cols.append(np.full(mine.size, j))
+        vals.append(by_design[design][mine])
+    if not rows:
+        return sparse.csr_matrix((n_facts, 0))
+    return sparse.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_facts, data.J),
+    )
+
+
+def judge_totals(task, data: SampleData, target: str = "micro", weighting: str = "size"):
+    """The judge's scores at the drawn facts and the controls' per-sampler expectations.
+
+    For the precision of system i with mixture weights w_ij (:func:`mixture_weights`) and
+    q_i = Σ_j w_ij s_j:  E_j[S_i] = (w_ij/n_j) Σ_x s_j(x) t_i(x) s(x)/q_i(x) and E_j[M_i] the
+    same without s; for pooled recall with q0 = Σ_j (n_j/N) s_j:  E_j[g_i s/(N q0)],
+    E_j[g_i/(N q0)], E_j[s/(N q0)], E_j[1/(N q0)].  Facts of one equivalence class count once,
+    as in :class:`SampleData` (a class takes its canonical fact's score); unscored facts take
+    the imputed score of :func:`receval.judge.fact_scores`.
     """
+    from scipy import sparse
+
+    from receval.estimators.precision import mixture_weights
     from receval.estimators.sample_data import _design_probabilities, _targets
     from receval.judge import fact_scores
     from receval.task import codes_in
 
     scores, scored = fact_scores(task)
-    view = _design_probabilities(task, True)[0]
+    view, probabilities, _ = _design_probabilities(task, True)
     out = view.outputs
-    m = data.m
+    m, J = data.m, data.J
     sys_codes = codes_in(out["system"], pd.Index(data.systems)).astype(np.int64)
     fact = out["fact"].to_numpy(np.int64)
     s = scores[fact]
     t = _targets(view, target).to_numpy(float)
-    precision_total = np.bincount(sys_codes, weights=t * s, minlength=m)
-    sampled = np.unique(data.sampler_system[data.sampler_n > 0])
-    in_support = np.zeros(len(scores), bool)
-    in_support[fact[np.isin(sys_codes, sampled)]] = True
-    inside = in_support[fact].astype(float)
-    pooled_score = np.bincount(sys_codes, weights=s * inside, minlength=m)
-    pooled_mass = np.bincount(sys_codes, weights=inside, minlength=m)
+    P = _sampler_matrix(view, probabilities, data, fact, sys_codes)  # (F, J)
+    w = mixture_weights(data, weighting)  # (m, J)
+    P_rows = P[fact]  # (R, J)
+    q_rows = np.asarray(P_rows.multiply(w[sys_codes]).sum(axis=1)).ravel()  # q_i(x) per row
+    N = data.sampler_n.sum()
+    q0 = np.asarray(P @ (data.sampler_n / N if N > 0 else np.zeros(J))).ravel()  # (F,)
+    R = len(fact)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inv_q = np.where(q_rows > 0, t / q_rows, 0.0)
+        inv_q0 = np.where(q0 > 0, 1.0 / (q0 * N), 0.0)
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+
+    def per_system(values: np.ndarray) -> np.ndarray:  # Σ_rows of system i: values · s_j(x)
+        G = sparse.csr_matrix((values, (np.arange(R), sys_codes)), shape=(R, m))
+        return np.asarray((G.T @ P_rows).todense())  # (m, J)
+
+    prec_s = per_system(inv_q * s) * scale
+    prec_m = per_system(inv_q) * scale
+    num_s = per_system(inv_q0[fact] * s)
+    num_m = per_system(inv_q0[fact])
+    den_s = np.asarray(P.T @ (inv_q0 * scores)).ravel()
+    den_m = np.asarray(P.T @ inv_q0).ravel()
     size = np.bincount(sys_codes, minlength=m).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.bincount(sys_codes, weights=scored[fact], minlength=m) / size
     return JudgeTotals(
         score_drawn=scores[data.facts],
-        known_score=np.concatenate([precision_total, pooled_score, [scores[in_support].sum()]]),
-        known_mass=np.concatenate([np.ones(m), pooled_mass, [float(in_support.sum())]]),
+        expected_score=np.concatenate([prec_s.T, num_s.T, den_s[:, None]], axis=1),
+        expected_mass=np.concatenate([prec_m.T, num_m.T, den_m[:, None]], axis=1),
         scored_share=share,
-        judge_precision=precision_total,
+        judge_precision=np.bincount(sys_codes, weights=t * s, minlength=m),
     )
 
 
 def draw_folds(data: SampleData) -> np.ndarray:
-    """The cross-fitting fold of every draw (K,): 0, 1 alternating in arrival order within each
-    sampler, or −1 (both folds, half weight) for a sampler's only draw."""
+    """The cross-fitting fold of every draw (K,): 0, 1 alternating in arrival order within
+    each sampler (a sampler's only draw is in fold 0)."""
     K = data.K
     if not K:
         return np.zeros(0, np.int64)
@@ -135,7 +185,6 @@ def draw_folds(data: SampleData) -> np.ndarray:
     first = np.repeat(start, np.diff(np.r_[start, K]))
     folds = np.empty(K, np.int64)
     folds[order] = (np.arange(K) - first) % 2
-    folds[data.sampler_n[data.draw_sampler] < 2] = -1
     return folds
 
 
@@ -154,31 +203,43 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
     return Y, S, M
 
 
-def fold_coefficients(
-    moments: dict[str, np.ndarray], a: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(λ, μ) of one fold from its moment totals (each (..., c)); ``a`` = S/M per quantity.
+#: the positive-part shrinkage of the coefficients is max(0, 1 − SHRINK · p / F)
+SHRINK = 1.0
+#: whether the known output mass is used as a second control variate
+USE_MASS = False
 
-    λ: the partial least-squares slope of Y on S given M (weights implicit in the terms),
-    clipped to [0, 1] and multiplied by max(0, 1 − 1/t²), t² = ν R²/(1 − R²) with R² the
-    share of Y's residual (given M) that S explains and ν = (ΣM)²/ΣM² − 2 the fold's effective
-    number of draws.  μ = (ΣMY − λ Σ M S̃)/ΣM², clipped to [0, 1].
+
+def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(λ, μ) from one fold's moment totals (each (..., c)).
+
+    A = S̃ (judge control), B = M̃ (mass control), both of mean zero within every sampler, so
+    their uncentred sums of products estimate the within-sampler covariances the variance of
+    the estimator is made of.  λ is the least-squares coefficient of Y on A given B, clipped to
+    [0, 1]; μ the coefficient on B given λ, clipped to [−1, 1].  Both are multiplied by the
+    positive-part factor max(0, 1 − p/F), F = ν R²/(1 − R²) the regression's F-type statistic
+    (ν = (ΣM)²/ΣM² − 2 effective draws, R² the share of Y's ratio-centred sum of squares the
+    controls explain, p the number of controls): a judge or mass that explains little of the
+    labels in a small fold is not used, so the estimator falls back to the joint estimator.
     """
-    MM, MY, MS, SS, SY, YY, M1 = (moments[k] for k in MOMENTS)
+    AA, AB, BB, AY, BY = (moments[k] for k in ("AA", "AB", "BB", "AY", "BY"))
+    MM, MY, YY, M1 = (moments[k] for k in ("MM", "MY", "YY", "M"))
     with np.errstate(invalid="ignore", divide="ignore"):
-        sxx = SS - MS**2 / MM
-        sxy = SY - MS * MY / MM
+        has_b = (BB > 1e-12 * np.maximum(MM, 1e-300)) & USE_MASS
+        det = AA * BB - AB**2
+        joint_slope = np.where(has_b, (AY * BB - BY * AB) / det, AY / AA)
+        ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
+        lam = np.where(ok_a & np.isfinite(joint_slope), np.clip(joint_slope, 0.0, 1.0), 0.0)
+        mu = np.where(has_b, np.clip((BY - lam * AB) / BB, -1.0, 1.0), 0.0)
+        mu = np.where(np.isfinite(mu), mu, 0.0)
+        explained = lam * AY + mu * BY
         syy = YY - MY**2 / MM
-        slope = np.where(sxx > 1e-15 * np.maximum(SS, 1e-300), sxy / sxx, 0.0)
-        r2 = np.clip(np.where(syy > 0, slope * sxy / syy, 0.0), 0.0, 1.0)
+        r2 = np.clip(np.where(syy > 0, explained / syy, 0.0), 0.0, 1.0)
         n_eff = M1**2 / MM - 2.0
-        t2 = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
-        shrink = np.where(n_eff > 0, np.clip(1.0 - 1.0 / t2, 0.0, 1.0), 0.0)
-        lam = np.clip(slope, 0.0, 1.0) * np.where(np.isfinite(shrink), shrink, 0.0)
-        lam = np.where(np.isfinite(lam) & (MM > 0), lam, 0.0)
-        mu = np.clip((MY - lam * (MS - a * MM)) / MM, 0.0, 1.0)
-        mu = np.where(MM > 0, mu, 0.0)
-    return lam, mu
+        p = 1.0 + has_b
+        F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK * p / F, 0.0, 1.0), 0.0)
+        shrink = np.where(np.isfinite(shrink), shrink, 0.0)
+    return lam * shrink, mu * shrink
 
 
 class PPIEstimator(Estimator):
@@ -230,17 +291,17 @@ class PPIEstimator(Estimator):
 
     def stages(self, ctx: ScoringContext) -> list[Stage]:
         """The joint estimator's stages, with each sampler's draws stratified by fold too (the
-        bootstrap keeps the folds' sizes, as the cross-fitted correction assumes)."""
+        bootstrap keeps the folds' sizes)."""
         stages = bootstrap_stages(ctx.data, False)
-        folds = draw_folds(ctx.data)
-        strata = ctx.data.draw_sampler * 3 + (folds + 1)
+        strata = ctx.data.draw_sampler * 2 + draw_folds(ctx.data)
         return [Stage("draws", strata), *stages[1:]]
 
     def judge(self, ctx: ScoringContext) -> JudgeTotals:
         """The judge totals of this context (computed once per context)."""
         cache = ctx.__dict__.setdefault("_ppi_cache", {})
         if "judge" not in cache:
-            cache["judge"] = judge_totals(ctx.task, ctx.data, ctx.options.target)
+            options = ctx.options
+            cache["judge"] = judge_totals(ctx.task, ctx.data, options.target, options.weighting)
         return cache["judge"]
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
@@ -248,33 +309,29 @@ class PPIEstimator(Estimator):
         judge = self.judge(ctx)
         layout = self.draw_layout(data.m)
         Y, S, M = _quantity_terms(data, judge, ctx.options.weighting)
+        A = S - judge.expected_score[data.draw_sampler]  # mean zero within every sampler
+        B = M - judge.expected_mass[data.draw_sampler]
         folds = draw_folds(data)
-        n_fold = np.zeros((data.J, 2))
-        for a in (0, 1):
-            n_fold[:, a] = np.bincount(data.draw_sampler[folds == a], minlength=data.J)
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
         draws[:, layout["mass"]] = M[:, : data.m]
-        n = data.sampler_n[data.draw_sampler]
+        products = {
+            "MM": M * M,
+            "MY": M * Y,
+            "YY": Y * Y,
+            "M": M,
+            "AA": A * A,
+            "AB": A * B,
+            "BB": B * B,
+            "AY": A * Y,
+            "BY": B * Y,
+            "CA": A,
+            "CB": B,
+        }
         for a in (0, 1):
             own = (folds == a)[:, None]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                scale = np.where(
-                    folds == a, n / (2 * n_fold[data.draw_sampler, a]), np.where(folds < 0, 0.5, 0)
-                )[:, None]
-            products = {
-                "MM": M * M,
-                "MY": M * Y,
-                "MS": M * S,
-                "SS": S * S,
-                "SY": S * Y,
-                "YY": Y * Y,
-                "M": M,
-            }
             for key, value in products.items():
                 draws[:, layout[f"{key}{a}"]] = np.where(own, value, 0.0)
-            draws[:, layout[f"CS{a}"]] = S * scale
-            draws[:, layout[f"CM{a}"]] = M * scale
         return {"draws": draws, "units": unit_terms(data)}
 
     # -- statistic ----------------------------------------------------------------------
@@ -282,13 +339,9 @@ class PPIEstimator(Estimator):
     def statistic(self, ctx: ScoringContext, ratio: np.ndarray | None = None) -> Statistic:
         data = ctx.data
         m = data.m
-        judge = self.judge(ctx)
         layout = self.draw_layout(m)
         units = unit_layout(m)
         num, den = units["theta_num"].start, units["theta_den"].start
-        known_s, known_m = judge.known_score, judge.known_mass
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a = np.where(known_m > 0, known_s / known_m, 0.0)
         census, exact = data.census, data.census_precision
 
         def corrected(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,9 +349,8 @@ class PPIEstimator(Estimator):
             lams = []
             for fold in (0, 1):
                 other = {k: d[..., layout[f"{k}{1 - fold}"]] for k in MOMENTS}
-                lam, mu = fold_coefficients(other, a)
-                cs, cm = d[..., layout[f"CS{fold}"]], d[..., layout[f"CM{fold}"]]
-                total = total - lam * (cs - a * cm) - mu * (cm - known_m / 2)
+                lam, mu = fold_coefficients(other)
+                total = total - lam * d[..., layout[f"CA{fold}"]] - mu * d[..., layout[f"CB{fold}"]]
                 lams.append(lam)
             return total, (lams[0] + lams[1]) / 2
 

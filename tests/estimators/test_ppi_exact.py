@@ -61,11 +61,13 @@ def exact_expectation(task: Task, draws: dict[str, int]) -> dict[str, np.ndarray
     """E[statistic] over every sample with ``draws[system]`` uniform draws per system."""
     full = build_sample_data(task)
     estimator = get_estimator("ppi")
-    judge = judge_totals(task, full)  # the same for every sample: every sampler draws
     per_system = []
     for j, system in enumerate(full.systems):
         facts = full.draw_fact[full.draw_sampler == j]
         per_system.append(list(itertools.product(facts, repeat=draws[system])))
+    n = np.array([draws[system] for system in full.systems], float)
+    # the controls' expectations depend on the design and n_j only: the same for every sample
+    judge = judge_totals(task, dataclasses.replace(full, sampler_n=n))
     total: dict[str, np.ndarray] = {}
     count = 0
     for combo in itertools.product(*per_system):
