@@ -34,6 +34,8 @@ JUDGES = {
     "inverted": {"x1": 0.1, "x2": 0.9, "x3": 0.2, "x4": 0.3, "x5": 0.8, "x6": 0.2},
     "useless": {"x1": 0.5, "x2": 0.9, "x3": 0.1, "x4": 0.5, "x5": 0.9, "x6": 0.1},
     "partial": {"x1": 0.9, "x3": 0.6, "x5": 0.3},
+    # favours system A: every fact A output scored 1, the others truthfully
+    "biased-for-A": {"x1": 1.0, "x2": 1.0, "x3": 1.0, "x4": 0.9, "x5": 0.1, "x6": 0.8},
 }
 
 
