@@ -791,6 +791,15 @@ def import_() -> None:
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--judge",
+    "judge_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
+    "score' lines.",
+)
 def import_tac_kbp_command(
     out: Path,
     queries: Path | None,
@@ -799,18 +808,21 @@ def import_tac_kbp_command(
     include_hop1: bool,
     name: str | None,
     overwrite: bool,
+    judge_file: Path | None,
 ) -> None:
     """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
     from receval.formats.tac_kbp import import_tac_kbp
     from receval.progress import progress
 
+    judge = _read_judge(judge_file)
     with progress(2, "importing (files read, then the bundle)", False) as bar:
         tables, config = import_tac_kbp(
             queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
         )
         bar.update(1)
         write_bundle(out, tables, config, overwrite=overwrite)
+        _write_judge(out, judge, ".tsv")
         bar.update(1)
     skipped = int(tables["runs"].attrs.get("hop1_rows_skipped", 0))
     if skipped:
@@ -855,6 +867,15 @@ def import_tac_kbp_command(
     show_default=True,
     help="Table format of the bundle (Parquet: faster to write and to load).",
 )
+@click.option(
+    "--judge",
+    "judge_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
+    "score' lines.",
+)
 def import_trec_command(
     out: Path,
     qrels: Path | None,
@@ -863,24 +884,44 @@ def import_trec_command(
     name: str | None,
     overwrite: bool,
     table_format: str,
+    judge_file: Path | None,
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.formats.bundle import write_bundle
     from receval.formats.trec import import_trec_tables
     from receval.progress import progress
 
+    judge = _read_judge(judge_file)
     files = len(runs) + (qrels is not None)
     with progress(files + 1, "importing (files read, then the bundle)", False) as bar:
         tables, config = import_trec_tables(
             qrels, list(runs), depth, name=name or out.name, on_file=lambda _: bar.update(1)
         )
         write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
+        _write_judge(out, judge, f".{table_format}")
         bar.update(1)
     systems = len(set(tables["runs"]["system"].unique().to_pylist()))
     judged = tables["judgments"].num_rows if "judgments" in tables else 0
     click.echo(
         f"wrote {out}: {tables['queries'].num_rows} queries, {systems} runs, {judged} judgments"
     )
+
+
+def _read_judge(judge_file: Path | None):
+    """``--judge FILE`` checked (before anything is written), or None."""
+    if judge_file is None:
+        return None
+    from receval.judge import read_judge_file
+
+    return read_judge_file(judge_file)
+
+
+def _write_judge(out: Path, judge, suffix: str) -> None:
+    """The judge's scores as the bundle's judge table."""
+    if judge is not None:
+        from receval.formats.tables import write_table
+
+        write_table(out / f"judge{suffix}", judge)
 
 
 def _curve_options(func):

@@ -106,3 +106,54 @@ def judge_names(task: Task) -> list[str]:
     if judge is None or "judge" not in judge.columns:
         return []
     return sorted({str(j) for j in judge["judge"] if str(j).strip()})
+
+
+def read_judge_file(path: Path) -> pd.DataFrame:
+    """A judge's scores for ``receval import ... --judge FILE``: ``query_id, answer,
+    judge_score [, judge]``.
+
+    Either a table with a header naming ``query_id``, ``answer`` and ``judge_score`` (``.tsv``,
+    ``.csv`` or ``.parquet``, as in a bundle), or a qrels-like text file with four
+    whitespace-separated fields per line, ``query_id iteration answer score`` (for TREC the
+    answer is the document id).  Scores must be numbers in [0, 1]; :class:`BundleError` names
+    the file and line otherwise.
+    """
+    from receval.formats.tables import read_table, read_text
+    from receval.task import _numbers
+
+    path = Path(path)
+    text = None if path.suffix.lower() == ".parquet" else read_text(path, "judge file")
+    first = "" if text is None else (text.splitlines() or [""])[0]
+    if text is None or "judge_score" in first:
+        frame = read_table(path, ("judge_score",))
+        missing = [c for c in ("query_id", "answer", "judge_score") if c not in frame.columns]
+        if missing:
+            raise BundleError(path, 1, f"missing required column(s) {', '.join(missing)}")
+    else:
+        rows, lines = [], []
+        for number, line in enumerate(text.splitlines(), start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 4:
+                raise BundleError(
+                    path,
+                    number,
+                    f"expected 4 fields (query_id iteration answer score), found {len(fields)}",
+                )
+            rows.append((fields[0], fields[2], fields[3]))
+            lines.append(number)
+        frame = pd.DataFrame(rows, columns=["query_id", "answer", "judge_score"], dtype=object)
+        frame[LINE] = np.asarray(lines, np.int64)
+    score = _numbers(frame, path, "judge_score", allow_empty=False)
+    bad = ((score < 0) | (score > 1)).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise BundleError(
+            path,
+            int(frame[LINE].iloc[i]),
+            f"judge_score {float(score.iloc[i])!r} is outside [0, 1]",
+        )
+    frame["judge_score"] = score.astype(float)
+    keep = [c for c in ("query_id", "answer", "judge_score", "judge") if c in frame.columns]
+    return frame[keep].reset_index(drop=True)

@@ -101,3 +101,24 @@ def test_cli_scores_with_ppi_and_names_the_method(tmp_path):
     assert np.isfinite(board["precision"]).all()
     run = json.loads((out_dir / "run.json").read_text())
     assert run["options"]["estimator"] == "ppi"
+
+
+def test_import_trec_with_a_judge_file(tmp_path):
+    from pathlib import Path
+
+    trec = Path(__file__).parent / "fixtures" / "trec"
+    judge = tmp_path / "umbrela.txt"
+    judge.write_text("q1 0 d1 0.8\nq1 0 d2 0.1\n\nq2 0 d5 0.6\n")
+    args = ["import", "trec", str(tmp_path / "b"), "--qrels", str(trec / "qrels.txt")]
+    args += ["--runs", str(trec / "sysA.run"), "--runs", str(trec / "sysB.run")]
+    result = CliRunner().invoke(cli, [*args, "--judge", str(judge)])
+    assert result.exit_code == 0, result.output
+    task = load_task(tmp_path / "b")
+    assert sorted(task.judge["judge_score"]) == [0.1, 0.6, 0.8]
+    judge.write_text("q1 0 d1 0.8\nq1 0 d2 3\n")
+    bad = CliRunner().invoke(
+        cli, [*args[:2], str(tmp_path / "c"), *args[3:], "--judge", str(judge)]
+    )
+    assert bad.exit_code == 2
+    assert bad.output.strip() == f"error: {judge}:2: judge_score 3.0 is outside [0, 1]"
+    assert not (tmp_path / "c").exists()  # checked before anything is written
