@@ -68,8 +68,10 @@ from receval.estimators.sample_data import SampleData
 
 #: the per-fold moment blocks of one quantity: raw M, Y and the centred controls A = S̃, B = M̃
 MOMENTS = ("MM", "MY", "YY", "M", "AA", "AB", "BB", "AY", "BY")
-#: the per-fold correction blocks: Σ S̃, Σ M̃ over the fold's draws
-CORRECTIONS = ("CA", "CB")
+#: the per-fold correction blocks: Σ S̃, Σ M̃, Σ Y over the fold's draws
+CORRECTIONS = ("CA", "CB", "CY")
+#: per-fold cross moments of each system's pooled-recall numerator (n) with the pool (d), m wide
+CROSS = ("AnYd", "AdYn", "AnAd", "YnYd")
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,43 @@ SHRINK = 1.0
 USE_MASS = False
 
 
+def shrunk_slope(zy: np.ndarray, zz: np.ndarray, yy: np.ndarray, n_eff: np.ndarray) -> np.ndarray:
+    """The judge coefficient from a fold's sums: clip(Σzy/Σzz, 0, 1) times the positive-part
+    factor max(0, 1 − SHRINK/F), F = ν R²/(1 − R²), R² = λ Σzy / Σyy, ν = ``n_eff``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = zz > 0
+        lam = np.where(ok, np.clip(zy / np.where(ok, zz, 1.0), 0.0, 1.0), 0.0)
+        r2 = np.clip(np.where(yy > 0, lam * zy / yy, 0.0), 0.0, 1.0)
+        F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK / F, 0.0, 1.0), 0.0)
+        lam = lam * np.where(np.isfinite(shrink), shrink, 0.0)
+    return np.where(np.isfinite(lam), lam, 0.0)
+
+
+def ratio_coefficient(moments: dict[str, np.ndarray], m: int) -> np.ndarray:
+    """λ_i of system i's pooled recall ν_i = N_i / D from one fold's sums (..., m).
+
+    The correction is applied to the estimating function Σ (Y_N − ν Y_D) − λ Σ (A_N − ν A_D)
+    (PPI++ for an M-estimator, Angelopoulos, Duchi & Zrnic 2024, §3), i.e. one λ_i corrects both
+    the numerator and the denominator, chosen for the linearised ratio: λ = Σ Z V / Σ Z², with
+    V = Y_N − ν Y_D, Z = A_N − ν A_D and ν the fold's own ratio (correcting N and D with
+    separate coefficients can cancel the covariance the ratio gains from and widen it).
+    """
+    n, d = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nu = moments["CY"][..., n] / moments["CY"][..., d]
+        nu = np.where(np.isfinite(nu), nu, 0.0)
+        zv = (
+            moments["AY"][..., n]
+            - nu * (moments["AnYd"] + moments["AdYn"])
+            + nu**2 * moments["AY"][..., d]
+        )
+        zz = moments["AA"][..., n] - 2 * nu * moments["AnAd"] + nu**2 * moments["AA"][..., d]
+        vv = moments["YY"][..., n] - 2 * nu * moments["YnYd"] + nu**2 * moments["YY"][..., d]
+        n_eff = moments["M"][..., n] ** 2 / moments["MM"][..., n] - 2.0
+    return shrunk_slope(zv, zz, vv, n_eff)
+
+
 def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(λ, μ) from one fold's moment totals (each (..., c)).
 
@@ -279,6 +318,7 @@ class PPIEstimator(Estimator):
         c = 2 * m + 1
         parts = [("Y", c), ("mass", m)]
         parts += [(f"{k}{a}", c) for a in (0, 1) for k in (*MOMENTS, *CORRECTIONS)]
+        parts += [(f"{k}{a}", m) for a in (0, 1) for k in CROSS]
         base = TermLayout.of(*parts)
         blocks = dict(base.blocks)
         blocks["joint"] = slice(0, m)
@@ -327,6 +367,15 @@ class PPIEstimator(Estimator):
             "BY": B * Y,
             "CA": A,
             "CB": B,
+            "CY": Y,
+        }
+        m = data.m
+        num, den = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
+        products |= {
+            "AnYd": A[:, num] * Y[:, den],
+            "AdYn": A[:, den] * Y[:, num],
+            "AnAd": A[:, num] * A[:, den],
+            "YnYd": Y[:, num] * Y[:, den],
         }
         for a in (0, 1):
             own = (folds == a)[:, None]
@@ -344,23 +393,30 @@ class PPIEstimator(Estimator):
         num, den = units["theta_num"].start, units["theta_den"].start
         census, exact = data.census, data.census_precision
 
-        def corrected(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def corrected(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """(Ŷ of every quantity, pooled recall, λ of precision and pooled recall)."""
             total = d[..., layout["Y"]].copy()
-            lams = []
+            num = total[..., m : 2 * m].copy()
+            den = np.broadcast_to(total[..., 2 * m : 2 * m + 1], num.shape).copy()
+            lams = 0.0
             for fold in (0, 1):
-                other = {k: d[..., layout[f"{k}{1 - fold}"]] for k in MOMENTS}
+                keys = (*MOMENTS, *CORRECTIONS, *CROSS)
+                other = {k: d[..., layout[f"{k}{1 - fold}"]] for k in keys}
                 lam, mu = fold_coefficients(other)
-                total = total - lam * d[..., layout[f"CA{fold}"]] - mu * d[..., layout[f"CB{fold}"]]
-                lams.append(lam)
-            return total, (lams[0] + lams[1]) / 2
+                correction = d[..., layout[f"CA{fold}"]]
+                total = total - lam * correction - mu * d[..., layout[f"CB{fold}"]]
+                lam_ratio = ratio_coefficient(other, m)
+                num = num - lam_ratio * correction[..., m : 2 * m]
+                den = den - lam_ratio * correction[..., 2 * m : 2 * m + 1]
+                lams = lams + np.concatenate([lam[..., :m], lam_ratio], axis=-1) / 2
+            return total, num / den, lams
 
         def stat(totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             d, u = totals["draws"], totals["units"]
             with np.errstate(invalid="ignore", divide="ignore"):
                 theta = u[..., num] / u[..., den]
-                q, lam = corrected(d)
+                q, pooled, lam = corrected(d)
                 precision = np.where(census, exact, q[..., :m])
-                pooled = q[..., m : 2 * m] / q[..., 2 * m : 2 * m + 1]
                 recall = theta[..., None] * pooled
                 joint = d[..., layout["joint"]]
                 ratio_form = joint / d[..., layout["mass"]]
