@@ -122,3 +122,16 @@ def test_import_trec_with_a_judge_file(tmp_path):
     assert bad.exit_code == 2
     assert bad.output.strip() == f"error: {judge}:2: judge_score 3.0 is outside [0, 1]"
     assert not (tmp_path / "c").exists()  # checked before anything is written
+
+
+def test_run_json_audits_the_judge(tmp_path):
+    root = make_bundle(tmp_path, files={"judge.tsv": JUDGE})
+    out_dir = tmp_path / "o"
+    args = ["score", str(root), "--out", str(out_dir), "--estimator", "ppi", "--bootstrap", "100"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    judge = json.loads((out_dir / "run.json").read_text())["judge"]
+    assert judge["judges"] == ["llm"]
+    assert judge["labelled_scored_facts"] + judge["labelled_unscored_facts"] == 3
+    assert set(judge["systems"]) == {"A", "B"}
+    assert all(0 <= b["mean_score"] <= 1 for b in judge["calibration"])
+    assert 0 <= judge["systems"]["A"]["lambda_precision"] <= 1

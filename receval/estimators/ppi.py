@@ -86,6 +86,7 @@ class JudgeTotals:
     """
 
     score_drawn: np.ndarray  # (D,)
+    scored_drawn: np.ndarray  # (D,) bool: the judge scored the drawn fact (not imputed)
     expected_score: np.ndarray  # (J, 2m + 1)
     expected_mass: np.ndarray  # (J, 2m + 1)
     scored_share: np.ndarray  # (m,) share of each system's outputs the judge scored
@@ -167,6 +168,7 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
         share = np.bincount(sys_codes, weights=scored[fact], minlength=m) / size
     return JudgeTotals(
         score_drawn=scores[data.facts],
+        scored_drawn=scored[data.facts],
         expected_score=np.concatenate([prec_s.T, num_s.T, den_s[:, None]], axis=1),
         expected_mass=np.concatenate([prec_m.T, num_m.T, den_m[:, None]], axis=1),
         scored_share=share,
@@ -458,7 +460,86 @@ class PPIEstimator(Estimator):
                 "unbiased, less narrowing)"
             )
 
+    def run_info(self, ctx: ScoringContext, run: Any) -> dict[str, Any]:
+        """run.json's ``judge`` key: the judge audited against the human labels."""
+        return {"judge": judge_audit(ctx, self.judge(ctx), run)}
+
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         from receval.estimators.joint import JointEstimator
 
         JointEstimator().run_warnings(ctx, warnings)
+
+
+def _rounded(values: np.ndarray, digits: int = 4) -> list:
+    return [None if not np.isfinite(v) else round(float(v), digits) for v in np.asarray(values)]
+
+
+def calibration_bins(score: np.ndarray, label: np.ndarray, bins: int = 10) -> list[dict]:
+    """Reliability diagram data: per equal-width score bin, the facts, mean score, mean label."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(score, edges[1:-1]), 0, bins - 1)
+    out = []
+    for b in range(bins):
+        inside = which == b
+        if inside.any():
+            out.append(
+                {
+                    "lo": round(float(edges[b]), 3),
+                    "hi": round(float(edges[b + 1]), 3),
+                    "facts": int(inside.sum()),
+                    "mean_score": round(float(score[inside].mean()), 4),
+                    "share_correct": round(float(label[inside].mean()), 4),
+                }
+            )
+    return out
+
+
+def judge_audit(ctx: ScoringContext, judge: JudgeTotals, run: Any) -> dict[str, Any]:
+    """The judge against the human labels of the drawn facts (scored ones only): calibration
+    bins, correlation and mean absolute error overall and per system, the judge-only precision
+    Σ t_i s, λ per system, and the effective number of human labels the judge was worth:
+    n_i (Var_boot(joint sum) / Var_boot(ppi) − 1), both variances over the same replicates."""
+    from receval.judge import judge_names
+
+    data = ctx.data
+    scored = judge.scored_drawn
+    s, f = judge.score_drawn[scored], data.label[scored]
+
+    def corr(a: np.ndarray, b: np.ndarray) -> float:
+        if a.size < 3 or a.std() == 0 or b.std() == 0:
+            return float("nan")
+        return float(np.corrcoef(a, b)[0, 1])
+
+    own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var_ppi = np.nanvar(run.replicates["precision"], axis=0)
+        var_joint = np.nanvar(run.replicates["precision_unbiased"], axis=0)
+        worth = own * (var_joint / var_ppi - 1.0)
+    systems = {}
+    for i, name in enumerate(data.systems):
+        mine = data.member[scored, i]
+        systems[name] = {
+            "lambda_precision": _rounded([run.point["judge_lambda"][i]])[0],
+            "lambda_pooled_recall": _rounded([run.point["judge_lambda_recall"][i]])[0],
+            "judge_precision": _rounded([judge.judge_precision[i]])[0],
+            "scored_share": _rounded([judge.scored_share[i]])[0],
+            "labelled_facts": int(mine.sum()),
+            "correlation": _rounded([corr(s[mine], f[mine])])[0],
+            "mean_abs_error": _rounded(
+                [np.abs(s[mine] - f[mine]).mean() if mine.any() else np.nan]
+            )[0],
+            "effective_extra_labels": _rounded([worth[i]], 1)[0],
+        }
+    return {
+        "judges": judge_names(ctx.task),
+        "labelled_scored_facts": int(scored.sum()),
+        "labelled_unscored_facts": int((~scored).sum()),
+        "correlation": _rounded([corr(s, f)])[0],
+        "mean_abs_error": _rounded([np.abs(s - f).mean() if s.size else np.nan])[0],
+        "calibration": calibration_bins(s, f),
+        "coefficients": "cross-fitted over two folds per sampler, clipped to [0, 1], shrunk by "
+        "max(0, 1 - 1/F); lambda here is the mean of the two folds' values at the full sample",
+        "effective_extra_labels": "n_i * (Var(joint) / Var(ppi) - 1) over the same bootstrap "
+        "replicates: how many more own-sample human labels the joint estimator would need",
+        "systems": systems,
+    }
