@@ -16,7 +16,8 @@ Judges (s(x) ∈ [0, 1] for every pooled fact, from its true label y):
 ``strong`` logistic(k(2y − 1) + ε) with ρ(s, y) ≈ 0.8; ``weak`` the same with ρ ≈ 0.3;
 ``useless`` uniform noise; ``inverted`` 1 − strong; ``team-biased`` strong, plus 0.35 on every
 fact the first team output (favours that team); ``missing-30`` strong with 30 % of the facts
-unscored.  On ParaBank also ``nll``: the model's own score, 1 − rank(NLL)/N (label-free).
+unscored; ``constant`` 0.5 everywhere (the judge control is then the known output mass: the
+control variate issue 21 item 5 asks about for the human-only joint estimator).  On ParaBank also ``nll``: the model's own score, 1 − rank(NLL)/N (label-free).
 
 Usage: python bench/ppi.py [--runs R] [--bootstrap B] [--n 10,30,100] [--judges ...]
 [--worlds sim,parabank] [--seed S]
@@ -87,6 +88,8 @@ def judge_scores(world: World, quality: str, rng: np.random.Generator) -> pd.Dat
         s = world.task.facts["nll_score"].to_numpy()[pooled]
     elif quality == "useless":
         s = rng.random(y.size)
+    elif quality == "constant":  # the judge control is then the known-mass control variate
+        s = np.full(y.size, 0.5)
     elif quality == "weak":
         s = _tuned_judge(y, 0.3, rng)
     else:
