@@ -501,6 +501,13 @@ def extrapolate(
     help="Sampling distribution over each system's distinct facts.",
 )
 @click.option(
+    "--by-judge",
+    is_flag=True,
+    help="Favour facts the automatic judge (judge.tsv) is unsure about: s(1-s), mixed half and "
+    "half with uniform (design judge-uncertainty, recorded in samples.tsv, so every estimator "
+    "stays unbiased).",
+)
+@click.option(
     "--exhaustive-units",
     type=click.IntRange(0, None),
     default=0,
@@ -563,6 +570,7 @@ def sample(
     per_system: int | None,
     systems: tuple[str, ...],
     distribution: str,
+    by_judge: bool,
     exhaustive_units: int,
     units_from: Path | None,
     adaptive: bool,
@@ -592,7 +600,15 @@ def sample(
     if exhaustive_units and units_from is None:
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
     # only what a draw needs: who output which fact, the labels and the earlier rounds
-    loaded = _load(task, tables=("judgments", "samples", "exhaustive_units"), run_columns=("team",))
+    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()))
+    loaded = _load(task, tables=tables, run_columns=("team",))
+    if by_judge:
+        if loaded.judge is None:
+            raise InputError(
+                f"{Path(task) / 'judge.tsv'}: --by-judge needs the judge's scores (judge.tsv with "
+                "query_id, answer, judge_score)"
+            )
+        distribution = "judge-uncertainty"
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]

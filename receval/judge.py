@@ -157,3 +157,14 @@ def read_judge_file(path: Path) -> pd.DataFrame:
     frame["judge_score"] = score.astype(float)
     keep = [c for c in ("query_id", "answer", "judge_score", "judge") if c in frame.columns]
     return frame[keep].reset_index(drop=True)
+
+
+def attach_judge_scores(outputs: pd.DataFrame, facts: pd.DataFrame, judge: pd.DataFrame) -> None:
+    """Add ``judge_score`` to ``outputs`` in place: each output's fact score, imputed as in
+    :func:`fact_scores` (the ``judge-uncertainty`` sampling design reads it)."""
+    scores = np.full(len(facts), np.nan)
+    scores[judge["fact"].to_numpy(np.int64)] = judge["judge_score"].to_numpy(float)
+    scored = ~np.isnan(scores)
+    pooled = scored & facts["in_pool"].to_numpy(bool)
+    fill = float(scores[pooled].mean()) if pooled.any() else 0.5
+    outputs["judge_score"] = np.where(scored, scores, fill)[outputs["fact"].to_numpy(np.int64)]

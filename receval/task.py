@@ -34,7 +34,7 @@ from receval.formats.tables import (
     find_table,
     read_table,
 )
-from receval.judge import check_judge_table, dedupe_judge
+from receval.judge import attach_judge_scores, check_judge_table, dedupe_judge
 
 if TYPE_CHECKING:
     from receval.formats.coded import CodedTable
@@ -268,7 +268,7 @@ class Task:
 #: so it is an error (rename it) rather than silently replaced.
 _RESERVED: dict[str, tuple[str, ...]] = {
     "queries": (),
-    "runs": ("answer_raw", "fact", "copies", "_file", "_order"),
+    "runs": ("answer_raw", "fact", "copies", "_file", "_order", "judge_score"),
     "judgments": ("answer_raw", "fact", "label_raw", "category", "value", "_file"),
     "samples": ("answer_raw", "fact"),
     "exhaustive_units": (),
@@ -753,6 +753,8 @@ def _build_task(
     systems = np.bincount(outputs["fact"].to_numpy(np.int64), minlength=len(facts))
     facts["in_pool"] = systems > 0
     facts["systems"] = systems.astype(np.int64)
+    if judge_frame is not None:
+        attach_judge_scores(outputs, facts, judge_frame)
     sample_path = samples.path if samples is not None else None
     _check_samples_against_outputs(sample_frame, outputs, sample_path)
     task = Task(
@@ -1664,4 +1666,7 @@ def with_annotation(
         frame["judge_score"] = frame["judge_score"].astype(float)
         frame["_file"] = "judge.tsv"
         changes["judge"] = dedupe_judge(frame, Path("judge.tsv"))
+        outputs = task.outputs.copy()
+        attach_judge_scores(outputs, task.facts, changes["judge"])
+        changes["outputs"] = outputs
     return dataclasses.replace(task, **changes)

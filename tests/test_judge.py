@@ -135,3 +135,34 @@ def test_run_json_audits_the_judge(tmp_path):
     assert set(judge["systems"]) == {"A", "B"}
     assert all(0 <= b["mean_score"] <= 1 for b in judge["calibration"])
     assert 0 <= judge["systems"]["A"]["lambda_precision"] <= 1
+
+
+def test_sample_by_judge_records_its_design_and_scores(tmp_path):
+    root = make_bundle(tmp_path, files={"judge.tsv": JUDGE})
+    args = ["sample", str(root), "--per-system", "20", "--seed", "3", "--by-judge"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", keep_default_na=False)
+    new = samples[samples["sample"] != "s1"]
+    assert (new["design"] == "judge-uncertainty").all() and len(new) == 40
+    task = load_task(root)  # the recorded probabilities reproduce the design
+    assert "judge-uncertainty" in {s.design for s in task.samplers}
+    # unsure facts (s near 1/2) are drawn more often than under uniform, none below half of it
+    out = task.outputs
+    prob = out["judge_score"].pipe(lambda s: s * (1 - s))
+    assert prob.notna().all()
+    from receval.design import sampling_probabilities
+
+    p = sampling_probabilities(out, task.queries, "judge-uncertainty")
+    size = out.groupby("system", observed=True)["fact"].transform("size")
+    assert (p >= 0.5 / size - 1e-12).all()
+    assert np.isclose(p.groupby(out["system"], observed=True).sum(), 1.0).all()
+
+
+def test_sample_by_judge_needs_a_judge(bundle):
+    result = CliRunner().invoke(
+        cli, ["sample", str(bundle), "--per-system", "5", "--seed", "1", "--by-judge"]
+    )
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "judge.tsv" in lines[0]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from receval.design import sampling_probabilities
 from receval.estimators.base import ScoringContext
 from receval.estimators.ppi import judge_totals
 from receval.estimators.registry import get_estimator
@@ -39,7 +40,7 @@ JUDGES = {
 }
 
 
-def tiny_task(judge: dict[str, float]) -> Task:
+def tiny_task(judge: dict[str, float], design: str = "uniform") -> Task:
     runs = pd.DataFrame(
         [(s, "q1", a) for s, rows in OUTPUTS.items() for a, _ in rows],
         columns=["system", "query_id", "answer"],
@@ -51,18 +52,31 @@ def tiny_task(judge: dict[str, float]) -> Task:
             "label": ["C" if c else "W" for c in TRUTH.values()],
         }
     )
-    size = runs.groupby("system")["answer"].transform("size")
-    samples = runs.assign(sample="all", prob=1.0 / size)
     scores = pd.DataFrame(
         {"query_id": "q1", "answer": list(judge), "judge_score": list(judge.values())}
+    )
+    base = Task.from_frames(runs=runs, judgments=judgments, judge=scores)
+    prob = sampling_probabilities(base.outputs, base.queries, design).to_numpy()
+    samples = pd.DataFrame(
+        {
+            "sample": "all",
+            "system": base.outputs["system"].astype(str),
+            "query_id": "q1",
+            "answer": base.outputs["answer"].astype(str),
+            "prob": prob,
+            "design": design,
+        }
     )
     return Task.from_frames(runs=runs, judgments=judgments, samples=samples, judge=scores)
 
 
-def exact_expectation(task: Task, draws: dict[str, int]) -> dict[str, np.ndarray]:
-    """E[statistic] over every sample with ``draws[system]`` uniform draws per system."""
+def exact_expectation(
+    task: Task, draws: dict[str, int], name: str = "ppi"
+) -> dict[str, np.ndarray]:
+    """E[statistic] over every sample with ``draws[system]`` i.i.d. draws per system from its
+    recorded design (each ordered sample weighted by its probability)."""
     full = build_sample_data(task)
-    estimator = get_estimator("ppi")
+    estimator = get_estimator(name)
     per_system = []
     for j, system in enumerate(full.systems):
         facts = full.draw_fact[full.draw_sampler == j]
@@ -71,7 +85,8 @@ def exact_expectation(task: Task, draws: dict[str, int]) -> dict[str, np.ndarray
     # the controls' expectations depend on the design and n_j only: the same for every sample
     judge = judge_totals(task, dataclasses.replace(full, sampler_n=n))
     total: dict[str, np.ndarray] = {}
-    count = 0
+    count = 0.0
+    draw_prob = full.proposal[np.arange(full.facts.size)]  # (D, J): s_j at every fact
     for combo in itertools.product(*per_system):
         draw_fact = np.concatenate([np.asarray(c, np.int64) for c in combo])
         draw_sampler = np.repeat(np.arange(full.J), [len(c) for c in combo])
@@ -83,13 +98,14 @@ def exact_expectation(task: Task, draws: dict[str, int]) -> dict[str, np.ndarray
             sampler_n=np.bincount(draw_sampler, minlength=full.J).astype(float),
             census=np.zeros(full.m, bool),
         )
-        ctx = ScoringContext.of(data, task=task, estimator="ppi")
+        ctx = ScoringContext.of(data, task=task, estimator=name)
         ctx.__dict__["_ppi_cache"] = {"judge": judge}
         terms = estimator.terms(ctx)
         point = estimator.statistic(ctx)({k: v.sum(axis=0) for k, v in terms.items()})
+        weight = np.prod(draw_prob[draw_fact, draw_sampler])  # P(this ordered sample)
         for key in ("precision", "pooled_recall"):
-            total[key] = total.get(key, 0.0) + point[key]
-        count += 1
+            total[key] = total.get(key, 0.0) + weight * point[key]
+        count += weight
     return {k: v / count for k, v in total.items()}
 
 
@@ -101,5 +117,16 @@ def true_precision(systems: list[str]) -> np.ndarray:
 def test_ppi_precision_is_exactly_unbiased_for_any_judge(judge):
     task = tiny_task(JUDGES[judge])
     expected = exact_expectation(task, {"A": 3, "B": 2, "C": 1})
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
+
+
+@pytest.mark.parametrize("estimator", ["ppi", "joint"])
+def test_unbiased_under_the_judge_uncertainty_design(estimator):
+    # receval sample --by-judge: draws favour facts the judge is unsure about; the recorded
+    # probabilities keep both estimators unbiased (exact expectation over every sample)
+    task = tiny_task(JUDGES["good"], design="judge-uncertainty")
+    assert {s.design for s in task.samplers} == {"judge-uncertainty"}
+    expected = exact_expectation(task, {"A": 2, "B": 2, "C": 1}, estimator)
     systems = build_sample_data(task).systems
     np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
