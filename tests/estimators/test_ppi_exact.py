@@ -71,7 +71,7 @@ def tiny_task(judge: dict[str, float], design: str = "uniform") -> Task:
 
 
 def exact_expectation(
-    task: Task, draws: dict[str, int], name: str = "ppi"
+    task: Task, draws: dict[str, int], name: str = "ppi", **options
 ) -> dict[str, np.ndarray]:
     """E[statistic] over every sample with ``draws[system]`` i.i.d. draws per system from its
     recorded design (each ordered sample weighted by its probability)."""
@@ -83,7 +83,12 @@ def exact_expectation(
         per_system.append(list(itertools.product(facts, repeat=draws[system])))
     n = np.array([draws[system] for system in full.systems], float)
     # the controls' expectations depend on the design and n_j only: the same for every sample
-    judge = judge_totals(task, dataclasses.replace(full, sampler_n=n))
+    judge = judge_totals(
+        task,
+        dataclasses.replace(full, sampler_n=n),
+        options.get("target", "micro"),
+        options.get("weighting", "size"),
+    )
     total: dict[str, np.ndarray] = {}
     count = 0.0
     draw_prob = full.proposal[np.arange(full.facts.size)]  # (D, J): s_j at every fact
@@ -98,7 +103,7 @@ def exact_expectation(
             sampler_n=np.bincount(draw_sampler, minlength=full.J).astype(float),
             census=np.zeros(full.m, bool),
         )
-        ctx = ScoringContext.of(data, task=task, estimator=name)
+        ctx = ScoringContext.of(data, task=task, estimator=name, **options)
         ctx.__dict__["_ppi_cache"] = {"judge": judge}
         terms = estimator.terms(ctx)
         point = estimator.statistic(ctx)({k: v.sum(axis=0) for k, v in terms.items()})
@@ -128,5 +133,12 @@ def test_unbiased_under_the_judge_uncertainty_design(estimator):
     task = tiny_task(JUDGES["good"], design="judge-uncertainty")
     assert {s.design for s in task.samplers} == {"judge-uncertainty"}
     expected = exact_expectation(task, {"A": 2, "B": 2, "C": 1}, estimator)
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
+
+
+def test_unbiased_with_overlap_weighting():
+    task = tiny_task(JUDGES["inverted"])
+    expected = exact_expectation(task, {"A": 2, "B": 2, "C": 2}, weighting="overlap")
     systems = build_sample_data(task).systems
     np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
