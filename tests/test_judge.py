@@ -166,3 +166,16 @@ def test_sample_by_judge_needs_a_judge(bundle):
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "judge.tsv" in lines[0]
+
+
+def test_report_shows_the_judge_audit(tmp_path):
+    from receval.report.html import section_html
+
+    root = make_bundle(tmp_path, files={"judge.tsv": JUDGE})
+    out_dir = tmp_path / "o"
+    args = ["score", str(root), "--out", str(out_dir), "--estimator", "ppi", "--bootstrap", "100"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert CliRunner().invoke(cli, ["report", str(out_dir)]).exit_code == 0
+    page = (out_dir / "report.html").read_text()
+    section = section_html(page, "judge")
+    assert "llm" in section and "Reliability" in section and "λ precision" in section
