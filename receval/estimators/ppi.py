@@ -308,10 +308,11 @@ class PPIEstimator(Estimator):
     name: ClassVar[str] = "ppi"
     kind: ClassVar[str] = "unbiased"
     equation: ClassVar[str] = (
-        "Angelopoulos et al. 2023 (PPI) eq. 1 with PPI++ power tuning (2024): "
-        "π̂_i = Σ t_i f/q_i − λ_i(Σ t_i s/q_i − Σ_x t_i s) − μ_i(Σ t_i/q_i − 1) over the joint "
-        "estimator's draws (Chaganty et al. 2017), λ_i, μ_i cross-fitted over two folds "
-        "(unbiased); pooled recall the ratio of two such estimates; true recall θ̂·ν̂_i"
+        "Angelopoulos et al. 2023 (PPI) eq. 1 with PPI++ power tuning (2024) over the joint "
+        "estimator's draws (Chaganty et al. 2017): π̂_i = Σ_k t_i f/q_i − Σ_a λ_i^(1−a) "
+        "Σ_{k∈a} (t_i s/q_i − E_j[t_i s/q_i]), the control's per-sampler mean E_j known from "
+        "the judge's scores on every output, λ cross-fitted over two folds (unbiased for any "
+        "judge); pooled recall a ratio of such sums with one λ_i; true recall θ̂·ν̂_i"
     )
     summary: ClassVar[str] = (
         "prediction-powered: the judge's exact totals over every output, corrected by the "
