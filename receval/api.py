@@ -459,10 +459,9 @@ def sample(
     >>> drawn = receval.sample("data/kbp-sim", 50, seed=2)  # doctest: +SKIP
     >>> len(drawn.to_annotate)  # doctest: +SKIP
     """
-    from receval.design import new_sample_round
-    from receval.options import SAMPLE_DISTRIBUTIONS
+    from receval.design import DISTRIBUTIONS, new_sample_round
 
-    check_choice("distribution", distribution, SAMPLE_DISTRIBUTIONS)
+    check_choice("distribution", distribution, DISTRIBUTIONS)
     sizes = dict(per_system) if isinstance(per_system, Mapping) else int(per_system)
     if isinstance(sizes, int) and sizes < 0:
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")

@@ -498,6 +498,13 @@ def extrapolate(
     help="Sampling distribution over each system's distinct facts.",
 )
 @click.option(
+    "--by-judge",
+    is_flag=True,
+    help="Favour facts the automatic judge (judge.tsv) is unsure about: s(1-s), mixed half and "
+    "half with uniform (design judge-uncertainty, recorded in samples.tsv, so every estimator "
+    "stays unbiased).",
+)
+@click.option(
     "--exhaustive-units",
     type=click.IntRange(0, None),
     default=0,
@@ -562,6 +569,7 @@ def sample(
     per_system: int | None,
     systems: tuple[str, ...],
     distribution: str,
+    by_judge: bool,
     exhaustive_units: int,
     units_from: Path | None,
     adaptive: bool,
@@ -591,7 +599,15 @@ def sample(
     if exhaustive_units and units_from is None:
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
     # only what a draw needs: who output which fact, the labels and the earlier rounds
-    loaded = _load(task, tables=("judgments", "samples", "exhaustive_units"), run_columns=("team",))
+    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()))
+    loaded = _load(task, tables=tables, run_columns=("team",))
+    if by_judge:
+        if loaded.judge is None:
+            raise InputError(
+                f"{Path(task) / 'judge.tsv'}: --by-judge needs the judge's scores (judge.tsv with "
+                "query_id, answer, judge_score)"
+            )
+        distribution = "judge-uncertainty"
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
@@ -792,6 +808,15 @@ def import_() -> None:
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--judge",
+    "judge_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
+    "score' lines.",
+)
 def import_tac_kbp_command(
     out: Path,
     queries: Path | None,
@@ -800,6 +825,7 @@ def import_tac_kbp_command(
     include_hop1: bool,
     name: str | None,
     overwrite: bool,
+    judge_file: Path | None,
 ) -> None:
     """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
     from receval.operations import import_tac_kbp
@@ -814,6 +840,7 @@ def import_tac_kbp_command(
             include_hop1=include_hop1,
             name=name,
             overwrite=overwrite,
+            judge=judge_file,
             on_step=lambda: bar.update(1),
         )
     for note in done.notes:
@@ -855,6 +882,15 @@ def import_tac_kbp_command(
     show_default=True,
     help="Table format of the bundle (Parquet: faster to write and to load).",
 )
+@click.option(
+    "--judge",
+    "judge_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
+    "score' lines.",
+)
 def import_trec_command(
     out: Path,
     qrels: Path | None,
@@ -863,24 +899,26 @@ def import_trec_command(
     name: str | None,
     overwrite: bool,
     table_format: str,
+    judge_file: Path | None,
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
-    from receval.formats.bundle import write_bundle
-    from receval.formats.trec import import_trec_tables
+    from receval.operations import import_trec
     from receval.progress import progress
 
     files = len(runs) + (qrels is not None)
     with progress(files + 1, "importing (files read, then the bundle)", False) as bar:
-        tables, config = import_trec_tables(
-            qrels, list(runs), depth, name=name or out.name, on_file=lambda _: bar.update(1)
+        done = import_trec(
+            out,
+            list(runs),
+            qrels=qrels,
+            depth=depth,
+            name=name,
+            overwrite=overwrite,
+            table_format=table_format,
+            judge=judge_file,
+            on_file=lambda _: bar.update(1),
         )
-        write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
-        bar.update(1)
-    systems = len(set(tables["runs"]["system"].unique().to_pylist()))
-    judged = tables["judgments"].num_rows if "judgments" in tables else 0
-    click.echo(
-        f"wrote {out}: {tables['queries'].num_rows} queries, {systems} runs, {judged} judgments"
-    )
+    click.echo(f"wrote {out}: {done.queries} queries, {done.runs} runs, {done.judgments} judgments")
 
 
 def _curve_options(func):

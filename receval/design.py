@@ -5,6 +5,12 @@ known distribution ``s_j`` over the system's distinct facts (Chaganty et al. 201
 multiset of n_j i.i.d. draws from p_j").  Two distributions are built in:
 
 * ``uniform``: s_j(x) = 1/|X_j| (micro precision's natural proposal);
+* ``judge-uncertainty`` (``receval sample --by-judge``): favours facts an automatic judge is
+  unsure about, s_j(x) = ½ · 1/|X_j| + ½ · u(x) / Σ_{X_j} u, u = s(x)(1 − s(x)) with s the
+  judge's score (``judge.tsv``; imputed where missing).  Half the mass stays uniform, so no fact
+  gets less than half its uniform probability (importance weights stay ≤ 2); like every design it
+  is recorded in samples.tsv, so every estimator stays unbiased (the judge only decides where the
+  human labels go; cf. active statistical inference, Zrnic & Candès 2024);
 * ``entity-relation``: the distribution of the paper's evaluation service,
   s_j(x) ∝ (#distinct facts of subj(x) in X_j) / (#facts with subj(x) · #facts with rel(x)),
   where subj is the query's ``entity`` column (default: the query id) and rel its ``slot``
@@ -26,7 +32,9 @@ import pandas as pd
 from receval.errors import BundleError
 from receval.formats.tables import LINE
 
-DISTRIBUTIONS = ("uniform", "entity-relation")
+DISTRIBUTIONS = ("uniform", "entity-relation", "judge-uncertainty")
+#: the uniform share of the ``judge-uncertainty`` design
+JUDGE_UNIFORM_SHARE = 0.5
 
 
 def sampling_probabilities(
@@ -55,6 +63,8 @@ def sampling_probabilities(
         prob = (1.0 / np.maximum(size, 1))[at] if len(codes) else np.zeros(len(at))
         return prob if rows is not None else pd.Series(prob, index=outputs.index, name="prob")
     sys_codes = system_codes(outputs["system"])[0].astype(np.int64)
+    if distribution == "judge-uncertainty":
+        return _judge_uncertainty(outputs, sys_codes, rows)
     if distribution != "entity-relation":
         raise ValueError(
             f"unknown sampling distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})"
@@ -79,6 +89,22 @@ def sampling_probabilities(
         rows = np.asarray(rows, dtype=np.int64)
         return weight[rows] / total[rows]
     return pd.Series(weight / total, index=outputs.index, name="prob")
+
+
+def _judge_uncertainty(outputs: pd.DataFrame, sys_codes: np.ndarray, rows=None):
+    """s_j(x) = a/|X_j| + (1 − a) u(x)/Σ_{X_j} u, u = s(1 − s), a = JUDGE_UNIFORM_SHARE."""
+    if "judge_score" not in outputs.columns:
+        raise ValueError("the judge-uncertainty design needs the judge's scores (judge.tsv)")
+    s = outputs["judge_score"].to_numpy(float)
+    u = s * (1.0 - s)
+    size = np.bincount(sys_codes).astype(float)
+    total = np.bincount(sys_codes, weights=u)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total[sys_codes] > 0, u / total[sys_codes], 1.0 / size[sys_codes])
+    prob = JUDGE_UNIFORM_SHARE / size[sys_codes] + (1.0 - JUDGE_UNIFORM_SHARE) * share
+    if rows is not None:
+        return prob[np.asarray(rows, dtype=np.int64)]
+    return pd.Series(prob, index=outputs.index, name="prob")
 
 
 def chunked_bincount(codes: np.ndarray, minlength: int = 0, chunk: int = 1 << 22) -> np.ndarray:
@@ -316,6 +342,7 @@ def infer_designs(
     # every draw's row in outputs (-1: not an output), then each design's s_j at those rows
     at = output_rows(outputs, samples["system"], samples["fact"].to_numpy(np.int64))
     cache: dict[str, pd.Series] = {}
+    judged = "judge_score" in outputs.columns
 
     def expected(design: str) -> pd.Series:
         """s_j of ``design`` at every draw (computed when a sampler first asks for it)."""
@@ -336,7 +363,8 @@ def infer_designs(
                 int(rows[LINE].iloc[0]),
                 f"sample {sample!r} of system {system!r} declares two designs",
             )
-        candidates = list(declared) if declared else list(DISTRIBUTIONS)
+        inferable = [d for d in DISTRIBUTIONS if d != "judge-uncertainty" or judged]
+        candidates = list(declared) if declared else inferable
         for d in candidates:
             if d not in DISTRIBUTIONS:
                 raise BundleError(

@@ -202,18 +202,24 @@ def import_tac_kbp(
     include_hop1: bool = False,
     name: str | None = None,
     overwrite: bool = False,
+    judge: Path | str | None = None,
     on_step: Callable[[], None] | None = None,
 ) -> Imported:
     """Convert TAC-KBP Cold Start slot-filling runs (and assessments, queries) into a bundle at
-    ``out`` (:func:`receval.formats.tac_kbp.import_tac_kbp` documents the rules)."""
+    ``out`` (:func:`receval.formats.tac_kbp.import_tac_kbp` documents the rules).  ``judge``: an
+    automatic judge's scores (:func:`receval.judge.read_judge_file`), checked before anything is
+    written and stored as the bundle's judge table."""
     from receval.formats.bundle import write_bundle
     from receval.formats.tac_kbp import import_tac_kbp as read_tac_kbp
 
     step = on_step or (lambda: None)
     out = Path(out)
+    judge_table = _judge_table(judge)
     tables, config = read_tac_kbp(
         queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
     )
+    if judge_table is not None:
+        tables["judge"] = judge_table
     step()
     write_bundle(out, tables, config, overwrite=overwrite)
     step()
@@ -241,11 +247,13 @@ def import_trec(
     name: str | None = None,
     overwrite: bool = False,
     table_format: str = "tsv",
+    judge: Path | str | None = None,
     on_file: Callable[[Any], None] | None = None,
 ) -> Imported:
     """Convert TREC runs (and qrels) into a bundle at ``out`` with tables in ``table_format``
     (``tsv`` or ``parquet``) (:func:`receval.formats.trec.import_trec_tables` documents the
-    rules).  ``on_file`` is called after each input file is read and once after writing."""
+    rules).  ``judge``: an automatic judge's scores, as for :func:`import_tac_kbp`.  ``on_file``
+    is called after each input file is read and once after writing."""
     from receval.formats.bundle import write_bundle
     from receval.formats.trec import import_trec_tables
     from receval.options import check_choice
@@ -253,9 +261,12 @@ def import_trec(
     check_choice("table_format", table_format, ("tsv", "parquet"))
     step = on_file or (lambda _file: None)
     out = Path(out)
+    judge_table = _judge_table(judge)
     tables, config = import_trec_tables(
         qrels, list(runs), depth, name=name or out.name, on_file=step
     )
+    if judge_table is not None:
+        tables["judge"] = judge_table
     write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
     step(out)
     systems = len(set(tables["runs"]["system"].unique().to_pylist()))
@@ -402,3 +413,12 @@ def curve_estimate(
         write_csv(out, curve.frame)
         write_json(out.with_name(out.name + ".json"), curve.record)
     return curve
+
+
+def _judge_table(judge: Path | str | None) -> Any:
+    """``judge`` read and checked (:func:`receval.judge.read_judge_file`), or None."""
+    if judge is None:
+        return None
+    from receval.judge import read_judge_file
+
+    return read_judge_file(Path(judge))

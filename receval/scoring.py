@@ -206,6 +206,7 @@ def score_task(
         pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         pool = _pool_frame(fitted, sizes)
     info = _run_info(fitted, warnings, sizes, comparisons)
+    info.update(estimator.run_info(fitted.ctx, run))
     if target_info is not None:
         info.update(_target_info(task, data, options, target_info))
     return ScoringOutput(
@@ -445,7 +446,10 @@ def _mark_macro(board: pd.DataFrame, notes: list[list[str]]) -> None:
 def _finish_board(board: pd.DataFrame, notes: list[list[str]], fitted: Fitted) -> pd.DataFrame:
     """The leaderboard in rank order with the contract columns and the notes."""
     board["estimator"] = fitted.estimator.name
-    board["interval"] = fitted.intervals.label(fitted.ctx.options, fitted.replicates.B)
+    board["interval"] = (
+        fitted.intervals.label(fitted.ctx.options, fitted.replicates.B)
+        + fitted.estimator.interval_note
+    )
     if fitted.ctx.options.target == "macro":
         _mark_macro(board, notes)
     board["note"] = ["; ".join(n) for n in notes]

@@ -32,6 +32,13 @@ from receval.config import (
     unknown_label_text,
 )
 from receval.errors import BundleError
+from receval.formats.checks import (
+    check_queries_known,
+    nonempty,
+    numbers,
+    parse_numbers,
+    require_columns,
+)
 from receval.formats.coded import WHITESPACE, HeaderRows, system_codes
 from receval.formats.tables import (
     LINE,
@@ -42,6 +49,7 @@ from receval.formats.tables import (
     find_table,
     read_table,
 )
+from receval.judge import JUDGE_RESERVED, attach_judge_scores, check_judge_table, dedupe_judge
 
 if TYPE_CHECKING:
     from receval.formats.coded import CodedTable
@@ -110,6 +118,9 @@ class Task:
     exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``
         (both + extra columns).
     truth : ``query_id, answer, fact, value`` or None.
+    judge : an automatic judge's scores, one row per fact: ``query_id, answer, answer_raw,
+        fact, judge_score`` (in [0, 1]), ``judge`` (name, may be empty), or None
+        (:mod:`receval.judge`).
 
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
     whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,
@@ -134,6 +145,7 @@ class Task:
     empty_systems: tuple[str, ...] = ()
     #: what errors about samples name (the file, or ``samples`` for an in-memory table)
     samples_source: Path | None = None
+    judge: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -151,15 +163,16 @@ class Task:
         truth=None,
         config: TaskConfig | Mapping[str, object] | str | os.PathLike | None = None,
         name: str | None = None,
+        judge=None,
     ) -> Task:
         """Build and validate a task from in-memory tables (no files).
 
         Parameters
         ----------
-        runs, judgments, samples, exhaustive_units, exhaustive, queries, truth : pandas.DataFrame
-            or pyarrow.Table, optional (``runs`` required)
-            The bundle tables with the columns of a bundle's files (docs/contracts.md, "The task
-            bundle"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
+        runs, judgments, samples, exhaustive_units, exhaustive, queries, truth, judge :
+            pandas.DataFrame or pyarrow.Table, optional (``runs`` required)
+            The bundle tables with the columns of a bundle's files (docs/contracts.md,
+            "The task bundle"); ``runs`` must have a ``system`` column.  Values are read as strings, as from a
             Parquet file (integers stay integers, floats in their shortest round-trip form).
             Without ``queries`` the query universe is every ``query_id`` the tables mention.
         config : TaskConfig, mapping, str or path-like, optional
@@ -188,6 +201,7 @@ class Task:
                 "exhaustive": exhaustive,
                 "queries": queries,
                 "truth": truth,
+                "judge": judge,
             },
             config,
             name,
@@ -286,17 +300,18 @@ class Task:
 #: so it is an error (rename it) rather than silently replaced.
 _RESERVED: dict[str, tuple[str, ...]] = {
     "queries": (),
-    "runs": ("answer_raw", "fact", "copies", "_file", "_order"),
+    "runs": ("answer_raw", "fact", "copies", "_file", "_order", "judge_score"),
     "judgments": ("answer_raw", "fact", "label_raw", "category", "value", "_file"),
     "samples": ("answer_raw", "fact"),
     "exhaustive_units": (),
     "exhaustive": ("answer_raw", "fact"),
     "truth": ("answer_raw", "fact", "value"),
+    "judge": JUDGE_RESERVED,
 }
 
 
 #: Columns a Parquet file or an in-memory table may hold as numbers (they are parsed as numbers).
-NUMERIC = ("score", "prob", "weight")
+NUMERIC = ("score", "prob", "weight", "judge_score")
 
 
 @dataclass(frozen=True)
@@ -316,92 +331,7 @@ class _Source(HeaderRows):
 
 def _require(src: _Source | CodedTable, columns: tuple[str, ...], table: str) -> None:
     """Required columns present, reserved (derived) column names absent."""
-    path = src.path
-    missing = [c for c in columns if c not in src.columns]
-    if missing:
-        names = src.columns
-        have = ", ".join(names) or "none"
-        hint = ""
-        if len(names) == 1 and any(d in names[0] for d in ";|,\t "):
-            hint = "; wrong delimiter? .tsv is tab-separated, .csv comma-separated"
-        what = "header has" if src.header else "columns are"
-        raise BundleError(
-            path,
-            src.header,
-            f"missing required column(s) {', '.join(missing)} ({what}: {have}){hint}",
-        )
-    clash = [c for c in _RESERVED[table] if c in src.columns]
-    if clash:
-        raise BundleError(
-            path,
-            src.header,
-            f"column name(s) {', '.join(clash)} are reserved (receval derives them); rename them",
-        )
-
-
-def _nonempty(
-    frame: pd.DataFrame,
-    path: Path,
-    columns: tuple[str, ...],
-    *,
-    verbatim: tuple[str, ...] = ("answer",),
-) -> None:
-    """No blank value in ``columns``; values are stripped, except ``verbatim`` columns (answers
-    are normalised per ``[matching]``, which may keep surrounding whitespace)."""
-    for col in columns:
-        values = frame[col].astype(str)
-        stripped = values.str.strip()
-        bad = stripped == ""
-        if bad.any():
-            line = int(frame.loc[bad, LINE].iloc[0])
-            raise BundleError(path, line, f"empty value in required column {col!r}")
-        frame[col] = values if col in verbatim else stripped
-
-
-def _numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> pd.Series:
-    if pd.api.types.is_numeric_dtype(frame[col].dtype):  # a typed Parquet / Arrow column
-        values = frame[col].astype(float)
-        bad = np.isinf(values.to_numpy()) | (values.isna().to_numpy() & (not allow_empty))
-        if bad.any():
-            i = int(bad.nonzero()[0][0])
-            text = "" if np.isnan(values.iloc[i]) else repr(float(values.iloc[i]))
-            raise BundleError(
-                path, int(frame[LINE].iloc[i]), f"column {col!r}: {text!r} is not a finite number"
-            )
-        return values
-    text = frame[col].astype(str).str.strip()
-    values, bad = _parse_numbers(text, allow_empty)
-    if bad.any():
-        i = bad.nonzero()[0][0]
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"column {col!r}: {text.iloc[i]!r} is not a finite number",
-        )
-    return values
-
-
-def _parse_numbers(text: pd.Series, allow_empty: bool) -> tuple[pd.Series, np.ndarray]:
-    """(float values, flags of the texts that are not finite numbers) of stripped texts; an
-    empty text is NaN (flagged unless ``allow_empty``)."""
-    values = pd.to_numeric(text.where(text != "", None), errors="coerce")
-    bad = values.isna() & (text != "")
-    bad |= np.isinf(values.fillna(0.0))
-    if not allow_empty:
-        bad |= text == ""
-    return values.astype(float), bad.to_numpy()
-
-
-def _check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
-    codes, uniques = pd.factorize(frame["query_id"])
-    unknown = ~np.append(pd.Index(uniques).isin(known), False)[codes]
-    if unknown.any():
-        i = int(np.flatnonzero(unknown)[0])
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"query_id {frame['query_id'].iloc[i]!r} is not in queries ({int(unknown.sum())} such rows)",
-        )
+    require_columns(src, columns, _RESERVED[table])
 
 
 def _table_source(root: Path, stem: str, files: dict[str, Path]) -> _Source | None:
@@ -641,7 +571,7 @@ def _as_arrow(data: object, table: str):
     return arrow
 
 
-_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth")
+_OPTIONAL_TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth", "judge")
 
 
 def load_task(
@@ -660,7 +590,7 @@ def load_task(
     ----------
     root : the bundle directory.
     tables : optional tables to read (default: all of judgments, samples, exhaustive_units,
-        exhaustive, truth); the others are treated as absent and not read at all.  For commands
+        exhaustive, truth, judge); the others are treated as absent and not read at all.  For commands
         that need only part of a bundle (``receval sample``); ``validate`` reads everything.
     run_columns : run columns to read besides ``system, query_id, answer`` (default: all);
         Parquet runs then read only those columns from disk.
@@ -759,6 +689,7 @@ def _build_task(
     exhaustive_units: _Source | None,
     exhaustive: _Source | None,
     truth: _Source | None,
+    judge: _Source | None = None,
 ) -> Task:
     """Check every table, number the facts, collapse duplicate outputs, check the sample
     designs: the one path from string tables (files or frames) to a :class:`Task`."""
@@ -769,13 +700,17 @@ def _build_task(
     sample_frame = _check_samples(samples, known)
     units, exhaustive_frame = _check_exhaustive(exhaustive_units, exhaustive, known)
     truth_frame = _check_truth(truth, config, known)
+    judge_frame = check_judge_table(judge, known)
     frames = [judgment_frame, sample_frame, exhaustive_frame]
     if truth_frame is not None:
         frames.append(truth_frame)
+    if judge_frame is not None:
+        frames.append(judge_frame)
     facts, run_frame = _attach_facts(frames, config.matching, encoded)
     del encoded
     if truth_frame is not None:
         truth_frame = _dedupe_truth(truth_frame, truth.path)
+    judge_frame = dedupe_judge(judge_frame, judge.path if judge is not None else "judge")
     empty_systems = tuple(run_frame.attrs.get("empty_systems", ()))
     outputs, raw_outputs = _collapse_outputs(run_frame)
     del run_frame
@@ -783,6 +718,8 @@ def _build_task(
     systems = np.bincount(outputs["fact"].to_numpy(np.int64), minlength=len(facts))
     facts["in_pool"] = systems > 0
     facts["systems"] = systems.astype(np.int64)
+    if judge_frame is not None:
+        attach_judge_scores(outputs, facts, judge_frame)
     sample_path = samples.path if samples is not None else None
     _check_samples_against_outputs(sample_frame, outputs, sample_path)
     task = Task(
@@ -800,6 +737,7 @@ def _build_task(
         files=files,
         empty_systems=empty_systems,
         samples_source=sample_path,
+        judge=judge_frame,
     )
     # a probability no design reproduces fails here, before `validate` prints anything
     task.samplers  # noqa: B018  (computed and cached now: the error names samples.tsv's line)
@@ -811,7 +749,7 @@ def _check_queries(src: _Source) -> pd.DataFrame:
     _require(src, ("query_id",), "queries")
     if frame.empty:
         raise BundleError(path, src.first_row, f"no queries: {src.no_rows}")
-    _nonempty(frame, path, ("query_id",))
+    nonempty(frame, path, ("query_id",))
     dup = frame["query_id"].duplicated()
     if dup.any():
         i = dup.to_numpy().nonzero()[0][0]
@@ -819,7 +757,7 @@ def _check_queries(src: _Source) -> pd.DataFrame:
             path, int(frame[LINE].iloc[i]), f"duplicate query_id {frame['query_id'].iloc[i]!r}"
         )
     if "weight" in frame.columns:
-        w = _numbers(frame, path, "weight", allow_empty=False)
+        w = numbers(frame, path, "weight", allow_empty=False)
         if (w <= 0).any():
             i = (w <= 0).to_numpy().nonzero()[0][0]
             raise BundleError(path, int(frame[LINE].iloc[i]), "column 'weight' must be > 0")
@@ -1183,7 +1121,7 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
     else:
         return None
     text = pd.Series(_strip(values).to_numpy(zero_copy_only=False), dtype=object)
-    numbers, bad = _parse_numbers(text, allow_empty=True)
+    numbers, bad = parse_numbers(text, allow_empty=True)
     rows = np.flatnonzero(bad[codes])
     if len(rows):
         raise BundleError(
@@ -1475,8 +1413,8 @@ def _check_judgments(src: _Source | None, config: TaskConfig, known: set[str]) -
         return empty
     frame, path = src.frame, src.path
     _require(src, ("query_id", "answer", "label"), "judgments")
-    _nonempty(frame, path, ("query_id", "answer", "label"))
-    _check_queries_known(frame, path, known)
+    nonempty(frame, path, ("query_id", "answer", "label"))
+    check_queries_known(frame, path, known)
     _labels(frame, path, config)
     for col in ("annotator", "sample", "equivalence_class"):
         if col not in frame.columns:
@@ -1488,7 +1426,7 @@ def _check_judgments(src: _Source | None, config: TaskConfig, known: set[str]) -
 
 
 def _prob(frame: pd.DataFrame, path: Path) -> pd.Series:
-    p = _numbers(frame, path, "prob", allow_empty=False)
+    p = numbers(frame, path, "prob", allow_empty=False)
     bad = (p <= 0) | (p > 1)
     if bad.any():
         i = bad.to_numpy().nonzero()[0][0]
@@ -1505,8 +1443,8 @@ def _check_samples(src: _Source | None, known: set[str]) -> pd.DataFrame:
         return empty
     frame, path = src.frame, src.path
     _require(src, ("sample", "system", "query_id", "answer", "prob"), "samples")
-    _nonempty(frame, path, ("sample", "system", "query_id", "answer"))
-    _check_queries_known(frame, path, known)
+    nonempty(frame, path, ("sample", "system", "query_id", "answer"))
+    check_queries_known(frame, path, known)
     frame["prob"] = _prob(frame, path)
     if "draw" not in frame.columns:
         frame["draw"] = ""
@@ -1576,7 +1514,7 @@ def _check_exhaustive(
     if usrc is not None:
         frame, upath = usrc.frame, usrc.path
         _require(usrc, ("unit",), "exhaustive_units")
-        _nonempty(frame, upath, ("unit",))
+        nonempty(frame, upath, ("unit",))
         dup = frame["unit"].duplicated()
         if dup.any():
             i = dup.to_numpy().nonzero()[0][0]
@@ -1598,8 +1536,8 @@ def _check_exhaustive(
             )
         frame = esrc.frame
         _require(esrc, ("unit", "query_id", "answer"), "exhaustive")
-        _nonempty(frame, epath, ("unit", "query_id", "answer"))
-        _check_queries_known(frame, epath, known)
+        nonempty(frame, epath, ("unit", "query_id", "answer"))
+        check_queries_known(frame, epath, known)
         unknown = ~frame["unit"].isin(set(units["unit"]))
         if unknown.any():
             i = unknown.to_numpy().nonzero()[0][0]
@@ -1634,8 +1572,8 @@ def _check_truth(src: _Source | None, config: TaskConfig, known: set[str]) -> pd
         return None
     frame, path = src.frame, src.path
     _require(src, ("query_id", "answer", "label"), "truth")
-    _nonempty(frame, path, ("query_id", "answer", "label"))
-    _check_queries_known(frame, path, known)
+    nonempty(frame, path, ("query_id", "answer", "label"))
+    check_queries_known(frame, path, known)
     _labels(frame, path, config)
     ignored = frame["value"].isna()
     if ignored.any():
@@ -1654,12 +1592,14 @@ def with_annotation(
     judgments: pd.DataFrame | None = None,
     exhaustive_units: pd.DataFrame | None = None,
     exhaustive: pd.DataFrame | None = None,
+    judge: pd.DataFrame | None = None,
 ) -> Task:
     """``task`` with its annotation tables replaced by in-memory bundle frames (for simulations).
 
     The frames have the bundle's columns (``samples``: sample, system, query_id, answer, prob;
     ``judgments``: query_id, answer, label; ``exhaustive_units``: unit [, prob];
-    ``exhaustive``: unit, query_id, answer).  Every answer must be a fact the task already
+    ``exhaustive``: unit, query_id, answer; ``judge``: query_id, answer, judge_score [, judge]).
+    Every answer must be a fact the task already
     knows (a bundle with ``truth.tsv`` knows them all); nothing is re-read from disk, so a
     simulation study can redraw the annotation many times against one loaded world.
     """
@@ -1701,4 +1641,13 @@ def with_annotation(
         changes["exhaustive_units"] = u[["unit", "prob", *kept]].reset_index(drop=True)
     if exhaustive is not None:
         changes["exhaustive"] = facts_of(exhaustive, "exhaustive").reset_index(drop=True)
+    if judge is not None:
+        frame = facts_of(judge, "judge")
+        frame["judge"] = frame["judge"].astype(str) if "judge" in frame else ""
+        frame["judge_score"] = frame["judge_score"].astype(float)
+        frame["_file"] = "judge.tsv"
+        changes["judge"] = dedupe_judge(frame, Path("judge.tsv"))
+        outputs = task.outputs.copy()
+        attach_judge_scores(outputs, task.facts, changes["judge"])
+        changes["outputs"] = outputs
     return dataclasses.replace(task, **changes)

@@ -151,6 +151,8 @@ class Estimator:
     sample_based: ClassVar[bool] = True
     #: whether ``--precision-form`` chooses between the unbiased sum and the self-normalised ratio
     precision_forms: ClassVar[bool] = False
+    #: appended to the ``interval`` column's text (what else the interval rests on)
+    interval_note: ClassVar[str] = ""
 
     def check(self, task: Task, options: Any) -> None:
         """Refuse up front what this estimator cannot score (``BundleError``/``ValueError``)."""
@@ -180,6 +182,10 @@ class Estimator:
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         """Add this estimator's run warnings (after the data's own)."""
+
+    def run_info(self, ctx: ScoringContext, run: Any) -> dict[str, Any]:
+        """This estimator's fields for ``run.json`` (merged into the run record)."""
+        return {}
 
     def class_caveat(self) -> str:
         """How this estimator's precision is affected by aliases nobody classed."""

@@ -16,6 +16,7 @@ ESTIMATORS: dict[str, str] = {
     "joint": "receval.estimators.joint:JointEstimator",
     "simple": "receval.estimators.simple:SimpleEstimator",
     "official": "receval.estimators.official_run:OfficialEstimator",
+    "ppi": "receval.estimators.ppi:PPIEstimator",
 }
 
 #: interval method name (``--intervals``) -> "module:Class" (an

@@ -25,6 +25,7 @@ BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
     "exhaustive_units": ("unit",),
     "exhaustive": ("unit", "query_id", "answer"),
     "truth": ("query_id", "answer", "label"),
+    "judge": ("query_id", "answer", "judge_score"),
 }
 
 

@@ -1292,6 +1292,38 @@ def _per_query_row(r: pd.Series, numeric: list[str], has_split: bool) -> list[Ce
     return cells
 
 
+def _judge(inputs: ReportInputs) -> dict[str, Any] | None:
+    """The judge audit of a prediction-powered run (run.json ``judge``), or None."""
+    judge = inputs.view.raw.get("judge")
+    if not isinstance(judge, dict):
+        return None
+    names = ", ".join(judge.get("judges") or []) or "unnamed judge"
+    summary = (
+        f"{names}: {judge.get('labelled_scored_facts', 0)} human-labelled facts scored by the "
+        f"judge ({judge.get('labelled_unscored_facts', 0)} unscored); correlation with the labels "
+        f"{_num(judge.get('correlation'))}, mean absolute error {_num(judge.get('mean_abs_error'))}. "
+        "The estimates stay unbiased whatever the judge; a better judge only narrows them."
+    )
+    bins = [
+        {
+            "bin": f"[{b['lo']:.1f}, {b['hi']:.1f})",
+            "facts": b["facts"],
+            "mean_score": _num(b["mean_score"]),
+            "share_correct": _num(b["share_correct"]),
+        }
+        for b in judge.get("calibration") or []
+    ]
+    heads = ["system", "λ precision", "λ pooled recall", "judge precision", "labelled facts"]
+    heads += ["correlation", "mean |s − f|", "extra labels worth"]
+    keys = ["lambda_precision", "lambda_pooled_recall", "judge_precision", "labelled_facts"]
+    keys += ["correlation", "mean_abs_error", "effective_extra_labels"]
+    rows = [
+        [name, *(_num(v.get(k)) if k != "labelled_facts" else _count(v.get(k)) for k in keys)]
+        for name, v in (judge.get("systems") or {}).items()
+    ]
+    return {"summary": summary, "bins": bins, "heads": heads, "rows": rows}
+
+
 def _files(inputs: ReportInputs) -> dict[str, Any]:
     described = {
         "leaderboard.csv": "one row per system: estimates, intervals, ranks, tiers",
@@ -1363,6 +1395,7 @@ def render_report(inputs: ReportInputs, *, quiet: bool = True) -> str:
         "bias": safe(_pooling_bias(inputs)),
         "annotation": safe(_annotation(inputs)),
         "per_query": _per_query(inputs),
+        "judge": _judge(inputs),
         "files": _files(inputs),
         "unreadable": {
             k: v for k, v in inputs.absent.items() if v != "missing" and not k.startswith("curves/")

@@ -1,0 +1,301 @@
+"""Prediction-powered scoring study: how much does an automatic judge save, and is it still valid?
+
+For each world (simulated TREC/KBP-like worlds from :mod:`receval.simulation`, and ParaBank-Eval
+from ``../shared/data/parabank-eval`` with every pooled output judged) and each judge quality
+the human sample is redrawn ``--runs`` times with n draws per system; each campaign is scored
+with ``--estimator joint`` (human only, the default) and ``--estimator ppi`` on the *same*
+bootstrap replicates (:func:`receval.scoring.fit`, as ``receval score`` fits them).  Per judge
+quality × n × metric the study prints
+
+* coverage of the 95% intervals (pooled over systems and runs) for ppi (and joint);
+* the width ratio ppi / joint per system (mean widths over runs): median and max over systems;
+* label savings at equal width, 1 − ratio² (interval widths scale as 1/√n);
+* the worst bias of ppi over systems in Monte Carlo standard errors, |mean err| / (sd/√R).
+
+Judges (s(x) ∈ [0, 1] for every pooled fact, from its true label y):
+``strong`` logistic(k(2y − 1) + ε) with ρ(s, y) ≈ 0.8; ``weak`` the same with ρ ≈ 0.3;
+``useless`` uniform noise; ``inverted`` 1 − strong; ``team-biased`` strong, plus 0.35 on every
+fact the first team output (favours that team); ``missing-30`` strong with 30 % of the facts
+unscored; ``constant`` 0.5 everywhere (the judge control is then the known output mass: the
+control variate issue 21 item 5 asks about for the human-only joint estimator).  On ParaBank also ``nll``: the model's own score, 1 − rank(NLL)/N (label-free).
+
+Usage: python bench/ppi.py [--runs R] [--bootstrap B] [--n 10,30,100] [--judges ...]
+[--worlds sim,parabank] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from receval.config import Matching, TaskConfig
+from receval.design import draw_precision_samples
+from receval.estimators.base import ScoringContext
+from receval.estimators.registry import get_estimator
+from receval.estimators.sample_data import build_sample_data
+from receval.formats.bundle import write_bundle
+from receval.options import ScoreOptions
+from receval.scoring import fit
+from receval.simulation import SimulationConfig, simulate_world
+from receval.task import Task, load_task, with_annotation
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+METRICS = ("precision", "pooled_recall", "recall")
+JUDGES = ("weak", "strong", "useless", "inverted", "team-biased", "missing-30")
+
+
+@dataclass
+class World:
+    """A task whose every pooled fact has a known label, and its true metrics."""
+
+    name: str
+    task: Task  # runs (+ exhaustive frame source), no annotation
+    label: np.ndarray  # (F,) true label of every fact id (NaN outside the pool)
+    truth: pd.DataFrame  # index system: precision, pooled_recall, recall
+    first_team_facts: np.ndarray  # (F,) bool: facts output by the first team
+    annotate: object  # (rng, n) -> dict of annotation frames
+
+
+def logistic(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _tuned_judge(y: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """logistic(k(2y − 1) + ε), ε ~ N(0, 1), with k tuned so that corr(s, y) ≈ ``rho``."""
+    noise = rng.normal(size=y.size)
+    lo, hi = 0.0, 20.0
+    for _ in range(40):
+        k = (lo + hi) / 2
+        r = np.corrcoef(logistic(k * (2 * y - 1) + noise), y)[0, 1]
+        lo, hi = (k, hi) if r < rho else (lo, k)
+    return logistic(k * (2 * y - 1) + noise)
+
+
+def judge_scores(world: World, quality: str, rng: np.random.Generator) -> pd.DataFrame:
+    """The judge table of ``quality`` over the world's pooled facts (see module docstring)."""
+    facts = world.task.facts
+    pooled = np.flatnonzero(facts["in_pool"].to_numpy())
+    y = world.label[pooled]
+    if quality == "nll":
+        s = world.task.facts["nll_score"].to_numpy()[pooled]
+    elif quality == "useless":
+        s = rng.random(y.size)
+    elif quality == "constant":  # the judge control is then the known-mass control variate
+        s = np.full(y.size, 0.5)
+    elif quality == "weak":
+        s = _tuned_judge(y, 0.3, rng)
+    else:
+        s = _tuned_judge(y, 0.8, rng)
+    if quality == "inverted":
+        s = 1.0 - s
+    if quality == "team-biased":
+        s = np.minimum(1.0, s + 0.35 * world.first_team_facts[pooled])
+    keep = np.ones(y.size, bool)
+    if quality == "missing-30":
+        keep = rng.random(y.size) >= 0.3
+    frame = facts.iloc[pooled[keep]]
+    return pd.DataFrame(
+        {"query_id": frame["query_id"], "answer": frame["answer"], "judge_score": s[keep]}
+    )
+
+
+def simulated_world(seed: int = 11, systems: int = 16, queries: int = 60) -> World:
+    """A TREC/KBP-like simulated world (overlapping systems, teams, exhaustive documents)."""
+    cfg = SimulationConfig(systems=systems, queries=queries, name="ppi-sim", teams=4)
+    world = simulate_world(cfg, np.random.default_rng(seed))
+    tmp = tempfile.mkdtemp()
+    base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    label = np.full(len(base.facts), np.nan)
+    truth = base.truth
+    label[truth["fact"].to_numpy(np.int64)] = truth["value"].to_numpy(float)
+    first = base.outputs[base.outputs["team"] == world.teams[0]]["fact"].to_numpy(np.int64)
+    team = np.zeros(len(base.facts), bool)
+    team[first] = True
+    metrics = world.truth_metrics().set_index("system")
+
+    def annotate(rng: np.random.Generator, n: int) -> dict:
+        ann = world.annotate(rng, per_system=n, exhaustive_units=25)
+        return ann.tables()
+
+    return World("sim", base, label, metrics, team, annotate)
+
+
+def parabank_world(threshold: float = 70.0) -> World | None:
+    """ParaBank-Eval: 36 systems' paraphrases of shared references, every pooled output judged
+    (correct: mean human score ≥ ``threshold``); the judge ``nll`` is the model's NLL rank."""
+    path = DATA / "parabank-eval" / "candidates.tsv.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = pd.read_csv(fh, sep="\t", quoting=3, keep_default_na=False, na_values=[""])
+    raw["score"] = raw["human_score"].fillna(0.0)
+    items = raw.groupby(["ref_id", "candidate"], sort=True).agg(
+        nll=("NLL", "max"), score=("score", "mean"), sys_id=("sys_id", "first")
+    )
+    items = items[items["nll"] >= 0].reset_index()
+    items["correct"] = items["score"] >= threshold
+    rows = items.assign(system=items["sys_id"].astype(str).str.split()).explode("system")
+    runs = pd.DataFrame(
+        {
+            "system": "s" + rows["system"].astype(str).str.zfill(2),
+            "query_id": "r" + rows["ref_id"].astype(str),
+            "answer": rows["candidate"].astype(str),
+        }
+    )
+    exact = Matching(strip=False, collapse_whitespace=False, casefold=False)
+    task = Task.from_frames(runs=runs, config=TaskConfig(name="parabank", matching=exact))
+    key = pd.MultiIndex.from_frame(
+        items.assign(q="r" + items["ref_id"].astype(str))[["q", "candidate"]]
+    )
+    lookup = pd.Series(np.arange(len(items)), index=key)
+    at = lookup.reindex(pd.MultiIndex.from_frame(task.facts[["query_id", "answer"]])).to_numpy()
+    if np.isnan(at.astype(float)).any():  # an answer changed by normalisation: skip the data set
+        return None
+    at = at.astype(np.int64)
+    label = items["correct"].to_numpy(float)[at]
+    nll = items["nll"].to_numpy(float)[at]
+    task.facts["nll_score"] = 1.0 - pd.Series(nll).rank(pct=True).to_numpy()
+    out = task.outputs
+    correct = label[out["fact"].to_numpy(np.int64)]
+    g = pd.DataFrame({"system": out["system"].astype(str), "c": correct}).groupby("system")["c"]
+    pool_true = float(label.sum())
+    truth = pd.DataFrame({"precision": g.mean(), "pooled_recall": g.sum() / pool_true})
+    truth["recall"] = np.nan  # no exhaustive annotation: θ unknown
+    first_system = sorted(out["system"].astype(str).unique())[0]
+    team = np.zeros(len(task.facts), bool)
+    team[out[out["system"].astype(str) == first_system]["fact"].to_numpy(np.int64)] = True
+
+    def annotate(rng: np.random.Generator, n: int) -> dict:
+        samples = draw_precision_samples(task.outputs, task.queries, n, rng)
+        drawn = task.facts.reset_index()
+        key_q = pd.MultiIndex.from_frame(drawn[["query_id", "answer"]])
+        ids = pd.Series(drawn["fact"].to_numpy(), index=key_q)
+        facts = ids.reindex(
+            pd.MultiIndex.from_arrays([samples["query_id"], samples["answer"]])
+        ).to_numpy(np.int64)
+        unique = np.unique(facts)
+        judgments = pd.DataFrame(
+            {
+                "query_id": task.facts["query_id"].to_numpy()[unique],
+                "answer": task.facts["answer"].to_numpy()[unique],
+                "label": np.where(label[unique] == 1, "C", "W"),
+            }
+        )
+        return {"samples": samples, "judgments": judgments}
+
+    return World("parabank", task, label, truth, team, annotate)
+
+
+def one_campaign(world: World, judge: pd.DataFrame, n: int, seed: int, B: int) -> dict:
+    """{estimator: {metric: (point, lo, hi) arrays over systems}} for one human sample."""
+    tables = world.annotate(np.random.default_rng(seed), n)
+    task = with_annotation(world.task, judge=judge, **tables)
+    data = build_sample_data(task)
+    data = data.__class__(**{**data.__dict__, "census": np.zeros(data.m, bool)})
+    out = {"systems": data.systems}
+    for name in ("joint", "ppi"):
+        ctx = ScoringContext(task, data, ScoreOptions(estimator=name, bootstrap=B, seed=seed))
+        fitted = fit(ctx, get_estimator(name))
+        est = {}
+        for metric in METRICS:
+            e = fitted.intervals.estimate(ctx, fitted.run, metric)
+            est[metric] = (e.point, e.lower, e.upper)
+        out[name] = est
+    return out
+
+
+def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> list[dict]:
+    """One judge quality × n: per metric coverage, width ratios, savings, worst bias."""
+    judge = judge_scores(world, quality, np.random.default_rng(seed + 7))
+    results = [one_campaign(world, judge, n, seed * 1000 + r, B) for r in range(runs)]
+    systems = results[0]["systems"]
+    rows = []
+    for metric in METRICS:
+        true = world.truth.loc[systems, metric].to_numpy(float)
+        if np.isnan(true).all():
+            continue
+        per = {}
+        for name in ("joint", "ppi"):
+            point = np.array([r[name][metric][0] for r in results])
+            lo = np.array([r[name][metric][1] for r in results])
+            hi = np.array([r[name][metric][2] for r in results])
+            per[name] = (point, lo, hi)
+        point, lo, hi = per["ppi"]
+        covered = (lo <= true + 1e-12) & (true - 1e-12 <= hi)
+        valid = np.isfinite(lo) & np.isfinite(hi)
+        _, jl, jh = per["joint"]
+        j_cov = ((jl <= true + 1e-12) & (true - 1e-12 <= jh))[np.isfinite(jl)].mean()
+        joint_width = np.nanmean(jh - jl, axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):  # joint width 0: all draws agree
+            ratio = np.where(joint_width > 0, np.nanmean(hi - lo, axis=0) / joint_width, np.nan)
+        err = point - true
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean, sd = np.nanmean(err, axis=0), np.nanstd(err, axis=0, ddof=1)
+            # an estimate that never varies (every draw agrees) is exact up to rounding
+            z = np.where(sd > 1e-12, mean / (sd / math.sqrt(runs)), 0.0)
+        rows.append(
+            {
+                "world": world.name,
+                "judge": quality,
+                "n": n,
+                "metric": metric,
+                "coverage": float(covered[valid].mean()),
+                "joint_coverage": float(j_cov),
+                "median_ratio": float(np.nanmedian(ratio)),
+                "max_ratio": float(np.nanmax(ratio)),
+                "savings": 1.0 - float(np.nanmedian(ratio)) ** 2,
+                "max_bias_z": float(np.nanmax(np.abs(z))),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--bootstrap", type=int, default=200)
+    parser.add_argument("--n", default="10,30,100")
+    parser.add_argument("--judges", default="weak,strong,useless,inverted,team-biased,missing-30")
+    parser.add_argument("--worlds", default="sim,parabank")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    worlds = []
+    if "sim" in args.worlds:
+        worlds.append(simulated_world())
+    if "parabank" in args.worlds:
+        pb = parabank_world()
+        if pb is None:
+            print("(ParaBank data not found; skipped)")
+        else:
+            worlds.append(pb)
+    header = (
+        f"{'world':9} {'judge':12} {'n':>4} {'metric':14} {'cover':>6} {'joint':>6} "
+        f"{'med_ratio':>9} {'max_ratio':>9} {'savings':>8} {'|z|max':>7}"
+    )
+    print(header)
+    start = time.time()
+    for world in worlds:
+        judges = args.judges.split(",") + (["nll"] if world.name == "parabank" else [])
+        for quality in judges:
+            for n in (int(x) for x in args.n.split(",")):
+                for row in study(world, quality, n, args.runs, args.bootstrap, args.seed):
+                    print(
+                        f"{row['world']:9} {row['judge']:12} {row['n']:>4} {row['metric']:14} "
+                        f"{row['coverage']:6.3f} {row['joint_coverage']:6.3f} "
+                        f"{row['median_ratio']:9.3f} {row['max_ratio']:9.3f} "
+                        f"{row['savings']:8.2f} {row['max_bias_z']:7.2f}",
+                        flush=True,
+                    )
+    print(f"({time.time() - start:.0f} s; runs={args.runs}, B={args.bootstrap})")
+
+
+if __name__ == "__main__":
+    main()

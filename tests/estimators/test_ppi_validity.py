@@ -1,0 +1,81 @@
+"""Monte Carlo validity of --estimator ppi in worlds built to break it (bench/ppi.py's study).
+
+Per judge: the human sample is redrawn R times; joint and ppi are fitted on the same bootstrap
+replicates.  Targets, with the Monte Carlo error of R runs allowed for:
+
+* coverage of the 95% intervals ≥ min(0.93, joint's) − 3·√(0.05·0.95/R) (a run's systems are
+  correlated, so R, not R·m, is the effective count);
+* no system's bias beyond 4 Monte Carlo SE (|mean error| / (sd/√R));
+* never wider than the human-only joint estimator beyond Monte Carlo error: median width ratio
+  over systems ≤ 1.03 for a useless/inverted judge; < 1 for a strong one.
+
+The exact unbiasedness for any judge is checked without noise in test_ppi_exact.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "ppi.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_ppi", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_ppi"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def small_world(bench):
+    return bench.simulated_world(seed=5, systems=8, queries=30)
+
+
+def _check(rows, runs: int, max_median_ratio: float) -> None:
+    se = math.sqrt(0.05 * 0.95 / runs)
+    for row in rows:
+        floor = min(0.93, row["joint_coverage"]) - 3 * se
+        assert row["coverage"] >= floor, row
+        assert row["max_bias_z"] <= 4.0, row
+        assert row["median_ratio"] <= max_median_ratio, row
+
+
+def test_useless_judge_stays_valid_and_no_wider_fast(bench, small_world):
+    runs = 15
+    _check(bench.study(small_world, "useless", 15, runs, 100, seed=3), runs, 1.03)
+
+
+def test_strong_judge_narrows_precision_fast(bench, small_world):
+    rows = bench.study(small_world, "strong", 20, 10, 100, seed=4)
+    precision = next(r for r in rows if r["metric"] == "precision")
+    assert precision["median_ratio"] < 0.9, precision
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("judge", "n"),
+    [
+        ("useless", 10),
+        ("inverted", 30),
+        ("weak", 10),
+        ("team-biased", 30),
+        ("missing-30", 10),
+        ("strong", 30),
+    ],
+)
+def test_ppi_validity_in_hostile_worlds(bench, small_world, judge, n):
+    runs = 80
+    rows = bench.study(small_world, judge, n, runs, 200, seed=11)
+    _check(rows, runs, 1.03 if judge in ("useless", "inverted", "weak") else 1.0)
+    if judge == "strong":
+        precision = next(r for r in rows if r["metric"] == "precision")
+        assert precision["median_ratio"] <= 0.8, precision
+    assert np.isfinite([r["coverage"] for r in rows]).all()
