@@ -57,7 +57,7 @@ class MergeResult:
         return self.votes.set_index("fact")["equivalence_class"]
 
 
-def _decide(correct: np.ndarray, wrong: np.ndarray, rule: str, tie: str) -> np.ndarray:
+def decide_labels(correct: np.ndarray, wrong: np.ndarray, rule: str, tie: str) -> np.ndarray:
     """Label per fact from vote counts (NaN = no label)."""
     votes = correct + wrong
     out = np.full(correct.shape, np.nan)
@@ -205,7 +205,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
 
     c = counts["correct"].to_numpy()
     w = counts["wrong"].to_numpy()
-    decision = _decide(c, w, rule, tie)
+    decision = decide_labels(c, w, rule, tie)
     counts["decision"] = decision
     votes = counts.reset_index()[
         [

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from receval.estimators.bootstrap import BootstrapRun, Replicates
-from receval.merge import _decide
+from receval.merge import decide_labels
 
 #: ``--annotator-resampling`` resamples the draws stage only; this stage name carries the labels
 DRAWS = "draws"
@@ -66,7 +66,7 @@ def label_replicates(
         return disputed, np.zeros((B, 0))
     v = votes[disputed]
     c_star = rng.binomial(v[None, :], (correct[disputed] / v)[None, :], size=(B, disputed.size))
-    labels = _decide(c_star.ravel(), (v[None, :] - c_star).ravel(), rule, tie)
+    labels = decide_labels(c_star.ravel(), (v[None, :] - c_star).ravel(), rule, tie)
     return disputed, labels.reshape(B, disputed.size)
 
 
@@ -88,7 +88,7 @@ def expected_labels(
     out = np.zeros(v.size)
     for k in range(int(v.max(initial=0)) + 1):  # vote counts: a handful of values
         has = v >= k
-        decided = _decide(np.full(v.size, k), v - k, rule, tie)
+        decided = decide_labels(np.full(v.size, k), v - k, rule, tie)
         decided = np.where(np.isnan(decided), merged, decided)
         with np.errstate(invalid="ignore", divide="ignore"):
             pmf = binom.pmf(k, v, np.where(v > 0, correct / np.maximum(v, 1), 0.0))

@@ -135,18 +135,18 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     from scipy import sparse
 
     from receval.estimators.precision import mixture_weights
-    from receval.estimators.sample_data import _design_probabilities, _targets
+    from receval.estimators.sample_data import design_probabilities, query_targets
     from receval.formats.coded import codes_in
     from receval.judge import fact_scores
 
     scores, scored = fact_scores(task)
-    view, probabilities, _ = _design_probabilities(task, True)
+    view, probabilities, _ = design_probabilities(task, True)
     out = view.outputs
     m, J = data.m, data.J
     sys_codes = codes_in(out["system"], pd.Index(data.systems)).astype(np.int64)
     fact = out["fact"].to_numpy(np.int64)
     s = scores[fact]
-    t = _targets(view, target).to_numpy(float)
+    t = query_targets(view, target).to_numpy(float)
     P = _sampler_matrix(view, probabilities, data, fact, sys_codes)  # (F, J)
     w = mixture_weights(data, weighting)  # (m, J)
     P_rows = P[fact]  # (R, J)

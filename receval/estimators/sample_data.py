@@ -107,7 +107,7 @@ class SampleData:
         return int(self.unit_weight.size)
 
 
-def _targets(task: Task, target: str) -> pd.Series:
+def query_targets(task: Task, target: str) -> pd.Series:
     """t_i(x) for every row of task.outputs (micro or macro over queries)."""
     out = task.outputs
     if target == "micro":
@@ -221,7 +221,7 @@ def query_cells(
     return sizes.reshape(shape), correct.reshape(shape), known_count.reshape(shape)
 
 
-def _design_probabilities(task: Task, classes: bool):
+def design_probabilities(task: Task, classes: bool):
     """(the task the estimators see, design -> s_j of each of its output rows, (classes with
     several facts, unresolved outputs)): the task itself, or its view with every equivalence
     class counted once (:mod:`receval.estimators.classes`) and each class drawn with its
@@ -257,7 +257,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     as one fact everywhere, as TAC counts them (:mod:`receval.estimators.classes`).
     """
     samplers = task.samplers  # inferred once per task on its own outputs (classes: before the view)
-    task, probabilities, (aliased, unresolved) = _design_probabilities(task, classes)
+    task, probabilities, (aliased, unresolved) = design_probabilities(task, classes)
     systems = task.systems
     sys_index = {s: i for i, s in enumerate(systems)}
     m = len(systems)
@@ -290,7 +290,7 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     drawn, draw_fact = np.unique(f_all, return_inverse=True)
     D = drawn.size
     # membership and targets of the drawn facts
-    t_all = _targets(task, target)
+    t_all = query_targets(task, target)
     sub = outputs[outputs["fact"].isin(drawn)]
     rows = np.searchsorted(drawn, sub["fact"].to_numpy()).astype(np.int64)
     cols = sub["system"].map(sys_index).to_numpy().astype(np.int64)

@@ -35,7 +35,7 @@ from receval.extrapolation import (
 MAX_CURVE_POINTS = 200
 
 #: A Dimm extrapolation whose back-test deviation exceeds this is flagged as "does not fit".
-#: The deviation (:func:`_forward_backtest`) is how far Dimm's model, carried along the system's
+#: The deviation (:func:`forward_backtest`) is how far Dimm's model, carried along the system's
 #: own estimated curve over the recall distance it extrapolates, misses the curve's end *beyond*
 #: the 95% sampling noise of that gap: a curve too noisy to judge the model gets 0, not a flag.
 #: 0.10 is of the order of a typical precision interval's half-width: a model error that large,
@@ -125,7 +125,7 @@ def _crossing(ranks: np.ndarray, cum: np.ndarray, goal: np.ndarray) -> np.ndarra
     return np.where(any_reached & (goal > 0), np.maximum(k, 1e-12), np.nan)
 
 
-def _forward_backtest(
+def forward_backtest(
     ranks: np.ndarray,
     cum_point: np.ndarray,
     cum_reps: np.ndarray,
@@ -345,7 +345,7 @@ def precision_at_target(
                     flags[i].append(
                         recall_distance_flag(float(ext_p.recall_distance), max_recall_distance)
                     )
-                bt = _forward_backtest(
+                bt = forward_backtest(
                     ranks_hit,
                     cum_point[0],
                     cum_reps,

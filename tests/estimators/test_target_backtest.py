@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from receval.estimators.target import BACKTEST_LIMIT, POOR_FIT_NOTE, _forward_backtest
+from receval.estimators.target import BACKTEST_LIMIT, POOR_FIT_NOTE, forward_backtest
 from receval.extrapolation import reference_precision
 from receval.scoring import ScoreOptions, score_task
 from receval.simulation import SimulationConfig, simulate_task
@@ -36,24 +36,24 @@ def model_curve(b: int = 400, end_shift: float = 0.0, noise: float = 0.0):
 
 def test_a_curve_of_the_model_passes():
     ranks, cum, reps, universe, rho, end = model_curve()
-    out = _forward_backtest(ranks, cum, reps, universe, rho, end, 0.1, 0.95)
+    out = forward_backtest(ranks, cum, reps, universe, rho, end, 0.1, 0.95)
     assert abs(out["backtest_gap"]) < 1e-9 and out["backtest_max_dev"] < 1e-9
     assert out["backtest_distance"] == pytest.approx(0.1, abs=0.002)  # ≤ half the end recall
 
 
 def test_a_miss_counts_only_beyond_the_noise():
-    precise = _forward_backtest(*model_curve(end_shift=-0.2, noise=0.005), 0.1, 0.95)
+    precise = forward_backtest(*model_curve(end_shift=-0.2, noise=0.005), 0.1, 0.95)
     assert precise["backtest_gap"] == pytest.approx(0.2, abs=1e-6)
     assert precise["backtest_max_dev"] == pytest.approx(0.2 - 1.96 * precise["backtest_se"], 0.01)
     assert precise["backtest_max_dev"] > BACKTEST_LIMIT
-    noisy = _forward_backtest(*model_curve(end_shift=-0.2, noise=0.08), 0.1, 0.95)
+    noisy = forward_backtest(*model_curve(end_shift=-0.2, noise=0.08), 0.1, 0.95)
     assert noisy["backtest_gap"] == pytest.approx(0.2, abs=1e-6)
     assert noisy["backtest_max_dev"] < BACKTEST_LIMIT  # a noisy curve cannot convict the model
 
 
 def test_a_curve_too_short_has_no_backtest():
     ranks, cum, reps, universe, rho, end = model_curve()
-    out = _forward_backtest(ranks[:20], cum[:20], reps[:, :20], universe, rho, end, 0.1, 0.95)
+    out = forward_backtest(ranks[:20], cum[:20], reps[:, :20], universe, rho, end, 0.1, 0.95)
     assert out["backtest_max_dev"] is None
 
 
