@@ -874,7 +874,12 @@ def import_trec_command(
     files = len(runs) + (qrels is not None)
     with progress(files + 1, "importing (files read, then the bundle)", False) as bar:
         tables, config = import_trec_tables(
-            qrels, list(runs), depth, name=name or out.name, on_file=lambda _: bar.update(1)
+            qrels,
+            list(runs),
+            depth,
+            name=name or out.name,
+            on_file=lambda _: bar.update(1),
+            score_as_written=table_format == "tsv",  # text to text: no float formatting
         )
         write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
         bar.update(1)
