@@ -364,7 +364,7 @@ def versus_trec(rows: int, repeat: int = 3, bundle_format: str = "tsv") -> None:
             f"{qrels.stat().st_size / 1e6:.1f} MB\n"
             "Each side is timed as whole processes (wall time, peak RSS), from the same text files:\n"
             f"  receval: `receval import trec --format {bundle_format}` (Python start-up and imports, "
-            "parsing, validation, trec_eval ranking, writing the Parquet bundle) + "
+            "parsing, validation, trec_eval ranking, writing the bundle) + "
             "`receval score --estimator official --quiet` (start-up, loading the bundle, the "
             "official census, the pooling-bias diagnostic, writing the output folder and the "
             "HTML report; also timed with --no-report); receval byte-compiled first, as pip "
