@@ -176,7 +176,8 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
     from receval.formats.tables import read_bytes
 
     raw = read_bytes(path)
-    header, _, _ = raw.partition(b"\n")
+    end = raw.find(b"\n")
+    header = raw if end < 0 else raw[:end]  # not partition: that copies the rest of the file
     plain = (
         raw
         and not raw.startswith(b"\xef\xbb\xbf")
