@@ -263,7 +263,12 @@ def import_trec(
     out = Path(out)
     judge_table = _judge_table(judge)
     tables, config = import_trec_tables(
-        qrels, list(runs), depth, name=name or out.name, on_file=step
+        qrels,
+        list(runs),
+        depth,
+        name=name or out.name,
+        on_file=step,
+        score_as_written=table_format == "tsv",  # text to text: no float formatting
     )
     if judge_table is not None:
         tables["judge"] = judge_table

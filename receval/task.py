@@ -1120,7 +1120,11 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
         values, codes = table.text["score"]
     else:
         return None
-    text = pd.Series(_strip(values).to_numpy(zero_copy_only=False), dtype=object)
+    stripped = _strip(values)
+    fast = _arrow_floats(stripped)
+    if fast is not None:  # every text a finite number: Arrow's parse, no Python object per text
+        return fast[codes]
+    text = pd.Series(stripped.to_numpy(zero_copy_only=False), dtype=object)
     numbers, bad = parse_numbers(text, allow_empty=True)
     rows = np.flatnonzero(bad[codes])
     if len(rows):
@@ -1130,6 +1134,19 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
             f"column 'score': {text.iloc[int(codes[rows[0]])]!r} is not a finite number",
         )
     return numbers.to_numpy(float)[codes]
+
+
+def _arrow_floats(texts) -> np.ndarray | None:
+    """Stripped number texts as float64 by Arrow's parser (correctly rounded, as pandas'), or
+    None when one is empty or not a finite number (the caller's parse then names it)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        values = pc.cast(texts, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return values if np.isfinite(values).all() else None
 
 
 def _run_teams(runs: _EncodedRuns) -> np.ndarray:

@@ -140,7 +140,8 @@ def forward_backtest(
     The extrapolation carries the end point (R̂, P̂) of the list a recall distance
     d = R_T − R̂ forward.  The back-test does the same on data the system has: it fits the
     reference curve (Dimm 2015, eq. 12) through the curve's point A at recall R̂ − d' (the knot
-    nearest it, with d' = min(d, :data:`BACKTEST_WINDOW`)) and carries it forward to the end,
+    nearest it, with d' = min(d, :data:`BACKTEST_WINDOW`, R̂/2): the end of the curve, not its
+    steep head, is what the extrapolation continues) and carries it forward to the end,
     G = X(R̂; ρ̂, β̂_A) − P̂ (eq. 11), where P̂ = Ĉ(k)/k and R̂ = Ĉ(k)/𝒴̂ along the curve.  The
     same gap in every bootstrap replicate (curve, 𝒴̂ and ρ̂ resampled, β refitted) gives its
     standard error s; the back-test value is the part of the gap the curve's sampling noise
@@ -148,9 +149,10 @@ def forward_backtest(
     Dimm's model predicts the end of the curve within its noise, otherwise by how much it
     misses it at least.  A diagnostic of the model on this system, not an error bound.
 
-    No back-test (``backtest_max_dev`` None) when the point A would rest on fewer than
-    :data:`BACKTEST_MIN_DRAWS` draws or lie less than d'/2 before the end (a curve too short to
-    test the model over the distance it is asked to extrapolate).  Returns the run record
+    A never rests on fewer than :data:`BACKTEST_MIN_DRAWS` draws (it moves down the curve until
+    it does); no back-test (``backtest_max_dev`` None) when it then lies less than d'/2 before
+    the end (a curve too short to test the model over the distance it extrapolates) or Dimm's
+    model refuses it.  Returns the run record
     entries ``backtest_max_dev``, ``backtest_gap`` (G), ``backtest_se`` (s),
     ``backtest_anchor_recall`` and ``backtest_distance``.
     """
@@ -173,7 +175,7 @@ def forward_backtest(
         anchor_p = min(cum_point[j] / size, 1.0), np.minimum(cum_reps[:, j] / size, 1.0)
         point = extrapolated_precision(anchor_p[0], anchor_r[0], rho[0], end_recall)
         reps = extrapolated_precision(anchor_p[1], anchor_r[1], rho[1], recall_reps)
-    gap = float(point.precision_at_target) - end_precision
+    gap = float(point.precision_at_target) - float(end_precision)
     gaps = reps.precision_at_target - precision_reps
     gaps = gaps[np.isfinite(gaps)]
     out.update(

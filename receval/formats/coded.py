@@ -148,7 +148,7 @@ def read_coded(
     if path.suffix.lower() == ".parquet":
         return coded_from_arrow(read_parquet_arrow(path, columns), path, numeric, coded=coded)
     if path.suffix.lower() == ".tsv":
-        arrow = read_plain_tsv(path)
+        arrow = read_plain_tsv(path, columns)
         if arrow is not None:  # data line i + 2 is row i: the header is line 1, none skipped
             return coded_from_arrow(arrow, path, (), coded=coded, row_offset=1)
     frame = read_table(path, numeric)
@@ -160,12 +160,15 @@ def read_coded(
 WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 
-def read_plain_tsv(path: Path):
+def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
     """A plain TSV file parsed by Arrow's CSV reader in C++ (every field a string, no Python
     object per field), or None when the file is not plain and :func:`read_table`'s reader must
     give its fields or its exact error: a byte-order mark, NUL bytes, a carriage return not
     ending a line, an empty or blank line (so no data line is skipped and row ``i`` is line
-    ``i + 2``), no tab in the header, a malformed line, invalid UTF-8 or no data row."""
+    ``i + 2``), no tab in the header, a malformed line, invalid UTF-8 or no data row.
+
+    ``columns`` (optional) converts only those of the file's columns (the others are split off
+    but never become strings); a row blank in all of them is then also "not plain"."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
@@ -173,12 +176,13 @@ def read_plain_tsv(path: Path):
     from receval.formats.tables import read_bytes
 
     raw = read_bytes(path)
-    header, _, _ = raw.partition(b"\n")
+    end = raw.find(b"\n")
+    header = raw if end < 0 else raw[:end]  # not partition: that copies the rest of the file
     plain = (
         raw
         and not raw.startswith(b"\xef\xbb\xbf")
         and b"\x00" not in raw
-        and raw.count(b"\r") == raw.count(b"\r\n")
+        and (b"\r" not in raw or raw.count(b"\r") == raw.count(b"\r\n"))
         and b"\n\n" not in raw
         and b"\n\r\n" not in raw
         and b"\t" in header
@@ -204,6 +208,9 @@ def read_plain_tsv(path: Path):
                 column_types=dict.fromkeys(names, pa.string()),
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
+                include_columns=None
+                if columns is None
+                else [n for n in names if n.strip() in columns],
             ),
         )
     except (UnicodeDecodeError, pa.ArrowInvalid):
@@ -214,9 +221,12 @@ def read_plain_tsv(path: Path):
     for column in table.columns:
         empty = pc.equal(pc.utf8_trim(column, characters=WHITESPACE), "")
         blank = empty if blank is None else pc.and_(blank, empty)
-    if pc.any(blank).as_py():
+        if not pc.any(blank).as_py():
+            break  # no row is blank in every column so far: none is blank
+    if blank is not None and pc.any(blank).as_py():
         return None
-    return table.rename_columns(check_header(path, names))
+    checked = dict(zip(names, check_header(path, names), strict=True))
+    return table.rename_columns([checked[n] for n in table.column_names])
 
 
 def coded_from_frame(

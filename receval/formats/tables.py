@@ -75,12 +75,34 @@ def read_table(
         raise BundleError(
             path, None, f"unsupported table format {suffix!r} (use .tsv, .csv or .parquet)"
         )
+    if suffix == ".tsv":
+        fast = _read_plain_tsv_frame(path)
+        if fast is not None:
+            return fast
     text = read_text(path, "text table")
     if not text.strip():
         raise BundleError(path, 1, "file is empty (a header row is required)")
     if suffix == ".tsv":
         return _read_delimited(path, text, sep="\t")
     return _read_delimited(path, text, sep=",")
+
+
+def _read_plain_tsv_frame(path: Path) -> pd.DataFrame | None:
+    """A plain TSV file (:func:`receval.formats.coded.read_plain_tsv`: parsed by Arrow in C++)
+    as :func:`read_table` gives it — the same strings, data line ``i + 2`` as row ``i`` — or None
+    when the file is not plain and the line-by-line reader must read it."""
+    from receval.formats.coded import read_plain_tsv
+
+    table = read_plain_tsv(path)
+    if table is None:
+        return None
+    names = table.column_names
+    frame = pd.DataFrame(
+        {name: _text_column(table.column(name).combine_chunks()) for name in names},
+        columns=names,
+    )
+    frame[LINE] = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    return frame
 
 
 def read_bytes(path: Path) -> bytes:
@@ -509,6 +531,8 @@ def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 <<
 
     names = list(columns)
     table = pa.table(columns)
+    if _write_tsv_arrow(path, names, table):
+        return
     empty, tab = pa.scalar("", pa.large_string()), pa.scalar("\t", pa.large_string())
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
         out.write(("\t".join(names) + "\n").encode("utf-8"))
@@ -528,6 +552,24 @@ def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 <<
                 _check_tsv_values(path, table)
             data[offsets[1:] - offsets[0] - 1] = ord("\n")
             out.write(memoryview(data))
+
+
+def _write_tsv_arrow(path: Path, names: list[str], table: pa.Table) -> bool:
+    """Write the text columns with Arrow's CSV writer (C++, no quoting: tab-separated, ``\n``
+    line ends, the same bytes as :func:`_write_tsv`'s joins).  False, with nothing written,
+    when a value holds a character the unquoted writer refuses (a tab, a line end or a quote
+    character, which bundle TSV allows): :func:`_write_tsv` then writes or names it."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as out:
+            out.write(("\t".join(names) + "\n").encode("utf-8"))
+            pacsv.write_csv(table, out, write_options=options)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _check_tsv_values(path: Path, table: pa.Table) -> None:

@@ -211,7 +211,8 @@ def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) ->
 
 
 def _run_table(path: Path | str) -> pa.Table:
-    """One TREC run as an Arrow table ``qid, docno, rank_file, score, tag, line`` (checked)."""
+    """One TREC run as an Arrow table ``qid, docno, rank_file, score, score_text, tag, line``
+    (checked; ``score_text`` is the score as written)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -237,6 +238,7 @@ def _run_table(path: Path | str) -> pa.Table:
             "docno": fields["docno"],
             "rank_file": rank,
             "score": score,
+            "score_text": fields["score"],
             "tag": tag,
             "line": lines,
         }
@@ -264,7 +266,7 @@ def _qrels_table(path: Path | str) -> pa.Table:
 
 def read_trec_run(path: Path | str) -> pd.DataFrame:
     """Read one TREC run: ``qid, docno, rank_file`` (int), ``score`` (float), ``tag, line``."""
-    return _run_table(path).to_pandas()
+    return _run_table(path).drop_columns(["score_text"]).to_pandas()
 
 
 def read_qrels(path: Path | str) -> pd.DataFrame:
@@ -341,11 +343,15 @@ def import_trec_tables(
     *,
     name: str | None = None,
     on_file: Callable[[Path], None] | None = None,
+    score_as_written: bool = False,
 ) -> tuple[dict[str, pa.Table], TaskConfig]:
     """:func:`import_trec` with Arrow tables (what ``receval import trec`` writes).
 
     Every step is columnar (Arrow's CSV reader, casts, one sort per run): no Python object per
     line.  ``on_file`` is called with each file's path once it is read (progress reporting).
+    With ``score_as_written`` the runs' ``score`` column is the text of the run file (a text
+    bundle then copies it instead of formatting every float again; the values are the same),
+    else float64.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -373,7 +379,7 @@ def import_trec_tables(
                     "system": run["tag"],
                     "query_id": run["qid"],
                     "answer": run["docno"],
-                    "score": run["score"],
+                    "score": run["score_text" if score_as_written else "score"],
                     "rank": rank,
                     "rank_file": run["rank_file"],
                     "source": _source(run_path.name, run["line"]),

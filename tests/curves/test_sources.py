@@ -183,9 +183,9 @@ def test_ties_of_long_prefixes_and_unicode_in_small_batches(tmp_path, batch_rows
             "score": rng.choice([0.5, 0.25, np.nan, 1.0], n),
         }
     )
-    # a row repeated with another score is an input error: repeats keep the first row's score
-    group = runs.groupby(["query_id", "answer"], sort=False)["score"]
-    runs["score"] = group.transform(lambda scores: scores.iloc[0])
+    # a repeated answer repeats its score (with another score it is an error, issue 23)
+    repeat = runs.groupby(["query_id", "answer"], sort=False)["score"]
+    runs["score"] = repeat.transform(lambda s: s.iloc[0])
     task = __import__("receval.task", fromlist=["Task"]).Task.from_frames(runs=runs)
     want = system_ranked_list(task.outputs, "A")
     path = tmp_path / "A.parquet"
