@@ -166,6 +166,7 @@ def score_task(
     check_score_options(options)  # the one place options and their combinations are checked
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
+    get_interval_method(options.intervals).check(options)
     if not estimator.sample_based:
         return estimator.score(task, options)
     data, warnings = _sample_data(task, options)
@@ -245,8 +246,10 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
     rng = np.random.default_rng(options.seed)
-    if replicates is None:
-        replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)
+    method = get_interval_method(options.intervals)
+    if replicates is None:  # a method that reads no replicates gets none (B = 0)
+        B = options.bootstrap if method.needs_bootstrap else 0
+        replicates = draw_replicates(stages, B, rng, seed=options.seed)
     run = run_bootstrap(
         stages, terms, estimator.statistic(ctx), replicates, jackknife=options.method == "BCa"
     )
@@ -257,7 +260,6 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     )
     if estimator.precision_forms and ratio_form.any():
         run = reevaluate(run, estimator.statistic(ctx, ratio_form))
-    method = get_interval_method(options.intervals)
     return Fitted(ctx, estimator, method, terms, replicates, run, ratio_form)
 
 
