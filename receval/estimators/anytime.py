@@ -209,8 +209,10 @@ def _floor_probabilities(samples: pd.DataFrame) -> np.ndarray:
     """Which samples.tsv rows are floor draws (a ``mixture_prob`` recorded)."""
     if MIXTURE_COLUMN not in samples.columns:
         return np.zeros(len(samples), bool)
-    text = samples[MIXTURE_COLUMN].astype(str).str.strip()
-    return (text != "") & (text.str.lower() != "nan")
+    column = samples[MIXTURE_COLUMN]
+    text = column.astype("string").fillna("").str.strip().str.lower()
+    given = (text != "") & (text != "nan") & (text != "<na>")
+    return (pd.to_numeric(column, errors="coerce").notna() | given).to_numpy(bool)
 
 
 def _check_floor(task, samples, data: SampleData, designs, floor_all, m_alive: int) -> None:
