@@ -478,6 +478,12 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
             "rank": "1 + number of systems with a strictly larger estimate",
         },
     }
+    record = getattr(fitted.intervals, "record", None)  # what a non-bootstrap method adds
+    for key, value in (record(fitted.ctx) if record is not None else {}).items():
+        if isinstance(value, dict) and isinstance(info.get(key), dict):
+            info[key].update(value)
+        else:
+            info[key] = value
     return info
 
 

@@ -362,6 +362,14 @@ def simultaneous_bounds(
     raise ValueError(f"no anytime comparisons for {metric!r}")
 
 
+def draw_stream_floor(ctx: ScoringContext) -> int:
+    """How many judged draws are floor draws (``mixture_prob`` recorded)."""
+    samples = ctx.task.samples if ctx.task is not None else None
+    if samples is None or not len(samples) or not ctx.data.K:
+        return 0
+    return int(_floor_probabilities(samples)[ctx.data.draw_row].sum())
+
+
 class AnytimeIntervals(IntervalMethod):
     """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
 
@@ -386,6 +394,41 @@ class AnytimeIntervals(IntervalMethod):
             f"anytime betting confidence sequence {options.confidence:.0%} "
             "(Waudby-Smith & Ramdas 2024), valid at every look"
         )
+
+    def record(self, ctx: ScoringContext) -> dict:
+        """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
+        data = ctx.data
+        floor = int(draw_stream_floor(ctx))
+        return {
+            "intervals": {
+                "method": "anytime",
+                "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
+                "one-sided bettors at alpha/2, predictable plug-in bets tuned to the draws of the "
+                "rounds started so far), valid simultaneously at every look",
+                "stream": "judged draws in round order, within a round in a random order seeded "
+                "by the round's name; each term importance-weighted by the predictable mixture "
+                "of the sources still to come (per-system samplers, floor mixture_prob draws)",
+                "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
+                "comparisons: each system at alpha/m (m systems with outputs)",
+                "assumptions": [
+                    UNIT_ASSUMPTION,
+                    "draws still unlabelled are left out (a round scored before it is fully "
+                    "labelled is not the stream later looks see)",
+                ],
+                "draws": data.K,
+                "floor_draws": floor,
+                "points": f"{ctx.options.estimator} estimator (the sequences do not use it)",
+            },
+            "ranking": {
+                "procedure": "anytime",
+                "why": "comparisons valid over all pairs and all looks, whatever rule chose the "
+                "labels (sample --until-decided included)",
+                "rank_sets": "simultaneous rank sets from the same comparisons: rank_lo = 1 + "
+                "#systems whose sequence lies above, rank_hi = S - #systems below",
+            },
+            "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
+                          "level": ctx.options.confidence, "clusters": None},
+        }  # fmt: skip
 
     def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
         """The sequences of ``ctx`` (computed once per context)."""
@@ -413,6 +456,7 @@ class AnytimeIntervals(IntervalMethod):
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
         ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
         better = (lower[:, None] > upper[None, :]) & ok[:, None] & ok[None, :]
+        # no p-values: α where the sequences separate the pair (p ≤ α), 1 elsewhere
         pvalues = np.where(better | better.T, alpha, 1.0)
         pvalues[~(ok[:, None] & ok[None, :])] = np.nan
         return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)

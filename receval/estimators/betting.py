@@ -32,6 +32,8 @@ import numpy as np
 
 #: truncation of the bets (WSR 2024 use 1/2 or 3/4): the capital loses at most this share per step
 CAP = 0.5
+#: entries of the (levels × streams × steps) arrays one bisection step works on at once
+CHUNK = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class BettingStreams:
     @property
     def shape(self) -> tuple[int, int]:
         return self.u.shape
+
+    def take(self, rows: slice) -> BettingStreams:
+        """The streams ``rows``."""
+        return BettingStreams(*(np.broadcast_to(a, self.u.shape)[rows] for a in (
+            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)))  # fmt: skip
 
 
 def plugin_bets(
@@ -168,27 +175,38 @@ def confidence_bounds(
     :func:`plugin_bets`).
     """
     alphas = np.atleast_1d(np.asarray(alphas, float))
-    S = streams.shape[0]
-    A = alphas.size
+    S, K = streams.shape
     bets = plugin_bets(streams, alpha_bets, prior_mean, horizon, prior_scale)
-    level = np.log(2.0 / alphas)[:, None] * np.ones((A, S))
     lo_s = np.broadcast_to(np.asarray(search[0], float), (S,))
     hi_s = np.broadcast_to(np.asarray(search[1], float), (S,))
+    # streams in chunks so the (levels × streams × steps) work arrays stay near CHUNK entries
+    step = max(1, CHUNK // max(alphas.size * K, 1))
+    lower, upper = np.empty((alphas.size, S)), np.empty((alphas.size, S))
+    for start in range(0, S, step):
+        rows = slice(start, min(start + step, S))
+        lower[:, rows], upper[:, rows] = _bisect(
+            streams.take(rows), bets[rows], alphas, lo_s[rows], hi_s[rows], iterations
+        )
+    return lower, upper
+
+
+def _bisect(streams, bets, alphas, lo_s, hi_s, iterations):
+    """Both ends (A, S) by bisection on the monotone capitals (see :func:`confidence_bounds`)."""
+    A, S = alphas.size, streams.shape[0]
+    level = np.log(2.0 / alphas)[:, None] * np.ones((A, S))
     ends = []
     for side in (+1, -1):
-        # side +1: rejected set is {μ ≤ L}; keep a = rejected (or the range end), b = not
+        # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
         a = np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)).copy()
         b = np.broadcast_to(hi_s if side > 0 else lo_s, (A, S)).copy()
-        edge = sup_log_capital(streams, bets, a, side) >= level
-        none = ~edge  # the range end itself is not rejected: the end is the range end
-        far = sup_log_capital(streams, bets, b, side) >= level
+        none = sup_log_capital(streams, bets, a, side) < level  # the range end itself stands
+        far = sup_log_capital(streams, bets, b, side) >= level  # every value rejected
         for _ in range(iterations):
             mid = (a + b) / 2.0
             rej = sup_log_capital(streams, bets, mid, side) >= level
             a = np.where(rej, mid, a)
             b = np.where(rej, b, mid)
         end = np.where(none, lo_s if side > 0 else hi_s, a)
-        end = np.where(far, b, end)
-        ends.append(end)
+        ends.append(np.where(far, b, end))
     lower, upper = ends
     return lower, np.maximum(upper, lower)
