@@ -215,7 +215,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     default="bootstrap",
     show_default=True,
     help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once).",
+    "in advance and scored once) or anytime (confidence sequences valid at every look, whatever "
+    "rule chose the labels, e.g. sample --until-decided; no bootstrap).",
 )
 @click.option(
     "--weighting",
