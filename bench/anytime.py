@@ -1,8 +1,9 @@
 """Label until decided: do the anytime intervals and tiers hold at every look of the loop?
 
 Each repetition simulates an annotation campaign on one world (:mod:`receval.simulation`, truth
-known): a first round of ``--first`` draws per system (fixed counts, plus the exhaustive units),
-then ``--rounds`` rounds of ``receval sample --until-decided --batch B`` (labels from the truth),
+known): a first round of 20 draws per system drawn by ``--until-decided`` with nothing labelled
+(equal counts plus the floor, in random order; the exhaustive units from the simulator), then
+8 rounds of ``receval sample --until-decided --batch B`` (labels from the truth),
 with ``receval score --intervals anytime`` after the first round and after every later round
 (the *looks*).  Per scenario it prints, with Monte Carlo standard errors over repetitions:
 
@@ -63,16 +64,15 @@ class Loop:
     """One campaign: the first round, then until-decided rounds, scoring at every look."""
 
     def __init__(self, world, task, first: int, seed: int):
-        annotation = world.annotate(np.random.default_rng(seed), per_system=first)
+        annotation = world.annotate(np.random.default_rng(seed), per_system=1)
         self.base = task
         self.units = annotation.exhaustive_units
         self.exhaustive = annotation.exhaustive
-        samples = annotation.samples.copy()
-        samples["design"] = "uniform"
-        samples["mixture_prob"] = np.nan
-        self.samples = samples[COLUMNS]
-        self.samples.attrs = {}
+        self.samples = pd.DataFrame(columns=COLUMNS)
         self.task = self._task()
+        # the first round by --until-decided too (nothing labelled: equal counts plus the
+        # floor, written in random order, so the anytime stream reads it draw by draw)
+        self.step(first * len(task.systems), seed, "precision")
 
     def _task(self):
         return with_annotation(
@@ -92,7 +92,9 @@ class Loop:
             return False
         new = drawn.samples.reindex(columns=COLUMNS)
         new.attrs = {}
-        self.samples = pd.concat([self.samples, new], ignore_index=True)
+        self.samples = (
+            pd.concat([self.samples, new], ignore_index=True) if len(self.samples) else new
+        )
         self.task = self._task()
         return True
 

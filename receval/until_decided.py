@@ -13,8 +13,10 @@ ones behind ``tier``/``rank_lo``/``rank_hi``) still overlap — and draws the ne
   width of their sequences summed over their open pairs (racing / LUCB: the widest sequences of
   the undecided pairs get the labels).
 
-Every choice uses only labels already seen and the counts of a round are fixed before it is
-drawn, so the stream's mixture stays predictable and the sequences stay valid at every look
+The round is written in a uniformly random order (the anytime stream reads it in file order:
+each draw then comes from the mixture of the sources still to come).  Every choice uses only
+labels already seen and the counts of a round are fixed before it is drawn, so that mixture
+stays predictable and the sequences stay valid at every look
 however the loop goes on.  The draws of a source are i.i.d. from its p_j, so ``prob`` keeps
 the joint and simple estimators valid conditional on the counts.
 
@@ -211,7 +213,7 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     systems = state.systems
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     alive = np.flatnonzero(sizes.to_numpy() > 0)
-    n_floor = round(floor * n) if n > 1 else 0
+    n_floor = max(1, round(floor * n))  # at least one: floor rows mark a shuffled round
     focus = allocate(weight, n - n_floor)
     picks = rng.choice(alive, size=n_floor, replace=True)
     floor_counts = np.bincount(picks, minlength=len(systems))
@@ -231,8 +233,12 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
         rows.attrs = {}
         parts.append(rows)
         output_rows.append(drawn)
+    # the round in a uniformly random order (the stream reads it in file order: given the
+    # draws before it, each draw comes from the mixture of the sources still to come)
     out = pd.concat(parts, ignore_index=True)
-    out.attrs["rows"] = np.concatenate(output_rows)
+    shuffle = rng.permutation(len(out))
+    out = out.iloc[shuffle].reset_index(drop=True)
+    out.attrs["rows"] = np.concatenate(output_rows)[shuffle]
     return out
 
 

@@ -5,25 +5,34 @@ grow, whatever rule chose the next labels (``receval sample --until-decided`` in
 each is a betting confidence sequence (:mod:`receval.estimators.betting`) over one fixed stream
 of observations that every look extends.
 
-**The stream.**  The judged draws in round order (rounds in the order their ``sample`` name first
-appears in samples.tsv), within a round in a uniformly random order fixed by a seed derived from
-the round's name (not from ``--seed``: every look sees the same stream).  A round consists of
-*sources* with counts fixed before it is drawn: each system's sampler (n_j i.i.d. draws from
-p_j) and, for rounds drawn by ``--until-decided``, a *floor* source (rows with a
-``mixture_prob``): i.i.d. draws from q₀ = (1/m) Σ_j p_j (a system chosen uniformly, then a fact
-from its p_j), ``mixture_prob`` = q₀(x).  In a uniformly random interleaving, given everything
-before it (facts *and* sources), the k-th draw comes from the predictable mixture
+**The stream.**  Rounds in the order their ``sample`` name first appears in samples.tsv.  A round
+consists of *sources* whose counts are fixed before it is drawn (they may depend on every earlier
+label): each system's sampler (n_j i.i.d. draws from p_j) and, for rounds drawn by
+``--until-decided``, a *floor* source (rows with a ``mixture_prob``): i.i.d. draws from
+q₀ = (1/m) Σ_j p_j (a system chosen uniformly, then a fact from its p_j), ``mixture_prob`` =
+q₀(x).  Two kinds of rounds:
 
-    q_k(x) = Σ_j (r_j/r) p_j(x) + (r₀/r) q₀(x),
+* *shuffled* (``--until-decided`` writes its round in a uniformly random order; a round with
+  floor rows is one): read in file order, the k-th draw, given every draw before it (facts and
+  sources), comes from the mixture of the sources still to come,
+  q_k(x) = Σ_s (r_s/r) p_s(x), r_s the draws of source s not yet seen in the round.  Every term
+  below is one draw.
+* *legacy* (any other round, e.g. ``sample --per-system``, whose rows are grouped by system): a
+  fixed order carries no randomness, so each draw comes from its own source, q_k = p_{s_k}
+  (precision: its own system's term only); the pool terms go by *batches*, the l-th draw of every
+  source, weighted by 1/σ_l with σ_l = Σ_{s ∈ batch} p_s (E Σ_batch h/σ_l = Σ_x h(x)).  Valid,
+  but a batch's range is far above its spread, so legacy rounds add little to pooled recall.
+  (A fixed, name-seeded interleaving of a legacy round is *not* a random one: it biased the
+  terms by up to 10 Monte Carlo SE in bench worlds.)
 
-r_j the draws of source j not yet seen in the round, r = Σ r_j.  So, with t_i(x) the target
-(1/|X_i| on X_i) and f the label,
+With t_i(x) the target (1/|X_i| on X_i) and f the label:
 
-* precision π_i: Z_k = t_i(x_k) f(x_k) / q_k(x_k) has conditional mean π_i whenever q_k covers
-  X_i (its own sampler or the floor still has draws; otherwise the draw is skipped for system i,
-  a predictable decision).  Range [0, 1/Σ_j (r_j/r) κ_ij] with κ_ij = min_{X_i} p_j/t_i.
-* pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q_k have conditional mean
-  0 at the true ν whenever q_k covers the pool (a ratio: inverting the tests of A − ν·B).
+* precision π_i: Z_k = t_i f/q_k has conditional mean π_i whenever q_k covers X_i (its own
+  sampler or the floor still has draws; otherwise the draw is skipped for system i, a
+  predictable decision).  Range [0, 1/Σ_s (r_s/r) κ_is] with κ_is = min_{X_i} p_s/t_i.
+* pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
+  conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
+  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
 * pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
   inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`).
 * recall θ·ν_i and F1 (increasing in precision and recall): from the sequences of the factors at
@@ -33,8 +42,9 @@ r_j the draws of source j not yet seen in the round, r = Σ r_j.  So, with t_i(x
   ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
   family-wise error over all pairs *and* all looks is ≤ α.
 
-The bets are tuned for the draws of the rounds started so far (a number fixed before each
-round), so the sequences are tightest at the end of the latest round.  Points are the
+The bets are tuned for the steps of the rounds started so far (a number fixed before each
+round), so the sequences are tightest at the end of the latest round.  For a task whose rounds
+are all legacy, start the loop with ``sample --until-decided``: its rounds are shuffled.  Points are the
 estimator's (joint by default); the intervals do not use the bootstrap.
 
 References: Waudby-Smith & Ramdas, JRSSB 2024 (betting CS); Waudby-Smith, Wu, Ramdas, Kallus &
@@ -44,7 +54,6 @@ al. 2017 (the importance-weighted terms).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -72,29 +81,37 @@ UNIT_ASSUMPTION = (
 ITERATIONS = 24
 
 
-def round_permutation(name: str, n: int) -> np.ndarray:
-    """The fixed, uniformly random order of a round's n draws, seeded by the round's name."""
-    seed = int.from_bytes(hashlib.sha256(f"receval-anytime:{name}".encode()).digest()[:8], "little")
-    return np.random.default_rng(seed).permutation(n)
-
-
 @dataclass(frozen=True)
-class DrawStream:
-    """The judged draws in stream order (module docstring); arrays over steps k (K,) or (K, m).
+class Stream:
+    """The stream (module docstring), in stream order.
 
-    ``draw`` indexes the draws of :class:`SampleData`, ``fact`` its drawn facts; ``q`` is
-    q_k(x_k); ``own`` (K, m) is Σ_j (r_j/r) κ_ij (0: q_k does not cover X_i); ``pool`` (K,) a
-    lower bound of min over the pool of q_k (0: the pool is not covered); ``horizon`` the draws of
-    the rounds started so far."""
+    Per draw (K,): ``fact`` (index into the drawn facts), ``label``, ``q`` (the probability the
+    draw had at that step: the mixture still to come in a shuffled round, its own source's p_s
+    in a legacy one), ``own`` (K, m) the coverage Σ_s (share of s) κ_is (0: X_i not covered),
+    ``horizon`` (K, m) each system's steps in the rounds started so far.
 
-    draw: np.ndarray
+    Pool terms (pooled recall, pool total) go by *pool steps*: a draw of a shuffled round is one
+    step, a batch of a legacy round (the l-th draw of every source) another.  Per draw:
+    ``pool_step``, ``pool_sigma`` (the step's denominator at the draw); per pool step (P,):
+    ``pool_cover`` (a lower bound of min over the pool of the denominator; 0: not covered),
+    ``pool_size`` (draws in the step), ``pool_horizon``."""
+
     fact: np.ndarray
     label: np.ndarray
     q: np.ndarray
     own: np.ndarray
-    pool: np.ndarray
     horizon: np.ndarray
-    floor: np.ndarray  # (K,) bool: the step is a floor draw
+    pool_step: np.ndarray
+    pool_sigma: np.ndarray
+    pool_cover: np.ndarray
+    pool_size: np.ndarray
+    pool_horizon: np.ndarray
+    shuffled_rounds: int = 0
+    legacy_rounds: int = 0
+
+    @property
+    def P(self) -> int:
+        return int(self.pool_size.size)
 
 
 @dataclass(frozen=True)
@@ -130,8 +147,8 @@ def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> 
     return _Design(at_drawn, kappa, pool_min)
 
 
-def draw_stream(task: Task, data: SampleData) -> DrawStream:
-    """Order the judged draws of ``data`` into the stream and compute each step's mixture q_k,
+def build_stream(task: Task, data: SampleData) -> Stream:
+    """Order the judged draws of ``data`` into the stream and compute each step's probability,
     coverage and ranges (module docstring).  Checks the recorded floor probabilities: a
     ``mixture_prob`` that the recorded design cannot have produced is a BundleError naming the
     samples.tsv line."""
@@ -141,68 +158,123 @@ def draw_stream(task: Task, data: SampleData) -> DrawStream:
     designs = {d: _design_arrays(view, probabilities, data, d) for d in set(data.sampler_design)}
     m, K = data.m, data.K
     alive = data.sizes > 0
-    m_alive = max(int(alive.sum()), 1)
+    ctx = _RoundContext(
+        data=data, designs=designs, alive=alive, m_alive=max(int(alive.sum()), 1),
+        pool_min=min((d.pool_min for d in designs.values()), default=0.0),
+    )  # fmt: skip
     samples = view.samples
     floor_all = _floor_probabilities(samples)
     floor = floor_all[data.draw_row] if K else np.zeros(0, bool)
-    sampler_design = np.array(data.sampler_design, dtype=object)
-    _check_floor(task, samples, data, designs, floor_all, m_alive)
-
-    rounds = data.sampler_round[data.draw_sampler]
-    out = {k: [] for k in ("draw", "q", "own", "pool", "horizon")}
-    started = 0
+    _check_floor(task, samples, data, designs, floor_all, ctx.m_alive)
+    rounds = data.sampler_round[data.draw_sampler] if K else np.zeros(0, np.int64)
+    source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
+    parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
+                              ("fact", "label", "shuffled_rounds", "legacy_rounds")}  # fmt: skip
+    parts["draw"] = []
+    drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
-        idx = np.flatnonzero(rounds == r)
-        name = data.sampler_names[int(data.draw_sampler[idx[0]])][0]
-        idx = idx[round_permutation(str(name), idx.size)]
-        n = idx.size
-        started += n
-        src = np.where(floor[idx], m, data.sampler_system[data.draw_sampler[idx]])
-        onehot = np.zeros((n, m + 1))
-        onehot[np.arange(n), src] = 1.0
-        remaining = onehot.sum(axis=0)[None, :] - (np.cumsum(onehot, axis=0) - onehot)
-        frac = remaining / (n - np.arange(n))[:, None]
-        fact = data.draw_fact[idx]
-        q = np.zeros(n)
-        own = np.zeros((n, m))
-        pool_weight = np.full(n, np.inf)
-        # each system's source in this round has one design (its sampler's)
-        src_design = {}
-        for j in np.unique(data.draw_sampler[idx]):
-            src_design.setdefault(int(data.sampler_system[j]), sampler_design[j])
-        floor_design = sampler_design[data.draw_sampler[idx][floor[idx]]]
-        floor_design = floor_design[0] if floor_design.size else None
-        for i in range(m):
-            d = designs[src_design.get(i, floor_design or sampler_design[0])]
-            q += frac[:, i] * d.at_drawn[fact, i]
-            own[:, i] += frac[:, i] * d.kappa[i]
-        pool_min = min(d.pool_min for d in designs.values())
-        if floor_design is not None:
-            d0 = designs[floor_design]
-            q += frac[:, m] * d0.at_drawn[fact].sum(axis=1) / m_alive
-            own += frac[:, m][:, None] * d0.kappa[None, :] / m_alive
-        share = frac[:, :m][:, alive] + frac[:, m][:, None] / m_alive
-        pool_weight = share.min(axis=1) if alive.any() else np.zeros(n)
-        out["draw"].append(idx)
-        out["q"].append(q)
-        out["own"].append(own)
-        out["pool"].append(pool_weight * pool_min)
-        out["horizon"].append(np.full(n, float(started)))
-    if not out["draw"]:
-        empty = np.zeros(0)
-        return DrawStream(empty.astype(np.int64), empty.astype(np.int64), empty, empty,
-                          np.zeros((0, m)), empty, empty, np.zeros(0, bool))  # fmt: skip
-    draw = np.concatenate(out["draw"])
-    return DrawStream(
-        draw=draw,
-        fact=data.draw_fact[draw],
-        label=data.label[data.draw_fact[draw]],
-        q=np.concatenate(out["q"]),
-        own=np.concatenate(out["own"]),
-        pool=np.concatenate(out["pool"]),
-        horizon=np.concatenate(out["horizon"]),
-        floor=floor[draw],
+        idx = np.flatnonzero(rounds == r)  # file order
+        piece = (_shuffled_round if floor[idx].any() else _legacy_round)(ctx, idx, source[idx])
+        shuffled += bool(floor[idx].any())
+        # the steps each system's precision stream gets from the rounds started so far (a
+        # legacy round: its own draws; a shuffled one: all of them), known before the round
+        drawn = drawn + piece.pop("active_steps")
+        piece["pool_step"] = piece["pool_step"] + steps
+        steps += piece["pool_size"].size
+        piece["horizon"] = np.broadcast_to(drawn, (idx.size, m))
+        piece["pool_horizon"] = np.full(piece["pool_size"].size, float(steps))
+        piece["draw"] = idx
+        for key, value in piece.items():
+            parts[key].append(value)
+    if not parts["draw"]:
+        e = np.zeros(0)
+        return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
+                      e.astype(np.int64), e, e, e, e)  # fmt: skip
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    draw = cat.pop("draw")
+    n_rounds = int(np.unique(rounds).size)
+    return Stream(
+        fact=data.draw_fact[draw], label=data.label[data.draw_fact[draw]], **cat,
+        shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _RoundContext:
+    data: SampleData
+    designs: dict
+    alive: np.ndarray
+    m_alive: int
+    pool_min: float
+
+
+def _source_probabilities(ctx: _RoundContext, idx, src):
+    """p_s at every draw of the round for every source s (n, m + 1) and κ_is (m, m + 1)."""
+    data, m = ctx.data, ctx.data.m
+    fact = data.draw_fact[idx]
+    p_ext = np.zeros((idx.size, m + 1))
+    kappa_ext = np.zeros((m, m + 1))
+    for s_id, name in _source_designs(data, idx, src, None, m).items():
+        d = ctx.designs[name]
+        if s_id < m:
+            p_ext[:, s_id] = d.at_drawn[fact, s_id]
+            kappa_ext[s_id, s_id] = d.kappa[s_id]
+        else:
+            p_ext[:, m] = d.at_drawn[fact].sum(axis=1) / ctx.m_alive
+            kappa_ext[:, m] = d.kappa / ctx.m_alive
+    return p_ext, kappa_ext
+
+
+def _shuffled_round(ctx: _RoundContext, idx, src) -> dict:
+    """A round written in a uniformly random order: the k-th draw comes from the mixture of
+    the sources still to come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term."""
+    m, n = ctx.data.m, idx.size
+    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    onehot = np.zeros((n, m + 1))
+    onehot[np.arange(n), src] = 1.0
+    remaining = onehot.sum(axis=0)[None, :] - (np.cumsum(onehot, axis=0) - onehot)
+    frac = remaining / (n - np.arange(n))[:, None]
+    q = (frac * p_ext).sum(axis=1)
+    share = frac[:, :m][:, ctx.alive] + frac[:, m][:, None] / ctx.m_alive
+    cover = share.min(axis=1) * ctx.pool_min if ctx.alive.any() else np.zeros(n)
+    return {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
+            "pool_step": np.arange(n), "pool_sigma": q,
+            "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+
+
+def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
+    """A round whose rows are grouped (not in a random order): each draw's distribution is its
+    own source's p_s (precision: its own system's term only); pool terms go by batches, the
+    l-th draw of every source, with σ_l = Σ_{s ∈ batch} p_s."""
+    m, n = ctx.data.m, idx.size
+    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    q = p_ext[np.arange(n), src]
+    own = np.zeros((n, m))
+    own[np.arange(n), np.minimum(src, m - 1)] = np.where(
+        src < m, kappa_ext[np.minimum(src, m - 1), src], 0
     )
+    counts = np.bincount(src, minlength=m + 1)
+    order = np.argsort(src, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - starts[src[order]]
+    L = int(counts.max())
+    member = counts[None, :] > np.arange(L)[:, None]  # (L, m + 1): source s in batch l
+    sigma = (p_ext * member[rank]).sum(axis=1)
+    everyone = member[:, :m][:, ctx.alive].all(axis=1) if ctx.alive.any() else np.zeros(L, bool)
+    cover = ctx.pool_min * (everyone + member[:, m] / ctx.m_alive)
+    return {"q": q, "own": own, "active_steps": counts[:m].astype(float),
+            "pool_step": rank, "pool_sigma": sigma, "pool_cover": cover,
+            "pool_size": member.sum(axis=1).astype(float)}  # fmt: skip
+
+
+def _source_designs(data: SampleData, idx, src, is_floor, m: int) -> dict[int, str]:
+    """The design of each source of a round (a system's sampler; the floor's draws' design)."""
+    sources, first = np.unique(src, return_index=True)
+    return {
+        int(s_id): data.sampler_design[int(data.draw_sampler[idx[k]])]
+        for s_id, k in zip(sources, first, strict=True)
+    }
 
 
 def _floor_probabilities(samples: pd.DataFrame) -> np.ndarray:
@@ -254,6 +326,7 @@ class AnytimeBounds:
     """Confidence-sequence ends per quantity and level: ``ends[name][level] = (lower, upper)``."""
 
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]]
+    rounds: tuple[int, int] = (0, 0)  # (shuffled, legacy)
 
 
 def _levels(alpha: float, m: int) -> list[float]:
@@ -264,32 +337,35 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
     """Every confidence sequence the leaderboard needs (module docstring), at the levels α,
     α/2, α/3, α/m and α/(3m)."""
     alpha = 1.0 - confidence
-    m_alive = max(int((data.sizes > 0).sum()), 1)
-    levels = _levels(alpha, m_alive)
-    stream = draw_stream(task, data)
+    m = data.m
+    levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    st = build_stream(task, data)
+    K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
-    K = stream.draw.size
-    horizon = stream.horizon[None, :] if K else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        weight = np.where(stream.q > 0, stream.label / stream.q, 0.0)  # f/q
-        z = data.target[stream.fact] * weight[:, None]  # (K, m)
-        high = np.where(stream.own > 0, 1.0 / stream.own, 0.0)
-        pool_high = np.where(stream.pool > 0, 1.0 / stream.pool, 0.0)
-    active = (stream.own > 0).T
-    precision = BettingStreams.of_means(z.T, high.T, active)
+        z = data.target[st.fact] * np.where(st.q > 0, st.label / st.q, 0.0)[:, None]  # (K, m)
+        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
+        weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
+        pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
+    precision = BettingStreams.of_means(z.T, high.T, (st.own > 0).T)
+    horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
-    pool_active = np.broadcast_to(stream.pool > 0, (data.m, K))
-    member = data.member[stream.fact].T * weight[None, :]
-    ratio = BettingStreams.of_ratios(member, weight[None, :], pool_high[None, :], pool_active)
+    member = np.zeros((m, P))
+    for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
+        member[i] = np.bincount(st.pool_step, weights=data.member[st.fact, i] * weight, minlength=P)
+    total = np.bincount(st.pool_step, weights=weight, minlength=P)[None, :]
+    pool_active = np.broadcast_to(st.pool_cover > 0, (m, P))
+    pool_horizon = st.pool_horizon[None, :] if P else None
     pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, horizon, 0.5, pool_facts / 2)
-    total = BettingStreams.of_means(weight[None, :], pool_high[None, :], pool_active[:1])
-    ends["pool_correct"] = _bounds(
-        total, [alpha], (0.0, pool_facts), alpha, horizon, pool_facts / 2
-    )
+    ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
+                                    pool_facts / 2)  # fmt: skip
+    correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
+    ends["pool_correct"] = _bounds(correct, [alpha], (0.0, pool_facts), alpha, pool_horizon,
+                                   pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
-    return AnytimeBounds(ends)
+    return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
 
 
 def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
@@ -399,19 +475,25 @@ class AnytimeIntervals(IntervalMethod):
         """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
         data = ctx.data
         floor = int(draw_stream_floor(ctx))
+        stream_counts = self.bounds(ctx).rounds
         return {
             "intervals": {
                 "method": "anytime",
                 "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
                 "one-sided bettors at alpha/2, predictable plug-in bets tuned to the draws of the "
                 "rounds started so far), valid simultaneously at every look",
-                "stream": "judged draws in round order, within a round in a random order seeded "
-                "by the round's name; each term importance-weighted by the predictable mixture "
-                "of the sources still to come (per-system samplers, floor mixture_prob draws)",
+                "stream": "rounds in order; shuffled rounds (--until-decided) one draw per step "
+                "weighted by the mixture of the sources still to come; legacy rounds (rows "
+                "grouped by system) each draw by its own source for precision, and batches of "
+                "one draw per source for the pool terms",
+                "shuffled_rounds": stream_counts[0],
+                "legacy_rounds": stream_counts[1],
                 "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
                 "comparisons: each system at alpha/m (m systems with outputs)",
                 "assumptions": [
                     UNIT_ASSUMPTION,
+                    "each sampler's rows are in samples.tsv in the order they were drawn (receval "
+                    "writes them so; a file sorted by value would break the stream)",
                     "draws still unlabelled are left out (a round scored before it is fully "
                     "labelled is not the stream later looks see)",
                 ],

@@ -95,12 +95,13 @@ def test_score_anytime_names_the_method_and_draws_no_replicates(small_task):
         assert ((lo <= hi) & hi.notna()).all()
     check = result.truth_check
     assert check is not None and check["covered"].dropna().all()
-    # wider than the bootstrap's (an anytime guarantee costs width), but not absurdly
+    # wider than the bootstrap's (an anytime guarantee costs width; a legacy round, grouped by
+    # system, adds only each system's own draws to its precision sequence), but not absurdly
     boot = receval.score(small_task, rank_by="precision", bootstrap=200).leaderboard
     ratio = (board["precision_hi"] - board["precision_lo"]).median() / (
         boot["precision_hi"] - boot["precision_lo"]
     ).median()
-    assert 1.0 < ratio < 3.0
+    assert 1.0 < ratio < 6.0
 
 
 def test_anytime_refuses_what_it_cannot_honour(small_task):
