@@ -145,11 +145,13 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
         split.append(any_split)
         looks.append(n_looks)
         for m in METRICS:
-            covered[m].extend(ok[m])
+            covered[m].append(ok[m].mean())  # per repetition: systems of one rep correlate
     return {"split": np.array(split, float), "covered": covered, "looks": looks}
 
 
-def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, systems: int = 14) -> dict:
+def gradient_study(
+    reps: int, seed: int, where: Path, rounds: int = 8, systems: int = 14, per: int = 30
+) -> dict:
     config = SimulationConfig(
         systems=systems, teams=systems, queries=50, precision_range=(0.35, 0.80),
         recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
@@ -165,7 +167,7 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, systems: 
             board = loop.look("precision").leaderboard
             pairs = _decided_pairs(board, "precision")
             bad |= any(truth[a] < truth[b] for a, b in pairs)
-            if r == rounds or not loop.step(10 * systems, seed=rep, rank_by="precision"):
+            if r == rounds or not loop.step(per * systems, seed=rep, rank_by="precision"):
                 break
         wrong.append(bad)
         decided.append(len(pairs))
@@ -177,13 +179,13 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, systems: 
         ratio.append(float(np.median(w_any / w_boot)))
         # the equal design: rounds of 10 per system until the same pairs are decided
         equal = Loop(world, task, first=20, seed=2000 * seed + rep)
-        need = np.nan
-        for _r in range(3 * rounds):
+        need = np.nan if pairs else 0
+        for _r in range(3 * rounds if pairs else 0):
             got = _decided_pairs(equal.look("precision").leaderboard, "precision")
             if pairs <= got:
                 need = len(equal.samples)
                 break
-            equal.equal_step(10, seed=rep)
+            equal.equal_step(per, seed=rep)
         equal_used.append(need)
     return {
         "wrong": np.array(wrong, float), "decided": decided, "used": used,
@@ -234,8 +236,8 @@ def main() -> None:
                 print(
                     f"  pairs decided: mean {np.mean(out['decided']):.1f}; labels used: mean {used.mean():.0f}"
                 )
-                ok = np.isfinite(eq)
-                frac = used[ok] / eq[ok]
+                ok = np.isfinite(eq) & (eq > 0)
+                frac = used[ok] / eq[ok] if ok.any() else np.array([np.nan, np.nan])
                 print(
                     f"  equal design, same pairs: labels mean {np.nanmean(eq):.0f} "
                     f"(reached in {ok.sum()}/{eq.size}); until-decided / equal = {np.mean(frac):.2f} "

@@ -114,3 +114,25 @@ def test_api_checks_batch_and_confidence(spread_task):
         receval.sample(spread_task, until_decided=True, batch=0, seed=1)
     with pytest.raises(ValueError, match="confidence"):
         receval.sample(spread_task, until_decided=True, batch=5, seed=1, confidence=1.0)
+
+
+@pytest.mark.slow
+def test_null_world_over_eight_looks_keeps_tiers_and_coverage(tmp_path):
+    """bench/anytime.py's null study on a short run: 12 systems of equal precision, a first
+    until-decided round and 8 more, scored after every round."""
+    import importlib.util
+    import math
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "anytime.py"
+    spec = importlib.util.spec_from_file_location("bench_anytime", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_anytime"] = bench
+    spec.loader.exec_module(bench)
+    reps = 8
+    out = bench.null_study(12, reps, 2, tmp_path)
+    assert out["split"].mean() <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
+    for metric, covered in out["covered"].items():  # per-repetition shares
+        se = np.std(covered, ddof=1) / math.sqrt(reps)
+        assert np.mean(covered) >= 0.95 - 2 * max(se, math.sqrt(0.05 * 0.95 / (12 * reps))), metric
