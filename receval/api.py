@@ -425,6 +425,11 @@ def sample(
     units: pd.DataFrame | None = None,
     exhaustive_units: int = 0,
     name: str | None = None,
+    until_decided: bool = False,
+    batch: int | None = None,
+    rank_by: str = "f1",
+    confidence: float = 0.95,
+    budget: int | None = None,
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -447,6 +452,11 @@ def sample(
         How many units to draw from ``units``.
     name : str, optional
         Name of the round (default ``round-K``).
+    until_decided : bool
+        Draw the next ``batch`` labels where the anytime comparisons by ``rank_by`` at
+        ``confidence`` are still open, or nothing once they are decided (or ``budget`` draws are
+        recorded): :func:`receval.until_decided.until_decided_round`; the result's ``decided``
+        and ``message`` say which.
 
     Returns
     -------
@@ -462,6 +472,15 @@ def sample(
     from receval.design import DISTRIBUTIONS, new_sample_round
 
     check_choice("distribution", distribution, DISTRIBUTIONS)
+    if until_decided:
+        from receval.until_decided import until_decided_round
+
+        if batch is None:
+            raise ValueError("until_decided needs batch (the draws of the next round)")
+        return until_decided_round(
+            _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
+            budget=budget, distribution=distribution,
+        )  # fmt: skip
     sizes = dict(per_system) if isinstance(per_system, Mapping) else int(per_system)
     if isinstance(sizes, int) and sizes < 0:
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")

@@ -201,7 +201,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     default="bootstrap",
     show_default=True,
     help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once).",
+    "in advance and scored once) or anytime (confidence sequences valid at every look, whatever "
+    "rule chose the labels, e.g. sample --until-decided; no bootstrap).",
 )
 @click.option(
     "--weighting",
@@ -533,7 +534,8 @@ def extrapolate(
     type=click.FloatRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
-    help="With --adaptive: interval level the width refers to.",
+    help="With --adaptive: interval level the width refers to; with --until-decided: the level "
+    "of the comparisons.",
 )
 @click.option(
     "--max-per-system",
@@ -559,6 +561,26 @@ def extrapolate(
     "valid for any labels; exchangeable: worst case over a common unknown precision).",
 )
 @click.option(
+    "--until-decided",
+    is_flag=True,
+    help="Draw the next --batch labels where the anytime comparisons (score --intervals anytime) "
+    "are still open; draw nothing and say 'decided' once they are (or --budget is spent).",
+)
+@click.option("--batch", type=int, default=None, help="With --until-decided: draws in this round.")
+@click.option(
+    "--rank-by",
+    type=click.Choice(["f1", "precision", "recall", "pooled_recall"]),
+    default="f1",
+    show_default=True,
+    help="With --until-decided: the ranking whose comparisons must be decided.",
+)
+@click.option(
+    "--budget",
+    type=int,
+    default=None,
+    help="With --until-decided: stop once samples.tsv holds this many draws.",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -578,6 +600,10 @@ def sample(
     max_per_system: int,
     bound: str,
     width_for: str,
+    until_decided: bool,
+    batch: int | None,
+    rank_by: str,
+    budget: int | None,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -590,6 +616,9 @@ def sample(
     from receval.api import sample as draw_round
     from receval.formats.bundle import read_candidate_units, record_sample_round
 
+    if until_decided:
+        _until_decided(task, batch, seed, rank_by, confidence, budget, distribution)
+        return
     if adaptive and target_width is None:
         raise click.UsageError("--adaptive needs --target-width")
     if not adaptive and per_system is None and exhaustive_units == 0:
@@ -630,6 +659,25 @@ def sample(
         f"sample {drawn.name}: {len(drawn.samples)} draws from {len(drawn.sizes)} systems; "
         f"{facts} facts and {units_n} units to annotate in {path}"
     )
+
+
+def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution) -> None:
+    """``sample --until-decided``: the next batch, or one line saying it is decided."""
+    from receval.api import sample as draw_round
+    from receval.formats.bundle import record_sample_round
+
+    if batch is None:
+        raise click.UsageError("--until-decided needs --batch B")
+    drawn = _library_call(
+        draw_round, _load(task), seed=seed, distribution=distribution, until_decided=True,
+        batch=batch, rank_by=rank_by, confidence=confidence, budget=budget,
+    )  # fmt: skip
+    if drawn.decided:
+        click.echo(drawn.message)
+        return
+    path = record_sample_round(task, drawn)
+    facts = int((drawn.to_annotate["kind"] == "fact").sum())
+    click.echo(f"{drawn.message}; {facts} facts to annotate in {path}")
 
 
 def _adaptive_sizes(loaded, width, confidence, systems, max_n, bound, width_for) -> dict[str, int]:

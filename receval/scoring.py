@@ -178,6 +178,7 @@ def score_task(
     check_score_options(options)  # the one place options and their combinations are checked
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
+    get_interval_method(options.intervals).check(options)
     if not estimator.sample_based:
         out = estimator.score(task, options, engine)
         out.warnings[:0] = input_warnings(task)
@@ -273,8 +274,10 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
     rng = np.random.default_rng(options.seed)
-    if replicates is None:
-        replicates = draw_replicates(stages, options.bootstrap, rng, seed=options.seed)
+    method = get_interval_method(options.intervals)
+    if replicates is None:  # a method that reads no replicates gets none (B = 0)
+        B = options.bootstrap if method.needs_bootstrap else 0
+        replicates = draw_replicates(stages, B, rng, seed=options.seed)
     run = run_bootstrap(
         stages, terms, estimator.statistic(ctx), replicates, jackknife=options.method == "BCa"
     )
@@ -294,7 +297,6 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
         )
     if estimator.precision_forms and ratio_form.any():
         run = reevaluate(run, estimator.statistic(ctx, ratio_form))
-    method = get_interval_method(options.intervals)
     return Fitted(ctx, estimator, method, terms, replicates, run, ratio_form)
 
 
@@ -538,8 +540,14 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
         },
     }
     caveat = small_sample_caveat(options.tiers, data, round(1 - options.confidence, 12))
-    if caveat:
+    if caveat and options.intervals == "bootstrap":  # the step-down tests' caveat
         info["ranking"]["small_sample"] = caveat
+    record = getattr(fitted.intervals, "record", None)  # what a non-bootstrap method adds
+    for key, value in (record(fitted.ctx) if record is not None else {}).items():
+        if isinstance(value, dict) and isinstance(info.get(key), dict):
+            info[key].update(value)
+        else:
+            info[key] = value
     return info
 
 

@@ -39,11 +39,12 @@ from receval.formats.checks import (
     parse_numbers,
     require_columns,
 )
-from receval.formats.coded import WHITESPACE, HeaderRows, system_codes
+from receval.formats.coded import HeaderRows, system_codes
 from receval.formats.tables import (
     LINE,
     STRING,
     TABLE_SUFFIXES,
+    WHITESPACE,
     arrow_series,
     arrow_to_strings,
     find_table,

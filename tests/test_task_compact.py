@@ -306,8 +306,8 @@ TSV_CASES = {
 def test_arrow_tsv_reading_equals_the_text_reader(tmp_path, case):
     """Plain TSV runs are parsed by Arrow (no Python string per field); every value and line
     number equals the line-by-line reader's, and files that are not plain fall back to it."""
-    from receval.formats.coded import coded_from_frame, read_coded, read_plain_tsv
-    from receval.formats.tables import read_table
+    from receval.formats.coded import coded_from_frame, read_coded
+    from receval.formats.tables import read_plain_tsv, read_table
 
     path = tmp_path / "runs.tsv"
     path.write_bytes(TSV_CASES[case].encode("utf-8"))

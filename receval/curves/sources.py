@@ -44,7 +44,6 @@ ENGINE_ROWS = 2_000_000
 MEMORY_LIMIT = "3GB"
 
 #: Every character :meth:`str.isspace` accepts below U+3001 (what the loader strips).
-_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ ESTIMATORS: dict[str, str] = {
 #: :class:`receval.estimators.intervals.IntervalMethod` subclass)
 INTERVAL_METHODS: dict[str, str] = {
     "bootstrap": "receval.estimators.intervals:BootstrapIntervals",
+    "anytime": "receval.estimators.anytime:AnytimeIntervals",
 }
 
 _loaded: dict[tuple[str, str], Any] = {}

@@ -27,6 +27,7 @@ from receval.formats.tables import (
     check_arrow_type,
     check_header,
     read_parquet_arrow,
+    read_plain_tsv,
     read_table,
 )
 
@@ -153,80 +154,6 @@ def read_coded(
             return coded_from_arrow(arrow, path, (), coded=coded, row_offset=1)
     frame = read_table(path, numeric)
     return coded_from_frame(frame, path, coded=coded)
-
-
-#: Every character :meth:`str.isspace` accepts (what Python's ``\\s`` and :meth:`str.strip`
-#: mean), spelled out so the Arrow kernels (RE2, whose ``\\s`` is ASCII only) agree with Python.
-WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
-
-
-def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
-    """A plain TSV file parsed by Arrow's CSV reader in C++ (every field a string, no Python
-    object per field), or None when the file is not plain and :func:`read_table`'s reader must
-    give its fields or its exact error: a byte-order mark, NUL bytes, a carriage return not
-    ending a line, an empty or blank line (so no data line is skipped and row ``i`` is line
-    ``i + 2``), no tab in the header, a malformed line, invalid UTF-8 or no data row.
-
-    ``columns`` (optional) converts only those of the file's columns (the others are split off
-    but never become strings); a row blank in all of them is then also "not plain"."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
-
-    from receval.formats.tables import read_bytes
-
-    raw = read_bytes(path)
-    end = raw.find(b"\n")
-    header = raw if end < 0 else raw[:end]  # not partition: that copies the rest of the file
-    plain = (
-        raw
-        and not raw.startswith(b"\xef\xbb\xbf")
-        and b"\x00" not in raw
-        and (b"\r" not in raw or raw.count(b"\r") == raw.count(b"\r\n"))
-        and b"\n\n" not in raw
-        and b"\n\r\n" not in raw
-        and b"\t" in header
-    )
-    if not plain:
-        return None
-    try:
-        names = header.rstrip(b"\r").decode("utf-8").split("\t")
-        if len(set(names)) < len(names):
-            return None
-        table = pacsv.read_csv(
-            pa.py_buffer(raw),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
-            parse_options=pacsv.ParseOptions(
-                delimiter="\t",
-                quote_char=False,
-                double_quote=False,
-                escape_char=False,
-                newlines_in_values=False,
-                ignore_empty_lines=False,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()),
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-                include_columns=None
-                if columns is None
-                else [n for n in names if n.strip() in columns],
-            ),
-        )
-    except (UnicodeDecodeError, pa.ArrowInvalid):
-        return None
-    if table.num_rows == 0:
-        return None
-    blank = None  # a line of whitespace and tabs only: the text reader skips it
-    for column in table.columns:
-        empty = pc.equal(pc.utf8_trim(column, characters=WHITESPACE), "")
-        blank = empty if blank is None else pc.and_(blank, empty)
-        if not pc.any(blank).as_py():
-            break  # no row is blank in every column so far: none is blank
-    if blank is not None and pc.any(blank).as_py():
-        return None
-    checked = dict(zip(names, check_header(path, names), strict=True))
-    return table.rename_columns([checked[n] for n in table.column_names])
 
 
 def coded_from_frame(

@@ -1,0 +1,253 @@
+"""Label until decided: do the anytime intervals and tiers hold at every look of the loop?
+
+Each repetition simulates an annotation campaign on one world (:mod:`receval.simulation`, truth
+known): a first round of 20 draws per system drawn by ``--until-decided`` with nothing labelled
+(equal counts plus the floor, in random order; the exhaustive units from the simulator), then
+8 rounds of ``receval sample --until-decided --batch B`` (labels from the truth),
+with ``receval score --intervals anytime`` after the first round and after every later round
+(the *looks*).  Per scenario it prints, with Monte Carlo standard errors over repetitions:
+
+* **null worlds** (every system the same true precision; teams, shared facts, uneven sizes,
+  12 and 40 systems; ranked by precision): the share of repetitions in which *any* look splits
+  the systems into more than one tier (target ≤ 0.05 + 2 SE), and the share of (repetition,
+  system) pairs whose interval covers the true value at *every* look, per metric (target
+  ≥ 0.95 − 2 SE);
+* **gradient world** (precision 0.35–0.80): the share of repetitions with a wrongly ordered
+  decided pair at some look (target ≤ 0.05), the pairs decided and the labels used, the labels
+  an equal design (same anytime sequences, equal rounds) needs to decide the same pairs, and the
+  final-look width ratio anytime / fixed-n percentile bootstrap on the same labels (target
+  ≤ 1.5).
+
+Usage: python bench/anytime.py [--reps R] [--only null12 null40 gradient] [--seed S]
+The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
+quotes; ``--reps`` raises it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import receval
+from receval.formats.bundle import write_bundle
+from receval.simulation import SimulationConfig, simulate_world
+from receval.task import load_task, with_annotation
+
+COLUMNS = ["sample", "system", "query_id", "answer", "prob", "draw", "design", "mixture_prob"]
+METRICS = ("precision", "pooled_recall", "recall", "f1")
+
+
+def world_task(config: SimulationConfig, seed: int, where: Path):
+    """The world and its task (truth included), loaded once."""
+    world = simulate_world(config, np.random.default_rng(seed))
+    root = write_bundle(where / f"w{seed}", world.tables(), world.task_config(), overwrite=True)
+    return world, load_task(root)
+
+
+def labels_of(task, samples: pd.DataFrame) -> pd.DataFrame:
+    """Judgments of every drawn answer from the task's truth (C/W)."""
+    truth = task.truth.set_index("fact")["value"]
+    key = pd.MultiIndex.from_frame(task.facts[["query_id", "answer"]])
+    fact = pd.Series(np.arange(len(key)), index=key)
+    drawn = samples[["query_id", "answer"]].drop_duplicates()
+    ids = fact.reindex(pd.MultiIndex.from_frame(drawn)).to_numpy()
+    value = truth.reindex(ids).fillna(0).to_numpy()
+    return drawn.assign(label=np.where(value > 0, "C", "W"), annotator="truth")
+
+
+class Loop:
+    """One campaign: the first round, then until-decided rounds, scoring at every look."""
+
+    def __init__(self, world, task, first: int, seed: int):
+        annotation = world.annotate(np.random.default_rng(seed), per_system=1)
+        self.base = task
+        self.units = annotation.exhaustive_units
+        self.exhaustive = annotation.exhaustive
+        self.samples = pd.DataFrame(columns=COLUMNS)
+        self.task = self._task()
+        # the first round by --until-decided too (nothing labelled: equal counts plus the
+        # floor, written in random order, so the anytime stream reads it draw by draw)
+        self.step(first * len(task.systems), seed, "precision")
+
+    def _task(self):
+        return with_annotation(
+            self.base, samples=self.samples, judgments=labels_of(self.base, self.samples),
+            exhaustive_units=self.units, exhaustive=self.exhaustive,
+        )  # fmt: skip
+
+    def look(self, rank_by: str, intervals: str = "anytime"):
+        return receval.score(self.task, intervals=intervals, rank_by=rank_by, bootstrap=300)
+
+    def step(self, batch: int, seed: int, rank_by: str) -> bool:
+        """One until-decided round; False once it says decided."""
+        drawn = receval.sample(
+            self.task, until_decided=True, batch=batch, seed=seed, rank_by=rank_by
+        )
+        if drawn.decided:
+            return False
+        new = drawn.samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        self.samples = (
+            pd.concat([self.samples, new], ignore_index=True) if len(self.samples) else new
+        )
+        self.task = self._task()
+        return True
+
+    def equal_step(self, per_system: int, seed: int) -> None:
+        drawn = receval.sample(self.task, per_system, seed=seed)
+        new = drawn.samples.assign(mixture_prob=np.nan).reindex(columns=COLUMNS)
+        new.attrs = {}
+        self.samples = pd.concat([self.samples, new], ignore_index=True)
+        self.task = self._task()
+
+
+def _decided_pairs(board: pd.DataFrame, key: str) -> set[tuple[str, str]]:
+    """Pairs (better, worse) the rank sets separate: lo_i > hi_j of the simultaneous sequences
+    shows as rank_hi(better) < rank_lo(worse)."""
+    names = board["system"].to_numpy()
+    lo, hi = board["rank_lo"].to_numpy(), board["rank_hi"].to_numpy()
+    out = set()
+    for a in range(len(names)):
+        for b in range(len(names)):
+            if a != b and hi[a] < lo[b]:
+                out.add((names[a], names[b]))
+    return out
+
+
+def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8) -> dict:
+    config = SimulationConfig(
+        systems=systems, queries=max(40, systems * 3), precision_range=(0.5, 0.500001),
+        recall_range=(0.05, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
+    )  # fmt: skip
+    world, task = world_task(config, seed, where)
+    truth = world.truth_metrics().set_index("system")
+    split, covered, looks = [], {m: [] for m in METRICS}, []
+    for rep in range(reps):
+        loop = Loop(world, task, first=20, seed=1000 * seed + rep)
+        any_split = False
+        ok = {m: np.ones(systems, bool) for m in METRICS}
+        n_looks = 0
+        for r in range(rounds + 1):
+            board = loop.look("precision").leaderboard.set_index("system")
+            n_looks += 1
+            any_split |= board["tier"].astype(str).nunique() > 1
+            for m in METRICS:
+                true = truth[m].reindex(board.index).to_numpy()
+                inside = (board[f"{m}_lo"] - 1e-9 <= true) & (true <= board[f"{m}_hi"] + 1e-9)
+                ok[m] &= inside.to_numpy()
+            if r == rounds or not loop.step(10 * systems, seed=rep, rank_by="precision"):
+                break
+        split.append(any_split)
+        looks.append(n_looks)
+        for m in METRICS:
+            covered[m].append(ok[m].mean())  # per repetition: systems of one rep correlate
+    return {"split": np.array(split, float), "covered": covered, "looks": looks}
+
+
+def gradient_study(
+    reps: int, seed: int, where: Path, rounds: int = 8, systems: int = 14, per: int = 30
+) -> dict:
+    config = SimulationConfig(
+        systems=systems, teams=systems, queries=50, precision_range=(0.35, 0.80),
+        recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
+    )  # fmt: skip
+    world, task = world_task(config, seed, where)
+    truth = world.truth_metrics().set_index("system")["precision"]
+    wrong, decided, used, equal_used, ratio = [], [], [], [], []
+    for rep in range(reps):
+        loop = Loop(world, task, first=20, seed=2000 * seed + rep)
+        bad = False
+        pairs: set = set()
+        for r in range(rounds + 1):
+            board = loop.look("precision").leaderboard
+            pairs = _decided_pairs(board, "precision")
+            bad |= any(truth[a] < truth[b] for a, b in pairs)
+            if r == rounds or not loop.step(per * systems, seed=rep, rank_by="precision"):
+                break
+        wrong.append(bad)
+        decided.append(len(pairs))
+        used.append(len(loop.samples))
+        boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
+        any_b = board.set_index("system")
+        w_any = (any_b["precision_hi"] - any_b["precision_lo"]).to_numpy()
+        w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(any_b.index).to_numpy()
+        ratio.append(float(np.median(w_any / w_boot)))
+        # the equal design: rounds of 10 per system until the same pairs are decided
+        equal = Loop(world, task, first=20, seed=2000 * seed + rep)
+        need = np.nan if pairs else 0
+        for _r in range(3 * rounds if pairs else 0):
+            got = _decided_pairs(equal.look("precision").leaderboard, "precision")
+            if pairs <= got:
+                need = len(equal.samples)
+                break
+            equal.equal_step(per, seed=rep)
+        equal_used.append(need)
+    return {
+        "wrong": np.array(wrong, float), "decided": decided, "used": used,
+        "equal_used": equal_used, "ratio": ratio,
+    }  # fmt: skip
+
+
+def _share(x) -> tuple[float, float]:
+    x = np.asarray(x, float)
+    return float(x.mean()), float(np.sqrt(x.mean() * (1 - x.mean()) / max(x.size, 1)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", nargs="*", default=["null12", "null40", "gradient"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        for name in args.only:
+            start = time.process_time()
+            if name.startswith("null"):
+                m = int(name[4:])
+                reps = args.reps or (30 if m <= 12 else 10)
+                out = null_study(m, reps, args.seed, where)
+                share, se = _share(out["split"])
+                print(f"{name}: {reps} reps, looks {min(out['looks'])}-{max(out['looks'])}")
+                verdict = "PASS" if share <= 0.05 + 2 * se + 1e-12 else "FAIL"
+                print(
+                    f"  any look > 1 tier: {share:.3f} (SE {se:.3f}; target <= 0.05 + 2 SE) {verdict}"
+                )
+                for metric, cov in out["covered"].items():
+                    c, s = _share(cov)
+                    verdict = "PASS" if c >= 0.95 - 2 * s else "FAIL"
+                    print(
+                        f"  covered at every look, {metric}: {c:.3f} (SE {s:.3f}, {len(cov)} pairs) {verdict}"
+                    )
+            else:
+                reps = args.reps or 12
+                out = gradient_study(reps, args.seed, where)
+                share, se = _share(out["wrong"])
+                print(f"gradient: {reps} reps")
+                print(
+                    f"  a wrongly ordered decided pair at some look: {share:.3f} (SE {se:.3f}; target <= 0.05)"
+                )
+                used, eq = np.array(out["used"], float), np.array(out["equal_used"], float)
+                print(
+                    f"  pairs decided: mean {np.mean(out['decided']):.1f}; labels used: mean {used.mean():.0f}"
+                )
+                ok = np.isfinite(eq) & (eq > 0)
+                frac = used[ok] / eq[ok] if ok.any() else np.array([np.nan, np.nan])
+                print(
+                    f"  equal design, same pairs: labels mean {np.nanmean(eq):.0f} "
+                    f"(reached in {ok.sum()}/{eq.size}); until-decided / equal = {np.mean(frac):.2f} "
+                    f"(SE {np.std(frac, ddof=1) / np.sqrt(max(frac.size, 1)):.2f})"
+                )
+                r = np.array(out["ratio"])
+                print(f"  final-look width anytime / bootstrap (precision, median over systems): "
+                      f"{r.mean():.2f} (SE {r.std(ddof=1) / np.sqrt(r.size):.2f})")  # fmt: skip
+            print(f"  CPU {time.process_time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,555 @@
+"""Anytime-valid intervals (``--intervals anytime``): confidence sequences on per-draw terms.
+
+Every interval holds simultaneously at every *look* — every ``score`` of the task as its samples
+grow, whatever rule chose the next labels (``receval sample --until-decided`` included) — because
+each is a betting confidence sequence (:mod:`receval.estimators.betting`) over one fixed stream
+of observations that every look extends.
+
+**The stream.**  Rounds in the order their ``sample`` name first appears in samples.tsv.  A round
+consists of *sources* whose counts are fixed before it is drawn (they may depend on every earlier
+label): each system's sampler (n_j i.i.d. draws from p_j) and, for rounds drawn by
+``--until-decided``, a *floor* source (rows with a ``mixture_prob``): i.i.d. draws from
+q₀ = (1/m) Σ_j p_j (a system chosen uniformly, then a fact from its p_j), ``mixture_prob`` =
+q₀(x).  Two kinds of rounds:
+
+* *shuffled* (``--until-decided`` writes its round in a uniformly random order; a round with
+  floor rows is one): read in file order, the k-th draw, given every draw before it (facts and
+  sources), comes from the mixture of the sources still to come,
+  q_k(x) = Σ_s (r_s/r) p_s(x), r_s the draws of source s not yet seen in the round.  Every term
+  below is one draw.
+* *legacy* (any other round, e.g. ``sample --per-system``, whose rows are grouped by system): a
+  fixed order carries no randomness, so each draw comes from its own source, q_k = p_{s_k}
+  (precision: its own system's term only); the pool terms go by *batches*, the l-th draw of every
+  source, weighted by 1/σ_l with σ_l = Σ_{s ∈ batch} p_s (E Σ_batch h/σ_l = Σ_x h(x)).  Valid,
+  but a batch's range is far above its spread, so legacy rounds add little to pooled recall.
+  (A fixed, name-seeded interleaving of a legacy round is *not* a random one: it biased the
+  terms by up to 10 Monte Carlo SE in bench worlds.)
+
+With t_i(x) the target (1/|X_i| on X_i) and f the label:
+
+* precision π_i: Z_k = t_i f/q_k has conditional mean π_i whenever q_k covers X_i (its own
+  sampler or the floor still has draws; otherwise the draw is skipped for system i, a
+  predictable decision).  Range [0, 1/Σ_s (r_s/r) κ_is] with κ_is = min_{X_i} p_s/t_i.
+* pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
+  conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
+  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
+* pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
+  inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`).
+* recall θ·ν_i and F1 (increasing in precision and recall): from the sequences of the factors at
+  split levels (union bound): recall θ and ν at α/2 each, F1 π, ν and θ at α/3 each.
+* comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
+  and pooled recall: ν, whose order is recall's), so all of them hold at once with probability
+  ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
+  family-wise error over all pairs *and* all looks is ≤ α.
+
+The bets are tuned for the steps of the rounds started so far (a number fixed before each
+round), so the sequences are tightest at the end of the latest round.  For a task whose rounds
+are all legacy, start the loop with ``sample --until-decided``: its rounds are shuffled.  Points are the
+estimator's (joint by default); the intervals do not use the bootstrap.
+
+References: Waudby-Smith & Ramdas, JRSSB 2024 (betting CS); Waudby-Smith, Wu, Ramdas, Kallus &
+Luedtke 2022 (anytime-valid off-policy inference: predictable importance weights); Chaganty et
+al. 2017 (the importance-weighted terms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from receval.estimators.betting import BettingStreams, confidence_bounds
+from receval.estimators.intervals import Estimates, IntervalMethod
+from receval.leaderboard import Comparisons
+
+if TYPE_CHECKING:
+    from receval.estimators.base import ScoringContext
+    from receval.estimators.sample_data import SampleData
+    from receval.task import Task
+
+#: samples.tsv column of floor draws: q₀(x), the floor mixture's probability of the drawn fact
+MIXTURE_COLUMN = "mixture_prob"
+
+UNIT_ASSUMPTION = (
+    "pool coverage: the exhaustive units are taken in file order as exchangeable draws, and no "
+    "unit is assumed to weigh more than the largest recorded one"
+)
+
+#: bisection steps of each end (resolution 2⁻²⁴ of the search range; ends are conservative)
+ITERATIONS = 24
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The stream (module docstring), in stream order.
+
+    Per draw (K,): ``fact`` (index into the drawn facts), ``label``, ``q`` (the probability the
+    draw had at that step: the mixture still to come in a shuffled round, its own source's p_s
+    in a legacy one), ``own`` (K, m) the coverage Σ_s (share of s) κ_is (0: X_i not covered),
+    ``horizon`` (K, m) each system's steps in the rounds started so far.
+
+    Pool terms (pooled recall, pool total) go by *pool steps*: a draw of a shuffled round is one
+    step, a batch of a legacy round (the l-th draw of every source) another.  Per draw:
+    ``pool_step``, ``pool_sigma`` (the step's denominator at the draw); per pool step (P,):
+    ``pool_cover`` (a lower bound of min over the pool of the denominator; 0: not covered),
+    ``pool_size`` (draws in the step), ``pool_horizon``."""
+
+    fact: np.ndarray
+    label: np.ndarray
+    q: np.ndarray
+    own: np.ndarray
+    horizon: np.ndarray
+    pool_step: np.ndarray
+    pool_sigma: np.ndarray
+    pool_cover: np.ndarray
+    pool_size: np.ndarray
+    pool_horizon: np.ndarray
+    shuffled_rounds: int = 0
+    legacy_rounds: int = 0
+
+    @property
+    def P(self) -> int:
+        return int(self.pool_size.size)
+
+
+@dataclass(frozen=True)
+class _Design:
+    """One design's p_j at the drawn facts (D, m), κ_i (m,) and min_x Σ_j p_j(x) over the pool."""
+
+    at_drawn: np.ndarray
+    kappa: np.ndarray
+    pool_min: float
+
+
+def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> _Design:
+    from receval.estimators.sample_data import query_targets
+    from receval.formats.coded import codes_in
+
+    outputs = view.outputs
+    s_all = np.asarray(probabilities(design), float)
+    t_all = query_targets(view, data.target_kind).to_numpy()
+    sys_codes = codes_in(outputs["system"], pd.Index(data.systems)).astype(np.int64)
+    facts = outputs["fact"].to_numpy(np.int64)
+    m = data.m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(t_all > 0, s_all / t_all, np.inf)
+    kappa = np.full(m, np.inf)
+    np.minimum.at(kappa, sys_codes, ratio)
+    kappa = np.where(np.isfinite(kappa), kappa, 0.0)
+    per_fact = np.bincount(facts, weights=s_all)
+    present = np.bincount(facts) > 0
+    pool_min = float(per_fact[present].min()) if present.any() else 0.0
+    near = np.flatnonzero(np.isin(facts, data.facts))
+    at_drawn = np.zeros((data.facts.size, m))
+    at_drawn[np.searchsorted(data.facts, facts[near]), sys_codes[near]] = s_all[near]
+    return _Design(at_drawn, kappa, pool_min)
+
+
+def build_stream(task: Task, data: SampleData) -> Stream:
+    """Order the judged draws of ``data`` into the stream and compute each step's probability,
+    coverage and ranges (module docstring).  Checks the recorded floor probabilities: a
+    ``mixture_prob`` that the recorded design cannot have produced is a BundleError naming the
+    samples.tsv line."""
+    from receval.estimators.sample_data import design_probabilities
+
+    view, probabilities, _ = design_probabilities(task, True)
+    designs = {d: _design_arrays(view, probabilities, data, d) for d in set(data.sampler_design)}
+    m, K = data.m, data.K
+    alive = data.sizes > 0
+    ctx = _RoundContext(
+        data=data, designs=designs, alive=alive, m_alive=max(int(alive.sum()), 1),
+        pool_min=min((d.pool_min for d in designs.values()), default=0.0),
+    )  # fmt: skip
+    samples = view.samples
+    floor_all = _floor_probabilities(samples)
+    floor = floor_all[data.draw_row] if K else np.zeros(0, bool)
+    _check_floor(task, samples, data, designs, floor_all, ctx.m_alive)
+    rounds = data.sampler_round[data.draw_sampler] if K else np.zeros(0, np.int64)
+    source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
+    parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
+                              ("fact", "label", "shuffled_rounds", "legacy_rounds")}  # fmt: skip
+    parts["draw"] = []
+    drawn, steps, shuffled = np.zeros(m), 0, 0
+    for r in np.unique(rounds):
+        idx = np.flatnonzero(rounds == r)  # file order
+        piece = (_shuffled_round if floor[idx].any() else _legacy_round)(ctx, idx, source[idx])
+        shuffled += bool(floor[idx].any())
+        # the steps each system's precision stream gets from the rounds started so far (a
+        # legacy round: its own draws; a shuffled one: all of them), known before the round
+        drawn = drawn + piece.pop("active_steps")
+        piece["pool_step"] = piece["pool_step"] + steps
+        steps += piece["pool_size"].size
+        piece["horizon"] = np.broadcast_to(drawn, (idx.size, m))
+        piece["pool_horizon"] = np.full(piece["pool_size"].size, float(steps))
+        piece["draw"] = idx
+        for key, value in piece.items():
+            parts[key].append(value)
+    if not parts["draw"]:
+        e = np.zeros(0)
+        return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
+                      e.astype(np.int64), e, e, e, e)  # fmt: skip
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    draw = cat.pop("draw")
+    n_rounds = int(np.unique(rounds).size)
+    return Stream(
+        fact=data.draw_fact[draw], label=data.label[data.draw_fact[draw]], **cat,
+        shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _RoundContext:
+    data: SampleData
+    designs: dict
+    alive: np.ndarray
+    m_alive: int
+    pool_min: float
+
+
+def _source_probabilities(ctx: _RoundContext, idx, src):
+    """p_s at every draw of the round for every source s (n, m + 1) and κ_is (m, m + 1)."""
+    data, m = ctx.data, ctx.data.m
+    fact = data.draw_fact[idx]
+    p_ext = np.zeros((idx.size, m + 1))
+    kappa_ext = np.zeros((m, m + 1))
+    for s_id, name in _source_designs(data, idx, src, None, m).items():
+        d = ctx.designs[name]
+        if s_id < m:
+            p_ext[:, s_id] = d.at_drawn[fact, s_id]
+            kappa_ext[s_id, s_id] = d.kappa[s_id]
+        else:
+            p_ext[:, m] = d.at_drawn[fact].sum(axis=1) / ctx.m_alive
+            kappa_ext[:, m] = d.kappa / ctx.m_alive
+    return p_ext, kappa_ext
+
+
+def _shuffled_round(ctx: _RoundContext, idx, src) -> dict:
+    """A round written in a uniformly random order: the k-th draw comes from the mixture of
+    the sources still to come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term."""
+    m, n = ctx.data.m, idx.size
+    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    onehot = np.zeros((n, m + 1))
+    onehot[np.arange(n), src] = 1.0
+    remaining = onehot.sum(axis=0)[None, :] - (np.cumsum(onehot, axis=0) - onehot)
+    frac = remaining / (n - np.arange(n))[:, None]
+    q = (frac * p_ext).sum(axis=1)
+    share = frac[:, :m][:, ctx.alive] + frac[:, m][:, None] / ctx.m_alive
+    cover = share.min(axis=1) * ctx.pool_min if ctx.alive.any() else np.zeros(n)
+    return {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
+            "pool_step": np.arange(n), "pool_sigma": q,
+            "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+
+
+def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
+    """A round whose rows are grouped (not in a random order): each draw's distribution is its
+    own source's p_s (precision: its own system's term only); pool terms go by batches, the
+    l-th draw of every source, with σ_l = Σ_{s ∈ batch} p_s."""
+    m, n = ctx.data.m, idx.size
+    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    q = p_ext[np.arange(n), src]
+    own = np.zeros((n, m))
+    own[np.arange(n), np.minimum(src, m - 1)] = np.where(
+        src < m, kappa_ext[np.minimum(src, m - 1), src], 0
+    )
+    counts = np.bincount(src, minlength=m + 1)
+    order = np.argsort(src, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - starts[src[order]]
+    L = int(counts.max())
+    member = counts[None, :] > np.arange(L)[:, None]  # (L, m + 1): source s in batch l
+    sigma = (p_ext * member[rank]).sum(axis=1)
+    everyone = member[:, :m][:, ctx.alive].all(axis=1) if ctx.alive.any() else np.zeros(L, bool)
+    cover = ctx.pool_min * (everyone + member[:, m] / ctx.m_alive)
+    return {"q": q, "own": own, "active_steps": counts[:m].astype(float),
+            "pool_step": rank, "pool_sigma": sigma, "pool_cover": cover,
+            "pool_size": member.sum(axis=1).astype(float)}  # fmt: skip
+
+
+def _source_designs(data: SampleData, idx, src, is_floor, m: int) -> dict[int, str]:
+    """The design of each source of a round (a system's sampler; the floor's draws' design)."""
+    sources, first = np.unique(src, return_index=True)
+    return {
+        int(s_id): data.sampler_design[int(data.draw_sampler[idx[k]])]
+        for s_id, k in zip(sources, first, strict=True)
+    }
+
+
+def _floor_probabilities(samples: pd.DataFrame) -> np.ndarray:
+    """Which samples.tsv rows are floor draws (a ``mixture_prob`` recorded)."""
+    if MIXTURE_COLUMN not in samples.columns:
+        return np.zeros(len(samples), bool)
+    column = samples[MIXTURE_COLUMN]
+    text = column.astype("string").fillna("").str.strip().str.lower()
+    given = (text != "") & (text != "nan") & (text != "<na>")
+    return (pd.to_numeric(column, errors="coerce").notna() | given).to_numpy(bool)
+
+
+def _check_floor(task, samples, data: SampleData, designs, floor_all, m_alive: int) -> None:
+    """Every recorded ``mixture_prob`` must be q₀(x) = (1/m) Σ_j p_j(x) under the row's design."""
+    if not floor_all.any():
+        return
+    from receval.errors import BundleError
+    from receval.formats.tables import LINE
+
+    path = task.files.get("samples", task.root / "samples.tsv")
+    recorded = pd.to_numeric(samples[MIXTURE_COLUMN], errors="coerce").to_numpy(float)
+    rows = np.flatnonzero(floor_all)
+    k_of_row = np.full(len(samples), -1)
+    k_of_row[data.draw_row] = np.arange(data.K)
+    for row in rows:
+        k = k_of_row[row]
+        got = recorded[row]
+        line = int(samples[LINE].iloc[row]) if LINE in samples.columns else None
+        if not np.isfinite(got) or got <= 0:
+            raise BundleError(path, line, f"{MIXTURE_COLUMN} {samples[MIXTURE_COLUMN].iloc[row]!r} "
+                              "is not a positive probability")  # fmt: skip
+        if k < 0:
+            continue  # not judged yet: checked once labelled
+        design = designs[data.sampler_design[int(data.draw_sampler[k])]]
+        want = design.at_drawn[data.draw_fact[k]].sum() / m_alive
+        if not np.isclose(got, want, rtol=1e-4, atol=0):
+            raise BundleError(
+                path,
+                line,
+                f"{MIXTURE_COLUMN} {got:.6g} disagrees with the floor mixture of sample "
+                f"{samples['sample'].iloc[row]!r} (the mean of every system's "
+                f"{data.sampler_design[int(data.draw_sampler[k])]} probability: {want:.6g}); "
+                "these draws cannot come from the recorded design",
+            )
+
+
+@dataclass(frozen=True)
+class AnytimeBounds:
+    """Confidence-sequence ends per quantity and level: ``ends[name][level] = (lower, upper)``."""
+
+    ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]]
+    rounds: tuple[int, int] = (0, 0)  # (shuffled, legacy)
+
+
+def _levels(alpha: float, m: int) -> list[float]:
+    return sorted({alpha, alpha / 2, alpha / 3, alpha / m, alpha / (3 * m)})
+
+
+def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBounds:
+    """Every confidence sequence the leaderboard needs (module docstring), at the levels α,
+    α/2, α/3, α/m and α/(3m)."""
+    alpha = 1.0 - confidence
+    m = data.m
+    levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    st = build_stream(task, data)
+    K, P = st.fact.size, st.P
+    ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = data.target[st.fact] * np.where(st.q > 0, st.label / st.q, 0.0)[:, None]  # (K, m)
+        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
+        weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
+        pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
+    precision = BettingStreams.of_means(z.T, high.T, (st.own > 0).T)
+    horizon = st.horizon.T if K else None
+    ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
+    member = np.zeros((m, P))
+    for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
+        member[i] = np.bincount(st.pool_step, weights=data.member[st.fact, i] * weight, minlength=P)
+    total = np.bincount(st.pool_step, weights=weight, minlength=P)[None, :]
+    pool_active = np.broadcast_to(st.pool_cover > 0, (m, P))
+    pool_horizon = st.pool_horizon[None, :] if P else None
+    pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
+    # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
+    ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
+                                    pool_facts / 2)  # fmt: skip
+    correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
+    ends["pool_correct"] = _bounds(correct, [alpha], (0.0, pool_facts), alpha, pool_horizon,
+                                   pool_facts / 2)  # fmt: skip
+    ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
+    return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
+    if streams.shape[1] == 0:
+        lo = np.full((len(levels), streams.shape[0]), np.nan)
+        return {a: (lo[i], lo[i]) for i, a in enumerate(levels)}
+    lower, upper = confidence_bounds(
+        streams, levels, search, alpha_bets=alpha, prior_mean=prior, horizon=horizon,
+        prior_scale=prior if scale is None else scale, iterations=ITERATIONS,
+    )  # fmt: skip
+    none = ~streams.active.any(axis=1)
+    lower = np.where(none[None, :], np.nan, lower)
+    upper = np.where(none[None, :], np.nan, upper)
+    return {a: (lower[i], upper[i]) for i, a in enumerate(levels)}
+
+
+def _unit_bounds(data: SampleData, levels, alpha):
+    """θ's sequence over the exhaustive units in file order (w a − θ w b, range max w b)."""
+    if data.U == 0 or not (data.unit_found > 0).any():
+        nan = np.full(1, np.nan)
+        return {a: (nan, nan) for a in levels}
+    u = data.unit_weight * data.unit_pooled
+    v = data.unit_weight * data.unit_found
+    high = np.full(v.size, float(v.max()))
+    streams = BettingStreams.of_ratios(
+        u[None, :], v[None, :], high[None, :], np.ones((1, v.size), bool)
+    )
+    horizon = np.full((1, v.size), float(v.size))
+    return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, float(v.mean()))
+
+
+def f1_of(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """2pr/(p + r) (0 where both are 0): increasing in p and in r."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
+
+
+def metric_bounds(b: AnytimeBounds, metric: str, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two ends of ``metric``'s sequence at overall level α (its factors' levels split)."""
+    e = b.ends
+    if metric in ("precision", "pooled_recall", "pool_coverage", "pool_correct"):
+        return e[metric][alpha]
+    if metric == "recall":
+        t_lo, t_hi = e["pool_coverage"][alpha / 2]
+        n_lo, n_hi = e["pooled_recall"][alpha / 2]
+        return t_lo * n_lo, t_hi * n_hi
+    if metric == "f1":
+        t_lo, t_hi = e["pool_coverage"][alpha / 3]
+        n_lo, n_hi = e["pooled_recall"][alpha / 3]
+        p_lo, p_hi = e["precision"][alpha / 3]
+        return f1_of(p_lo, t_lo * n_lo), f1_of(p_hi, t_hi * n_hi)
+    raise ValueError(f"no anytime interval for {metric!r}")
+
+
+def simultaneous_bounds(
+    b: AnytimeBounds, metric: str, alpha: float, m: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ends of ``metric`` for every system that hold all at once (levels split over systems);
+    for recall and pooled recall ν's (recall = θ·ν orders the systems as ν does)."""
+    e = b.ends
+    if metric in ("pooled_recall", "recall"):
+        return e["pooled_recall"][alpha / m]
+    if metric == "precision":
+        return e["precision"][alpha / m]
+    if metric == "f1":
+        t_lo, t_hi = e["pool_coverage"][alpha / 3]
+        n_lo, n_hi = e["pooled_recall"][alpha / (3 * m)]
+        p_lo, p_hi = e["precision"][alpha / (3 * m)]
+        return f1_of(p_lo, t_lo * n_lo), f1_of(p_hi, t_hi * n_hi)
+    raise ValueError(f"no anytime comparisons for {metric!r}")
+
+
+def draw_stream_floor(ctx: ScoringContext) -> int:
+    """How many judged draws are floor draws (``mixture_prob`` recorded)."""
+    samples = ctx.task.samples if ctx.task is not None else None
+    if samples is None or not len(samples) or not ctx.data.K:
+        return 0
+    return int(_floor_probabilities(samples)[ctx.data.draw_row].sum())
+
+
+class AnytimeIntervals(IntervalMethod):
+    """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
+
+    name: ClassVar[str] = "anytime"
+    needs_bootstrap: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self._cached: tuple[Any, AnytimeBounds] | None = None
+
+    def check(self, options: Any) -> None:
+        if options.estimator == "official":
+            raise ValueError("intervals='anytime' needs a sample-based estimator (joint or simple)")
+        if options.target_recall is not None or options.rank_by == "precision_at_target":
+            raise ValueError(
+                "precision at a target recall has no anytime interval; drop target_recall"
+            )
+        if options.cluster_queries:
+            raise ValueError("cluster_queries applies to the bootstrap, not to intervals='anytime'")
+
+    def label(self, options: Any, B: int | None) -> str:
+        return (
+            f"anytime betting confidence sequence {options.confidence:.0%} "
+            "(Waudby-Smith & Ramdas 2024), valid at every look"
+        )
+
+    def record(self, ctx: ScoringContext) -> dict:
+        """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
+        data = ctx.data
+        floor = int(draw_stream_floor(ctx))
+        stream_counts = self.bounds(ctx).rounds
+        return {
+            "intervals": {
+                "method": "anytime",
+                "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
+                "one-sided bettors at alpha/2, predictable plug-in bets tuned to the draws of the "
+                "rounds started so far), valid simultaneously at every look",
+                "stream": "rounds in order; shuffled rounds (--until-decided) one draw per step "
+                "weighted by the mixture of the sources still to come; legacy rounds (rows "
+                "grouped by system) each draw by its own source for precision, and batches of "
+                "one draw per source for the pool terms",
+                "shuffled_rounds": stream_counts[0],
+                "legacy_rounds": stream_counts[1],
+                "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
+                "comparisons: each system at alpha/m (m systems with outputs)",
+                "assumptions": [
+                    UNIT_ASSUMPTION,
+                    "each sampler's rows are in samples.tsv in the order they were drawn (receval "
+                    "writes them so; a file sorted by value would break the stream)",
+                    "draws still unlabelled are left out (a round scored before it is fully "
+                    "labelled is not the stream later looks see)",
+                ],
+                "draws": data.K,
+                "floor_draws": floor,
+                "points": f"{ctx.options.estimator} estimator (the sequences do not use it)",
+            },
+            "ranking": {
+                "procedure": "anytime",
+                "why": "comparisons valid over all pairs and all looks, whatever rule chose the "
+                "labels (sample --until-decided included)",
+                "rank_sets": "simultaneous rank sets from the same comparisons: rank_lo = 1 + "
+                "#systems whose sequence lies above, rank_hi = S - #systems below",
+            },
+            "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
+                          "level": ctx.options.confidence, "clusters": None},
+        }  # fmt: skip
+
+    def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
+        """The sequences of ``ctx`` (computed once per context)."""
+        if self._cached is None or self._cached[0] is not ctx:
+            self._cached = (ctx, anytime_bounds(ctx.task, ctx.data, ctx.options.confidence))
+        return self._cached[1]
+
+    def estimate(self, ctx, run, metric, bounds=(0.0, 1.0)) -> Estimates:
+        point = run.point[metric] if run is not None else np.full(ctx.data.m, np.nan)
+        lower, upper = metric_bounds(self.bounds(ctx), metric, 1.0 - ctx.options.confidence)
+        lower = np.broadcast_to(lower, point.shape).astype(float)
+        upper = np.broadcast_to(upper, point.shape).astype(float)
+        nan = np.isnan(point)
+        return Estimates(point, np.where(nan, np.nan, lower), np.where(nan, np.nan, upper))
+
+    def interval(self, options, point, replicates, jackknife=None, bounds=(0.0, 1.0)):
+        """No anytime interval for derived quantities (NaN ends)."""
+        nan = np.full(np.shape(point), np.nan)
+        return nan, nan
+
+    def comparisons(self, ctx, point, replicates, metric) -> Comparisons:
+
+        alpha = 1.0 - ctx.options.confidence
+        m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
+        lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
+        ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
+        better = (lower[:, None] > upper[None, :]) & ok[:, None] & ok[None, :]
+        # no p-values: α where the sequences separate the pair (p ≤ α), 1 elsewhere
+        pvalues = np.where(better | better.T, alpha, 1.0)
+        pvalues[~(ok[:, None] & ok[None, :])] = np.nan
+        return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)
+
+
+class AnytimeComparisons(Comparisons):
+    """Comparisons from simultaneous confidence sequences (no replicates: ``B`` = 0)."""
+
+    def describe(self) -> str:
+        return (
+            "anytime: every system's confidence sequence of the ranked metric at alpha/m "
+            "(Bonferroni over systems), i better than j when its lower end exceeds j's upper "
+            f"end; family-wise error <= {self.alpha:g} over all pairs and all looks"
+        )

@@ -1,0 +1,281 @@
+"""Label until decided: the next batch of draws where the leaderboard's comparisons are still open.
+
+``receval sample TASK --until-decided --batch B --seed S`` scores the task with the anytime
+confidence sequences (:mod:`receval.estimators.anytime`), finds the comparisons still open — two
+systems adjacent in the ranking by ``rank_by`` whose simultaneous sequences (level α/m each, the
+ones behind ``tier``/``rank_lo``/``rank_hi``) still overlap — and draws the next B labels:
+
+* a *floor* share φ of the batch (default 1/5) from q₀ = (1/m) Σ_j p_j: a system chosen uniformly,
+  then a fact from its p_j, recorded with ``mixture_prob`` = q₀(x).  It keeps every system and the
+  whole pool covered by the stream's mixture, so every sequence (pooled recall included) keeps
+  learning from every round;
+* the rest as fixed per-system counts, split over the systems of open pairs in proportion to the
+  width of their sequences summed over their open pairs (racing / LUCB: the widest sequences of
+  the undecided pairs get the labels).
+
+The round is written in a uniformly random order (the anytime stream reads it in file order:
+each draw then comes from the mixture of the sources still to come).  Every choice uses only
+labels already seen and the counts of a round are fixed before it is drawn, so that mixture
+stays predictable and the sequences stay valid at every look
+however the loop goes on.  The draws of a source are i.i.d. from its p_j, so ``prob`` keeps
+the joint and simple estimators valid conditional on the counts.
+
+When every open pair is decided, when no draw can help (every system of an open pair is
+judged in full), or when ``budget`` draws are recorded, nothing is drawn and the result says
+``decided`` with what is still open.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from receval.design import SampleRound, draw_precision_samples, facts_to_annotate, next_round_name
+from receval.estimators.anytime import MIXTURE_COLUMN
+
+#: share of each batch drawn from the uniform floor mixture q₀
+FLOOR_SHARE = 0.2
+#: rank keys the loop can decide
+RANK_KEYS = ("f1", "precision", "recall", "pooled_recall")
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The state of the comparisons at this look: systems in rank order with their point and
+    simultaneous sequence ends, and the adjacent pairs still open (indices into ``systems``)."""
+
+    systems: list[str]
+    point: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    open_pairs: list[tuple[int, int]]
+    pairs: int
+    census: np.ndarray
+    draws: int
+
+    def describe_open(self, limit: int = 6) -> str:
+        names = [f"{self.systems[i]}–{self.systems[j]}" for i, j in self.open_pairs[:limit]]
+        more = len(self.open_pairs) - limit
+        return ", ".join(names) + (f" (+{more} more)" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class UntilDecidedRound(SampleRound):
+    """A sample round drawn by ``--until-decided`` (possibly empty) and why it stopped."""
+
+    decided: bool = False
+    message: str = ""
+    decisions: Decisions | None = field(default=None, repr=False)
+
+
+def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
+    """Score ``task`` with the anytime sequences and list the adjacent pairs (in the ranking by
+    ``rank_by``) that the simultaneous sequences do not separate yet."""
+    from receval.estimators.anytime import AnytimeIntervals, simultaneous_bounds
+    from receval.estimators.base import ScoringContext
+    from receval.estimators.registry import get_estimator
+    from receval.estimators.sample_data import build_sample_data
+    from receval.options import ScoreOptions
+    from receval.scoring import fit
+
+    data = build_sample_data(task)
+    m = data.m
+    if data.K == 0:  # nothing labelled yet: every pair is open
+        nan = np.full(m, np.nan)
+        pairs = [(i, i + 1) for i in range(m - 1)]
+        return Decisions(list(data.systems), nan, nan, nan, pairs, len(pairs), data.census, 0)
+    options = ScoreOptions(intervals="anytime", rank_by=rank_by, confidence=confidence)
+    ctx = ScoringContext(task, data, options)
+    fitted = fit(ctx, get_estimator("joint"))
+    # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
+    key = "pooled_recall" if rank_by == "recall" else rank_by
+    point = np.asarray(fitted.run.point[key], float)
+    alive = max(int((data.sizes > 0).sum()), 1)
+    lower, upper = simultaneous_bounds(
+        AnytimeIntervals().bounds(ctx), rank_by, 1.0 - confidence, alive
+    )
+    if rank_by == "precision":  # a census is exact
+        lower = np.where(data.census, data.census_precision, lower)
+        upper = np.where(data.census, data.census_precision, upper)
+    ok = np.flatnonzero(np.isfinite(point))
+    order = ok[np.argsort(-point[ok], kind="stable")]
+    open_pairs = [
+        (int(a), int(b))
+        for a, b in itertools.pairwise(order)
+        if not (lower[a] > upper[b] or lower[b] > upper[a])
+    ]
+    return Decisions(
+        list(data.systems), point, lower, upper, open_pairs, max(order.size - 1, 0),
+        data.census, data.K,
+    )  # fmt: skip
+
+
+def check_until_decided(batch: int, confidence: float, budget: int | None) -> None:
+    """``ValueError`` for a batch below 1, a confidence outside (0, 1) or a negative budget."""
+    if not isinstance(batch, int | np.integer) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"batch={batch!r} must be an integer >= 1")
+    if not isinstance(confidence, int | float) or not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence!r} must be in (0, 1)")
+    if budget is not None and (not isinstance(budget, int | np.integer) or budget < 0):
+        raise ValueError(f"budget={budget!r} must be an integer >= 0")
+
+
+def allocate(weights: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts summing to ``total`` in proportion to ``weights`` (largest remainders)."""
+    weights = np.where(np.isfinite(weights) & (weights > 0), weights, 0.0)
+    if total <= 0 or weights.sum() <= 0:
+        return np.zeros(weights.size, np.int64)
+    exact = total * weights / weights.sum()
+    counts = np.floor(exact).astype(np.int64)
+    rest = total - int(counts.sum())
+    counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
+    return counts
+
+
+def _stop(decided: Decisions, name: str, message: str) -> UntilDecidedRound:
+    empty = pd.DataFrame(columns=["sample", "system", "query_id", "answer", "prob", "draw"])
+    return UntilDecidedRound(
+        name=name, samples=empty, units=pd.DataFrame(columns=["unit", "prob"]),
+        to_annotate=pd.DataFrame(), sizes={}, decided=True, message=message, decisions=decided,
+    )  # fmt: skip
+
+
+def until_decided_round(
+    task,
+    batch: int,
+    *,
+    seed: int,
+    rank_by: str = "f1",
+    confidence: float = 0.95,
+    budget: int | None = None,
+    distribution: str = "uniform",
+    floor: float = FLOOR_SHARE,
+) -> UntilDecidedRound:
+    """The next batch of ``--until-decided`` (module docstring), not written.
+
+    Raises ``ValueError`` for invalid options and while earlier draws still wait for a label (the
+    choice must see them; label to_annotate.tsv first).
+    """
+    from receval.options import check_choice
+
+    check_until_decided(batch, confidence, budget)
+    check_choice("rank_by", rank_by, RANK_KEYS)
+    if len(task.samples):
+        pending = ~task.samples["fact"].isin(task.labels.index)
+        if pending.any():
+            raise ValueError(
+                f"{int(pending.sum())} earlier draws have no label yet: label them "
+                "(to_annotate.tsv) before drawing the next batch"
+            )
+    name, k = next_round_name(task.samples)
+    state = decisions(task, rank_by, confidence)
+    level = f"{confidence:.0%} (anytime, all pairs and looks)"
+    ranked = int(np.isfinite(state.point).sum())
+    if state.draws and ranked < min(2, len(state.systems)):
+        return _stop(state, name, f"decided: no draw can help: {rank_by} cannot be estimated "
+                     "for two systems (recall and f1 need exhaustive units)")  # fmt: skip
+    if not state.open_pairs:
+        return _stop(state, name, f"decided: all {state.pairs} adjacent pairs by {rank_by} are "
+                     f"separated at {level}; nothing drawn")  # fmt: skip
+    recorded = len(task.samples)
+    if budget is not None and recorded >= budget:
+        return _stop(state, name, f"decided: budget of {budget} draws spent; still open "
+                     f"({len(state.open_pairs)}): {state.describe_open()}")  # fmt: skip
+    width = np.nan_to_num(state.upper - state.lower, nan=1.0)
+    weight = np.zeros(len(state.systems))
+    for i, j in state.open_pairs:
+        weight[i] += width[i]
+        weight[j] += width[j]
+    weight = np.where(state.census, 0.0, weight)  # a census learns nothing from a draw
+    if not weight.any():
+        return _stop(state, name, "decided: no draw can help (every system of an open pair is "
+                     f"judged in full); still open: {state.describe_open()}")  # fmt: skip
+    n = batch if budget is None else min(batch, budget - recorded)
+    rng = np.random.default_rng([seed, k])
+    samples = _draw(task, state, weight, n, floor, rng, name, distribution)
+    todo = _to_annotate(task, samples)
+    sizes = samples.groupby("system", observed=True).size().to_dict()
+    message = (
+        f"sample {name}: {len(samples)} draws ({int(samples[MIXTURE_COLUMN].notna().sum())} "
+        f"floor) toward {len(state.open_pairs)} open pairs by {rank_by}: {state.describe_open()}"
+    )
+    return UntilDecidedRound(
+        name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
+        to_annotate=todo, sizes=sizes, decided=False, message=message, decisions=state,
+    )  # fmt: skip
+
+
+def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFrame:
+    """Focus draws (fixed counts in proportion to ``weight``) and floor draws (mixture q₀)."""
+    systems = state.systems
+    sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
+    alive = np.flatnonzero(sizes.to_numpy() > 0)
+    n_floor = max(1, round(floor * n))  # at least one: floor rows mark a shuffled round
+    focus = allocate(weight, n - n_floor)
+    picks = rng.choice(alive, size=n_floor, replace=True)
+    floor_counts = np.bincount(picks, minlength=len(systems))
+    parts, output_rows = [], []
+    for counts, is_floor in ((focus, False), (floor_counts, True)):
+        if counts.sum() == 0:
+            continue
+        per = {systems[i]: int(c) for i, c in enumerate(counts) if c > 0}
+        rows = draw_precision_samples(
+            task.outputs, task.queries, per, rng, distribution=distribution, sample=name
+        )
+        drawn = rows.attrs.get("rows", np.empty(0, np.int64))
+        rows = rows.assign(**{MIXTURE_COLUMN: np.nan})
+        if is_floor:
+            rows[MIXTURE_COLUMN] = floor_probabilities(task, distribution, drawn)
+            rows["draw"] = rows["draw"] + focus_counts_of(rows["system"], focus, systems)
+        rows.attrs = {}
+        parts.append(rows)
+        output_rows.append(drawn)
+    # the round in a uniformly random order (the stream reads it in file order: given the
+    # draws before it, each draw comes from the mixture of the sources still to come)
+    out = pd.concat(parts, ignore_index=True)
+    shuffle = rng.permutation(len(out))
+    out = out.iloc[shuffle].reset_index(drop=True)
+    out.attrs["rows"] = np.concatenate(output_rows)[shuffle]
+    return out
+
+
+def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) -> np.ndarray:
+    """The focus draws of each row's system (floor draws are numbered after them)."""
+    index = pd.Series(focus, index=systems)
+    return index.reindex(system.to_numpy()).to_numpy(np.int64)
+
+
+def floor_probabilities(task, distribution: str, rows: np.ndarray) -> np.ndarray:
+    """q₀(x) = (1/m) Σ_j p_j(x) of the facts at output ``rows``, m the systems with outputs, in
+    the view that counts each equivalence class once (as the estimators and the check do)."""
+    from receval.estimators.classes import canonical_facts
+    from receval.estimators.sample_data import design_probabilities
+
+    view, probabilities, _ = design_probabilities(task, True)
+    s = np.asarray(probabilities(distribution), float)
+    facts = view.outputs["fact"].to_numpy(np.int64)
+    per_fact = np.bincount(facts, weights=s, minlength=len(task.facts))
+    alive = int(view.outputs["system"].nunique())
+    raw = task.outputs["fact"].to_numpy(np.int64)[rows]
+    canon = canonical_facts(task)
+    fact = raw if canon is None else canon[raw]
+    return per_fact[fact] / max(alive, 1)
+
+
+def _to_annotate(task, samples: pd.DataFrame) -> pd.DataFrame:
+    """Every drawn fact still unlabelled (this batch and earlier ones), once."""
+    rows = samples.attrs.get("rows", np.empty(0, np.int64))
+    facts = task.outputs["fact"].to_numpy(np.int64)[rows]
+    earlier = (
+        task.samples["fact"].to_numpy(np.int64) if len(task.samples) else np.empty(0, np.int64)
+    )
+    todo = facts_to_annotate(task.outputs, np.concatenate([earlier, facts]), task.labels.index)
+    todo.insert(0, "kind", "fact")
+    todo["unit"] = ""
+    todo["prob"] = np.nan
+    todo["label"] = ""
+    todo["annotator"] = ""
+    return todo

@@ -1,0 +1,138 @@
+"""``receval sample --until-decided``: the loop labels, re-scores and stops with "decided"; its
+draws are recorded with their design and checked on load; bad options exit 2 with one line."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from receval.cli import cli
+from receval.formats.bundle import append_rows
+from receval.formats.tables import read_table
+from receval.simulation import SimulationConfig, simulate_task
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def spread_task(tmp_path_factory):
+    """Four systems far apart in precision, a first round of 25 draws each."""
+    config = SimulationConfig(
+        systems=4, teams=4, queries=30, per_system=25, exhaustive_facts=40,
+        precision_range=(0.1, 0.9), uppercase_teams=0.0,
+    )  # fmt: skip
+    return simulate_task(tmp_path_factory.mktemp("until") / "task", config, seed=3)
+
+
+def _label_from_truth(root) -> int:
+    """Add the truth's label of every fact in to_annotate.tsv to judgments.tsv."""
+    truth = read_table(root / "truth.tsv")
+    value = dict(
+        zip(zip(truth["query_id"], truth["answer"], strict=False), truth["label"], strict=True)
+    )
+    todo = read_table(root / "to_annotate.tsv")
+    todo = todo[todo["kind"] == "fact"]
+    labels = [value[(q, a)] for q, a in zip(todo["query_id"], todo["answer"], strict=True)]
+    frame = pd.DataFrame(
+        {"query_id": todo["query_id"], "answer": todo["answer"], "label": labels}
+    ).assign(annotator="truth")
+    append_rows(root, "judgments", frame)
+    return len(frame)
+
+
+def test_the_loop_labels_rescores_and_stops_decided(spread_task, tmp_path):
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    first = len(read_table(root / "samples.tsv"))
+    said = ""
+    for step in range(12):
+        out = invoke("sample", root, "--until-decided", "--batch", 60, "--seed", 5,
+                     "--rank-by", "precision", "--budget", first + 240)  # fmt: skip
+        assert out.exit_code == 0, out.output
+        said = out.output.strip()
+        if "decided" in said:
+            break
+        assert said.startswith("sample round-")
+        _label_from_truth(root)
+        score = invoke("score", root, "--out", tmp_path / f"out{step}", "--intervals", "anytime",
+                       "--rank-by", "precision")  # fmt: skip
+        assert score.exit_code == 0, score.output
+        board = pd.read_csv(tmp_path / f"out{step}" / "leaderboard.csv")
+        assert board["interval"].str.contains("anytime").all()
+        check = pd.read_csv(tmp_path / f"out{step}" / "truth_check.csv")
+        assert check["covered"].mean() >= 0.9
+    assert said.startswith("decided") and len(said.splitlines()) == 1
+    samples = read_table(root / "samples.tsv")
+    assert len(samples) <= first + 240
+    floor = pd.to_numeric(samples["mixture_prob"], errors="coerce")
+    assert floor.notna().any() and (floor.dropna() > 0).all()
+    # nothing new is drawn once decided
+    again = invoke("sample", root, "--until-decided", "--batch", 60, "--seed", 6,
+                   "--rank-by", "precision", "--budget", first + 240)  # fmt: skip
+    assert again.exit_code == 0 and "decided" in again.output
+    assert len(read_table(root / "samples.tsv")) == len(samples)
+
+
+def test_a_mixture_prob_the_design_cannot_give_is_an_error_naming_the_line(spread_task, tmp_path):
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    out = invoke("sample", root, "--until-decided", "--batch", 40, "--seed", 1)
+    assert out.exit_code == 0, out.output
+    _label_from_truth(root)
+    samples = read_table(root / "samples.tsv").drop(columns=["_line"])
+    floor = np.flatnonzero(pd.to_numeric(samples["mixture_prob"], errors="coerce").notna())
+    samples.loc[floor[0], "mixture_prob"] = "0.5"
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
+    bad = invoke("score", root, "--out", tmp_path / "o", "--intervals", "anytime")
+    assert bad.exit_code == 2
+    lines = bad.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert f"samples.tsv:{floor[0] + 2}" in lines[0] and "mixture_prob" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--batch", "0"), ("--batch", "5", "--confidence", "1.5"), ("--batch", "-3")],
+)
+def test_bad_options_exit_2_with_one_error_line(spread_task, args):
+    out = invoke("sample", spread_task, "--until-decided", "--seed", 1, *args)
+    assert out.exit_code == 2
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+
+
+def test_api_checks_batch_and_confidence(spread_task):
+    import receval
+
+    with pytest.raises(ValueError, match="batch"):
+        receval.sample(spread_task, until_decided=True, batch=0, seed=1)
+    with pytest.raises(ValueError, match="confidence"):
+        receval.sample(spread_task, until_decided=True, batch=5, seed=1, confidence=1.0)
+
+
+@pytest.mark.slow
+def test_null_world_over_eight_looks_keeps_tiers_and_coverage(tmp_path):
+    """bench/anytime.py's null study on a short run: 12 systems of equal precision, a first
+    until-decided round and 8 more, scored after every round."""
+    import importlib.util
+    import math
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "anytime.py"
+    spec = importlib.util.spec_from_file_location("bench_anytime", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_anytime"] = bench
+    spec.loader.exec_module(bench)
+    reps = 8
+    out = bench.null_study(12, reps, 2, tmp_path)
+    assert out["split"].mean() <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
+    for metric, covered in out["covered"].items():  # per-repetition shares
+        se = np.std(covered, ddof=1) / math.sqrt(reps)
+        assert np.mean(covered) >= 0.95 - 2 * max(se, math.sqrt(0.05 * 0.95 / (12 * reps))), metric
