@@ -412,13 +412,14 @@ class TailBand:
             wanted = int(np.minimum(widths, self.window).sum())
         return min(wanted, int(size) - int(head))
 
-    def design(self, size: int) -> TailDesign:
-        """The split of M between the strata and the uniform sample (module docstring)."""
-        return _design(self, int(size))
+    def design(self, size: int, head_share: float = 0.5) -> TailDesign:
+        """The split of M between the strata and the uniform sample (module docstring);
+        ``head_share`` is the precision of the exactly labelled head, p(h)."""
+        return _design(self, int(size), float(head_share))
 
-    def draws(self, size: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    def draws(self, size: int, head_share: float = 0.5) -> tuple[np.ndarray, list[np.ndarray]]:
         """(uniform draws over (h, N], the draws of each stratum), sorted ranks."""
-        d = self.design(size)
+        d = self.design(size, head_share)
         uniform = np.empty(0, np.int64)
         if d.uniform:
             rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM]))
@@ -436,18 +437,24 @@ class TailBand:
             strata.append(np.sort(picked) + low + 1)
         return uniform, strata
 
-    def _sampled(self, size: int) -> np.ndarray:
-        uniform, strata = self.draws(size)
+    def _sampled(self, size: int, head_share: float = 0.5) -> np.ndarray:
+        uniform, strata = self.draws(size, head_share)
         return np.unique(np.concatenate([uniform, *strata]))
 
     def plan(self, size: int, known: Labels) -> np.ndarray:
-        """Ranks to label now: first 1..h, then the strata and uniform draws (one batch)."""
+        """Ranks to label now: first 1..h, then the strata and uniform draws (one batch, whose
+        split depends on the head's labels: they are exact, not random)."""
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
-        return staged_plan(known, head_ranks, lambda: self._sampled(size))
+
+        def rest() -> np.ndarray:
+            return self._sampled(size, _share(known, head_ranks))
+
+        return staged_plan(known, head_ranks, rest)
 
     def budget(self, size: int) -> dict[str, object]:
-        """Labels of the plan before any label: h + distinct drawn ranks (exact for this seed; a
-        rank drawn by both samples is labelled once, so at most h + M)."""
+        """Labels of the plan before any label, for a head of precision ½: h + distinct drawn
+        ranks (a rank drawn by both samples is labelled once; h + M when the head's precision
+        leaves the uniform sample alone — at most h + M in every case)."""
         d = self.design(size)
         return {
             "method": self.name,
@@ -476,10 +483,13 @@ class TailBand:
         Raises ``ValueError`` when a planned label is missing.
         """
         size = int(size)
-        d = self.design(size)
+        head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
+        if known.missing(head_ranks).size:
+            raise ValueError("planned labels of the head are missing; call plan() and label them")
+        share = _share(known, head_ranks)
+        d = self.design(size, share)
         head = d.head
-        head_ranks = np.arange(1, head + 1, dtype=np.int64)
-        uniform, strata = self.draws(size)
+        uniform, strata = self.draws(size, share)
         planned = np.concatenate([head_ranks, uniform, *strata])
         missing = known.missing(planned).size
         if missing:
@@ -596,8 +606,15 @@ class TailBand:
         return run_to_completion(self, size, oracle)
 
 
+def _share(known: Labels, head_ranks: np.ndarray) -> float:
+    """p(h), the precision of the labelled head (½ while it is not labelled)."""
+    if head_ranks.size == 0 or known.missing(head_ranks).size:
+        return 0.5
+    return float(known.lookup(head_ranks).mean())
+
+
 @functools.lru_cache(maxsize=64)
-def _design(method: TailBand, size: int) -> TailDesign:
+def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
     """Split M between strata covering (h, k*] and the uniform sample so that the uniform part
     alone is at least as tight at k = N as the baseline's M binomial draws at level δ over the
     whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two per-point
@@ -633,4 +650,33 @@ def _design(method: TailBand, size: int) -> TailDesign:
     if low < 2:
         return plain
     uniform = total - int(np.minimum(widths, low).sum())  # what the strata leave
-    return TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)
+    split = TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)
+    return split if _strata_pay(split, plain, total, head_share, z_0) else plain
+
+
+def _strata_pay(split: TailDesign, plain: TailDesign, total: int, share: float, z_0: float):
+    """Do the strata beat the uniform sample at k = max(k*/10, √(h·k*)) for precision p(h)?
+
+    An efficiency choice made from the design and the exact head (never from a random label),
+    so it costs no δ: the strata's Hoeffding half-width against the uniform sample's normal
+    approximation, both clipped to what a precision in [0, 1] allows.  At low (or very high)
+    precision the exact hypergeometric bound is far narrower than Hoeffding's, and the uniform
+    sample keeps all M labels."""
+    head, tail = plain.head, plain.tail
+    reach = int(split.strata[-1])
+    k = max(head + 1, reach // 10, math.isqrt(head * reach))
+    p = min(max(share, 0.01), 0.99)
+    span = k - head
+    q = p * span / tail
+    sd = math.sqrt(total * q * (1.0 - q) * max(1.0 - total / tail, 0.0)) * tail / total
+    ends = np.concatenate([[head], split.strata])
+    widths = np.diff(ends).astype(np.float64)
+    drawn = np.minimum(widths, split.per_stratum).astype(np.float64)
+    var = np.cumsum(_serfling_proxy(widths, drawn))
+    half = hoeffding_halfwidths(var, split.strata, split.delta_strata)
+    j = min(int(np.searchsorted(split.strata, k)), split.strata.size - 1)
+
+    def clipped(h: float) -> float:
+        return (min(h, (1.0 - p) * span) + min(h, p * span)) / 2.0
+
+    return clipped(float(half[j])) < clipped(z_0 * sd)
