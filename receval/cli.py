@@ -891,8 +891,8 @@ def _curve_options(func):
             type=click.Choice(opts.CURVE_METHODS),
             required=True,
             help="Curve method (stratband, tailband: bands valid at every rank, no monotonicity "
-            "assumed, at most PAULA's labels; stratband is tighter near the head, tailband "
-            "from about a tenth of the list on).",
+            "assumed, at most PAULA's labels; tailband is never wider than the uniform-sample "
+            "baseline, stratband is the tighter one just beyond the head).",
         ),
         click.option(
             "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
