@@ -940,6 +940,13 @@ def _curve_options(func):
             help="AdaStrat: weak-monotonicity distance m (default from ε and r̃).",
         ),
         click.option(
+            "--check-labels",
+            type=click.IntRange(0, None),
+            default=None,
+            help="AdaStrat: labels spent checking weak monotonicity (default ⌈s₁/2⌉); its band "
+            "is claimed only when the check works at the band's resolution.",
+        ),
+        click.option(
             "--labels-per-stratum",
             type=click.IntRange(2, None),
             default=None,
