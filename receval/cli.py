@@ -916,7 +916,8 @@ def _curve_options(func):
             "--eta",
             type=click.FloatRange(0.0, 0.5, max_open=True),
             default=None,
-            help="AdaStrat: probability that an annotation is flipped (default 0).",
+            help="AdaStrat, TailBand: declared probability that an annotation is flipped "
+            "(default 0: the band is about the labels given).",
         ),
         click.option(
             "--estimator",

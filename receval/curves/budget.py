@@ -101,7 +101,9 @@ def curve_budget(
             halfwidth=halfwidth,
         ).budget(size)
     if key == "tailband":
-        return TailBand(epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta).budget(size)
+        return TailBand(
+            epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, eta=eta
+        ).budget(size)
     if key == "adastrat":
         ada = AdaStrat(
             epsilon=epsilon,

@@ -284,9 +284,8 @@ def tighten_counts(
     b = knots.astype(np.float64)
     a = np.full(knots.shape, head, dtype=np.int64)
     pos, neg = _known_between(known, a, knots.astype(np.int64))
-    c_head = lo[0]
-    lo = np.maximum(lo, c_head + pos)
-    hi = np.minimum(hi, c_head + (b - head) - neg)
+    lo = np.maximum(lo, lo[0] + pos)
+    hi = np.minimum(hi, hi[0] + (b - head) - neg)  # lo[0] = hi[0] unless the head is noisy
     free = b - neg
     for _ in range(2):
         lo = np.maximum.accumulate(lo - pos) + pos
@@ -354,6 +353,11 @@ class TailBand:
         k* = ⌊reach·N⌋: the strata cover (h, k*] (default 0.1).
     split
         The share of δ spent on the strata (default 0.2; 0: uniform sample only).
+    eta
+        η < ½, a declared rate of flipped labels (each label wrong with probability η,
+        independently): the band is then about the true labels, widened for the noise (the
+        head is no longer exact; the uniform sample takes all labels).  0: about the labels
+        given.
     delta
         δ: the band holds at every rank together with probability ≥ 1 − δ.
     seed
@@ -366,6 +370,7 @@ class TailBand:
     grid: float = 0.01
     reach: float = 0.1
     split: float = 0.2
+    eta: float = 0.0
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
@@ -384,6 +389,8 @@ class TailBand:
             raise ValueError("reach must lie in (0, 1) and split in [0, 1)")
         if self.labels is not None and self.labels < 1:
             raise ValueError("labels must be ≥ 1")
+        if not 0 <= self.eta < 0.5:
+            raise ValueError("eta must lie in [0, 1/2)")
         if self.r_tilde is None:
             object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
@@ -497,6 +504,8 @@ class TailBand:
         head_cum = np.cumsum(known.lookup(head_ranks))
         head_p = head_cum / head_ranks
         annotations = int(np.unique(planned).size)
+        if self.eta > 0:
+            return self._noisy_estimate(size, d, head_cum, uniform, known, annotations)
         if d.grid.size == 0:
             return CurveEstimate.exact(self.name, size, head_ranks, head_p, "band", annotations)
         c_head = float(head_cum[-1])
@@ -533,6 +542,78 @@ class TailBand:
             queried=knots[1:].copy(),
             annotations=annotations,
             exact_prefix=int(head),
+        )
+
+    def _noisy_estimate(
+        self,
+        size: int,
+        d: TailDesign,
+        head_cum: np.ndarray,
+        uniform: np.ndarray,
+        known: Labels,
+        annotations: int,
+    ) -> CurveEstimate:
+        """The band on the *true* curve when each label is flipped with probability η.
+
+        δ is split: δ/4 for the head, δ/2 for the sampling, δ/4 for the noise of the tail.
+        With ξ_i = ṽ_i − η − (1 − 2η)v_i (independent, centred, in an interval of length 1),
+        the noisy head yield C̃(k) = Σ_{i≤k} ṽ_i satisfies |C̃(k) − ηk − (1 − 2η)C(k)| ≤
+        t_h = √(h ln(2/δ_h)/2) at every k ≤ h at once (Doob's maximal inequality for the
+        martingale Σ ξ_i, Hoeffding's lemma).  In the tail, imagine every item's noisy label
+        drawn: the sample is a simple random sample of that noisy population, so the exact
+        hypergeometric bounds hold for its count K̃_k at level δ_u, and |K̃_k − η·s_k −
+        (1 − 2η)K_k| ≤ √(s_k ln(4G/δ_n)/2) (s_k = k − h; Hoeffding, union over the G grid
+        ranks).  Solving for C(h) and K_k gives the knot bounds; labelled ranks are not
+        counted as exact (their labels may be wrong); the interpolation is the same.
+        """
+        eta, head = self.eta, d.head
+        scale = 1.0 - 2.0 * eta
+        ks = np.arange(1, head + 1, dtype=np.float64)
+        t_head = math.sqrt(head * math.log(8.0 / self.delta) / 2.0)
+        head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
+        head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
+        head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+        values = known.lookup(uniform)
+        grid = d.grid
+        lo_u, hi_u = self._grid_counts(grid, uniform, values, head, d.tail, self.delta / 2.0)
+        span = (grid - head).astype(np.float64)
+        slack = np.sqrt(span * math.log(8.0 * grid.size / self.delta) / 2.0)
+        lo_t = np.clip((lo_u - slack - eta * span) / scale, 0.0, span)
+        hi_t = np.clip((hi_u + slack - eta * span) / scale, 0.0, span)
+        knots = np.concatenate([[head], grid]).astype(np.int64)
+        lo = np.concatenate([[head_lo[-1]], head_lo[-1] + lo_t])
+        hi = np.concatenate([[head_hi[-1]], head_hi[-1] + hi_t])
+        lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
+        x = self._steps(head, knots)
+        nxt = np.append(x[1:] - 1, x[-1])
+        c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
+        _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
+        hits = np.concatenate([[0.0], np.cumsum(values)])[np.searchsorted(uniform, x, "right")]
+        share = (hits / max(uniform.size, 1) * d.tail - eta * (x - head)) / scale
+        lower = np.clip(c_lo / nxt, 0.0, 1.0)
+        upper = np.clip(c_hi / x, 0.0, 1.0)
+        middle = np.clip((head_mid[-1] + share) / x, lower, upper)
+        # head ranks: a band from the maximal inequality, held over each rank
+        h_ranks = np.arange(1, head, dtype=np.int64)
+        return CurveEstimate(
+            method=self.name,
+            size=size,
+            ranks=np.concatenate([h_ranks, x]),
+            precision=np.concatenate([head_mid[:-1] / ks[:-1], middle]),
+            lower=np.concatenate([head_lo[:-1] / ks[:-1], lower]),
+            upper=np.concatenate([head_hi[:-1] / ks[:-1], upper]),
+            kind="band",
+            guarantee=(
+                f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "
+                f"rank k at once, for any list, about the TRUE labels when each given label is "
+                f"wrong with probability eta = {eta:g} independently (declared, not checked): "
+                f"noise removed through E[label] = eta + (1 - 2 eta) v and its spread bounded "
+                f"(Hoeffding, Doob) on the head of {head} ranks and on {uniform.size} uniform "
+                f"tail draws with exact hypergeometric bounds at {grid.size} grid ranks"
+            ),
+            queried=grid.copy(),
+            annotations=annotations,
+            exact_prefix=0,
         )
 
     def _knot_bounds(self, d: TailDesign, c_head: float, uniform, strata, known: Labels):
@@ -630,7 +711,7 @@ def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
     full = grid_points(head, size, 1.0 + method.grid)
     plain = TailDesign(head, tail, total, full, method.delta, np.empty(0, np.int64), 0, 0.0)
     reach = int(method.reach * size)
-    if total == 0 or method.split == 0 or reach <= head:
+    if total == 0 or method.split == 0 or reach <= head or method.eta > 0:
         return plain
     strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     grid = np.unique(np.append(full[full >= reach], np.int64(reach)))
