@@ -977,8 +977,8 @@ def _curve_options(func):
             type=click.Choice(opts.CURVE_METHODS),
             required=True,
             help="Curve method (stratband, tailband: bands valid at every rank, no monotonicity "
-            "assumed, at most PAULA's labels; stratband is tighter near the head, tailband "
-            "from about a tenth of the list on).",
+            "assumed, at most PAULA's labels; tailband is never wider than the uniform-sample "
+            "baseline, stratband is the tighter one just beyond the head).",
         ),
         click.option(
             "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
@@ -1002,7 +1002,8 @@ def _curve_options(func):
             "--eta",
             type=click.FloatRange(0.0, 0.5, max_open=True),
             default=None,
-            help="AdaStrat: probability that an annotation is flipped (default 0).",
+            help="AdaStrat, TailBand: declared probability that an annotation is flipped "
+            "(default 0: the band is about the labels given).",
         ),
         click.option(
             "--estimator",
@@ -1024,6 +1025,13 @@ def _curve_options(func):
             type=click.IntRange(1, None),
             default=None,
             help="AdaStrat: weak-monotonicity distance m (default from ε and r̃).",
+        ),
+        click.option(
+            "--check-labels",
+            type=click.IntRange(0, None),
+            default=None,
+            help="AdaStrat: labels spent checking weak monotonicity (default ⌈s₁/2⌉); its band "
+            "is claimed only when the check works at the band's resolution.",
         ),
         click.option(
             "--labels-per-stratum",

@@ -45,6 +45,7 @@ def curve_budget(
     m: int | None = None,
     labels_per_stratum: int | None = None,
     halfwidth: float | None = None,
+    check_labels: int | None = None,
 ) -> dict[str, object]:
     """Queries and annotations a method needs for a list of ``size`` items, before any label.
 
@@ -58,7 +59,7 @@ def curve_budget(
     epsilon, window, delta, beta, pmin, r_tilde, eta, m, labels_per_stratum
         ε, Δ, δ, β (``None``: γ; AdaStrat then uses 1.05), p_min, r̃ (``None``: ⌈(Δ+2)/ε⌉),
         η and m (AdaStrat), n per stratum or the wanted half-width (StratBand).  Parameters a method does not use are
-        ignored.
+        ignored; ``check_labels`` is AdaStrat's premise check (default ⌈s₁/2⌉).
 
     Returns
     -------
@@ -100,7 +101,9 @@ def curve_budget(
             halfwidth=halfwidth,
         ).budget(size)
     if key == "tailband":
-        return TailBand(epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta).budget(size)
+        return TailBand(
+            epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, eta=eta
+        ).budget(size)
     if key == "adastrat":
         ada = AdaStrat(
             epsilon=epsilon,
@@ -111,6 +114,7 @@ def curve_budget(
             eta=eta,
             r_tilde=r_tilde,
             m=m,
+            check_labels=check_labels,
         )
         return ada.budget(size)
     raise ValueError(f"unknown method {method!r}; expected one of {', '.join(BUDGET_METHODS)}")

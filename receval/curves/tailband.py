@@ -284,9 +284,8 @@ def tighten_counts(
     b = knots.astype(np.float64)
     a = np.full(knots.shape, head, dtype=np.int64)
     pos, neg = _known_between(known, a, knots.astype(np.int64))
-    c_head = lo[0]
-    lo = np.maximum(lo, c_head + pos)
-    hi = np.minimum(hi, c_head + (b - head) - neg)
+    lo = np.maximum(lo, lo[0] + pos)
+    hi = np.minimum(hi, hi[0] + (b - head) - neg)  # lo[0] = hi[0] unless the head is noisy
     free = b - neg
     for _ in range(2):
         lo = np.maximum.accumulate(lo - pos) + pos
@@ -354,6 +353,11 @@ class TailBand:
         k* = ⌊reach·N⌋: the strata cover (h, k*] (default 0.1).
     split
         The share of δ spent on the strata (default 0.2; 0: uniform sample only).
+    eta
+        η < ½, a declared rate of flipped labels (each label wrong with probability η,
+        independently): the band is then about the true labels, widened for the noise (the
+        head is no longer exact; the uniform sample takes all labels).  0: about the labels
+        given.
     delta
         δ: the band holds at every rank together with probability ≥ 1 − δ.
     seed
@@ -366,6 +370,7 @@ class TailBand:
     grid: float = 0.01
     reach: float = 0.1
     split: float = 0.2
+    eta: float = 0.0
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
@@ -384,6 +389,8 @@ class TailBand:
             raise ValueError("reach must lie in (0, 1) and split in [0, 1)")
         if self.labels is not None and self.labels < 1:
             raise ValueError("labels must be ≥ 1")
+        if not 0 <= self.eta < 0.5:
+            raise ValueError("eta must lie in [0, 1/2)")
         if self.r_tilde is None:
             object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
@@ -412,13 +419,14 @@ class TailBand:
             wanted = int(np.minimum(widths, self.window).sum())
         return min(wanted, int(size) - int(head))
 
-    def design(self, size: int) -> TailDesign:
-        """The split of M between the strata and the uniform sample (module docstring)."""
-        return _design(self, int(size))
+    def design(self, size: int, head_share: float = 0.5) -> TailDesign:
+        """The split of M between the strata and the uniform sample (module docstring);
+        ``head_share`` is the precision of the exactly labelled head, p(h)."""
+        return _design(self, int(size), float(head_share))
 
-    def draws(self, size: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    def draws(self, size: int, head_share: float = 0.5) -> tuple[np.ndarray, list[np.ndarray]]:
         """(uniform draws over (h, N], the draws of each stratum), sorted ranks."""
-        d = self.design(size)
+        d = self.design(size, head_share)
         uniform = np.empty(0, np.int64)
         if d.uniform:
             rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM]))
@@ -436,18 +444,24 @@ class TailBand:
             strata.append(np.sort(picked) + low + 1)
         return uniform, strata
 
-    def _sampled(self, size: int) -> np.ndarray:
-        uniform, strata = self.draws(size)
+    def _sampled(self, size: int, head_share: float = 0.5) -> np.ndarray:
+        uniform, strata = self.draws(size, head_share)
         return np.unique(np.concatenate([uniform, *strata]))
 
     def plan(self, size: int, known: Labels) -> np.ndarray:
-        """Ranks to label now: first 1..h, then the strata and uniform draws (one batch)."""
+        """Ranks to label now: first 1..h, then the strata and uniform draws (one batch, whose
+        split depends on the head's labels: they are exact, not random)."""
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
-        return staged_plan(known, head_ranks, lambda: self._sampled(size))
+
+        def rest() -> np.ndarray:
+            return self._sampled(size, _share(known, head_ranks))
+
+        return staged_plan(known, head_ranks, rest)
 
     def budget(self, size: int) -> dict[str, object]:
-        """Labels of the plan before any label: h + distinct drawn ranks (exact for this seed; a
-        rank drawn by both samples is labelled once, so at most h + M)."""
+        """Labels of the plan before any label, for a head of precision ½: h + distinct drawn
+        ranks (a rank drawn by both samples is labelled once; h + M when the head's precision
+        leaves the uniform sample alone — at most h + M in every case)."""
         d = self.design(size)
         return {
             "method": self.name,
@@ -476,10 +490,13 @@ class TailBand:
         Raises ``ValueError`` when a planned label is missing.
         """
         size = int(size)
-        d = self.design(size)
+        head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
+        if known.missing(head_ranks).size:
+            raise ValueError("planned labels of the head are missing; call plan() and label them")
+        share = _share(known, head_ranks)
+        d = self.design(size, share)
         head = d.head
-        head_ranks = np.arange(1, head + 1, dtype=np.int64)
-        uniform, strata = self.draws(size)
+        uniform, strata = self.draws(size, share)
         planned = np.concatenate([head_ranks, uniform, *strata])
         missing = known.missing(planned).size
         if missing:
@@ -487,6 +504,8 @@ class TailBand:
         head_cum = np.cumsum(known.lookup(head_ranks))
         head_p = head_cum / head_ranks
         annotations = int(np.unique(planned).size)
+        if self.eta > 0:
+            return self._noisy_estimate(size, d, head_cum, uniform, known, annotations)
         if d.grid.size == 0:
             return CurveEstimate.exact(self.name, size, head_ranks, head_p, "band", annotations)
         c_head = float(head_cum[-1])
@@ -523,6 +542,78 @@ class TailBand:
             queried=knots[1:].copy(),
             annotations=annotations,
             exact_prefix=int(head),
+        )
+
+    def _noisy_estimate(
+        self,
+        size: int,
+        d: TailDesign,
+        head_cum: np.ndarray,
+        uniform: np.ndarray,
+        known: Labels,
+        annotations: int,
+    ) -> CurveEstimate:
+        """The band on the *true* curve when each label is flipped with probability η.
+
+        δ is split: δ/4 for the head, δ/2 for the sampling, δ/4 for the noise of the tail.
+        With ξ_i = ṽ_i − η − (1 − 2η)v_i (independent, centred, in an interval of length 1),
+        the noisy head yield C̃(k) = Σ_{i≤k} ṽ_i satisfies |C̃(k) − ηk − (1 − 2η)C(k)| ≤
+        t_h = √(h ln(2/δ_h)/2) at every k ≤ h at once (Doob's maximal inequality for the
+        martingale Σ ξ_i, Hoeffding's lemma).  In the tail, imagine every item's noisy label
+        drawn: the sample is a simple random sample of that noisy population, so the exact
+        hypergeometric bounds hold for its count K̃_k at level δ_u, and |K̃_k − η·s_k −
+        (1 − 2η)K_k| ≤ √(s_k ln(4G/δ_n)/2) (s_k = k − h; Hoeffding, union over the G grid
+        ranks).  Solving for C(h) and K_k gives the knot bounds; labelled ranks are not
+        counted as exact (their labels may be wrong); the interpolation is the same.
+        """
+        eta, head = self.eta, d.head
+        scale = 1.0 - 2.0 * eta
+        ks = np.arange(1, head + 1, dtype=np.float64)
+        t_head = math.sqrt(head * math.log(8.0 / self.delta) / 2.0)
+        head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
+        head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
+        head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+        values = known.lookup(uniform)
+        grid = d.grid
+        lo_u, hi_u = self._grid_counts(grid, uniform, values, head, d.tail, self.delta / 2.0)
+        span = (grid - head).astype(np.float64)
+        slack = np.sqrt(span * math.log(8.0 * grid.size / self.delta) / 2.0)
+        lo_t = np.clip((lo_u - slack - eta * span) / scale, 0.0, span)
+        hi_t = np.clip((hi_u + slack - eta * span) / scale, 0.0, span)
+        knots = np.concatenate([[head], grid]).astype(np.int64)
+        lo = np.concatenate([[head_lo[-1]], head_lo[-1] + lo_t])
+        hi = np.concatenate([[head_hi[-1]], head_hi[-1] + hi_t])
+        lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
+        x = self._steps(head, knots)
+        nxt = np.append(x[1:] - 1, x[-1])
+        c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
+        _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
+        hits = np.concatenate([[0.0], np.cumsum(values)])[np.searchsorted(uniform, x, "right")]
+        share = (hits / max(uniform.size, 1) * d.tail - eta * (x - head)) / scale
+        lower = np.clip(c_lo / nxt, 0.0, 1.0)
+        upper = np.clip(c_hi / x, 0.0, 1.0)
+        middle = np.clip((head_mid[-1] + share) / x, lower, upper)
+        # head ranks: a band from the maximal inequality, held over each rank
+        h_ranks = np.arange(1, head, dtype=np.int64)
+        return CurveEstimate(
+            method=self.name,
+            size=size,
+            ranks=np.concatenate([h_ranks, x]),
+            precision=np.concatenate([head_mid[:-1] / ks[:-1], middle]),
+            lower=np.concatenate([head_lo[:-1] / ks[:-1], lower]),
+            upper=np.concatenate([head_hi[:-1] / ks[:-1], upper]),
+            kind="band",
+            guarantee=(
+                f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "
+                f"rank k at once, for any list, about the TRUE labels when each given label is "
+                f"wrong with probability eta = {eta:g} independently (declared, not checked): "
+                f"noise removed through E[label] = eta + (1 - 2 eta) v and its spread bounded "
+                f"(Hoeffding, Doob) on the head of {head} ranks and on {uniform.size} uniform "
+                f"tail draws with exact hypergeometric bounds at {grid.size} grid ranks"
+            ),
+            queried=grid.copy(),
+            annotations=annotations,
+            exact_prefix=0,
         )
 
     def _knot_bounds(self, d: TailDesign, c_head: float, uniform, strata, known: Labels):
@@ -596,8 +687,15 @@ class TailBand:
         return run_to_completion(self, size, oracle)
 
 
+def _share(known: Labels, head_ranks: np.ndarray) -> float:
+    """p(h), the precision of the labelled head (½ while it is not labelled)."""
+    if head_ranks.size == 0 or known.missing(head_ranks).size:
+        return 0.5
+    return float(known.lookup(head_ranks).mean())
+
+
 @functools.lru_cache(maxsize=64)
-def _design(method: TailBand, size: int) -> TailDesign:
+def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
     """Split M between strata covering (h, k*] and the uniform sample so that the uniform part
     alone is at least as tight at k = N as the baseline's M binomial draws at level δ over the
     whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two per-point
@@ -613,7 +711,7 @@ def _design(method: TailBand, size: int) -> TailDesign:
     full = grid_points(head, size, 1.0 + method.grid)
     plain = TailDesign(head, tail, total, full, method.delta, np.empty(0, np.int64), 0, 0.0)
     reach = int(method.reach * size)
-    if total == 0 or method.split == 0 or reach <= head:
+    if total == 0 or method.split == 0 or reach <= head or method.eta > 0:
         return plain
     strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     grid = np.unique(np.append(full[full >= reach], np.int64(reach)))
@@ -633,4 +731,33 @@ def _design(method: TailBand, size: int) -> TailDesign:
     if low < 2:
         return plain
     uniform = total - int(np.minimum(widths, low).sum())  # what the strata leave
-    return TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)
+    split = TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)
+    return split if _strata_pay(split, plain, total, head_share, z_0) else plain
+
+
+def _strata_pay(split: TailDesign, plain: TailDesign, total: int, share: float, z_0: float):
+    """Do the strata beat the uniform sample at k = max(k*/10, √(h·k*)) for precision p(h)?
+
+    An efficiency choice made from the design and the exact head (never from a random label),
+    so it costs no δ: the strata's Hoeffding half-width against the uniform sample's normal
+    approximation, both clipped to what a precision in [0, 1] allows.  At low (or very high)
+    precision the exact hypergeometric bound is far narrower than Hoeffding's, and the uniform
+    sample keeps all M labels."""
+    head, tail = plain.head, plain.tail
+    reach = int(split.strata[-1])
+    k = max(head + 1, reach // 10, math.isqrt(head * reach))
+    p = min(max(share, 0.01), 0.99)
+    span = k - head
+    q = p * span / tail
+    sd = math.sqrt(total * q * (1.0 - q) * max(1.0 - total / tail, 0.0)) * tail / total
+    ends = np.concatenate([[head], split.strata])
+    widths = np.diff(ends).astype(np.float64)
+    drawn = np.minimum(widths, split.per_stratum).astype(np.float64)
+    var = np.cumsum(_serfling_proxy(widths, drawn))
+    half = hoeffding_halfwidths(var, split.strata, split.delta_strata)
+    j = min(int(np.searchsorted(split.strata, k)), split.strata.size - 1)
+
+    def clipped(h: float) -> float:
+        return (min(h, (1.0 - p) * span) + min(h, p * span)) / 2.0
+
+    return clipped(float(half[j])) < clipped(z_0 * sd)

@@ -121,3 +121,10 @@ def test_written_bounds_are_rounded_outward(tmp_path):
     assert np.any(near["lower"][exact] > truth + 1e-9)
     # values with few digits are written as they are
     assert back["lower"][exact & (np.isclose(back["precision"], 0.5))].eq(0.5).all()
+
+
+def test_check_labels_reach_adastrat_from_the_cli() -> None:
+    base = ["curve", "budget", "--method", "adastrat", "--size", "100000000", "--json"]
+    small = json.loads(CliRunner().invoke(cli, [*base, "--check-labels", "0"]).output)
+    large = json.loads(CliRunner().invoke(cli, [*base, "--check-labels", "5000"]).output)
+    assert large["annotations"] - small["annotations"] == 5000
