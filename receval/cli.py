@@ -1067,46 +1067,6 @@ def _curve_params(method: str | None = None, beta: str | None = None, **options)
     return params
 
 
-def _pending_batch(task, target: Path):
-    """Rows of an existing curve batch file that still have no label (None when absent).
-
-    Refuses (exit 2) a file that is not a curve batch, e.g. the to_annotate.tsv of `sample`.
-    """
-    import pandas as pd
-
-    from receval.curves.workflow import BATCH_COLUMNS, unlabelled_rows
-    from receval.formats.tables import read_table
-
-    if not target.exists():
-        return None
-    old = read_table(target)
-    missing = [c for c in ("rank", "query_id", "answer", "system") if c not in old.columns]
-    if missing:
-        raise InputError(
-            f"{target}:1: exists and is not a curve batch (no {', '.join(missing)} column); "
-            "it may hold pending work: choose another --out"
-        )
-    ranks = pd.to_numeric(old["rank"], errors="coerce")
-    bad = ranks.isna() | (ranks != ranks.round())
-    if bad.any():
-        line = old["_line"][bad].iloc[0] if "_line" in old.columns else "?"
-        raise InputError(f"{target}:{line}: rank is not an integer")
-    old = old[[c for c in BATCH_COLUMNS if c in old.columns]].copy()
-    old["rank"] = ranks.astype("int64")
-    return unlabelled_rows(task, old)
-
-
-def _curve_task(task: Path, system: str):
-    """The task as the curve commands read it: the loaded bundle, or, when ``system``'s run is a
-    large Parquet file, only task.toml, queries, judgments and that run, ranked in the engine
-    (:class:`receval.curves.sources.CurveBundle`)."""
-    from receval.curves.sources import CurveBundle, engine_run_file
-
-    if engine_run_file(task, system) is not None:
-        return CurveBundle.load(task)
-    return _load(task)
-
-
 @cli.group(cls=ReceGroup)
 def curve() -> None:
     """Precision curves of a system's confidence-ranked output from few labels.
@@ -1143,124 +1103,22 @@ def curve_plan(
     The batch goes to its own file, never to the to_annotate.tsv of `receval sample`.  Pending
     rows already in the file (for any system) are kept; labelled ones are dropped.
     """
-    from receval.curves.workflow import merge_batches, plan_batch
-    from receval.formats.tables import write_table
+    from receval.operations import curve_plan as plan
 
-    loaded = _curve_task(task, system)
-    seed_note = None
-    if seed is None and _seeded(method):
-        seed, seed_note = _planned_seed(task, system, method)
-    params = _curve_params(method=method, seed=seed, **options)
-    batch, reused = _library_call(plan_batch, loaded, system, method, params)
-    if seed_note is not None:
-        _record_plan(task, system, method, params)
-        click.echo(seed_note)
-    target = out or task / "curve_to_annotate.tsv"
-    merged = merge_batches(_pending_batch(loaded, target), batch)
-    write_table(target, merged)
-    others = len(merged) - len(batch)
-    kept = f"; {others} pending rows kept" if others else ""
-    if len(batch):
+    params = _curve_params(method=method, **options)
+    done = _library_call(plan, task, system, method, seed=seed, out=out, **params)
+    if done.seed_note is not None:
+        click.echo(done.seed_note)
+    kept = f"; {done.kept} pending rows kept" if done.kept else ""
+    if len(done.batch):
         click.echo(
-            f"{len(batch)} items of {system} to annotate ({method}; {reused} labels reused) "
-            f"in {target}{kept}"
+            f"{len(done.batch)} items of {system} to annotate ({method}; {done.reused} labels "
+            f"reused) in {done.path}{kept}"
         )
     else:
         click.echo(
             f"{method} has every label it needs for {system}: run `receval curve estimate`{kept}"
         )
-
-
-#: The plan record: the seed (and parameters) of each system's curve plan drawn without --seed.
-CURVE_PLAN_RECORD = "curve_plan.json"
-
-
-def _plan_record(task: Path) -> dict:
-    import json
-
-    path = task / CURVE_PLAN_RECORD
-    if not path.exists():
-        return {}
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"{path}:1: not a curve plan record ({exc})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("plans", {}), dict):
-        raise InputError(f"{path}:1: not a curve plan record (no 'plans' object)")
-    return record
-
-
-def _seeded(method: str) -> bool:
-    import dataclasses
-
-    from receval.curves import METHODS
-
-    return "seed" in {f.name for f in dataclasses.fields(METHODS[method])}
-
-
-def _planned_seed(task: Path, system: str, method: str) -> tuple[int, str]:
-    """(seed, what to print) for a plan without --seed: the recorded one, else a fresh one.
-
-    A fresh seed comes from the operating system's entropy (``numpy.random.SeedSequence``), so
-    no list can be built from the plan in advance; recording it keeps the plan reproducible."""
-    entry = _plan_record(task).get("plans", {}).get(f"{system}/{method}")
-    if entry is not None and isinstance(entry.get("seed"), int):
-        seed = int(entry["seed"])
-        return seed, f"seed {seed} (recorded in {task / CURVE_PLAN_RECORD})"
-    import numpy as np
-
-    seed = int(np.random.SeedSequence().entropy)
-    return seed, f"seed {seed} (drawn at random; recorded in {task / CURVE_PLAN_RECORD})"
-
-
-def _record_plan(task: Path, system: str, method: str, params: dict) -> None:
-    from receval.report.writers import write_json
-
-    record = _plan_record(task)
-    plans = dict(record.get("plans", {}))
-    plans[f"{system}/{method}"] = {
-        "system": system,
-        "method": method,
-        "seed": int(params["seed"]),
-        "parameters": params,
-    }
-    write_json(task / CURVE_PLAN_RECORD, {"plans": plans})
-
-
-def _estimate_seed(task: Path, system: str, method: str, seed: int | None) -> int:
-    """--seed, else the seed recorded when planning, else 0 (the seed before plans drew one)."""
-    if seed is not None:
-        return seed
-    entry = _plan_record(task).get("plans", {}).get(f"{system}/{method}")
-    if entry is not None and isinstance(entry.get("seed"), int):
-        return int(entry["seed"])
-    return 0
-
-
-def _true_facts(loaded, given: int | None, seed: int):
-    """(T, (T⁻, T⁺) or None when exact, where it came from) for the recall columns."""
-    if given is not None:
-        return given, None, "--true-facts"
-    from receval.curves.sources import CurveBundle
-
-    if isinstance(loaded, CurveBundle):  # only what the curve reads was loaded
-        total = loaded.true_facts()
-        if total is None:
-            _warn(
-                "no recall columns: estimating the number of correct facts reads every run of "
-                "the task; give --true-facts or a truth table"
-            )
-            return None, None, None
-        return total, None, "truth.tsv"
-    if loaded.truth is not None:
-        return int((loaded.truth["value"] == 1).sum()), None, "truth.tsv"
-    from receval.scoring import estimated_true_facts
-
-    estimate = estimated_true_facts(loaded, seed=seed)
-    if estimate is None:
-        return None, None, None
-    point, interval = estimate[0], estimate[1:]
-    return point, interval, "estimated (pool correct / pool coverage), 95% percentile bootstrap"
 
 
 @curve.command(name="estimate")
@@ -1296,24 +1154,20 @@ def curve_estimate(
     FILE.json beside it records the method, what the bounds are (kind and guarantee), the labels
     used and every flag (e.g. a detected violation of the monotonicity assumption).
     """
-    from receval.curves.workflow import estimate_system_curve
-    from receval.report.writers import write_csv, write_json
+    from receval.operations import curve_estimate as estimate
+    from receval.operations import curve_source
 
-    loaded = _curve_task(task, system)
-    seed = _estimate_seed(task, system, method, seed)
-    params = _curve_params(method=method, seed=seed, **options)
-    if system not in loaded.systems:
+    params = _curve_params(method=method, **options)
+    source = curve_source(task, system)
+    if system not in source.systems:
         raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
+    _warn_no_recall(source, true_facts)
     try:
-        curve = estimate_system_curve(
-            loaded, system, method, params, true_facts=_true_facts(loaded, true_facts, seed)
+        curve = estimate(
+            source, system, method, seed=seed, true_facts=true_facts, out=out, **params
         )
     except ValueError as exc:
         raise InputError(f"{task}: {exc}") from None
-    from receval.curves.table import outward_rounded
-
-    write_csv(out, outward_rounded(curve.frame))
-    write_json(out.with_name(out.name + ".json"), curve.record)
     est = curve.estimate
     designed = curve.record.get("designed_halfwidth")
     widths = ""
@@ -1326,6 +1180,17 @@ def curve_estimate(
     )
     for flag in est.flags:
         _warn(flag)
+
+
+def _warn_no_recall(source, true_facts: int | None) -> None:
+    """Say why a curve of an engine-ranked run has no recall columns."""
+    from receval.curves.sources import CurveBundle
+
+    if true_facts is None and isinstance(source, CurveBundle) and source.true_facts() is None:
+        _warn(
+            "no recall columns: estimating the number of correct facts reads every run of "
+            "the task; give --true-facts or a truth table"
+        )
 
 
 #: Human names of the keys of `curve budget` (the JSON keeps the keys).

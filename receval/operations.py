@@ -299,13 +299,16 @@ def curve_source(task: Task | Path | str, system: str) -> Any:
 
 @dataclass(frozen=True)
 class CurvePlan:
-    """What :func:`curve_plan` wrote: the new batch, the labels it reused, the batch file and how
-    many pending rows of earlier batches it kept."""
+    """What :func:`curve_plan` wrote: the new batch, the labels it reused, the batch file, how
+    many pending rows of earlier batches it kept, and the seed (``seed_note`` says where a seed
+    not given came from; None when it was given or the method draws nothing)."""
 
     batch: pd.DataFrame
     reused: int
     path: Path
     kept: int
+    seed: int | None = None
+    seed_note: str | None = None
 
 
 def pending_curve_rows(task: Any, target: Path) -> pd.DataFrame | None:
@@ -346,6 +349,7 @@ def curve_plan(
     system: str,
     method: str,
     *,
+    seed: int | None = None,
     out: Path | str | None = None,
     **params: Any,
 ) -> CurvePlan:
@@ -353,18 +357,29 @@ def curve_plan(
 
     The batch goes to ``out`` (default ``TASK/curve_to_annotate.tsv``), never to the
     to_annotate.tsv of ``sample``; rows of earlier batches still unlabelled (any system) are
-    kept, labelled ones dropped.  ``params`` are the method's (:func:`receval.curves.make_method`,
-    ``seed`` included).  An empty batch means the method has every label it needs.
+    kept, labelled ones dropped.  ``params`` are the method's (:func:`receval.curves.make_method`).
+    A random method without ``seed`` uses the seed recorded in ``TASK/curve_plan.json``, else a
+    fresh random one, recorded there (:mod:`receval.curves.plan_record`).  An empty batch means
+    the method has every label it needs.
     """
+    from receval.curves.plan_record import planned_seed, record_plan, seeded
     from receval.curves.workflow import merge_batches, plan_batch
     from receval.formats.tables import write_table
 
     source = curve_source(task, system)
+    root = Path(source.root)
+    note = None
+    if seed is None and seeded(method):
+        seed, note = planned_seed(root, system, method)
+    if seed is not None:
+        params["seed"] = seed
     batch, reused = plan_batch(source, system, method, params)
-    target = Path(out) if out is not None else Path(source.root) / "curve_to_annotate.tsv"
+    if note is not None:
+        record_plan(root, system, method, params)
+    target = Path(out) if out is not None else root / "curve_to_annotate.tsv"
     merged = merge_batches(pending_curve_rows(source, target), batch)
     write_table(target, merged)
-    return CurvePlan(batch, reused, target, len(merged) - len(batch))
+    return CurvePlan(batch, reused, target, len(merged) - len(batch), seed, note)
 
 
 def true_facts_for_curve(
@@ -396,26 +411,31 @@ def curve_estimate(
     system: str,
     method: str,
     *,
+    seed: int | None = None,
     true_facts: int | None = None,
     out: Path | str | None = None,
     **params: Any,
 ) -> Any:
     """``system``'s precision curve with ``method`` from the labels the task has
     (:func:`receval.curves.workflow.estimate_system_curve`), with recall columns from
-    :func:`true_facts_for_curve`.  With ``out`` the table is written there as CSV and its record
-    (kind, guarantee, flags) as ``out`` + ``.json``.  ``ValueError`` for an unknown system or
-    while the method still needs labels."""
+    :func:`true_facts_for_curve`.  ``seed``: the plan's (default: the one recorded in
+    ``TASK/curve_plan.json``, else 0).  With ``out`` the table is written there as CSV (bounds
+    rounded outward) and its record (kind, guarantee, flags) as ``out`` + ``.json``.
+    ``ValueError`` for an unknown system or while the method still needs labels."""
+    from receval.curves.plan_record import estimate_seed
+    from receval.curves.table import outward_rounded
     from receval.curves.workflow import estimate_system_curve
     from receval.report.writers import write_csv, write_json
 
     source = curve_source(task, system)
     if system not in source.systems:
         raise ValueError(f"unknown system {system!r}")
-    facts = true_facts_for_curve(source, true_facts, int(params.get("seed", 0) or 0))
+    params["seed"] = estimate_seed(Path(source.root), system, method, seed)
+    facts = true_facts_for_curve(source, true_facts, params["seed"])
     curve = estimate_system_curve(source, system, method, params, true_facts=facts)
     if out is not None:
         out = Path(out)
-        write_csv(out, curve.frame)
+        write_csv(out, outward_rounded(curve.frame))
         write_json(out.with_name(out.name + ".json"), curve.record)
     return curve
 
