@@ -176,7 +176,7 @@ def gradient_study(
         any_b = board.set_index("system")
         w_any = (any_b["precision_hi"] - any_b["precision_lo"]).to_numpy()
         w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(any_b.index).to_numpy()
-        ratio.append(float(np.median(w_any / w_boot)))
+        ratio.append(float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan))))
         # the equal design: rounds of 10 per system until the same pairs are decided
         equal = Loop(world, task, first=20, seed=2000 * seed + rep)
         need = np.nan if pairs else 0
