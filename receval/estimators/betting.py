@@ -93,8 +93,10 @@ def plugin_bets(
     running estimate (prior μ₀ = ``prior_mean``) and σ₀² = (first range)²/4, the largest variance
     the range allows, or, with ``prior_scale`` s (a guess of E|v|·mean, e.g. 1/2 for a precision),
     σ₀² = (first range)·s/4 — the variance bound of a term in [0, range] with mean s/… —, much
-    smaller for importance-weighted terms whose range is far above their spread; t counts the
-    active steps.  Every entry uses only earlier steps, so the bets are predictable.
+    smaller for importance-weighted terms whose range is far above their spread, and the running
+    variance is then kept per unit of the step's range (a term in [0, c] with mean μ has
+    variance ≤ cμ, so the variance of such terms scales with their range); t counts the active
+    steps.  Every entry uses only earlier steps, so the bets are predictable.
 
     With ``horizon`` (K,) or (S, K) — a number known before step k, e.g. the draws of every sample
     round started so far — the bet is tuned for that many steps instead,
@@ -119,7 +121,14 @@ def plugin_bets(
         scale = np.broadcast_to(np.asarray(prior_scale, float), (S,))[:, None]
         sigma0 = np.minimum((width0 / 2.0) ** 2, width0 * scale / 4.0)
     sigma0 = np.maximum(sigma0, 1e-12)
-    var_prev = (sigma0 + np.cumsum(dev**2, axis=1) - dev**2) / np.maximum(t, 1)
+    if prior_scale is None:
+        var_prev = (sigma0 + np.cumsum(dev**2, axis=1) - dev**2) / np.maximum(t, 1)
+    else:
+        # importance-weighted terms: their variance grows with their (predictable) range, so
+        # the running variance is kept per unit of range and scaled by the step's range
+        w = np.where(streams.active & (width > 0), width, 1.0)
+        unit = dev**2 / w
+        var_prev = (sigma0 / width0 + np.cumsum(unit, axis=1) - unit) / np.maximum(t, 1) * w
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = t * np.log1p(t) if horizon is None else np.broadcast_to(horizon, (S, K))
         lam = np.sqrt(2.0 * np.log(2.0 / alpha) / (var_prev * scale))
