@@ -614,29 +614,13 @@ def sample(
     kept.  Add labels to judgments.tsv, and annotated units to exhaustive_units.tsv/exhaustive.tsv.
     """
     from receval.api import sample as draw_round
-    from receval.formats.bundle import read_candidate_units, record_sample_round
+    from receval.formats.bundle import read_candidate_units
 
     if until_decided:
         _until_decided(task, batch, seed, rank_by, confidence, budget, distribution)
         return
-    if adaptive and target_width is None:
-        raise click.UsageError("--adaptive needs --target-width")
-    if not adaptive and per_system is None and exhaustive_units == 0:
-        raise click.UsageError(
-            "nothing to draw: give --per-system N, --exhaustive-units M or --adaptive"
-        )
-    if exhaustive_units and units_from is None:
-        raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
-    # only what a draw needs: who output which fact, the labels and the earlier rounds
-    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()))
-    loaded = _load(task, tables=tables, run_columns=("team",))
-    if by_judge:
-        if loaded.judge is None:
-            raise InputError(
-                f"{Path(task) / 'judge.tsv'}: --by-judge needs the judge's scores (judge.tsv with "
-                "query_id, answer, judge_score)"
-            )
-        distribution = "judge-uncertainty"
+    _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
+    loaded, distribution = _sample_task(task, by_judge, distribution)
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
@@ -649,6 +633,40 @@ def sample(
         systems=list(systems) or None, units=units, exhaustive_units=exhaustive_units,
         name=sample_name,
     )  # fmt: skip
+    _record_round(task, drawn)
+
+
+def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from) -> None:
+    """The flag combinations `sample` cannot work with (usage errors)."""
+    if adaptive and target_width is None:
+        raise click.UsageError("--adaptive needs --target-width")
+    if not adaptive and per_system is None and exhaustive_units == 0:
+        raise click.UsageError(
+            "nothing to draw: give --per-system N, --exhaustive-units M or --adaptive"
+        )
+    if exhaustive_units and units_from is None:
+        raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
+
+
+def _sample_task(task: Path, by_judge: bool, distribution: str):
+    """(the task with only what a draw needs, the distribution): who output which fact, the
+    labels and the earlier rounds (and the judge's scores with --by-judge)."""
+    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()))
+    loaded = _load(task, tables=tables, run_columns=("team",))
+    if not by_judge:
+        return loaded, distribution
+    if loaded.judge is None:
+        raise InputError(
+            f"{Path(task) / 'judge.tsv'}: --by-judge needs the judge's scores (judge.tsv with "
+            "query_id, answer, judge_score)"
+        )
+    return loaded, "judge-uncertainty"
+
+
+def _record_round(task: Path, drawn) -> None:
+    """Append the drawn round to the bundle and say what is to annotate."""
+    from receval.formats.bundle import record_sample_round
+
     path = record_sample_round(task, drawn)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
     units_n = int((drawn.to_annotate["kind"] == "unit").sum())
