@@ -256,8 +256,6 @@ def sampled_statistic(
     self-normalised precision Σ t f/q / Σ t/q, then ``combine`` for precision and recall; a census
     system's precision is exact, and with queries resampled t_i = 1/|X_i| becomes
     v_q / Σ_q v_q |X_i ∩ q| (the ratio form is invariant to the scale of t_i)."""
-    from receval.estimators.recall import f1_score
-
     m = data.m
     census, exact = data.census, data.census_precision
     units = unit_layout(m)
@@ -277,18 +275,37 @@ def sampled_statistic(
                 precision = np.where(use_ratio, precision, precision * data.sizes / q[..., :m])
                 census_precision = q[..., m:] / q[..., :m]
         precision = np.where(census, census_precision, precision)
-        return {
-            "precision": precision,
-            "pooled_recall": pooled,
-            "recall": recall,
-            "f1": f1_score(precision, recall),
-            "pool_coverage": np.asarray(theta)[..., None],
-            "pool_correct": np.asarray(d[..., layout["pooled_den"]]),
-            "precision_unbiased": d[..., layout["joint"]],
-            "precision_ratio": ratio_form,
-        }
+        joint = d[..., layout["joint"]]
+        pool_correct = d[..., layout["pooled_den"]]
+        return metric_dict(precision, pooled, recall, theta, pool_correct, joint, ratio_form)
 
     return stat
+
+
+def metric_dict(
+    precision: np.ndarray,
+    pooled: np.ndarray,
+    recall: np.ndarray,
+    theta: np.ndarray,
+    pool_correct: np.ndarray,
+    unbiased: np.ndarray,
+    ratio_form: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """What every sample-based statistic returns: the four :data:`METRICS` (F1 from precision
+    and recall), pool coverage θ̂ and the pool's correct facts (shape (..., 1)), and both
+    precision forms (the unbiased sum and the self-normalised ratio)."""
+    from receval.estimators.recall import f1_score
+
+    return {
+        "precision": precision,
+        "pooled_recall": pooled,
+        "recall": recall,
+        "f1": f1_score(precision, recall),
+        "pool_coverage": np.asarray(theta)[..., None],
+        "pool_correct": np.asarray(pool_correct),
+        "precision_unbiased": unbiased,
+        "precision_ratio": ratio_form,
+    }
 
 
 def terms_and_statistic(

@@ -79,12 +79,7 @@ class JointEstimator(Estimator):
         return effective_sizes(ctx.data, mass, own_only=False)
 
     def system_notes(self, ctx: ScoringContext, notes: list[list[str]]) -> None:
-        data = ctx.data
-        covered = precision_support(data, ctx.options.weighting)
-        for i in np.flatnonzero(~covered & ~data.census & (data.sizes > 0)):
-            notes[i].append(
-                "precision: no judged sample draws of this system (joint estimator needs its own sample)"
-            )
+        unsupported_precision_notes(ctx, notes, "joint estimator needs its own sample")
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         data = ctx.data
@@ -99,3 +94,12 @@ class JointEstimator(Estimator):
 
     def class_caveat(self) -> str:
         return "; joint precision is self-normalised for every system (its |X_i| is estimated)"
+
+
+def unsupported_precision_notes(ctx: ScoringContext, notes: list[list[str]], why: str) -> None:
+    """Note the systems whose precision no judged draw supports (the mixture's samplers with
+    weight do not cover their outputs: :func:`~receval.estimators.precision.precision_support`)."""
+    data = ctx.data
+    covered = precision_support(data, ctx.options.weighting)
+    for i in np.flatnonzero(~covered & ~data.census & (data.sizes > 0)):
+        notes[i].append(f"precision: no judged sample draws of this system ({why})")

@@ -65,11 +65,13 @@ from receval.estimators.base import (
     ScoringContext,
     Statistic,
     TermLayout,
+    metric_dict,
     unit_layout,
     unit_terms,
 )
-from receval.estimators.precision import joint_precision_terms, precision_support
-from receval.estimators.recall import f1_score, pooled_recall_terms
+from receval.estimators.joint import JointEstimator, unsupported_precision_notes
+from receval.estimators.precision import joint_precision_terms
+from receval.estimators.recall import pooled_recall_terms
 from receval.estimators.sample_data import SampleData
 
 #: the per-fold moment blocks of one quantity: raw M, Y and the centred controls A = S̃, B = M̃
@@ -481,39 +483,24 @@ class PPIEstimator(Estimator):
                 recall = theta[..., None] * pooled
                 joint = d[..., layout["joint"]]
                 ratio_form = joint / d[..., layout["mass"]]
-            return {
-                "precision": precision,
-                "pooled_recall": pooled,
-                "recall": recall,
-                "f1": f1_score(precision, recall),
-                "pool_coverage": np.asarray(theta)[..., None],
-                "pool_correct": np.asarray(q[..., 2 * m : 2 * m + 1]),
-                "precision_unbiased": joint,
-                "precision_ratio": ratio_form,
-                "judge_lambda": lam[..., :m],
-                "judge_lambda_recall": lam[..., m : 2 * m],
-            }
+            metrics = metric_dict(
+                precision, pooled, recall, theta, q[..., 2 * m : 2 * m + 1], joint, ratio_form
+            )
+            metrics["judge_lambda"] = lam[..., :m]
+            metrics["judge_lambda_recall"] = lam[..., m : 2 * m]
+            return metrics
 
         return stat
 
     # -- reliability, notes -------------------------------------------------------------
 
-    def effective_sizes(self, ctx: ScoringContext, terms: dict[str, np.ndarray]) -> Any:
-        from receval.estimators.reliability import effective_sizes
-
-        mass = terms["draws"][:, self.draw_layout(ctx.data.m)["mass"]]
-        return effective_sizes(ctx.data, mass, own_only=False)
+    #: Kish sizes of the joint mixture's mass terms, as for the joint estimator
+    effective_sizes = JointEstimator.effective_sizes
 
     def system_notes(self, ctx: ScoringContext, notes: list[list[str]]) -> None:
-        data = ctx.data
-        covered = precision_support(data, ctx.options.weighting)
-        for i in np.flatnonzero(~covered & ~data.census & (data.sizes > 0)):
-            notes[i].append(
-                "precision: no judged sample draws of this system (the human correction needs its "
-                "own sample)"
-            )
+        unsupported_precision_notes(ctx, notes, "the human correction needs its own sample")
         share = self.judge(ctx).scored_share
-        for i in np.flatnonzero((share < 1) & (data.sizes > 0)):
+        for i in np.flatnonzero((share < 1) & (ctx.data.sizes > 0)):
             notes[i].append(
                 f"judge: {1 - share[i]:.0%} of outputs unscored (imputed with the judge's mean; "
                 "unbiased, less narrowing)"
