@@ -52,6 +52,7 @@ _EXPORTS = {
     "score": ("receval.api", "score"),
     "ScoreResult": ("receval.api", "ScoreResult"),
     "RunRecord": ("receval.run_record", "RunRecord"),
+    "ScoreOptions": ("receval.options", "ScoreOptions"),
     "sample": ("receval.api", "sample"),
     "plan_sample": ("receval.api", "plan_sample"),
     "simulate": ("receval.api", "simulate"),
