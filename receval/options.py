@@ -112,13 +112,21 @@ def _check_official(options: Any) -> None:
     ):
         raise ValueError(f"cutoff={cutoff!r} must be a positive integer")
     given = [n for n in ("unjudged", "average", "cutoff") if getattr(options, n, None) is not None]
-    if given and options.estimator != "official":
+    if given and not _census(options):
         verb = "applies" if len(given) == 1 else "apply"
         names = ", ".join(f"{{{n}}}" for n in given)
         raise OptionError(f"{names} {verb} to {{estimator='official'}} only")
     average = getattr(options, "average", None)
     if average is not None and options.target != "micro" and options.target != average:
         raise OptionError(f"{{target={options.target!r}}} contradicts {{average={average!r}}}")
+
+
+def _census(options: Any) -> bool:
+    """Whether the chosen estimator is a census (no sample, no interval): its registered
+    object says so (``sample_based``)."""
+    from receval.estimators.registry import get_estimator
+
+    return not get_estimator(options.estimator).sample_based
 
 
 def _check_combinations(options: Any) -> None:
@@ -134,7 +142,7 @@ def _check_combinations(options: Any) -> None:
         _check_annotator_resampling(options)
     if options.rank_by == "precision_at_target" and options.target_recall is None:
         raise OptionError("{rank_by='precision_at_target'} needs {target_recall}")
-    if options.estimator == "official" and options.target_recall is not None:
+    if _census(options) and options.target_recall is not None:
         raise OptionError("{target_recall} needs a sample-based estimator (joint or simple)")
 
 
@@ -145,7 +153,7 @@ def _check_annotator_resampling(options: Any) -> None:
         raise ValueError(
             f"annotator_resampling={options.annotator_resampling!r} must be True or False"
         )
-    if options.estimator == "official":
+    if _census(options):
         raise OptionError(
             "{annotator_resampling} needs a sample-based estimator ({estimator='joint'} or "
             "{estimator='simple'})"

@@ -456,7 +456,9 @@ class AnytimeIntervals(IntervalMethod):
         self._cached: tuple[Any, AnytimeBounds] | None = None
 
     def check(self, options: Any) -> None:
-        if options.estimator == "official":
+        from receval.estimators.registry import get_estimator
+
+        if not get_estimator(options.estimator).sample_based:
             raise ValueError("intervals='anytime' needs a sample-based estimator (joint or simple)")
         if options.target_recall is not None or options.rank_by == "precision_at_target":
             raise ValueError(
