@@ -419,7 +419,7 @@ class _Stratum:
         self.extensions = 0
 
 
-class _DrawProcess:
+class DrawProcess:
     """Uniform draws of ranks in (start, end] as a Poisson process of (rank, height) pairs.
 
     Stratum (a, b] holds the process restricted to its ranks, generated up to some height;
@@ -852,7 +852,7 @@ class _Run:
         self.points: dict[int, _PointState] = {}
         self.prefix_yield: np.ndarray | None = None
         self.envelope: Envelope | None = None
-        self.sampler: _DrawProcess | None = None
+        self.sampler: DrawProcess | None = None
         self.used: list[np.ndarray] = []
         self.draw_count = 0
         self.leaves: list[tuple[int, int]] = []
@@ -877,7 +877,7 @@ class _Run:
         if n <= self.constants.l_tilde:
             self.complete = True
             return
-        self.sampler = _DrawProcess(self.method.seed, lt, n)
+        self.sampler = DrawProcess(self.method.seed, lt, n)
         self._query(n)
         while True:
             before = len(self.points)

@@ -109,7 +109,7 @@ def stratum_bounds(size: int, epsilon: float, r_tilde: int) -> tuple[int, np.nda
     return head, np.append(inner, np.int64(size)).astype(np.int64)
 
 
-def _serfling_proxy(sizes: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+def serfling_proxy(sizes: np.ndarray, drawn: np.ndarray) -> np.ndarray:
     """Per-stratum variance proxy of size·S/n: size²(1 − (n − 1)/size)/(4n); 0 when n = size."""
     sizes = sizes.astype(np.float64)
     drawn = drawn.astype(np.float64)
@@ -275,7 +275,7 @@ class StratBand:
         """Half-widths of Ĉ(b_j) in counts (Hoeffding, :func:`hoeffding_halfwidths`)."""
         widths = np.diff(np.concatenate([[head], bounds]))
         n = np.minimum(widths, per_stratum)
-        var = np.cumsum(_serfling_proxy(widths, n))
+        var = np.cumsum(serfling_proxy(widths, n))
         return hoeffding_halfwidths(var, bounds, self.delta)
 
     def _typical_halfwidth(self, head: int, bounds: np.ndarray, per_stratum: int) -> float:
@@ -344,7 +344,7 @@ class StratBand:
         if self.estimator == "bernstein":
             half = _bernstein_halfwidth(widths, drawn, positives, self.delta)
         else:
-            var = np.cumsum(_serfling_proxy(widths, drawn))
+            var = np.cumsum(serfling_proxy(widths, drawn))
             half = hoeffding_halfwidths(var, bounds, self.delta)
         lo_k, hi_k = self._knot_counts(c_hat, half, bounds, head, c_head, known)
         ranks, lower, upper, est = self._steps(head, bounds, lows, lo_k, hi_k, c_head, c_hat, known)
@@ -442,8 +442,8 @@ class StratBand:
         b = bounds[j]
         lo_a = np.where(k <= head, lo_k[0], lo_k[j])
         lo_b = lo_k[j + 1]
-        pos_ak, _ = _known_between(known, a, k)
-        _, neg_kb = _known_between(known, k, b)
+        pos_ak, _ = known_between(known, a, k)
+        _, neg_kb = known_between(known, k, b)
         kf = k.astype(np.float64)
         return np.maximum(lo_a + pos_ak, lo_b - (b - kf) + neg_kb)
 
@@ -454,8 +454,8 @@ class StratBand:
         b = bounds[j]
         hi_a = np.where(k <= head, hi_k[0], hi_k[j])
         hi_b = hi_k[j + 1]
-        _, neg_ak = _known_between(known, a, k)
-        pos_kb, _ = _known_between(known, k, b)
+        _, neg_ak = known_between(known, a, k)
+        pos_kb, _ = known_between(known, k, b)
         kf = k.astype(np.float64)
         return np.minimum(hi_b - pos_kb, hi_a + (kf - a) - neg_ak)
 
@@ -519,7 +519,7 @@ def _bernstein_halfwidth(
     return np.sqrt(2.0 * variance * log_term) + 2.0 * term_range * log_term / 3.0
 
 
-def _known_between(known: Labels, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def known_between(known: Labels, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positives, negatives) among the labelled ranks in (a, b], elementwise."""
     cum = np.concatenate([[0.0], np.cumsum(known.labels)])
     lo = np.searchsorted(known.ranks, a, side="right")
@@ -532,4 +532,4 @@ def _known_between(known: Labels, a: np.ndarray, b: np.ndarray) -> tuple[np.ndar
 def _known_counts(known: Labels, head: int, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positives, negatives) among labelled ranks in (head, b_j] for each knot b_j."""
     a = np.full(b.shape, head, dtype=np.int64)
-    return _known_between(known, a, b.astype(np.int64))
+    return known_between(known, a, b.astype(np.int64))

@@ -84,9 +84,9 @@ import numpy as np
 from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
-    _known_between,
-    _serfling_proxy,
     hoeffding_halfwidths,
+    known_between,
+    serfling_proxy,
     stratum_bounds,
 )
 
@@ -283,7 +283,7 @@ def tighten_counts(
     """
     b = knots.astype(np.float64)
     a = np.full(knots.shape, head, dtype=np.int64)
-    pos, neg = _known_between(known, a, knots.astype(np.int64))
+    pos, neg = known_between(known, a, knots.astype(np.int64))
     lo = np.maximum(lo, lo[0] + pos)
     hi = np.minimum(hi, hi[0] + (b - head) - neg)  # lo[0] = hi[0] unless the head is noisy
     free = b - neg
@@ -309,8 +309,8 @@ def yield_between(
     lo_a, hi_a = lo[np.maximum(j - 1, 0)], hi[np.maximum(j - 1, 0)]
     lo_a = np.where(j == 0, lo[0], lo_a)
     hi_a = np.where(j == 0, hi[0], hi_a)
-    pos_ak, neg_ak = _known_between(known, a, k)
-    pos_kb, neg_kb = _known_between(known, k, b)
+    pos_ak, neg_ak = known_between(known, a, k)
+    pos_kb, neg_kb = known_between(known, k, b)
     kf = k.astype(np.float64)
     low = np.maximum(lo_a + pos_ak, lo[j] - (b - kf) + neg_kb)
     high = np.minimum(hi[j] - pos_kb, hi_a + (kf - a) - neg_ak)
@@ -641,7 +641,7 @@ class TailBand:
         drawn = np.array([s.size for s in strata], np.float64)
         positives = np.array([known.lookup(s).sum() for s in strata], np.float64)
         c_hat = c_head + np.cumsum(widths * positives / drawn)
-        var = np.cumsum(_serfling_proxy(widths, drawn))
+        var = np.cumsum(serfling_proxy(widths, drawn))
         half = hoeffding_halfwidths(var, d.strata, d.delta_strata)
         at = np.searchsorted(knots, d.strata)
         lo[at] = np.maximum(lo[at], c_hat - half)
@@ -753,7 +753,7 @@ def _strata_pay(split: TailDesign, plain: TailDesign, total: int, share: float, 
     ends = np.concatenate([[head], split.strata])
     widths = np.diff(ends).astype(np.float64)
     drawn = np.minimum(widths, split.per_stratum).astype(np.float64)
-    var = np.cumsum(_serfling_proxy(widths, drawn))
+    var = np.cumsum(serfling_proxy(widths, drawn))
     half = hoeffding_halfwidths(var, split.strata, split.delta_strata)
     j = min(int(np.searchsorted(split.strata, k)), split.strata.size - 1)
 

@@ -17,8 +17,8 @@ from scipy import stats
 
 from receval.curves.adastrat import (
     AdaStrat,
+    DrawProcess,
     Envelope,
-    _DrawProcess,
     adastrat_constants,
     geometric_midpoint,
     hoeffding_sample_size,
@@ -143,7 +143,7 @@ def test_envelope_through_exact_points_contains_p_theorem_2() -> None:
 
 
 def test_draws_are_nested_and_survive_splits() -> None:
-    proc = _DrawProcess(seed=3, start=3_400, end=1_000_000)
+    proc = DrawProcess(seed=3, start=3_400, end=1_000_000)
     first = proc.sample(1_000_000, 300)
     proc.split(50_000)
     proc.split(7_000)
@@ -163,7 +163,7 @@ def test_draws_are_uniform_on_the_prefix_complement() -> None:
     n, seeds = 400, 150
     inside = 0
     for seed in range(seeds):
-        proc = _DrawProcess(seed=seed, start=start, end=r)
+        proc = DrawProcess(seed=seed, start=start, end=r)
         proc.split(c)
         proc.sample(c, 250)  # raises the density of (l̃, c] first
         inside += int(np.sum(proc.sample(r, n) <= c))

@@ -177,13 +177,13 @@ def test_simultaneous_halfwidths_hold_for_the_worst_case_strata() -> None:
     Hoeffding-Serfling proxy allows), draws without replacement (hypergeometric), the design of
     N = 356,150.  P(some knot missed) must stay ≤ δ; tolerance 3 binomial standard deviations
     of the estimated frequency over R runs."""
-    from receval.curves.stratband import _serfling_proxy, hoeffding_halfwidths
+    from receval.curves.stratband import hoeffding_halfwidths, serfling_proxy
 
     delta, runs = 0.3, 4_000
     head, bounds = stratum_bounds(356_150, 0.03, 3_400)
     widths = np.diff(np.concatenate([[head], bounds]))
     drawn = np.minimum(widths, 100)
-    half = hoeffding_halfwidths(np.cumsum(_serfling_proxy(widths, drawn)), bounds, delta)
+    half = hoeffding_halfwidths(np.cumsum(serfling_proxy(widths, drawn)), bounds, delta)
     rng = np.random.default_rng(2024)
     good = widths // 2
     hits = rng.hypergeometric(good, widths - good, drawn, size=(runs, widths.size))
