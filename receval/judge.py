@@ -40,7 +40,7 @@ def check_judge_table(src, known: set[str]) -> pd.DataFrame | None:
     ``query_id``/``answer``, a score that is not a number or lies outside [0, 1], or a query
     that is not in ``queries``.
     """
-    from receval.formats.checks import check_queries_known, nonempty, numbers, require_columns
+    from receval.formats.checks import check_queries_known, nonempty, require_columns
 
     if src is None:
         return None
@@ -48,16 +48,7 @@ def check_judge_table(src, known: set[str]) -> pd.DataFrame | None:
     require_columns(src, ("query_id", "answer", "judge_score"), JUDGE_RESERVED)
     nonempty(frame, path, ("query_id", "answer"))
     check_queries_known(frame, path, known)
-    score = numbers(frame, path, "judge_score", allow_empty=False)
-    bad = ((score < 0) | (score > 1)).to_numpy()
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"judge_score {float(score.iloc[i])!r} is outside [0, 1] (the judge's probability "
-            "that the fact is correct)",
-        )
+    score = judge_scores(frame, path, " (the judge's probability that the fact is correct)")
     frame["judge_score"] = score.astype(float)
     frame["judge"] = frame["judge"].astype(str).str.strip() if "judge" in frame.columns else ""
     frame["_file"] = str(path)
@@ -121,7 +112,6 @@ def read_judge_file(path: Path) -> pd.DataFrame:
     answer is the document id).  Scores must be numbers in [0, 1]; :class:`BundleError` names
     the file and line otherwise.
     """
-    from receval.formats.checks import numbers
     from receval.formats.tables import read_table, read_text
 
     path = Path(path)
@@ -148,15 +138,7 @@ def read_judge_file(path: Path) -> pd.DataFrame:
             lines.append(number)
         frame = pd.DataFrame(rows, columns=["query_id", "answer", "judge_score"], dtype=object)
         frame[LINE] = np.asarray(lines, np.int64)
-    score = numbers(frame, path, "judge_score", allow_empty=False)
-    bad = ((score < 0) | (score > 1)).to_numpy()
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"judge_score {float(score.iloc[i])!r} is outside [0, 1]",
-        )
+    score = judge_scores(frame, path)
     frame["judge_score"] = score.astype(float)
     keep = [c for c in ("query_id", "answer", "judge_score", "judge") if c in frame.columns]
     return frame[keep].reset_index(drop=True)
@@ -171,3 +153,20 @@ def attach_judge_scores(outputs: pd.DataFrame, facts: pd.DataFrame, judge: pd.Da
     pooled = scored & facts["in_pool"].to_numpy(bool)
     fill = float(scores[pooled].mean()) if pooled.any() else 0.5
     outputs["judge_score"] = np.where(scored, scores, fill)[outputs["fact"].to_numpy(np.int64)]
+
+
+def judge_scores(frame: pd.DataFrame, path, why: str = "") -> pd.Series:
+    """The ``judge_score`` column as finite floats in [0, 1] (``BundleError`` naming the line of
+    the first that is not; ``why`` ends its message)."""
+    from receval.formats.checks import numbers
+
+    score = numbers(frame, path, "judge_score", allow_empty=False)
+    bad = ((score < 0) | (score > 1)).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise BundleError(
+            path,
+            int(frame[LINE].iloc[i]),
+            f"judge_score {float(score.iloc[i])!r} is outside [0, 1]{why}",
+        )
+    return score
