@@ -1271,67 +1271,86 @@ class _Run:
 
     def _assumption_flags(self, env: Envelope) -> list[str]:
         """Detectable failures of the assumptions (weak monotonicity, p ≥ pmin, budget)."""
-        method, c = self.method, self.constants
-        flags: list[str] = []
+        assert self.prefix_yield is not None
+        points = [self.points[r] for r in sorted(self.points)]
+        return [
+            *self._prefix_monotonicity_flags(),
+            *self._interval_monotonicity_flags(env, points),
+            *self._precision_flags(points),
+        ]
+
+    def _prefix_monotonicity_flags(self) -> list[str]:
+        """1. Inside the exact prefix weak monotonicity can be checked exactly.  The assumption
+        is needed from r̃ on, and the default l̃ = r̃ leaves no pair there, so the check covers
+        the upper half of the prefix: failures there are the best evidence the labels can give
+        that the assumption fails beyond l̃."""
+        c = self.constants
         assert self.prefix_yield is not None
         lt = self.l_tilde
-        # 1. Inside the exact prefix weak monotonicity can be checked exactly.  The assumption
-        #    is needed from r̃ on, and the default l̃ = r̃ leaves no pair there, so the check
-        #    covers the upper half of the prefix: failures there are the best evidence the
-        #    labels can give that the assumption fails beyond l̃.
         start = max(1, min(c.r_tilde, lt // 2))
-        if self.size > lt and lt >= start + c.m:
-            p = self.prefix_yield / np.arange(1, lt + 1)
-            suffix_max = np.maximum.accumulate(p[::-1])[::-1]
-            r1 = np.arange(start, lt - c.m + 1)
-            rise = suffix_max[r1 - 1 + c.m] / np.maximum(p[r1 - 1], 1e-300) - 1.0
-            bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
-            if bad.size:
-                flags.append(
-                    f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
-                    f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
-                    f"{int(bad[0])}..{int(bad[-1])} (checked {start}..{lt - c.m}); the band "
-                    "assumes weak monotonicity beyond r̃ and may miss p there"
-                )
-        points = [self.points[r] for r in sorted(self.points)]
-        if points and env.candidates.size:
-            # 2. No weakly monotone p fits all intervals (rigorous, w.p. ≥ 1 − δ).
-            ys = np.array([st.rank for st in points] + [lt], np.int64)
-            lo = np.array([st.lower for st in points] + [env.p_l])
-            hi = np.array([st.upper for st in points] + [env.p_l])
-            v = env.candidates[env.candidates > lt]
-            if v.size:
-                lb, ub = _relaxed_bounds(v, ys, lo, hi, c.m)
-                ub = np.minimum(ub, _prefix_ub(env, v))
-                bad = v[lb > ub * (1 + 1e-12)]
-                if bad.size:
-                    flags.append(
-                        f"weak-monotonicity-violated: no (r̃={c.r_tilde}, m={c.m})-weakly "
-                        f"monotone precision function fits the queried intervals near ranks "
-                        f"{int(bad[0])}..{int(bad[-1])} (confidence ≥ 1 − δ); the guarantee "
-                        "fails there"
-                    )
-        # 3. p_min (Hoeffding) or unresolved schedule intervals.
+        if not (self.size > lt and lt >= start + c.m):
+            return []
+        p = self.prefix_yield / np.arange(1, lt + 1)
+        suffix_max = np.maximum.accumulate(p[::-1])[::-1]
+        r1 = np.arange(start, lt - c.m + 1)
+        rise = suffix_max[r1 - 1 + c.m] / np.maximum(p[r1 - 1], 1e-300) - 1.0
+        bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
+        if not bad.size:
+            return []
+        return [
+            f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
+            f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
+            f"{int(bad[0])}..{int(bad[-1])} (checked {start}..{lt - c.m}); the band "
+            "assumes weak monotonicity beyond r̃ and may miss p there"
+        ]
+
+    def _interval_monotonicity_flags(self, env: Envelope, points: list[_PointState]) -> list[str]:
+        """2. No weakly monotone p fits all intervals (rigorous, w.p. ≥ 1 − δ)."""
+        c = self.constants
+        lt = self.l_tilde
+        if not (points and env.candidates.size):
+            return []
+        ys = np.array([st.rank for st in points] + [lt], np.int64)
+        lo = np.array([st.lower for st in points] + [env.p_l])
+        hi = np.array([st.upper for st in points] + [env.p_l])
+        v = env.candidates[env.candidates > lt]
+        if not v.size:
+            return []
+        lb, ub = _relaxed_bounds(v, ys, lo, hi, c.m)
+        ub = np.minimum(ub, _prefix_ub(env, v))
+        bad = v[lb > ub * (1 + 1e-12)]
+        if not bad.size:
+            return []
+        return [
+            f"weak-monotonicity-violated: no (r̃={c.r_tilde}, m={c.m})-weakly "
+            f"monotone precision function fits the queried intervals near ranks "
+            f"{int(bad[0])}..{int(bad[-1])} (confidence ≥ 1 − δ); the guarantee "
+            "fails there"
+        ]
+
+    def _precision_flags(self, points: list[_PointState]) -> list[str]:
+        """3. p_min (Hoeffding) or unresolved schedule intervals."""
+        method = self.method
         if method.estimator == "hoeffding":
             low = [st for st in points if st.value < method.pmin]
-            if low:
-                worst = min(low, key=lambda st: st.value)
-                flags.append(
-                    f"pmin-violated: estimated p < pmin = {method.pmin:g} at {len(low)} queried "
-                    f"rank(s) (lowest {worst.value:.3f} at rank {worst.rank}); eq. (5) assumes "
-                    "p ≥ pmin, so β is not guaranteed there (try estimator='clopper-pearson')"
-                )
-        else:
-            loose = [st for st in points if not st.resolved]
-            if loose:
-                worst = max(loose, key=lambda st: st.upper / max(st.lower, 1e-300))
-                factor = math.sqrt(worst.upper / max(worst.lower, 1e-300))
-                flags.append(
-                    f"precision-not-resolved: at {len(loose)} queried rank(s) the interval did "
-                    f"not reach ratio β² within the sample-size schedule (worst: rank {worst.rank}, "
-                    f"factor {factor:.3f} instead of β = {method.beta:g})"
-                )
-        return flags
+            if not low:
+                return []
+            worst = min(low, key=lambda st: st.value)
+            return [
+                f"pmin-violated: estimated p < pmin = {method.pmin:g} at {len(low)} queried "
+                f"rank(s) (lowest {worst.value:.3f} at rank {worst.rank}); eq. (5) assumes "
+                "p ≥ pmin, so β is not guaranteed there (try estimator='clopper-pearson')"
+            ]
+        loose = [st for st in points if not st.resolved]
+        if not loose:
+            return []
+        worst = max(loose, key=lambda st: st.upper / max(st.lower, 1e-300))
+        factor = math.sqrt(worst.upper / max(worst.lower, 1e-300))
+        return [
+            f"precision-not-resolved: at {len(loose)} queried rank(s) the interval did "
+            f"not reach ratio β² within the sample-size schedule (worst: rank {worst.rank}, "
+            f"factor {factor:.3f} instead of β = {method.beta:g})"
+        ]
 
 
 def premise_check(
