@@ -341,59 +341,86 @@ def infer_designs(
         return []
     # every draw's row in outputs (-1: not an output), then each design's s_j at those rows
     at = output_rows(outputs, samples["system"], samples["fact"].to_numpy(np.int64))
-    cache: dict[str, pd.Series] = {}
+    expected = _DrawProbabilities(outputs, queries, samples, at)
     judged = "judge_score" in outputs.columns
-
-    def expected(design: str) -> pd.Series:
-        """s_j of ``design`` at every draw (computed when a sampler first asks for it)."""
-        if design not in cache:
-            s = sampling_probabilities(outputs, queries, design, rows=np.maximum(at, 0))
-            cache[design] = pd.Series(np.where(at >= 0, s, np.nan), index=samples.index)
-        return cache[design]
-
     out = []
     declared_col = (
         samples["design"] if "design" in samples.columns else pd.Series("", index=samples.index)
     )
     for (sample, system), rows in samples.groupby(["sample", "system"], sort=True, observed=True):
-        declared = {str(v).strip() for v in declared_col.loc[rows.index]} - {""}
-        if len(declared) > 1:
+        where = (path, sample, system)
+        candidates = _candidate_designs(declared_col.loc[rows.index], rows, judged, where)
+        chosen = _matching_design(expected, candidates, rows, where)
+        out.append(Sampler(sample=str(sample), system=str(system), design=chosen, n=len(rows)))
+    return out
+
+
+class _DrawProbabilities:
+    """s_j of a design at every draw of ``samples`` (``at``: each draw's row in outputs, -1 when
+    not an output), computed when a sampler first asks for it."""
+
+    def __init__(
+        self, outputs: pd.DataFrame, queries: pd.DataFrame, samples: pd.DataFrame, at: np.ndarray
+    ) -> None:
+        self.outputs, self.queries, self.samples, self.at = outputs, queries, samples, at
+        self.cache: dict[str, pd.Series] = {}
+
+    def __call__(self, design: str) -> pd.Series:
+        if design not in self.cache:
+            at = self.at
+            s = sampling_probabilities(self.outputs, self.queries, design, rows=np.maximum(at, 0))
+            self.cache[design] = pd.Series(np.where(at >= 0, s, np.nan), index=self.samples.index)
+        return self.cache[design]
+
+
+def _candidate_designs(
+    declared_values: pd.Series, rows: pd.DataFrame, judged: bool, where: tuple
+) -> list[str]:
+    """The designs a sampler may have: the one it declares (checked known), else every built-in
+    one (judge-uncertainty only with judge scores).  ``where`` is (path, sample, system)."""
+    path, sample, system = where
+    declared = {str(v).strip() for v in declared_values} - {""}
+    if len(declared) > 1:
+        raise BundleError(
+            path,
+            int(rows[LINE].iloc[0]),
+            f"sample {sample!r} of system {system!r} declares two designs",
+        )
+    inferable = [d for d in DISTRIBUTIONS if d != "judge-uncertainty" or judged]
+    candidates = list(declared) if declared else inferable
+    for d in candidates:
+        if d not in DISTRIBUTIONS:
             raise BundleError(
                 path,
                 int(rows[LINE].iloc[0]),
-                f"sample {sample!r} of system {system!r} declares two designs",
+                f"unknown design {d!r} (known: {', '.join(DISTRIBUTIONS)})",
             )
-        inferable = [d for d in DISTRIBUTIONS if d != "judge-uncertainty" or judged]
-        candidates = list(declared) if declared else inferable
-        for d in candidates:
-            if d not in DISTRIBUTIONS:
-                raise BundleError(
-                    path,
-                    int(rows[LINE].iloc[0]),
-                    f"unknown design {d!r} (known: {', '.join(DISTRIBUTIONS)})",
-                )
-        chosen = None
-        worst = None
-        for d in candidates:
-            want = expected(d).loc[rows.index].to_numpy()
-            got = rows["prob"].to_numpy(float)
-            ok = np.isclose(got, want, rtol=1e-4, atol=0)
-            if ok.all():
-                chosen = d
-                break
-            if worst is None:
-                i = int((~ok).nonzero()[0][0])
-                worst = (d, i, got[i], want[i])
-        if chosen is None:
-            d, i, got_i, want_i = worst
-            raise BundleError(
-                path,
-                int(rows[LINE].iloc[i]),
-                f"prob {got_i:.6g} disagrees with the {d} design of system {system!r} in sample {sample!r} "
-                f"(expected {want_i:.6g}); declare the design in a 'design' column or fix the prob",
-            )
-        out.append(Sampler(sample=str(sample), system=str(system), design=chosen, n=len(rows)))
-    return out
+    return candidates
+
+
+def _matching_design(
+    expected: _DrawProbabilities, candidates: list[str], rows: pd.DataFrame, where: tuple
+) -> str:
+    """The first candidate reproducing every recorded prob of ``rows``, else a BundleError at
+    the first disagreeing line of the first candidate."""
+    path, sample, system = where
+    worst = None
+    for d in candidates:
+        want = expected(d).loc[rows.index].to_numpy()
+        got = rows["prob"].to_numpy(float)
+        ok = np.isclose(got, want, rtol=1e-4, atol=0)
+        if ok.all():
+            return d
+        if worst is None:
+            i = int((~ok).nonzero()[0][0])
+            worst = (d, i, got[i], want[i])
+    d, i, got_i, want_i = worst
+    raise BundleError(
+        path,
+        int(rows[LINE].iloc[i]),
+        f"prob {got_i:.6g} disagrees with the {d} design of system {system!r} in sample {sample!r} "
+        f"(expected {want_i:.6g}); declare the design in a 'design' column or fix the prob",
+    )
 
 
 @dataclass(frozen=True)

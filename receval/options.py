@@ -102,6 +102,15 @@ def resolve_seed(seed: Any) -> int:
 
 
 def _check_official(options: Any) -> None:
+    _check_official_values(options)
+    _check_official_only(options)
+    average = getattr(options, "average", None)
+    if average is not None and options.target != "micro" and options.target != average:
+        raise OptionError(f"{{target={options.target!r}}} contradicts {{average={average!r}}}")
+
+
+def _check_official_values(options: Any) -> None:
+    """unjudged and average among their choices, cutoff a positive integer (when given)."""
     for name, allowed in (("unjudged", UNJUDGED_RULES), ("average", AVERAGES)):
         value = getattr(options, name, None)
         if value is not None:
@@ -111,14 +120,15 @@ def _check_official(options: Any) -> None:
         not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1
     ):
         raise ValueError(f"cutoff={cutoff!r} must be a positive integer")
+
+
+def _check_official_only(options: Any) -> None:
+    """unjudged, average and cutoff only with the official estimator."""
     given = [n for n in ("unjudged", "average", "cutoff") if getattr(options, n, None) is not None]
     if given and not _census(options):
         verb = "applies" if len(given) == 1 else "apply"
         names = ", ".join(f"{{{n}}}" for n in given)
         raise OptionError(f"{names} {verb} to {{estimator='official'}} only")
-    average = getattr(options, "average", None)
-    if average is not None and options.target != "micro" and options.target != average:
-        raise OptionError(f"{{target={options.target!r}}} contradicts {{average={average!r}}}")
 
 
 def _census(options: Any) -> bool:

@@ -247,74 +247,124 @@ def adaptive_sample_sizes(
 
     Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached, note``.
     """
+    _require_metrics(metrics)
+    data = build_sample_data(task)
+    planner = _Planner(task, data, bound)
+    z = float(ndtri(0.5 + confidence / 2))
+    limit = (target_width / z) ** 2
+    chosen = _systems_to_plan(data, systems)
+    index = [planner.index[name] for name in chosen]
+    target = _Target(planner, limit, metrics, data.U > 0)
+    notes = _floor_notes(target, index, z, data.U)
+    # systems that need draws: no floor in the way, and not already meeting the target
+    active = [i for i in index if not notes[i] and not target.met_already(i)]
+    common = _smallest_common_n(target, active, max_n)
+    planned = {i: float(common) for i in active}
+    rows = []
+    for name, i in zip(chosen, index, strict=True):
+        reached, var_p, var_rec = target.check(i, planned)
+        if on_system is not None:
+            on_system(name)
+        rows.append(_plan_row(name, planned.get(i, 0), reached, var_p, var_rec, notes[i], z, max_n))
+    return pd.DataFrame(
+        rows,
+        columns=["system", "n", "precision_halfwidth", "recall_halfwidth", "reached", "note"],
+    )
+
+
+def _require_metrics(metrics: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` unless ``metrics`` is a non-empty subset of precision, recall."""
     unknown = set(metrics) - {"precision", "recall"}
     if unknown or not metrics:
         raise ValueError(
             f"metrics must be precision and/or recall, not {sorted(unknown) or 'none'}"
         )
-    data = build_sample_data(task)
-    planner = _Planner(task, data, bound)
-    z = float(ndtri(0.5 + confidence / 2))
-    limit = (target_width / z) ** 2
+
+
+def _systems_to_plan(data: SampleData, systems: list[str] | None) -> list[str]:
+    """``systems`` sorted, or by default every system without a sample, in data order."""
     have = set(
         np.array(data.systems)[
             np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m) > 0
         ]
     )
-    chosen = sorted(systems) if systems else [s for s in data.systems if s not in have]
-    index = [planner.index[name] for name in chosen]
-    use_true = data.U > 0
+    return sorted(systems) if systems else [s for s in data.systems if s not in have]
 
-    def check(i: int, planned: dict[int, float]) -> tuple[bool, float, float]:
-        var_p, var_nu, var_r = planner.bounds(i, planned)
-        var_rec = var_r if use_true else var_nu
-        ok_p = var_p <= limit or "precision" not in metrics
-        ok_r = var_rec <= limit or "recall" not in metrics
+
+class _Target:
+    """The half-width target of :func:`adaptive_sample_sizes` as a variance limit per metric."""
+
+    def __init__(
+        self, planner: _Planner, limit: float, metrics: tuple[str, ...], use_true: bool
+    ) -> None:
+        self.planner = planner
+        self.limit = limit
+        self.metrics = metrics
+        self.use_true = use_true
+
+    def check(self, i: int, planned: dict[int, float]) -> tuple[bool, float, float]:
+        """(target met, variance of precision, variance of recall) for system i under ``planned``."""
+        var_p, var_nu, var_r = self.planner.bounds(i, planned)
+        var_rec = var_r if self.use_true else var_nu
+        ok_p = var_p <= self.limit or "precision" not in self.metrics
+        ok_r = var_rec <= self.limit or "recall" not in self.metrics
         return ok_p and ok_r, var_p, var_rec
 
-    notes = {i: "" for i in index}
-    if use_true and "recall" in metrics:
-        for i in index:
-            notes[i] = _recall_floor_note(planner, i, {}, limit, z, data.U)
-    # systems that need draws: no floor in the way, and not already meeting the target
-    active = [i for i in index if not notes[i] and not (i in planner.sampled and check(i, {})[0])]
+    def met_already(self, i: int) -> bool:
+        """True when system i has a sample whose labels alone meet the target."""
+        return i in self.planner.sampled and self.check(i, {})[0]
 
-    def all_ok(n: int) -> bool:
+    def all_ok(self, active: list[int], n: int) -> bool:
+        """True when every ``active`` system meets the target with n planned draws each."""
         planned = {i: float(n) for i in active}
-        return all(check(i, planned)[0] for i in active)
+        return all(self.check(i, planned)[0] for i in active)
 
-    common = 0
-    if active:
-        lo, hi = 1, max_n
-        if all_ok(hi):
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if all_ok(mid):
-                    hi = mid
-                else:
-                    lo = mid + 1
-        common = hi
-    planned = {i: float(common) for i in active}
-    rows = []
-    for name, i in zip(chosen, index, strict=True):
-        reached, var_p, var_rec = check(i, planned)
-        if on_system is not None:
-            on_system(name)
-        note = notes[i] or ("" if reached else f"target not reached with max_n = {max_n} draws")
-        rows.append(
-            {
-                "system": name,
-                "n": int(planned.get(i, 0)),
-                "precision_halfwidth": z * np.sqrt(var_p),
-                "recall_halfwidth": z * np.sqrt(var_rec),
-                "reached": bool(reached and not notes[i]),
-                "note": note,
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=["system", "n", "precision_halfwidth", "recall_halfwidth", "reached", "note"],
-    )
+
+def _floor_notes(target: _Target, index: list[int], z: float, units: int) -> dict[int, str]:
+    """Per system, '' or the note saying the recall target lies below the exhaustive floor."""
+    notes = {i: "" for i in index}
+    if target.use_true and "recall" in target.metrics:
+        for i in index:
+            notes[i] = _recall_floor_note(target.planner, i, {}, target.limit, z, units)
+    return notes
+
+
+def _smallest_common_n(target: _Target, active: list[int], max_n: int) -> int:
+    """Bisection for the smallest common n in [1, max_n] meeting the target (max_n if none; 0
+    when no system is active)."""
+    if not active:
+        return 0
+    lo, hi = 1, max_n
+    if target.all_ok(active, hi):
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if target.all_ok(active, mid):
+                hi = mid
+            else:
+                lo = mid + 1
+    return hi
+
+
+def _plan_row(
+    name: str,
+    n: float,
+    reached: bool,
+    var_p: float,
+    var_rec: float,
+    floor_note: str,
+    z: float,
+    max_n: int,
+) -> dict[str, object]:
+    """One output row of :func:`adaptive_sample_sizes`."""
+    note = floor_note or ("" if reached else f"target not reached with max_n = {max_n} draws")
+    return {
+        "system": name,
+        "n": int(n),
+        "precision_halfwidth": z * np.sqrt(var_p),
+        "recall_halfwidth": z * np.sqrt(var_rec),
+        "reached": bool(reached and not floor_note),
+        "note": note,
+    }
 
 
 def _recall_floor_note(

@@ -479,8 +479,7 @@ def _finish_board(board: pd.DataFrame, notes: list[list[str]], fitted: Fitted) -
 def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
     """The run record's fields for a sample-based run (``run.json``)."""
     task, data, options = fitted.ctx.task, fitted.ctx.data, fitted.ctx.options
-    replicates, ratio_form = fitted.replicates, fitted.ratio_form
-    key = options.rank_by
+    replicates = fitted.replicates
     info = {
         "receval_version": __version__,
         "task": task.name,
@@ -493,62 +492,79 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
             "clusters": "queries" if options.cluster_queries else None,
             "labels": _labels_info(options),
         },
-        "design": {
-            "samplers": len(data.sampler_names),
-            "draws_judged": data.K,
-            "draws_unjudged": data.unjudged_draws,
-            "drawn_facts": int(data.facts.size),
-            "exhaustive_units": data.U,
-            "designs": sorted(set(data.sampler_design)),
-            "precision_forms": {
-                name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
-                for i, name in enumerate(data.systems)
-            }
-            if fitted.estimator.precision_forms
-            else None,
-            "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
-            "(prob = inclusion probability) or uniform",
-            "fact_multiplicity": "exhaustive.tsv documents column (1/d weights)"
-            if "documents" in task.exhaustive.columns
-            else None,
-            "effective_sizes": {
-                "pool_coverage": round(sizes.pool_coverage, 1),
-                "pooled_recall_denominator": round(sizes.pooled_recall_den, 1),
-            },
-        },
+        "design": _design_info(fitted, sizes),
         "warnings": warnings,
-        "ranking": {
-            "by": key,
-            "tiers": comparisons.describe(),
-            "procedure": options.tiers,
-            "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
-            "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
-            "Holm split equally good systems into several tiers (issue 9)"
-            if options.tiers == "stepdown"
-            else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
-            if options.tiers == "bh"
-            else "marginal tests with Holm's correction (never-zero p-values), chosen with --tiers",
-            "alpha": round(1 - options.confidence, 12),
-            "B": comparisons.B,
-            "replicates_dropped": comparisons.dropped,
-            "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
-            "(Mogstad, Romano, Shaikh & Wilhelm 2024): rank_lo = 1 + #significantly better, "
-            "rank_hi = S - #significantly worse"
-            if options.tiers != "bh"
-            else "rank sets from BH-corrected comparisons: no simultaneous coverage guarantee",
-            "rank": "1 + number of systems with a strictly larger estimate",
-        },
+        "ranking": _ranking_info(options, comparisons),
     }
     caveat = small_sample_caveat(options.tiers, data, round(1 - options.confidence, 12))
     if caveat and options.intervals == "bootstrap":  # the step-down tests' caveat
         info["ranking"]["small_sample"] = caveat
+    _add_interval_record(info, fitted)
+    return info
+
+
+def _design_info(fitted: Fitted, sizes) -> dict:
+    """The ``design`` block of ``run.json``: samplers, draws, units, precision forms, weights."""
+    task, data = fitted.ctx.task, fitted.ctx.data
+    ratio_form = fitted.ratio_form
+    return {
+        "samplers": len(data.sampler_names),
+        "draws_judged": data.K,
+        "draws_unjudged": data.unjudged_draws,
+        "drawn_facts": int(data.facts.size),
+        "exhaustive_units": data.U,
+        "designs": sorted(set(data.sampler_design)),
+        "precision_forms": {
+            name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
+            for i, name in enumerate(data.systems)
+        }
+        if fitted.estimator.precision_forms
+        else None,
+        "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
+        "(prob = inclusion probability) or uniform",
+        "fact_multiplicity": "exhaustive.tsv documents column (1/d weights)"
+        if "documents" in task.exhaustive.columns
+        else None,
+        "effective_sizes": {
+            "pool_coverage": round(sizes.pool_coverage, 1),
+            "pooled_recall_denominator": round(sizes.pooled_recall_den, 1),
+        },
+    }
+
+
+def _ranking_info(options, comparisons) -> dict:
+    """The ``ranking`` block of ``run.json``: the tier procedure, its guarantee and rank sets."""
+    return {
+        "by": options.rank_by,
+        "tiers": comparisons.describe(),
+        "procedure": options.tiers,
+        "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
+        "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
+        "Holm split equally good systems into several tiers (issue 9)"
+        if options.tiers == "stepdown"
+        else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
+        if options.tiers == "bh"
+        else "marginal tests with Holm's correction (never-zero p-values), chosen with --tiers",
+        "alpha": round(1 - options.confidence, 12),
+        "B": comparisons.B,
+        "replicates_dropped": comparisons.dropped,
+        "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
+        "(Mogstad, Romano, Shaikh & Wilhelm 2024): rank_lo = 1 + #significantly better, "
+        "rank_hi = S - #significantly worse"
+        if options.tiers != "bh"
+        else "rank sets from BH-corrected comparisons: no simultaneous coverage guarantee",
+        "rank": "1 + number of systems with a strictly larger estimate",
+    }
+
+
+def _add_interval_record(info: dict, fitted: Fitted) -> None:
+    """Merge what a non-bootstrap interval method records into ``info`` (dicts merged)."""
     record = getattr(fitted.intervals, "record", None)  # what a non-bootstrap method adds
     for key, value in (record(fitted.ctx) if record is not None else {}).items():
         if isinstance(value, dict) and isinstance(info.get(key), dict):
             info[key].update(value)
         else:
             info[key] = value
-    return info
 
 
 #: below this many judged own draws per system the max-t step-down's family-wise error was

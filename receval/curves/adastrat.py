@@ -668,6 +668,12 @@ class AdaStrat:
     check_labels: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_paper_parameters()
+        self._check_run_parameters()
+        adastrat_constants(self.epsilon, self.window, self.r_tilde, self.m)
+
+    def _check_paper_parameters(self) -> None:
+        """ε, window, δ, η, β and p_min within the ranges AdaStrat's guarantees need."""
         if not 0 < self.epsilon <= 1:
             raise ValueError("epsilon must lie in (0, 1]")
         if self.window < 1:
@@ -680,6 +686,9 @@ class AdaStrat:
             raise ValueError("beta must exceed 1 + eta (AdaStrat §4.3)")
         if not 0 < self.pmin <= 1:
             raise ValueError("pmin must lie in (0, 1]")
+
+    def _check_run_parameters(self) -> None:
+        """Estimator, seed, query schedule, knot ratio and premise-check size."""
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}")
         if int(self.seed) < 0:
@@ -692,7 +701,6 @@ class AdaStrat:
             raise ValueError("knot_ratio must exceed 1")
         if self.check_labels is not None and self.check_labels < 0:
             raise ValueError("check_labels must be ≥ 0")
-        adastrat_constants(self.epsilon, self.window, self.r_tilde, self.m)
 
     @classmethod
     def from_options(cls, **options: object) -> AdaStrat:
@@ -941,53 +949,67 @@ class _Run:
 
     def _settle(self) -> None:
         k = len(self.points)
-        method = self.method
         assert self.prefix_yield is not None
         y_l = float(self.prefix_yield[self.l_tilde - 1])
-        if method.estimator == "hoeffding":
-            wanted = {r: self._cap(r, k) for r in self.points}
-            self._draw(wanted)
-            for r, st in self.points.items():
-                n = wanted[r]
-                ones = float(st.labels[:n].sum())
-                st.n = n
-                # Noise removed from the point estimate: E[ṽ] = η + (1 − 2η)·v (§2).
-                q = min(max((ones / n - method.eta) / (1 - 2 * method.eta), 0.0), 1.0)
-                st.value = (y_l + (r - self.l_tilde) * q) / r
-                st.lower, st.upper = self._interval(r, ones, n, method.delta / k)
-                st.resolved = True
-            return
-        levels_count = method.schedule_levels
-        alpha = method.delta / (k * levels_count)
-        tight = method.beta**2
+        if self.method.estimator == "hoeffding":
+            self._settle_fixed(k, y_l)
+        else:
+            self._settle_scheduled(k)
+
+    def _settle_fixed(self, k: int, y_l: float) -> None:
+        """Every point at its eq. (5) size s_K, with a Hoeffding interval at level δ/K."""
+        method = self.method
+        wanted = {r: self._cap(r, k) for r in self.points}
+        self._draw(wanted)
+        for r, st in self.points.items():
+            n = wanted[r]
+            ones = float(st.labels[:n].sum())
+            st.n = n
+            # Noise removed from the point estimate: E[ṽ] = η + (1 − 2η)·v (§2).
+            q = min(max((ones / n - method.eta) / (1 - 2 * method.eta), 0.0), 1.0)
+            st.value = (y_l + (r - self.l_tilde) * q) / r
+            st.lower, st.upper = self._interval(r, ones, n, method.delta / k)
+            st.resolved = True
+
+    def _settle_scheduled(self, k: int) -> None:
+        """Each point along its schedule of sizes until its interval is β²-tight or the schedule
+        ends, drawing the labels the unsettled points need next, round after round."""
+        method = self.method
+        alpha = method.delta / (k * method.schedule_levels)
         while True:
             wanted: dict[int, int] = {}
             for r, st in self.points.items():
-                cap = self._cap(r, k)
-                top = levels_count - 1 - method.schedule_beyond
-                sizes = [
-                    max(2, math.ceil(cap * method.schedule_growth ** (j - top)))
-                    for j in range(levels_count)
-                ]
-                have = st.labels.size
-                cum = np.concatenate([[0.0], np.cumsum(st.labels)])
-                settled = False
-                for j, n in enumerate(sizes):
-                    if n > have:
-                        wanted[r] = n
-                        break
-                    lo, hi = self._interval(r, float(cum[n]), n, alpha)
-                    if (lo > 0 and hi <= tight * lo) or j == levels_count - 1:
-                        st.n, st.lower, st.upper = n, lo, hi
-                        st.value = math.sqrt(lo * hi)
-                        st.resolved = bool(lo > 0 and hi <= tight * lo)
-                        settled = True
-                        break
-                if settled:
-                    wanted.pop(r, None)
+                need = self._settle_point(r, st, k, alpha)
+                if need is not None:
+                    wanted[r] = need
             if not wanted:
                 return
             self._draw({r: max(n, self.points[r].labels.size) for r, n in wanted.items()})
+
+    def _settle_point(self, r: int, st: _PointState, k: int, alpha: float) -> int | None:
+        """Settle point r at the first scheduled size whose interval is β²-tight (or the last
+        size); None once settled, else the size it needs labels for next."""
+        method = self.method
+        levels_count = method.schedule_levels
+        tight = method.beta**2
+        cap = self._cap(r, k)
+        top = levels_count - 1 - method.schedule_beyond
+        sizes = [
+            max(2, math.ceil(cap * method.schedule_growth ** (j - top)))
+            for j in range(levels_count)
+        ]
+        have = st.labels.size
+        cum = np.concatenate([[0.0], np.cumsum(st.labels)])
+        for j, n in enumerate(sizes):
+            if n > have:
+                return n
+            lo, hi = self._interval(r, float(cum[n]), n, alpha)
+            if (lo > 0 and hi <= tight * lo) or j == levels_count - 1:
+                st.n, st.lower, st.upper = n, lo, hi
+                st.value = math.sqrt(lo * hi)
+                st.resolved = bool(lo > 0 and hi <= tight * lo)
+                return None
+        return None
 
     def _build_envelope(self) -> Envelope:
         assert self.prefix_yield is not None
@@ -1249,67 +1271,86 @@ class _Run:
 
     def _assumption_flags(self, env: Envelope) -> list[str]:
         """Detectable failures of the assumptions (weak monotonicity, p ≥ pmin, budget)."""
-        method, c = self.method, self.constants
-        flags: list[str] = []
+        assert self.prefix_yield is not None
+        points = [self.points[r] for r in sorted(self.points)]
+        return [
+            *self._prefix_monotonicity_flags(),
+            *self._interval_monotonicity_flags(env, points),
+            *self._precision_flags(points),
+        ]
+
+    def _prefix_monotonicity_flags(self) -> list[str]:
+        """1. Inside the exact prefix weak monotonicity can be checked exactly.  The assumption
+        is needed from r̃ on, and the default l̃ = r̃ leaves no pair there, so the check covers
+        the upper half of the prefix: failures there are the best evidence the labels can give
+        that the assumption fails beyond l̃."""
+        c = self.constants
         assert self.prefix_yield is not None
         lt = self.l_tilde
-        # 1. Inside the exact prefix weak monotonicity can be checked exactly.  The assumption
-        #    is needed from r̃ on, and the default l̃ = r̃ leaves no pair there, so the check
-        #    covers the upper half of the prefix: failures there are the best evidence the
-        #    labels can give that the assumption fails beyond l̃.
         start = max(1, min(c.r_tilde, lt // 2))
-        if self.size > lt and lt >= start + c.m:
-            p = self.prefix_yield / np.arange(1, lt + 1)
-            suffix_max = np.maximum.accumulate(p[::-1])[::-1]
-            r1 = np.arange(start, lt - c.m + 1)
-            rise = suffix_max[r1 - 1 + c.m] / np.maximum(p[r1 - 1], 1e-300) - 1.0
-            bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
-            if bad.size:
-                flags.append(
-                    f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
-                    f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
-                    f"{int(bad[0])}..{int(bad[-1])} (checked {start}..{lt - c.m}); the band "
-                    "assumes weak monotonicity beyond r̃ and may miss p there"
-                )
-        points = [self.points[r] for r in sorted(self.points)]
-        if points and env.candidates.size:
-            # 2. No weakly monotone p fits all intervals (rigorous, w.p. ≥ 1 − δ).
-            ys = np.array([st.rank for st in points] + [lt], np.int64)
-            lo = np.array([st.lower for st in points] + [env.p_l])
-            hi = np.array([st.upper for st in points] + [env.p_l])
-            v = env.candidates[env.candidates > lt]
-            if v.size:
-                lb, ub = _relaxed_bounds(v, ys, lo, hi, c.m)
-                ub = np.minimum(ub, _prefix_ub(env, v))
-                bad = v[lb > ub * (1 + 1e-12)]
-                if bad.size:
-                    flags.append(
-                        f"weak-monotonicity-violated: no (r̃={c.r_tilde}, m={c.m})-weakly "
-                        f"monotone precision function fits the queried intervals near ranks "
-                        f"{int(bad[0])}..{int(bad[-1])} (confidence ≥ 1 − δ); the guarantee "
-                        "fails there"
-                    )
-        # 3. p_min (Hoeffding) or unresolved schedule intervals.
+        if not (self.size > lt and lt >= start + c.m):
+            return []
+        p = self.prefix_yield / np.arange(1, lt + 1)
+        suffix_max = np.maximum.accumulate(p[::-1])[::-1]
+        r1 = np.arange(start, lt - c.m + 1)
+        rise = suffix_max[r1 - 1 + c.m] / np.maximum(p[r1 - 1], 1e-300) - 1.0
+        bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
+        if not bad.size:
+            return []
+        return [
+            f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
+            f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
+            f"{int(bad[0])}..{int(bad[-1])} (checked {start}..{lt - c.m}); the band "
+            "assumes weak monotonicity beyond r̃ and may miss p there"
+        ]
+
+    def _interval_monotonicity_flags(self, env: Envelope, points: list[_PointState]) -> list[str]:
+        """2. No weakly monotone p fits all intervals (rigorous, w.p. ≥ 1 − δ)."""
+        c = self.constants
+        lt = self.l_tilde
+        if not (points and env.candidates.size):
+            return []
+        ys = np.array([st.rank for st in points] + [lt], np.int64)
+        lo = np.array([st.lower for st in points] + [env.p_l])
+        hi = np.array([st.upper for st in points] + [env.p_l])
+        v = env.candidates[env.candidates > lt]
+        if not v.size:
+            return []
+        lb, ub = _relaxed_bounds(v, ys, lo, hi, c.m)
+        ub = np.minimum(ub, _prefix_ub(env, v))
+        bad = v[lb > ub * (1 + 1e-12)]
+        if not bad.size:
+            return []
+        return [
+            f"weak-monotonicity-violated: no (r̃={c.r_tilde}, m={c.m})-weakly "
+            f"monotone precision function fits the queried intervals near ranks "
+            f"{int(bad[0])}..{int(bad[-1])} (confidence ≥ 1 − δ); the guarantee "
+            "fails there"
+        ]
+
+    def _precision_flags(self, points: list[_PointState]) -> list[str]:
+        """3. p_min (Hoeffding) or unresolved schedule intervals."""
+        method = self.method
         if method.estimator == "hoeffding":
             low = [st for st in points if st.value < method.pmin]
-            if low:
-                worst = min(low, key=lambda st: st.value)
-                flags.append(
-                    f"pmin-violated: estimated p < pmin = {method.pmin:g} at {len(low)} queried "
-                    f"rank(s) (lowest {worst.value:.3f} at rank {worst.rank}); eq. (5) assumes "
-                    "p ≥ pmin, so β is not guaranteed there (try estimator='clopper-pearson')"
-                )
-        else:
-            loose = [st for st in points if not st.resolved]
-            if loose:
-                worst = max(loose, key=lambda st: st.upper / max(st.lower, 1e-300))
-                factor = math.sqrt(worst.upper / max(worst.lower, 1e-300))
-                flags.append(
-                    f"precision-not-resolved: at {len(loose)} queried rank(s) the interval did "
-                    f"not reach ratio β² within the sample-size schedule (worst: rank {worst.rank}, "
-                    f"factor {factor:.3f} instead of β = {method.beta:g})"
-                )
-        return flags
+            if not low:
+                return []
+            worst = min(low, key=lambda st: st.value)
+            return [
+                f"pmin-violated: estimated p < pmin = {method.pmin:g} at {len(low)} queried "
+                f"rank(s) (lowest {worst.value:.3f} at rank {worst.rank}); eq. (5) assumes "
+                "p ≥ pmin, so β is not guaranteed there (try estimator='clopper-pearson')"
+            ]
+        loose = [st for st in points if not st.resolved]
+        if not loose:
+            return []
+        worst = max(loose, key=lambda st: st.upper / max(st.lower, 1e-300))
+        factor = math.sqrt(worst.upper / max(worst.lower, 1e-300))
+        return [
+            f"precision-not-resolved: at {len(loose)} queried rank(s) the interval did "
+            f"not reach ratio β² within the sample-size schedule (worst: rank {worst.rank}, "
+            f"factor {factor:.3f} instead of β = {method.beta:g})"
+        ]
 
 
 def premise_check(

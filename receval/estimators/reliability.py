@@ -163,46 +163,59 @@ def reliability_notes(
     m = census.size
     notes: list[list[str]] = [[] for _ in range(m)]
     for i in range(m):
-        if not census[i] and 0 < sizes.own_draws[i] < minimum:
-            notes[i].append(
-                f"precision: flagged: {int(sizes.own_draws[i])} judged draws of this system's "
-                f"sample (< {minimum}): the interval may undercover"
-            )
-        elif not census[i] and 0 < sizes.precision[i] < minimum:
-            notes[i].append(
-                f"precision: flagged: effective sample size {sizes.precision[i]:.1f} (< {minimum}): "
-                "the interval may undercover"
-            )
-        elif not census[i] and 0 < sizes.precision_variance[i] < minimum:
-            notes[i].append(
-                f"precision: flagged: its variance rests on about {sizes.precision_variance[i]:.1f} "
-                f"draws (< {minimum}; (Σw²)²/Σw⁴ of the draw weights, e.g. few own draws inside a "
-                "large pool): the interval may undercover"
-            )
-        elif not census[i] and sizes.own_draws[i] > 0:
-            notes[i].extend(_one_sided(sizes, i))
-        if sizes.correct_hits[i] == 0 and sizes.pooled_recall_den > 0:
-            notes[i].append(
-                "pooled_recall: flagged: no judged-correct draw of this system's facts, "
-                "the estimate 0 has no sampling interval"
-            )
-        elif 0 < sizes.correct_hits[i] < MIN_CORRECT_HITS:
-            notes[i].append(
-                f"pooled_recall: flagged: {int(sizes.correct_hits[i])} judged-correct draws of this "
-                f"system's facts (< {MIN_CORRECT_HITS}; effective {sizes.pooled_recall[i]:.1f}): "
-                "its interval may undercover"
-            )
-        elif 0 < sizes.pooled_recall_variance[i] < minimum:
-            notes[i].append(
-                "pooled_recall: flagged: its variance rests on about "
-                f"{sizes.pooled_recall_variance[i]:.1f} draws (< {minimum}; (Σw²)²/Σw⁴ of the "
-                "linearised draw weights |g_i − ν̂_i|/q0): its interval may undercover"
-            )
+        if not census[i]:
+            notes[i].extend(_precision_notes(sizes, i, minimum))
+        notes[i].extend(_pooled_recall_notes(sizes, i, minimum))
     pool = pool_notes(sizes, minimum=minimum)
     if pool:
         for i in range(m):
             notes[i].append(f"recall: flagged: {pool}")
     return notes
+
+
+def _precision_notes(sizes: EffectiveSizes, i: int, minimum: int) -> list[str]:
+    """The precision flag of sampled (not census) system i, if any: the first reason that holds."""
+    if 0 < sizes.own_draws[i] < minimum:
+        return [
+            f"precision: flagged: {int(sizes.own_draws[i])} judged draws of this system's "
+            f"sample (< {minimum}): the interval may undercover"
+        ]
+    if 0 < sizes.precision[i] < minimum:
+        return [
+            f"precision: flagged: effective sample size {sizes.precision[i]:.1f} (< {minimum}): "
+            "the interval may undercover"
+        ]
+    if 0 < sizes.precision_variance[i] < minimum:
+        return [
+            f"precision: flagged: its variance rests on about {sizes.precision_variance[i]:.1f} "
+            f"draws (< {minimum}; (Σw²)²/Σw⁴ of the draw weights, e.g. few own draws inside a "
+            "large pool): the interval may undercover"
+        ]
+    if sizes.own_draws[i] > 0:
+        return _one_sided(sizes, i)
+    return []
+
+
+def _pooled_recall_notes(sizes: EffectiveSizes, i: int, minimum: int) -> list[str]:
+    """The pooled-recall flag of system i, if any: the first reason that holds."""
+    if sizes.correct_hits[i] == 0 and sizes.pooled_recall_den > 0:
+        return [
+            "pooled_recall: flagged: no judged-correct draw of this system's facts, "
+            "the estimate 0 has no sampling interval"
+        ]
+    if 0 < sizes.correct_hits[i] < MIN_CORRECT_HITS:
+        return [
+            f"pooled_recall: flagged: {int(sizes.correct_hits[i])} judged-correct draws of this "
+            f"system's facts (< {MIN_CORRECT_HITS}; effective {sizes.pooled_recall[i]:.1f}): "
+            "its interval may undercover"
+        ]
+    if 0 < sizes.pooled_recall_variance[i] < minimum:
+        return [
+            "pooled_recall: flagged: its variance rests on about "
+            f"{sizes.pooled_recall_variance[i]:.1f} draws (< {minimum}; (Σw²)²/Σw⁴ of the "
+            "linearised draw weights |g_i − ν̂_i|/q0): its interval may undercover"
+        ]
+    return []
 
 
 def _one_sided(sizes: EffectiveSizes, i: int) -> list[str]:

@@ -267,17 +267,9 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     labels = task.labels
     n_facts = len(task.facts)
 
-    sampler_key = {(s.sample, s.system): j for j, s in enumerate(samplers)}
     J = len(samplers)
     samples = task.samples
-    if len(samples):
-        j_all = np.array(
-            [sampler_key[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)]
-        )
-        f_all = samples["fact"].to_numpy(np.int64)
-    else:
-        j_all = np.empty(0, np.int64)
-        f_all = np.empty(0, np.int64)
+    j_all, f_all = _draw_codes(samples, samplers)
     label_full = np.full(n_facts, np.nan)
     label_full[labels.index.to_numpy(np.int64)] = labels.to_numpy(float)
     judged = ~np.isnan(label_full[f_all]) if f_all.size else np.empty(0, bool)
@@ -288,54 +280,33 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     sampler_n = np.bincount(j_all, minlength=J).astype(float)
 
     drawn, draw_fact = np.unique(f_all, return_inverse=True)
-    D = drawn.size
     # membership and targets of the drawn facts
     t_all = query_targets(task, target)
     sub = outputs[outputs["fact"].isin(drawn)]
     rows = np.searchsorted(drawn, sub["fact"].to_numpy()).astype(np.int64)
     cols = sub["system"].map(sys_index).to_numpy().astype(np.int64)
-    member = np.zeros((D, m), bool)
+    member = np.zeros((drawn.size, m), bool)
     member[rows, cols] = True
-    tgt = np.zeros((D, m))
+    tgt = np.zeros((drawn.size, m))
     tgt[rows, cols] = t_all.loc[sub.index].to_numpy()
 
-    # proposal densities s_j(x) at drawn facts, and overlaps Σ_x t_i(x) s_j(x) over all facts
-    designs = sorted({s.design for s in samplers})
     fact_codes = outputs["fact"].to_numpy(np.int64)
-    proposal = np.zeros((D, J))
-    overlap = np.zeros((m, J))
-    for design in designs:
-        s_all = probabilities(design)
-        ov = _overlaps(fact_codes, sys_codes, t_all.to_numpy(), s_all, n_facts, m)
-        s_drawn = np.zeros((D, m))
-        s_drawn[rows, cols] = s_all[sub.index.to_numpy()] if len(sub) else 0.0
-        for j, s in enumerate(samplers):
-            if s.design == design:
-                proposal[:, j] = s_drawn[:, sys_index[s.system]]
-                overlap[:, j] = ov[:, sys_index[s.system]]
+    proposal, overlap = _proposals_and_overlaps(
+        samplers,
+        probabilities,
+        (fact_codes, sys_codes, t_all),
+        sub,
+        (rows, cols),
+        sys_index,
+        (drawn.size, m, n_facts),
+    )
 
     # exhaustive units
     units = task.exhaustive_units
-    U = len(units)
     unit_index = {u: k for k, u in enumerate(units["unit"])}
     unit_weight = unit_weights(units)
     ex, share = _exhaustive_mentions(task)
-    u_codes = ex["unit"].map(unit_index).to_numpy(np.int64) if len(ex) else np.empty(0, np.int64)
-    in_pool = task.facts["in_pool"].to_numpy(bool)
-    ex_pooled = in_pool[ex["fact"].to_numpy(np.int64)] * share if len(ex) else np.empty(0)
-    unit_found = np.bincount(u_codes, weights=share, minlength=U).astype(float)
-    unit_pooled = np.bincount(u_codes, weights=ex_pooled, minlength=U) if U else np.empty(0)
-    unit_by_system = np.zeros((U, m))
-    if len(ex):
-        both = ex.assign(_share=share).merge(outputs[["fact", "system"]], on="fact")
-        np.add.at(
-            unit_by_system,
-            (
-                both["unit"].map(unit_index).to_numpy(np.int64),
-                both["system"].map(sys_index).to_numpy(np.int64),
-            ),
-            both["_share"].to_numpy(float),
-        )
+    ex_units = _unit_arrays(task, ex, share, unit_index, outputs, sys_index, (len(units), m))
 
     # query structure (for resampling queries as clusters)
     query_ids = list(task.queries["query_id"])
@@ -349,45 +320,14 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         out_q, sys_codes, fact_codes, label_full, Q, m
     )
     del out_q
-    if len(ex):
-        ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
-        pairs = pd.DataFrame({"u": u_codes, "q": ex_q, "pooled": ex_pooled, "found": share})
-        grouped = pairs.groupby(["u", "q"], sort=True, observed=True)
-        pair_index = grouped.size().index
-        pair_unit = pair_index.get_level_values(0).to_numpy(np.int64)
-        pair_query = pair_index.get_level_values(1).to_numpy(np.int64)
-        pair_found = grouped["found"].sum().to_numpy(float)
-        pair_pooled = grouped["pooled"].sum().to_numpy(float)
-        pair_by_system = np.zeros((pair_unit.size, m))
-        key = pd.Series(np.arange(pair_unit.size), index=pair_index)
-        rows_b = key.reindex(
-            pd.MultiIndex.from_arrays(
-                [both["unit"].map(unit_index), q_index.reindex(both["query_id"]).to_numpy()]
-            )
-        ).to_numpy(np.int64)
-        np.add.at(
-            pair_by_system,
-            (rows_b, both["system"].map(sys_index).to_numpy(np.int64)),
-            both["_share"].to_numpy(float),
-        )
-    else:
-        pair_unit = pair_query = np.empty(0, np.int64)
-        pair_found = pair_pooled = np.empty(0)
-        pair_by_system = np.zeros((0, m))
+    pair_unit, pair_query, pair_found, pair_pooled, pair_by_system = _unit_query_pairs(
+        ex, share, ex_units, q_index, unit_index, sys_index, m
+    )
 
     # census: every output of the system is labelled
     n_missing = query_sizes.sum(axis=0) - query_known.sum(axis=0)
     census = (n_missing == 0) & (query_sizes.sum(axis=0) > 0)
-    weighted = np.full(m, np.nan)
-    if census.any():  # the same per-system (compensated) sums, over those systems' rows only
-        rows = np.flatnonzero(census[sys_codes])
-        sums = (
-            pd.Series(label_full[fact_codes[rows]] * t_all.to_numpy()[rows])
-            .groupby(sys_codes[rows], observed=True)
-            .sum()
-        )
-        weighted[sums.index.to_numpy()] = sums.to_numpy()
-    census_precision = np.where(census, weighted, np.nan)
+    census_precision = _census_precision(census, sys_codes, label_full, fact_codes, t_all, m)
 
     return SampleData(
         systems=systems,
@@ -405,9 +345,9 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         proposal=proposal,
         overlap=overlap,
         unit_weight=unit_weight,
-        unit_found=unit_found,
-        unit_pooled=np.asarray(unit_pooled, float),
-        unit_by_system=unit_by_system,
+        unit_found=ex_units.found,
+        unit_pooled=np.asarray(ex_units.pooled, float),
+        unit_by_system=ex_units.by_system,
         unit_names=list(units["unit"]),
         unjudged_draws=unjudged_draws,
         unjudged_facts=unjudged_facts,
@@ -429,6 +369,148 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
         draw_row=draw_row,
         sampler_round=_sampler_rounds(samples, samplers),
     )
+
+
+def _draw_codes(samples: pd.DataFrame, samplers) -> tuple[np.ndarray, np.ndarray]:
+    """(sampler index, fact code) of every row of samples.tsv, in file order."""
+    sampler_key = {(s.sample, s.system): j for j, s in enumerate(samplers)}
+    if len(samples):
+        j_all = np.array(
+            [sampler_key[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)]
+        )
+        f_all = samples["fact"].to_numpy(np.int64)
+    else:
+        j_all = np.empty(0, np.int64)
+        f_all = np.empty(0, np.int64)
+    return j_all, f_all
+
+
+def _proposals_and_overlaps(
+    samplers, probabilities, coded, sub: pd.DataFrame, cells, sys_index: dict, shape
+) -> tuple[np.ndarray, np.ndarray]:
+    """Proposal densities s_j(x) at the drawn facts (D, J) and overlaps Σ_x t_i(x) s_j(x) over
+    all facts (m, J).  ``coded`` is (fact codes, system codes, targets) of every output,
+    ``cells`` the (drawn row, system) of each output ``sub`` of a drawn fact, ``shape`` is
+    (D, m, number of facts)."""
+    fact_codes, sys_codes, t_all = coded
+    rows, cols = cells
+    D, m, n_facts = shape
+    J = len(samplers)
+    designs = sorted({s.design for s in samplers})
+    proposal = np.zeros((D, J))
+    overlap = np.zeros((m, J))
+    for design in designs:
+        s_all = probabilities(design)
+        ov = _overlaps(fact_codes, sys_codes, t_all.to_numpy(), s_all, n_facts, m)
+        s_drawn = np.zeros((D, m))
+        s_drawn[rows, cols] = s_all[sub.index.to_numpy()] if len(sub) else 0.0
+        for j, s in enumerate(samplers):
+            if s.design == design:
+                proposal[:, j] = s_drawn[:, sys_index[s.system]]
+                overlap[:, j] = ov[:, sys_index[s.system]]
+    return proposal, overlap
+
+
+@dataclass
+class _UnitArrays:
+    """Exhaustive-unit arrays of :func:`build_sample_data` (``both``: mentions x outputs)."""
+
+    u_codes: np.ndarray
+    ex_pooled: np.ndarray
+    found: np.ndarray
+    pooled: np.ndarray
+    by_system: np.ndarray
+    both: pd.DataFrame | None
+
+
+def _unit_arrays(
+    task: Task,
+    ex: pd.DataFrame,
+    share: np.ndarray,
+    unit_index: dict,
+    outputs: pd.DataFrame,
+    sys_index: dict,
+    shape: tuple[int, int],
+) -> _UnitArrays:
+    """Per exhaustive unit: facts found, pooled facts found, and facts found per system
+    (``shape`` is (number of units, number of systems))."""
+    U, m = shape
+    u_codes = ex["unit"].map(unit_index).to_numpy(np.int64) if len(ex) else np.empty(0, np.int64)
+    in_pool = task.facts["in_pool"].to_numpy(bool)
+    ex_pooled = in_pool[ex["fact"].to_numpy(np.int64)] * share if len(ex) else np.empty(0)
+    unit_found = np.bincount(u_codes, weights=share, minlength=U).astype(float)
+    unit_pooled = np.bincount(u_codes, weights=ex_pooled, minlength=U) if U else np.empty(0)
+    unit_by_system = np.zeros((U, m))
+    both = None
+    if len(ex):
+        both = ex.assign(_share=share).merge(outputs[["fact", "system"]], on="fact")
+        np.add.at(
+            unit_by_system,
+            (
+                both["unit"].map(unit_index).to_numpy(np.int64),
+                both["system"].map(sys_index).to_numpy(np.int64),
+            ),
+            both["_share"].to_numpy(float),
+        )
+    return _UnitArrays(u_codes, ex_pooled, unit_found, unit_pooled, unit_by_system, both)
+
+
+def _unit_query_pairs(
+    ex: pd.DataFrame,
+    share: np.ndarray,
+    units: _UnitArrays,
+    q_index: pd.Series,
+    unit_index: dict,
+    sys_index: dict,
+    m: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(unit, query, found, pooled, found per system) of each (exhaustive unit, query) pair."""
+    if not len(ex):
+        empty_codes = np.empty(0, np.int64)
+        return empty_codes, empty_codes, np.empty(0), np.empty(0), np.zeros((0, m))
+    both = units.both
+    ex_q = q_index.reindex(ex["query_id"]).to_numpy(np.int64)
+    pairs = pd.DataFrame({"u": units.u_codes, "q": ex_q, "pooled": units.ex_pooled, "found": share})
+    grouped = pairs.groupby(["u", "q"], sort=True, observed=True)
+    pair_index = grouped.size().index
+    pair_unit = pair_index.get_level_values(0).to_numpy(np.int64)
+    pair_query = pair_index.get_level_values(1).to_numpy(np.int64)
+    pair_found = grouped["found"].sum().to_numpy(float)
+    pair_pooled = grouped["pooled"].sum().to_numpy(float)
+    pair_by_system = np.zeros((pair_unit.size, m))
+    key = pd.Series(np.arange(pair_unit.size), index=pair_index)
+    rows_b = key.reindex(
+        pd.MultiIndex.from_arrays(
+            [both["unit"].map(unit_index), q_index.reindex(both["query_id"]).to_numpy()]
+        )
+    ).to_numpy(np.int64)
+    np.add.at(
+        pair_by_system,
+        (rows_b, both["system"].map(sys_index).to_numpy(np.int64)),
+        both["_share"].to_numpy(float),
+    )
+    return pair_unit, pair_query, pair_found, pair_pooled, pair_by_system
+
+
+def _census_precision(
+    census: np.ndarray,
+    sys_codes: np.ndarray,
+    label_full: np.ndarray,
+    fact_codes: np.ndarray,
+    t_all: pd.Series,
+    m: int,
+) -> np.ndarray:
+    """Exact precision of each census system (every output labelled), NaN for the others."""
+    weighted = np.full(m, np.nan)
+    if census.any():  # the same per-system (compensated) sums, over those systems' rows only
+        rows = np.flatnonzero(census[sys_codes])
+        sums = (
+            pd.Series(label_full[fact_codes[rows]] * t_all.to_numpy()[rows])
+            .groupby(sys_codes[rows], observed=True)
+            .sum()
+        )
+        weighted[sums.index.to_numpy()] = sums.to_numpy()
+    return np.where(census, weighted, np.nan)
 
 
 def _sampler_rounds(samples: pd.DataFrame, samplers) -> np.ndarray:

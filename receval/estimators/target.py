@@ -266,12 +266,20 @@ def precision_at_target(
     curves: dict[str, pd.DataFrame] = {}
     draw_x = data.facts[data.draw_fact]
     alpha = (1 - level) / 2
-    if prevalence is not None:
-        rho_point, rho_reps = float(prevalence), np.full(B, float(prevalence))
-    else:
-        rho_point = universe_point / universe_size if universe_size else np.nan
-        rho_reps = universe_reps / universe_size if universe_size else np.full(B, np.nan)
-    has_rho = prevalence is not None or bool(universe_size)
+    rho_point, rho_reps = _prevalence_estimate(
+        prevalence, universe_point, universe_reps, universe_size, B
+    )
+    inputs = _TargetInputs(
+        universe_point,
+        universe_reps,
+        rho_point,
+        rho_reps,
+        prevalence is not None or bool(universe_size),
+        (recall_point, precision_point, recall_reps, precision_reps),
+        target,
+        level,
+        max_recall_distance,
+    )
     for i, system in enumerate(data.systems):
         problem = score_ranking_problem(outputs, system)
         if problem is not None:
@@ -280,121 +288,200 @@ def precision_at_target(
                 recall=float(recall_point[i]), precision=float(precision_point[i])
             )
             continue
-        unscored = int(outputs.loc[outputs["system"] == system, "score"].isna().sum())
-        if unscored:
-            notes[i].append(
-                f"precision_at_target: {unscored} outputs have no score; they are ranked after the "
-                "scored ones in input order, so the curve over them is arbitrary"
-            )
-        ranks_hit, cum_point, cum_reps = _yield_curve(
-            data, outputs, system, i, counts, num_terms, draw_x
+        _note_unscored(outputs, system, notes[i])
+        curve = _yield_curve(data, outputs, system, i, counts, num_terms, draw_x)
+        point[i], reps[:, i], methods[i], details[system] = _system_at_target(
+            inputs, i, curve, notes[i], flags[i]
         )
-        goal_point = np.array([target * universe_point])
-        goal_reps = target * universe_reps
-        k_point = _crossing(ranks_hit, cum_point, goal_point)[0]
-        k_reps = _crossing(ranks_hit, cum_reps, goal_reps)
-        curve_ok_reps = np.isfinite(k_reps)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            curve_reps = np.where(curve_ok_reps, goal_reps / k_reps, np.nan)
-        # Dimm for the replicates (and the point) whose curve does not reach the target
-        ext_p = extrapolated_precision(
-            precision_point[i],
-            recall_point[i],
-            rho_point,
-            target,
-            max_recall_distance=max_recall_distance,
-        )
-        ext_r = extrapolated_precision(
-            precision_reps[:, i],
-            recall_reps[:, i],
-            rho_reps,
-            target,
-            max_recall_distance=max_recall_distance,
-        )
-        reps[:, i] = np.where(curve_ok_reps, curve_reps, ext_r.precision_at_target)
-        info: dict = {"recall": float(recall_point[i]), "precision": float(precision_point[i])}
-        if np.isfinite(k_point):
-            point[i] = goal_point[0] / k_point
-            methods[i] = "curve"
-            info.update({"method": "curve", "rank_at_target": float(k_point)})
-            share = 1 - curve_ok_reps.mean()
-            if share >= 0.005:
-                notes[i].append(
-                    f"precision_at_target: the curve falls short of recall {target:g} in {share:.1%} of "
-                    "replicates; those use Dimm's extrapolation"
-                )
-        else:
-            methods[i] = "dimm"
-            point[i] = float(ext_p.precision_at_target)
-            info.update(
-                {"method": "dimm", "beta": float(ext_p.beta), "prevalence": float(rho_point)}
-            )
-            if not has_rho:
-                notes[i].append(
-                    f"precision_at_target: the list ends at recall {recall_point[i]:.3f} < {target:g} and "
-                    "Dimm's extrapolation needs the prevalence: set [universe] size in task.toml or --prevalence"
-                )
-            elif not np.isfinite(point[i]):
-                notes[i].append(
-                    "precision_at_target: "
-                    + refusal_message(
-                        int(ext_p.refusal), precision_point[i], recall_point[i], rho_point, target
-                    )
-                )
-            else:
-                flags[i].append("model extrapolation (Dimm 2015)")
-                if bool(ext_p.far):
-                    flags[i].append(
-                        recall_distance_flag(float(ext_p.recall_distance), max_recall_distance)
-                    )
-                bt = forward_backtest(
-                    ranks_hit,
-                    cum_point[0],
-                    cum_reps,
-                    (universe_point, universe_reps),
-                    (rho_point, rho_reps),
-                    (recall_point[i], precision_point[i], recall_reps[:, i], precision_reps[:, i]),
-                    target - float(recall_point[i]),
-                    level,
-                )
-                info.update(bt)
-                excess = bt["backtest_max_dev"]
-                if excess is not None and excess > BACKTEST_LIMIT:
-                    flags[i].append(_poor_fit(float(excess)))
-                    notes[i].append(POOR_FIT_NOTE)
-        info["flags"] = flags[i]
-        details[system] = info
         # the curve for reports: thinned to at most MAX_CURVE_POINTS knots
-        if ranks_hit.size:
-            keep = np.unique(
-                np.linspace(0, ranks_hit.size - 1, min(ranks_hit.size, MAX_CURVE_POINTS))
-                .round()
-                .astype(int)
-            )
-            # knots at the drawn ranks, and the end of the list (Ĉ stays flat after the last
-            # drawn rank, so p falls to Ĉ(N)/N there: the system's precision estimate)
-            size = int(data.sizes[i])
-            knot_ranks = ranks_hit[keep]
-            knot_cum_p = cum_point[0, keep]
-            knot_cum_r = cum_reps[:, keep]
-            queried = np.ones(keep.size, np.int64)
-            if knot_ranks[-1] < size:
-                knot_ranks = np.append(knot_ranks, size)
-                knot_cum_p = np.append(knot_cum_p, cum_point[0, -1])
-                knot_cum_r = np.column_stack([knot_cum_r, cum_reps[:, -1]])
-                queried = np.append(queried, 0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                prec_p = knot_cum_p / knot_ranks
-                prec_r = knot_cum_r / knot_ranks[None, :]
-            lo, hi = np.quantile(prec_r, [alpha, 1 - alpha], axis=0)  # ranks ≥ 1: no NaN here
-            curves[system] = pd.DataFrame(
-                {
-                    "rank": knot_ranks.astype(np.int64),
-                    "precision": np.minimum(prec_p, 1.0),
-                    "lower": np.clip(lo, 0.0, 1.0),
-                    "upper": np.clip(hi, 0.0, 1.0),
-                    "recall": knot_cum_p / universe_point if universe_point > 0 else np.nan,
-                    "queried": queried,
-                }
-            )
+        if curve[0].size:
+            curves[system] = _report_curve(curve, int(data.sizes[i]), alpha, universe_point)
     return TargetResult(point, reps, methods, notes, flags, details, curves, float(rho_point))
+
+
+def _prevalence_estimate(
+    prevalence: float | None,
+    universe_point: float,
+    universe_reps: np.ndarray,
+    universe_size: int | None,
+    B: int,
+) -> tuple[float, np.ndarray]:
+    """ρ (point, (B,)): ``prevalence`` when given, else 𝒴̂ / ``universe_size`` (NaN without one)."""
+    if prevalence is not None:
+        return float(prevalence), np.full(B, float(prevalence))
+    rho_point = universe_point / universe_size if universe_size else np.nan
+    rho_reps = universe_reps / universe_size if universe_size else np.full(B, np.nan)
+    return rho_point, rho_reps
+
+
+@dataclass(frozen=True)
+class _TargetInputs:
+    """What :func:`precision_at_target` shares between systems.  ``rp`` is (recall point,
+    precision point, recall replicates, precision replicates), per system."""
+
+    universe_point: float
+    universe_reps: np.ndarray
+    rho_point: float
+    rho_reps: np.ndarray
+    has_rho: bool
+    rp: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    target: float
+    level: float
+    max_recall_distance: float
+
+
+def _note_unscored(outputs: pd.DataFrame, system: str, notes: list[str]) -> None:
+    """Note the system's outputs without a score (ranked last in input order)."""
+    unscored = int(outputs.loc[outputs["system"] == system, "score"].isna().sum())
+    if unscored:
+        notes.append(
+            f"precision_at_target: {unscored} outputs have no score; they are ranked after the "
+            "scored ones in input order, so the curve over them is arbitrary"
+        )
+
+
+def _system_at_target(
+    inputs: _TargetInputs,
+    i: int,
+    curve: tuple[np.ndarray, np.ndarray, np.ndarray],
+    notes: list[str],
+    flags: list[str],
+) -> tuple[float, np.ndarray, str, dict]:
+    """(point, replicates, method, details) of system i's precision at the target recall: the
+    curve where it reaches the target, else Dimm's extrapolation (notes and flags appended)."""
+    recall_point, precision_point, recall_reps, precision_reps = inputs.rp
+    target = inputs.target
+    ranks_hit, cum_point, cum_reps = curve
+    goal_point = np.array([target * inputs.universe_point])
+    goal_reps = target * inputs.universe_reps
+    k_point = _crossing(ranks_hit, cum_point, goal_point)[0]
+    k_reps = _crossing(ranks_hit, cum_reps, goal_reps)
+    curve_ok_reps = np.isfinite(k_reps)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve_reps = np.where(curve_ok_reps, goal_reps / k_reps, np.nan)
+    # Dimm for the replicates (and the point) whose curve does not reach the target
+    ext_p = extrapolated_precision(
+        precision_point[i],
+        recall_point[i],
+        inputs.rho_point,
+        target,
+        max_recall_distance=inputs.max_recall_distance,
+    )
+    ext_r = extrapolated_precision(
+        precision_reps[:, i],
+        recall_reps[:, i],
+        inputs.rho_reps,
+        target,
+        max_recall_distance=inputs.max_recall_distance,
+    )
+    reps_i = np.where(curve_ok_reps, curve_reps, ext_r.precision_at_target)
+    info: dict = {"recall": float(recall_point[i]), "precision": float(precision_point[i])}
+    if np.isfinite(k_point):
+        point_i = goal_point[0] / k_point
+        method = "curve"
+        info.update({"method": "curve", "rank_at_target": float(k_point)})
+        share = 1 - curve_ok_reps.mean()
+        if share >= 0.005:
+            notes.append(
+                f"precision_at_target: the curve falls short of recall {target:g} in {share:.1%} of "
+                "replicates; those use Dimm's extrapolation"
+            )
+    else:
+        method = "dimm"
+        point_i = float(ext_p.precision_at_target)
+        info.update(
+            {"method": "dimm", "beta": float(ext_p.beta), "prevalence": float(inputs.rho_point)}
+        )
+        _check_dimm(inputs, i, point_i, ext_p, curve, info, notes, flags)
+    info["flags"] = flags
+    return point_i, reps_i, method, info
+
+
+def _check_dimm(
+    inputs: _TargetInputs,
+    i: int,
+    point_i: float,
+    ext_p,
+    curve: tuple[np.ndarray, np.ndarray, np.ndarray],
+    info: dict,
+    notes: list[str],
+    flags: list[str],
+) -> None:
+    """Notes and flags of a Dimm extrapolation at the point: no prevalence, refused, or a model
+    extrapolation with its forward backtest."""
+    recall_point, precision_point, recall_reps, precision_reps = inputs.rp
+    target = inputs.target
+    if not inputs.has_rho:
+        notes.append(
+            f"precision_at_target: the list ends at recall {recall_point[i]:.3f} < {target:g} and "
+            "Dimm's extrapolation needs the prevalence: set [universe] size in task.toml or --prevalence"
+        )
+    elif not np.isfinite(point_i):
+        notes.append(
+            "precision_at_target: "
+            + refusal_message(
+                int(ext_p.refusal), precision_point[i], recall_point[i], inputs.rho_point, target
+            )
+        )
+    else:
+        flags.append("model extrapolation (Dimm 2015)")
+        if bool(ext_p.far):
+            flags.append(
+                recall_distance_flag(float(ext_p.recall_distance), inputs.max_recall_distance)
+            )
+        ranks_hit, cum_point, cum_reps = curve
+        bt = forward_backtest(
+            ranks_hit,
+            cum_point[0],
+            cum_reps,
+            (inputs.universe_point, inputs.universe_reps),
+            (inputs.rho_point, inputs.rho_reps),
+            (recall_point[i], precision_point[i], recall_reps[:, i], precision_reps[:, i]),
+            target - float(recall_point[i]),
+            inputs.level,
+        )
+        info.update(bt)
+        excess = bt["backtest_max_dev"]
+        if excess is not None and excess > BACKTEST_LIMIT:
+            flags.append(_poor_fit(float(excess)))
+            notes.append(POOR_FIT_NOTE)
+
+
+def _report_curve(
+    curve: tuple[np.ndarray, np.ndarray, np.ndarray],
+    size: int,
+    alpha: float,
+    universe_point: float,
+) -> pd.DataFrame:
+    """The precision curve for reports, thinned to at most MAX_CURVE_POINTS knots."""
+    ranks_hit, cum_point, cum_reps = curve
+    keep = np.unique(
+        np.linspace(0, ranks_hit.size - 1, min(ranks_hit.size, MAX_CURVE_POINTS))
+        .round()
+        .astype(int)
+    )
+    # knots at the drawn ranks, and the end of the list (Ĉ stays flat after the last
+    # drawn rank, so p falls to Ĉ(N)/N there: the system's precision estimate)
+    knot_ranks = ranks_hit[keep]
+    knot_cum_p = cum_point[0, keep]
+    knot_cum_r = cum_reps[:, keep]
+    queried = np.ones(keep.size, np.int64)
+    if knot_ranks[-1] < size:
+        knot_ranks = np.append(knot_ranks, size)
+        knot_cum_p = np.append(knot_cum_p, cum_point[0, -1])
+        knot_cum_r = np.column_stack([knot_cum_r, cum_reps[:, -1]])
+        queried = np.append(queried, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec_p = knot_cum_p / knot_ranks
+        prec_r = knot_cum_r / knot_ranks[None, :]
+    lo, hi = np.quantile(prec_r, [alpha, 1 - alpha], axis=0)  # ranks ≥ 1: no NaN here
+    return pd.DataFrame(
+        {
+            "rank": knot_ranks.astype(np.int64),
+            "precision": np.minimum(prec_p, 1.0),
+            "lower": np.clip(lo, 0.0, 1.0),
+            "upper": np.clip(hi, 0.0, 1.0),
+            "recall": knot_cum_p / universe_point if universe_point > 0 else np.nan,
+            "queried": queried,
+        }
+    )

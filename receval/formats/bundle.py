@@ -45,10 +45,30 @@ def write_bundle(
     after the new bundle is complete).
     """
     out = Path(out)
+    _check_destination(out, overwrite)
+    _check_tables(tables)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is meant to be shared
+    try:
+        _write_tables(tmp, tables, config, suffix)
+        _move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _check_destination(out: Path, overwrite: bool) -> None:
+    """Refuse a destination that is a file, or a non-empty directory without ``overwrite``."""
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (use --overwrite to replace it)")
+
+
+def _check_tables(tables: dict[str, pd.DataFrame] | dict[str, pa.Table]) -> None:
+    """Refuse an unknown table name or a table without its required columns."""
     for name, frame in tables.items():
         if name not in BUNDLE_TABLES:
             raise ValueError(f"unknown bundle table {name!r}")
@@ -56,28 +76,33 @@ def write_bundle(
         missing = [c for c in BUNDLE_TABLES[name] if c not in columns]
         if missing:
             raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is meant to be shared
-    try:
-        if config is not None:
-            (tmp / "task.toml").write_text(dump_config(config), encoding="utf-8")
-        for name in BUNDLE_TABLES:
-            if name in tables:
-                write_table(tmp / f"{name}{suffix}", tables[name])
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            out.rename(old)
-            tmp.rename(out)
+
+
+def _write_tables(
+    tmp: Path,
+    tables: dict[str, pd.DataFrame] | dict[str, pa.Table],
+    config: TaskConfig | None,
+    suffix: str,
+) -> None:
+    """Write task.toml (when ``config`` is given) and the tables, in bundle order, into ``tmp``."""
+    if config is not None:
+        (tmp / "task.toml").write_text(dump_config(config), encoding="utf-8")
+    for name in BUNDLE_TABLES:
+        if name in tables:
+            write_table(tmp / f"{name}{suffix}", tables[name])
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` to ``out``, replacing an existing ``out`` as a whole."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.old")
+        if old.exists():
             shutil.rmtree(old)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
 
 
 def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:

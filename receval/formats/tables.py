@@ -616,13 +616,26 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
 
     ``columns`` (optional) converts only those of the file's columns (the others are split off
     but never become strings); a row blank in all of them is then also "not plain"."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
-
     raw = read_bytes(path)
     end = raw.find(b"\n")
     header = raw if end < 0 else raw[:end]  # not partition: that copies the rest of the file
+    if not _looks_plain(raw, header):
+        return None
+    parsed = _arrow_parse(raw, header, columns)
+    if parsed is None:
+        return None
+    names, table = parsed
+    if table.num_rows == 0:
+        return None
+    if _has_blank_row(table):
+        return None
+    checked = dict(zip(names, check_header(path, names), strict=True))
+    return table.rename_columns([checked[n] for n in table.column_names])
+
+
+def _looks_plain(raw: bytes, header: bytes) -> bool:
+    """The byte-level tests of :func:`read_plain_tsv` (no BOM, NUL, lone CR, empty line; a tab
+    in the header)."""
     plain = (
         raw
         and not raw.startswith(b"\xef\xbb\xbf")
@@ -632,8 +645,15 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
         and b"\n\r\n" not in raw
         and b"\t" in header
     )
-    if not plain:
-        return None
+    return bool(plain)
+
+
+def _arrow_parse(raw: bytes, header: bytes, columns: tuple[str, ...] | None):
+    """(header names, Arrow table of string columns) of a plain TSV, or None when the header
+    repeats a name, is not UTF-8, or Arrow finds the file malformed."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     try:
         names = header.rstrip(b"\r").decode("utf-8").split("\t")
         if len(set(names)) < len(names):
@@ -660,15 +680,18 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
         )
     except (UnicodeDecodeError, pa.ArrowInvalid):
         return None
-    if table.num_rows == 0:
-        return None
-    blank = None  # a line of whitespace and tabs only: the text reader skips it
+    return names, table
+
+
+def _has_blank_row(table) -> bool:
+    """True when some row is whitespace and tabs only in every column (the text reader skips
+    such a line)."""
+    import pyarrow.compute as pc
+
+    blank = None
     for column in table.columns:
         empty = pc.equal(pc.utf8_trim(column, characters=WHITESPACE), "")
         blank = empty if blank is None else pc.and_(blank, empty)
         if not pc.any(blank).as_py():
             break  # no row is blank in every column so far: none is blank
-    if blank is not None and pc.any(blank).as_py():
-        return None
-    checked = dict(zip(names, check_header(path, names), strict=True))
-    return table.rename_columns([checked[n] for n in table.column_names])
+    return blank is not None and pc.any(blank).as_py()

@@ -153,13 +153,32 @@ def format_leaderboard(
         backtest_limit = BACKTEST_LIMIT
     has_target = "precision_at_target" in board.columns
     board = board.reset_index(drop=True)
+    marks = _board_marks(board, has_target, backtest_limit)
+    used = {m for column in marks.values() for cell in column for m in cell}
+    columns, dropped = _fit_columns(board, marks, has_target, width)
+    out = _table(columns)
+    if legend and len(board):
+        out += _fitted_legend(board, used, has_target, backtest_limit, dropped, width)
+    return "\n".join(out)
+
+
+def _board_marks(
+    board: pd.DataFrame, has_target: bool, backtest_limit: float
+) -> dict[str, list[str]]:
+    """Per metric column, the marks of each row ("!" flagged, "*" extrapolated)."""
     note = board["note"] if "note" in board.columns else pd.Series([None] * len(board))
     marks = {c: ["!" if _noted(n, c) else "" for n in note] for c, _ in METRICS}
     if has_target:
         marks["precision_at_target"] = [
             _target_marks(row, backtest_limit) for _, row in board.iterrows()
         ]
-    used = {m for column in marks.values() for cell in column for m in cell}
+    return marks
+
+
+def _fit_columns(
+    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, width: int | None
+) -> tuple[list[_Column], list[str]]:
+    """The columns after the fewest narrowing steps that fit ``width``, and those steps."""
     dropped: list[str] = []
     for step in (None, *_NARROWING):
         if step is not None:
@@ -168,44 +187,84 @@ def format_leaderboard(
         total = sum(c.width for c in columns) + 2 * (len(columns) - 1)
         if width is None or total <= width:
             break
-    out = _table(columns)
-    if legend and len(board):
-        cut = "system names" in dropped and any(len(str(n)) > SYSTEM_WIDTH for n in board["system"])
-        notes = _legend(used, has_target, backtest_limit, dropped, cut)
-        if width is not None:
-            notes = [line if len(line) <= width else _wrap(line, width) for line in notes]
-        out += notes
-    return "\n".join(out)
+    return columns, dropped
+
+
+def _fitted_legend(
+    board: pd.DataFrame,
+    used: set[str],
+    has_target: bool,
+    backtest_limit: float,
+    dropped: list[str],
+    width: int | None,
+) -> list[str]:
+    """The legend lines, each wrapped to ``width``."""
+    cut = "system names" in dropped and any(len(str(n)) > SYSTEM_WIDTH for n in board["system"])
+    notes = _legend(used, has_target, backtest_limit, dropped, cut)
+    if width is not None:
+        notes = [line if len(line) <= width else _wrap(line, width) for line in notes]
+    return notes
+
+
+def _board_values(board: pd.DataFrame, name: str) -> list[Any]:
+    """Column ``name`` of ``board`` as a list (all None when the column is absent)."""
+    return list(board[name]) if name in board.columns else [None] * len(board)
 
 
 def _columns(
     board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, dropped: list[str]
 ) -> list[_Column]:
     """The table's columns once the narrowing steps ``dropped`` are applied."""
+    return [
+        *_rank_columns(board, dropped),
+        *_name_columns(board, dropped),
+        *_metric_columns(board, marks, has_target, dropped),
+    ]
 
-    def get(name: str) -> list[Any]:
-        return list(board[name]) if name in board.columns else [None] * len(board)
 
+def _rank_columns(board: pd.DataFrame, dropped: list[str]) -> list[_Column]:
+    """rank, rank CI and tier (the last two unless dropped)."""
     columns = [
-        _Column("rank", ["—" if _missing(v) else f"{float(v):.0f}" for v in get("rank")], True)
+        _Column(
+            "rank",
+            ["—" if _missing(v) else f"{float(v):.0f}" for v in _board_values(board, "rank")],
+            True,
+        )
     ]
     if "rank interval" not in dropped:
         cells = [
             "—" if _missing(lo) or _missing(hi) else f"{float(lo):.0f}–{float(hi):.0f}"
-            for lo, hi in zip(get("rank_lo"), get("rank_hi"), strict=True)
+            for lo, hi in zip(
+                _board_values(board, "rank_lo"), _board_values(board, "rank_hi"), strict=True
+            )
         ]
         columns.append(_Column("rank CI", cells, True))
     if "tier" not in dropped:
-        columns.append(_Column("tier", ["—" if _missing(v) else str(v) for v in get("tier")], True))
-    names = ["" if v is None else str(v) for v in get("system")]
+        tiers = ["—" if _missing(v) else str(v) for v in _board_values(board, "tier")]
+        columns.append(_Column("tier", tiers, True))
+    return columns
+
+
+def _name_columns(board: pd.DataFrame, dropped: list[str]) -> list[_Column]:
+    """system (cut when "system names" is dropped) and team (unless dropped)."""
+    names = ["" if v is None else str(v) for v in _board_values(board, "system")]
     if "system names" in dropped:
         names = [_abbreviate(n, SYSTEM_WIDTH) for n in names]
-    columns.append(_Column("system", names))
+    columns = [_Column("system", names)]
     if "team" not in dropped:
-        columns.append(_Column("team", ["—" if _missing(v) else str(v) for v in get("team")]))
+        teams = ["—" if _missing(v) else str(v) for v in _board_values(board, "team")]
+        columns.append(_Column("team", teams))
+    return columns
+
+
+def _metric_columns(
+    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, dropped: list[str]
+) -> list[_Column]:
+    """P, R, F1 (unless dropped) and P@R_T, with their intervals unless dropped."""
     shown = [(c, h) for c, h in METRICS if h not in dropped]
     if has_target:
         shown.append(("precision_at_target", "P@R_T"))
+    columns = []
     for column, head in shown:
         narrowed = "remaining intervals" if head in ("F1", "P@R_T") else "intervals of P and R"
         columns.append(
