@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from receval.design import SampleRound, draw_precision_samples, facts_to_annotate, next_round_name
+from receval.errors import OptionError
 from receval.estimators.anytime import MIXTURE_COLUMN
 
 #: share of each batch drawn from the uniform floor mixture q₀
@@ -116,11 +117,11 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
 def check_until_decided(batch: int, confidence: float, budget: int | None) -> None:
     """``ValueError`` for a batch below 1, a confidence outside (0, 1) or a negative budget."""
     if not isinstance(batch, int | np.integer) or isinstance(batch, bool) or batch < 1:
-        raise ValueError(f"batch={batch!r} must be an integer >= 1")
+        raise OptionError(f"{{batch={batch!r}}} must be an integer >= 1")
     if not isinstance(confidence, int | float) or not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence={confidence!r} must be in (0, 1)")
+        raise OptionError(f"{{confidence={confidence!r}}} must be in (0, 1)")
     if budget is not None and (not isinstance(budget, int | np.integer) or budget < 0):
-        raise ValueError(f"budget={budget!r} must be an integer >= 0")
+        raise OptionError(f"{{budget={budget!r}}} must be an integer >= 0")
 
 
 def allocate(weights: np.ndarray, total: int) -> np.ndarray:
