@@ -111,7 +111,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle
+from receval.curves.base import CurveEstimate, Labels, Oracle, check_grid_parameters
 from receval.curves.precision_function import (
     envelope_lower,
     envelope_upper,
@@ -674,12 +674,7 @@ class AdaStrat:
 
     def _check_paper_parameters(self) -> None:
         """ε, window, δ, η, β and p_min within the ranges AdaStrat's guarantees need."""
-        if not 0 < self.epsilon <= 1:
-            raise ValueError("epsilon must lie in (0, 1]")
-        if self.window < 1:
-            raise ValueError("window must be ≥ 1")
-        if not 0 < self.delta < 1:
-            raise ValueError("delta must lie in (0, 1)")
+        check_grid_parameters(self.epsilon, self.window, self.delta)
         if not 0 <= self.eta < 0.5:
             raise ValueError("eta must lie in [0, 1/2)")
         if not self.beta > 1 + self.eta:

@@ -207,3 +207,16 @@ def run_to_completion(
             return method.estimate(size, known)
         known = known.merge(need, np.asarray(oracle(need), np.float64))
     raise RuntimeError(f"{method.name} did not finish planning in {max_rounds} rounds")
+
+
+def check_grid_parameters(
+    epsilon: float | None = None, window: int | None = None, delta: float | None = None
+) -> None:
+    """``ValueError`` for a grid step ε outside (0, 1], a window Δ below 1 or a failure
+    probability δ outside (0, 1) — the parameters the curve methods share (None: not checked)."""
+    if epsilon is not None and not 0 < epsilon <= 1:
+        raise ValueError("epsilon must lie in (0, 1]")
+    if window is not None and window < 1:
+        raise ValueError("window must be ≥ 1")
+    if delta is not None and not 0 < delta < 1:
+        raise ValueError("delta must lie in (0, 1)")

@@ -39,7 +39,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
+from receval.curves.base import (
+    CurveEstimate,
+    Labels,
+    Oracle,
+    check_grid_parameters,
+    run_to_completion,
+    staged_plan,
+)
 from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
@@ -100,10 +107,7 @@ class LogStrat:
     name: ClassVar[str] = "logstrat"
 
     def __post_init__(self) -> None:
-        if not 0 < self.epsilon <= 1:
-            raise ValueError("epsilon must lie in (0, 1]")
-        if not 0 < self.delta < 1:
-            raise ValueError("delta must lie in (0, 1)")
+        check_grid_parameters(self.epsilon, delta=self.delta)
         if not 0 < self.pmin <= 1:
             raise ValueError("pmin must lie in (0, 1]")
         if self.beta is not None and self.beta <= 1:

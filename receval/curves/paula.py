@@ -53,7 +53,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
+from receval.curves.base import (
+    CurveEstimate,
+    Labels,
+    Oracle,
+    check_grid_parameters,
+    run_to_completion,
+    staged_plan,
+)
 from receval.curves.precision_function import (
     GeometricGrid,
     geometric_grid,
@@ -121,10 +128,7 @@ class Paula:
     name: ClassVar[str] = "paula"
 
     def __post_init__(self) -> None:
-        if not 0 < self.epsilon <= 1:
-            raise ValueError("epsilon must lie in (0, 1]")
-        if self.window < 1:
-            raise ValueError("window must be ≥ 1")
+        check_grid_parameters(self.epsilon, self.window)
         if self.bounds not in ("guaranteed", "paper"):
             raise ValueError("bounds must be 'guaranteed' or 'paper'")
         minimum = monotone_from(self.window, self.epsilon)

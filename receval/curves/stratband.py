@@ -86,7 +86,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
+from receval.curves.base import (
+    CurveEstimate,
+    Labels,
+    Oracle,
+    check_grid_parameters,
+    run_to_completion,
+    staged_plan,
+)
 from receval.curves.precision_function import geometric_grid, monotone_from
 
 __all__ = ["StratBand", "hoeffding_halfwidths", "stratum_bounds"]
@@ -160,12 +167,7 @@ class StratBand:
     name: ClassVar[str] = "stratband"
 
     def __post_init__(self) -> None:
-        if not 0 < self.epsilon <= 1:
-            raise ValueError("epsilon must lie in (0, 1]")
-        if self.window < 1:
-            raise ValueError("window must be ≥ 1")
-        if not 0 < self.delta < 1:
-            raise ValueError("delta must lie in (0, 1)")
+        check_grid_parameters(self.epsilon, self.window, self.delta)
         if self.halfwidth is not None:
             if self.labels_per_stratum is not None:
                 raise ValueError("give labels_per_stratum or halfwidth, not both")

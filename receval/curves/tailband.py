@@ -81,7 +81,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
+from receval.curves.base import (
+    CurveEstimate,
+    Labels,
+    Oracle,
+    check_grid_parameters,
+    run_to_completion,
+    staged_plan,
+)
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
     hoeffding_halfwidths,
@@ -377,12 +384,7 @@ class TailBand:
     name: ClassVar[str] = "tailband"
 
     def __post_init__(self) -> None:
-        if not 0 < self.epsilon <= 1:
-            raise ValueError("epsilon must lie in (0, 1]")
-        if self.window < 1:
-            raise ValueError("window must be ≥ 1")
-        if not 0 < self.delta < 1:
-            raise ValueError("delta must lie in (0, 1)")
+        check_grid_parameters(self.epsilon, self.window, self.delta)
         if not 0 < self.grid <= 1:
             raise ValueError("grid must lie in (0, 1]")
         if not 0 < self.reach < 1 or not 0 <= self.split < 1:
