@@ -1442,6 +1442,8 @@ def judgments_add(
             "(conflicts.csv of `receval score` lists them)"
         )
     click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
+    for note in result.notes:
+        _warn(note)
 
 
 @cli.group(name="export", cls=ReceGroup)
