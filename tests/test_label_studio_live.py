@@ -115,8 +115,10 @@ class Server:
 def server(tmp_path_factory):
     exe = _executable()
     if exe is None:
+        given = os.environ.get("RECEVAL_LABEL_STUDIO", "").strip()
+        where = f"RECEVAL_LABEL_STUDIO={given} has no bin/label-studio" if given else "not found"
         pytest.skip(
-            "label-studio not available: set RECEVAL_LABEL_STUDIO to a label-studio venv "
+            f"label-studio {where}: set RECEVAL_LABEL_STUDIO to a label-studio venv "
             f"(python -m venv V && V/bin/pip install label-studio=={TESTED_VERSION})"
         )
     data = tmp_path_factory.mktemp("label-studio")
@@ -142,8 +144,9 @@ def server(tmp_path_factory):
         start_new_session=True,  # its own process group: stopped as one at the end
     )
     base = f"http://127.0.0.1:{port}"
+    timeout = float(os.environ.get("RECEVAL_LABEL_STUDIO_TIMEOUT", 300))
     try:
-        deadline = time.monotonic() + float(os.environ.get("RECEVAL_LABEL_STUDIO_TIMEOUT", 300))
+        deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
                 tail = (data / "server.log").read_text(errors="replace")[-600:]
@@ -155,7 +158,10 @@ def server(tmp_path_factory):
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                pytest.skip("label-studio did not answer within RECEVAL_LABEL_STUDIO_TIMEOUT")
+                pytest.skip(
+                    f"label-studio ({exe}) did not answer within {timeout:g} s "
+                    "(RECEVAL_LABEL_STUDIO_TIMEOUT)"
+                )
             time.sleep(2)
         yield Server(base)
     finally:
