@@ -585,7 +585,9 @@ def _check_copies(run: Path, work: Path, copies: pd.DataFrame) -> None:
 
 def _rows_of(source: Path, rows: np.ndarray, run: Path) -> tuple[np.ndarray, np.ndarray]:
     """(provenance as the loader reads it, "" without the column; the line each error names) of
-    the 1-based sorted ``rows`` of the Parquet file ``source``, read one column batch at a time."""
+    the 1-based sorted ``rows`` of the Parquet file ``source``: only the row groups holding
+    them are read, and only those two columns."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from receval.formats.tables import LINE
@@ -597,17 +599,20 @@ def _rows_of(source: Path, rows: np.ndarray, run: Path) -> tuple[np.ndarray, np.
     lines = rows.copy()
     if not columns:
         return provenance, lines
-    offset = 0
-    for batch in file.iter_batches(columns=columns):
-        lo, hi = np.searchsorted(rows, [offset + 1, offset + batch.num_rows + 1])
-        if hi > lo:
-            at = rows[lo:hi] - offset - 1
-            if "provenance" in columns:
-                text = _text(batch, "provenance", run, np.arange(1, batch.num_rows + 1))
-                provenance[lo:hi] = text.take(at).to_numpy(zero_copy_only=False)
-            if LINE in columns:
-                lines[lo:hi] = batch.column(LINE).to_numpy()[at]
-        offset += batch.num_rows
+    sizes = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    bounds = np.searchsorted(rows, starts + 1)
+    for group in range(file.num_row_groups):
+        lo, hi = bounds[group], bounds[group + 1]
+        if hi == lo:
+            continue
+        at = pa.array(rows[lo:hi] - starts[group] - 1)
+        part = file.read_row_group(group, columns=columns).take(at)
+        if "provenance" in columns:
+            text = _text(part, "provenance", run, rows[lo:hi])
+            provenance[lo:hi] = np.asarray(text.to_pylist(), dtype=object)
+        if LINE in columns:
+            lines[lo:hi] = part.column(LINE).to_numpy()
     return provenance, lines
 
 

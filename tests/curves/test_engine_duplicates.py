@@ -114,3 +114,24 @@ def test_identical_copies_are_a_counted_warning(bundle, monkeypatch, provenance)
         result = CliRunner().invoke(cli, [*args, "--epsilon", "0.2", "--window", "10"])
         assert result.exit_code == 0, result.output
         assert "warning: 2 duplicate output row(s) collapsed" in result.output
+
+
+def test_copies_in_other_row_groups_and_with_other_provenance(bundle):
+    """Another provenance makes another output of the fact (collapsed, no error) as in the
+    loader; a conflict across Parquet row groups still names both rows."""
+    path = bundle / "runs" / f"{SYSTEM}.parquet"
+    runs = pd.read_parquet(path)
+    runs["provenance"] = "doc" + pd.Series(range(len(runs))).astype(str)
+    other = runs.iloc[[1]].assign(provenance="another doc", score=55.0)
+    pd.concat([runs, other]).to_parquet(path, index=False, row_group_size=3)
+    task = load_task(bundle)
+    light = CurveBundle.load(bundle)
+    assert light.ranked(SYSTEM).duplicate_rows == 1 == frame_system(task, SYSTEM).duplicate_rows
+    same = runs.iloc[[1]].assign(score=56.0)
+    pd.concat([runs, other, same]).to_parquet(path, index=False, row_group_size=3)
+    with pytest.raises(BundleError) as want:
+        load_task(bundle)
+    with pytest.raises(BundleError) as got:
+        CurveBundle.load(bundle).ranked(SYSTEM)
+    assert str(got.value) == str(want.value)
+    assert f"{SYSTEM}.parquet:2" in str(got.value) and got.value.line == len(runs) + 2
