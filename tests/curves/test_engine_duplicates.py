@@ -135,3 +135,18 @@ def test_copies_in_other_row_groups_and_with_other_provenance(bundle):
         CurveBundle.load(bundle).ranked(SYSTEM)
     assert str(got.value) == str(want.value)
     assert f"{SYSTEM}.parquet:2" in str(got.value) and got.value.line == len(runs) + 2
+
+
+def test_the_api_raises_and_counts(bundle, monkeypatch):
+    import receval
+
+    monkeypatch.setenv("RECEVAL_CURVE_ENGINE_ROWS", "0")
+    params = {"epsilon": 0.2, "window": 10}
+    _repeat(bundle, 0, None)
+    plan = receval.curve_plan(bundle, SYSTEM, "stratband", **params)
+    assert plan.duplicate_rows == 1
+    _repeat(bundle, 0, 0.123)
+    with pytest.raises(BundleError, match="twice with different scores"):
+        receval.curve_plan(bundle, SYSTEM, "stratband", **params)
+    with pytest.raises(BundleError, match="twice with different scores"):
+        receval.curve_estimate(bundle, SYSTEM, "stratband", **params)
