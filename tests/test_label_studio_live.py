@@ -7,7 +7,10 @@ JSON-MIN and CSV (the export button's files, and a snapshot export that names us
 ``receval judgments add`` each export.  Checked: the labelling view is blind (neither the config
 Label Studio stores nor a task's data names a system; the systems are in the task's ``meta``),
 the labels land as bundle labels, and ``annotator`` is each user's e-mail where the export has
-it, the user id with a warning where it does not.
+it, the user id with a warning where it does not.  A second test clicks two votes in Label
+Studio's own labelling view (headless Chromium, over the DevTools helpers of the report's
+browser test; skipped without Chromium): the page names no system, and the view stores the
+choice's alias (``C``, ``W``: the bundle's label values), which ``judgments add`` reads.
 
 Tested with **Label Studio 1.23.2** (``TESTED_VERSION``); the test runs against whatever version
 it is given and fails only on what receval reads.
@@ -26,7 +29,8 @@ migrates a fresh SQLite database, about 1–2 minutes on two cores).  CI opts in
 installs Label Studio into a separate venv in the background while the fast tests run and sets
 ``RECEVAL_LABEL_STUDIO`` for the slow run (if the install fails, the test skips and says so).
 The server runs on a free loopback port with its data in a temporary folder and is stopped at
-the end.
+the end.  Both tests take about 2.5 minutes, most of it the server's first start; installing
+Label Studio into an empty venv took 5 min 17 s (network-bound), hidden behind the fast tests.
 """
 
 from __future__ import annotations
@@ -94,19 +98,24 @@ class Server:
             out = response.read()
         return out if raw else json.loads(out or b"null")
 
-    def sign_up(self, email: str, password: str) -> str:
-        """Sign ``email`` up through the web form (as a person would); returns the API token."""
+    def session(self, form: str, email: str, password: str):
+        """(an opener holding the session, its cookie jar) after posting the web ``form``
+        (``signup`` or ``login``) as a person would."""
         jar = CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        opener.open(self.base + "/user/signup/", timeout=60).read()
+        page = f"{self.base}/user/{form}/"
+        opener.open(page, timeout=60).read()
         csrf = next(c.value for c in jar if c.name == "csrftoken")
-        form = {"csrfmiddlewaretoken": csrf, "email": email, "password": password}
+        fields = {"csrfmiddlewaretoken": csrf, "email": email, "password": password}
         request = urllib.request.Request(
-            self.base + "/user/signup/",
-            data=urllib.parse.urlencode(form).encode(),
-            headers={"Referer": self.base + "/user/signup/"},
+            page, data=urllib.parse.urlencode(fields).encode(), headers={"Referer": page}
         )
         opener.open(request, timeout=60).read()
+        return opener, jar
+
+    def sign_up(self, email: str, password: str) -> str:
+        """Sign ``email`` up through the web form; returns the user's API token."""
+        opener, _ = self.session("signup", email, password)
         with opener.open(self.base + "/api/current-user/token", timeout=60) as response:
             return json.loads(response.read())["token"]
 
@@ -291,3 +300,105 @@ def test_label_studio_round_trip(server, bundle, tmp_path):
         assert got == expected, kind
         named_by_id = "names 2 annotator(s) only by user id" in result.output
         assert named_by_id == kind.startswith("button"), (kind, result.output)
+
+
+def _browser():
+    """The DevTools helpers of the report's browser test (tests/report/test_browser.py)."""
+    import importlib.util
+
+    path = Path(__file__).parent / "report" / "test_browser.py"
+    spec = importlib.util.spec_from_file_location("receval_report_browser", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.CHROMIUM is None or not Path(module.CHROMIUM).is_file():
+        pytest.skip("no headless Chromium (Debian's chromium, or RECEVAL_CHROMIUM)")
+    return module
+
+
+def _poll(devtools, expression: str, timeout: float = 120.0):
+    """The first truthy value of ``expression`` in the page (None after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = devtools.evaluate(expression)
+        if value:
+            return value
+        time.sleep(0.5)
+    return None
+
+
+_CLICK = """(() => {
+  const pick = [...document.querySelectorAll('label')]
+    .filter(l => l.innerText.trim().replace(/\\[\\d+\\]$/, '') === %s);
+  if (pick.length !== 1) return null;
+  pick[0].click();
+  return document.body.innerText;
+})()"""
+
+_SUBMIT = """(() => {
+  const b = [...document.querySelectorAll('button')].filter(b => b.innerText.trim() === 'Submit');
+  if (b.length !== 1 || b[0].disabled) return null;
+  b[0].click();
+  return true;
+})()"""
+
+
+def test_a_vote_clicked_in_the_labelling_view(server, bundle, tmp_path):
+    """An annotator's clicks in Label Studio's own labelling view (headless Chromium): the view
+    shows no system, the stored choice is the alias (the bundle's label value), and
+    ``judgments add`` reads it."""
+    browser = _browser()
+    tasks_path = tmp_path / "tasks.json"
+    _run("export", "label-studio", bundle, tasks_path)
+    tasks = json.loads(tasks_path.read_text())[:2]
+    admin = ADMIN[2]
+    config = tasks_path.with_suffix(".xml").read_text()
+    project = server.call(
+        "POST", "/api/projects", admin, {"title": "clicks", "label_config": config}
+    )
+    server.call("POST", f"/api/projects/{project['id']}/import", admin, tasks)
+    listed = server.call("GET", f"/api/tasks?project={project['id']}&page_size=100", admin)
+    stored = listed["tasks"] if isinstance(listed, dict) else listed
+    _, jar = server.session("login", ADMIN[0], ADMIN[1])
+    systems = {s for t in tasks for s in t["meta"]["systems"].split(", ")}
+    proc, devtools = browser.open_chromium(tmp_path / "profile")
+    try:
+        devtools.call("Network.enable")
+        for cookie in jar:
+            devtools.call(
+                "Network.setCookie", name=cookie.name, value=cookie.value, url=server.base
+            )
+        devtools.call("Page.enable")
+        for task, choice in zip(stored, ("correct", "wrong"), strict=True):
+            url = f"{server.base}/projects/{project['id']}/data?task={task['id']}"
+            devtools.call("Page.navigate", url=url)
+            shown = _poll(devtools, _CLICK % json.dumps(choice))
+            assert shown, f"no {choice!r} choice in the labelling view of task {task['id']}"
+            assert task["data"]["answer"] in shown
+            assert not [s for s in systems if s in shown], "the labelling view names a system"
+            assert _poll(devtools, _SUBMIT, 30), "no Submit button"
+            where = f"/api/tasks/{task['id']}"
+            deadline = time.monotonic() + 60
+            while not server.call("GET", where, admin).get("total_annotations"):
+                assert time.monotonic() < deadline, "the clicked vote was not saved"
+                time.sleep(0.5)
+    finally:
+        devtools.close()
+        proc.kill()
+        proc.wait(30)
+    export = tmp_path / "clicks.json"
+    export.write_bytes(
+        server.call("GET", f"/api/projects/{project['id']}/export?exportType=JSON", admin, raw=True)
+    )
+    results = [
+        a["result"][0]["value"]["choices"]
+        for t in json.loads(export.read_text())
+        for a in t["annotations"]
+    ]
+    assert sorted(results) == [["C"], ["W"]]  # the view writes the choice's alias
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    result = CliRunner().invoke(cli, ["judgments", "add", str(copy), str(export)])
+    assert result.exit_code == 0, result.output
+    votes = pd.read_csv(copy / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
+    votes = votes[votes["source"].str.startswith(export.name)]
+    assert sorted(votes["label"]) == ["C", "W"]
