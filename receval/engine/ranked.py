@@ -146,7 +146,10 @@ def rank_run_file(
     :func:`receval.task.normalize_answers` does, and it is appended to ``texts.arrow`` (an
     uncompressed Arrow file in file order: ``query_id, answer, answer_raw, h, score``, ``h`` the
     engine's hash of the fact) and to integer sort keys.  Duplicate facts are found among the
-    rows whose hash repeats; the engine sorts the integer keys out of core (``RANKED_KEYS``);
+    rows whose hash repeats and checked as the loader checks them
+    (:func:`receval.task._check_conflicting_duplicates`: one answer with two scores is a
+    ``BundleError`` naming both lines; the count of copies dropped is kept in the stamp,
+    :func:`cached_duplicates`); the engine sorts the integer keys out of core (``RANKED_KEYS``);
     ties of the keys are put in the order of the full answer; the result is ``order.npy``, the
     file row at each rank.  Later commands memory-map both files and read only the rows they
     ask for.  A JSON stamp beside the folder records the run's fingerprint: a cache whose run

@@ -19,7 +19,11 @@ Label Studio (https://labelstud.io) is the most used open-source annotation tool
    :func:`read_label_studio_export`, one vote per (task, annotation), ``annotator`` = the export's
    user: the e-mail (else the username) of an expanded ``completed_by`` object or of
    ``created_username``; the numeric user id only when the export names nobody.  Cancelled (skipped) annotations
-   are not votes.  ``receval judgments add TASK export.json`` merges them
+   are not votes.  Label Studio 1.23.2's export button names nobody (checked against a live
+   server: ``completed_by: 1``; JSON-MIN and CSV ``annotator: 1``): ``judgments add`` then
+   warns (:func:`user_id_note`); a snapshot export with ``serialization_options =
+   {"annotations__completed_by": {"only_id": false}}`` names users by e-mail in all three
+   formats (``docs/label-studio.md``).  ``receval judgments add TASK export.json`` merges them
    (:mod:`receval.judgments`).
 """
 
