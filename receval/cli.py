@@ -1137,6 +1137,10 @@ def curve_plan(
         click.echo(
             f"{method} has every label it needs for {system}: run `receval curve estimate`{kept}"
         )
+    if done.duplicate_rows:
+        from receval.scoring import duplicate_rows_warning
+
+        _warn(duplicate_rows_warning(done.duplicate_rows))
 
 
 @curve.command(name="estimate")
@@ -1198,6 +1202,10 @@ def curve_estimate(
     )
     for flag in est.flags:
         _warn(flag)
+    if curve.record.get("duplicate_rows"):
+        from receval.scoring import duplicate_rows_warning
+
+        _warn(duplicate_rows_warning(curve.record["duplicate_rows"]))
 
 
 def _warn_no_recall(source, true_facts: int | None) -> None:
@@ -1434,6 +1442,8 @@ def judgments_add(
             "(conflicts.csv of `receval score` lists them)"
         )
     click.echo(f"{result.pending} fact(s) still to annotate in {task / 'to_annotate.tsv'}")
+    for note in result.notes:
+        _warn(note)
 
 
 @cli.group(name="export", cls=ReceGroup)

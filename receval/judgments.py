@@ -106,6 +106,8 @@ class AddResult:
     pending : fact rows left in ``to_annotate.tsv``.
     changed : for each row of ``disagreements``, whether this call added or replaced a vote on
         that fact (False: a disagreement already in ``judgments.tsv`` before the call).
+    notes : warnings about the input files (a Label Studio export that names its annotators
+        only by user id: :func:`receval.formats.label_studio.user_id_note`).
     """
 
     added: pd.DataFrame
@@ -116,6 +118,7 @@ class AddResult:
     pending: int
     files: tuple[str, ...] = field(default_factory=tuple)
     changed: tuple[bool, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def new_disagreements(self) -> pd.DataFrame:
@@ -168,7 +171,12 @@ def read_label_file(path: Path, annotator: str | None = None) -> pd.DataFrame:
         out[col] = out[col].fillna("").astype(str).str.strip()
     out["answer"] = out["answer"].fillna("").astype(str)
     out["_path"] = str(path)
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    # a Label Studio export (JSON, or the CSV export: it has annotation_id), annotators its own
+    out.attrs["label_studio"] = annotator is None and (
+        path.suffix.lower() == ".json" or "annotation_id" in frame.columns
+    )
+    return out
 
 
 def _fail(row: pd.Series, message: str) -> BundleError:
@@ -347,7 +355,9 @@ def add_judgments(
     if not files:
         raise ValueError("no label files given")
     step = on_step or (lambda: None)
-    rows = pd.concat([read_label_file(Path(f), annotator) for f in files], ignore_index=True)
+    frames = [read_label_file(Path(f), annotator) for f in files]
+    notes = tuple(_user_id_notes(files, frames))
+    rows = pd.concat(frames, ignore_index=True)
     step()
     with bundle_lock(root, timeout):
         task = load_task(root)  # inside the lock: sees every earlier add
@@ -381,7 +391,19 @@ def add_judgments(
         pending=pending,
         files=tuple(str(f) for f in files),
         changed=tuple(_fact_keys(disagreements, task).isin(set(_fact_keys(added, task)))),
+        notes=notes,
     )
+
+
+def _user_id_notes(files, frames: list[pd.DataFrame]):
+    """Warnings for Label Studio exports that name annotators only by user id."""
+    from receval.formats.label_studio import user_id_note
+
+    for path, frame in zip(files, frames, strict=True):
+        if frame.attrs.get("label_studio"):
+            note = user_id_note(path, frame.loc[frame["label"] != "", "annotator"])
+            if note:
+                yield note
 
 
 def _fact_keys(frame: pd.DataFrame, task: Task) -> pd.Series:

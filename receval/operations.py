@@ -301,7 +301,8 @@ def curve_source(task: Task | Path | str, system: str) -> Any:
 class CurvePlan:
     """What :func:`curve_plan` wrote: the new batch, the labels it reused, the batch file, how
     many pending rows of earlier batches it kept, and the seed (``seed_note`` says where a seed
-    not given came from; None when it was given or the method draws nothing)."""
+    not given came from; None when it was given or the method draws nothing);
+    ``duplicate_rows``: the system's input rows dropped as copies of a fact it output again."""
 
     batch: pd.DataFrame
     reused: int
@@ -309,6 +310,7 @@ class CurvePlan:
     kept: int
     seed: int | None = None
     seed_note: str | None = None
+    duplicate_rows: int = 0
 
 
 def pending_curve_rows(task: Any, target: Path) -> pd.DataFrame | None:
@@ -379,7 +381,10 @@ def curve_plan(
     target = Path(out) if out is not None else root / "curve_to_annotate.tsv"
     merged = merge_batches(pending_curve_rows(source, target), batch)
     write_table(target, merged)
-    return CurvePlan(batch, reused, target, len(merged) - len(batch), seed, note)
+    from receval.curves.sources import duplicate_rows
+
+    dups = duplicate_rows(source, system)
+    return CurvePlan(batch, reused, target, len(merged) - len(batch), seed, note, dups)
 
 
 def true_facts_for_curve(

@@ -228,11 +228,16 @@ def input_warnings(task: Task) -> list[str]:
     """Warnings about the input runs that hold for every estimator (run.json ``warnings``)."""
     if not task.duplicate_rows:
         return []
-    return [
-        f"{task.duplicate_rows} duplicate output row(s) collapsed: a system output the same fact "
+    return [duplicate_rows_warning(task.duplicate_rows)]
+
+
+def duplicate_rows_warning(rows: int) -> str:
+    """The warning about ``rows`` input run rows collapsed into facts already output."""
+    return (
+        f"{rows} duplicate output row(s) collapsed: a system output the same fact "
         "more than once (the same answer again, or another spelling of it); each system's fact "
         "counts once, with its highest score"
-    ]
+    )
 
 
 def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:

@@ -32,6 +32,7 @@ __all__ = [
     "ENGINE_ROWS",
     "CurveBundle",
     "RankedSystem",
+    "duplicate_rows",
     "engine_run_file",
     "frame_system",
     "ranked_system",
@@ -58,6 +59,8 @@ class RankedSystem:
     size: int
     known: Labels
     fetch: object = field(repr=False)
+    #: Input rows dropped as copies of a fact the system output again (a counted warning).
+    duplicate_rows: int = 0
 
     def items(self, ranks: np.ndarray) -> pd.DataFrame:
         """The items at the 1-based ``ranks`` (sorted, unique), in rank order."""
@@ -87,7 +90,17 @@ def frame_system(task, system: str) -> RankedSystem:
             {"rank": ranks, "query_id": rows["query_id"].to_numpy(), "answer": answers.to_numpy()}
         )
 
-    return RankedSystem(system, len(ranked), known, fetch)
+    return RankedSystem(system, len(ranked), known, fetch, duplicate_rows(task, system))
+
+
+def duplicate_rows(task, system: str) -> int:
+    """Input rows of ``system`` dropped as copies of a fact it output again, in a loaded
+    :class:`~receval.task.Task` or a :class:`CurveBundle` (ranks the run when needed)."""
+    if isinstance(task, CurveBundle):
+        return task.ranked(system).duplicate_rows
+    outputs = task.outputs
+    copies = outputs.loc[outputs["system"] == system, "copies"].to_numpy(np.int64)
+    return int((copies - 1).sum())
 
 
 def ranked_system(task, system: str) -> RankedSystem:
@@ -274,7 +287,12 @@ class CurveBundle:
 
     def ranked(self, system: str) -> RankedSystem:
         """``system``'s ranked list from the engine's cache (ranked first when needed)."""
-        from receval.engine.ranked import cached_items, labelled_ranks, rank_run_file
+        from receval.engine.ranked import (
+            cached_duplicates,
+            cached_items,
+            labelled_ranks,
+            rank_run_file,
+        )
 
         if system not in self.run_files:
             raise ValueError(f"unknown system {system!r}")
@@ -293,7 +311,7 @@ class CurveBundle:
         def fetch(wanted: np.ndarray) -> pd.DataFrame:
             return cached_items(cache, wanted, self.engine)
 
-        self._ranked[system] = RankedSystem(system, size, known, fetch)
+        self._ranked[system] = RankedSystem(system, size, known, fetch, cached_duplicates(cache))
         return self._ranked[system]
 
 

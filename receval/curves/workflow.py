@@ -137,6 +137,7 @@ def estimate_system_curve(
         "exact_prefix": est.exact_prefix,
         "queried": len(est.queried),
         "flags": list(est.flags),
+        "duplicate_rows": ranked.duplicate_rows,
         "recall": recall,
         "parameters": params,
         **halfwidths(algo, est),

@@ -81,7 +81,7 @@ def write_ranked_list(
 # ----------------------------------------------------------------------------- a system's run
 
 #: Bump when the cache layout or the ranking rule changes: older caches are then re-ranked.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 #: Run columns a file must not have (the loader derives them).
 _RESERVED_RUN = ("answer_raw", "fact", "copies", "_file", "_order")
@@ -146,7 +146,10 @@ def rank_run_file(
     :func:`receval.task.normalize_answers` does, and it is appended to ``texts.arrow`` (an
     uncompressed Arrow file in file order: ``query_id, answer, answer_raw, h, score``, ``h`` the
     engine's hash of the fact) and to integer sort keys.  Duplicate facts are found among the
-    rows whose hash repeats; the engine sorts the integer keys out of core (``RANKED_KEYS``);
+    rows whose hash repeats and checked as the loader checks them
+    (:func:`receval.task._check_conflicting_duplicates`: one answer with two scores is a
+    ``BundleError`` naming both lines; the count of copies dropped is kept in the stamp,
+    :func:`cached_duplicates`); the engine sorts the integer keys out of core (``RANKED_KEYS``);
     ties of the keys are put in the order of the full answer; the result is ``order.npy``, the
     file row at each rank.  Later commands memory-map both files and read only the rows they
     ask for.  A JSON stamp beside the folder records the run's fingerprint: a cache whose run
@@ -181,7 +184,8 @@ def rank_run_file(
             )
             bar.update()
             texts = _Mapped(work / "texts.arrow")
-            dropped = _duplicate_rows(texts, work / "h.npy", candidates)
+            dropped, copies = _duplicate_rows(texts, work / "h.npy", candidates)
+            _check_copies(run, work, copies)
             bar.update()
             _write_order(work, engine, texts, dropped, batch_rows)
             bar.update()
@@ -193,7 +197,11 @@ def rank_run_file(
         work.replace(cache)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    record = {"run_fingerprint": fingerprint, "cache_size": _cache_size(cache)}
+    record = {
+        "run_fingerprint": fingerprint,
+        "cache_size": _cache_size(cache),
+        "duplicate_rows": int(dropped.size),
+    }
     partial_stamp = stamp.with_name(f".{stamp.name}.partial")
     partial_stamp.write_text(json.dumps(record, indent=1))
     partial_stamp.replace(stamp)
@@ -517,12 +525,15 @@ class _SeenHashes:
         return np.unique(np.concatenate(self.found)) if self.found else np.empty(0, np.uint64)
 
 
-def _duplicate_rows(texts: _Mapped, hashes: Path, candidates: np.ndarray) -> np.ndarray:
-    """The rows (1-based) of facts output twice that are not the kept copy (the highest score,
-    first in file order among equal ones): the rows whose hash is a candidate are read and
-    grouped by their text."""
+def _duplicate_rows(
+    texts: _Mapped, hashes: Path, candidates: np.ndarray
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """(the rows (1-based) of facts output twice that are not the kept copy (the highest
+    score, first in file order among equal ones), every copy of those facts: ``row, query_id,
+    answer_raw, score``): the rows whose hash is a candidate are read and grouped by their
+    text."""
     if not candidates.size:
-        return np.empty(0, np.int64)
+        return np.empty(0, np.int64), pd.DataFrame(columns=["row", "query_id", "answer_raw"])
     bits = np.uint64((1 << 24) - 1)
     bitmap = np.zeros(1 << 24, dtype=bool)
     bitmap[candidates & bits] = True
@@ -532,7 +543,7 @@ def _duplicate_rows(texts: _Mapped, hashes: Path, candidates: np.ndarray) -> np.
         pos = np.minimum(np.searchsorted(candidates, h[cand]), candidates.size - 1)
         index.append(cand[candidates[pos] == h[cand]] + first)
     index = np.concatenate(index)
-    rows = texts.take(index, ["query_id", "answer", "score"]).to_pandas()
+    rows = texts.take(index, ["query_id", "answer", "answer_raw", "score"]).to_pandas()
     rows["row"] = index + 1
     rows["unscored"] = rows["score"].isna()
     rows = rows.sort_values(
@@ -540,7 +551,72 @@ def _duplicate_rows(texts: _Mapped, hashes: Path, candidates: np.ndarray) -> np.
         ascending=[True, True, True, False, True],
         kind="mergesort",
     )
-    return np.sort(rows["row"].to_numpy()[rows.duplicated(["query_id", "answer"]).to_numpy()])
+    dropped = rows.duplicated(["query_id", "answer"]).to_numpy()
+    copies = rows[rows.duplicated(["query_id", "answer"], keep=False).to_numpy()]
+    copies = copies.assign(answer_raw=copies["answer_raw"].fillna(copies["answer"]))
+    return np.sort(rows["row"].to_numpy()[dropped]), copies[
+        ["row", "query_id", "answer_raw", "score"]
+    ]
+
+
+def _check_copies(run: Path, work: Path, copies: pd.DataFrame) -> None:
+    """The loader's check of a fact output twice (:func:`receval.task._check_conflicting_duplicates`)
+    on the copies found: a ``BundleError`` naming both lines when one answer (same text and
+    provenance) has two scores."""
+    if not len(copies):
+        return
+    from receval.formats.tables import LINE
+    from receval.task import _check_conflicting_duplicates
+
+    rows = np.sort(copies["row"].to_numpy(np.int64))
+    copies = copies.set_index("row").loc[rows].reset_index()
+    source = work / "text-run.parquet" if run.suffix.lower() != ".parquet" else run
+    provenance, lines = _rows_of(source, rows, run)
+    frame = pd.DataFrame(
+        {
+            "system": run.stem,
+            "query_id": copies["query_id"].to_numpy(),
+            "answer_raw": copies["answer_raw"].to_numpy(),
+            "provenance": provenance,
+            "score": copies["score"].to_numpy(float),
+            "_file": pd.Series([run] * len(rows), dtype=object),
+            LINE: lines,
+        }
+    )
+    _check_conflicting_duplicates(frame, np.arange(len(frame)))
+
+
+def _rows_of(source: Path, rows: np.ndarray, run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(provenance as the loader reads it, "" without the column; the line each error names) of
+    the 1-based sorted ``rows`` of the Parquet file ``source``: only the row groups holding
+    them are read, and only those two columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from receval.formats.tables import LINE
+
+    file = pq.ParquetFile(source)
+    names = file.schema_arrow.names
+    columns = [c for c in ("provenance", LINE) if c in names]
+    provenance = np.full(rows.size, "", dtype=object)
+    lines = rows.copy()
+    if not columns:
+        return provenance, lines
+    sizes = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    bounds = np.searchsorted(rows, starts + 1)
+    for group in range(file.num_row_groups):
+        lo, hi = bounds[group], bounds[group + 1]
+        if hi == lo:
+            continue
+        at = pa.array(rows[lo:hi] - starts[group] - 1)
+        part = file.read_row_group(group, columns=columns).take(at)
+        if "provenance" in columns:
+            text = _text(part, "provenance", run, rows[lo:hi])
+            provenance[lo:hi] = np.asarray(text.to_pylist(), dtype=object)
+        if LINE in columns:
+            lines[lo:hi] = part.column(LINE).to_numpy()
+    return provenance, lines
 
 
 #: The integer sort keys of a row, packed (``keys.bin`` in file order).
@@ -886,3 +962,17 @@ def cached_items(
 def cached_size(cache: Path | str) -> int:
     """N, the length of the ranked list ``cache`` (:func:`rank_run_file`)."""
     return _npy_header(Path(cache) / "order.npy")[0]
+
+
+def cached_duplicates(cache: Path | str) -> int:
+    """Rows of the run behind ``cache`` dropped as copies of a fact the system output again
+    (identical rows, or other spellings of one answer; :func:`rank_run_file` refuses a run
+    that gives one answer two scores)."""
+    import json
+
+    cache = Path(cache)
+    stamp = cache.with_name(cache.name + ".json")
+    try:
+        return int(json.loads(stamp.read_text()).get("duplicate_rows", 0))
+    except (OSError, ValueError):
+        return 0

@@ -19,7 +19,11 @@ Label Studio (https://labelstud.io) is the most used open-source annotation tool
    :func:`read_label_studio_export`, one vote per (task, annotation), ``annotator`` = the export's
    user: the e-mail (else the username) of an expanded ``completed_by`` object or of
    ``created_username``; the numeric user id only when the export names nobody.  Cancelled (skipped) annotations
-   are not votes.  ``receval judgments add TASK export.json`` merges them
+   are not votes.  Label Studio 1.23.2's export button names nobody (checked against a live
+   server: ``completed_by: 1``; JSON-MIN and CSV ``annotator: 1``): ``judgments add`` then
+   warns (:func:`user_id_note`); a snapshot export with ``serialization_options =
+   {"annotations__completed_by": {"only_id": false}}`` names users by e-mail in all three
+   formats (``docs/label-studio.md``).  ``receval judgments add TASK export.json`` merges them
    (:mod:`receval.judgments`).
 """
 
@@ -41,6 +45,7 @@ __all__ = [
     "labelling_config",
     "pending_facts",
     "read_label_studio_export",
+    "user_id_note",
 ]
 
 #: The name of the choice control (``from_name`` of the results).
@@ -158,6 +163,30 @@ def _user(completed_by, created_username: object = None) -> str:
     if named:
         return named
     return "" if completed_by in (None, "") else str(completed_by)
+
+
+#: Where the docs say how to export e-mails instead of user ids.
+EMAIL_EXPORT_DOC = "docs/label-studio.md"
+
+
+def user_id_note(path: Path | str, annotators: pd.Series) -> str | None:
+    """A warning when a Label Studio export names its annotators only by numeric user id (the
+    export button of Label Studio 1.23 writes ``completed_by: 1``); None when it names people.
+
+    Label Studio's own export (JSON, JSON-MIN, CSV) holds no user names unless it was made as
+    a snapshot with ``serialization_options = {"annotations__completed_by": {"only_id":
+    false}}``; the votes are then recorded under the ids, which name a person only on that
+    server."""
+    ids = sorted({str(a) for a in annotators if str(a).strip().isdigit()}, key=int)
+    if not ids:
+        return None
+    shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+    return (
+        f"{Path(path).name}: Label Studio names {len(ids)} annotator(s) only by user id "
+        f"({shown}); the votes are recorded under those ids. For e-mails, export a snapshot "
+        'with serialization_options {"annotations__completed_by": {"only_id": false}} '
+        f"(see {EMAIL_EXPORT_DOC})"
+    )
 
 
 def _choice(result: list) -> str:
