@@ -1020,8 +1020,8 @@ def _curve_options(func):
             "--eta",
             type=click.FloatRange(0.0, 0.5, max_open=True),
             default=None,
-            help="AdaStrat, TailBand: declared probability that an annotation is flipped "
-            "(default 0: the band is about the labels given).",
+            help="AdaStrat, TailBand, StratBand: declared probability that an annotation is "
+            "flipped (default 0: the band is about the labels given).",
         ),
         click.option(
             "--estimator",
@@ -1223,6 +1223,7 @@ _BUDGET_NAMES = {
     "labels_per_stratum": "labels drawn per stratum",
     "samples_per_point": "label draws per estimated point",
     "samples": "label draws from the whole list",
+    "reach_samples": "more label draws up to N/10",
     "expected_draws": "expected label draws (with repeats)",
     "expected_distinct": "expected distinct items to label",
     "halfwidth": "half-width of the precision band at any rank (at most)",
