@@ -75,6 +75,10 @@ def hcp_band(
     unique, inverse = np.unique(ranks, return_inverse=True)
     values = oracle(unique)[inverse]
     points = grid_points(head, size, ratio)
+    if points.size == 0:  # the head is the whole list: exact
+        c = float(head_yield[-1]) if head_yield.size else 0.0
+        knots = np.array([head], np.int64)
+        return GridBand(head_yield, knots, np.array([c]), np.array([c])), int(head)
     hits = np.concatenate([[0.0], np.cumsum(values)])[np.searchsorted(ranks, points, "right")]
     alpha = delta / points.size  # two-sided, α/2 in each tail
     with np.errstate(invalid="ignore"):

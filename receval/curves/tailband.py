@@ -111,6 +111,7 @@ from receval.curves.base import (
     run_to_completion,
     staged_plan,
 )
+from receval.curves.judged import JudgeScores
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
     hoeffding_halfwidths,
@@ -398,6 +399,10 @@ class TailBand:
         δ: the band holds at every rank together with probability ≥ 1 − δ.
     seed
         Seed of the draws; ``plan`` is a deterministic function of (parameters, size, known).
+    judge
+        An automatic judge's score per rank (:class:`~receval.curves.judged.JudgeScores`):
+        the tail is then stratified by the judge's verdict when the exact head says that
+        narrows the band (:mod:`receval.curves.judged`); None: rank alone.
     """
 
     epsilon: float = 0.03
@@ -410,6 +415,7 @@ class TailBand:
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
+    judge: JudgeScores | None = None
     name: ClassVar[str] = "tailband"
 
     def __post_init__(self) -> None:
@@ -422,6 +428,8 @@ class TailBand:
             raise ValueError("labels must be ≥ 1")
         if not 0 <= self.eta < 0.5:
             raise ValueError("eta must lie in [0, 1/2)")
+        if self.judge is not None and self.eta > 0:
+            raise ValueError("a judge-stratified tailband does not take eta")
         if self.r_tilde is None:
             object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
@@ -502,9 +510,24 @@ class TailBand:
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
 
         def rest() -> np.ndarray:
+            judged = self._judge_design(size, known)
+            if judged is not None:
+                from receval.curves.judged import judge_draws
+
+                return np.unique(np.concatenate(judge_draws(self, judged)))
             return self._sampled(size, _share(known, head_ranks))
 
         return staged_plan(known, head_ranks, rest)
+
+    def _judge_design(self, size: int, known: Labels):
+        """The judge-stratified design (labelled head needed), or None: no judge, or the head
+        says the plain design is narrower (:func:`receval.curves.judged.judge_design`)."""
+        if self.judge is None:
+            return None
+        from receval.curves.judged import judge_design
+
+        head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
+        return judge_design(self, size, known.lookup(head_ranks))
 
     def budget(self, size: int) -> dict[str, object]:
         """Labels of the plan before any label, for a head of precision ½: h + distinct drawn
@@ -542,6 +565,16 @@ class TailBand:
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
         if known.missing(head_ranks).size:
             raise ValueError("planned labels of the head are missing; call plan() and label them")
+        judged = self._judge_design(size, known)
+        if judged is not None:
+            from receval.curves.judged import judge_draws, judged_estimate
+
+            missing = known.missing(np.concatenate(judge_draws(self, judged))).size
+            if missing:
+                raise ValueError(
+                    f"{missing} planned labels are missing; call plan() and label them"
+                )
+            return judged_estimate(self, size, judged, known)
         share = _share(known, head_ranks)
         d = self.design(size, share)
         head = d.head
@@ -593,6 +626,12 @@ class TailBand:
                 f"given; {parts} (exact hypergeometric bounds at {d.grid.size} grid ranks, "
                 f"delta {d.delta_uniform:g}), all holding together, deterministic "
                 f"interpolation of the yield between them; exact for ranks <= {head}"
+                + (
+                    "; the judge's scores were not used (the exact head says they would not "
+                    "narrow the band)"
+                    if self.judge is not None
+                    else ""
+                )
             ),
             queried=knots[1:].copy(),
             annotations=annotations,
@@ -771,13 +810,16 @@ def _share(known: Labels, head_ranks: np.ndarray) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
+def _design(
+    method: TailBand, size: int, head_share: float = 0.5, pooled: bool = False
+) -> TailDesign:
     """Split M between the uniform sample and the part that covers (h, k*] so that the uniform
     part alone is at least as tight at k = N as the baseline's M binomial draws at level δ over
     the whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two
     per-point levels, i.e. M_u ≥ M·ρ/(1 + M·ρ/T), ρ = (z_u/z_0)², taken 5 % larger.  The rest
     goes either to the strata (when they leave at least two labels per stratum) or to the pool
-    over (h, k*], whichever :func:`_near_width` finds narrower for the head's precision."""
+    over (h, k*], whichever :func:`_near_width` finds narrower for the head's precision
+    (``pooled``: the pool whenever there is one, as the judge-stratified design uses)."""
     from scipy.stats import norm
 
     assert method.r_tilde is not None
@@ -807,6 +849,8 @@ def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
                 pool=pool, reach=reach, pool_grid=near, delta_pool=delta_near,
             )
         )  # fmt: skip
+    if pooled:
+        return candidates[-1]
     strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     widths = np.diff(np.concatenate([[head], strata]))
     low, high = 0, int(widths.max())  # the largest n with Σ_j min(n, size_j) ≤ M − M_u
