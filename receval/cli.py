@@ -1052,6 +1052,13 @@ def _curve_options(func):
             "is claimed only when the check works at the band's resolution.",
         ),
         click.option(
+            "--judge",
+            is_flag=True,
+            default=None,
+            help="TailBand: stratify the tail by the task's automatic judge scores (judge.tsv) "
+            "when the exactly labelled head says that narrows the band.",
+        ),
+        click.option(
             "--labels-per-stratum",
             type=click.IntRange(2, None),
             default=None,
@@ -1269,6 +1276,7 @@ def curve_budget_command(method: str, size: int, as_json: bool, **options) -> No
 
     params = _curve_params(method=method, **options)
     params.pop("estimator", None)
+    params.pop("judge", None)  # the same number of labels
     try:
         result = curve_budget(method, size, **params)
     except ValueError as exc:

@@ -51,13 +51,16 @@ class RankedSystem:
     """One system's ranked list as the curve methods see it.
 
     ``size`` is N, ``known`` the labels the task has at its ranks, ``items(ranks)`` the rows at
-    1-based ranks (``rank, query_id, answer``; ``answer`` as the run file spells it).
+    1-based ranks (``rank, query_id, answer``; ``answer`` as the run file spells it), ``judge``
+    the automatic judge's score per rank when the task has a judge table (NaN where it gives
+    none; None without one or for an engine-ranked run).
     """
 
     system: str
     size: int
     known: Labels
     fetch: object = field(repr=False)
+    judge: np.ndarray | None = field(default=None, repr=False)
 
     def items(self, ranks: np.ndarray) -> pd.DataFrame:
         """The items at the 1-based ``ranks`` (sorted, unique), in rank order."""
@@ -87,7 +90,11 @@ def frame_system(task, system: str) -> RankedSystem:
             {"rank": ranks, "query_id": rows["query_id"].to_numpy(), "answer": answers.to_numpy()}
         )
 
-    return RankedSystem(system, len(ranked), known, fetch)
+    judge = None
+    if "judge_score" in task.outputs.columns:
+        per_fact = task.outputs.drop_duplicates("fact").set_index("fact")["judge_score"]
+        judge = per_fact.reindex(ranked["fact"]).to_numpy(np.float64)
+    return RankedSystem(system, len(ranked), known, fetch, judge)
 
 
 def ranked_system(task, system: str) -> RankedSystem:
