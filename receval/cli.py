@@ -1020,8 +1020,8 @@ def _curve_options(func):
             "--eta",
             type=click.FloatRange(0.0, 0.5, max_open=True),
             default=None,
-            help="AdaStrat, TailBand: declared probability that an annotation is flipped "
-            "(default 0: the band is about the labels given).",
+            help="AdaStrat, TailBand, StratBand: declared probability that an annotation is "
+            "flipped (default 0: the band is about the labels given).",
         ),
         click.option(
             "--estimator",
@@ -1050,6 +1050,13 @@ def _curve_options(func):
             default=None,
             help="AdaStrat: labels spent checking weak monotonicity (default ⌈s₁/2⌉); its band "
             "is claimed only when the check works at the band's resolution.",
+        ),
+        click.option(
+            "--judge",
+            is_flag=True,
+            default=None,
+            help="TailBand: stratify the tail by the task's automatic judge scores (judge.tsv) "
+            "when the exactly labelled head says that narrows the band.",
         ),
         click.option(
             "--labels-per-stratum",
@@ -1231,6 +1238,7 @@ _BUDGET_NAMES = {
     "labels_per_stratum": "labels drawn per stratum",
     "samples_per_point": "label draws per estimated point",
     "samples": "label draws from the whole list",
+    "reach_samples": "more label draws up to N/10",
     "expected_draws": "expected label draws (with repeats)",
     "expected_distinct": "expected distinct items to label",
     "halfwidth": "half-width of the precision band at any rank (at most)",
@@ -1276,6 +1284,7 @@ def curve_budget_command(method: str, size: int, as_json: bool, **options) -> No
 
     params = _curve_params(method=method, **options)
     params.pop("estimator", None)
+    params.pop("judge", None)  # the same number of labels
     try:
         result = curve_budget(method, size, **params)
     except ValueError as exc:

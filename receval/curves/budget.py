@@ -99,6 +99,7 @@ def curve_budget(
             delta=delta,
             labels_per_stratum=labels_per_stratum,
             halfwidth=halfwidth,
+            eta=eta,
         ).budget(size)
     if key == "tailband":
         return TailBand(

@@ -52,7 +52,9 @@ class RankedSystem:
     """One system's ranked list as the curve methods see it.
 
     ``size`` is N, ``known`` the labels the task has at its ranks, ``items(ranks)`` the rows at
-    1-based ranks (``rank, query_id, answer``; ``answer`` as the run file spells it).
+    1-based ranks (``rank, query_id, answer``; ``answer`` as the run file spells it), ``judge``
+    the automatic judge's score per rank when the task has a judge table (NaN where it gives
+    none; None without one or for an engine-ranked run).
     """
 
     system: str
@@ -61,6 +63,7 @@ class RankedSystem:
     fetch: object = field(repr=False)
     #: Input rows dropped as copies of a fact the system output again (a counted warning).
     duplicate_rows: int = 0
+    judge: np.ndarray | None = field(default=None, repr=False)
 
     def items(self, ranks: np.ndarray) -> pd.DataFrame:
         """The items at the 1-based ``ranks`` (sorted, unique), in rank order."""
@@ -90,7 +93,13 @@ def frame_system(task, system: str) -> RankedSystem:
             {"rank": ranks, "query_id": rows["query_id"].to_numpy(), "answer": answers.to_numpy()}
         )
 
-    return RankedSystem(system, len(ranked), known, fetch, duplicate_rows(task, system))
+    judge = None
+    if "judge_score" in task.outputs.columns:
+        per_fact = task.outputs.drop_duplicates("fact").set_index("fact")["judge_score"]
+        judge = per_fact.reindex(ranked["fact"]).to_numpy(np.float64)
+    return RankedSystem(
+        system, len(ranked), known, fetch, duplicate_rows(task, system), judge=judge
+    )
 
 
 def duplicate_rows(task, system: str) -> int:

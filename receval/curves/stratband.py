@@ -152,6 +152,11 @@ class StratBand:
         ``"hoeffding"`` (Hoeffding–Serfling, default) or ``"bernstein"`` (variance-adaptive:
         narrower only where precision is close to 1; see the module docstring).
         The plan is the same; only the knot intervals differ.
+    eta
+        η < ½, a declared rate of flipped labels (each given label wrong with probability η,
+        independently of the item, its rank and the other labels): the band is then about the
+        *true* labels, widened for the noise (the head is no longer exact; see
+        :meth:`_noisy_estimate`).  0 (default): about the labels given.  The plan is the same.
 
     See the module docstring for the guarantee and its proof.
     """
@@ -164,6 +169,7 @@ class StratBand:
     delta: float = 0.05
     seed: int = 0
     estimator: str = "hoeffding"
+    eta: float = 0.0
     name: ClassVar[str] = "stratband"
 
     def __post_init__(self) -> None:
@@ -185,6 +191,13 @@ class StratBand:
             raise ValueError("seed must be ≥ 0")
         if self.estimator not in ("hoeffding", "bernstein"):
             raise ValueError("estimator must be 'hoeffding' or 'bernstein' for stratband")
+        if not 0 <= self.eta < 0.5:
+            raise ValueError("eta must lie in [0, 1/2)")
+        if self.eta > 0 and (self.estimator != "hoeffding" or self.halfwidth is not None):
+            raise ValueError(
+                "eta (declared label noise) works with the hoeffding estimator and "
+                "labels_per_stratum, not with bernstein or halfwidth"
+            )
 
     # -- design ------------------------------------------------------------------------
 
@@ -244,7 +257,15 @@ class StratBand:
         widths = np.diff(np.concatenate([[head], bounds])) if bounds.size else np.empty(0)
         n = self.per_stratum(size)
         labels = int(head + np.minimum(widths, n).sum())
-        halfwidth = self._every_rank_halfwidth(head, bounds, n)
+        halfwidth = self._every_rank_halfwidth(head, bounds, n) if self.eta == 0 else None
+        noise = (
+            "; about the labels given"
+            if self.eta == 0
+            else (
+                f"; about the true labels if each given label is flipped with probability "
+                f"eta = {self.eta:g} independently"
+            )
+        )
         return {
             "method": self.name,
             "size": int(size),
@@ -257,18 +278,19 @@ class StratBand:
             "window": self.window,
             "r_tilde": int(self.r_tilde or 0),
             "delta": self.delta,
+            "eta": self.eta,
             "halfwidth": halfwidth,
-            "knot_halfwidth": self._typical_halfwidth(head, bounds, n),
+            "knot_halfwidth": self._typical_halfwidth(head, bounds, n) if self.eta == 0 else None,
             "guarantee": (
                 "with probability >= 1 - delta the band holds at every rank at once; "
-                "no assumption on the list"
+                "no assumption on the list" + noise
             ),
         }
 
     def designed_halfwidth(self, size: int) -> float | None:
         """The largest half-width at any rank the design allows for N = ``size`` (before any
         label; None for the Bernstein variant, whose widths depend on the labels)."""
-        if self.estimator != "hoeffding":
+        if self.estimator != "hoeffding" or self.eta > 0:
             return None
         head, bounds = self.strata(size)
         return self._every_rank_halfwidth(head, bounds, self.per_stratum(size))
@@ -341,6 +363,9 @@ class StratBand:
         widths = (bounds - lows).astype(np.float64)
         drawn = np.array([d.size for d in draws], np.float64)
         positives = np.array([known.lookup(d).sum() for d in draws], np.float64)
+        if self.eta > 0:
+            sample = (widths, drawn, positives)
+            return self._noisy_estimate(size, head, bounds, head_cum, sample, annotations)
         stratum_count = widths * positives / drawn
         c_hat = c_head + np.cumsum(stratum_count)
         if self.estimator == "bernstein":
@@ -370,6 +395,87 @@ class StratBand:
             queried=bounds.copy(),
             annotations=annotations,
             exact_prefix=int(head),
+        )
+
+    def _noisy_estimate(
+        self,
+        size: int,
+        head: int,
+        bounds: np.ndarray,
+        head_cum: np.ndarray,
+        sample: tuple[np.ndarray, np.ndarray, np.ndarray],
+        annotations: int,
+    ) -> CurveEstimate:
+        """The band on the *true* curve when each given label is flipped with probability η.
+
+        Imagine every item's noisy label ṽ_i drawn; the noise is independent of the draws, so
+        given the noisy labels the strata sample is a stratified sample of the noisy list.  δ
+        is split: δ/4 for the head, δ/2 for the sampling, δ/4 for the noise of the tail.
+
+        * With ξ_i = ṽ_i − η − (1 − 2η)v_i (independent, centred, each in an interval of length
+          1), the noisy head yield C̃(k) = Σ_{i≤k} ṽ_i satisfies |C̃(k) − ηk − (1 − 2η)C(k)|
+          ≤ t_h = √(h ln(8/δ)/2) at every k ≤ h at once (Doob's maximal inequality for the
+          martingale Σ ξ_i with Hoeffding's lemma), with probability ≥ 1 − δ/4.
+        * The Hoeffding–Serfling bounds of the module docstring at level δ/2 hold for the noisy
+          tail yield D̃_j = C̃(b_j) − C̃(h) at every stratum end b_j at once.
+        * |D̃_j − η s_j − (1 − 2η)D_j| ≤ √(s_j ln(8J/δ)/2) (s_j = b_j − h, D_j the true tail
+          yield; Hoeffding, union over the J ends), with probability ≥ 1 − δ/4.
+
+        Solving for C(h) and D_j gives knot bounds on the true yield, rounded inward to
+        integers; they are tightened across knots and carried to every rank by growth alone
+        (C non-decreasing, at most one per rank): a labelled rank is not counted as exact,
+        since its label may be wrong.  On all three events (probability ≥ 1 − δ) the band
+        holds at every rank.  Not covered: noise that depends on the item or its rank, or
+        asymmetric rates (the band is then about neither curve).
+        """
+        from receval.curves.tailband import tighten_counts, yield_between
+
+        eta, delta = self.eta, self.delta
+        widths, drawn, positives = sample
+        scale = 1.0 - 2.0 * eta
+        ks = np.arange(1, head + 1, dtype=np.float64)
+        t_head = math.sqrt(head * math.log(8.0 / delta) / 2.0)
+        head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
+        head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
+        head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+        tail_hat = np.cumsum(widths * positives / drawn)
+        half = hoeffding_halfwidths(np.cumsum(serfling_proxy(widths, drawn)), bounds, delta / 2)
+        span = (bounds - head).astype(np.float64)
+        slack = np.sqrt(span * math.log(8.0 * bounds.size / delta) / 2.0)
+        lo_t = np.clip((tail_hat - half - slack - eta * span) / scale, 0.0, span)
+        hi_t = np.clip((tail_hat + half + slack - eta * span) / scale, 0.0, span)
+        knots = np.concatenate([[head], bounds]).astype(np.int64)
+        lo = np.concatenate([[head_lo[-1]], head_lo[-1] + lo_t])
+        hi = np.concatenate([[head_hi[-1]], head_hi[-1] + hi_t])
+        lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
+        x = self._output_knots(head, bounds)
+        nxt = np.append(x[1:] - 1, x[-1])
+        c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
+        _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
+        lower = np.clip(c_lo / nxt, 0.0, 1.0)
+        upper = np.clip(c_hi / x, 0.0, 1.0)
+        noisy = np.interp(x.astype(np.float64), knots.astype(np.float64), np.append(0, tail_hat))
+        middle = np.clip((head_mid[-1] + (noisy - eta * (x - head)) / scale) / x, lower, upper)
+        return CurveEstimate(
+            method=self.name,
+            size=size,
+            ranks=np.concatenate([np.arange(1, head, dtype=np.int64), x]),
+            precision=np.concatenate([head_mid[:-1] / ks[:-1], middle]),
+            lower=np.concatenate([head_lo[:-1] / ks[:-1], lower]),
+            upper=np.concatenate([head_hi[:-1] / ks[:-1], upper]),
+            kind="band",
+            guarantee=(
+                f"with probability >= {1 - delta:g}: lower <= precision@k <= upper at every "
+                f"rank k at once, for any list, about the TRUE labels when each given label is "
+                f"wrong with probability eta = {eta:g} independently of the item and its rank "
+                f"(declared, not checked; other noise is not covered): noise removed through "
+                f"E[label] = eta + (1 - 2 eta) v and its spread bounded (Hoeffding, Doob) on the "
+                f"head of {head} ranks and at {bounds.size} strata boundaries, stratified "
+                f"sampling with Hoeffding-Serfling bounds"
+            ),
+            queried=bounds.copy(),
+            annotations=annotations,
+            exact_prefix=0,
         )
 
     def _bound_name(self) -> str:

@@ -4,22 +4,32 @@ Design
 ------
 The head t_1 … t_h is labelled exhaustively (h = g_ℓ of PAULA's grid, the same head as PAULA
 and StratBand).  The tail labels M default to StratBand's count Σ_j min(Δ, size_j) (so the plan
-never has more labels than StratBand or PAULA) and are split, before any label, between
+never has more labels than StratBand or PAULA) and are split, before any tail label, between
 
 * a **uniform sample**: M_u distinct ranks drawn uniformly *without replacement* from the tail
   R = {h+1, …, N}, |R| = T = N − h, bounded at the grid ranks K_u = {k*} ∪ {k_i ≥ k*} of the
-  geometric grid k_i = ⌈h·r^i⌉ (r = 1 + ``grid``, default 1.01; N included);
-* **strata** covering (h, k*], k* = ⌊``reach``·N⌋ (default N/10): PAULA's (1+ε)-geometric
-  strata cut at k*, n distinct ranks drawn uniformly without replacement from each (all of a
-  stratum smaller than n), bounded at the stratum ends b_1 < … < b_J = k*.
+  geometric grid k_i = ⌈h·r^i⌉ (r = 1 + ``grid``, default 1.01; N included), k* = ⌊``reach``·N⌋
+  (default N/10);
+* and one of two designs for (h, k*]:
+
+  - **strata**: PAULA's (1+ε)-geometric strata cut at k*, n distinct ranks drawn uniformly
+    without replacement from each (all of a stratum smaller than n), bounded at the stratum
+    ends b_1 < … < b_J = k*;
+  - a **pool**: M_r = M − M_u further ranks of (h, k*] drawn uniformly without replacement
+    among those the uniform sample did not draw, bounded *together with the uniform draws
+    that fall in (h, k*]* at the grid ranks K_r = {k_i < k*} ∪ {k*}.
 
 The split is fixed from the design alone: with δ_u = (1 − ``split``)·δ for the uniform part
 (default split 0.2) and z_u, z_0 the normal quantiles at the per-point levels δ_u/(2|K_u|) and
 δ/(2G₀) (G₀ the grid points of the whole tail), M_u is the smallest count with
-z_u²(1 − M_u/T)/M_u ≤ z_0²/M, plus 2 % — so at k = N the uniform part alone is as tight as the
-baseline's M binomial draws at level δ over the whole grid — and the strata get the largest n
-with Σ_j min(n, size_j) ≤ M − M_u (none when n < 2: then the uniform sample takes all M labels,
-K_u is the whole grid and δ_u = δ).  The draws depend on (seed, N, parameters) only.
+z_u²(1 − M_u/T)/M_u ≤ z_0²/M, plus 5 % — so at every k ≥ k* the uniform part alone is a little
+tighter than the baseline's M binomial draws at level δ over the whole grid.  The strata get
+the largest n with Σ_j min(n, size_j) ≤ M − M_u (not offered when n < 2); the pool gets the
+rest.  Which of the two (or the uniform sample alone, K_u the whole grid and δ_u = δ) is used is
+chosen from the design and the exact head's precision p(h) (:func:`_near_width`; the head is
+labelled first and is not random, so the choice costs no δ): the strata's Hoeffding bound wins
+near p = ½ at large N, the pool's exact bound at low or high precision.  The draws depend on
+(seed, N, parameters, p(h)) only, never on a tail label.
 
 Bounds at the knots
 -------------------
@@ -31,14 +41,24 @@ P(K⁺_k > U_k) ≤ α, because a cdf evaluated at its own random variable is �
 ≤ α; likewise L_k = min{K : P_K(X⁻_k ≥ x) > α} has P(K⁻_k < L_k) ≤ α.  With α = δ_u/(2|K_u|)
 all 2|K_u| statements hold together with probability ≥ 1 − δ_u (union bound).
 
+*Pool.*  Let u' be the number of uniform draws in (h, k*] (a function of the draw positions
+only, not of any label).  Given u', those draws are a uniformly random u'-subset of (h, k*]
+(a uniform subset of R conditioned on how many of it fall in a part of R).  The pool takes the
+first M_r ranks outside that subset of a uniformly ordered sample of M_r + u' ranks of
+(h, k*]; the ranks of a uniform random ordering that avoid a fixed set are in uniform random
+order, so the pool is a uniform M_r-subset of the rest of (h, k*], and the union, the *pooled
+sample*, is a uniform (u' + M_r)-subset of (h, k*].  Hence, given u', the pooled count of
+positives in (h, k] is exactly H(k* − h, K_k, u' + M_r) for every k ≤ k*, the exact bounds
+above hold with α = δ_r/(2|K_r|) (δ_r = ``split``·δ) given u', and so unconditionally.
+
 *Strata.*  Ĉ(b_j) = C(h) + Σ_{i≤j} size_i·S_i/n_i (S_i positives among the n_i draws of stratum
 i) is unbiased, and by Hoeffding–Serfling and independence across strata Ĉ(b_j) − C(b_j) is
 sub-Gaussian with the proxy V_j of :mod:`receval.curves.stratband`; the half-widths of
 :func:`~receval.curves.stratband.hoeffding_halfwidths` at δ_s = ``split``·δ make all J
 statements hold together with probability ≥ 1 − δ_s.
 
-The two samples are drawn independently (a rank drawn by both is labelled once), so by a union
-bound the event E that every knot statement holds has P(E) ≥ 1 − δ_u − δ_s = 1 − δ.
+By a union bound over the two parts (whatever their dependence), the event E that every knot
+statement holds has P(E) ≥ 1 − δ_u − δ_s (or δ_r) = 1 − δ.
 
 Every rank, deterministically on E
 ----------------------------------
@@ -57,11 +77,13 @@ to k* and the unbiased C(h) + T·(uniform positives in (h, k])/M_u beyond, clipp
 
 Against the obvious baseline (H+CP, ``bench/curves_tightness.py``): the same head and M i.i.d.
 uniform tail draws *with* replacement, a Clopper–Pearson interval at each point of the same
-1.01 grid from h to N with a union bound, monotonicity between grid points.  Beyond k* the
+1.01 grid from h to N with a union bound, monotonicity between grid points.  From k* on the
 uniform part is at least as tight by construction (fewer grid points share its δ, its count is
-hypergeometric — sharper by the finite-population factor 1 − M_u/T — and the interpolation adds
-the growth and labelled-rank bounds); up to k* the strata make it about twice as tight at 1 % of
-N, where uniform draws are sparse (measured: the README's curve walkthrough).
+hypergeometric — sharper by the finite-population factor 1 − M_u/T — the 5 % margin, and the
+interpolation adds the growth and labelled-rank bounds); up to k* the pooled sample has
+u' + M_r ≈ M_u·(k* − h)/T + M_r draws where the baseline has about M·(k* − h)/T (2–10 × as
+many) at a slightly larger z, and the strata more still near the head (measured: the README's
+curve walkthrough).
 
 Labels are taken as given: the band is about the labels supplied (a wrong label moves the curve
 it bounds).  Memory O(M + G); nothing of length N is allocated.
@@ -76,7 +98,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -89,6 +111,7 @@ from receval.curves.base import (
     run_to_completion,
     staged_plan,
 )
+from receval.curves.judged import JudgeScores
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
     hoeffding_halfwidths,
@@ -330,7 +353,10 @@ class TailDesign:
 
     ``head`` h; ``tail`` T = N − h; ``uniform`` M_u draws over (h, N] bounded at the ``grid``
     ranks with ``delta_uniform``; ``strata`` the stratum ends b_1 < … < b_J = k* just beyond the
-    head with ``per_stratum`` draws each, bounded with ``delta_strata`` (J = 0: no strata)."""
+    head with ``per_stratum`` draws each, bounded with ``delta_strata`` (J = 0: no strata);
+    ``pool`` M_r further draws over (h, ``reach``] among the ranks the uniform sample missed,
+    bounded together with the uniform draws there at the ``pool_grid`` ranks with
+    ``delta_pool`` (0: no such draws)."""
 
     head: int
     tail: int
@@ -340,6 +366,10 @@ class TailDesign:
     strata: np.ndarray
     per_stratum: int
     delta_strata: float
+    pool: int = 0
+    reach: int = 0
+    pool_grid: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    delta_pool: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -369,6 +399,10 @@ class TailBand:
         δ: the band holds at every rank together with probability ≥ 1 − δ.
     seed
         Seed of the draws; ``plan`` is a deterministic function of (parameters, size, known).
+    judge
+        An automatic judge's score per rank (:class:`~receval.curves.judged.JudgeScores`):
+        the tail is stratified by the judge's verdict when a small uniform pilot sample says
+        that narrows the band (:mod:`receval.curves.judged`); None: rank alone.
     """
 
     epsilon: float = 0.03
@@ -381,6 +415,7 @@ class TailBand:
     r_tilde: int | None = None
     delta: float = 0.05
     seed: int = 0
+    judge: JudgeScores | None = None
     name: ClassVar[str] = "tailband"
 
     def __post_init__(self) -> None:
@@ -393,6 +428,8 @@ class TailBand:
             raise ValueError("labels must be ≥ 1")
         if not 0 <= self.eta < 0.5:
             raise ValueError("eta must lie in [0, 1/2)")
+        if self.judge is not None and self.eta > 0:
+            raise ValueError("a judge-stratified tailband does not take eta")
         if self.r_tilde is None:
             object.__setattr__(self, "r_tilde", monotone_from(self.window, self.epsilon))
         elif self.r_tilde < 1:
@@ -426,8 +463,11 @@ class TailBand:
         ``head_share`` is the precision of the exactly labelled head, p(h)."""
         return _design(self, int(size), float(head_share))
 
-    def draws(self, size: int, head_share: float = 0.5) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(uniform draws over (h, N], the draws of each stratum), sorted ranks."""
+    def draws(
+        self, size: int, head_share: float = 0.5
+    ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """(uniform draws over (h, N], the draws of each stratum, the pool's draws over (h, k*]
+        among the ranks the uniform sample missed), sorted ranks."""
         d = self.design(size, head_share)
         uniform = np.empty(0, np.int64)
         if d.uniform:
@@ -444,16 +484,35 @@ class TailBand:
             rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM, 1, j]))
             picked = rng.choice(width, size=d.per_stratum, replace=False).astype(np.int64)
             strata.append(np.sort(picked) + low + 1)
-        return uniform, strata
+        return uniform, strata, self._pool_draws(d, uniform)
+
+    def _pool_draws(self, d: TailDesign, uniform: np.ndarray) -> np.ndarray:
+        """M_r ranks of (h, k*] drawn uniformly without replacement among those ``uniform``
+        missed: the first M_r such ranks of a uniformly ordered sample of M_r + u' ranks of
+        (h, k*] (u' uniform draws fall there), so the union with the uniform draws in (h, k*]
+        is, given u', a uniform (u' + M_r)-subset of (h, k*] (module docstring)."""
+        if d.pool == 0:
+            return np.empty(0, np.int64)
+        span = d.reach - d.head
+        inside = uniform[uniform <= d.reach]
+        rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM, 2]))
+        take = min(span, d.pool + inside.size)
+        picked = rng.choice(span, size=take, replace=False).astype(np.int64) + d.head + 1
+        return np.sort(picked[~np.isin(picked, inside)][: d.pool])
 
     def _sampled(self, size: int, head_share: float = 0.5) -> np.ndarray:
-        uniform, strata = self.draws(size, head_share)
-        return np.unique(np.concatenate([uniform, *strata]))
+        uniform, strata, pool = self.draws(size, head_share)
+        return np.unique(np.concatenate([uniform, pool, *strata]))
 
     def plan(self, size: int, known: Labels) -> np.ndarray:
         """Ranks to label now: first 1..h, then the strata and uniform draws (one batch, whose
         split depends on the head's labels: they are exact, not random)."""
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
+
+        if self.judge is not None:
+            from receval.curves.judged import judge_plan
+
+            return staged_plan(known, head_ranks, lambda: judge_plan(self, size, known))
 
         def rest() -> np.ndarray:
             return self._sampled(size, _share(known, head_ranks))
@@ -468,12 +527,13 @@ class TailBand:
         return {
             "method": self.name,
             "size": int(size),
-            "queries": int(d.grid.size + d.strata.size),
+            "queries": int(d.grid.size + d.strata.size + d.pool_grid.size),
             "annotations": int(d.head + self._sampled(size).size),
             "head": int(d.head),
             "strata": int(d.strata.size),
             "labels_per_stratum": int(d.per_stratum),
             "samples": int(d.uniform),
+            "reach_samples": int(d.pool),
             "epsilon": self.epsilon,
             "window": self.window,
             "r_tilde": int(self.r_tilde or 0),
@@ -495,11 +555,15 @@ class TailBand:
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
         if known.missing(head_ranks).size:
             raise ValueError("planned labels of the head are missing; call plan() and label them")
+        if self.judge is not None:
+            from receval.curves.judged import judge_estimate
+
+            return judge_estimate(self, size, known)
         share = _share(known, head_ranks)
         d = self.design(size, share)
         head = d.head
-        uniform, strata = self.draws(size, share)
-        planned = np.concatenate([head_ranks, uniform, *strata])
+        uniform, strata, pool = self.draws(size, share)
+        planned = np.concatenate([head_ranks, uniform, pool, *strata])
         missing = known.missing(planned).size
         if missing:
             raise ValueError(f"{missing} planned labels are missing; call plan() and label them")
@@ -511,7 +575,7 @@ class TailBand:
         if d.grid.size == 0:
             return CurveEstimate.exact(self.name, size, head_ranks, head_p, "band", annotations)
         c_head = float(head_cum[-1])
-        knots, lo_k, hi_k, estimate = self._knot_bounds(d, c_head, uniform, strata, known)
+        knots, lo_k, hi_k, estimate = self._knot_bounds(d, c_head, (uniform, pool), strata, known)
         lo_k, hi_k = tighten_counts(lo_k, hi_k, knots, head, known)
         x = self._steps(head, knots)
         nxt = np.append(x[1:] - 1, x[-1])
@@ -521,6 +585,12 @@ class TailBand:
         upper = np.clip(c_hi / x, 0.0, 1.0)
         precision = np.clip(estimate(x) / x, lower, upper)
         parts = f"{d.uniform} tail ranks drawn uniformly without replacement"
+        if d.pool:
+            parts = (
+                f"{d.pool} more ranks drawn uniformly up to rank {d.reach} (pooled with the "
+                f"uniform draws there: exact hypergeometric bounds at {d.pool_grid.size} ranks, "
+                f"delta {d.delta_pool:g}) and " + parts
+            )
         if d.strata.size:
             parts = (
                 f"{d.per_stratum} ranks per stratum in {d.strata.size} strata up to rank "
@@ -618,13 +688,16 @@ class TailBand:
             exact_prefix=0,
         )
 
-    def _knot_bounds(self, d: TailDesign, c_head: float, uniform, strata, known: Labels):
-        """(knots h, …; C⁻; C⁺; the point estimate of C as a function of rank) from both
-        samples: the strata's Hoeffding–Serfling bounds at b_j, the uniform sample's exact
-        bounds at the grid ranks (a rank in both keeps the tighter side of each)."""
+    def _knot_bounds(self, d: TailDesign, c_head: float, samples, strata, known: Labels):
+        """(knots h, …; C⁻; C⁺; the point estimate of C as a function of rank) from every
+        sample: the strata's Hoeffding–Serfling bounds at b_j, the uniform sample's exact
+        bounds at the grid ranks, the pooled sample's exact bounds at its grid ranks (a rank
+        bounded twice keeps the tighter side of each)."""
+        uniform, pool = samples
         values = known.lookup(uniform)
         lo_u, hi_u = self._grid_counts(d.grid, uniform, values, d.head, d.tail, d.delta_uniform)
-        knots = np.unique(np.concatenate([[d.head], d.strata, d.grid])).astype(np.int64)
+        knots = np.unique(np.concatenate([[d.head], d.strata, d.grid, d.pool_grid]))
+        knots = knots.astype(np.int64)
         lo = np.full(knots.size, -np.inf)
         hi = np.full(knots.size, np.inf)
         lo[0] = hi[0] = c_head
@@ -637,6 +710,24 @@ class TailBand:
             found = hits[np.searchsorted(uniform, x, side="right")]
             return c_head + d.tail * found / max(uniform.size, 1)
 
+        if d.pool:
+            pooled = np.sort(np.concatenate([uniform[uniform <= d.reach], pool]))
+            p_values = known.lookup(pooled)
+            span = d.reach - d.head
+            lo_p, hi_p = self._grid_counts(
+                d.pool_grid, pooled, p_values, d.head, span, d.delta_pool
+            )
+            at = np.searchsorted(knots, d.pool_grid)
+            lo[at] = np.maximum(lo[at], c_head + lo_p)
+            hi[at] = np.minimum(hi[at], c_head + hi_p)
+            p_hits = np.concatenate([[0.0], np.cumsum(p_values)])
+
+            def pooled_estimate(x: np.ndarray) -> np.ndarray:
+                found = p_hits[np.searchsorted(pooled, x, side="right")]
+                near = c_head + span * found / max(pooled.size, 1)
+                return np.where(x <= d.reach, near, uniform_estimate(x))
+
+            return knots, lo, hi, pooled_estimate
         if d.strata.size == 0:
             return knots, lo, hi, uniform_estimate
         widths = np.diff(np.concatenate([[d.head], d.strata])).astype(np.float64)
@@ -697,12 +788,16 @@ def _share(known: Labels, head_ranks: np.ndarray) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
-    """Split M between strata covering (h, k*] and the uniform sample so that the uniform part
-    alone is at least as tight at k = N as the baseline's M binomial draws at level δ over the
-    whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two per-point
-    levels, i.e. M_u ≥ M·ρ/(1 + M·ρ/T), ρ = (z_u/z_0)², taken 2 % larger; the rest goes to the
-    strata (none when that leaves fewer than two labels per stratum)."""
+def _design(
+    method: TailBand, size: int, head_share: float = 0.5, pooled: bool = False
+) -> TailDesign:
+    """Split M between the uniform sample and the part that covers (h, k*] so that the uniform
+    part alone is at least as tight at k = N as the baseline's M binomial draws at level δ over
+    the whole grid: z_u²(1 − M_u/T)/M_u ≤ z_0²/M with z the normal quantiles at the two
+    per-point levels, i.e. M_u ≥ M·ρ/(1 + M·ρ/T), ρ = (z_u/z_0)², taken 5 % larger.  The rest
+    goes either to the strata (when they leave at least two labels per stratum) or to the pool
+    over (h, k*], whichever :func:`_near_width` finds narrower for the head's precision
+    (``pooled``: the pool whenever there is one, as the judge-stratified design uses)."""
     from scipy.stats import norm
 
     assert method.r_tilde is not None
@@ -715,13 +810,26 @@ def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
     reach = int(method.reach * size)
     if total == 0 or method.split == 0 or reach <= head or method.eta > 0:
         return plain
-    strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     grid = np.unique(np.append(full[full >= reach], np.int64(reach)))
     delta_u = method.delta * (1.0 - method.split)
+    delta_near = method.delta * method.split
     z_u = float(norm.isf(delta_u / (2.0 * grid.size)))
     z_0 = float(norm.isf(method.delta / (2.0 * full.size)))
     rho = (z_u / z_0) ** 2
-    uniform = min(total, math.ceil(1.02 * total * rho / (1.0 + total * rho / tail)))
+    uniform = min(total, math.ceil(1.05 * total * rho / (1.0 + total * rho / tail)))
+    candidates = [plain]
+    near = np.unique(np.append(full[full < reach], np.int64(reach)))
+    pool = min(total - uniform, (reach - head) // 2)
+    if pool >= 1:
+        candidates.append(
+            TailDesign(
+                head, tail, total - pool, grid, delta_u, np.empty(0, np.int64), 0, 0.0,
+                pool=pool, reach=reach, pool_grid=near, delta_pool=delta_near,
+            )
+        )  # fmt: skip
+    if pooled:
+        return candidates[-1]
+    strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     widths = np.diff(np.concatenate([[head], strata]))
     low, high = 0, int(widths.max())  # the largest n with Σ_j min(n, size_j) ≤ M − M_u
     while low < high:
@@ -730,36 +838,44 @@ def _design(method: TailBand, size: int, head_share: float = 0.5) -> TailDesign:
             low = mid
         else:
             high = mid - 1
-    if low < 2:
-        return plain
-    uniform = total - int(np.minimum(widths, low).sum())  # what the strata leave
-    split = TailDesign(head, tail, uniform, grid, delta_u, strata, low, method.delta * method.split)
-    return split if _strata_pay(split, plain, total, head_share, z_0) else plain
-
-
-def _strata_pay(split: TailDesign, plain: TailDesign, total: int, share: float, z_0: float):
-    """Do the strata beat the uniform sample at k = max(k*/10, √(h·k*)) for precision p(h)?
-
-    An efficiency choice made from the design and the exact head (never from a random label),
-    so it costs no δ: the strata's Hoeffding half-width against the uniform sample's normal
-    approximation, both clipped to what a precision in [0, 1] allows.  At low (or very high)
-    precision the exact hypergeometric bound is far narrower than Hoeffding's, and the uniform
-    sample keeps all M labels."""
-    head, tail = plain.head, plain.tail
-    reach = int(split.strata[-1])
+    if low >= 2:
+        left = total - int(np.minimum(widths, low).sum())  # what the strata leave
+        candidates.append(TailDesign(head, tail, left, grid, delta_u, strata, low, delta_near))
     k = max(head + 1, reach // 10, math.isqrt(head * reach))
+    return min(candidates, key=lambda d: _near_width(d, k, head_share, z_0, full.size))
+
+
+def _near_width(d: TailDesign, k: int, share: float, z_0: float, points: int) -> float:
+    """The approximate half-width of the yield at rank k (h < k ≤ k*) from the design alone:
+    an efficiency choice made from the design and the exact head's precision p(h) (never from
+    a random label), so it costs no δ.  The uniform sample or the pool: the normal
+    approximation of its exact hypergeometric bound; the strata: their Hoeffding half-width;
+    each clipped to what a precision in [0, 1] allows.  At low (or very high) precision the
+    exact bound is far narrower than Hoeffding's, and the strata lose."""
+    from scipy.stats import norm
+
     p = min(max(share, 0.01), 0.99)
-    span = k - head
-    q = p * span / tail
-    sd = math.sqrt(total * q * (1.0 - q) * max(1.0 - total / tail, 0.0)) * tail / total
-    ends = np.concatenate([[head], split.strata])
-    widths = np.diff(ends).astype(np.float64)
-    drawn = np.minimum(widths, split.per_stratum).astype(np.float64)
-    var = np.cumsum(serfling_proxy(widths, drawn))
-    half = hoeffding_halfwidths(var, split.strata, split.delta_strata)
-    j = min(int(np.searchsorted(split.strata, k)), split.strata.size - 1)
+    span = k - d.head
 
     def clipped(h: float) -> float:
         return (min(h, (1.0 - p) * span) + min(h, p * span)) / 2.0
 
-    return clipped(float(half[j])) < clipped(z_0 * sd)
+    def exact(population: int, draws: float, z: float) -> float:
+        q = p * span / population
+        fpc = max(1.0 - draws / population, 0.0)
+        return clipped(z * math.sqrt(draws * q * (1.0 - q) * fpc) * population / draws)
+
+    if d.strata.size:
+        ends = np.concatenate([[d.head], d.strata])
+        widths = np.diff(ends).astype(np.float64)
+        drawn = np.minimum(widths, d.per_stratum).astype(np.float64)
+        var = np.cumsum(serfling_proxy(widths, drawn))
+        half = hoeffding_halfwidths(var, d.strata, d.delta_strata)
+        j = min(int(np.searchsorted(d.strata, k)), d.strata.size - 1)
+        return clipped(float(half[j]))
+    if d.pool:
+        population = d.reach - d.head
+        draws = d.pool + d.uniform * population / d.tail
+        z = float(norm.isf(d.delta_pool / (2.0 * d.pool_grid.size)))
+        return exact(population, draws, z)
+    return exact(d.tail, float(d.uniform), z_0)

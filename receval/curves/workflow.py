@@ -27,12 +27,11 @@ def plan_batch(task, system: str, method: str, params: dict[str, Any]) -> tuple[
     ``task`` is a :class:`~receval.task.Task` or a :class:`~receval.curves.sources.CurveBundle`
     (the ranked list then comes from the engine: only N, the ranks of labelled facts and the
     planned items are read)."""
-    from receval.curves import make_method
     from receval.curves.sources import ranked_system
 
     ranked = ranked_system(task, system)
     known = ranked.known
-    need = known.missing(make_method(method, **params).plan(ranked.size, known))
+    need = known.missing(curve_method(method, params, ranked).plan(ranked.size, known))
     rows = ranked.items(need)
     batch = pd.DataFrame(
         {
@@ -44,6 +43,27 @@ def plan_batch(task, system: str, method: str, params: dict[str, Any]) -> tuple[
         }
     )
     return batch, len(known)
+
+
+def curve_method(method: str, params: dict[str, Any], ranked):
+    """The method ``method`` with ``params``; ``judge=True`` (TailBand only) stratifies by the
+    task's judge scores of ``ranked`` (a rank without a score counts as judged wrong: the band
+    holds whatever the classes).  Raises ``ValueError`` when there are none."""
+    from receval.curves import make_method
+
+    params = dict(params)
+    if params.pop("judge", False):
+        if method != "tailband":
+            raise ValueError(f"judge stratification is a tailband option, not {method}'s")
+        if ranked.judge is None:
+            raise ValueError(
+                "no judge scores for this system: add a judge table (judge.tsv: query_id, "
+                "answer, judge_score) to the task; an engine-ranked run has none"
+            )
+        from receval.curves.judged import JudgeScores
+
+        params["judge"] = JudgeScores(np.nan_to_num(ranked.judge, nan=0.0))
+    return make_method(method, **params)
 
 
 def merge_batches(pending: pd.DataFrame | None, batch: pd.DataFrame) -> pd.DataFrame:
@@ -107,13 +127,12 @@ def estimate_system_curve(
     SystemCurve
         Raises ``ValueError`` when the method still needs labels (plan and annotate first).
     """
-    from receval.curves import make_method
     from receval.curves.sources import ranked_system
     from receval.curves.table import curve_frame
 
     ranked = ranked_system(task, system)
     known = ranked.known
-    algo = make_method(method, **params)
+    algo = curve_method(method, params, ranked)
     missing = known.missing(algo.plan(ranked.size, known))
     if missing.size:
         raise ValueError(

@@ -20,8 +20,9 @@ TABLE = {
     # StratBand: PAULA's strata (the last runs to N), Δ labels each: at most PAULA's count.
     "stratband": ([78, 156, 234, 312], [11_292, 19_092, 26_892, 34_692]),
     # TailBand: StratBand's labels split between strata up to N/10 and a uniform sample (a
-    # rank drawn by both is labelled once); queries: strata ends and the grid ranks bounded.
-    "tailband": ([235, 312, 391, 468], [11_279, 19_053, 26_883, 34_689]),
+    # rank drawn by both is labelled once; the uniform part is 5 % above its floor); queries:
+    # strata ends and the grid ranks bounded.
+    "tailband": ([235, 312, 391, 468], [11_279, 19_057, 26_884, 34_688]),
 }
 
 

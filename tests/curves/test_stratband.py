@@ -210,3 +210,37 @@ def test_halfwidth_sizes_the_strata_samples() -> None:
     assert head.size + rest.size == budget["annotations"]
     with pytest.raises(ValueError, match="not both"):
         StratBand(halfwidth=0.02, labels_per_stratum=50)
+
+
+def test_declared_label_noise_covers_the_true_curve() -> None:
+    """10 % of the labels flipped: the band about the labels given misses the true curve on
+    every seed; with η = 0.1 declared it holds at every rank (6 seeds, N = 20,000), and its
+    guarantee says what it covers."""
+    size = 20_000
+    lst = SimulatedRankedList(size, LogisticShape(0.8, 0.3, size / 3, size / 10), seed=5)
+    ranks = np.arange(1, size + 1)
+    truth = lst.true_precision(ranks)
+    for seed in range(6):
+        flips = np.random.default_rng([11, seed]).random(size + 1) < 0.1
+
+        def noisy(r, flips=flips):
+            return np.where(flips[r], 1.0 - lst.labels(r), lst.labels(r))
+
+        given = StratBand(epsilon=0.1, window=20, seed=seed).run(size, noisy)
+        declared = StratBand(epsilon=0.1, window=20, seed=seed, eta=0.1).run(size, noisy)
+        for est, holds in ((given, False), (declared, True)):
+            _, lo, hi = est.at(ranks)
+            assert np.all((truth >= lo - 1e-12) & (truth <= hi + 1e-12)) == holds
+        assert declared.exact_prefix == 0 and declared.kind == "band"
+        assert "TRUE labels" in declared.guarantee and "eta = 0.1" in declared.guarantee
+        assert declared.annotations == given.annotations  # the same plan
+    budget = StratBand(eta=0.1).budget(size)
+    assert budget["halfwidth"] is None and "flipped" in budget["guarantee"]
+    assert curve_budget("stratband", size, eta=0.1)["eta"] == 0.1
+    for bad in (
+        {"eta": 0.5},
+        {"eta": 0.1, "halfwidth": 0.05},
+        {"eta": 0.1, "estimator": "bernstein"},
+    ):
+        with pytest.raises(ValueError, match="eta"):
+            StratBand(**bad)

@@ -61,13 +61,32 @@ def test_plan_never_exceeds_stratbands_labels_and_draws_are_uniform() -> None:
     size = 400_000
     method = TailBand(seed=9)
     design = method.design(size)
-    uniform, strata = method.draws(size)
-    assert design.strata.size > 10 and design.strata[-1] == size // 10
+    uniform, strata, pool = method.draws(size)
+    assert pool.size == 0 and design.strata.size > 10 and design.strata[-1] == size // 10
     assert uniform.size == design.uniform and all(s.size <= design.per_stratum for s in strata)
     position = (uniform - design.head - 0.5) / design.tail
     assert stats.kstest(position, "uniform").pvalue > 1e-3
     plain = TailBand(seed=9, split=0.0).design(size)
     assert plain.strata.size == 0 and plain.uniform == method.tail_labels(size)
+
+
+def test_low_precision_pools_a_second_uniform_sample_up_to_the_reach() -> None:
+    """At a head precision of 0.05 the strata lose; M_r ranks of (h, k*] are drawn among those
+    the uniform sample missed, so the pooled draws there form one uniform sample."""
+    size = 400_000
+    method = TailBand(seed=3)
+    d = method.design(size, 0.05)
+    assert d.strata.size == 0 and d.pool > 0 and d.reach == size // 10
+    assert d.uniform + d.pool == method.tail_labels(size)
+    assert d.delta_uniform + d.delta_pool == pytest.approx(method.delta)
+    uniform, strata, pool = method.draws(size, 0.05)
+    assert not strata and pool.size == d.pool and np.intersect1d(uniform, pool).size == 0
+    assert pool.min() > d.head and pool.max() <= d.reach
+    pooled = np.concatenate([uniform[uniform <= d.reach], pool])
+    position = (pooled - d.head - 0.5) / (d.reach - d.head)
+    assert stats.kstest(position, "uniform").pvalue > 1e-3
+    budget = method.budget(size)
+    assert budget["reach_samples"] == 0  # the plan before any label assumes a head of ½
 
 
 def test_the_uniform_part_alone_matches_the_baseline_at_n() -> None:
@@ -138,12 +157,16 @@ def test_band_contains_p_at_every_rank(shape: str) -> None:
     assert np.all(est.lower <= est.precision) and np.all(est.precision <= est.upper)
     assert _misses(est, ranked) == 0
     assert "about the labels given" in est.guarantee
+    if shape == "low":  # the strata lose at low precision
+        assert "more ranks drawn uniformly up to rank" in est.guarantee
 
 
-def test_simultaneous_coverage_frequency() -> None:
-    """P(any rank missed) ≤ δ: over 60 seeds at δ = 0.3 (so misses happen) within binomial."""
+@pytest.mark.parametrize("shape", ["flat", "low"])
+def test_simultaneous_coverage_frequency(shape: str) -> None:
+    """P(any rank missed) ≤ δ: over 60 seeds at δ = 0.3 (so misses happen) within binomial
+    (flat: strata + uniform sample; low: pool + uniform sample)."""
     size = 20_000
-    ranked = SimulatedRankedList(size, LISTS["flat"](size), seed=4)
+    ranked = SimulatedRankedList(size, LISTS[shape](size), seed=4)
     failures = sum(
         _misses(
             TailBand(epsilon=0.1, window=20, seed=s, delta=0.3).run(size, ranked.labels), ranked
@@ -186,12 +209,13 @@ def test_planning_two_billion_items_is_fast_and_small() -> None:
     assert elapsed < 1.0 and peak < 300 * 2**20
 
 
-def test_no_wider_than_the_baseline_at_equal_labels() -> None:
-    """Median half-width over 12 seeds at k = 10/50/100 % of N: TailBand ≤ H+CP (bench)."""
+@pytest.mark.parametrize("shape", ["falling", "low"])
+def test_no_wider_than_the_baseline_at_equal_labels(shape: str) -> None:
+    """Median half-width over 12 seeds at k = 5/10/50/100 % of N: TailBand ≤ H+CP (bench)."""
     bench = _bench()
     size = 30_000
-    ranked = SimulatedRankedList(size, LISTS["falling"](size), seed=8)
-    ks = np.array([size // 10, size // 2, size])
+    ranked = SimulatedRankedList(size, LISTS[shape](size), seed=8)
+    ks = np.array([size // 20, size // 10, size // 2, size])
     ours, base = [], []
     for seed in range(12):
         method = TailBand(epsilon=0.1, window=20, seed=seed)
@@ -229,3 +253,46 @@ def test_declared_label_noise_widens_the_band_to_the_true_curve() -> None:
         assert declared.exact_prefix == 0 and "eta = 0.1" in declared.guarantee
     with pytest.raises(ValueError, match="eta"):
         TailBand(eta=0.5)
+
+
+def test_judge_stratified_band_is_valid_and_narrower_with_a_good_judge() -> None:
+    """A judge right on 95 % of the items: the band narrows at 50/100 % of N (and is no wider
+    at 10 %) at the same labels; a useless judge (random scores) is left out after the pilot (which costs ≤ 10 %),
+    and forced in the band still holds at every rank (6 seeds each, N = 40,000)."""
+    from receval.curves.judged import JudgeScores
+
+    size = 40_000
+    lst = SimulatedRankedList(size, LogisticShape(0.8, 0.3, size / 3, size / 10), seed=5)
+    ranks = np.arange(1, size + 1)
+    labels = lst.labels(ranks)
+    rng = np.random.default_rng(2)
+    good = JudgeScores(np.where(rng.random(size) < 0.05, 1 - labels, labels))
+    random = rng.random(size)
+    ks = np.array([size // 10, size // 2, size])
+    widths, used = {}, {}
+    for name, judge in (
+        ("none", None),
+        ("good", good),
+        ("useless", JudgeScores(random)),
+        ("forced", JudgeScores(random, always=True)),
+    ):
+        rows = []
+        for seed in range(6):
+            est = TailBand(epsilon=0.1, window=20, seed=seed, judge=judge).run(size, lst.labels)
+            assert _misses(est, lst) == 0 and est.kind == "band"
+            plain = TailBand(epsilon=0.1, window=20)
+            assert est.annotations <= plain.head(size) + plain.tail_labels(size)
+            _, lo, hi = est.at(ks)
+            rows.append(hi - lo)
+            used[name] = used.get(name, 0) + ("design weights" in est.guarantee)
+            if name == "useless":
+                assert "judge's scores were not used" in est.guarantee
+        widths[name] = np.median(rows, axis=0)
+    assert used["forced"] == 6 and used["good"] >= 4 and used.get("useless", 0) == 0
+    assert widths["good"][0] <= widths["none"][0]  # 10 % of N: the strata are strong there
+    assert np.all(widths["good"][1:] < 0.85 * widths["none"][1:])
+    assert np.all(widths["useless"] <= 1.1 * widths["none"])  # the pilot's labels only
+    with pytest.raises(ValueError, match="judge"):
+        JudgeScores([0.2, 1.5])
+    with pytest.raises(ValueError, match="judge scores for"):
+        TailBand(judge=JudgeScores(good.scores[:-1])).run(size, lst.labels)
