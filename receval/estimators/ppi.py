@@ -44,6 +44,16 @@ estimator (a draw keeps its fold; the controls have mean zero whatever the folds
 ``--precision-form`` applies as for the joint estimator (the choice is made on the same human
 terms): the self-normalised form is (Σ Y − λ Σ A) / Σ M with λ for the linearised ratio.
 
+With ``--cluster-queries`` the queries are resampled as clusters too (the superpopulation of
+queries).  A control centred by the sampler-wide mean E_j[S] would then absorb the
+between-query variation of the labels, which belongs to the estimand, and understate it; so the
+controls are centred within every (sampler, query) instead, A_k = S_k − E_j[S | q(k)], with
+E_j[S | q] = Σ_{x∈q} s_j(x) S(x) / Σ_{x∈q} s_j(x).  E[A_k] = E[E[S_k | q(k)] − E_j[S | q(k)]]
+= 0, so the estimator stays exactly unbiased for any λ given by the other fold
+(tests/estimators/test_ppi_exact.py enumerates it); the judge then narrows only the
+within-query part of the variance, and precision's t_i = 1/|X_i| follows the resampled query
+sizes as for the joint estimator.
+
 The known output mass (B_k = M_k − E_j[M], mean zero too) can serve as a second control
 variate (a regression estimator, Särndal, Swensson & Wretman 1992, §6.4): ``USE_MASS``.  It is
 off: in bench/ppi.py it widened the intervals at n = 10 per system (sd ratio 1.02–1.07 with a
@@ -65,10 +75,12 @@ from receval.estimators.base import (
     ScoringContext,
     Statistic,
     TermLayout,
+    clustered_terms,
     metric_dict,
     unit_layout,
     unit_terms,
 )
+from receval.estimators.bootstrap import QUERY_STAGE
 from receval.estimators.joint import JointEstimator, unsupported_precision_notes
 from receval.estimators.precision import joint_precision_terms
 from receval.estimators.recall import pooled_recall_terms
@@ -99,6 +111,9 @@ class JudgeTotals:
     expected_mass: np.ndarray  # (J, 2m + 1)
     scored_share: np.ndarray  # (m,) share of each system's outputs the judge scored
     judge_precision: np.ndarray  # (m,) A_i = Σ t_i s: the judge's own precision of system i
+    #: with queries resampled as clusters: E_j[S_c | q] and E_j[M_c | q], each (J, Q, 2m + 1)
+    expected_score_q: np.ndarray | None = None
+    expected_mass_q: np.ndarray | None = None
 
 
 def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys_codes):
@@ -124,7 +139,9 @@ def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys
     )
 
 
-def judge_totals(task, data: SampleData, target: str = "micro", weighting: str = "size"):
+def judge_totals(
+    task, data: SampleData, target: str = "micro", weighting: str = "size", by_query: bool = False
+):
     """The judge's scores at the drawn facts and the controls' per-sampler expectations.
 
     For the precision of system i with mixture weights w_ij (:func:`mixture_weights`) and
@@ -132,7 +149,8 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     same without s; for pooled recall with q0 = Σ_j (n_j/N) s_j:  E_j[g_i s/(N q0)],
     E_j[g_i/(N q0)], E_j[s/(N q0)], E_j[1/(N q0)].  Facts of one equivalence class count once,
     as in :class:`SampleData` (a class takes its canonical fact's score); unscored facts take
-    the imputed score of :func:`receval.judge.fact_scores`.
+    the imputed score of :func:`receval.judge.fact_scores`.  With ``by_query`` also the
+    expectations given the drawn fact's query (:func:`_query_expectations`).
     """
     from scipy import sparse
 
@@ -174,6 +192,13 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     size = np.bincount(sys_codes, minlength=m).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.bincount(sys_codes, weights=scored[fact], minlength=m) / size
+    by_q: dict[str, np.ndarray] = {}
+    if by_query:
+        rows = (sys_codes, codes_in(out["query_id"], pd.Index(data.queries)).astype(np.int64))
+        fact_q = codes_in(view.facts["query_id"], pd.Index(data.queries)).astype(np.int64)
+        parts = (inv_q * s, inv_q, inv_q0[fact] * s, inv_q0[fact], inv_q0 * scores, inv_q0)
+        e_s, e_m = _query_expectations(P, P_rows, rows, fact_q, scale, parts)
+        by_q = {"expected_score_q": e_s, "expected_mass_q": e_m}
     return JudgeTotals(
         score_drawn=scores[data.facts],
         scored_drawn=scored[data.facts],
@@ -181,7 +206,47 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
         expected_mass=np.concatenate([prec_m.T, num_m.T, den_m[:, None]], axis=1),
         scored_share=share,
         judge_precision=np.bincount(sys_codes, weights=t * s, minlength=m),
+        **by_q,
     )
+
+
+def _query_expectations(P, P_rows, rows, fact_q, scale, parts):
+    """E_j[S_c | q] and E_j[M_c | q] (each (J, Q, 2m + 1)): one draw's judge and mass terms
+    given that sampler j drew a fact of query q, Σ_{x∈q} s_j(x) h(x) / Σ_{x∈q} s_j(x).
+
+    ``rows`` = (system, query) codes of the output rows, ``fact_q`` the facts' query codes,
+    ``parts`` the per-row values (t s/q_i, t/q_i, s/(N q0), 1/(N q0)) and per-fact pool values
+    (s/(N q0), 1/(N q0)).  A draw's query is random, so the centred control S − E_j[S | q] has
+    mean zero within every sampler too, and within every query: resampling queries as
+    clusters then leaves it centred (it explains within-query variation only)."""
+    from scipy import sparse
+
+    sys_codes, q_codes = rows
+    m, J = scale.shape
+    Q = int(max(fact_q.max(initial=-1), q_codes.max(initial=-1)) + 1)
+    R, F = len(sys_codes), len(fact_q)
+
+    def per_system_query(values: np.ndarray) -> np.ndarray:  # (J, Q, m)
+        G = sparse.csr_matrix((values, (np.arange(R), sys_codes * Q + q_codes)), shape=(R, m * Q))
+        dense = np.asarray((G.T @ P_rows).todense()).reshape(m, Q, J)
+        return dense.transpose(2, 1, 0)
+
+    def pool(values: np.ndarray) -> np.ndarray:  # (J, Q, 1)
+        H = sparse.csr_matrix((values, (np.arange(F), fact_q)), shape=(F, Q))
+        return np.asarray((P.T @ H).todense())[:, :, None]
+
+    mass_q = pool(np.ones(F))[:, :, 0]  # (J, Q): Σ_{x∈q} s_j(x)
+    prec_s, prec_m, num_s, num_m, den_s, den_m = parts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inv = np.where(mass_q > 0, 1.0 / mass_q, 0.0)[:, :, None]
+    sc = scale.T[:, None, :]
+    score = np.concatenate(
+        [per_system_query(prec_s) * sc, per_system_query(num_s), pool(den_s)], axis=2
+    )
+    mass = np.concatenate(
+        [per_system_query(prec_m) * sc, per_system_query(num_m), pool(den_m)], axis=2
+    )
+    return score * inv, mass * inv
 
 
 def draw_folds(data: SampleData) -> np.ndarray:
@@ -215,8 +280,11 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
     return Y, S, M
 
 
-#: the positive-part shrinkage of the coefficients is max(0, 1 − SHRINK · p / F)
+#: the positive-part shrinkage of the coefficients is max(0, 1 − (SHRINK + SMALL/ν) · p / F)
 SHRINK = 1.0
+SMALL = 0.0
+#: the range the judge coefficient is clipped to
+LAMBDA_RANGE = (0.0, 1.0)
 #: whether the known output mass is used as a second control variate
 USE_MASS = False
 
@@ -226,10 +294,11 @@ def shrunk_slope(zy: np.ndarray, zz: np.ndarray, yy: np.ndarray, n_eff: np.ndarr
     factor max(0, 1 − SHRINK/F), F = ν R²/(1 − R²), R² = λ Σzy / Σyy, ν = ``n_eff``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         ok = zz > 0
-        lam = np.where(ok, np.clip(zy / np.where(ok, zz, 1.0), 0.0, 1.0), 0.0)
+        lam = np.where(ok, np.clip(zy / np.where(ok, zz, 1.0), *LAMBDA_RANGE), 0.0)
         r2 = np.clip(np.where(yy > 0, lam * zy / yy, 0.0), 0.0, 1.0)
         F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
-        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK / F, 0.0, 1.0), 0.0)
+        c = SHRINK + SMALL / np.maximum(n_eff, 1e-12)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - c / F, 0.0, 1.0), 0.0)
         lam = lam * np.where(np.isfinite(shrink), shrink, 0.0)
     return np.where(np.isfinite(lam), lam, 0.0)
 
@@ -290,7 +359,7 @@ def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
         det = AA * BB - AB**2
         joint_slope = np.where(has_b, (AY * BB - BY * AB) / det, AY / AA)
         ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
-        lam = np.where(ok_a & np.isfinite(joint_slope), np.clip(joint_slope, 0.0, 1.0), 0.0)
+        lam = np.where(ok_a & np.isfinite(joint_slope), np.clip(joint_slope, *LAMBDA_RANGE), 0.0)
         mu = np.where(has_b, np.clip((BY - lam * AB) / BB, -1.0, 1.0), 0.0)
         mu = np.where(np.isfinite(mu), mu, 0.0)
         explained = lam * AY + mu * BY
@@ -299,7 +368,8 @@ def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
         n_eff = M1**2 / MM - 2.0
         p = 1.0 + has_b
         F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
-        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK * p / F, 0.0, 1.0), 0.0)
+        c = SHRINK + SMALL / np.maximum(n_eff, 1e-12)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - c * p / F, 0.0, 1.0), 0.0)
         shrink = np.where(np.isfinite(shrink), shrink, 0.0)
     return lam * shrink, mu * shrink
 
@@ -334,8 +404,6 @@ class PPIEstimator(Estimator):
                 "--estimator ppi needs the judge's scores: judge.tsv (or .csv/.parquet) with "
                 "query_id, answer, judge_score in [0, 1]",
             )
-        if options.cluster_queries:
-            raise ValueError("estimator 'ppi' does not resample queries as clusters yet")
 
     # -- layout -------------------------------------------------------------------------
 
@@ -361,7 +429,9 @@ class PPIEstimator(Estimator):
         cache = ctx.__dict__.setdefault("_ppi_cache", {})
         if "judge" not in cache:
             options = ctx.options
-            cache["judge"] = judge_totals(ctx.task, ctx.data, options.target, options.weighting)
+            cache["judge"] = judge_totals(
+                ctx.task, ctx.data, options.target, options.weighting, options.cluster_queries
+            )
         return cache["judge"]
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
@@ -369,8 +439,12 @@ class PPIEstimator(Estimator):
         judge = self.judge(ctx)
         layout = self.draw_layout(data.m)
         Y, S, M = _quantity_terms(data, judge, ctx.options.weighting)
-        A = S - judge.expected_score[data.draw_sampler]  # mean zero within every sampler
-        B = M - judge.expected_mass[data.draw_sampler]
+        if judge.expected_score_q is None:
+            A = S - judge.expected_score[data.draw_sampler]  # mean zero within every sampler
+            B = M - judge.expected_mass[data.draw_sampler]
+        else:  # queries resampled as clusters: centred within every (sampler, query)
+            A = S - judge.expected_score_q[data.draw_sampler, data.draw_query]
+            B = M - judge.expected_mass_q[data.draw_sampler, data.draw_query]
         folds = draw_folds(data)
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
@@ -403,6 +477,8 @@ class PPIEstimator(Estimator):
             for key, value in products.items():
                 draws[:, layout[f"{key}{a}"]] = np.where(own, value, 0.0)
         ctx.__dict__.setdefault("_ppi_cache", {})["full"] = draws.sum(axis=0)
+        if ctx.options.cluster_queries:
+            return clustered_terms(data, draws)
         return {"draws": draws, "units": unit_terms(data)}
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
@@ -479,7 +555,13 @@ class PPIEstimator(Estimator):
             with np.errstate(invalid="ignore", divide="ignore"):
                 theta = u[..., num] / u[..., den]
                 q, pooled, lam = corrected(d)
-                precision = np.where(census, exact, q[..., :m])
+                precision, census_precision = q[..., :m], exact
+                if QUERY_STAGE in totals:  # t_i = 1/|X_i| over the resampled queries
+                    cells = totals[QUERY_STAGE]
+                    resized = precision * data.sizes / cells[..., :m]
+                    precision = np.where(use_ratio, precision, resized)
+                    census_precision = cells[..., m:] / cells[..., :m]
+                precision = np.where(census, census_precision, precision)
                 recall = theta[..., None] * pooled
                 joint = d[..., layout["joint"]]
                 ratio_form = joint / d[..., layout["mass"]]
@@ -511,8 +593,6 @@ class PPIEstimator(Estimator):
         return {"judge": judge_audit(ctx, self.judge(ctx), run)}
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
-        from receval.estimators.joint import JointEstimator
-
         JointEstimator().run_warnings(ctx, warnings)
 
 
