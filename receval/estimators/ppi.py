@@ -283,6 +283,8 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
 #: the positive-part shrinkage of the coefficients is max(0, 1 − (SHRINK + SMALL/ν) · p / F)
 SHRINK = 1.0
 SMALL = 0.0
+#: whether a replicate re-estimates only the coefficients the full sample uses (λ̂ ≠ 0)
+GATE_REPLICATES = False
 #: the range the judge coefficient is clipped to
 LAMBDA_RANGE = (0.0, 1.0)
 #: whether the known output mass is used as a second control variate
@@ -535,6 +537,8 @@ class PPIEstimator(Estimator):
             lams = 0.0
             pn, pd_ = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
             for fold, (star, h) in enumerate(zip(coefficients(d), hat, strict=True)):
+                if GATE_REPLICATES:  # a coefficient the full sample does not use stays 0
+                    star = {k: np.where(h[k] == 0, 0.0, v) for k, v in star.items()}
                 c0, b0 = full[layout[f"CA{fold}"]], full[layout[f"CB{fold}"]]
                 dc = d[..., layout[f"CA{fold}"]] - c0
                 db = d[..., layout[f"CB{fold}"]] - b0
