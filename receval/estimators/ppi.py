@@ -289,6 +289,8 @@ GATE_REPLICATES = False
 LAMBDA_RANGE = (0.0, 1.0)
 #: whether the known output mass is used as a second control variate
 USE_MASS = False
+#: ... and from how many effective draws in the fold that estimates its coefficient
+MASS_MIN_DRAWS = 0.0
 
 
 def shrunk_slope(zy: np.ndarray, zz: np.ndarray, yy: np.ndarray, n_eff: np.ndarray) -> np.ndarray:
@@ -325,7 +327,10 @@ def ratio_coefficient(moments: dict[str, np.ndarray], m: int) -> np.ndarray:
         )
         zz = moments["AA"][..., n] - 2 * nu * moments["AnAd"] + nu**2 * moments["AA"][..., d]
         vv = moments["YY"][..., n] - 2 * nu * moments["YnYd"] + nu**2 * moments["YY"][..., d]
-        n_eff = moments["M"][..., n] ** 2 / moments["MM"][..., n] - 2.0
+        # the ratio's information is in the correct draws: their effective number (Kish, over
+        # the pool's terms Y_D, nonzero only at correct facts), not every draw's
+        n_eff = moments["CY"][..., d] ** 2 / moments["YY"][..., d] - 2.0
+        n_eff = np.where(np.isfinite(n_eff), n_eff, 0.0)
     return shrunk_slope(zv, zz, vv, n_eff)
 
 
@@ -357,17 +362,24 @@ def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     AA, AB, BB, AY, BY = (moments[k] for k in ("AA", "AB", "BB", "AY", "BY"))
     MM, MY, YY, M1 = (moments[k] for k in ("MM", "MY", "YY", "M"))
     with np.errstate(invalid="ignore", divide="ignore"):
-        has_b = (BB > 1e-12 * np.maximum(MM, 1e-300)) & USE_MASS
-        det = AA * BB - AB**2
-        joint_slope = np.where(has_b, (AY * BB - BY * AB) / det, AY / AA)
-        ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
-        lam = np.where(ok_a & np.isfinite(joint_slope), np.clip(joint_slope, *LAMBDA_RANGE), 0.0)
-        mu = np.where(has_b, np.clip((BY - lam * AB) / BB, -1.0, 1.0), 0.0)
-        mu = np.where(np.isfinite(mu), mu, 0.0)
-        explained = lam * AY + mu * BY
-        syy = YY - MY**2 / MM
-        r2 = np.clip(np.where(syy > 0, explained / syy, 0.0), 0.0, 1.0)
         n_eff = M1**2 / MM - 2.0
+        syy = YY - MY**2 / MM
+        ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
+        lam1 = np.where(ok_a, np.clip(AY / np.where(ok_a, AA, 1.0), *LAMBDA_RANGE), 0.0)
+        has_b = (BB > 1e-12 * np.maximum(MM, 1e-300)) & USE_MASS & (n_eff >= MASS_MIN_DRAWS)
+        det = AA * BB - AB**2
+        slope2 = np.where(has_b, (AY * BB - BY * AB) / det, 0.0)
+        lam2 = np.where(ok_a & np.isfinite(slope2), np.clip(slope2, *LAMBDA_RANGE), 0.0)
+        mu2 = np.where(has_b, np.clip((BY - lam2 * AB) / BB, -1.0, 1.0), 0.0)
+        mu2 = np.where(np.isfinite(mu2), mu2, 0.0)
+        # the mass joins only where its final prediction error RSS (ν + p)/(ν − p) is smaller
+        fpe1 = (syy - (2 * lam1 * AY - lam1**2 * AA)) * (n_eff + 1) / (n_eff - 1)
+        rss2 = syy - 2 * (lam2 * AY + mu2 * BY) + lam2**2 * AA + 2 * lam2 * mu2 * AB + mu2**2 * BB
+        has_b = has_b & (n_eff > 2) & (rss2 * (n_eff + 2) / (n_eff - 2) < fpe1)
+        lam = np.where(has_b, lam2, lam1)
+        mu = np.where(has_b, mu2, 0.0)
+        explained = lam * AY + mu * BY
+        r2 = np.clip(np.where(syy > 0, explained / syy, 0.0), 0.0, 1.0)
         p = 1.0 + has_b
         F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
         c = SHRINK + SMALL / np.maximum(n_eff, 1e-12)
