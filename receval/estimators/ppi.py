@@ -39,7 +39,14 @@ full-sample coefficient on the observed control plus the replicate's coefficient
 control's resampling deviation), which adds the coefficient's estimation noise to the interval
 once.  (Using λ* C* counted it twice: intervals ~3 % wider than the estimator's true spread at
 n = 10; holding λ̂ fixed dropped it: coverage 0.89 against the joint estimator's 0.91 with a
-strong judge at n = 10.)  The bootstrap resamples each sampler's draws as for the joint
+strong judge at n = 10.)  A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
+in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
+re-estimating it per replicate only added noise, widening a weak judge's intervals at n = 10
+(median ratio 1.007 in the last round's study) while the point estimate was the joint one.
+Pooled recall's shrinkage counts the effective number of *correct* draws (the Kish size of the
+pool's terms Y_D), where the ratio's information is: counting every draw under-shrank at low
+prevalence (TREC-like world, n = 10: width ratio 1.06).
+The bootstrap resamples each sampler's draws as for the joint
 estimator (a draw keeps its fold; the controls have mean zero whatever the folds' sizes).
 ``--precision-form`` applies as for the joint estimator (the choice is made on the same human
 terms): the self-normalised form is (Σ Y − λ Σ A) / Σ M with λ for the linearised ratio.
@@ -57,7 +64,11 @@ sizes as for the joint estimator.
 The known output mass (B_k = M_k − E_j[M], mean zero too) can serve as a second control
 variate (a regression estimator, Särndal, Swensson & Wretman 1992, §6.4): ``USE_MASS``.  It is
 off: in bench/ppi.py it widened the intervals at n = 10 per system (sd ratio 1.02–1.07 with a
-weak judge in simulated worlds, and with the ParaBank NLL judge) and gained little at n = 30.
+weak judge in simulated worlds, and with the ParaBank NLL judge).  This round it was retried as
+a per-fold model choice (judge alone, or judge and mass where the final prediction error
+RSS (ν + p)/(ν − p) of the other fold is smaller, and only from ``MASS_MIN_DRAWS`` effective
+draws): strong judge at n = 30 precision 0.699 → 0.672, but a weak judge at n = 10 went from
+1.000 to 1.009–1.020 and at n = 30 from 0.976 to 0.981–0.993, so it stays off.
 """
 
 from __future__ import annotations
@@ -284,7 +295,7 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
 SHRINK = 1.0
 SMALL = 0.0
 #: whether a replicate re-estimates only the coefficients the full sample uses (λ̂ ≠ 0)
-GATE_REPLICATES = False
+GATE_REPLICATES = True
 #: the range the judge coefficient is clipped to
 LAMBDA_RANGE = (0.0, 1.0)
 #: whether the known output mass is used as a second control variate
