@@ -20,7 +20,7 @@ unscored; ``constant`` 0.5 everywhere (the judge control is then the known outpu
 control variate issue 21 item 5 asks about for the human-only joint estimator).  On ParaBank also ``nll``: the model's own score, 1 − rank(NLL)/N (label-free).
 
 Usage: python bench/ppi.py [--runs R] [--bootstrap B] [--n 10,30,100] [--judges ...]
-[--worlds sim,parabank] [--seed S]
+[--worlds sim,trec,parabank] [--seed S]
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ def main() -> None:
     start = time.time()
     for world in worlds:
         judges = args.judges.split(",") + (["nll"] if world.name == "parabank" else [])
-        judges += ["consensus"] if world.name == "trec" else []
+        judges += ["consensus"] if world.name == "trec" and "consensus" not in judges else []
         for quality in judges:
             for n in (int(x) for x in args.n.split(",")):
                 for row in study(world, quality, n, args.runs, args.bootstrap, args.seed):
