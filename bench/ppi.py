@@ -7,8 +7,10 @@ with ``--estimator joint`` (human only, the default) and ``--estimator ppi`` on 
 bootstrap replicates (:func:`receval.scoring.fit`, as ``receval score`` fits them).  Per judge
 quality × n × metric the study prints
 
-* coverage of the 95% intervals (pooled over systems and runs) for ppi (and joint);
-* the width ratio ppi / joint per system (mean widths over runs): median and max over systems;
+* coverage of the 95% intervals (pooled over systems and runs) for ppi (and joint); its MC SE
+  is about √(c(1 − c)/R) (runs, not runs × systems, are independent);
+* the width ratio ppi / joint per system (mean widths over runs): median (± its Monte Carlo SE,
+  jackknife over runs) and max over systems;
 * label savings at equal width, 1 − ratio² (interval widths scale as 1/√n);
 * the worst bias of ppi over systems in Monte Carlo standard errors, |mean err| / (sd/√R).
 
@@ -329,6 +331,29 @@ def one_campaign(world: World, judge: pd.DataFrame, n: int, seed: int, B: int) -
     return out
 
 
+def width_ratio(ppi_width: np.ndarray, joint_width: np.ndarray) -> np.ndarray:
+    """Per system (runs × systems in), mean ppi width over mean joint width (NaN where the joint
+    width is 0: every draw agrees)."""
+    joint = np.nanmean(joint_width, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(joint > 0, np.nanmean(ppi_width, axis=0) / joint, np.nan)
+
+
+def jackknife_se(ppi_width: np.ndarray, joint_width: np.ndarray) -> float:
+    """Monte Carlo SE of the median width ratio over systems: jackknife over the runs."""
+    R = ppi_width.shape[0]
+    if R < 3:
+        return float("nan")
+    keep = np.ones(R, bool)
+    values = []
+    for r in range(R):
+        keep[r] = False
+        values.append(np.nanmedian(width_ratio(ppi_width[keep], joint_width[keep])))
+        keep[r] = True
+    values = np.array(values)
+    return float(np.sqrt((R - 1) / R * np.sum((values - values.mean()) ** 2)))
+
+
 def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> list[dict]:
     """One judge quality × n: per metric coverage, width ratios, savings, worst bias."""
     judge = judge_scores(world, quality, np.random.default_rng(seed + 7))
@@ -350,9 +375,8 @@ def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> l
         valid = np.isfinite(lo) & np.isfinite(hi)
         _, jl, jh = per["joint"]
         j_cov = ((jl <= true + 1e-12) & (true - 1e-12 <= jh))[np.isfinite(jl)].mean()
-        joint_width = np.nanmean(jh - jl, axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):  # joint width 0: all draws agree
-            ratio = np.where(joint_width > 0, np.nanmean(hi - lo, axis=0) / joint_width, np.nan)
+        ratio = width_ratio(hi - lo, jh - jl)
+        ratio_se = jackknife_se(hi - lo, jh - jl)
         err = point - true
         with np.errstate(invalid="ignore", divide="ignore"):
             mean, sd = np.nanmean(err, axis=0), np.nanstd(err, axis=0, ddof=1)
@@ -365,6 +389,10 @@ def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> l
                 "n": n,
                 "metric": metric,
                 "coverage": float(covered[valid].mean()),
+                "coverage_se": math.sqrt(
+                    covered[valid].mean() * (1 - covered[valid].mean()) / runs
+                ),
+                "ratio_se": ratio_se,
                 "joint_coverage": float(j_cov),
                 "median_ratio": float(np.nanmedian(ratio)),
                 "max_ratio": float(np.nanmax(ratio)),
@@ -397,7 +425,7 @@ def main() -> None:
             worlds.append(pb)
     header = (
         f"{'world':9} {'judge':12} {'n':>4} {'metric':14} {'cover':>6} {'joint':>6} "
-        f"{'med_ratio':>9} {'max_ratio':>9} {'savings':>8} {'|z|max':>7}"
+        f"{'med_ratio':>9} {'±se':>6} {'max_ratio':>9} {'savings':>8} {'|z|max':>7}"
     )
     print(header)
     start = time.time()
@@ -410,7 +438,7 @@ def main() -> None:
                     print(
                         f"{row['world']:9} {row['judge']:12} {row['n']:>4} {row['metric']:14} "
                         f"{row['coverage']:6.3f} {row['joint_coverage']:6.3f} "
-                        f"{row['median_ratio']:9.3f} {row['max_ratio']:9.3f} "
+                        f"{row['median_ratio']:9.3f} {row['ratio_se']:6.3f} {row['max_ratio']:9.3f} "
                         f"{row['savings']:8.2f} {row['max_bias_z']:7.2f}",
                         flush=True,
                     )

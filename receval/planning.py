@@ -102,11 +102,11 @@ def judge_factor(task: Task, data: SampleData | None = None) -> float:
     the draws' label and judge terms (PPI++, Angelopoulos, Duchi & Zrnic 2024, §2).  ρ is
     estimated by the correlation of judge score and human label over the labelled facts the
     judge scored, and replaced, conservatively, by its one-sided lower confidence bound at
-    :data:`JUDGE_PLANNING_LEVEL` (Fisher's z, tanh(atanh ρ̂ − z_level/√(n − 3)), floored at 0):
-    the estimator clips its coefficient to [0, 1], so a negative correlation buys nothing.
+    :data:`JUDGE_PLANNING_LEVEL` (Fisher's z, tanh(atanh |ρ̂| − z_level/√(n − 3)), floored at
+    0): the estimator calibrates the judge on the labels first, so an inverted judge helps too.
     With fewer than :data:`JUDGE_PLANNING_MIN` such facts the factor is 1 (no judge assumed).
     An approximation, not a bound: the importance weights make the draws' correlation smaller
-    than the facts' (bench/ppi.py: realised width ratios ≈ 0.70 at ρ ≈ 0.8, √(1 − ρ²) = 0.6),
+    than the facts' (bench/ppi.py: realised width ratios ≈ 0.63 at ρ ≈ 0.8, √(1 − ρ²) = 0.6),
     and cross-fitting spends part of the gain at small n.
     """
     from receval.judge import fact_scores
@@ -127,7 +127,7 @@ def judge_factor(task: Task, data: SampleData | None = None) -> float:
     n = s.size
     if n < max(JUDGE_PLANNING_MIN, 4) or s.std() == 0 or f.std() == 0:
         return 1.0
-    rho = float(np.clip(np.corrcoef(s, f)[0, 1], -0.999999, 0.999999))
+    rho = float(np.clip(abs(np.corrcoef(s, f)[0, 1]), 0.0, 0.999999))
     low = np.tanh(np.arctanh(rho) - ndtri(JUDGE_PLANNING_LEVEL) / np.sqrt(n - 3))
     return float(1.0 - max(low, 0.0) ** 2)
 

@@ -39,7 +39,24 @@ full-sample coefficient on the observed control plus the replicate's coefficient
 control's resampling deviation), which adds the coefficient's estimation noise to the interval
 once.  (Using λ* C* counted it twice: intervals ~3 % wider than the estimator's true spread at
 n = 10; holding λ̂ fixed dropped it: coverage 0.89 against the joint estimator's 0.91 with a
-strong judge at n = 10.)  A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
+strong judge at n = 10.)  **Calibration** (``CALIBRATE``, on).  The control is not the raw judge but the judge
+calibrated on the labels: each fold b fits label ≈ α_b + β_b s by least squares over all its
+draws (every system's: the labels are shared), and fold a's control is
+c (α_{1−a} + β_{1−a} s) centred, i.e. A'_a = β_{1−a} A + α_{1−a} B, a fixed (given fold 1 − a)
+combination of the judge and mass controls; λ_a then comes from fold 1 − a's moments of the
+same control.  Everything fold a's correction uses is a function of fold 1 − a, and A'_a has
+mean zero within every sampler for fixed (α, β), so the estimator stays **exactly unbiased**
+(test_ppi_exact.py enumerates it).  Why: a single λ on c·s cannot cancel a judge's offset (its
+intercept: E[f | s] = α + β s with α ≠ 0), the gap issue 21 measured (0.77× against ≈ 0.6× in
+theory); estimating α per system (the mass as a second control with its own coefficient) costs
+two noisy coefficients per system and fold (see below), while one (α, β) pooled over every
+system's labels is nearly free.  It also turns an inverted judge (β < 0) into a useful one.
+bench/ppi.py, simulated world, median width ratio ppi/joint before → after: strong judge
+precision n = 10/30 0.79/0.70 → 0.75/0.63, pooled recall 0.81/0.70 → 0.74/0.63, true recall
+0.86/0.87 → 0.82/0.84; weak judge n = 10 1.000 [max 1.025] → 0.993 [1.016]; inverted judge
+n = 30 1.00 → 0.65; useless judge 0.995–0.999.
+
+A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
 in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
 re-estimating it per replicate only added noise, widening a weak judge's intervals at n = 10
 (median ratio 1.007 in the last round's study) while the point estimate was the joint one.
@@ -291,6 +308,48 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
     return Y, S, M
 
 
+def _products(A: np.ndarray, B: np.ndarray, Y: np.ndarray, M: np.ndarray, m: int) -> dict:
+    """Per draw, the products whose fold sums give the coefficients (MOMENTS, CROSS) and the
+    fold's corrections (CORRECTIONS), for judge control A, mass control B, labels Y, mass M."""
+    num, den = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
+    return {
+        "MM": M * M,
+        "MY": M * Y,
+        "YY": Y * Y,
+        "M": M,
+        "AA": A * A,
+        "AB": A * B,
+        "BB": B * B,
+        "AY": A * Y,
+        "BY": B * Y,
+        "CA": A,
+        "CB": B,
+        "CY": Y,
+        "AM": A[:, :m] * M[:, :m],
+        "AnYd": A[:, num] * Y[:, den],
+        "AdYn": A[:, den] * Y[:, num],
+        "AnAd": A[:, num] * A[:, den],
+        "YnYd": Y[:, num] * Y[:, den],
+    }
+
+
+def linear_calibration(score: np.ndarray, label: np.ndarray) -> tuple[float, float]:
+    """(α, β) of the least-squares line label ≈ α + β·score over one fold's draws (α = mean
+    label, β = 0 when the scores do not vary or the fold has fewer than 3 labelled draws)."""
+    ok = np.isfinite(score) & np.isfinite(label)
+    s, f = score[ok], label[ok]
+    if s.size == 0:
+        return 0.0, 1.0
+    if s.size < 3 or s.var() <= 1e-12:
+        return float(f.mean()), 0.0
+    beta = float(np.mean((s - s.mean()) * (f - f.mean())) / s.var())
+    return float(f.mean() - beta * s.mean()), beta
+
+
+#: whether the judge is calibrated (label ≈ α + β s, fitted on the other fold's labels of every
+#: system) before it serves as the control: c (α + β s) = α·mass + β·judge
+CALIBRATE = True
+
 #: the positive-part shrinkage of the coefficients is max(0, 1 − (SHRINK + SMALL/ν) · p / F)
 SHRINK = 1.0
 SMALL = 0.0
@@ -408,7 +467,8 @@ class PPIEstimator(Estimator):
         "Angelopoulos et al. 2023 (PPI) eq. 1 with PPI++ power tuning (2024) over the joint "
         "estimator's draws (Chaganty et al. 2017): π̂_i = Σ_k t_i f/q_i − Σ_a λ_i^(1−a) "
         "Σ_{k∈a} (t_i s/q_i − E_j[t_i s/q_i]), the control's per-sampler mean E_j known from "
-        "the judge's scores on every output, λ cross-fitted over two folds (unbiased for any "
+        "the judge's scores on every output, s replaced by its linear calibration α + β s "
+        "from the other fold's labels, λ cross-fitted over two folds (unbiased for any "
         "judge); pooled recall a ratio of such sums with one λ_i; true recall θ̂·ν̂_i"
     )
     summary: ClassVar[str] = (
@@ -474,31 +534,17 @@ class PPIEstimator(Estimator):
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
         draws[:, layout["mass"]] = M[:, : data.m]
-        products = {
-            "MM": M * M,
-            "MY": M * Y,
-            "YY": Y * Y,
-            "M": M,
-            "AA": A * A,
-            "AB": A * B,
-            "BB": B * B,
-            "AY": A * Y,
-            "BY": B * Y,
-            "CA": A,
-            "CB": B,
-            "CY": Y,
-        }
-        m = data.m
-        num, den = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
-        products |= {
-            "AM": A[:, :m] * M[:, :m],
-            "AnYd": A[:, num] * Y[:, den],
-            "AdYn": A[:, den] * Y[:, num],
-            "AnAd": A[:, num] * A[:, den],
-            "YnYd": Y[:, num] * Y[:, den],
-        }
+        controls = [A, A]
+        if CALIBRATE:  # fold a's control: the judge calibrated on the other fold's labels
+            f = data.label[data.draw_fact]
+            s = judge.score_drawn[data.draw_fact]
+            coef = [linear_calibration(s[folds == b], f[folds == b]) for b in (0, 1)]
+            controls = [coef[1 - a][1] * A + coef[1 - a][0] * B for a in (0, 1)]
         for a in (0, 1):
             own = (folds == a)[:, None]
+            # moments of fold a estimate the coefficient of fold 1 − a's control
+            products = _products(controls[1 - a], B, Y, M, data.m)
+            products["CA"] = controls[a]
             for key, value in products.items():
                 draws[:, layout[f"{key}{a}"]] = np.where(own, value, 0.0)
         ctx.__dict__.setdefault("_ppi_cache", {})["full"] = draws.sum(axis=0)
@@ -690,8 +736,9 @@ def judge_audit(ctx: ScoringContext, judge: JudgeTotals, run: Any) -> dict[str, 
         "correlation": _rounded([corr(s, f)])[0],
         "mean_abs_error": _rounded([np.abs(s - f).mean() if s.size else np.nan])[0],
         "calibration": calibration_bins(s, f),
-        "coefficients": "cross-fitted over two folds per sampler, clipped to [0, 1], shrunk by "
-        "max(0, 1 - 1/F); lambda here is the mean of the two folds' values at the full sample",
+        "coefficients": "cross-fitted over two folds per sampler, on the judge calibrated by "
+        "the other fold's labels (alpha + beta s), clipped to [0, 1], shrunk by max(0, 1 - 1/F); "
+        "lambda here is the mean of the two folds' values at the full sample",
         "effective_extra_labels": "n_i * (Var(joint) / Var(ppi) - 1) over the same bootstrap "
         "replicates: how many more own-sample human labels the joint estimator would need",
         "systems": systems,
