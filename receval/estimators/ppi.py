@@ -39,34 +39,56 @@ full-sample coefficient on the observed control plus the replicate's coefficient
 control's resampling deviation), which adds the coefficient's estimation noise to the interval
 once.  (Using λ* C* counted it twice: intervals ~3 % wider than the estimator's true spread at
 n = 10; holding λ̂ fixed dropped it: coverage 0.89 against the joint estimator's 0.91 with a
-strong judge at n = 10.)  **Calibration** (``CALIBRATE``, on).  The control is not the raw judge but the judge
+strong judge at n = 10.)
+
+**Calibration** (``CALIBRATE = "linear"``).  The control is not the raw judge but the judge
 calibrated on the labels: each fold b fits label ≈ α_b + β_b s by least squares over all its
 draws (every system's: the labels are shared), and fold a's control is
 c (α_{1−a} + β_{1−a} s) centred, i.e. A'_a = β_{1−a} A + α_{1−a} B, a fixed (given fold 1 − a)
 combination of the judge and mass controls; λ_a then comes from fold 1 − a's moments of the
 same control.  Everything fold a's correction uses is a function of fold 1 − a, and A'_a has
 mean zero within every sampler for fixed (α, β), so the estimator stays **exactly unbiased**
-(test_ppi_exact.py enumerates it).  Why: a single λ on c·s cannot cancel a judge's offset (its
-intercept: E[f | s] = α + β s with α ≠ 0), the gap issue 21 measured (0.77× against ≈ 0.6× in
-theory); estimating α per system (the mass as a second control with its own coefficient) costs
-two noisy coefficients per system and fold (see below), while one (α, β) pooled over every
-system's labels is nearly free.  It also turns an inverted judge (β < 0) into a useful one.
-bench/ppi.py, simulated world, median width ratio ppi/joint before → after: strong judge
-precision n = 10/30 0.79/0.70 → 0.75/0.63, pooled recall 0.81/0.70 → 0.74/0.63, true recall
-0.86/0.87 → 0.82/0.84; weak judge n = 10 1.000 [max 1.025] → 0.993 [1.016]; inverted judge
-n = 30 1.00 → 0.65; useless judge 0.995–0.999.
+(test_ppi_exact.py enumerates it).  Why: a single
+λ on c·s cannot cancel a judge's offset (E[f | s] = α + β s with α ≠ 0), the gap issue 21
+measured (0.77× against ≈ 0.6× in theory); estimating α per system (the mass as a second
+control with its own coefficient, below) costs two noisy coefficients per system and fold,
+while one (α, β) pooled over every system's labels is nearly free.  An inverted judge (β < 0)
+becomes a useful one.  bench/ppi.py, simulated world, median width ratio ppi/joint before →
+after: strong judge precision n = 10/30 0.79/0.70 → 0.75/0.63, pooled recall 0.81/0.70 →
+0.74/0.63, true recall 0.86/0.87 → 0.82/0.84; weak judge n = 10 1.000 [max 1.025] → 0.993
+[1.016]; inverted judge n = 30 1.00 → 0.65; useless judge 0.995–0.999.
+``CALIBRATE = "logistic"`` (σ(a + b logit s), :func:`logistic_calibration`, the judge's totals
+recomputed for each fold's map) narrows further where positives are common (simulated world,
+strong judge: precision 0.56, pooled recall 0.57 at n = 30) but failed in the TREC-like world
+(prevalence ≈ 0.04): precision coverage 0.84 against joint's 0.89 at n = 30 and pooled recall
+1.35× joint's width at n = 10 (a map fitted to a handful of positives), so it is not the default.
 
 A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
 in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
 re-estimating it per replicate only added noise, widening a weak judge's intervals at n = 10
 (median ratio 1.007 in the last round's study) while the point estimate was the joint one.
 Pooled recall's shrinkage counts the effective number of *correct* draws (the Kish size of the
-pool's terms Y_D), where the ratio's information is: counting every draw under-shrank at low
-prevalence (TREC-like world, n = 10: width ratio 1.06).
+pool's terms Y_D), where the ratio's information is (``RATIO_DRAWS``): counting every draw
+under-shrank at low prevalence (TREC-like world, strong judge, n = 10: width ratio 1.07 before
+calibration, 1.11 [max 1.35] with it; 1.00 [1.02] counting the correct draws).
+
 The bootstrap resamples each sampler's draws as for the joint
 estimator (a draw keeps its fold; the controls have mean zero whatever the folds' sizes).
 ``--precision-form`` applies as for the joint estimator (the choice is made on the same human
 terms): the self-normalised form is (Σ Y − λ Σ A) / Σ M with λ for the linearised ratio.
+
+**True recall** r̂_i = θ̂ ν̂_i: the judge narrows ν̂_i, not θ̂ (pool coverage from the
+exhaustive units, Σ_u a_u / Σ_u b_u), whose share of the variance grows with n (simulated
+world, strong judge: true-recall width ratio 0.82/0.84/0.93 at n = 10/30/100).  Could the judge's
+scores over the pool facts of every unit serve as a control for θ̂ (J_u = Σ_{x ∈ pool ∩ u} s(x),
+known for every unit when units are queries)?  θ̂'s linearised terms are
+V_u = a_u − θ b_u = b_u (θ_u − θ), the unit's coverage deviation times its size, while J_u
+tracks a_u; in the TREC-like world of bench/ppi.py (units = queries, all 50 queries known)
+J_u and the pool size together explain R² = 0.09 (strong judge) / 0.10 (consensus judge) of
+V_u's variance in-sample, i.e. ≤ 5 % of θ̂'s standard error with the 12 units drawn, so it is
+not built; and θ̂, ν̂ come from independent samples, so the product's bootstrap (or delta)
+interval has nothing left to combine.  More exhaustive units are the lever
+(``receval budget`` reports the floor).
 
 With ``--cluster-queries`` the queries are resampled as clusters too (the superpopulation of
 queries).  A control centred by the sampler-wide mean E_j[S] would then absorb the
@@ -168,7 +190,12 @@ def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys
 
 
 def judge_totals(
-    task, data: SampleData, target: str = "micro", weighting: str = "size", by_query: bool = False
+    task,
+    data: SampleData,
+    target: str = "micro",
+    weighting: str = "size",
+    by_query: bool = False,
+    transform=None,
 ):
     """The judge's scores at the drawn facts and the controls' per-sampler expectations.
 
@@ -178,7 +205,8 @@ def judge_totals(
     E_j[g_i/(N q0)], E_j[s/(N q0)], E_j[1/(N q0)].  Facts of one equivalence class count once,
     as in :class:`SampleData` (a class takes its canonical fact's score); unscored facts take
     the imputed score of :func:`receval.judge.fact_scores`.  With ``by_query`` also the
-    expectations given the drawn fact's query (:func:`_query_expectations`).
+    expectations given the drawn fact's query (:func:`_query_expectations`); ``transform`` maps
+    the fact scores first (the logistic calibration of :func:`logistic_calibration`).
     """
     from scipy import sparse
 
@@ -188,6 +216,8 @@ def judge_totals(
     from receval.judge import fact_scores
 
     scores, scored = fact_scores(task)
+    if transform is not None:  # a calibration map of the judge's scores (fixed given the fold)
+        scores = transform(scores)
     view, probabilities, _ = design_probabilities(task, True)
     out = view.outputs
     m, J = data.m, data.J
@@ -333,6 +363,48 @@ def _products(A: np.ndarray, B: np.ndarray, Y: np.ndarray, M: np.ndarray, m: int
     }
 
 
+def _centred(data: SampleData, judge: JudgeTotals, S: np.ndarray, M: np.ndarray):
+    """(A, B): the judge and mass terms minus their known expectation under the draw's sampler
+    (within the draw's query too when queries are resampled as clusters): mean zero."""
+    if judge.expected_score_q is None:
+        return (
+            S - judge.expected_score[data.draw_sampler],
+            M - judge.expected_mass[data.draw_sampler],
+        )
+    at = (data.draw_sampler, data.draw_query)
+    return S - judge.expected_score_q[at], M - judge.expected_mass_q[at]
+
+
+def logistic_calibration(score: np.ndarray, label: np.ndarray, ridge: float = 1.0):
+    """The map s ↦ σ(a + b·logit s) fitted to one fold's labelled draws by penalised maximum
+    likelihood (penalty ridge/2 · (a² + (b − 1)²): with few labels it stays near the judge's own
+    scores, and it exists when the labels separate).  Newton steps on two parameters."""
+    ok = np.isfinite(score) & np.isfinite(label)
+
+    def logit(x: np.ndarray) -> np.ndarray:
+        x = np.clip(x, 1e-4, 1 - 1e-4)
+        return np.log(x / (1 - x))
+
+    z, y = logit(score[ok]), label[ok]
+    X = np.stack([np.ones_like(z), z], axis=1)
+    theta = np.array([0.0, 1.0])
+    prior = np.array([0.0, 1.0])
+    for _ in range(25):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (X @ theta)))  # σ without overflow
+        grad = X.T @ (p - y) + ridge * (theta - prior)
+        hess = (X * (p * (1 - p))[:, None]).T @ X + ridge * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        theta = theta - step
+        if np.abs(step).max() < 1e-8:
+            break
+    a, b = float(theta[0]), float(theta[1])
+
+    def mapped(s: np.ndarray) -> np.ndarray:
+        return 0.5 * (1.0 + np.tanh(0.5 * (a + b * logit(s))))
+
+    return mapped
+
+
 def linear_calibration(score: np.ndarray, label: np.ndarray) -> tuple[float, float]:
     """(α, β) of the least-squares line label ≈ α + β·score over one fold's draws (α = mean
     label, β = 0 when the scores do not vary or the fold has fewer than 3 labelled draws)."""
@@ -346,9 +418,13 @@ def linear_calibration(score: np.ndarray, label: np.ndarray) -> tuple[float, flo
     return float(f.mean() - beta * s.mean()), beta
 
 
-#: whether the judge is calibrated (label ≈ α + β s, fitted on the other fold's labels of every
-#: system) before it serves as the control: c (α + β s) = α·mass + β·judge
-CALIBRATE = True
+#: which draws count for pooled recall's shrinkage: the "correct" ones or "all"
+RATIO_DRAWS = "correct"
+
+#: how the judge is calibrated on the other fold's labels (of every system) before it serves as
+#: the control: "linear" (label ≈ α + β s: c (α + β s) = α·mass + β·judge), "logistic"
+#: (σ(a + b logit s), :func:`logistic_calibration`) or "" (the raw judge)
+CALIBRATE = "linear"
 
 #: the positive-part shrinkage of the coefficients is max(0, 1 − (SHRINK + SMALL/ν) · p / F)
 SHRINK = 1.0
@@ -399,7 +475,10 @@ def ratio_coefficient(moments: dict[str, np.ndarray], m: int) -> np.ndarray:
         vv = moments["YY"][..., n] - 2 * nu * moments["YnYd"] + nu**2 * moments["YY"][..., d]
         # the ratio's information is in the correct draws: their effective number (Kish, over
         # the pool's terms Y_D, nonzero only at correct facts), not every draw's
-        n_eff = moments["CY"][..., d] ** 2 / moments["YY"][..., d] - 2.0
+        if RATIO_DRAWS == "correct":
+            n_eff = moments["CY"][..., d] ** 2 / moments["YY"][..., d] - 2.0
+        else:
+            n_eff = moments["M"][..., n] ** 2 / moments["MM"][..., n] - 2.0
         n_eff = np.where(np.isfinite(n_eff), n_eff, 0.0)
     return shrunk_slope(zv, zz, vv, n_eff)
 
@@ -524,22 +603,28 @@ class PPIEstimator(Estimator):
         judge = self.judge(ctx)
         layout = self.draw_layout(data.m)
         Y, S, M = _quantity_terms(data, judge, ctx.options.weighting)
-        if judge.expected_score_q is None:
-            A = S - judge.expected_score[data.draw_sampler]  # mean zero within every sampler
-            B = M - judge.expected_mass[data.draw_sampler]
-        else:  # queries resampled as clusters: centred within every (sampler, query)
-            A = S - judge.expected_score_q[data.draw_sampler, data.draw_query]
-            B = M - judge.expected_mass_q[data.draw_sampler, data.draw_query]
+        A, B = _centred(data, judge, S, M)
         folds = draw_folds(data)
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
         draws[:, layout["mass"]] = M[:, : data.m]
         controls = [A, A]
-        if CALIBRATE:  # fold a's control: the judge calibrated on the other fold's labels
-            f = data.label[data.draw_fact]
-            s = judge.score_drawn[data.draw_fact]
+        f = data.label[data.draw_fact]
+        s = judge.score_drawn[data.draw_fact]
+        if CALIBRATE == "linear":  # fold a's control: the judge calibrated on the other fold
             coef = [linear_calibration(s[folds == b], f[folds == b]) for b in (0, 1)]
             controls = [coef[1 - a][1] * A + coef[1 - a][0] * B for a in (0, 1)]
+        elif CALIBRATE == "logistic":
+            controls = []
+            for a in (0, 1):
+                other = folds == 1 - a
+                g = logistic_calibration(s[other], f[other])
+                options = ctx.options
+                fitted = judge_totals(
+                    ctx.task, data, options.target, options.weighting, options.cluster_queries, g
+                )
+                _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
+                controls.append(_centred(data, fitted, S_g, M)[0])
         for a in (0, 1):
             own = (folds == a)[:, None]
             # moments of fold a estimate the coefficient of fold 1 − a's control
