@@ -57,11 +57,16 @@ becomes a useful one.  bench/ppi.py, simulated world, median width ratio ppi/joi
 after: strong judge precision n = 10/30 0.79/0.70 → 0.75/0.63, pooled recall 0.81/0.70 →
 0.74/0.63, true recall 0.86/0.87 → 0.82/0.84; weak judge n = 10 1.000 [max 1.025] → 0.993
 [1.016]; inverted judge n = 30 1.00 → 0.65; useless judge 0.995–0.999.
-``CALIBRATE = "logistic"`` (σ(a + b logit s), :func:`logistic_calibration`, the judge's totals
-recomputed for each fold's map) narrows further where positives are common (simulated world,
-strong judge: precision 0.56, pooled recall 0.57 at n = 30) but failed in the TREC-like world
-(prevalence ≈ 0.04): precision coverage 0.84 against joint's 0.89 at n = 30 and pooled recall
-1.35× joint's width at n = 10 (a map fitted to a handful of positives), so it is not the default.
+A logistic map σ(a + b logit s) (:func:`logistic_calibration`, penalised towards the judge's
+own scores, the judge's totals recomputed for each fold's map) narrows further, but used for
+every quantity (``CALIBRATE = "logistic"``) it failed in the TREC-like world (prevalence
+≈ 0.04): precision coverage 0.84 against joint's 0.89 at n = 30, and pooled recall 1.35× joint's
+width at n = 10 (a map fitted to a handful of positives).  So the default uses it for pooled
+recall only, and only when the other fold holds ``RECALL_LOGISTIC_MIN`` = 20 correct draws (a
+function of that fold: still exactly unbiased given it): a rare-positive ratio needs the judge's
+low scores mapped to ≈ 0, which a line cannot do.  TREC-like world, strong judge, n = 30:
+pooled recall 0.87 → 0.57, true recall 0.87 → 0.59 (coverage 0.93 / 0.96, joint 0.92 / 0.93);
+n = 10 falls back to the line (0.99).
 
 A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
 in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
@@ -418,6 +423,10 @@ def linear_calibration(score: np.ndarray, label: np.ndarray) -> tuple[float, flo
     return float(f.mean() - beta * s.mean()), beta
 
 
+#: with "linear" calibration, pooled recall's control is the logistic map from this many correct
+#: draws in the other fold (math.inf: never)
+RECALL_LOGISTIC_MIN = 20.0
+
 #: which draws count for pooled recall's shrinkage: the "correct" ones or "all"
 RATIO_DRAWS = "correct"
 
@@ -608,23 +617,7 @@ class PPIEstimator(Estimator):
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
         draws[:, layout["mass"]] = M[:, : data.m]
-        controls = [A, A]
-        f = data.label[data.draw_fact]
-        s = judge.score_drawn[data.draw_fact]
-        if CALIBRATE == "linear":  # fold a's control: the judge calibrated on the other fold
-            coef = [linear_calibration(s[folds == b], f[folds == b]) for b in (0, 1)]
-            controls = [coef[1 - a][1] * A + coef[1 - a][0] * B for a in (0, 1)]
-        elif CALIBRATE == "logistic":
-            controls = []
-            for a in (0, 1):
-                other = folds == 1 - a
-                g = logistic_calibration(s[other], f[other])
-                options = ctx.options
-                fitted = judge_totals(
-                    ctx.task, data, options.target, options.weighting, options.cluster_queries, g
-                )
-                _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
-                controls.append(_centred(data, fitted, S_g, M)[0])
+        controls = self.calibrated_controls(ctx, judge, (A, B, M), folds)
         for a in (0, 1):
             own = (folds == a)[:, None]
             # moments of fold a estimate the coefficient of fold 1 − a's control
@@ -636,6 +629,41 @@ class PPIEstimator(Estimator):
         if ctx.options.cluster_queries:
             return clustered_terms(data, draws)
         return {"draws": draws, "units": unit_terms(data)}
+
+    def calibrated_controls(self, ctx: ScoringContext, judge: JudgeTotals, terms, folds):
+        """[control of fold 0, control of fold 1]: each the judge calibrated on the *other*
+        fold's labels (``CALIBRATE``), so that it is fixed given that fold.  With "linear",
+        pooled recall's columns take the logistic map instead where the other fold holds at
+        least ``RECALL_LOGISTIC_MIN`` correct draws (a rare-positive ratio needs the judge's
+        low scores mapped to ≈ 0; a map fitted to fewer positives widened it)."""
+        A, B, M = terms
+        data = ctx.data
+        f = data.label[data.draw_fact]
+        s = judge.score_drawn[data.draw_fact]
+        if not CALIBRATE:
+            return [A, A]
+        controls = []
+        for a in (0, 1):
+            other = folds == 1 - a
+            if CALIBRATE == "linear":
+                alpha, beta = linear_calibration(s[other], f[other])
+                control = beta * A + alpha * B
+                logistic_cols = slice(data.m, 2 * data.m + 1)
+                if np.nansum(f[other]) < RECALL_LOGISTIC_MIN:
+                    controls.append(control)
+                    continue
+            else:
+                control, logistic_cols = A.copy(), slice(0, 2 * data.m + 1)
+            g = logistic_calibration(s[other], f[other])
+            options = ctx.options
+            fitted = judge_totals(
+                ctx.task, data, options.target, options.weighting, options.cluster_queries, g
+            )
+            _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
+            control = control.copy()
+            control[:, logistic_cols] = _centred(data, fitted, S_g, M)[0][:, logistic_cols]
+            controls.append(control)
+        return controls
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
         """The draws stage's full-sample totals (the coefficients λ̂ of the point estimate)."""

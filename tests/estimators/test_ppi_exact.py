@@ -165,3 +165,15 @@ def test_unbiased_with_controls_centred_per_query(judge):
     expected = exact_expectation(task, {"A": 2, "B": 2, "C": 2}, cluster_queries=True)
     systems = build_sample_data(task).systems
     np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
+
+
+def test_unbiased_with_the_logistic_calibration(monkeypatch):
+    # the logistic map (used for pooled recall once a fold holds enough correct draws; here for
+    # every quantity) is fitted on the other fold, so precision stays exactly unbiased
+    import receval.estimators.ppi as ppi
+
+    monkeypatch.setattr(ppi, "CALIBRATE", "logistic")
+    task = tiny_task(JUDGES["good"])
+    expected = exact_expectation(task, {"A": 2, "B": 2, "C": 1})
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
