@@ -7,8 +7,10 @@ with ``--estimator joint`` (human only, the default) and ``--estimator ppi`` on 
 bootstrap replicates (:func:`receval.scoring.fit`, as ``receval score`` fits them).  Per judge
 quality × n × metric the study prints
 
-* coverage of the 95% intervals (pooled over systems and runs) for ppi (and joint);
-* the width ratio ppi / joint per system (mean widths over runs): median and max over systems;
+* coverage of the 95% intervals (pooled over systems and runs) for ppi (and joint); its MC SE
+  is about √(c(1 − c)/R) (runs, not runs × systems, are independent);
+* the width ratio ppi / joint per system (mean widths over runs): median (± its Monte Carlo SE,
+  jackknife over runs) and max over systems;
 * label savings at equal width, 1 − ratio² (interval widths scale as 1/√n);
 * the worst bias of ppi over systems in Monte Carlo standard errors, |mean err| / (sd/√R).
 
@@ -20,7 +22,7 @@ unscored; ``constant`` 0.5 everywhere (the judge control is then the known outpu
 control variate issue 21 item 5 asks about for the human-only joint estimator).  On ParaBank also ``nll``: the model's own score, 1 − rank(NLL)/N (label-free).
 
 Usage: python bench/ppi.py [--runs R] [--bootstrap B] [--n 10,30,100] [--judges ...]
-[--worlds sim,parabank] [--seed S]
+[--worlds sim,trec,parabank] [--seed S]
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def judge_scores(world: World, quality: str, rng: np.random.Generator) -> pd.Dat
     y = world.label[pooled]
     if quality == "nll":
         s = world.task.facts["nll_score"].to_numpy()[pooled]
+    elif quality == "consensus":  # label-free: how highly the runs rank the fact
+        s = world.task.facts["consensus_score"].to_numpy()[pooled]
     elif quality == "useless":
         s = rng.random(y.size)
     elif quality == "constant":  # the judge control is then the known-mass control variate
@@ -194,6 +198,121 @@ def parabank_world(threshold: float = 70.0) -> World | None:
     return World("parabank", task, label, truth, team, annotate)
 
 
+def trec_world(
+    seed: int = 3,
+    queries: int = 50,
+    docs: int = 4000,
+    systems: int = 16,
+    teams: int = 4,
+    units: int = 12,
+) -> World:
+    """A TREC 2003 Robust-like world (no network here, so simulated; issue 21 item 6).
+
+    Per query a collection of ``docs`` documents with graded relevance 0/1/2 (prevalence
+    p_q ~ Beta(1, 140), mean ≈ 0.007 in the collection; a relevant document is highly relevant
+    with probability 0.4), mapped to binary relevance ≥ 1 as TREC's binary measures do.  Each
+    of ``systems`` ranked runs (``teams`` teams: runs of a team share the team's scoring noise)
+    scores a document as skill_t · (1.5 grade + N(0, 1)) + team noise + run noise and outputs its
+    top ``depth`` documents, depth ∈ {30, 50, 100, 150} per run (cut-offs differ as submitted
+    run depths do).  Runs keep a ``rank`` column.  The pool is every retrieved document
+    (share relevant ≈ 0.04, pool coverage ≈ 0.6 at these depths); true recall counts every relevant
+    document of the collection.  Exhaustive annotation: ``units`` queries drawn uniformly
+    without replacement, every relevant document of each listed (a fully judged topic).
+
+    Judges: ``consensus`` is label-free, the share of runs retrieving the document weighted by
+    1/√rank (how highly the runs rank it), turned into a rank percentile to the power 8
+    (ρ ≈ 0.3 with the labels, as measured on real TREC/CLEF runs); ``strong`` is labels plus
+    noise with ρ ≈ 0.8 (:func:`_tuned_judge`).
+    """
+    rng = np.random.default_rng(seed)
+    team_of = np.arange(systems) % teams
+    skill = rng.uniform(0.6, 1.4, teams)
+    depth = rng.choice([30, 50, 100, 150], systems)
+    rows, truth_rows = [], []
+    hit_weight: dict[tuple[int, int], float] = {}
+    for q in range(queries):
+        p = rng.beta(1.0, 140.0)
+        rel = rng.random(docs) < p
+        grade = rel * (1 + (rng.random(docs) < 0.4))
+        topical = 1.5 * grade + rng.normal(size=docs)
+        team_noise = rng.normal(scale=0.8, size=(teams, docs))
+        for i in range(systems):
+            score = skill[team_of[i]] * topical + team_noise[team_of[i]]
+            score = score + rng.normal(scale=0.8, size=docs)
+            top = np.argsort(-score)[: depth[i]]
+            for r, d in enumerate(top):
+                rows.append((f"r{i:02d}", f"t{team_of[i]}", f"q{q:03d}", f"d{d:05d}", r + 1))
+                hit_weight[(q, d)] = hit_weight.get((q, d), 0.0) + 1.0 / (r + 1) ** 0.5
+        for d in np.flatnonzero(rel):
+            truth_rows.append((f"q{q:03d}", f"d{d:05d}", int(grade[d])))
+    runs = pd.DataFrame(rows, columns=["system", "team", "query_id", "answer", "rank"])
+    relevant = pd.DataFrame(truth_rows, columns=["query_id", "answer", "grade"])
+    pooled_keys = runs[["query_id", "answer"]].drop_duplicates()
+    truth = pooled_keys.merge(relevant, how="outer", on=["query_id", "answer"])
+    truth["label"] = np.where(truth["grade"].fillna(0) >= 1, "C", "W")
+    task = Task.from_frames(
+        runs=runs, truth=truth[["query_id", "answer", "label"]], config=TaskConfig(name="trec-sim")
+    )
+    facts = task.facts
+    key = pd.MultiIndex.from_frame(facts[["query_id", "answer"]])
+    truth_key = pd.MultiIndex.from_frame(truth[["query_id", "answer"]])
+    correct = pd.Series((truth["label"] == "C").to_numpy(float), index=truth_key)
+    label = correct.reindex(key).fillna(0.0).to_numpy(float)
+    weights = pd.Series(
+        list(hit_weight.values()),
+        index=pd.MultiIndex.from_tuples(
+            [(f"q{q:03d}", f"d{d:05d}") for q, d in hit_weight], names=["query_id", "answer"]
+        ),
+    )
+    consensus = weights.reindex(key).fillna(0.0).to_numpy(float)
+    in_pool = facts["in_pool"].to_numpy(bool)
+    pct = np.zeros(len(facts))
+    pct[in_pool] = pd.Series(consensus[in_pool]).rank(pct=True).to_numpy()
+    facts["consensus_score"] = pct**8  # sharpened: the top of the consensus ranking
+    out = task.outputs
+    got = pd.DataFrame(
+        {"system": out["system"].astype(str), "c": label[out["fact"].to_numpy(np.int64)]}
+    ).groupby("system")["c"]
+    pool_true = float(label[in_pool].sum())
+    all_true = float(label.sum())
+    metrics = pd.DataFrame(
+        {
+            "precision": got.mean(),
+            "pooled_recall": got.sum() / pool_true,
+            "recall": got.sum() / all_true,
+        }
+    )
+    first = out[out["system"].astype(str).isin([f"r{i:02d}" for i in range(0, systems, teams)])]
+    team = np.zeros(len(facts), bool)
+    team[first["fact"].to_numpy(np.int64)] = True
+    correct_facts = facts[label == 1]
+
+    def annotate(rng: np.random.Generator, n: int) -> dict:
+        samples = draw_precision_samples(task.outputs, task.queries, n, rng)
+        drawn = pd.MultiIndex.from_arrays([samples["query_id"], samples["answer"]]).unique()
+        at = pd.Series(np.arange(len(facts)), index=key).reindex(drawn).to_numpy(np.int64)
+        judgments = pd.DataFrame(
+            {
+                "query_id": facts["query_id"].to_numpy()[at],
+                "answer": facts["answer"].to_numpy()[at],
+                "label": np.where(label[at] == 1, "C", "W"),
+            }
+        )
+        chosen = rng.choice(task.queries["query_id"].to_numpy(), size=units, replace=False)
+        found = correct_facts[correct_facts["query_id"].isin(chosen)]
+        exhaustive = pd.DataFrame(
+            {"unit": found["query_id"].to_numpy(), "query_id": found["query_id"].to_numpy()}
+        ).assign(answer=found["answer"].to_numpy())
+        return {
+            "samples": samples,
+            "judgments": judgments,
+            "exhaustive_units": pd.DataFrame({"unit": chosen}),
+            "exhaustive": exhaustive,
+        }
+
+    return World("trec", task, label, metrics, team, annotate)
+
+
 def one_campaign(world: World, judge: pd.DataFrame, n: int, seed: int, B: int) -> dict:
     """{estimator: {metric: (point, lo, hi) arrays over systems}} for one human sample."""
     tables = world.annotate(np.random.default_rng(seed), n)
@@ -210,6 +329,29 @@ def one_campaign(world: World, judge: pd.DataFrame, n: int, seed: int, B: int) -
             est[metric] = (e.point, e.lower, e.upper)
         out[name] = est
     return out
+
+
+def width_ratio(ppi_width: np.ndarray, joint_width: np.ndarray) -> np.ndarray:
+    """Per system (runs × systems in), mean ppi width over mean joint width (NaN where the joint
+    width is 0: every draw agrees)."""
+    joint = np.nanmean(joint_width, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(joint > 0, np.nanmean(ppi_width, axis=0) / joint, np.nan)
+
+
+def jackknife_se(ppi_width: np.ndarray, joint_width: np.ndarray) -> float:
+    """Monte Carlo SE of the median width ratio over systems: jackknife over the runs."""
+    R = ppi_width.shape[0]
+    if R < 3:
+        return float("nan")
+    keep = np.ones(R, bool)
+    values = []
+    for r in range(R):
+        keep[r] = False
+        values.append(np.nanmedian(width_ratio(ppi_width[keep], joint_width[keep])))
+        keep[r] = True
+    values = np.array(values)
+    return float(np.sqrt((R - 1) / R * np.sum((values - values.mean()) ** 2)))
 
 
 def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> list[dict]:
@@ -233,9 +375,8 @@ def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> l
         valid = np.isfinite(lo) & np.isfinite(hi)
         _, jl, jh = per["joint"]
         j_cov = ((jl <= true + 1e-12) & (true - 1e-12 <= jh))[np.isfinite(jl)].mean()
-        joint_width = np.nanmean(jh - jl, axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):  # joint width 0: all draws agree
-            ratio = np.where(joint_width > 0, np.nanmean(hi - lo, axis=0) / joint_width, np.nan)
+        ratio = width_ratio(hi - lo, jh - jl)
+        ratio_se = jackknife_se(hi - lo, jh - jl)
         err = point - true
         with np.errstate(invalid="ignore", divide="ignore"):
             mean, sd = np.nanmean(err, axis=0), np.nanstd(err, axis=0, ddof=1)
@@ -248,6 +389,10 @@ def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> l
                 "n": n,
                 "metric": metric,
                 "coverage": float(covered[valid].mean()),
+                "coverage_se": math.sqrt(
+                    covered[valid].mean() * (1 - covered[valid].mean()) / runs
+                ),
+                "ratio_se": ratio_se,
                 "joint_coverage": float(j_cov),
                 "median_ratio": float(np.nanmedian(ratio)),
                 "max_ratio": float(np.nanmax(ratio)),
@@ -270,6 +415,8 @@ def main() -> None:
     worlds = []
     if "sim" in args.worlds:
         worlds.append(simulated_world())
+    if "trec" in args.worlds:
+        worlds.append(trec_world())
     if "parabank" in args.worlds:
         pb = parabank_world()
         if pb is None:
@@ -278,19 +425,20 @@ def main() -> None:
             worlds.append(pb)
     header = (
         f"{'world':9} {'judge':12} {'n':>4} {'metric':14} {'cover':>6} {'joint':>6} "
-        f"{'med_ratio':>9} {'max_ratio':>9} {'savings':>8} {'|z|max':>7}"
+        f"{'med_ratio':>9} {'±se':>6} {'max_ratio':>9} {'savings':>8} {'|z|max':>7}"
     )
     print(header)
     start = time.time()
     for world in worlds:
         judges = args.judges.split(",") + (["nll"] if world.name == "parabank" else [])
+        judges += ["consensus"] if world.name == "trec" and "consensus" not in judges else []
         for quality in judges:
             for n in (int(x) for x in args.n.split(",")):
                 for row in study(world, quality, n, args.runs, args.bootstrap, args.seed):
                     print(
                         f"{row['world']:9} {row['judge']:12} {row['n']:>4} {row['metric']:14} "
                         f"{row['coverage']:6.3f} {row['joint_coverage']:6.3f} "
-                        f"{row['median_ratio']:9.3f} {row['max_ratio']:9.3f} "
+                        f"{row['median_ratio']:9.3f} {row['ratio_se']:6.3f} {row['max_ratio']:9.3f} "
                         f"{row['savings']:8.2f} {row['max_bias_z']:7.2f}",
                         flush=True,
                     )

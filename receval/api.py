@@ -510,6 +510,8 @@ def plan_sample(
     bound: str = "expected",
     width_for: str = "both",
     on_system: Callable[[str], None] | None = None,
+    distribution: str = "uniform",
+    judge: bool = False,
 ) -> pd.DataFrame:
     """The smallest per-system sample sizes that bring interval half-widths under ``target_width``.
 
@@ -534,6 +536,11 @@ def plan_sample(
         Which intervals must meet the width.
     on_system : callable, optional
         Called with each system's name when it is planned (progress).
+    distribution : str
+        The planned draws' design (``judge-uncertainty`` for ``sample --by-judge``).
+    judge : bool
+        Plan for ``--estimator ppi``: the draws' variance times the share the judge is expected
+        to leave (:func:`receval.planning.judge_factor`; needs judge.tsv).
 
     Returns
     -------
@@ -562,6 +569,8 @@ def plan_sample(
         bound=bound,
         metrics=("precision", "recall") if width_for == "both" else (width_for,),
         on_system=on_system or (lambda _name: None),
+        judge=judge,
+        design=distribution,
     )
 
 

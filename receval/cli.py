@@ -503,7 +503,8 @@ def extrapolate(
     is_flag=True,
     help="Favour facts the automatic judge (judge.tsv) is unsure about: s(1-s), mixed half and "
     "half with uniform (design judge-uncertainty, recorded in samples.tsv, so every estimator "
-    "stays unbiased).",
+    "stays unbiased).  With --adaptive the sizes are planned for this design and for "
+    "--estimator ppi (the judge's explained share, estimated conservatively from the labels).",
 )
 @click.option(
     "--exhaustive-units",
@@ -624,7 +625,7 @@ def sample(
     sizes: int | dict[str, int] = per_system or 0
     if adaptive:
         plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
-        sizes = _adaptive_sizes(loaded, *plan)
+        sizes = _adaptive_sizes(loaded, *plan, distribution=distribution, judge=by_judge)
         if not sizes and exhaustive_units == 0:
             return
     units = read_candidate_units(units_from) if units_from is not None else None
@@ -698,7 +699,9 @@ def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution)
     click.echo(f"{drawn.message}; {facts} facts to annotate in {path}")
 
 
-def _adaptive_sizes(loaded, width, confidence, systems, max_n, bound, width_for) -> dict[str, int]:
+def _adaptive_sizes(
+    loaded, width, confidence, systems, max_n, bound, width_for, distribution="uniform", judge=False
+) -> dict[str, int]:
     """Plan the adaptive sample sizes (progress bar, one line per planned system)."""
     from receval.api import plan_sample
     from receval.progress import progress
@@ -708,6 +711,7 @@ def _adaptive_sizes(loaded, width, confidence, systems, max_n, bound, width_for)
         plan = _library_call(
             plan_sample, loaded, width, confidence=confidence, systems=systems or None,
             max_n=max_n, bound=bound, width_for=width_for, on_system=lambda _name: bar.update(1),
+            distribution=distribution, judge=judge,
         )  # fmt: skip
     if plan.empty:
         click.echo(
@@ -1355,13 +1359,34 @@ def report(out_dir: Path, quiet: bool) -> None:
     "exchangeable: conservative bounds (see `receval sample --help`).",
 )
 @click.option(
+    "--estimator",
+    type=click.Choice(["joint", "ppi"]),
+    default="joint",
+    show_default=True,
+    help="ppi: the intervals of `score --estimator ppi` (the draws' variance times 1 - rho^2, "
+    "rho a conservative lower bound on the judge's correlation with the labels; needs judge.tsv).",
+)
+@click.option(
+    "--by-judge",
+    is_flag=True,
+    help="Plan the new draws with `sample --by-judge`'s design (judge-uncertainty).",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(path_type=Path),
     default=None,
     help="Also write the table as CSV.",
 )
-def budget(task: Path, total: int, confidence: float, bound: str, out: Path | None) -> None:
+def budget(
+    task: Path,
+    total: int,
+    confidence: float,
+    bound: str,
+    estimator: str,
+    by_judge: bool,
+    out: Path | None,
+) -> None:
     """Expected interval half-widths if TOTAL more draws were spread evenly over the systems.
 
     Reuses the labels already collected (Chaganty et al. 2017, Theorem 1: empirical terms for the
@@ -1371,7 +1396,11 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
     from receval.report.writers import format_table, write_csv
 
     try:
-        table = budget_widths(task, total, confidence=confidence, bound=bound)
+        table = budget_widths(
+            task, total, confidence=confidence, bound=bound, estimator=estimator, by_judge=by_judge
+        )
+    except BundleError:
+        raise
     except ValueError as exc:
         raise click.BadParameter(str(exc).split(" gives ", 1)[-1], param_hint="--total") from None
     per_system = table.attrs["per_system"]
@@ -1390,6 +1419,11 @@ def budget(task: Path, total: int, confidence: float, bound: str, out: Path | No
         f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
         f"({confidence:.0%}, {bound} variance)"
     )
+    if estimator == "ppi":
+        click.echo(
+            f"ppi: the draws' variance times {table.attrs['judge_factor']:.3f}, the share the "
+            "judge is expected to leave (1 - rho^2 at a 90% lower bound on rho; an approximation)"
+        )
     if out is not None:
         write_csv(out, table)
 

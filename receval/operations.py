@@ -116,17 +116,27 @@ def validate(task: Task | Path | str) -> Validation:
 
 
 def budget(
-    task: Task | Path | str, total: int, *, confidence: float = 0.95, bound: str = "expected"
+    task: Task | Path | str,
+    total: int,
+    *,
+    confidence: float = 0.95,
+    bound: str = "expected",
+    estimator: str = "joint",
+    by_judge: bool = False,
 ) -> pd.DataFrame:
     """Expected interval half-widths if ``total`` more draws were spread evenly over the systems.
 
     Reuses the labels already collected (Chaganty et al. 2017, Theorem 1: empirical terms for the
-    labelled samples; for the new draws the expected variance, or a conservative bound).  Returns
-    ``system, precision_halfwidth, recall_halfwidth``; ``attrs["per_system"]`` is the number of
-    new draws per system.  ``ValueError`` when ``total`` gives no system a draw.
+    labelled samples; for the new draws the expected variance, or a conservative bound).  With
+    ``estimator="ppi"`` the draws' variance is multiplied by the share a judge is expected to
+    leave, 1 − ρ_lo² (:func:`receval.planning.judge_factor`, an approximation); ``by_judge``
+    plans the new draws with ``sample --by-judge``'s design.  Returns ``system,
+    precision_halfwidth, recall_halfwidth``; ``attrs["per_system"]`` is the number of new draws
+    per system and ``attrs["judge_factor"]`` the factor used (1 without the judge).
+    ``ValueError`` when ``total`` gives no system a draw, or the judge is needed and missing.
     """
     from receval.options import BUDGET_BOUNDS, CONFIDENCE_RANGE, check_choice, check_range
-    from receval.planning import expected_widths
+    from receval.planning import expected_widths, judge_factor
 
     check_choice("bound", bound, BUDGET_BOUNDS)
     check_range("confidence", confidence, *CONFIDENCE_RANGE)
@@ -136,8 +146,14 @@ def budget(
         raise ValueError(
             f"total={total} gives fewer than one draw per system ({len(loaded.systems)} systems)"
         )
-    table = expected_widths(loaded, per_system, confidence=confidence, bound=bound)
+    check_choice("estimator", estimator, ("joint", "ppi"))
+    use_judge = estimator == "ppi"
+    design = "judge-uncertainty" if by_judge else "uniform"
+    table = expected_widths(
+        loaded, per_system, confidence=confidence, bound=bound, judge=use_judge, design=design
+    )
     table.attrs["per_system"] = per_system
+    table.attrs["judge_factor"] = judge_factor(loaded) if use_judge else 1.0
     return table
 
 

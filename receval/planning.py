@@ -33,7 +33,12 @@ sample size lowers, ν² Var θ̂ from the exhaustive units: a recall target bel
 unreachable (n = 0 and a note saying how many units would reach it).  For pooled recall, the delta-method variance of the
 self-normalised ratio ν̂_i = A/B is bounded the same way with terms (g_i(x) − ν_i) f(x) / M(x), and
 true recall r̂ = θ̂ ν̂ adds ν² Var θ̂ from the exhaustive units.  Every planned sample is uniform over
-the system's distinct facts.
+the system's distinct facts, or follows ``design`` (``judge-uncertainty`` for ``--by-judge``).
+
+With ``judge=True`` the intervals are those of ``--estimator ppi``: the draws' variance
+(precision, pooled recall) is multiplied by :func:`judge_factor`, 1 − ρ_lo², the share of it a
+judge of correlation ρ leaves at the optimal coefficient, ρ_lo a lower confidence bound from the
+labels; θ̂'s part is unchanged.  An approximation (not a bound), conservative in ρ.
 """
 
 from __future__ import annotations
@@ -83,6 +88,49 @@ def _sampler_variance_sum(values: np.ndarray, sampler: np.ndarray, J: int) -> fl
 
 BOUNDS = ("paper", "exchangeable", "expected")
 
+#: one-sided level of the lower confidence bound on the judge's correlation the planner assumes
+JUDGE_PLANNING_LEVEL = 0.9
+#: with fewer labelled facts the judge scored, the planner assumes the judge explains nothing
+JUDGE_PLANNING_MIN = 10
+
+
+def judge_factor(task: Task, data: SampleData | None = None) -> float:
+    """The share 1 − ρ_lo² of the human draws' variance a judge is expected to leave.
+
+    The prediction-powered estimator (:mod:`receval.estimators.ppi`) with its coefficient at
+    the optimum has the variance of the human-only estimator times 1 − ρ², ρ the correlation of
+    the draws' label and judge terms (PPI++, Angelopoulos, Duchi & Zrnic 2024, §2).  ρ is
+    estimated by the correlation of judge score and human label over the labelled facts the
+    judge scored, and replaced, conservatively, by its one-sided lower confidence bound at
+    :data:`JUDGE_PLANNING_LEVEL` (Fisher's z, tanh(atanh |ρ̂| − z_level/√(n − 3)), floored at
+    0): the estimator calibrates the judge on the labels first, so an inverted judge helps too.
+    With fewer than :data:`JUDGE_PLANNING_MIN` such facts the factor is 1 (no judge assumed).
+    An approximation, not a bound: the importance weights make the draws' correlation smaller
+    than the facts' (bench/ppi.py: realised width ratios ≈ 0.63 at ρ ≈ 0.8, √(1 − ρ²) = 0.6),
+    and cross-fitting spends part of the gain at small n.
+    """
+    from receval.judge import fact_scores
+
+    if getattr(task, "judge", None) is None or not len(task.judge):
+        from receval.errors import BundleError
+
+        raise BundleError(
+            task.root / "judge.tsv",
+            None,
+            "planning for the judge needs its scores: judge.tsv (or .csv/.parquet) with "
+            "query_id, answer, judge_score in [0, 1]",
+        )
+    scores, scored = fact_scores(task)
+    ids = task.labels.index.to_numpy(np.int64)
+    keep = scored[ids]
+    s, f = scores[ids][keep], task.labels.to_numpy(float)[keep]
+    n = s.size
+    if n < max(JUDGE_PLANNING_MIN, 4) or s.std() == 0 or f.std() == 0:
+        return 1.0
+    rho = float(np.clip(abs(np.corrcoef(s, f)[0, 1]), 0.0, 0.999999))
+    low = np.tanh(np.arctanh(rho) - ndtri(JUDGE_PLANNING_LEVEL) / np.sqrt(n - 3))
+    return float(1.0 - max(low, 0.0) ** 2)
+
 
 def _paper_bound(s: np.ndarray, c: np.ndarray, label: np.ndarray) -> float:
     """E_{x~s}[c(x)² f(x)] with f ≤ 1 where unlabelled: the paper's bound (−π² dropped).
@@ -96,10 +144,19 @@ def _paper_bound(s: np.ndarray, c: np.ndarray, label: np.ndarray) -> float:
 class _Planner:
     """Mixture masses and labels over all facts, for repeated variance bounds."""
 
-    def __init__(self, task: Task, data: SampleData, bound: str = "paper") -> None:
+    def __init__(
+        self,
+        task: Task,
+        data: SampleData,
+        bound: str = "paper",
+        judge: bool = False,
+        design: str = "uniform",
+    ) -> None:
         if bound not in BOUNDS:
             raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
         self.bound = bound
+        #: the share of the draws' variance the judge leaves (1 without it): see judge_factor
+        self.judge_factor = judge_factor(task, data) if judge else 1.0
         self.task = task
         self.data = data
         outputs = task.outputs
@@ -109,8 +166,13 @@ class _Planner:
         self.n_facts = n_facts
         fact = outputs["fact"].to_numpy()
         sys_ = outputs["system"].map(self.index).to_numpy()
+        shape = (n_facts, len(self.systems))
         s_uniform = sampling_probabilities(outputs, task.queries, "uniform").to_numpy()
-        self.S = sparse.csc_matrix((s_uniform, (fact, sys_)), shape=(n_facts, len(self.systems)))
+        self.T = sparse.csc_matrix((s_uniform, (fact, sys_)), shape=shape)  # targets t_i
+        self.S = self.T  # the planned samplers' design
+        if design != "uniform":
+            s_planned = sampling_probabilities(outputs, task.queries, design).to_numpy()
+            self.S = sparse.csc_matrix((s_planned, (fact, sys_)), shape=shape)
         # existing mixture mass M0(x) = Σ_j n_j s_j(x) over all facts
         mass = np.zeros(n_facts)
         for design in sorted(set(data.sampler_design)):
@@ -160,7 +222,7 @@ class _Planner:
         return max(float(np.sum(s * e * c**2) - np.sum(s * e * c) ** 2), 0.0)
 
     def column(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(fact ids, s_i) of system i's outputs."""
+        """(fact ids, s_i) of system i's outputs under the planned design."""
         col = self.S[:, i]
         return col.indices, col.data
 
@@ -170,7 +232,8 @@ class _Planner:
         for j, n in planned.items():
             rows, s = self.column(j)
             mass[rows] += n * s
-        rows_i, t_i = self.column(i)  # uniform target t_i = s_i
+        col = self.T[:, i]
+        rows_i, t_i = col.indices, col.data  # uniform target t_i
         t = np.zeros(self.n_facts)
         t[rows_i] = t_i
         g = np.zeros(self.n_facts, bool)
@@ -198,7 +261,8 @@ class _Planner:
                 d = (g[rows] - nu) / mass[rows]
                 rec_plan += n * self.planned_variance(s, d, rows)
             var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
-        var_p = prec_emp + prec_plan
+        var_p = (prec_emp + prec_plan) * self.judge_factor
+        var_nu = var_nu * self.judge_factor
         if not np.isfinite(var_p):
             var_p = np.inf
         theta = self.theta if np.isfinite(self.theta) else 1.0
@@ -219,6 +283,8 @@ def adaptive_sample_sizes(
     bound: str = "expected",
     metrics: tuple[str, ...] = ("precision", "recall"),
     on_system: Callable[[str], None] | None = None,
+    judge: bool = False,
+    design: str = "uniform",
 ) -> pd.DataFrame:
     """Uniform sample sizes for ``systems`` that bring their half-widths under ``target_width``.
 
@@ -244,12 +310,15 @@ def adaptive_sample_sizes(
     ``metrics`` names the intervals that must meet the target: precision (the paper's
     criterion: its adaptive experiment bounds the variance of π̂), recall, or both (default).
     ``on_system`` is called with each system's name once it is planned (progress reporting).
+    ``judge``: the intervals will come from ``--estimator ppi``, so the draws' variance is
+    multiplied by :func:`judge_factor` (θ̂'s part from the exhaustive units is not);
+    ``design``: the planned draws' design (``judge-uncertainty`` for ``sample --by-judge``).
 
     Returns a frame ``system, n, precision_halfwidth, recall_halfwidth, reached, note``.
     """
     _require_metrics(metrics)
     data = build_sample_data(task)
-    planner = _Planner(task, data, bound)
+    planner = _Planner(task, data, bound, judge, design)
     z = float(ndtri(0.5 + confidence / 2))
     limit = (target_width / z) ** 2
     chosen = _systems_to_plan(data, systems)
@@ -399,16 +468,23 @@ def _plug_in_nu(planner: _Planner, i: int, planned: dict[int, float]) -> float:
 
 
 def expected_widths(
-    task: Task, per_system: int, *, confidence: float = 0.95, bound: str = "expected"
+    task: Task,
+    per_system: int,
+    *,
+    confidence: float = 0.95,
+    bound: str = "expected",
+    judge: bool = False,
+    design: str = "uniform",
 ) -> pd.DataFrame:
-    """Bound on each system's half-widths if every system got ``per_system`` more uniform draws.
+    """Bound on each system's half-widths if every system got ``per_system`` more draws.
 
     For a total budget L over m systems, call with ``per_system = L // m``.  Labels already
     collected are reused (their draws stay in the estimator; facts already labelled cost nothing).
-    Returns ``system, precision_halfwidth, recall_halfwidth``.
+    ``judge`` and ``design`` as for :func:`adaptive_sample_sizes` (the draws are uniform by
+    default).  Returns ``system, precision_halfwidth, recall_halfwidth``.
     """
     data = build_sample_data(task)
-    planner = _Planner(task, data, bound)
+    planner = _Planner(task, data, bound, judge, design)
     z = float(ndtri(0.5 + confidence / 2))
     planned = {i: float(per_system) for i in range(data.m)}
     out = []

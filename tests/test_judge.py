@@ -103,6 +103,19 @@ def test_cli_scores_with_ppi_and_names_the_method(tmp_path):
     assert run["options"]["estimator"] == "ppi"
 
 
+def test_cli_ppi_resamples_queries_as_clusters(tmp_path):
+    root = make_bundle(tmp_path, files={"judge.tsv": JUDGE})
+    out_dir = tmp_path / "o"
+    args = ["score", str(root), "--out", str(out_dir), "--estimator", "ppi"]
+    args += ["--bootstrap", "200", "--cluster-queries"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    board = pd.read_csv(out_dir / "leaderboard.csv")
+    assert board["interval"].str.contains("queries resampled as clusters").all()
+    assert (board["precision_lo"] <= board["precision"]).all()
+    assert (board["precision"] <= board["precision_hi"]).all()
+
+
 def test_import_trec_with_a_judge_file(tmp_path):
     from pathlib import Path
 

@@ -39,15 +39,80 @@ full-sample coefficient on the observed control plus the replicate's coefficient
 control's resampling deviation), which adds the coefficient's estimation noise to the interval
 once.  (Using λ* C* counted it twice: intervals ~3 % wider than the estimator's true spread at
 n = 10; holding λ̂ fixed dropped it: coverage 0.89 against the joint estimator's 0.91 with a
-strong judge at n = 10.)  The bootstrap resamples each sampler's draws as for the joint
+strong judge at n = 10.)
+
+**Calibration** (``CALIBRATE = "linear"``).  The control is not the raw judge but the judge
+calibrated on the labels: each fold b fits label ≈ α_b + β_b s by least squares over all its
+draws (every system's: the labels are shared), and fold a's control is
+c (α_{1−a} + β_{1−a} s) centred, i.e. A'_a = β_{1−a} A + α_{1−a} B, a fixed (given fold 1 − a)
+combination of the judge and mass controls; λ_a then comes from fold 1 − a's moments of the
+same control.  Everything fold a's correction uses is a function of fold 1 − a, and A'_a has
+mean zero within every sampler for fixed (α, β), so the estimator stays **exactly unbiased**
+(test_ppi_exact.py enumerates it).  Why: a single
+λ on c·s cannot cancel a judge's offset (E[f | s] = α + β s with α ≠ 0), the gap issue 21
+measured (0.77× against ≈ 0.6× in theory); estimating α per system (the mass as a second
+control with its own coefficient, below) costs two noisy coefficients per system and fold,
+while one (α, β) pooled over every system's labels is nearly free.  An inverted judge (β < 0)
+becomes a useful one.  bench/ppi.py, simulated world, median width ratio ppi/joint before →
+after: strong judge precision n = 10/30 0.79/0.70 → 0.75/0.63, pooled recall 0.81/0.70 →
+0.74/0.63, true recall 0.86/0.87 → 0.82/0.84; weak judge n = 10 1.000 [max 1.025] → 0.993
+[1.016]; inverted judge n = 30 1.00 → 0.65; useless judge 0.995–0.999.
+A logistic map σ(a + b logit s) (:func:`logistic_calibration`, penalised towards the judge's
+own scores, the judge's totals recomputed for each fold's map) narrows further, but used for
+every quantity (``CALIBRATE = "logistic"``) it failed in the TREC-like world (prevalence
+≈ 0.04): precision coverage 0.84 against joint's 0.89 at n = 30, and pooled recall 1.35× joint's
+width at n = 10 (a map fitted to a handful of positives).  So the default uses it for pooled
+recall only, and only when the other fold holds ``RECALL_LOGISTIC_MIN`` = 20 correct draws (a
+function of that fold: still exactly unbiased given it): a rare-positive ratio needs the judge's
+low scores mapped to ≈ 0, which a line cannot do.  TREC-like world, strong judge, n = 30:
+pooled recall 0.87 → 0.57, true recall 0.87 → 0.59 (coverage 0.93 / 0.96, joint 0.92 / 0.93);
+n = 10 falls back to the line (0.99).
+
+A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
+in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
+re-estimating it per replicate only added noise, widening a weak judge's intervals at n = 10
+(median ratio 1.007 in the last round's study) while the point estimate was the joint one.
+Pooled recall's shrinkage counts the effective number of *correct* draws (the Kish size of the
+pool's terms Y_D), where the ratio's information is (``RATIO_DRAWS``): counting every draw
+under-shrank at low prevalence (TREC-like world, strong judge, n = 10: width ratio 1.07 before
+calibration, 1.11 [max 1.35] with it; 1.00 [1.02] counting the correct draws).
+
+The bootstrap resamples each sampler's draws as for the joint
 estimator (a draw keeps its fold; the controls have mean zero whatever the folds' sizes).
 ``--precision-form`` applies as for the joint estimator (the choice is made on the same human
 terms): the self-normalised form is (Σ Y − λ Σ A) / Σ M with λ for the linearised ratio.
 
+**True recall** r̂_i = θ̂ ν̂_i: the judge narrows ν̂_i, not θ̂ (pool coverage from the
+exhaustive units, Σ_u a_u / Σ_u b_u), whose share of the variance grows with n (simulated
+world, strong judge: true-recall width ratio 0.82/0.84/0.93 at n = 10/30/100).  Could the judge's
+scores over the pool facts of every unit serve as a control for θ̂ (J_u = Σ_{x ∈ pool ∩ u} s(x),
+known for every unit when units are queries)?  θ̂'s linearised terms are
+V_u = a_u − θ b_u = b_u (θ_u − θ), the unit's coverage deviation times its size, while J_u
+tracks a_u; in the TREC-like world of bench/ppi.py (units = queries, all 50 queries known)
+J_u and the pool size together explain R² = 0.09 (strong judge) / 0.10 (consensus judge) of
+V_u's variance in-sample, i.e. ≤ 5 % of θ̂'s standard error with the 12 units drawn, so it is
+not built; and θ̂, ν̂ come from independent samples, so the product's bootstrap (or delta)
+interval has nothing left to combine.  More exhaustive units are the lever
+(``receval budget`` reports the floor).
+
+With ``--cluster-queries`` the queries are resampled as clusters too (the superpopulation of
+queries).  A control centred by the sampler-wide mean E_j[S] would then absorb the
+between-query variation of the labels, which belongs to the estimand, and understate it; so the
+controls are centred within every (sampler, query) instead, A_k = S_k − E_j[S | q(k)], with
+E_j[S | q] = Σ_{x∈q} s_j(x) S(x) / Σ_{x∈q} s_j(x).  E[A_k] = E[E[S_k | q(k)] − E_j[S | q(k)]]
+= 0, so the estimator stays exactly unbiased for any λ given by the other fold
+(tests/estimators/test_ppi_exact.py enumerates it); the judge then narrows only the
+within-query part of the variance, and precision's t_i = 1/|X_i| follows the resampled query
+sizes as for the joint estimator.
+
 The known output mass (B_k = M_k − E_j[M], mean zero too) can serve as a second control
 variate (a regression estimator, Särndal, Swensson & Wretman 1992, §6.4): ``USE_MASS``.  It is
 off: in bench/ppi.py it widened the intervals at n = 10 per system (sd ratio 1.02–1.07 with a
-weak judge in simulated worlds, and with the ParaBank NLL judge) and gained little at n = 30.
+weak judge in simulated worlds, and with the ParaBank NLL judge).  This round it was retried as
+a per-fold model choice (judge alone, or judge and mass where the final prediction error
+RSS (ν + p)/(ν − p) of the other fold is smaller, and only from ``MASS_MIN_DRAWS`` effective
+draws): strong judge at n = 30 precision 0.699 → 0.672, but a weak judge at n = 10 went from
+1.000 to 1.009–1.020 and at n = 30 from 0.976 to 0.981–0.993, so it stays off.
 """
 
 from __future__ import annotations
@@ -65,10 +130,12 @@ from receval.estimators.base import (
     ScoringContext,
     Statistic,
     TermLayout,
+    clustered_terms,
     metric_dict,
     unit_layout,
     unit_terms,
 )
+from receval.estimators.bootstrap import QUERY_STAGE
 from receval.estimators.joint import JointEstimator, unsupported_precision_notes
 from receval.estimators.precision import joint_precision_terms
 from receval.estimators.recall import pooled_recall_terms
@@ -99,6 +166,9 @@ class JudgeTotals:
     expected_mass: np.ndarray  # (J, 2m + 1)
     scored_share: np.ndarray  # (m,) share of each system's outputs the judge scored
     judge_precision: np.ndarray  # (m,) A_i = Σ t_i s: the judge's own precision of system i
+    #: with queries resampled as clusters: E_j[S_c | q] and E_j[M_c | q], each (J, Q, 2m + 1)
+    expected_score_q: np.ndarray | None = None
+    expected_mass_q: np.ndarray | None = None
 
 
 def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys_codes):
@@ -124,7 +194,14 @@ def _sampler_matrix(view, probabilities, data: SampleData, fact: np.ndarray, sys
     )
 
 
-def judge_totals(task, data: SampleData, target: str = "micro", weighting: str = "size"):
+def judge_totals(
+    task,
+    data: SampleData,
+    target: str = "micro",
+    weighting: str = "size",
+    by_query: bool = False,
+    transform=None,
+):
     """The judge's scores at the drawn facts and the controls' per-sampler expectations.
 
     For the precision of system i with mixture weights w_ij (:func:`mixture_weights`) and
@@ -132,7 +209,9 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     same without s; for pooled recall with q0 = Σ_j (n_j/N) s_j:  E_j[g_i s/(N q0)],
     E_j[g_i/(N q0)], E_j[s/(N q0)], E_j[1/(N q0)].  Facts of one equivalence class count once,
     as in :class:`SampleData` (a class takes its canonical fact's score); unscored facts take
-    the imputed score of :func:`receval.judge.fact_scores`.
+    the imputed score of :func:`receval.judge.fact_scores`.  With ``by_query`` also the
+    expectations given the drawn fact's query (:func:`_query_expectations`); ``transform`` maps
+    the fact scores first (the logistic calibration of :func:`logistic_calibration`).
     """
     from scipy import sparse
 
@@ -142,6 +221,8 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     from receval.judge import fact_scores
 
     scores, scored = fact_scores(task)
+    if transform is not None:  # a calibration map of the judge's scores (fixed given the fold)
+        scores = transform(scores)
     view, probabilities, _ = design_probabilities(task, True)
     out = view.outputs
     m, J = data.m, data.J
@@ -174,6 +255,13 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
     size = np.bincount(sys_codes, minlength=m).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.bincount(sys_codes, weights=scored[fact], minlength=m) / size
+    by_q: dict[str, np.ndarray] = {}
+    if by_query:
+        rows = (sys_codes, codes_in(out["query_id"], pd.Index(data.queries)).astype(np.int64))
+        fact_q = codes_in(view.facts["query_id"], pd.Index(data.queries)).astype(np.int64)
+        parts = (inv_q * s, inv_q, inv_q0[fact] * s, inv_q0[fact], inv_q0 * scores, inv_q0)
+        e_s, e_m = _query_expectations(P, P_rows, rows, fact_q, scale, parts)
+        by_q = {"expected_score_q": e_s, "expected_mass_q": e_m}
     return JudgeTotals(
         score_drawn=scores[data.facts],
         scored_drawn=scored[data.facts],
@@ -181,7 +269,47 @@ def judge_totals(task, data: SampleData, target: str = "micro", weighting: str =
         expected_mass=np.concatenate([prec_m.T, num_m.T, den_m[:, None]], axis=1),
         scored_share=share,
         judge_precision=np.bincount(sys_codes, weights=t * s, minlength=m),
+        **by_q,
     )
+
+
+def _query_expectations(P, P_rows, rows, fact_q, scale, parts):
+    """E_j[S_c | q] and E_j[M_c | q] (each (J, Q, 2m + 1)): one draw's judge and mass terms
+    given that sampler j drew a fact of query q, Σ_{x∈q} s_j(x) h(x) / Σ_{x∈q} s_j(x).
+
+    ``rows`` = (system, query) codes of the output rows, ``fact_q`` the facts' query codes,
+    ``parts`` the per-row values (t s/q_i, t/q_i, s/(N q0), 1/(N q0)) and per-fact pool values
+    (s/(N q0), 1/(N q0)).  A draw's query is random, so the centred control S − E_j[S | q] has
+    mean zero within every sampler too, and within every query: resampling queries as
+    clusters then leaves it centred (it explains within-query variation only)."""
+    from scipy import sparse
+
+    sys_codes, q_codes = rows
+    m, J = scale.shape
+    Q = int(max(fact_q.max(initial=-1), q_codes.max(initial=-1)) + 1)
+    R, F = len(sys_codes), len(fact_q)
+
+    def per_system_query(values: np.ndarray) -> np.ndarray:  # (J, Q, m)
+        G = sparse.csr_matrix((values, (np.arange(R), sys_codes * Q + q_codes)), shape=(R, m * Q))
+        dense = np.asarray((G.T @ P_rows).todense()).reshape(m, Q, J)
+        return dense.transpose(2, 1, 0)
+
+    def pool(values: np.ndarray) -> np.ndarray:  # (J, Q, 1)
+        H = sparse.csr_matrix((values, (np.arange(F), fact_q)), shape=(F, Q))
+        return np.asarray((P.T @ H).todense())[:, :, None]
+
+    mass_q = pool(np.ones(F))[:, :, 0]  # (J, Q): Σ_{x∈q} s_j(x)
+    prec_s, prec_m, num_s, num_m, den_s, den_m = parts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inv = np.where(mass_q > 0, 1.0 / mass_q, 0.0)[:, :, None]
+    sc = scale.T[:, None, :]
+    score = np.concatenate(
+        [per_system_query(prec_s) * sc, per_system_query(num_s), pool(den_s)], axis=2
+    )
+    mass = np.concatenate(
+        [per_system_query(prec_m) * sc, per_system_query(num_m), pool(den_m)], axis=2
+    )
+    return score * inv, mass * inv
 
 
 def draw_folds(data: SampleData) -> np.ndarray:
@@ -215,10 +343,109 @@ def _quantity_terms(data: SampleData, judge: JudgeTotals, weighting: str):
     return Y, S, M
 
 
-#: the positive-part shrinkage of the coefficients is max(0, 1 − SHRINK · p / F)
+def _products(A: np.ndarray, B: np.ndarray, Y: np.ndarray, M: np.ndarray, m: int) -> dict:
+    """Per draw, the products whose fold sums give the coefficients (MOMENTS, CROSS) and the
+    fold's corrections (CORRECTIONS), for judge control A, mass control B, labels Y, mass M."""
+    num, den = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
+    return {
+        "MM": M * M,
+        "MY": M * Y,
+        "YY": Y * Y,
+        "M": M,
+        "AA": A * A,
+        "AB": A * B,
+        "BB": B * B,
+        "AY": A * Y,
+        "BY": B * Y,
+        "CA": A,
+        "CB": B,
+        "CY": Y,
+        "AM": A[:, :m] * M[:, :m],
+        "AnYd": A[:, num] * Y[:, den],
+        "AdYn": A[:, den] * Y[:, num],
+        "AnAd": A[:, num] * A[:, den],
+        "YnYd": Y[:, num] * Y[:, den],
+    }
+
+
+def _centred(data: SampleData, judge: JudgeTotals, S: np.ndarray, M: np.ndarray):
+    """(A, B): the judge and mass terms minus their known expectation under the draw's sampler
+    (within the draw's query too when queries are resampled as clusters): mean zero."""
+    if judge.expected_score_q is None:
+        return (
+            S - judge.expected_score[data.draw_sampler],
+            M - judge.expected_mass[data.draw_sampler],
+        )
+    at = (data.draw_sampler, data.draw_query)
+    return S - judge.expected_score_q[at], M - judge.expected_mass_q[at]
+
+
+def logistic_calibration(score: np.ndarray, label: np.ndarray, ridge: float = 1.0):
+    """The map s ↦ σ(a + b·logit s) fitted to one fold's labelled draws by penalised maximum
+    likelihood (penalty ridge/2 · (a² + (b − 1)²): with few labels it stays near the judge's own
+    scores, and it exists when the labels separate).  Newton steps on two parameters."""
+    ok = np.isfinite(score) & np.isfinite(label)
+
+    def logit(x: np.ndarray) -> np.ndarray:
+        x = np.clip(x, 1e-4, 1 - 1e-4)
+        return np.log(x / (1 - x))
+
+    z, y = logit(score[ok]), label[ok]
+    X = np.stack([np.ones_like(z), z], axis=1)
+    theta = np.array([0.0, 1.0])
+    prior = np.array([0.0, 1.0])
+    for _ in range(25):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (X @ theta)))  # σ without overflow
+        grad = X.T @ (p - y) + ridge * (theta - prior)
+        hess = (X * (p * (1 - p))[:, None]).T @ X + ridge * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        theta = theta - step
+        if np.abs(step).max() < 1e-8:
+            break
+    a, b = float(theta[0]), float(theta[1])
+
+    def mapped(s: np.ndarray) -> np.ndarray:
+        return 0.5 * (1.0 + np.tanh(0.5 * (a + b * logit(s))))
+
+    return mapped
+
+
+def linear_calibration(score: np.ndarray, label: np.ndarray) -> tuple[float, float]:
+    """(α, β) of the least-squares line label ≈ α + β·score over one fold's draws (α = mean
+    label, β = 0 when the scores do not vary or the fold has fewer than 3 labelled draws)."""
+    ok = np.isfinite(score) & np.isfinite(label)
+    s, f = score[ok], label[ok]
+    if s.size == 0:
+        return 0.0, 1.0
+    if s.size < 3 or s.var() <= 1e-12:
+        return float(f.mean()), 0.0
+    beta = float(np.mean((s - s.mean()) * (f - f.mean())) / s.var())
+    return float(f.mean() - beta * s.mean()), beta
+
+
+#: with "linear" calibration, pooled recall's control is the logistic map from this many correct
+#: draws in the other fold (math.inf: never)
+RECALL_LOGISTIC_MIN = 20.0
+
+#: which draws count for pooled recall's shrinkage: the "correct" ones or "all"
+RATIO_DRAWS = "correct"
+
+#: how the judge is calibrated on the other fold's labels (of every system) before it serves as
+#: the control: "linear" (label ≈ α + β s: c (α + β s) = α·mass + β·judge), "logistic"
+#: (σ(a + b logit s), :func:`logistic_calibration`) or "" (the raw judge)
+CALIBRATE = "linear"
+
+#: the positive-part shrinkage of the coefficients is max(0, 1 − (SHRINK + SMALL/ν) · p / F)
 SHRINK = 1.0
+SMALL = 0.0
+#: whether a replicate re-estimates only the coefficients the full sample uses (λ̂ ≠ 0)
+GATE_REPLICATES = True
+#: the range the judge coefficient is clipped to
+LAMBDA_RANGE = (0.0, 1.0)
 #: whether the known output mass is used as a second control variate
 USE_MASS = False
+#: ... and from how many effective draws in the fold that estimates its coefficient
+MASS_MIN_DRAWS = 0.0
 
 
 def shrunk_slope(zy: np.ndarray, zz: np.ndarray, yy: np.ndarray, n_eff: np.ndarray) -> np.ndarray:
@@ -226,10 +453,11 @@ def shrunk_slope(zy: np.ndarray, zz: np.ndarray, yy: np.ndarray, n_eff: np.ndarr
     factor max(0, 1 − SHRINK/F), F = ν R²/(1 − R²), R² = λ Σzy / Σyy, ν = ``n_eff``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         ok = zz > 0
-        lam = np.where(ok, np.clip(zy / np.where(ok, zz, 1.0), 0.0, 1.0), 0.0)
+        lam = np.where(ok, np.clip(zy / np.where(ok, zz, 1.0), *LAMBDA_RANGE), 0.0)
         r2 = np.clip(np.where(yy > 0, lam * zy / yy, 0.0), 0.0, 1.0)
         F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
-        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK / F, 0.0, 1.0), 0.0)
+        c = SHRINK + SMALL / np.maximum(n_eff, 1e-12)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - c / F, 0.0, 1.0), 0.0)
         lam = lam * np.where(np.isfinite(shrink), shrink, 0.0)
     return np.where(np.isfinite(lam), lam, 0.0)
 
@@ -254,7 +482,13 @@ def ratio_coefficient(moments: dict[str, np.ndarray], m: int) -> np.ndarray:
         )
         zz = moments["AA"][..., n] - 2 * nu * moments["AnAd"] + nu**2 * moments["AA"][..., d]
         vv = moments["YY"][..., n] - 2 * nu * moments["YnYd"] + nu**2 * moments["YY"][..., d]
-        n_eff = moments["M"][..., n] ** 2 / moments["MM"][..., n] - 2.0
+        # the ratio's information is in the correct draws: their effective number (Kish, over
+        # the pool's terms Y_D, nonzero only at correct facts), not every draw's
+        if RATIO_DRAWS == "correct":
+            n_eff = moments["CY"][..., d] ** 2 / moments["YY"][..., d] - 2.0
+        else:
+            n_eff = moments["M"][..., n] ** 2 / moments["MM"][..., n] - 2.0
+        n_eff = np.where(np.isfinite(n_eff), n_eff, 0.0)
     return shrunk_slope(zv, zz, vv, n_eff)
 
 
@@ -286,20 +520,28 @@ def fold_coefficients(moments: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     AA, AB, BB, AY, BY = (moments[k] for k in ("AA", "AB", "BB", "AY", "BY"))
     MM, MY, YY, M1 = (moments[k] for k in ("MM", "MY", "YY", "M"))
     with np.errstate(invalid="ignore", divide="ignore"):
-        has_b = (BB > 1e-12 * np.maximum(MM, 1e-300)) & USE_MASS
-        det = AA * BB - AB**2
-        joint_slope = np.where(has_b, (AY * BB - BY * AB) / det, AY / AA)
-        ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
-        lam = np.where(ok_a & np.isfinite(joint_slope), np.clip(joint_slope, 0.0, 1.0), 0.0)
-        mu = np.where(has_b, np.clip((BY - lam * AB) / BB, -1.0, 1.0), 0.0)
-        mu = np.where(np.isfinite(mu), mu, 0.0)
-        explained = lam * AY + mu * BY
-        syy = YY - MY**2 / MM
-        r2 = np.clip(np.where(syy > 0, explained / syy, 0.0), 0.0, 1.0)
         n_eff = M1**2 / MM - 2.0
+        syy = YY - MY**2 / MM
+        ok_a = AA > 1e-12 * np.maximum(MM, 1e-300)
+        lam1 = np.where(ok_a, np.clip(AY / np.where(ok_a, AA, 1.0), *LAMBDA_RANGE), 0.0)
+        has_b = (BB > 1e-12 * np.maximum(MM, 1e-300)) & USE_MASS & (n_eff >= MASS_MIN_DRAWS)
+        det = AA * BB - AB**2
+        slope2 = np.where(has_b, (AY * BB - BY * AB) / det, 0.0)
+        lam2 = np.where(ok_a & np.isfinite(slope2), np.clip(slope2, *LAMBDA_RANGE), 0.0)
+        mu2 = np.where(has_b, np.clip((BY - lam2 * AB) / BB, -1.0, 1.0), 0.0)
+        mu2 = np.where(np.isfinite(mu2), mu2, 0.0)
+        # the mass joins only where its final prediction error RSS (ν + p)/(ν − p) is smaller
+        fpe1 = (syy - (2 * lam1 * AY - lam1**2 * AA)) * (n_eff + 1) / (n_eff - 1)
+        rss2 = syy - 2 * (lam2 * AY + mu2 * BY) + lam2**2 * AA + 2 * lam2 * mu2 * AB + mu2**2 * BB
+        has_b = has_b & (n_eff > 2) & (rss2 * (n_eff + 2) / (n_eff - 2) < fpe1)
+        lam = np.where(has_b, lam2, lam1)
+        mu = np.where(has_b, mu2, 0.0)
+        explained = lam * AY + mu * BY
+        r2 = np.clip(np.where(syy > 0, explained / syy, 0.0), 0.0, 1.0)
         p = 1.0 + has_b
         F = np.where(r2 < 1.0, n_eff * r2 / (1.0 - r2), np.inf)
-        shrink = np.where(n_eff > 0, np.clip(1.0 - SHRINK * p / F, 0.0, 1.0), 0.0)
+        c = SHRINK + SMALL / np.maximum(n_eff, 1e-12)
+        shrink = np.where(n_eff > 0, np.clip(1.0 - c * p / F, 0.0, 1.0), 0.0)
         shrink = np.where(np.isfinite(shrink), shrink, 0.0)
     return lam * shrink, mu * shrink
 
@@ -313,7 +555,8 @@ class PPIEstimator(Estimator):
         "Angelopoulos et al. 2023 (PPI) eq. 1 with PPI++ power tuning (2024) over the joint "
         "estimator's draws (Chaganty et al. 2017): π̂_i = Σ_k t_i f/q_i − Σ_a λ_i^(1−a) "
         "Σ_{k∈a} (t_i s/q_i − E_j[t_i s/q_i]), the control's per-sampler mean E_j known from "
-        "the judge's scores on every output, λ cross-fitted over two folds (unbiased for any "
+        "the judge's scores on every output, s replaced by its linear calibration α + β s "
+        "from the other fold's labels, λ cross-fitted over two folds (unbiased for any "
         "judge); pooled recall a ratio of such sums with one λ_i; true recall θ̂·ν̂_i"
     )
     summary: ClassVar[str] = (
@@ -334,8 +577,6 @@ class PPIEstimator(Estimator):
                 "--estimator ppi needs the judge's scores: judge.tsv (or .csv/.parquet) with "
                 "query_id, answer, judge_score in [0, 1]",
             )
-        if options.cluster_queries:
-            raise ValueError("estimator 'ppi' does not resample queries as clusters yet")
 
     # -- layout -------------------------------------------------------------------------
 
@@ -361,7 +602,9 @@ class PPIEstimator(Estimator):
         cache = ctx.__dict__.setdefault("_ppi_cache", {})
         if "judge" not in cache:
             options = ctx.options
-            cache["judge"] = judge_totals(ctx.task, ctx.data, options.target, options.weighting)
+            cache["judge"] = judge_totals(
+                ctx.task, ctx.data, options.target, options.weighting, options.cluster_queries
+            )
         return cache["judge"]
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
@@ -369,41 +612,58 @@ class PPIEstimator(Estimator):
         judge = self.judge(ctx)
         layout = self.draw_layout(data.m)
         Y, S, M = _quantity_terms(data, judge, ctx.options.weighting)
-        A = S - judge.expected_score[data.draw_sampler]  # mean zero within every sampler
-        B = M - judge.expected_mass[data.draw_sampler]
+        A, B = _centred(data, judge, S, M)
         folds = draw_folds(data)
         draws = np.zeros((data.K, layout.width))
         draws[:, layout["Y"]] = Y
         draws[:, layout["mass"]] = M[:, : data.m]
-        products = {
-            "MM": M * M,
-            "MY": M * Y,
-            "YY": Y * Y,
-            "M": M,
-            "AA": A * A,
-            "AB": A * B,
-            "BB": B * B,
-            "AY": A * Y,
-            "BY": B * Y,
-            "CA": A,
-            "CB": B,
-            "CY": Y,
-        }
-        m = data.m
-        num, den = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
-        products |= {
-            "AM": A[:, :m] * M[:, :m],
-            "AnYd": A[:, num] * Y[:, den],
-            "AdYn": A[:, den] * Y[:, num],
-            "AnAd": A[:, num] * A[:, den],
-            "YnYd": Y[:, num] * Y[:, den],
-        }
+        controls = self.calibrated_controls(ctx, judge, (A, B, M), folds)
         for a in (0, 1):
             own = (folds == a)[:, None]
+            # moments of fold a estimate the coefficient of fold 1 − a's control
+            products = _products(controls[1 - a], B, Y, M, data.m)
+            products["CA"] = controls[a]
             for key, value in products.items():
                 draws[:, layout[f"{key}{a}"]] = np.where(own, value, 0.0)
         ctx.__dict__.setdefault("_ppi_cache", {})["full"] = draws.sum(axis=0)
+        if ctx.options.cluster_queries:
+            return clustered_terms(data, draws)
         return {"draws": draws, "units": unit_terms(data)}
+
+    def calibrated_controls(self, ctx: ScoringContext, judge: JudgeTotals, terms, folds):
+        """[control of fold 0, control of fold 1]: each the judge calibrated on the *other*
+        fold's labels (``CALIBRATE``), so that it is fixed given that fold.  With "linear",
+        pooled recall's columns take the logistic map instead where the other fold holds at
+        least ``RECALL_LOGISTIC_MIN`` correct draws (a rare-positive ratio needs the judge's
+        low scores mapped to ≈ 0; a map fitted to fewer positives widened it)."""
+        A, B, M = terms
+        data = ctx.data
+        f = data.label[data.draw_fact]
+        s = judge.score_drawn[data.draw_fact]
+        if not CALIBRATE:
+            return [A, A]
+        controls = []
+        for a in (0, 1):
+            other = folds == 1 - a
+            if CALIBRATE == "linear":
+                alpha, beta = linear_calibration(s[other], f[other])
+                control = beta * A + alpha * B
+                logistic_cols = slice(data.m, 2 * data.m + 1)
+                if np.nansum(f[other]) < RECALL_LOGISTIC_MIN:
+                    controls.append(control)
+                    continue
+            else:
+                control, logistic_cols = A.copy(), slice(0, 2 * data.m + 1)
+            g = logistic_calibration(s[other], f[other])
+            options = ctx.options
+            fitted = judge_totals(
+                ctx.task, data, options.target, options.weighting, options.cluster_queries, g
+            )
+            _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
+            control = control.copy()
+            control[:, logistic_cols] = _centred(data, fitted, S_g, M)[0][:, logistic_cols]
+            controls.append(control)
+        return controls
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
         """The draws stage's full-sample totals (the coefficients λ̂ of the point estimate)."""
@@ -459,6 +719,8 @@ class PPIEstimator(Estimator):
             lams = 0.0
             pn, pd_ = slice(m, 2 * m), slice(2 * m, 2 * m + 1)
             for fold, (star, h) in enumerate(zip(coefficients(d), hat, strict=True)):
+                if GATE_REPLICATES:  # a coefficient the full sample does not use stays 0
+                    star = {k: np.where(h[k] == 0, 0.0, v) for k, v in star.items()}
                 c0, b0 = full[layout[f"CA{fold}"]], full[layout[f"CB{fold}"]]
                 dc = d[..., layout[f"CA{fold}"]] - c0
                 db = d[..., layout[f"CB{fold}"]] - b0
@@ -479,7 +741,13 @@ class PPIEstimator(Estimator):
             with np.errstate(invalid="ignore", divide="ignore"):
                 theta = u[..., num] / u[..., den]
                 q, pooled, lam = corrected(d)
-                precision = np.where(census, exact, q[..., :m])
+                precision, census_precision = q[..., :m], exact
+                if QUERY_STAGE in totals:  # t_i = 1/|X_i| over the resampled queries
+                    cells = totals[QUERY_STAGE]
+                    resized = precision * data.sizes / cells[..., :m]
+                    precision = np.where(use_ratio, precision, resized)
+                    census_precision = cells[..., m:] / cells[..., :m]
+                precision = np.where(census, census_precision, precision)
                 recall = theta[..., None] * pooled
                 joint = d[..., layout["joint"]]
                 ratio_form = joint / d[..., layout["mass"]]
@@ -511,8 +779,6 @@ class PPIEstimator(Estimator):
         return {"judge": judge_audit(ctx, self.judge(ctx), run)}
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
-        from receval.estimators.joint import JointEstimator
-
         JointEstimator().run_warnings(ctx, warnings)
 
 
@@ -583,8 +849,9 @@ def judge_audit(ctx: ScoringContext, judge: JudgeTotals, run: Any) -> dict[str, 
         "correlation": _rounded([corr(s, f)])[0],
         "mean_abs_error": _rounded([np.abs(s - f).mean() if s.size else np.nan])[0],
         "calibration": calibration_bins(s, f),
-        "coefficients": "cross-fitted over two folds per sampler, clipped to [0, 1], shrunk by "
-        "max(0, 1 - 1/F); lambda here is the mean of the two folds' values at the full sample",
+        "coefficients": "cross-fitted over two folds per sampler, on the judge calibrated by "
+        "the other fold's labels (alpha + beta s), clipped to [0, 1], shrunk by max(0, 1 - 1/F); "
+        "lambda here is the mean of the two folds' values at the full sample",
         "effective_extra_labels": "n_i * (Var(joint) / Var(ppi) - 1) over the same bootstrap "
         "replicates: how many more own-sample human labels the joint estimator would need",
         "systems": systems,

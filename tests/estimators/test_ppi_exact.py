@@ -40,20 +40,29 @@ JUDGES = {
 }
 
 
-def tiny_task(judge: dict[str, float], design: str = "uniform") -> Task:
+def tiny_task(judge: dict[str, float], design: str = "uniform", queries: int = 1) -> Task:
+    """The task of OUTPUTS; with ``queries=2`` the facts x4, x5, x6 belong to query q2."""
+
+    def query(answer: str) -> str:
+        return "q2" if queries == 2 and answer in ("x4", "x5", "x6") else "q1"
+
     runs = pd.DataFrame(
-        [(s, "q1", a) for s, rows in OUTPUTS.items() for a, _ in rows],
+        [(s, query(a), a) for s, rows in OUTPUTS.items() for a, _ in rows],
         columns=["system", "query_id", "answer"],
     )
     judgments = pd.DataFrame(
         {
-            "query_id": "q1",
+            "query_id": [query(a) for a in TRUTH],
             "answer": list(TRUTH),
             "label": ["C" if c else "W" for c in TRUTH.values()],
         }
     )
     scores = pd.DataFrame(
-        {"query_id": "q1", "answer": list(judge), "judge_score": list(judge.values())}
+        {
+            "query_id": [query(a) for a in judge],
+            "answer": list(judge),
+            "judge_score": list(judge.values()),
+        }
     )
     base = Task.from_frames(runs=runs, judgments=judgments, judge=scores)
     prob = sampling_probabilities(base.outputs, base.queries, design).to_numpy()
@@ -61,7 +70,7 @@ def tiny_task(judge: dict[str, float], design: str = "uniform") -> Task:
         {
             "sample": "all",
             "system": base.outputs["system"].astype(str),
-            "query_id": "q1",
+            "query_id": base.outputs["query_id"].astype(str),
             "answer": base.outputs["answer"].astype(str),
             "prob": prob,
             "design": design,
@@ -88,7 +97,10 @@ def exact_expectation(
         dataclasses.replace(full, sampler_n=n),
         options.get("target", "micro"),
         options.get("weighting", "size"),
+        options.get("cluster_queries", False),
     )
+    fact_query = np.zeros(full.facts.size, np.int64)
+    fact_query[full.draw_fact] = full.draw_query
     total: dict[str, np.ndarray] = {}
     count = 0.0
     draw_prob = full.proposal[np.arange(full.facts.size)]  # (D, J): s_j at every fact
@@ -100,6 +112,7 @@ def exact_expectation(
             draw_fact=draw_fact,
             draw_sampler=draw_sampler,
             draw_row=np.arange(draw_fact.size),
+            draw_query=fact_query[draw_fact],
             sampler_n=np.bincount(draw_sampler, minlength=full.J).astype(float),
             census=np.zeros(full.m, bool),
         )
@@ -140,5 +153,27 @@ def test_unbiased_under_the_judge_uncertainty_design(estimator):
 def test_unbiased_with_overlap_weighting():
     task = tiny_task(JUDGES["inverted"])
     expected = exact_expectation(task, {"A": 2, "B": 2, "C": 2}, weighting="overlap")
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
+
+
+@pytest.mark.parametrize("judge", ["good", "useless"])
+def test_unbiased_with_controls_centred_per_query(judge):
+    # --cluster-queries centres the judge's control within every (sampler, query): the
+    # conditional expectation given the drawn fact's query keeps the estimator unbiased
+    task = tiny_task(JUDGES[judge], queries=2)
+    expected = exact_expectation(task, {"A": 2, "B": 2, "C": 2}, cluster_queries=True)
+    systems = build_sample_data(task).systems
+    np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
+
+
+def test_unbiased_with_the_logistic_calibration(monkeypatch):
+    # the logistic map (used for pooled recall once a fold holds enough correct draws; here for
+    # every quantity) is fitted on the other fold, so precision stays exactly unbiased
+    import receval.estimators.ppi as ppi
+
+    monkeypatch.setattr(ppi, "CALIBRATE", "logistic")
+    task = tiny_task(JUDGES["good"])
+    expected = exact_expectation(task, {"A": 2, "B": 2, "C": 1})
     systems = build_sample_data(task).systems
     np.testing.assert_allclose(expected["precision"], true_precision(systems), atol=1e-12)
