@@ -104,9 +104,9 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
 
     data = build_sample_data(task)
     m = data.m
-    if data.K == 0:  # nothing labelled yet: every pair is open
+    if data.K == 0:  # nothing labelled yet: every pair is open, equally (equal counts)
         nan = np.full(m, np.nan)
-        pairs = [(i, i + 1) for i in range(m - 1)]
+        pairs = [(int(i), int(j)) for i, j in zip(*np.triu_indices(m, 1), strict=True)]
         return Decisions(list(data.systems), nan, nan, nan, pairs, len(pairs), data.census, 0,
                          np.ones(len(pairs)))  # fmt: skip
     options = ScoreOptions(intervals="anytime", rank_by=rank_by, confidence=confidence)
@@ -250,6 +250,29 @@ def until_decided_round(
     return UntilDecidedRound(
         name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
         to_annotate=todo, sizes=sizes, decided=False, message=message, decisions=state,
+    )  # fmt: skip
+
+
+def equal_round(
+    task, batch: int, *, seed: int, floor: float = FLOOR_SHARE, distribution: str = "uniform"
+) -> UntilDecidedRound:
+    """A round drawn like ``--until-decided``'s (floor share, random order, ``mixture_prob``)
+    but with equal counts per system whatever the labels say: the fixed equal design the
+    benchmark compares the loop with (the same anytime sequences read both)."""
+    check_until_decided(batch, 0.95, None)
+    name, k = next_round_name(task.samples)
+    systems = list(task.systems)
+    sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
+    state = Decisions(systems, np.full(len(systems), np.nan), np.full(len(systems), np.nan),
+                      np.full(len(systems), np.nan), [], 0, np.zeros(len(systems), bool),
+                      len(task.samples))  # fmt: skip
+    weight = (sizes.to_numpy() > 0).astype(float)
+    rng = np.random.default_rng([seed, k])
+    samples = _draw(task, state, weight, batch, floor, rng, name, distribution)
+    sizes_drawn = samples.groupby("system", observed=True).size().to_dict()
+    return UntilDecidedRound(
+        name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
+        to_annotate=_to_annotate(task, samples), sizes=sizes_drawn, message=f"sample {name}",
     )  # fmt: skip
 
 
