@@ -42,7 +42,8 @@ in the order only by false ones, at most N − N₀ of them, so its p-value is �
 ≤ Σ_{i ∈ I₀} α/N₀ = α by Ville's inequality and the union bound.  Every look reads a prefix of
 the same stream and the p-values only fall, so a decided pair stays decided.  The same holds for
 any rule choosing the next draws, as long as each round's design is fixed before it is drawn
-(the stream's premise).  The tiers and the rank sets read ``better``: a null world splits into
+(the stream's premise).  ``better`` is then closed transitively (a > b and b > c give a > c): on
+the same event every added statement is true as well, so the bound holds for the closure.  The tiers and the rank sets read ``better``: a null world splits into
 more than one tier, or a rank set misses a true rank, only on that event.
 """
 
@@ -213,6 +214,20 @@ def holm(pvalues: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     return adjusted <= alpha, adjusted
 
 
+def transitive_closure(better: np.ndarray) -> np.ndarray:
+    """``better`` closed under a > b, b > c ⇒ a > c (boolean Warshall; m matrix products at most).
+
+    Valid for the family: on the event that every Holm rejection is true, so is every
+    statement the closure adds (the order of the true values is transitive)."""
+    closed = np.asarray(better, bool).copy()
+    for _ in range(closed.shape[0]):
+        grown = closed | ((closed.astype(np.int64) @ closed.astype(np.int64)) > 0)
+        if (grown == closed).all():
+            break
+        closed = grown
+    return closed
+
+
 def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` (bool (m,)) tested both ways, Holm at ``alpha`` over the
     2·P one-sided hypotheses (module docstring)."""
@@ -243,6 +258,7 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
             both = np.isfinite(terms.exact[a]) & np.isfinite(terms.exact[b])
             better[a[both], b[both]] = terms.exact[a[both]] > terms.exact[b[both]]
             better[b[both], a[both]] = terms.exact[b[both]] > terms.exact[a[both]]
+        better = transitive_closure(better)
         two_sided = np.minimum(adjusted[:P], adjusted[P:])
         pvalues[a, b], pvalues[b, a] = two_sided, two_sided
     pvalues[idx, idx] = 1.0
