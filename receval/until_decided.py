@@ -45,8 +45,8 @@ FLOOR_SHARE = 0.2
 #: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
 #: on the pairs closest to being decided
 NEED_POWER = 1.0
-#: race on the undecided pairs adjacent in the ranking (tier boundaries) only
-ADJACENT_ONLY = True
+#: weight of an undecided pair adjacent in the ranking (a tier boundary) relative to others
+ADJACENT_BOOST = 10.0
 #: rank keys the loop can decide
 RANK_KEYS = ("f1", "precision", "recall", "pooled_recall")
 
@@ -133,17 +133,17 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions
     tests = anytime_pair_tests(ctx.task, data, key, ok, alpha)
     need = tests.steps_to_decide()
     still = np.flatnonzero(~tests.decided())
-    if ADJACENT_ONLY:  # tier boundaries: undecided pairs adjacent in the ranking by the points
-        rank = np.full(data.m, -1)
-        order = np.flatnonzero(ok)[np.argsort(-point[ok], kind="stable")]
-        rank[order] = np.arange(order.size)
-        a, b = tests.pairs[still].T
-        still = still[np.abs(rank[a] - rank[b]) == 1]
     still = still[np.argsort(need[still], kind="stable")]
     with np.errstate(divide="ignore"):
         weight = np.where(
             np.isfinite(need[still]), 1.0 / np.maximum(need[still], 1.0) ** NEED_POWER, 0.0
         )
+    # tier boundaries: undecided pairs adjacent in the ranking by the points weigh more
+    rank = np.full(data.m, -1)
+    order = np.flatnonzero(ok)[np.argsort(-point[ok], kind="stable")]
+    rank[order] = np.arange(order.size)
+    a, b = tests.pairs[still].T
+    weight = weight * np.where(np.abs(rank[a] - rank[b]) == 1, ADJACENT_BOOST, 1.0)
     open_pairs = [(int(a), int(b)) for a, b in tests.pairs[still]]
     nan = np.full(data.m, np.nan)
     return Decisions(

@@ -509,7 +509,7 @@ class AnytimeIntervals(IntervalMethod):
                 "why": "comparisons valid over all pairs and all looks, whatever rule chose the "
                 "labels (sample --until-decided included)",
                 "rank_sets": "simultaneous rank sets from the same comparisons: rank_lo = 1 + "
-                "#systems whose sequence lies above, rank_hi = S - #systems below",
+                "#systems decided better, rank_hi = S - #systems decided worse",
             },
             "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
                           "level": ctx.options.confidence, "clusters": None},
