@@ -213,8 +213,9 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int 
 
 
 def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
-    """Labels an equal design needs to decide ``pairs`` (NaN: not within ``max_rounds``) and
-    the pairs it decides with ``used`` labels (the loop's)."""
+    """Labels an equal design needs to decide ``pairs`` (minus the labels it had drawn when it
+    had not within ``max_rounds``: a lower bound) and the pairs it decides with ``used`` labels
+    (the loop's)."""
     from receval.until_decided import equal_round
 
     m = len(task.systems)
@@ -224,15 +225,17 @@ def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
         got = _better_pairs(equal.task)
         if np.isnan(same) and len(equal.samples) >= used:
             same = len(got)
-        if pairs <= got:
+        if np.isnan(need) and pairs <= got:
             need = len(equal.samples)
-            if not np.isnan(same):
-                break
+        if (np.isfinite(need) and np.isfinite(same)) or _r == max_rounds:
+            break
         drawn = equal_round(equal.task, per * m, seed=10_000 + rep + _r)
         new = drawn.samples.reindex(columns=COLUMNS)
         new.attrs = {}
         equal.samples = pd.concat([equal.samples, new], ignore_index=True)
         equal.task = equal._task()
+    if np.isnan(need):  # not reached: it needs more than the labels it drew (a lower bound)
+        need = -float(len(equal.samples))
     return need, same
 
 
@@ -265,17 +268,19 @@ def _print_gradient(out: dict, reps: int) -> None:
         f"{_mean_se(out['total'])}; labels at the look deciding its last pair {_mean_se(out['used'])}"
     )
     eq = out["equal_used"]
-    ok = np.isfinite(eq) & (eq > 0)
-    frac = np.where(ok, out["used"] / np.where(ok, eq, 1), np.nan)
-    # an equal design that did not get there within its rounds: the ratio is at most this
-    cap = np.where(~ok, out["used"] / (out["total"] * 3), np.nan)
+    reached = eq > 0
+    # not reached within its rounds: the equal design needs more than |eq| labels, so the
+    # ratio is below used/|eq| and the mean over repetitions with those bounds is an upper bound
+    frac = out["used"] / np.abs(eq)
     print(
         f"  equal design, same sequences and rounds, to decide the same pairs: labels "
-        f"{_mean_se(eq)} (reached in {int(ok.sum())}/{eq.size})"
+        f"{_mean_se(eq[reached])} (reached in {int(reached.sum())}/{eq.size}; the others "
+        f"not within {_mean_se(np.abs(eq[~reached]))} labels)"
     )
     print(
-        f"  loop labels / equal-design labels: {_mean_se(frac)} (target <= 0.5)"
-        + (f"; not reached: ratio < {np.nanmax(cap):.2f}" if (~ok).any() else "")
+        f"  loop labels / equal-design labels: {_mean_se(frac)} (target <= 0.5; "
+        f"{'an upper bound: unreached reps at their bound' if (~reached).any() else 'exact'}); "
+        f"median {np.median(frac):.2f}; reached reps only {_mean_se(frac[reached])}"
     )
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"

@@ -12,9 +12,10 @@ not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneo
   whole pool covered by the stream's mixture, so every sequence (pooled recall included) keeps
   learning from every round;
 * the rest as fixed per-system counts, split over the systems of open pairs in proportion to the
-  weights of their open pairs (racing / LUCB): a pair's weight is 1 / (the steps it still needs
-  at its present rate of evidence), so the pairs closest to being decided get the labels and
-  near-ties, which no budget settles, little (f1: the widths of the two sequences).
+  weights of their open pairs (racing / LUCB): a pair's weight is (the steps it still needs at
+  its present rate of evidence)^-1/2, ×10 for a pair adjacent in the ranking (a tier boundary),
+  so the pairs closest to being decided get the labels and near-ties, which no budget settles,
+  little (f1: the widths of the two sequences).
 
 The round is written in a uniformly random order (the anytime stream reads it in file order:
 each draw then comes from the mixture of the sources still to come).  Every choice uses only
@@ -44,7 +45,7 @@ from receval.estimators.anytime import MIXTURE_COLUMN
 FLOOR_SHARE = 0.2
 #: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
 #: on the pairs closest to being decided
-NEED_POWER = 1.0
+NEED_POWER = 0.5
 #: weight of an undecided pair adjacent in the ranking (a tier boundary) relative to others
 ADJACENT_BOOST = 10.0
 #: rank keys the loop can decide
@@ -97,7 +98,8 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
     Precision, pooled recall and recall: every pair, tested by the paired anytime sequences with
     Holm over all pairs (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
     ``rank_lo``/``rank_hi``); an open pair's weight is 1 / (the steps it needs at its present
-    rate), so pairs about to be decided get the draws and near-ties little.  f1: the adjacent
+    rate)^(1/2), ×10 when adjacent in the ranking, so pairs about to be decided get the draws and
+    near-ties little.  f1: the adjacent
     pairs of the ranking whose simultaneous sequences (α/m each) overlap, weighted by the
     sequences' widths."""
     from receval.estimators.anytime_pairs import PAIRED
