@@ -166,7 +166,8 @@ def _better_pairs(task) -> set[tuple[str, str]]:
     return {(names[i], names[j]) for i, j in zip(a, b, strict=True)}
 
 
-#: the gradient world: 12 systems, one per team, precision spread evenly over 0.35–0.80
+#: the gradient world: 12 systems, one per team, true precisions drawn by the simulator inside
+#: 0.35–0.80 (world seed 1: 0.74 0.73 0.72 0.70 | 0.58 0.56 0.56 0.55 | 0.49 0.43 0.41 0.38)
 GRADIENT = {"systems": 12, "queries": 50, "precision": (0.35, 0.80)}
 
 
@@ -209,6 +210,7 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int 
         need, same = _equal_design(world, task, pairs, used, seed, rep, per, 3 * rounds)
         out["equal_used"].append(need)
         out["equal_at_same"].append(same)
+    out["truth"] = sorted(truth.to_numpy(), reverse=True)
     return {k: np.asarray(v, float) for k, v in out.items()}
 
 
@@ -256,7 +258,8 @@ def _mean_se(x) -> str:
 def _print_gradient(out: dict, reps: int) -> None:
     g = GRADIENT
     print(f"gradient: {reps} reps; {g['systems']} systems, precision {g['precision'][0]}-"
-          f"{g['precision'][1]} evenly spread, {g['queries']} queries, ranked by precision")  # fmt: skip
+          f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by precision; true "
+          f"precisions {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
     share, se = _share(out["wrong"])
     verdict = "PASS" if share <= 0.05 + 1e-12 else "FAIL"
     print(
