@@ -60,6 +60,9 @@ CAP = 0.5
 PRIOR_UNIT_MOMENT = 0.25
 #: pairs whose (pairs × steps) arrays one pass works on
 CHUNK = 2_000_000
+#: two exact (census) values closer than this are a tie, not an order (sums in another order
+#: differ in the last bits)
+EXACT_TOLERANCE = 1e-9
 #: metrics with paired terms
 PAIRED = ("precision", "pooled_recall", "recall")
 
@@ -256,8 +259,9 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
         better[a, b], better[b, a] = rejected[:P], rejected[P:]
         if terms.exact is not None:  # two exact values: ordered without error
             both = np.isfinite(terms.exact[a]) & np.isfinite(terms.exact[b])
-            better[a[both], b[both]] = terms.exact[a[both]] > terms.exact[b[both]]
-            better[b[both], a[both]] = terms.exact[b[both]] > terms.exact[a[both]]
+            gap = terms.exact[a[both]] - terms.exact[b[both]]  # equal up to rounding: a tie
+            better[a[both], b[both]] = gap > EXACT_TOLERANCE
+            better[b[both], a[both]] = gap < -EXACT_TOLERANCE
         better = transitive_closure(better)
         two_sided = np.minimum(adjusted[:P], adjusted[P:])
         pvalues[a, b], pvalues[b, a] = two_sided, two_sided

@@ -125,3 +125,13 @@ def test_holm_and_closure():
     better[0, 1] = better[1, 2] = better[2, 3] = True
     closed = transitive_closure(better)
     assert closed[0, 3] and closed[1, 3] and closed[0, 2] and not closed[3, 0]
+
+
+def test_two_census_systems_equal_up_to_rounding_are_a_tie():
+    m, S = 3, 50
+    exact = np.array([0.5, 0.5 - 1e-16, 0.7])
+    y = np.broadcast_to(exact[:, None], (m, S)).copy()
+    terms = SystemTerms(y, y.copy(), y.copy(), np.ones((m, S), bool), exact)
+    better = pair_tests(terms, np.ones(m, bool), 0.05).better
+    assert not better[0, 1] and not better[1, 0]
+    assert better[2, 0] and better[2, 1]
