@@ -103,26 +103,6 @@ class Loop:
         self.task = self._task()
         return True
 
-    def equal_step(self, per_system: int, seed: int) -> None:
-        drawn = receval.sample(self.task, per_system, seed=seed)
-        new = drawn.samples.assign(mixture_prob=np.nan).reindex(columns=COLUMNS)
-        new.attrs = {}
-        self.samples = pd.concat([self.samples, new], ignore_index=True)
-        self.task = self._task()
-
-
-def _decided_pairs(board: pd.DataFrame, key: str) -> set[tuple[str, str]]:
-    """Pairs (better, worse) the rank sets separate: lo_i > hi_j of the simultaneous sequences
-    shows as rank_hi(better) < rank_lo(worse)."""
-    names = board["system"].to_numpy()
-    lo, hi = board["rank_lo"].to_numpy(), board["rank_hi"].to_numpy()
-    out = set()
-    for a in range(len(names)):
-        for b in range(len(names)):
-            if a != b and hi[a] < lo[b]:
-                out.add((names[a], names[b]))
-    return out
-
 
 def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8) -> dict:
     config = SimulationConfig(
