@@ -12,11 +12,16 @@ with ``receval score --intervals anytime`` after the first round and after every
   the systems into more than one tier (target ≤ 0.05 + 2 SE), and the share of (repetition,
   system) pairs whose interval covers the true value at *every* look, per metric (target
   ≥ 0.95 − 2 SE);
-* **gradient world** (precision 0.35–0.80): the share of repetitions with a wrongly ordered
-  decided pair at some look (target ≤ 0.05), the pairs decided and the labels used, the labels
-  an equal design (same anytime sequences, equal rounds) needs to decide the same pairs, and the
-  final-look width ratio anytime / fixed-n percentile bootstrap on the same labels (target
-  ≤ 1.5).
+* **gradient world** (:data:`GRADIENT`: 12 systems, true precision 0.38–0.74 in three groups;
+  ranked by precision; a first round of 20 per system, then 8 rounds of 30 per system): the
+  share of repetitions with a wrongly ordered decided pair at some look (target ≤ 0.05); the
+  pairs the loop decides (paired sequences, Holm, closure) and the labels drawn when it decided
+  the last of them; the labels a fixed equal design needs to decide the same pairs — the same
+  first round, then equal rounds of the same size drawn like ``--until-decided``'s (floor share,
+  random order), read by the same sequences, at most 24 rounds (not reached: counted at that
+  bound, so the mean ratio is an upper bound); the pairs the equal design decides with the
+  loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
+  same labels (target ≤ 1.5).
 
 Usage: python bench/anytime.py [--reps R] [--only null12 null40 gradient] [--seed S]
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
@@ -98,26 +103,6 @@ class Loop:
         self.task = self._task()
         return True
 
-    def equal_step(self, per_system: int, seed: int) -> None:
-        drawn = receval.sample(self.task, per_system, seed=seed)
-        new = drawn.samples.assign(mixture_prob=np.nan).reindex(columns=COLUMNS)
-        new.attrs = {}
-        self.samples = pd.concat([self.samples, new], ignore_index=True)
-        self.task = self._task()
-
-
-def _decided_pairs(board: pd.DataFrame, key: str) -> set[tuple[str, str]]:
-    """Pairs (better, worse) the rank sets separate: lo_i > hi_j of the simultaneous sequences
-    shows as rank_hi(better) < rank_lo(worse)."""
-    names = board["system"].to_numpy()
-    lo, hi = board["rank_lo"].to_numpy(), board["rank_hi"].to_numpy()
-    out = set()
-    for a in range(len(names)):
-        for b in range(len(names)):
-            if a != b and hi[a] < lo[b]:
-                out.add((names[a], names[b]))
-    return out
-
 
 def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8) -> dict:
     config = SimulationConfig(
@@ -149,53 +134,149 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
     return {"split": np.array(split, float), "covered": covered, "looks": looks}
 
 
-def gradient_study(
-    reps: int, seed: int, where: Path, rounds: int = 8, systems: int = 14, per: int = 30
-) -> dict:
+def pair_state(task, rank_by: str = "precision", confidence: float = 0.95):
+    """The anytime pair tests of ``task`` (Holm over all ordered pairs, as ``score`` uses them)
+    and the systems' names."""
+    from receval.estimators.anytime_pairs import anytime_pair_tests
+    from receval.estimators.sample_data import build_sample_data
+
+    data = build_sample_data(task)
+    tests = anytime_pair_tests(task, data, rank_by, data.sizes > 0, 1.0 - confidence)
+    return tests, list(data.systems)
+
+
+def _better_pairs(task) -> set[tuple[str, str]]:
+    tests, names = pair_state(task)
+    a, b = np.nonzero(tests.better)
+    return {(names[i], names[j]) for i, j in zip(a, b, strict=True)}
+
+
+#: the gradient world: 12 systems, one per team, true precisions drawn by the simulator inside
+#: 0.35–0.80 (world seed 1: 0.74 0.73 0.72 0.70 | 0.58 0.56 0.56 0.55 | 0.49 0.43 0.41 0.38)
+GRADIENT = {"systems": 12, "queries": 50, "precision": (0.35, 0.80)}
+
+
+def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int = 30) -> dict:
+    """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
+    system, ranked by precision) against a fixed equal design read by the same sequences (the
+    same first round, then equal rounds of the same size, random order, same floor)."""
+
+    m = GRADIENT["systems"]
     config = SimulationConfig(
-        systems=systems, teams=systems, queries=50, precision_range=(0.35, 0.80),
+        systems=m, teams=m, queries=GRADIENT["queries"], precision_range=GRADIENT["precision"],
         recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
     )  # fmt: skip
     world, task = world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")["precision"]
-    wrong, decided, used, equal_used, ratio = [], [], [], [], []
+    out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
+                                             "equal_at_same", "ratio", "total")}  # fmt: skip
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=2000 * seed + rep)
+        first_seen: dict[tuple[str, str], int] = {}
         bad = False
-        pairs: set = set()
         for r in range(rounds + 1):
-            board = loop.look("precision").leaderboard
-            pairs = _decided_pairs(board, "precision")
-            bad |= any(truth[a] < truth[b] for a, b in pairs)
-            if r == rounds or not loop.step(per * systems, seed=rep, rank_by="precision"):
+            for pair in _better_pairs(loop.task):
+                first_seen.setdefault(pair, len(loop.samples))
+                bad |= bool(truth[pair[0]] < truth[pair[1]])
+            if r == rounds or not loop.step(per * m, seed=rep, rank_by="precision"):
                 break
-        wrong.append(bad)
-        decided.append(len(pairs))
-        used.append(len(loop.samples))
+        pairs = set(first_seen)
+        out["wrong"].append(bad)
+        out["decided"].append(len(pairs))
+        out["total"].append(len(loop.samples))
+        # labels the loop used to decide its pairs: the look at which the last one was decided
+        used = max(first_seen.values(), default=0)
+        out["used"].append(used)
+        board = loop.look("precision").leaderboard.set_index("system")
         boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
-        any_b = board.set_index("system")
-        w_any = (any_b["precision_hi"] - any_b["precision_lo"]).to_numpy()
-        w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(any_b.index).to_numpy()
-        ratio.append(float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan))))
-        # the equal design: rounds of 10 per system until the same pairs are decided
-        equal = Loop(world, task, first=20, seed=2000 * seed + rep)
-        need = np.nan if pairs else 0
-        for _r in range(3 * rounds if pairs else 0):
-            got = _decided_pairs(equal.look("precision").leaderboard, "precision")
-            if pairs <= got:
-                need = len(equal.samples)
-                break
-            equal.equal_step(per, seed=rep)
-        equal_used.append(need)
-    return {
-        "wrong": np.array(wrong, float), "decided": decided, "used": used,
-        "equal_used": equal_used, "ratio": ratio,
-    }  # fmt: skip
+        w_any = (board["precision_hi"] - board["precision_lo"]).to_numpy()
+        w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(board.index).to_numpy()
+        out["ratio"].append(float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan))))
+        need, same = _equal_design(world, task, pairs, used, seed, rep, per, 3 * rounds)
+        out["equal_used"].append(need)
+        out["equal_at_same"].append(same)
+    out["truth"] = sorted(truth.to_numpy(), reverse=True)
+    return {k: np.asarray(v, float) for k, v in out.items()}
+
+
+def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
+    """Labels an equal design needs to decide ``pairs`` (minus the labels it had drawn when it
+    had not within ``max_rounds``: a lower bound) and the pairs it decides with ``used`` labels
+    (the loop's)."""
+    from receval.until_decided import equal_round
+
+    m = len(task.systems)
+    equal = Loop(world, task, first=20, seed=2000 * seed + rep)
+    need, same = np.nan, np.nan
+    for _r in range(max_rounds + 1):
+        got = _better_pairs(equal.task)
+        if np.isnan(same) and len(equal.samples) >= used:
+            same = len(got)
+        if np.isnan(need) and pairs <= got:
+            need = len(equal.samples)
+        if (np.isfinite(need) and np.isfinite(same)) or _r == max_rounds:
+            break
+        drawn = equal_round(equal.task, per * m, seed=10_000 + rep + _r)
+        new = drawn.samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        equal.samples = pd.concat([equal.samples, new], ignore_index=True)
+        equal.task = equal._task()
+    if np.isnan(need):  # not reached: it needs more than the labels it drew (a lower bound)
+        need = -float(len(equal.samples))
+    return need, same
 
 
 def _share(x) -> tuple[float, float]:
     x = np.asarray(x, float)
     return float(x.mean()), float(np.sqrt(x.mean() * (1 - x.mean()) / max(x.size, 1)))
+
+
+def _mean_se(x) -> str:
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return "n/a"
+    se = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
+    return f"{x.mean():.3g} (SE {se:.2g}, {x.size} reps)"
+
+
+def _print_gradient(out: dict, reps: int) -> None:
+    g = GRADIENT
+    print(f"gradient: {reps} reps; {g['systems']} systems, precision {g['precision'][0]}-"
+          f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by precision; true "
+          f"precisions {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
+    share, se = _share(out["wrong"])
+    verdict = "PASS" if share <= 0.05 + 1e-12 else "FAIL"
+    print(
+        f"  a wrongly ordered decided pair at some look: {share:.3f} (SE {se:.3f}; target <= 0.05) {verdict}"
+    )
+    pairs = g["systems"] * (g["systems"] - 1) // 2
+    print(
+        f"  pairs decided by the loop: {_mean_se(out['decided'])} of {pairs}; labels drawn "
+        f"{_mean_se(out['total'])}; labels at the look deciding its last pair {_mean_se(out['used'])}"
+    )
+    eq = out["equal_used"]
+    reached = eq > 0
+    # not reached within its rounds: the equal design needs more than |eq| labels, so the
+    # ratio is below used/|eq| and the mean over repetitions with those bounds is an upper bound
+    frac = out["used"] / np.abs(eq)
+    print(
+        f"  equal design, same sequences and rounds, to decide the same pairs: labels "
+        f"{_mean_se(eq[reached])} (reached in {int(reached.sum())}/{eq.size}; the others "
+        f"not within {_mean_se(np.abs(eq[~reached]))} labels)"
+    )
+    print(
+        f"  loop labels / equal-design labels: {_mean_se(frac)} (target <= 0.5; "
+        f"{'an upper bound: unreached reps at their bound' if (~reached).any() else 'exact'}); "
+        f"median {np.median(frac):.2f}; reached reps only {_mean_se(frac[reached])}"
+    )
+    print(
+        f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
+    )
+    print(
+        f"  final-look width anytime / bootstrap (precision, median over systems): "
+        f"{_mean_se(out['ratio'])}"
+    )
 
 
 def main() -> None:
@@ -229,25 +310,7 @@ def main() -> None:
             else:
                 reps = args.reps or 12
                 out = gradient_study(reps, args.seed, where)
-                share, se = _share(out["wrong"])
-                print(f"gradient: {reps} reps")
-                print(
-                    f"  a wrongly ordered decided pair at some look: {share:.3f} (SE {se:.3f}; target <= 0.05)"
-                )
-                used, eq = np.array(out["used"], float), np.array(out["equal_used"], float)
-                print(
-                    f"  pairs decided: mean {np.mean(out['decided']):.1f}; labels used: mean {used.mean():.0f}"
-                )
-                ok = np.isfinite(eq) & (eq > 0)
-                frac = used[ok] / eq[ok] if ok.any() else np.array([np.nan, np.nan])
-                print(
-                    f"  equal design, same pairs: labels mean {np.nanmean(eq):.0f} "
-                    f"(reached in {ok.sum()}/{eq.size}); until-decided / equal = {np.mean(frac):.2f} "
-                    f"(SE {np.std(frac, ddof=1) / np.sqrt(max(frac.size, 1)):.2f})"
-                )
-                r = np.array(out["ratio"])
-                print(f"  final-look width anytime / bootstrap (precision, median over systems): "
-                      f"{r.mean():.2f} (SE {r.std(ddof=1) / np.sqrt(r.size):.2f})")  # fmt: skip
+                _print_gradient(out, reps)
             print(f"  CPU {time.process_time() - start:.0f} s")
 
 

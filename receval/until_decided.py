@@ -1,17 +1,21 @@
 """Label until decided: the next batch of draws where the leaderboard's comparisons are still open.
 
 ``receval sample TASK --until-decided --batch B --seed S`` scores the task with the anytime
-confidence sequences (:mod:`receval.estimators.anytime`), finds the comparisons still open — two
-systems adjacent in the ranking by ``rank_by`` whose simultaneous sequences (level α/m each, the
-ones behind ``tier``/``rank_lo``/``rank_hi``) still overlap — and draws the next B labels:
+sequences and finds the comparisons still open.  Ranked by precision, pooled recall or recall:
+every pair that the paired test-by-betting sequences with Holm over all pairs
+(:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier``/``rank_lo``/``rank_hi``) have
+not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneous sequences
+(level α/m each) still overlap.  Then it draws the next B labels:
 
 * a *floor* share φ of the batch (default 1/5) from q₀ = (1/m) Σ_j p_j: a system chosen uniformly,
   then a fact from its p_j, recorded with ``mixture_prob`` = q₀(x).  It keeps every system and the
   whole pool covered by the stream's mixture, so every sequence (pooled recall included) keeps
   learning from every round;
 * the rest as fixed per-system counts, split over the systems of open pairs in proportion to the
-  width of their sequences summed over their open pairs (racing / LUCB: the widest sequences of
-  the undecided pairs get the labels).
+  weights of their open pairs (racing / LUCB): a pair's weight is (the steps it still needs at
+  its present rate of evidence)^-1/2, ×10 for a pair adjacent in the ranking (a tier boundary),
+  so the pairs closest to being decided get the labels and near-ties, which no budget settles,
+  little (f1: the widths of the two sequences).
 
 The round is written in a uniformly random order (the anytime stream reads it in file order:
 each draw then comes from the mixture of the sources still to come).  Every choice uses only
@@ -39,14 +43,20 @@ from receval.estimators.anytime import MIXTURE_COLUMN
 
 #: share of each batch drawn from the uniform floor mixture q₀
 FLOOR_SHARE = 0.2
+#: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
+#: on the pairs closest to being decided
+NEED_POWER = 0.5
+#: weight of an undecided pair adjacent in the ranking (a tier boundary) relative to others
+ADJACENT_BOOST = 10.0
 #: rank keys the loop can decide
 RANK_KEYS = ("f1", "precision", "recall", "pooled_recall")
 
 
 @dataclass(frozen=True)
 class Decisions:
-    """The state of the comparisons at this look: systems in rank order with their point and
-    simultaneous sequence ends, and the adjacent pairs still open (indices into ``systems``)."""
+    """The state of the comparisons at this look: the systems with their point estimates, the
+    pairs still open (indices into ``systems``, the closest to deciding first), ``pairs`` the
+    pairs considered, and per open pair a weight (how close it is to being decided)."""
 
     systems: list[str]
     point: np.ndarray
@@ -56,11 +66,21 @@ class Decisions:
     pairs: int
     census: np.ndarray
     draws: int
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    what: str = "adjacent pairs"
 
     def describe_open(self, limit: int = 6) -> str:
         names = [f"{self.systems[i]}–{self.systems[j]}" for i, j in self.open_pairs[:limit]]
         more = len(self.open_pairs) - limit
         return ", ".join(names) + (f" (+{more} more)" if more > 0 else "")
+
+    def system_weights(self) -> np.ndarray:
+        """Each system's share of the focus draws: the weights of its open pairs, summed."""
+        weight = np.zeros(len(self.systems))
+        for (i, j), w in zip(self.open_pairs, self.weights, strict=True):
+            weight[i] += w
+            weight[j] += w
+        return np.where(self.census, 0.0, weight)  # a census learns nothing from a draw
 
 
 @dataclass(frozen=True)
@@ -73,9 +93,16 @@ class UntilDecidedRound(SampleRound):
 
 
 def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
-    """Score ``task`` with the anytime sequences and list the adjacent pairs (in the ranking by
-    ``rank_by``) that the simultaneous sequences do not separate yet."""
-    from receval.estimators.anytime import AnytimeIntervals, simultaneous_bounds
+    """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``.
+
+    Precision, pooled recall and recall: every pair, tested by the paired anytime sequences with
+    Holm over all pairs (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
+    ``rank_lo``/``rank_hi``); an open pair's weight is 1 / (the steps it needs at its present
+    rate)^(1/2), ×10 when adjacent in the ranking, so pairs about to be decided get the draws and
+    near-ties little.  f1: the adjacent
+    pairs of the ranking whose simultaneous sequences (α/m each) overlap, weighted by the
+    sequences' widths."""
+    from receval.estimators.anytime_pairs import PAIRED
     from receval.estimators.base import ScoringContext
     from receval.estimators.registry import get_estimator
     from receval.estimators.sample_data import build_sample_data
@@ -84,23 +111,57 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
 
     data = build_sample_data(task)
     m = data.m
-    if data.K == 0:  # nothing labelled yet: every pair is open
+    if data.K == 0:  # nothing labelled yet: every pair is open, equally (equal counts)
         nan = np.full(m, np.nan)
-        pairs = [(i, i + 1) for i in range(m - 1)]
-        return Decisions(list(data.systems), nan, nan, nan, pairs, len(pairs), data.census, 0)
+        pairs = [(int(i), int(j)) for i, j in zip(*np.triu_indices(m, 1), strict=True)]
+        return Decisions(list(data.systems), nan, nan, nan, pairs, len(pairs), data.census, 0,
+                         np.ones(len(pairs)))  # fmt: skip
     options = ScoreOptions(intervals="anytime", rank_by=rank_by, confidence=confidence)
     ctx = ScoringContext(task, data, options)
     fitted = fit(ctx, get_estimator("joint"))
     # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
     key = "pooled_recall" if rank_by == "recall" else rank_by
     point = np.asarray(fitted.run.point[key], float)
+    if rank_by in PAIRED:
+        return _pair_decisions(ctx, key, point, 1.0 - confidence)
+    return _adjacent_decisions(ctx, rank_by, point, confidence)
+
+
+def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions:
+    from receval.estimators.anytime_pairs import anytime_pair_tests
+
+    data = ctx.data
+    ok = np.isfinite(point)
+    tests = anytime_pair_tests(ctx.task, data, key, ok, alpha)
+    need = tests.steps_to_decide()
+    still = np.flatnonzero(~tests.decided())
+    still = still[np.argsort(need[still], kind="stable")]
+    with np.errstate(divide="ignore"):
+        weight = np.where(
+            np.isfinite(need[still]), 1.0 / np.maximum(need[still], 1.0) ** NEED_POWER, 0.0
+        )
+    # tier boundaries: undecided pairs adjacent in the ranking by the points weigh more
+    rank = np.full(data.m, -1)
+    order = np.flatnonzero(ok)[np.argsort(-point[ok], kind="stable")]
+    rank[order] = np.arange(order.size)
+    a, b = tests.pairs[still].T
+    weight = weight * np.where(np.abs(rank[a] - rank[b]) == 1, ADJACENT_BOOST, 1.0)
+    open_pairs = [(int(a), int(b)) for a, b in tests.pairs[still]]
+    nan = np.full(data.m, np.nan)
+    return Decisions(
+        list(data.systems), point, nan, nan, open_pairs, int(tests.pairs.shape[0]),
+        data.census, data.K, weight, "pairs",
+    )  # fmt: skip
+
+
+def _adjacent_decisions(ctx, rank_by: str, point: np.ndarray, confidence: float) -> Decisions:
+    from receval.estimators.anytime import AnytimeIntervals, simultaneous_bounds
+
+    data = ctx.data
     alive = max(int((data.sizes > 0).sum()), 1)
     lower, upper = simultaneous_bounds(
         AnytimeIntervals().bounds(ctx), rank_by, 1.0 - confidence, alive
     )
-    if rank_by == "precision":  # a census is exact
-        lower = np.where(data.census, data.census_precision, lower)
-        upper = np.where(data.census, data.census_precision, upper)
     ok = np.flatnonzero(np.isfinite(point))
     order = ok[np.argsort(-point[ok], kind="stable")]
     open_pairs = [
@@ -108,9 +169,11 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
         for a, b in itertools.pairwise(order)
         if not (lower[a] > upper[b] or lower[b] > upper[a])
     ]
+    width = np.nan_to_num(upper - lower, nan=1.0)
+    weights = np.array([width[a] + width[b] for a, b in open_pairs], float)
     return Decisions(
         list(data.systems), point, lower, upper, open_pairs, max(order.size - 1, 0),
-        data.census, data.K,
+        data.census, data.K, weights,
     )  # fmt: skip
 
 
@@ -179,21 +242,17 @@ def until_decided_round(
         return _stop(state, name, f"decided: no draw can help: {rank_by} cannot be estimated "
                      "for two systems (recall and f1 need exhaustive units)")  # fmt: skip
     if not state.open_pairs:
-        return _stop(state, name, f"decided: all {state.pairs} adjacent pairs by {rank_by} are "
+        return _stop(state, name, f"decided: all {state.pairs} {state.what} by {rank_by} are "
                      f"separated at {level}; nothing drawn")  # fmt: skip
     recorded = len(task.samples)
     if budget is not None and recorded >= budget:
         return _stop(state, name, f"decided: budget of {budget} draws spent; still open "
                      f"({len(state.open_pairs)}): {state.describe_open()}")  # fmt: skip
-    width = np.nan_to_num(state.upper - state.lower, nan=1.0)
-    weight = np.zeros(len(state.systems))
-    for i, j in state.open_pairs:
-        weight[i] += width[i]
-        weight[j] += width[j]
-    weight = np.where(state.census, 0.0, weight)  # a census learns nothing from a draw
+    weight = state.system_weights()
     if not weight.any():
         return _stop(state, name, "decided: no draw can help (every system of an open pair is "
-                     f"judged in full); still open: {state.describe_open()}")  # fmt: skip
+                     "judged in full or shows no difference at all); still open: "
+                     f"{state.describe_open()}")  # fmt: skip
     n = batch if budget is None else min(batch, budget - recorded)
     rng = np.random.default_rng([seed, k])
     samples = _draw(task, state, weight, n, floor, rng, name, distribution)
@@ -206,6 +265,29 @@ def until_decided_round(
     return UntilDecidedRound(
         name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
         to_annotate=todo, sizes=sizes, decided=False, message=message, decisions=state,
+    )  # fmt: skip
+
+
+def equal_round(
+    task, batch: int, *, seed: int, floor: float = FLOOR_SHARE, distribution: str = "uniform"
+) -> UntilDecidedRound:
+    """A round drawn like ``--until-decided``'s (floor share, random order, ``mixture_prob``)
+    but with equal counts per system whatever the labels say: the fixed equal design the
+    benchmark compares the loop with (the same anytime sequences read both)."""
+    check_until_decided(batch, 0.95, None)
+    name, k = next_round_name(task.samples)
+    systems = list(task.systems)
+    sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
+    state = Decisions(systems, np.full(len(systems), np.nan), np.full(len(systems), np.nan),
+                      np.full(len(systems), np.nan), [], 0, np.zeros(len(systems), bool),
+                      len(task.samples))  # fmt: skip
+    weight = (sizes.to_numpy() > 0).astype(float)
+    rng = np.random.default_rng([seed, k])
+    samples = _draw(task, state, weight, batch, floor, rng, name, distribution)
+    sizes_drawn = samples.groupby("system", observed=True).size().to_dict()
+    return UntilDecidedRound(
+        name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
+        to_annotate=_to_annotate(task, samples), sizes=sizes_drawn, message=f"sample {name}",
     )  # fmt: skip
 
 

@@ -136,3 +136,22 @@ def test_null_world_over_eight_looks_keeps_tiers_and_coverage(tmp_path):
     for metric, covered in out["covered"].items():  # per-repetition shares
         se = np.std(covered, ddof=1) / math.sqrt(reps)
         assert np.mean(covered) >= 0.95 - 2 * max(se, math.sqrt(0.05 * 0.95 / (12 * reps))), metric
+
+
+@pytest.mark.slow
+def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
+    """bench/anytime.py's gradient study, short: no decided pair is wrongly ordered, and the
+    equal design needs more labels than the loop for the loop's pairs."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "anytime.py"
+    spec = importlib.util.spec_from_file_location("bench_anytime", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_anytime"] = bench
+    spec.loader.exec_module(bench)
+    out = bench.gradient_study(2, 1, tmp_path, rounds=5)
+    assert out["wrong"].sum() == 0
+    assert (out["decided"] >= 10).all()
+    assert np.all(out["used"] <= np.abs(out["equal_used"]))

@@ -491,7 +491,8 @@ class AnytimeIntervals(IntervalMethod):
                 "shuffled_rounds": stream_counts[0],
                 "legacy_rounds": stream_counts[1],
                 "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
-                "comparisons: each system at alpha/m (m systems with outputs)",
+                "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
+                "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [
                     UNIT_ASSUMPTION,
                     "each sampler's rows are in samples.tsv in the order they were drawn (receval "
@@ -508,7 +509,7 @@ class AnytimeIntervals(IntervalMethod):
                 "why": "comparisons valid over all pairs and all looks, whatever rule chose the "
                 "labels (sample --until-decided included)",
                 "rank_sets": "simultaneous rank sets from the same comparisons: rank_lo = 1 + "
-                "#systems whose sequence lies above, rank_hi = S - #systems below",
+                "#systems decided better, rank_hi = S - #systems decided worse",
             },
             "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
                           "level": ctx.options.confidence, "clusters": None},
@@ -534,9 +535,17 @@ class AnytimeIntervals(IntervalMethod):
         return nan, nan
 
     def comparisons(self, ctx, point, replicates, metric) -> Comparisons:
+        """Paired test-by-betting sequences with Holm over all ordered pairs
+        (:mod:`receval.estimators.anytime_pairs`) for precision, pooled recall and recall; f1
+        (no paired term) from every system's sequence at α/m."""
+        from receval.estimators.anytime_pairs import PAIRED, anytime_pair_tests
 
         alpha = 1.0 - ctx.options.confidence
         m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
+        if metric in PAIRED and ctx.data.K:
+            ok = ~np.isnan(np.asarray(point, float))
+            tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
+            return AnytimeComparisons(tests.better, tests.pvalues, "anytime-pairs", alpha, 0)
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
         ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
         better = (lower[:, None] > upper[None, :]) & ok[:, None] & ok[None, :]
@@ -547,9 +556,15 @@ class AnytimeIntervals(IntervalMethod):
 
 
 class AnytimeComparisons(Comparisons):
-    """Comparisons from simultaneous confidence sequences (no replicates: ``B`` = 0)."""
+    """Comparisons from confidence sequences (no replicates: ``B`` = 0)."""
 
     def describe(self) -> str:
+        if self.procedure == "anytime-pairs":
+            return (
+                "anytime: a test-by-betting sequence of the paired difference per ordered pair "
+                "(both systems' terms from the same draws), Holm over all S(S-1) one-sided "
+                f"hypotheses; family-wise error <= {self.alpha:g} over all pairs and all looks"
+            )
         return (
             "anytime: every system's confidence sequence of the ranked metric at alpha/m "
             "(Bonferroni over systems), i better than j when its lower end exceeds j's upper "

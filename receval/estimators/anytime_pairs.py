@@ -1,0 +1,275 @@
+"""Anytime-valid pairwise comparisons: one test-by-betting sequence per ordered pair, Holm over
+all of them, valid over all pairs *and* all looks (tiers, rank sets, ``--until-decided``).
+
+**Hypotheses.**  For the S systems with an estimate of the ranked metric μ and every ordered pair
+(a, b), H_ab: μ_a ≤ μ_b.  Rejecting H_ab is the statement "a is better than b" (``better[a, b]``);
+for every unordered pair at least one of H_ab, H_ba is true.  N = S(S − 1) hypotheses.
+
+**Paired terms.**  The sequences run on the stream of :func:`receval.estimators.anytime
+.build_stream` (rounds in order; a shuffled round one step per draw, a legacy round one step per
+batch — the l-th draw of every source).  Each step s gives every system i whose design covers
+it a term Y_is with E[Y_is | past] = μ_i; a pair's term is D_s = Y_as − Y_bs, *both from the same
+step* (the same draw in a shuffled round, so facts shared by a and b cancel), counted when both
+systems are covered (a predictable decision), with conditional mean μ_a − μ_b.
+
+* precision: Y_is = t_i (f − c_is)/q + c_is (the importance-weighted term of
+  :mod:`receval.estimators.anytime` with a control variate: E[t_i/q] = Σ_{X_i} t_i = 1 when q covers
+  X_i, so any predictable c_is keeps the mean π_i; c_is is the running self-normalised estimate
+  of π_i from the earlier steps, prior 1/2), range [c − c·H, c + (1 − c)·H] with H = 1/own the
+  step's predictable bound of t_i/q.  A census system's term is its exact precision (width 0).
+* pooled recall ν and recall θ·ν (θ is common, so recall orders the systems as ν): the pool-step
+  sums D_s = Σ (g_a − g_b) f/σ have conditional mean (ν_a − ν_b)·Σ_pool f, whose sign is that of
+  ν_a − ν_b; range [−R_s, R_s], R_s the step's predictable bound of Σ f/σ.
+* f1 has no paired term here: :meth:`AnytimeIntervals.comparisons` keeps the simultaneous
+  marginal sequences at α/S for it.
+
+**Tests by betting.**  For H_ab the capital K_t = Π_{s ≤ t} (1 + λ_s D_s) with a predictable
+λ_s ∈ [0, c/(−lo_s)] (c = 1/2, lo_s the step's lowest possible D_s): under H_ab, E[D_s | past] ≤ 0
+so K is a nonnegative supermartingale with K_0 = 1, and by Ville's inequality
+P(sup_t K_t ≥ 1/x) ≤ x.  The bet is the approximate growth-rate-optimal (aGRAPA) choice of
+Waudby-Smith & Ramdas (JRSSB 2024, §B.3): λ_s = μ̂⁺/(v̂_s + μ̂²) from the earlier steps (μ̂ the
+running mean shrunk toward 0 by one pseudo-step, v̂_s the running second moment per unit of
+range times the step's range), so bets grow with the evidence and a pair that differs by Δ is
+decided after about 2·E[D²]·log(N/α)/Δ² steps.  H_ba bets on −D the same way.  The anytime
+p-value p_ab,t = 1/max_{s ≤ t} K_s is non-increasing in t and P(∃t: p_ab,t ≤ x) ≤ x under H_ab.
+
+**Holm over all pairs and looks.**  At every look, sort the N p-values and reject the k-th
+smallest while p_(j) ≤ α/(N − j + 1) for all j ≤ k (Holm 1979).  *Claim:* P(at some look some
+true H is rejected) ≤ α.  *Proof:* let I₀ be the true hypotheses (|I₀| = N₀ ≥ 1; a fixed set,
+the truth does not change).  At any look, the first true hypothesis that Holm rejects is preceded
+in the order only by false ones, at most N − N₀ of them, so its p-value is ≤ α/(N − (N − N₀)) =
+α/N₀.  Hence the event is contained in {∃ i ∈ I₀, ∃ t: p_i,t ≤ α/N₀}, whose probability is
+≤ Σ_{i ∈ I₀} α/N₀ = α by Ville's inequality and the union bound.  Every look reads a prefix of
+the same stream and the p-values only fall, so a decided pair stays decided.  The same holds for
+any rule choosing the next draws, as long as each round's design is fixed before it is drawn
+(the stream's premise).  ``better`` is then closed transitively (a > b and b > c give a > c): on
+the same event every added statement is true as well, so the bound holds for the closure.  The tiers and the rank sets read ``better``: a null world splits into
+more than one tier, or a rank set misses a true rank, only on that event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: truncation of the bets: the capital loses at most this share in one step
+CAP = 0.5
+#: prior second moment of a term per unit of its range (a precision term in [0, H] with mean
+#: near 1/2 has E[Y²] ≲ H/4)
+PRIOR_UNIT_MOMENT = 0.25
+#: pairs whose (pairs × steps) arrays one pass works on
+CHUNK = 2_000_000
+#: two exact (census) values closer than this are a tie, not an order (sums in another order
+#: differ in the last bits)
+EXACT_TOLERANCE = 1e-9
+#: metrics with paired terms
+PAIRED = ("precision", "pooled_recall", "recall")
+
+
+@dataclass(frozen=True)
+class SystemTerms:
+    """Per system (m, S) the step terms Y with conditional mean μ_i (or a positive multiple of
+    it, the same for all systems), their predictable ranges [lo, hi] and whether the step counts."""
+
+    y: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    active: np.ndarray
+    #: (m,) exact values (NaN: estimated): a census's precision
+    exact: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PairTests:
+    """The pairs (i < j) of the systems with an estimate and, per pair, the running-max log
+    capitals of the bettors for "i better" (``up``) and "j better" (``down``), the running mean
+    of D = Y_i − Y_j and its second moment per step, the steps counted; then Holm's decisions."""
+
+    pairs: np.ndarray  # (P, 2)
+    up: np.ndarray  # (P,)
+    down: np.ndarray
+    mean: np.ndarray
+    moment: np.ndarray
+    steps: np.ndarray
+    better: np.ndarray  # (m, m)
+    pvalues: np.ndarray  # (m, m) Holm-adjusted p of the pair (the smaller of its two directions)
+    alpha: float
+
+    @property
+    def hypotheses(self) -> int:
+        return 2 * int(self.pairs.shape[0])
+
+    def decided(self) -> np.ndarray:
+        """(P,) whether the pair is decided (either direction)."""
+        i, j = self.pairs.T
+        return self.better[i, j] | self.better[j, i]
+
+    def steps_to_decide(self) -> np.ndarray:
+        """(P,) a rough count of further steps the undecided pairs need at the present rate:
+        (log threshold − log capital)·2·E[D²]/mean²; inf for a mean of 0, 0 when decided."""
+        log_need = np.log(self.hypotheses / self.alpha)
+        gap = np.maximum(log_need - np.maximum(self.up, self.down), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(self.mean != 0, 2.0 * gap * self.moment / self.mean**2, np.inf)
+        return np.where(self.decided(), 0.0, need)
+
+
+def precision_terms(task, data, stream) -> SystemTerms:
+    """The control-variate precision terms of every system per stream step (module docstring)."""
+    st = stream
+    m, P = data.m, st.P
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = data.target[st.fact] * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]  # t/q (K, m)
+        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
+    act = st.own > 0
+    z_s = np.zeros((m, P))
+    r_s = np.zeros((m, P))
+    h_s = np.zeros((m, P))
+    a_s = np.zeros((m, P), bool)
+    label = st.label
+    for i in range(m):  # m bincounts over the steps
+        w = np.where(act[:, i], ratio[:, i], 0.0)
+        z_s[i] = np.bincount(st.pool_step, weights=w * label, minlength=P)
+        r_s[i] = np.bincount(st.pool_step, weights=w, minlength=P)
+        h_s[i] = np.bincount(
+            st.pool_step, weights=np.where(act[:, i], high[:, i], 0.0), minlength=P
+        )
+        a_s[i] = np.bincount(st.pool_step, weights=act[:, i], minlength=P) > 0
+    # c_is: the self-normalised estimate of π_i from the steps before s (prior 1/2)
+    c = (0.5 + np.cumsum(z_s, axis=1) - z_s) / (1.0 + np.cumsum(r_s, axis=1) - r_s)
+    c = np.clip(c, 0.0, 1.0)
+    y = np.where(a_s, z_s - c * r_s + c, 0.0)
+    lo = np.where(a_s, c - c * h_s, 0.0)
+    hi = np.where(a_s, c + (1.0 - c) * h_s, 0.0)
+    census = np.asarray(data.census, bool)
+    if census.any():  # exact: a constant term, every step
+        exact = np.asarray(data.census_precision, float)[census][:, None]
+        y[census], lo[census], hi[census] = exact, exact, exact
+        a_s[census] = True
+    exact = np.where(census, np.asarray(data.census_precision, float), np.nan)
+    return SystemTerms(y, lo, hi, a_s, exact)
+
+
+def pooled_recall_terms(task, data, stream) -> SystemTerms:
+    """Pool-step sums of g_i f/σ per system with the step's range [0, R_s] (module docstring)."""
+    st = stream
+    m, P = data.m, st.P
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)
+        high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
+    y = np.zeros((m, P))
+    for i in range(m):
+        y[i] = np.bincount(st.pool_step, weights=data.member[st.fact, i] * weight, minlength=P)
+    active = np.broadcast_to(st.pool_cover > 0, (m, P))
+    y = np.where(active, y, 0.0)
+    return SystemTerms(y, np.zeros((m, P)), np.broadcast_to(high, (m, P)), active)
+
+
+def system_terms(task, data, metric: str) -> SystemTerms:
+    """The terms of ``metric`` (precision, pooled_recall or recall) on the task's stream."""
+    from receval.estimators.anytime import build_stream
+
+    if metric not in PAIRED:
+        raise ValueError(f"no paired anytime terms for {metric!r}")
+    stream = build_stream(task, data)
+    if metric == "precision":
+        return precision_terms(task, data, stream)
+    return pooled_recall_terms(task, data, stream)
+
+
+def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
+    """Running-max log capitals of the bettors on D (``up``) and on −D (``down``) per row (P,),
+    with the final running mean, second moment and step count (module docstring)."""
+    act = active & (hi > lo)
+    d = np.where(act, d, 0.0)
+    width = np.where(act, hi - lo, 1.0)
+    n = np.cumsum(act, axis=1)
+    n_prev = n - act
+    mean_prev = (np.cumsum(d, axis=1) - d) / (n_prev + 1.0)  # shrunk toward 0
+    unit = np.where(act, d**2 / width, 0.0)
+    unit_prev = (PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1) - unit) / (n_prev + 1.0)
+    second = unit_prev * width + mean_prev**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = mean_prev / second
+        cap_up = np.where(lo < 0, CAP / -lo, np.inf)
+        cap_down = np.where(hi > 0, CAP / hi, np.inf)
+    lam_up = np.where(act, np.clip(base, 0.0, cap_up), 0.0)
+    lam_down = np.where(act, np.clip(-base, 0.0, cap_down), 0.0)
+    up = np.cumsum(np.log1p(np.maximum(lam_up * d, -1.0 + 1e-15)), axis=1)
+    down = np.cumsum(np.log1p(np.maximum(-lam_down * d, -1.0 + 1e-15)), axis=1)
+    steps = n[:, -1] if d.shape[1] else np.zeros(d.shape[0], np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(steps > 0, d.sum(axis=1) / steps, 0.0)
+        moment = np.where(steps > 0, (d**2).sum(axis=1) / steps, np.inf)
+    top = (lambda x: np.maximum(x.max(axis=1), 0.0)) if d.shape[1] else (
+        lambda x: np.zeros(x.shape[0]))  # fmt: skip
+    return top(up), top(down), mean, moment, steps
+
+
+def holm(pvalues: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down over a flat array of p-values: (rejected, adjusted p-values)."""
+    N = pvalues.size
+    order = np.argsort(pvalues, kind="stable")
+    adjusted_sorted = np.maximum.accumulate(np.minimum(1.0, (N - np.arange(N)) * pvalues[order]))
+    adjusted = np.empty(N)
+    adjusted[order] = adjusted_sorted
+    return adjusted <= alpha, adjusted
+
+
+def transitive_closure(better: np.ndarray) -> np.ndarray:
+    """``better`` closed under a > b, b > c ⇒ a > c (boolean Warshall; m matrix products at most).
+
+    Valid for the family: on the event that every Holm rejection is true, so is every
+    statement the closure adds (the order of the true values is transitive)."""
+    closed = np.asarray(better, bool).copy()
+    for _ in range(closed.shape[0]):
+        grown = closed | ((closed.astype(np.int64) @ closed.astype(np.int64)) > 0)
+        if (grown == closed).all():
+            break
+        closed = grown
+    return closed
+
+
+def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
+    """Every pair of the systems ``ok`` (bool (m,)) tested both ways, Holm at ``alpha`` over the
+    2·P one-sided hypotheses (module docstring)."""
+    m = terms.y.shape[0]
+    idx = np.flatnonzero(ok)
+    ii, jj = np.triu_indices(idx.size, 1)
+    pairs = np.column_stack([idx[ii], idx[jj]]).astype(np.int64)
+    P = pairs.shape[0]
+    out = [np.zeros(P) for _ in range(4)] + [np.zeros(P, np.int64)]
+    step = max(1, CHUNK // max(terms.y.shape[1], 1))
+    for start in range(0, P, step):
+        a, b = pairs[start : start + step].T
+        part = log_capitals(
+            terms.y[a] - terms.y[b], terms.lo[a] - terms.hi[b], terms.hi[a] - terms.lo[b],
+            terms.active[a] & terms.active[b],
+        )  # fmt: skip
+        for k, value in enumerate(part):
+            out[k][start : start + step] = value
+    up, down, mean, moment, steps = out
+    better = np.zeros((m, m), bool)
+    pvalues = np.full((m, m), np.nan)
+    if P:
+        p = np.exp(-np.concatenate([up, down]))
+        rejected, adjusted = holm(p, alpha)
+        a, b = pairs.T
+        better[a, b], better[b, a] = rejected[:P], rejected[P:]
+        if terms.exact is not None:  # two exact values: ordered without error
+            both = np.isfinite(terms.exact[a]) & np.isfinite(terms.exact[b])
+            gap = terms.exact[a[both]] - terms.exact[b[both]]  # equal up to rounding: a tie
+            better[a[both], b[both]] = gap > EXACT_TOLERANCE
+            better[b[both], a[both]] = gap < -EXACT_TOLERANCE
+        better = transitive_closure(better)
+        two_sided = np.minimum(adjusted[:P], adjusted[P:])
+        pvalues[a, b], pvalues[b, a] = two_sided, two_sided
+    pvalues[idx, idx] = 1.0
+    return PairTests(pairs, up, down, mean, moment, steps, better, pvalues, alpha)
+
+
+def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
+    """The pairwise tests of ``metric`` among the systems ``ok`` at family-wise level ``alpha``
+    over all pairs and all looks (module docstring)."""
+    return pair_tests(system_terms(task, data, metric), ok, alpha)
