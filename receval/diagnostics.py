@@ -51,8 +51,9 @@ def pooling_bias(
     right/wrong counts and the recall denominator lose exactly the responses and classes on
     those facts.  TAC bundles, whose classes span facts, re-score once per team.  With an
     ``engine`` (:mod:`receval.engine`), fact-matched bundles are counted in SQL by the engine
-    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); the
-    numbers are the same.
+    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); without
+    one, in process over integer codes
+    (:func:`receval.estimators.official_coded.leave_team_out_coded`); the numbers are the same.
     """
     from receval.estimators.official import official_scores
 
@@ -64,6 +65,11 @@ def pooling_bias(
 
         base = official_census(task, engine).set_index("system")
         lto = leave_team_out(task, engine)
+    elif fact_matched(task):  # in process over integer codes: the engine's numbers
+        from receval.estimators.official_coded import leave_team_out_coded
+
+        base = official_scores(task).set_index("system")
+        lto = leave_team_out_coded(task)
     else:
         base = official_scores(task).set_index("system")
         lto = leave_team_out_one_pass(task, base, unique, owner)
