@@ -1121,9 +1121,14 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
         values, codes = table.text["score"]
     else:
         return None
+    # every text a finite number: Arrow's parse, no Python object per text (it refuses
+    # surrounding whitespace, so texts it reads as they are need no stripping)
+    fast = _arrow_floats(values)
+    if fast is not None:
+        return fast[codes]
     stripped = _strip(values)
     fast = _arrow_floats(stripped)
-    if fast is not None:  # every text a finite number: Arrow's parse, no Python object per text
+    if fast is not None:
         return fast[codes]
     text = pd.Series(stripped.to_numpy(zero_copy_only=False), dtype=object)
     numbers, bad = parse_numbers(text, allow_empty=True)

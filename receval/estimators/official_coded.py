@@ -26,7 +26,7 @@ estimate of true precision and recall (see :mod:`receval.estimators.official`).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -75,6 +75,8 @@ class CodedResponses:
     classed_query: np.ndarray
     classed_fact: np.ndarray
     gt: np.ndarray
+    #: per-query count frames already counted, by (policy words, cutoff)
+    counted: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def coded_responses(task: Task) -> CodedResponses:
@@ -283,11 +285,21 @@ def per_query_counts(
     query_id`` + count columns + ``evaluated``), every system × query cell, systems in
     ``task.systems`` order.  With ``cutoff`` K only each system's top K responses per query
     (:func:`trec_eval_rank_codes`) count."""
+    coded = cached_responses(task)
+    words = policy_words(task, policy)
+    key = (tuple(sorted(words.items())), cutoff)
+    if key not in coded.counted:  # the score and the pooling-bias diagnostic share it
+        coded.counted[key] = _per_query_frame(task, coded, words, cutoff)
+    return coded.counted[key].copy()
+
+
+def _per_query_frame(
+    task: Task, coded: CodedResponses, words: dict[str, str], cutoff: int | None
+) -> pd.DataFrame:
     from receval.estimators.official_rules import COUNT_COLUMNS
 
-    coded = cached_responses(task)
     keep = None if cutoff is None else trec_eval_rank_codes(task, coded) <= cutoff
-    counts = cell_counts(coded, coded.category[coded.fact], policy_words(task, policy), keep)
+    counts = cell_counts(coded, coded.category[coded.fact], words, keep)
     index = pd.MultiIndex.from_product(
         [task.systems, coded.queries["query_id"].tolist()], names=["system", "query_id"]
     )
