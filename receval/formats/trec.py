@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
 from receval.formats.tables import read_bytes, read_text
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 __all__ = ["import_trec", "import_trec_tables", "read_qrels", "read_trec_run"]
@@ -147,6 +147,8 @@ def _first_bad(mask: np.ndarray) -> int | None:
 
 def _as_text(column: Any) -> pd.Series:
     """An Arrow string column as a pandas Series of Python strings (only on the rare path)."""
+    import pandas as pd
+
     return pd.Series(column.to_pylist(), dtype=object)
 
 
@@ -160,6 +162,8 @@ def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarr
         return pc.cast(column, pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
+    import pandas as pd
+
     text = _as_text(column)
     values = pd.to_numeric(text, errors="coerce")
     bad = _first_bad((values.isna() | (values != values.round())).to_numpy())
@@ -180,6 +184,8 @@ def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray
             return values
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
+    import pandas as pd
+
     text = _as_text(column)
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
     bad = _first_bad(~np.isfinite(values))
