@@ -340,3 +340,17 @@ def test_a_tsv_the_arrow_reader_refuses_gets_the_text_readers_error(tmp_path, te
     path.write_bytes(text.encode("utf-8"))
     with pytest.raises(BundleError, match=message):
         read_coded(path)
+
+
+@pytest.mark.parametrize("n_facts", [50, 10**9])  # slots per pair, or one sort of the pairs
+def test_repeated_system_fact_pairs_are_found_either_way(n_facts):
+    from receval.task import _repeats
+
+    rng = np.random.default_rng(3)
+    system = rng.integers(0, 4, 400)
+    fact = rng.integers(0, min(n_facts, 10**6), 400)
+    unique = np.unique(system * n_facts + fact, return_index=True)[1]
+    system, fact = system[unique], fact[unique]
+    assert not _repeats(system, fact, 4, n_facts)
+    again = np.r_[system, system[7]], np.r_[fact, fact[7]]
+    assert _repeats(*again, 4, n_facts)
