@@ -261,9 +261,14 @@ class Task:
     def checksums(self) -> dict[str, str]:
         """SHA-256 of every input file (for the run card)."""
         out = {}
+        buffer = bytearray(1 << 20)  # read in blocks: no copy of a whole (large) file in memory
+        view = memoryview(buffer)
         for _, path in sorted(self.files.items()):
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            out[str(path.relative_to(self.root))] = digest
+            digest = hashlib.sha256()
+            with open(path, "rb") as fh:
+                while size := fh.readinto(buffer):
+                    digest.update(view[:size])
+            out[str(path.relative_to(self.root))] = digest.hexdigest()
         return out
 
     def summary(self) -> dict[str, int | str]:

@@ -676,6 +676,12 @@ def _looks_plain(raw: bytes, header: bytes) -> bool:
     return bool(plain)
 
 
+#: Text files at most this large are parsed by Arrow on one thread: a file of tens of MB
+#: parses in a fraction of a second, and the worker threads' hand-offs cost more CPU time than
+#: they save wall time (measured on 78 MB: 0.14 s CPU on one thread, 0.16-0.25 s on several).
+THREADED_PARSE_BYTES = 256 << 20
+
+
 def _arrow_parse(raw: bytes, header: bytes, columns: tuple[str, ...] | None):
     """(header names, Arrow table of string columns) of a plain TSV, or None when the header
     repeats a name, is not UTF-8, or Arrow finds the file malformed."""
@@ -688,7 +694,9 @@ def _arrow_parse(raw: bytes, header: bytes, columns: tuple[str, ...] | None):
             return None
         table = pacsv.read_csv(
             pa.py_buffer(raw),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            read_options=pacsv.ReadOptions(
+                column_names=names, skip_rows=1, use_threads=len(raw) > THREADED_PARSE_BYTES
+            ),
             parse_options=pacsv.ParseOptions(
                 delimiter="\t",
                 quote_char=False,

@@ -46,7 +46,7 @@ import numpy as np
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_bytes, read_text
+from receval.formats.tables import THREADED_PARSE_BYTES, read_bytes, read_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,9 @@ def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
     try:
         table = pacsv.read_csv(
             pa.py_buffer(raw),
-            read_options=pacsv.ReadOptions(column_names=list(names)),
+            read_options=pacsv.ReadOptions(
+                column_names=list(names), use_threads=len(raw) > THREADED_PARSE_BYTES
+            ),
             parse_options=pacsv.ParseOptions(
                 delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
             ),
