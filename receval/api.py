@@ -294,8 +294,10 @@ def score(
     anonymise_key : str, optional
         Also compute the leaderboard with keyed team pseudonyms (``leaderboard_anonymised.csv``).
     engine : {'duckdb', 'spark'}
-        Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB,
-        or Apache Spark (``pip install 'receval[spark]'``; master from ``SPARK_MASTER``).
+        Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB
+        (a fact-matched task of at most 10M run rows is counted in process instead, the same
+        numbers: :mod:`receval.estimators.official_coded`), or Apache Spark (``pip install
+        'receval[spark]'``; master from ``SPARK_MASTER``).
     on_step : callable, optional
         Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
         advance a progress bar.
