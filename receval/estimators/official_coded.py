@@ -87,12 +87,12 @@ def coded_responses(task: Task) -> CodedResponses:
     queries = hop0_queries(task)
     query_index = pd.Index(queries["query_id"])
     raw = task.raw_outputs
-    query = codes_in(raw["query_id"], query_index).astype(np.int64)
+    query = codes_in(raw["query_id"], query_index)  # int32 codes: 4 bytes per row
     keep = query >= 0
     rows = None if keep.all() else np.flatnonzero(keep)
     teams = sorted(set(task.teams.values()))
-    system = codes_in(raw["system"], pd.Index(task.systems)).astype(np.int64)
-    team = codes_in(raw["team"], pd.Index(teams)).astype(np.int64)
+    system = codes_in(raw["system"], pd.Index(task.systems))
+    team = codes_in(raw["team"], pd.Index(teams))
     fact = raw["fact"].to_numpy(np.int64)
     if rows is not None:
         system, team, query, fact = system[rows], team[rows], query[rows], fact[rows]
@@ -157,7 +157,7 @@ def trec_eval_rank_codes(task: Task, coded: CodedResponses) -> np.ndarray:
             doc = doc[coded.rows]
         # negated: decreasing score (NaN stays NaN and sorts last) and decreasing document id
         order = np.lexsort((-doc, -score.astype(np.float32), coded.query, coded.system))
-    group = coded.system[order] * (len(coded.queries) + 1) + coded.query[order]
+    group = coded.system[order].astype(np.int64) * (len(coded.queries) + 1) + coded.query[order]
     start = np.ones(n, dtype=bool)
     start[1:] = group[1:] != group[:-1]
     begin = np.maximum.accumulate(np.where(start, np.arange(n), 0))
@@ -202,7 +202,7 @@ def cell_counts(
     if keep is not None:
         system, query, fact, category = system[keep], query[keep], fact[keep], category[keep]
     cells = n_sys * n_query
-    cell = system * n_query + query
+    cell = system.astype(np.int64) * n_query + query
     post_of = np.array(
         [
             _RIGHT,
