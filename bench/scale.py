@@ -408,11 +408,21 @@ def versus_trec(rows: int, repeat: int = 3, bundle_format: str = "tsv") -> None:
             )
         med = np.median(np.array(rounds), axis=0)
         t_import, t_score, t_bare, t_trec, rss_import, rss_score, rss_trec = med[:7]
-        print(f"medians of {repeat} round(s):")
-        print(f"  receval import trec        {t_import:7.1f} s  {rss_import / 2**20:7.0f} MiB")
-        print(f"  receval score --official   {t_score:7.1f} s  {rss_score / 2**20:7.0f} MiB")
-        print(f"    the same, --no-report    {t_bare:7.1f} s")
-        print(f"  pytrec_eval (set_P/R/F)    {t_trec:7.1f} s  {rss_trec / 2**20:7.0f} MiB")
+        c_import, c_score, c_bare, c_trec = med[7:]
+        print(f"medians of {repeat} round(s) (wall, CPU = user + system, peak RSS):")
+        print(
+            f"  receval import trec        {t_import:7.1f} s  {c_import:5.2f} s CPU  "
+            f"{rss_import / 2**20:7.0f} MiB"
+        )
+        print(
+            f"  receval score --official   {t_score:7.1f} s  {c_score:5.2f} s CPU  "
+            f"{rss_score / 2**20:7.0f} MiB"
+        )
+        print(f"    the same, --no-report    {t_bare:7.1f} s  {c_bare:5.2f} s CPU")
+        print(
+            f"  pytrec_eval (set_P/R/F)    {t_trec:7.1f} s  {c_trec:5.2f} s CPU  "
+            f"{rss_trec / 2**20:7.0f} MiB"
+        )
         for label, col in (("with report.html", 1), ("--no-report", 2)):
             ratios = [(row[0] + row[col]) / row[3] for row in rounds]
             cpu = [(row[7] + row[7 + col]) / row[10] for row in rounds]

@@ -294,8 +294,10 @@ def score(
     anonymise_key : str, optional
         Also compute the leaderboard with keyed team pseudonyms (``leaderboard_anonymised.csv``).
     engine : {'duckdb', 'spark'}
-        Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB,
-        or Apache Spark (``pip install 'receval[spark]'``; master from ``SPARK_MASTER``).
+        Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB
+        (a fact-matched task of at most 10M run rows is counted in process instead, the same
+        numbers: :mod:`receval.estimators.official_coded`), or Apache Spark (``pip install
+        'receval[spark]'``; master from ``SPARK_MASTER``).
     on_step : callable, optional
         Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
         advance a progress bar.
@@ -383,14 +385,17 @@ def _task_engine(task: Task, engine: Any) -> Any:
     """The aggregation engine of one scoring run, passed explicitly to the official census and
     the leave-one-team-out diagnostic (tables registered once): a connected engine, a name
     (``'duckdb'``, ``'spark'``) or None (the task's own embedded DuckDB).  None for TAC bundles,
-    whose equivalence classes span facts: they are counted and re-scored per team in pandas."""
+    whose equivalence classes span facts: they are counted and re-scored per team in pandas; and
+    None under ``'duckdb'`` for a task counted in process (integer codes, numpy: the same
+    numbers; :func:`receval.estimators.official_coded.in_process`)."""
     from receval.engine import connect
     from receval.engine.census import default_engine, fact_matched
+    from receval.estimators.official_coded import in_process
 
     if not fact_matched(task):
         return None
     if engine is None or engine == "duckdb":
-        return default_engine(task)
+        return None if in_process(task) else default_engine(task)
     return connect(engine) if isinstance(engine, str) else engine
 
 

@@ -340,7 +340,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     default="duckdb",
     show_default=True,
     help="Engine of the heavy aggregations (official census, leave-one-team-out): embedded "
-    "DuckDB, or Apache Spark (pip install 'receval[spark]').",
+    "DuckDB (a task of at most 10M run rows is counted in process: the same numbers), or "
+    "Apache Spark (pip install 'receval[spark]').",
 )
 @click.option(
     "--spark-master",

@@ -51,8 +51,9 @@ def pooling_bias(
     right/wrong counts and the recall denominator lose exactly the responses and classes on
     those facts.  TAC bundles, whose classes span facts, re-score once per team.  With an
     ``engine`` (:mod:`receval.engine`), fact-matched bundles are counted in SQL by the engine
-    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); the
-    numbers are the same.
+    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); without
+    one, in process over integer codes
+    (:func:`receval.estimators.official_coded.leave_team_out_coded`); the numbers are the same.
     """
     from receval.estimators.official import official_scores
 
@@ -64,6 +65,11 @@ def pooling_bias(
 
         base = official_census(task, engine).set_index("system")
         lto = leave_team_out(task, engine)
+    elif fact_matched(task):  # in process over integer codes: the engine's numbers
+        from receval.estimators.official_coded import leave_team_out_coded
+
+        base = official_scores(task).set_index("system")
+        lto = leave_team_out_coded(task)
     else:
         base = official_scores(task).set_index("system")
         lto = leave_team_out_one_pass(task, base, unique, owner)
@@ -75,6 +81,13 @@ def pooling_bias(
     team_index = {t: i for i, t in enumerate(owner.categories)}
     unique_count = np.bincount(owner.codes[unique], minlength=len(owner.categories))
     unique_judged = np.bincount(owner.codes[unique & judged], minlength=len(owner.categories))
+    metrics = ("precision", "recall", "f1")
+    columns = {
+        **{f"official_{m}": (base.index, base[m].to_numpy(float)) for m in metrics},
+        **{f"official_{m}_lto": (lto.index, lto[m].to_numpy(float)) for m in metrics},
+    }
+    if joint is not None:
+        columns["joint_f1"] = (pd.Index(joint["system"]), joint["f1"].to_numpy(float))
     rows = []
     for team in teams:
         members = sorted(team_of.index[team_of == team])
@@ -84,18 +97,21 @@ def pooling_bias(
             "unique_facts": int(unique_count[team_index[team]]),
             "unique_judged": int(unique_judged[team_index[team]]),
         }
-        for metric in ("precision", "recall", "f1"):
-            row[f"official_{metric}"] = float(base.loc[members, metric].mean())
-            row[f"official_{metric}_lto"] = float(lto.loc[members, metric].mean())
+        for name, (index, values) in columns.items():
+            row[name] = _mean(values[index.get_indexer(members)])
         row["delta_f1"] = row["official_f1_lto"] - row["official_f1"]
-        row["joint_f1"] = (
-            float(joint.set_index("system").loc[members, "f1"].mean())
-            if joint is not None
-            else np.nan
-        )
+        row.setdefault("joint_f1", np.nan)
         row["note"] = _bias_note(row, joint is None)
         rows.append(row)
     return pd.DataFrame(rows, columns=POOLING_BIAS_COLUMNS)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of the values that are not NaN, summed as pandas' ``Series.mean`` sums them
+    (NaN when none is)."""
+    known = ~np.isnan(values)
+    count = int(known.sum())
+    return float(np.where(known, values, 0.0).sum() / count) if count else np.nan
 
 
 def _bias_note(row: dict, no_joint: bool) -> str:

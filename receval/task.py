@@ -261,9 +261,14 @@ class Task:
     def checksums(self) -> dict[str, str]:
         """SHA-256 of every input file (for the run card)."""
         out = {}
+        buffer = bytearray(1 << 20)  # read in blocks: no copy of a whole (large) file in memory
+        view = memoryview(buffer)
         for _, path in sorted(self.files.items()):
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            out[str(path.relative_to(self.root))] = digest
+            digest = hashlib.sha256()
+            with open(path, "rb") as fh:
+                while size := fh.readinto(buffer):
+                    digest.update(view[:size])
+            out[str(path.relative_to(self.root))] = digest.hexdigest()
         return out
 
     def summary(self) -> dict[str, int | str]:
@@ -1121,9 +1126,14 @@ def _run_scores(table: CodedTable) -> np.ndarray | None:
         values, codes = table.text["score"]
     else:
         return None
+    # every text a finite number: Arrow's parse, no Python object per text (it refuses
+    # surrounding whitespace, so texts it reads as they are need no stripping)
+    fast = _arrow_floats(values)
+    if fast is not None:
+        return fast[codes]
     stripped = _strip(values)
     fast = _arrow_floats(stripped)
-    if fast is not None:  # every text a finite number: Arrow's parse, no Python object per text
+    if fast is not None:
         return fast[codes]
     text = pd.Series(stripped.to_numpy(zero_copy_only=False), dtype=object)
     numbers, bad = parse_numbers(text, allow_empty=True)
@@ -1187,9 +1197,24 @@ def _run_teams(runs: _EncodedRuns) -> np.ndarray:
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sorting (numpy 2's hash-based ``unique`` is much slower on int64 keys)."""
-    values = np.sort(values)
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+    """``np.unique``: pandas' hash table finds the distinct values (numpy 2's hash-based
+    ``unique`` is much slower on int64 keys, and sorting every value costs more), then only
+    those are sorted."""
+    return np.sort(pd.unique(values))
+
+
+def _repeats(system: np.ndarray, fact: np.ndarray, n_systems: int, n_facts: int) -> bool:
+    """Whether some (system, fact) pair occurs twice.  When the pairs number at most 8 per row
+    (or 2**22), each row writes its position into its pair's slot and a row that does not read
+    its own position back shares the slot: no sort; else one sort of the pairs."""
+    pair = system.astype(np.int64) * n_facts + fact
+    if n_systems * n_facts <= max(8 * len(pair), 1 << 22):
+        kind = np.int32 if len(pair) < 2**31 else np.int64
+        slot = np.empty(n_systems * n_facts, dtype=kind)
+        rows = np.arange(len(pair), dtype=kind)
+        slot[pair] = rows
+        return bool((slot[pair] != rows).any())
+    return len(_sorted_unique(pair)) < len(pair)
 
 
 def _attach_facts(
@@ -1218,8 +1243,9 @@ def _attach_facts(
     from receval.progress import progress
 
     seen = np.zeros(len(runs.systems), dtype=bool)
+    several = set()  # parts of several systems: repeats looked for once facts are numbered
     with progress(runs.parts, "numbering facts") as parts:
-        for p in parts:  # one run file at a time: its sorted keys merged into ``uniques``
+        for i, p in enumerate(parts):  # one run file at a time: its keys merged into ``uniques``
             key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
             part = _sorted_unique(key)
             # within one part, checked here; a system spread over several parts (row groups,
@@ -1227,13 +1253,10 @@ def _attach_facts(
             present = np.flatnonzero(chunked_bincount(p["system"], minlength=len(seen)))
             duplicates |= bool(seen[present].any())
             seen[present] = True
-            one_system = len(present) == 1
-            if one_system:
+            if len(present) == 1:
                 duplicates |= len(part) < len(key)
             else:
-                duplicates |= len(
-                    _sorted_unique(p["system"].astype(np.int64) * (width * len(queries)) + key)
-                ) < len(key)
+                several.add(i)
             at = np.minimum(np.searchsorted(uniques, part), max(len(uniques) - 1, 0))
             new = part if not len(uniques) else part[uniques[at] != part]
             if len(new):
@@ -1245,13 +1268,17 @@ def _attach_facts(
         }
     )
     facts.index.name = "fact"
+    lookup = pd.Index(uniques)  # every key is in it: its hash table gives searchsorted's answer
     for frame, key in zip(frames, keys, strict=True):
-        frame["fact"] = np.searchsorted(uniques, key).astype(np.int64)
+        frame["fact"] = lookup.get_indexer(key).astype(np.int64)
     fact = np.empty(sum(p["_rows"] for p in runs.parts), dtype=np.int64)
     start = 0
-    for p in runs.parts:  # filled file by file: no second copy of the column
+    for i, p in enumerate(runs.parts):  # filled file by file: no second copy of the column
         key = p["query_id"].astype(np.int64) * width + to_answer[p["answer_raw"]]
-        fact[start : start + len(key)] = np.searchsorted(uniques, key)
+        part = fact[start : start + len(key)]
+        part[:] = lookup.get_indexer(key)
+        if i in several and not duplicates:
+            duplicates = _repeats(p["system"], part, len(runs.systems), len(uniques))
         start += len(key)
     frame = _run_frame(runs, fact, uniques % width, answers)
     frame.attrs["duplicates"] = duplicates

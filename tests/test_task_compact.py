@@ -296,6 +296,9 @@ TSV_CASES = {
     "crlf": "system\tquery_id\tanswer\r\nA\tq1\t São Paulo \r\nB\tq2\tStraße\r\n",
     "no final newline": "system\tquery_id\tanswer\nA\tq1\tx\nA\tq2\ty",
     "blank line": "system\tquery_id\tanswer\nA\tq1\tx\n\nA\tq2\ty\n",
+    "blank last line": "system\tquery_id\tanswer\nA\tq1\tx\nA\tq2\ty\n\n",
+    "blank first line": "system\tquery_id\tanswer\n\nA\tq1\tx\n",
+    "blank crlf line": "system\tquery_id\tanswer\r\nA\tq1\tx\r\n\r\nA\tq2\ty\r\n",
     "tabs only line": "system\tquery_id\tanswer\nA\tq1\tx\n \t\u3000\t\nA\tq2\ty\n",
     "bom": "\ufeffsystem\tquery_id\tanswer\nA\tq1\tx\n",
     "header spaces": " system \tquery_id\tanswer\nA\tq1\tx\n",
@@ -311,7 +314,7 @@ def test_arrow_tsv_reading_equals_the_text_reader(tmp_path, case):
 
     path = tmp_path / "runs.tsv"
     path.write_bytes(TSV_CASES[case].encode("utf-8"))
-    plain = case not in ("blank line", "tabs only line", "bom")
+    plain = not case.startswith(("blank", "tabs only", "bom"))
     assert (read_plain_tsv(path) is not None) == plain
     fast = read_coded(path)
     slow = coded_from_frame(read_table(path), path)
@@ -337,3 +340,17 @@ def test_a_tsv_the_arrow_reader_refuses_gets_the_text_readers_error(tmp_path, te
     path.write_bytes(text.encode("utf-8"))
     with pytest.raises(BundleError, match=message):
         read_coded(path)
+
+
+@pytest.mark.parametrize("n_facts", [50, 10**9])  # slots per pair, or one sort of the pairs
+def test_repeated_system_fact_pairs_are_found_either_way(n_facts):
+    from receval.task import _repeats
+
+    rng = np.random.default_rng(3)
+    system = rng.integers(0, 4, 400)
+    fact = rng.integers(0, min(n_facts, 10**6), 400)
+    unique = np.unique(system * n_facts + fact, return_index=True)[1]
+    system, fact = system[unique], fact[unique]
+    assert not _repeats(system, fact, 4, n_facts)
+    again = np.r_[system, system[7]], np.r_[fact, fact[7]]
+    assert _repeats(*again, 4, n_facts)

@@ -356,6 +356,18 @@ def _check_options(average: str, cutoff: int | None) -> None:
 
 def _per_query_counts(task: Task, policy: OfficialPolicy, cutoff: int | None) -> pd.DataFrame:
     """Counts per (system, hop-0 query), with ``evaluated`` (answered and judged query)."""
+    from receval.engine.census import fact_matched
+
+    if fact_matched(task):  # counted over integer codes (the same numbers)
+        from receval.estimators.official_coded import per_query_counts
+
+        return per_query_counts(task, policy, cutoff)
+    return per_query_counts_pandas(task, policy, cutoff)
+
+
+def per_query_counts_pandas(task: Task, policy: OfficialPolicy, cutoff: int | None) -> pd.DataFrame:
+    """The per-query counts response by response (:func:`categorize_responses`): every bundle,
+    TAC's provenance matching and equivalence classes included."""
     queries, keep = _hop0(task)
     cat = categorize_responses(task, policy, cutoff)
     counts = _counts(cat, ["system", "query_id"])
@@ -432,13 +444,16 @@ def official_scores(
     the pool bounds recall's denominator).  See the module docstring for every rule.
 
     ``engine`` (:mod:`receval.engine`) counts a fact-matched micro census in SQL (the same
-    numbers); None: the task's own embedded DuckDB.
+    numbers); None: in process over integer codes
+    (:mod:`receval.estimators.official_coded`), or the task's own embedded DuckDB for a task
+    of more than :data:`~receval.estimators.official_coded.IN_PROCESS_ROWS` run rows.
     """
     _check_options(average, cutoff)
     if average == "micro" and cutoff is None:
         from receval.engine.census import default_engine, fact_matched, official_census
+        from receval.estimators.official_coded import in_process
 
-        if fact_matched(task):  # counted by the engine over integer codes (same numbers)
+        if fact_matched(task) and (engine is not None or not in_process(task)):
             return official_census(task, engine or default_engine(task), policy)
     return official_scores_pandas(task, policy, average=average, cutoff=cutoff)
 

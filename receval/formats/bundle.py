@@ -7,13 +7,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from receval.config import TaskConfig, dump_config
 from receval.errors import BundleError
 from receval.formats.tables import current_umask, read_table, write_table
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 #: Bundle tables in the order they are written, with their required columns.
@@ -72,7 +71,7 @@ def _check_tables(tables: dict[str, pd.DataFrame] | dict[str, pa.Table]) -> None
     for name, frame in tables.items():
         if name not in BUNDLE_TABLES:
             raise ValueError(f"unknown bundle table {name!r}")
-        columns = frame.columns if isinstance(frame, pd.DataFrame) else frame.column_names
+        columns = frame.column_names if hasattr(frame, "column_names") else frame.columns
         missing = [c for c in BUNDLE_TABLES[name] if c not in columns]
         if missing:
             raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
@@ -111,6 +110,8 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
     The existing file keeps its format and its columns; new columns are added (empty for the
     old rows), columns the new rows lack are left empty.
     """
+    import pandas as pd
+
     from receval.formats.tables import LINE, find_table, read_table
 
     root = Path(root)
@@ -127,6 +128,8 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
 
 def read_candidate_units(path: Path | str) -> pd.DataFrame:
     """The candidate units for exhaustive annotation (``unit``, optional ``prob``) from ``path``."""
+    import pandas as pd
+
     candidates = read_table(Path(path))
     if "unit" not in candidates.columns:
         raise BundleError(path, 1, "missing required column unit")

@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_bytes, read_text
+from receval.formats.tables import THREADED_PARSE_BYTES, read_bytes, read_text
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 __all__ = ["import_trec", "import_trec_tables", "read_qrels", "read_trec_run"]
@@ -77,7 +77,9 @@ def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
     try:
         table = pacsv.read_csv(
             pa.py_buffer(raw),
-            read_options=pacsv.ReadOptions(column_names=list(names)),
+            read_options=pacsv.ReadOptions(
+                column_names=list(names), use_threads=len(raw) > THREADED_PARSE_BYTES
+            ),
             parse_options=pacsv.ParseOptions(
                 delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
             ),
@@ -147,6 +149,8 @@ def _first_bad(mask: np.ndarray) -> int | None:
 
 def _as_text(column: Any) -> pd.Series:
     """An Arrow string column as a pandas Series of Python strings (only on the rare path)."""
+    import pandas as pd
+
     return pd.Series(column.to_pylist(), dtype=object)
 
 
@@ -160,6 +164,8 @@ def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarr
         return pc.cast(column, pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
+    import pandas as pd
+
     text = _as_text(column)
     values = pd.to_numeric(text, errors="coerce")
     bad = _first_bad((values.isna() | (values != values.round())).to_numpy())
@@ -180,6 +186,8 @@ def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray
             return values
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
+    import pandas as pd
+
     text = _as_text(column)
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
     bad = _first_bad(~np.isfinite(values))
