@@ -1356,7 +1356,7 @@ def _run_frame(
     return frame
 
 
-def _check_conflicting_duplicates(runs: pd.DataFrame, rows: np.ndarray) -> None:
+def check_conflicting_duplicates(runs: pd.DataFrame, rows: np.ndarray) -> None:
     """BundleError naming both lines when a system gives the same answer (same text, query and
     provenance) twice with different scores: which score counts would decide its ranking.
 
@@ -1416,7 +1416,7 @@ def _collapse_outputs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     sorted_key = key[order]
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     copies = np.diff(np.r_[starts, len(key)])
-    _check_conflicting_duplicates(runs, order[np.repeat(copies > 1, copies)])
+    check_conflicting_duplicates(runs, order[np.repeat(copies > 1, copies)])
     first = order[starts]
     back = np.argsort(first, kind="stable")  # outputs in input order
     outputs = runs[keep + extra].take(first[back]).reset_index(drop=True)

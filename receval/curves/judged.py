@@ -90,6 +90,15 @@ class JudgeScores:
         """g_i: True where the judge says correct (s_i ≥ τ)."""
         return self.scores >= self.threshold
 
+    def plan(self, method, size: int, known: Labels) -> np.ndarray:
+        """The ranks ``method`` (a TailBand holding this judge) labels after its head:
+        :func:`judge_plan`."""
+        return judge_plan(method, size, known)
+
+    def estimate(self, method, size: int, known: Labels) -> CurveEstimate:
+        """The band of ``method`` (a TailBand holding this judge): :func:`judge_estimate`."""
+        return judge_estimate(method, size, known)
+
 
 @dataclass(frozen=True)
 class JudgeDesign:
@@ -138,12 +147,12 @@ def judge_design(method, size: int, pilot: np.ndarray, values: np.ndarray) -> Ju
     baseline at k = N, the rest pooled over (h, k*]), each part by Neyman's allocation."""
     from scipy.stats import norm
 
-    from receval.curves.tailband import _design
+    from receval.curves.tailband import tail_design
 
     judge: JudgeScores = method.judge
     if judge.scores.size != size:
         raise ValueError(f"judge scores for {judge.scores.size} ranks, the list has {size}")
-    base = _design(method, int(size), 0.5, True)
+    base = tail_design(method, int(size), 0.5, True)
     head, tail = base.head, base.tail
     if base.uniform + base.pool == 0 or tail == 0:
         return None
@@ -312,7 +321,7 @@ def judged_estimate(
     method, size: int, d: JudgeDesign, known: Labels, pilot: np.ndarray
 ) -> CurveEstimate:
     """The band of the module docstring (TailBand's knots, tightening and interpolation)."""
-    from receval.curves.tailband import tighten_counts, yield_between
+    from receval.curves.stratband import tighten_counts, yield_between
 
     head = d.head
     head_ranks = np.arange(1, head + 1, dtype=np.int64)

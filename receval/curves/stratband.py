@@ -96,7 +96,13 @@ from receval.curves.base import (
 )
 from receval.curves.precision_function import geometric_grid, monotone_from
 
-__all__ = ["StratBand", "hoeffding_halfwidths", "stratum_bounds"]
+__all__ = [
+    "StratBand",
+    "hoeffding_halfwidths",
+    "stratum_bounds",
+    "tighten_counts",
+    "yield_between",
+]
 
 _STREAM = 0x5342  # "SB": keeps StratBand's random streams apart from other methods'
 
@@ -428,8 +434,6 @@ class StratBand:
         holds at every rank.  Not covered: noise that depends on the item or its rank, or
         asymmetric rates (the band is then about neither curve).
         """
-        from receval.curves.tailband import tighten_counts, yield_between
-
         eta, delta = self.eta, self.delta
         widths, drawn, positives = sample
         scale = 1.0 - 2.0 * eta
@@ -641,3 +645,48 @@ def _known_counts(known: Labels, head: int, b: np.ndarray) -> tuple[np.ndarray, 
     """(positives, negatives) among labelled ranks in (head, b_j] for each knot b_j."""
     a = np.full(b.shape, head, dtype=np.int64)
     return known_between(known, a, b.astype(np.int64))
+
+
+def tighten_counts(
+    lo: np.ndarray, hi: np.ndarray, knots: np.ndarray, head: int, known: Labels
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds C⁻ ≤ C ≤ C⁺ at ``knots`` (``knots[0]`` = head) tightened across knots.
+
+    C − P (positives among unlabelled ranks) and (b − Q) − C (negatives among unlabelled ranks)
+    are non-decreasing in b, P and Q the labelled positives/negatives up to b; integer counts
+    are rounded inward when every label is 0/1.
+    """
+    b = knots.astype(np.float64)
+    a = np.full(knots.shape, head, dtype=np.int64)
+    pos, neg = known_between(known, a, knots.astype(np.int64))
+    lo = np.maximum(lo, lo[0] + pos)
+    hi = np.minimum(hi, hi[0] + (b - head) - neg)  # lo[0] = hi[0] unless the head is noisy
+    free = b - neg
+    for _ in range(2):
+        lo = np.maximum.accumulate(lo - pos) + pos
+        lo = np.maximum(lo, np.maximum.accumulate((lo - free)[::-1])[::-1] + free)
+        hi = np.minimum.accumulate((hi - pos)[::-1])[::-1] + pos
+        hi = np.minimum(hi, np.minimum.accumulate(hi - free) + free)
+    if np.all((known.labels == 0) | (known.labels == 1)):
+        return np.ceil(lo - 1e-9), np.floor(hi + 1e-9)
+    return lo, hi
+
+
+def yield_between(
+    k: np.ndarray, knots: np.ndarray, lo: np.ndarray, hi: np.ndarray, known: Labels
+) -> tuple[np.ndarray, np.ndarray]:
+    """(C⁻(k), C⁺(k)) at ranks ``knots[0] ≤ k ≤ knots[-1]`` from the knot bounds (on E)."""
+    k = np.asarray(k, np.int64)
+    j = np.clip(np.searchsorted(knots, k, side="left"), 0, knots.size - 1)
+    a = knots[np.maximum(j - 1, 0)]
+    a = np.where(j == 0, k, a)
+    b = knots[j]
+    lo_a, hi_a = lo[np.maximum(j - 1, 0)], hi[np.maximum(j - 1, 0)]
+    lo_a = np.where(j == 0, lo[0], lo_a)
+    hi_a = np.where(j == 0, hi[0], hi_a)
+    pos_ak, neg_ak = known_between(known, a, k)
+    pos_kb, neg_kb = known_between(known, k, b)
+    kf = k.astype(np.float64)
+    low = np.maximum(lo_a + pos_ak, lo[j] - (b - kf) + neg_kb)
+    high = np.minimum(hi[j] - pos_kb, hi_a + (kf - a) - neg_ak)
+    return low, high

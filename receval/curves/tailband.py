@@ -99,7 +99,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -111,13 +111,13 @@ from receval.curves.base import (
     run_to_completion,
     staged_plan,
 )
-from receval.curves.judged import JudgeScores
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
     hoeffding_halfwidths,
-    known_between,
     serfling_proxy,
     stratum_bounds,
+    tighten_counts,
+    yield_between,
 )
 
 __all__ = [
@@ -128,6 +128,9 @@ __all__ = [
     "tighten_counts",
     "yield_between",
 ]
+
+if TYPE_CHECKING:
+    from receval.curves.judged import JudgeScores
 
 _STREAM = 0x5442  # "TB"
 
@@ -302,51 +305,6 @@ def log_hypergeometric_tail(
         return np.where(asked_is_summed, summed, np.where(empty, 0.0, other))
 
 
-def tighten_counts(
-    lo: np.ndarray, hi: np.ndarray, knots: np.ndarray, head: int, known: Labels
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds C⁻ ≤ C ≤ C⁺ at ``knots`` (``knots[0]`` = head) tightened across knots.
-
-    C − P (positives among unlabelled ranks) and (b − Q) − C (negatives among unlabelled ranks)
-    are non-decreasing in b, P and Q the labelled positives/negatives up to b; integer counts
-    are rounded inward when every label is 0/1.
-    """
-    b = knots.astype(np.float64)
-    a = np.full(knots.shape, head, dtype=np.int64)
-    pos, neg = known_between(known, a, knots.astype(np.int64))
-    lo = np.maximum(lo, lo[0] + pos)
-    hi = np.minimum(hi, hi[0] + (b - head) - neg)  # lo[0] = hi[0] unless the head is noisy
-    free = b - neg
-    for _ in range(2):
-        lo = np.maximum.accumulate(lo - pos) + pos
-        lo = np.maximum(lo, np.maximum.accumulate((lo - free)[::-1])[::-1] + free)
-        hi = np.minimum.accumulate((hi - pos)[::-1])[::-1] + pos
-        hi = np.minimum(hi, np.minimum.accumulate(hi - free) + free)
-    if np.all((known.labels == 0) | (known.labels == 1)):
-        return np.ceil(lo - 1e-9), np.floor(hi + 1e-9)
-    return lo, hi
-
-
-def yield_between(
-    k: np.ndarray, knots: np.ndarray, lo: np.ndarray, hi: np.ndarray, known: Labels
-) -> tuple[np.ndarray, np.ndarray]:
-    """(C⁻(k), C⁺(k)) at ranks ``knots[0] ≤ k ≤ knots[-1]`` from the knot bounds (on E)."""
-    k = np.asarray(k, np.int64)
-    j = np.clip(np.searchsorted(knots, k, side="left"), 0, knots.size - 1)
-    a = knots[np.maximum(j - 1, 0)]
-    a = np.where(j == 0, k, a)
-    b = knots[j]
-    lo_a, hi_a = lo[np.maximum(j - 1, 0)], hi[np.maximum(j - 1, 0)]
-    lo_a = np.where(j == 0, lo[0], lo_a)
-    hi_a = np.where(j == 0, hi[0], hi_a)
-    pos_ak, neg_ak = known_between(known, a, k)
-    pos_kb, neg_kb = known_between(known, k, b)
-    kf = k.astype(np.float64)
-    low = np.maximum(lo_a + pos_ak, lo[j] - (b - kf) + neg_kb)
-    high = np.minimum(hi[j] - pos_kb, hi_a + (kf - a) - neg_ak)
-    return low, high
-
-
 @dataclass(frozen=True)
 class TailDesign:
     """What :class:`TailBand` draws for one list size (a function of the parameters and N).
@@ -461,7 +419,7 @@ class TailBand:
     def design(self, size: int, head_share: float = 0.5) -> TailDesign:
         """The split of M between the strata and the uniform sample (module docstring);
         ``head_share`` is the precision of the exactly labelled head, p(h)."""
-        return _design(self, int(size), float(head_share))
+        return tail_design(self, int(size), float(head_share))
 
     def draws(
         self, size: int, head_share: float = 0.5
@@ -510,9 +468,8 @@ class TailBand:
         head_ranks = np.arange(1, self.head(size) + 1, dtype=np.int64)
 
         if self.judge is not None:
-            from receval.curves.judged import judge_plan
-
-            return staged_plan(known, head_ranks, lambda: judge_plan(self, size, known))
+            judge = self.judge
+            return staged_plan(known, head_ranks, lambda: judge.plan(self, size, known))
 
         def rest() -> np.ndarray:
             return self._sampled(size, _share(known, head_ranks))
@@ -556,9 +513,7 @@ class TailBand:
         if known.missing(head_ranks).size:
             raise ValueError("planned labels of the head are missing; call plan() and label them")
         if self.judge is not None:
-            from receval.curves.judged import judge_estimate
-
-            return judge_estimate(self, size, known)
+            return self.judge.estimate(self, size, known)
         share = _share(known, head_ranks)
         d = self.design(size, share)
         head = d.head
@@ -788,7 +743,7 @@ def _share(known: Labels, head_ranks: np.ndarray) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def _design(
+def tail_design(
     method: TailBand, size: int, head_share: float = 0.5, pooled: bool = False
 ) -> TailDesign:
     """Split M between the uniform sample and the part that covers (h, k*] so that the uniform

@@ -147,7 +147,7 @@ def rank_run_file(
     uncompressed Arrow file in file order: ``query_id, answer, answer_raw, h, score``, ``h`` the
     engine's hash of the fact) and to integer sort keys.  Duplicate facts are found among the
     rows whose hash repeats and checked as the loader checks them
-    (:func:`receval.task._check_conflicting_duplicates`: one answer with two scores is a
+    (:func:`receval.task.check_conflicting_duplicates`: one answer with two scores is a
     ``BundleError`` naming both lines; the count of copies dropped is kept in the stamp,
     :func:`cached_duplicates`); the engine sorts the integer keys out of core (``RANKED_KEYS``);
     ties of the keys are put in the order of the full answer; the result is ``order.npy``, the
@@ -560,13 +560,13 @@ def _duplicate_rows(
 
 
 def _check_copies(run: Path, work: Path, copies: pd.DataFrame) -> None:
-    """The loader's check of a fact output twice (:func:`receval.task._check_conflicting_duplicates`)
+    """The loader's check of a fact output twice (:func:`receval.task.check_conflicting_duplicates`)
     on the copies found: a ``BundleError`` naming both lines when one answer (same text and
     provenance) has two scores."""
     if not len(copies):
         return
     from receval.formats.tables import LINE
-    from receval.task import _check_conflicting_duplicates
+    from receval.task import check_conflicting_duplicates
 
     rows = np.sort(copies["row"].to_numpy(np.int64))
     copies = copies.set_index("row").loc[rows].reset_index()
@@ -583,7 +583,7 @@ def _check_copies(run: Path, work: Path, copies: pd.DataFrame) -> None:
             LINE: lines,
         }
     )
-    _check_conflicting_duplicates(frame, np.arange(len(frame)))
+    check_conflicting_duplicates(frame, np.arange(len(frame)))
 
 
 def _rows_of(source: Path, rows: np.ndarray, run: Path) -> tuple[np.ndarray, np.ndarray]:
