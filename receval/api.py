@@ -348,7 +348,7 @@ def score(
 
     loaded = _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note such as `source` is not read
     step()
-    chosen = _task_engine(loaded, engine)  # the census and the diagnostic run in it
+    chosen = task_engine(loaded, engine)  # the census and the diagnostic run in it
     estimates = score_task(
         loaded, options, _load_replicates(loaded, options, replicates), engine=chosen
     )
@@ -381,7 +381,7 @@ def score(
     return result
 
 
-def _task_engine(task: Task, engine: Any) -> Any:
+def task_engine(task: Task, engine: Any) -> Any:
     """The aggregation engine of one scoring run, passed explicitly to the official census and
     the leave-one-team-out diagnostic (tables registered once): a connected engine, a name
     (``'duckdb'``, ``'spark'``) or None (the task's own embedded DuckDB).  None for TAC bundles,

@@ -1203,7 +1203,7 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     return np.sort(pd.unique(values))
 
 
-def _repeats(system: np.ndarray, fact: np.ndarray, n_systems: int, n_facts: int) -> bool:
+def output_repeats(system: np.ndarray, fact: np.ndarray, n_systems: int, n_facts: int) -> bool:
     """Whether some (system, fact) pair occurs twice.  When the pairs number at most 8 per row
     (or 2**22), each row writes its position into its pair's slot and a row that does not read
     its own position back shares the slot: no sort; else one sort of the pairs."""
@@ -1278,7 +1278,7 @@ def _attach_facts(
         part = fact[start : start + len(key)]
         part[:] = lookup.get_indexer(key)
         if i in several and not duplicates:
-            duplicates = _repeats(p["system"], part, len(runs.systems), len(uniques))
+            duplicates = output_repeats(p["system"], part, len(runs.systems), len(uniques))
         start += len(key)
     frame = _run_frame(runs, fact, uniques % width, answers)
     frame.attrs["duplicates"] = duplicates

@@ -109,14 +109,14 @@ def test_scores_are_the_same_in_process_and_in_the_engine(duck, monkeypatch, ave
 def test_score_counts_a_small_task_without_duckdb(monkeypatch):
     """The default engine of a small fact-matched task is no engine: the census and the
     pooling-bias diagnostic are counted in process; a large one uses the task's DuckDB."""
-    from receval.api import _task_engine, score
+    from receval.api import task_engine, score
     from receval.engine import census
 
     task = scored_task(5, unjudged="wrong")
-    assert _task_engine(task, "duckdb") is None
+    assert task_engine(task, "duckdb") is None
     small = score(task, estimator="official")
     monkeypatch.setattr(official_coded, "IN_PROCESS_ROWS", 0)
-    assert _task_engine(task, "duckdb") is census.default_engine(task)
+    assert task_engine(task, "duckdb") is census.default_engine(task)
     large = score(task, estimator="official")
     pd.testing.assert_frame_equal(small.leaderboard, large.leaderboard)
     pd.testing.assert_frame_equal(small.pooling_bias, large.pooling_bias)

@@ -344,13 +344,13 @@ def test_a_tsv_the_arrow_reader_refuses_gets_the_text_readers_error(tmp_path, te
 
 @pytest.mark.parametrize("n_facts", [50, 10**9])  # slots per pair, or one sort of the pairs
 def test_repeated_system_fact_pairs_are_found_either_way(n_facts):
-    from receval.task import _repeats
+    from receval.task import output_repeats
 
     rng = np.random.default_rng(3)
     system = rng.integers(0, 4, 400)
     fact = rng.integers(0, min(n_facts, 10**6), 400)
     unique = np.unique(system * n_facts + fact, return_index=True)[1]
     system, fact = system[unique], fact[unique]
-    assert not _repeats(system, fact, 4, n_facts)
+    assert not output_repeats(system, fact, 4, n_facts)
     again = np.r_[system, system[7]], np.r_[fact, fact[7]]
-    assert _repeats(*again, 4, n_facts)
+    assert output_repeats(*again, 4, n_facts)
