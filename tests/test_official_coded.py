@@ -109,7 +109,7 @@ def test_scores_are_the_same_in_process_and_in_the_engine(duck, monkeypatch, ave
 def test_score_counts_a_small_task_without_duckdb(monkeypatch):
     """The default engine of a small fact-matched task is no engine: the census and the
     pooling-bias diagnostic are counted in process; a large one uses the task's DuckDB."""
-    from receval.api import task_engine, score
+    from receval.api import score, task_engine
     from receval.engine import census
 
     task = scored_task(5, unjudged="wrong")
