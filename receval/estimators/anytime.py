@@ -226,17 +226,28 @@ def _source_probabilities(ctx: _RoundContext, idx, src):
 
 
 def _shuffled_round(ctx: _RoundContext, idx, src) -> dict:
-    """A round written in a uniformly random order: the k-th draw comes from the mixture of
-    the sources still to come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term."""
-    m, n = ctx.data.m, idx.size
+    """A round written in a uniformly random order (:func:`shuffled_round`)."""
     p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    return shuffled_round(p_ext, kappa_ext, src, ctx.alive, ctx.m_alive, ctx.pool_min)
+
+
+def shuffled_round(p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float) -> dict:
+    """The step arrays of a round written in a uniformly random order: given every earlier
+    draw (facts and sources), the k-th draw comes from the mixture of the sources still to
+    come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term.
+
+    ``p_ext`` (n, m + 1) is p_s at each draw for every source s (column m: the floor's q₀),
+    ``kappa_ext`` (m, m + 1) κ_is = min over X_i of p_s/t_i, ``src`` (n,) each draw's source.
+    Returns ``q`` (n,), ``own`` (n, m) = Σ_s (r_s/r) κ_is (the precision term t_i f/q_k is at
+    most 1/own), the pool step arrays and ``active_steps`` (m,)."""
+    n, m = src.size, kappa_ext.shape[0]
     onehot = np.zeros((n, m + 1))
     onehot[np.arange(n), src] = 1.0
     remaining = onehot.sum(axis=0)[None, :] - (np.cumsum(onehot, axis=0) - onehot)
     frac = remaining / (n - np.arange(n))[:, None]
     q = (frac * p_ext).sum(axis=1)
-    share = frac[:, :m][:, ctx.alive] + frac[:, m][:, None] / ctx.m_alive
-    cover = share.min(axis=1) * ctx.pool_min if ctx.alive.any() else np.zeros(n)
+    share = frac[:, :m][:, alive] + frac[:, m][:, None] / m_alive
+    cover = share.min(axis=1) * pool_min if alive.any() else np.zeros(n)
     return {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
             "pool_step": np.arange(n), "pool_sigma": q,
             "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
@@ -343,11 +354,9 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = data.target[st.fact] * np.where(st.q > 0, st.label / st.q, 0.0)[:, None]  # (K, m)
-        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
         weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
         pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
-    precision = BettingStreams.of_means(z.T, high.T, (st.own > 0).T)
+    precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
@@ -366,6 +375,25 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
                                    pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+def precision_streams(target, label, q, own) -> BettingStreams:
+    """Every system's precision stream (m streams of K steps): the term t_i(x_k) f(x_k)/q_k
+    with its range [0, 1/own_ki]; a step with own = 0 (X_i not covered) is skipped.
+    ``target`` (K, m) is t_i at each drawn fact, ``label`` (K,) f, ``q`` (K,) and ``own``
+    (K, m) as in :class:`Stream`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = target * np.where(q > 0, label / q, 0.0)[:, None]
+        high = np.where(own > 0, 1.0 / own, 0.0)
+    return BettingStreams.of_means(z.T, high.T, (own > 0).T)
+
+
+def sequence_bets(streams, alpha, horizon, prior=0.5, scale=None) -> np.ndarray:
+    """The bets :func:`_bounds` uses for ``streams`` (tests and bench/anytime.py check the
+    sequences with them at the true value)."""
+    from receval.estimators.betting import plugin_bets
+
+    return plugin_bets(streams, alpha, prior, horizon, prior if scale is None else scale)
 
 
 def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
