@@ -222,14 +222,21 @@ class Population:
         return (self.target * self.label[:, None]).sum(axis=0)
 
 
-def finite_population(rng: np.random.Generator, facts: int = 150, systems: int = 5) -> Population:
+def finite_population(
+    rng: np.random.Generator, facts: int = 150, systems: int = 5, popular: str = "right"
+) -> Population:
     """Overlapping output sets of 15–60 facts, precisions spread, and a design that makes the
     weights uneven: system j draws a fact with weight 1 or (its correct facts, for the even
-    systems) 0.15, so some correct facts carry importance weights ~7x the typical one."""
-    label = (rng.random(facts) < 0.5).astype(float)
+    systems) 0.15, so some correct facts carry importance weights ~7x the typical one.
+    Facts output by several systems are correct with probability 0.85 (``popular="right"``)
+    or 0.15 (``"wrong"``: the popularity control variate then predicts the wrong way), the
+    others with 0.5."""
     member = np.zeros((facts, systems), bool)
     for j in range(systems):
         member[rng.choice(facts, size=int(rng.integers(15, 61)), replace=False), j] = True
+    shared = member.sum(axis=1) > 1
+    p_right = np.where(shared, 0.85 if popular == "right" else 0.15, 0.5)
+    label = (rng.random(facts) < p_right).astype(float)
     rare = (label[:, None] > 0) & (np.arange(systems)[None, :] % 2 == 0)
     weight = np.where(member, np.where(rare, 0.15, 1.0), 0.0)
     p = weight / weight.sum(axis=0)
@@ -246,17 +253,24 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
     stream's arrays (the real :func:`receval.estimators.anytime.shuffled_round` gives q_k and
     the ranges)."""
     from receval.estimators.anytime import shuffled_round
+    from receval.estimators.anytime_control import popularity_strata, stratum_kappa
     from receval.until_decided import allocate
 
     F, m = pop.p.shape
-    kappa = np.array([(pop.p[x, i] / pop.target[x, i]).min()
-                      for i, x in enumerate(pop.member.T)])  # fmt: skip
+    fact_of, sys_of = np.nonzero(pop.member)
+    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
+    ratio = pop.p[fact_of, sys_of] / pop.target[fact_of, sys_of]
+    kappa_b = stratum_kappa(ratio, sys_of, strata.of_fact[fact_of], m)
+    kappa = np.where(strata.mass.T > 0, kappa_b, np.inf).min(axis=0)
     kappa_ext = np.zeros((m, m + 1))
     kappa_ext[np.arange(m), np.arange(m)] = kappa
     kappa_ext[:, m] = kappa / m
+    kappa_b_ext = np.zeros((kappa_b.shape[0], m, m + 1))
+    kappa_b_ext[:, np.arange(m), np.arange(m)] = kappa_b
+    kappa_b_ext[:, :, m] = kappa_b / m
     alive = np.ones(m, bool)
     pool_min = float(pop.p.sum(axis=1)[pop.member.any(axis=1)].min())
-    parts: dict[str, list] = {"fact": [], "q": [], "own": [], "horizon": []}
+    parts: dict[str, list] = {"fact": [], "q": [], "own": [], "own_b": [], "horizon": []}
     total = 0
     for r in range(rounds):
         n = first * m if r == 0 else batch
@@ -275,29 +289,45 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
         order = rng.permutation(n)
         src, fact = src[order], fact[order]
         p_ext = np.concatenate([pop.p[fact], pop.p[fact].sum(axis=1, keepdims=True) / m], axis=1)
-        out = shuffled_round(p_ext, kappa_ext, src, alive, m, pool_min)
+        out = shuffled_round(p_ext, kappa_ext, src, alive, m, pool_min, kappa_b_ext)
         total += n
         parts["fact"].append(fact)
         parts["q"].append(out["q"])
         parts["own"].append(out["own"])
+        parts["own_b"].append(out["own_b"])
         parts["horizon"].append(np.full((n, m), float(total)))
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    out = {k: np.concatenate(v) for k, v in parts.items()}
+    out["stratum"] = strata.of_fact[out["fact"]]
+    out["mass"] = strata.mass
+    return out
 
 
-def population_study(streams: int, seed: int, alpha: float = 0.05, **kw) -> dict:
+def population_study(
+    streams: int, seed: int, alpha: float = 0.05, control: bool = True, popular: str = "right",
+    **kw,
+) -> dict:  # fmt: skip
     """The unit-level check of the precision sequences: ``streams`` independent campaigns on
     one fixed finite population (:func:`finite_population`, :func:`population_stream`), and
     per system the share of campaigns whose sequence ever excludes the true precision (the
-    error of the worst stopping rule; must be <= alpha + MC error)."""
+    error of the worst stopping rule; must be <= alpha + MC error).  ``control``: the terms
+    with the popularity control variate (what ``--intervals anytime`` uses), else the plain
+    ones; ``popular``: whether popular facts are more often right (``right``) or wrong."""
     from receval.estimators.anytime import precision_streams, sequence_bets
+    from receval.estimators.anytime_control import controlled_precision_streams
     from receval.estimators.betting import BettingStreams, rejected
 
     rng = np.random.default_rng(seed)
-    pop = finite_population(rng)
+    pop = finite_population(rng, popular=popular)
     m = pop.p.shape[1]
     runs = [population_stream(pop, rng, **kw) for _ in range(streams)]
-    parts = [precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"])
-             for r in runs]  # fmt: skip
+    parts = [
+        controlled_precision_streams(
+            pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"], r["own_b"],
+            r["stratum"], r["mass"],
+        ) if control else
+        precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"])
+        for r in runs
+    ]  # fmt: skip
     stacked = BettingStreams(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
         "u", "v", "lo0", "lo1", "hi0", "hi1", "active")))  # fmt: skip
     horizon = np.concatenate([r["horizon"].T for r in runs])

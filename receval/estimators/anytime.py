@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from receval.estimators.anytime_control import controlled_precision_streams
 from receval.estimators.betting import BettingStreams, confidence_bounds
 from receval.estimators.intervals import Estimates, IntervalMethod
 from receval.leaderboard import Comparisons
@@ -108,6 +109,11 @@ class Stream:
     pool_horizon: np.ndarray
     shuffled_rounds: int = 0
     legacy_rounds: int = 0
+    #: per stratum of popularity (:mod:`receval.estimators.anytime_control`): the coverage
+    #: own_ib (K, m, STRATA), each draw's stratum (K,) and each system's target mass (m, STRATA)
+    own_b: np.ndarray | None = None
+    stratum: np.ndarray | None = None
+    mass: np.ndarray | None = None
 
     @property
     def P(self) -> int:
@@ -121,17 +127,27 @@ class _Design:
     at_drawn: np.ndarray
     kappa: np.ndarray
     pool_min: float
+    kappa_b: np.ndarray  # (STRATA, m) κ_ib = min over X_i ∩ stratum b of p_i/t_i
 
 
-def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> _Design:
+def _output_arrays(view: Task, data: SampleData):
+    """Each output row's target t_i, system code and fact, and the popularity strata."""
+    from receval.estimators.anytime_control import popularity_strata
     from receval.estimators.sample_data import query_targets
     from receval.formats.coded import codes_in
 
     outputs = view.outputs
-    s_all = np.asarray(probabilities(design), float)
     t_all = query_targets(view, data.target_kind).to_numpy()
     sys_codes = codes_in(outputs["system"], pd.Index(data.systems)).astype(np.int64)
     facts = outputs["fact"].to_numpy(np.int64)
+    return t_all, sys_codes, facts, popularity_strata(facts, sys_codes, t_all, data.m)
+
+
+def _design_arrays(rows, probabilities, data: SampleData, design: str) -> _Design:
+    from receval.estimators.anytime_control import stratum_kappa
+
+    t_all, sys_codes, facts, strata = rows
+    s_all = np.asarray(probabilities(design), float)
     m = data.m
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(t_all > 0, s_all / t_all, np.inf)
@@ -144,7 +160,8 @@ def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> 
     near = np.flatnonzero(np.isin(facts, data.facts))
     at_drawn = np.zeros((data.facts.size, m))
     at_drawn[np.searchsorted(data.facts, facts[near]), sys_codes[near]] = s_all[near]
-    return _Design(at_drawn, kappa, pool_min)
+    kappa_b = stratum_kappa(ratio, sys_codes, strata.of_fact[facts], m)
+    return _Design(at_drawn, kappa, pool_min, kappa_b)
 
 
 def build_stream(task: Task, data: SampleData) -> Stream:
@@ -155,7 +172,8 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     from receval.estimators.sample_data import design_probabilities
 
     view, probabilities, _ = design_probabilities(task, True)
-    designs = {d: _design_arrays(view, probabilities, data, d) for d in set(data.sampler_design)}
+    rows = _output_arrays(view, data)
+    designs = {d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)}
     m, K = data.m, data.K
     alive = data.sizes > 0
     ctx = _RoundContext(
@@ -169,7 +187,8 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     rounds = data.sampler_round[data.draw_sampler] if K else np.zeros(0, np.int64)
     source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
     parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
-                              ("fact", "label", "shuffled_rounds", "legacy_rounds")}  # fmt: skip
+                              ("fact", "label", "shuffled_rounds", "legacy_rounds", "stratum",
+                               "mass")}  # fmt: skip
     parts["draw"] = []
     drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
@@ -186,6 +205,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
         piece["draw"] = idx
         for key, value in piece.items():
             parts[key].append(value)
+    strata = rows[3]
     if not parts["draw"]:
         e = np.zeros(0)
         return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
@@ -193,9 +213,11 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     draw = cat.pop("draw")
     n_rounds = int(np.unique(rounds).size)
+    fact = data.draw_fact[draw]
     return Stream(
-        fact=data.draw_fact[draw], label=data.label[data.draw_fact[draw]], **cat,
+        fact=fact, label=data.label[fact], **cat,
         shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
+        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass,
     )  # fmt: skip
 
 
@@ -209,29 +231,37 @@ class _RoundContext:
 
 
 def _source_probabilities(ctx: _RoundContext, idx, src):
-    """p_s at every draw of the round for every source s (n, m + 1) and κ_is (m, m + 1)."""
+    """p_s at every draw of the round for every source s (n, m + 1), κ_is (m, m + 1) and
+    κ_isb per popularity stratum (STRATA, m, m + 1)."""
     data, m = ctx.data, ctx.data.m
     fact = data.draw_fact[idx]
     p_ext = np.zeros((idx.size, m + 1))
     kappa_ext = np.zeros((m, m + 1))
+    kappa_b_ext = None
     for s_id, name in _source_designs(data, idx, src, None, m).items():
         d = ctx.designs[name]
+        if kappa_b_ext is None:
+            kappa_b_ext = np.zeros((d.kappa_b.shape[0], m, m + 1))
         if s_id < m:
             p_ext[:, s_id] = d.at_drawn[fact, s_id]
             kappa_ext[s_id, s_id] = d.kappa[s_id]
+            kappa_b_ext[:, s_id, s_id] = d.kappa_b[:, s_id]
         else:
             p_ext[:, m] = d.at_drawn[fact].sum(axis=1) / ctx.m_alive
             kappa_ext[:, m] = d.kappa / ctx.m_alive
-    return p_ext, kappa_ext
+            kappa_b_ext[:, :, m] = d.kappa_b / ctx.m_alive
+    return p_ext, kappa_ext, kappa_b_ext
 
 
 def _shuffled_round(ctx: _RoundContext, idx, src) -> dict:
     """A round written in a uniformly random order (:func:`shuffled_round`)."""
-    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
-    return shuffled_round(p_ext, kappa_ext, src, ctx.alive, ctx.m_alive, ctx.pool_min)
+    p_ext, kappa_ext, kappa_b_ext = _source_probabilities(ctx, idx, src)
+    return shuffled_round(p_ext, kappa_ext, src, ctx.alive, ctx.m_alive, ctx.pool_min, kappa_b_ext)
 
 
-def shuffled_round(p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float) -> dict:
+def shuffled_round(
+    p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float, kappa_b_ext=None
+) -> dict:
     """The step arrays of a round written in a uniformly random order: given every earlier
     draw (facts and sources), the k-th draw comes from the mixture of the sources still to
     come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term.
@@ -239,7 +269,8 @@ def shuffled_round(p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float) 
     ``p_ext`` (n, m + 1) is p_s at each draw for every source s (column m: the floor's q₀),
     ``kappa_ext`` (m, m + 1) κ_is = min over X_i of p_s/t_i, ``src`` (n,) each draw's source.
     Returns ``q`` (n,), ``own`` (n, m) = Σ_s (r_s/r) κ_is (the precision term t_i f/q_k is at
-    most 1/own), the pool step arrays and ``active_steps`` (m,)."""
+    most 1/own), the pool step arrays and ``active_steps`` (m,); with ``kappa_b_ext``
+    (B, m, m + 1), κ_isb per stratum b, also ``own_b`` (n, m, B) = Σ_s (r_s/r) κ_isb."""
     n, m = src.size, kappa_ext.shape[0]
     onehot = np.zeros((n, m + 1))
     onehot[np.arange(n), src] = 1.0
@@ -248,9 +279,12 @@ def shuffled_round(p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float) 
     q = (frac * p_ext).sum(axis=1)
     share = frac[:, :m][:, alive] + frac[:, m][:, None] / m_alive
     cover = share.min(axis=1) * pool_min if alive.any() else np.zeros(n)
-    return {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
-            "pool_step": np.arange(n), "pool_sigma": q,
-            "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+    out = {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
+           "pool_step": np.arange(n), "pool_sigma": q,
+           "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+    if kappa_b_ext is not None:
+        out["own_b"] = np.einsum("ns,bis->nib", frac, kappa_b_ext)
+    return out
 
 
 def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
@@ -258,12 +292,13 @@ def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
     own source's p_s (precision: its own system's term only); pool terms go by batches, the
     l-th draw of every source, with σ_l = Σ_{s ∈ batch} p_s."""
     m, n = ctx.data.m, idx.size
-    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    p_ext, kappa_ext, kappa_b_ext = _source_probabilities(ctx, idx, src)
     q = p_ext[np.arange(n), src]
     own = np.zeros((n, m))
-    own[np.arange(n), np.minimum(src, m - 1)] = np.where(
-        src < m, kappa_ext[np.minimum(src, m - 1), src], 0
-    )
+    sys = np.minimum(src, m - 1)
+    own[np.arange(n), sys] = np.where(src < m, kappa_ext[sys, src], 0)
+    own_b = np.zeros((n, m, kappa_b_ext.shape[0]))
+    own_b[np.arange(n), sys] = np.where((src < m)[:, None], kappa_b_ext[:, sys, src].T, 0)
     counts = np.bincount(src, minlength=m + 1)
     order = np.argsort(src, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -274,7 +309,7 @@ def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
     sigma = (p_ext * member[rank]).sum(axis=1)
     everyone = member[:, :m][:, ctx.alive].all(axis=1) if ctx.alive.any() else np.zeros(L, bool)
     cover = ctx.pool_min * (everyone + member[:, m] / ctx.m_alive)
-    return {"q": q, "own": own, "active_steps": counts[:m].astype(float),
+    return {"q": q, "own": own, "own_b": own_b, "active_steps": counts[:m].astype(float),
             "pool_step": rank, "pool_sigma": sigma, "pool_cover": cover,
             "pool_size": member.sum(axis=1).astype(float)}  # fmt: skip
 
@@ -356,7 +391,12 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
     with np.errstate(divide="ignore", invalid="ignore"):
         weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
         pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
-    precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
+    if st.own_b is None:  # nothing drawn
+        precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
+    else:
+        precision = controlled_precision_streams(
+            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass
+        )
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
