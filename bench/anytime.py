@@ -7,6 +7,10 @@ known): a first round of 20 draws per system drawn by ``--until-decided`` with n
 with ``receval score --intervals anytime`` after the first round and after every later round
 (the *looks*).  Per scenario it prints, with Monte Carlo standard errors over repetitions:
 
+* **population** (the unit-level check, no scoring): 2,000 campaigns of shuffled rounds on one
+  fixed finite population with a known design (:func:`population_study`); per system the
+  share of campaigns whose precision sequence *ever* misses the truth (target ≤ 0.05 + 3 SE),
+  with and without the popularity control variate, popularity predicting right or wrong;
 * **null worlds** (every system the same true precision; teams, shared facts, uneven sizes,
   12 and 40 systems; ranked by precision): the share of repetitions in which *any* look splits
   the systems into more than one tier (target ≤ 0.05 + 2 SE), and the share of (repetition,
@@ -16,9 +20,12 @@ with ``receval score --intervals anytime`` after the first round and after every
   decided pair at some look (target ≤ 0.05), the pairs decided and the labels used, the labels
   an equal design (same anytime sequences, equal rounds) needs to decide the same pairs, and the
   final-look width ratio anytime / fixed-n percentile bootstrap on the same labels (target
-  ≤ 1.5).
+  ≤ 1.5 for precision; pooled recall, recall and F1 printed too).
 
-Usage: python bench/anytime.py [--reps R] [--only null12 null40 gradient] [--seed S]
+"Covered at every look" is tallied per system by name (the leaderboard's row order follows
+the ranking and changes between looks).
+
+Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient] [--seed S]
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
 quotes; ``--reps`` raises it.
 """
@@ -162,6 +169,18 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
     return {"split": np.array(split, float), "covered": covered, "looks": looks}
 
 
+def width_ratios(anytime: pd.DataFrame, boot: pd.DataFrame) -> dict[str, float]:
+    """Median over systems of the width anytime / bootstrap per metric (systems whose
+    bootstrap interval has width 0, e.g. a census, left out)."""
+    out = {}
+    for m in METRICS:
+        w_any = (anytime[f"{m}_hi"] - anytime[f"{m}_lo"]).to_numpy(float)
+        w_boot = (boot[f"{m}_hi"] - boot[f"{m}_lo"]).reindex(anytime.index).to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[m] = float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan)))
+    return out
+
+
 def gradient_study(
     reps: int, seed: int, where: Path, rounds: int = 8, systems: int = 14, per: int = 30
 ) -> dict:
@@ -186,10 +205,7 @@ def gradient_study(
         decided.append(len(pairs))
         used.append(len(loop.samples))
         boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
-        any_b = board.set_index("system")
-        w_any = (any_b["precision_hi"] - any_b["precision_lo"]).to_numpy()
-        w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(any_b.index).to_numpy()
-        ratio.append(float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan))))
+        ratio.append(width_ratios(board.set_index("system"), boot))
         # the equal design: rounds of 10 per system until the same pairs are decided
         equal = Loop(world, task, first=20, seed=2000 * seed + rep)
         need = np.nan if pairs else 0
@@ -304,26 +320,42 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
 
 def population_study(
     streams: int, seed: int, alpha: float = 0.05, control: bool = True, popular: str = "right",
-    **kw,
+    judge: str | None = None, widths: bool = False, **kw,
 ) -> dict:  # fmt: skip
     """The unit-level check of the precision sequences: ``streams`` independent campaigns on
     one fixed finite population (:func:`finite_population`, :func:`population_stream`), and
     per system the share of campaigns whose sequence ever excludes the true precision (the
     error of the worst stopping rule; must be <= alpha + MC error).  ``control``: the terms
     with the popularity control variate (what ``--intervals anytime`` uses), else the plain
-    ones; ``popular``: whether popular facts are more often right (``right``) or wrong."""
+    ones; ``popular``: whether popular facts are more often right (``right``) or wrong;
+    ``judge`` (``strong``, ``inverted``): the control is an automatic judge's score instead
+    (``--estimator ppi``), a noisy copy of the label or its opposite.  Also returns each
+    campaign's final-step width at α per system (``width``)."""
     from receval.estimators.anytime import precision_streams, sequence_bets
-    from receval.estimators.anytime_control import controlled_precision_streams
-    from receval.estimators.betting import BettingStreams, rejected
+    from receval.estimators.anytime_control import (
+        controlled_precision_streams,
+        judge_control,
+        popularity_strata,
+    )
+    from receval.estimators.betting import BettingStreams, confidence_bounds, rejected
 
     rng = np.random.default_rng(seed)
     pop = finite_population(rng, popular=popular)
     m = pop.p.shape[1]
     runs = [population_stream(pop, rng, **kw) for _ in range(streams)]
+    control_of = {}
+    if judge is not None:
+        noisy = np.clip(0.5 + 0.7 * (pop.label - 0.5) + rng.normal(0, 0.15, pop.label.size), 0, 1)
+        score = noisy if judge == "strong" else 1.0 - noisy
+        fact_of, sys_of = np.nonzero(pop.member)
+        t_rows = pop.target[fact_of, sys_of]
+        strata = popularity_strata(fact_of, sys_of, t_rows, m)
+        control_of = {"judge": judge_control(score, fact_of, sys_of, t_rows, strata, m)}
     parts = [
         controlled_precision_streams(
             pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"], r["own_b"],
             r["stratum"], r["mass"],
+            (score[r["fact"]], control_of["judge"]) if control_of else None,
         ) if control else
         precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"])
         for r in runs
@@ -334,7 +366,12 @@ def population_study(
     bets = sequence_bets(stacked, alpha, horizon)
     truth = np.tile(pop.precision, streams)
     miss = rejected(stacked, bets, truth, alpha).reshape(streams, m)
-    return {"miss": miss, "precision": pop.precision, "alpha": alpha}
+    out = {"miss": miss, "precision": pop.precision, "alpha": alpha}
+    if widths:
+        lo, hi = confidence_bounds(stacked, [alpha], alpha_bets=alpha, prior_mean=0.5,
+                                   horizon=horizon, prior_scale=0.5, iterations=16)  # fmt: skip
+        out["width"] = (hi[0] - lo[0]).reshape(streams, m)
+    return out
 
 
 def _share(x) -> tuple[float, float]:
@@ -342,17 +379,35 @@ def _share(x) -> tuple[float, float]:
     return float(x.mean()), float(np.sqrt(x.mean() * (1 - x.mean()) / max(x.size, 1)))
 
 
+def _print_population(streams: int, seed: int) -> None:
+    """The unit-level check, with and without the control variate, popularity predicting
+    correctness or its opposite."""
+    se = np.sqrt(0.05 * 0.95 / streams)
+    print(f"population: {streams} campaigns per row, alpha 0.05, MC SE of a 0.05 share {se:.4f}")
+    for control in (True, False):
+        for popular in ("right", "wrong"):
+            miss = population_study(streams, seed, control=control, popular=popular)["miss"]
+            share = miss.mean(axis=0)
+            verdict = "PASS" if share.max() <= 0.05 + 3 * se else "FAIL"
+            print(
+                f"  {'control' if control else 'plain  '} popular={popular}: ever-miss share "
+                f"per system {np.round(share, 4).tolist()} {verdict}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", nargs="*", default=["null12", "null40", "gradient"])
+    parser.add_argument("--only", nargs="*", default=["population", "null12", "null40", "gradient"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         for name in args.only:
             start = time.process_time()
-            if name.startswith("null"):
+            if name == "population":
+                _print_population(args.reps or 2000, args.seed)
+            elif name.startswith("null"):
                 m = int(name[4:])
                 reps = args.reps or (30 if m <= 12 else 10)
                 out = null_study(m, reps, args.seed, where)
@@ -389,9 +444,12 @@ def main() -> None:
                     f"(reached in {ok.sum()}/{eq.size}); until-decided / equal = {np.mean(frac):.2f} "
                     f"(SE {np.std(frac, ddof=1) / np.sqrt(max(frac.size, 1)):.2f})"
                 )
-                r = np.array(out["ratio"])
-                print(f"  final-look width anytime / bootstrap (precision, median over systems): "
-                      f"{r.mean():.2f} (SE {r.std(ddof=1) / np.sqrt(r.size):.2f})")  # fmt: skip
+                for metric in METRICS:
+                    r = np.array([x[metric] for x in out["ratio"]])
+                    target = " (target <= 1.5)" if metric == "precision" else ""
+                    print(f"  final-look width anytime / bootstrap ({metric}, median over "
+                          f"systems): {r.mean():.2f} (SE {r.std(ddof=1) / np.sqrt(r.size):.2f})"
+                          f"{target}")  # fmt: skip
             print(f"  CPU {time.process_time() - start:.0f} s")
 
 

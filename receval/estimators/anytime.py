@@ -379,9 +379,13 @@ def _levels(alpha: float, m: int) -> list[float]:
     return sorted({alpha, alpha / 2, alpha / 3, alpha / m, alpha / (3 * m)})
 
 
-def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBounds:
+def anytime_bounds(
+    task: Task, data: SampleData, confidence: float, judge: bool = False
+) -> AnytimeBounds:
     """Every confidence sequence the leaderboard needs (module docstring), at the levels α,
-    α/2, α/3, α/m and α/(3m)."""
+    α/2, α/3, α/m and α/(3m).  ``judge``: the precision terms take the task's judge scores
+    as their control (prediction-powered, :mod:`receval.estimators.anytime_control`) instead
+    of the popularity shares."""
     alpha = 1.0 - confidence
     m = data.m
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
@@ -394,8 +398,9 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
     if st.own_b is None:  # nothing drawn
         precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
     else:
+        control = _judge_terms(task, data, st) if judge else None
         precision = controlled_precision_streams(
-            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass
+            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass, control
         )
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
@@ -415,6 +420,19 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
                                    pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+def _judge_terms(task: Task, data: SampleData, st: Stream):
+    """(the judge's score at each step's fact, :class:`JudgeControl`) of ``task``."""
+    from receval.estimators.anytime_control import judge_control
+    from receval.estimators.sample_data import design_probabilities
+    from receval.judge import fact_scores
+
+    scores, _ = fact_scores(task)
+    view = design_probabilities(task, True)[0]
+    t_all, sys_codes, facts, strata = _output_arrays(view, data)
+    control = judge_control(scores, facts, sys_codes, t_all, strata, data.m)
+    return scores[data.facts[st.fact]], control
 
 
 def precision_streams(target, label, q, own) -> BettingStreams:
@@ -514,6 +532,25 @@ def draw_stream_floor(ctx: ScoringContext) -> int:
     return int(_floor_probabilities(samples)[ctx.data.draw_row].sum())
 
 
+CONTROL_POPULAR = (
+    "precision terms with a predictable control variate: the share of correct labels among "
+    "earlier draws of the fact's popularity stratum (1, 2, >=3 systems), exact mean over the "
+    "system's outputs, coefficient regressed on earlier steps (anytime_control)"
+)
+CONTROL_JUDGE = (
+    "prediction-powered precision terms: the judge's score as a control variate with its "
+    "exact mean over the system's outputs, coefficient regressed on earlier steps only "
+    "(predictable; anytime_control)"
+)
+
+
+def _judged(options: Any) -> bool:
+    """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
+    from receval.estimators.registry import get_estimator
+
+    return bool(getattr(get_estimator(options.estimator), "uses_judge", False))
+
+
 class AnytimeIntervals(IntervalMethod):
     """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
 
@@ -536,9 +573,10 @@ class AnytimeIntervals(IntervalMethod):
             raise ValueError("cluster_queries applies to the bootstrap, not to intervals='anytime'")
 
     def label(self, options: Any, B: int | None) -> str:
+        judged = ", prediction-powered precision" if _judged(options) else ""
         return (
             f"anytime betting confidence sequence {options.confidence:.0%} "
-            "(Waudby-Smith & Ramdas 2024), valid at every look"
+            f"(Waudby-Smith & Ramdas 2024){judged}, valid at every look"
         )
 
     def record(self, ctx: ScoringContext) -> dict:
@@ -570,6 +608,7 @@ class AnytimeIntervals(IntervalMethod):
                 "draws": data.K,
                 "floor_draws": floor,
                 "points": f"{ctx.options.estimator} estimator (the sequences do not use it)",
+                "precision_control": CONTROL_JUDGE if _judged(ctx.options) else CONTROL_POPULAR,
             },
             "ranking": {
                 "procedure": "anytime",
@@ -585,7 +624,10 @@ class AnytimeIntervals(IntervalMethod):
     def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
         """The sequences of ``ctx`` (computed once per context)."""
         if self._cached is None or self._cached[0] is not ctx:
-            self._cached = (ctx, anytime_bounds(ctx.task, ctx.data, ctx.options.confidence))
+            bounds = anytime_bounds(
+                ctx.task, ctx.data, ctx.options.confidence, judge=_judged(ctx.options)
+            )
+            self._cached = (ctx, bounds)
         return self._cached[1]
 
     def estimate(self, ctx, run, metric, bounds=(0.0, 1.0)) -> Estimates:

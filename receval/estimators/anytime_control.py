@@ -76,6 +76,33 @@ def stratum_kappa(
     return np.where(np.isfinite(kappa), kappa, 0.0)
 
 
+@dataclass(frozen=True)
+class JudgeControl:
+    """An automatic judge's scores as the control (``--estimator ppi --intervals anytime``):
+    ``mean`` (m,) = Σ_{X_i} t_i s exactly, and the highest and lowest score of each system's
+    facts per stratum (m, STRATA), which bound the control's range."""
+
+    mean: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+
+
+def judge_control(
+    scores: np.ndarray, facts, sys_codes, t_all, strata: Strata, m: int
+) -> JudgeControl:
+    """The judge control of :func:`controlled_precision_streams` from every fact's score s(x) ∈
+    [0, 1] (``scores``, by fact id) and the output rows (``facts``, ``sys_codes``, ``t_all``)."""
+    s = np.clip(np.asarray(scores, float)[facts], 0.0, 1.0)
+    mean = np.bincount(sys_codes, weights=t_all * s, minlength=m)
+    b = strata.of_fact[facts]
+    high = np.zeros((m, STRATA))
+    low = np.ones((m, STRATA))
+    if s.size:
+        np.maximum.at(high, (sys_codes, b), s)
+        np.minimum.at(low, (sys_codes, b), s)
+    return JudgeControl(mean, high, low)
+
+
 def controlled_precision_streams(
     target: np.ndarray,
     label: np.ndarray,
@@ -84,11 +111,16 @@ def controlled_precision_streams(
     own_b: np.ndarray,
     stratum: np.ndarray,
     mass: np.ndarray,
+    judge: tuple[np.ndarray, JudgeControl] | None = None,
 ) -> BettingStreams:
     """Every system's precision stream with the control variate (module docstring): m streams
     of K steps.  ``target`` (K, m) t_i at each drawn fact, ``label`` (K,), ``q`` (K,), ``own``
     (K, m) as for the plain terms (a step with own = 0 is skipped), ``own_b`` (K, m, STRATA)
-    the per-stratum coverage, ``stratum`` (K,) each drawn fact's stratum, ``mass`` (m, STRATA)."""
+    the per-stratum coverage, ``stratum`` (K,) each drawn fact's stratum, ``mass`` (m, STRATA).
+
+    With ``judge`` = (the judge's score at each drawn fact (K,), :class:`JudgeControl`) the
+    control is the judge's score g = s(x) with its exact mean Σ_{X_i} t_i s (prediction-powered,
+    γ the predictable PPI++-style coefficient) instead of the popularity shares."""
     K, m = target.shape
     f = np.nan_to_num(np.asarray(label, float))
     present = mass > 0  # (m, B)
@@ -96,17 +128,23 @@ def controlled_precision_streams(
     active = (own > 0) & covered
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(active, target / q[:, None], 0.0)
-    beta = _stratum_shares(f, stratum)  # (K, B), predictable
-    g = beta[np.arange(K), stratum]  # (K,)
-    c = beta @ mass.T  # (K, m)
+    if judge is None:
+        beta = _stratum_shares(f, stratum)  # (K, B), predictable
+        g = beta[np.arange(K), stratum]  # (K,)
+        c = beta @ mass.T  # (K, m)
+        g_high = g_low = beta[:, None, :]
+    else:
+        g = np.clip(np.asarray(judge[0], float), 0.0, 1.0)
+        c = np.broadcast_to(judge[1].mean, (K, m))
+        g_high, g_low = judge[1].high[None], judge[1].low[None]
     plain = w * f[:, None]
     control = w * g[:, None] - c
     gamma = _regression(plain, control, active)
     u = plain - gamma * control
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = np.where(present[None] & (own_b > 0), 1.0 / own_b, 0.0)  # (K, m, B)
-    down = (gamma[..., None] * beta[:, None, :] * inv).max(axis=2)
-    up = ((1.0 - gamma[..., None] * beta[:, None, :]) * inv).max(axis=2)
+    down = (gamma[..., None] * g_high * inv).max(axis=2)
+    up = ((1.0 - gamma[..., None] * g_low) * inv).max(axis=2)
     lo = gamma * c - down
     hi = gamma * c + up
     one = np.ones((m, K))
