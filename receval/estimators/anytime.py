@@ -30,6 +30,10 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
 * precision π_i: Z_k = t_i f/q_k has conditional mean π_i whenever q_k covers X_i (its own
   sampler or the floor still has draws; otherwise the draw is skipped for system i, a
   predictable decision).  Range [0, 1/Σ_s (r_s/r) κ_is] with κ_is = min_{X_i} p_s/t_i.
+  The sequences use Z_k with a predictable control variate subtracted (the share of correct
+  labels among earlier draws of the fact's popularity stratum, or with ``--estimator ppi`` the
+  judge's score, each with its exact mean over X_i): same conditional mean, about half the
+  variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`).
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
   or the floor is still in it): a ratio, by inverting the tests of A − ν·B.

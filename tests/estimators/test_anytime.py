@@ -220,3 +220,13 @@ def test_null_tally_follows_systems_not_rows():
     for board in (look1, look2):
         ok &= bench.inside_by_system(board, truth, "precision", names)
     assert ok.tolist() == [True, False, True]
+
+
+def test_popularity_control_narrows_where_popularity_predicts_correctness():
+    """Where shared facts are mostly right and weights are even (the odd systems of the
+    population), the controlled sequences end narrower than the plain ones."""
+    bench = _bench()
+    plain = bench.population_study(150, seed=3, control=False, widths=True)["width"]
+    controlled = bench.population_study(150, seed=3, widths=True)["width"]
+    odd = np.arange(plain.shape[1]) % 2 == 1
+    assert np.median(controlled[:, odd]) < 0.9 * np.median(plain[:, odd])
