@@ -190,7 +190,8 @@ def gradient_study(
     )  # fmt: skip
     world, task = world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")["precision"]
-    wrong, decided, used, equal_used, ratio = [], [], [], [], []
+    wrong, decided, used, equal_used, ratio, ppi_ratio = [], [], [], [], [], []
+    judge = judge_table(task, np.random.default_rng(seed))
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=2000 * seed + rep)
         bad = False
@@ -206,6 +207,10 @@ def gradient_study(
         used.append(len(loop.samples))
         boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
         ratio.append(width_ratios(board.set_index("system"), boot))
+        # --estimator ppi --intervals anytime on the same labels, with a judge of corr ~0.7
+        judged = with_annotation(loop.task, judge=judge)
+        ppi = receval.score(judged, estimator="ppi", intervals="anytime", rank_by="precision")
+        ppi_ratio.append(width_ratios(ppi.leaderboard.set_index("system"), boot))
         # the equal design: rounds of 10 per system until the same pairs are decided
         equal = Loop(world, task, first=20, seed=2000 * seed + rep)
         need = np.nan if pairs else 0
@@ -218,8 +223,21 @@ def gradient_study(
         equal_used.append(need)
     return {
         "wrong": np.array(wrong, float), "decided": decided, "used": used,
-        "equal_used": equal_used, "ratio": ratio,
+        "equal_used": equal_used, "ratio": ratio, "ppi_ratio": ppi_ratio,
     }  # fmt: skip
+
+
+def judge_table(task, rng: np.random.Generator) -> pd.DataFrame:
+    """An automatic judge over the pooled facts: logistic((2y − 1) + N(0, 1)), correlation
+    with the truth y about 0.7."""
+    facts = task.facts
+    pooled = np.flatnonzero(facts["in_pool"].to_numpy(bool))
+    truth = task.truth.set_index("fact")["value"].reindex(pooled).fillna(0).to_numpy() > 0
+    z = (2.0 * truth - 1.0) + rng.normal(size=pooled.size)
+    frame = facts.iloc[pooled]
+    return pd.DataFrame({"query_id": frame["query_id"].to_numpy(),
+                         "answer": frame["answer"].to_numpy(),
+                         "judge_score": 1.0 / (1.0 + np.exp(-z))})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -444,6 +462,9 @@ def main() -> None:
                     f"(reached in {ok.sum()}/{eq.size}); until-decided / equal = {np.mean(frac):.2f} "
                     f"(SE {np.std(frac, ddof=1) / np.sqrt(max(frac.size, 1)):.2f})"
                 )
+                r = np.array([x["precision"] for x in out["ppi_ratio"]])
+                print(f"  --estimator ppi (judge corr ~0.7), final-look precision width anytime / "
+                      f"bootstrap: {r.mean():.2f} (SE {r.std(ddof=1) / np.sqrt(r.size):.2f})")  # fmt: skip
                 for metric in METRICS:
                     r = np.array([x[metric] for x in out["ratio"]])
                     target = " (target <= 1.5)" if metric == "precision" else ""
