@@ -141,10 +141,12 @@ def controlled_precision_streams(
     control = w * g[:, None] - c
     gamma = _regression(plain, control, active)
     u = plain - gamma * control
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.where(present[None] & (own_b > 0), 1.0 / own_b, 0.0)  # (K, m, B)
-    down = (gamma[..., None] * g_high * inv).max(axis=2)
-    up = ((1.0 - gamma[..., None] * g_low) * inv).max(axis=2)
+    down, up = np.zeros((K, m)), np.zeros((K, m))
+    for b in range(own_b.shape[2]):  # one stratum at a time: (K, m) work arrays
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv = np.where(present[None, :, b] & (own_b[..., b] > 0), 1.0 / own_b[..., b], 0.0)
+        np.maximum(down, gamma * g_high[..., b] * inv, out=down)
+        np.maximum(up, (1.0 - gamma * g_low[..., b]) * inv, out=up)
     lo = gamma * c - down
     hi = gamma * c + up
     one = np.ones((m, K))
