@@ -278,6 +278,36 @@ def finite_population(
     return Population(label, member, p, target)
 
 
+PARABANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "parabank-eval"
+
+
+def parabank_population(threshold: float = 70.0) -> Population | None:
+    """Real third-party data as the fixed population: ParaBank-Eval's 36 systems' pooled
+    paraphrases (a fact: one candidate of one reference; X_j: the candidates system j output;
+    correct: mean human score >= ``threshold``), every system drawing uniformly from its own
+    outputs.  None when ``../shared/data/parabank-eval`` is absent."""
+    import gzip
+
+    path = PARABANK / "candidates.tsv.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = pd.read_csv(fh, sep="\t", quoting=3, keep_default_na=False, na_values=[""])
+    raw["score"] = raw["human_score"].fillna(0.0)
+    items = raw.groupby(["ref_id", "candidate"], sort=True).agg(
+        score=("score", "mean"), sys_id=("sys_id", "first")
+    )
+    systems = items["sys_id"].astype(str).str.split()
+    names = sorted({s for row in systems for s in row})
+    code = {name: j for j, name in enumerate(names)}
+    member = np.zeros((len(items), len(names)), bool)
+    for x, row in enumerate(systems):
+        member[x, [code[s] for s in row]] = True
+    label = (items["score"].to_numpy(float) >= threshold).astype(float)
+    target = member / member.sum(axis=0)
+    return Population(label, member, target.copy(), target)
+
+
 def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, batch: int = 40,
                       floor: float = 0.2) -> dict:  # fmt: skip
     """One stream of until-decided-style rounds on ``pop``: a first round of ``first`` draws per
@@ -338,7 +368,7 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
 
 def population_study(
     streams: int, seed: int, alpha: float = 0.05, control: bool = True, popular: str = "right",
-    judge: str | None = None, widths: bool = False, **kw,
+    judge: str | None = None, widths: bool = False, pop: Population | None = None, **kw,
 ) -> dict:  # fmt: skip
     """The unit-level check of the precision sequences: ``streams`` independent campaigns on
     one fixed finite population (:func:`finite_population`, :func:`population_stream`), and
@@ -358,7 +388,7 @@ def population_study(
     from receval.estimators.betting import BettingStreams, confidence_bounds, rejected
 
     rng = np.random.default_rng(seed)
-    pop = finite_population(rng, popular=popular)
+    pop = finite_population(rng, popular=popular) if pop is None else pop
     m = pop.p.shape[1]
     runs = [population_stream(pop, rng, **kw) for _ in range(streams)]
     control_of = {}
@@ -411,6 +441,18 @@ def _print_population(streams: int, seed: int) -> None:
                 f"  {'control' if control else 'plain  '} popular={popular}: ever-miss share "
                 f"per system {np.round(share, 4).tolist()} {verdict}"
             )
+    real = parabank_population()
+    if real is None:
+        print("  parabank-eval: ../shared/data/parabank-eval absent, skipped")
+        return
+    n = min(streams, 400)
+    se = np.sqrt(0.05 * 0.95 / n)
+    miss = population_study(n, seed, pop=real, first=4, batch=120)["miss"].mean(axis=0)
+    verdict = "PASS" if miss.max() <= 0.05 + 3 * se else "FAIL"
+    print(
+        f"  parabank-eval (real, {real.p.shape[1]} systems, {n} campaigns, SE {se:.4f}): "
+        f"ever-miss share max {miss.max():.4f}, mean {miss.mean():.4f} {verdict}"
+    )
 
 
 def main() -> None:

@@ -230,3 +230,16 @@ def test_popularity_control_narrows_where_popularity_predicts_correctness():
     controlled = bench.population_study(150, seed=3, widths=True)["width"]
     odd = np.arange(plain.shape[1]) % 2 == 1
     assert np.median(controlled[:, odd]) < 0.9 * np.median(plain[:, odd])
+
+
+@pytest.mark.slow
+def test_precision_sequences_on_parabank_miss_at_most_alpha():
+    """Real third-party data (../shared/data/parabank-eval, 36 systems, every pooled output
+    judged) as the fixed population: 200 adaptive campaigns, per-system ever-miss share at
+    most α + 3 MC SE."""
+    bench = _bench()
+    pop = bench.parabank_population()
+    if pop is None:
+        pytest.skip("../shared/data/parabank-eval is not present")
+    miss = bench.population_study(200, 1, pop=pop, first=4, batch=120)["miss"].mean(axis=0)
+    assert miss.max() <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / 200), miss
