@@ -7,6 +7,10 @@ known): a first round of 20 draws per system drawn by ``--until-decided`` with n
 with ``receval score --intervals anytime`` after the first round and after every later round
 (the *looks*).  Per scenario it prints, with Monte Carlo standard errors over repetitions:
 
+* **population** (the unit-level check, no scoring): 2,000 campaigns of shuffled rounds on one
+  fixed finite population with a known design (:func:`population_study`); per system the
+  share of campaigns whose precision sequence *ever* misses the truth (target ≤ 0.05 + 3 SE),
+  with and without the popularity control variate, popularity predicting right or wrong;
 * **null worlds** (every system the same true precision; teams, shared facts, uneven sizes,
   12 and 40 systems; ranked by precision): the share of repetitions in which *any* look splits
   the systems into more than one tier (target ≤ 0.05 + 2 SE), and the share of (repetition,
@@ -21,9 +25,13 @@ with ``receval score --intervals anytime`` after the first round and after every
   random order), read by the same sequences, at most 24 rounds (not reached: counted at that
   bound, so the mean ratio is an upper bound); the pairs the equal design decides with the
   loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
-  same labels (target ≤ 1.5).
+  same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
+  too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7).
 
-Usage: python bench/anytime.py [--reps R] [--only null12 null40 gradient] [--seed S]
+"Covered at every look" is tallied per system by name (the leaderboard's row order follows
+the ranking and changes between looks).
+
+Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient] [--seed S]
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
 quotes; ``--reps`` raises it.
 """
@@ -33,6 +41,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +113,19 @@ class Loop:
         return True
 
 
+def inside_by_system(board: pd.DataFrame, truth: pd.DataFrame, metric: str, names) -> np.ndarray:
+    """Whether each system of ``names`` (one fixed order for every look) has its true
+    ``metric`` inside its interval on ``board`` (indexed by system; a missing interval is a
+    miss).  The leaderboard's rows follow the ranking, which changes from look to look, so a
+    tally over looks must align by name, not by row (by row it charged one look's miss to
+    another look's system: precision 0.922 -> 0.98 in the 12-system null world)."""
+    rows = board.reindex(names)
+    true = truth[metric].reindex(names).to_numpy(float)
+    lower = rows[f"{metric}_lo"].to_numpy(float)
+    upper = rows[f"{metric}_hi"].to_numpy(float)
+    return (lower - 1e-9 <= true) & (true <= upper + 1e-9)
+
+
 def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8) -> dict:
     config = SimulationConfig(
         systems=systems, queries=max(40, systems * 3), precision_range=(0.5, 0.500001),
@@ -111,6 +133,7 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
     )  # fmt: skip
     world, task = world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")
+    names = list(task.systems)
     split, covered, looks = [], {m: [] for m in METRICS}, []
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=1000 * seed + rep)
@@ -122,9 +145,7 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
             n_looks += 1
             any_split |= board["tier"].astype(str).nunique() > 1
             for m in METRICS:
-                true = truth[m].reindex(board.index).to_numpy()
-                inside = (board[f"{m}_lo"] - 1e-9 <= true) & (true <= board[f"{m}_hi"] + 1e-9)
-                ok[m] &= inside.to_numpy()
+                ok[m] &= inside_by_system(board, truth, m, names)
             if r == rounds or not loop.step(10 * systems, seed=rep, rank_by="precision"):
                 break
         split.append(any_split)
@@ -132,6 +153,18 @@ def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8)
         for m in METRICS:
             covered[m].append(ok[m].mean())  # per repetition: systems of one rep correlate
     return {"split": np.array(split, float), "covered": covered, "looks": looks}
+
+
+def width_ratios(anytime: pd.DataFrame, boot: pd.DataFrame) -> dict[str, float]:
+    """Median over systems of the width anytime / bootstrap per metric (systems whose
+    bootstrap interval has width 0, e.g. a census, left out)."""
+    out = {}
+    for m in METRICS:
+        w_any = (anytime[f"{m}_hi"] - anytime[f"{m}_lo"]).to_numpy(float)
+        w_boot = (boot[f"{m}_hi"] - boot[f"{m}_lo"]).reindex(anytime.index).to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[m] = float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan)))
+    return out
 
 
 def pair_state(task, rank_by: str = "precision", confidence: float = 0.95):
@@ -169,7 +202,9 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int 
     world, task = world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")["precision"]
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
-                                             "equal_at_same", "ratio", "total")}  # fmt: skip
+                                             "equal_at_same", "total")}  # fmt: skip
+    ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
+    judge = judge_table(task, np.random.default_rng(seed))
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=2000 * seed + rep)
         first_seen: dict[tuple[str, str], int] = {}
@@ -189,13 +224,19 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int 
         out["used"].append(used)
         board = loop.look("precision").leaderboard.set_index("system")
         boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
-        w_any = (board["precision_hi"] - board["precision_lo"]).to_numpy()
-        w_boot = (boot["precision_hi"] - boot["precision_lo"]).reindex(board.index).to_numpy()
-        out["ratio"].append(float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan))))
+        for metric, value in width_ratios(board, boot).items():
+            ratios[metric].append(value)
+        # --estimator ppi --intervals anytime on the same labels, with a judge of corr ~0.7
+        judged = with_annotation(loop.task, judge=judge)
+        ppi = receval.score(judged, estimator="ppi", intervals="anytime", rank_by="precision")
+        ratios["ppi precision"].append(
+            width_ratios(ppi.leaderboard.set_index("system"), boot)["precision"]
+        )
         need, same = _equal_design(world, task, pairs, used, seed, rep, per, 3 * rounds)
         out["equal_used"].append(need)
         out["equal_at_same"].append(same)
     out["truth"] = sorted(truth.to_numpy(), reverse=True)
+    out.update({f"ratio {m}": v for m, v in ratios.items()})
     return {k: np.asarray(v, float) for k, v in out.items()}
 
 
@@ -224,6 +265,201 @@ def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
     if np.isnan(need):  # not reached: it needs more than the labels it drew (a lower bound)
         need = -float(len(equal.samples))
     return need, same
+
+
+def judge_table(task, rng: np.random.Generator) -> pd.DataFrame:
+    """An automatic judge over the pooled facts: logistic((2y − 1) + N(0, 1)), correlation
+    with the truth y about 0.7."""
+    facts = task.facts
+    pooled = np.flatnonzero(facts["in_pool"].to_numpy(bool))
+    truth = task.truth.set_index("fact")["value"].reindex(pooled).fillna(0).to_numpy() > 0
+    z = (2.0 * truth - 1.0) + rng.normal(size=pooled.size)
+    frame = facts.iloc[pooled]
+    return pd.DataFrame({"query_id": frame["query_id"].to_numpy(),
+                         "answer": frame["answer"].to_numpy(),
+                         "judge_score": 1.0 / (1.0 + np.exp(-z))})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Population:
+    """A fixed finite world for the unit-level check: F facts with labels, m systems (``member``
+    (F, m): fact in X_i), a known design ``p`` (F, m) (system j's draw probabilities over X_j)
+    and the precision target ``target`` (F, m) (1/|X_i| on X_i)."""
+
+    label: np.ndarray
+    member: np.ndarray
+    p: np.ndarray
+    target: np.ndarray
+
+    @property
+    def precision(self) -> np.ndarray:
+        return (self.target * self.label[:, None]).sum(axis=0)
+
+
+def finite_population(
+    rng: np.random.Generator, facts: int = 150, systems: int = 5, popular: str = "right"
+) -> Population:
+    """Overlapping output sets of 15–60 facts, precisions spread, and a design that makes the
+    weights uneven: system j draws a fact with weight 1 or (its correct facts, for the even
+    systems) 0.15, so some correct facts carry importance weights ~7x the typical one.
+    Facts output by several systems are correct with probability 0.85 (``popular="right"``)
+    or 0.15 (``"wrong"``: the popularity control variate then predicts the wrong way), the
+    others with 0.5."""
+    member = np.zeros((facts, systems), bool)
+    for j in range(systems):
+        member[rng.choice(facts, size=int(rng.integers(15, 61)), replace=False), j] = True
+    shared = member.sum(axis=1) > 1
+    p_right = np.where(shared, 0.85 if popular == "right" else 0.15, 0.5)
+    label = (rng.random(facts) < p_right).astype(float)
+    rare = (label[:, None] > 0) & (np.arange(systems)[None, :] % 2 == 0)
+    weight = np.where(member, np.where(rare, 0.15, 1.0), 0.0)
+    p = weight / weight.sum(axis=0)
+    target = member / member.sum(axis=0)
+    return Population(label, member, p, target)
+
+
+PARABANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "parabank-eval"
+
+
+def parabank_population(threshold: float = 70.0) -> Population | None:
+    """Real third-party data as the fixed population: ParaBank-Eval's 36 systems' pooled
+    paraphrases (a fact: one candidate of one reference; X_j: the candidates system j output;
+    correct: mean human score >= ``threshold``), every system drawing uniformly from its own
+    outputs.  None when ``../shared/data/parabank-eval`` is absent."""
+    import gzip
+
+    path = PARABANK / "candidates.tsv.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = pd.read_csv(fh, sep="\t", quoting=3, keep_default_na=False, na_values=[""])
+    raw["score"] = raw["human_score"].fillna(0.0)
+    items = raw.groupby(["ref_id", "candidate"], sort=True).agg(
+        score=("score", "mean"), sys_id=("sys_id", "first")
+    )
+    systems = items["sys_id"].astype(str).str.split()
+    names = sorted({s for row in systems for s in row})
+    code = {name: j for j, name in enumerate(names)}
+    member = np.zeros((len(items), len(names)), bool)
+    for x, row in enumerate(systems):
+        member[x, [code[s] for s in row]] = True
+    label = (items["score"].to_numpy(float) >= threshold).astype(float)
+    target = member / member.sum(axis=0)
+    return Population(label, member, target.copy(), target)
+
+
+def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, batch: int = 40,
+                      floor: float = 0.2) -> dict:  # fmt: skip
+    """One stream of until-decided-style rounds on ``pop``: a first round of ``first`` draws per
+    system, then rounds of ``batch`` whose focus counts *chase* the systems that currently look
+    best (a data-dependent rule that, without the anytime machinery, biases the leaders up),
+    each round with a floor share drawn from q₀ and written in a random order.  Returns the
+    stream's arrays (the real :func:`receval.estimators.anytime.shuffled_round` gives q_k and
+    the ranges)."""
+    from receval.estimators.anytime import shuffled_round
+    from receval.estimators.anytime_control import popularity_strata, stratum_kappa
+    from receval.until_decided import allocate
+
+    F, m = pop.p.shape
+    fact_of, sys_of = np.nonzero(pop.member)
+    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
+    ratio = pop.p[fact_of, sys_of] / pop.target[fact_of, sys_of]
+    kappa_b = stratum_kappa(ratio, sys_of, strata.of_fact[fact_of], m)
+    kappa = np.where(strata.mass.T > 0, kappa_b, np.inf).min(axis=0)
+    kappa_ext = np.zeros((m, m + 1))
+    kappa_ext[np.arange(m), np.arange(m)] = kappa
+    kappa_ext[:, m] = kappa / m
+    kappa_b_ext = np.zeros((kappa_b.shape[0], m, m + 1))
+    kappa_b_ext[:, np.arange(m), np.arange(m)] = kappa_b
+    kappa_b_ext[:, :, m] = kappa_b / m
+    alive = np.ones(m, bool)
+    pool_min = float(pop.p.sum(axis=1)[pop.member.any(axis=1)].min())
+    parts: dict[str, list] = {"fact": [], "q": [], "own": [], "own_b": [], "horizon": []}
+    total = 0
+    for r in range(rounds):
+        n = first * m if r == 0 else batch
+        n_floor = max(1, round(floor * n))
+        if r == 0:
+            focus = allocate(np.ones(m), n - n_floor)
+        else:
+            fact, q = np.concatenate(parts["fact"]), np.concatenate(parts["q"])
+            est = (pop.target[fact] * (pop.label[fact] / q)[:, None]).mean(axis=0)
+            focus = allocate(np.maximum(est - np.median(est), 0.0) + 0.02, n - n_floor)
+        src = np.concatenate([np.repeat(np.arange(m), focus),
+                              np.full(n_floor, m)])  # fmt: skip
+        whose = np.where(src < m, src, rng.integers(0, m, size=n))
+        cum = np.cumsum(pop.p, axis=0)
+        fact = np.minimum((cum[:, whose] < rng.random(n)[None, :]).sum(axis=0), F - 1)
+        order = rng.permutation(n)
+        src, fact = src[order], fact[order]
+        p_ext = np.concatenate([pop.p[fact], pop.p[fact].sum(axis=1, keepdims=True) / m], axis=1)
+        out = shuffled_round(p_ext, kappa_ext, src, alive, m, pool_min, kappa_b_ext)
+        total += n
+        parts["fact"].append(fact)
+        parts["q"].append(out["q"])
+        parts["own"].append(out["own"])
+        parts["own_b"].append(out["own_b"])
+        parts["horizon"].append(np.full((n, m), float(total)))
+    out = {k: np.concatenate(v) for k, v in parts.items()}
+    out["stratum"] = strata.of_fact[out["fact"]]
+    out["mass"] = strata.mass
+    return out
+
+
+def population_study(
+    streams: int, seed: int, alpha: float = 0.05, control: bool = True, popular: str = "right",
+    judge: str | None = None, widths: bool = False, pop: Population | None = None, **kw,
+) -> dict:  # fmt: skip
+    """The unit-level check of the precision sequences: ``streams`` independent campaigns on
+    one fixed finite population (:func:`finite_population`, :func:`population_stream`), and
+    per system the share of campaigns whose sequence ever excludes the true precision (the
+    error of the worst stopping rule; must be <= alpha + MC error).  ``control``: the terms
+    with the popularity control variate (what ``--intervals anytime`` uses), else the plain
+    ones; ``popular``: whether popular facts are more often right (``right``) or wrong;
+    ``judge`` (``strong``, ``inverted``): the control is an automatic judge's score instead
+    (``--estimator ppi``), a noisy copy of the label or its opposite.  Also returns each
+    campaign's final-step width at α per system (``width``)."""
+    from receval.estimators.anytime import precision_streams, sequence_bets
+    from receval.estimators.anytime_control import (
+        controlled_precision_streams,
+        judge_control,
+        popularity_strata,
+    )
+    from receval.estimators.betting import BettingStreams, confidence_bounds, rejected
+
+    rng = np.random.default_rng(seed)
+    pop = finite_population(rng, popular=popular) if pop is None else pop
+    m = pop.p.shape[1]
+    runs = [population_stream(pop, rng, **kw) for _ in range(streams)]
+    control_of = {}
+    if judge is not None:
+        noisy = np.clip(0.5 + 0.7 * (pop.label - 0.5) + rng.normal(0, 0.15, pop.label.size), 0, 1)
+        score = noisy if judge == "strong" else 1.0 - noisy
+        fact_of, sys_of = np.nonzero(pop.member)
+        t_rows = pop.target[fact_of, sys_of]
+        strata = popularity_strata(fact_of, sys_of, t_rows, m)
+        control_of = {"judge": judge_control(score, fact_of, sys_of, t_rows, strata, m)}
+    parts = [
+        controlled_precision_streams(
+            pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"], r["own_b"],
+            r["stratum"], r["mass"],
+            (score[r["fact"]], control_of["judge"]) if control_of else None,
+        ) if control else
+        precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"])
+        for r in runs
+    ]  # fmt: skip
+    stacked = BettingStreams(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
+        "u", "v", "lo0", "lo1", "hi0", "hi1", "active")))  # fmt: skip
+    horizon = np.concatenate([r["horizon"].T for r in runs])
+    bets = sequence_bets(stacked, alpha, horizon)
+    truth = np.tile(pop.precision, streams)
+    miss = rejected(stacked, bets, truth, alpha).reshape(streams, m)
+    out = {"miss": miss, "precision": pop.precision, "alpha": alpha}
+    if widths:
+        lo, hi = confidence_bounds(stacked, [alpha], alpha_bets=alpha, prior_mean=0.5,
+                                   horizon=horizon, prior_scale=0.5, iterations=16)  # fmt: skip
+        out["width"] = (hi[0] - lo[0]).reshape(streams, m)
+    return out
 
 
 def _share(x) -> tuple[float, float]:
@@ -273,9 +509,39 @@ def _print_gradient(out: dict, reps: int) -> None:
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
     )
+    for metric in (*METRICS, "ppi precision"):
+        target = " (target <= 1.5)" if metric == "precision" else ""
+        print(
+            f"  final-look width anytime / bootstrap ({metric}, median over systems): "
+            f"{_mean_se(out[f'ratio {metric}'])}{target}"
+        )
+
+
+def _print_population(streams: int, seed: int) -> None:
+    """The unit-level check, with and without the control variate, popularity predicting
+    correctness or its opposite."""
+    se = np.sqrt(0.05 * 0.95 / streams)
+    print(f"population: {streams} campaigns per row, alpha 0.05, MC SE of a 0.05 share {se:.4f}")
+    for control in (True, False):
+        for popular in ("right", "wrong"):
+            miss = population_study(streams, seed, control=control, popular=popular)["miss"]
+            share = miss.mean(axis=0)
+            verdict = "PASS" if share.max() <= 0.05 + 3 * se else "FAIL"
+            print(
+                f"  {'control' if control else 'plain  '} popular={popular}: ever-miss share "
+                f"per system {np.round(share, 4).tolist()} {verdict}"
+            )
+    real = parabank_population()
+    if real is None:
+        print("  parabank-eval: ../shared/data/parabank-eval absent, skipped")
+        return
+    n = min(streams, 400)
+    se = np.sqrt(0.05 * 0.95 / n)
+    miss = population_study(n, seed, pop=real, first=4, batch=120)["miss"].mean(axis=0)
+    verdict = "PASS" if miss.max() <= 0.05 + 3 * se else "FAIL"
     print(
-        f"  final-look width anytime / bootstrap (precision, median over systems): "
-        f"{_mean_se(out['ratio'])}"
+        f"  parabank-eval (real, {real.p.shape[1]} systems, {n} campaigns, SE {se:.4f}): "
+        f"ever-miss share max {miss.max():.4f}, mean {miss.mean():.4f} {verdict}"
     )
 
 
@@ -283,13 +549,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", nargs="*", default=["null12", "null40", "gradient"])
+    parser.add_argument("--only", nargs="*", default=["population", "null12", "null40", "gradient"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         for name in args.only:
             start = time.process_time()
-            if name.startswith("null"):
+            if name == "population":
+                _print_population(args.reps or 2000, args.seed)
+            elif name.startswith("null"):
                 m = int(name[4:])
                 reps = args.reps or (30 if m <= 12 else 10)
                 out = null_study(m, reps, args.seed, where)

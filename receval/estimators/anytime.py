@@ -30,6 +30,10 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
 * precision π_i: Z_k = t_i f/q_k has conditional mean π_i whenever q_k covers X_i (its own
   sampler or the floor still has draws; otherwise the draw is skipped for system i, a
   predictable decision).  Range [0, 1/Σ_s (r_s/r) κ_is] with κ_is = min_{X_i} p_s/t_i.
+  The sequences use Z_k with a predictable control variate subtracted (the share of correct
+  labels among earlier draws of the fact's popularity stratum, or with ``--estimator ppi`` the
+  judge's score, each with its exact mean over X_i): same conditional mean, about half the
+  variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`).
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
   or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
@@ -60,6 +64,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from receval.estimators.anytime_control import controlled_precision_streams
 from receval.estimators.betting import BettingStreams, confidence_bounds
 from receval.estimators.intervals import Estimates, IntervalMethod
 from receval.leaderboard import Comparisons
@@ -108,6 +113,11 @@ class Stream:
     pool_horizon: np.ndarray
     shuffled_rounds: int = 0
     legacy_rounds: int = 0
+    #: per stratum of popularity (:mod:`receval.estimators.anytime_control`): the coverage
+    #: own_ib (K, m, STRATA), each draw's stratum (K,) and each system's target mass (m, STRATA)
+    own_b: np.ndarray | None = None
+    stratum: np.ndarray | None = None
+    mass: np.ndarray | None = None
 
     @property
     def P(self) -> int:
@@ -121,17 +131,27 @@ class _Design:
     at_drawn: np.ndarray
     kappa: np.ndarray
     pool_min: float
+    kappa_b: np.ndarray  # (STRATA, m) κ_ib = min over X_i ∩ stratum b of p_i/t_i
 
 
-def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> _Design:
+def _output_arrays(view: Task, data: SampleData):
+    """Each output row's target t_i, system code and fact, and the popularity strata."""
+    from receval.estimators.anytime_control import popularity_strata
     from receval.estimators.sample_data import query_targets
     from receval.formats.coded import codes_in
 
     outputs = view.outputs
-    s_all = np.asarray(probabilities(design), float)
     t_all = query_targets(view, data.target_kind).to_numpy()
     sys_codes = codes_in(outputs["system"], pd.Index(data.systems)).astype(np.int64)
     facts = outputs["fact"].to_numpy(np.int64)
+    return t_all, sys_codes, facts, popularity_strata(facts, sys_codes, t_all, data.m)
+
+
+def _design_arrays(rows, probabilities, data: SampleData, design: str) -> _Design:
+    from receval.estimators.anytime_control import stratum_kappa
+
+    t_all, sys_codes, facts, strata = rows
+    s_all = np.asarray(probabilities(design), float)
     m = data.m
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(t_all > 0, s_all / t_all, np.inf)
@@ -144,7 +164,8 @@ def _design_arrays(view: Task, probabilities, data: SampleData, design: str) -> 
     near = np.flatnonzero(np.isin(facts, data.facts))
     at_drawn = np.zeros((data.facts.size, m))
     at_drawn[np.searchsorted(data.facts, facts[near]), sys_codes[near]] = s_all[near]
-    return _Design(at_drawn, kappa, pool_min)
+    kappa_b = stratum_kappa(ratio, sys_codes, strata.of_fact[facts], m)
+    return _Design(at_drawn, kappa, pool_min, kappa_b)
 
 
 def build_stream(task: Task, data: SampleData) -> Stream:
@@ -155,7 +176,8 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     from receval.estimators.sample_data import design_probabilities
 
     view, probabilities, _ = design_probabilities(task, True)
-    designs = {d: _design_arrays(view, probabilities, data, d) for d in set(data.sampler_design)}
+    rows = _output_arrays(view, data)
+    designs = {d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)}
     m, K = data.m, data.K
     alive = data.sizes > 0
     ctx = _RoundContext(
@@ -169,7 +191,8 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     rounds = data.sampler_round[data.draw_sampler] if K else np.zeros(0, np.int64)
     source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
     parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
-                              ("fact", "label", "shuffled_rounds", "legacy_rounds")}  # fmt: skip
+                              ("fact", "label", "shuffled_rounds", "legacy_rounds", "stratum",
+                               "mass")}  # fmt: skip
     parts["draw"] = []
     drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
@@ -186,6 +209,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
         piece["draw"] = idx
         for key, value in piece.items():
             parts[key].append(value)
+    strata = rows[3]
     if not parts["draw"]:
         e = np.zeros(0)
         return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
@@ -193,9 +217,11 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     draw = cat.pop("draw")
     n_rounds = int(np.unique(rounds).size)
+    fact = data.draw_fact[draw]
     return Stream(
-        fact=data.draw_fact[draw], label=data.label[data.draw_fact[draw]], **cat,
+        fact=fact, label=data.label[fact], **cat,
         shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
+        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass,
     )  # fmt: skip
 
 
@@ -209,37 +235,60 @@ class _RoundContext:
 
 
 def _source_probabilities(ctx: _RoundContext, idx, src):
-    """p_s at every draw of the round for every source s (n, m + 1) and κ_is (m, m + 1)."""
+    """p_s at every draw of the round for every source s (n, m + 1), κ_is (m, m + 1) and
+    κ_isb per popularity stratum (STRATA, m, m + 1)."""
     data, m = ctx.data, ctx.data.m
     fact = data.draw_fact[idx]
     p_ext = np.zeros((idx.size, m + 1))
     kappa_ext = np.zeros((m, m + 1))
+    kappa_b_ext = None
     for s_id, name in _source_designs(data, idx, src, None, m).items():
         d = ctx.designs[name]
+        if kappa_b_ext is None:
+            kappa_b_ext = np.zeros((d.kappa_b.shape[0], m, m + 1))
         if s_id < m:
             p_ext[:, s_id] = d.at_drawn[fact, s_id]
             kappa_ext[s_id, s_id] = d.kappa[s_id]
+            kappa_b_ext[:, s_id, s_id] = d.kappa_b[:, s_id]
         else:
             p_ext[:, m] = d.at_drawn[fact].sum(axis=1) / ctx.m_alive
             kappa_ext[:, m] = d.kappa / ctx.m_alive
-    return p_ext, kappa_ext
+            kappa_b_ext[:, :, m] = d.kappa_b / ctx.m_alive
+    return p_ext, kappa_ext, kappa_b_ext
 
 
 def _shuffled_round(ctx: _RoundContext, idx, src) -> dict:
-    """A round written in a uniformly random order: the k-th draw comes from the mixture of
-    the sources still to come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term."""
-    m, n = ctx.data.m, idx.size
-    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    """A round written in a uniformly random order (:func:`shuffled_round`)."""
+    p_ext, kappa_ext, kappa_b_ext = _source_probabilities(ctx, idx, src)
+    return shuffled_round(p_ext, kappa_ext, src, ctx.alive, ctx.m_alive, ctx.pool_min, kappa_b_ext)
+
+
+def shuffled_round(
+    p_ext, kappa_ext, src, alive, m_alive: int, pool_min: float, kappa_b_ext=None
+) -> dict:
+    """The step arrays of a round written in a uniformly random order: given every earlier
+    draw (facts and sources), the k-th draw comes from the mixture of the sources still to
+    come, q_k = Σ_s (r_s/r) p_s; one step per draw for every term.
+
+    ``p_ext`` (n, m + 1) is p_s at each draw for every source s (column m: the floor's q₀),
+    ``kappa_ext`` (m, m + 1) κ_is = min over X_i of p_s/t_i, ``src`` (n,) each draw's source.
+    Returns ``q`` (n,), ``own`` (n, m) = Σ_s (r_s/r) κ_is (the precision term t_i f/q_k is at
+    most 1/own), the pool step arrays and ``active_steps`` (m,); with ``kappa_b_ext``
+    (B, m, m + 1), κ_isb per stratum b, also ``own_b`` (n, m, B) = Σ_s (r_s/r) κ_isb."""
+    n, m = src.size, kappa_ext.shape[0]
     onehot = np.zeros((n, m + 1))
     onehot[np.arange(n), src] = 1.0
     remaining = onehot.sum(axis=0)[None, :] - (np.cumsum(onehot, axis=0) - onehot)
     frac = remaining / (n - np.arange(n))[:, None]
     q = (frac * p_ext).sum(axis=1)
-    share = frac[:, :m][:, ctx.alive] + frac[:, m][:, None] / ctx.m_alive
-    cover = share.min(axis=1) * ctx.pool_min if ctx.alive.any() else np.zeros(n)
-    return {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
-            "pool_step": np.arange(n), "pool_sigma": q,
-            "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+    share = frac[:, :m][:, alive] + frac[:, m][:, None] / m_alive
+    cover = share.min(axis=1) * pool_min if alive.any() else np.zeros(n)
+    out = {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
+           "pool_step": np.arange(n), "pool_sigma": q,
+           "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
+    if kappa_b_ext is not None:
+        out["own_b"] = np.einsum("ns,bis->nib", frac, kappa_b_ext)
+    return out
 
 
 def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
@@ -247,12 +296,13 @@ def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
     own source's p_s (precision: its own system's term only); pool terms go by batches, the
     l-th draw of every source, with σ_l = Σ_{s ∈ batch} p_s."""
     m, n = ctx.data.m, idx.size
-    p_ext, kappa_ext = _source_probabilities(ctx, idx, src)
+    p_ext, kappa_ext, kappa_b_ext = _source_probabilities(ctx, idx, src)
     q = p_ext[np.arange(n), src]
     own = np.zeros((n, m))
-    own[np.arange(n), np.minimum(src, m - 1)] = np.where(
-        src < m, kappa_ext[np.minimum(src, m - 1), src], 0
-    )
+    sys = np.minimum(src, m - 1)
+    own[np.arange(n), sys] = np.where(src < m, kappa_ext[sys, src], 0)
+    own_b = np.zeros((n, m, kappa_b_ext.shape[0]))
+    own_b[np.arange(n), sys] = np.where((src < m)[:, None], kappa_b_ext[:, sys, src].T, 0)
     counts = np.bincount(src, minlength=m + 1)
     order = np.argsort(src, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -263,7 +313,7 @@ def _legacy_round(ctx: _RoundContext, idx, src) -> dict:
     sigma = (p_ext * member[rank]).sum(axis=1)
     everyone = member[:, :m][:, ctx.alive].all(axis=1) if ctx.alive.any() else np.zeros(L, bool)
     cover = ctx.pool_min * (everyone + member[:, m] / ctx.m_alive)
-    return {"q": q, "own": own, "active_steps": counts[:m].astype(float),
+    return {"q": q, "own": own, "own_b": own_b, "active_steps": counts[:m].astype(float),
             "pool_step": rank, "pool_sigma": sigma, "pool_cover": cover,
             "pool_size": member.sum(axis=1).astype(float)}  # fmt: skip
 
@@ -333,9 +383,13 @@ def _levels(alpha: float, m: int) -> list[float]:
     return sorted({alpha, alpha / 2, alpha / 3, alpha / m, alpha / (3 * m)})
 
 
-def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBounds:
+def anytime_bounds(
+    task: Task, data: SampleData, confidence: float, judge: bool = False
+) -> AnytimeBounds:
     """Every confidence sequence the leaderboard needs (module docstring), at the levels α,
-    α/2, α/3, α/m and α/(3m)."""
+    α/2, α/3, α/m and α/(3m).  ``judge``: the precision terms take the task's judge scores
+    as their control (prediction-powered, :mod:`receval.estimators.anytime_control`) instead
+    of the popularity shares."""
     alpha = 1.0 - confidence
     m = data.m
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
@@ -343,11 +397,15 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = data.target[st.fact] * np.where(st.q > 0, st.label / st.q, 0.0)[:, None]  # (K, m)
-        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
         weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
         pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
-    precision = BettingStreams.of_means(z.T, high.T, (st.own > 0).T)
+    if st.own_b is None:  # nothing drawn
+        precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
+    else:
+        control = _judge_terms(task, data, st) if judge else None
+        precision = controlled_precision_streams(
+            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass, control
+        )
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
@@ -366,6 +424,38 @@ def anytime_bounds(task: Task, data: SampleData, confidence: float) -> AnytimeBo
                                    pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+def _judge_terms(task: Task, data: SampleData, st: Stream):
+    """(the judge's score at each step's fact, :class:`JudgeControl`) of ``task``."""
+    from receval.estimators.anytime_control import judge_control
+    from receval.estimators.sample_data import design_probabilities
+    from receval.judge import fact_scores
+
+    scores, _ = fact_scores(task)
+    view = design_probabilities(task, True)[0]
+    t_all, sys_codes, facts, strata = _output_arrays(view, data)
+    control = judge_control(scores, facts, sys_codes, t_all, strata, data.m)
+    return scores[data.facts[st.fact]], control
+
+
+def precision_streams(target, label, q, own) -> BettingStreams:
+    """Every system's precision stream (m streams of K steps): the term t_i(x_k) f(x_k)/q_k
+    with its range [0, 1/own_ki]; a step with own = 0 (X_i not covered) is skipped.
+    ``target`` (K, m) is t_i at each drawn fact, ``label`` (K,) f, ``q`` (K,) and ``own``
+    (K, m) as in :class:`Stream`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = target * np.where(q > 0, label / q, 0.0)[:, None]
+        high = np.where(own > 0, 1.0 / own, 0.0)
+    return BettingStreams.of_means(z.T, high.T, (own > 0).T)
+
+
+def sequence_bets(streams, alpha, horizon, prior=0.5, scale=None) -> np.ndarray:
+    """The bets :func:`_bounds` uses for ``streams`` (tests and bench/anytime.py check the
+    sequences with them at the true value)."""
+    from receval.estimators.betting import plugin_bets
+
+    return plugin_bets(streams, alpha, prior, horizon, prior if scale is None else scale)
 
 
 def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
@@ -446,6 +536,25 @@ def draw_stream_floor(ctx: ScoringContext) -> int:
     return int(_floor_probabilities(samples)[ctx.data.draw_row].sum())
 
 
+CONTROL_POPULAR = (
+    "precision terms with a predictable control variate: the share of correct labels among "
+    "earlier draws of the fact's popularity stratum (1, 2, >=3 systems), exact mean over the "
+    "system's outputs, coefficient regressed on earlier steps (anytime_control)"
+)
+CONTROL_JUDGE = (
+    "prediction-powered precision terms: the judge's score as a control variate with its "
+    "exact mean over the system's outputs, coefficient regressed on earlier steps only "
+    "(predictable; anytime_control)"
+)
+
+
+def _judged(options: Any) -> bool:
+    """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
+    from receval.estimators.registry import get_estimator
+
+    return bool(getattr(get_estimator(options.estimator), "uses_judge", False))
+
+
 class AnytimeIntervals(IntervalMethod):
     """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
 
@@ -468,9 +577,10 @@ class AnytimeIntervals(IntervalMethod):
             raise ValueError("cluster_queries applies to the bootstrap, not to intervals='anytime'")
 
     def label(self, options: Any, B: int | None) -> str:
+        judged = ", prediction-powered precision" if _judged(options) else ""
         return (
             f"anytime betting confidence sequence {options.confidence:.0%} "
-            "(Waudby-Smith & Ramdas 2024), valid at every look"
+            f"(Waudby-Smith & Ramdas 2024){judged}, valid at every look"
         )
 
     def record(self, ctx: ScoringContext) -> dict:
@@ -503,6 +613,7 @@ class AnytimeIntervals(IntervalMethod):
                 "draws": data.K,
                 "floor_draws": floor,
                 "points": f"{ctx.options.estimator} estimator (the sequences do not use it)",
+                "precision_control": CONTROL_JUDGE if _judged(ctx.options) else CONTROL_POPULAR,
             },
             "ranking": {
                 "procedure": "anytime",
@@ -518,7 +629,10 @@ class AnytimeIntervals(IntervalMethod):
     def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
         """The sequences of ``ctx`` (computed once per context)."""
         if self._cached is None or self._cached[0] is not ctx:
-            self._cached = (ctx, anytime_bounds(ctx.task, ctx.data, ctx.options.confidence))
+            bounds = anytime_bounds(
+                ctx.task, ctx.data, ctx.options.confidence, judge=_judged(ctx.options)
+            )
+            self._cached = (ctx, bounds)
         return self._cached[1]
 
     def estimate(self, ctx, run, metric, bounds=(0.0, 1.0)) -> Estimates:

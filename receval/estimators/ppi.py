@@ -567,6 +567,8 @@ class PPIEstimator(Estimator):
     #: the joint estimator's --precision-form choice (unbiased sum or self-normalised ratio),
     #: made on the same human terms, applies to the corrected precision too
     precision_forms: ClassVar[bool] = True
+    #: the anytime sequences take the judge's scores as their precision control
+    uses_judge: ClassVar[bool] = True
 
     def check(self, task, options: Any) -> None:
         if task is None or getattr(task, "judge", None) is None or not len(task.judge):
