@@ -356,8 +356,8 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
     each round with a floor share drawn from q₀ and written in a random order.  Returns the
     stream's arrays (the real :func:`receval.estimators.anytime.shuffled_round` gives q_k and
     the ranges)."""
-    from receval.estimators.anytime import shuffled_round
     from receval.estimators.anytime_control import popularity_strata, stratum_kappa
+    from receval.estimators.anytime_stream import shuffled_round
     from receval.until_decided import allocate
 
     F, m = pop.p.shape

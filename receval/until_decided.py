@@ -39,7 +39,7 @@ import pandas as pd
 
 from receval.design import SampleRound, draw_precision_samples, facts_to_annotate, next_round_name
 from receval.errors import OptionError
-from receval.estimators.anytime import MIXTURE_COLUMN
+from receval.estimators.anytime_stream import MIXTURE_COLUMN
 
 #: share of each batch drawn from the uniform floor mixture q₀
 FLOOR_SHARE = 0.2

@@ -168,7 +168,7 @@ def pooled_recall_terms(task, data, stream) -> SystemTerms:
 
 def system_terms(task, data, metric: str) -> SystemTerms:
     """The terms of ``metric`` (precision, pooled_recall or recall) on the task's stream."""
-    from receval.estimators.anytime import build_stream
+    from receval.estimators.anytime_stream import build_stream
 
     if metric not in PAIRED:
         raise ValueError(f"no paired anytime terms for {metric!r}")
