@@ -825,10 +825,12 @@ def judge_audit(ctx: ScoringContext, judge: JudgeTotals, run: Any) -> dict[str, 
         return float(np.corrcoef(a, b)[0, 1])
 
     own = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var_ppi = np.nanvar(run.replicates["precision"], axis=0)
-        var_joint = np.nanvar(run.replicates["precision_unbiased"], axis=0)
-        worth = own * (var_joint / var_ppi - 1.0)
+    worth = np.full(data.m, np.nan)  # no replicates (e.g. --intervals anytime): not measured
+    if len(run.replicates["precision"]) > 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var_ppi = np.nanvar(run.replicates["precision"], axis=0)
+            var_joint = np.nanvar(run.replicates["precision_unbiased"], axis=0)
+            worth = own * (var_joint / var_ppi - 1.0)
     systems = {}
     for i, name in enumerate(data.systems):
         mine = data.member[scored, i]
