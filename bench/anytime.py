@@ -22,7 +22,7 @@ with ``receval score --intervals anytime`` after the first round and after every
   pairs the loop decides (paired sequences, Holm, closure) and the labels drawn when it decided
   the last of them; the labels a fixed equal design needs to decide the same pairs — the same
   first round, then equal rounds of the same size drawn like ``--until-decided``'s (floor share,
-  random order), read by the same sequences, at most 24 rounds (not reached: counted at that
+  random order), read by the same sequences, at most ``--equal-rounds`` rounds (not reached: counted at that
   bound, so the mean ratio is an upper bound); the pairs the equal design decides with the
   loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
   same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
@@ -189,7 +189,9 @@ def _better_pairs(task) -> set[tuple[str, str]]:
 GRADIENT = {"systems": 12, "queries": 50, "precision": (0.35, 0.80)}
 
 
-def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int = 30) -> dict:
+def gradient_study(
+    reps: int, seed: int, where: Path, rounds: int = 8, per: int = 30, equal_rounds: int = 24
+) -> dict:
     """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
     system, ranked by precision) against a fixed equal design read by the same sequences (the
     same first round, then equal rounds of the same size, random order, same floor)."""
@@ -232,7 +234,7 @@ def gradient_study(reps: int, seed: int, where: Path, rounds: int = 8, per: int 
         ratios["ppi precision"].append(
             width_ratios(ppi.leaderboard.set_index("system"), boot)["precision"]
         )
-        need, same = _equal_design(world, task, pairs, used, seed, rep, per, 3 * rounds)
+        need, same = _equal_design(world, task, pairs, used, seed, rep, per, equal_rounds)
         out["equal_used"].append(need)
         out["equal_at_same"].append(same)
     out["truth"] = sorted(truth.to_numpy(), reverse=True)
@@ -549,6 +551,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--equal-rounds", type=int, default=24, help="rounds the equal design may draw (gradient)"
+    )
     parser.add_argument("--only", nargs="*", default=["population", "null12", "null40", "gradient"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -577,7 +582,7 @@ def main() -> None:
                     )
             else:
                 reps = args.reps or 12
-                out = gradient_study(reps, args.seed, where)
+                out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds)
                 _print_gradient(out, reps)
             print(f"  CPU {time.process_time() - start:.0f} s")
 
