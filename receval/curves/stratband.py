@@ -496,22 +496,12 @@ class StratBand:
         c_head: float,
         known: Labels,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Integer bounds C⁻(b_j) ≤ C(b_j) ≤ C⁺(b_j), tightened across knots (on the event E)."""
-        b = np.concatenate([[head], bounds]).astype(np.float64)
-        pos, neg = _known_counts(known, head, b)
-        lo = np.concatenate([[c_head], np.maximum(c_hat - half, c_head + pos[1:])])
-        hi = np.concatenate([[c_head], np.minimum(c_hat + half, c_head + (b[1:] - head) - neg[1:])])
-        # C − P (positives among unlabelled ranks) and (b − Q) − C (negatives among unlabelled
-        # ranks) are non-decreasing, P and Q the labelled positives/negatives up to b.
-        free = b - neg
-        for _ in range(2):
-            lo = np.maximum.accumulate(lo - pos) + pos
-            lo = np.maximum(lo, np.maximum.accumulate((lo - free)[::-1])[::-1] + free)
-            hi = np.minimum.accumulate((hi - pos)[::-1])[::-1] + pos
-            hi = np.minimum(hi, np.minimum.accumulate(hi - free) + free)
-        if np.all((known.labels == 0) | (known.labels == 1)):  # C is an integer count
-            return np.ceil(lo - 1e-9), np.floor(hi + 1e-9)
-        return lo, hi  # half labels (merged ties) make C fractional: no rounding
+        """Integer bounds C⁻(b_j) ≤ C(b_j) ≤ C⁺(b_j), tightened across knots (on the event E):
+        :func:`tighten_counts` (half labels from merged ties make C fractional: no rounding)."""
+        knots = np.concatenate([[head], bounds]).astype(np.int64)
+        lo = np.concatenate([[c_head], c_hat - half])
+        hi = np.concatenate([[c_head], c_hat + half])
+        return tighten_counts(lo, hi, knots, head, known)
 
     def _steps(
         self,
@@ -639,12 +629,6 @@ def known_between(known: Labels, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     hi = np.maximum(hi, lo)
     pos = cum[hi] - cum[lo]
     return pos, (hi - lo) - pos
-
-
-def _known_counts(known: Labels, head: int, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positives, negatives) among labelled ranks in (head, b_j] for each knot b_j."""
-    a = np.full(b.shape, head, dtype=np.int64)
-    return known_between(known, a, b.astype(np.int64))
 
 
 def tighten_counts(
