@@ -13,9 +13,27 @@ or through the ``bundle`` fixture (the default bundle, untouched).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def load_bench(name: str) -> ModuleType:
+    """The benchmark script ``bench/<name>.py`` as a module (loaded once; registered in
+    ``sys.modules`` because dataclasses look their module up there)."""
+    key = f"bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
 
 #: The default bundle: file name -> content.  Three queries, two systems of two teams, one
 #: duplicated output row (A outputs "Paris" twice, with scores 0.9 and 0.4), a fact output by both

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_bench
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "validity.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("validity", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["validity"] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("validity")
 
 
 @pytest.mark.slow

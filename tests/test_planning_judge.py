@@ -4,14 +4,13 @@ correlation with the labels (receval.planning.judge_factor)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import load_bench
 
 from receval.cli import cli
 from receval.planning import adaptive_sample_sizes, expected_widths, judge_factor
@@ -22,11 +21,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "ppi.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ppi", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_ppi"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("ppi")
 
 
 @pytest.fixture(scope="module")

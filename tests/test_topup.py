@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 from receval.design import new_sample_round
 from receval.estimators.annotators import expected_labels, label_replicates
@@ -33,11 +32,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(name)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import load_bench
 
 from receval.cli import cli
 from receval.formats.bundle import append_rows
@@ -120,16 +121,9 @@ def test_api_checks_batch_and_confidence(spread_task):
 def test_null_world_over_eight_looks_keeps_tiers_and_coverage(tmp_path):
     """bench/anytime.py's null study on a short run: 12 systems of equal precision, a first
     until-decided round and 8 more, scored after every round."""
-    import importlib.util
     import math
-    import sys
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "anytime.py"
-    spec = importlib.util.spec_from_file_location("bench_anytime", path)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_anytime"] = bench
-    spec.loader.exec_module(bench)
+    bench = load_bench("anytime")
     reps = 8
     out = bench.null_study(12, reps, 2, tmp_path)
     assert out["split"].mean() <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
@@ -142,15 +136,8 @@ def test_null_world_over_eight_looks_keeps_tiers_and_coverage(tmp_path):
 def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
     """bench/anytime.py's gradient study, short: no decided pair is wrongly ordered, and the
     equal design needs more labels than the loop for the loop's pairs."""
-    import importlib.util
-    import sys
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "anytime.py"
-    spec = importlib.util.spec_from_file_location("bench_anytime", path)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_anytime"] = bench
-    spec.loader.exec_module(bench)
+    bench = load_bench("anytime")
     out = bench.gradient_study(2, 1, tmp_path, rounds=5)
     assert out["wrong"].sum() == 0
     assert (out["decided"] >= 10).all()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_bench
 from scipy import stats
 
 from receval.curves import make_method
@@ -24,11 +23,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "curves_tightness.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("curves_tightness", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["curves_tightness"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("curves_tightness")
 
 
 def _misses(est, ranked) -> int:

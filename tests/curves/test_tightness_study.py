@@ -3,24 +3,19 @@ half-widths of TailBand, StratBand and the H+CP baseline at equal labels."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "curves_tightness.py"
 pytestmark = pytest.mark.slow
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("curves_tightness", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["curves_tightness"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("curves_tightness")
 
 
 @pytest.mark.parametrize("kind", ["falling", "low", "wave"])

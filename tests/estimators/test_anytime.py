@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 from receval.estimators.betting import (
     BettingStreams,
@@ -114,16 +115,7 @@ def test_anytime_refuses_what_it_cannot_honour(small_task):
 
 
 def _bench():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "anytime.py"
-    spec = importlib.util.spec_from_file_location("bench_anytime_cov", path)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_anytime_cov"] = bench
-    spec.loader.exec_module(bench)
-    return bench
+    return load_bench("anytime")
 
 
 def _population_miss(streams: int, **kw) -> None:

@@ -14,24 +14,19 @@ The exact unbiasedness for any judge is checked without noise in test_ppi_exact.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "ppi.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ppi", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_ppi"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("ppi")
 
 
 @pytest.fixture(scope="module")
