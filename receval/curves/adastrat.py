@@ -862,6 +862,7 @@ class _Run:
         self.passes = 0
         self.complete = False
         self.missing = 0
+        self.prefix_rising = False
         self.check: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- labels ---------------------------------------------------------------------------
@@ -1127,6 +1128,17 @@ class _Run:
             f"between knots by the yield; the step value is within a factor {ratio:.4g} of √(lb·ub)."
         )
         kind, guarantee = self._kind(flags, guarantee, knots, band_lo, band_hi)
+        contradiction = self._labels_contradict(knots, band_lo, band_hi)
+        if kind == "band" and contradiction:
+            flags.append("premise-refuted: " + contradiction)
+            kind, guarantee = (
+                "approximation",
+                (
+                    f"approximation, no coverage claim: the labels themselves rule the band out "
+                    f"({contradiction}); p is not weakly monotone enough for Theorem 3 here. "
+                    + guarantee
+                ),
+            )
         return CurveEstimate(
             method=method.name,
             size=n,
@@ -1141,6 +1153,31 @@ class _Run:
             flags=tuple(flags),
             exact_prefix=int(lt),
             columns=columns,
+        )
+
+    def _labels_contradict(
+        self, knots: np.ndarray, band_lo: np.ndarray, band_hi: np.ndarray
+    ) -> str | None:
+        """Where the labels known so far leave no precision inside the band: at a knot k the
+        labelled ranks ≤ k fix P(k) ≤ k·p(k) ≤ k − Q(k) (P, Q their positives and negatives)
+        with certainty, so a band outside that range misses p whatever the unlabelled ranks
+        hold.  None when nothing contradicts it (or with a declared flip rate, whose band is
+        about the true labels, not the given ones)."""
+        from receval.curves.stratband import known_between
+
+        known = self.source.known
+        if self.method.eta or knots.size == 0 or known.ranks.size == 0:
+            return None
+        pos, neg = known_between(known, np.zeros_like(knots), knots)
+        k = knots.astype(np.float64)
+        lowest, highest = pos / k, (k - neg) / k
+        bad = np.flatnonzero((band_hi < lowest - 1e-12) | (band_lo > highest + 1e-12))
+        if not bad.size:
+            return None
+        j = int(bad[0])
+        return (
+            f"at rank {int(knots[j])} the band allows {band_lo[j]:.4f}...{band_hi[j]:.4f}, the "
+            f"labels already fix {lowest[j]:.4f}...{highest[j]:.4f}; {bad.size} knots disagree"
         )
 
     def _kind(
@@ -1162,6 +1199,12 @@ class _Run:
             return "approximation", (
                 "approximation, no coverage claim: the queried intervals show that p is not "
                 "weakly monotone (see flags), so Theorem 3 does not apply. " + guarantee
+            )
+        if self.prefix_rising and knots.size and not self.method.eta:
+            return "approximation", (
+                "approximation, no coverage claim: Theorem 3 needs weak monotonicity from r̃ on, "
+                "and the exact prefix labels show p still rising at the end of the prefix (see "
+                "flags). " + guarantee
             )
         if self.check is None or knots.size == 0:
             reason = "no labels were spent on checking it" if knots.size else ""
@@ -1292,6 +1335,9 @@ class _Run:
         bad = r1[rise > 1e-3]  # below 0.1 % (rounding-level) a violation cannot matter
         if not bad.size:
             return []
+        # p still rising at the last rank checked: the premise is contradicted where it must
+        # start (a noisy but falling list shows its violations earlier in the prefix)
+        self.prefix_rising = bool(bad[-1] == r1[-1])
         return [
             f"weak-monotonicity-violated-in-prefix: p(r1) < p(r2) "
             f"with r2 ≥ r1 + m (m = {c.m}), by up to {rise.max():.2%}, at {bad.size} ranks r1 in "
