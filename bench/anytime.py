@@ -552,7 +552,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--equal-rounds", type=int, default=24, help="rounds the equal design may draw (gradient)"
+        "--equal-rounds", type=int, default=64, help="rounds the equal design may draw (gradient)"
     )
     parser.add_argument("--only", nargs="*", default=["population", "null12", "null40", "gradient"])
     args = parser.parse_args()
