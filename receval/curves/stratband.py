@@ -99,6 +99,8 @@ from receval.curves.precision_function import geometric_grid, monotone_from
 __all__ = [
     "StratBand",
     "hoeffding_halfwidths",
+    "noisy_head_bounds",
+    "noisy_tail_band",
     "stratum_bounds",
     "tighten_counts",
     "yield_between",
@@ -436,28 +438,16 @@ class StratBand:
         """
         eta, delta = self.eta, self.delta
         widths, drawn, positives = sample
-        scale = 1.0 - 2.0 * eta
-        ks = np.arange(1, head + 1, dtype=np.float64)
-        t_head = math.sqrt(head * math.log(8.0 / delta) / 2.0)
-        head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
-        head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
-        head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+        ks, head_lo, head_hi, head_mid = noisy_head_bounds(head_cum, eta, delta)
         tail_hat = np.cumsum(widths * positives / drawn)
         half = hoeffding_halfwidths(np.cumsum(serfling_proxy(widths, drawn)), bounds, delta / 2)
-        span = (bounds - head).astype(np.float64)
-        slack = np.sqrt(span * math.log(8.0 * bounds.size / delta) / 2.0)
-        lo_t = np.clip((tail_hat - half - slack - eta * span) / scale, 0.0, span)
-        hi_t = np.clip((tail_hat + half + slack - eta * span) / scale, 0.0, span)
-        knots = np.concatenate([[head], bounds]).astype(np.int64)
-        lo = np.concatenate([[head_lo[-1]], head_lo[-1] + lo_t])
-        hi = np.concatenate([[head_hi[-1]], head_hi[-1] + hi_t])
-        lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
         x = self._output_knots(head, bounds)
-        nxt = np.append(x[1:] - 1, x[-1])
-        c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
-        _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
-        lower = np.clip(c_lo / nxt, 0.0, 1.0)
-        upper = np.clip(c_hi / x, 0.0, 1.0)
+        lower, upper = noisy_tail_band(
+            head, bounds, (tail_hat - half, tail_hat + half),
+            (head_lo[-1], head_hi[-1]), x, eta, delta,
+        )  # fmt: skip
+        scale = 1.0 - 2.0 * eta
+        knots = np.concatenate([[head], bounds]).astype(np.int64)
         noisy = np.interp(x.astype(np.float64), knots.astype(np.float64), np.append(0, tail_hat))
         middle = np.clip((head_mid[-1] + (noisy - eta * (x - head)) / scale) / x, lower, upper)
         return CurveEstimate(
@@ -674,3 +664,50 @@ def yield_between(
     low = np.maximum(lo_a + pos_ak, lo[j] - (b - kf) + neg_kb)
     high = np.minimum(hi[j] - pos_kb, hi_a + (kf - a) - neg_ak)
     return low, high
+
+
+def noisy_head_bounds(
+    head_cum: np.ndarray, eta: float, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ranks 1..h, C⁻, C⁺, the point estimate) of the *true* head yield from the noisy
+    cumulative labels ``head_cum`` when each label is flipped with probability η:
+    |C̃(k) − ηk − (1 − 2η)C(k)| ≤ √(h ln(8/δ)/2) at every k ≤ h at once with probability
+    ≥ 1 − δ/4 (Doob's maximal inequality, Hoeffding's lemma), solved for C(k)."""
+    scale = 1.0 - 2.0 * eta
+    ks = np.arange(1, head_cum.size + 1, dtype=np.float64)
+    t_head = math.sqrt(head_cum.size * math.log(8.0 / delta) / 2.0)
+    head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
+    head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
+    head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+    return ks, head_lo, head_hi, head_mid
+
+
+def noisy_tail_band(
+    head: int,
+    points: np.ndarray,
+    noisy_bounds: tuple[np.ndarray, np.ndarray],
+    head_bounds: tuple[float, float],
+    x: np.ndarray,
+    eta: float,
+    delta: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) precision at the step ranks ``x`` from bounds on the *noisy* tail yield
+    D̃ at ``points`` (ranks beyond the head h): the label noise's spread
+    |D̃ − η s − (1 − 2η)D| ≤ √(s ln(8G/δ)/2) (s = k − h; Hoeffding, union over the G points,
+    probability ≥ 1 − δ/4) is added and the noise removed; the true head bounds
+    ``head_bounds`` = (C⁻(h), C⁺(h)) are added, the counts tightened across knots
+    (:func:`tighten_counts`; no label counts as exact) and carried to every rank
+    (:func:`yield_between`)."""
+    scale = 1.0 - 2.0 * eta
+    span = (points - head).astype(np.float64)
+    slack = np.sqrt(span * math.log(8.0 * points.size / delta) / 2.0)
+    lo_t = np.clip((noisy_bounds[0] - slack - eta * span) / scale, 0.0, span)
+    hi_t = np.clip((noisy_bounds[1] + slack - eta * span) / scale, 0.0, span)
+    knots = np.concatenate([[head], points]).astype(np.int64)
+    lo = np.concatenate([[head_bounds[0]], head_bounds[0] + lo_t])
+    hi = np.concatenate([[head_bounds[1]], head_bounds[1] + hi_t])
+    lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
+    nxt = np.append(x[1:] - 1, x[-1])
+    c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
+    _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
+    return np.clip(c_lo / nxt, 0.0, 1.0), np.clip(c_hi / x, 0.0, 1.0)

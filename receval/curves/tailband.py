@@ -114,6 +114,8 @@ from receval.curves.base import (
 from receval.curves.precision_function import monotone_from
 from receval.curves.stratband import (
     hoeffding_halfwidths,
+    noisy_head_bounds,
+    noisy_tail_band,
     serfling_proxy,
     stratum_bounds,
     tighten_counts,
@@ -595,30 +597,16 @@ class TailBand:
         """
         eta, head = self.eta, d.head
         scale = 1.0 - 2.0 * eta
-        ks = np.arange(1, head + 1, dtype=np.float64)
-        t_head = math.sqrt(head * math.log(8.0 / self.delta) / 2.0)
-        head_lo = np.clip((head_cum - t_head - eta * ks) / scale, 0.0, ks)
-        head_hi = np.clip((head_cum + t_head - eta * ks) / scale, 0.0, ks)
-        head_mid = np.clip((head_cum - eta * ks) / scale, head_lo, head_hi)
+        ks, head_lo, head_hi, head_mid = noisy_head_bounds(head_cum, eta, self.delta)
         values = known.lookup(uniform)
         grid = d.grid
         lo_u, hi_u = self._grid_counts(grid, uniform, values, head, d.tail, self.delta / 2.0)
-        span = (grid - head).astype(np.float64)
-        slack = np.sqrt(span * math.log(8.0 * grid.size / self.delta) / 2.0)
-        lo_t = np.clip((lo_u - slack - eta * span) / scale, 0.0, span)
-        hi_t = np.clip((hi_u + slack - eta * span) / scale, 0.0, span)
-        knots = np.concatenate([[head], grid]).astype(np.int64)
-        lo = np.concatenate([[head_lo[-1]], head_lo[-1] + lo_t])
-        hi = np.concatenate([[head_hi[-1]], head_hi[-1] + hi_t])
-        lo, hi = tighten_counts(lo, hi, knots, head, Labels.empty())
-        x = self._steps(head, knots)
-        nxt = np.append(x[1:] - 1, x[-1])
-        c_lo, _ = yield_between(x, knots, lo, hi, Labels.empty())
-        _, c_hi = yield_between(nxt, knots, lo, hi, Labels.empty())
+        x = self._steps(head, np.concatenate([[head], grid]).astype(np.int64))
+        lower, upper = noisy_tail_band(
+            head, grid, (lo_u, hi_u), (head_lo[-1], head_hi[-1]), x, eta, self.delta
+        )
         hits = np.concatenate([[0.0], np.cumsum(values)])[np.searchsorted(uniform, x, "right")]
         share = (hits / max(uniform.size, 1) * d.tail - eta * (x - head)) / scale
-        lower = np.clip(c_lo / nxt, 0.0, 1.0)
-        upper = np.clip(c_hi / x, 0.0, 1.0)
         middle = np.clip((head_mid[-1] + share) / x, lower, upper)
         # head ranks: a band from the maximal inequality, held over each rank
         h_ranks = np.arange(1, head, dtype=np.int64)
