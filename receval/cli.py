@@ -844,6 +844,18 @@ def simulate(
     click.echo(f"wrote {path} ({systems} systems, {queries} queries, seed {seed})")
 
 
+#: ``import tac-kbp|trec --judge FILE`` (one option, two commands)
+_import_judge_option = click.option(
+    "--judge",
+    "judge_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
+    "score' lines.",
+)
+
+
 @cli.group(name="import", cls=ReceGroup)
 def import_() -> None:
     """Convert official formats (TAC-KBP Cold Start, TREC) into a task bundle."""
@@ -879,15 +891,7 @@ def import_() -> None:
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
-@click.option(
-    "--judge",
-    "judge_file",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    default=None,
-    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
-    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
-    "score' lines.",
-)
+@_import_judge_option
 def import_tac_kbp_command(
     out: Path,
     queries: Path | None,
@@ -953,15 +957,7 @@ def import_tac_kbp_command(
     show_default=True,
     help="Table format of the bundle (Parquet: faster to write and to load).",
 )
-@click.option(
-    "--judge",
-    "judge_file",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    default=None,
-    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
-    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
-    "score' lines.",
-)
+@_import_judge_option
 def import_trec_command(
     out: Path,
     qrels: Path | None,
