@@ -1057,7 +1057,8 @@ def _curve_options(func):
             is_flag=True,
             default=None,
             help="TailBand: stratify the tail by the task's automatic judge scores (judge.tsv) "
-            "when the exactly labelled head says that narrows the band.",
+            "when a small uniform pilot sample of the tail says that narrows the band (the pilot's "
+            "labels count in the plan).",
         ),
         click.option(
             "--labels-per-stratum",
