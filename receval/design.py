@@ -379,12 +379,16 @@ def _candidate_designs(
     """The designs a sampler may have: the one it declares (checked known), else every built-in
     one (judge-uncertainty only with judge scores).  ``where`` is (path, sample, system)."""
     path, sample, system = where
-    declared = {str(v).strip() for v in declared_values} - {""}
+    names = declared_values.astype(str).str.strip()
+    declared = set(names) - {""}
     if len(declared) > 1:
+        given = names[names != ""]
+        other = (given != given.iloc[0]).to_numpy().argmax()
         raise BundleError(
             path,
-            int(rows[LINE].iloc[0]),
-            f"sample {sample!r} of system {system!r} declares two designs",
+            int(rows[LINE].loc[given.index[other]]),
+            f"sample {sample!r} of system {system!r} declares two designs: "
+            f"{given.iloc[0]!r} and {given.iloc[other]!r}",
         )
     inferable = [d for d in DISTRIBUTIONS if d != "judge-uncertainty" or judged]
     candidates = list(declared) if declared else inferable

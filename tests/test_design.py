@@ -116,3 +116,19 @@ def test_a_weighted_round_records_draws_and_design_for_exhaustive_units(task):
     assert not units["unit"].duplicated().any()
     expected = candidates.set_index("unit")["prob"] / candidates["prob"].sum()
     assert np.allclose(units["prob"].to_numpy(float), expected.reindex(units["unit"]).to_numpy())
+
+
+def test_a_sampler_with_two_designs_names_the_line_that_differs(tmp_path):
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+
+    root = simulate_task(tmp_path / "t", SimulationConfig(systems=3, queries=20), seed=3)
+    lines = (root / "samples.tsv").read_text().splitlines()
+    assert lines[0].split("\t")[-1] == "design" and lines[5].endswith("\tuniform")
+    lines[5] = lines[5][: -len("uniform")] + "entity-relation"
+    (root / "samples.tsv").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(cli, ["score", str(root), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "samples.tsv:6: " in result.output and "'uniform' and 'entity-relation'" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
