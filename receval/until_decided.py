@@ -37,7 +37,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from receval.design import SampleRound, draw_precision_samples, facts_to_annotate, next_round_name
+from receval.design import (
+    SampleRound,
+    draw_precision_samples,
+    facts_to_annotate,
+    in_random_order,
+    next_round_name,
+)
 from receval.errors import OptionError
 from receval.estimators.anytime_stream import MIXTURE_COLUMN
 
@@ -296,7 +302,8 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     systems = state.systems
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     alive = np.flatnonzero(sizes.to_numpy() > 0)
-    n_floor = max(1, round(floor * n))  # at least one: floor rows mark a shuffled round
+    # at least one (in bundles written before the order column, floor rows marked a shuffled round)
+    n_floor = max(1, round(floor * n))
     focus = allocate(weight, n - n_floor)
     picks = rng.choice(alive, size=n_floor, replace=True)
     floor_counts = np.bincount(picks, minlength=len(systems))
@@ -319,10 +326,8 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     # the round in a uniformly random order (the stream reads it in file order: given the
     # draws before it, each draw comes from the mixture of the sources still to come)
     out = pd.concat(parts, ignore_index=True)
-    shuffle = rng.permutation(len(out))
-    out = out.iloc[shuffle].reset_index(drop=True)
-    out.attrs["rows"] = np.concatenate(output_rows)[shuffle]
-    return out
+    out.attrs["rows"] = np.concatenate(output_rows)
+    return in_random_order(out, rng)
 
 
 def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) -> np.ndarray:
