@@ -47,6 +47,11 @@ from receval.design import (
 from receval.errors import OptionError
 from receval.estimators.anytime_stream import MIXTURE_COLUMN
 
+# The racing constants were tuned on bench/anytime.py's gradient world; on a second one
+# (gradient20: 20 systems in teams of 4) the loop needs 0.44 (SE 0.03) of the equal design's
+# labels for its pairs, 0.50 (SE 0.03) in the first.  Tried on the same repetitions and worse
+# or no better (README): NEED_POWER 1, 1/4 or 0, ADJACENT_BOOST 40, FLOOR_SHARE 1/10, and
+# splitting each pair's weight toward its bottleneck system in proportion to v_i/n_i².
 #: share of each batch drawn from the uniform floor mixture q₀
 FLOOR_SHARE = 0.2
 #: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
