@@ -17,8 +17,9 @@ not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneo
   so the pairs closest to being decided get the labels and near-ties, which no budget settles,
   little (f1: the widths of the two sequences).
 
-The round is written in a uniformly random order (the anytime stream reads it in file order:
-each draw then comes from the mixture of the sources still to come).  Every choice uses only
+The round is written in a uniformly random order, marked ``order`` = ``random`` like every
+round ``receval sample`` writes (the anytime stream reads it in file order: each draw then comes
+from the mixture of the sources still to come).  Every choice uses only
 labels already seen and the counts of a round are fixed before it is drawn, so that mixture
 stays predictable and the sequences stay valid at every look
 however the loop goes on.  The draws of a source are i.i.d. from its p_j, so ``prob`` keeps
