@@ -10,7 +10,8 @@ with ``receval score --intervals anytime`` after the first round and after every
 * **population** (the unit-level check, no scoring): 2,000 campaigns of shuffled rounds on one
   fixed finite population with a known design (:func:`population_study`); per system the
   share of campaigns whose precision sequence *ever* misses the truth (target ≤ 0.05 + 3 SE),
-  with and without the popularity control variate, popularity predicting right or wrong;
+  with and without the popularity control variate, popularity predicting right or wrong, and
+  for rounds of per-system draws only (no floor: ``sample --per-system`` / ``--adaptive``);
 * **null worlds** (every system the same true precision; teams, shared facts, uneven sizes,
   12 and 40 systems; ranked by precision): the share of repetitions in which *any* look splits
   the systems into more than one tier (target ≤ 0.05 + 2 SE), and the share of (repetition,
@@ -26,12 +27,15 @@ with ``receval score --intervals anytime`` after the first round and after every
   bound, so the mean ratio is an upper bound); the pairs the equal design decides with the
   loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
   same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
-  too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7).
+  too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7);
+* **gradient20** (:data:`GRADIENT20`): the same study in a second world — 20 systems in 5
+  teams of 4, 60 queries — to check that the racing constants, tuned on the first, carry over.
 
 "Covered at every look" is tallied per system by name (the leaderboard's row order follows
 the ranking and changes between looks).
 
-Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient] [--seed S]
+Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20]
+[--seed S] [--no-widths]
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
 quotes; ``--reps`` raises it.
 """
@@ -39,6 +43,7 @@ quotes; ``--reps`` raises it.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -52,7 +57,17 @@ from receval.formats.bundle import write_bundle
 from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
 
-COLUMNS = ["sample", "system", "query_id", "answer", "prob", "draw", "design", "mixture_prob"]
+COLUMNS = [
+    "sample",
+    "system",
+    "query_id",
+    "answer",
+    "prob",
+    "draw",
+    "design",
+    "order",
+    "mixture_prob",
+]
 METRICS = ("precision", "pooled_recall", "recall", "f1")
 
 
@@ -186,19 +201,34 @@ def _better_pairs(task) -> set[tuple[str, str]]:
 
 #: the gradient world: 12 systems, one per team, true precisions drawn by the simulator inside
 #: 0.35–0.80 (world seed 1: 0.74 0.73 0.72 0.70 | 0.58 0.56 0.56 0.55 | 0.49 0.43 0.41 0.38)
-GRADIENT = {"systems": 12, "queries": 50, "precision": (0.35, 0.80)}
+GRADIENT = {"systems": 12, "teams": 12, "queries": 50, "precision": (0.35, 0.80)}
+#: a second gradient world, to check that the racing constants tuned on the first carry over:
+#: 20 systems in 5 teams of 4 (teammates share facts), 60 queries, precisions asked in
+#: 0.35–0.80 (world seed 1 draws 0.70 0.70 0.69 0.68 0.67 0.66 0.63 0.62 0.59 0.59 0.58 0.56
+#: 0.54 0.53 0.53 0.52 0.52 0.52 0.49 0.48: evenly spaced, no groups)
+GRADIENT20 = {"systems": 20, "teams": 5, "queries": 60, "precision": (0.35, 0.80)}
+GRADIENTS = {"gradient": GRADIENT, "gradient20": GRADIENT20}
 
 
 def gradient_study(
-    reps: int, seed: int, where: Path, rounds: int = 8, per: int = 30, equal_rounds: int = 24
+    reps: int,
+    seed: int,
+    where: Path,
+    rounds: int = 8,
+    per: int = 30,
+    equal_rounds: int = 24,
+    world: dict = GRADIENT,
+    widths: bool = True,
 ) -> dict:
     """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
     system, ranked by precision) against a fixed equal design read by the same sequences (the
-    same first round, then equal rounds of the same size, random order, same floor)."""
+    same first round, then equal rounds of the same size, random order, same floor) in the
+    gradient ``world`` (:data:`GRADIENTS`)."""
 
-    m = GRADIENT["systems"]
+    m = world["systems"]
     config = SimulationConfig(
-        systems=m, teams=m, queries=GRADIENT["queries"], precision_range=GRADIENT["precision"],
+        systems=m, teams=world["teams"], queries=world["queries"],
+        precision_range=world["precision"],
         recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
     )  # fmt: skip
     world, task = world_task(config, seed, where)
@@ -224,22 +254,30 @@ def gradient_study(
         # labels the loop used to decide its pairs: the look at which the last one was decided
         used = max(first_seen.values(), default=0)
         out["used"].append(used)
-        board = loop.look("precision").leaderboard.set_index("system")
-        boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
-        for metric, value in width_ratios(board, boot).items():
-            ratios[metric].append(value)
-        # --estimator ppi --intervals anytime on the same labels, with a judge of corr ~0.7
-        judged = with_annotation(loop.task, judge=judge)
-        ppi = receval.score(judged, estimator="ppi", intervals="anytime", rank_by="precision")
-        ratios["ppi precision"].append(
-            width_ratios(ppi.leaderboard.set_index("system"), boot)["precision"]
-        )
+        if widths:
+            _width_ratios(loop, judge, ratios)
         need, same = _equal_design(world, task, pairs, used, seed, rep, per, equal_rounds)
         out["equal_used"].append(need)
         out["equal_at_same"].append(same)
+        print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
+              f"same {same}", file=sys.stderr, flush=True)  # fmt: skip
     out["truth"] = sorted(truth.to_numpy(), reverse=True)
     out.update({f"ratio {m}": v for m, v in ratios.items()})
     return {k: np.asarray(v, float) for k, v in out.items()}
+
+
+def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> None:
+    """The final look's width ratios anytime / bootstrap per metric, and ``--estimator ppi``'s
+    precision (a judge of correlation ~0.7) against the same bootstrap."""
+    board = loop.look("precision").leaderboard.set_index("system")
+    boot = loop.look("precision", intervals="bootstrap").leaderboard.set_index("system")
+    for metric, value in width_ratios(board, boot).items():
+        ratios[metric].append(value)
+    judged = with_annotation(loop.task, judge=judge)
+    ppi = receval.score(judged, estimator="ppi", intervals="anytime", rank_by="precision")
+    ratios["ppi precision"].append(
+        width_ratios(ppi.leaderboard.set_index("system"), boot)["precision"]
+    )
 
 
 def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
@@ -355,7 +393,9 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
     """One stream of until-decided-style rounds on ``pop``: a first round of ``first`` draws per
     system, then rounds of ``batch`` whose focus counts *chase* the systems that currently look
     best (a data-dependent rule that, without the anytime machinery, biases the leaders up),
-    each round with a floor share drawn from q₀ and written in a random order.  Returns the
+    each round with a floor share drawn from q₀ and written in a random order.  ``floor=0``:
+    rounds of per-system draws only, in a random order (``sample --per-system`` /
+    ``--adaptive`` rounds; a system left without draws in a round is uncovered).  Returns the
     stream's arrays (the real :func:`receval.estimators.anytime.shuffled_round` gives q_k and
     the ranges)."""
     from receval.estimators.anytime_control import popularity_strata, stratum_kappa
@@ -380,7 +420,7 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
     total = 0
     for r in range(rounds):
         n = first * m if r == 0 else batch
-        n_floor = max(1, round(floor * n))
+        n_floor = max(1, round(floor * n)) if floor > 0 else 0
         if r == 0:
             focus = allocate(np.ones(m), n - n_floor)
         else:
@@ -478,9 +518,9 @@ def _mean_se(x) -> str:
     return f"{x.mean():.3g} (SE {se:.2g}, {x.size} reps)"
 
 
-def _print_gradient(out: dict, reps: int) -> None:
-    g = GRADIENT
-    print(f"gradient: {reps} reps; {g['systems']} systems, precision {g['precision'][0]}-"
+def _print_gradient(out: dict, reps: int, name: str = "gradient") -> None:
+    g = GRADIENTS[name]
+    print(f"{name}: {reps} reps; {g['systems']} systems in {g['teams']} teams, precision {g['precision'][0]}-"
           f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by precision; true "
           f"precisions {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
     share, se = _share(out["wrong"])
@@ -533,18 +573,29 @@ def _print_population(streams: int, seed: int) -> None:
                 f"  {'control' if control else 'plain  '} popular={popular}: ever-miss share "
                 f"per system {np.round(share, 4).tolist()} {verdict}"
             )
+    # rounds of per-system draws only (sample --per-system / --adaptive, random order)
+    for control in (True, False):
+        miss = population_study(streams, seed, control=control, floor=0)["miss"].mean(axis=0)
+        verdict = "PASS" if miss.max() <= 0.05 + 3 * se else "FAIL"
+        print(
+            f"  {'control' if control else 'plain  '} per-system rounds (no floor): ever-miss "
+            f"share per system {np.round(miss, 4).tolist()} {verdict}"
+        )
     real = parabank_population()
     if real is None:
         print("  parabank-eval: ../shared/data/parabank-eval absent, skipped")
         return
     n = min(streams, 400)
     se = np.sqrt(0.05 * 0.95 / n)
-    miss = population_study(n, seed, pop=real, first=4, batch=120)["miss"].mean(axis=0)
-    verdict = "PASS" if miss.max() <= 0.05 + 3 * se else "FAIL"
-    print(
-        f"  parabank-eval (real, {real.p.shape[1]} systems, {n} campaigns, SE {se:.4f}): "
-        f"ever-miss share max {miss.max():.4f}, mean {miss.mean():.4f} {verdict}"
-    )
+    for floor in (0.2, 0.0):
+        miss = population_study(n, seed, pop=real, first=4, batch=120, floor=floor)["miss"]
+        miss = miss.mean(axis=0)
+        verdict = "PASS" if miss.max() <= 0.05 + 3 * se else "FAIL"
+        print(
+            f"  parabank-eval (real, {real.p.shape[1]} systems, {n} campaigns, SE {se:.4f}"
+            f"{', per-system rounds' if floor == 0 else ''}): ever-miss share max "
+            f"{miss.max():.4f}, mean {miss.mean():.4f} {verdict}"
+        )
 
 
 def main() -> None:
@@ -554,7 +605,12 @@ def main() -> None:
     parser.add_argument(
         "--equal-rounds", type=int, default=64, help="rounds the equal design may draw (gradient)"
     )
-    parser.add_argument("--only", nargs="*", default=["population", "null12", "null40", "gradient"])
+    parser.add_argument(
+        "--only", nargs="*", default=["population", "null12", "null40", "gradient", "gradient20"]
+    )
+    parser.add_argument(
+        "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
@@ -582,8 +638,9 @@ def main() -> None:
                     )
             else:
                 reps = args.reps or 12
-                out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds)
-                _print_gradient(out, reps)
+                out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds,
+                                     world=GRADIENTS[name], widths=not args.no_widths)  # fmt: skip
+                _print_gradient(out, reps, name)
             print(f"  CPU {time.process_time() - start:.0f} s")
 
 

@@ -614,6 +614,8 @@ def sample(
     to_annotate.tsv lists what still needs a label: each drawn fact not yet judged (once, however
     many systems output it: labels are shared) and each drawn exhaustive unit.  Earlier rounds are
     kept.  Add labels to judgments.tsv, and annotated units to exhaustive_units.tsv/exhaustive.tsv.
+    The round's rows are in a random order drawn from --seed, marked order = random in
+    samples.tsv, so --intervals anytime counts every draw for every system it could have hit.
     """
     from receval.api import sample as draw_round
     from receval.formats.bundle import read_candidate_units

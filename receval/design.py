@@ -20,11 +20,19 @@ Every draw is recorded in ``samples.tsv`` with ``prob`` = s_j(x), the probabilit
 picks that answer; :func:`infer_designs` checks recorded probabilities against the declared (or
 inferred) distribution, so samples drawn elsewhere are accepted when their probabilities say which
 design they follow.
+
+``receval sample`` writes each round's rows in a uniformly random order, a permutation drawn from
+the round's generator after its draws, and records it with ``order`` = ``random`` on every row
+of the round (:data:`ORDER_COLUMN`): read in that order, the round is a sequence of draws from
+the mixture of the samplers still to come, which the anytime intervals use for every system
+(:mod:`receval.estimators.anytime`).  A round without the marker (older bundles, samples drawn
+elsewhere) is read sampler by sampler, as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,6 +41,10 @@ from receval.errors import BundleError
 from receval.formats.tables import LINE
 
 DISTRIBUTIONS = ("uniform", "entity-relation", "judge-uncertainty")
+#: samples.tsv column marking a round written in a uniformly random order (value
+#: :data:`RANDOM_ORDER` on every row of the round; empty: the rows' order carries no randomness)
+ORDER_COLUMN = "order"
+RANDOM_ORDER = "random"
 #: the uniform share of the ``judge-uncertainty`` design
 JUDGE_UNIFORM_SHARE = 0.5
 
@@ -339,6 +351,7 @@ def infer_designs(
     """
     if samples.empty:
         return []
+    random_order_rows(samples, path)
     # every draw's row in outputs (-1: not an output), then each design's s_j at those rows
     at = output_rows(outputs, samples["system"], samples["fact"].to_numpy(np.int64))
     expected = _DrawProbabilities(outputs, queries, samples, at)
@@ -352,6 +365,44 @@ def infer_designs(
         candidates = _candidate_designs(declared_col.loc[rows.index], rows, judged, where)
         chosen = _matching_design(expected, candidates, rows, where)
         out.append(Sampler(sample=str(sample), system=str(system), design=chosen, n=len(rows)))
+    return out
+
+
+def random_order_rows(samples: pd.DataFrame, path: Path | str = "samples.tsv") -> np.ndarray:
+    """Which rows of ``samples`` belong to a round recorded as written in a uniformly random
+    order (``order`` = ``random``; module docstring).  A :class:`BundleError` naming the line for
+    another value, or for a round that marks some of its rows and not others (a round's order
+    is random as a whole or not at all)."""
+    if ORDER_COLUMN not in samples.columns:
+        return np.zeros(len(samples), bool)
+    text = samples[ORDER_COLUMN].astype("string").fillna("").str.strip().str.lower()
+    text = text.mask(text.isin(["nan", "<na>"]), "")
+    marked = (text == RANDOM_ORDER).to_numpy(bool)
+    line = samples[LINE].to_numpy() if LINE in samples.columns else np.arange(len(samples)) + 2
+    unknown = np.flatnonzero(~marked & (text != "").to_numpy(bool))
+    if unknown.size:
+        i = int(unknown[0])
+        raise BundleError(path, int(line[i]), f"{ORDER_COLUMN} {samples[ORDER_COLUMN].iloc[i]!r} "
+                          f"is not {RANDOM_ORDER!r} or empty")  # fmt: skip
+    rounds = samples["sample"].astype(str).to_numpy()
+    some = np.isin(rounds, np.unique(rounds[marked]))
+    mixed = np.flatnonzero(some & ~marked)
+    if mixed.size:
+        i = int(mixed[0])
+        raise BundleError(path, int(line[i]), f"sample {rounds[i]!r} is marked {ORDER_COLUMN} "
+                          f"{RANDOM_ORDER!r} on some rows but not on this one: a round's rows are "
+                          "in a random order as a whole or not at all")  # fmt: skip
+    return marked
+
+
+def in_random_order(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """``frame`` (a round's samples.tsv rows, ``attrs["rows"]`` their output rows) in a uniformly
+    random order drawn from ``rng``, marked ``order`` = ``random`` (module docstring)."""
+    shuffle = rng.permutation(len(frame))
+    rows = frame.attrs.get("rows")
+    out = frame.iloc[shuffle].reset_index(drop=True)
+    out[ORDER_COLUMN] = RANDOM_ORDER
+    out.attrs = {} if rows is None else {"rows": np.asarray(rows)[shuffle]}
     return out
 
 
@@ -513,6 +564,8 @@ def new_sample_round(
             todo["draws"] = pd.array([pd.NA] * len(todo), dtype="Int64")
             todo["design"] = ""
         todo = pd.concat([todo, unit_todo], ignore_index=True)
+    # after every draw (the same seed draws the same items as before the order was recorded)
+    drawn = in_random_order(drawn, rng) if len(drawn) else drawn
     todo["label"] = ""  # to fill in; `receval judgments add` reads the file back
     todo["annotator"] = ""
     sizes = drawn.groupby("system", observed=True).size().to_dict() if len(drawn) else {}

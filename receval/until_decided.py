@@ -17,8 +17,9 @@ not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneo
   so the pairs closest to being decided get the labels and near-ties, which no budget settles,
   little (f1: the widths of the two sequences).
 
-The round is written in a uniformly random order (the anytime stream reads it in file order:
-each draw then comes from the mixture of the sources still to come).  Every choice uses only
+The round is written in a uniformly random order, marked ``order`` = ``random`` like every
+round ``receval sample`` writes (the anytime stream reads it in file order: each draw then comes
+from the mixture of the sources still to come).  Every choice uses only
 labels already seen and the counts of a round are fixed before it is drawn, so that mixture
 stays predictable and the sequences stay valid at every look
 however the loop goes on.  The draws of a source are i.i.d. from its p_j, so ``prob`` keeps
@@ -37,10 +38,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from receval.design import SampleRound, draw_precision_samples, facts_to_annotate, next_round_name
+from receval.design import (
+    SampleRound,
+    draw_precision_samples,
+    facts_to_annotate,
+    in_random_order,
+    next_round_name,
+)
 from receval.errors import OptionError
 from receval.estimators.anytime_stream import MIXTURE_COLUMN
 
+# The racing constants were tuned on bench/anytime.py's gradient world; on a second one
+# (gradient20: 20 systems in teams of 4) the loop needs 0.44 (SE 0.03) of the equal design's
+# labels for its pairs, 0.50 (SE 0.03) in the first.  Tried on the same repetitions and worse
+# or no better (README): NEED_POWER 1, 1/4 or 0, ADJACENT_BOOST 40, FLOOR_SHARE 1/10, and
+# splitting each pair's weight toward its bottleneck system in proportion to v_i/n_i².
 #: share of each batch drawn from the uniform floor mixture q₀
 FLOOR_SHARE = 0.2
 #: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
@@ -296,7 +308,8 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     systems = state.systems
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     alive = np.flatnonzero(sizes.to_numpy() > 0)
-    n_floor = max(1, round(floor * n))  # at least one: floor rows mark a shuffled round
+    # at least one (in bundles written before the order column, floor rows marked a shuffled round)
+    n_floor = max(1, round(floor * n))
     focus = allocate(weight, n - n_floor)
     picks = rng.choice(alive, size=n_floor, replace=True)
     floor_counts = np.bincount(picks, minlength=len(systems))
@@ -319,10 +332,8 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     # the round in a uniformly random order (the stream reads it in file order: given the
     # draws before it, each draw comes from the mixture of the sources still to come)
     out = pd.concat(parts, ignore_index=True)
-    shuffle = rng.permutation(len(out))
-    out = out.iloc[shuffle].reset_index(drop=True)
-    out.attrs["rows"] = np.concatenate(output_rows)[shuffle]
-    return out
+    out.attrs["rows"] = np.concatenate(output_rows)
+    return in_random_order(out, rng)
 
 
 def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) -> np.ndarray:

@@ -12,18 +12,34 @@ label): each system's sampler (n_j i.i.d. draws from p_j) and, for rounds drawn 
 q₀ = (1/m) Σ_j p_j (a system chosen uniformly, then a fact from its p_j), ``mixture_prob`` =
 q₀(x).  Two kinds of rounds:
 
-* *shuffled* (``--until-decided`` writes its round in a uniformly random order; a round with
-  floor rows is one): read in file order, the k-th draw, given every draw before it (facts and
-  sources), comes from the mixture of the sources still to come,
-  q_k(x) = Σ_s (r_s/r) p_s(x), r_s the draws of source s not yet seen in the round.  Every term
-  below is one draw.
-* *legacy* (any other round, e.g. ``sample --per-system``, whose rows are grouped by system): a
-  fixed order carries no randomness, so each draw comes from its own source, q_k = p_{s_k}
-  (precision: its own system's term only); the pool terms go by *batches*, the l-th draw of every
-  source, weighted by 1/σ_l with σ_l = Σ_{s ∈ batch} p_s (E Σ_batch h/σ_l = Σ_x h(x)).  Valid,
-  but a batch's range is far above its spread, so legacy rounds add little to pooled recall.
-  (A fixed, name-seeded interleaving of a legacy round is *not* a random one: it biased the
-  terms by up to 10 Monte Carlo SE in bench worlds.)
+* *shuffled*: every round ``receval sample`` writes (``--per-system``, ``--adaptive``,
+  ``--by-judge``, ``--until-decided``) is in a uniformly random order, a permutation drawn from
+  the round's generator after its draws, and says so with ``order`` = ``random`` on each of its
+  rows (:data:`receval.design.ORDER_COLUMN`; a round with floor rows, from bundles written
+  before the marker, is one too).  Read in file order, the k-th draw, given every draw before it
+  (facts and sources), comes from the mixture of the sources still to come,
+  q_k(x) = Σ_s (r_s/r) p_s(x), r_s the draws of source s not yet seen in the round, r = Σ_s r_s.
+  *Proof.*  The counts n_s are fixed before the round; the draws are independent, those of
+  source s from p_s; the permutation π is uniform and independent of them.  Then the sequence of
+  sources in file order is a uniformly random arrangement of the multiset {s: n_s}, independent
+  of the facts, so given the first k − 1 sources and facts the k-th source is s with probability
+  r_s/r (every arrangement of the rest is equally likely), and given its source the k-th fact is
+  a fresh draw from p_s (the facts already seen are other draws).  So x_k | past ~ q_k, and q_k is
+  a function of the past: predictable.  Hence for any term h(x)/q_k(x), E[h(x_k)/q_k(x_k) | past]
+  = Σ_{q_k > 0} h — every term below keeps its conditional mean whatever chose the counts, and a
+  draw informs every system it could have hit.  (Exact enumeration and a 2,000-campaign check of
+  rounds of per-system draws only in ``tests/estimators/test_anytime.py``.)  Every term below is
+  one draw.
+* *legacy* (a round without the marker: bundles written before it, samples drawn elsewhere, whose
+  rows are grouped by system): a fixed order carries no randomness, so each draw comes from its
+  own source, q_k = p_{s_k} (precision: its own system's term only); the pool terms go by
+  *batches*, the l-th draw of every source, weighted by 1/σ_l with σ_l = Σ_{s ∈ batch} p_s
+  (E Σ_batch h/σ_l = Σ_x h(x)).  Valid, but a batch's range is far above its spread, so legacy
+  rounds add little to pooled recall.  (A fixed, name-seeded interleaving of a legacy round is
+  *not* a random one: it biased the terms by up to 10 Monte Carlo SE in bench worlds; reading
+  the grouped order as if shuffled is biased too, as the enumeration test shows.)  A legacy
+  round cannot be made shuffled by permuting its rows afterwards and marking them: the
+  guarantee needs the order drawn once, with the round, not chosen among several.
 
 With t_i(x) the target (1/|X_i| on X_i) and f the label:
 
@@ -47,8 +63,7 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   family-wise error over all pairs *and* all looks is ≤ α.
 
 The bets are tuned for the steps of the rounds started so far (a number fixed before each
-round), so the sequences are tightest at the end of the latest round.  For a task whose rounds
-are all legacy, start the loop with ``sample --until-decided``: its rounds are shuffled.  Points are the
+round), so the sequences are tightest at the end of the latest round.  Points are the
 estimator's (joint by default); the intervals do not use the bootstrap.
 
 References: Waudby-Smith & Ramdas, JRSSB 2024 (betting CS); Waudby-Smith, Wu, Ramdas, Kallus &
@@ -305,10 +320,11 @@ class AnytimeIntervals(IntervalMethod):
                 "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
                 "one-sided bettors at alpha/2, predictable plug-in bets tuned to the draws of the "
                 "rounds started so far), valid simultaneously at every look",
-                "stream": "rounds in order; shuffled rounds (--until-decided) one draw per step "
-                "weighted by the mixture of the sources still to come; legacy rounds (rows "
-                "grouped by system) each draw by its own source for precision, and batches of "
-                "one draw per source for the pool terms",
+                "stream": "rounds in order; shuffled rounds (samples.tsv order = random, as "
+                "receval sample writes every round, or with floor rows) one draw per step "
+                "weighted by the mixture of the sources still to come; legacy rounds (no "
+                "marker: rows grouped by system) each draw by its own source for precision, "
+                "and batches of one draw per source for the pool terms",
                 "shuffled_rounds": stream_counts[0],
                 "legacy_rounds": stream_counts[1],
                 "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
@@ -316,7 +332,8 @@ class AnytimeIntervals(IntervalMethod):
                 "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [
                     UNIT_ASSUMPTION,
-                    "each sampler's rows are in samples.tsv in the order they were drawn (receval "
+                    "each sampler's rows are in samples.tsv in the order they were drawn, and a "
+                    "round marked order = random is in the random order drawn with it (receval "
                     "writes them so; a file sorted by value would break the stream)",
                     "draws still unlabelled are left out (a round scored before it is fully "
                     "labelled is not the stream later looks see)",

@@ -116,6 +116,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     coverage and ranges (module docstring).  Checks the recorded floor probabilities: a
     ``mixture_prob`` that the recorded design cannot have produced is a BundleError naming the
     samples.tsv line."""
+    from receval.design import random_order_rows
     from receval.estimators.sample_data import design_probabilities
 
     view, probabilities, _ = design_probabilities(task, True)
@@ -131,6 +132,10 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     floor_all = floor_probabilities(samples)
     floor = floor_all[data.draw_row] if K else np.zeros(0, bool)
     _check_floor(task, samples, data, designs, floor_all, ctx.m_alive)
+    # a round is shuffled when recorded so (order = random) or, in bundles written before that
+    # marker, when it has floor rows (only --until-decided drew them, always in random order)
+    path = task.files.get("samples", task.root / "samples.tsv")
+    marked = random_order_rows(samples, path)[data.draw_row] | floor if K else floor
     rounds = data.sampler_round[data.draw_sampler] if K else np.zeros(0, np.int64)
     source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
     parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
@@ -140,8 +145,8 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
         idx = np.flatnonzero(rounds == r)  # file order
-        piece = (_shuffled_round if floor[idx].any() else _legacy_round)(ctx, idx, source[idx])
-        shuffled += bool(floor[idx].any())
+        piece = (_shuffled_round if marked[idx].any() else _legacy_round)(ctx, idx, source[idx])
+        shuffled += bool(marked[idx].any())
         # the steps each system's precision stream gets from the rounds started so far (a
         # legacy round: its own draws; a shuffled one: all of them), known before the round
         drawn = drawn + piece.pop("active_steps")
@@ -226,7 +231,9 @@ def shuffled_round(
     q = (frac * p_ext).sum(axis=1)
     share = frac[:, :m][:, alive] + frac[:, m][:, None] / m_alive
     cover = share.min(axis=1) * pool_min if alive.any() else np.zeros(n)
-    out = {"q": q, "own": frac @ kappa_ext.T, "active_steps": np.full(m, float(n)),
+    own = frac @ kappa_ext.T
+    # the systems some source of the round covers (fixed before it): its steps count for them
+    out = {"q": q, "own": own, "active_steps": np.where(own[0] > 0, float(n), 0.0),
            "pool_step": np.arange(n), "pool_sigma": q,
            "pool_cover": cover, "pool_size": np.ones(n)}  # fmt: skip
     if kappa_b_ext is not None:
