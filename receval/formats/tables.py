@@ -140,25 +140,28 @@ MAP_BYTES = 1 << 20
 
 @contextmanager
 def mapped_bytes(path: Path) -> Iterator[bytes | mmap.mmap]:
-    """The bytes of ``path`` for the duration of the ``with`` block: read (a small or empty
-    file), or mapped read-only (``mmap``: ``find``, slicing and the buffer protocol, no ``in`` or
-    ``count``) and unmapped at the end.  An unreadable file is a :class:`BundleError`."""
+    """The bytes of ``path`` for the duration of the ``with`` block: :func:`read_bytes` for a
+    small (or empty, or unreadable) file, else the file mapped read-only (``mmap``: ``find``,
+    slicing and the buffer protocol, no ``in`` or ``count``), unmapped at the end.  An
+    unreadable file is a :class:`BundleError`."""
     import mmap
 
     try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # read_bytes names the problem
+    if size < max(MAP_BYTES, 1):  # an empty file cannot be mapped
+        yield read_bytes(path)
+        return
+    try:
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < max(MAP_BYTES, 1):  # an empty file cannot be mapped
-                data: bytes | mmap.mmap = fh.read()
-            else:
-                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise BundleError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
     try:
         yield data
     finally:
-        if not isinstance(data, bytes):
-            data.close()
+        data.close()
 
 
 def read_text(path: Path, what: str = "text file") -> str:
