@@ -2,7 +2,8 @@
 
 These figures are rows of markers and horizontal segments on a linear axis, which a few lines of
 SVG draw exactly; writing them by hand keeps matplotlib (half a second to import, a few tenths to
-draw) off the path of every ``receval score``.  The output follows the conventions of the
+draw) off every ``receval score`` whose report has no other figure (the official census of a TREC
+import).  The output follows the conventions of the
 matplotlib figures of :mod:`receval.report.plots`: an inline ``<svg class="plot">`` element with a
 ``<title>``, ``role="img"``, ``data-figure``, a ``viewBox`` in points (1/72 inch) and its natural
 width as ``max-width``; coordinates rounded to 0.1 pt; text kept as text (DejaVu Sans, as the
@@ -20,14 +21,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CHAR_EM",
     "MARKERS",
+    "PT",
     "Axis",
     "Canvas",
     "LegendEntry",
+    "Mark",
+    "column_widths",
+    "data_limits",
     "escape",
+    "legend_columns",
+    "legend_height",
     "nice_ticks",
     "num",
     "text_width",
+    "tick_labels",
 ]
 
 #: Points per inch (the unit of the ``viewBox``).
