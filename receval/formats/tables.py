@@ -26,6 +26,8 @@ import numpy as np
 from receval.errors import BundleError
 
 if TYPE_CHECKING:
+    import mmap
+
     import pandas as pd
     import pyarrow as pa
 
@@ -129,6 +131,37 @@ def read_bytes(path: Path) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise BundleError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
+
+
+#: Files at least this large are mapped into memory instead of read: no copy of the file in
+#: fresh pages of the process (on a 78 MB ``runs.tsv``, 0.06-0.1 s less system time).
+MAP_BYTES = 1 << 20
+
+
+@contextmanager
+def mapped_bytes(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The bytes of ``path`` for the duration of the ``with`` block: :func:`read_bytes` for a
+    small (or empty, or unreadable) file, else the file mapped read-only (``mmap``: ``find``,
+    slicing and the buffer protocol, no ``in`` or ``count``), unmapped at the end.  An
+    unreadable file is a :class:`BundleError`."""
+    import mmap
+
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # read_bytes names the problem
+    if size < max(MAP_BYTES, 1):  # an empty file cannot be mapped
+        yield read_bytes(path)
+        return
+    try:
+        with open(path, "rb") as fh:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise BundleError(path, None, f"cannot read the file ({exc.strerror or exc})") from None
+    try:
+        yield data
+    finally:
+        data.close()
 
 
 def read_text(path: Path, what: str = "text file") -> str:
@@ -645,12 +678,12 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
 
     ``columns`` (optional) converts only those of the file's columns (the others are split off
     but never become strings); a row blank in all of them is then also "not plain"."""
-    raw = read_bytes(path)
-    end = raw.find(b"\n")
-    header = raw if end < 0 else raw[:end]  # not partition: that copies the rest of the file
-    if not _looks_plain(raw, header):
-        return None
-    parsed = _arrow_parse(raw, header, columns)
+    with mapped_bytes(path) as raw:
+        end = raw.find(b"\n")
+        header = raw[:] if end < 0 else raw[:end]  # not partition: that copies the whole file
+        if not _looks_plain(raw, header):
+            return None
+        parsed = _arrow_parse(raw, header, columns)  # Arrow's columns are copies: unmap after
     if parsed is None:
         return None
     names, table = parsed
@@ -662,18 +695,18 @@ def read_plain_tsv(path: Path, columns: tuple[str, ...] | None = None):
     return table.rename_columns([checked[n] for n in table.column_names])
 
 
-def _looks_plain(raw: bytes, header: bytes) -> bool:
+def _looks_plain(raw: bytes | mmap.mmap, header: bytes) -> bool:
     """The byte-level tests of :func:`read_plain_tsv` (no BOM, NUL or lone CR; a tab in the
-    header).  An empty line needs no scan of its own: Arrow reads it as a row of empty fields,
-    which :func:`_has_blank_row` finds."""
-    plain = (
-        raw
-        and not raw.startswith(b"\xef\xbb\xbf")
-        and b"\x00" not in raw
-        and (b"\r" not in raw or raw.count(b"\r") == raw.count(b"\r\n"))
-        and b"\t" in header
-    )
-    return bool(plain)
+    header), on bytes or a mapped file.  An empty line needs no scan of its own: Arrow reads it
+    as a row of empty fields, which :func:`_has_blank_row` finds."""
+    if not len(raw) or raw[:3] == b"\xef\xbb\xbf" or raw.find(b"\x00") >= 0:
+        return False
+    if b"\t" not in header:
+        return False
+    if raw.find(b"\r") < 0:
+        return True
+    data = raw if isinstance(raw, bytes) else raw[:]  # a file with CRs: counted on a copy
+    return data.count(b"\r") == data.count(b"\r\n")
 
 
 #: Text files at most this large are parsed by Arrow on one thread: a file of tens of MB

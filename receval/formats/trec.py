@@ -196,17 +196,32 @@ def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray
     return values
 
 
+#: Most (qid, docno) code pairs checked with a table of one byte per pair (else one sort).
+PAIR_TABLE_BYTES = 1 << 26
+
+
+def _repeats(key: np.ndarray, pairs: int) -> bool:
+    """Whether a value of ``key`` (integers in [0, pairs)) occurs twice: a byte per possible
+    value marked and counted when they fit in :data:`PAIR_TABLE_BYTES` (no sort), else one
+    sort."""
+    if pairs <= PAIR_TABLE_BYTES:
+        seen = np.zeros(pairs, dtype=bool)
+        seen[key] = True
+        return int(np.count_nonzero(seen)) < len(key)
+    key = np.sort(key)
+    return bool((key[1:] == key[:-1]).any())
+
+
 def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
-    """No (qid, docno) twice: both dictionary-encoded (hashing in C++), one sort of the integer
-    pairs; the first repeat is found only on error."""
+    """No (qid, docno) twice: both dictionary-encoded (hashing in C++), the integer pairs
+    checked by :func:`_repeats`; the first repeat is found only on error."""
     import pyarrow.compute as pc
 
     qid = pc.dictionary_encode(fields["qid"]).combine_chunks()
     docno = pc.dictionary_encode(fields["docno"]).combine_chunks()
     key = qid.indices.to_numpy().astype(np.int64) * len(docno.dictionary)
     key += docno.indices.to_numpy()
-    key.sort()
-    if not (key[1:] == key[:-1]).any():
+    if not _repeats(key, len(qid.dictionary) * len(docno.dictionary)):
         return
     frame = fields.select(["qid", "docno"]).to_pandas()
     i = _first_bad(frame.duplicated(["qid", "docno"]).to_numpy())

@@ -1,4 +1,9 @@
-"""Figures of the HTML report, drawn with matplotlib's SVG backend and inlined in the page.
+"""Figures of the HTML report, inlined in the page as SVG.
+
+The forest plot and the pooling-bias figure (dots and intervals on one linear axis, the figures of
+every run, the official census included) are written by hand with :mod:`receval.report.svg`; the
+others (curves, pool coverage, annotation spend) are drawn with matplotlib's SVG backend, which
+is imported only when one of them is drawn.
 
 Every figure has a title, axis labels and a legend, uses the Okabe–Ito colour-blind-safe palette
 (with marker shapes and line styles as a second cue), and is returned as a compact ``<svg>``
@@ -19,15 +24,15 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec
+from typing import TYPE_CHECKING, ParamSpec
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+from receval.report import svg
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
 PALETTE = {
@@ -59,7 +64,6 @@ _RC = {
     "legend.framealpha": 0.9,
     "xtick.labelsize": 8.0,
     "ytick.labelsize": 8.0,
-    "axes.prop_cycle": matplotlib.cycler(color=list(PALETTE.values())),
     "axes.spines.top": False,
     "axes.spines.right": False,
     "path.simplify": True,
@@ -99,11 +103,15 @@ P = ParamSpec("P")
 
 
 def _styled(func: Callable[P, str]) -> Callable[P, str]:
-    """Run a figure function inside the report's matplotlib style (fonts, palette, SVG text)."""
+    """Run a figure function inside the report's matplotlib style (fonts, palette, SVG text);
+    matplotlib is imported only when such a figure is drawn."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> str:
-        with matplotlib.rc_context(_RC):
+        import matplotlib
+
+        cycle = matplotlib.cycler(color=list(PALETTE.values()))
+        with matplotlib.rc_context({**_RC, "axes.prop_cycle": cycle}):
             return func(*args, **kwargs)
 
     return wrapper
@@ -119,6 +127,8 @@ class ForestPanel:
 
 
 def _figure(width: float, height: float, **kwargs: object) -> Figure:
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), **kwargs)
 
 
@@ -243,25 +253,42 @@ def _finite(values: object) -> np.ndarray:
 
 # --------------------------------------------------------------------------- forest plots
 
+#: Marks of the forest plot (matplotlib's marker sizes: diameter in points).
+_ESTIMATE = svg.Mark("o", 3.5, PALETTE["black"])
+_INTERVAL = svg.Mark("-", 16.0, "none", PALETTE["blue"], 1.6)
+_DIMM = svg.Mark("D", 4.0, "#ffffff", PALETTE["vermillion"], 1.2)
+_POOR_FIT = svg.Mark("X", 5.5, PALETTE["vermillion"])
 
-def _tier_bands(ax, tiers: Sequence[object]) -> bool:
-    """Shade every other tier (consecutive rows of one tier form a band); True if any tier."""
+
+def tier_runs(tiers: Sequence[object]) -> list[tuple[int, int]]:
+    """The shaded tier bands: (first row, end row) of every other run of consecutive rows of one
+    tier (the first, third, ...); none when no row has a tier."""
     values = [
         "" if t is None or (isinstance(t, float) and math.isnan(t)) else str(t) for t in tiers
     ]
     if not any(values):
-        return False
-    start, band = 0, 0
+        return []
+    runs, start = [], 0
     for i in range(1, len(values) + 1):
         if i == len(values) or values[i] != values[start]:
-            if band % 2 == 0:
-                ax.axhspan(start - 0.5, i - 0.5, color="#000000", alpha=TIER_ALPHA, lw=0, zorder=0)
-            band += 1
+            runs.append((start, i))
             start = i
-    return True
+    return runs[::2]
 
 
-@_styled
+@dataclass(frozen=True)
+class _Rows:
+    """Where the rows of a dot-and-interval figure are: ``n`` rows between ``top`` and
+    ``bottom`` (points), the first at the top."""
+
+    n: int
+    top: float
+    bottom: float
+
+    def y(self, row: float) -> float:
+        return self.top + (row + 0.5) * (self.bottom - self.top) / max(self.n, 1)
+
+
 def forest_plot(
     board: pd.DataFrame,
     panels: Sequence[ForestPanel],
@@ -280,102 +307,113 @@ def forest_plot(
     marker, so model extrapolations are visibly different from curve estimates; ``poor_fit``
     (one per row) marks the extrapolations whose back-test deviation exceeds
     ``backtest_limit`` with a filled cross (the model does not fit the system's own curve).
+    Drawn as hand-written SVG (:mod:`receval.report.svg`).
     """
     n = len(board)
     labels = [str(s) for s in board["system"]]
-    height = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6)
-    fig = _figure(1.4 + (2.9 if len(panels) <= 3 else 2.5) * len(panels), height)
-    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    size = 7.0 if n > 30 else 8.0
+    left = max(1.3 * svg.PT, max(map(len, labels), default=0) * size * svg.CHAR_EM + 30)
+    width = left - 1.3 * svg.PT + (1.4 + (2.9 if len(panels) <= 3 else 2.5) * len(panels)) * svg.PT
     poor = np.zeros(n, bool) if poor_fit is None else np.asarray(poor_fit, bool)
-    drawn: set[str] = set()
-    for ax, panel in zip(axes, panels, strict=True):
-        drawn |= _forest_panel(ax, board, panel, methods, poor)
-    y = np.arange(n)
-    axes[0].set_yticks(y, labels, fontsize=7 if n > 30 else 8)
-    axes[0].set_ylim(n - 0.5, -0.5)
-    axes[0].set_ylabel("system (in rank order, best first)")
-    handles, texts = _forest_legend(drawn, interval_label, backtest_limit)
-    ncol = min(len(texts), 3)
-    extra = 0.2 * (math.ceil(len(texts) / ncol) - 1)
-    height += extra
-    fig.set_size_inches(fig.get_figwidth(), height)
-    fig.legend(
-        handles,
-        texts,
-        loc="lower center",
-        ncol=ncol,
-        frameon=False,
-        bbox_to_anchor=(0.5, 0.0),
+    dimm = np.zeros(n, bool)
+    if methods is not None:
+        dimm = np.array([str(m) == "dimm" for m in methods], bool)
+    drawn = {"tiers"} if tier_runs(list(board.get("tier", [None] * n))) else set()
+    for panel in panels:
+        drawn |= _forest_marks(board, panel, dimm, poor)
+    entries = _forest_legend(drawn, interval_label, backtest_limit)
+    columns = svg.legend_columns(entries, 3, width - 20)
+    axes = max(2.6, (0.16 if n <= 40 else 0.14) * n + 1.6) * svg.PT - 0.85 * svg.PT - 32.4
+    rows = _Rows(n, 32.4, 32.4 + axes)
+    canvas = svg.Canvas(width, rows.bottom + 46 + svg.legend_height(entries, columns))
+    panel_width = (width - left - 0.02 * width) / (len(panels) + 0.08 * (len(panels) - 1))
+    for i, panel in enumerate(panels):
+        x0 = left + i * panel_width * 1.08
+        _forest_panel(canvas, board, panel, rows, (x0, x0 + panel_width), dimm & poor, dimm)
+    ylabel = "system (in rank order, best first)"
+    canvas.y_labels(left, [rows.y(i) for i in range(n)], labels, size, ylabel)
+    legend_width = sum(svg.column_widths(entries, columns))
+    canvas.legend(entries, max(4.0, (width - legend_width) / 2), rows.bottom + 46, columns)
+    return canvas.render(name, "Forest plot: " + ", ".join(p.title for p in panels))
+
+
+def _forest_columns(board: pd.DataFrame, column: str) -> tuple[np.ndarray, ...]:
+    n = len(board)
+    return tuple(
+        _finite(board.get(c, [math.nan] * n)) for c in (column, f"{column}_lo", f"{column}_hi")
     )
-    fig.subplots_adjust(
-        left=1.3 / fig.get_figwidth(),
-        right=0.98,
-        top=1 - 0.45 / height,
-        bottom=(0.85 + extra) / height,
-        wspace=0.08,
-    )
-    return _render(fig, name, "Forest plot: " + ", ".join(p.title for p in panels))
+
+
+def _forest_marks(
+    board: pd.DataFrame, panel: ForestPanel, dimm: np.ndarray, poor: np.ndarray
+) -> set[str]:
+    """What a panel of :func:`forest_plot` draws (``interval``, ``dimm``, ``poor``), for the
+    legend."""
+    est, lo, hi = _forest_columns(board, panel.column)
+    drawn = set()
+    if (np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)).any():
+        drawn.add("interval")
+    if panel.column == "precision_at_target":
+        if (dimm & poor & np.isfinite(est)).any():
+            drawn.add("poor")
+        if (dimm & ~poor & np.isfinite(est)).any():
+            drawn.add("dimm")
+    return drawn
 
 
 def _forest_panel(
-    ax, board: pd.DataFrame, panel: ForestPanel, methods: Sequence[str] | None, poor: np.ndarray
-) -> set[str]:
-    """Draw one panel of :func:`forest_plot`; return what it drew (``tiers``, ``interval``,
-    ``dimm``, ``poor``) for the legend."""
-    n = len(board)
-    y = np.arange(n)
-    drawn = {"tiers"} if _tier_bands(ax, list(board.get("tier", [None] * n))) else set()
-    est = _finite(board.get(panel.column, [math.nan] * n))
-    lo = _finite(board.get(f"{panel.column}_lo", [math.nan] * n))
-    hi = _finite(board.get(f"{panel.column}_hi", [math.nan] * n))
+    canvas: svg.Canvas,
+    board: pd.DataFrame,
+    panel: ForestPanel,
+    rows: _Rows,
+    span: tuple[float, float],
+    poor: np.ndarray,
+    dimm: np.ndarray,
+) -> None:
+    """Draw one panel of :func:`forest_plot` between x = ``span`` (points): tier bands, grid and
+    x axis, intervals, then the estimates (Dimm extrapolations marked only in the
+    precision-at-target panel)."""
+    est, lo, hi = _forest_columns(board, panel.column)
+    axis = svg.Axis(*svg.data_limits(np.concatenate([est, lo, hi])), *span)
+    for start, end in tier_runs(list(board.get("tier", [None] * rows.n))):
+        top = rows.y(start - 0.5)
+        canvas.band(span[0], top, span[1] - span[0], rows.y(end - 0.5) - top, TIER_ALPHA)
+    canvas.x_axis(axis, rows.top, rows.bottom, panel.xlabel, "#dddddd")
+    canvas.segments([(span[0], rows.top, span[0], rows.bottom)], "#000000", 0.8)
+    y = np.array([rows.y(i) for i in range(rows.n)])
     ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(est)
-    if ok.any():
-        drawn.add("interval")
-        ax.hlines(y[ok], lo[ok], hi[ok], color=PALETTE["blue"], lw=1.6, zorder=2)
-    dimm = np.zeros(n, bool)
-    if methods is not None and panel.column == "precision_at_target":
-        dimm = np.array([str(m) == "dimm" for m in methods], bool)
-    plain = np.isfinite(est) & ~dimm
-    ax.plot(est[plain], y[plain], "o", color=PALETTE["black"], ms=3.5, zorder=3)
-    sel = dimm & poor & np.isfinite(est)
-    if sel.any():
-        drawn.add("poor")
-        ax.plot(est[sel], y[sel], "X", color=PALETTE["vermillion"], ms=5.5, zorder=3)
-    sel = dimm & ~poor & np.isfinite(est)
-    if sel.any():
-        drawn.add("dimm")
-        ax.plot(
-            est[sel], y[sel], "D", mfc="white", mec=PALETTE["vermillion"], mew=1.2, ms=4, zorder=3
-        )
-    ax.set_title(panel.title)
-    ax.set_xlabel(panel.xlabel)
-    ax.set_xlim(left=0.0)
-    ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
-    ax.set_axisbelow(True)
-    return drawn
+    canvas.segments(
+        zip(map(axis, lo[ok]), y[ok], map(axis, hi[ok]), y[ok], strict=True),
+        PALETTE["blue"],
+        1.6,
+    )
+    if panel.column != "precision_at_target":
+        dimm = np.zeros(rows.n, bool)
+    finite = np.isfinite(est)
+    for mark, sel in (
+        (_ESTIMATE, finite & ~dimm),
+        (_POOR_FIT, finite & dimm & poor),
+        (_DIMM, finite & dimm & ~poor),
+    ):
+        canvas.series(mark, zip(map(axis, est[sel]), y[sel], strict=True))
+    canvas.text((span[0] + span[1]) / 2, rows.top - 6, panel.title, 10)
 
 
 def _forest_legend(
     drawn: set[str], interval_label: str | None, backtest_limit: float
-) -> tuple[list, list[str]]:
-    """Legend handles and texts of :func:`forest_plot` for what its panels drew."""
-    handles: list = [Line2D([], [], ls="", marker="o", color=PALETTE["black"], ms=4)]
-    texts = ["estimate"]
+) -> list[svg.LegendEntry]:
+    """Legend entries of :func:`forest_plot` for what its panels drew."""
+    entries = [svg.LegendEntry("estimate", _ESTIMATE)]
     if "interval" in drawn:
-        handles.append(Line2D([], [], color=PALETTE["blue"], lw=1.6))
-        texts.append(interval_label or "interval")
+        entries.append(svg.LegendEntry(interval_label or "interval", _INTERVAL))
     if "dimm" in drawn:
-        handles.append(
-            Line2D([], [], ls="", marker="D", mfc="white", mec=PALETTE["vermillion"], ms=4)
-        )
-        texts.append("model extrapolation (Dimm)")
+        entries.append(svg.LegendEntry("model extrapolation (Dimm)", _DIMM))
     if "poor" in drawn:
-        handles.append(Line2D([], [], ls="", marker="X", color=PALETTE["vermillion"], ms=5.5))
-        texts.append(f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})")
+        text = f"model extrapolation, does not fit (back-test > {backtest_limit:.2f})"
+        entries.append(svg.LegendEntry(text, _POOR_FIT))
     if "tiers" in drawn:
-        handles.append(Patch(color="#000000", alpha=TIER_ALPHA, lw=0))
-        texts.append("tier (alternate tiers shaded)")
-    return handles, texts
+        entries.append(svg.LegendEntry("tier (alternate tiers shaded)", opacity=TIER_ALPHA))
+    return entries
 
 
 # --------------------------------------------------------------------------- precision curves
@@ -709,6 +747,8 @@ def _recall_axis(
 
 def _rank_axis(ax, target: float | None) -> None:
     """A log rank x axis (a curve without recall); the target cannot be placed on it."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -785,6 +825,8 @@ def _overview_panel(ax, item: OverviewItem, target: float | None, right: float) 
     ax.set_ylim(0.0, 1.03)
     ax.set_yticks([0.0, 0.5, 1.0])
     if on_recall:
+        from matplotlib.ticker import MaxNLocator
+
         ax.xaxis.set_major_locator(MaxNLocator(3))
     # a fixed title position: matplotlib's automatic one measures every tick label (slow × 70)
     title = ax.set_title(item.label, fontsize=OVERVIEW_FONT, pad=2, loc="left", y=1.0)
@@ -806,6 +848,8 @@ def _overview_curve(ax, curve: pd.DataFrame) -> bool:
         )
     ax.step(x, _finite(thin["precision"]), where="post", color=PALETTE["black"], lw=0.8)
     if not on_recall:
+        from matplotlib.ticker import FuncFormatter, NullLocator
+
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(_rank_label))
         ax.xaxis.set_minor_locator(NullLocator())
@@ -929,6 +973,9 @@ def _overview_legend(
     items: Sequence[OverviewItem], target: float | None, backtest_limit: float
 ) -> tuple[list, list[str]]:
     """Legend handles and texts of :func:`curve_overview` for what its panels show."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     handles: list = [
         Line2D([], [], color=PALETTE["black"], lw=0.8),
         Patch(color=PALETTE["sky"], alpha=0.45, lw=0),
@@ -1001,60 +1048,57 @@ def pool_coverage_plot(
     return _render(fig, name, "Pool coverage with interval")
 
 
-@_styled
 def pooling_bias_plot(bias: pd.DataFrame, *, name: str = "pooling-bias") -> str:
     """Per team: official closed-world F1 with the full pool, with the team left out, joint F1.
 
     Teams are sorted by ``delta_f1`` = leave-team-out minus full-pool official F1 (most negative
     first); a line joins each team's two official scores so the size of the pooling effect is
-    read as its length.
+    read as its length.  Drawn as hand-written SVG (:mod:`receval.report.svg`).
     """
     frame = bias.copy()
     frame["_delta"] = _finite(frame.get("delta_f1", [math.nan] * len(frame)))
     frame = frame.sort_values("_delta", ascending=True, na_position="last", kind="stable")
     n = len(frame)
-    fig = _figure(6.4, 4.0)
-    ax = fig.subplots()
-    y = np.arange(n)
-    off = _finite(frame.get("official_f1", [math.nan] * n))
-    lto = _finite(frame.get("official_f1_lto", [math.nan] * n))
-    joint = _finite(frame.get("joint_f1", [math.nan] * n))
-    both = np.isfinite(off) & np.isfinite(lto)
-    ax.hlines(y[both], off[both], lto[both], color="#999999", lw=1.2, zorder=1)
-    ax.plot(off, y, "o", color=PALETTE["black"], ms=5, label="official F1, full pool", zorder=3)
-    ax.plot(
-        lto,
-        y,
-        "s",
-        mfc="white",
-        mec=PALETTE["orange"],
-        mew=1.4,
-        ms=5,
-        label="official F1, team's unique facts left out of the pool",
-        zorder=3,
-    )
-    if np.isfinite(joint).any():
-        ax.plot(
-            joint,
-            y,
-            "^",
-            color=PALETTE["blue"],
-            ms=5,
-            label="joint F1 (sample-based, open-world)",
-            zorder=3,
+    series = [
+        (_finite(frame.get(column, [math.nan] * n)), svg.LegendEntry(text, mark))
+        for column, text, mark in (
+            ("official_f1", "official F1, full pool", svg.Mark("o", 5, PALETTE["black"])),
+            (
+                "official_f1_lto",
+                "official F1, team's unique facts left out of the pool",
+                svg.Mark("s", 5, "#ffffff", PALETTE["orange"], 1.4),
+            ),
+            ("joint_f1", "joint F1 (sample-based, open-world)", svg.Mark("^", 5, PALETTE["blue"])),
         )
-    ax.set_yticks(y, [str(t) for t in frame["team"]])
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.set_ylabel("team (by Δ F1)")
-    ax.set_xlabel("F1 (mean over the team's systems)")
-    ax.set_xlim(left=0.0)
-    ax.set_title("Pooling bias: official closed-world F1 vs leave-team-out")
-    ax.grid(axis="x", color="#e5e5e5", lw=0.6)
-    longest = max((len(str(t)) for t in frame["team"]), default=4)
-    _legend_below(
-        fig, width=6.4, axes_height=max(1.2, 0.22 * n), left=0.55 + 0.065 * longest, ncol=2
+    ]
+    series = series[:2] + [s for s in series[2:] if np.isfinite(s[0]).any()]
+    teams = [str(t) for t in frame["team"]]
+    width = 6.4 * svg.PT
+    left = (0.55 + 0.065 * max(map(len, teams), default=4)) * svg.PT
+    entries = [entry for _, entry in series]
+    columns = svg.legend_columns(entries, 2, width - left / 2)
+    rows = _Rows(n, 0.32 * svg.PT, (0.32 + max(1.2, 0.22 * n)) * svg.PT)
+    canvas = svg.Canvas(width, rows.bottom + 46 + svg.legend_height(entries, columns))
+    values = np.concatenate([values for values, _ in series])
+    axis = svg.Axis(*svg.data_limits(values), left, width - 0.2 * svg.PT)
+    canvas.x_axis(axis, rows.top, rows.bottom, "F1 (mean over the team's systems)", "#e5e5e5")
+    canvas.segments([(left, rows.top, left, rows.bottom)], "#000000", 0.8)
+    y = np.array([rows.y(i) for i in range(n)])
+    (off, _), (lto, _) = series[:2]
+    both = np.isfinite(off) & np.isfinite(lto)
+    canvas.segments(
+        zip(map(axis, off[both]), y[both], map(axis, lto[both]), y[both], strict=True),
+        "#999999",
+        1.2,
     )
-    return _render(fig, name, "Pooling bias per team")
+    for values, entry in series:
+        ok = np.isfinite(values)
+        canvas.series(entry.mark, zip(map(axis, values[ok]), y[ok], strict=True))
+    canvas.y_labels(left, list(y), teams, 8, "team (by Δ F1)")
+    title = "Pooling bias: official closed-world F1 vs leave-team-out"
+    canvas.text((left + axis.stop) / 2, rows.top - 6, title, 10)
+    canvas.legend(entries, left / 2, rows.bottom + 46, columns)
+    return canvas.render(name, "Pooling bias per team")
 
 
 @_styled
