@@ -193,7 +193,8 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     type=click.Choice(opts.INTERVAL_METHODS),
     default="percentile",
     show_default=True,
-    help="Bootstrap interval method.",
+    help="Bootstrap interval method (every one expanded for small samples: read at the "
+    "level of a t interval on the draws the number rests on).",
 )
 @click.option(
     "--intervals",

@@ -16,6 +16,7 @@ Estimators (``estimator=``):
 
 from __future__ import annotations
 
+import dataclasses
 import warnings as pywarnings
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -49,6 +50,7 @@ from receval.estimators.reliability import (
     reliability_notes,
 )
 from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
+from receval.estimators.small_sample import metric_draws
 from receval.leaderboard import (
     best_per_team,
     rank_confidence_sets,
@@ -155,6 +157,7 @@ class Fitted:
     replicates: Replicates
     run: BootstrapRun
     ratio_form: np.ndarray  # (m,) bool: joint precision in the self-normalised form
+    sizes: Any = None  # EffectiveSizes behind each system's numbers (reliability flags)
 
     @property
     def draw_layout(self) -> TermLayout:
@@ -186,7 +189,7 @@ def score_task(
     data, warnings = _sample_data(task, options)
     warnings[:0] = input_warnings(task)
     fitted = fit(ScoringContext(task, data, options), estimator, replicates)
-    sizes = estimator.effective_sizes(fitted.ctx, fitted.terms)
+    sizes = fitted.sizes
     notes = reliability_notes(sizes, data.census)
     _system_notes(fitted, notes, warnings)
     board = _metric_columns(fitted, notes, sizes)
@@ -302,7 +305,10 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
         )
     if estimator.precision_forms and ratio_form.any():
         run = reevaluate(run, estimator.statistic(ctx, ratio_form))
-    return Fitted(ctx, estimator, method, terms, replicates, run, ratio_form)
+    # the draws each metric's variance rests on: intervals expanded for small samples
+    sizes = estimator.effective_sizes(ctx, terms)
+    run = dataclasses.replace(run, draws=metric_draws(sizes, run))
+    return Fitted(ctx, estimator, method, terms, replicates, run, ratio_form, sizes)
 
 
 def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -> None:
@@ -373,8 +379,9 @@ def _metric_columns(fitted: Fitted, notes: list[list[str]], sizes) -> pd.DataFra
 def _target_columns(board: pd.DataFrame, target_info, fitted: Fitted, notes) -> None:
     """Precision at the target recall with its interval, method and Dimm back-test."""
     data = fitted.ctx.data
+    draws = None if fitted.run.draws is None else fitted.run.draws["precision"]
     low, high = fitted.intervals.interval(
-        fitted.ctx.options, target_info.point, target_info.replicates
+        fitted.ctx.options, target_info.point, target_info.replicates, draws=draws
     )
     board["precision_at_target"] = target_info.point
     board["precision_at_target_lo"] = low
@@ -670,8 +677,13 @@ def _true_facts_row(fitted: Fitted, interval: str) -> dict:
     """pool.csv's ``true_facts`` row: 𝒴̂ = Ŷ/θ̂ with its interval (no jackknife: BCa falls
     back to percentile)."""
     universe, universe_reps = universe_correct(fitted.run)
+    draws = None if fitted.run.draws is None else fitted.run.draws["pool_coverage"]
     low, high = fitted.intervals.interval(
-        fitted.ctx.options, np.array([universe]), universe_reps[:, None], bounds=(0.0, np.inf)
+        fitted.ctx.options,
+        np.array([universe]),
+        universe_reps[:, None],
+        bounds=(0.0, np.inf),
+        draws=draws,  # θ̂'s units: Ŷ's draws are many more
     )
     return {
         "quantity": "true_facts",

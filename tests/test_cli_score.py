@@ -90,7 +90,7 @@ def test_score_writes_every_output_with_contract_columns(task, tmp_path):
         ):
             if pd.isna(row[col]):
                 assert isinstance(row["note"], str) and row["note"], (row["system"], col)
-    assert (board["interval"] == "percentile bootstrap 95%, B=200").all()
+    assert (board["interval"] == "percentile bootstrap 95%, B=200, small-sample expanded").all()
     assert (board["rank_lo"] <= board["rank"]).all() and (board["rank"] <= board["rank_hi"]).all()
     assert board["tier"].min() == 1
     run = json.loads((out / "run.json").read_text())

@@ -371,8 +371,8 @@ class AnytimeIntervals(IntervalMethod):
         nan = np.isnan(point)
         return Estimates(point, np.where(nan, np.nan, lower), np.where(nan, np.nan, upper))
 
-    def interval(self, options, point, replicates, jackknife=None, bounds=(0.0, 1.0)):
-        """No anytime interval for derived quantities (NaN ends)."""
+    def interval(self, options, point, replicates, jackknife=None, bounds=(0.0, 1.0), draws=None):
+        """No anytime interval for derived quantities (NaN ends; ``draws`` unused)."""
         nan = np.full(np.shape(point), np.nan)
         return nan, nan
 

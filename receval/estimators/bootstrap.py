@@ -239,6 +239,7 @@ def confidence_interval(
     jackknife: np.ndarray | None = None,
     bounds: tuple[float, float] | None = (0.0, 1.0),
     max_nan_share: float = 0.01,
+    draws: np.ndarray | None = None,
 ) -> ConfidenceInterval:
     """Bootstrap interval per column.
 
@@ -250,20 +251,28 @@ def confidence_interval(
     level : two-sided confidence level.
     bounds : the parameter's range; ``basic`` intervals are clipped to it.
     max_nan_share : a column whose replicates are NaN more often than this gets a NaN interval.
+    draws : (m,) the number of draws each column's variance rests on: the replicates are read at
+        the expanded level of :func:`receval.estimators.small_sample.expanded_alpha` (Hesterberg
+        2015; NaN: not expanded).  None: the plain ``level``.
     """
     if method not in METHODS:
         raise ValueError(f"unknown interval method {method!r} (known: {', '.join(METHODS)})")
     point = np.asarray(point, float)
     reps = np.asarray(replicates, float)
-    alpha = (1.0 - level) / 2.0
     m = point.size
+    if draws is None:
+        alpha = np.full(m, (1.0 - level) / 2.0)
+    else:
+        from receval.estimators.small_sample import expanded_alpha
+
+        alpha = expanded_alpha(1.0 - level, draws, m) / 2.0
     nan_share = np.isnan(reps).mean(axis=0) if reps.size else np.ones(m)
     if method == "percentile":
-        lo = _nanquantile_cols(reps, np.full(m, alpha))
-        hi = _nanquantile_cols(reps, np.full(m, 1 - alpha))
+        lo = _nanquantile_cols(reps, alpha)
+        hi = _nanquantile_cols(reps, 1 - alpha)
     elif method == "basic":
-        qlo = _nanquantile_cols(reps, np.full(m, alpha))
-        qhi = _nanquantile_cols(reps, np.full(m, 1 - alpha))
+        qlo = _nanquantile_cols(reps, alpha)
+        qhi = _nanquantile_cols(reps, 1 - alpha)
         lo, hi = 2 * point - qhi, 2 * point - qlo
         if bounds is not None:
             lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
@@ -280,7 +289,7 @@ def confidence_interval(
             share = (below + 0.5 * equal) / count
         z0 = ndtri(np.clip(share, 1e-12, 1 - 1e-12))
         a = bca_acceleration(jackknife)
-        z = ndtri(np.array([alpha, 1 - alpha]))
+        z = ndtri(np.stack([alpha, 1 - alpha]))
         adj = []
         for zq in z:
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -311,6 +320,9 @@ class BootstrapRun:
     #: the stage totals behind them (full sample, replicates, jackknife per stage), so that
     #: :func:`reevaluate` can apply another statistic without resampling again
     totals: tuple | None = None
+    #: per metric, the number of draws its variance rests on (per system): intervals are
+    #: expanded for small samples (:mod:`receval.estimators.small_sample`); None: not expanded
+    draws: dict[str, np.ndarray] | None = None
 
 
 def reevaluate(run: BootstrapRun, statistic: Statistic) -> BootstrapRun:

@@ -79,7 +79,7 @@ class BootstrapIntervals(IntervalMethod):
         clusters = ", queries resampled as clusters" if options.cluster_queries else ""
         if getattr(options, "annotator_resampling", False):
             clusters += ", annotator votes resampled"
-        return f"{options.method} bootstrap {options.confidence:.0%}, B={B}{clusters}"
+        return f"{options.method} bootstrap {options.confidence:.0%}, B={B}, small-sample expanded{clusters}"
 
     def estimate(
         self,
@@ -91,7 +91,8 @@ class BootstrapIntervals(IntervalMethod):
         assert run is not None, "the bootstrap interval method needs a bootstrap run"
         point = run.point[metric]
         jack = None if run.jackknife is None else run.jackknife[metric]
-        low, high = self.interval(ctx.options, point, run.replicates[metric], jack, bounds)
+        draws = None if run.draws is None else run.draws.get(metric)
+        low, high = self.interval(ctx.options, point, run.replicates[metric], jack, bounds, draws)
         return Estimates(point, low, high)
 
     def interval(
@@ -101,9 +102,11 @@ class BootstrapIntervals(IntervalMethod):
         replicates: np.ndarray,
         jackknife: np.ndarray | None = None,
         bounds: tuple[float, float] | None = (0.0, 1.0),
+        draws: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``--method`` interval at ``--confidence`` of any replicated quantity (BCa falls
-        back to percentile for a quantity without jackknife values)."""
+        back to percentile for a quantity without jackknife values), expanded for small samples
+        where ``draws`` (the draws each column's variance rests on) is given."""
         from receval.estimators.bootstrap import confidence_interval
 
         method = options.method if jackknife is not None or options.method != "BCa" else None
@@ -114,6 +117,7 @@ class BootstrapIntervals(IntervalMethod):
             level=options.confidence,
             jackknife=jackknife,
             bounds=bounds,
+            draws=draws,
         )
         return ci.low, ci.high
 

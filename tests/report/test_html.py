@@ -139,7 +139,7 @@ def test_every_figure_has_title_axis_labels_and_legend(full_output_dir):
             "True recall",
             "Precision at R_T = 0.1",
             "estimate",
-            "percentile bootstrap 95%, B=200 interval",
+            "percentile bootstrap 95%, B=200, small-sample expanded interval",
             "model extrapolation",
             "tier",
         ],
