@@ -38,9 +38,15 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
   or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
 * pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
-  inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`).
-* recall θ·ν_i and F1 (increasing in precision and recall): from the sequences of the factors at
-  split levels (union bound): recall θ and ν at α/2 each, F1 π, ν and θ at α/3 each.
+  inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`), taken
+  as known before the first unit, and so do the bets (their prior scale is half of it, not the
+  units' mean, which the first bets would otherwise see ahead of time).
+* recall θ·ν_i and F1 (increasing in precision and recall): one joint test per side
+  (:func:`joint_bounds`): θ's final capital over the units (independent of the draws: an
+  e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, halved),
+  so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
+  each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
+  the bench's gradient world, now about 1.5 and 1.7).
 * comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
   and pooled recall: ν, whose order is recall's), so all of them hold at once with probability
   ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
@@ -134,6 +140,12 @@ def anytime_bounds(
     ends["pool_correct"] = _bounds(correct, [alpha], (0.0, pool_facts), alpha, pool_horizon,
                                    pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
+    draws = {
+        "precision": (precision, sequence_bets(precision, alpha, horizon)),
+        "pooled_recall": (ratio, sequence_bets(ratio, alpha, pool_horizon, 0.5, pool_facts / 2)),
+    }
+    joint = joint_bounds(_unit_streams(data), draws, alpha)
+    ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
 
 
@@ -183,11 +195,11 @@ def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
     return {a: (lower[i], upper[i]) for i, a in enumerate(levels)}
 
 
-def _unit_bounds(data: SampleData, levels, alpha):
-    """θ's sequence over the exhaustive units in file order (w a − θ w b, range max w b)."""
+def _unit_streams(data: SampleData):
+    """θ's stream over the exhaustive units in file order (w a − θ w b, range max w b) and its
+    bets, or None without units that found a correct fact."""
     if data.U == 0 or not (data.unit_found > 0).any():
-        nan = np.full(1, np.nan)
-        return {a: (nan, nan) for a in levels}
+        return None
     u = data.unit_weight * data.unit_pooled
     v = data.unit_weight * data.unit_found
     high = np.full(v.size, float(v.max()))
@@ -195,7 +207,101 @@ def _unit_bounds(data: SampleData, levels, alpha):
         u[None, :], v[None, :], high[None, :], np.ones((1, v.size), bool)
     )
     horizon = np.full((1, v.size), float(v.size))
-    return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, float(v.mean()))
+    return streams, horizon, float(v.max()) / 2
+
+
+def _unit_bounds(data: SampleData, levels, alpha):
+    """θ's sequence over the exhaustive units in file order (:func:`_unit_streams`)."""
+    units = _unit_streams(data)
+    if units is None:
+        nan = np.full(1, np.nan)
+        return {a: (nan, nan) for a in levels}
+    streams, horizon, scale = units
+    return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, scale)
+
+
+#: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`)
+THETA_GRID = 48
+
+
+def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Recall θ·ν and F1 at level α from one joint test per side instead of a split of α.
+
+    The units are drawn independently of the labels and their number is fixed by the design
+    (:data:`UNIT_ASSUMPTION`), so θ's final capital X(θ) (a test martingale stopped at a fixed
+    step, E X(θ_true) ≤ 1) is independent of the draw stream.  For one side, let Y_ν and Z_π be
+    the running maxima of ν's and π's capitals over the draws (Ville: P(Y ≥ y) ≤ 1/y at the
+    truth, every look included, whatever rule chose the draws) and V = max(Y, Z)/2
+    (P(V ≥ v) ≤ 1/v).  Conditioning on the units,
+    P(X·V ≥ 2/α) = E[P(V ≥ 2/(αX) | X)] ≤ E[X] α/2 ≤ α/2 at the true values.  So the side
+    rejects (θ, π, ν) when log X(θ) + max(log Y(ν), log Z(π)) ≥ log(2/α) + log 2 (recall: ν
+    only, no log 2); the two sides cost α.  Both capitals are monotone in their value, so for
+    θ in a cell [θ_j, θ_{j+1}] of a grid of the θ not rejected by X alone, the ν and π left
+    at θ_j's budget log(2/α) (+ log 2) − log X(θ_j) bound those at every θ of the cell: the
+    upper ends are max_j f(π_j, θ_{j+1}·ν_j) and the lower ones min_j f(π_{j+1}, θ_j·ν_{j+1})
+    (f increasing in both; recall: θν), never narrower than the exact ends.
+
+    Against the split it replaces (θ and ν at α/2 each; F1: π, ν and θ at α/3 each) the error
+    is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
+    gives budget to them.  Returns ``recall`` and ``f1`` (lower, upper) per system; NaN without
+    units.  ``units``: :func:`_unit_streams`; ``draws``: (streams, bets) of ``precision`` and
+    ``pooled_recall``."""
+    from receval.estimators.betting import one_sided_ends, plugin_bets
+
+    m = draws["pooled_recall"][0].shape[0]
+    if units is None or m == 0 or draws["pooled_recall"][0].shape[1] == 0:
+        nan = np.full(m, np.nan)
+        return {"recall": (nan, nan), "f1": (nan, nan)}
+    t_streams, t_horizon, t_scale = units
+    t_bets = plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale)
+    out = {}
+    for side in (+1, -1):
+        ends = {}
+        for name, extra in (("recall", 0.0), ("f1", np.log(2.0))):
+            level = np.log(2.0 / alpha) + extra
+            grid, budget = _theta_grid(t_streams, t_bets, level, side)
+            factor = {}
+            for key in ("pooled_recall", "precision") if name == "f1" else ("pooled_recall",):
+                streams, bets = draws[key]
+                thresholds = np.broadcast_to(budget[:, None], (grid.size, streams.shape[0]))
+                factor[key] = one_sided_ends(
+                    streams, bets, thresholds, side, (0.0, 1.0), ITERATIONS
+                )
+            ends[name] = _cell_extreme(grid, factor, side, name)
+        out[side] = ends
+    none = ~draws["pooled_recall"][0].active.any(axis=1)
+    return {
+        name: tuple(np.where(none, np.nan, out[side][name]) for side in (+1, -1))
+        for name in ("recall", "f1")
+    }
+
+
+def _theta_grid(streams, bets, level: float, side: int):
+    """The grid of θ (G,) not rejected by θ's final capital alone at ``level`` on ``side``,
+    its ends included, and each point's budget level − log X(θ) (G,)."""
+    from receval.estimators.betting import log_capital, one_sided_ends
+
+    edge = one_sided_ends(
+        streams, bets, np.full((1, 1), level), side, (0.0, 1.0), ITERATIONS, running=False
+    )[0, 0]
+    lo, hi = (edge, 1.0) if side > 0 else (0.0, edge)
+    grid = np.linspace(lo, hi, THETA_GRID)
+    budget = level - log_capital(streams, bets, grid[:, None], side, running=False)[:, 0]
+    return grid, budget
+
+
+def _cell_extreme(grid, factor: dict, side: int, name: str) -> np.ndarray:
+    """The recall (θ·ν) or F1 end over the grid's cells (:func:`joint_bounds`)."""
+    nu = factor["pooled_recall"]  # (G, m)
+    if side < 0:  # upper: ν_j at θ_{j+1}
+        recall = grid[1:, None] * nu[:-1]
+        pi = factor.get("precision", nu)[:-1]
+        value = recall if name == "recall" else f1_of(pi, recall)
+        return value.max(axis=0)
+    recall = grid[:-1, None] * nu[1:]
+    pi = factor.get("precision", nu)[1:]
+    value = recall if name == "recall" else f1_of(pi, recall)
+    return value.min(axis=0)
 
 
 def f1_of(p: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -208,6 +314,8 @@ def metric_bounds(b: AnytimeBounds, metric: str, alpha: float) -> tuple[np.ndarr
     """The two ends of ``metric``'s sequence at overall level α (its factors' levels split)."""
     e = b.ends
     if metric in ("precision", "pooled_recall", "pool_coverage", "pool_correct"):
+        return e[metric][alpha]
+    if metric in ("recall", "f1") and alpha in e.get(metric, {}):
         return e[metric][alpha]
     if metric == "recall":
         t_lo, t_hi = e["pool_coverage"][alpha / 2]
@@ -311,7 +419,10 @@ class AnytimeIntervals(IntervalMethod):
                 "one draw per source for the pool terms",
                 "shuffled_rounds": stream_counts[0],
                 "legacy_rounds": stream_counts[1],
-                "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
+                "splits": "recall and f1: one joint test per side, theta's final capital over "
+                "the units (independent of the draws) times the running maximum of nu's capital "
+                "(f1: the larger of nu's and precision's, at alpha/2 more), maximised over a grid "
+                "of theta; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [

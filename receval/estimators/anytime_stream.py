@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 MIXTURE_COLUMN = "mixture_prob"
 
 UNIT_ASSUMPTION = (
-    "pool coverage: the exhaustive units are taken in file order as exchangeable draws, and no "
-    "unit is assumed to weigh more than the largest recorded one"
+    "pool coverage: the exhaustive units are taken in file order as exchangeable draws, their "
+    "number and choice fixed by the design (not by the labels), and no unit is assumed to weigh "
+    "more than the largest recorded one"
 )
 
 #: bisection steps of each end (resolution 2⁻²⁴ of the search range; ends are conservative)

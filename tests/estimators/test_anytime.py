@@ -236,3 +236,47 @@ def test_precision_sequences_on_parabank_miss_at_most_alpha():
         pytest.skip("../shared/data/parabank-eval is not present")
     miss = bench.population_study(200, 1, pop=pop, first=4, batch=120)["miss"].mean(axis=0)
     assert miss.max() <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / 200), miss
+
+
+def test_joint_recall_and_f1_bounds_cover_at_every_look():
+    """Recall θ·ν and F1 from one joint test per side (θ's final capital over i.i.d. units
+    times the running maximum of the draws' capitals): the share of (campaign, system) whose
+    final interval misses is at most α + MC error (the draws' part holds at every look, so the
+    final look is the hardest one for it), and the ends never exclude the plug-in values."""
+    from receval.estimators.anytime import f1_of, joint_bounds, sequence_bets
+
+    rng = np.random.default_rng(17)
+    reps, m, U, K = 100, 4, 20, 200
+    b_values = np.arange(8.0)
+    b_prob = np.array([0.05, 0.1, 0.15, 0.2, 0.2, 0.15, 0.1, 0.05])
+    in_pool = np.linspace(0.2, 0.9, 8)  # units with more correct facts are better covered
+    theta = float((b_prob * b_values * in_pool).sum() / (b_prob * b_values).sum())
+    pi = np.array([0.3, 0.5, 0.6, 0.8])
+    nu = np.array([0.1, 0.25, 0.4, 0.6])
+    misses = []
+    for _ in range(reps):
+        b = rng.choice(b_values, size=U, p=b_prob)
+        a = rng.binomial(b.astype(int), in_pool[b.astype(int)]).astype(float)
+        units = (
+            BettingStreams.of_ratios(a[None], b[None], np.full((1, U), 7.0), np.ones((1, U), bool)),
+            np.full((1, U), float(U)),
+            3.5,
+        )
+        f = (rng.random(K) < 0.5).astype(float)
+        g = rng.random((m, K)) < nu[:, None]
+        ratio = BettingStreams.of_ratios(g * f, np.broadcast_to(f, (m, K)), np.ones((m, K)),
+                                         np.ones((m, K), bool))  # fmt: skip
+        x = (rng.random((m, K)) < pi[:, None]).astype(float)
+        prec = BettingStreams.of_means(x, 1.0)
+        horizon = np.full((m, K), float(K))
+        draws = {
+            "precision": (prec, sequence_bets(prec, ALPHA, horizon)),
+            "pooled_recall": (ratio, sequence_bets(ratio, ALPHA, horizon)),
+        }
+        out = joint_bounds(units, draws, ALPHA)
+        recall, f1 = theta * nu, f1_of(pi, theta * nu)
+        (r_lo, r_hi), (f_lo, f_hi) = out["recall"], out["f1"]
+        assert np.all(r_lo <= r_hi) and np.all(f_lo <= f_hi)
+        misses.append(np.stack([(recall < r_lo) | (recall > r_hi), (f1 < f_lo) | (f1 > f_hi)]))
+    miss = np.array(misses).mean(axis=(0, 2))  # recall, f1
+    assert np.all(miss <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / reps)), miss
