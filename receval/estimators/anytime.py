@@ -36,7 +36,9 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`).
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
-  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
+  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.  A carries the
+  popularity control (its known pool sum; B untouched, so the test stays monotone in ν, and
+  the range constant in ν: :func:`receval.estimators.anytime_control.controlled_recall_streams`).
 * pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
   inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`), taken
   as known before the first unit, and so do the bets (their prior scale is half of it, not the
@@ -69,7 +71,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from receval.estimators.anytime_control import controlled_precision_streams
+from receval.estimators.anytime_control import (
+    controlled_precision_streams,
+    controlled_recall_streams,
+)
 from receval.estimators.anytime_stream import (
     ITERATIONS,
     UNIT_ASSUMPTION,
@@ -133,7 +138,13 @@ def anytime_bounds(
     pool_horizon = st.pool_horizon[None, :] if P else None
     pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    if st.own_b is None:
+        ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    else:
+        ratio = controlled_recall_streams(
+            data.member[st.fact], st.label, st.pool_sigma, st.pool_step, st.stratum, st.count,
+            pool_high, st.pool_cover > 0,
+        )  # fmt: skip
     ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
                                     pool_facts / 2)  # fmt: skip
     correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
@@ -220,8 +231,12 @@ def _unit_bounds(data: SampleData, levels, alpha):
     return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, scale)
 
 
-#: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`)
-THETA_GRID = 48
+#: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`): this many
+#: between θ's point and the end θ's capital alone rejects, a quarter of it on the far side
+THETA_GRID = 64
+#: F1's weights of ν's and π's capitals (1/w_ν + 1/w_π = 1, fixed in advance): F1 is far more
+#: sensitive to recall than to precision where recall is the smaller of the two
+F1_WEIGHTS = {"pooled_recall": 1.25, "precision": 5.0}
 
 
 def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -231,44 +246,37 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     (:data:`UNIT_ASSUMPTION`), so θ's final capital X(θ) (a test martingale stopped at a fixed
     step, E X(θ_true) ≤ 1) is independent of the draw stream.  For one side, let Y_ν and Z_π be
     the running maxima of ν's and π's capitals over the draws (Ville: P(Y ≥ y) ≤ 1/y at the
-    truth, every look included, whatever rule chose the draws) and V = max(Y, Z)/2
-    (P(V ≥ v) ≤ 1/v).  Conditioning on the units,
-    P(X·V ≥ 2/α) = E[P(V ≥ 2/(αX) | X)] ≤ E[X] α/2 ≤ α/2 at the true values.  So the side
-    rejects (θ, π, ν) when log X(θ) + max(log Y(ν), log Z(π)) ≥ log(2/α) + log 2 (recall: ν
-    only, no log 2); the two sides cost α.  Both capitals are monotone in their value, so for
-    θ in a cell [θ_j, θ_{j+1}] of a grid of the θ not rejected by X alone, the ν and π left
-    at θ_j's budget log(2/α) (+ log 2) − log X(θ_j) bound those at every θ of the cell: the
-    upper ends are max_j f(π_j, θ_{j+1}·ν_j) and the lower ones min_j f(π_{j+1}, θ_j·ν_{j+1})
-    (f increasing in both; recall: θν), never narrower than the exact ends.
+    truth, every look included, whatever rule chose the draws) and V = max(Y/w_ν, Z/w_π) with
+    fixed weights, 1/w_ν + 1/w_π = 1 (:data:`F1_WEIGHTS`), so P(V ≥ v) ≤ 1/v.  Conditioning on
+    the units, P(X·V ≥ 2/α) = E[P(V ≥ 2/(αX) | X)] ≤ E[X] α/2 ≤ α/2 at the true values.  So
+    the side rejects (θ, π, ν) when log X(θ) + max(log Y(ν) − log w_ν, log Z(π) − log w_π) ≥
+    log(2/α) (recall: ν alone, w_ν = 1); the two sides cost α.  Both capitals are monotone in
+    their value, so for θ in a cell [θ_j, θ_{j+1}] of a grid of the θ not rejected by X alone,
+    the ν and π left at θ_j's budget log(2/α) + log w − log X(θ_j) bound those at every θ of
+    the cell: the upper ends are max_j f(π_j, θ_{j+1}·ν_j) and the lower ones
+    min_j f(π_{j+1}, θ_j·ν_{j+1}) (f increasing in both; recall: θν), never narrower than the
+    exact ends.
 
     Against the split it replaces (θ and ν at α/2 each; F1: π, ν and θ at α/3 each) the error
     is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
     gives budget to them.  Returns ``recall`` and ``f1`` (lower, upper) per system; NaN without
     units.  ``units``: :func:`_unit_streams`; ``draws``: (streams, bets) of ``precision`` and
     ``pooled_recall``."""
-    from receval.estimators.betting import one_sided_ends, plugin_bets
-
     m = draws["pooled_recall"][0].shape[0]
     if units is None or m == 0 or draws["pooled_recall"][0].shape[1] == 0:
         nan = np.full(m, np.nan)
         return {"recall": (nan, nan), "f1": (nan, nan)}
+    from receval.estimators.betting import plugin_bets
+
     t_streams, t_horizon, t_scale = units
     t_bets = plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale)
+    weights = {"recall": {"pooled_recall": 1.0}, "f1": F1_WEIGHTS}
     out = {}
     for side in (+1, -1):
-        ends = {}
-        for name, extra in (("recall", 0.0), ("f1", np.log(2.0))):
-            level = np.log(2.0 / alpha) + extra
-            grid, budget = _theta_grid(t_streams, t_bets, level, side)
-            factor = {}
-            for key in ("pooled_recall", "precision") if name == "f1" else ("pooled_recall",):
-                streams, bets = draws[key]
-                thresholds = np.broadcast_to(budget[:, None], (grid.size, streams.shape[0]))
-                factor[key] = one_sided_ends(
-                    streams, bets, thresholds, side, (0.0, 1.0), ITERATIONS
-                )
-            ends[name] = _cell_extreme(grid, factor, side, name)
-        out[side] = ends
+        out[side] = {
+            name: _joint_end((t_streams, t_bets), draws, w, alpha, side, name)
+            for name, w in weights.items()
+        }
     none = ~draws["pooled_recall"][0].active.any(axis=1)
     return {
         name: tuple(np.where(none, np.nan, out[side][name]) for side in (+1, -1))
@@ -276,16 +284,38 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     }
 
 
+def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) -> np.ndarray:
+    """One side's end of recall or F1 (:func:`joint_bounds`) for every system."""
+    from receval.estimators.betting import one_sided_ends
+
+    level = np.log(2.0 / alpha)
+    grid, budget = _theta_grid(*theta, level + np.log(min(weights.values())), side)
+    factor = {}
+    for key, w in weights.items():
+        streams, bets = draws[key]
+        thresholds = np.broadcast_to((budget + np.log(w))[:, None], (grid.size, streams.shape[0]))
+        factor[key] = one_sided_ends(streams, bets, thresholds, side, (0.0, 1.0), ITERATIONS)
+    return _cell_extreme(grid, factor, side, name)
+
+
 def _theta_grid(streams, bets, level: float, side: int):
-    """The grid of θ (G,) not rejected by θ's final capital alone at ``level`` on ``side``,
-    its ends included, and each point's budget level − log X(θ) (G,)."""
+    """The grid of θ (G,) not rejected by θ's final capital alone at ``level`` on ``side``
+    (:data:`THETA_GRID` points between θ's point estimate and that end, a quarter as many on
+    the other side of the point), its ends included, and each point's budget
+    level − log X(θ) (G,)."""
     from receval.estimators.betting import log_capital, one_sided_ends
 
     edge = one_sided_ends(
         streams, bets, np.full((1, 1), level), side, (0.0, 1.0), ITERATIONS, running=False
     )[0, 0]
-    lo, hi = (edge, 1.0) if side > 0 else (0.0, edge)
-    grid = np.linspace(lo, hi, THETA_GRID)
+    point = float(np.clip(streams.u.sum() / max(streams.v.sum(), 1e-300), 0.0, 1.0))
+    near = np.linspace(min(point, edge), max(point, edge), THETA_GRID)
+    far = (
+        np.linspace(point, 1.0, THETA_GRID // 4)
+        if side > 0
+        else np.linspace(0.0, point, THETA_GRID // 4)
+    )
+    grid = np.unique(np.concatenate([near, far]))
     budget = level - log_capital(streams, bets, grid[:, None], side, running=False)[:, 0]
     return grid, budget
 

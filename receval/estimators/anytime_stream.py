@@ -62,6 +62,8 @@ class Stream:
     own_b: np.ndarray | None = None
     stratum: np.ndarray | None = None
     mass: np.ndarray | None = None
+    #: each system's distinct facts per stratum (m, STRATA) (the pooled-recall control)
+    count: np.ndarray | None = None
 
     @property
     def P(self) -> int:
@@ -136,7 +138,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
     parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
                               ("fact", "label", "shuffled_rounds", "legacy_rounds", "stratum",
-                               "mass")}  # fmt: skip
+                               "mass", "count")}  # fmt: skip
     parts["draw"] = []
     drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
@@ -165,7 +167,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     return Stream(
         fact=fact, label=data.label[fact], **cat,
         shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
-        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass,
+        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass, count=strata.count,
     )  # fmt: skip
 
 
