@@ -51,6 +51,8 @@ class BettingStreams:
     hi0: np.ndarray
     hi1: np.ndarray
     active: np.ndarray
+    #: the truncation of the bets (:data:`CAP`); any value below 1 keeps the capital positive
+    cap: float = CAP
 
     @classmethod
     def of_means(cls, x: np.ndarray, high: np.ndarray | float, active=None) -> BettingStreams:
@@ -77,7 +79,8 @@ class BettingStreams:
     def take(self, rows: slice) -> BettingStreams:
         """The streams ``rows``."""
         return BettingStreams(*(np.broadcast_to(a, self.u.shape)[rows] for a in (
-            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)))  # fmt: skip
+            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)),
+            cap=self.cap)  # fmt: skip
 
 
 def plugin_bets(
@@ -155,7 +158,7 @@ def log_capital(
     else:
         room = streams.hi0 - mu * streams.hi1  # max Y
     with np.errstate(divide="ignore", invalid="ignore"):
-        cap = np.where(room > 0, CAP / room, np.inf)
+        cap = np.where(room > 0, streams.cap / room, np.inf)
     lam = np.minimum(bets, cap)
     step = np.where(streams.active, np.log1p(np.maximum(side * lam * y, -1.0 + 1e-15)), 0.0)
     if not running:
