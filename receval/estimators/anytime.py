@@ -45,8 +45,8 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   units' mean, which the first bets would otherwise see ahead of time).
 * recall θ·ν_i and F1 (increasing in precision and recall): one joint test per side
   (:func:`joint_bounds`): θ's final capital over the units (independent of the draws: an
-  e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, halved),
-  so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
+  e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, weighted
+  1/1.1 and 1/11), so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
   each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
   the bench's gradient world, now about 1.5 and 1.7).
 * comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
@@ -237,7 +237,9 @@ def _unit_bounds(data: SampleData, levels, alpha):
 
 #: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`): this many
 #: between θ's point and the end θ's capital alone rejects, a quarter of it on the far side
-THETA_GRID = 128
+THETA_GRID = 40
+#: bisection steps of the draws' ends at every θ of the grid (resolution 2⁻¹⁶, conservative)
+JOINT_ITERATIONS = 16
 #: F1's weights of ν's and π's capitals (1/w_ν + 1/w_π = 1, fixed in advance): F1 is far more
 #: sensitive to recall than to precision where recall is the smaller of the two
 F1_WEIGHTS = {"pooled_recall": 1.1, "precision": 11.0}
@@ -298,7 +300,7 @@ def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) 
     for key, w in weights.items():
         streams, bets = draws[key]
         thresholds = np.broadcast_to((budget + np.log(w))[:, None], (grid.size, streams.shape[0]))
-        factor[key] = one_sided_ends(streams, bets, thresholds, side, (0.0, 1.0), ITERATIONS)
+        factor[key] = one_sided_ends(streams, bets, thresholds, side, (0.0, 1.0), JOINT_ITERATIONS)
     return _cell_extreme(grid, factor, side, name)
 
 
@@ -455,8 +457,8 @@ class AnytimeIntervals(IntervalMethod):
                 "legacy_rounds": stream_counts[1],
                 "splits": "recall and f1: one joint test per side, theta's final capital over "
                 "the units (independent of the draws) times the running maximum of nu's capital "
-                "(f1: the larger of nu's and precision's, at alpha/2 more), maximised over a grid "
-                "of theta; "
+                "(f1: the larger of nu's and precision's, weighted 1/1.1 and 1/11), extremes over "
+                "a grid of theta; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [
