@@ -48,7 +48,7 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, weighted
   1/1.1 and 1/11), so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
   each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
-  the bench's gradient world, now about 1.45 and 1.55).
+  the bench's gradient world, now 1.45 and 1.54).
 * comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
   and pooled recall: ν, whose order is recall's), so all of them hold at once with probability
   ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
