@@ -52,11 +52,19 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`).
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
-  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.
+  or the floor is still in it): a ratio, by inverting the tests of A − ν·B.  A carries the
+  popularity control (its known pool sum; B untouched, so the test stays monotone in ν, and
+  the range constant in ν: :func:`receval.estimators.anytime_control.controlled_recall_streams`).
 * pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
-  inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`).
-* recall θ·ν_i and F1 (increasing in precision and recall): from the sequences of the factors at
-  split levels (union bound): recall θ and ν at α/2 each, F1 π, ν and θ at α/3 each.
+  inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`), taken
+  as known before the first unit, and so do the bets (their prior scale is half of it, not the
+  units' mean, which the first bets would otherwise see ahead of time).
+* recall θ·ν_i and F1 (increasing in precision and recall): one joint test per side
+  (:func:`joint_bounds`): θ's final capital over the units (independent of the draws: an
+  e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, weighted
+  1/1.1 and 1/11), so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
+  each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
+  the bench's gradient world, now 1.45 and 1.54).
 * comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
   and pooled recall: ν, whose order is recall's), so all of them hold at once with probability
   ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
@@ -73,12 +81,16 @@ al. 2017 (the importance-weighted terms).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from receval.estimators.anytime_control import controlled_precision_streams
+from receval.estimators.anytime_control import (
+    controlled_precision_streams,
+    controlled_recall_streams,
+)
 from receval.estimators.anytime_stream import (
     ITERATIONS,
     UNIT_ASSUMPTION,
@@ -142,13 +154,25 @@ def anytime_bounds(
     pool_horizon = st.pool_horizon[None, :] if P else None
     pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    if st.own_b is None:
+        ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    else:
+        ratio = controlled_recall_streams(
+            data.member[st.fact], st.label, st.pool_sigma, st.pool_step, st.stratum, st.count,
+            pool_high, st.pool_cover > 0,
+        )  # fmt: skip
     ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
                                     pool_facts / 2)  # fmt: skip
     correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
     ends["pool_correct"] = _bounds(correct, [alpha], (0.0, pool_facts), alpha, pool_horizon,
                                    pool_facts / 2)  # fmt: skip
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
+    draws = {
+        "precision": (precision, sequence_bets(precision, alpha, horizon)),
+        "pooled_recall": (ratio, sequence_bets(ratio, alpha, pool_horizon, 0.5, pool_facts / 2)),
+    }
+    joint = joint_bounds(_unit_streams(data), draws, alpha)
+    ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
 
 
@@ -198,19 +222,137 @@ def _bounds(streams, levels, search, alpha, horizon, prior=0.5, scale=None):
     return {a: (lower[i], upper[i]) for i, a in enumerate(levels)}
 
 
-def _unit_bounds(data: SampleData, levels, alpha):
-    """θ's sequence over the exhaustive units in file order (w a − θ w b, range max w b)."""
+def _unit_streams(data: SampleData):
+    """θ's stream over the exhaustive units in file order (w a − θ w b, range max w b) and its
+    bets, or None without units that found a correct fact."""
     if data.U == 0 or not (data.unit_found > 0).any():
-        nan = np.full(1, np.nan)
-        return {a: (nan, nan) for a in levels}
+        return None
     u = data.unit_weight * data.unit_pooled
     v = data.unit_weight * data.unit_found
     high = np.full(v.size, float(v.max()))
     streams = BettingStreams.of_ratios(
         u[None, :], v[None, :], high[None, :], np.ones((1, v.size), bool)
     )
+    # few units, a range (the largest unit) far above their spread: the truncation binds, and
+    # staking up to 0.9 of what the range allows (< 1 keeps the capital positive) narrows θ
+    streams = dataclasses.replace(streams, cap=0.9)
     horizon = np.full((1, v.size), float(v.size))
-    return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, float(v.mean()))
+    return streams, horizon, float(v.max()) / 2
+
+
+def _unit_bounds(data: SampleData, levels, alpha):
+    """θ's sequence over the exhaustive units in file order (:func:`_unit_streams`)."""
+    units = _unit_streams(data)
+    if units is None:
+        nan = np.full(1, np.nan)
+        return {a: (nan, nan) for a in levels}
+    streams, horizon, scale = units
+    return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, scale)
+
+
+#: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`): this many
+#: between θ's point and the end θ's capital alone rejects, a quarter of it on the far side
+THETA_GRID = 40
+#: bisection steps of the draws' ends at every θ of the grid (resolution 2⁻¹⁶, conservative)
+JOINT_ITERATIONS = 16
+#: F1's weights of ν's and π's capitals (1/w_ν + 1/w_π = 1, fixed in advance): F1 is far more
+#: sensitive to recall than to precision where recall is the smaller of the two
+F1_WEIGHTS = {"pooled_recall": 1.1, "precision": 11.0}
+
+
+def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Recall θ·ν and F1 at level α from one joint test per side instead of a split of α.
+
+    The units are drawn independently of the labels and their number is fixed by the design
+    (:data:`UNIT_ASSUMPTION`), so θ's final capital X(θ) (a test martingale stopped at a fixed
+    step, E X(θ_true) ≤ 1) is independent of the draw stream.  For one side, let Y_ν and Z_π be
+    the running maxima of ν's and π's capitals over the draws (Ville: P(Y ≥ y) ≤ 1/y at the
+    truth, every look included, whatever rule chose the draws) and V = max(Y/w_ν, Z/w_π) with
+    fixed weights, 1/w_ν + 1/w_π = 1 (:data:`F1_WEIGHTS`), so P(V ≥ v) ≤ 1/v.  Conditioning on
+    the units, P(X·V ≥ 2/α) = E[P(V ≥ 2/(αX) | X)] ≤ E[X] α/2 ≤ α/2 at the true values.  So
+    the side rejects (θ, π, ν) when log X(θ) + max(log Y(ν) − log w_ν, log Z(π) − log w_π) ≥
+    log(2/α) (recall: ν alone, w_ν = 1); the two sides cost α.  Both capitals are monotone in
+    their value, so for θ in a cell [θ_j, θ_{j+1}] of a grid of the θ not rejected by X alone,
+    the ν and π left at θ_j's budget log(2/α) + log w − log X(θ_j) bound those at every θ of
+    the cell: the upper ends are max_j f(π_j, θ_{j+1}·ν_j) and the lower ones
+    min_j f(π_{j+1}, θ_j·ν_{j+1}) (f increasing in both; recall: θν), never narrower than the
+    exact ends.
+
+    Against the split it replaces (θ and ν at α/2 each; F1: π, ν and θ at α/3 each) the error
+    is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
+    gives budget to them.  Returns ``recall`` and ``f1`` (lower, upper) per system; NaN without
+    units.  ``units``: :func:`_unit_streams`; ``draws``: (streams, bets) of ``precision`` and
+    ``pooled_recall``."""
+    m = draws["pooled_recall"][0].shape[0]
+    if units is None or m == 0 or draws["pooled_recall"][0].shape[1] == 0:
+        nan = np.full(m, np.nan)
+        return {"recall": (nan, nan), "f1": (nan, nan)}
+    from receval.estimators.betting import plugin_bets
+
+    t_streams, t_horizon, t_scale = units
+    t_bets = plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale)
+    weights = {"recall": {"pooled_recall": 1.0}, "f1": F1_WEIGHTS}
+    out = {}
+    for side in (+1, -1):
+        out[side] = {
+            name: _joint_end((t_streams, t_bets), draws, w, alpha, side, name)
+            for name, w in weights.items()
+        }
+    none = ~draws["pooled_recall"][0].active.any(axis=1)
+    return {
+        name: tuple(np.where(none, np.nan, out[side][name]) for side in (+1, -1))
+        for name in ("recall", "f1")
+    }
+
+
+def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) -> np.ndarray:
+    """One side's end of recall or F1 (:func:`joint_bounds`) for every system."""
+    from receval.estimators.betting import one_sided_ends
+
+    level = np.log(2.0 / alpha)
+    grid, budget = _theta_grid(*theta, level + np.log(min(weights.values())), side)
+    factor = {}
+    for key, w in weights.items():
+        streams, bets = draws[key]
+        thresholds = np.broadcast_to((budget + np.log(w))[:, None], (grid.size, streams.shape[0]))
+        factor[key] = one_sided_ends(streams, bets, thresholds, side, (0.0, 1.0), JOINT_ITERATIONS)
+    return _cell_extreme(grid, factor, side, name)
+
+
+def _theta_grid(streams, bets, level: float, side: int):
+    """The grid of θ (G,) not rejected by θ's final capital alone at ``level`` on ``side``
+    (:data:`THETA_GRID` points between θ's point estimate and that end, a quarter as many on
+    the other side of the point), its ends included, and each point's budget
+    level − log X(θ) (G,)."""
+    from receval.estimators.betting import log_capital, one_sided_ends
+
+    edge = one_sided_ends(
+        streams, bets, np.full((1, 1), level), side, (0.0, 1.0), ITERATIONS, running=False
+    )[0, 0]
+    point = float(np.clip(streams.u.sum() / max(streams.v.sum(), 1e-300), 0.0, 1.0))
+    near = np.linspace(min(point, edge), max(point, edge), THETA_GRID)
+    far = (
+        np.linspace(point, 1.0, THETA_GRID // 4)
+        if side > 0
+        else np.linspace(0.0, point, THETA_GRID // 4)
+    )
+    grid = np.unique(np.concatenate([near, far]))
+    budget = level - log_capital(streams, bets, grid[:, None], side, running=False)[:, 0]
+    return grid, budget
+
+
+def _cell_extreme(grid, factor: dict, side: int, name: str) -> np.ndarray:
+    """The recall (θ·ν) or F1 end over the grid's cells (:func:`joint_bounds`)."""
+    nu = factor["pooled_recall"]  # (G, m)
+    if side < 0:  # upper: ν_j at θ_{j+1}
+        recall = grid[1:, None] * nu[:-1]
+        pi = factor.get("precision", nu)[:-1]
+        value = recall if name == "recall" else f1_of(pi, recall)
+        return value.max(axis=0)
+    recall = grid[:-1, None] * nu[1:]
+    pi = factor.get("precision", nu)[1:]
+    value = recall if name == "recall" else f1_of(pi, recall)
+    return value.min(axis=0)
 
 
 def f1_of(p: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -223,6 +365,8 @@ def metric_bounds(b: AnytimeBounds, metric: str, alpha: float) -> tuple[np.ndarr
     """The two ends of ``metric``'s sequence at overall level α (its factors' levels split)."""
     e = b.ends
     if metric in ("precision", "pooled_recall", "pool_coverage", "pool_correct"):
+        return e[metric][alpha]
+    if metric in ("recall", "f1") and alpha in e.get(metric, {}):
         return e[metric][alpha]
     if metric == "recall":
         t_lo, t_hi = e["pool_coverage"][alpha / 2]
@@ -327,7 +471,10 @@ class AnytimeIntervals(IntervalMethod):
                 "and batches of one draw per source for the pool terms",
                 "shuffled_rounds": stream_counts[0],
                 "legacy_rounds": stream_counts[1],
-                "splits": "recall: theta and nu at alpha/2; f1: precision, nu, theta at alpha/3; "
+                "splits": "recall and f1: one joint test per side, theta's final capital over "
+                "the units (independent of the draws) times the running maximum of nu's capital "
+                "(f1: the larger of nu's and precision's, weighted 1/1.1 and 1/11), extremes over "
+                "a grid of theta; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [

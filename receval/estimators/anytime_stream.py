@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 MIXTURE_COLUMN = "mixture_prob"
 
 UNIT_ASSUMPTION = (
-    "pool coverage: the exhaustive units are taken in file order as exchangeable draws, and no "
-    "unit is assumed to weigh more than the largest recorded one"
+    "pool coverage: the exhaustive units are taken in file order as exchangeable draws, their "
+    "number and choice fixed by the design (not by the labels), and no unit is assumed to weigh "
+    "more than the largest recorded one"
 )
 
 #: bisection steps of each end (resolution 2⁻²⁴ of the search range; ends are conservative)
@@ -61,6 +62,8 @@ class Stream:
     own_b: np.ndarray | None = None
     stratum: np.ndarray | None = None
     mass: np.ndarray | None = None
+    #: each system's distinct facts per stratum (m, STRATA) (the pooled-recall control)
+    count: np.ndarray | None = None
 
     @property
     def P(self) -> int:
@@ -140,7 +143,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     source = np.where(floor, m, data.sampler_system[data.draw_sampler]) if K else rounds
     parts: dict[str, list] = {k: [] for k in Stream.__dataclass_fields__ if k not in
                               ("fact", "label", "shuffled_rounds", "legacy_rounds", "stratum",
-                               "mass")}  # fmt: skip
+                               "mass", "count")}  # fmt: skip
     parts["draw"] = []
     drawn, steps, shuffled = np.zeros(m), 0, 0
     for r in np.unique(rounds):
@@ -169,7 +172,7 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     return Stream(
         fact=fact, label=data.label[fact], **cat,
         shuffled_rounds=shuffled, legacy_rounds=n_rounds - shuffled,
-        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass,
+        stratum=strata.of_fact[data.facts[fact]], mass=strata.mass, count=strata.count,
     )  # fmt: skip
 
 

@@ -51,6 +51,8 @@ class BettingStreams:
     hi0: np.ndarray
     hi1: np.ndarray
     active: np.ndarray
+    #: the truncation of the bets (:data:`CAP`); any value below 1 keeps the capital positive
+    cap: float = CAP
 
     @classmethod
     def of_means(cls, x: np.ndarray, high: np.ndarray | float, active=None) -> BettingStreams:
@@ -77,7 +79,8 @@ class BettingStreams:
     def take(self, rows: slice) -> BettingStreams:
         """The streams ``rows``."""
         return BettingStreams(*(np.broadcast_to(a, self.u.shape)[rows] for a in (
-            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)))  # fmt: skip
+            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)),
+            cap=self.cap)  # fmt: skip
 
 
 def plugin_bets(
@@ -140,6 +143,14 @@ def sup_log_capital(
 ) -> np.ndarray:
     """max over steps of log K_t(μ) for each stream (S,) at candidate values ``mu`` (S,) or
     (A, S) (then (A, S)): ``side`` +1 bets on Y (rejects μ below the mean), −1 on −Y."""
+    return log_capital(streams, bets, mu, side, running=True)
+
+
+def log_capital(
+    streams: BettingStreams, bets: np.ndarray, mu: np.ndarray, side: int, running: bool
+) -> np.ndarray:
+    """log K_t(μ) after the last step (``running`` False) or its maximum over steps, the
+    starting capital 1 included (``running`` True); arguments as :func:`sup_log_capital`."""
     mu = np.asarray(mu, float)[..., None]
     y = streams.u - mu * streams.v
     if side > 0:
@@ -147,9 +158,11 @@ def sup_log_capital(
     else:
         room = streams.hi0 - mu * streams.hi1  # max Y
     with np.errstate(divide="ignore", invalid="ignore"):
-        cap = np.where(room > 0, CAP / room, np.inf)
+        cap = np.where(room > 0, streams.cap / room, np.inf)
     lam = np.minimum(bets, cap)
     step = np.where(streams.active, np.log1p(np.maximum(side * lam * y, -1.0 + 1e-15)), 0.0)
+    if not running:
+        return step.sum(axis=-1)
     path = np.cumsum(step, axis=-1)
     return np.maximum(path.max(axis=-1), 0.0)
 
@@ -205,19 +218,31 @@ def _bisect(streams, bets, alphas, lo_s, hi_s, iterations):
     """Both ends (A, S) by bisection on the monotone capitals (see :func:`confidence_bounds`)."""
     A, S = alphas.size, streams.shape[0]
     level = np.log(2.0 / alphas)[:, None] * np.ones((A, S))
-    ends = []
-    for side in (+1, -1):
-        # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
-        a = np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)).copy()
-        b = np.broadcast_to(hi_s if side > 0 else lo_s, (A, S)).copy()
-        none = sup_log_capital(streams, bets, a, side) < level  # the range end itself stands
-        far = sup_log_capital(streams, bets, b, side) >= level  # every value rejected
-        for _ in range(iterations):
-            mid = (a + b) / 2.0
-            rej = sup_log_capital(streams, bets, mid, side) >= level
-            a = np.where(rej, mid, a)
-            b = np.where(rej, b, mid)
-        end = np.where(none, lo_s if side > 0 else hi_s, a)
-        ends.append(np.where(far, b, end))
-    lower, upper = ends
+    lower = one_sided_ends(streams, bets, level, +1, (lo_s, hi_s), iterations)
+    upper = one_sided_ends(streams, bets, level, -1, (lo_s, hi_s), iterations)
     return lower, np.maximum(upper, lower)
+
+
+def one_sided_ends(
+    streams, bets, level, side, search, iterations, running: bool = True
+) -> np.ndarray:
+    """The end (A, S) that the one-sided bettor ``side`` leaves at the log-levels ``level``
+    (A, S): side +1 the lower end (its running capital is decreasing in μ, the rejected set is
+    {μ ≤ L}), −1 the upper end.  The reported value is a rejected one (or the range end where
+    nothing is rejected; the other range end where everything is), so conservative by at most
+    the resolution (search range / 2^iterations).  ``running`` False: the capital after the
+    last step instead of its running maximum (:func:`log_capital`)."""
+    lo_s, hi_s = search
+    A, S = level.shape
+    # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
+    a = np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)).copy()
+    b = np.broadcast_to(hi_s if side > 0 else lo_s, (A, S)).copy()
+    none = log_capital(streams, bets, a, side, running) < level  # the range end itself stands
+    far = log_capital(streams, bets, b, side, running) >= level  # every value rejected
+    for _ in range(iterations):
+        mid = (a + b) / 2.0
+        rej = log_capital(streams, bets, mid, side, running) >= level
+        a = np.where(rej, mid, a)
+        b = np.where(rej, b, mid)
+    end = np.where(none, np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)), a)
+    return np.where(far, b, end)

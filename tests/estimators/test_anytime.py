@@ -361,3 +361,87 @@ def test_a_bad_order_marker_is_an_error_naming_the_line(small_task, tmp_path, va
     lines = out.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert "samples.tsv:7" in lines[0] and said in lines[0]
+
+
+def test_joint_recall_and_f1_bounds_cover_at_every_look():
+    """Recall θ·ν and F1 from one joint test per side (θ's final capital over i.i.d. units
+    times the running maximum of the draws' capitals): the share of (campaign, system) whose
+    final interval misses is at most α + MC error (the draws' part holds at every look, so the
+    final look is the hardest one for it), and the ends never exclude the plug-in values."""
+    from receval.estimators.anytime import f1_of, joint_bounds, sequence_bets
+
+    rng = np.random.default_rng(17)
+    reps, m, U, K = 100, 4, 20, 200
+    b_values = np.arange(8.0)
+    b_prob = np.array([0.05, 0.1, 0.15, 0.2, 0.2, 0.15, 0.1, 0.05])
+    in_pool = np.linspace(0.2, 0.9, 8)  # units with more correct facts are better covered
+    theta = float((b_prob * b_values * in_pool).sum() / (b_prob * b_values).sum())
+    pi = np.array([0.3, 0.5, 0.6, 0.8])
+    nu = np.array([0.1, 0.25, 0.4, 0.6])
+    misses = []
+    for _ in range(reps):
+        b = rng.choice(b_values, size=U, p=b_prob)
+        a = rng.binomial(b.astype(int), in_pool[b.astype(int)]).astype(float)
+        units = (
+            BettingStreams.of_ratios(a[None], b[None], np.full((1, U), 7.0), np.ones((1, U), bool)),
+            np.full((1, U), float(U)),
+            3.5,
+        )
+        f = (rng.random(K) < 0.5).astype(float)
+        g = rng.random((m, K)) < nu[:, None]
+        ratio = BettingStreams.of_ratios(g * f, np.broadcast_to(f, (m, K)), np.ones((m, K)),
+                                         np.ones((m, K), bool))  # fmt: skip
+        x = (rng.random((m, K)) < pi[:, None]).astype(float)
+        prec = BettingStreams.of_means(x, 1.0)
+        horizon = np.full((m, K), float(K))
+        draws = {
+            "precision": (prec, sequence_bets(prec, ALPHA, horizon)),
+            "pooled_recall": (ratio, sequence_bets(ratio, ALPHA, horizon)),
+        }
+        out = joint_bounds(units, draws, ALPHA)
+        recall, f1 = theta * nu, f1_of(pi, theta * nu)
+        (r_lo, r_hi), (f_lo, f_hi) = out["recall"], out["f1"]
+        assert np.all(r_lo <= r_hi) and np.all(f_lo <= f_hi)
+        misses.append(np.stack([(recall < r_lo) | (recall > r_hi), (f1 < f_lo) | (f1 > f_hi)]))
+    miss = np.array(misses).mean(axis=(0, 2))  # recall, f1
+    assert np.all(miss <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / reps)), miss
+
+
+def test_controlled_recall_terms_are_unbiased_inside_their_ranges_and_cover():
+    """The pooled-recall terms with the popularity control (numerator only): A' − ν·B lies in
+    its predictable range for every ν in [0, 1], has mean 0 at the true ν (the control's known
+    sum Σ_b β_b n_ib is exact), and its sequence misses the true ν in at most α + MC error of
+    the streams (importance-weighted draws from the floor mixture of a finite population)."""
+    from receval.estimators.anytime import sequence_bets
+    from receval.estimators.anytime_control import controlled_recall_streams, popularity_strata
+
+    bench = _bench()
+    rng = np.random.default_rng(5)
+    pop = bench.finite_population(rng)
+    F, m = pop.p.shape
+    pool = pop.member.any(axis=1)
+    q0 = pop.p.sum(axis=1) / m
+    nu = (pop.member * pop.label[:, None]).sum(axis=0) / pop.label[pool].sum()
+    fact_of, sys_of = np.nonzero(pop.member)
+    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
+    high = 1.0 / q0[pool].min()
+    runs, K = 400, 200
+    ys, miss = [], []
+    for _ in range(runs):
+        fact = rng.choice(F, size=K, p=q0)
+        st = controlled_recall_streams(
+            pop.member[fact], pop.label[fact], q0[fact], np.arange(K), strata.of_fact[fact],
+            strata.count, np.full(K, high), np.ones(K, bool),
+        )  # fmt: skip
+        for mu in (0.0, 1.0, *nu):
+            y = st.u - mu * st.v
+            assert np.all(y >= st.lo0 - st.lo1 * mu - 1e-9) and np.all(
+                y <= st.hi0 - st.hi1 * mu + 1e-9
+            )
+        ys.append(st.u - nu[:, None] * st.v)
+        bets = sequence_bets(st, ALPHA, np.full((m, K), float(K)), 0.5, pool.sum() / 2)
+        miss.append(rejected(st, bets, nu, ALPHA))
+    y = np.concatenate(ys, axis=1)
+    se = y.std(axis=1) / np.sqrt(y.shape[1])
+    assert np.all(np.abs(y.mean(axis=1)) <= 4 * se), (y.mean(axis=1), se)
+    assert np.mean(miss) <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / runs)
