@@ -231,7 +231,23 @@ def one_sided_ends(
     {μ ≤ L}), −1 the upper end.  The reported value is a rejected one (or the range end where
     nothing is rejected; the other range end where everything is), so conservative by at most
     the resolution (search range / 2^iterations).  ``running`` False: the capital after the
-    last step instead of its running maximum (:func:`log_capital`)."""
+    last step instead of its running maximum (:func:`log_capital`).  Streams are taken in
+    chunks so the (levels × streams × steps) work arrays stay near :data:`CHUNK` entries."""
+    A, S = level.shape
+    step = max(1, CHUNK // max(A * streams.shape[1], 1))
+    if step >= S:
+        return _one_sided_chunk(streams, bets, level, side, search, iterations, running)
+    lo_s, hi_s = (np.broadcast_to(np.asarray(e, float), (S,)) for e in search)
+    out = np.empty((A, S))
+    for start in range(0, S, step):
+        rows = slice(start, min(start + step, S))
+        out[:, rows] = _one_sided_chunk(streams.take(rows), bets[rows], level[:, rows], side,
+                                        (lo_s[rows], hi_s[rows]), iterations, running)  # fmt: skip
+    return out
+
+
+def _one_sided_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
+    """:func:`one_sided_ends` on streams whose work arrays fit in memory at once."""
     lo_s, hi_s = search
     A, S = level.shape
     # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
