@@ -94,7 +94,9 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
         out = lowered
     if out is original or pc.all(pc.equal(out, original)).as_py() in (True, None):
         return answers  # nothing changed: share the input's buffers (answer_raw is the same)
-    return pd.Series(out.to_pandas(), index=index).astype(str)
+    # set_axis, not Series(series, index=...): the latter aligns on the labels, and a frame
+    # whose index is not 0..n-1 (filtered, deduplicated) would get other rows' answers
+    return out.to_pandas().set_axis(index).astype(str)
 
 
 @dataclass(frozen=True, eq=False)

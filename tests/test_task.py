@@ -191,6 +191,16 @@ def test_normalize_answers_defaults():
     assert got.tolist() == ["paris france", "strasse", "strasse", "ｐａｒｉｓ"]
 
 
+def test_normalize_answers_keeps_each_rows_answer_under_any_index():
+    # a filtered or deduplicated frame (index not 0..n-1): each row keeps its own answer
+    raw = pd.Series(["Paris", "ROME", "oslo", "Straße"], index=[5, 2, 9, 7])
+    got = normalize_answers(raw, Matching())
+    assert got.index.tolist() == [5, 2, 9, 7]
+    assert got.tolist() == ["paris", "rome", "oslo", "strasse"]
+    ascii_only = normalize_answers(raw.iloc[:3], Matching())
+    assert ascii_only.tolist() == ["paris", "rome", "oslo"]
+
+
 def test_normalize_answers_options():
     raw = pd.Series(["  Paris  France ", "ﬁne", "ＰＡＲＩＳ"])
     assert normalize_answers(raw, Matching(casefold=False)).tolist() == [
