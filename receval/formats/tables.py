@@ -577,7 +577,8 @@ def _tsv_columns_arrow(table: pa.Table) -> dict[str, object] | None:
             text = pa.array(floats.astype(str), pa.string(), mask=np.isnan(floats))
         else:
             return None
-        out[name] = pc.fill_null(text, "")
+        # a Python fill value makes pyarrow import pandas: filled only when there are nulls
+        out[name] = pc.fill_null(text, "") if text.null_count else text
     return out
 
 
