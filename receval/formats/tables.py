@@ -577,9 +577,15 @@ def _tsv_columns_arrow(table: pa.Table) -> dict[str, object] | None:
             text = pa.array(floats.astype(str), pa.string(), mask=np.isnan(floats))
         else:
             return None
-        # a Python fill value makes pyarrow import pandas: filled only when there are nulls
-        out[name] = pc.fill_null(text, "") if text.null_count else text
+        # a Python fill value makes pyarrow import pandas: filled only when there are nulls,
+        # else one chunk, as fill_null returns it (the CSV writer garbles some chunk layouts)
+        out[name] = pc.fill_null(text, "") if text.null_count else _one_chunk(text)
     return out
+
+
+def _one_chunk(column):
+    """A chunked array as one array (an array as it is)."""
+    return column.combine_chunks() if hasattr(column, "combine_chunks") else column
 
 
 def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 << 20) -> None:
