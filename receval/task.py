@@ -49,6 +49,7 @@ from receval.formats.tables import (
     arrow_to_strings,
     find_table,
     read_table,
+    text_column,
 )
 from receval.judge import JUDGE_RESERVED, attach_judge_scores, check_judge_table, dedupe_judge
 
@@ -75,7 +76,7 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
 
     index = answers.index
     answers = answers.astype(str)
-    original = pa.array(answers.to_numpy(), type=pa.large_string())
+    original = _arrow_strings(answers)
     out = original
     if matching.unicode:
         out = pc.utf8_normalize(out, form=matching.unicode)
@@ -97,6 +98,19 @@ def normalize_answers(answers: pd.Series, matching: Matching) -> pd.Series:
     # set_axis, not Series(series, index=...): the latter aligns on the labels, and a frame
     # whose index is not 0..n-1 (filtered, deduplicated) would get other rows' answers
     return out.to_pandas().set_axis(index).astype(str)
+
+
+def _arrow_strings(texts: pd.Series):
+    """A text Series as an Arrow ``large_string`` array: its own buffers when Arrow-backed,
+    else converted from its Python strings."""
+    import pyarrow as pa
+
+    if isinstance(texts.dtype, pd.StringDtype) and texts.dtype.storage == "pyarrow":
+        values = pa.array(texts.array)
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        return values.cast(pa.large_string())
+    return pa.array(texts.to_numpy(), type=pa.large_string())
 
 
 @dataclass(frozen=True, eq=False)
@@ -859,8 +873,8 @@ class Vocabulary:
         self._merge()
         return self._old
 
-    def encode(self, column) -> tuple[np.ndarray, np.ndarray]:
-        """(codes of ``column``, the values this call added, in code order, as an object
+    def encode(self, column) -> tuple[np.ndarray, object]:
+        """(codes of ``column``, the values this call added, in code order, as an Arrow
         array)."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -889,7 +903,7 @@ class Vocabulary:
             if self._new_len > max(len(self._old) // 4, 4096):
                 self._merge()
         codes = where[encoded.indices.to_numpy(zero_copy_only=False)]
-        return codes, added.to_numpy(zero_copy_only=False)
+        return codes, added
 
     def code_of(self, value: str) -> int:
         """The code of ``value`` (added when new)."""
@@ -900,11 +914,10 @@ class Vocabulary:
         import pyarrow.compute as pc
 
         values = self.values
-        order = pc.sort_indices(values).to_numpy()
+        order = pc.sort_indices(values)
         rank = np.empty(len(values), dtype=np.int64)
-        rank[order] = np.arange(len(values))
-        ordered = values.take(order).to_numpy(zero_copy_only=False)
-        return rank, pd.Index(ordered, dtype=STRING)
+        rank[order.to_numpy()] = np.arange(len(values))
+        return rank, pd.Index(text_column(values.take(order)))
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         rank, categories = self.ranks()
@@ -939,7 +952,7 @@ class _EncodedRuns:
         file_code = self.path_codes.setdefault(str(table.path), len(self.paths))
         raw_codes, new = self.raw.encode(values)
         if len(new):
-            fresh = pd.Series(new, dtype=STRING)
+            fresh = text_column(new)
             self.raw_to_normalized.append(
                 self.normalized.encode(normalize_answers(fresh, matching))[0]
             )

@@ -254,3 +254,23 @@ def test_import_trec_command(tmp_path, table_format):
     for name, expected in tables.items():
         got = read_table(find_table(tmp_path / "b", name)).drop(columns=LINE)
         assert got.astype(str).values.tolist() == expected.astype(str).values.tolist(), name
+
+
+def test_import_trec_command_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (0.15-0.2 s) on any conversion from Python or numpy; importing
+    plain files builds its Arrow values from buffers (receval.formats.buffers) instead."""
+    import subprocess
+    import sys
+
+    run = write(tmp_path, "a.run", "q1 Q0 d1 1 3.0 sysA\nq1 Q0 d2 2 2.5 sysA\nq2 Q0 d5 1 5 sysA\n")
+    qrels = write(tmp_path, "qrels.txt", "q1 0 d1 1\nq1 0 d3 0\nq3 0 d1 2\n")
+    code = (
+        "import sys; from receval.operations import import_trec; "
+        f"import_trec({str(tmp_path / 'b')!r}, [{str(run)!r}], qrels={str(qrels)!r}); "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert (tmp_path / "b" / "queries.tsv").read_text() == (
+        "query_id\tin_qrels\trelevant\nq1\ttrue\t1\nq3\ttrue\t1\nq2\tfalse\t0\n"
+    )

@@ -51,7 +51,7 @@ def _string_dtype():
     return "str" if int(pd.__version__.split(".")[0]) >= 3 else object
 
 
-def _text_column(values) -> pd.Series:
+def text_column(values) -> pd.Series:
     """A text column (numpy object array, list or Arrow array) as a :data:`STRING` Series."""
     import pandas as pd
 
@@ -118,7 +118,7 @@ def _read_plain_tsv_frame(path: Path) -> pd.DataFrame | None:
         return None
     names = table.column_names
     frame = pd.DataFrame(
-        {name: _text_column(table.column(name).combine_chunks()) for name in names},
+        {name: text_column(table.column(name).combine_chunks()) for name in names},
         columns=names,
     )
     frame[LINE] = np.arange(2, table.num_rows + 2, dtype=np.int64)
@@ -211,7 +211,7 @@ def _read_delimited(path: Path, text: str, sep: str) -> pd.DataFrame:
         names, rows, line_numbers = _csv_records(path, text)
     rows = np.asarray(rows, dtype=object).reshape(len(line_numbers), len(names))
     frame = pd.DataFrame(
-        {name: _text_column(rows[:, j]) for j, name in enumerate(names)}, columns=names
+        {name: text_column(rows[:, j]) for j, name in enumerate(names)}, columns=names
     )
     frame[LINE] = np.asarray(line_numbers, dtype=np.int64)
     return frame
@@ -376,7 +376,7 @@ def arrow_to_strings(table, path: Path, numeric: tuple[str, ...] = ()) -> pd.Dat
             out[name] = pd.Series(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
             continue
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        out[name] = _text_column(arrow_text(col, path, name))
+        out[name] = text_column(arrow_text(col, path, name))
     frame = pd.DataFrame(out, index=pd.RangeIndex(table.num_rows), columns=names)
     frame[LINE] = np.arange(1, table.num_rows + 1, dtype=np.int64)
     return frame
@@ -577,8 +577,15 @@ def _tsv_columns_arrow(table: pa.Table) -> dict[str, object] | None:
             text = pa.array(floats.astype(str), pa.string(), mask=np.isnan(floats))
         else:
             return None
-        out[name] = pc.fill_null(text, "")
+        # a Python fill value makes pyarrow import pandas: filled only when there are nulls,
+        # else one chunk, as fill_null returns it (the CSV writer garbles some chunk layouts)
+        out[name] = pc.fill_null(text, "") if text.null_count else _one_chunk(text)
     return out
+
+
+def _one_chunk(column):
+    """A chunked array as one array (an array as it is)."""
+    return column.combine_chunks() if hasattr(column, "combine_chunks") else column
 
 
 def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 << 20) -> None:

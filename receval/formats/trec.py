@@ -46,6 +46,7 @@ import numpy as np
 
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
+from receval.formats.buffers import arrow_array, numpy_array, scalar
 from receval.formats.tables import THREADED_PARSE_BYTES, read_bytes, read_text
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarr
     import pyarrow.compute as pc
 
     try:
-        return pc.cast(column, pa.int64()).to_numpy()
+        return numpy_array(pc.cast(column, pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     import pandas as pd
@@ -181,7 +182,7 @@ def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray
     import pyarrow.compute as pc
 
     try:
-        values = pc.cast(column, pa.float64()).to_numpy()
+        values = numpy_array(pc.cast(column, pa.float64()))
         if np.isfinite(values).all():
             return values
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -219,8 +220,8 @@ def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) ->
 
     qid = pc.dictionary_encode(fields["qid"]).combine_chunks()
     docno = pc.dictionary_encode(fields["docno"]).combine_chunks()
-    key = qid.indices.to_numpy().astype(np.int64) * len(docno.dictionary)
-    key += docno.indices.to_numpy()
+    key = numpy_array(qid.indices).astype(np.int64) * len(docno.dictionary)
+    key += numpy_array(docno.indices)
     if not _repeats(key, len(qid.dictionary) * len(docno.dictionary)):
         return
     frame = fields.select(["qid", "docno"]).to_pandas()
@@ -259,11 +260,11 @@ def _run_table(path: Path | str) -> pa.Table:
         {
             "qid": fields["qid"],
             "docno": fields["docno"],
-            "rank_file": rank,
-            "score": score,
+            "rank_file": arrow_array(rank),
+            "score": arrow_array(score),
             "score_text": fields["score"],
             "tag": tag,
-            "line": lines,
+            "line": arrow_array(lines),
         }
     )
 
@@ -281,8 +282,8 @@ def _qrels_table(path: Path | str) -> pa.Table:
             "qid": fields["qid"],
             "iteration": fields["iteration"],
             "docno": fields["docno"],
-            "relevance": relevance,
-            "line": lines,
+            "relevance": arrow_array(relevance),
+            "line": arrow_array(lines),
         }
     )
 
@@ -311,12 +312,12 @@ def _ranked(run: pa.Table, depth: int | None) -> tuple[pa.Table, np.ndarray]:
     qid = run["qid"].combine_chunks()
     first = np.ones(n, dtype=bool)
     if n > 1:
-        first[1:] = pc.not_equal(qid.slice(1), qid.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        first[1:] = numpy_array(pc.not_equal(qid.slice(1), qid.slice(0, n - 1)))
     starts = np.flatnonzero(first)
     rank = np.arange(1, n + 1, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, n)))
     if depth is not None and (rank > depth).any():
         keep = rank <= depth
-        run, rank = run.filter(keep), rank[keep]
+        run, rank = run.filter(arrow_array(keep)), rank[keep]
     return run, rank
 
 
@@ -325,7 +326,7 @@ def _source(name: str, lines: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.binary_join_element_wise(f"{name}:", pc.cast(lines, pa.string()), "")
+    return pc.binary_join_element_wise(scalar(f"{name}:"), pc.cast(lines, pa.string()), scalar(""))
 
 
 def _queries_table(run_qids: Any, qrels: pa.Table | None) -> pa.Table:
@@ -336,27 +337,31 @@ def _queries_table(run_qids: Any, qrels: pa.Table | None) -> pa.Table:
 
     if qrels is None:
         qids = pc.unique(run_qids)
-        return pa.table(
-            {
-                "query_id": qids,
-                "in_qrels": pa.array(["false"] * len(qids), pa.string()),
-                "relevant": np.zeros(len(qids), dtype=np.int64),
-            }
-        )
-    qids = pc.unique(pa.chunked_array(qrels["qid"].chunks + run_qids.chunks, pa.string()))
-    positive = pa.table({"qid": qrels["qid"], "positive": pc.greater(qrels["relevance"], 0)})
-    counts = positive.group_by("qid").aggregate([("positive", "sum")])
-    where = pc.fill_null(pc.index_in(qids, value_set=counts["qid"]), -1).to_numpy()
-    judged = where >= 0
-    relevant = np.zeros(len(qids), dtype=np.int64)
-    relevant[judged] = counts["positive_sum"].to_numpy()[where[judged]]
+        judged = np.zeros(len(qids), dtype=bool)
+        relevant = np.zeros(len(qids), dtype=np.int64)
+    else:
+        qids, judged, relevant = _judged_queries(run_qids, qrels)
     return pa.table(
         {
             "query_id": qids,
-            "in_qrels": pc.if_else(pa.array(judged), "true", "false"),
-            "relevant": relevant,
+            "in_qrels": pc.if_else(arrow_array(judged), scalar("true"), scalar("false")),
+            "relevant": arrow_array(relevant),
         }
     )
+
+
+def _judged_queries(run_qids: Any, qrels: pa.Table) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(every qid, qrels first; whether the qrels have it; its documents with relevance > 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    qids = pc.unique(pa.chunked_array(qrels["qid"].chunks + run_qids.chunks, pa.string()))
+    judged_qid = numpy_array(pc.index_in(qrels["qid"], value_set=qids))
+    judged = np.zeros(len(qids), dtype=bool)
+    judged[judged_qid] = True
+    positive = numpy_array(qrels["relevance"]) > 0
+    relevant = np.bincount(judged_qid[positive], minlength=len(qids)).astype(np.int64)
+    return qids, judged, relevant
 
 
 def import_trec_tables(
@@ -403,7 +408,7 @@ def import_trec_tables(
                     "query_id": run["qid"],
                     "answer": run["docno"],
                     "score": run["score_text" if score_as_written else "score"],
-                    "rank": rank,
+                    "rank": arrow_array(rank),
                     "rank_file": run["rank_file"],
                     "source": _source(run_path.name, run["line"]),
                 }
@@ -421,7 +426,9 @@ def import_trec_tables(
             {
                 "query_id": judged["qid"],
                 "answer": judged["docno"],
-                "label": pc.if_else(pc.greater(judged["relevance"], 0), "1", "0"),
+                "label": pc.if_else(
+                    pc.greater(judged["relevance"], scalar(0)), scalar("1"), scalar("0")
+                ),
                 "relevance": judged["relevance"],
                 "iteration": judged["iteration"],
                 "source": _source(qpath.name, judged["line"]),
