@@ -53,10 +53,13 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f: the terms (g_i − ν) f/q (per pool step) have
   conditional mean 0 at the true ν whenever the step covers the pool (every system's sampler
   or the floor is still in it): a ratio, by inverting the tests of A − ν·B, the bets staking
-  up to :data:`~receval.estimators.anytime_control.RECALL_CAP` of what the range allows.  A
-  popularity control for A exists
-  (:func:`receval.estimators.anytime_control.controlled_recall_streams`) but is off
-  (:data:`POOLED_RECALL_CONTROL`: it doubles the range and cost more than it saved on kbp-sim).
+  up to :data:`~receval.estimators.anytime_control.RECALL_CAP` of what the range allows.  The
+  sequence bets on the average of this test's capital and that of the same test with a
+  popularity control in A
+  (:func:`receval.estimators.anytime_control.controlled_recall_streams`), an average of test
+  martingales (:class:`~receval.estimators.betting.MixedStreams`, :data:`POOLED_RECALL_CONTROL`):
+  the control narrows ν where popularity predicts correctness, the plain test where it does
+  not, and the mixture is never far from the better one.
 * pool coverage θ: the exhaustive units in file order, terms w_u (a_u − θ b_u) (the same
   inversion); the range uses the largest w_u b_u recorded (see :data:`UNIT_ASSUMPTION`), taken
   as known before the first unit, and so do the bets (their prior scale is half of it, not the
@@ -102,7 +105,7 @@ from receval.estimators.anytime_stream import (
     floor_probabilities,
     output_arrays,
 )
-from receval.estimators.betting import BettingStreams, confidence_bounds
+from receval.estimators.betting import BettingStreams, MixedStreams, confidence_bounds
 from receval.estimators.intervals import Estimates, IntervalMethod
 from receval.leaderboard import Comparisons
 
@@ -157,14 +160,9 @@ def anytime_bounds(
     pool_horizon = st.pool_horizon[None, :] if P else None
     pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    if st.own_b is None or not POOLED_RECALL_CONTROL:
-        ratio = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
-        ratio = dataclasses.replace(ratio, cap=RECALL_CAP)
-    else:
-        ratio = controlled_recall_streams(
-            data.member[st.fact], st.label, st.pool_sigma, st.pool_step, st.stratum, st.count,
-            pool_high, st.pool_cover > 0,
-        )  # fmt: skip
+    plain = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    plain = dataclasses.replace(plain, cap=RECALL_CAP)
+    ratio = _pooled_recall_test(plain, data, st, pool_high)
     ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
                                     pool_facts / 2)  # fmt: skip
     correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
@@ -173,11 +171,27 @@ def anytime_bounds(
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     draws = {
         "precision": (precision, sequence_bets(precision, alpha, horizon)),
-        "pooled_recall": (ratio, sequence_bets(ratio, alpha, pool_horizon, 0.5, pool_facts / 2)),
+        # the plain ν test: the mixture's gain shrinks next to θ's part (gradient worlds: recall
+        # 1.39 -> 1.36 x the bootstrap) and it lost on kbp-sim (0.114 -> 0.121), at twice the cost
+        "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
     joint = joint_bounds(_unit_streams(data), draws, alpha)
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+def _pooled_recall_test(plain: BettingStreams, data: SampleData, st: Stream, pool_high):
+    """Pooled recall's sequence (:data:`POOLED_RECALL_CONTROL`): the average of the plain
+    ratio test's capital and the popularity-controlled one's, or either alone."""
+    if st.own_b is None or POOLED_RECALL_CONTROL == "plain":
+        return plain
+    controlled = controlled_recall_streams(
+        data.member[st.fact], st.label, st.pool_sigma, st.pool_step, st.stratum, st.count,
+        pool_high, st.pool_cover > 0,
+    )  # fmt: skip
+    return (
+        controlled if POOLED_RECALL_CONTROL == "controlled" else MixedStreams((plain, controlled))
+    )
 
 
 def _judge_terms(task: Task, data: SampleData, st: Stream):
@@ -254,21 +268,30 @@ def _unit_bounds(data: SampleData, levels, alpha):
     return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, scale)
 
 
-#: whether pooled recall's numerator carries the popularity control
-#: (:func:`receval.estimators.anytime_control.controlled_recall_streams`).  Off: its range,
-#: constant in ν, is twice the plain test's, which halves the largest bet; where popularity
-#: predicts little that costs more than the control saves.  Measured on data/kbp-sim (one
-#: per-system round in a random order, median width): pooled recall 0.072 plain, 0.108
-#: controlled (recall 0.104 / 0.167, F1 0.139 / 0.233; with the plain test's cap raised to
-#: RECALL_CAP 0.065, recall 0.093, F1 0.128); in bench/anytime.py's gradient world pooled
-#: recall was 1.35 × the bootstrap controlled, 1.64 × plain (recall 1.45 / 1.37, F1 1.54 / 1.47:
-#: the joint test did better with the plain ν capital).
-POOLED_RECALL_CONTROL = False
+#: pooled recall's sequence: ``"mixed"`` bets on the average of two capitals, the plain ratio
+#: test's and the one with a popularity control in its numerator
+#: (:func:`receval.estimators.anytime_control.controlled_recall_streams`); ``"plain"`` and
+#: ``"controlled"`` (for benches) use one.  The average of two test martingales is one and each
+#: is monotone in ν, so the bisection stays exact; it costs at most log 2 of capital against the
+#: better of the two.  Neither alone wins everywhere: the control's range, constant in ν, is
+#: about twice the plain test's, which halves the largest bet.  Median width on data/kbp-sim
+#: (one per-system round of 150 in a random order): plain 0.079, controlled 0.144, mixed 0.086;
+#: bench/anytime.py's gradient world (12 systems, 8 repetitions, × the bootstrap's width at the
+#: final look): 1.64 / 1.36 / 1.44; gradient20: 1.61 / 1.52 / 1.51.  Recall and F1 (joint
+#: test) take the plain ν capital: there the mixture gained 2 % in the gradient worlds, lost 6 %
+#: on kbp-sim, and doubled the cost.
+POOLED_RECALL_CONTROL = "mixed"
 
 
-#: θ values at which the joint ends of recall and F1 are found (:func:`joint_bounds`): this many
-#: between θ's point and the end θ's capital alone rejects, a quarter of it on the far side
-THETA_GRID = 40
+#: θ values at which the joint ends of recall and F1 are first found (:func:`joint_bounds`): this
+#: many between θ's point and the end θ's capital alone rejects, a quarter of it on the far side
+THETA_GRID = 20
+#: θ values of each finer grid laid over the three cells around each system's extreme, and how
+#: many times (:func:`_joint_end`); on kbp-sim a single 40-point grid gave recall 0.108, 80 points
+#: 0.098
+REFINE_GRID = 16
+REFINE_STAGES = 2
+REFINE_SPAN = 2
 #: bisection steps of the draws' ends at every θ of the grid (resolution 2⁻¹², about 2.4e-4 of the
 #: range: conservative, below the printed precision)
 JOINT_ITERATIONS = 12
@@ -293,7 +316,10 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     the ν and π left at θ_j's budget log(2/α) + log w − log X(θ_j) bound those at every θ of
     the cell: the upper ends are max_j f(π_j, θ_{j+1}·ν_j) and the lower ones
     min_j f(π_{j+1}, θ_j·ν_{j+1}) (f increasing in both; recall: θν), never narrower than the
-    exact ends.
+    exact ends.  The grid is refined where it matters: a coarse one, then finer grids over each
+    system's extreme cell and its neighbours (:func:`_joint_end`); on data/kbp-sim (one random
+    round of 150 per system) that took the median recall width from 0.108 (one 40-point grid)
+    to 0.091 and F1 from 0.133 to 0.117 at about the same cost.
 
     Against the split it replaces (θ and ν at α/2 each; F1: π, ν and θ at α/3 each) the error
     is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
@@ -323,17 +349,56 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
 
 
 def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) -> np.ndarray:
-    """One side's end of recall or F1 (:func:`joint_bounds`) for every system."""
+    """One side's end of recall or F1 (:func:`joint_bounds`) for every system: the extreme over
+    the cells of a coarse θ grid, then, :data:`REFINE_STAGES` times, over a finer grid
+    (:data:`REFINE_GRID` points) laid per system over the cell that gave its extreme and the
+    cells either side of it.  Every cell's value bounds the quantity over the whole cell, so
+    the extreme over the last grid's cells and every earlier grid's cells outside the refined
+    span is as valid as the coarse one, and tighter."""
+    level = np.log(2.0 / alpha)
+    t_streams, t_bets = theta
+    grid, budget = _theta_grid(t_streams, t_bets, level + np.log(min(weights.values())), side)
+    m = draws["pooled_recall"][0].shape[0]
+    grid = np.repeat(grid[:, None], m, axis=1)
+    budget = np.repeat(budget[:, None], m, axis=1)
+    worst_of = np.max if side < 0 else np.min
+    fill = -np.inf if side < 0 else np.inf
+    outside_best = np.full(m, fill)
+    for _ in range(REFINE_STAGES + 1):
+        values = _cell_values(grid, _factor_ends(draws, weights, budget, side), side, name)
+        worst = np.argmax(values, axis=0) if side < 0 else np.argmin(values, axis=0)
+        first = np.maximum(worst - REFINE_SPAN, 0)
+        last = np.minimum(worst + 1 + REFINE_SPAN, grid.shape[0] - 1)  # closes the span
+        cell = np.arange(values.shape[0])[:, None]
+        outside = (cell < first[None, :]) | (cell >= last[None, :])
+        outside_best = worst_of([outside_best, worst_of(np.where(outside, values, fill), axis=0)],
+                                axis=0)  # fmt: skip
+        cols = np.arange(m)
+        grid = np.linspace(grid[first, cols], grid[last, cols], REFINE_GRID)  # (R, m)
+        budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
+    # the last refined span's cells are bounded by the values of the grid that chose it
+    inside = np.where(outside, fill, values)
+    return worst_of([outside_best, worst_of(inside, axis=0)], axis=0)
+
+
+def _factor_ends(draws, weights: dict, budget: np.ndarray, side: int) -> dict:
+    """Each factor's ends (G, m) at the budgets (G, m) plus the log of its weight."""
+    return {key: _ends_at(*draws[key], budget + np.log(w), side) for key, w in weights.items()}
+
+
+def _ends_at(streams, bets, levels: np.ndarray, side: int) -> np.ndarray:
+    """The draws' ends (G, S) on ``side`` at the log-levels ``levels`` (G, S)."""
     from receval.estimators.betting import one_sided_ends
 
-    level = np.log(2.0 / alpha)
-    grid, budget = _theta_grid(*theta, level + np.log(min(weights.values())), side)
-    factor = {}
-    for key, w in weights.items():
-        streams, bets = draws[key]
-        thresholds = np.broadcast_to((budget + np.log(w))[:, None], (grid.size, streams.shape[0]))
-        factor[key] = one_sided_ends(streams, bets, thresholds, side, (0.0, 1.0), JOINT_ITERATIONS)
-    return _cell_extreme(grid, factor, side, name)
+    return one_sided_ends(streams, bets, levels, side, (0.0, 1.0), JOINT_ITERATIONS)
+
+
+def _theta_log_capital(streams, bets, theta: np.ndarray, side: int) -> np.ndarray:
+    """log X(θ), θ's final capital, at every value of ``theta`` (any shape)."""
+    from receval.estimators.betting import log_capital
+
+    flat = np.asarray(theta, float).reshape(-1, 1)
+    return log_capital(streams, bets, flat, side, running=False)[:, 0].reshape(np.shape(theta))
 
 
 def _theta_grid(streams, bets, level: float, side: int):
@@ -341,7 +406,7 @@ def _theta_grid(streams, bets, level: float, side: int):
     (:data:`THETA_GRID` points between θ's point estimate and that end, a quarter as many on
     the other side of the point), its ends included, and each point's budget
     level − log X(θ) (G,)."""
-    from receval.estimators.betting import log_capital, one_sided_ends
+    from receval.estimators.betting import one_sided_ends
 
     edge = one_sided_ends(
         streams, bets, np.full((1, 1), level), side, (0.0, 1.0), ITERATIONS, running=False
@@ -354,22 +419,20 @@ def _theta_grid(streams, bets, level: float, side: int):
         else np.linspace(0.0, point, THETA_GRID // 4)
     )
     grid = np.unique(np.concatenate([near, far]))
-    budget = level - log_capital(streams, bets, grid[:, None], side, running=False)[:, 0]
-    return grid, budget
+    return grid, level - _theta_log_capital(streams, bets, grid, side)
 
 
-def _cell_extreme(grid, factor: dict, side: int, name: str) -> np.ndarray:
-    """The recall (θ·ν) or F1 end over the grid's cells (:func:`joint_bounds`)."""
+def _cell_values(grid: np.ndarray, factor: dict, side: int, name: str) -> np.ndarray:
+    """The bound of recall (θ·ν) or F1 over each cell of the grid (G − 1, m), grid (G, m)
+    sorted along its first axis (:func:`joint_bounds`): the upper side takes ν_j, π_j at
+    θ_{j+1}, the lower side ν_{j+1}, π_{j+1} at θ_j."""
     nu = factor["pooled_recall"]  # (G, m)
-    if side < 0:  # upper: ν_j at θ_{j+1}
-        recall = grid[1:, None] * nu[:-1]
-        pi = factor.get("precision", nu)[:-1]
-        value = recall if name == "recall" else f1_of(pi, recall)
-        return value.max(axis=0)
-    recall = grid[:-1, None] * nu[1:]
-    pi = factor.get("precision", nu)[1:]
-    value = recall if name == "recall" else f1_of(pi, recall)
-    return value.min(axis=0)
+    pi = factor.get("precision", nu)
+    if side < 0:
+        recall, pi = grid[1:] * nu[:-1], pi[:-1]
+    else:
+        recall, pi = grid[:-1] * nu[1:], pi[1:]
+    return recall if name == "recall" else f1_of(pi, recall)
 
 
 def f1_of(p: np.ndarray, r: np.ndarray) -> np.ndarray:

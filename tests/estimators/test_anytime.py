@@ -11,6 +11,7 @@ from conftest import load_bench
 
 from receval.estimators.betting import (
     BettingStreams,
+    MixedStreams,
     confidence_bounds,
     plugin_bets,
     rejected,
@@ -75,6 +76,56 @@ def test_ratio_streams_cover():
     streams = BettingStreams.of_ratios(u, v, np.full((S, K), 10.0), np.ones((S, K), bool))
     bets = plugin_bets(streams, ALPHA)
     assert rejected(streams, bets, np.full(S, true), ALPHA).mean() <= TOL
+
+
+def test_the_running_maximum_is_taken_at_block_ends_and_at_the_last_step():
+    """The path at the ends of blocks and at the last step equals the full path there, so its
+    maximum is at most the full one (rejecting no more: valid) and the final capital is exact."""
+    from receval.estimators.betting import BLOCK, _block_path
+
+    step = np.random.default_rng(2).normal(size=(3, 5, 8 * BLOCK + 3))
+    full = np.cumsum(step, axis=-1)
+    path = _block_path(step)
+    assert path.shape == (3, 5, 9)
+    np.testing.assert_allclose(path[..., :8], full[..., BLOCK - 1 :: BLOCK][..., :8], atol=1e-12)
+    np.testing.assert_allclose(path[..., -1], full[..., -1], atol=1e-12)
+    assert np.all(path.max(axis=-1) <= full.max(axis=-1) + 1e-12)
+
+
+def _two_bettors(rng, n):
+    """Ratio streams u/v (mean ratio 0.35) seen by two bettors: one plain, one whose
+    numerator carries a fixed control with known mean 0 and a wider, constant range."""
+    v = rng.choice([1.0, 3.0], size=(n, K), p=[0.6, 0.4]) * (rng.random((n, K)) < 0.6)
+    g = rng.random((n, K)) < 0.35
+    plain = BettingStreams.of_ratios(g * v, v, np.full((n, K), 3.0), np.ones((n, K), bool))
+    c = 0.5 * (v - 0.6 * 1.8)  # the control: v about its exact mean 1.08
+    zero, act = np.zeros((n, K)), np.ones((n, K), bool)
+    lo0, hi0 = np.full((n, K), -3.0 - 1.0), np.full((n, K), 3.0 + 1.0)
+    controlled = BettingStreams(g * v - c, v, lo0, zero, hi0, zero, act)
+    return plain, controlled
+
+
+def test_a_mixture_of_bettors_covers_and_is_never_wider_than_a_part_at_half_alpha():
+    """The average of two test martingales is one (Ville): the mixed sequence misses the truth
+    at some step in at most α + MC error of the streams; its log-capital is at least each
+    part's minus log 2, so its ends lie inside every part's ends at α/2."""
+    rng = np.random.default_rng(21)
+    plain, controlled = _two_bettors(rng, S)
+    mixed = MixedStreams((plain, controlled))
+    bets = plugin_bets(mixed, ALPHA)
+    assert bets.shape == (S, 2, K)
+    assert rejected(mixed, bets, np.full(S, 0.35), ALPHA).mean() <= TOL
+    few = mixed.take(slice(0, 40))
+    (lo, hi) = (e[0] for e in confidence_bounds(few, [ALPHA]))
+    for part in few.parts:
+        (p_lo, p_hi) = (e[0] for e in confidence_bounds(part, [ALPHA / 2]))
+        assert np.all(lo >= p_lo - 1e-9) and np.all(hi <= p_hi + 1e-9)
+    # the ends are the values the mixed capital just rejects (monotone: bisection is exact)
+    fb = plugin_bets(few, ALPHA)
+    assert rejected(few, fb, lo, ALPHA).all() and rejected(few, fb, hi, ALPHA).all()
+    inside = (lo + 1e-3 < hi) & (lo > 0)
+    assert inside.sum() >= 30
+    assert not rejected(few, fb, lo + 1e-3, ALPHA)[inside].any()
 
 
 @pytest.fixture(scope="module")
@@ -405,6 +456,42 @@ def test_joint_recall_and_f1_bounds_cover_at_every_look():
         misses.append(np.stack([(recall < r_lo) | (recall > r_hi), (f1 < f_lo) | (f1 > f_hi)]))
     miss = np.array(misses).mean(axis=(0, 2))  # recall, f1
     assert np.all(miss <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / reps)), miss
+
+
+def test_joint_ends_from_refined_grids_are_never_inside_the_exact_ones():
+    """The refined θ grids (coarse cells, then finer grids over the extreme's cells) bound the
+    joint test's exact ends from outside: a dense θ sweep, each θ's ν end at its own budget,
+    gives sup θ·ν no larger than the reported upper end and inf no smaller than the lower."""
+    from receval.estimators.anytime import _theta_log_capital, joint_bounds, sequence_bets
+    from receval.estimators.betting import one_sided_ends
+
+    rng = np.random.default_rng(23)
+    m, U, K = 3, 25, 300
+    b = rng.integers(1, 6, U).astype(float)
+    a = rng.binomial(b.astype(int), 0.6).astype(float)
+    one = np.ones((1, U), bool)
+    t_streams = BettingStreams.of_ratios(a[None], b[None], np.full((1, U), 5.0), one)
+    units = (t_streams, np.full((1, U), float(U)), 2.5)
+    f = (rng.random(K) < 0.5).astype(float)
+    g = rng.random((m, K)) < np.array([0.2, 0.4, 0.7])[:, None]
+    ratio = BettingStreams.of_ratios(g * f, np.broadcast_to(f, (m, K)), np.ones((m, K)),
+                                     np.ones((m, K), bool))  # fmt: skip
+    nu_bets = sequence_bets(ratio, ALPHA, np.full((m, K), float(K)))
+    draws = {"pooled_recall": (ratio, nu_bets), "precision": (ratio, nu_bets)}
+    (r_lo, r_hi) = joint_bounds(units, draws, ALPHA)["recall"]
+    t_bets = plugin_bets(t_streams, ALPHA, 0.5, units[1], units[2])
+    theta = np.linspace(0.0, 1.0, 801)
+    level = np.log(2.0 / ALPHA)
+    for side, end in ((-1, r_hi), (+1, r_lo)):
+        budget = level - _theta_log_capital(t_streams, t_bets, theta, side)
+        ok = budget > 0
+        levels = np.repeat(budget[ok][:, None], m, axis=1)
+        nu = one_sided_ends(ratio, nu_bets, levels, side, (0.0, 1.0), 30)
+        exact = theta[ok][:, None] * nu
+        if side < 0:
+            assert np.all(end >= exact.max(axis=0) - 1e-6), (end, exact.max(axis=0))
+        else:
+            assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
 
 
 def test_controlled_recall_terms_are_unbiased_inside_their_ranges_and_cover():
