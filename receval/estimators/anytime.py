@@ -275,9 +275,10 @@ def _unit_bounds(data: SampleData, levels, alpha):
 #: is monotone in ν, so the bisection stays exact; it costs at most log 2 of capital against the
 #: better of the two.  Neither alone wins everywhere: the control's range, constant in ν, is
 #: about twice the plain test's, which halves the largest bet.  Median width on data/kbp-sim
-#: (one per-system round of 150 in a random order): plain 0.079, controlled 0.144, mixed 0.086;
-#: bench/anytime.py's gradient world (12 systems, 8 repetitions, × the bootstrap's width at the
-#: final look): 1.64 / 1.36 / 1.44; gradient20: 1.61 / 1.52 / 1.51.  Recall and F1 (joint
+#: (one per-system round of 150 in a random order), all staking up to 0.9: plain 0.079,
+#: controlled 0.144, mixed 0.086; bench/anytime.py's gradient world (12 systems, 8 repetitions,
+#: × the bootstrap's width at the final look): 1.64 / 1.36 / 1.44; gradient20: 1.61 / 1.52 /
+#: 1.51 (mixed, staking up to RECALL_CAP 0.97: 0.082, 1.42, 1.49).  Recall and F1 (joint
 #: test) take the plain ν capital: there the mixture gained 2 % in the gradient worlds, lost 6 %
 #: on kbp-sim, and doubled the cost.
 POOLED_RECALL_CONTROL = "mixed"
