@@ -253,7 +253,7 @@ def _unit_streams(data: SampleData):
     )
     # few units, a range (the largest unit) far above their spread: the truncation binds, and
     # staking up to 0.9 of what the range allows (< 1 keeps the capital positive) narrows θ
-    streams = dataclasses.replace(streams, cap=0.9)
+    streams = dataclasses.replace(streams, cap=UNIT_CAP)
     horizon = np.full((1, v.size), float(v.size))
     return streams, horizon, float(v.max()) / 2
 
@@ -266,6 +266,11 @@ def _unit_bounds(data: SampleData, levels, alpha):
         return {a: (nan, nan) for a in levels}
     streams, horizon, scale = units
     return _bounds(streams, levels, (0.0, 1.0), alpha, horizon, 0.5, scale)
+
+
+#: θ's bets' truncation over the exhaustive units (:func:`_unit_streams`); staking up to 0.97
+#: widened recall on data/kbp-sim (one random round: median 0.091 -> 0.094)
+UNIT_CAP = 0.9
 
 
 #: pooled recall's sequence: ``"mixed"`` bets on the average of two capitals, the plain ratio
