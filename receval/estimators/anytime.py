@@ -504,6 +504,16 @@ CONTROL_JUDGE = (
 )
 
 
+POOLED_RECALL_TESTS = {
+    "mixed": "bets on the average of two capitals (itself a test martingale): the ratio test of "
+    "A - nu B and the same test with a popularity control in A (the share of correct labels "
+    "among earlier pool steps' draws per popularity stratum, exact known sum); recall and f1 "
+    "take the plain ratio test's capital",
+    "plain": "the ratio test of A - nu B",
+    "controlled": "the ratio test of A - nu B with a popularity control in A",
+}
+
+
 def _judged(options: Any) -> bool:
     """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
     from receval.estimators.registry import get_estimator
@@ -575,6 +585,7 @@ class AnytimeIntervals(IntervalMethod):
                 "floor_draws": floor,
                 "points": f"{ctx.options.estimator} estimator (the sequences do not use it)",
                 "precision_control": CONTROL_JUDGE if _judged(ctx.options) else CONTROL_POPULAR,
+                "pooled_recall_test": POOLED_RECALL_TESTS[POOLED_RECALL_CONTROL],
             },
             "ranking": {
                 "procedure": "anytime",

@@ -143,6 +143,8 @@ def test_score_anytime_names_the_method_and_draws_no_replicates(small_task):
     board = result.leaderboard
     assert board["interval"].str.contains("anytime").all()
     assert result.replicates.B == 0
+    said = result.run.to_dict()["intervals"]
+    assert "average of two capitals" in said["pooled_recall_test"]
     for metric in ("precision", "pooled_recall", "recall", "f1"):
         lo, hi = board[f"{metric}_lo"], board[f"{metric}_hi"]
         assert (lo <= board[metric] + 1e-9).mean() > 0.5
