@@ -29,6 +29,7 @@ of A − r·B in the ratio's inversion).  The bounds are exact (non-asymptotic) 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,10 @@ CAP = 0.75
 #: the running maximum of a capital is taken at the ends of blocks of this many steps (and at
 #: the last step): valid, at most a block's drift wider, and far cheaper (:func:`_block_path`)
 BLOCK = 4
+#: threads the bisections' chunks of streams run on (numpy releases the GIL in array operations)
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+#: entries of work (levels × streams × steps) from which the streams are split over the workers
+PARALLEL_WORK = 1_000_000
 #: entries of the (levels × streams × steps) arrays one bisection step works on at once
 CHUNK = 4_000_000
 
@@ -275,19 +280,12 @@ def confidence_bounds(
     :func:`plugin_bets`).
     """
     alphas = np.atleast_1d(np.asarray(alphas, float))
-    S, K = streams.shape
+    S = streams.shape[0]
     bets = plugin_bets(streams, alpha_bets, prior_mean, horizon, prior_scale)
     lo_s = np.broadcast_to(np.asarray(search[0], float), (S,))
     hi_s = np.broadcast_to(np.asarray(search[1], float), (S,))
-    # streams in chunks so the (levels × streams × steps) work arrays stay near CHUNK entries
-    step = max(1, CHUNK // max(alphas.size * K * _parts(streams), 1))
-    lower, upper = np.empty((alphas.size, S)), np.empty((alphas.size, S))
-    for start in range(0, S, step):
-        rows = slice(start, min(start + step, S))
-        lower[:, rows], upper[:, rows] = _bisect(
-            streams.take(rows), bets[rows], alphas, lo_s[rows], hi_s[rows], iterations
-        )
-    return lower, upper
+    # one_sided_ends takes the streams in chunks (memory) and spreads them over the workers
+    return _bisect(streams, bets, alphas, lo_s, hi_s, iterations)
 
 
 def _parts(streams) -> int:
@@ -315,16 +313,36 @@ def one_sided_ends(
     last step instead of its running maximum (:func:`log_capital`).  Streams are taken in
     chunks so the (levels × streams × steps) work arrays stay near :data:`CHUNK` entries."""
     A, S = level.shape
-    step = max(1, CHUNK // max(A * streams.shape[1] * _parts(streams), 1))
+    work = A * streams.shape[1] * _parts(streams)
+    step = max(1, CHUNK // max(work, 1))
+    if work * S >= PARALLEL_WORK:  # at least one chunk per worker
+        step = min(step, -(-S // WORKERS))
     if step >= S:
         return _one_sided_chunk(streams, bets, level, side, search, iterations, running)
     lo_s, hi_s = (np.broadcast_to(np.asarray(e, float), (S,)) for e in search)
     out = np.empty((A, S))
-    for start in range(0, S, step):
+
+    def chunk(start: int) -> None:
         rows = slice(start, min(start + step, S))
         out[:, rows] = _one_sided_chunk(streams.take(rows), bets[rows], level[:, rows], side,
                                         (lo_s[rows], hi_s[rows]), iterations, running)  # fmt: skip
+
+    _run_chunks(chunk, range(0, S, step))
     return out
+
+
+def _run_chunks(chunk, starts) -> None:
+    """``chunk(start)`` for every start, on :data:`WORKERS` threads (numpy's array operations
+    release the GIL, and every chunk writes its own columns)."""
+    starts = list(starts)
+    if WORKERS == 1 or len(starts) == 1:
+        for start in starts:
+            chunk(start)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(WORKERS, len(starts))) as pool:
+        list(pool.map(chunk, starts))
 
 
 def _one_sided_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
