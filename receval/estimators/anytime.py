@@ -171,8 +171,9 @@ def anytime_bounds(
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     draws = {
         "precision": (precision, sequence_bets(precision, alpha, horizon)),
-        # the plain ν test: the mixture's gain shrinks next to θ's part (gradient worlds: recall
-        # 1.39 -> 1.36 x the bootstrap) and it lost on kbp-sim (0.114 -> 0.121), at twice the cost
+        # the plain ν test: with the mixture, recall / F1 were 3-5 % narrower in the gradient
+        # worlds (gradient 1.37 -> 1.33 / 1.46 -> 1.40 x the bootstrap, gradient20 1.52 -> 1.49 /
+        # 1.59 -> 1.56) but 6 / 5 % wider on kbp-sim (0.091 -> 0.097 / 0.117 -> 0.123), 35 % slower
         "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
     joint = joint_bounds(_unit_streams(data), draws, alpha)
@@ -284,8 +285,8 @@ UNIT_CAP = 0.9
 #: controlled 0.144, mixed 0.086; bench/anytime.py's gradient world (12 systems, 8 repetitions,
 #: × the bootstrap's width at the final look): 1.64 / 1.36 / 1.44; gradient20: 1.61 / 1.52 /
 #: 1.51 (mixed, staking up to RECALL_CAP 0.97: 0.082, 1.42, 1.49).  Recall and F1 (joint
-#: test) take the plain ν capital: there the mixture gained 2 % in the gradient worlds, lost 6 %
-#: on kbp-sim, and doubled the cost.
+#: test) take the plain ν capital (:func:`anytime_bounds`: the mixture gained 3-5 % there in the
+#: gradient worlds and lost 5-6 % on kbp-sim).
 POOLED_RECALL_CONTROL = "mixed"
 
 
