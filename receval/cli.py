@@ -37,6 +37,17 @@ INTERRUPTED = (
 )
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in the exception's chain (cause or context)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class ReceGroup(click.Group):
     """A click group that turns bad-input exceptions into :class:`InputError`.
 
@@ -61,6 +72,13 @@ class ReceGroup(click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            click.echo(f"error: {INTERRUPTED}", err=True)
+            sys.exit(130)
+        except Exception as exc:
+            if not _interrupted(exc):
+                raise
+            # Ctrl-C inside a C extension's import (e.g. scipy's, loaded lazily) surfaces as
+            # that import's own error, caused by the KeyboardInterrupt
             click.echo(f"error: {INTERRUPTED}", err=True)
             sys.exit(130)
         sys.exit(code or 0)

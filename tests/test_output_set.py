@@ -125,6 +125,27 @@ def test_ctrl_c_exits_130_saying_the_previous_set_was_kept(tmp_path, monkeypatch
     assert "previous output set was kept" in INTERRUPTED
 
 
+def test_ctrl_c_inside_a_lazy_import_exits_130_too(tmp_path, monkeypatch):
+    """Ctrl-C while a C extension initialises (scipy, imported lazily) surfaces as that
+    import's ImportError caused by the KeyboardInterrupt: still exit 130 and one line."""
+    out = tmp_path / "out"
+    with output_set(out) as folder:
+        (folder / "run.json").write_text('{"receval_version": "x"}')
+        (folder / "leaderboard.csv").write_text("system\nA\n")
+
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+
+    monkeypatch.setattr("receval.report.html.build_report", interrupted)
+    result = invoke("report", out)
+    assert result.exit_code == 130
+    assert result.output.strip() == f"error: {INTERRUPTED}"
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "leaderboard.csv", "run.json"]
+
+
 def test_failure_inside_the_set_leaves_the_previous_set(tmp_path):
     out = tmp_path / "out"
     with output_set(out) as folder:
