@@ -571,7 +571,7 @@ class AnytimeIntervals(IntervalMethod):
                 "splits": "recall and f1: one joint test per side, theta's final capital over "
                 "the units (independent of the draws) times the running maximum of nu's capital "
                 "(f1: the larger of nu's and precision's, weighted 1/1.1 and 1/11), extremes over "
-                "a grid of theta; "
+                "the cells of a theta grid refined around each system's extreme; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
                 "assumptions": [
