@@ -109,40 +109,30 @@ def test_readers_refuse_a_folder_receval_did_not_write(tmp_path, command, conten
     assert sorted(p.name for p in folder.iterdir()) == sorted(content)  # nothing written
 
 
-def test_ctrl_c_exits_130_saying_the_previous_set_was_kept(tmp_path, monkeypatch):
+def _plain_interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def _interrupt_inside_an_import(*args, **kwargs):
+    """Ctrl-C while a C extension initialises (scipy, imported lazily) surfaces as that
+    import's ImportError caused by the KeyboardInterrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise ImportError("initialization failed") from exc
+
+
+@pytest.mark.parametrize("interrupted", [_plain_interrupt, _interrupt_inside_an_import])
+def test_ctrl_c_exits_130_saying_the_previous_set_was_kept(tmp_path, monkeypatch, interrupted):
     out = tmp_path / "out"
     with output_set(out) as folder:
         (folder / "run.json").write_text('{"receval_version": "x"}')
         (folder / "leaderboard.csv").write_text("system\nA\n")
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
     monkeypatch.setattr("receval.report.html.build_report", interrupted)
     result = invoke("report", out)
     assert result.exit_code == 130
     assert result.output.strip() == f"error: {INTERRUPTED}"
     assert "previous output set was kept" in INTERRUPTED
-
-
-def test_ctrl_c_inside_a_lazy_import_exits_130_too(tmp_path, monkeypatch):
-    """Ctrl-C while a C extension initialises (scipy, imported lazily) surfaces as that
-    import's ImportError caused by the KeyboardInterrupt: still exit 130 and one line."""
-    out = tmp_path / "out"
-    with output_set(out) as folder:
-        (folder / "run.json").write_text('{"receval_version": "x"}')
-        (folder / "leaderboard.csv").write_text("system\nA\n")
-
-    def interrupted(*args, **kwargs):
-        try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as exc:
-            raise ImportError("initialization failed") from exc
-
-    monkeypatch.setattr("receval.report.html.build_report", interrupted)
-    result = invoke("report", out)
-    assert result.exit_code == 130
-    assert result.output.strip() == f"error: {INTERRUPTED}"
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "leaderboard.csv", "run.json"]
 
 
