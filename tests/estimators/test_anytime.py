@@ -496,6 +496,53 @@ def test_joint_ends_from_refined_grids_are_never_inside_the_exact_ones():
             assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
 
 
+@pytest.mark.parametrize("real", [False, True], ids=["simulated", "parabank"])
+def test_mixed_pooled_recall_sequences_miss_at_most_alpha(real):
+    """Pooled recall's sequence as scored (the average of the plain and the popularity-
+    controlled capitals) on a fixed finite population — simulated, and ParaBank-Eval's real
+    systems and human labels — drawn from the floor mixture: the share of (run, system) whose
+    sequence ever excludes the true ν is at most α + MC error."""
+    import dataclasses
+
+    from receval.estimators.anytime import sequence_bets
+    from receval.estimators.anytime_control import (
+        RECALL_CAP,
+        controlled_recall_streams,
+        popularity_strata,
+    )
+
+    bench = _bench()
+    rng = np.random.default_rng(29)
+    pop = bench.parabank_population() if real else bench.finite_population(rng)
+    if pop is None:
+        pytest.skip("../shared/data/parabank-eval is absent")
+    F, m = pop.p.shape
+    pool = pop.member.any(axis=1)
+    q0 = pop.p.sum(axis=1) / m
+    nu = (pop.member * pop.label[:, None]).sum(axis=0) / pop.label[pool].sum()
+    fact_of, sys_of = np.nonzero(pop.member)
+    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
+    high = 1.0 / q0[pool].min()
+    runs, K = 150, 200
+    miss = []
+    for _ in range(runs):
+        fact = rng.choice(F, size=K, p=q0)
+        f, w = pop.label[fact], 1.0 / q0[fact]
+        active = np.ones((m, K), bool)
+        plain = BettingStreams.of_ratios(
+            (pop.member[fact] * (f * w)[:, None]).T, f * w, np.full((m, K), high), active
+        )
+        plain = dataclasses.replace(plain, cap=RECALL_CAP)
+        controlled = controlled_recall_streams(
+            pop.member[fact], f, q0[fact], np.arange(K), strata.of_fact[fact],
+            strata.count, np.full(K, high), np.ones(K, bool),
+        )  # fmt: skip
+        mixed = MixedStreams((plain, controlled))
+        bets = sequence_bets(mixed, ALPHA, np.full((m, K), float(K)), 0.5, pool.sum() / 2)
+        miss.append(rejected(mixed, bets, nu, ALPHA))
+    assert np.mean(miss) <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / runs), np.mean(miss)
+
+
 def test_controlled_recall_terms_are_unbiased_inside_their_ranges_and_cover():
     """The pooled-recall terms with the popularity control (numerator only): A' − ν·B lies in
     its predictable range for every ν in [0, 1], has mean 0 at the true ν (the control's known
