@@ -371,7 +371,7 @@ def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) 
     worst_of = np.max if side < 0 else np.min
     fill = -np.inf if side < 0 else np.inf
     outside_best = np.full(m, fill)
-    for _ in range(REFINE_STAGES + 1):
+    for stage in range(REFINE_STAGES + 1):
         values = _cell_values(grid, _factor_ends(draws, weights, budget, side), side, name)
         worst = np.argmax(values, axis=0) if side < 0 else np.argmin(values, axis=0)
         first = np.maximum(worst - REFINE_SPAN, 0)
@@ -380,6 +380,8 @@ def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) 
         outside = (cell < first[None, :]) | (cell >= last[None, :])
         outside_best = worst_of([outside_best, worst_of(np.where(outside, values, fill), axis=0)],
                                 axis=0)  # fmt: skip
+        if stage == REFINE_STAGES:
+            break
         cols = np.arange(m)
         grid = np.linspace(grid[first, cols], grid[last, cols], REFINE_GRID)  # (R, m)
         budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
