@@ -496,6 +496,20 @@ def test_joint_ends_from_refined_grids_are_never_inside_the_exact_ones():
             assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
 
 
+def _pool_setup(pop):
+    """A finite population's pool, floor mixture q₀, true pooled recalls, popularity strata
+    and the largest importance weight over the pool."""
+    from receval.estimators.anytime_control import popularity_strata
+
+    m = pop.p.shape[1]
+    pool = pop.member.any(axis=1)
+    q0 = pop.p.sum(axis=1) / m
+    nu = (pop.member * pop.label[:, None]).sum(axis=0) / pop.label[pool].sum()
+    fact_of, sys_of = np.nonzero(pop.member)
+    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
+    return pool, q0, nu, strata, 1.0 / q0[pool].min()
+
+
 @pytest.mark.parametrize("real", [False, True], ids=["simulated", "parabank"])
 def test_mixed_pooled_recall_sequences_miss_at_most_alpha(real):
     """Pooled recall's sequence as scored (the average of the plain and the popularity-
@@ -505,11 +519,7 @@ def test_mixed_pooled_recall_sequences_miss_at_most_alpha(real):
     import dataclasses
 
     from receval.estimators.anytime import sequence_bets
-    from receval.estimators.anytime_control import (
-        RECALL_CAP,
-        controlled_recall_streams,
-        popularity_strata,
-    )
+    from receval.estimators.anytime_control import RECALL_CAP, controlled_recall_streams
 
     bench = _bench()
     rng = np.random.default_rng(29)
@@ -517,12 +527,7 @@ def test_mixed_pooled_recall_sequences_miss_at_most_alpha(real):
     if pop is None:
         pytest.skip("../shared/data/parabank-eval is absent")
     F, m = pop.p.shape
-    pool = pop.member.any(axis=1)
-    q0 = pop.p.sum(axis=1) / m
-    nu = (pop.member * pop.label[:, None]).sum(axis=0) / pop.label[pool].sum()
-    fact_of, sys_of = np.nonzero(pop.member)
-    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
-    high = 1.0 / q0[pool].min()
+    pool, q0, nu, strata, high = _pool_setup(pop)
     runs, K = 150, 200
     miss = []
     for _ in range(runs):
@@ -549,18 +554,13 @@ def test_controlled_recall_terms_are_unbiased_inside_their_ranges_and_cover():
     sum Σ_b β_b n_ib is exact), and its sequence misses the true ν in at most α + MC error of
     the streams (importance-weighted draws from the floor mixture of a finite population)."""
     from receval.estimators.anytime import sequence_bets
-    from receval.estimators.anytime_control import controlled_recall_streams, popularity_strata
+    from receval.estimators.anytime_control import controlled_recall_streams
 
     bench = _bench()
     rng = np.random.default_rng(5)
     pop = bench.finite_population(rng)
     F, m = pop.p.shape
-    pool = pop.member.any(axis=1)
-    q0 = pop.p.sum(axis=1) / m
-    nu = (pop.member * pop.label[:, None]).sum(axis=0) / pop.label[pool].sum()
-    fact_of, sys_of = np.nonzero(pop.member)
-    strata = popularity_strata(fact_of, sys_of, pop.target[fact_of, sys_of], m)
-    high = 1.0 / q0[pool].min()
+    pool, q0, nu, strata, high = _pool_setup(pop)
     runs, K = 400, 200
     ys, miss = [], []
     for _ in range(runs):
