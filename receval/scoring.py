@@ -319,6 +319,7 @@ def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -
     partial = partial_rounds_warning(data)
     if partial:
         warnings.append(partial)
+    warnings.extend(fitted.intervals.run_warnings(fitted.ctx))
     if mixed_unit_designs(task):
         warnings.append(MIXED_UNITS)
         for i in range(m):

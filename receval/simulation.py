@@ -86,7 +86,12 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from receval.config import TaskConfig
-from receval.design import DISTRIBUTIONS, draw_exhaustive_units, draw_precision_samples
+from receval.design import (
+    DISTRIBUTIONS,
+    draw_exhaustive_units,
+    draw_precision_samples,
+    in_random_order,
+)
 from receval.estimators.recall import f1_score
 from receval.formats.bundle import write_bundle
 
@@ -311,7 +316,7 @@ class SimulationConfig:
 class Annotation:
     """One simulated annotation campaign: the four annotation tables of a bundle."""
 
-    samples: pd.DataFrame  # sample, system, query_id, answer, prob, draw, design
+    samples: pd.DataFrame  # sample, system, query_id, answer, prob, draw, design, order
     judgments: pd.DataFrame  # query_id, answer, label, annotator, sample
     exhaustive_units: pd.DataFrame  # unit
     exhaustive: pd.DataFrame  # unit, query_id, answer
@@ -586,9 +591,14 @@ class World:
            ``exhaustive_facts`` true facts) drawn uniformly without replacement with
            :func:`receval.design.draw_exhaustive_units`; ``exhaustive`` lists every true fact
            of each drawn document (perfect exhaustive annotators).
+        4. Order: the samples are put in a uniformly random order, the last draw of the
+           campaign, and marked ``order`` = ``random`` (:func:`receval.design.in_random_order`),
+           as ``receval sample`` writes its rounds: ``--intervals anytime`` then reads the round
+           draw by draw (rows grouped by system are a *legacy* round, from which pooled recall's
+           sequence learns little).
 
-        Draw order (samples, then documents, then annotator errors) is fixed, so the campaign is
-        a pure function of ``rng``'s state.
+        Draw order (samples, then documents, then annotator errors, then the samples' order) is
+        fixed, so the campaign is a pure function of ``rng``'s state.
         """
         cfg = self.config
         per_system = cfg.per_system if per_system is None else per_system
@@ -631,6 +641,7 @@ class World:
             judgments["equivalence_class"] = np.repeat(self._class_names(drawn), annotators)
 
         exhaustive = self.exhaustive_annotation(units["unit"].to_numpy())
+        samples = in_random_order(samples, rng)
         return Annotation(
             samples=samples,
             judgments=judgments,

@@ -125,8 +125,11 @@ def test_a_sampler_with_two_designs_names_the_line_that_differs(tmp_path):
 
     root = simulate_task(tmp_path / "t", SimulationConfig(systems=3, queries=20), seed=3)
     lines = (root / "samples.tsv").read_text().splitlines()
-    assert lines[0].split("\t")[-1] == "design" and lines[5].endswith("\tuniform")
-    lines[5] = lines[5][: -len("uniform")] + "entity-relation"
+    column = lines[0].split("\t").index("design")
+    fields = lines[5].split("\t")
+    assert fields[column] == "uniform"
+    fields[column] = "entity-relation"
+    lines[5] = "\t".join(fields)
     (root / "samples.tsv").write_text("\n".join(lines) + "\n")
     result = CliRunner().invoke(cli, ["score", str(root), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2

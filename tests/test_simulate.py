@@ -88,6 +88,20 @@ def test_annotation_is_seeded_separately_from_the_world() -> None:
     assert np.array_equal(world.output_candidate, fresh.output_candidate)
 
 
+def test_the_simulated_round_is_in_a_random_order_marked_random() -> None:
+    """The campaign's samples are written as ``receval sample`` writes a round: every system's
+    draws interleaved in a uniformly random order and marked ``order`` = random, so
+    ``--intervals anytime`` reads them draw by draw (not as a legacy round)."""
+    world = simulate_world(SMALL, np.random.default_rng(3))
+    samples = world.annotate(np.random.default_rng(1)).samples
+    assert (samples["order"] == "random").all()
+    runs = (samples["system"] != samples["system"].shift()).sum()
+    assert runs > len(samples) / 2  # interleaved, not grouped by system (12 groups)
+    # each system's draws are the same i.i.d. draws, numbered 1..n, in some order
+    for _, rows in samples.groupby("system"):
+        assert sorted(rows["draw"].astype(int)) == list(range(1, len(rows) + 1))
+
+
 def test_simulate_task_is_deterministic_for_a_seed(tmp_path: Path) -> None:
     a = simulate_task(tmp_path / "a", SMALL, seed=5)
     b = simulate_task(tmp_path / "b", SMALL, seed=5)

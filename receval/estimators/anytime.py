@@ -507,6 +507,15 @@ CONTROL_JUDGE = (
 )
 
 
+LEGACY_WARNING = (
+    "anytime: {n} sample round{s} in samples.tsv without the order marker (a legacy round: rows "
+    "grouped by system, as samples drawn outside receval are): pooled recall, recall and f1's "
+    "sequences take its draws in batches of one per system and learn little from them (often "
+    "several times the bootstrap's width); rounds drawn by receval sample are in a random "
+    "order, marked order = random, and read draw by draw"
+)
+
+
 POOLED_RECALL_TESTS = {
     "mixed": "bets on the average of two capitals (itself a test martingale): the ratio test of "
     "A - nu B and the same test with a popularity control in A (the share of correct labels "
@@ -544,6 +553,13 @@ class AnytimeIntervals(IntervalMethod):
             )
         if options.cluster_queries:
             raise ValueError("cluster_queries applies to the bootstrap, not to intervals='anytime'")
+
+    def run_warnings(self, ctx: ScoringContext) -> list[str]:
+        """A warning when samples.tsv has legacy rounds (rows grouped by system, no marker)."""
+        legacy = self.bounds(ctx).rounds[1]
+        if not legacy:
+            return []
+        return [LEGACY_WARNING.format(n=legacy, s="" if legacy == 1 else "s")]
 
     def label(self, options: Any, B: int | None) -> str:
         judged = ", prediction-powered precision" if _judged(options) else ""

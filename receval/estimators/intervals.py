@@ -45,6 +45,10 @@ class IntervalMethod:
     def check(self, options: Any) -> None:
         """Refuse option combinations this method cannot honour (``ValueError``)."""
 
+    def run_warnings(self, ctx: ScoringContext) -> list[str]:
+        """Warnings about what this method can make of the data (printed once per run)."""
+        return []
+
     def label(self, options: Any, B: int | None) -> str:
         """The ``interval`` column's text: method, level (and what it is valid for)."""
         raise NotImplementedError

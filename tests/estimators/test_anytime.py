@@ -153,8 +153,7 @@ def test_score_anytime_names_the_method_and_draws_no_replicates(small_task):
     # 33 sequences at 95% each in one world: a miss is possible (a system's own sample 2.6 SE
     # from its truth in this world); coverage itself is measured by the Monte Carlo studies
     assert check is not None and (~check["covered"].dropna().astype(bool)).sum() <= 2
-    # wider than the bootstrap's (an anytime guarantee costs width; a legacy round, grouped by
-    # system, adds only each system's own draws to its precision sequence), but not absurdly
+    # wider than the bootstrap's (an anytime guarantee costs width), but not absurdly
     boot = receval.score(small_task, rank_by="precision", bootstrap=200).leaderboard
     ratio = (board["precision_hi"] - board["precision_lo"]).median() / (
         boot["precision_hi"] - boot["precision_lo"]
@@ -373,25 +372,52 @@ def _shuffled_copy(root, where, seed: int = 0):
     return copy
 
 
+def _legacy_copy(root, where):
+    """``root`` with its samples.tsv rows grouped by system in draw order and no ``order``
+    column: a legacy round, as samples drawn outside receval (and by older simulators) are."""
+    import shutil
+
+    from receval.formats.tables import LINE, read_table, write_table
+
+    copy = where / "legacy"
+    shutil.copytree(root, copy)
+    samples = read_table(copy / "samples.tsv").drop(columns=[LINE, "order"], errors="ignore")
+    samples["draw"] = samples["draw"].astype(int)
+    write_table(copy / "samples.tsv", samples.sort_values(["sample", "system", "draw"]))
+    return copy
+
+
 def test_a_round_recorded_in_random_order_feeds_every_system(small_task, tmp_path):
-    """The simulator's round (grouped by system, no marker) stays a legacy round; the same
-    draws in a random order, marked ``order`` = random, are one shuffled round: every draw
-    informs every system it could have hit, so precision narrows (and still covers)."""
+    """The simulator writes its round in a random order, marked ``order`` = random: one
+    shuffled round, every draw informing every system it could have hit.  The same draws
+    grouped by system without the marker are a legacy round: precision and pooled recall are
+    far wider (recall here rests mostly on the 20 exhaustive units), and the run says why in
+    one warning (not in every row's note)."""
     import receval
     from receval.estimators.anytime_stream import build_stream
     from receval.estimators.sample_data import build_sample_data
     from receval.task import load_task
 
-    legacy = load_task(small_task)
-    shuffled = load_task(_shuffled_copy(small_task, tmp_path))
+    shuffled = load_task(small_task)
+    legacy = load_task(_legacy_copy(small_task, tmp_path))
     assert build_stream(legacy, build_sample_data(legacy)).legacy_rounds == 1
     st = build_stream(shuffled, build_sample_data(shuffled))
     assert (st.shuffled_rounds, st.legacy_rounds) == (1, 0)
-    widths = []
+    widths, warned = [], []
     for task in (legacy, shuffled):
-        board = receval.score(task, intervals="anytime", rank_by="precision").leaderboard
-        widths.append((board["precision_hi"] - board["precision_lo"]).median())
-    assert widths[1] < 0.8 * widths[0], widths
+        result = receval.score(task, intervals="anytime", rank_by="precision")
+        board = result.leaderboard
+        widths.append(
+            {
+                m: (board[f"{m}_hi"] - board[f"{m}_lo"]).median()
+                for m in ("precision", "pooled_recall")
+            }
+        )
+        warned.append([w for w in result.warnings if "legacy round" in w])
+        assert not board["note"].fillna("").str.contains("legacy").any()
+    assert widths[1]["precision"] < 0.8 * widths[0]["precision"], widths
+    assert widths[1]["pooled_recall"] < 0.8 * widths[0]["pooled_recall"], widths
+    assert len(warned[0]) == 1 and "1 sample round" in warned[0][0] and not warned[1]
 
 
 @pytest.mark.parametrize(
