@@ -591,14 +591,16 @@ class World:
            ``exhaustive_facts`` true facts) drawn uniformly without replacement with
            :func:`receval.design.draw_exhaustive_units`; ``exhaustive`` lists every true fact
            of each drawn document (perfect exhaustive annotators).
-        4. Order: the samples are put in a uniformly random order, the last draw of the
-           campaign, and marked ``order`` = ``random`` (:func:`receval.design.in_random_order`),
-           as ``receval sample`` writes its rounds: ``--intervals anytime`` then reads the round
-           draw by draw (rows grouped by system are a *legacy* round, from which pooled recall's
-           sequence learns little).
+        4. Order: the samples are put in a uniformly random order and marked ``order`` =
+           ``random`` (:func:`receval.design.in_random_order`), as ``receval sample`` writes
+           its rounds: ``--intervals anytime`` then reads the round draw by draw (rows grouped
+           by system are a *legacy* round, from which pooled recall's sequence learns little).
+           The permutation comes from a child of ``rng``'s seed sequence
+           (:func:`_order_generator`), so the campaign's draws are those ``rng`` gave before
+           the order was recorded, and later campaigns from the same ``rng`` are unchanged.
 
-        Draw order (samples, then documents, then annotator errors, then the samples' order) is
-        fixed, so the campaign is a pure function of ``rng``'s state.
+        Draw order (samples, then documents, then annotator errors) is fixed, so the campaign is
+        a pure function of ``rng``'s state.
         """
         cfg = self.config
         per_system = cfg.per_system if per_system is None else per_system
@@ -641,7 +643,7 @@ class World:
             judgments["equivalence_class"] = np.repeat(self._class_names(drawn), annotators)
 
         exhaustive = self.exhaustive_annotation(units["unit"].to_numpy())
-        samples = in_random_order(samples, rng)
+        samples = in_random_order(samples, _order_generator(rng))
         return Annotation(
             samples=samples,
             judgments=judgments,
@@ -1025,3 +1027,13 @@ def simulate_task(
     world = simulate_world(config, world_rng)
     annotation = world.annotate(annotation_rng)
     return write_bundle(out, world.tables(annotation), world.task_config(), overwrite=overwrite)
+
+
+def _order_generator(rng: np.random.Generator) -> np.random.Generator:
+    """A generator independent of ``rng`` that leaves ``rng``'s stream untouched: a child of its
+    seed sequence (each call a new child), or ``rng`` itself when it has none."""
+    bits = rng.bit_generator
+    seq = getattr(bits, "seed_seq", None) or getattr(bits, "_seed_seq", None)
+    if isinstance(seq, np.random.SeedSequence):
+        return np.random.default_rng(seq.spawn(1)[0])
+    return rng
