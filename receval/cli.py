@@ -841,7 +841,8 @@ def simulate(
 
     Teams of overlapping systems, precision 0.1-0.7 and recall 0.05-0.4, confidence scores that
     correlate with correctness, shared wrong answers, documents holding the true facts (pool
-    coverage well below 1), one simulated annotation round and exhaustive units.  The embedded
+    coverage well below 1), one simulated annotation round (written in a random order marked
+    order = random, as `receval sample` writes its rounds) and exhaustive units.  The embedded
     default task is `receval simulate data/kbp-sim --seed 2022`.
     """
     from receval.api import simulate as simulate_api

@@ -102,6 +102,25 @@ def test_the_simulated_round_is_in_a_random_order_marked_random() -> None:
         assert sorted(rows["draw"].astype(int)) == list(range(1, len(rows) + 1))
 
 
+def test_the_round_s_order_leaves_the_campaign_s_draws_as_they_were(monkeypatch) -> None:
+    """The permutation comes from a child of the generator's seed sequence: the campaign draws
+    the same rows, and leaves the generator in the same state, as without it (Monte Carlo
+    studies that annotate many times from one generator see the same campaigns)."""
+    import receval.simulation as simulation
+
+    world = simulate_world(SMALL, np.random.default_rng(3))
+    rng = np.random.default_rng(5)
+    shuffled = world.annotate(rng).samples
+    after = rng.bit_generator.state
+    monkeypatch.setattr(simulation, "in_random_order", lambda frame, gen: frame)
+    plain_rng = np.random.default_rng(5)
+    plain = world.annotate(plain_rng).samples
+    assert plain_rng.bit_generator.state == after
+    keys = ["system", "draw"]
+    again = shuffled.drop(columns="order").sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(again, plain.sort_values(keys).reset_index(drop=True))
+
+
 def test_simulate_task_is_deterministic_for_a_seed(tmp_path: Path) -> None:
     a = simulate_task(tmp_path / "a", SMALL, seed=5)
     b = simulate_task(tmp_path / "b", SMALL, seed=5)
