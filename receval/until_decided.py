@@ -49,7 +49,7 @@ from receval.errors import OptionError
 from receval.estimators.anytime_stream import MIXTURE_COLUMN
 
 # The racing constants were tuned on bench/anytime.py's gradient world; on a second one
-# (gradient20: 20 systems in teams of 4) the loop needs 0.44 (SE 0.03) of the equal design's
+# (gradient20: 20 systems in teams of 4) the loop needs 0.46 (SE 0.02) of the equal design's
 # labels for its pairs, 0.51 (SE 0.02, 80 repetitions) in the first.  Tried on the same
 # repetitions and worse or no better (README): NEED_POWER 1, 3/4 (0.545), 1/4 or 0,
 # ADJACENT_BOOST 40 or 3 (0.509), FLOOR_SHARE 1/10, a token weight (x0.02) for pairs needing
