@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import receval
-from receval.estimators.anytime import UNIT_CAP, _unit_streams
+from receval.estimators.anytime import _unit_streams
 from receval.estimators.betting import one_sided_ends, plugin_bets
 from receval.estimators.sample_data import build_sample_data
 from receval.simulation import SimulationConfig
@@ -38,13 +38,10 @@ from anytime import GRADIENTS, world_task
 
 ALPHA = 0.05
 LAMBDAS = np.linspace(0.02, 1.5, 75)
-THETAS = np.linspace(0.0, 1.0, 2001)
 
 
-def betting_end(data) -> tuple[float, float]:
-    """θ's two ends at α from the final capital with the plug-in bets ``score`` uses."""
-    streams, horizon, scale = _unit_streams(data)
-    bets = plugin_bets(streams, ALPHA, 0.5, horizon, scale)
+def _ends(streams, bets) -> tuple[float, float]:
+    """θ's two ends at α from the units' final capital with ``bets`` (1, n)."""
     level = np.full((1, 1), np.log(2.0 / ALPHA))
     lo, hi = (
         one_sided_ends(streams, bets, level, side, (0.0, 1.0), 24, running=False)[0, 0]
@@ -53,22 +50,18 @@ def betting_end(data) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def betting_end(data) -> tuple[float, float]:
+    """θ's ends with the plug-in bets ``score`` uses."""
+    streams, horizon, scale = _unit_streams(data)
+    return _ends(streams, plugin_bets(streams, ALPHA, 0.5, horizon, scale))
+
+
 def oracle_end(data) -> tuple[float, float]:
-    """The narrowest ends any constant bet (chosen per side in hindsight) gives, same range."""
+    """The narrowest ends any constant bet (chosen per side in hindsight) gives, under the same
+    truncation (the streams' cap)."""
     streams, _, _ = _unit_streams(data)
-    a, b = streams.u[0], streams.v[0]
-    top = b.max()
-    y = a[None, :] - THETAS[:, None] * b[None, :]
-    level = np.log(2.0 / ALPHA)
-    lows, highs = [], []
-    for lam in LAMBDAS:
-        low_bet = np.minimum(lam, UNIT_CAP / np.maximum(THETAS * top, 1e-12))[:, None]
-        high_bet = np.minimum(lam, UNIT_CAP / np.maximum((1 - THETAS) * top, 1e-12))[:, None]
-        rejects_low = np.log1p(low_bet * y).sum(axis=1) >= level
-        rejects_high = np.log1p(-high_bet * y).sum(axis=1) >= level
-        lows.append(THETAS[rejects_low].max(initial=0.0))
-        highs.append(THETAS[rejects_high].min(initial=1.0))
-    return float(max(lows)), float(min(highs))
+    ends = [_ends(streams, np.full(streams.shape, lam)) for lam in LAMBDAS]
+    return max(lo for lo, _ in ends), min(hi for _, hi in ends)
 
 
 def theta_study(reps: int, seed: int, where: Path, world: dict) -> dict[str, np.ndarray]:

@@ -358,33 +358,35 @@ def test_per_system_rounds_in_random_order_miss_at_most_alpha():
     _population_miss(2000, floor=0)
 
 
-def _shuffled_copy(root, where, seed: int = 0):
-    """``root`` with its samples.tsv rows in a random order and marked ``order`` = random."""
+def _samples_copy(root, where, name: str, rewrite):
+    """``root`` copied to ``where/name`` with samples.tsv replaced by ``rewrite(samples)``."""
     import shutil
 
     from receval.formats.tables import LINE, read_table, write_table
 
-    copy = where / "shuffled"
+    copy = where / name
     shutil.copytree(root, copy)
     samples = read_table(copy / "samples.tsv").drop(columns=[LINE])
-    samples = samples.iloc[np.random.default_rng(seed).permutation(len(samples))]
-    write_table(copy / "samples.tsv", samples.assign(order="random"))
+    write_table(copy / "samples.tsv", rewrite(samples))
     return copy
+
+
+def _shuffled_copy(root, where, seed: int = 0):
+    """``root`` with its samples.tsv rows in a random order and marked ``order`` = random."""
+    return _samples_copy(root, where, "shuffled", lambda samples: samples.iloc[
+        np.random.default_rng(seed).permutation(len(samples))].assign(order="random"))  # fmt: skip
 
 
 def _legacy_copy(root, where):
     """``root`` with its samples.tsv rows grouped by system in draw order and no ``order``
     column: a legacy round, as samples drawn outside receval (and by older simulators) are."""
-    import shutil
 
-    from receval.formats.tables import LINE, read_table, write_table
+    def grouped(samples):
+        samples = samples.drop(columns=["order"], errors="ignore")
+        samples["draw"] = samples["draw"].astype(int)
+        return samples.sort_values(["sample", "system", "draw"])
 
-    copy = where / "legacy"
-    shutil.copytree(root, copy)
-    samples = read_table(copy / "samples.tsv").drop(columns=[LINE, "order"], errors="ignore")
-    samples["draw"] = samples["draw"].astype(int)
-    write_table(copy / "samples.tsv", samples.sort_values(["sample", "system", "draw"]))
-    return copy
+    return _samples_copy(root, where, "legacy", grouped)
 
 
 def test_a_round_recorded_in_random_order_feeds_every_system(small_task, tmp_path):
