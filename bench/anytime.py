@@ -193,8 +193,8 @@ def pair_state(task, rank_by: str = "precision", confidence: float = 0.95):
     return tests, list(data.systems)
 
 
-def _better_pairs(task) -> set[tuple[str, str]]:
-    tests, names = pair_state(task)
+def _better_pairs(task, rank_by: str = "precision") -> set[tuple[str, str]]:
+    tests, names = pair_state(task, rank_by)
     a, b = np.nonzero(tests.better)
     return {(names[i], names[j]) for i, j in zip(a, b, strict=True)}
 
@@ -219,9 +219,10 @@ def gradient_study(
     equal_rounds: int = 24,
     world: dict = GRADIENT,
     widths: bool = True,
+    rank_by: str = "precision",
 ) -> dict:
     """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
-    system, ranked by precision) against a fixed equal design read by the same sequences (the
+    system, ranked by ``rank_by``) against a fixed equal design read by the same sequences (the
     same first round, then equal rounds of the same size, random order, same floor) in the
     gradient ``world`` (:data:`GRADIENTS`)."""
 
@@ -232,7 +233,7 @@ def gradient_study(
         recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
     )  # fmt: skip
     world, task = world_task(config, seed, where)
-    truth = world.truth_metrics().set_index("system")["precision"]
+    truth = world.truth_metrics().set_index("system")[rank_by]
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
                                              "equal_at_same", "total")}  # fmt: skip
     ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
@@ -242,10 +243,10 @@ def gradient_study(
         first_seen: dict[tuple[str, str], int] = {}
         bad = False
         for r in range(rounds + 1):
-            for pair in _better_pairs(loop.task):
+            for pair in _better_pairs(loop.task, rank_by):
                 first_seen.setdefault(pair, len(loop.samples))
                 bad |= bool(truth[pair[0]] < truth[pair[1]])
-            if r == rounds or not loop.step(per * m, seed=rep, rank_by="precision"):
+            if r == rounds or not loop.step(per * m, seed=rep, rank_by=rank_by):
                 break
         pairs = set(first_seen)
         out["wrong"].append(bad)
@@ -256,7 +257,8 @@ def gradient_study(
         out["used"].append(used)
         if widths:
             _width_ratios(loop, judge, ratios)
-        need, same = _equal_design(world, task, pairs, used, seed, rep, per, equal_rounds)
+        need, same = _equal_design(world, task, pairs, used, (seed, rep), per, equal_rounds,
+                                   rank_by)  # fmt: skip
         out["equal_used"].append(need)
         out["equal_at_same"].append(same)
         print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
@@ -280,17 +282,18 @@ def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> N
     )
 
 
-def _equal_design(world, task, pairs, used, seed, rep, per, max_rounds):
+def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="precision"):
     """Labels an equal design needs to decide ``pairs`` (minus the labels it had drawn when it
     had not within ``max_rounds``: a lower bound) and the pairs it decides with ``used`` labels
     (the loop's)."""
     from receval.until_decided import equal_round
 
     m = len(task.systems)
+    seed, rep = seeds
     equal = Loop(world, task, first=20, seed=2000 * seed + rep)
     need, same = np.nan, np.nan
     for _r in range(max_rounds + 1):
-        got = _better_pairs(equal.task)
+        got = _better_pairs(equal.task, rank_by)
         if np.isnan(same) and len(equal.samples) >= used:
             same = len(got)
         if np.isnan(need) and pairs <= got:
@@ -518,11 +521,11 @@ def _mean_se(x) -> str:
     return f"{x.mean():.3g} (SE {se:.2g}, {x.size} reps)"
 
 
-def _print_gradient(out: dict, reps: int, name: str = "gradient") -> None:
+def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="precision") -> None:
     g = GRADIENTS[name]
     print(f"{name}: {reps} reps; {g['systems']} systems in {g['teams']} teams, precision {g['precision'][0]}-"
-          f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by precision; true "
-          f"precisions {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
+          f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by {rank_by}; true "
+          f"{rank_by} {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
     share, se = _share(out["wrong"])
     verdict = "PASS" if share <= 0.05 + 1e-12 else "FAIL"
     print(
@@ -611,6 +614,10 @@ def main() -> None:
     parser.add_argument(
         "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"
     )
+    parser.add_argument(
+        "--rank-by", default="precision", choices=["precision", "f1", "recall", "pooled_recall"],
+        help="gradient: the key the loop ranks and decides by",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
@@ -639,8 +646,9 @@ def main() -> None:
             else:
                 reps = args.reps or 12
                 out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds,
-                                     world=GRADIENTS[name], widths=not args.no_widths)  # fmt: skip
-                _print_gradient(out, reps, name)
+                                     world=GRADIENTS[name], widths=not args.no_widths,
+                                     rank_by=args.rank_by)  # fmt: skip
+                _print_gradient(out, reps, name, args.rank_by)
             print(f"  CPU {time.process_time() - start:.0f} s")
 
 

@@ -1,11 +1,10 @@
 """Label until decided: the next batch of draws where the leaderboard's comparisons are still open.
 
 ``receval sample TASK --until-decided --batch B --seed S`` scores the task with the anytime
-sequences and finds the comparisons still open.  Ranked by precision, pooled recall or recall:
-every pair that the paired test-by-betting sequences with Holm over all pairs
-(:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier``/``rank_lo``/``rank_hi``) have
-not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneous sequences
-(level α/m each) still overlap.  Then it draws the next B labels:
+sequences and finds the comparisons still open: every pair that the paired test-by-betting
+sequences with Holm over all pairs (:mod:`receval.estimators.anytime_pairs`, the ones behind
+``tier``/``rank_lo``/``rank_hi``; ranked by f1, :mod:`receval.estimators.anytime_f1`) have not
+decided.  Then it draws the next B labels:
 
 * a *floor* share φ of the batch (default 1/5) from q₀ = (1/m) Σ_j p_j: a system chosen uniformly,
   then a fact from its p_j, recorded with ``mixture_prob`` = q₀(x).  It keeps every system and the
@@ -15,7 +14,7 @@ not decided.  Ranked by f1: two systems adjacent in the ranking whose simultaneo
   weights of their open pairs (racing / LUCB): a pair's weight is (the steps it still needs at
   its present rate of evidence)^-1/2, ×10 for a pair adjacent in the ranking (a tier boundary),
   so the pairs closest to being decided get the labels and near-ties, which no budget settles,
-  little (f1: the widths of the two sequences).
+  little.
 
 The round is written in a uniformly random order, marked ``order`` = ``random`` like every
 round ``receval sample`` writes (the anytime stream reads it in file order: each draw then comes
@@ -32,7 +31,6 @@ judged in full), or when ``budget`` draws are recorded, nothing is drawn and the
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,14 +73,12 @@ class Decisions:
 
     systems: list[str]
     point: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
     open_pairs: list[tuple[int, int]]
     pairs: int
     census: np.ndarray
     draws: int
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    what: str = "adjacent pairs"
+    what: str = "pairs"
 
     def describe_open(self, limit: int = 6) -> str:
         names = [f"{self.systems[i]}–{self.systems[j]}" for i, j in self.open_pairs[:limit]]
@@ -110,14 +106,11 @@ class UntilDecidedRound(SampleRound):
 def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
     """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``.
 
-    Precision, pooled recall and recall: every pair, tested by the paired anytime sequences with
-    Holm over all pairs (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
-    ``rank_lo``/``rank_hi``); an open pair's weight is 1 / (the steps it needs at its present
-    rate)^(1/2), ×10 when adjacent in the ranking, so pairs about to be decided get the draws and
-    near-ties little.  f1: the adjacent
-    pairs of the ranking whose simultaneous sequences (α/m each) overlap, weighted by the
-    sequences' widths."""
-    from receval.estimators.anytime_pairs import PAIRED
+    Every pair, tested by the paired anytime sequences with Holm over all pairs
+    (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
+    ``rank_lo``/``rank_hi``; f1: :mod:`receval.estimators.anytime_f1`); an open pair's weight is
+    1 / (the steps it needs at its present rate)^(1/2), ×10 when adjacent in the ranking, so
+    pairs about to be decided get the draws and near-ties little."""
     from receval.estimators.base import ScoringContext
     from receval.estimators.registry import get_estimator
     from receval.estimators.sample_data import build_sample_data
@@ -129,7 +122,7 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
     if data.K == 0:  # nothing labelled yet: every pair is open, equally (equal counts)
         nan = np.full(m, np.nan)
         pairs = [(int(i), int(j)) for i, j in zip(*np.triu_indices(m, 1), strict=True)]
-        return Decisions(list(data.systems), nan, nan, nan, pairs, len(pairs), data.census, 0,
+        return Decisions(list(data.systems), nan, pairs, len(pairs), data.census, 0,
                          np.ones(len(pairs)))  # fmt: skip
     options = ScoreOptions(intervals="anytime", rank_by=rank_by, confidence=confidence)
     ctx = ScoringContext(task, data, options)
@@ -137,9 +130,7 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
     # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
     key = "pooled_recall" if rank_by == "recall" else rank_by
     point = np.asarray(fitted.run.point[key], float)
-    if rank_by in PAIRED:
-        return _pair_decisions(ctx, key, point, 1.0 - confidence)
-    return _adjacent_decisions(ctx, rank_by, point, confidence)
+    return _pair_decisions(ctx, key, point, 1.0 - confidence)
 
 
 def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions:
@@ -162,33 +153,9 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions
     a, b = tests.pairs[still].T
     weight = weight * np.where(np.abs(rank[a] - rank[b]) == 1, ADJACENT_BOOST, 1.0)
     open_pairs = [(int(a), int(b)) for a, b in tests.pairs[still]]
-    nan = np.full(data.m, np.nan)
     return Decisions(
-        list(data.systems), point, nan, nan, open_pairs, int(tests.pairs.shape[0]),
+        list(data.systems), point, open_pairs, int(tests.pairs.shape[0]),
         data.census, data.K, weight, "pairs",
-    )  # fmt: skip
-
-
-def _adjacent_decisions(ctx, rank_by: str, point: np.ndarray, confidence: float) -> Decisions:
-    from receval.estimators.anytime import AnytimeIntervals, simultaneous_bounds
-
-    data = ctx.data
-    alive = max(int((data.sizes > 0).sum()), 1)
-    lower, upper = simultaneous_bounds(
-        AnytimeIntervals().bounds(ctx), rank_by, 1.0 - confidence, alive
-    )
-    ok = np.flatnonzero(np.isfinite(point))
-    order = ok[np.argsort(-point[ok], kind="stable")]
-    open_pairs = [
-        (int(a), int(b))
-        for a, b in itertools.pairwise(order)
-        if not (lower[a] > upper[b] or lower[b] > upper[a])
-    ]
-    width = np.nan_to_num(upper - lower, nan=1.0)
-    weights = np.array([width[a] + width[b] for a, b in open_pairs], float)
-    return Decisions(
-        list(data.systems), point, lower, upper, open_pairs, max(order.size - 1, 0),
-        data.census, data.K, weights,
     )  # fmt: skip
 
 
@@ -293,9 +260,8 @@ def equal_round(
     name, k = next_round_name(task.samples)
     systems = list(task.systems)
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
-    state = Decisions(systems, np.full(len(systems), np.nan), np.full(len(systems), np.nan),
-                      np.full(len(systems), np.nan), [], 0, np.zeros(len(systems), bool),
-                      len(task.samples))  # fmt: skip
+    state = Decisions(systems, np.full(len(systems), np.nan), [], 0,
+                      np.zeros(len(systems), bool), len(task.samples))  # fmt: skip
     weight = (sizes.to_numpy() > 0).astype(float)
     rng = np.random.default_rng([seed, k])
     samples = _draw(task, state, weight, batch, floor, rng, name, distribution)

@@ -142,3 +142,46 @@ def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
     assert out["wrong"].sum() == 0
     assert (out["decided"] >= 10).all()
     assert np.all(out["used"] <= np.abs(out["equal_used"]))
+
+
+def test_ranked_by_f1_the_loop_decides_pairs_in_f1s_order(spread_task, tmp_path):
+    """The default key: F1's paired tests (the true facts' sequence at both ends) decide pairs
+    after a few rounds, every decided pair in the order of the truth's F1, and the leaderboard
+    says which procedure ranked it."""
+    import json
+
+    from receval.scoring import true_metrics
+    from receval.task import load_task
+
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    for _ in range(4):
+        out = invoke("sample", root, "--until-decided", "--batch", 80, "--seed", 2)
+        assert out.exit_code == 0, out.output
+        if "decided" in out.output:
+            break
+        _label_from_truth(root)
+    score = invoke("score", root, "--out", tmp_path / "o", "--intervals", "anytime")
+    assert score.exit_code == 0, score.output
+    board = pd.read_csv(tmp_path / "o" / "leaderboard.csv").set_index("system")
+    truth = true_metrics(load_task(root))["f1"]
+    assert board["tier"].nunique() >= 2
+    for a in board.index:  # a tier above another is a decided pair: right by the truth's F1
+        for b in board.index:
+            if (
+                board.loc[a, "tier"] < board.loc[b, "tier"]
+                and board.loc[a, "rank_hi"] < board.loc[b, "rank_lo"]
+            ):
+                assert truth[a] > truth[b], (a, b)
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert "f1" in json.dumps(run["intervals"]["splits"])
+
+
+@pytest.mark.slow
+def test_gradient_world_ranked_by_f1_orders_decided_pairs_rightly(tmp_path):
+    """bench/anytime.py's gradient study ranked by F1, short: no decided pair is wrongly ordered
+    by the truth's F1, and some are decided."""
+    bench = load_bench("anytime")
+    out = bench.gradient_study(2, 1, tmp_path, rounds=5, widths=False, rank_by="f1")
+    assert out["wrong"].sum() == 0
+    assert (out["decided"] >= 1).all()

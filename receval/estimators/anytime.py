@@ -70,10 +70,12 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   1/1.1 and 1/11), so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
   each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
   the bench's gradient world, now 1.37 and 1.47 with pooled recall's plain test).
-* comparisons (tiers, rank sets): every system's sequence of the ranked metric at α/m (recall
-  and pooled recall: ν, whose order is recall's), so all of them hold at once with probability
-  ≥ 1 − α at every look; i is better than j when i's lower end exceeds j's upper end.  The
-  family-wise error over all pairs *and* all looks is ≤ α.
+* comparisons (tiers, rank sets): a paired test-by-betting sequence per ordered pair, Holm over
+  all of them (:mod:`receval.estimators.anytime_pairs`; recall and pooled recall on ν, whose
+  order is recall's; f1 on the weighted precision difference whose sign is F1's, at both ends
+  of the true facts' sequence, :mod:`receval.estimators.anytime_f1`).  The family-wise error
+  over all pairs *and* all looks is ≤ α.  With ``--target macro``, f1 takes every system's
+  sequence at α/m instead: i is better than j when i's lower end exceeds j's upper end.
 
 The bets are tuned for the steps of the rounds started so far (a number fixed before each
 round), so the sequences are tightest at the end of the latest round.  Points are the
@@ -140,9 +142,8 @@ def anytime_bounds(
     st = build_stream(task, data)
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
-        pool_high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
+    pool = pool_totals(task, data, st)
+    weight, pool_high, pool_facts = pool.weight, pool.high, pool.facts
     if st.own_b is None:  # nothing drawn
         precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
     else:
@@ -155,19 +156,15 @@ def anytime_bounds(
     member = np.zeros((m, P))
     for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
         member[i] = np.bincount(st.pool_step, weights=data.member[st.fact, i] * weight, minlength=P)
-    total = np.bincount(st.pool_step, weights=weight, minlength=P)[None, :]
-    pool_active = np.broadcast_to(st.pool_cover > 0, (m, P))
+    pool_active = np.broadcast_to(pool.active, (m, P))
     pool_horizon = st.pool_horizon[None, :] if P else None
-    pool_facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    plain = BettingStreams.of_ratios(member, total, pool_high[None, :], pool_active)
+    plain = BettingStreams.of_ratios(member, pool.total[None, :], pool_high[None, :], pool_active)
     plain = dataclasses.replace(plain, cap=RECALL_CAP)
     ratio = _pooled_recall_test(plain, data, st, pool_high)
     ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
                                     pool_facts / 2)  # fmt: skip
-    correct = BettingStreams.of_means(total, pool_high[None, :], pool_active[:1])
-    ends["pool_correct"] = _bounds(correct, [alpha], (0.0, pool_facts), alpha, pool_horizon,
-                                   pool_facts / 2)  # fmt: skip
+    ends["pool_correct"] = pool_correct_bounds(pool, [alpha], alpha)
     ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
     draws = {
         "precision": (precision, sequence_bets(precision, alpha, horizon)),
@@ -179,6 +176,38 @@ def anytime_bounds(
     joint = joint_bounds(_unit_streams(data), draws, alpha)
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
+
+
+@dataclass(frozen=True)
+class PoolTotals:
+    """The pool's correct-fact terms: per draw f/σ (``weight``); per pool step (P,) the sum
+    Σ f/σ (``total``, conditional mean Σ_pool f), its predictable range [0, ``high``], whether
+    the step covers the pool (``active``) and the steps of the rounds started so far
+    (``horizon``); ``facts`` the facts in the pool."""
+
+    weight: np.ndarray
+    total: np.ndarray
+    high: np.ndarray
+    active: np.ndarray
+    horizon: np.ndarray
+    facts: float
+
+
+def pool_totals(task: Task | None, data: SampleData, st: Stream) -> PoolTotals:
+    """The pool's correct-fact terms of the stream ``st`` (:class:`PoolTotals`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
+        high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
+    total = np.bincount(st.pool_step, weights=weight, minlength=st.P)
+    facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
+    return PoolTotals(weight, total, high, st.pool_cover > 0, st.pool_horizon, facts)
+
+
+def pool_correct_bounds(pool: PoolTotals, levels, alpha: float):
+    """The sequence of the pool's correct facts Σ_pool f at ``levels`` (bets tuned at α)."""
+    correct = BettingStreams.of_means(pool.total[None, :], pool.high[None, :], pool.active[None, :])
+    horizon = pool.horizon[None, :] if pool.total.size else None
+    return _bounds(correct, levels, (0.0, pool.facts), alpha, horizon, pool.facts / 2)
 
 
 def _pooled_recall_test(plain: BettingStreams, data: SampleData, st: Stream, pool_high):
@@ -570,6 +599,8 @@ class AnytimeIntervals(IntervalMethod):
 
     def record(self, ctx: ScoringContext) -> dict:
         """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
+        from receval.estimators.anytime_f1 import T_SHARE
+
         data = ctx.data
         floor = int(draw_stream_floor(ctx))
         stream_counts = self.bounds(ctx).rounds
@@ -591,7 +622,10 @@ class AnytimeIntervals(IntervalMethod):
                 "(f1: the larger of nu's and precision's, weighted 1/1.1 and 1/11), extremes over "
                 "the cells of a theta grid refined around each system's extreme; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
-                "pooled recall, recall); f1: each system at alpha/m (m systems with outputs)",
+                "pooled recall, recall; f1: the weighted precision difference whose sign is "
+                f"F1's, at both ends of the true facts' sequence, Holm at {1 - T_SHARE:g} alpha, "
+                f"the true facts at {T_SHARE:g} alpha; f1 with target macro: each system at "
+                "alpha/m)",
                 "assumptions": [
                     UNIT_ASSUMPTION,
                     "each sampler's rows are in samples.tsv in the order they were drawn, and a "
@@ -641,16 +675,19 @@ class AnytimeIntervals(IntervalMethod):
 
     def comparisons(self, ctx, point, replicates, metric) -> Comparisons:
         """Paired test-by-betting sequences with Holm over all ordered pairs
-        (:mod:`receval.estimators.anytime_pairs`) for precision, pooled recall and recall; f1
-        (no paired term) from every system's sequence at α/m."""
+        (:mod:`receval.estimators.anytime_pairs`; f1 with T's sequence,
+        :mod:`receval.estimators.anytime_f1`); f1 with ``target="macro"`` from every system's
+        sequence at α/m."""
         from receval.estimators.anytime_pairs import PAIRED, anytime_pair_tests
 
         alpha = 1.0 - ctx.options.confidence
         m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
-        if metric in PAIRED and ctx.data.K:
+        micro = metric != "f1" or ctx.data.target_kind == "micro"  # f1's identity G = n·π
+        if metric in PAIRED and ctx.data.K and micro:
             ok = ~np.isnan(np.asarray(point, float))
             tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
-            return AnytimeComparisons(tests.better, tests.pvalues, "anytime-pairs", alpha, 0)
+            procedure = "anytime-pairs-f1" if metric == "f1" else "anytime-pairs"
+            return AnytimeComparisons(tests.better, tests.pvalues, procedure, alpha, 0)
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
         ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
         better = (lower[:, None] > upper[None, :]) & ok[:, None] & ok[None, :]
@@ -664,6 +701,17 @@ class AnytimeComparisons(Comparisons):
     """Comparisons from confidence sequences (no replicates: ``B`` = 0)."""
 
     def describe(self) -> str:
+        if self.procedure == "anytime-pairs-f1":
+            from receval.estimators.anytime_f1 import T_SHARE
+
+            return (
+                "anytime: per ordered pair a test-by-betting sequence of the weighted precision "
+                "difference whose sign is F1's (both systems' terms from the same draws), "
+                "rejected only where it rejects at both ends of the true facts' confidence "
+                f"sequence (at {T_SHARE:g} alpha), Holm over all S(S-1) one-sided hypotheses at "
+                f"{1 - T_SHARE:g} alpha; family-wise error <= {self.alpha:g} over all pairs and "
+                "all looks"
+            )
         if self.procedure == "anytime-pairs":
             return (
                 "anytime: a test-by-betting sequence of the paired difference per ordered pair "

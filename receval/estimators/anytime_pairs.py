@@ -20,8 +20,10 @@ systems are covered (a predictable decision), with conditional mean μ_a − μ_
 * pooled recall ν and recall θ·ν (θ is common, so recall orders the systems as ν): the pool-step
   sums D_s = Σ (g_a − g_b) f/σ have conditional mean (ν_a − ν_b)·Σ_pool f, whose sign is that of
   ν_a − ν_b; range [−R_s, R_s], R_s the step's predictable bound of Σ f/σ.
-* f1 has no paired term here: :meth:`AnytimeIntervals.comparisons` keeps the simultaneous
-  marginal sequences at α/S for it.
+* f1: F1_a > F1_b exactly when a weighted difference of the precision terms, whose weights
+  depend on the number of true facts T shared by all systems, has a positive mean; tested at
+  every T of T's own confidence sequence (:mod:`receval.estimators.anytime_f1`, micro
+  precision; ``--target macro`` keeps every system's simultaneous sequence at α/S).
 
 **Tests by betting.**  For H_ab the capital K_t = Π_{s ≤ t} (1 + λ_s D_s) with a predictable
 λ_s ∈ [0, c/(−lo_s)] (c = 1/2, lo_s the step's lowest possible D_s): under H_ab, E[D_s | past] ≤ 0
@@ -64,7 +66,9 @@ CHUNK = 2_000_000
 #: differ in the last bits)
 EXACT_TOLERANCE = 1e-9
 #: metrics with paired terms
-PAIRED = ("precision", "pooled_recall", "recall")
+TERMS = ("precision", "pooled_recall", "recall")
+#: metrics with paired tests (f1: :mod:`receval.estimators.anytime_f1`, on the precision terms)
+PAIRED = (*TERMS, "f1")
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,7 @@ def system_terms(task, data, metric: str) -> SystemTerms:
     """The terms of ``metric`` (precision, pooled_recall or recall) on the task's stream."""
     from receval.estimators.anytime_stream import build_stream
 
-    if metric not in PAIRED:
+    if metric not in TERMS:
         raise ValueError(f"no paired anytime terms for {metric!r}")
     stream = build_stream(task, data)
     if metric == "precision":
@@ -178,14 +182,14 @@ def system_terms(task, data, metric: str) -> SystemTerms:
     return pooled_recall_terms(task, data, stream)
 
 
-def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
-    """Running-max log capitals of the bettors on D (``up``) and on −D (``down``) per row (P,),
-    with the final running mean, second moment and step count (module docstring)."""
+def pair_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The predictable aGRAPA bets on D (``up``) and on −D (``down``) per step, from the running
+    mean and second moment of ``d`` before each step, truncated to the step's range [lo, hi]
+    (module docstring); with the steps that count (``active`` and a range of positive width)."""
     act = active & (hi > lo)
     d = np.where(act, d, 0.0)
     width = np.where(act, hi - lo, 1.0)
-    n = np.cumsum(act, axis=1)
-    n_prev = n - act
+    n_prev = np.cumsum(act, axis=1) - act
     mean_prev = (np.cumsum(d, axis=1) - d) / (n_prev + 1.0)  # shrunk toward 0
     unit = np.where(act, d**2 / width, 0.0)
     unit_prev = (PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1) - unit) / (n_prev + 1.0)
@@ -196,15 +200,40 @@ def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
         cap_down = np.where(hi > 0, CAP / hi, np.inf)
     lam_up = np.where(act, np.clip(base, 0.0, cap_up), 0.0)
     lam_down = np.where(act, np.clip(-base, 0.0, cap_down), 0.0)
-    up = np.cumsum(np.log1p(np.maximum(lam_up * d, -1.0 + 1e-15)), axis=1)
-    down = np.cumsum(np.log1p(np.maximum(-lam_down * d, -1.0 + 1e-15)), axis=1)
-    steps = n[:, -1] if d.shape[1] else np.zeros(d.shape[0], np.int64)
+    return lam_up, lam_down, act
+
+
+def capital_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """log Π_{s ≤ t} (1 + λ_s d_s) for every step t (rows: pairs)."""
+    return np.cumsum(np.log1p(np.maximum(lam * d, -1.0 + 1e-15)), axis=1)
+
+
+def running_top(path: np.ndarray) -> np.ndarray:
+    """max(0, max_t path_t) per row (the log of the running maximum of a capital that starts
+    at 1)."""
+    if not path.shape[1]:
+        return np.zeros(path.shape[0])
+    return np.maximum(path.max(axis=1), 0.0)
+
+
+def step_moments(d: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row the mean of D and of D² over the steps that count, and their number."""
+    d = np.where(act, d, 0.0)
+    steps = act.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = np.where(steps > 0, d.sum(axis=1) / steps, 0.0)
         moment = np.where(steps > 0, (d**2).sum(axis=1) / steps, np.inf)
-    top = (lambda x: np.maximum(x.max(axis=1), 0.0)) if d.shape[1] else (
-        lambda x: np.zeros(x.shape[0]))  # fmt: skip
-    return top(up), top(down), mean, moment, steps
+    return mean, moment, steps
+
+
+def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
+    """Running-max log capitals of the bettors on D (``up``) and on −D (``down``) per row (P,),
+    with the final running mean, second moment and step count (module docstring)."""
+    lam_up, lam_down, act = pair_bets(d, lo, hi, active)
+    d = np.where(act, d, 0.0)
+    up = running_top(capital_path(lam_up, d))
+    down = running_top(capital_path(lam_down, -d))
+    return (up, down, *step_moments(d, act))
 
 
 def holm(pvalues: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -234,22 +263,45 @@ def transitive_closure(better: np.ndarray) -> np.ndarray:
 def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` (bool (m,)) tested both ways, Holm at ``alpha`` over the
     2·P one-sided hypotheses (module docstring)."""
-    m = terms.y.shape[0]
-    idx = np.flatnonzero(ok)
-    ii, jj = np.triu_indices(idx.size, 1)
-    pairs = np.column_stack([idx[ii], idx[jj]]).astype(np.int64)
-    P = pairs.shape[0]
-    out = [np.zeros(P) for _ in range(4)] + [np.zeros(P, np.int64)]
-    step = max(1, CHUNK // max(terms.y.shape[1], 1))
-    for start in range(0, P, step):
-        a, b = pairs[start : start + step].T
-        part = log_capitals(
+    idx, pairs = ok_pairs(ok)
+
+    def part(a, b):
+        return log_capitals(
             terms.y[a] - terms.y[b], terms.lo[a] - terms.hi[b], terms.hi[a] - terms.lo[b],
             terms.active[a] & terms.active[b],
         )  # fmt: skip
-        for k, value in enumerate(part):
+
+    out = chunked(pairs, terms.y.shape[1], part)
+    return decide(pairs, out, terms.y.shape[0], idx, alpha, terms.exact)
+
+
+def ok_pairs(ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The systems ``ok`` (indices) and their pairs i < j (P, 2)."""
+    idx = np.flatnonzero(ok)
+    ii, jj = np.triu_indices(idx.size, 1)
+    return idx, np.column_stack([idx[ii], idx[jj]]).astype(np.int64)
+
+
+def chunked(pairs: np.ndarray, steps: int, part) -> list[np.ndarray]:
+    """``part(a, b)`` (up, down, mean, moment, steps per pair of a chunk) over chunks of the
+    pairs small enough that (pairs × steps) arrays stay under :data:`CHUNK` entries."""
+    P = pairs.shape[0]
+    out = [np.zeros(P) for _ in range(4)] + [np.zeros(P, np.int64)]
+    step = max(1, CHUNK // max(steps, 1))
+    for start in range(0, P, step):
+        a, b = pairs[start : start + step].T
+        for k, value in enumerate(part(a, b)):
             out[k][start : start + step] = value
-    up, down, mean, moment, steps = out
+    return out
+
+
+def decide(pairs, capitals, m: int, idx, alpha: float, exact=None, ordered=None) -> PairTests:
+    """Holm at ``alpha`` over the 2·P one-sided hypotheses of ``pairs`` from their running-max
+    log capitals (``capitals``: up, down, mean, moment, steps per pair), then the closure.
+    ``exact`` (m,): two exact values are ordered without error; ``ordered``: (mask (P,),
+    a better (P,), b better (P,)) pairs decided outside the tests (a census pair of f1)."""
+    up, down, mean, moment, steps = capitals
+    P = pairs.shape[0]
     better = np.zeros((m, m), bool)
     pvalues = np.full((m, m), np.nan)
     if P:
@@ -257,11 +309,14 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
         rejected, adjusted = holm(p, alpha)
         a, b = pairs.T
         better[a, b], better[b, a] = rejected[:P], rejected[P:]
-        if terms.exact is not None:  # two exact values: ordered without error
-            both = np.isfinite(terms.exact[a]) & np.isfinite(terms.exact[b])
-            gap = terms.exact[a[both]] - terms.exact[b[both]]  # equal up to rounding: a tie
+        if exact is not None:  # two exact values: ordered without error
+            both = np.isfinite(exact[a]) & np.isfinite(exact[b])
+            gap = exact[a[both]] - exact[b[both]]  # equal up to rounding: a tie
             better[a[both], b[both]] = gap > EXACT_TOLERANCE
             better[b[both], a[both]] = gap < -EXACT_TOLERANCE
+        if ordered is not None:
+            mask, ab, ba = ordered
+            better[a[mask], b[mask]], better[b[mask], a[mask]] = ab[mask], ba[mask]
         better = transitive_closure(better)
         two_sided = np.minimum(adjusted[:P], adjusted[P:])
         pvalues[a, b], pvalues[b, a] = two_sided, two_sided
@@ -271,5 +326,13 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
 
 def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
     """The pairwise tests of ``metric`` among the systems ``ok`` at family-wise level ``alpha``
-    over all pairs and all looks (module docstring)."""
+    over all pairs and all looks (module docstring; f1: :mod:`receval.estimators.anytime_f1`)."""
+    if metric == "f1":
+        from receval.estimators.anytime_f1 import T_SHARE, f1_pair_tests, true_facts
+        from receval.estimators.anytime_stream import build_stream
+
+        stream = build_stream(task, data)
+        terms = precision_terms(task, data, stream)
+        facts = true_facts(task, data, stream, alpha * T_SHARE)
+        return f1_pair_tests(terms, data.sizes, facts, ok, alpha)
     return pair_tests(system_terms(task, data, metric), ok, alpha)

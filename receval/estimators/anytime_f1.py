@@ -1,0 +1,175 @@
+"""Anytime-valid paired comparisons of F1: one test-by-betting sequence per ordered pair, with
+the number of true facts T bounded by its own confidence sequence, Holm over all pairs.
+
+**F1 is a weighted paired precision difference.**  With micro precision π_i over the system's
+n_i distinct outputs and recall R_i = θ·ν_i (θ the pool coverage, ν_i = G_i/K the pooled recall,
+G_i = Σ_{X_i} f = n_i·π_i the system's correct outputs, K = Σ_pool f), R_i = G_i/T with
+T = K/θ the true facts, shared by every system, so F1_i = 2π_iR_i/(π_i + R_i) = 2G_i/(n_i + T).
+Hence F1_a > F1_b if and only if
+
+    d(T) = n_a·n_b·(π_a − π_b) + T·(n_a·π_a − n_b·π_b) > 0.
+
+With c = √(n_a n_b), r = √(n_a/n_b) and w = T/(c + T) ∈ [0, 1), the step term
+
+    D_s(w) = (1 − w)·(Y_as − Y_bs) + w·(r·Y_as − Y_bs/r)
+
+(Y_is the control-variate precision terms of :mod:`receval.estimators.anytime_pairs`, both from
+the same step, conditional means π_a, π_b) has conditional mean d(T)/(c·(c + T)): the sign of
+F1_a − F1_b.  It is affine in w, and its range over every w ∈ [0, 1] is within [min(lo_A, lo_B),
+max(hi_A, hi_B)] (A, B the terms at w = 0 and w = 1), known before the step.
+
+**Bets that do not depend on w.**  The bet λ_s is the aGRAPA bet of ``anytime_pairs`` on the
+history of D at a predictable reference w_s (T_s = the running estimate of K from the steps
+before s over θ's point from the exhaustive units, which the design fixes independently of the
+labels: :data:`receval.estimators.anytime_stream.UNIT_ASSUMPTION`), truncated for the whole
+range over w.  So one bet sequence serves every w, and log K_t(w) = Σ_{s ≤ t} log(1 + λ_s D_s(w))
+is concave in w (a sum of logs of affine functions): over an interval of w its minimum is at
+an end.
+
+**T's confidence sequence.**  K's sequence at α_T/2 (``pool_correct``) and θ's at α_T/2
+(α_T = :data:`T_SHARE`·α) give T ∈ [K_lo/θ_hi, K_hi/θ_lo] at every look with probability
+≥ 1 − α_T (no θ: T ∈ [K_lo, ∞), w_hi = 1).  At a look with T's interval mapped to
+[w_lo, w_hi], H_ab: F1_a ≤ F1_b is rejected when, at some step t, min(K_t(w_lo), K_t(w_hi))
+reaches the level; on the event that T is inside its interval, that implies K_t(w_true) reaches
+it too (concavity), and K(w_true) is a nonnegative supermartingale under H_ab (Ville).  The
+p-value 1/max_t min(K_t(w_lo), K_t(w_hi)) is therefore, on that event, at least the one of the
+test at the true w, so Holm's proof in :mod:`receval.estimators.anytime_pairs` carries over at
+level α − α_T: P(at some look some true H is rejected) ≤ (α − α_T) + α_T = α.  Two census
+systems (exact precisions) are ordered without betting where d has one sign over T's interval.
+
+Valid for micro precision (``target="micro"``, the default), where G_i = n_i·π_i;
+``--target macro`` keeps every system's simultaneous sequence at α/m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from receval.estimators.anytime_pairs import (
+    EXACT_TOLERANCE,
+    PairTests,
+    SystemTerms,
+    capital_path,
+    chunked,
+    decide,
+    ok_pairs,
+    pair_bets,
+    running_top,
+    step_moments,
+)
+
+#: share of α spent on T's confidence sequence (half on the pool's correct facts K, half on the
+#: pool coverage θ); the rest goes to Holm over the pairs
+T_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class TrueFacts:
+    """T = K/θ: its confidence interval at this look and its predictable reference per step."""
+
+    lower: float
+    upper: float
+    reference: np.ndarray  # (S,)
+
+
+def true_facts(task, data, stream, alpha_t: float) -> TrueFacts:
+    """T's interval at level α_T (K and θ at α_T/2 each) and the running reference T_s
+    (module docstring)."""
+    from receval.estimators.anytime import _unit_bounds, pool_correct_bounds, pool_totals
+
+    pool = pool_totals(task, data, stream)
+    k_lo, k_hi = (
+        float(x[0]) for x in pool_correct_bounds(pool, [alpha_t / 2], alpha_t)[alpha_t / 2]
+    )
+    t_lo, t_hi = (float(x[0]) for x in _unit_bounds(data, [alpha_t / 2], alpha_t)[alpha_t / 2])
+    theta_hi = t_hi if np.isfinite(t_hi) and t_hi > 0 else 1.0
+    theta_lo = t_lo if np.isfinite(t_lo) else 0.0
+    k_lo = k_lo if np.isfinite(k_lo) else 0.0
+    k_hi = k_hi if np.isfinite(k_hi) else pool.facts
+    lower = k_lo / theta_hi
+    upper = k_hi / theta_lo if theta_lo > 0 else np.inf
+    # reference: K from the steps before s (prior: half the pool) over θ's point
+    counted = np.where(pool.active, pool.total, 0.0)
+    n_prev = np.cumsum(pool.active) - pool.active
+    k_prev = (pool.facts / 2 + np.cumsum(counted) - counted) / (n_prev + 1.0)
+    theta = _theta_point(data)
+    return TrueFacts(lower, upper, k_prev / theta)
+
+
+def _theta_point(data) -> float:
+    """θ's point Σ w a / Σ w b over the exhaustive units (1 without units that found one)."""
+    found = float((data.unit_weight * data.unit_found).sum())
+    if found <= 0:
+        return 1.0
+    return max(float((data.unit_weight * data.unit_pooled).sum()) / found, 1e-3)
+
+
+def _w(T, c):
+    """w = T/(c + T) (1 at T = ∞)."""
+    T = np.asarray(T, float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(T), 1.0, T / (c + np.where(np.isinf(T), 0.0, T)))
+
+
+def f1_pair_tests(
+    terms: SystemTerms, sizes: np.ndarray, facts: TrueFacts, ok: np.ndarray, alpha: float
+) -> PairTests:
+    """Every pair of the systems ``ok`` tested both ways on F1 (module docstring): Holm at
+    α·(1 − :data:`T_SHARE`) given T's interval ``facts`` (computed at α·T_SHARE)."""
+    idx, pairs = ok_pairs(ok & (sizes > 0))
+    n = np.asarray(sizes, float)
+    census = np.isfinite(terms.exact) if terms.exact is not None else np.zeros(n.size, bool)
+
+    def part(a, b):
+        c = np.sqrt(n[a] * n[b])[:, None]
+        r = np.sqrt(n[a] / n[b])[:, None]
+        ya, yb = terms.y[a], terms.y[b]
+        A, B = ya - yb, r * ya - yb / r
+        lo = np.minimum(terms.lo[a] - terms.hi[b], r * terms.lo[a] - terms.hi[b] / r)
+        hi = np.maximum(terms.hi[a] - terms.lo[b], r * terms.hi[a] - terms.lo[b] / r)
+        w_ref = _w(facts.reference[None, :], c)
+        lam_up, lam_down, act = pair_bets(
+            A + w_ref * (B - A), lo, hi, terms.active[a] & terms.active[b]
+        )
+        w_lo, w_hi = _w(facts.lower, c), _w(facts.upper, c)
+        d_lo = np.where(act, A + w_lo * (B - A), 0.0)
+        d_hi = np.where(act, A + w_hi * (B - A), 0.0)
+        up = running_top(np.minimum(capital_path(lam_up, d_lo), capital_path(lam_up, d_hi)))
+        down = running_top(np.minimum(capital_path(lam_down, -d_lo), capital_path(lam_down, -d_hi)))
+        return (up, down, *_binding_moments(d_lo, d_hi, act))
+
+    out = chunked(pairs, terms.y.shape[1], part)
+    ordered = _census_order(pairs, census, terms, n, facts)
+    return decide(pairs, out, n.size, idx, alpha * (1.0 - T_SHARE), ordered=ordered)
+
+
+def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
+    """The mean, second moment and steps of D at the end of w's interval where the pair is the
+    harder to decide (the smaller mean² / moment): what ``steps_to_decide`` reads."""
+    lo = step_moments(d_lo, act)
+    hi = step_moments(d_hi, act)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        use_lo = lo[0] ** 2 / lo[1] <= hi[0] ** 2 / hi[1]
+    return tuple(np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
+
+
+def _census_order(pairs, census, terms, n, facts):
+    """Pairs of two census systems: a is better where d(T) > 0 over all of T's interval."""
+    if not pairs.size or not census.any():
+        return None
+    a, b = pairs.T
+    mask = census[a] & census[b]
+    pa, pb = terms.exact[a], terms.exact[b]
+    d = [
+        n[a] * n[b] * (pa - pb) + T * (n[a] * pa - n[b] * pb)
+        for T in (facts.lower, facts.upper)
+        if np.isfinite(T)
+    ]
+    if not np.isfinite(facts.upper):  # T → ∞: the sign of n_a π_a − n_b π_b
+        d.append(n[a] * pa - n[b] * pb)
+    scale = n[a] * n[b] + (n[a] + n[b]) * (facts.lower if np.isfinite(facts.lower) else 0.0)
+    ab = np.all([x > EXACT_TOLERANCE * scale for x in d], axis=0)
+    ba = np.all([x < -EXACT_TOLERANCE * scale for x in d], axis=0)
+    return mask & np.isfinite(pa) & np.isfinite(pb), ab, ba

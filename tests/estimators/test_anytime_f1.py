@@ -1,0 +1,195 @@
+"""Anytime F1 comparisons (:mod:`receval.estimators.anytime_f1`): the weighted precision
+difference has F1's sign at the true number of true facts; its log capital is concave in w, so
+the ends of T's interval bound every T inside; Holm keeps the family-wise error over all pairs
+and looks in a world where every system has the same F1 but precisions from 0.22 to 0.55."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_anytime_pairs import _Data, _stream
+
+from receval.estimators.anytime_f1 import TrueFacts, _w, f1_pair_tests
+from receval.estimators.anytime_pairs import (
+    capital_path,
+    pair_bets,
+    precision_terms,
+)
+
+#: (size, correct outputs) per system with G/(n + T) = 0.05 at T = 400: every F1 is 0.1
+EQUAL_F1 = [(40, 22), (60, 23), (80, 24), (100, 25), (120, 26)]
+T_TRUE = 400.0
+
+
+def _world(systems):
+    """Disjoint outputs per system (size, correct) with the uniform design p_i = t_i."""
+    sizes = np.array([n for n, _ in systems])
+    D = int(sizes.sum())
+    member = np.zeros((D, len(systems)), bool)
+    label = np.zeros(D)
+    start = 0
+    for i, (n, g) in enumerate(systems):
+        member[start : start + n, i] = True
+        label[start : start + g] = 1.0
+        start += n
+    return sizes, member / member.sum(axis=0), label
+
+
+def _terms(systems, n, seed, shares=None):
+    rng = np.random.default_rng(seed)
+    sizes, target, label = _world(systems)
+    m = sizes.size
+    share = np.full(m, 1 / m) if shares is None else np.asarray(shares)
+    data = _Data(target, np.zeros(m, bool), np.full(m, np.nan))
+    return sizes, precision_terms(None, data, _stream(target, label, share, n, rng))
+
+
+def _facts(lower, upper, steps, reference=T_TRUE / 2):
+    return TrueFacts(lower, upper, np.full(steps, reference))
+
+
+def test_the_weighted_difference_has_f1s_sign():
+    """Mean of D(w_true) · c·(c + T) = d(T) = n_a n_b (π_a − π_b) + T (G_a − G_b), whose sign is
+    F1_a − F1_b's, for sizes and precisions far apart."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = rng.integers(5, 500, size=2).astype(float)
+        pi = rng.random(2)
+        T = float(rng.uniform((n * pi).sum(), 5_000))
+        f1 = 2 * pi * n / (n + T)
+        c, r = math.sqrt(n[0] * n[1]), math.sqrt(n[0] / n[1])
+        w = T / (c + T)
+        mean = (1 - w) * (pi[0] - pi[1]) + w * (r * pi[0] - pi[1] / r)
+        d = n[0] * n[1] * (pi[0] - pi[1]) + T * (n[0] * pi[0] - n[1] * pi[1])
+        assert mean * c * (c + T) == pytest.approx(d, rel=1e-9, abs=1e-9)
+        assert np.sign(mean) == np.sign(f1[0] - f1[1])
+
+
+def test_log_capital_is_concave_in_w():
+    """With bets that do not depend on w, the least capital over a grid of w inside [w_lo, w_hi]
+    is never below the lesser of the two ends' (the rejection rule's premise)."""
+    sizes, terms = _terms(EQUAL_F1, 2_000, 5)
+    a, b = np.array([0, 1, 4]), np.array([3, 4, 2])
+    c = np.sqrt(sizes[a] * sizes[b])[:, None].astype(float)
+    r = np.sqrt(sizes[a] / sizes[b])[:, None]
+    A = terms.y[a] - terms.y[b]
+    B = r * terms.y[a] - terms.y[b] / r
+    lo = np.minimum(terms.lo[a] - terms.hi[b], r * terms.lo[a] - terms.hi[b] / r)
+    hi = np.maximum(terms.hi[a] - terms.lo[b], r * terms.hi[a] - terms.lo[b] / r)
+    lam, _down, act = pair_bets(A + 0.5 * (B - A), lo, hi, terms.active[a] & terms.active[b])
+    w_lo, w_hi = _w(100.0, c), _w(3_000.0, c)
+    ends = np.minimum(
+        capital_path(lam, np.where(act, A + w_lo * (B - A), 0)),
+        capital_path(lam, np.where(act, A + w_hi * (B - A), 0)),
+    )
+    for t in np.linspace(0, 1, 21):
+        w = w_lo + t * (w_hi - w_lo)
+        inside = capital_path(lam, np.where(act, A + w * (B - A), 0))
+        assert np.all(inside >= ends - 1e-9)
+
+
+@pytest.mark.parametrize("interval", ["exact", "wide"])
+def test_null_fwer_with_equal_f1_and_different_precisions(interval):
+    """Five systems with F1 0.1 each and precisions 0.22-0.55 (a precision test orders them all):
+    no look of 1,500 draws rejects any of the 20 hypotheses in more than 5 % (+2 SE) of 150
+    repetitions, with T's interval the truth itself or [T/2, 2T]."""
+    reps, steps = 150, 1_500
+    lower, upper = (T_TRUE, T_TRUE) if interval == "exact" else (T_TRUE / 2, 2 * T_TRUE)
+    errors = 0
+    for rep in range(reps):
+        sizes, terms = _terms(EQUAL_F1, steps, 200 + rep)
+        tests = f1_pair_tests(terms, sizes, _facts(lower, upper, steps), np.ones(5, bool), 0.05)
+        errors += bool(tests.better.any())
+    assert errors / reps <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_a_gradient_in_f1_is_ordered_and_a_wide_T_decides_less():
+    """Precision and size pull opposite ways (the largest system has the lowest precision and the
+    highest F1): the decided pairs follow F1, not precision, and a wider interval of T decides a
+    subset of what the exact T decides."""
+    systems = [(40, 30), (80, 40), (160, 64), (320, 112)]  # π .75 .5 .4 .35
+    f1 = np.array([2 * g / (n + T_TRUE) for n, g in systems])
+    sizes, terms = _terms(systems, 4_000, 11)
+    exact = f1_pair_tests(terms, sizes, _facts(T_TRUE, T_TRUE, 4_000), np.ones(4, bool), 0.05)
+    wide = f1_pair_tests(terms, sizes, _facts(200.0, 800.0, 4_000), np.ones(4, bool), 0.05)
+    a, b = np.nonzero(exact.better)
+    assert a.size >= 3
+    assert np.all(f1[a] > f1[b])
+    assert not (wide.better & ~exact.better).any()
+
+
+def test_two_census_systems_are_ordered_by_d_over_T():
+    """Exact precisions: a is better where d(T) > 0 at both ends of T's interval, a tie where
+    the sign changes inside it."""
+    from receval.estimators.anytime_pairs import SystemTerms
+
+    sizes = np.array([40, 120, 120])
+    exact = np.array([0.55, 26 / 120, 0.5])  # F1 at T = 400: 0.1, 0.1, 0.23
+    S = 30
+    y = np.broadcast_to(exact[:, None], (3, S)).copy()
+    terms = SystemTerms(y, y.copy(), y.copy(), np.ones((3, S), bool), exact)
+    tests = f1_pair_tests(terms, sizes, _facts(300.0, 600.0, S), np.ones(3, bool), 0.05)
+    assert tests.better[2, 0] and tests.better[2, 1]
+    assert not tests.better[0, 1] and not tests.better[1, 0]  # d changes sign at T = 400
+    narrow = f1_pair_tests(terms, sizes, _facts(500.0, 600.0, S), np.ones(3, bool), 0.05)
+    assert narrow.better[1, 0]  # above T = 400 the larger system's F1 is the higher
+
+
+@pytest.fixture(scope="module")
+def multi_doc_world():
+    """Facts supported by 2.5 documents on average, teams sharing facts, random-order rounds."""
+    import tempfile
+    from pathlib import Path
+
+    from receval.formats.bundle import write_bundle
+    from receval.simulation import SimulationConfig, simulate_world
+    from receval.task import load_task
+
+    cfg = SimulationConfig(systems=8, queries=40, per_system=30, documents_per_fact=2.5)
+    world = simulate_world(cfg, np.random.default_rng(8))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    return world, base
+
+
+def test_truth_satisfies_f1_identity_with_one_T(multi_doc_world):
+    """The premise: the truth's F1_i = 2 π_i n_i / (n_i + T) with one T for every system
+    (micro precision over distinct facts, recall over the true facts)."""
+    from receval.estimators.sample_data import build_sample_data
+    from receval.task import with_annotation
+
+    world, base = multi_doc_world
+    ann = world.annotate(np.random.default_rng(0))
+    task = with_annotation(base, **ann.tables())
+    data = build_sample_data(task)
+    truth = world.truth_metrics().set_index("system").reindex(data.systems)
+    n = data.sizes
+    T = truth["precision"].to_numpy() * n / truth["recall"].to_numpy()
+    assert np.ptp(T) <= 1e-9 * T.mean()
+    f1 = 2 * truth["precision"].to_numpy() * n / (n + T.mean())
+    assert np.allclose(f1, truth["f1"].to_numpy(), atol=1e-12)
+
+
+def test_true_facts_interval_covers(multi_doc_world):
+    """T's interval (K's and θ's sequences at α_T/2 each) covers the true T in at least
+    1 − α_T − 2 SE of 40 campaigns, at α_T = 0.1 (so that misses would show)."""
+    from receval.estimators.anytime_f1 import true_facts
+    from receval.estimators.anytime_stream import build_stream
+    from receval.estimators.sample_data import build_sample_data
+    from receval.task import with_annotation
+
+    world, base = multi_doc_world
+    truth = world.truth_metrics().set_index("system")
+    reps, covered = 40, 0
+    for rep in range(reps):
+        ann = world.annotate(np.random.default_rng(100 + rep))
+        task = with_annotation(base, **ann.tables())
+        data = build_sample_data(task)
+        t = truth.reindex(data.systems)
+        T = float((t["precision"] * data.sizes / t["recall"]).mean())
+        facts = true_facts(task, data, build_stream(task, data), 0.1)
+        covered += facts.lower <= T <= facts.upper
+        assert np.all(np.isfinite(facts.reference)) and np.all(facts.reference > 0)
+    assert covered / reps >= 0.9 - 2 * math.sqrt(0.1 * 0.9 / reps)
