@@ -35,7 +35,10 @@ with ``receval score --intervals anytime`` after the first round and after every
 the ranking and changes between looks).
 
 Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20]
-[--seed S] [--no-widths]
+[--seed S] [--no-widths] [--rank-by precision|f1|recall|pooled_recall]
+
+``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
+:mod:`receval.estimators.anytime_f1`), a wrongly ordered pair is one against the truth's F1.
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
 quotes; ``--reps`` raises it.
 """

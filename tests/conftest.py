@@ -35,6 +35,23 @@ def load_bench(name: str) -> ModuleType:
     return sys.modules[key]
 
 
+def simulated_world(config, seed: int):
+    """A simulated world from ``config`` (generator seeded ``seed``) and its task without
+    annotation, loaded from a bundle written to a temporary folder."""
+    import tempfile
+
+    import numpy as np
+
+    from receval.formats.bundle import write_bundle
+    from receval.simulation import simulate_world
+    from receval.task import load_task
+
+    world = simulate_world(config, np.random.default_rng(seed))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
+    return world, base
+
+
 #: The default bundle: file name -> content.  Three queries, two systems of two teams, one
 #: duplicated output row (A outputs "Paris" twice, with scores 0.9 and 0.4), a fact output by both
 #: systems ("paris" / " Paris "), two annotators with one tie, a two-system precision sample and

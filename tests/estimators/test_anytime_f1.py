@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import simulated_world
 from test_anytime_pairs import _Data, _stream
 
 from receval.estimators.anytime_f1 import TrueFacts, _w, f1_pair_tests
@@ -140,18 +141,10 @@ def test_two_census_systems_are_ordered_by_d_over_T():
 @pytest.fixture(scope="module")
 def multi_doc_world():
     """Facts supported by 2.5 documents on average, teams sharing facts, random-order rounds."""
-    import tempfile
-    from pathlib import Path
-
-    from receval.formats.bundle import write_bundle
-    from receval.simulation import SimulationConfig, simulate_world
-    from receval.task import load_task
+    from receval.simulation import SimulationConfig
 
     cfg = SimulationConfig(systems=8, queries=40, per_system=30, documents_per_fact=2.5)
-    world = simulate_world(cfg, np.random.default_rng(8))
-    with tempfile.TemporaryDirectory() as tmp:
-        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
-    return world, base
+    return simulated_world(cfg, 8)
 
 
 def test_truth_satisfies_f1_identity_with_one_T(multi_doc_world):

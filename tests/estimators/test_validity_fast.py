@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import simulated_world
 
 from receval.errors import BundleError
 from receval.estimators.sample_data import build_sample_data
@@ -20,10 +21,7 @@ from receval.task import load_task, with_annotation
 @pytest.fixture(scope="module")
 def multi_doc():
     cfg = SimulationConfig(systems=6, queries=40, per_system=40, documents_per_fact=2.5)
-    world = simulate_world(cfg, np.random.default_rng(3))
-    with tempfile.TemporaryDirectory() as tmp:
-        base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
-    return world, base
+    return simulated_world(cfg, 3)
 
 
 def _theta(task) -> float:
