@@ -144,33 +144,71 @@ def inside_by_system(board: pd.DataFrame, truth: pd.DataFrame, metric: str, name
     return (lower - 1e-9 <= true) & (true <= upper + 1e-9)
 
 
-def null_study(systems: int, reps: int, seed: int, where: Path, rounds: int = 8) -> dict:
+def null_study(
+    systems: int, reps: int, seed: int, where: Path, rounds: int = 8, rank_by: str = "precision"
+) -> dict:
+    """The null world ranked by ``rank_by``: every system the same true precision (recall
+    0.05-0.3), or with ``rank_by="f1"`` the same true F1 0.3 from precisions 0.35-0.75 and
+    sizes that differ (:func:`equal_f1_world`), so F1's tests must not follow precision."""
     config = SimulationConfig(
         systems=systems, queries=max(40, systems * 3), precision_range=(0.5, 0.500001),
         recall_range=(0.05, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
     )  # fmt: skip
-    world, task = world_task(config, seed, where)
+    world, task = (equal_f1_world if rank_by == "f1" else world_task)(config, seed, where)
     truth = world.truth_metrics().set_index("system")
     names = list(task.systems)
-    split, covered, looks = [], {m: [] for m in METRICS}, []
+    split, wrong, covered, looks = [], [], {m: [] for m in METRICS}, []
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=1000 * seed + rep)
-        any_split = False
+        any_split = any_wrong = False
         ok = {m: np.ones(systems, bool) for m in METRICS}
         n_looks = 0
         for r in range(rounds + 1):
-            board = loop.look("precision").leaderboard.set_index("system")
+            board = loop.look(rank_by).leaderboard.set_index("system")
             n_looks += 1
             any_split |= board["tier"].astype(str).nunique() > 1
+            any_wrong |= _wrong_pair(board, truth[rank_by])
             for m in METRICS:
                 ok[m] &= inside_by_system(board, truth, m, names)
-            if r == rounds or not loop.step(10 * systems, seed=rep, rank_by="precision"):
+            if r == rounds or not loop.step(10 * systems, seed=rep, rank_by=rank_by):
                 break
         split.append(any_split)
+        wrong.append(any_wrong)
         looks.append(n_looks)
         for m in METRICS:
             covered[m].append(ok[m].mean())  # per repetition: systems of one rep correlate
-    return {"split": np.array(split, float), "covered": covered, "looks": looks}
+    return {"split": np.array(split, float), "wrong": np.array(wrong, float),
+            "covered": covered, "looks": looks, "truth": truth[rank_by]}  # fmt: skip
+
+
+def _wrong_pair(board: pd.DataFrame, truth: pd.Series) -> bool:
+    """Whether the leaderboard puts a system in a better tier than one whose true value is
+    higher (tiers are numbered from 1, the best)."""
+    tier = pd.to_numeric(board["tier"], errors="coerce").reindex(truth.index).to_numpy(float)
+    value = truth.to_numpy(float)
+    above = tier[:, None] < tier[None, :]
+    return bool((above & (value[:, None] < value[None, :] - 1e-12)).any())
+
+
+def equal_f1_world(config: SimulationConfig, seed: int, where: Path):
+    """:func:`world_task` with every system's target precision spread evenly over 0.35-0.75 and
+    its target recall set so that F1 is 0.3 for all (R = F1·π/(2π − F1)): the sizes differ,
+    F1 is (up to the simulator's rounding) equal."""
+    import receval.simulation as sim
+
+    draw = sim._draw_systems
+
+    def equal_f1(cfg, rng):
+        out = list(draw(cfg, rng))
+        precision = np.linspace(0.35, 0.75, cfg.systems)[rng.permutation(cfg.systems)]
+        out[3], out[4] = precision, 0.3 * precision / (2 * precision - 0.3)
+        return tuple(out)
+
+    sim._draw_systems = equal_f1
+    try:
+        return world_task(config, seed, where)
+    finally:
+        sim._draw_systems = draw
 
 
 def width_ratios(anytime: pd.DataFrame, boot: pd.DataFrame) -> dict[str, float]:
@@ -619,7 +657,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--rank-by", default="precision", choices=["precision", "f1", "recall", "pooled_recall"],
-        help="gradient: the key the loop ranks and decides by",
+        help="null and gradient worlds: the key the loop ranks and decides by (f1's null world: "
+        "equal F1 from precisions 0.35-0.75)",
     )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -631,13 +670,19 @@ def main() -> None:
             elif name.startswith("null"):
                 m = int(name[4:])
                 reps = args.reps or (30 if m <= 12 else 10)
-                out = null_study(m, reps, args.seed, where)
+                out = null_study(m, reps, args.seed, where, rank_by=args.rank_by)
                 share, se = _share(out["split"])
-                print(f"{name}: {reps} reps, looks {min(out['looks'])}-{max(out['looks'])}")
+                truth = out["truth"]
+                print(
+                    f"{name}: {reps} reps, looks {min(out['looks'])}-{max(out['looks'])}, "
+                    f"ranked by {args.rank_by}, true values {truth.min():.4f}-{truth.max():.4f}"
+                )
                 verdict = "PASS" if share <= 0.05 + 2 * se + 1e-12 else "FAIL"
                 print(
                     f"  any look > 1 tier: {share:.3f} (SE {se:.3f}; target <= 0.05 + 2 SE) {verdict}"
                 )
+                share, se = _share(out["wrong"])
+                print(f"  any look with a wrongly ordered pair of tiers: {share:.3f} (SE {se:.3f})")
                 for metric, cov in out["covered"].items():
                     cov = np.asarray(cov, float)  # per repetition: its systems correlate
                     c, s = float(cov.mean()), float(cov.std(ddof=1) / np.sqrt(cov.size))

@@ -165,7 +165,7 @@ def anytime_bounds(
     ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
                                     pool_facts / 2)  # fmt: skip
     ends["pool_correct"] = pool_correct_bounds(pool, [alpha], alpha)
-    ends["pool_coverage"] = _unit_bounds(data, levels, alpha)
+    ends["pool_coverage"] = unit_bounds(data, levels, alpha)
     draws = {
         "precision": (precision, sequence_bets(precision, alpha, horizon)),
         # the plain ν test: with the mixture, recall / F1 were 3-5 % narrower in the gradient
@@ -288,7 +288,7 @@ def _unit_streams(data: SampleData):
     return streams, horizon, float(v.max()) / 2
 
 
-def _unit_bounds(data: SampleData, levels, alpha):
+def unit_bounds(data: SampleData, levels, alpha):
     """θ's sequence over the exhaustive units in file order (:func:`_unit_streams`)."""
     units = _unit_streams(data)
     if units is None:

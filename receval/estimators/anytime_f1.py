@@ -77,13 +77,13 @@ class TrueFacts:
 def true_facts(task, data, stream, alpha_t: float) -> TrueFacts:
     """T's interval at level α_T (K and θ at α_T/2 each) and the running reference T_s
     (module docstring)."""
-    from receval.estimators.anytime import _unit_bounds, pool_correct_bounds, pool_totals
+    from receval.estimators.anytime import pool_correct_bounds, pool_totals, unit_bounds
 
     pool = pool_totals(task, data, stream)
     k_lo, k_hi = (
         float(x[0]) for x in pool_correct_bounds(pool, [alpha_t / 2], alpha_t)[alpha_t / 2]
     )
-    t_lo, t_hi = (float(x[0]) for x in _unit_bounds(data, [alpha_t / 2], alpha_t)[alpha_t / 2])
+    t_lo, t_hi = (float(x[0]) for x in unit_bounds(data, [alpha_t / 2], alpha_t)[alpha_t / 2])
     theta_hi = t_hi if np.isfinite(t_hi) and t_hi > 0 else 1.0
     theta_lo = t_lo if np.isfinite(t_lo) else 0.0
     k_lo = k_lo if np.isfinite(k_lo) else 0.0
