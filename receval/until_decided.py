@@ -50,10 +50,10 @@ from receval.estimators.anytime_stream import MIXTURE_COLUMN
 # (gradient20: 20 systems in teams of 4) the loop needs 0.46 (SE 0.02) of the equal design's
 # labels for its pairs, 0.51 (SE 0.02, 80 repetitions) in the first.  Tried on the same
 # repetitions and worse or no better (README): NEED_POWER 1, 3/4 (0.545), 1/4 or 0,
-# ADJACENT_BOOST 40 or 3 (0.509), FLOOR_SHARE 1/10 (0.508), a token weight (x0.02) for pairs needing
-# more than 4x the draws so far (0.542: a near-tie's draws also serve its systems' other
-# pairs), and splitting each pair's weight toward its bottleneck system in proportion to
-# v_i/n_i².
+# ADJACENT_BOOST 40 or 3 (0.509), FLOOR_SHARE 1/10 (0.508), a token weight (x0.02) for pairs
+# needing more than 4x the draws so far (0.542: a near-tie's draws also serve its systems'
+# other pairs), and splitting each pair's weight toward its bottleneck system in proportion
+# to v_i/n_i².
 #: share of each batch drawn from the uniform floor mixture q₀
 FLOOR_SHARE = 0.2
 #: an open pair's weight is (steps it still needs)^-NEED_POWER: larger concentrates the draws
