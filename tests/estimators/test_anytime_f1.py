@@ -186,3 +186,22 @@ def test_true_facts_interval_covers(multi_doc_world):
         covered += facts.lower <= T <= facts.upper
         assert np.all(np.isfinite(facts.reference)) and np.all(facts.reference > 0)
     assert covered / reps >= 0.9 - 2 * math.sqrt(0.1 * 0.9 / reps)
+
+
+@pytest.mark.parametrize(("target", "says"), [("micro", "true facts"), ("macro", "alpha/m")])
+def test_run_json_names_f1s_procedure(tmp_path, target, says):
+    """Micro precision: F1's tiers from the paired tests with T's sequence; macro (the identity
+    F1 = 2G/(n + T) needs micro precision): every system's sequence at α/m."""
+    import json
+
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+    from receval.simulation import SimulationConfig, simulate_task
+
+    root = simulate_task(tmp_path / "t", SimulationConfig(systems=5, queries=20), seed=4)
+    out = CliRunner().invoke(cli, ["score", str(root), "--out", str(tmp_path / "o"),
+                                   "--intervals", "anytime", "--target", target])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    ranking = json.loads((tmp_path / "o" / "run.json").read_text())["ranking"]
+    assert ranking["by"] == "f1" and says in ranking["tiers"]
