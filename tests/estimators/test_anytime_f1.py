@@ -205,3 +205,37 @@ def test_run_json_names_f1s_procedure(tmp_path, target, says):
     assert out.exit_code == 0, out.output
     ranking = json.loads((tmp_path / "o" / "run.json").read_text())["ranking"]
     assert ranking["by"] == "f1" and says in ranking["tiers"]
+
+
+@pytest.mark.slow
+def test_f1_pairs_on_parabank_order_no_pair_wrongly_in_more_than_alpha():
+    """Real third-party data (../shared/data/parabank-eval: 36 systems, every pooled output
+    judged, so the pool is everything, θ = 1 and T = Σ f is known) as the fixed population:
+    100 adaptive campaigns of about 15,000 draws (rounds chasing the systems that look best),
+    F1's paired tests at the true T: about 160 of the 630 pairs decided per campaign, and the
+    share of campaigns deciding some pair against the true F1 at most α + 2 MC SE."""
+    from conftest import load_bench
+    from test_anytime_pairs import _Stream
+
+    bench = load_bench("anytime")
+    pop = bench.parabank_population()
+    if pop is None:
+        pytest.skip("../shared/data/parabank-eval is not present")
+    m = pop.p.shape[1]
+    sizes = pop.member.sum(axis=0)
+    T = float(pop.label[pop.member.any(axis=1)].sum())
+    f1 = 2 * pop.precision * sizes / (sizes + T)
+    data = _Data(pop.target, np.zeros(m, bool), np.full(m, np.nan))
+    rng = np.random.default_rng(41)
+    runs, wrong, decided = 100, 0, 0
+    for _ in range(runs):
+        st = bench.population_stream(pop, rng, rounds=6, first=4, batch=3000)
+        K = st["fact"].size
+        stream = _Stream(st["fact"], pop.label[st["fact"]], st["q"], st["own"], np.arange(K))
+        terms = precision_terms(None, data, stream)
+        tests = f1_pair_tests(terms, sizes, _facts(T, T, K), np.ones(m, bool), 0.05)
+        a, b = np.nonzero(tests.better)
+        wrong += bool((f1[a] < f1[b]).any())
+        decided += a.size
+    assert decided / runs > 100
+    assert wrong / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
