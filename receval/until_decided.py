@@ -233,7 +233,9 @@ def until_decided_round(
     weight = state.system_weights()
     if not weight.any():
         return _stop(state, name, "decided: no draw can help (every system of an open pair is "
-                     "judged in full or shows no difference at all); still open: "
+                     "judged in full or shows no difference at all, or, ranked by f1, the pair "
+                     "is ordered differently at the two ends of the true facts' interval, which "
+                     "only more exhaustive units narrow); still open: "
                      f"{state.describe_open()}")  # fmt: skip
     n = batch if budget is None else min(batch, budget - recorded)
     rng = np.random.default_rng([seed, k])

@@ -147,12 +147,16 @@ def f1_pair_tests(
 
 def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
     """The mean, second moment and steps of D at the end of w's interval where the pair is the
-    harder to decide (the smaller mean² / moment): what ``steps_to_decide`` reads."""
+    harder to decide (the smaller mean² / moment): what ``steps_to_decide`` reads.  Where the
+    two ends' means have opposite signs the pair is ordered differently at the two ends of T's
+    interval, which more draws of the systems do not change (only a narrower T, i.e. more
+    exhaustive units, does): its mean is set to 0, so it needs infinitely many steps."""
     lo = step_moments(d_lo, act)
     hi = step_moments(d_hi, act)
     with np.errstate(divide="ignore", invalid="ignore"):
         use_lo = lo[0] ** 2 / lo[1] <= hi[0] ** 2 / hi[1]
-    return tuple(np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
+    mean, moment, steps = (np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
+    return np.where(lo[0] * hi[0] < 0, 0.0, mean), moment, steps
 
 
 def _census_order(pairs, census, terms, n, facts):

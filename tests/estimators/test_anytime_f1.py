@@ -239,3 +239,18 @@ def test_f1_pairs_on_parabank_order_no_pair_wrongly_in_more_than_alpha():
         decided += a.size
     assert decided / runs > 100
     assert wrong / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
+
+
+def test_a_pair_ordered_differently_at_the_ends_of_T_needs_no_more_draws():
+    """Equal F1 at T = 400: with T's interval [100, 3200] each pair of different sizes is
+    ordered one way at T = 100 and the other at 3200, so no number of draws decides it (the
+    loop must not spend labels there); every pair whose sizes differ twofold, where the ends'
+    means are far from 0, is seen so.  At T known exactly the steps needed stay finite."""
+    steps = 20_000
+    sizes, terms = _terms(EQUAL_F1, steps, 9)
+    wide = f1_pair_tests(terms, sizes, _facts(100.0, 3200.0, steps), np.ones(5, bool), 0.05)
+    a, b = wide.pairs.T
+    far = sizes[b] >= 2 * sizes[a]
+    assert far.sum() == 4 and np.isinf(wide.steps_to_decide()[far]).all()
+    exact = f1_pair_tests(terms, sizes, _facts(T_TRUE, T_TRUE, steps), np.ones(5, bool), 0.05)
+    assert np.isfinite(exact.steps_to_decide()).all()
