@@ -55,7 +55,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: truncation of the bets: the capital loses at most this share in one step
+#: truncation of the bets: the capital loses at most this share in one step; 0.75 decided 6 %
+#: more pairs at the final look of fixed loops (gradient20, 24 repetitions: 54.9 -> 58.4) but,
+#: with the loop choosing its draws by them, fewer in the gradient world (80 repetitions: 35.0
+#: -> 33.1 pairs, loop / equal labels 0.509 -> 0.534)
 CAP = 0.5
 #: prior second moment of a term per unit of its range (a precision term in [0, H] with mean
 #: near 1/2 has E[Y²] ≲ H/4)
