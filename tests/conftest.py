@@ -35,9 +35,10 @@ def load_bench(name: str) -> ModuleType:
     return sys.modules[key]
 
 
-def simulated_world(config, seed: int):
+def simulated_world(config, seed: int, where: Path | None = None):
     """A simulated world from ``config`` (generator seeded ``seed``) and its task without
-    annotation, loaded from a bundle written to a temporary folder."""
+    annotation, loaded from a bundle written to ``where`` (kept: ``score`` reads its files
+    again for the run card) or to a temporary folder removed at once."""
     import tempfile
 
     import numpy as np
@@ -47,6 +48,8 @@ def simulated_world(config, seed: int):
     from receval.task import load_task
 
     world = simulate_world(config, np.random.default_rng(seed))
+    if where is not None:
+        return world, load_task(write_bundle(where / "w", world.tables(), world.task_config()))
     with tempfile.TemporaryDirectory() as tmp:
         base = load_task(write_bundle(Path(tmp) / "w", world.tables(), world.task_config()))
     return world, base

@@ -173,7 +173,10 @@ def anytime_bounds(
         # 1.59 -> 1.56) but 6 / 5 % wider on kbp-sim (0.091 -> 0.097 / 0.117 -> 0.123), 35 % slower
         "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
-    joint = joint_bounds(_unit_streams(data), draws, alpha)
+    from receval.estimators.anytime_f1 import direct_f1
+
+    direct = direct_f1(precision, pool, st, data.sizes, horizon) if K else None
+    joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
 
@@ -336,7 +339,9 @@ JOINT_ITERATIONS = 12
 F1_WEIGHTS = {"pooled_recall": 1.1, "precision": 11.0}
 
 
-def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def joint_bounds(
+    units, draws: dict, alpha: float, make_direct=None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Recall θ·ν and F1 at level α from one joint test per side instead of a split of α.
 
     The units are drawn independently of the labels and their number is fixed by the design
@@ -361,7 +366,9 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
     gives budget to them.  Returns ``recall`` and ``f1`` (lower, upper) per system; NaN without
     units.  ``units``: :func:`_unit_streams`; ``draws``: (streams, bets) of ``precision`` and
-    ``pooled_recall``."""
+    ``pooled_recall``; ``make_direct``: a function of (θ's streams and bets, α) giving F1's one-stream
+    test (:class:`receval.estimators.anytime_f1.DirectF1`), which then replaces F1's union of π
+    and ν (whose capitals it does not need)."""
     m = draws["pooled_recall"][0].shape[0]
     if units is None or m == 0 or draws["pooled_recall"][0].shape[1] == 0:
         nan = np.full(m, np.nan)
@@ -369,14 +376,18 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     from receval.estimators.betting import plugin_bets
 
     t_streams, t_horizon, t_scale = units
-    t_bets = plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale)
+    theta = (t_streams, plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale))
     weights = {"recall": {"pooled_recall": 1.0}, "f1": F1_WEIGHTS}
+    direct = make_direct(theta, alpha) if make_direct is not None else None
     out = {}
     for side in (+1, -1):
-        out[side] = {
-            name: _joint_end((t_streams, t_bets), draws, w, alpha, side, name)
-            for name, w in weights.items()
-        }
+        out[side] = {}
+        for name, w in weights.items():
+            if name == "f1" and direct is not None:  # one stream (anytime_f1.DirectF1)
+                out[side][name] = _joint_end(theta, direct.cell_values, 0.0, m, alpha, side)
+                continue
+            values = _factor_values(draws, w, name)
+            out[side][name] = _joint_end(theta, values, np.log(min(w.values())), m, alpha, side)
     none = ~draws["pooled_recall"][0].active.any(axis=1)
     return {
         name: tuple(np.where(none, np.nan, out[side][name]) for side in (+1, -1))
@@ -384,24 +395,27 @@ def joint_bounds(units, draws: dict, alpha: float) -> dict[str, tuple[np.ndarray
     }
 
 
-def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) -> np.ndarray:
+def _joint_end(theta, values_of, offset: float, m: int, alpha: float, side: int) -> np.ndarray:
     """One side's end of recall or F1 (:func:`joint_bounds`) for every system: the extreme over
     the cells of a coarse θ grid, then, :data:`REFINE_STAGES` times, over a finer grid
     (:data:`REFINE_GRID` points) laid per system over the cell that gave its extreme and the
     cells either side of it.  Every cell's value bounds the quantity over the whole cell, so
     the extreme over the last grid's cells and every earlier grid's cells outside the refined
-    span is as valid as the coarse one, and tighter."""
+    span is as valid as the coarse one, and tighter.  ``values_of(grid, budget, side)`` gives
+    the cells' values (G − 1, m) from the grid (G, m) and each point's budget log(2/α) − log X(θ);
+    ``offset``: log of the least weight (θ values whose capital alone exceeds the level plus it
+    are rejected whatever the draws show)."""
     level = np.log(2.0 / alpha)
     t_streams, t_bets = theta
-    grid, budget = _theta_grid(t_streams, t_bets, level + np.log(min(weights.values())), side)
-    m = draws["pooled_recall"][0].shape[0]
+    grid, budget = _theta_grid(t_streams, t_bets, level + offset, side)
+    budget = budget - offset  # log(2/α) − log X(θ)
     grid = np.repeat(grid[:, None], m, axis=1)
     budget = np.repeat(budget[:, None], m, axis=1)
     worst_of = np.max if side < 0 else np.min
     fill = -np.inf if side < 0 else np.inf
     outside_best = np.full(m, fill)
     for stage in range(REFINE_STAGES + 1):
-        values = _cell_values(grid, _factor_ends(draws, weights, budget, side), side, name)
+        values = values_of(grid, budget, side)
         worst = np.argmax(values, axis=0) if side < 0 else np.argmin(values, axis=0)
         first = np.maximum(worst - REFINE_SPAN, 0)
         last = np.minimum(worst + 1 + REFINE_SPAN, grid.shape[0] - 1)  # closes the span
@@ -417,6 +431,16 @@ def _joint_end(theta, draws, weights: dict, alpha: float, side: int, name: str) 
     # the last refined span's cells are bounded by the values of the grid that chose it
     inside = np.where(outside, fill, values)
     return worst_of([outside_best, worst_of(inside, axis=0)], axis=0)
+
+
+def _factor_values(draws, weights: dict, name: str):
+    """``values_of`` of :func:`_joint_end` for recall (ν) or F1 (the union of π and ν): each
+    factor's ends at the grid's budgets, combined over the cells (:func:`_cell_values`)."""
+
+    def values_of(grid, budget, side):
+        return _cell_values(grid, _factor_ends(draws, weights, budget, side), side, name)
+
+    return values_of
 
 
 def _factor_ends(draws, weights: dict, budget: np.ndarray, side: int) -> dict:

@@ -43,6 +43,7 @@ Valid for micro precision (``target="micro"``, the default), where G_i = n_i·π
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,3 +178,83 @@ def _census_order(pairs, census, terms, n, facts):
     ab = np.all([x > EXACT_TOLERANCE * scale for x in d], axis=0)
     ba = np.all([x < -EXACT_TOLERANCE * scale for x in d], axis=0)
     return mask & np.isfinite(pa) & np.isfinite(pb), ab, ba
+
+
+#: the prior guess of F1 in the one-stream test's bets
+F1_PRIOR = 0.3
+
+
+@dataclass(frozen=True)
+class DirectF1:
+    """F1's interval from one stream per system (module docstring, "F1's interval"): the term
+    Y(f; θ) = u − f·(n + k/θ) with u = 2n·y (y the precision term with its control variate, mean
+    π), k the pool step's correct-fact total (mean K), whose mean is 0 exactly at f = F1 and the
+    true θ.  The bets (``bets``) and the truncation (the range with θ ≥ ``theta_min``) do not
+    depend on θ, so each one-sided capital is monotone in θ step by step."""
+
+    u: np.ndarray  # (m, K)
+    k: np.ndarray  # (K,)
+    n: np.ndarray  # (m,)
+    lo0: np.ndarray  # (m, K)
+    lo1: np.ndarray  # (m, K)
+    hi0: np.ndarray  # (m, K)
+    active: np.ndarray  # (m, K)
+    bets: np.ndarray  # (m, K)
+    theta_min: float
+
+    def streams(self, theta: np.ndarray):
+        """The betting streams at θ (m,) per system (θ > 0)."""
+        from receval.estimators.betting import BettingStreams
+
+        v = self.n[:, None] + self.k[None, :] / np.asarray(theta, float)[:, None]
+        hi1 = np.broadcast_to(self.n[:, None], self.u.shape)
+        return BettingStreams(self.u, v, self.lo0, self.lo1, self.hi0, hi1, self.active)
+
+    def cell_values(self, grid: np.ndarray, budget: np.ndarray, side: int) -> np.ndarray:
+        """F1's end over each cell of the θ grid (G − 1, m) (``values_of`` of
+        :func:`receval.estimators.anytime._joint_end`): the lower bettor's capital grows with θ
+        and the upper one's falls, so a cell's lower end is the end at its smallest θ and its
+        upper end the end at its largest, each at the larger of the cell's two budgets."""
+        from receval.estimators.anytime import JOINT_ITERATIONS
+        from receval.estimators.betting import one_sided_ends
+
+        theta = grid[1:] if side < 0 else grid[:-1]
+        budget = np.maximum(budget[:-1], budget[1:])
+        out = np.zeros(theta.shape)
+        for j in range(theta.shape[0]):
+            zero = theta[j] <= 0  # T infinite: F1 is 0
+            at = self.streams(np.where(zero, 1.0, theta[j]))
+            ends = one_sided_ends(at, self.bets, budget[j][None, :], side, (0.0, 1.0),
+                                  JOINT_ITERATIONS)[0]  # fmt: skip
+            out[j] = np.where(zero, 0.0, ends)
+        return out
+
+
+def direct_f1(precision, pool, stream, sizes: np.ndarray, horizon):
+    """A factory (θ's streams and bets, α) → :class:`DirectF1` for the draws' ``precision``
+    streams (v = 1) and ``pool`` totals, or None where a pool step holds more than one draw
+    (legacy rounds: F1 then keeps the union of π's and ν's tests)."""
+    P = stream.P
+    if P != stream.fact.size or (P and not np.array_equal(stream.pool_step, np.arange(P))):
+        return None
+    n = np.asarray(sizes, float)
+
+    def make(theta, alpha: float) -> DirectF1:
+        from receval.estimators.anytime import _theta_grid
+        from receval.estimators.betting import plugin_bets
+
+        t_streams, t_bets = theta
+        grid, _ = _theta_grid(t_streams, t_bets, np.log(2.0 / alpha), +1)
+        theta_min = float(grid[grid > 0].min()) if (grid > 0).any() else 1.0
+        ref = float(np.clip(t_streams.u.sum() / max(t_streams.v.sum(), 1e-300), theta_min, 1.0))
+        nn = n[:, None]
+        shape = precision.u.shape
+        lo1 = nn + np.broadcast_to(pool.high, shape) / theta_min
+        active = np.asarray(precision.active, bool) & pool.active[None, :]
+        draft = DirectF1(2 * nn * precision.u, pool.total, n, 2 * nn * precision.lo0, lo1,
+                         2 * nn * precision.hi0, active, np.zeros(shape), theta_min)  # fmt: skip
+        scale = F1_PRIOR * (n + pool.facts / 2 / ref)
+        bets = plugin_bets(draft.streams(np.full(n.size, ref)), alpha, F1_PRIOR, horizon, scale)
+        return dataclasses.replace(draft, bets=bets)
+
+    return make

@@ -139,12 +139,12 @@ def test_two_census_systems_are_ordered_by_d_over_T():
 
 
 @pytest.fixture(scope="module")
-def multi_doc_world():
+def multi_doc_world(tmp_path_factory):
     """Facts supported by 2.5 documents on average, teams sharing facts, random-order rounds."""
     from receval.simulation import SimulationConfig
 
     cfg = SimulationConfig(systems=8, queries=40, per_system=30, documents_per_fact=2.5)
-    return simulated_world(cfg, 8)
+    return simulated_world(cfg, 8, tmp_path_factory.mktemp("f1world"))
 
 
 def test_truth_satisfies_f1_identity_with_one_T(multi_doc_world):
@@ -254,3 +254,86 @@ def test_a_pair_ordered_differently_at_the_ends_of_T_needs_no_more_draws():
     assert far.sum() == 4 and np.isinf(wide.steps_to_decide()[far]).all()
     exact = f1_pair_tests(terms, sizes, _facts(T_TRUE, T_TRUE, steps), np.ones(5, bool), 0.05)
     assert np.isfinite(exact.steps_to_decide()).all()
+
+
+def _direct_setup(seed: int = 5, m: int = 3, K: int = 400, U: int = 25):
+    """A DirectF1 on synthetic draws (precision terms in [0, 1], pool totals in [0, 60]) and
+    θ's streams over U units."""
+    from types import SimpleNamespace
+
+    from receval.estimators.anytime import PoolTotals
+    from receval.estimators.anytime_f1 import direct_f1
+    from receval.estimators.betting import BettingStreams, plugin_bets
+
+    rng = np.random.default_rng(seed)
+    b = rng.integers(1, 6, U).astype(float)
+    a = rng.binomial(b.astype(int), 0.6).astype(float)
+    t_streams = BettingStreams.of_ratios(
+        a[None], b[None], np.full((1, U), 5.0), np.ones((1, U), bool)
+    )
+    t_bets = plugin_bets(t_streams, 0.05, 0.5, np.full((1, U), float(U)), 2.5)
+    y = (rng.random((m, K)) < np.array([0.3, 0.5, 0.7])[:m, None]).astype(float)
+    precision = BettingStreams.of_means(y, 1.0)
+    total = rng.uniform(0, 60, K)
+    pool = PoolTotals(np.zeros(K), total, np.full(K, 60.0), np.ones(K, bool), np.full(K, K), 60.0)
+    stream = SimpleNamespace(P=K, fact=np.arange(K), pool_step=np.arange(K))
+    make = direct_f1(precision, pool, stream, np.array([40.0, 80.0, 120.0])[:m], np.full((m, K), K))
+    return make((t_streams, t_bets), 0.05), (t_streams, t_bets)
+
+
+def test_direct_capitals_are_monotone_in_theta():
+    """The premise of the cells: with bets and truncation fixed, the lower bettor's running
+    capital grows with θ and the upper one's falls, at every f."""
+    from receval.estimators.betting import log_capital
+
+    direct, _ = _direct_setup()
+    thetas = np.linspace(max(direct.theta_min, 0.05), 1.0, 12)
+    f = np.full((1, 3), 0.2)
+    for side in (+1, -1):
+        caps = np.array([log_capital(direct.streams(np.full(3, t)), direct.bets, f, side, True)[0]
+                         for t in thetas])  # fmt: skip
+        steps = np.diff(caps, axis=0)
+        assert np.all(steps >= -1e-9) if side > 0 else np.all(steps <= 1e-9)
+
+
+def test_direct_f1_ends_are_never_inside_a_dense_theta_sweep():
+    """The joint ends from the refined cells bound, from outside, the ends of a dense θ sweep
+    (each θ's F1 end at its own budget log(2/α) − log X(θ))."""
+    from receval.estimators.anytime import _joint_end, _theta_log_capital
+    from receval.estimators.betting import one_sided_ends
+
+    direct, theta = _direct_setup()
+    level = np.log(2.0 / 0.05)
+    sweep = np.linspace(0.0, 1.0, 401)
+    for side in (+1, -1):
+        end = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side)
+        budget = level - _theta_log_capital(*theta, sweep, side)
+        ok = (budget > 0) & (sweep >= direct.theta_min) & (sweep > 0)
+        exact = np.array([
+            one_sided_ends(direct.streams(np.full(3, t)), direct.bets, np.full((1, 3), bud),
+                           side, (0.0, 1.0), 30)[0]
+            for t, bud in zip(sweep[ok], budget[ok], strict=True)
+        ])  # fmt: skip
+        if side < 0:
+            assert np.all(end >= exact.max(axis=0) - 1e-6), (end, exact.max(axis=0))
+        else:
+            assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
+
+
+def test_scored_f1_intervals_cover_in_a_multi_document_world(multi_doc_world):
+    """End to end (score --intervals anytime, F1 from the one-stream test): over 30 campaigns
+    in a world whose facts have 2.5 documents each, the share of (campaign, system) whose F1
+    interval misses the truth is at most α + 2 MC SE."""
+    import receval
+    from receval.task import with_annotation
+
+    world, base = multi_doc_world
+    truth = world.truth_metrics().set_index("system")["f1"]
+    miss = []
+    for rep in range(30):
+        ann = world.annotate(np.random.default_rng(300 + rep))
+        board = receval.score(with_annotation(base, **ann.tables()), intervals="anytime",
+                              rank_by="precision").leaderboard.set_index("system")  # fmt: skip
+        t = truth.reindex(board.index)
+        miss.append(((t < board["f1_lo"] - 1e-9) | (t > board["f1_hi"] + 1e-9)).mean())
+    assert np.mean(miss) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / (30 * 8))
