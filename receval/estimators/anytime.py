@@ -66,8 +66,10 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   units' mean, which the first bets would otherwise see ahead of time).
 * recall θ·ν_i and F1 (increasing in precision and recall): one joint test per side
   (:func:`joint_bounds`): θ's final capital over the units (independent of the draws: an
-  e-value) times the running maximum of ν's capital (F1: the larger of ν's and π's, weighted
-  1/1.1 and 1/11), so the α is not split between θ and the draws' factors.  Before, recall took θ and ν at α/2
+  e-value) times the running maximum of ν's capital (F1: of one stream per system whose mean is
+  2G − f·(n + K/θ), :class:`receval.estimators.anytime_f1.DirectF1`; with legacy rounds the
+  larger of ν's and π's, weighted 1/1.1 and 1/11), so the α is not split between θ and the
+  draws' factors.  Before, recall took θ and ν at α/2
   each and F1 π, ν and θ at α/3 each (a union bound; 2.2 and 2.3 × the bootstrap's width in
   the bench's gradient world, now 1.37 and 1.47 with pooled recall's plain test).
 * comparisons (tiers, rank sets): a paired test-by-betting sequence per ordered pair, Holm over
@@ -175,7 +177,9 @@ def anytime_bounds(
     }
     from receval.estimators.anytime_f1 import direct_f1
 
-    direct = direct_f1(precision, pool, st, data.sizes, horizon) if K else None
+    # F1 = 2G/(n + T) needs micro precision (G = n·π); macro keeps F1 from π and ν
+    micro = data.target_kind == "micro"
+    direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
@@ -643,7 +647,9 @@ class AnytimeIntervals(IntervalMethod):
                 "legacy_rounds": stream_counts[1],
                 "splits": "recall and f1: one joint test per side, theta's final capital over "
                 "the units (independent of the draws) times the running maximum of nu's capital "
-                "(f1: the larger of nu's and precision's, weighted 1/1.1 and 1/11), extremes over "
+                "(f1: of one stream per system, 2n*precision term - f*(n + pool correct term/"
+                "theta), whose mean is 0 at the true f1; with legacy rounds the larger of nu's "
+                "and precision's, weighted 1/1.1 and 1/11), extremes over "
                 "the cells of a theta grid refined around each system's extreme; "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall; f1: the weighted precision difference whose sign is "

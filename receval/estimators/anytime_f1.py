@@ -1,5 +1,6 @@
-"""Anytime-valid paired comparisons of F1: one test-by-betting sequence per ordered pair, with
-the number of true facts T bounded by its own confidence sequence, Holm over all pairs.
+"""F1 through its identity F1_i = 2G_i/(n_i + T): anytime-valid paired comparisons (one
+test-by-betting sequence per ordered pair, the number of true facts T bounded by its own
+confidence sequence, Holm over all pairs) and F1's confidence sequence from one stream per system.
 
 **F1 is a weighted paired precision difference.**  With micro precision π_i over the system's
 n_i distinct outputs and recall R_i = θ·ν_i (θ the pool coverage, ν_i = G_i/K the pooled recall,
@@ -37,8 +38,24 @@ test at the true w, so Holm's proof in :mod:`receval.estimators.anytime_pairs` c
 level α − α_T: P(at some look some true H is rejected) ≤ (α − α_T) + α_T = α.  Two census
 systems (exact precisions) are ordered without betting where d has one sign over T's interval.
 
+**F1's interval.**  F1_i ≤ f exactly when 2G_i − f·(n_i + K/θ) ≤ 0, so for a hypothesised θ
+the step term Y(f; θ) = 2n_i·y_is − f·(n_i + k_s/θ) — y the precision term with its control
+variate (conditional mean π_i), k_s the pool step's Σ f/σ (conditional mean K), both from the
+same draw — has conditional mean 2G_i − f(n_i + T): 0 at the true F1 and θ.  One stream per
+system replaces the union of π's and ν's tests (F1 from f(π, θν), which spent the error on both
+factors and took the corner of their rectangle); inside :func:`receval.estimators.anytime
+.joint_bounds` θ's final capital multiplies its running maximum as before.  The bets are the
+plug-in bets of the stream at θ's point, and the truncation uses the range for the least θ of
+the grid (v = n + k/θ ≤ n + R/θ_min), so neither depends on θ; then the lower bettor's capital
+(on Y, increasing in θ) grows with θ at every step and the upper bettor's falls, and F1's end
+over a cell of the θ grid is the end at the cell's edge (:meth:`DirectF1.cell_values`), at the
+larger of its two budgets.  Measured against that union: gradient20 (24 repetitions) 1.54 →
+1.43 × the bootstrap's width; data/kbp-sim's median width 0.105 → 0.066.  It needs every pool
+step to be one draw (rounds in a random order); legacy rounds and ``--target macro``
+keep the union.
+
 Valid for micro precision (``target="micro"``, the default), where G_i = n_i·π_i;
-``--target macro`` keeps every system's simultaneous sequence at α/m.
+``--target macro`` keeps every system's simultaneous sequence at α/m for the comparisons.
 """
 
 from __future__ import annotations

@@ -337,3 +337,22 @@ def test_scored_f1_intervals_cover_in_a_multi_document_world(multi_doc_world):
         t = truth.reindex(board.index)
         miss.append(((t < board["f1_lo"] - 1e-9) | (t > board["f1_hi"] + 1e-9)).mean())
     assert np.mean(miss) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / (30 * 8))
+
+
+def test_macro_target_keeps_f1_from_precision_and_recall(multi_doc_world):
+    """F1 = 2G/(n + T) holds for micro precision only: with target macro the F1 interval is the
+    union of π's and ν's tests (the one-stream test would aim at 2nπ_macro/(n + T)) and still
+    covers the truth's macro F1 end to end; with micro it is the narrower one-stream interval."""
+    import receval
+    from receval.task import with_annotation
+
+    world, base = multi_doc_world
+    task = with_annotation(base, **world.annotate(np.random.default_rng(7)).tables())
+    widths = {}
+    for target in ("micro", "macro"):
+        board = receval.score(task, intervals="anytime", target=target, rank_by="precision")
+        lb = board.leaderboard
+        widths[target] = float((lb["f1_hi"] - lb["f1_lo"]).median())
+        check = board.truth_check
+        assert check[check["metric"] == "f1"]["covered"].all()
+    assert widths["micro"] < widths["macro"]
