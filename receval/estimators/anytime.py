@@ -163,9 +163,19 @@ def anytime_bounds(
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
     plain = BettingStreams.of_ratios(member, pool.total[None, :], pool_high[None, :], pool_active)
     plain = dataclasses.replace(plain, cap=RECALL_CAP)
-    ratio = _pooled_recall_test(plain, data, st, pool_high)
-    ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
-                                    pool_facts / 2)  # fmt: skip
+    from receval.estimators.anytime_f1 import direct_f1, direct_pooled_recall
+
+    # F1 = 2G/(n + T) and ν = G/K need micro precision (G = n·π); macro keeps π's and ν's tests
+    micro = data.target_kind == "micro"
+    direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
+    if direct is not None:  # ν ≤ r exactly when n·π − r·K ≤ 0: one stream per system
+        nu, prior = direct_pooled_recall(precision, pool, data.sizes, alpha, horizon)
+        ends["pooled_recall"] = _bounds(nu, levels, (0.0, 1.0), alpha, horizon, prior,
+                                        prior * pool_facts / 2)  # fmt: skip
+    else:
+        ratio = _pooled_recall_test(plain, data, st, pool_high)
+        ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
+                                        pool_facts / 2)  # fmt: skip
     ends["pool_correct"] = pool_correct_bounds(pool, [alpha], alpha)
     ends["pool_coverage"] = unit_bounds(data, levels, alpha)
     draws = {
@@ -175,11 +185,6 @@ def anytime_bounds(
         # 1.59 -> 1.56) but 6 / 5 % wider on kbp-sim (0.091 -> 0.097 / 0.117 -> 0.123), 35 % slower
         "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
-    from receval.estimators.anytime_f1 import direct_f1
-
-    # F1 = 2G/(n + T) needs micro precision (G = n·π); macro keeps F1 from π and ν
-    micro = data.target_kind == "micro"
-    direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds))
@@ -387,8 +392,8 @@ def joint_bounds(
     for side in (+1, -1):
         out[side] = {}
         for name, w in weights.items():
-            if name == "f1" and direct is not None:  # one stream (anytime_f1.DirectF1)
-                out[side][name] = _joint_end(theta, direct.cell_values, 0.0, m, alpha, side)
+            if direct is not None:  # one stream per system (anytime_f1.DirectF1)
+                out[side][name] = _joint_end(theta, direct[name].cell_values, 0.0, m, alpha, side)
                 continue
             values = _factor_values(draws, w, name)
             out[side][name] = _joint_end(theta, values, np.log(min(w.values())), m, alpha, side)

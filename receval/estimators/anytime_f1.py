@@ -197,21 +197,25 @@ def _census_order(pairs, census, terms, n, facts):
     return mask & np.isfinite(pa) & np.isfinite(pb), ab, ba
 
 
-#: the prior guess of F1 in the one-stream test's bets
-F1_PRIOR = 0.3
+#: the prior guesses of F1 and of recall in the one-stream tests' bets
+PRIORS = {"f1": 0.3, "recall": 0.2}
+#: per quantity (c, a): the term c·n·y − f·(a·n + k/θ) (F1: 2G − f(n + T); recall, divided by
+#: θ/K: G − r·K/θ, whose mean K(R − r)/θ is 0 at the true recall R = θG/K)
+FORMS = {"f1": (2.0, 1.0), "recall": (1.0, 0.0)}
 
 
 @dataclass(frozen=True)
 class DirectF1:
-    """F1's interval from one stream per system (module docstring, "F1's interval"): the term
-    Y(f; θ) = u − f·(n + k/θ) with u = 2n·y (y the precision term with its control variate, mean
-    π), k the pool step's correct-fact total (mean K), whose mean is 0 exactly at f = F1 and the
-    true θ.  The bets (``bets``) and the truncation (the range with θ ≥ ``theta_min``) do not
-    depend on θ, so each one-sided capital is monotone in θ step by step."""
+    """F1's or recall's interval from one stream per system (module docstring, "F1's
+    interval"): the term Y(f; θ) = u − f·(a·n + k/θ) with u = c·n·y (y the precision term with
+    its control variate, mean π; (c, a) from :data:`FORMS`), k the pool step's correct-fact total
+    (mean K), whose mean is 0 exactly at the true value and θ.  The bets (``bets``) and the
+    truncation (the range with θ ≥ ``theta_min``) do not depend on θ, so each one-sided capital
+    is monotone in θ step by step (k ≥ 0)."""
 
     u: np.ndarray  # (m, K)
     k: np.ndarray  # (K,)
-    n: np.ndarray  # (m,)
+    n: np.ndarray  # (m,) a·n
     lo0: np.ndarray  # (m, K)
     lo1: np.ndarray  # (m, K)
     hi0: np.ndarray  # (m, K)
@@ -228,7 +232,7 @@ class DirectF1:
         return BettingStreams(self.u, v, self.lo0, self.lo1, self.hi0, hi1, self.active)
 
     def cell_values(self, grid: np.ndarray, budget: np.ndarray, side: int) -> np.ndarray:
-        """F1's end over each cell of the θ grid (G − 1, m) (``values_of`` of
+        """The end over each cell of the θ grid (G − 1, m) (``values_of`` of
         :func:`receval.estimators.anytime._joint_end`): the lower bettor's capital grows with θ
         and the upper one's falls, so a cell's lower end is the end at its smallest θ and its
         upper end the end at its largest, each at the larger of the cell's two budgets."""
@@ -239,7 +243,7 @@ class DirectF1:
         budget = np.maximum(budget[:-1], budget[1:])
         out = np.zeros(theta.shape)
         for j in range(theta.shape[0]):
-            zero = theta[j] <= 0  # T infinite: F1 is 0
+            zero = theta[j] <= 0  # T infinite: F1 and recall are 0
             at = self.streams(np.where(zero, 1.0, theta[j]))
             ends = one_sided_ends(at, self.bets, budget[j][None, :], side, (0.0, 1.0),
                                   JOINT_ITERATIONS)[0]  # fmt: skip
@@ -248,30 +252,50 @@ class DirectF1:
 
 
 def direct_f1(precision, pool, stream, sizes: np.ndarray, horizon):
-    """A factory (θ's streams and bets, α) → :class:`DirectF1` for the draws' ``precision``
-    streams (v = 1) and ``pool`` totals, or None where a pool step holds more than one draw
-    (legacy rounds: F1 then keeps the union of π's and ν's tests)."""
+    """A factory (θ's streams and bets, α) → {"f1", "recall": :class:`DirectF1`} for the draws'
+    ``precision`` streams (v = 1) and ``pool`` totals, or None where a pool step holds more than
+    one draw (legacy rounds: F1 and recall then keep π's and ν's tests)."""
     P = stream.P
     if P != stream.fact.size or (P and not np.array_equal(stream.pool_step, np.arange(P))):
         return None
     n = np.asarray(sizes, float)
 
-    def make(theta, alpha: float) -> DirectF1:
+    def make(theta, alpha: float) -> dict[str, DirectF1]:
         from receval.estimators.anytime import _theta_grid
-        from receval.estimators.betting import plugin_bets
 
         t_streams, t_bets = theta
         grid, _ = _theta_grid(t_streams, t_bets, np.log(2.0 / alpha), +1)
         theta_min = float(grid[grid > 0].min()) if (grid > 0).any() else 1.0
         ref = float(np.clip(t_streams.u.sum() / max(t_streams.v.sum(), 1e-300), theta_min, 1.0))
-        nn = n[:, None]
-        shape = precision.u.shape
-        lo1 = nn + np.broadcast_to(pool.high, shape) / theta_min
-        active = np.asarray(precision.active, bool) & pool.active[None, :]
-        draft = DirectF1(2 * nn * precision.u, pool.total, n, 2 * nn * precision.lo0, lo1,
-                         2 * nn * precision.hi0, active, np.zeros(shape), theta_min)  # fmt: skip
-        scale = F1_PRIOR * (n + pool.facts / 2 / ref)
-        bets = plugin_bets(draft.streams(np.full(n.size, ref)), alpha, F1_PRIOR, horizon, scale)
-        return dataclasses.replace(draft, bets=bets)
+        return {
+            name: direct_stream(precision, pool, n, name, (theta_min, ref), alpha, horizon)
+            for name in FORMS
+        }
 
     return make
+
+
+def direct_stream(precision, pool, n, name: str, thetas, alpha: float, horizon) -> DirectF1:
+    """The :class:`DirectF1` of ``name`` (:data:`FORMS`), its truncation for θ ≥ θ_min and its
+    bets the plug-in bets of the stream at the reference θ (``thetas`` = (θ_min, θ_ref))."""
+    from receval.estimators.betting import plugin_bets
+
+    c, a = FORMS[name]
+    theta_min, ref = thetas
+    nn = n[:, None]
+    shape = precision.u.shape
+    lo1 = a * nn + np.broadcast_to(pool.high, shape) / theta_min
+    active = np.asarray(precision.active, bool) & pool.active[None, :]
+    draft = DirectF1(c * nn * precision.u, pool.total, a * n, c * nn * precision.lo0, lo1,
+                     c * nn * precision.hi0, active, np.zeros(shape), theta_min)  # fmt: skip
+    scale = PRIORS[name] * (a * n + pool.facts / 2 / ref)
+    bets = plugin_bets(draft.streams(np.full(n.size, ref)), alpha, PRIORS[name], horizon, scale)
+    return dataclasses.replace(draft, bets=bets)
+
+
+def direct_pooled_recall(precision, pool, sizes: np.ndarray, alpha: float, horizon):
+    """Pooled recall ν's one-stream test: recall's :class:`DirectF1` at θ = 1 (ν = G/K, so
+    n·y − r·k has mean K(ν − r)), as betting streams, with its prior guess of ν."""
+    n = np.asarray(sizes, float)
+    nu = direct_stream(precision, pool, n, "recall", (1.0, 1.0), alpha, horizon)
+    return nu.streams(np.ones(n.size)), PRIORS["recall"]

@@ -256,8 +256,8 @@ def test_a_pair_ordered_differently_at_the_ends_of_T_needs_no_more_draws():
     assert np.isfinite(exact.steps_to_decide()).all()
 
 
-def _direct_setup(seed: int = 5, m: int = 3, K: int = 400, U: int = 25):
-    """A DirectF1 on synthetic draws (precision terms in [0, 1], pool totals in [0, 60]) and
+def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 25):
+    """``name``'s DirectF1 (f1 or recall) on synthetic draws (precision terms in [0, 1], pool totals in [0, 60]) and
     θ's streams over U units."""
     from types import SimpleNamespace
 
@@ -278,15 +278,16 @@ def _direct_setup(seed: int = 5, m: int = 3, K: int = 400, U: int = 25):
     pool = PoolTotals(np.zeros(K), total, np.full(K, 60.0), np.ones(K, bool), np.full(K, K), 60.0)
     stream = SimpleNamespace(P=K, fact=np.arange(K), pool_step=np.arange(K))
     make = direct_f1(precision, pool, stream, np.array([40.0, 80.0, 120.0])[:m], np.full((m, K), K))
-    return make((t_streams, t_bets), 0.05), (t_streams, t_bets)
+    return make((t_streams, t_bets), 0.05)[name], (t_streams, t_bets)
 
 
-def test_direct_capitals_are_monotone_in_theta():
+@pytest.mark.parametrize("name", ["f1", "recall"])
+def test_direct_capitals_are_monotone_in_theta(name):
     """The premise of the cells: with bets and truncation fixed, the lower bettor's running
     capital grows with θ and the upper one's falls, at every f."""
     from receval.estimators.betting import log_capital
 
-    direct, _ = _direct_setup()
+    direct, _ = _direct_setup(name)
     thetas = np.linspace(max(direct.theta_min, 0.05), 1.0, 12)
     f = np.full((1, 3), 0.2)
     for side in (+1, -1):
@@ -296,13 +297,14 @@ def test_direct_capitals_are_monotone_in_theta():
         assert np.all(steps >= -1e-9) if side > 0 else np.all(steps <= 1e-9)
 
 
-def test_direct_f1_ends_are_never_inside_a_dense_theta_sweep():
+@pytest.mark.parametrize("name", ["f1", "recall"])
+def test_direct_ends_are_never_inside_a_dense_theta_sweep(name):
     """The joint ends from the refined cells bound, from outside, the ends of a dense θ sweep
     (each θ's F1 end at its own budget log(2/α) − log X(θ))."""
     from receval.estimators.anytime import _joint_end, _theta_log_capital
     from receval.estimators.betting import one_sided_ends
 
-    direct, theta = _direct_setup()
+    direct, theta = _direct_setup(name)
     level = np.log(2.0 / 0.05)
     sweep = np.linspace(0.0, 1.0, 401)
     for side in (+1, -1):
@@ -320,22 +322,24 @@ def test_direct_f1_ends_are_never_inside_a_dense_theta_sweep():
             assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
 
 
-def test_scored_f1_intervals_cover_in_a_multi_document_world(multi_doc_world):
-    """End to end (score --intervals anytime, F1 from the one-stream test): over 30 campaigns
-    in a world whose facts have 2.5 documents each, the share of (campaign, system) whose F1
-    interval misses the truth is at most α + 2 MC SE."""
+@pytest.mark.parametrize("metric", ["f1", "recall", "pooled_recall"])
+def test_scored_intervals_cover_in_a_multi_document_world(multi_doc_world, metric):
+    """End to end (score --intervals anytime; F1, recall and pooled recall from one-stream
+    tests): over 30 campaigns in a world whose facts have 2.5 documents each, the share of
+    (campaign, system) whose interval misses the truth is at most α + 2 MC SE."""
     import receval
     from receval.task import with_annotation
 
     world, base = multi_doc_world
-    truth = world.truth_metrics().set_index("system")["f1"]
+    truth = world.truth_metrics().set_index("system")[metric]
     miss = []
     for rep in range(30):
         ann = world.annotate(np.random.default_rng(300 + rep))
         board = receval.score(with_annotation(base, **ann.tables()), intervals="anytime",
                               rank_by="precision").leaderboard.set_index("system")  # fmt: skip
         t = truth.reindex(board.index)
-        miss.append(((t < board["f1_lo"] - 1e-9) | (t > board["f1_hi"] + 1e-9)).mean())
+        lo, hi = board[f"{metric}_lo"], board[f"{metric}_hi"]
+        miss.append(((t < lo - 1e-9) | (t > hi + 1e-9)).mean())
     assert np.mean(miss) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / (30 * 8))
 
 
