@@ -360,3 +360,43 @@ def test_macro_target_keeps_f1_from_precision_and_recall(multi_doc_world):
         check = board.truth_check
         assert check[check["metric"] == "f1"]["covered"].all()
     assert widths["micro"] < widths["macro"]
+
+
+def test_pooled_recall_pairs_null_fwer_with_equal_correct_outputs():
+    """Pooled recall's (and recall's) paired terms n·Y: four systems with 24 correct outputs
+    each (equal ν) from 40 to 120 outputs (precision 0.6 to 0.2, which a precision test orders):
+    no pair decided in more than 5 % (+2 SE) of 150 repetitions of 1,500 draws."""
+    from receval.estimators.anytime_pairs import SystemTerms, pair_tests
+
+    systems = [(40, 24), (60, 24), (80, 24), (120, 24)]
+    reps, errors = 150, 0
+    for rep in range(reps):
+        sizes, terms = _terms(systems, 1_500, 500 + rep)
+        n = sizes[:, None].astype(float)
+        scaled = SystemTerms(terms.y * n, terms.lo * n, terms.hi * n, terms.active)
+        errors += bool(pair_tests(scaled, np.ones(4, bool), 0.05).better.any())
+    assert errors / reps <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_correct_outputs_order_the_systems_as_pooled_recall(multi_doc_world):
+    """The premise of the pooled-recall pairs: the truth's ν orders the systems as n·π does,
+    and the scored anytime tiers by pooled recall never put a truly lower system above."""
+    import receval
+    from receval.estimators.sample_data import build_sample_data
+    from receval.task import with_annotation
+
+    world, base = multi_doc_world
+    task = with_annotation(
+        base, **world.annotate(np.random.default_rng(11), per_system=120).tables()
+    )
+    data = build_sample_data(task)
+    truth = world.truth_metrics().set_index("system").reindex(data.systems)
+    g = data.sizes * truth["precision"].to_numpy()
+    nu = truth["pooled_recall"].to_numpy()
+    assert np.array_equal(np.argsort(g, kind="stable"), np.argsort(nu, kind="stable"))
+    board = receval.score(task, intervals="anytime", rank_by="pooled_recall").leaderboard
+    board = board.set_index("system")
+    tier = board["tier"].reindex(data.systems).to_numpy()
+    above = tier[:, None] < tier[None, :]
+    assert not (above & (nu[:, None] < nu[None, :])).any()
+    assert board["tier"].nunique() >= 2
