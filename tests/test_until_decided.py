@@ -144,10 +144,13 @@ def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
     assert np.all(out["used"] <= np.abs(out["equal_used"]))
 
 
-def test_ranked_by_f1_the_loop_decides_pairs_in_f1s_order(spread_task, tmp_path):
-    """The default key: F1's paired tests (the true facts' sequence at both ends) decide pairs
-    after a few rounds, every decided pair in the order of the truth's F1, and the leaderboard
-    says which procedure ranked it."""
+@pytest.mark.parametrize("key", ["f1", "recall"])
+def test_ranked_by_f1_or_recall_the_loop_decides_pairs_in_the_truths_order(
+    spread_task, tmp_path, key
+):
+    """F1 (the default key; paired tests with the true facts' sequence at both ends) and recall
+    (the correct-output terms): pairs decided after a few rounds, every decided pair in the
+    order of the truth's value, and run.json says which procedure ranked it."""
     import json
 
     from receval.scoring import true_metrics
@@ -156,17 +159,19 @@ def test_ranked_by_f1_the_loop_decides_pairs_in_f1s_order(spread_task, tmp_path)
     root = tmp_path / "task"
     shutil.copytree(spread_task, root)
     for _ in range(4):
-        out = invoke("sample", root, "--until-decided", "--batch", 80, "--seed", 2)
+        out = invoke("sample", root, "--until-decided", "--batch", 80, "--seed", 2,
+                     "--rank-by", key)  # fmt: skip
         assert out.exit_code == 0, out.output
         if "decided" in out.output:
             break
         _label_from_truth(root)
-    score = invoke("score", root, "--out", tmp_path / "o", "--intervals", "anytime")
+    score = invoke("score", root, "--out", tmp_path / "o", "--intervals", "anytime",
+                   "--rank-by", key)  # fmt: skip
     assert score.exit_code == 0, score.output
     board = pd.read_csv(tmp_path / "o" / "leaderboard.csv").set_index("system")
-    truth = true_metrics(load_task(root))["f1"]
+    truth = true_metrics(load_task(root))[key]
     assert board["tier"].nunique() >= 2
-    for a in board.index:  # a tier above another is a decided pair: right by the truth's F1
+    for a in board.index:  # a tier above another is a decided pair: right by the truth
         for b in board.index:
             if (
                 board.loc[a, "tier"] < board.loc[b, "tier"]
