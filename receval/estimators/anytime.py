@@ -179,7 +179,7 @@ def anytime_bounds(
     micro = data.target_kind == "micro"
     direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     if direct is not None:  # ν ≤ r exactly when n·π − r·K ≤ 0: one stream per system
-        nu, prior = direct_pooled_recall(precision, pool, data.sizes, alpha, horizon)
+        nu, prior = direct_pooled_recall(precision, pool, data.sizes)
         ends["pooled_recall"] = _bounds(nu, levels, (0.0, 1.0), alpha, horizon, prior,
                                         prior * pool_facts / 2)  # fmt: skip
     else:
@@ -385,9 +385,9 @@ def joint_bounds(
     is not divided: where θ's capital is above 1 it takes budget from the draws, where below it
     gives budget to them.  Returns ``recall`` and ``f1`` (lower, upper) per system; NaN without
     units.  ``units``: :func:`_unit_streams`; ``draws``: (streams, bets) of ``precision`` and
-    ``pooled_recall``; ``make_direct``: a function of (θ's streams and bets, α) giving F1's one-stream
-    test (:class:`receval.estimators.anytime_f1.DirectF1`), which then replaces F1's union of π
-    and ν (whose capitals it does not need)."""
+    ``pooled_recall``; ``make_direct``: a function of (θ's streams and bets, α) giving recall's
+    and F1's one-stream tests (:class:`receval.estimators.anytime_f1.DirectF1`), which then
+    replace ν's test and F1's union of π and ν."""
     m = draws["pooled_recall"][0].shape[0]
     if units is None or m == 0 or draws["pooled_recall"][0].shape[1] == 0:
         nan = np.full(m, np.nan)
@@ -482,6 +482,11 @@ def _theta_log_capital(streams, bets, theta: np.ndarray, side: int) -> np.ndarra
     return log_capital(streams, bets, flat, side, running=False)[:, 0].reshape(np.shape(theta))
 
 
+def theta_point(streams) -> float:
+    """θ's point Σ w a / Σ w b from its unit streams (:func:`_unit_streams`), in [0, 1]."""
+    return float(np.clip(streams.u.sum() / max(streams.v.sum(), 1e-300), 0.0, 1.0))
+
+
 def _theta_grid(streams, bets, level: float, side: int):
     """The grid of θ (G,) not rejected by θ's final capital alone at ``level`` on ``side``
     (:data:`THETA_GRID` points between θ's point estimate and that end, a quarter as many on
@@ -492,7 +497,7 @@ def _theta_grid(streams, bets, level: float, side: int):
     edge = one_sided_ends(
         streams, bets, np.full((1, 1), level), side, (0.0, 1.0), ITERATIONS, running=False
     )[0, 0]
-    point = float(np.clip(streams.u.sum() / max(streams.v.sum(), 1e-300), 0.0, 1.0))
+    point = theta_point(streams)
     near = np.linspace(min(point, edge), max(point, edge), THETA_GRID)
     far = (
         np.linspace(point, 1.0, THETA_GRID // 4)

@@ -95,7 +95,13 @@ class TrueFacts:
 def true_facts(task, data, stream, alpha_t: float) -> TrueFacts:
     """T's interval at level α_T (K and θ at α_T/2 each) and the running reference T_s
     (module docstring)."""
-    from receval.estimators.anytime import pool_correct_bounds, pool_totals, unit_bounds
+    from receval.estimators.anytime import (
+        _unit_streams,
+        pool_correct_bounds,
+        pool_totals,
+        theta_point,
+        unit_bounds,
+    )
 
     pool = pool_totals(task, data, stream)
     k_lo, k_hi = (
@@ -112,16 +118,9 @@ def true_facts(task, data, stream, alpha_t: float) -> TrueFacts:
     counted = np.where(pool.active, pool.total, 0.0)
     n_prev = np.cumsum(pool.active) - pool.active
     k_prev = (pool.facts / 2 + np.cumsum(counted) - counted) / (n_prev + 1.0)
-    theta = _theta_point(data)
+    units = _unit_streams(data)  # θ's point (1 without units that found a correct fact)
+    theta = max(theta_point(units[0]), 1e-3) if units is not None else 1.0
     return TrueFacts(lower, upper, k_prev / theta)
-
-
-def _theta_point(data) -> float:
-    """θ's point Σ w a / Σ w b over the exhaustive units (1 without units that found one)."""
-    found = float((data.unit_weight * data.unit_found).sum())
-    if found <= 0:
-        return 1.0
-    return max(float((data.unit_weight * data.unit_pooled).sum()) / found, 1e-3)
 
 
 def _w(T, c):
@@ -261,12 +260,12 @@ def direct_f1(precision, pool, stream, sizes: np.ndarray, horizon):
     n = np.asarray(sizes, float)
 
     def make(theta, alpha: float) -> dict[str, DirectF1]:
-        from receval.estimators.anytime import _theta_grid
+        from receval.estimators.anytime import _theta_grid, theta_point
 
         t_streams, t_bets = theta
         grid, _ = _theta_grid(t_streams, t_bets, np.log(2.0 / alpha), +1)
         theta_min = float(grid[grid > 0].min()) if (grid > 0).any() else 1.0
-        ref = float(np.clip(t_streams.u.sum() / max(t_streams.v.sum(), 1e-300), theta_min, 1.0))
+        ref = float(np.clip(theta_point(t_streams), theta_min, 1.0))
         return {
             name: direct_stream(precision, pool, n, name, (theta_min, ref), alpha, horizon)
             for name in FORMS
@@ -280,22 +279,27 @@ def direct_stream(precision, pool, n, name: str, thetas, alpha: float, horizon) 
     bets the plug-in bets of the stream at the reference θ (``thetas`` = (θ_min, θ_ref))."""
     from receval.estimators.betting import plugin_bets
 
-    c, a = FORMS[name]
     theta_min, ref = thetas
-    nn = n[:, None]
-    shape = precision.u.shape
-    lo1 = a * nn + np.broadcast_to(pool.high, shape) / theta_min
-    active = np.asarray(precision.active, bool) & pool.active[None, :]
-    draft = DirectF1(c * nn * precision.u, pool.total, a * n, c * nn * precision.lo0, lo1,
-                     c * nn * precision.hi0, active, np.zeros(shape), theta_min)  # fmt: skip
-    scale = PRIORS[name] * (a * n + pool.facts / 2 / ref)
+    draft = _unbetted(precision, pool, n, name, theta_min)
+    scale = PRIORS[name] * (FORMS[name][1] * n + pool.facts / 2 / ref)
     bets = plugin_bets(draft.streams(np.full(n.size, ref)), alpha, PRIORS[name], horizon, scale)
     return dataclasses.replace(draft, bets=bets)
 
 
-def direct_pooled_recall(precision, pool, sizes: np.ndarray, alpha: float, horizon):
+def _unbetted(precision, pool, n, name: str, theta_min: float) -> DirectF1:
+    """:class:`DirectF1` of ``name`` with its terms and ranges, bets still 0."""
+    c, a = FORMS[name]
+    nn = n[:, None]
+    shape = precision.u.shape
+    lo1 = a * nn + np.broadcast_to(pool.high, shape) / theta_min
+    active = np.asarray(precision.active, bool) & pool.active[None, :]
+    return DirectF1(c * nn * precision.u, pool.total, a * n, c * nn * precision.lo0, lo1,
+                    c * nn * precision.hi0, active, np.zeros(shape), theta_min)  # fmt: skip
+
+
+def direct_pooled_recall(precision, pool, sizes: np.ndarray):
     """Pooled recall ν's one-stream test: recall's :class:`DirectF1` at θ = 1 (ν = G/K, so
-    n·y − r·k has mean K(ν − r)), as betting streams, with its prior guess of ν."""
+    n·y − r·k has mean K(ν − r)), as betting streams (their bets are the sequence's own), with
+    its prior guess of ν."""
     n = np.asarray(sizes, float)
-    nu = direct_stream(precision, pool, n, "recall", (1.0, 1.0), alpha, horizon)
-    return nu.streams(np.ones(n.size)), PRIORS["recall"]
+    return _unbetted(precision, pool, n, "recall", 1.0).streams(np.ones(n.size)), PRIORS["recall"]
