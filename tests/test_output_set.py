@@ -188,3 +188,26 @@ def test_sigint_at_any_point_never_leaves_a_mixed_folder(tasks, tmp_path):
         assert not [p for p in tmp_path.iterdir() if p.name != "out"], "staging left behind"
     assert "task-a" in seen  # at least one interruption came before the swap
     assert said, "no interrupted run printed the error line"
+
+
+def test_a_signal_released_after_the_swap_leaves_no_previous_folder(tmp_path, monkeypatch):
+    """A Ctrl-C held back during the renames is delivered as they are released: the new set is
+    in place and the previous folder is removed on that path too (once left behind in CI)."""
+    import contextlib
+
+    from receval.formats import output_set as module
+
+    out = tmp_path / "out"
+    with module.output_set(out) as folder:
+        (folder / "a.csv").write_text("old\n")
+
+    @contextlib.contextmanager
+    def released_with_a_pending_signal():
+        yield
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "_signals_held", released_with_a_pending_signal)
+    with pytest.raises(KeyboardInterrupt), module.output_set(out) as folder:
+        (folder / "a.csv").write_text("new\n")
+    assert (out / "a.csv").read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

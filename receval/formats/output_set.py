@@ -98,15 +98,19 @@ def _signals_held() -> Iterator[None]:
 
 
 def _swap_in(staging: Path, out: Path) -> None:
-    with _signals_held():
-        previous = None
-        if out.exists():
-            previous = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-", dir=out.parent))
-            previous.rmdir()
-            os.rename(out, previous)
-        os.rename(staging, out)
-    if previous is not None:
-        shutil.rmtree(previous, ignore_errors=True)
+    previous = None
+    try:
+        with _signals_held():
+            if out.exists():
+                previous = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-", dir=out.parent))
+                previous.rmdir()
+                os.rename(out, previous)
+            os.rename(staging, out)
+    finally:
+        # a signal held back during the renames arrives as they are released: the previous
+        # folder is removed on that path too (it was left beside ``out`` once in a CI run)
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
 
 
 @contextlib.contextmanager
