@@ -81,6 +81,13 @@ def world_task(config: SimulationConfig, seed: int, where: Path):
     return world, load_task(root)
 
 
+def distinct_labels(samples: pd.DataFrame, draws: int) -> int:
+    """The labels an organiser pays for among the first ``draws`` draws: distinct facts (a
+    fact drawn again, for the same or another system, is labelled once)."""
+    head = samples.iloc[: int(abs(draws))]
+    return len(head[["query_id", "answer"]].drop_duplicates())
+
+
 def labels_of(task, samples: pd.DataFrame) -> pd.DataFrame:
     """Judgments of every drawn answer from the task's truth (C/W)."""
     truth = task.truth.set_index("fact")["value"]
@@ -248,7 +255,11 @@ GRADIENT = {"systems": 12, "teams": 12, "queries": 50, "precision": (0.35, 0.80)
 #: 0.35–0.80 (world seed 1 draws 0.70 0.70 0.69 0.68 0.67 0.66 0.63 0.62 0.59 0.59 0.58 0.56
 #: 0.54 0.53 0.53 0.52 0.52 0.52 0.49 0.48: evenly spaced, no groups)
 GRADIENT20 = {"systems": 20, "teams": 5, "queries": 60, "precision": (0.35, 0.80)}
-GRADIENTS = {"gradient": GRADIENT, "gradient20": GRADIENT20}
+#: the first gradient world with ten times the queries (about 1,900 outputs per system, a pool
+#: of about 13,000 facts): the loop's draws stay well below the pool size, where in
+#: the first world they reach 2.4x it and an equal spread labels most of the pool anyway
+GRADIENT_LARGE = {**GRADIENT, "queries": 500}
+GRADIENTS = {"gradient": GRADIENT, "gradient20": GRADIENT20, "gradient-large": GRADIENT_LARGE}
 
 
 def gradient_study(
@@ -276,7 +287,8 @@ def gradient_study(
     world, task = world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")[rank_by]
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
-                                             "equal_at_same", "total")}  # fmt: skip
+                                             "equal_at_same", "total", "used_labels",
+                                             "equal_labels")}  # fmt: skip
     ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
     judge = judge_table(task, np.random.default_rng(seed))
     for rep in range(reps):
@@ -296,15 +308,18 @@ def gradient_study(
         # labels the loop used to decide its pairs: the look at which the last one was decided
         used = max(first_seen.values(), default=0)
         out["used"].append(used)
+        out["used_labels"].append(distinct_labels(loop.samples, used))
         if widths:
             _width_ratios(loop, judge, ratios)
-        need, same = _equal_design(world, task, pairs, used, (seed, rep), per, equal_rounds,
-                                   rank_by)  # fmt: skip
+        need, same, labels = _equal_design(world, task, pairs, used, (seed, rep), per,
+                                           equal_rounds, rank_by)  # fmt: skip
         out["equal_used"].append(need)
+        out["equal_labels"].append(labels)
         out["equal_at_same"].append(same)
         print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
               f"same {same}", file=sys.stderr, flush=True)  # fmt: skip
     out["truth"] = sorted(truth.to_numpy(), reverse=True)
+    out["pool_facts"] = [float(task.facts["in_pool"].sum())]
     out.update({f"ratio {m}": v for m, v in ratios.items()})
     return {k: np.asarray(v, float) for k, v in out.items()}
 
@@ -324,9 +339,9 @@ def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> N
 
 
 def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="precision"):
-    """Labels an equal design needs to decide ``pairs`` (minus the labels it had drawn when it
-    had not within ``max_rounds``: a lower bound) and the pairs it decides with ``used`` labels
-    (the loop's)."""
+    """Draws an equal design needs to decide ``pairs`` (minus the draws it had made when it
+    had not within ``max_rounds``: a lower bound), the pairs it decides with ``used`` draws
+    (the loop's) and the distinct facts it had labelled by then (negative: a lower bound)."""
     from receval.until_decided import equal_round
 
     m = len(task.systems)
@@ -348,7 +363,8 @@ def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="pre
         equal.task = equal._task()
     if np.isnan(need):  # not reached: it needs more than the labels it drew (a lower bound)
         need = -float(len(equal.samples))
-    return need, same
+    labels = distinct_labels(equal.samples, need)
+    return need, same, labels if need > 0 else -labels
 
 
 def judge_table(task, rng: np.random.Generator) -> pd.DataFrame:
@@ -494,7 +510,8 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
 
 def population_study(
     streams: int, seed: int, alpha: float = 0.05, control: bool = True, popular: str = "right",
-    judge: str | None = None, widths: bool = False, pop: Population | None = None, **kw,
+    judge: str | None = None, widths: bool = False, pop: Population | None = None,
+    known: bool = True, **kw,
 ) -> dict:  # fmt: skip
     """The unit-level check of the precision sequences: ``streams`` independent campaigns on
     one fixed finite population (:func:`finite_population`, :func:`population_stream`), and
@@ -530,6 +547,7 @@ def population_study(
             pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"], r["own_b"],
             r["stratum"], r["mass"],
             (score[r["fact"]], control_of["judge"]) if control_of else None,
+            fact=r["fact"] if known else None,
         ) if control else
         precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"], r["own"])
         for r in runs
@@ -595,6 +613,13 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
     )
+    # labels paid for: distinct facts (a fact drawn again costs no new label)
+    distinct = out["used_labels"] / np.abs(out["equal_labels"])
+    print(
+        f"  in distinct facts labelled: loop {_mean_se(out['used_labels'])}, equal design "
+        f"{_mean_se(np.abs(out['equal_labels']))}; loop / equal {_mean_se(distinct)} "
+        f"(pool: {out['pool_facts'][0]:.0f} facts)"
+    )
     for metric in (*METRICS, "ppi precision"):
         target = " (target <= 1.5)" if metric == "precision" else ""
         print(
@@ -650,7 +675,9 @@ def main() -> None:
         "--equal-rounds", type=int, default=64, help="rounds the equal design may draw (gradient)"
     )
     parser.add_argument(
-        "--only", nargs="*", default=["population", "null12", "null40", "gradient", "gradient20"]
+        "--only",
+        nargs="*",
+        default=["population", "null12", "null40", "gradient", "gradient20", "gradient-large"],
     )
     parser.add_argument(
         "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"

@@ -14,7 +14,8 @@ decided.  Then it draws the next B labels:
   weights of their open pairs (racing / LUCB): a pair's weight is (the steps it still needs at
   its present rate of evidence)^-1/2, ×10 for a pair adjacent in the ranking (a tier boundary),
   so the pairs closest to being decided get the labels and near-ties, which no budget settles,
-  little.
+  little; each system's share then × the share of its target mass not yet labelled (the
+  sequences take labelled facts exactly, so a draw of one adds nothing).
 
 The round is written in a uniformly random order, marked ``order`` = ``random`` like every
 round ``receval sample`` writes (the anytime stream reads it in file order: each draw then comes
@@ -61,6 +62,10 @@ FLOOR_SHARE = 0.2
 NEED_POWER = 0.5
 #: weight of an undecided pair adjacent in the ranking (a tier boundary) relative to others
 ADJACENT_BOOST = 10.0
+#: a system's focus weight is multiplied by (its share not yet labelled)^FRESH_POWER: the
+#: chance that one more draw of it is a new fact (gradient world, 80 repetitions, loop / equal
+#: labels 0.75 without, 0.72 at 1, 0.69 at 2, SE 0.02)
+FRESH_POWER = 1.0
 #: rank keys the loop can decide
 RANK_KEYS = ("f1", "precision", "recall", "pooled_recall")
 
@@ -79,6 +84,8 @@ class Decisions:
     draws: int
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     what: str = "pairs"
+    #: per system the share of its target mass not yet labelled (1: nothing known)
+    fresh: np.ndarray | None = None
 
     def describe_open(self, limit: int = 6) -> str:
         names = [f"{self.systems[i]}–{self.systems[j]}" for i, j in self.open_pairs[:limit]]
@@ -91,6 +98,8 @@ class Decisions:
         for (i, j), w in zip(self.open_pairs, self.weights, strict=True):
             weight[i] += w
             weight[j] += w
+        if self.fresh is not None:  # a draw of a labelled fact adds nothing new
+            weight = weight * self.fresh**FRESH_POWER
         return np.where(self.census, 0.0, weight)  # a census learns nothing from a draw
 
 
@@ -153,9 +162,11 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions
     a, b = tests.pairs[still].T
     weight = weight * np.where(np.abs(rank[a] - rank[b]) == 1, ADJACENT_BOOST, 1.0)
     open_pairs = [(int(a), int(b)) for a, b in tests.pairs[still]]
+    labelled = np.isfinite(np.asarray(data.label, float))
+    fresh = np.clip(1.0 - data.target[labelled].sum(axis=0), 0.0, 1.0)
     return Decisions(
         list(data.systems), point, open_pairs, int(tests.pairs.shape[0]),
-        data.census, data.K, weight, "pairs",
+        data.census, data.K, weight, "pairs", fresh,
     )  # fmt: skip
 
 

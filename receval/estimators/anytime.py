@@ -49,7 +49,13 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   The sequences use Z_k with a predictable control variate subtracted (the share of correct
   labels among earlier draws of the fact's popularity stratum, or with ``--estimator ppi`` the
   judge's score, each with its exact mean over X_i): same conditional mean, about half the
-  variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`).
+  variance where popularity predicts correctness (:mod:`receval.estimators.anytime_control`);
+  and a fact labelled at an earlier step enters with its label instead of its weight (the
+  control's prediction for it is the label: exact), so the spread falls as labels accumulate
+  and labels drawn for one system serve every system that output the fact.
+* the pool's correct facts K = Σ_pool f: per pool step L_s + Σ [x ∉ L_s] f/σ, L_s the correct
+  facts labelled at earlier steps (exact) and the others importance-weighted (conditional
+  mean K whenever the step covers the pool), range [0, L_s + the step's bound of Σ f/σ].
 * pooled recall ν_i = Σ_pool g_i f / Σ_pool f, micro precision and every round in a random
   order: ν_i = n_i π_i / K (K = Σ_pool f), so ν_i ≤ r exactly when n_i π_i − r K ≤ 0, and the
   step term n_i·y − r·k (y the controlled precision term, k the step's Σ f/σ with mean K, both
@@ -108,6 +114,7 @@ from receval.estimators.anytime_control import (
     RECALL_CAP,
     controlled_precision_streams,
     controlled_recall_streams,
+    known_labels,
 )
 from receval.estimators.anytime_stream import (
     ITERATIONS,
@@ -155,13 +162,21 @@ def anytime_bounds(
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
     pool = pool_totals(task, data, st)
-    weight, pool_high, pool_facts = pool.weight, pool.high, pool.facts
+    weight, pool_high, pool_facts = pool.weight, pool.raw_high, pool.facts
     if st.own_b is None:  # nothing drawn
         precision = precision_streams(data.target[st.fact], st.label, st.q, st.own)
     else:
         control = _judge_terms(task, data, st) if judge else None
         precision = controlled_precision_streams(
-            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass, control
+            data.target[st.fact],
+            st.label,
+            st.q,
+            st.own,
+            st.own_b,
+            st.stratum,
+            st.mass,
+            control,
+            fact=st.fact,
         )
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
@@ -171,7 +186,8 @@ def anytime_bounds(
     pool_active = np.broadcast_to(pool.active, (m, P))
     pool_horizon = st.pool_horizon[None, :] if P else None
     # E v = Σ_pool f: guessed as half the pool for the prior variance of the bets
-    plain = BettingStreams.of_ratios(member, pool.total[None, :], pool_high[None, :], pool_active)
+    plain = BettingStreams.of_ratios(member, pool.raw_total[None, :], pool_high[None, :],
+                                     pool_active)  # fmt: skip
     plain = dataclasses.replace(plain, cap=RECALL_CAP)
     from receval.estimators.anytime_f1 import direct_f1, direct_pooled_recall
 
@@ -202,10 +218,14 @@ def anytime_bounds(
 
 @dataclass(frozen=True)
 class PoolTotals:
-    """The pool's correct-fact terms: per draw f/σ (``weight``); per pool step (P,) the sum
-    Σ f/σ (``total``, conditional mean Σ_pool f), its predictable range [0, ``high``], whether
-    the step covers the pool (``active``) and the steps of the rounds started so far
-    (``horizon``); ``facts`` the facts in the pool."""
+    """The pool's correct-fact terms: per draw f/σ (``weight``); per pool step (P,) the term
+    ``total`` = L_s + Σ f/σ over the step's draws of facts not labelled at an earlier step, L_s
+    the correct facts labelled at earlier steps (conditional mean Σ_pool f: the labelled facts
+    exactly, the others importance-weighted), its predictable range [0, ``high``] (the step's
+    bound of Σ f/σ plus L_s), whether the step covers the pool (``active``) and the steps of
+    the rounds started so far (``horizon``); ``facts`` the facts in the pool.  ``raw_total``
+    and ``raw_high``: the plain sums Σ f/σ over all the step's draws and their bound (the
+    ratio tests A − r·B of legacy rounds need B ≥ A step by step)."""
 
     weight: np.ndarray
     total: np.ndarray
@@ -213,6 +233,8 @@ class PoolTotals:
     active: np.ndarray
     horizon: np.ndarray
     facts: float
+    raw_total: np.ndarray
+    raw_high: np.ndarray
 
 
 def pool_totals(task: Task | None, data: SampleData, st: Stream) -> PoolTotals:
@@ -220,9 +242,16 @@ def pool_totals(task: Task | None, data: SampleData, st: Stream) -> PoolTotals:
     with np.errstate(divide="ignore", invalid="ignore"):
         weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
         high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
-    total = np.bincount(st.pool_step, weights=weight, minlength=st.P)
+    raw = np.bincount(st.pool_step, weights=weight, minlength=st.P)
     facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
-    return PoolTotals(weight, total, high, st.pool_cover > 0, st.pool_horizon, facts)
+    known = known_labels(st.fact, st.label, st.pool_step)
+    fresh = np.bincount(st.pool_step, weights=np.where(known.known, 0.0, weight), minlength=st.P)
+    labelled = np.zeros(st.P)
+    if st.fact.size:  # correct facts labelled at earlier steps, per step
+        steps, row = np.unique(st.pool_step, return_index=True)
+        labelled[steps] = known.before(np.nan_to_num(np.asarray(st.label, float)))[row]
+    return PoolTotals(weight, labelled + fresh, high + labelled, st.pool_cover > 0,
+                      st.pool_horizon, facts, raw, high)  # fmt: skip
 
 
 def pool_correct_bounds(pool: PoolTotals, levels, alpha: float):

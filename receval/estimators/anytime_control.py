@@ -25,6 +25,22 @@ U_k is known before the draw from the per-stratum coverage own_ib = Σ_s (r_s/r)
 With γ = 0 this is the plain term with a range at most the plain one (max_b 1/own_ib ≤ 1/own_i).
 When popularity says nothing about correctness, γ stays near 0 and little is lost; in the
 bench's gradient world it halves the terms' variance.
+
+**Labels already known.**  A fact drawn at an earlier step has its label in the past, so the
+control's prediction for it may be the label itself (any prediction fixed before the draw keeps
+the mean).  With L_k the facts labelled before step k (from the stream's own draws only, so
+every look reads the same terms for the same steps) the term is
+
+    U_k = Σ_{x ∈ X_i ∩ L_k} t_i f + γ_k (c_k − Σ_{x ∈ X_i ∩ L_k} t_i g_k) + [x_k ∉ L_k] w_k (f − γ_k g_k),
+
+whose conditional mean is again π_i: the labelled facts enter exactly, the others
+importance-weighted.  A draw of a labelled fact has no spread at all, so the spread falls as
+labels accumulate and a system whose facts are all labelled has an exact term; the range is
+the one above about the new base (a draw of a labelled fact lies inside it).  Labels are
+reused across systems: a fact drawn for one system is known to every system that output it.
+In bench/anytime.py's gradient world the final look's precision interval fell from 1.10 to
+0.80 × the fixed-n bootstrap's width, and the paired tests on the same terms decided 45.7
+pairs where they decided 35.0 (80 repetitions).
 """
 
 from __future__ import annotations
@@ -114,6 +130,44 @@ def judge_control(
     return JudgeControl(mean, high, low)
 
 
+@dataclass(frozen=True)
+class KnownLabels:
+    """The labels a step already knows: a fact drawn at an earlier step has its label in the
+    past, so the term of a later draw of it can be its exact contribution (module docstring).
+    ``known`` (K,) whether the row's fact was labelled at an earlier step; ``first`` (K,) the
+    rows that label a fact for the first time; ``start`` (K,) the first row of each row's step."""
+
+    known: np.ndarray
+    first: np.ndarray
+    start: np.ndarray
+
+    def before(self, values: np.ndarray) -> np.ndarray:
+        """Per row (K, …) the sum of ``values`` (K, …) over the first-labelling rows of the
+        earlier steps: e.g. values = t_i(x)·f(x) gives Σ_{x labelled before} t_i(x) f(x)."""
+        picked = np.where(self.first.reshape(-1, *[1] * (values.ndim - 1)), values, 0.0)
+        cum = np.concatenate([np.zeros((1, *values.shape[1:])), np.cumsum(picked, axis=0)])
+        return cum[self.start]
+
+
+def known_labels(fact: np.ndarray, label: np.ndarray, step: np.ndarray) -> KnownLabels:
+    """:class:`KnownLabels` of rows with facts ``fact`` and ``label`` (NaN: not labelled) in
+    stream order, ``step`` (K,) each row's step (non-decreasing)."""
+    fact = np.asarray(fact, np.int64)
+    K = fact.size
+    labelled = np.isfinite(np.asarray(label, float))
+    first = np.zeros(K, bool)
+    first_row = np.full(int(fact.max()) + 1 if K else 0, K, np.int64)
+    if labelled.any():
+        rows = np.flatnonzero(labelled)
+        facts, at = np.unique(fact[rows], return_index=True)
+        first[rows[at]] = True
+        first_row[facts] = rows[at]
+    step = np.asarray(step, np.int64)
+    start = np.searchsorted(step, step, side="left") if K else np.zeros(0, np.int64)
+    known = labelled & (first_row[fact] < start) if K else np.zeros(0, bool)
+    return KnownLabels(known, first, start)
+
+
 def controlled_precision_streams(
     target: np.ndarray,
     label: np.ndarray,
@@ -123,6 +177,7 @@ def controlled_precision_streams(
     stratum: np.ndarray,
     mass: np.ndarray,
     judge: tuple[np.ndarray, JudgeControl] | None = None,
+    fact: np.ndarray | None = None,
 ) -> BettingStreams:
     """Every system's precision stream with the control variate (module docstring): m streams
     of K steps.  ``target`` (K, m) t_i at each drawn fact, ``label`` (K,), ``q`` (K,), ``own``
@@ -139,6 +194,7 @@ def controlled_precision_streams(
     active = (own > 0) & covered
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(active, target / q[:, None], 0.0)
+    beta = None
     if judge is None:
         beta = _stratum_shares(f, stratum)  # (K, B), predictable
         g = beta[np.arange(K), stratum]  # (K,)
@@ -152,16 +208,39 @@ def controlled_precision_streams(
     control = w * g[:, None] - c
     gamma = _regression(plain, control, active)
     u = plain - gamma * control
+    base = gamma * c
+    if fact is not None:  # facts labelled at earlier steps enter with their exact labels
+        correct, predicted, fresh = _known_parts(target, label, fact, stratum, beta, g)
+        base = correct + gamma * (c - predicted)
+        u = base + np.where(fresh[:, None], w * (f[:, None] - gamma * g[:, None]), 0.0)
     down, up = np.zeros((K, m)), np.zeros((K, m))
     for b in range(own_b.shape[2]):  # one stratum at a time: (K, m) work arrays
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = np.where(present[None, :, b] & (own_b[..., b] > 0), 1.0 / own_b[..., b], 0.0)
         np.maximum(down, gamma * g_high[..., b] * inv, out=down)
         np.maximum(up, (1.0 - gamma * g_low[..., b]) * inv, out=up)
-    lo = gamma * c - down
-    hi = gamma * c + up
+    lo = base - down
+    hi = base + up
     one = np.ones((m, K))
     return BettingStreams(u.T, one, lo.T, one, hi.T, one, active.T)
+
+
+def _known_parts(target, label, fact, stratum, beta, g):
+    """For the terms with known labels: per row (K, m) Σ t_i f and Σ t_i g_k over the facts
+    labelled at earlier rows (g_k the control's prediction at the row: β_k of the fact's stratum,
+    or the judge's score when ``beta`` is None), and (K,) whether the row's fact is new."""
+    K = target.shape[0]
+    kn = known_labels(fact, label, np.arange(K))
+    f = np.nan_to_num(np.asarray(label, float))
+    correct = kn.before(target * f[:, None])
+    if beta is None:
+        predicted = kn.before(target * g[:, None])
+    else:
+        predicted = np.zeros_like(correct)
+        for b in range(beta.shape[1]):  # β_k changes with k: the known mass per stratum
+            mass_b = kn.before(np.where((stratum == b)[:, None], target, 0.0))
+            predicted += beta[:, b : b + 1] * mass_b
+    return correct, predicted, ~kn.known
 
 
 def _stratum_shares(f: np.ndarray, stratum: np.ndarray, prior: float = 0.5) -> np.ndarray:

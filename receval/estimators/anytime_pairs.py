@@ -16,7 +16,11 @@ systems are covered (a predictable decision), with conditional mean μ_a − μ_
   :mod:`receval.estimators.anytime` with a control variate: E[t_i/q] = Σ_{X_i} t_i = 1 when q covers
   X_i, so any predictable c_is keeps the mean π_i; c_is is the running self-normalised estimate
   of π_i from the earlier steps, prior 1/2), range [c − c·H, c + (1 − c)·H] with H = 1/own the
-  step's predictable bound of t_i/q.  A census system's term is its exact precision (width 0).
+  step's predictable bound of t_i/q.  Facts labelled at earlier steps enter exactly
+  (:mod:`receval.estimators.anytime_control`, "Labels already known"): with L_s those facts,
+  Y_is = Σ_{X_i ∩ L_s} t_i f + c_is (1 − Σ_{X_i ∩ L_s} t_i) + [x ∉ L_s] t_i (f − c_is)/q, the
+  range as above about the new base, and c_is then estimated from the draws of new facts.
+  A census system's term is its exact precision (width 0).
 * pooled recall ν and recall θ·ν (θ is common, so recall orders the systems as ν): with micro
   precision ν_i = n_i π_i / Σ_pool f, so D_s = n_a·Y_as − n_b·Y_bs (the precision terms above)
   has conditional mean n_a π_a − n_b π_b, whose sign is that of ν_a − ν_b
@@ -133,13 +137,16 @@ def precision_terms(task, data, stream) -> SystemTerms:
         ratio = data.target[st.fact] * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]  # t/q (K, m)
         high = np.where(st.own > 0, 1.0 / st.own, 0.0)
     act = st.own > 0
+    target = data.target[st.fact]
+    correct, mass, fresh = _known_by_step(st, target, P)
+    act_fresh = act & fresh[:, None]
     z_s = np.zeros((m, P))
     r_s = np.zeros((m, P))
     h_s = np.zeros((m, P))
     a_s = np.zeros((m, P), bool)
     label = st.label
     for i in range(m):  # m bincounts over the steps
-        w = np.where(act[:, i], ratio[:, i], 0.0)
+        w = np.where(act_fresh[:, i], ratio[:, i], 0.0)
         z_s[i] = np.bincount(st.pool_step, weights=w * label, minlength=P)
         r_s[i] = np.bincount(st.pool_step, weights=w, minlength=P)
         h_s[i] = np.bincount(
@@ -149,9 +156,10 @@ def precision_terms(task, data, stream) -> SystemTerms:
     # c_is: the self-normalised estimate of π_i from the steps before s (prior 1/2)
     c = (0.5 + np.cumsum(z_s, axis=1) - z_s) / (1.0 + np.cumsum(r_s, axis=1) - r_s)
     c = np.clip(c, 0.0, 1.0)
-    y = np.where(a_s, z_s - c * r_s + c, 0.0)
-    lo = np.where(a_s, c - c * h_s, 0.0)
-    hi = np.where(a_s, c + (1.0 - c) * h_s, 0.0)
+    base = correct + c * (1.0 - mass)  # the labelled facts exactly, c for the others
+    y = np.where(a_s, z_s - c * r_s + base, 0.0)
+    lo = np.where(a_s, base - c * h_s, 0.0)
+    hi = np.where(a_s, base + (1.0 - c) * h_s, 0.0)
     census = np.asarray(data.census, bool)
     if census.any():  # exact: a constant term, every step
         exact = np.asarray(data.census_precision, float)[census][:, None]
@@ -159,6 +167,22 @@ def precision_terms(task, data, stream) -> SystemTerms:
         a_s[census] = True
     exact = np.where(census, np.asarray(data.census_precision, float), np.nan)
     return SystemTerms(y, lo, hi, a_s, exact)
+
+
+def _known_by_step(st, target: np.ndarray, P: int):
+    """Per system and step (m, P) Σ t_i f and Σ t_i over the facts labelled at earlier steps,
+    and per draw (K,) whether its fact is new (not labelled at an earlier step)."""
+    from receval.estimators.anytime_control import known_labels
+
+    kn = known_labels(st.fact, st.label, st.pool_step)
+    f = np.nan_to_num(np.asarray(st.label, float))
+    m = target.shape[1]
+    correct, mass = np.zeros((m, P)), np.zeros((m, P))
+    if st.fact.size:
+        steps, row = np.unique(st.pool_step, return_index=True)
+        correct[:, steps] = kn.before(target * f[:, None])[row].T
+        mass[:, steps] = kn.before(target)[row].T
+    return correct, mass, ~kn.known
 
 
 def pooled_recall_terms(task, data, stream) -> SystemTerms:

@@ -275,7 +275,8 @@ def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 2
     y = (rng.random((m, K)) < np.array([0.3, 0.5, 0.7])[:m, None]).astype(float)
     precision = BettingStreams.of_means(y, 1.0)
     total = rng.uniform(0, 60, K)
-    pool = PoolTotals(np.zeros(K), total, np.full(K, 60.0), np.ones(K, bool), np.full(K, K), 60.0)
+    pool = PoolTotals(np.zeros(K), total, np.full(K, 60.0), np.ones(K, bool), np.full(K, K), 60.0,
+                      total, np.full(K, 60.0))  # fmt: skip
     stream = SimpleNamespace(P=K, fact=np.arange(K), pool_step=np.arange(K))
     make = direct_f1(precision, pool, stream, np.array([40.0, 80.0, 120.0])[:m], np.full((m, K), K))
     return make((t_streams, t_bets), 0.05)[name], (t_streams, t_bets)
