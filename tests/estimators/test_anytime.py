@@ -229,9 +229,11 @@ def test_prediction_powered_anytime_scores_with_a_judge(small_task):
     assert width < plain
 
 
-def test_control_terms_are_unbiased_and_inside_their_ranges():
+@pytest.mark.parametrize("known", [False, True], ids=["weighted", "known-labels"])
+def test_control_terms_are_unbiased_and_inside_their_ranges(known):
     """Every controlled term lies in its predictable range, and the terms average to the true
-    precision (the control's known mean Σ_b β_b T_ib is exact)."""
+    precision (the control's known mean Σ_b β_b T_ib is exact); also with the facts labelled
+    at earlier steps taken exactly (what ``--intervals anytime`` computes)."""
     from receval.estimators.anytime_control import controlled_precision_streams
 
     bench = _bench()
@@ -241,7 +243,8 @@ def test_control_terms_are_unbiased_and_inside_their_ranges():
     means = []
     for r in runs:
         st = controlled_precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"],
-                                          r["own"], r["own_b"], r["stratum"], r["mass"])  # fmt: skip
+                                          r["own"], r["own_b"], r["stratum"], r["mass"],
+                                          fact=r["fact"] if known else None)  # fmt: skip
         on = st.active
         assert np.all((st.u >= st.lo0 - 1e-9)[on]) and np.all((st.u <= st.hi0 + 1e-9)[on])
         means.append(np.where(on, st.u, np.nan))
@@ -249,6 +252,47 @@ def test_control_terms_are_unbiased_and_inside_their_ranges():
     mean = np.nanmean(terms, axis=1)
     se = np.nanstd(terms, axis=1) / np.sqrt(np.isfinite(terms).sum(axis=1))
     assert np.all(np.abs(mean - pop.precision) <= 4 * se), (mean, pop.precision, se)
+
+
+def test_known_label_terms_are_unbiased_at_every_step_and_exact_once_all_is_labelled():
+    """Labels known from earlier steps: at each early step (across independent campaigns, so
+    the steps' own conditional means are checked, not only their average) the terms average
+    to the true precision; once every fact of a system is labelled its term *is* its
+    precision, and the pool's correct-fact term is the pool's correct facts."""
+    from types import SimpleNamespace
+
+    from receval.estimators.anytime import pool_totals
+    from receval.estimators.anytime_control import controlled_precision_streams, known_labels
+
+    bench = _bench()
+    rng = np.random.default_rng(5)
+    pop = bench.finite_population(rng)
+    runs = [bench.population_stream(pop, rng) for _ in range(600)]
+    steps = min(len(r["fact"]) for r in runs)
+    u = np.full((len(runs), pop.p.shape[1], steps), np.nan)
+    for c, r in enumerate(runs):
+        st = controlled_precision_streams(pop.target[r["fact"]], pop.label[r["fact"]], r["q"],
+                                          r["own"], r["own_b"], r["stratum"], r["mass"],
+                                          fact=r["fact"])  # fmt: skip
+        u[c] = np.where(st.active, st.u, np.nan)[:, :steps]
+        everything = known_labels(r["fact"], pop.label[r["fact"]], np.arange(r["fact"].size))
+        full = everything.before(pop.target[r["fact"]]) > 1 - 1e-12  # (K, m) all labelled
+        assert np.allclose(
+            st.u[full.T], np.broadcast_to(pop.precision[:, None], st.u.shape)[full.T]
+        )
+    for k in (5, 40, 120, steps - 1):  # steps of every campaign, early to late
+        at = u[:, :, k]
+        n = np.isfinite(at).sum(axis=0)
+        se = np.nanstd(at, axis=0) / np.sqrt(n) + 1e-12
+        assert np.all(np.abs(np.nanmean(at, axis=0) - pop.precision) <= 4.5 * se), k
+    # the pool: one draw per step, σ the draw's probability; all labelled -> exactly K
+    fact = np.tile(np.arange(6), 3)
+    label = np.array([1.0, 0, 1, 1, 0, 0])[fact]
+    st = SimpleNamespace(fact=fact, label=label, pool_step=np.arange(18), P=18,
+                         pool_sigma=np.full(18, 1 / 6), pool_cover=np.full(18, 1 / 6),
+                         pool_size=np.ones(18), pool_horizon=np.full(18, 18.0))  # fmt: skip
+    pool = pool_totals(None, SimpleNamespace(sizes=np.array([6.0])), st)
+    assert np.allclose(pool.total[6:], 3.0) and np.all(pool.total <= pool.high)
 
 
 def test_null_tally_follows_systems_not_rows():
