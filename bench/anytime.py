@@ -29,12 +29,17 @@ with ``receval score --intervals anytime`` after the first round and after every
   same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
   too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7);
 * **gradient20** (:data:`GRADIENT20`): the same study in a second world — 20 systems in 5
-  teams of 4, 60 queries — to check that the racing constants, tuned on the first, carry over.
+  teams of 4, 60 queries — to check that the racing constants, tuned on the first, carry over;
+* **gradient-large** (:data:`GRADIENT_LARGE`): the first world with ten times the queries, so
+  the pool (about 17,900 facts) is 5.7x the loop's draws; in the first two the draws
+  outnumber the pool, and an equal spread labels most of it anyway.  Each gradient study
+  also counts the distinct facts labelled (a fact drawn again costs no new label).
 
 "Covered at every look" is tallied per system by name (the leaderboard's row order follows
 the ranking and changes between looks).
 
-Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20]
+Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20
+gradient-large]
 [--seed S] [--no-widths] [--rank-by precision|f1|recall|pooled_recall]
 
 ``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
@@ -256,7 +261,7 @@ GRADIENT = {"systems": 12, "teams": 12, "queries": 50, "precision": (0.35, 0.80)
 #: 0.54 0.53 0.53 0.52 0.52 0.52 0.49 0.48: evenly spaced, no groups)
 GRADIENT20 = {"systems": 20, "teams": 5, "queries": 60, "precision": (0.35, 0.80)}
 #: the first gradient world with ten times the queries (about 1,900 outputs per system, a pool
-#: of about 13,000 facts): the loop's draws stay well below the pool size, where in
+#: of about 17,900 facts): the loop's draws stay well below the pool size, where in
 #: the first world they reach 2.4x it and an equal spread labels most of the pool anyway
 GRADIENT_LARGE = {**GRADIENT, "queries": 500}
 GRADIENTS = {"gradient": GRADIENT, "gradient20": GRADIENT20, "gradient-large": GRADIENT_LARGE}
