@@ -601,15 +601,19 @@ def draw_stream_floor(ctx: ScoringContext) -> int:
     return int(floor_probabilities(samples)[ctx.data.draw_row].sum())
 
 
+KNOWN = (
+    "a fact labelled at an earlier draw of the stream enters every system's term, and the "
+    "pool's correct-fact term, with its label instead of its importance weight (exact)"
+)
 CONTROL_POPULAR = (
     "precision terms with a predictable control variate: the share of correct labels among "
     "earlier draws of the fact's popularity stratum (1, 2, >=3 systems), exact mean over the "
-    "system's outputs, coefficient regressed on earlier steps (anytime_control)"
+    "system's outputs, coefficient regressed on earlier steps (anytime_control); " + KNOWN
 )
 CONTROL_JUDGE = (
     "prediction-powered precision terms: the judge's score as a control variate with its "
     "exact mean over the system's outputs, coefficient regressed on earlier steps only "
-    "(predictable; anytime_control)"
+    "(predictable; anytime_control); " + KNOWN
 )
 
 
