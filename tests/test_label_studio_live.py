@@ -315,14 +315,14 @@ def _browser():
     return module
 
 
-def _poll(devtools, expression: str, timeout: float = 120.0):
+def _poll(devtools, expression: str, timeout: float = 120.0, every: float = 0.5):
     """The first truthy value of ``expression`` in the page (None after ``timeout`` s)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = devtools.evaluate(expression)
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     return None
 
 
@@ -334,9 +334,17 @@ _CLICK = """(() => {
   return document.body.innerText;
 })()"""
 
-_CHECKED = """(() => [...document.querySelectorAll('label')]
-  .filter(l => l.innerText.trim().replace(/\\[\\d+\\]$/, '') === %s)
-  .some(l => l.querySelector('input') && l.querySelector('input').checked))()"""
+# checked, or clicked again: a click that lands before the view is interactive is lost (CI saw
+# 'correct' never checked within 30 s); polled every 2 s so a slow re-render is not toggled back
+_CHECKED = """(() => {
+  const pick = [...document.querySelectorAll('label')]
+    .filter(l => l.innerText.trim().replace(/\\[\\d+\\]$/, '') === %s);
+  if (pick.length !== 1) return null;
+  const input = pick[0].querySelector('input');
+  if (input && input.checked) return true;
+  pick[0].click();
+  return null;
+})()"""
 
 _SUBMIT = """(() => {
   const b = [...document.querySelectorAll('button')].filter(b => b.innerText.trim() === 'Submit');
@@ -393,7 +401,8 @@ def test_a_vote_clicked_in_the_labelling_view(server, bundle, tmp_path):
             assert task["data"]["answer"] in shown
             assert not [s for s in systems if s in shown], "the labelling view names a system"
             # a loaded machine can let Submit go before the view registered the choice
-            assert _poll(devtools, _CHECKED % json.dumps(choice), 30), f"{choice!r} not checked"
+            checked = _poll(devtools, _CHECKED % json.dumps(choice), 60, every=2.0)
+            assert checked, f"{choice!r} not checked"
             assert _poll(devtools, _SUBMIT, 30), "no Submit button"
             _saved(server, admin, f"/api/tasks/{task['id']}", devtools)
     finally:
