@@ -134,27 +134,37 @@ def judge_control(
 class KnownLabels:
     """The labels a step already knows: a fact drawn at an earlier step has its label in the
     past, so the term of a later draw of it can be its exact contribution (module docstring).
-    ``known`` (K,) whether the row's fact was labelled at an earlier step; ``first`` (K,) the
-    rows that label a fact for the first time; ``start`` (K,) the first row of each row's step."""
+    ``known`` (K,) whether the row's fact was labelled at an earlier step.  Internally, in
+    step order (``order`` sorts the rows by step, stably): ``first`` the rows that label a fact
+    for the first time, ``start`` the first sorted row of each row's step."""
 
     known: np.ndarray
+    order: np.ndarray
     first: np.ndarray
     start: np.ndarray
 
     def before(self, values: np.ndarray) -> np.ndarray:
-        """Per row (K, …) the sum of ``values`` (K, …) over the first-labelling rows of the
-        earlier steps: e.g. values = t_i(x)·f(x) gives Σ_{x labelled before} t_i(x) f(x)."""
+        """Per row (K, …) the sum of ``values`` (K, …; a function of the row's fact) over the
+        facts labelled at earlier steps: e.g. values = t_i(x)·f(x) gives Σ_{x labelled before}
+        t_i(x) f(x)."""
+        values = np.asarray(values, float)[self.order]
         picked = np.where(self.first.reshape(-1, *[1] * (values.ndim - 1)), values, 0.0)
         cum = np.concatenate([np.zeros((1, *values.shape[1:])), np.cumsum(picked, axis=0)])
-        return cum[self.start]
+        out = np.empty_like(values)
+        out[self.order] = cum[self.start]
+        return out
 
 
 def known_labels(fact: np.ndarray, label: np.ndarray, step: np.ndarray) -> KnownLabels:
-    """:class:`KnownLabels` of rows with facts ``fact`` and ``label`` (NaN: not labelled) in
-    stream order, ``step`` (K,) each row's step (non-decreasing)."""
-    fact = np.asarray(fact, np.int64)
+    """:class:`KnownLabels` of rows with facts ``fact`` and ``label`` (NaN: not labelled) and
+    ``step`` (K,) each row's step, in any order (a legacy round's pool steps interleave its
+    systems' rows): a fact is known at a step when a row of an earlier step labelled it."""
+    step = np.asarray(step, np.int64)
+    order = np.argsort(step, kind="stable")
+    fact = np.asarray(fact, np.int64)[order]
+    step = step[order]
     K = fact.size
-    labelled = np.isfinite(np.asarray(label, float))
+    labelled = np.isfinite(np.asarray(label, float))[order]
     first = np.zeros(K, bool)
     first_row = np.full(int(fact.max()) + 1 if K else 0, K, np.int64)
     if labelled.any():
@@ -162,10 +172,11 @@ def known_labels(fact: np.ndarray, label: np.ndarray, step: np.ndarray) -> Known
         facts, at = np.unique(fact[rows], return_index=True)
         first[rows[at]] = True
         first_row[facts] = rows[at]
-    step = np.asarray(step, np.int64)
     start = np.searchsorted(step, step, side="left") if K else np.zeros(0, np.int64)
-    known = labelled & (first_row[fact] < start) if K else np.zeros(0, bool)
-    return KnownLabels(known, first, start)
+    sorted_known = labelled & (first_row[fact] < start) if K else np.zeros(0, bool)
+    known = np.empty(K, bool)
+    known[order] = sorted_known
+    return KnownLabels(known, order, first, start)
 
 
 def controlled_precision_streams(
