@@ -51,8 +51,8 @@ from receval.estimators.anytime_stream import MIXTURE_COLUMN
 # weighed every draw: the loop then needed 0.51 (SE 0.02, 80 repetitions) of the equal
 # design's labels for its pairs there and 0.46 in gradient20.  With labelled facts entering
 # the sequences exactly both designs decide more, and where the draws outnumber the pool an
-# equal spread finds new facts about as fast as racing: 0.72 and 0.66 (SE 0.02), 0.51 (SE
-# 0.05) in gradient-large, whose pool is 5.7x the draws.  Tried on the same
+# equal spread finds new facts about as fast as racing: 0.72 and 0.66 (SE 0.02), 0.53 (SE
+# 0.03, median 0.49) in gradient-large, whose pool is 5.7x the draws.  Tried on the same
 # repetitions and worse or no better (README): NEED_POWER 1, 3/4 (0.545), 1/4 or 0,
 # ADJACENT_BOOST 40 or 3 (0.509), FLOOR_SHARE 1/10 (0.508), a token weight (x0.02) for pairs
 # needing more than 4x the draws so far (0.542: a near-tie's draws also serve its systems'
