@@ -168,16 +168,9 @@ def anytime_bounds(
     else:
         control = _judge_terms(task, data, st) if judge else None
         precision = controlled_precision_streams(
-            data.target[st.fact],
-            st.label,
-            st.q,
-            st.own,
-            st.own_b,
-            st.stratum,
-            st.mass,
-            control,
+            data.target[st.fact], st.label, st.q, st.own, st.own_b, st.stratum, st.mass, control,
             fact=st.fact,
-        )
+        )  # fmt: skip
     horizon = st.horizon.T if K else None
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
@@ -246,10 +239,8 @@ def pool_totals(task: Task | None, data: SampleData, st: Stream) -> PoolTotals:
     facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
     known = known_labels(st.fact, st.label, st.pool_step)
     fresh = np.bincount(st.pool_step, weights=np.where(known.known, 0.0, weight), minlength=st.P)
-    labelled = np.zeros(st.P)
-    if st.fact.size:  # correct facts labelled at earlier steps, per step
-        steps, row = np.unique(st.pool_step, return_index=True)
-        labelled[steps] = known.before(np.nan_to_num(np.asarray(st.label, float)))[row]
+    # correct facts labelled at earlier steps, per step
+    labelled = known.by_step(np.nan_to_num(np.asarray(st.label, float)), st.P)
     return PoolTotals(weight, labelled + fresh, high + labelled, st.pool_cover > 0,
                       st.pool_horizon, facts, raw, high)  # fmt: skip
 

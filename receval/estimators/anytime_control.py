@@ -134,11 +134,13 @@ def judge_control(
 class KnownLabels:
     """The labels a step already knows: a fact drawn at an earlier step has its label in the
     past, so the term of a later draw of it can be its exact contribution (module docstring).
-    ``known`` (K,) whether the row's fact was labelled at an earlier step.  Internally, in
+    ``known`` (K,) whether the row's fact was labelled at an earlier step, ``step`` (K,) each
+    row's step.  Internally, in
     step order (``order`` sorts the rows by step, stably): ``first`` the rows that label a fact
     for the first time, ``start`` the first sorted row of each row's step."""
 
     known: np.ndarray
+    step: np.ndarray
     order: np.ndarray
     first: np.ndarray
     start: np.ndarray
@@ -154,15 +156,25 @@ class KnownLabels:
         out[self.order] = cum[self.start]
         return out
 
+    def by_step(self, values: np.ndarray, steps: int) -> np.ndarray:
+        """:meth:`before` per step (``steps``, …) instead of per row (0 at a step without rows;
+        every row of a step has the same value)."""
+        values = np.asarray(values, float)
+        out = np.zeros((steps, *values.shape[1:]))
+        if self.step.size:
+            at, row = np.unique(self.step, return_index=True)
+            out[at] = self.before(values)[row]
+        return out
+
 
 def known_labels(fact: np.ndarray, label: np.ndarray, step: np.ndarray) -> KnownLabels:
     """:class:`KnownLabels` of rows with facts ``fact`` and ``label`` (NaN: not labelled) and
     ``step`` (K,) each row's step, in any order (a legacy round's pool steps interleave its
     systems' rows): a fact is known at a step when a row of an earlier step labelled it."""
-    step = np.asarray(step, np.int64)
-    order = np.argsort(step, kind="stable")
+    by_row = np.asarray(step, np.int64)
+    order = np.argsort(by_row, kind="stable")
     fact = np.asarray(fact, np.int64)[order]
-    step = step[order]
+    step = by_row[order]
     K = fact.size
     labelled = np.isfinite(np.asarray(label, float))[order]
     first = np.zeros(K, bool)
@@ -176,7 +188,7 @@ def known_labels(fact: np.ndarray, label: np.ndarray, step: np.ndarray) -> Known
     sorted_known = labelled & (first_row[fact] < start) if K else np.zeros(0, bool)
     known = np.empty(K, bool)
     known[order] = sorted_known
-    return KnownLabels(known, order, first, start)
+    return KnownLabels(known, by_row, order, first, start)
 
 
 def controlled_precision_streams(

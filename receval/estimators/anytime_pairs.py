@@ -176,13 +176,7 @@ def _known_by_step(st, target: np.ndarray, P: int):
 
     kn = known_labels(st.fact, st.label, st.pool_step)
     f = np.nan_to_num(np.asarray(st.label, float))
-    m = target.shape[1]
-    correct, mass = np.zeros((m, P)), np.zeros((m, P))
-    if st.fact.size:
-        steps, row = np.unique(st.pool_step, return_index=True)
-        correct[:, steps] = kn.before(target * f[:, None])[row].T
-        mass[:, steps] = kn.before(target)[row].T
-    return correct, mass, ~kn.known
+    return kn.by_step(target * f[:, None], P).T, kn.by_step(target, P).T, ~kn.known
 
 
 def pooled_recall_terms(task, data, stream) -> SystemTerms:
