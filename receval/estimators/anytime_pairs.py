@@ -20,7 +20,15 @@ systems are covered (a predictable decision), with conditional mean μ_a − μ_
   (:mod:`receval.estimators.anytime_control`, "Labels already known"): with L_s those facts,
   Y_is = Σ_{X_i ∩ L_s} t_i f + c_is (1 − Σ_{X_i ∩ L_s} t_i) + [x ∉ L_s] t_i (f − c_is)/q, the
   range as above about the new base, and c_is then estimated from the draws of new facts.
-  A census system's term is its exact precision (width 0).
+  A system whose every fact has been labelled has the exact term π_i with range 0 from the
+  step after the last of them was drawn (**census**).  Where the stream's own draws labelled
+  them all, that is all: its exact value is not put in the earlier steps too, which would
+  replace the sequence read at earlier looks by another one at a look the data chose (two
+  sequences, each at level x, err together at up to 2x).  A system judged in full by labels
+  from outside the stream (exhaustive units, bulk assessments) has its exact value as a
+  constant term at every step: valid when those labels were in place before the stream's first
+  draw, as with every label receval reads outside ``samples.tsv``.  Two census systems are
+  ordered exactly, without error.
 * pooled recall ν and recall θ·ν (θ is common, so recall orders the systems as ν): with micro
   precision ν_i = n_i π_i / Σ_pool f, so D_s = n_a·Y_as − n_b·Y_bs (the precision terms above)
   has conditional mean n_a π_a − n_b π_b, whose sign is that of ν_a − ν_b
@@ -157,16 +165,28 @@ def precision_terms(task, data, stream) -> SystemTerms:
     c = (0.5 + np.cumsum(z_s, axis=1) - z_s) / (1.0 + np.cumsum(r_s, axis=1) - r_s)
     c = np.clip(c, 0.0, 1.0)
     base = correct + c * (1.0 - mass)  # the labelled facts exactly, c for the others
+    h_s = np.where(mass >= 1.0 - EXACT_TOLERANCE, 0.0, h_s)  # all known: no fresh fact left
     y = np.where(a_s, z_s - c * r_s + base, 0.0)
     lo = np.where(a_s, base - c * h_s, 0.0)
     hi = np.where(a_s, base + (1.0 - c) * h_s, 0.0)
     census = np.asarray(data.census, bool)
-    if census.any():  # exact: a constant term, every step
-        exact = np.asarray(data.census_precision, float)[census][:, None]
-        y[census], lo[census], hi[census] = exact, exact, exact
-        a_s[census] = True
     exact = np.where(census, np.asarray(data.census_precision, float), np.nan)
+    outside = census & ~_labelled_in_stream(st, target)
+    if outside.any():  # judged in full outside the stream: a constant term, every step
+        value = exact[outside][:, None]
+        y[outside], lo[outside], hi[outside] = value, value, value
+        a_s[outside] = True
     return SystemTerms(y, lo, hi, a_s, exact)
+
+
+def _labelled_in_stream(st, target: np.ndarray) -> np.ndarray:
+    """(m,) whether the stream's own draws labelled every fact of the system.  Such a census
+    keeps its own terms, exact (range 0) from the step after its last fact was drawn: putting
+    its exact value in the earlier steps as well would switch the pair sequences to other ones
+    at a look chosen by the data (module docstring, "Census")."""
+    rows = np.flatnonzero(np.isfinite(np.asarray(st.label, float)))
+    _, first = np.unique(np.asarray(st.fact)[rows], return_index=True)
+    return target[rows[first]].sum(axis=0) >= 1.0 - EXACT_TOLERANCE
 
 
 def _known_by_step(st, target: np.ndarray, P: int):

@@ -188,3 +188,28 @@ def test_two_census_systems_equal_up_to_rounding_are_a_tie():
     better = pair_tests(terms, np.ones(m, bool), 0.05).better
     assert not better[0, 1] and not better[1, 0]
     assert better[2, 0] and better[2, 1]
+
+
+def test_a_census_by_the_streams_own_draws_keeps_its_terms_and_is_exact_after():
+    """A system whose facts the stream's own draws labelled in full keeps the terms earlier
+    looks read (every look reads a prefix of one sequence): the same terms with or without the
+    census flag, equal to the exact precision with range 0 after its last fact was drawn.  A
+    system judged in full outside the stream is a constant term at every step."""
+    m, prec = 3, [0.4, 0.6, 0.8]
+    rng = np.random.default_rng(11)
+    _member, target, label = _world(m, prec, rng)
+    stream = _stream(target, label, np.array([0.6, 0.2, 0.2]), 600, rng)
+    drawn = np.zeros(target.shape[0], bool)
+    drawn[stream.fact] = True
+    full = np.array([bool(drawn[target[:, i] > 0].all()) for i in range(m)])
+    assert full[0] and not full[2]
+    plain = precision_terms(None, _Data(target, np.zeros(m, bool), np.full(m, np.nan)), stream)
+    census = np.array([True, False, True])  # 0 by the stream's draws, 2 from outside
+    flagged = precision_terms(None, _Data(target, census, np.where(census, prec, np.nan)), stream)
+    np.testing.assert_array_equal(flagged.y[0], plain.y[0])
+    last = max(int(np.flatnonzero(stream.fact == x)[0]) for x in np.flatnonzero(target[:, 0]))
+    after = slice(last + 1, None)
+    np.testing.assert_allclose(flagged.y[0, after], prec[0], atol=1e-12)
+    np.testing.assert_allclose(flagged.hi[0, after] - flagged.lo[0, after], 0.0, atol=1e-12)
+    assert np.ptp(flagged.y[0, : last + 1]) > 0  # estimated before
+    assert np.all(flagged.y[2] == prec[2]) and np.all(flagged.lo[2] == flagged.hi[2])
