@@ -236,7 +236,8 @@ def until_decided_round(
     ranked = int(np.isfinite(state.point).sum())
     if state.draws and ranked < min(2, len(state.systems)):
         return _stop(state, name, f"decided: no draw can help: {rank_by} cannot be estimated "
-                     "for two systems (recall and f1 need exhaustive units)")  # fmt: skip
+                     "for two systems (recall and f1 need exhaustive units: add them, or rank by "
+                     "what the draws alone estimate with --rank-by precision or pooled_recall)")  # fmt: skip
     if not state.open_pairs:
         return _stop(state, name, f"decided: all {state.pairs} {state.what} by {rank_by} are "
                      f"separated at {level}; nothing drawn")  # fmt: skip

@@ -4,6 +4,7 @@ draws are recorded with their design and checked on load; bad options exit 2 wit
 from __future__ import annotations
 
 import shutil
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -95,6 +96,26 @@ def test_a_mixture_prob_the_design_cannot_give_is_an_error_naming_the_line(sprea
     lines = bad.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert f"samples.tsv:{floor[0] + 2}" in lines[0] and "mixture_prob" in lines[0]
+
+
+def test_without_exhaustive_units_f1_stops_decided_and_says_how_to_go_on(spread_task, tmp_path):
+    """The default rank key, f1, needs exhaustive units: after the first round the loop says
+    ``decided`` (nothing can help f1) in one line naming the keys that go on without them, with
+    no warning; ranked by precision it draws."""
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    for name in ("exhaustive.tsv", "exhaustive_units.tsv"):
+        (root / name).unlink(missing_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = invoke("sample", root, "--until-decided", "--batch", 40, "--seed", 1)
+    assert out.exit_code == 0, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("decided: no draw can help")
+    assert "--rank-by precision" in lines[0]
+    drawn = invoke("sample", root, "--until-decided", "--batch", 40, "--seed", 1,
+                   "--rank-by", "precision")  # fmt: skip
+    assert drawn.exit_code == 0 and drawn.output.startswith("sample round-"), drawn.output
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,8 @@ class PairTests:
     def steps_to_decide(self) -> np.ndarray:
         """(P,) a rough count of further steps the undecided pairs need at the present rate:
         (log threshold − log capital)·2·E[D²]/mean²; inf for a mean of 0, 0 when decided."""
+        if not self.hypotheses:  # no pairs: nothing to decide
+            return np.zeros(0)
         log_need = np.log(self.hypotheses / self.alpha)
         gap = np.maximum(log_need - np.maximum(self.up, self.down), 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
