@@ -56,6 +56,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -282,30 +283,47 @@ def gradient_study(
     system, ranked by ``rank_by``) against a fixed equal design read by the same sequences (the
     same first round, then equal rounds of the same size, random order, same floor) in the
     gradient ``world`` (:data:`GRADIENTS`)."""
-
-    m = world["systems"]
     config = SimulationConfig(
-        systems=m, teams=world["teams"], queries=world["queries"],
+        systems=world["systems"], teams=world["teams"], queries=world["queries"],
         precision_range=world["precision"],
         recall_range=(0.1, 0.3), uppercase_teams=0.0, exhaustive_facts=60,
     )  # fmt: skip
-    world, task = world_task(config, seed, where)
-    truth = world.truth_metrics().set_index("system")[rank_by]
+    sim, task = world_task(config, seed, where)
+    truth = sim.truth_metrics().set_index("system")
+    return loop_study(sim, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by)
+
+
+def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by,
+               coverage: tuple[str, ...] = ()) -> dict:  # fmt: skip
+    """:func:`gradient_study` on a loaded ``world`` (its ``annotate`` gives the exhaustive
+    units; None: none) and ``task`` (with truth), ``truth`` the true metrics by system; with
+    ``coverage`` also the share of systems whose interval of each of those metrics covers the
+    truth at every look (scored with ``--intervals anytime`` after every round)."""
+    m = len(task.systems)
+    names = list(task.systems)
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
                                              "equal_at_same", "total", "used_labels",
                                              "equal_labels")}  # fmt: skip
+    out.update({f"covered {c}": [] for c in coverage})
     ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
     judge = judge_table(task, np.random.default_rng(seed))
     for rep in range(reps):
         loop = Loop(world, task, first=20, seed=2000 * seed + rep)
         first_seen: dict[tuple[str, str], int] = {}
         bad = False
+        ok = {c: np.ones(m, bool) for c in coverage}
         for r in range(rounds + 1):
             for pair in _better_pairs(loop.task, rank_by):
                 first_seen.setdefault(pair, len(loop.samples))
-                bad |= bool(truth[pair[0]] < truth[pair[1]])
+                bad |= bool(truth[rank_by][pair[0]] < truth[rank_by][pair[1]])
+            if coverage:
+                board = loop.look(rank_by).leaderboard.set_index("system")
+                for c in coverage:
+                    ok[c] &= inside_by_system(board, truth, c, names)
             if r == rounds or not loop.step(per * m, seed=rep, rank_by=rank_by):
                 break
+        for c in coverage:
+            out[f"covered {c}"].append(ok[c].mean())  # per repetition: its systems correlate
         pairs = set(first_seen)
         out["wrong"].append(bad)
         out["decided"].append(len(pairs))
@@ -323,10 +341,68 @@ def gradient_study(
         out["equal_at_same"].append(same)
         print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
               f"same {same}", file=sys.stderr, flush=True)  # fmt: skip
-    out["truth"] = sorted(truth.to_numpy(), reverse=True)
+    out["truth"] = sorted(truth[rank_by].to_numpy(), reverse=True)
     out["pool_facts"] = [float(task.facts["in_pool"].sum())]
+    out["systems"] = [m]
     out.update({f"ratio {m}": v for m, v in ratios.items()})
     return {k: np.asarray(v, float) for k, v in out.items()}
+
+
+def parabank_world():
+    """ParaBank-Eval (``../shared/data/parabank-eval``; real, every pooled output judged by
+    people, :func:`bench.ppi.parabank_world`): 36 systems, a pool of 5,550 paraphrases, no
+    exhaustive units; (world, task with truth, true metrics) or None when the data are absent."""
+    from dataclasses import replace
+
+    real = _sibling("ppi").parabank_world()
+    if real is None:
+        return None
+    facts = real.task.facts
+    truth = pd.DataFrame({"query_id": facts["query_id"].to_numpy(),
+                          "answer": facts["answer"].to_numpy(),
+                          "answer_raw": facts["answer"].to_numpy(),
+                          "fact": np.arange(len(facts), dtype=np.int64),
+                          "value": np.nan_to_num(real.label)})  # fmt: skip
+    return NoUnits(), replace(real.task, truth=truth), real.truth
+
+
+def _sibling(name: str):
+    """The benchmark script ``bench/<name>.py`` as a module (run as a script or loaded by path
+    in the tests, where ``bench`` is not on the import path)."""
+    import importlib.util
+
+    key = f"bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+class NoUnits:
+    """A world without exhaustive units (real data: recall and F1 are not estimated)."""
+
+    @staticmethod
+    def annotate(rng, per_system: int = 1):
+        return SimpleNamespace(exhaustive_units=None, exhaustive=None)
+
+
+#: the ParaBank loop: rounds of 10 draws per system (36 systems: 360 a round, the pool 5,550)
+PARABANK_PER = 10
+
+
+def parabank_study(
+    reps: int, seed: int, equal_rounds: int, widths: bool, rounds: int = 8
+) -> dict | None:
+    """The loop on ParaBank-Eval ranked by precision (:func:`loop_study`, rounds of
+    :data:`PARABANK_PER` per system), with precision and pooled recall covered at every look."""
+    loaded = parabank_world()
+    if loaded is None:
+        return None
+    world, task, truth = loaded
+    return loop_study(world, task, truth, reps, seed, rounds, PARABANK_PER, equal_rounds, widths,
+                      "precision", coverage=("precision", "pooled_recall"))  # fmt: skip
 
 
 def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> None:
@@ -586,16 +662,21 @@ def _mean_se(x) -> str:
 
 
 def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="precision") -> None:
-    g = GRADIENTS[name]
-    print(f"{name}: {reps} reps; {g['systems']} systems in {g['teams']} teams, precision {g['precision'][0]}-"
-          f"{g['precision'][1]} (simulator), {g['queries']} queries, ranked by {rank_by}; true "
-          f"{rank_by} {' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
+    systems = int(out["systems"][0])
+    if name in GRADIENTS:
+        g = GRADIENTS[name]
+        what = (f"{g['systems']} systems in {g['teams']} teams, precision {g['precision'][0]}-"
+                f"{g['precision'][1]} (simulator), {g['queries']} queries")  # fmt: skip
+    else:
+        what = f"{systems} systems, real labels (every pooled output judged)"
+    print(f"{name}: {reps} reps; {what}, ranked by {rank_by}; true {rank_by} "
+          f"{' '.join(f'{p:.2f}' for p in out['truth'])}")  # fmt: skip
     share, se = _share(out["wrong"])
     verdict = "PASS" if share <= 0.05 + 1e-12 else "FAIL"
     print(
         f"  a wrongly ordered decided pair at some look: {share:.3f} (SE {se:.3f}; target <= 0.05) {verdict}"
     )
-    pairs = g["systems"] * (g["systems"] - 1) // 2
+    pairs = systems * (systems - 1) // 2
     print(
         f"  pairs decided by the loop: {_mean_se(out['decided'])} of {pairs}; labels drawn "
         f"{_mean_se(out['total'])}; labels at the look deciding its last pair {_mean_se(out['used'])}"
@@ -625,6 +706,12 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
         f"{_mean_se(np.abs(out['equal_labels']))}; loop / equal {_mean_se(distinct)} "
         f"(pool: {out['pool_facts'][0]:.0f} facts)"
     )
+    for key in [k for k in out if k.startswith("covered ")]:
+        cov = out[key]
+        c, se = float(cov.mean()), float(cov.std(ddof=1) / np.sqrt(cov.size))
+        verdict = "PASS" if c >= 0.95 - 2 * se else "FAIL"
+        print(f"  {key[8:]} covered at every look: {c:.3f} (SE over {cov.size} reps {se:.3f}; "
+              f"target >= 0.95 - 2 SE) {verdict}")  # fmt: skip
     for metric in (*METRICS, "ppi precision"):
         target = " (target <= 1.5)" if metric == "precision" else ""
         print(
@@ -682,7 +769,15 @@ def main() -> None:
     parser.add_argument(
         "--only",
         nargs="*",
-        default=["population", "null12", "null40", "gradient", "gradient20", "gradient-large"],
+        default=[
+            "population",
+            "null12",
+            "null40",
+            "gradient",
+            "gradient20",
+            "gradient-large",
+            "parabank",
+        ],
     )
     parser.add_argument(
         "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"
@@ -723,6 +818,13 @@ def main() -> None:
                         f"  covered at every look, {metric}: {c:.3f} (SE over {cov.size} reps "
                         f"{s:.3f}; {m} systems each) {verdict}"
                     )
+            elif name == "parabank":
+                reps = args.reps or 8
+                out = parabank_study(reps, args.seed, args.equal_rounds, not args.no_widths)
+                if out is None:
+                    print("parabank: ../shared/data/parabank-eval absent, skipped")
+                else:
+                    _print_gradient(out, reps, name, "precision")
             else:
                 reps = args.reps or 12
                 out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds,

@@ -3,6 +3,7 @@ draws are recorded with their design and checked on load; bad options exit 2 wit
 
 from __future__ import annotations
 
+import math
 import shutil
 import warnings
 
@@ -163,6 +164,20 @@ def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
     assert out["wrong"].sum() == 0
     assert (out["decided"] >= 10).all()
     assert np.all(out["used"] <= np.abs(out["equal_used"]))
+
+
+@pytest.mark.slow
+def test_on_parabank_the_loop_orders_pairs_rightly_and_covers_at_every_look():
+    """bench/anytime.py's loop on real labels (ParaBank-Eval, 36 systems, every pooled output
+    judged by people), short: no decided pair against the true precisions, and the precision
+    and pooled-recall intervals of nearly every system cover the truth at every look."""
+    bench = load_bench("anytime")
+    out = bench.parabank_study(2, 1, equal_rounds=4, widths=False, rounds=4)
+    if out is None:
+        pytest.skip("../shared/data/parabank-eval absent")
+    assert out["wrong"].sum() == 0 and (out["decided"] >= 5).all()
+    for metric in ("precision", "pooled_recall"):  # 72 (repetition, system) pairs
+        assert out[f"covered {metric}"].mean() >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / 72), metric
 
 
 @pytest.mark.parametrize("key", ["f1", "recall"])
