@@ -232,7 +232,8 @@ def width_ratios(anytime: pd.DataFrame, boot: pd.DataFrame) -> dict[str, float]:
         w_any = (anytime[f"{m}_hi"] - anytime[f"{m}_lo"]).to_numpy(float)
         w_boot = (boot[f"{m}_hi"] - boot[f"{m}_lo"]).reindex(anytime.index).to_numpy(float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[m] = float(np.nanmedian(w_any / np.where(w_boot > 0, w_boot, np.nan)))
+            ratio = w_any / np.where(w_boot > 0, w_boot, np.nan)
+        out[m] = float(np.nanmedian(ratio)) if np.isfinite(ratio).any() else np.nan
     return out
 
 
