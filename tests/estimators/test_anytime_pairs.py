@@ -213,3 +213,25 @@ def test_a_census_by_the_streams_own_draws_keeps_its_terms_and_is_exact_after():
     np.testing.assert_allclose(flagged.hi[0, after] - flagged.lo[0, after], 0.0, atol=1e-12)
     assert np.ptp(flagged.y[0, : last + 1]) > 0  # estimated before
     assert np.all(flagged.y[2] == prec[2]) and np.all(flagged.lo[2] == flagged.hi[2])
+
+
+def test_null_fwer_with_systems_judged_in_full_by_the_stream():
+    """8 systems of equal precision, uneven shares and 1,200 draws, so the stream's draws label
+    some systems in full and not others; those are flagged census as the sample data would
+    flag them: no pair is split beyond the family-wise level."""
+    m, reps = 8, 150
+    share = np.linspace(1, 3, m) / np.linspace(1, 3, m).sum()
+    errors = censuses = 0
+    for rep in range(reps):
+        rng = np.random.default_rng(500 + rep)
+        _member, target, label = _world(m, [0.5] * m, rng)
+        stream = _stream(target, label, share, 1200, rng)
+        drawn = np.zeros(target.shape[0], bool)
+        drawn[stream.fact] = True
+        census = np.array([bool(drawn[target[:, i] > 0].all()) for i in range(m)])
+        censuses += int(census.sum())
+        data = _Data(target, census, np.where(census, 0.5, np.nan))
+        terms = precision_terms(None, data, stream)
+        errors += bool(pair_tests(terms, np.ones(m, bool), 0.05).better.any())
+    assert 0 < censuses < m * reps  # both kinds of systems occur
+    assert errors / reps <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
