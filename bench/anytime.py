@@ -33,13 +33,17 @@ with ``receval score --intervals anytime`` after the first round and after every
 * **gradient-large** (:data:`GRADIENT_LARGE`): the first world with ten times the queries, so
   the pool (about 17,900 facts) is 5.7x the loop's draws; in the first two the draws
   outnumber the pool, and an equal spread labels most of it anyway.  Each gradient study
-  also counts the distinct facts labelled (a fact drawn again costs no new label).
+  also counts the distinct facts labelled (a fact drawn again costs no new label);
+* **parabank** (real labels: ParaBank-Eval from ``../shared/data``, skipped when absent; 36
+  systems, every pooled output judged by people, no exhaustive units): the same study ranked
+  by precision with rounds of 10 per system, plus the share of (repetition, system) pairs
+  whose precision and pooled-recall intervals cover the truth at every look.
 
 "Covered at every look" is tallied per system by name (the leaderboard's row order follows
 the ranking and changes between looks).
 
 Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20
-gradient-large]
+gradient-large parabank]
 [--seed S] [--no-widths] [--rank-by precision|f1|recall|pooled_recall]
 
 ``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
