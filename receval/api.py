@@ -435,6 +435,7 @@ def sample(
     rank_by: str = "f1",
     confidence: float = 0.95,
     budget: int | None = None,
+    target: str = "micro",
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -461,7 +462,8 @@ def sample(
         Draw the next ``batch`` labels where the anytime comparisons by ``rank_by`` at
         ``confidence`` are still open, or nothing once they are decided (or ``budget`` draws are
         recorded): :func:`receval.until_decided.until_decided_round`; the result's ``decided``
-        and ``message`` say which.
+        and ``message`` say which.  ``batch``, ``rank_by``, ``confidence``, ``budget`` and
+        ``target`` (``'micro'`` or ``'macro'``, as :func:`score`'s) apply to it only.
 
     Returns
     -------
@@ -484,8 +486,13 @@ def sample(
             raise ValueError("until_decided needs batch (the draws of the next round)")
         return until_decided_round(
             _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
-            budget=budget, distribution=distribution,
+            budget=budget, distribution=distribution, target=target,
         )  # fmt: skip
+    unused = {"batch": batch is not None, "budget": budget is not None,
+              "rank_by": rank_by != "f1", "target": target != "micro"}  # fmt: skip
+    if any(unused.values()):
+        first = next(k for k, v in unused.items() if v)
+        raise ValueError(f"{first} applies only with until_decided=True")
     sizes = dict(per_system) if isinstance(per_system, Mapping) else int(per_system)
     if isinstance(sizes, int) and sizes < 0:
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")

@@ -602,6 +602,14 @@ def extrapolate(
     help="With --until-decided: stop once samples.tsv holds this many draws.",
 )
 @click.option(
+    "--target",
+    type=click.Choice(opts.TARGETS),
+    default="micro",
+    show_default=True,
+    help="With --until-decided: the average the comparisons are about, as `score --target` "
+    "(micro: over facts; macro: the mean over queries).",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -625,6 +633,7 @@ def sample(
     batch: int | None,
     rank_by: str,
     budget: int | None,
+    target: str,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -639,8 +648,9 @@ def sample(
     from receval.api import sample as draw_round
     from receval.formats.bundle import read_candidate_units
 
+    _check_round_kind(until_decided)
     if until_decided:
-        _until_decided(task, batch, seed, rank_by, confidence, budget, distribution)
+        _until_decided(task, batch, seed, rank_by, confidence, budget, distribution, target)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
     loaded, distribution = _sample_task(task, by_judge, distribution)
@@ -657,6 +667,39 @@ def sample(
         name=sample_name,
     )  # fmt: skip
     _record_round(task, drawn)
+
+
+#: `sample` options that size a round themselves, which --until-decided does (option, flag)
+_SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive", "--adaptive"),
+           ("target_width", "--target-width"), ("max_per_system", "--max-per-system"),
+           ("bound", "--bound"), ("width_for", "--width-for"), ("by_judge", "--by-judge"),
+           ("exhaustive_units", "--exhaustive-units"), ("units_from", "--units-from"),
+           ("sample_name", "--name"))  # fmt: skip
+#: options only --until-decided reads
+_UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
+               ("target", "--target"))  # fmt: skip
+
+
+def _check_round_kind(until_decided: bool) -> None:
+    """A usage error for an option given on the command line that the chosen kind of round
+    would ignore (silently drawing something else than asked is worse than stopping)."""
+    ctx = click.get_current_context()
+    given = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+    if until_decided:
+        clash = [flag for name, flag in _SIZING if name in given]
+        if clash:
+            raise click.UsageError(
+                f"{clash[0]} does not apply with --until-decided (it sizes and names its own "
+                "rounds from the open comparisons)"
+            )
+        return
+    unused = [flag for name, flag in _UNTIL_ONLY if name in given]
+    if unused:
+        raise click.UsageError(f"{unused[0]} applies only with --until-decided")
 
 
 def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from) -> None:
@@ -702,7 +745,7 @@ def _record_round(task: Path, drawn) -> None:
     )
 
 
-def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution) -> None:
+def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution, target) -> None:
     """``sample --until-decided``: the next batch, or one line saying it is decided."""
     from receval.api import sample as draw_round
     from receval.formats.bundle import record_sample_round
@@ -711,7 +754,7 @@ def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution)
         raise click.UsageError("--until-decided needs --batch B")
     drawn = _library_call(
         draw_round, _load(task), seed=seed, distribution=distribution, until_decided=True,
-        batch=batch, rank_by=rank_by, confidence=confidence, budget=budget,
+        batch=batch, rank_by=rank_by, confidence=confidence, budget=budget, target=target,
     )  # fmt: skip
     if drawn.decided:
         click.echo(drawn.message)

@@ -115,7 +115,9 @@ class UntilDecidedRound(SampleRound):
     decisions: Decisions | None = field(default=None, repr=False)
 
 
-def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
+def decisions(
+    task, rank_by: str = "f1", confidence: float = 0.95, target: str = "micro"
+) -> Decisions:
     """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``.
 
     Every pair, tested by the paired anytime sequences with Holm over all pairs
@@ -129,14 +131,16 @@ def decisions(task, rank_by: str = "f1", confidence: float = 0.95) -> Decisions:
     from receval.options import ScoreOptions
     from receval.scoring import fit
 
-    data = build_sample_data(task)
+    data = build_sample_data(task, target)
     m = data.m
     if data.K == 0:  # nothing labelled yet: every pair is open, equally (equal counts)
         nan = np.full(m, np.nan)
         pairs = [(int(i), int(j)) for i, j in zip(*np.triu_indices(m, 1), strict=True)]
         return Decisions(list(data.systems), nan, pairs, len(pairs), data.census, 0,
                          np.ones(len(pairs)))  # fmt: skip
-    options = ScoreOptions(intervals="anytime", rank_by=rank_by, confidence=confidence)
+    options = ScoreOptions(
+        intervals="anytime", rank_by=rank_by, confidence=confidence, target=target
+    )
     ctx = ScoringContext(task, data, options)
     fitted = fit(ctx, get_estimator("joint"))
     # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
@@ -213,16 +217,19 @@ def until_decided_round(
     budget: int | None = None,
     distribution: str = "uniform",
     floor: float = FLOOR_SHARE,
+    target: str = "micro",
 ) -> UntilDecidedRound:
-    """The next batch of ``--until-decided`` (module docstring), not written.
+    """The next batch of ``--until-decided`` (module docstring), not written; ``target`` the
+    average the comparisons are about (micro or macro, as ``score --target``).
 
     Raises ``ValueError`` for invalid options and while earlier draws still wait for a label (the
     choice must see them; label to_annotate.tsv first).
     """
-    from receval.options import check_choice
+    from receval.options import TARGETS, check_choice
 
     check_until_decided(batch, confidence, budget)
     check_choice("rank_by", rank_by, RANK_KEYS)
+    check_choice("target", target, TARGETS)
     if len(task.samples):
         pending = ~task.samples["fact"].isin(task.labels.index)
         if pending.any():
@@ -231,7 +238,7 @@ def until_decided_round(
                 "(to_annotate.tsv) before drawing the next batch"
             )
     name, k = next_round_name(task.samples)
-    state = decisions(task, rank_by, confidence)
+    state = decisions(task, rank_by, confidence, target)
     level = f"{confidence:.0%} (anytime, all pairs and looks)"
     ranked = int(np.isfinite(state.point).sum())
     if state.draws and ranked < min(2, len(state.systems)):

@@ -120,6 +120,45 @@ def test_without_exhaustive_units_f1_stops_decided_and_says_how_to_go_on(spread_
 
 
 @pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--until-decided", "--batch", "10", "--per-system", "4"), "--per-system does not apply"),
+        (("--until-decided", "--batch", "10", "--name", "r9"), "--name does not apply"),
+        (("--until-decided", "--batch", "10", "--adaptive"), "--adaptive does not apply"),
+        (("--per-system", "4", "--batch", "10"), "--batch applies only with --until-decided"),
+        (("--per-system", "4", "--rank-by", "precision"), "--rank-by applies only"),
+        (("--per-system", "4", "--target", "macro"), "--target applies only"),
+        (("--until-decided", "--batch", "10", "--target", "mean"), "--target"),
+    ],
+)
+def test_options_the_round_would_ignore_exit_2_naming_them(spread_task, args, said):
+    """An option the chosen kind of round would silently ignore is a usage error (exit 2, one
+    line naming it), and nothing is written."""
+    before = (spread_task / "samples.tsv").read_bytes()
+    out = invoke("sample", spread_task, "--seed", 1, *args)
+    assert out.exit_code == 2, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and said in lines[0], lines
+    assert (spread_task / "samples.tsv").read_bytes() == before
+
+
+def test_until_decided_by_the_macro_average(spread_task, tmp_path):
+    """``--target macro`` decides the comparisons of the macro-averaged metric (score
+    --target macro), drawing toward its open pairs; the API refuses until-decided options
+    without until_decided."""
+    import receval
+
+    drawn = receval.sample(spread_task, until_decided=True, batch=40, seed=2,
+                           rank_by="precision", target="macro")  # fmt: skip
+    assert not drawn.decided and len(drawn.samples) == 40
+    assert drawn.decisions.pairs == 6
+    with pytest.raises(ValueError, match="target"):
+        receval.sample(spread_task, until_decided=True, batch=40, seed=2, target="mean")
+    with pytest.raises(ValueError, match="batch applies only"):
+        receval.sample(spread_task, 5, seed=2, batch=40)
+
+
+@pytest.mark.parametrize(
     "args",
     [("--batch", "0"), ("--batch", "5", "--confidence", "1.5"), ("--batch", "-3")],
 )
