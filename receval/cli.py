@@ -648,7 +648,7 @@ def sample(
     from receval.api import sample as draw_round
     from receval.formats.bundle import read_candidate_units
 
-    _check_round_kind(until_decided)
+    _check_round_kind(until_decided, adaptive)
     if until_decided:
         _until_decided(task, batch, seed, rank_by, confidence, budget, distribution, target)
         return
@@ -675,12 +675,15 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("bound", "--bound"), ("width_for", "--width-for"), ("by_judge", "--by-judge"),
            ("exhaustive_units", "--exhaustive-units"), ("units_from", "--units-from"),
            ("sample_name", "--name"))  # fmt: skip
+#: options only --adaptive reads (--confidence: --until-decided too)
+_PLANNING = (("target_width", "--target-width"), ("max_per_system", "--max-per-system"),
+             ("bound", "--bound"), ("width_for", "--width-for"), ("confidence", "--confidence"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
                ("target", "--target"))  # fmt: skip
 
 
-def _check_round_kind(until_decided: bool) -> None:
+def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
     """A usage error for an option given on the command line that the chosen kind of round
     would ignore (silently drawing something else than asked is worse than stopping)."""
     ctx = click.get_current_context()
@@ -700,6 +703,11 @@ def _check_round_kind(until_decided: bool) -> None:
     unused = [flag for name, flag in _UNTIL_ONLY if name in given]
     if unused:
         raise click.UsageError(f"{unused[0]} applies only with --until-decided")
+    planning = [flag for name, flag in _PLANNING if name in given]
+    if planning and not adaptive:
+        raise click.UsageError(f"{planning[0]} applies only with --adaptive or --until-decided"
+                               if planning[0] == "--confidence" else
+                               f"{planning[0]} applies only with --adaptive")  # fmt: skip
 
 
 def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from) -> None:

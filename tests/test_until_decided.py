@@ -129,6 +129,8 @@ def test_without_exhaustive_units_f1_stops_decided_and_says_how_to_go_on(spread_
         (("--per-system", "4", "--rank-by", "precision"), "--rank-by applies only"),
         (("--per-system", "4", "--target", "macro"), "--target applies only"),
         (("--until-decided", "--batch", "10", "--target", "mean"), "--target"),
+        (("--per-system", "4", "--confidence", "0.9"), "--confidence applies only with"),
+        (("--per-system", "4", "--target-width", "0.05"), "--target-width applies only"),
     ],
 )
 def test_options_the_round_would_ignore_exit_2_naming_them(spread_task, args, said):
