@@ -34,16 +34,18 @@ with ``receval score --intervals anytime`` after the first round and after every
   the pool (about 17,900 facts) is 5.7x the loop's draws; in the first two the draws
   outnumber the pool, and an equal spread labels most of it anyway.  Each gradient study
   also counts the distinct facts labelled (a fact drawn again costs no new label);
-* **parabank** (real labels: ParaBank-Eval from ``../shared/data``, skipped when absent; 36
-  systems, every pooled output judged by people, no exhaustive units): the same study ranked
-  by precision with rounds of 10 per system, plus the share of (repetition, system) pairs
-  whose precision and pooled-recall intervals cover the truth at every look.
+* **parabank**, **msmarco** (real labels from ``../shared/data``, skipped when absent:
+  ParaBank-Eval's 36 systems, rounds of 10 per system; Chaganty et al.'s MS MARCO answers, 5
+  systems, rounds of 50 per system; every pooled output judged by people, no exhaustive
+  units): the same study ranked by precision, plus the share of (repetition, system) pairs
+  whose precision and pooled-recall intervals cover the truth at every look.  A repetition
+  deciding no pair is left out of the label ratios (it has no pairs to compare on).
 
 "Covered at every look" is tallied per system by name (the leaderboard's row order follows
 the ranking and changes between looks).
 
 Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20
-gradient-large parabank]
+gradient-large parabank msmarco]
 [--seed S] [--no-widths] [--rank-by precision|f1|recall|pooled_recall]
 
 ``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
@@ -357,18 +359,68 @@ def parabank_world():
     """ParaBank-Eval (``../shared/data/parabank-eval``; real, every pooled output judged by
     people, :func:`bench.ppi.parabank_world`): 36 systems, a pool of 5,550 paraphrases, no
     exhaustive units; (world, task with truth, true metrics) or None when the data are absent."""
-    from dataclasses import replace
-
     real = _sibling("ppi").parabank_world()
     if real is None:
         return None
-    facts = real.task.facts
+    return NoUnits(), _with_truth(real.task, np.nan_to_num(real.label)), real.truth
+
+
+def msmarco_world():
+    """Chaganty et al.'s MS MARCO answers (``../shared/data/chaganty-active-eval``; real): five
+    systems (the reference answers among them) answering 500 questions, every pooled answer
+    judged by three crowd workers (correct: their mean ≥ ½; the 7 answers without a mean and
+    the empty ones are left out); equal answers of several systems are one fact.  (world, task with truth, true
+    metrics) or None when the data are absent."""
+    import gzip
+    import json
+
+    from receval.config import Matching, TaskConfig
+    from receval.task import Task
+
+    path = PARABANK.parent / "chaganty-active-eval" / "qa.jsonl.gz"
+    if not path.exists():
+        return None
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            mean = row["output"].get("AvgCorrect")
+            if mean is None:
+                continue
+            c = row["input"]["contents"]
+            for system in str(c["system"]).split(";"):
+                rows.append((system, f"q{c['id']}", str(c.get("answer") or ""), mean >= 0.5))
+    frame = pd.DataFrame(rows, columns=["system", "query_id", "answer", "correct"])
+    frame = frame[frame["answer"].str.strip() != ""]  # no answer: no output
+    exact = Matching(strip=False, collapse_whitespace=False, casefold=False)
+    task = Task.from_frames(runs=frame[["system", "query_id", "answer"]],
+                            config=TaskConfig(name="msmarco", matching=exact))  # fmt: skip
+    key = pd.MultiIndex.from_frame(task.facts[["query_id", "answer"]])
+    value = frame.groupby(["query_id", "answer"])["correct"].max().reindex(key)
+    label = value.fillna(False).to_numpy(float)
+    return NoUnits(), _with_truth(task, label), _true_metrics(task, label)
+
+
+def _with_truth(task, label: np.ndarray):
+    """``task`` with a truth table giving every fact the ``label`` (F,)."""
+    from dataclasses import replace
+
+    facts = task.facts
     truth = pd.DataFrame({"query_id": facts["query_id"].to_numpy(),
                           "answer": facts["answer"].to_numpy(),
                           "answer_raw": facts["answer"].to_numpy(),
-                          "fact": np.arange(len(facts), dtype=np.int64),
-                          "value": np.nan_to_num(real.label)})  # fmt: skip
-    return NoUnits(), replace(real.task, truth=truth), real.truth
+                          "fact": np.arange(len(facts), dtype=np.int64), "value": label})  # fmt: skip
+    return replace(task, truth=truth)
+
+
+def _true_metrics(task, label: np.ndarray) -> pd.DataFrame:
+    """Each system's true precision and pooled recall (every pooled fact labelled)."""
+    out = task.outputs
+    correct = label[out["fact"].to_numpy(np.int64)]
+    g = pd.DataFrame({"system": out["system"].astype(str), "c": correct}).groupby("system")["c"]
+    truth = pd.DataFrame({"precision": g.mean(), "pooled_recall": g.sum() / float(label.sum())})
+    truth["recall"] = np.nan  # no exhaustive annotation: θ unknown
+    return truth
 
 
 def _sibling(name: str):
@@ -393,20 +445,23 @@ class NoUnits:
         return SimpleNamespace(exhaustive_units=None, exhaustive=None)
 
 
-#: the ParaBank loop: rounds of 10 draws per system (36 systems: 360 a round, the pool 5,550)
-PARABANK_PER = 10
+#: the real worlds: (loader, draws per system in a round) — ParaBank 36 systems (360 a round,
+#: a pool of 4,877 facts), MS MARCO 5 systems (250 a round, a pool of 1,850)
+REAL = {"parabank": (parabank_world, 10), "msmarco": (msmarco_world, 50)}
 
 
-def parabank_study(
-    reps: int, seed: int, equal_rounds: int, widths: bool, rounds: int = 8
+def real_study(
+    name: str, reps: int, seed: int, equal_rounds: int, widths: bool, rounds: int = 8
 ) -> dict | None:
-    """The loop on ParaBank-Eval ranked by precision (:func:`loop_study`, rounds of
-    :data:`PARABANK_PER` per system), with precision and pooled recall covered at every look."""
-    loaded = parabank_world()
+    """The loop on the real world ``name`` (:data:`REAL`) ranked by precision
+    (:func:`loop_study`), with precision and pooled recall covered at every look; None when
+    its data are absent."""
+    load, per = REAL[name]
+    loaded = load()
     if loaded is None:
         return None
     world, task, truth = loaded
-    return loop_study(world, task, truth, reps, seed, rounds, PARABANK_PER, equal_rounds, widths,
+    return loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths,
                       "precision", coverage=("precision", "pooled_recall"))  # fmt: skip
 
 
@@ -690,7 +745,8 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
     reached = eq > 0
     # not reached within its rounds: the equal design needs more than |eq| labels, so the
     # ratio is below used/|eq| and the mean over repetitions with those bounds is an upper bound
-    frac = out["used"] / np.abs(eq)
+    # a repetition deciding no pair has no pairs to compare on: left out of the ratio
+    frac = np.where(out["decided"] > 0, out["used"] / np.abs(eq), np.nan)
     print(
         f"  equal design, same sequences and rounds, to decide the same pairs: labels "
         f"{_mean_se(eq[reached])} (reached in {int(reached.sum())}/{eq.size}; the others "
@@ -699,13 +755,15 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
     print(
         f"  loop labels / equal-design labels: {_mean_se(frac)} (target <= 0.5; "
         f"{'an upper bound: unreached reps at their bound' if (~reached).any() else 'exact'}); "
-        f"median {np.median(frac):.2f}; reached reps only {_mean_se(frac[reached])}"
+        f"median {np.nanmedian(frac):.2f}; reached reps only {_mean_se(frac[reached])}"
     )
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
     )
     # labels paid for: distinct facts (a fact drawn again costs no new label)
-    distinct = out["used_labels"] / np.abs(out["equal_labels"])
+    distinct = np.where(
+        out["decided"] > 0, out["used_labels"] / np.abs(out["equal_labels"]), np.nan
+    )
     print(
         f"  in distinct facts labelled: loop {_mean_se(out['used_labels'])}, equal design "
         f"{_mean_se(np.abs(out['equal_labels']))}; loop / equal {_mean_se(distinct)} "
@@ -782,6 +840,7 @@ def main() -> None:
             "gradient20",
             "gradient-large",
             "parabank",
+            "msmarco",
         ],
     )
     parser.add_argument(
@@ -823,11 +882,11 @@ def main() -> None:
                         f"  covered at every look, {metric}: {c:.3f} (SE over {cov.size} reps "
                         f"{s:.3f}; {m} systems each) {verdict}"
                     )
-            elif name == "parabank":
+            elif name in REAL:
                 reps = args.reps or 8
-                out = parabank_study(reps, args.seed, args.equal_rounds, not args.no_widths)
+                out = real_study(name, reps, args.seed, args.equal_rounds, not args.no_widths)
                 if out is None:
-                    print("parabank: ../shared/data/parabank-eval absent, skipped")
+                    print(f"{name}: its data in ../shared/data are absent, skipped")
                 else:
                     _print_gradient(out, reps, name, "precision")
             else:
