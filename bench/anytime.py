@@ -359,7 +359,12 @@ def parabank_world():
     """ParaBank-Eval (``../shared/data/parabank-eval``; real, every pooled output judged by
     people, :func:`bench.ppi.parabank_world`): 36 systems, a pool of 5,550 paraphrases, no
     exhaustive units; (world, task with truth, true metrics) or None when the data are absent."""
-    real = _sibling("ppi").parabank_world()
+    here = str(Path(__file__).resolve().parent)  # bench/ppi.py, as bench/anytime_theta.py
+    if here not in sys.path:  # imports this one
+        sys.path.insert(0, here)
+    from ppi import parabank_world as load
+
+    real = load()
     if real is None:
         return None
     return NoUnits(), _with_truth(real.task, np.nan_to_num(real.label)), real.truth
@@ -421,20 +426,6 @@ def _true_metrics(task, label: np.ndarray) -> pd.DataFrame:
     truth = pd.DataFrame({"precision": g.mean(), "pooled_recall": g.sum() / float(label.sum())})
     truth["recall"] = np.nan  # no exhaustive annotation: θ unknown
     return truth
-
-
-def _sibling(name: str):
-    """The benchmark script ``bench/<name>.py`` as a module (run as a script or loaded by path
-    in the tests, where ``bench`` is not on the import path)."""
-    import importlib.util
-
-    key = f"bench_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules[key]
 
 
 class NoUnits:

@@ -669,15 +669,13 @@ def sample(
     _record_round(task, drawn)
 
 
-#: `sample` options that size a round themselves, which --until-decided does (option, flag)
+#: options only --adaptive reads
+_ADAPTIVE_ONLY = (("target_width", "--target-width"), ("max_per_system", "--max-per-system"),
+                  ("bound", "--bound"), ("width_for", "--width-for"))  # fmt: skip
+#: `sample` options that size or name a round themselves, which --until-decided does
 _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive", "--adaptive"),
-           ("target_width", "--target-width"), ("max_per_system", "--max-per-system"),
-           ("bound", "--bound"), ("width_for", "--width-for"), ("by_judge", "--by-judge"),
-           ("exhaustive_units", "--exhaustive-units"), ("units_from", "--units-from"),
-           ("sample_name", "--name"))  # fmt: skip
-#: options only --adaptive reads (--confidence: --until-decided too)
-_PLANNING = (("target_width", "--target-width"), ("max_per_system", "--max-per-system"),
-             ("bound", "--bound"), ("width_for", "--width-for"), ("confidence", "--confidence"))  # fmt: skip
+           *_ADAPTIVE_ONLY, ("by_judge", "--by-judge"), ("exhaustive_units", "--exhaustive-units"),
+           ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
                ("target", "--target"))  # fmt: skip
@@ -692,22 +690,25 @@ def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
         for name in ctx.params
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
+
+    def first(options) -> str | None:
+        return next((flag for name, flag in options if name in given), None)
+
     if until_decided:
-        clash = [flag for name, flag in _SIZING if name in given]
-        if clash:
+        if clash := first(_SIZING):
             raise click.UsageError(
-                f"{clash[0]} does not apply with --until-decided (it sizes and names its own "
+                f"{clash} does not apply with --until-decided (it sizes and names its own "
                 "rounds from the open comparisons)"
             )
         return
-    unused = [flag for name, flag in _UNTIL_ONLY if name in given]
-    if unused:
-        raise click.UsageError(f"{unused[0]} applies only with --until-decided")
-    planning = [flag for name, flag in _PLANNING if name in given]
-    if planning and not adaptive:
-        raise click.UsageError(f"{planning[0]} applies only with --adaptive or --until-decided"
-                               if planning[0] == "--confidence" else
-                               f"{planning[0]} applies only with --adaptive")  # fmt: skip
+    if unused := first(_UNTIL_ONLY):
+        raise click.UsageError(f"{unused} applies only with --until-decided")
+    if adaptive:
+        return
+    if unused := first(_ADAPTIVE_ONLY):
+        raise click.UsageError(f"{unused} applies only with --adaptive")
+    if "confidence" in given:
+        raise click.UsageError("--confidence applies only with --adaptive or --until-decided")
 
 
 def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from) -> None:

@@ -156,6 +156,12 @@ class KnownLabels:
         out[self.order] = cum[self.start]
         return out
 
+    def total(self, values: np.ndarray) -> np.ndarray:
+        """The sum of ``values`` (K, …; a function of the row's fact) over every fact the rows
+        label, each once: what the whole stream knows."""
+        values = np.asarray(values, float)[self.order]
+        return values[self.first].sum(axis=0)
+
     def by_step(self, values: np.ndarray, steps: int) -> np.ndarray:
         """:meth:`before` per step (``steps``, …) instead of per row (0 at a step without rows;
         every row of a step has the same value)."""

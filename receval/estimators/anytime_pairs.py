@@ -148,7 +148,8 @@ def precision_terms(task, data, stream) -> SystemTerms:
         high = np.where(st.own > 0, 1.0 / st.own, 0.0)
     act = st.own > 0
     target = data.target[st.fact]
-    correct, mass, fresh = _known_by_step(st, target, P)
+    correct, mass, kn = _known_by_step(st, target, P)
+    fresh = ~kn.known
     act_fresh = act & fresh[:, None]
     z_s = np.zeros((m, P))
     r_s = np.zeros((m, P))
@@ -173,7 +174,10 @@ def precision_terms(task, data, stream) -> SystemTerms:
     hi = np.where(a_s, base + (1.0 - c) * h_s, 0.0)
     census = np.asarray(data.census, bool)
     exact = np.where(census, np.asarray(data.census_precision, float), np.nan)
-    outside = census & ~_labelled_in_stream(st, target)
+    # a census by the stream's own draws keeps its own terms, exact (range 0) from the step
+    # after its last fact was drawn (module docstring: its exact value in the earlier steps
+    # too would switch the pair sequences at a look chosen by the data)
+    outside = census & (kn.total(target) < 1.0 - EXACT_TOLERANCE)
     if outside.any():  # judged in full outside the stream: a constant term, every step
         value = exact[outside][:, None]
         y[outside], lo[outside], hi[outside] = value, value, value
@@ -181,24 +185,14 @@ def precision_terms(task, data, stream) -> SystemTerms:
     return SystemTerms(y, lo, hi, a_s, exact)
 
 
-def _labelled_in_stream(st, target: np.ndarray) -> np.ndarray:
-    """(m,) whether the stream's own draws labelled every fact of the system.  Such a census
-    keeps its own terms, exact (range 0) from the step after its last fact was drawn: putting
-    its exact value in the earlier steps as well would switch the pair sequences to other ones
-    at a look chosen by the data (module docstring, "Census")."""
-    rows = np.flatnonzero(np.isfinite(np.asarray(st.label, float)))
-    _, first = np.unique(np.asarray(st.fact)[rows], return_index=True)
-    return target[rows[first]].sum(axis=0) >= 1.0 - EXACT_TOLERANCE
-
-
 def _known_by_step(st, target: np.ndarray, P: int):
     """Per system and step (m, P) Σ t_i f and Σ t_i over the facts labelled at earlier steps,
-    and per draw (K,) whether its fact is new (not labelled at an earlier step)."""
+    and the stream's :class:`~receval.estimators.anytime_control.KnownLabels`."""
     from receval.estimators.anytime_control import known_labels
 
     kn = known_labels(st.fact, st.label, st.pool_step)
     f = np.nan_to_num(np.asarray(st.label, float))
-    return kn.by_step(target * f[:, None], P).T, kn.by_step(target, P).T, ~kn.known
+    return kn.by_step(target * f[:, None], P).T, kn.by_step(target, P).T, kn
 
 
 def pooled_recall_terms(task, data, stream) -> SystemTerms:
