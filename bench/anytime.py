@@ -24,8 +24,11 @@ with ``receval score --intervals anytime`` after the first round and after every
   the last of them; the labels a fixed equal design needs to decide the same pairs — the same
   first round, then equal rounds of the same size drawn like ``--until-decided``'s (floor share,
   random order), read by the same sequences, at most ``--equal-rounds`` rounds (not reached: counted at that
-  bound, so the mean ratio is an upper bound); the pairs the equal design decides with the
-  loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
+  bound, so the mean ratio is an upper bound); the same for a fixed design *told the true
+  values* (counts in proportion to the allocation that decides the same pairs with the fewest
+  draws, a normal approximation, :func:`oracle_weights`): what choosing counts well can save
+  at best without adapting (``--no-oracle`` skips it); the pairs the equal design decides
+  with the loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
   same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
   too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7);
 * **gradient20** (:data:`GRADIENT20`): the same study in a second world — 20 systems in 5
@@ -285,6 +288,7 @@ def gradient_study(
     world: dict = GRADIENT,
     widths: bool = True,
     rank_by: str = "precision",
+    oracle: bool = False,
 ) -> dict:
     """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
     system, ranked by ``rank_by``) against a fixed equal design read by the same sequences (the
@@ -297,11 +301,12 @@ def gradient_study(
     )  # fmt: skip
     sim, task = world_task(config, seed, where)
     truth = sim.truth_metrics().set_index("system")
-    return loop_study(sim, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by)
+    return loop_study(sim, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by,
+                      oracle=oracle)  # fmt: skip
 
 
 def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by,
-               coverage: tuple[str, ...] = ()) -> dict:  # fmt: skip
+               coverage: tuple[str, ...] = (), oracle: bool = False) -> dict:  # fmt: skip
     """:func:`gradient_study` on a loaded ``world`` (its ``annotate`` gives the exhaustive
     units; None: none) and ``task`` (with truth), ``truth`` the true metrics by system; with
     ``coverage`` also the share of systems whose interval of each of those metrics covers the
@@ -310,7 +315,7 @@ def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths
     names = list(task.systems)
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
                                              "equal_at_same", "total", "used_labels",
-                                             "equal_labels")}  # fmt: skip
+                                             "equal_labels", "oracle_used")}  # fmt: skip
     out.update({f"covered {c}": [] for c in coverage})
     ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
     judge = judge_table(task, np.random.default_rng(seed))
@@ -344,6 +349,10 @@ def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths
         need, same, labels = _equal_design(world, task, pairs, used, (seed, rep), per,
                                            equal_rounds, rank_by)  # fmt: skip
         out["equal_used"].append(need)
+        # a fixed design told the true values: the least a design that cannot adapt needs
+        best = oracle_weights(truth, pairs, names, rank_by) if oracle and pairs else None
+        out["oracle_used"].append(np.nan if best is None else _equal_design(
+            world, task, pairs, used, (seed, rep), per, equal_rounds, rank_by, best)[0])  # fmt: skip
         out["equal_labels"].append(labels)
         out["equal_at_same"].append(same)
         print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
@@ -442,7 +451,13 @@ REAL = {"parabank": (parabank_world, 10), "msmarco": (msmarco_world, 50)}
 
 
 def real_study(
-    name: str, reps: int, seed: int, equal_rounds: int, widths: bool, rounds: int = 8
+    name: str,
+    reps: int,
+    seed: int,
+    equal_rounds: int,
+    widths: bool,
+    rounds: int = 8,
+    oracle: bool = False,
 ) -> dict | None:
     """The loop on the real world ``name`` (:data:`REAL`) ranked by precision
     (:func:`loop_study`), with precision and pooled recall covered at every look; None when
@@ -453,7 +468,7 @@ def real_study(
         return None
     world, task, truth = loaded
     return loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths,
-                      "precision", coverage=("precision", "pooled_recall"))  # fmt: skip
+                      "precision", coverage=("precision", "pooled_recall"), oracle=oracle)  # fmt: skip
 
 
 def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> None:
@@ -470,11 +485,13 @@ def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> N
     )
 
 
-def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="precision"):
-    """Draws an equal design needs to decide ``pairs`` (minus the draws it had made when it
-    had not within ``max_rounds``: a lower bound), the pairs it decides with ``used`` draws
-    (the loop's) and the distinct facts it had labelled by then (negative: a lower bound)."""
-    from receval.until_decided import equal_round
+def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="precision",
+                  weights=None):  # fmt: skip
+    """Draws an equal design (or fixed counts in proportion to ``weights``) needs to decide
+    ``pairs`` (minus the draws it had made when it had not within ``max_rounds``: a lower
+    bound), the pairs it decides with ``used`` draws (the loop's) and the distinct facts it had
+    labelled by then (negative: a lower bound)."""
+    from receval.until_decided import fixed_round
 
     m = len(task.systems)
     seed, rep = seeds
@@ -488,7 +505,7 @@ def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="pre
             need = len(equal.samples)
         if (np.isfinite(need) and np.isfinite(same)) or _r == max_rounds:
             break
-        drawn = equal_round(equal.task, per * m, seed=10_000 + rep + _r)
+        drawn = fixed_round(equal.task, per * m, seed=10_000 + rep + _r, weights=weights)
         new = drawn.samples.reindex(columns=COLUMNS)
         new.attrs = {}
         equal.samples = pd.concat([equal.samples, new], ignore_index=True)
@@ -497,6 +514,33 @@ def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="pre
         need = -float(len(equal.samples))
     labels = distinct_labels(equal.samples, need)
     return need, same, labels if need > 0 else -labels
+
+
+def oracle_weights(truth, pairs, names, metric: str = "precision") -> np.ndarray:
+    """Per system (``names`` order) the fixed counts that decide ``pairs`` with the fewest
+    draws *knowing the true values* (a normal approximation): min Σ n_i subject to v_i/n_i +
+    v_j/n_j ≤ (p_i − p_j)² for every pair, v = p(1 − p); 0 for a system in no pair.  Only
+    shares matter (the constraints scale with the test's constant)."""
+    from scipy.optimize import minimize
+
+    p = truth[metric].reindex(names).to_numpy(float)
+    v = np.maximum(p * (1 - p), 1e-3)
+    at = {s: k for k, s in enumerate(names)}
+    i, j = np.array([[at[a], at[b]] for a, b in pairs]).T
+    gap2 = np.maximum((p[i] - p[j]) ** 2, 1e-12)
+    used = np.unique(np.concatenate([i, j]))
+    # in y = 1/n the constraints are linear: v_i y_i + v_j y_j <= gap²
+    a = np.zeros((i.size, len(names)))
+    a[np.arange(i.size), i] = v[i]
+    a[np.arange(i.size), j] = v[j]
+    y0 = np.full(len(names), 0.5 * gap2.min() / v.max())
+    best = minimize(
+        lambda y: np.sum(1.0 / y[used]), y0, method="SLSQP", bounds=[(1e-12, None)] * len(names),
+        constraints=[{"type": "ineq", "fun": lambda y: gap2 - a @ y, "jac": lambda y: -a}],
+    )  # fmt: skip
+    weight = np.zeros(len(names))
+    weight[used] = 1.0 / best.x[used]
+    return weight
 
 
 def judge_table(task, rng: np.random.Generator) -> pd.DataFrame:
@@ -751,6 +795,7 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
     )
+    _print_oracle(out, frac)
     # labels paid for: distinct facts (a fact drawn again costs no new label)
     distinct = np.where(
         out["decided"] > 0, out["used_labels"] / np.abs(out["equal_labels"]), np.nan
@@ -772,6 +817,21 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
             f"  final-look width anytime / bootstrap ({metric}, median over systems): "
             f"{_mean_se(out[f'ratio {metric}'])}{target}"
         )
+
+
+def _print_oracle(out: dict, frac: np.ndarray) -> None:
+    """The fixed design told the true values, against the equal design and the loop."""
+    told = out["oracle_used"]
+    if not np.isfinite(told).any():
+        return
+    eq = np.abs(out["equal_used"])
+    reached = told > 0
+    print(
+        f"  a fixed design told the true values (counts in proportion to the fewest-draws "
+        f"allocation for the same pairs, normal approximation): labels {_mean_se(told[reached])} "
+        f"(reached in {int(reached.sum())}/{int(np.isfinite(told).sum())}); / equal design "
+        f"{_mean_se(np.abs(told) / eq)}; loop / it {_mean_se(frac * eq / np.abs(told))}"
+    )
 
 
 def _print_population(streams: int, seed: int) -> None:
@@ -838,6 +898,10 @@ def main() -> None:
         "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"
     )
     parser.add_argument(
+        "--no-oracle", action="store_true",
+        help="gradient, real worlds: skip the fixed design told the true values",
+    )  # fmt: skip
+    parser.add_argument(
         "--rank-by", default="precision", choices=["precision", "f1", "recall", "pooled_recall"],
         help="null and gradient worlds: the key the loop ranks and decides by (f1's null world: "
         "equal F1 from precisions 0.35-0.75)",
@@ -875,7 +939,8 @@ def main() -> None:
                     )
             elif name in REAL:
                 reps = args.reps or 8
-                out = real_study(name, reps, args.seed, args.equal_rounds, not args.no_widths)
+                out = real_study(name, reps, args.seed, args.equal_rounds, not args.no_widths,
+                                 oracle=not args.no_oracle)  # fmt: skip
                 if out is None:
                     print(f"{name}: its data in ../shared/data are absent, skipped")
                 else:
@@ -884,7 +949,7 @@ def main() -> None:
                 reps = args.reps or 12
                 out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds,
                                      world=GRADIENTS[name], widths=not args.no_widths,
-                                     rank_by=args.rank_by)  # fmt: skip
+                                     rank_by=args.rank_by, oracle=not args.no_oracle)  # fmt: skip
                 _print_gradient(out, reps, name, args.rank_by)
             print(f"  CPU {time.process_time() - start:.0f} s")
 

@@ -436,6 +436,7 @@ def sample(
     confidence: float = 0.95,
     budget: int | None = None,
     target: str = "micro",
+    top: int | None = None,
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -462,8 +463,9 @@ def sample(
         Draw the next ``batch`` labels where the anytime comparisons by ``rank_by`` at
         ``confidence`` are still open, or nothing once they are decided (or ``budget`` draws are
         recorded): :func:`receval.until_decided.until_decided_round`; the result's ``decided``
-        and ``message`` say which.  ``batch``, ``rank_by``, ``confidence``, ``budget`` and
-        ``target`` (``'micro'`` or ``'macro'``, as :func:`score`'s) apply to it only.
+        and ``message`` say which.  ``batch``, ``rank_by``, ``confidence``, ``budget``,
+        ``target`` (``'micro'`` or ``'macro'``, as :func:`score`'s) and ``top`` (K: decide only
+        which systems are the best K, LUCB-style) apply to it only.
 
     Returns
     -------
@@ -486,10 +488,10 @@ def sample(
             raise ValueError("until_decided needs batch (the draws of the next round)")
         return until_decided_round(
             _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
-            budget=budget, distribution=distribution, target=target,
+            budget=budget, distribution=distribution, target=target, top=top,
         )  # fmt: skip
     unused = {"batch": batch is not None, "budget": budget is not None,
-              "rank_by": rank_by != "f1", "target": target != "micro"}  # fmt: skip
+              "rank_by": rank_by != "f1", "target": target != "micro", "top": top is not None}  # fmt: skip
     if any(unused.values()):
         first = next(k for k, v in unused.items() if v)
         raise ValueError(f"{first} applies only with until_decided=True")

@@ -610,6 +610,13 @@ def extrapolate(
     "(micro: over facts; macro: the mean over queries).",
 )
 @click.option(
+    "--top",
+    type=int,
+    default=None,
+    help="With --until-decided: decide only which systems are the best K (their order inside "
+    "and outside the K left open); stops 'decided' once the top K are separated from the rest.",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -634,6 +641,7 @@ def sample(
     rank_by: str,
     budget: int | None,
     target: str,
+    top: int | None,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -650,7 +658,9 @@ def sample(
 
     _check_round_kind(until_decided, adaptive)
     if until_decided:
-        _until_decided(task, batch, seed, rank_by, confidence, budget, distribution, target)
+        choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
+                  "distribution": distribution, "target": target, "top": top}  # fmt: skip
+        _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
     loaded, distribution = _sample_task(task, by_judge, distribution)
@@ -678,7 +688,7 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
-               ("target", "--target"))  # fmt: skip
+               ("target", "--target"), ("top", "--top"))  # fmt: skip
 
 
 def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
@@ -754,7 +764,7 @@ def _record_round(task: Path, drawn) -> None:
     )
 
 
-def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution, target) -> None:
+def _until_decided(task, batch, seed, choice: dict) -> None:
     """``sample --until-decided``: the next batch, or one line saying it is decided."""
     from receval.api import sample as draw_round
     from receval.formats.bundle import record_sample_round
@@ -762,9 +772,8 @@ def _until_decided(task, batch, seed, rank_by, confidence, budget, distribution,
     if batch is None:
         raise click.UsageError("--until-decided needs --batch B")
     drawn = _library_call(
-        draw_round, _load(task), seed=seed, distribution=distribution, until_decided=True,
-        batch=batch, rank_by=rank_by, confidence=confidence, budget=budget, target=target,
-    )  # fmt: skip
+        draw_round, _load(task), seed=seed, until_decided=True, batch=batch, **choice
+    )
     if drawn.decided:
         click.echo(drawn.message)
         return

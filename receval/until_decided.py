@@ -86,11 +86,24 @@ class Decisions:
     census: np.ndarray
     draws: int
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    what: str = "pairs"
     #: per system the share of its target mass not yet labelled (1: nothing known)
     fresh: np.ndarray | None = None
+    #: ``top`` K: only whether each system is among the best K is to be decided; ``sure_in``
+    #: the systems the decided pairs already put there (better than all but K − 1 others)
+    top: int | None = None
+    sure_in: np.ndarray | None = None
 
     def describe_open(self, limit: int = 6) -> str:
+        if self.top is not None:
+            return f"top-{self.top} membership: " + self._pairs_text(limit)
+        return self._pairs_text(limit)
+
+    def members(self) -> list[str]:
+        """The systems surely among the best ``top`` (best first)."""
+        inside = np.flatnonzero(self.sure_in)
+        return [self.systems[i] for i in inside[np.argsort(-self.point[inside], kind="stable")]]
+
+    def _pairs_text(self, limit: int) -> str:
         names = [f"{self.systems[i]}–{self.systems[j]}" for i, j in self.open_pairs[:limit]]
         more = len(self.open_pairs) - limit
         return ", ".join(names) + (f" (+{more} more)" if more > 0 else "")
@@ -116,9 +129,14 @@ class UntilDecidedRound(SampleRound):
 
 
 def decisions(
-    task, rank_by: str = "f1", confidence: float = 0.95, target: str = "micro"
+    task,
+    rank_by: str = "f1",
+    confidence: float = 0.95,
+    target: str = "micro",
+    top: int | None = None,
 ) -> Decisions:
-    """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``.
+    """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``
+    (with ``top`` K: only those that settle which systems are the best K).
 
     Every pair, tested by the paired anytime sequences with Holm over all pairs
     (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
@@ -137,7 +155,7 @@ def decisions(
         nan = np.full(m, np.nan)
         pairs = [(int(i), int(j)) for i, j in zip(*np.triu_indices(m, 1), strict=True)]
         return Decisions(list(data.systems), nan, pairs, len(pairs), data.census, 0,
-                         np.ones(len(pairs)))  # fmt: skip
+                         np.ones(len(pairs)), top=top)  # fmt: skip
     options = ScoreOptions(
         intervals="anytime", rank_by=rank_by, confidence=confidence, target=target
     )
@@ -146,10 +164,10 @@ def decisions(
     # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
     key = "pooled_recall" if rank_by == "recall" else rank_by
     point = np.asarray(fitted.run.point[key], float)
-    return _pair_decisions(ctx, key, point, 1.0 - confidence)
+    return _pair_decisions(ctx, key, point, 1.0 - confidence, top)
 
 
-def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions:
+def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float, top=None) -> Decisions:
     from receval.estimators.anytime_pairs import anytime_pair_tests
 
     data = ctx.data
@@ -157,6 +175,9 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions
     tests = anytime_pair_tests(ctx.task, data, key, ok, alpha)
     need = tests.steps_to_decide()
     still = np.flatnonzero(~tests.decided())
+    sure_in = None
+    if top is not None:
+        sure_in, still = membership_open(tests, point, ok, top, still)
     still = still[np.argsort(need[still], kind="stable")]
     with np.errstate(divide="ignore"):
         weight = np.where(
@@ -173,8 +194,52 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float) -> Decisions
     fresh = np.clip(1.0 - data.target[labelled].sum(axis=0), 0.0, 1.0)
     return Decisions(
         list(data.systems), point, open_pairs, int(tests.pairs.shape[0]),
-        data.census, data.K, weight, "pairs", fresh,
+        data.census, data.K, weight, fresh, top, sure_in,
     )  # fmt: skip
+
+
+def membership_open(tests, point, ok, top: int, still: np.ndarray):
+    """Top-K membership from the decided pairs: a system is surely among the best K when it is
+    better than at least S − K others (S the systems with an estimate), surely not when at
+    least K are better than it; on the event that every decided pair is right (Holm over all
+    pairs and looks), both statements are true.  Returns ``sure_in`` and, of the undecided
+    pairs ``still``, those that can settle a system still unsure: across the boundary of the
+    points' best K (LUCB's pairs), or, should none be, any undecided pair of an unsure system."""
+    S = int(ok.sum())
+    k = min(top, S)
+    better = np.asarray(tests.better, bool)
+    sure_in = ok & (better.sum(axis=1) >= S - k)
+    unsure = ok & ~sure_in & ~(better.sum(axis=0) >= k)
+    inside = np.zeros(ok.size, bool)
+    order = np.flatnonzero(ok)[np.argsort(-point[ok], kind="stable")]
+    inside[order[:k]] = True
+    a, b = tests.pairs[still].T
+    touches = unsure[a] | unsure[b]
+    across = touches & (inside[a] != inside[b])
+    return sure_in, still[across if across.any() else touches]
+
+
+def _separated(state: Decisions, rank_by: str, level: str) -> str:
+    """The 'decided' line once nothing is open."""
+    if state.top is None:
+        return (
+            f"decided: all {state.pairs} pairs by {rank_by} are separated at {level}; nothing drawn"
+        )
+    return (
+        f"decided: the top {state.top} by {rank_by} are separated from the rest at {level}: "
+        f"{', '.join(state.members())}; nothing drawn"
+    )
+
+
+def check_top(top: int | None, systems: int) -> None:
+    """``ValueError`` unless ``top`` is None or an integer in 1 .. systems − 1."""
+    if top is None:
+        return
+    if not isinstance(top, int | np.integer) or isinstance(top, bool) or not 1 <= top < systems:
+        raise OptionError(
+            f"{{top={top!r}}} must be an integer from 1 to {systems - 1} (the task has "
+            f"{systems} systems)"
+        )
 
 
 def check_until_decided(batch: int, confidence: float, budget: int | None) -> None:
@@ -218,9 +283,11 @@ def until_decided_round(
     distribution: str = "uniform",
     floor: float = FLOOR_SHARE,
     target: str = "micro",
+    top: int | None = None,
 ) -> UntilDecidedRound:
     """The next batch of ``--until-decided`` (module docstring), not written; ``target`` the
-    average the comparisons are about (micro or macro, as ``score --target``).
+    average the comparisons are about (micro or macro, as ``score --target``); ``top`` K: decide
+    only which systems are the best K (their order inside and outside left open).
 
     Raises ``ValueError`` for invalid options and while earlier draws still wait for a label (the
     choice must see them; label to_annotate.tsv first).
@@ -230,6 +297,7 @@ def until_decided_round(
     check_until_decided(batch, confidence, budget)
     check_choice("rank_by", rank_by, RANK_KEYS)
     check_choice("target", target, TARGETS)
+    check_top(top, len(task.systems))
     if len(task.samples):
         pending = ~task.samples["fact"].isin(task.labels.index)
         if pending.any():
@@ -238,7 +306,7 @@ def until_decided_round(
                 "(to_annotate.tsv) before drawing the next batch"
             )
     name, k = next_round_name(task.samples)
-    state = decisions(task, rank_by, confidence, target)
+    state = decisions(task, rank_by, confidence, target, top)
     level = f"{confidence:.0%} (anytime, all pairs and looks)"
     ranked = int(np.isfinite(state.point).sum())
     if state.draws and ranked < min(2, len(state.systems)):
@@ -246,8 +314,7 @@ def until_decided_round(
                      "for two systems (recall and f1 need exhaustive units: add them, or rank by "
                      "what the draws alone estimate with --rank-by precision or pooled_recall)")  # fmt: skip
     if not state.open_pairs:
-        return _stop(state, name, f"decided: all {state.pairs} {state.what} by {rank_by} are "
-                     f"separated at {level}; nothing drawn")  # fmt: skip
+        return _stop(state, name, _separated(state, rank_by, level))
     recorded = len(task.samples)
     if budget is not None and recorded >= budget:
         return _stop(state, name, f"decided: budget of {budget} draws spent; still open "
@@ -274,19 +341,27 @@ def until_decided_round(
     )  # fmt: skip
 
 
-def equal_round(
-    task, batch: int, *, seed: int, floor: float = FLOOR_SHARE, distribution: str = "uniform"
+def fixed_round(
+    task,
+    batch: int,
+    *,
+    seed: int,
+    weights: np.ndarray | None = None,
+    floor: float = FLOOR_SHARE,
+    distribution: str = "uniform",
 ) -> UntilDecidedRound:
     """A round drawn like ``--until-decided``'s (floor share, random order, ``mixture_prob``)
-    but with equal counts per system whatever the labels say: the fixed equal design the
-    benchmark compares the loop with (the same anytime sequences read both)."""
+    but with counts fixed whatever the labels say: equal per system with outputs, or in
+    proportion to ``weights`` (one per system, in ``task.systems`` order).  The fixed designs
+    the benchmark compares the loop with (the same anytime sequences read them)."""
     check_until_decided(batch, 0.95, None)
     name, k = next_round_name(task.samples)
     systems = list(task.systems)
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     state = Decisions(systems, np.full(len(systems), np.nan), [], 0,
                       np.zeros(len(systems), bool), len(task.samples))  # fmt: skip
-    weight = (sizes.to_numpy() > 0).astype(float)
+    alive = (sizes.to_numpy() > 0).astype(float)
+    weight = alive if weights is None else alive * np.asarray(weights, float)
     rng = np.random.default_rng([seed, k])
     samples = _draw(task, state, weight, batch, floor, rng, name, distribution)
     sizes_drawn = samples.groupby("system", observed=True).size().to_dict()

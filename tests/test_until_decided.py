@@ -128,6 +128,9 @@ def test_without_exhaustive_units_f1_stops_decided_and_says_how_to_go_on(spread_
         (("--per-system", "4", "--batch", "10"), "--batch applies only with --until-decided"),
         (("--per-system", "4", "--rank-by", "precision"), "--rank-by applies only"),
         (("--per-system", "4", "--target", "macro"), "--target applies only"),
+        (("--per-system", "4", "--top", "2"), "--top applies only"),
+        (("--until-decided", "--batch", "10", "--top", "0"), "--top 0 must be an integer"),
+        (("--until-decided", "--batch", "10", "--top", "4"), "from 1 to 3"),
         (("--until-decided", "--batch", "10", "--target", "mean"), "--target"),
         (("--per-system", "4", "--confidence", "0.9"), "--confidence applies only with"),
         (("--per-system", "4", "--target-width", "0.05"), "--target-width applies only"),
@@ -279,3 +282,81 @@ def test_gradient_world_ranked_by_f1_orders_decided_pairs_rightly(tmp_path):
     out = bench.gradient_study(2, 1, tmp_path, rounds=5, widths=False, rank_by="f1")
     assert out["wrong"].sum() == 0
     assert (out["decided"] >= 1).all()
+
+
+def test_a_fixed_round_draws_its_focus_in_proportion_to_the_weights(spread_task):
+    """``fixed_round`` (the benchmark's fixed designs): equal focus counts by default, counts in
+    proportion to the weights when given (a zero weight: floor draws only)."""
+    from receval.task import load_task
+    from receval.until_decided import fixed_round
+
+    task = load_task(spread_task)
+    weights = np.array([3.0, 1.0, 0.0, 0.0])
+    for given, expect in ((None, [20, 20, 20, 20]), (weights, [60, 20, 0, 0])):
+        drawn = fixed_round(task, 100, seed=4, weights=given).samples
+        focus = drawn[drawn["mixture_prob"].isna()]
+        counts = focus.groupby("system").size().reindex(task.systems).fillna(0)
+        assert counts.tolist() == expect
+        assert len(drawn) == 100
+
+
+def test_the_told_design_weighs_a_shared_middle_system_as_the_normal_optimum_does():
+    """bench/anytime.py's ``oracle_weights``: precisions 0.8, 0.5, 0.2 and the two adjacent
+    pairs; minimising n0 + n1 + n2 under v0/n0 + v1/n1 <= 0.09 (and its mirror) gives
+    n0 / n1 = sqrt(v0 / (2 v1)) by Lagrange (n1 serves both pairs); a system in no pair gets nothing."""
+    bench = load_bench("anytime")
+    truth = pd.DataFrame({"precision": [0.8, 0.5, 0.2, 0.6]}, index=list("abcd"))
+    weight = bench.oracle_weights(truth, {("a", "b"), ("b", "c")}, list("abcd"))
+    assert weight[3] == 0.0
+    assert weight[0] / weight[1] == pytest.approx(math.sqrt(0.16 / (2 * 0.25)), rel=1e-3)
+    assert weight[0] == pytest.approx(weight[2], rel=1e-3)
+    assert 0.16 / weight[0] + 0.25 / weight[1] == pytest.approx(0.09, rel=1e-3)
+
+
+def test_until_the_top_k_are_decided_the_loop_stops_naming_them(spread_task, tmp_path):
+    """``--top 2``: the loop draws toward the pairs that settle which systems are the best two,
+    stops with one 'decided' line naming them (the truth's best two), and leaves the order
+    inside and outside open: the full ranking is still drawing then."""
+    import receval
+
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    truth = receval.score(root, rank_by="precision").truth_check
+    best = truth.loc[truth["metric"] == "precision"].nlargest(2, "true")["system"]
+    said = ""
+    for _ in range(16):
+        out = invoke("sample", root, "--until-decided", "--batch", 60, "--seed", 3,
+                     "--rank-by", "precision", "--top", 2)  # fmt: skip
+        assert out.exit_code == 0, out.output
+        said = out.output.strip()
+        if said.startswith("decided"):
+            break
+        assert "top-2 membership" in said
+        _label_from_truth(root)
+    assert said.startswith("decided: the top 2 by precision are separated from the rest")
+    assert len(said.splitlines()) == 1
+    named = said.split(": ")[-1].removesuffix("; nothing drawn").split(", ")
+    assert sorted(named) == sorted(best), said
+    full = receval.sample(root, until_decided=True, batch=60, seed=3, rank_by="precision")
+    assert not full.decided  # the order inside the top two is not settled yet
+
+
+def test_top_k_membership_reads_the_decided_pairs():
+    """A system is surely in the top K when better than S − K others, surely out when K are
+    better than it; the open pairs are the undecided ones across the points' boundary that
+    touch an unsure system."""
+    from types import SimpleNamespace
+
+    from receval.until_decided import membership_open
+
+    better = np.zeros((4, 4), bool)
+    better[0, [2, 3]] = better[1, 3] = True  # 0 beats 2, 3; 1 beats 3
+    pairs = np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]])
+    tests = SimpleNamespace(better=better, pairs=pairs)
+    point = np.array([0.9, 0.7, 0.6, 0.2])
+    still = np.array([0, 3, 5])  # (0, 1), (1, 2), (2, 3) undecided
+    sure_in, open_ = membership_open(tests, point, np.ones(4, bool), 2, still)
+    assert sure_in.tolist() == [True, False, False, False]
+    assert pairs[open_].tolist() == [[1, 2]]  # (0, 1) inside the top 2, (2, 3) outside
+    sure_in, open_ = membership_open(tests, point, np.ones(4, bool), 1, still)
+    assert pairs[open_].tolist() == [[0, 1]]
