@@ -137,11 +137,12 @@ class Loop:
     def look(self, rank_by: str, intervals: str = "anytime"):
         return receval.score(self.task, intervals=intervals, rank_by=rank_by, bootstrap=300)
 
-    def step(self, batch: int, seed: int, rank_by: str) -> bool:
+    def step(self, batch: int, seed: int, rank_by: str, top: int | None = None) -> bool:
         """One until-decided round; False once it says decided."""
         drawn = receval.sample(
-            self.task, until_decided=True, batch=batch, seed=seed, rank_by=rank_by
+            self.task, until_decided=True, batch=batch, seed=seed, rank_by=rank_by, top=top
         )
+        self.state = drawn.decisions
         if drawn.decided:
             return False
         new = drawn.samples.reindex(columns=COLUMNS)
@@ -364,6 +365,113 @@ def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths
     return {k: np.asarray(v, float) for k, v in out.items()}
 
 
+def top_study(world, task, truth, reps, seed, rounds, per, equal_rounds, top: int) -> dict:
+    """``--until-decided --top K`` ranked by precision: per repetition whether the loop decided
+    which systems are the best K within ``rounds`` rounds, whether any look put a system among
+    them (or outside) against the truth, the draws it had made when it decided, and the draws
+    the equal design (:func:`_equal_design`'s rounds) needs to decide the same membership."""
+    from receval.until_decided import decisions
+
+    m = len(task.systems)
+    best = set(truth["precision"].nlargest(top).index)
+    out: dict[str, list] = {k: [] for k in ("decided", "wrong", "used", "equal_used")}
+    for rep in range(reps):
+        loop = Loop(world, task, first=20, seed=2000 * seed + rep)
+        wrong, used = False, np.nan
+        for r in range(rounds + 1):
+            going = loop.step(per * m, seed=rep, rank_by="precision", top=top)
+            wrong |= _membership_wrong(loop.state, best)
+            if not going:
+                used = float(len(loop.samples))
+                break
+            if r == rounds:
+                break
+        out["decided"].append(np.isfinite(used))
+        out["wrong"].append(wrong)
+        out["used"].append(used)
+        need = np.nan
+        if np.isfinite(used):
+            equal = Loop(world, task, first=20, seed=2000 * seed + rep)
+            need = _equal_until(
+                equal, lambda t, _: not decisions(t, "precision", top=top).open_pairs, rep, per,
+                equal_rounds,
+            )  # fmt: skip
+        out["equal_used"].append(need)
+        print(f"  rep {rep}: top-{top} decided at {used} equal {need} wrong {wrong}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    out["systems"] = [m]
+    return {k: np.asarray(v, float) for k, v in out.items()}
+
+
+def _top_of(name: str, reps: int, args, where: Path) -> dict | None:
+    """:func:`top_study` in the world ``name`` (a gradient world drawn with ``--seed``, or a
+    real one), rounds of the study's size."""
+    if name in REAL:
+        load, per = REAL[name]
+        loaded = load()
+        if loaded is None:
+            return None
+        world, task, truth = loaded
+    else:
+        per, w = 30, GRADIENTS[name]
+        config = SimulationConfig(
+            systems=w["systems"], teams=w["teams"], queries=w["queries"],
+            precision_range=w["precision"], recall_range=(0.1, 0.3), uppercase_teams=0.0,
+            exhaustive_facts=60,
+        )  # fmt: skip
+        world, task = world_task(config, args.seed, where)
+        truth = world.truth_metrics().set_index("system")
+    out = top_study(world, task, truth, reps, args.seed, 8, per, args.equal_rounds, args.top)
+    out["truth"] = sorted(truth["precision"].to_numpy(), reverse=True)
+    return out
+
+
+def _print_top(out: dict, reps: int, name: str, top: int) -> None:
+    truth = out["truth"]
+    print(f"{name} --top {top}: {reps} reps, ranked by precision; true precision "
+          f"{' '.join(f'{p:.2f}' for p in truth)}")  # fmt: skip
+    share, se = _share(out["wrong"])
+    verdict = "PASS" if share <= 0.05 + 1e-12 else "FAIL"
+    print(f"  a look putting a system among the best {top} against the truth: {share:.3f} "
+          f"(SE {se:.3f}; target <= 0.05) {verdict}")  # fmt: skip
+    decided = out["decided"].astype(bool)
+    print(f"  top {top} decided within 8 rounds: {int(decided.sum())}/{reps}; draws then "
+          f"{_mean_se(out['used'][decided])}")  # fmt: skip
+    eq = out["equal_used"][decided]
+    frac = out["used"][decided] / np.abs(eq)
+    print(f"  equal design, same sequences, to decide the same: {_mean_se(np.abs(eq))} "
+          f"({int((eq < 0).sum())} not within their bound); loop / equal {_mean_se(frac)}")  # fmt: skip
+
+
+def _membership_wrong(state, best: set) -> bool:
+    """Whether the look put a system surely inside the best K that is not, or every system it
+    left outside does not account for the true best K."""
+    if state is None or state.sure_in is None:
+        return False
+    inside = set(state.members())
+    return not inside <= best
+
+
+def _equal_until(equal: Loop, done, rep: int, per: int, max_rounds: int, weights=None) -> float:
+    """Draws the fixed design ``equal`` (equal counts, or in proportion to ``weights``) has
+    made when ``done(task, draws)`` first holds, checked after every round (negative: not
+    within ``max_rounds``, a lower bound)."""
+    from receval.until_decided import fixed_round
+
+    m = len(equal.base.systems)
+    for _r in range(max_rounds + 1):
+        if done(equal.task, len(equal.samples)):
+            return float(len(equal.samples))
+        if _r == max_rounds:
+            break
+        drawn = fixed_round(equal.task, per * m, seed=10_000 + rep + _r, weights=weights)
+        new = drawn.samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        equal.samples = pd.concat([equal.samples, new], ignore_index=True)
+        equal.task = equal._task()
+    return -float(len(equal.samples))
+
+
 def parabank_world():
     """ParaBank-Eval (``../shared/data/parabank-eval``; real, every pooled output judged by
     people, :func:`bench.ppi.parabank_world`): 36 systems, a pool of 5,550 paraphrases, no
@@ -491,29 +599,24 @@ def _equal_design(world, task, pairs, used, seeds, per, max_rounds, rank_by="pre
     ``pairs`` (minus the draws it had made when it had not within ``max_rounds``: a lower
     bound), the pairs it decides with ``used`` draws (the loop's) and the distinct facts it had
     labelled by then (negative: a lower bound)."""
-    from receval.until_decided import fixed_round
-
-    m = len(task.systems)
     seed, rep = seeds
     equal = Loop(world, task, first=20, seed=2000 * seed + rep)
-    need, same = np.nan, np.nan
-    for _r in range(max_rounds + 1):
-        got = _better_pairs(equal.task, rank_by)
-        if np.isnan(same) and len(equal.samples) >= used:
-            same = len(got)
-        if np.isnan(need) and pairs <= got:
-            need = len(equal.samples)
-        if (np.isfinite(need) and np.isfinite(same)) or _r == max_rounds:
-            break
-        drawn = fixed_round(equal.task, per * m, seed=10_000 + rep + _r, weights=weights)
-        new = drawn.samples.reindex(columns=COLUMNS)
-        new.attrs = {}
-        equal.samples = pd.concat([equal.samples, new], ignore_index=True)
-        equal.task = equal._task()
+    found = {"need": np.nan, "same": np.nan}
+
+    def done(t, drawn: int) -> bool:
+        got = _better_pairs(t, rank_by)
+        if np.isnan(found["same"]) and drawn >= used:
+            found["same"] = len(got)
+        if np.isnan(found["need"]) and pairs <= got:
+            found["need"] = drawn
+        return bool(np.isfinite(found["need"]) and np.isfinite(found["same"]))
+
+    _equal_until(equal, done, rep, per, max_rounds, weights)
+    need = found["need"]
     if np.isnan(need):  # not reached: it needs more than the labels it drew (a lower bound)
         need = -float(len(equal.samples))
     labels = distinct_labels(equal.samples, need)
-    return need, same, labels if need > 0 else -labels
+    return need, found["same"], labels if need > 0 else -labels
 
 
 def oracle_weights(truth, pairs, names, metric: str = "precision") -> np.ndarray:
@@ -898,6 +1001,11 @@ def main() -> None:
         "--no-widths", action="store_true", help="gradient: skip the final-look width ratios"
     )
     parser.add_argument(
+        "--top", type=int, default=None,
+        help="gradient, real worlds: the loop with --top K (decide only which systems are the "
+        "best K) against the equal design deciding the same",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-oracle", action="store_true",
         help="gradient, real worlds: skip the fixed design told the true values",
     )  # fmt: skip
@@ -937,6 +1045,13 @@ def main() -> None:
                         f"  covered at every look, {metric}: {c:.3f} (SE over {cov.size} reps "
                         f"{s:.3f}; {m} systems each) {verdict}"
                     )
+            elif args.top is not None and name in (*REAL, *GRADIENTS):
+                reps = args.reps or 8
+                out = _top_of(name, reps, args, where)
+                if out is None:
+                    print(f"{name}: its data in ../shared/data are absent, skipped")
+                else:
+                    _print_top(out, reps, name, args.top)
             elif name in REAL:
                 reps = args.reps or 8
                 out = real_study(name, reps, args.seed, args.equal_rounds, not args.no_widths,

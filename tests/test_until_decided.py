@@ -360,3 +360,18 @@ def test_top_k_membership_reads_the_decided_pairs():
     assert pairs[open_].tolist() == [[1, 2]]  # (0, 1) inside the top 2, (2, 3) outside
     sure_in, open_ = membership_open(tests, point, np.ones(4, bool), 1, still)
     assert pairs[open_].tolist() == [[0, 1]]
+
+
+def test_pair_weights_favour_the_closest_pairs_or_for_top_k_the_bottleneck():
+    """Deciding every pair: the pair closest to being decided weighs most, a pair showing no
+    difference nothing.  Deciding top-K membership (all boundary pairs must be decided): the
+    hardest pair within 4x the draws so far weighs most, a pair beyond that horizon a tenth of
+    the least within it."""
+    from receval.until_decided import pair_weights
+
+    need = np.array([100.0, 400.0, 10_000.0, np.inf])
+    full = pair_weights(need, False, 500)
+    assert full[0] > full[1] > full[2] > 0 and full[3] == 0
+    top = pair_weights(need, True, 500)
+    assert top[1] > top[0] and top[3] == 0
+    assert top[2] == pytest.approx(0.1 * top[0])
