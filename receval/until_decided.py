@@ -220,9 +220,10 @@ def pair_weights(need: np.ndarray, membership: bool, draws: int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         weight = np.where(np.isfinite(need), 1.0 / np.maximum(need, 1.0) ** power, 0.0)
     if membership:
-        beyond = need > TOP_HORIZON * max(draws, 1)
-        if beyond.any() and (~beyond).any():
-            weight = np.where(beyond, TOP_BEYOND * weight[~beyond].min(), weight)
+        beyond = np.isfinite(need) & (need > TOP_HORIZON * max(draws, 1))
+        within = np.isfinite(need) & ~beyond
+        if beyond.any() and within.any():
+            weight = np.where(beyond, TOP_BEYOND * weight[within].min(), weight)
     return weight
 
 
