@@ -26,9 +26,12 @@ with ``receval score --intervals anytime`` after the first round and after every
   random order), read by the same sequences, at most ``--equal-rounds`` rounds (not reached: counted at that
   bound, so the mean ratio is an upper bound); the same for a fixed design *told the true
   values* (counts in proportion to the allocation that decides the same pairs with the fewest
-  draws, a normal approximation, :func:`oracle_weights`): what choosing counts well can save
-  at best without adapting (``--no-oracle`` skips it); the pairs the equal design decides
-  with the loop's labels; and the final-look width ratio anytime / fixed-n percentile bootstrap on the
+  draws, a normal approximation, :func:`oracle_weights`): roughly what choosing counts can
+  save without adapting; and the same ratio for a loop that races nothing (equal counts every
+  round, its own decided pairs): what the ratio's selection alone gives, since a loop's pairs
+  are those its own draws happened to decide and an independent design must decide them all
+  (``--no-controls`` skips both); the pairs the equal design decides with the loop's labels;
+  and the final-look width ratio anytime / fixed-n percentile bootstrap on the
   same labels (target ≤ 1.5 for precision; pooled recall, recall and F1 printed
   too, and precision with ``--estimator ppi`` and a judge of correlation ~0.7);
 * **gradient20** (:data:`GRADIENT20`): the same study in a second world — 20 systems in 5
@@ -49,7 +52,12 @@ the ranking and changes between looks).
 
 Usage: python bench/anytime.py [--reps R] [--only population null12 null40 gradient gradient20
 gradient-large parabank msmarco]
-[--seed S] [--no-widths] [--rank-by precision|f1|recall|pooled_recall]
+[--seed S] [--no-widths] [--no-controls] [--top K] [--rank-by precision|f1|recall|pooled_recall]
+
+``--top K``: the gradient and real worlds run the loop with ``--until-decided --top K``
+(:func:`top_study`): whether any look put a system among the best K against the truth, the
+share of repetitions deciding the best K within 8 rounds, and the draws the loop and the equal
+design (read by the same sequences, the same membership rule) needed to decide them.
 
 ``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
 :mod:`receval.estimators.anytime_f1`), a wrongly ordered pair is one against the truth's F1.
@@ -289,7 +297,7 @@ def gradient_study(
     world: dict = GRADIENT,
     widths: bool = True,
     rank_by: str = "precision",
-    oracle: bool = False,
+    controls: bool = False,
 ) -> dict:
     """The loop (first round 20 per system, then ``rounds`` until-decided rounds of ``per`` per
     system, ranked by ``rank_by``) against a fixed equal design read by the same sequences (the
@@ -303,11 +311,11 @@ def gradient_study(
     sim, task = world_task(config, seed, where)
     truth = sim.truth_metrics().set_index("system")
     return loop_study(sim, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by,
-                      oracle=oracle)  # fmt: skip
+                      controls=controls)  # fmt: skip
 
 
 def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths, rank_by,
-               coverage: tuple[str, ...] = (), oracle: bool = False) -> dict:  # fmt: skip
+               coverage: tuple[str, ...] = (), controls: bool = False) -> dict:  # fmt: skip
     """:func:`gradient_study` on a loaded ``world`` (its ``annotate`` gives the exhaustive
     units; None: none) and ``task`` (with truth), ``truth`` the true metrics by system; with
     ``coverage`` also the share of systems whose interval of each of those metrics covers the
@@ -316,7 +324,8 @@ def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths
     names = list(task.systems)
     out: dict[str, list] = {k: [] for k in ("wrong", "decided", "used", "equal_used",
                                              "equal_at_same", "total", "used_labels",
-                                             "equal_labels", "oracle_used")}  # fmt: skip
+                                             "equal_labels", "oracle_used",
+                                             "control_ratio")}  # fmt: skip
     out.update({f"covered {c}": [] for c in coverage})
     ratios: dict[str, list] = {m: [] for m in (*METRICS, "ppi precision")}
     judge = judge_table(task, np.random.default_rng(seed))
@@ -350,10 +359,12 @@ def loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths
         need, same, labels = _equal_design(world, task, pairs, used, (seed, rep), per,
                                            equal_rounds, rank_by)  # fmt: skip
         out["equal_used"].append(need)
-        # a fixed design told the true values: the least a design that cannot adapt needs
-        best = oracle_weights(truth, pairs, names, rank_by) if oracle and pairs else None
-        out["oracle_used"].append(np.nan if best is None else _equal_design(
-            world, task, pairs, used, (seed, rep), per, equal_rounds, rank_by, best)[0])  # fmt: skip
+        told, control = (
+            _controls(world, task, truth, pairs, used, (seed, rep), (per, rounds, equal_rounds),
+                      rank_by) if controls and pairs else (np.nan, np.nan)
+        )  # fmt: skip
+        out["oracle_used"].append(told)
+        out["control_ratio"].append(control)
         out["equal_labels"].append(labels)
         out["equal_at_same"].append(same)
         print(f"  rep {rep}: wrong {bad} decided {len(pairs)} used {used} equal {need} "
@@ -452,23 +463,53 @@ def _membership_wrong(state, best: set) -> bool:
     return not inside <= best
 
 
+def _controls(world, task, truth, pairs, used, seeds, sizes, rank_by) -> tuple[float, float]:
+    """The two controls of the loop's label ratio: the draws a fixed design *told the true
+    values* needs for the loop's ``pairs`` (:func:`oracle_weights`: what choosing counts can
+    save without adapting), and the ratio a loop that races nothing scores — equal counts every
+    round, its own decided pairs against an independent equal design — which is what the
+    ratio's selection alone gives (a loop's pairs are the ones its own draws happened to
+    decide; an independent design must decide every one of them)."""
+    per, rounds, equal_rounds = sizes
+    seed, rep = seeds
+    best = oracle_weights(truth, pairs, list(task.systems), rank_by)
+    told = _equal_design(world, task, pairs, used, seeds, per, equal_rounds, rank_by, best)[0]
+    plain = Loop(world, task, first=20, seed=2000 * seed + rep)
+    first_seen: dict[tuple[str, str], int] = {}
+    for r in range(rounds + 1):
+        for pair in _better_pairs(plain.task, rank_by):
+            first_seen.setdefault(pair, len(plain.samples))
+        if r < rounds:
+            _fixed_step(plain, per * len(task.systems), seed=20_000 + rep + r)
+    if not first_seen:
+        return told, np.nan
+    mine = max(first_seen.values())
+    need = _equal_design(world, task, set(first_seen), mine, seeds, per, equal_rounds, rank_by)[0]
+    return told, mine / abs(need)
+
+
+def _fixed_step(loop: Loop, batch: int, seed: int, weights=None) -> None:
+    """One round of fixed counts (equal, or in proportion to ``weights``) added to ``loop``."""
+    from receval.until_decided import fixed_round
+
+    drawn = fixed_round(loop.task, batch, seed=seed, weights=weights)
+    new = drawn.samples.reindex(columns=COLUMNS)
+    new.attrs = {}
+    loop.samples = pd.concat([loop.samples, new], ignore_index=True)
+    loop.task = loop._task()
+
+
 def _equal_until(equal: Loop, done, rep: int, per: int, max_rounds: int, weights=None) -> float:
     """Draws the fixed design ``equal`` (equal counts, or in proportion to ``weights``) has
     made when ``done(task, draws)`` first holds, checked after every round (negative: not
     within ``max_rounds``, a lower bound)."""
-    from receval.until_decided import fixed_round
-
     m = len(equal.base.systems)
     for _r in range(max_rounds + 1):
         if done(equal.task, len(equal.samples)):
             return float(len(equal.samples))
         if _r == max_rounds:
             break
-        drawn = fixed_round(equal.task, per * m, seed=10_000 + rep + _r, weights=weights)
-        new = drawn.samples.reindex(columns=COLUMNS)
-        new.attrs = {}
-        equal.samples = pd.concat([equal.samples, new], ignore_index=True)
-        equal.task = equal._task()
+        _fixed_step(equal, per * m, seed=10_000 + rep + _r, weights=weights)
     return -float(len(equal.samples))
 
 
@@ -565,7 +606,7 @@ def real_study(
     equal_rounds: int,
     widths: bool,
     rounds: int = 8,
-    oracle: bool = False,
+    controls: bool = False,
 ) -> dict | None:
     """The loop on the real world ``name`` (:data:`REAL`) ranked by precision
     (:func:`loop_study`), with precision and pooled recall covered at every look; None when
@@ -576,7 +617,7 @@ def real_study(
         return None
     world, task, truth = loaded
     return loop_study(world, task, truth, reps, seed, rounds, per, equal_rounds, widths,
-                      "precision", coverage=("precision", "pooled_recall"), oracle=oracle)  # fmt: skip
+                      "precision", coverage=("precision", "pooled_recall"), controls=controls)  # fmt: skip
 
 
 def _width_ratios(loop: Loop, judge: pd.DataFrame, ratios: dict[str, list]) -> None:
@@ -898,7 +939,7 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
     print(
         f"  pairs the equal design decides with the loop's labels: {_mean_se(out['equal_at_same'])}"
     )
-    _print_oracle(out, frac)
+    _print_controls(out, frac)
     # labels paid for: distinct facts (a fact drawn again costs no new label)
     distinct = np.where(
         out["decided"] > 0, out["used_labels"] / np.abs(out["equal_labels"]), np.nan
@@ -922,18 +963,24 @@ def _print_gradient(out: dict, reps: int, name: str = "gradient", rank_by="preci
         )
 
 
-def _print_oracle(out: dict, frac: np.ndarray) -> None:
-    """The fixed design told the true values, against the equal design and the loop."""
+def _print_controls(out: dict, frac: np.ndarray) -> None:
+    """The controls of the label ratio (:func:`_controls`)."""
     told = out["oracle_used"]
     if not np.isfinite(told).any():
         return
     eq = np.abs(out["equal_used"])
     reached = told > 0
     print(
-        f"  a fixed design told the true values (counts in proportion to the fewest-draws "
-        f"allocation for the same pairs, normal approximation): labels {_mean_se(told[reached])} "
-        f"(reached in {int(reached.sum())}/{int(np.isfinite(told).sum())}); / equal design "
-        f"{_mean_se(np.abs(told) / eq)}; loop / it {_mean_se(frac * eq / np.abs(told))}"
+        f"  control, a fixed design told the true values (counts in proportion to the "
+        f"fewest-draws allocation for the same pairs, normal approximation): labels "
+        f"{_mean_se(told[reached])} (reached in {int(reached.sum())}/"
+        f"{int(np.isfinite(told).sum())}); / equal design {_mean_se(np.abs(told) / eq)}; "
+        f"loop / it {_mean_se(frac * eq / np.abs(told))}"
+    )
+    print(
+        f"  control, a loop racing nothing (equal counts every round), its pairs / an "
+        f"independent equal design's: {_mean_se(out['control_ratio'])} (the ratio's selection "
+        f"alone; the loop {_mean_se(frac)})"
     )
 
 
@@ -1006,8 +1053,9 @@ def main() -> None:
         "best K) against the equal design deciding the same",
     )  # fmt: skip
     parser.add_argument(
-        "--no-oracle", action="store_true",
-        help="gradient, real worlds: skip the fixed design told the true values",
+        "--no-controls", action="store_true",
+        help="gradient, real worlds: skip the controls (a fixed design told the true values; "
+        "the loop drawing equal counts)",
     )  # fmt: skip
     parser.add_argument(
         "--rank-by", default="precision", choices=["precision", "f1", "recall", "pooled_recall"],
@@ -1055,7 +1103,7 @@ def main() -> None:
             elif name in REAL:
                 reps = args.reps or 8
                 out = real_study(name, reps, args.seed, args.equal_rounds, not args.no_widths,
-                                 oracle=not args.no_oracle)  # fmt: skip
+                                 controls=not args.no_controls)  # fmt: skip
                 if out is None:
                     print(f"{name}: its data in ../shared/data are absent, skipped")
                 else:
@@ -1064,7 +1112,7 @@ def main() -> None:
                 reps = args.reps or 12
                 out = gradient_study(reps, args.seed, where, equal_rounds=args.equal_rounds,
                                      world=GRADIENTS[name], widths=not args.no_widths,
-                                     rank_by=args.rank_by, oracle=not args.no_oracle)  # fmt: skip
+                                     rank_by=args.rank_by, controls=not args.no_controls)  # fmt: skip
                 _print_gradient(out, reps, name, args.rank_by)
             print(f"  CPU {time.process_time() - start:.0f} s")
 

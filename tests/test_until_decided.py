@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import shutil
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -211,6 +212,20 @@ def test_gradient_world_orders_decided_pairs_rightly_and_saves_labels(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_label_ratio_controls_and_the_top_k_study_run(tmp_path):
+    """bench/anytime.py's controls (a fixed design told the true values; a loop racing
+    nothing) give finite ratios, and ``--top 4`` in the gradient world decides the true best
+    four without a look against the truth."""
+    bench = load_bench("anytime")
+    out = bench.gradient_study(1, 1, tmp_path, rounds=4, widths=False, controls=True)
+    assert np.isfinite(out["control_ratio"]).all() and (out["control_ratio"] > 0).all()
+    assert np.isfinite(out["oracle_used"]).all() and (np.abs(out["oracle_used"]) > 0).all()
+    args = SimpleNamespace(seed=1, equal_rounds=12, top=4)
+    top = bench._top_of("gradient", 1, args, tmp_path / "top")
+    assert top["wrong"].sum() == 0 and top["decided"].all()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("world", ["parabank", "msmarco"])
 def test_on_real_labels_the_loop_orders_pairs_rightly_and_covers_at_every_look(world):
     """bench/anytime.py's loop on real labels (ParaBank-Eval: 36 systems; Chaganty et al.'s MS
@@ -345,8 +360,6 @@ def test_top_k_membership_reads_the_decided_pairs():
     """A system is surely in the top K when better than S − K others, surely out when K are
     better than it; the open pairs are the undecided ones across the points' boundary that
     touch an unsure system."""
-    from types import SimpleNamespace
-
     from receval.until_decided import membership_open
 
     better = np.zeros((4, 4), bool)
