@@ -73,9 +73,10 @@ NEED_POWER = 0.5
 #: with ``top`` K every pair across the boundary must be decided, so the hardest of them (the
 #: bottleneck) gets the draws: weight (steps it still needs)^+1/2 for pairs within TOP_HORIZON x
 #: the draws so far, TOP_BEYOND x the least of those weights for pairs beyond (near-ties at the
-#: boundary, which no budget settles).  bench/anytime.py --top 4 (8 repetitions): the gradient
-#: world loop / equal 0.95 -> 0.92 (SE 0.06); gradient-large drawn with --seed 3, decided within
-#: 8 rounds 4/8 -> 6/8, loop / equal 0.97 -> 0.92 (SE 0.09)
+#: boundary, which no budget settles).  bench/anytime.py --top, against the closest-first
+#: weights of the full ranking on the same repetitions: ParaBank top 1 loop / equal 0.86 vs
+#: 1.01 (SE 0.03-0.04, 16 repetitions), gradient top 4 0.90 vs 0.96 (SE 0.03, 24), gradient-large
+#: drawn with --seed 3 top 4 1.04 vs 0.96 (SE 0.08; 12 of 24 decided within 8 rounds)
 TOP_NEED_POWER = -0.5
 TOP_HORIZON = 4.0
 TOP_BEYOND = 0.1
