@@ -111,9 +111,13 @@ class Decisions:
     sure_in: np.ndarray | None = None
 
     def describe_open(self, limit: int = 6) -> str:
-        if self.top is not None:
-            return f"top-{self.top} membership: " + self._pairs_text(limit)
-        return self._pairs_text(limit)
+        if self.top is None:
+            return self._pairs_text(limit)
+        text = f"top-{self.top} membership: " + self._pairs_text(limit)
+        settled = self.members() if self.sure_in is not None else []
+        return text + (
+            f"; surely among the best {self.top}: {', '.join(settled)}" if settled else ""
+        )
 
     def members(self) -> list[str]:
         """The systems surely among the best ``top`` (best first)."""

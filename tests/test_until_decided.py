@@ -347,6 +347,9 @@ def test_until_the_top_k_are_decided_the_loop_stops_naming_them(spread_task, tmp
         if said.startswith("decided"):
             break
         assert "top-2 membership" in said
+        if "surely among the best 2: " in said:  # progress: named before the stop, truly best
+            settled = said.split("surely among the best 2: ")[1].split(";")[0].split(", ")
+            assert set(settled) <= set(best), said
         _label_from_truth(root)
     assert said.startswith("decided: the top 2 by precision are separated from the rest")
     assert len(said.splitlines()) == 1
