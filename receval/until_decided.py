@@ -109,6 +109,8 @@ class Decisions:
     #: the systems the decided pairs already put there (better than all but K − 1 others)
     top: int | None = None
     sure_in: np.ndarray | None = None
+    #: the systems the decided pairs already put outside the best K (K others better)
+    sure_out: np.ndarray | None = None
 
     def describe_open(self, limit: int = 6) -> str:
         if self.top is None:
@@ -196,9 +198,9 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float, top=None) ->
     tests = anytime_pair_tests(ctx.task, data, key, ok, alpha)
     need = tests.steps_to_decide()
     still = np.flatnonzero(~tests.decided())
-    sure_in = None
+    sure_in = sure_out = None
     if top is not None:
-        sure_in, still = membership_open(tests, point, ok, top, still)
+        sure_in, sure_out, still = membership_open(tests, point, ok, top, still)
     still = still[np.argsort(need[still], kind="stable")]
     weight = pair_weights(need[still], top is not None, data.K)
     # tier boundaries: undecided pairs adjacent in the ranking by the points weigh more
@@ -212,7 +214,7 @@ def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float, top=None) ->
     fresh = np.clip(1.0 - data.target[labelled].sum(axis=0), 0.0, 1.0)
     return Decisions(
         list(data.systems), point, open_pairs, int(tests.pairs.shape[0]),
-        data.census, data.K, weight, fresh, top, sure_in,
+        data.census, data.K, weight, fresh, top, sure_in, sure_out,
     )  # fmt: skip
 
 
@@ -236,21 +238,22 @@ def membership_open(tests, point, ok, top: int, still: np.ndarray):
     """Top-K membership from the decided pairs: a system is surely among the best K when it is
     better than at least S − K others (S the systems with an estimate), surely not when at
     least K are better than it; on the event that every decided pair is right (Holm over all
-    pairs and looks), both statements are true.  Returns ``sure_in`` and, of the undecided
+    pairs and looks), both statements are true.  Returns ``sure_in``, ``sure_out`` and, of the undecided
     pairs ``still``, those that can settle a system still unsure: across the boundary of the
     points' best K (LUCB's pairs), or, should none be, any undecided pair of an unsure system."""
     S = int(ok.sum())
     k = min(top, S)
     better = np.asarray(tests.better, bool)
     sure_in = ok & (better.sum(axis=1) >= S - k)
-    unsure = ok & ~sure_in & ~(better.sum(axis=0) >= k)
+    sure_out = ok & (better.sum(axis=0) >= k)
+    unsure = ok & ~sure_in & ~sure_out
     inside = np.zeros(ok.size, bool)
     order = np.flatnonzero(ok)[np.argsort(-point[ok], kind="stable")]
     inside[order[:k]] = True
     a, b = tests.pairs[still].T
     touches = unsure[a] | unsure[b]
     across = touches & (inside[a] != inside[b])
-    return sure_in, still[across if across.any() else touches]
+    return sure_in, sure_out, still[across if across.any() else touches]
 
 
 def _separated(state: Decisions, rank_by: str, level: str) -> str:

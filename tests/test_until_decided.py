@@ -371,11 +371,13 @@ def test_top_k_membership_reads_the_decided_pairs():
     tests = SimpleNamespace(better=better, pairs=pairs)
     point = np.array([0.9, 0.7, 0.6, 0.2])
     still = np.array([0, 3, 5])  # (0, 1), (1, 2), (2, 3) undecided
-    sure_in, open_ = membership_open(tests, point, np.ones(4, bool), 2, still)
+    sure_in, sure_out, open_ = membership_open(tests, point, np.ones(4, bool), 2, still)
     assert sure_in.tolist() == [True, False, False, False]
+    assert sure_out.tolist() == [False, False, False, True]  # 0 and 1 both above 3
     assert pairs[open_].tolist() == [[1, 2]]  # (0, 1) inside the top 2, (2, 3) outside
-    sure_in, open_ = membership_open(tests, point, np.ones(4, bool), 1, still)
+    sure_in, sure_out, open_ = membership_open(tests, point, np.ones(4, bool), 1, still)
     assert pairs[open_].tolist() == [[0, 1]]
+    assert sure_out.tolist() == [False, False, True, True]  # 0 above 2 and 3
 
 
 def test_pair_weights_favour_the_closest_pairs_or_for_top_k_the_bottleneck():
