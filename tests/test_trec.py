@@ -140,6 +140,9 @@ def test_document_ids_are_case_sensitive(tmp_path):
         ("q1 Q0 d1 1 2.0\n", "expected 6 whitespace-separated columns"),
         ("q1 Q0 d1 one 2.0 s\n", "rank 'one' is not an integer"),
         ("q1 Q0 d1 1.5 2.0 s\n", "rank '1.5' is not an integer"),
+        ("q1 Q0 d1 inf 2.0 s\n", "rank 'inf' is not an integer"),
+        ("q1 Q0 d1 1e400 2.0 s\n", "rank '1e400' is not an integer"),
+        ("q1 Q0 d1 1e30 2.0 s\n", "rank '1e30' is not an integer"),
         ("q1 Q0 d1 1 high s\n", "score 'high' is not a finite number"),
         ("q1 Q0 d1 1 nan s\n", "score 'nan' is not a finite number"),
         ("q1 Q0 d1 1 2.0 other\n", "run tag 'other' differs from 's'"),
@@ -173,6 +176,7 @@ def test_repeated_document_found_by_table_and_by_sort(tmp_path, monkeypatch, tab
     [
         ("q1 0 d2\n", "expected 4 whitespace-separated columns"),
         ("q1 0 d2 yes\n", "relevance 'yes' is not an integer"),
+        ("q1 0 d2 -inf\n", "relevance '-inf' is not an integer"),
         ("q1 0 d1 0\n", "document 'd1' judged twice for query 'q1'"),
     ],
 )

@@ -168,11 +168,13 @@ def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarr
     import pandas as pd
 
     text = _as_text(column)
-    values = pd.to_numeric(text, errors="coerce")
-    bad = _first_bad((values.isna() | (values != values.round())).to_numpy())
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2.0**53)
+    bad = _first_bad(~whole)
     if bad is not None:
         raise BundleError(path, int(lines[bad]), f"{what} {text.iat[bad]!r} is not an integer")
-    return values.astype(np.int64).to_numpy()
+    return values.astype(np.int64)
 
 
 def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray:
