@@ -134,3 +134,39 @@ def test_no_warning_for_names_or_for_sheets_that_are_not_label_studio(tmp_path):
     assert user_id_note("x.json", ["ann@x.org", "bob"]) is None
     many = user_id_note("x.json", [str(i) for i in range(12, 0, -1)])
     assert "12 annotator(s)" in many and "(1, 2, 3, 4, 5, ...)" in many
+
+
+def _edit(tasks: list[dict], where: tuple, value) -> list[dict]:
+    """``tasks`` with the node at ``where`` (keys and indices) set to ``value``."""
+    node = tasks
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    return tasks
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "what"),
+    [
+        ((0, "annotations"), 1, "task 1: annotations is 1, not a JSON list"),
+        ((1, "annotations", 0), "C", 'task 2: an annotation is "C", not a JSON object'),
+        ((0, "data"), [], "task 1: data is [], not a JSON object"),
+        ((0, "annotations", 0, "result"), {}, "task 1: an annotation's result is {}, not a JSON"),
+        ((0, "annotations", 0, "result", 0, "value"), 7, "task 1: a result's value is 7, not"),
+        ((0, "annotations", 0, "result", 0, "value", "choices"), "C", 'choices is "C", not'),
+        ((0, "data", "query_id"), {"id": 1}, 'task 1: query_id is {"id": 1}, not a value'),
+    ],
+)
+def test_an_export_of_the_wrong_shape_is_a_one_line_error(tmp_path, where, value, what):
+    """A JSON export edited by hand or written by another tool: exit 2, one line naming the file
+    and the task, nothing added (was a TypeError or AttributeError traceback)."""
+    root = make_bundle(tmp_path, judgments=None)
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(_edit(_full(True), where, value)))
+    before = (root / "judgments.tsv").read_bytes() if (root / "judgments.tsv").exists() else None
+    result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert str(path) in result.output and what in result.output, result.output
+    after = (root / "judgments.tsv").read_bytes() if (root / "judgments.tsv").exists() else None
+    assert after == before

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import pandas as pd
@@ -189,37 +190,55 @@ def user_id_note(path: Path | str, annotators: pd.Series) -> str | None:
     )
 
 
-def _choice(result: list) -> str:
+_JSON_KIND = {dict: "object", list: "list"}
+
+
+def _shaped(value: Any, kind: type, path: Path, where: str, what: str) -> Any:
+    """``value`` when it is a JSON ``kind`` (an empty one for null or absent); else the export is
+    not one Label Studio wrote, named at the task (a JSON file has no useful line here)."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise BundleError(path, None, f"{where}: {what} is {shown}, not a JSON {_JSON_KIND[kind]}")
+    return value
+
+
+def _choice(result: Any, path: Path, where: str) -> str:
     """The label of an annotation's result list (the ``choices`` result of our control)."""
     picked = [
         r
-        for r in result
+        for r in _shaped(result, list, path, where, "an annotation's result")
         if isinstance(r, dict) and r.get("type", "choices") == "choices" and "value" in r
     ]
     ours = [r for r in picked if r.get("from_name") == CONTROL] or picked
     if not ours:
         return ""
-    choices = ours[0]["value"].get("choices") or []
+    value = _shaped(ours[0]["value"], dict, path, where, "a result's value")
+    choices = _shaped(value.get("choices"), list, path, where, "a result's choices")
     return str(choices[0]) if choices else ""
 
 
 def _full_export(path: Path, items: list) -> list[dict]:
     rows = []
     for n, item in enumerate(items, start=1):
-        data = item.get("data") or {}
-        where = f"{path.name}:task {item.get('id', n)}"
-        for annotation in item.get("annotations") or item.get("completions") or []:
+        where = f"task {item.get('id', n)}"
+        data = _shaped(item.get("data"), dict, path, where, "data")
+        votes = item.get("annotations") or item.get("completions")
+        for annotation in _shaped(votes, list, path, where, "annotations"):
+            annotation = _shaped(annotation, dict, path, where, "an annotation")
             if annotation.get("was_cancelled"):
                 continue
             rows.append(
                 {
                     "query_id": data.get("query_id", ""),
                     "answer": data.get("answer", ""),
-                    "label": _choice(annotation.get("result") or []),
+                    "label": _choice(annotation.get("result"), path, where),
                     "annotator": _user(
                         annotation.get("completed_by"), annotation.get("created_username")
                     ),
-                    "source": where,
+                    "source": f"{path.name}:{where}",
                 }
             )
     return rows
@@ -232,7 +251,8 @@ def _min_export(path: Path, items: list) -> list[dict]:
         if isinstance(label, list):
             label = label[0] if label else ""
         if isinstance(label, dict):  # {"choices": [...]}
-            label = (label.get("choices") or [""])[0]
+            where = f"task {item.get('id', n)}"
+            label = (_shaped(label.get("choices"), list, path, where, "choices") or [""])[0]
         rows.append(
             {
                 "query_id": item.get("query_id", ""),
@@ -260,6 +280,12 @@ def read_label_studio_export(path: Path | str) -> pd.DataFrame:
         raise BundleError(path, 1, "not a Label Studio JSON export (expected a list of tasks)")
     full = any("annotations" in i or "completions" in i or "data" in i for i in items)
     rows = _full_export(path, items) if full else _min_export(path, items)
+    for row in rows:
+        for key in ("query_id", "answer", "label"):
+            if isinstance(row[key], (dict, list, bool)):
+                shown = json.dumps(row[key])[:40]
+                task = row["source"].rsplit(":", 1)[-1]
+                raise BundleError(path, None, f"{task}: {key} is {shown}, not a value")
     missing = [r for r in rows if not r["query_id"] or r["answer"] == ""]
     if missing:
         raise BundleError(
