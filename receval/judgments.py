@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from receval.config import LABEL_CATEGORIES, TaskConfig
@@ -107,7 +108,8 @@ class AddResult:
     changed : for each row of ``disagreements``, whether this call added or replaced a vote on
         that fact (False: a disagreement already in ``judgments.tsv`` before the call).
     notes : warnings about the input files (a Label Studio export that names its annotators
-        only by user id: :func:`receval.formats.label_studio.user_id_note`).
+        only by user id: :func:`receval.formats.label_studio.user_id_note`; votes on facts that
+        no system output and no exhaustive unit holds).
     """
 
     added: pd.DataFrame
@@ -205,6 +207,9 @@ def _validate(new: pd.DataFrame, task: Task) -> pd.DataFrame:
     no_annotator = new["annotator"] == ""
     if no_annotator.any():
         raise _fail(new[no_annotator].iloc[0], "empty annotator")
+    no_answer = new["answer"].str.strip() == ""  # the bundle refuses a blank answer
+    if no_answer.any():
+        raise _fail(new[no_answer].iloc[0], "empty answer")
     return new.assign(label=folded.map(vocab))
 
 
@@ -382,6 +387,7 @@ def add_judgments(
         pending = _rewrite_pending(task, labelled)
         step()
     disagreements = _disagreements(merged, task)
+    notes += tuple(_outside_note(added, task))
     return AddResult(
         added=added.reset_index(drop=True),
         duplicates=duplicates,
@@ -393,6 +399,35 @@ def add_judgments(
         changed=tuple(_fact_keys(disagreements, task).isin(set(_fact_keys(added, task)))),
         notes=notes,
     )
+
+
+def _outside_note(added: pd.DataFrame, task: Task):
+    """A warning for votes on facts that no system output and no exhaustive unit holds: kept
+    (they count once a run outputs the fact), but more often a mistyped answer, whose intended
+    fact then stays pending."""
+    known = task.facts["in_pool"].to_numpy().copy()
+    known[task.exhaustive["fact"].to_numpy(np.int64)] = True
+    probe = pd.DataFrame(
+        {
+            "query_id": added["query_id"].astype(str).to_numpy(),
+            "answer": normalize_answers(
+                added["answer"].astype(str), task.config.matching
+            ).to_numpy(),
+        }
+    )
+    facts = task.facts.loc[known, ["query_id", "answer"]]  # Arrow strings: no Python objects
+    facts = facts[facts["query_id"].isin(probe["query_id"].unique())].astype(str)
+    hits = probe.merge(
+        facts.drop_duplicates().assign(_hit=True), how="left", on=["query_id", "answer"]
+    )
+    outside = hits["_hit"].isna().to_numpy()
+    if outside.any():
+        first = added[outside].iloc[0]
+        yield (
+            f"{int(outside.sum())} vote(s) on facts no system output (first: {first['source']}, "
+            f"{first['query_id']} {first['answer']!r}): kept in judgments.tsv, they count for "
+            "no system until a run outputs the fact; check for a mistyped answer"
+        )
 
 
 def _user_id_notes(files, frames: list[pd.DataFrame]):

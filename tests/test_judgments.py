@@ -183,6 +183,43 @@ def test_unknown_label_names_the_file_and_line(tmp_path):
     assert (root / "judgments.tsv").read_text() == before  # nothing written
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_answer_is_refused_before_it_breaks_the_bundle(tmp_path, blank):
+    """A vote with a blank answer was written to judgments.tsv, which the bundle then refused to
+    load ("empty value in required column 'answer'"): now the add is refused, nothing written."""
+    root = make_bundle(tmp_path)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"query_id,answer,label,annotator\nq2,Milan,C,x\nq1,{blank},C,x\n")
+    before = (root / "judgments.tsv").read_text()
+    result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(bad)])
+    assert result.exit_code == 2
+    assert result.output == f"error: {bad}:3: empty answer\n"
+    assert (root / "judgments.tsv").read_text() == before
+    load_task(root)
+
+
+def test_votes_on_facts_no_system_output_are_kept_with_a_warning(tmp_path):
+    """A mistyped answer makes a vote on a fact nobody output: kept (nothing is lost), and named
+    in one warning; votes on pooled facts and on facts of an exhaustive unit are not."""
+    root = make_bundle(tmp_path)
+    sheet = tmp_path / "s.tsv"
+    rows = ["q1\tParis\tC", "q2\tMilann\tW", "q3\tMadrid\tC", "q3\tSevilla\tW"]
+    sheet.write_text("query_id\tanswer\tlabel\tannotator\n" + "\tann7\n".join(rows) + "\tann7\n")
+    result = add_judgments(root, [sheet])
+    assert len(result.added) == 4
+    (note,) = result.notes
+    assert note.startswith("2 vote(s) on facts no system output (first: s.tsv:3, q2 'Milann')")
+    assert "check for a mistyped answer" in note
+    exhaustive_only = make_bundle(
+        tmp_path, "b2", exhaustive="unit\tquery_id\tanswer\nd1\tq2\tFlorence\n"
+    )
+    sheet.write_text("query_id\tanswer\tlabel\tannotator\nq2\tFlorence\tC\tann7\n")
+    assert add_judgments(exhaustive_only, [sheet]).notes == ()
+    cli_run = CliRunner().invoke(cli, ["judgments", "add", str(root), str(sheet)])
+    assert cli_run.exit_code == 0
+    assert "warning: 1 vote(s) on facts no system output" in cli_run.output
+
+
 def test_category_names_are_written_as_bundle_labels(tmp_path):
     root = make_bundle(
         tmp_path, task_toml='name = "t"\n[labels]\ncorrect = ["Y"]\nwrong = ["N"]\n', judgments=None
