@@ -335,10 +335,10 @@ def pending_curve_rows(task: Any, target: Path) -> pd.DataFrame | None:
     Refuses (``BundleError``) a file that is not a curve batch, e.g. the to_annotate.tsv of
     ``sample``, or a row whose rank is not an integer.
     """
-    import pandas as pd
 
     from receval.curves.workflow import BATCH_COLUMNS, unlabelled_rows
     from receval.errors import BundleError
+    from receval.formats.checks import whole_numbers
     from receval.formats.tables import read_table
 
     if not target.exists():
@@ -352,13 +352,12 @@ def pending_curve_rows(task: Any, target: Path) -> pd.DataFrame | None:
             f"exists and is not a curve batch (no {', '.join(missing)} column); it may hold "
             "pending work: write the batch to another file",
         )
-    ranks = pd.to_numeric(old["rank"], errors="coerce")
-    bad = ranks.isna() | (ranks != ranks.round())
+    ranks, bad = whole_numbers(old["rank"])
     if bad.any():
         line = old["_line"][bad].iloc[0] if "_line" in old.columns else None
         raise BundleError(target, line, "rank is not an integer")
     old = old[[c for c in BATCH_COLUMNS if c in old.columns]].copy()
-    old["rank"] = ranks.astype("int64")
+    old["rank"] = ranks
     return unlabelled_rows(task, old)
 
 

@@ -363,10 +363,11 @@ def test_stratband_options(bundle):
     assert result.exit_code == 2 and "estimator" in result.output
 
 
-def test_a_malformed_batch_file_is_refused_with_its_line(bundle, tmp_path):
+@pytest.mark.parametrize("rank", ["x", "1.5", "inf", "1e400"])
+def test_a_malformed_batch_file_is_refused_with_its_line(bundle, tmp_path, rank):
     batch = tmp_path / "curve.tsv"
     batch.write_text(
-        "rank\tquery_id\tanswer\tsystem\tmethod\n3\tq\ta\ts\tpaula\nx\tq\tb\ts\tpaula\n"
+        f"rank\tquery_id\tanswer\tsystem\tmethod\n3\tq\ta\ts\tpaula\n{rank}\tq\tb\ts\tpaula\n"
     )
     result = CliRunner().invoke(
         cli,

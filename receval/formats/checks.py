@@ -13,7 +13,14 @@ import pandas as pd
 from receval.errors import BundleError
 from receval.formats.tables import LINE
 
-__all__ = ["check_queries_known", "nonempty", "numbers", "parse_numbers", "require_columns"]
+__all__ = [
+    "check_queries_known",
+    "nonempty",
+    "numbers",
+    "parse_numbers",
+    "require_columns",
+    "whole_numbers",
+]
 
 
 def require_columns(src: Any, columns: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
@@ -94,6 +101,17 @@ def parse_numbers(text: pd.Series, allow_empty: bool) -> tuple[pd.Series, np.nda
     if not allow_empty:
         bad |= text == ""
     return values.astype(float), bad.to_numpy()
+
+
+def whole_numbers(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 values, flags of the texts that are not whole numbers) of texts such as ranks:
+    ``+5`` and ``1.0`` are whole; ``1.5``, ``inf``, ``1e400``, blanks and values beyond 2^53
+    (where floats skip integers) are flagged (their value is 0)."""
+    values, bad = parse_numbers(text.astype(str).str.strip(), allow_empty=False)
+    values = values.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = bad | ~(np.abs(values) < 2.0**53) | (values != np.round(values))
+    return np.where(bad, 0.0, values).astype(np.int64), bad
 
 
 def check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> None:

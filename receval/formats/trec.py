@@ -165,16 +165,15 @@ def _integers(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarr
         return numpy_array(pc.cast(column, pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
-    import pandas as pd
+
+    from receval.formats.checks import whole_numbers
 
     text = _as_text(column)
-    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2.0**53)
-    bad = _first_bad(~whole)
+    values, flags = whole_numbers(text)
+    bad = _first_bad(flags)
     if bad is not None:
         raise BundleError(path, int(lines[bad]), f"{what} {text.iat[bad]!r} is not an integer")
-    return values.astype(np.int64)
+    return values
 
 
 def _finite(column: Any, path: Path, lines: np.ndarray, what: str) -> np.ndarray:
