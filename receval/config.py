@@ -213,6 +213,14 @@ def _universe_size(sections: _Sections) -> int | None:
     return size
 
 
+def universe_line(path: Path) -> int | None:
+    """The line of ``[universe] size`` in the ``task.toml`` at ``path`` (None if unknown)."""
+    try:
+        return _line_of(path.read_text(encoding="utf-8-sig"), "size", "universe")
+    except OSError:
+        return None
+
+
 def load_config(path: Path, default_name: str) -> TaskConfig:
     """Parse ``task.toml`` at ``path`` (absent file: defaults with ``name = default_name``).
 

@@ -699,6 +699,23 @@ def _mentioned_queries(runs: CodedTable, sources: dict[str, _Source | None]) -> 
     return _Source(frame, Path("queries"), header=None)
 
 
+def _check_universe(config: TaskConfig, files: dict[str, Path], pooled: int) -> None:
+    """``[universe] size`` counts the candidate items, and every fact a system output is one:
+    a smaller size is a mistake (Dimm's prevalence would exceed 1 in every row)."""
+    size = config.universe_size
+    if size is None or size >= pooled:
+        return
+    from receval.config import universe_line
+
+    path = files.get("task.toml", Path("task.toml"))
+    raise BundleError(
+        path,
+        universe_line(path),
+        f"[universe] size {size:,} is smaller than the {pooled:,} distinct facts the runs "
+        "output (each output is a candidate item): give the number of candidates",
+    )
+
+
 def _build_task(
     root: Path,
     config: TaskConfig,
@@ -740,6 +757,7 @@ def _build_task(
     systems = np.bincount(outputs["fact"].to_numpy(np.int64), minlength=len(facts))
     facts["in_pool"] = systems > 0
     facts["systems"] = systems.astype(np.int64)
+    _check_universe(config, files, int(facts["in_pool"].sum()))
     if judge_frame is not None:
         attach_judge_scores(outputs, facts, judge_frame)
     sample_path = samples.path if samples is not None else None

@@ -585,6 +585,13 @@ CASES = [
         "positive integer",
     ),
     Case(
+        "universe-smaller-than-the-pool",  # the default bundle's runs output 5 distinct facts
+        bundle(task_toml=toml("\n[universe]\nsize = 4\n")),
+        "task.toml",
+        4,
+        "[universe] size 4 is smaller than the 5 distinct facts the runs output",
+    ),
+    Case(
         "bad-unicode-form",
         bundle(task_toml=toml('[matching]\nunicode = "NFD"\n')),
         "task.toml",
