@@ -28,6 +28,31 @@ class InputError(click.ClickException):
 
 
 # click ≥ 8.2 raises this for a group called without a command; older versions print help
+class FilePath(click.Path):
+    """click's path type, refusing an empty path (``--out ''`` would name the working
+    directory, which a whole-file write then tries to replace)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str | os.PathLike) and not str(value).strip():
+            self.fail("an empty path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class FiniteRange(click.FloatRange):
+    """click's float range, refusing nan and ±inf (which every comparison of the range lets
+    through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number != number or number in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+#: Seeds are non-negative integers (numpy's SeedSequence refuses others).
+SEED = click.IntRange(min=0)
+
+
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
@@ -109,7 +134,7 @@ def _load(task: Path, **parts):
 
 
 @cli.command()
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 def validate(task: Path) -> None:
     """Load and check the bundle TASK; print a summary (systems, queries, outputs, labels, conflicts)."""
     from receval.operations import validate as validate_task
@@ -179,9 +204,9 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 
 
 @cli.command()
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 @click.option(
-    "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory."
+    "--out", "out", type=FilePath(path_type=Path), required=True, help="Output directory."
 )
 @click.option(
     "--estimator",
@@ -201,7 +226,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
+    type=FiniteRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="Two-sided interval level.",
@@ -239,7 +264,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     help="micro: every fact weighs the same; macro: every answered query weighs the same (precision).",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap replicates."
+    "--seed", type=SEED, default=0, show_default=True, help="Seed of the bootstrap replicates."
 )
 @click.option(
     "--rank-by",
@@ -263,13 +288,13 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--target-recall",
-    type=click.FloatRange(*opts.TARGET_RECALL_RANGE),
+    type=FiniteRange(*opts.TARGET_RECALL_RANGE),
     default=None,
     help="Also estimate each system's precision at this true recall (curve, or Dimm's extrapolation).",
 )
 @click.option(
     "--prevalence",
-    type=click.FloatRange(1e-9, 0.99),
+    type=FiniteRange(1e-9, 0.99),
     default=None,
     help="Prevalence ρ for Dimm's model (default: estimated correct facts / [universe] size).",
 )
@@ -297,7 +322,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--anonymise-key-file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=FilePath(path_type=Path, dir_okay=False),
     default=None,
     help="File holding the random pseudonym key (created if missing; default "
     "TASK/.receval/anonymise.key); never inside --out.",
@@ -313,7 +338,7 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--replicates",
     "replicates_path",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     help="Reuse the replicates saved by an earlier run (--save-replicates).",
 )
 @click.option(
@@ -501,7 +526,7 @@ def extrapolate(
 
 
 @cli.command()
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 @click.option(
     "--per-system",
     type=click.IntRange(0, None),
@@ -535,7 +560,7 @@ def extrapolate(
 )
 @click.option(
     "--units-from",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     help="Table of candidate units (column 'unit', optional 'prob') to draw exhaustive units from.",
 )
 @click.option(
@@ -546,13 +571,13 @@ def extrapolate(
 )
 @click.option(
     "--target-width",
-    type=click.FloatRange(0.001, 0.5),
+    type=FiniteRange(0.001, 0.5),
     default=None,
     help="With --adaptive: the target half-width of the precision and recall intervals.",
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
+    type=FiniteRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="With --adaptive: interval level the width refers to; with --until-decided: the level "
@@ -620,7 +645,7 @@ def extrapolate(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
-    "--seed", type=int, required=True, help="Seed of the draws (combined with the round number)."
+    "--seed", type=SEED, required=True, help="Seed of the draws (combined with the round number)."
 )
 def sample(
     task: Path,
@@ -811,7 +836,7 @@ def _adaptive_sizes(
 
 
 @cli.command()
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=FilePath(path_type=Path))
 @click.option(
     "--systems",
     type=click.IntRange(2, 10_000),
@@ -841,7 +866,7 @@ def _adaptive_sizes(
 )
 @click.option(
     "--exhaustive-facts",
-    type=click.FloatRange(0, None),
+    type=FiniteRange(0, None),
     default=150,
     show_default=True,
     help="About how many true facts the exhaustively annotated documents hold.",
@@ -867,7 +892,7 @@ def _adaptive_sizes(
 )
 @click.option(
     "--annotator-error",
-    type=click.FloatRange(0, 0.5),
+    type=FiniteRange(0, 0.5, max_open=True),
     default=0.0,
     show_default=True,
     help="Probability that an annotator flips a label.",
@@ -880,7 +905,9 @@ def _adaptive_sizes(
     help="Sampling distribution of the simulated precision samples.",
 )
 @click.option("--name", default=None, help="Task name (default: the folder name).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed (world and annotation).")
+@click.option(
+    "--seed", type=SEED, default=0, show_default=True, help="Seed (world and annotation)."
+)
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 def simulate(
     out: Path,
@@ -931,7 +958,7 @@ def simulate(
 _import_judge_option = click.option(
     "--judge",
     "judge_file",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
     "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
@@ -945,11 +972,11 @@ def import_() -> None:
 
 
 @import_.command(name="tac-kbp")
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=FilePath(path_type=Path))
 @click.option(
     "--queries",
     "queries",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="SF query XML (sf-query.xml) or LDC query XML (ldc-query.xml: entry points expanded "
     "into SF queries as CS-Score -expand names them); default: the queries the runs and "
@@ -958,14 +985,14 @@ def import_() -> None:
 @click.option(
     "--runs",
     "runs",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     multiple=True,
     required=True,
     help="SF run file (repeatable; 2014-2017 column variants).",
 )
 @click.option(
     "--assessments",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="Assessment file (qrel.txt / *.assessed.fqec).",
 )
@@ -1009,17 +1036,17 @@ def import_tac_kbp_command(
 
 
 @import_.command(name="trec")
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=FilePath(path_type=Path))
 @click.option(
     "--qrels",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="TREC qrels (qid 0 doc rel).",
 )
 @click.option(
     "--runs",
     "runs",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=FilePath(path_type=Path, exists=True, dir_okay=False),
     multiple=True,
     required=True,
     help="TREC run file (qid Q0 doc rank score tag; repeatable).",
@@ -1083,13 +1110,13 @@ def _curve_options(func):
             "baseline, stratband is the tighter one just beyond the head).",
         ),
         click.option(
-            "--epsilon", type=click.FloatRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
+            "--epsilon", type=FiniteRange(1e-4, 1.0), default=None, help="ε (default 0.03)."
         ),
         click.option(
             "--window", type=click.IntRange(1, None), default=None, help="Δ (default 100)."
         ),
         click.option(
-            "--delta", type=click.FloatRange(1e-6, 0.5), default=None, help="δ (default 0.05)."
+            "--delta", type=FiniteRange(1e-6, 0.5), default=None, help="δ (default 0.05)."
         ),
         click.option(
             "--beta",
@@ -1098,11 +1125,11 @@ def _curve_options(func):
             help="β (default 1.05); 'gamma' for LogStrat's β = γ as in PAULA's table.",
         ),
         click.option(
-            "--pmin", type=click.FloatRange(1e-4, 1.0), default=None, help="p_min (default 0.5)."
+            "--pmin", type=FiniteRange(1e-4, 1.0), default=None, help="p_min (default 0.5)."
         ),
         click.option(
             "--eta",
-            type=click.FloatRange(0.0, 0.5, max_open=True),
+            type=FiniteRange(0.0, 0.5, max_open=True),
             default=None,
             help="AdaStrat, TailBand, StratBand: declared probability that an annotation is "
             "flipped (default 0: the band is about the labels given).",
@@ -1151,7 +1178,7 @@ def _curve_options(func):
         ),
         click.option(
             "--halfwidth",
-            type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+            type=FiniteRange(0.0, 1.0, min_open=True, max_open=True),
             default=None,
             help="StratBand: size the strata samples for this band half-width instead.",
         ),
@@ -1187,12 +1214,12 @@ def curve() -> None:
 
 
 @curve.command(name="plan")
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 @click.option("--system", required=True, help="The system whose ranked output is evaluated.")
 @_curve_options
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=None,
     help="Seed of the random methods' draws (default: the seed recorded for this system and "
     "method in TASK/curve_plan.json, else a fresh random seed, printed and recorded there).",
@@ -1200,7 +1227,7 @@ def curve() -> None:
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path),
+    type=FilePath(path_type=Path, dir_okay=False),
     default=None,
     help="The curve batch file (default TASK/curve_to_annotate.tsv); rows still unlabelled "
     "in it are kept, a file of another kind is refused.",
@@ -1236,12 +1263,12 @@ def curve_plan(
 
 
 @curve.command(name="estimate")
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 @click.option("--system", required=True, help="The system whose ranked output is evaluated.")
 @_curve_options
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=None,
     help="Seed used when planning (default: the one recorded in TASK/curve_plan.json, else 0).",
 )
@@ -1252,7 +1279,13 @@ def curve_plan(
     help="Number of correct facts in the universe, for the recall column (default: from "
     "truth.tsv, else estimated with an interval).",
 )
-@click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="CSV to write.")
+@click.option(
+    "--out",
+    "out",
+    type=FilePath(path_type=Path, dir_okay=False),
+    required=True,
+    help="CSV to write.",
+)
 def curve_estimate(
     task: Path,
     system: str,
@@ -1383,7 +1416,7 @@ def curve_budget_command(method: str, size: int, as_json: bool, **options) -> No
 
 
 @cli.command(name="leaderboard")
-@click.argument("out_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("out_dir", type=FilePath(path_type=Path, exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON array.")
 @click.option("--best-per-team", is_flag=True, help="Only each team's best run.")
 def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> None:
@@ -1402,7 +1435,7 @@ def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> No
 
 
 @cli.command()
-@click.argument("out_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("out_dir", type=FilePath(path_type=Path, exists=True, file_okay=False))
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def report(out_dir: Path, quiet: bool) -> None:
     """Rebuild OUT_DIR/report.html from the CSV/JSON that `receval score` wrote (no recomputation)."""
@@ -1416,7 +1449,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 
 
 @cli.command()
-@click.argument("task", type=click.Path(path_type=Path))
+@click.argument("task", type=FilePath(path_type=Path))
 @click.option(
     "--total",
     "total",
@@ -1426,7 +1459,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(*opts.CONFIDENCE_RANGE),
+    type=FiniteRange(*opts.CONFIDENCE_RANGE),
     default=0.95,
     show_default=True,
     help="Interval level the widths refer to.",
@@ -1455,7 +1488,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path),
+    type=FilePath(path_type=Path, dir_okay=False),
     default=None,
     help="Also write the table as CSV.",
 )
@@ -1515,9 +1548,9 @@ def judgments() -> None:
 
 
 @judgments.command(name="add")
-@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("task", type=FilePath(path_type=Path, exists=True, file_okay=False))
 @click.argument(
-    "files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+    "files", nargs=-1, required=True, type=FilePath(path_type=Path, exists=True, dir_okay=False)
 )
 @click.option("--annotator", default=None, help="Annotator of files without an annotator column.")
 @click.option(
@@ -1576,8 +1609,8 @@ def export() -> None:
 
 
 @export.command(name="label-studio")
-@click.argument("task", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("task", type=FilePath(path_type=Path, exists=True, file_okay=False))
+@click.argument("out", type=FilePath(path_type=Path, dir_okay=False))
 def export_label_studio(task: Path, out: Path) -> None:
     """Write TASK's pending facts as Label Studio tasks (OUT.json) and a labelling config (OUT.xml).
 

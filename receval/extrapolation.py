@@ -117,8 +117,10 @@ def _as_float(*values: ArrayLike) -> list[np.ndarray]:
 def _model_constants(
     prevalence: np.ndarray, beta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """k = (1 − ρ)/ρ, the clamped β, a = arctan β and L = ln(1 + β²)/(2 β a)."""
-    k = (1.0 - prevalence) / prevalence
+    """k = (1 − ρ)/ρ, the clamped β, a = arctan β and L = ln(1 + β²)/(2 β a) (ρ = 0 gives
+    k = inf: the caller refuses that point, so numpy's warning would only be noise)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = (1.0 - prevalence) / prevalence
     b = np.clip(beta, *_BETA_CLAMP)
     a = np.arctan(b)
     half_log = np.log1p(b * b) / (2.0 * b * a)

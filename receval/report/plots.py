@@ -1142,11 +1142,12 @@ def annotation_plot(spend: pd.DataFrame, *, name: str = "annotation") -> str:
     ax.grid(axis="x", color="#e5e5e5", lw=0.6)
     ax.set_axisbelow(True)
     longest = max((len(str(t)) for t in spend["system"]), default=4)
+    left = 0.55 + (0.055 if n > 30 else 0.065) * longest
     _legend_below(
         fig,
-        width=6.4,
+        width=max(6.4, left + 3.6),  # long system names widen the figure, not squeeze the bars
         axes_height=max(1.2, (0.16 if n <= 40 else 0.14) * n),
-        left=0.55 + (0.055 if n > 30 else 0.065) * longest,
+        left=left,
         ncol=2,
     )
     return _render(fig, name, "Annotation spend per system")

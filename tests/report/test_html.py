@@ -632,3 +632,29 @@ def test_counts_are_integers_and_pooling_caption_matches_the_code(full_output_di
             assert re.fullmatch(r"\d+(\.5)?|—", value), row  # half labels of ties only
     bias = section_html(page, "pool")
     assert "ignored for precision" in bias and "as wrong" not in bias
+
+
+def test_hostile_and_long_system_names_in_the_report(tmp_path):
+    """Participants name their systems: a 120-character name made the annotation figure's
+    margin wider than the figure (matplotlib: 'left cannot be >= right', a traceback); markup
+    in a name is shown as text, never run."""
+    long_name, markup = "a" * 120, "<script>alert(1)</script>"
+    runs = (
+        "system\tteam\tquery_id\tanswer\tscore\n"
+        f"{long_name}\tT1\tq1\tParis\t0.9\n{long_name}\tT1\tq2\tRome\t0.8\n"
+        f"{long_name}\tT1\tq3\tBarcelona\t0.3\n{markup}\tT2&<b>\tq1\t Paris \t0.7\n"
+        f"{markup}\tT2&<b>\tq2\tMilan\t0.6\n{markup}\tT2&<b>\tq3\tMadrid\t0.5\n"
+    )
+    samples = (
+        "sample\tsystem\tquery_id\tanswer\tprob\n"
+        f"s1\t{long_name}\tq1\tParis\t0.3333333333\n"
+        f"s1\t{long_name}\tq3\tBarcelona\t0.3333333333\n"
+        f"s1\t{markup}\tq2\tMilan\t0.3333333333\n"
+    )
+    bundle = make_bundle(tmp_path, runs=runs, samples=samples)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["score", str(bundle), "--out", str(out), "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert markup not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert long_name in html and "T2&amp;&lt;b&gt;" in html

@@ -1,0 +1,85 @@
+"""Option values click lets through but the command cannot use (found by trying every option of
+every command with values such as ``''``, ``-1``, ``nan``, ``inf``): each is a usage error, exit
+2 with one ``error:`` line and no traceback, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from conftest import make_bundle
+
+from receval.cli import cli
+
+
+def _invoke(args: list[str]):
+    result = CliRunner().invoke(cli, args)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--seed", "-1", "'--seed': -1 is not in the range x>=0"),
+        ("--exhaustive-facts", "nan", "'nan' is not a finite number"),
+        ("--exhaustive-facts", "inf", "'inf' is not a finite number"),
+        ("--annotator-error", "0.5", "0.5 is not in the range 0<=x<0.5"),
+        ("--annotator-error", "nan", "'nan' is not a finite number"),
+    ],
+)
+def test_simulate_refuses_values_it_cannot_use(tmp_path, option, value, words):
+    out = tmp_path / "sim"
+    line = _invoke(["simulate", str(out), "--systems", "3", "--queries", "5", option, value])
+    assert words in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        *[(c, v) for c in ("score", "budget", "curve-estimate") for v in ("", "  ")],
+        ("budget", "DIR"),  # score --out is a directory by design
+        ("curve-estimate", "DIR"),
+    ],
+)
+def test_an_empty_or_directory_output_path_is_refused(tmp_path, command, value):
+    """``--out ''`` named the working directory: budget tried to replace it with its CSV (a
+    directory is refused for the commands that write one file)."""
+    task = make_bundle(tmp_path)
+    out = str(tmp_path) if value == "DIR" else value
+    args = {
+        "score": ["score", str(task), "--out", out],
+        "budget": ["budget", str(task), "--total", "10", "--out", out],
+        "curve-estimate": [
+            *("curve", "estimate", str(task), "--system", "A", "--method", "paula"),
+            *("--out", out),
+        ],
+    }[command]
+    line = _invoke(args)
+    assert "'--out'" in line
+    assert "an empty path" in line or "is a directory" in line
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_float_range_refuses_non_finite_values(tmp_path, value):
+    """nan passes every comparison of click's FloatRange; receval's ranges refuse it."""
+    task = make_bundle(tmp_path)
+    line = _invoke(["score", str(task), "--out", str(tmp_path / "o"), "--confidence", value])
+    assert "'--confidence'" in line  # inf is out of range: click says so itself
+    assert f"'{value}' is not a finite number" in line or "is not in the range" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_extrapolate_with_prevalence_zero_is_one_line(capfd):
+    """ρ = 0 printed numpy's divide-by-zero RuntimeWarning above the error line."""
+    line = _invoke(
+        [
+            *("extrapolate", "--precision", "0.5", "--recall", "0.2"),
+            *("--target", "0.5", "--prevalence", "0"),
+        ]
+    )
+    assert "0 < prevalence < 1" in line
+    assert "RuntimeWarning" not in capfd.readouterr().err
