@@ -379,15 +379,12 @@ def add_judgments(
         if len(added) or replaced:
             write_table(path, merged)
         step()
-        labelled = set(
-            merged["query_id"].astype(str)
-            + "\t"
-            + normalize_answers(merged["answer"].astype(str), task.config.matching)
-        )
+        labelled = _counted_facts(merged, task)
         pending = _rewrite_pending(task, labelled)
         step()
     disagreements = _disagreements(merged, task)
     notes += tuple(_outside_note(added, task))
+    notes += tuple(_ignored_note(added, labelled, task))
     return AddResult(
         added=added.reset_index(drop=True),
         duplicates=duplicates,
@@ -399,6 +396,27 @@ def add_judgments(
         changed=tuple(_fact_keys(disagreements, task).isin(set(_fact_keys(added, task)))),
         notes=notes,
     )
+
+
+def _counted_facts(votes: pd.DataFrame, task: Task) -> set[str]:
+    """Fact keys with a vote that counts: an ``ignore`` vote (or an inexact one under
+    ``inexact_policy = "ignore"``) leaves the vote out, so a fact with only such votes still
+    waits for a label (in ``to_annotate.tsv``, and for ``score``)."""
+    value = _category(votes["label"].astype(str), task.config).map(task.config.category_value())
+    return set(_fact_keys(votes[value.notna()], task))
+
+
+def _ignored_note(added: pd.DataFrame, labelled: set[str], task: Task):
+    """A warning for facts this call voted on whose every vote leaves the vote out."""
+    keys = _fact_keys(added, task)
+    only = sorted(set(keys[~keys.isin(labelled)]))
+    if only:
+        query_id, answer = only[0].split("\t", 1)
+        yield (
+            f"{len(only)} fact(s) have only votes that leave the vote out (ignore; first: "
+            f"{query_id} {answer!r}): they stay in to_annotate.tsv until someone gives a label "
+            "that counts (correct, wrong or inexact)"
+        )
 
 
 def _outside_note(added: pd.DataFrame, task: Task):

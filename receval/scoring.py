@@ -63,13 +63,25 @@ from receval.task import Task
 __all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
 
 
-def pending_message(draws: int, facts: int, cli: bool = False) -> str:
+def ignored_only(task: Task) -> str:
+    """`` (K of those facts ...)`` when K drawn facts without a label have votes, every one an
+    ``ignore`` vote (which leaves the vote out): they wait for a label that counts."""
+    drawn = task.samples["fact"].to_numpy(np.int64)
+    pending = np.unique(drawn[~np.isin(drawn, task.labels.index.to_numpy(np.int64))])
+    k = int(np.isin(pending, task.judgments["fact"].to_numpy(np.int64)).sum())
+    if not k:
+        return ""
+    return f" ({k} of those facts have only ignore votes, which leave the vote out)"
+
+
+def pending_message(draws: int, facts: int, cli: bool = False, ignored: str = "") -> str:
     """Why scoring stops while sample draws are unlabelled, and the two ways on (naming the
-    option as the API takes it, or with ``cli`` as the command line does)."""
+    option as the API takes it, or with ``cli`` as the command line does); ``ignored`` is
+    :func:`ignored_only`."""
     from receval.errors import option_text
 
     return option_text(
-        f"{draws} sample draws ({facts} distinct facts) have no label yet; scoring now would "
+        f"{draws} sample draws ({facts} distinct facts) have no label yet{ignored}; scoring now would "
         "bias the estimates (the unlabelled draws are typically the rarer facts): label them "
         "(to_annotate.tsv lists them; add the labels to judgments.tsv), or score anyway with "
         "{allow_pending=True}, which leaves them out and assumes their labels are missing at "
@@ -264,8 +276,10 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
         raise BundleError(
             task.files.get("samples", task.root / "samples.tsv"),
             None,
-            pending_message(data.unjudged_draws, data.unjudged_facts),
-            cli_message=pending_message(data.unjudged_draws, data.unjudged_facts, cli=True),
+            pending_message(data.unjudged_draws, data.unjudged_facts, ignored=ignored_only(task)),
+            cli_message=pending_message(
+                data.unjudged_draws, data.unjudged_facts, cli=True, ignored=ignored_only(task)
+            ),
         )
     if data.unjudged_draws:
         warnings.append(

@@ -338,9 +338,11 @@ def until_decided_round(
     if len(task.samples):
         pending = ~task.samples["fact"].isin(task.labels.index)
         if pending.any():
+            from receval.scoring import ignored_only
+
             raise ValueError(
-                f"{int(pending.sum())} earlier draws have no label yet: label them "
-                "(to_annotate.tsv) before drawing the next batch"
+                f"{int(pending.sum())} earlier draws have no label yet{ignored_only(task)}: "
+                "label them (to_annotate.tsv) before drawing the next batch"
             )
     name, k = next_round_name(task.samples)
     state = decisions(task, rank_by, confidence, target, top)

@@ -437,3 +437,33 @@ def test_add_reports_its_steps(tmp_path):
     steps = []
     add_judgments(root, [sheet], on_step=lambda: steps.append(1))
     assert len(steps) == ADD_STEPS
+
+
+def test_a_fact_with_only_ignore_votes_stays_pending(tmp_path):
+    """An ``ignore`` vote leaves the vote out, so the fact still has no label for ``score``; it
+    used to leave to_annotate.tsv anyway, and score then sent the organiser to a file that no
+    longer listed it."""
+    root = make_bundle(tmp_path, judgments=None, samples=None)
+    _run("sample", root, "--per-system", "3", "--seed", "3")
+    todo = _read(root / "to_annotate.tsv")
+    todo["label"] = ["I"] + ["C"] * (len(todo) - 1)
+    sheet = tmp_path / "votes.tsv"
+    todo.to_csv(sheet, sep="\t", index=False)
+    result = CliRunner().invoke(
+        cli, ["judgments", "add", str(root), str(sheet), "--annotator", "a"]
+    )
+    assert result.exit_code == 0, result.output
+    first = todo.iloc[0]
+    assert (
+        f"1 fact(s) have only votes that leave the vote out (ignore; first: {first['query_id']}"
+        in (result.output)
+    )
+    left = _read(root / "to_annotate.tsv")
+    assert left[["query_id", "answer"]].values.tolist() == [[first["query_id"], first["answer"]]]
+    scored = CliRunner().invoke(cli, ["score", str(root), "--out", str(tmp_path / "out")])
+    assert scored.exit_code == 2
+    assert "(1 of those facts have only ignore votes, which leave the vote out)" in scored.output
+    # a label that counts, from another annotator, ends the wait
+    left["label"], left["annotator"] = "W", "b"
+    left.to_csv(sheet, sep="\t", index=False)
+    assert add_judgments(root, [sheet]).pending == 0
