@@ -45,9 +45,10 @@ def test_simulate_refuses_values_it_cannot_use(tmp_path, option, value, words):
         ("curve-estimate", "DIR"),
     ],
 )
-def test_an_empty_or_directory_output_path_is_refused(tmp_path, command, value):
+def test_an_empty_or_directory_output_path_is_refused(tmp_path, monkeypatch, command, value):
     """``--out ''`` named the working directory: budget tried to replace it with its CSV (a
     directory is refused for the commands that write one file)."""
+    monkeypatch.chdir(tmp_path)  # a regression writes here, not into the checkout
     task = make_bundle(tmp_path)
     out = str(tmp_path) if value == "DIR" else value
     args = {
@@ -61,6 +62,7 @@ def test_an_empty_or_directory_output_path_is_refused(tmp_path, command, value):
     line = _invoke(args)
     assert "'--out'" in line
     assert "an empty path" in line or "is a directory" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
