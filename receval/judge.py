@@ -112,10 +112,10 @@ def read_judge_file(path: Path) -> pd.DataFrame:
     answer is the document id).  Scores must be numbers in [0, 1]; :class:`BundleError` names
     the file and line otherwise.
     """
-    from receval.formats.tables import read_table, read_text
+    from receval.formats.tables import read_input_text, read_table
 
     path = Path(path)
-    text = None if path.suffix.lower() == ".parquet" else read_text(path, "judge file")
+    text = None if path.suffix.lower() == ".parquet" else read_input_text(path, "judge file")
     first = "" if text is None else (text.splitlines() or [""])[0]
     if text is None or "judge_score" in first:
         frame = read_table(path, ("judge_score",))

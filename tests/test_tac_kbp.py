@@ -192,6 +192,26 @@ def test_import_encodes_the_bundle():
     assert config.inexact_policy == "wrong"
 
 
+def test_gzipped_inputs_import_as_the_plain_files(tmp_path):
+    """Runs, assessments and the query XML may be gzipped (read as they are)."""
+    import gzip
+
+    def packed(path: Path) -> Path:
+        target = tmp_path / f"{path.name}.gz"
+        target.write_bytes(gzip.compress(path.read_bytes()))
+        return target
+
+    plain = import_tac_kbp(FIXTURES / "sf-query.xml", RUNS, FIXTURES / "qrel.txt")[0]
+    gz = import_tac_kbp(
+        packed(FIXTURES / "sf-query.xml"), [packed(r) for r in RUNS], packed(FIXTURES / "qrel.txt")
+    )[0]
+    for name in ("queries", "runs", "judgments"):
+        columns = [c for c in plain[name].columns if c not in ("_file", "source")]
+        pd.testing.assert_frame_equal(
+            gz[name][columns].reset_index(drop=True), plain[name][columns].reset_index(drop=True)
+        )
+
+
 def test_imported_bundle_loads(tmp_path):
     tables, config = import_tac_kbp(FIXTURES / "sf-query.xml", RUNS, FIXTURES / "qrel.txt")
     task = load_task(write_bundle(tmp_path / "b", tables, config))

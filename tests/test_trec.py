@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from receval.errors import BundleError
@@ -42,6 +43,27 @@ def test_read_run_and_qrels():
     np.testing.assert_allclose(run["score"], [0.9, 0.9, 0.5, 0.5])
     qrels = read_qrels(QRELS)
     assert qrels["relevance"].tolist() == [1, 0, 2, 1, 1, 0, -2]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bz2", "lzma"])
+def test_compressed_runs_and_qrels_read_as_the_plain_files(tmp_path, codec):
+    """NIST distributes runs gzipped (``input.<run>.gz``): gzip, bzip2 and xz files are read as
+    they are (told by their first bytes); a damaged one is an error naming it."""
+    import importlib
+
+    module = importlib.import_module(codec)
+    packed = []
+    for path in (*RUNS, QRELS):
+        target = tmp_path / f"{path.name}.z"
+        target.write_bytes(module.compress(path.read_bytes()))
+        packed.append(target)
+    for plain, target in zip(RUNS, packed, strict=False):
+        pd.testing.assert_frame_equal(read_trec_run(target), read_trec_run(plain))
+    pd.testing.assert_frame_equal(read_qrels(packed[-1]), read_qrels(QRELS))
+    broken = tmp_path / "broken.z"
+    broken.write_bytes(packed[0].read_bytes()[:-8])
+    with pytest.raises(BundleError, match=f"a damaged {codec} file"):
+        read_trec_run(broken)
 
 
 def test_ranks_follow_trec_eval_not_the_rank_column():

@@ -164,12 +164,43 @@ def mapped_bytes(path: Path) -> Iterator[bytes | mmap.mmap]:
         data.close()
 
 
+#: (magic bytes, module) of the compressed files the importers read: official run and qrels
+#: files are often distributed gzipped (NIST's ``input.<run>.gz``).
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "lzma"), (b"BZh", "bz2"))
+
+
+def read_input_bytes(path: Path) -> bytes:
+    """:func:`read_bytes`, decompressed when the file is gzip, xz or bzip2 (told by its first
+    bytes, not its name); a damaged archive is a :class:`BundleError`.  For the importers'
+    inputs (TREC, TAC-KBP, judge files); bundle tables are read as they are."""
+    import importlib
+
+    raw = read_bytes(path)
+    for magic, name in _COMPRESSED:
+        if raw.startswith(magic) and (name != "bz2" or raw[4:10] == b"1AY&SY"):
+            module = importlib.import_module(name)
+            try:
+                return module.decompress(raw)
+            except (OSError, EOFError, ValueError, getattr(module, "LZMAError", OSError)) as exc:
+                raise BundleError(path, None, f"a damaged {name} file ({exc})") from None
+    return raw
+
+
+def read_input_text(path: Path, what: str = "text file") -> str:
+    """:func:`read_text` of a possibly compressed input (:func:`read_input_bytes`)."""
+    return decode_text(path, read_input_bytes(path), what)
+
+
 def read_text(path: Path, what: str = "text file") -> str:
     """The UTF-8 text of ``path`` (a byte-order mark removed).
 
     A NUL byte or invalid UTF-8 is a :class:`BundleError` naming the line it is on.
     """
-    raw = read_bytes(path)
+    return decode_text(path, read_bytes(path), what)
+
+
+def decode_text(path: Path, raw: bytes, what: str = "text file") -> str:
+    """``raw`` (the bytes of ``path``) as UTF-8 text, as :func:`read_text` says."""
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise BundleError(path, line, f"binary data (NUL byte): not a {what}")

@@ -84,7 +84,7 @@ import pandas as pd
 
 from receval.config import DEFAULT_LABELS, TaskConfig
 from receval.errors import BundleError
-from receval.formats.tables import read_run_files, read_text
+from receval.formats.tables import read_input_bytes, read_input_text, read_run_files
 
 __all__ = [
     "ASSESSMENT_CODES",
@@ -263,7 +263,7 @@ def _text_lines(path: Path) -> list[tuple[int, str]]:
         raise BundleError(path, None, "no such file")
     if path.is_dir():
         raise BundleError(path, None, "is a directory, not a file")
-    text = read_text(path)
+    text = read_input_text(path)  # a gzipped run or assessment file is read as it is
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
@@ -491,12 +491,11 @@ class _Query:
 
 def _query_elements(path: Path) -> list[tuple[ET.Element, int | None, str]]:
     """(element, line, id) of every ``<query>`` of an XML query file; ids checked non-empty."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BundleError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise BundleError(path, None, "is a directory, not a file") from None
+    if not path.exists():
+        raise BundleError(path, None, "no such file")
+    if path.is_dir():
+        raise BundleError(path, None, "is a directory, not a file")
+    raw = read_input_bytes(path)
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as exc:

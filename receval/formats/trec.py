@@ -47,7 +47,7 @@ import numpy as np
 from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
 from receval.formats.buffers import arrow_array, numpy_array, scalar
-from receval.formats.tables import THREADED_PARSE_BYTES, read_bytes, read_text
+from receval.formats.tables import THREADED_PARSE_BYTES, decode_text, read_input_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,11 +134,11 @@ def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, 
         raise BundleError(path, None, "no such file")
     if path.is_dir():
         raise BundleError(path, None, "is a directory, not a file")
-    raw = read_bytes(path)
+    raw = read_input_bytes(path)  # a gzipped run or qrels file is read as it is
     table = _read_plain(raw, names)
     if table is not None:
         return table, np.arange(1, table.num_rows + 1, dtype=np.int64)
-    rows, numbers = _split(path, read_text(path), len(names), layout)
+    rows, numbers = _split(path, decode_text(path, raw), len(names), layout)
     columns = {name: pa.array(rows[:, j], pa.string()) for j, name in enumerate(names)}
     return pa.table(columns), numbers
 
