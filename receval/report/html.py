@@ -33,7 +33,7 @@ from receval.errors import BundleError
 from receval.formats.tables import write_text_atomic
 from receval.report import plots
 from receval.report.run_view import RunView
-from receval.report.writers import curve_file_stem
+from receval.report.writers import curve_file_stem, read_output_csv
 
 __all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
 
@@ -47,26 +47,6 @@ OPTIONAL_TABLES = {
     "truth_check": "truth_check.csv",
     "agreement": "agreement.csv",
 }
-
-#: Columns read as text (never numbers, never NaN: a system called "NA" stays "NA").
-TEXT_COLUMNS = (
-    "system",
-    "team",
-    "query_id",
-    "answer",
-    "fact",
-    "note",
-    "interval",
-    "estimator",
-    "precision_at_target_method",
-    "quantity",
-    "kind",
-    "description",
-    "decision",
-    "votes",
-    "metric",
-    "tier",
-)
 
 TOP_QUERIES = 25
 TOP_CONFLICTS = 15
@@ -103,16 +83,6 @@ class ReportInputs:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    """A CSV written by receval: empty fields are NaN, text columns stay text."""
-    try:
-        head = pd.read_csv(path, nrows=0)
-        dtypes = {c: str for c in head.columns if c in TEXT_COLUMNS}
-        return pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=dtypes)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(path, None, f"cannot read the table: {exc}") from None
 
 
 def read_report_inputs(out_dir: Path) -> ReportInputs:
@@ -154,12 +124,33 @@ def _read_run(path: Path) -> dict[str, Any]:
         raise BundleError(path, line, f"not valid JSON: {exc}") from None
     if not isinstance(run, dict):
         raise BundleError(path, None, "not a JSON object")
+    for key, kind in RUN_SHAPES.items():
+        value = run.get(key)
+        if value is not None and not isinstance(value, kind):
+            text = path.read_text(encoding="utf-8")
+            at = re.search(rf'^\s*"{re.escape(key)}"\s*:', text, re.MULTILINE)
+            line = text[: at.start()].count("\n") + 1 if at else None
+            shown = json.dumps(value)[:40]
+            raise BundleError(
+                path, line, f"{key!r} is {shown}, not a JSON {_JSON_KIND[kind]} (edited by hand?)"
+            )
     return run
+
+
+#: The sections of ``run.json`` the report reads, and their JSON kind (``None`` is allowed).
+RUN_SHAPES = {
+    **dict.fromkeys(
+        ("options", "bootstrap", "design", "ranking", "inputs", "merge", "target", "curves"), dict
+    ),
+    "pooling_bias": dict,
+    "warnings": list,
+}
+_JSON_KIND = {dict: "object", list: "list"}
 
 
 def _read_board(path: Path) -> pd.DataFrame:
     """``leaderboard.csv`` with its ``system`` column as text."""
-    board = _read_csv(path)
+    board = read_output_csv(path)
     if "system" not in board.columns:
         raise BundleError(path, 1, "missing required column system")
     board["system"] = board["system"].fillna("").astype(str)
@@ -177,7 +168,7 @@ def _read_optional_tables(out_dir: Path) -> tuple[dict[str, pd.DataFrame | None]
             absent[name] = "missing"
             continue
         try:
-            tables[attr] = _read_csv(path)
+            tables[attr] = read_output_csv(path)
         except BundleError as exc:
             absent[name] = f"unreadable ({exc.message})"
     return tables, absent
@@ -203,7 +194,7 @@ def _read_curves(
         if path is None:
             continue
         try:
-            frame = _read_csv(path)
+            frame = read_output_csv(path)
         except BundleError as exc:
             absent[f"curves/{path.name}"] = f"unreadable ({exc.message})"
             continue
@@ -1092,7 +1083,9 @@ def _pooling_bias_rule(run: dict[str, Any]) -> str:
 
 
 def _signed(value: Any) -> str:
-    """A difference with its sign ("+0.012", "−0.004"); one that rounds to zero is "0.000"."""
+    """A difference with its sign ("+0.012", "−0.004"); one that rounds to zero is "0.000"; a
+    value that is not a number (a hand-edited table) is shown missing."""
+    value = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
     if _is_missing(value):
         return "—"
     text = f"{float(value):+.3f}"

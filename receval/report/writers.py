@@ -71,15 +71,58 @@ def format_table(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> str:
     return "\n".join(x.rstrip() for x in out)
 
 
+#: Columns read as text (never numbers, never NaN: a system called "NA" stays "NA").
+TEXT_COLUMNS = (
+    "system",
+    "team",
+    "query_id",
+    "answer",
+    "fact",
+    "note",
+    "interval",
+    "estimator",
+    "precision_at_target_method",
+    "quantity",
+    "kind",
+    "description",
+    "decision",
+    "votes",
+    "metric",
+    "tier",
+)
+
+
+def read_output_csv(path: Path) -> pd.DataFrame:
+    """A CSV written by receval: empty fields are NaN, :data:`TEXT_COLUMNS` stay text; a file
+    that is not such a table (edited by hand, truncated) is a :class:`BundleError` naming it."""
+    import re
+
+    from receval.errors import BundleError
+
+    try:
+        head = pd.read_csv(path, nrows=0)
+        dtypes = {c: str for c in head.columns if c in TEXT_COLUMNS}
+        return pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=dtypes)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        text = str(exc).replace("Error tokenizing data. C error: ", "").strip()
+        raise BundleError(
+            path, int(line.group(1)) if line else None, f"cannot read the table: {text}"
+        ) from None
+
+
 def read_leaderboard(path: Path) -> pd.DataFrame:
-    """Read a ``leaderboard.csv`` written by ``receval score`` (missing file: BundleError)."""
+    """Read a ``leaderboard.csv`` written by ``receval score`` (missing or unreadable file:
+    BundleError)."""
     from receval.errors import BundleError
 
     if not Path(path).is_file():
         raise BundleError(
             path, None, "no leaderboard here: run `receval score TASK --out DIR` first"
         )
-    board = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    board = read_output_csv(path)
+    if "system" not in board.columns:
+        raise BundleError(path, 1, "missing required column system")
     if "best_of_team" in board:
         board["best_of_team"] = board["best_of_team"].astype(str).str.lower() == "true"
     return board

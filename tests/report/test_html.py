@@ -658,3 +658,40 @@ def test_hostile_and_long_system_names_in_the_report(tmp_path):
     html = (out / "report.html").read_text()
     assert markup not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert long_name in html and "T2&amp;&lt;b&gt;" in html
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "words"),
+    [
+        ("leaderboard.csv", lambda t: "", "leaderboard.csv: cannot read the table"),
+        (
+            "leaderboard.csv",
+            lambda t: "\n".join(
+                line + (",x,y,z" if i == 2 else "") for i, line in enumerate(t.split("\n"))
+            ),
+            "leaderboard.csv:3: cannot read the table: Expected",
+        ),
+        (
+            "run.json",
+            lambda t: t.replace('"warnings": [', '"warnings": 7, "w": ['),
+            "'warnings' is 7",
+        ),
+        ("run.json", lambda t: t.replace('"ranking": {', '"ranking": 1, "r": {'), "'ranking' is 1"),
+    ],
+)
+@pytest.mark.parametrize("command", ["leaderboard", "report"])
+def test_a_hand_edited_output_folder_is_a_one_line_error(
+    scored_dir, tmp_path, file, edit, words, command
+):
+    """``leaderboard`` and ``report`` read an output folder back: a table or run.json edited
+    into another shape is exit 2 with one line naming the file (was a pandas or AttributeError
+    traceback)."""
+    if command == "leaderboard" and file == "run.json":
+        pytest.skip("leaderboard reads leaderboard.csv only")
+    out = tmp_path / "out"
+    shutil.copytree(scored_dir, out)
+    (out / file).write_text(edit((out / file).read_text()))
+    result = CliRunner().invoke(cli, [command, str(out)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines
