@@ -96,7 +96,9 @@ class ReceGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+        except click.Abort as exc:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            if exc.__cause__ is not None and not _interrupted(exc):
+                raise exc.__cause__ from None  # click's Abort for an EOFError: not a Ctrl-C
             click.echo(f"error: {INTERRUPTED}", err=True)
             sys.exit(130)
         except Exception as exc:

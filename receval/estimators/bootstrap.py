@@ -79,22 +79,72 @@ class Replicates:
 
     @classmethod
     def load(cls, path: Path, stages: list[Stage]) -> Replicates:
-        """Load counts saved by :meth:`save`; they must match the stages' sizes."""
-        with np.load(path) as z:
-            B = int(z["B"])
-            seed = int(z["seed"])
-            counts = {}
-            for stage in stages:
-                key = f"stage_{stage.name}"
-                if key not in z:
-                    raise ValueError(f"{path}: no replicates for stage {stage.name!r}")
-                c = z[key].astype(np.int32)
-                if c.shape != (B, stage.units):
-                    raise ValueError(
-                        f"{path}: replicates for stage {stage.name!r} have shape {c.shape}, expected {(B, stage.units)}"
-                    )
-                counts[stage.name] = c
+        """Load counts saved by :meth:`save`; they must be replicates of these stages: one
+        row per replicate, whole non-negative counts that resample every stratum to its size.
+        Anything else is a :class:`~receval.errors.BundleError` naming the file."""
+        import zipfile
+
+        from receval.errors import BundleError
+
+        try:
+            archive = np.load(path, allow_pickle=False)
+        except EOFError:
+            raise BundleError(
+                path, None, "empty: not a replicates file of --save-replicates"
+            ) from None
+        except (OSError, ValueError, zipfile.BadZipFile):
+            raise BundleError(
+                path, None, "not a replicates file of --save-replicates (not an .npz archive)"
+            ) from None
+        if not hasattr(archive, "files"):  # a bare .npy array
+            raise BundleError(path, None, "not a replicates file of --save-replicates (no archive)")
+        with archive as z:
+            B, seed = (_saved_integer(z, key, path) for key in ("B", "seed"))
+            counts = {stage.name: _saved_counts(z, stage, B, path) for stage in stages}
         return cls(seed=None if seed < 0 else seed, B=B, counts=counts)
+
+
+def _saved_integer(z, key: str, path: Path) -> int:
+    from receval.errors import BundleError
+
+    value = z[key] if key in z.files else None
+    if value is None or value.shape != () or value.dtype.kind not in "iu":
+        raise BundleError(path, None, f"no integer {key!r} in the replicates file")
+    return int(value)
+
+
+def _saved_counts(z, stage: Stage, B: int, path: Path) -> np.ndarray:
+    """The saved counts of ``stage``, checked: shape (B, units), whole and non-negative, and
+    every replicate drawing each stratum's size (``n_s`` from ``n_s``)."""
+    from receval.errors import BundleError
+
+    key = f"stage_{stage.name}"
+    if key not in z.files:
+        raise BundleError(path, None, f"no replicates for stage {stage.name!r}")
+    c = z[key]
+    if c.shape != (B, stage.units):
+        raise BundleError(
+            path,
+            None,
+            f"replicates for stage {stage.name!r} have shape {c.shape}, expected "
+            f"{(B, stage.units)} (saved for another task or sample?)",
+        )
+    if c.dtype.kind not in "iu" or (c.size and c.min() < 0):
+        raise BundleError(path, None, f"counts of stage {stage.name!r} are not whole numbers >= 0")
+    c = c.astype(np.int32)
+    if stage.units:
+        _, codes, sizes = np.unique(stage.strata, return_inverse=True, return_counts=True)
+        order = np.argsort(codes, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        drawn = np.add.reduceat(c[:, order], starts, axis=1)
+        if (drawn != sizes[None, :]).any():
+            raise BundleError(
+                path,
+                None,
+                f"counts of stage {stage.name!r} do not resample each stratum to its size "
+                "(saved for another sample?)",
+            )
+    return c
 
 
 def stratified_counts(strata: np.ndarray, B: int, rng: np.random.Generator) -> np.ndarray:

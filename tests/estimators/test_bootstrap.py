@@ -142,3 +142,38 @@ def test_replicates_round_trip(tmp_path):
         assert np.array_equal(back.counts[s.name], reps.counts[s.name])
     with pytest.raises(ValueError, match="shape"):
         Replicates.load(tmp_path / "r.npz", [Stage("a", np.zeros(5, int)), stages[1]])
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda z: b"", "empty: not a replicates file"),
+        (lambda z: b"not an npz", "not an .npz archive"),
+        (lambda z: {k: v for k, v in z.items() if k != "B"}, "no integer 'B'"),
+        (lambda z: {**z, "seed": np.array("x")}, "no integer 'seed'"),
+        (lambda z: {**z, "stage_a": -z["stage_a"].astype(int)}, "not whole numbers >= 0"),
+        (lambda z: {**z, "stage_a": z["stage_a"] + 0.5}, "not whole numbers >= 0"),
+        # stratum 0 holds units 0-1, stratum 1 unit 2: moving a count across them is no resample
+        (lambda z: {**z, "stage_a": z["stage_a"][:, ::-1].copy()}, "each stratum to its size"),
+    ],
+)
+def test_a_replicates_file_that_is_not_a_resample_is_refused(tmp_path, edit, words):
+    """``score --replicates FILE`` reuses saved counts: a damaged or foreign file is a
+    BundleError naming it (was a KeyError / TypeError traceback, an empty file even read as
+    Ctrl-C, and negative or fractional counts were used as they were)."""
+    import io
+
+    from receval.errors import BundleError
+
+    stages = [Stage("a", np.array([0, 0, 1])), Stage("b", np.zeros(4, int))]
+    draw_replicates(stages, 50, np.random.default_rng(7), seed=7).save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as z:
+        saved = {k: z[k] for k in z.files}
+    changed = edit(saved)
+    if not isinstance(changed, bytes):
+        buffer = io.BytesIO()
+        np.savez(buffer, **changed)
+        changed = buffer.getvalue()
+    (tmp_path / "bad.npz").write_bytes(changed)
+    with pytest.raises(BundleError, match=words):
+        Replicates.load(tmp_path / "bad.npz", stages)
