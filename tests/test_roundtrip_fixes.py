@@ -50,6 +50,33 @@ def test_sample_units_from_round_trips(tmp_path):
     assert len(load_task(root).exhaustive_units) == 2
 
 
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        (
+            "unit\tprob\nd1\t0.5\nd2\tabc\n",
+            "candidates.tsv:3: column 'prob': 'abc' is not a finite",
+        ),
+        ("unit\tprob\nd1\t0.5\nd2\t\n", "candidates.tsv:3: no prob here but on other lines"),
+        ("unit\tprob\nd1\t-1\nd2\t1\n", "candidates.tsv:2: prob must be >= 0"),
+        ("unit\tprob\nd1\t0\nd2\t0\n", "candidates.tsv: every prob is 0"),
+        ("unit\nd1\nd2\nd1\n", "candidates.tsv:4: unit 'd1' is listed twice"),
+        ("unit\tprob\nd1\t1\n \t1\n", "candidates.tsv:3: empty value in required column 'unit'"),
+    ],
+)
+def test_a_candidate_unit_table_with_a_bad_row_is_refused(tmp_path, table, words):
+    """One unreadable weight used to turn the whole table uniform, silently (the organiser's
+    design ignored); a repeated or blank unit was drawn as it was."""
+    root = make_bundle(tmp_path, exhaustive_units=None, exhaustive=None)
+    units = tmp_path / "candidates.tsv"
+    units.write_text(table)
+    args = ["sample", str(root), "--exhaustive-units", "1", "--units-from", str(units)]
+    result = CliRunner().invoke(cli, [*args, "--seed", "1"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and words in result.output, result.output
+    assert not (root / "to_annotate.tsv").exists()
+
+
 def test_joint_score_without_exhaustive_units_is_quiet(tmp_path):
     task = load_task(make_bundle(tmp_path, exhaustive_units=None, exhaustive=None))
     for method in ("percentile", "BCa"):

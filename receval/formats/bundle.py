@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from receval.config import TaskConfig, dump_config
 from receval.errors import BundleError
-from receval.formats.tables import current_umask, read_table, write_table
+from receval.formats.tables import LINE, current_umask, read_table, write_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +112,7 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
     """
     import pandas as pd
 
-    from receval.formats.tables import LINE, find_table, read_table
+    from receval.formats.tables import find_table
 
     root = Path(root)
     path = find_table(root, name) or root / f"{name}.tsv"
@@ -128,13 +128,33 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
 
 def read_candidate_units(path: Path | str) -> pd.DataFrame:
     """The candidate units for exhaustive annotation (``unit``, optional ``prob``) from ``path``."""
-    import pandas as pd
 
-    candidates = read_table(Path(path))
+    from receval.formats.checks import nonempty, numbers
+
+    path = Path(path)
+    candidates = read_table(path)
     if "unit" not in candidates.columns:
         raise BundleError(path, 1, "missing required column unit")
+    nonempty(candidates, path, ("unit",), verbatim=())
+    twice = candidates["unit"].duplicated()
+    if twice.any():
+        row = candidates[twice].iloc[0]
+        raise BundleError(path, int(row[LINE]), f"unit {row['unit']!r} is listed twice")
     if "prob" in candidates.columns:
-        candidates["prob"] = pd.to_numeric(candidates["prob"], errors="coerce")
+        # one unreadable weight would otherwise turn the whole table uniform, silently
+        candidates["prob"] = numbers(candidates, path, "prob", allow_empty=True)
+        given = candidates["prob"].notna()
+        if given.any() and not given.all():
+            line = int(candidates.loc[~given, LINE].iloc[0])
+            raise BundleError(
+                path, line, "no prob here but on other lines: give every candidate a weight or none"
+            )
+        negative = candidates["prob"] < 0
+        if negative.any():
+            line = int(candidates.loc[negative, LINE].iloc[0])
+            raise BundleError(path, line, "prob must be >= 0 (a relative selection weight)")
+        if given.all() and len(candidates) and not candidates["prob"].sum() > 0:
+            raise BundleError(path, None, "every prob is 0: no unit could be drawn")
     return candidates
 
 
