@@ -147,28 +147,41 @@ def _saved_counts(z, stage: Stage, B: int, path: Path) -> np.ndarray:
     return c
 
 
-def stratified_counts(strata: np.ndarray, B: int, rng: np.random.Generator) -> np.ndarray:
-    """Resampling counts (B × n): each stratum's rows drawn with replacement, n_s from n_s.
+#: Replicates resampled per block in :func:`stratified_counts` (a block's arrays stay in cache).
+COUNT_BLOCK = 32
 
-    Vectorised: one uniform matrix, one ``bincount`` (no loop over replicates or strata).
+
+def stratified_counts(strata: np.ndarray, B: int, rng: np.random.Generator) -> np.ndarray:
+    """Resampling counts (B × n, int32): each stratum's rows drawn with replacement, n_s from n_s.
+
+    Vectorised in blocks of :data:`COUNT_BLOCK` replicates: per block one uniform matrix and one
+    ``bincount``.  The generator fills the blocks in row order, so the counts are the ones a
+    single B × n uniform matrix gives (same seed, same replicates), at a fraction of the memory
+    and about 35 % less time (``bench/score.py``).
     """
     strata = np.asarray(strata)
     n = strata.size
     if n == 0:
-        return np.zeros((B, 0), np.int64)
+        return np.zeros((B, 0), np.int32)
     order = np.argsort(strata, kind="stable")
     identity = bool(np.all(order == np.arange(n)))
     _, start, size = np.unique(strata[order], return_index=True, return_counts=True)
     stratum_of = np.repeat(np.arange(size.size), size)
-    u = rng.random((B, n))
-    u *= size[stratum_of][None, :]
-    picks = u.astype(np.int64)  # truncation = floor for u ≥ 0: a uniform position in the stratum
-    del u
-    picks += start[stratum_of][None, :]
-    if not identity:  # positions in stratum order -> original rows
-        picks = order[picks]
-    picks += np.arange(B, dtype=np.int64)[:, None] * n
-    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n)
+    scale = size[stratum_of].astype(float)
+    offset = start[stratum_of]
+    rows = np.arange(COUNT_BLOCK, dtype=np.int64)[:, None] * n
+    out = np.empty((B, n), np.int32)
+    for lo in range(0, B, COUNT_BLOCK):
+        k = min(COUNT_BLOCK, B - lo)
+        u = rng.random((k, n))
+        u *= scale
+        picks = u.astype(np.int64)  # truncation = floor for u ≥ 0: a position in the stratum
+        picks += offset
+        if not identity:  # positions in stratum order -> original rows
+            picks = order[picks]
+        picks += rows[:k]
+        out[lo : lo + k] = np.bincount(picks.ravel(), minlength=k * n).reshape(k, n)
+    return out
 
 
 def draw_replicates(
