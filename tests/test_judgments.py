@@ -467,3 +467,29 @@ def test_a_fact_with_only_ignore_votes_stays_pending(tmp_path):
     left["label"], left["annotator"] = "W", "b"
     left.to_csv(sheet, sep="\t", index=False)
     assert add_judgments(root, [sheet]).pending == 0
+
+
+def test_concurrent_sample_rounds_all_land(tmp_path):
+    """Two `sample` processes at once used to draw the same round name: one's draws were lost
+    from samples.tsv and to_annotate.tsv while both printed what to annotate.  They now take the
+    bundle lock in turn: two rounds, both in to_annotate.tsv, and a curve plan waits too."""
+    import subprocess
+    import sys
+
+    root = make_bundle(tmp_path, judgments=None, samples=None)
+    sample = [sys.executable, "-m", "receval.cli", "sample", str(root), "--per-system", "2"]
+    cmds = [[*sample, "--seed", str(k)] for k in range(3)]
+    curve = ["curve", "plan", str(root), "--system", "A", "--method", "random", "--seed", "1"]
+    cmds.append([sys.executable, "-m", "receval.cli", *curve])
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in cmds]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    samples = load_task(root).samples
+    assert sorted(samples["sample"].unique()) == ["round-1", "round-2", "round-3"]
+    assert samples.groupby("sample").size().tolist() == [4, 4, 4]
+    todo = _read(root / "to_annotate.tsv")
+    drawn = set(zip(samples["query_id"], samples["answer"], strict=True))
+    assert {(q, a.strip().casefold()) for q, a in drawn} <= {
+        (q, a.strip().casefold()) for q, a in zip(todo["query_id"], todo["answer"], strict=True)
+    }
