@@ -22,7 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from receval.options import ENGINES, check_choice, check_score_options, resolve_seed
+from receval.options import (
+    ENGINES,
+    check_choice,
+    check_round_draws,
+    check_score_options,
+    check_seed,
+    resolve_seed,
+)
 from receval.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -481,6 +488,7 @@ def sample(
     from receval.design import DISTRIBUTIONS, new_sample_round
 
     check_choice("distribution", distribution, DISTRIBUTIONS)
+    check_seed(seed)
     if until_decided:
         from receval.until_decided import until_decided_round
 
@@ -502,6 +510,8 @@ def sample(
         raise ValueError("exhaustive_units needs units (the candidate units)")
     loaded = _as_task(task)
     _check_systems(loaded, systems)
+    n_systems = len(systems) if systems else len(loaded.systems)
+    check_round_draws(sum(sizes.values()) if isinstance(sizes, dict) else sizes * n_systems)
     return new_sample_round(
         loaded,
         sizes,
@@ -621,6 +631,7 @@ def simulate(out: Path | str, *, seed: int = 0, overwrite: bool = False, **confi
     if unknown:
         raise ValueError(f"unknown simulation option(s): {', '.join(unknown)}")
     config.setdefault("name", Path(out).name)
+    check_seed(seed)
     return simulate_task(out, SimulationConfig(**config), seed=seed, overwrite=overwrite)
 
 

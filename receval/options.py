@@ -78,6 +78,28 @@ def check_score_options(options: Any) -> None:
     _check_combinations(options)
 
 
+#: The most draws one sample round may ask for: far beyond any annotation budget, and a bound
+#: on the memory a mistyped size would claim (``--per-system 1000000000000`` tried 44 TiB).
+MAX_ROUND_DRAWS = 10_000_000
+
+
+def check_seed(seed: Any) -> None:
+    """``OptionError`` unless ``seed`` is an integer >= 0 (what numpy's seeding accepts)."""
+    import numbers
+
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+        raise OptionError(f"{{seed={seed!r}}} must be an integer >= 0")
+
+
+def check_round_draws(draws: int) -> None:
+    """``OptionError`` for a round of more than :data:`MAX_ROUND_DRAWS` draws."""
+    if draws > MAX_ROUND_DRAWS:
+        raise OptionError(
+            f"a round of {draws:,} draws is more than {MAX_ROUND_DRAWS:,} (each draw is a label "
+            "to collect): ask for fewer"
+        )
+
+
 def resolve_seed(seed: Any) -> int:
     """The integer seed a run uses and records (numpy/scipy ``rng`` conventions).
 
@@ -89,6 +111,7 @@ def resolve_seed(seed: Any) -> int:
     import numbers
 
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        check_seed(seed)
         return int(seed)
     import numpy as np
 

@@ -283,6 +283,9 @@ def check_until_decided(batch: int, confidence: float, budget: int | None) -> No
     """``ValueError`` for a batch below 1, a confidence outside (0, 1) or a negative budget."""
     if not isinstance(batch, int | np.integer) or isinstance(batch, bool) or batch < 1:
         raise OptionError(f"{{batch={batch!r}}} must be an integer >= 1")
+    from receval.options import check_round_draws
+
+    check_round_draws(int(batch))
     if not isinstance(confidence, int | float) or not 0.0 < confidence < 1.0:
         raise OptionError(f"{{confidence={confidence!r}}} must be in (0, 1)")
     if budget is not None and (not isinstance(budget, int | np.integer) or budget < 0):

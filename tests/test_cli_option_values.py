@@ -85,3 +85,41 @@ def test_extrapolate_with_prevalence_zero_is_one_line(capfd):
     )
     assert "0 < prevalence < 1" in line
     assert "RuntimeWarning" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--until-decided", "--batch", "1000000000000"],
+        ["--per-system", "1000000000000"],
+        ["--per-system", "5000001"],  # 2 systems: 10,000,002 draws
+    ],
+)
+def test_a_round_of_absurd_size_is_refused_before_any_allocation(tmp_path, args):
+    """A mistyped size asked numpy for 1.46 TiB (MemoryError traceback); a round is capped at
+    10,000,000 draws (each draw is a label to collect)."""
+    task = make_bundle(tmp_path)
+    line = _invoke(["sample", str(task), *args, "--seed", "1"])
+    assert "draws is more than 10,000,000" in line
+
+
+@pytest.mark.parametrize("seed", [-1, None, 1.5, "x", True])
+def test_the_api_refuses_a_seed_numpy_cannot_take(tmp_path, seed):
+    import receval
+
+    task = make_bundle(tmp_path)
+    with pytest.raises(ValueError, match=r"seed=.* must be an integer >= 0"):
+        receval.sample(task, 1, seed=seed)
+    with pytest.raises(ValueError, match=r"seed=.* must be an integer >= 0"):
+        receval.sample(task, seed=seed, until_decided=True, batch=2)
+    if seed is not None:  # None: fresh entropy, as numpy's convention
+        with pytest.raises(ValueError, match="seed"):
+            receval.score(task, bootstrap=50, seed=seed)
+
+
+@pytest.mark.parametrize(("kw", "words"), [({"method": None}, "method"), ({"size": 1.5}, "size")])
+def test_curve_budget_refuses_values_of_the_wrong_type(kw, words):
+    import receval
+
+    with pytest.raises(ValueError, match=words):
+        receval.curve_budget(**{"method": "paula", "size": 1000, **kw})

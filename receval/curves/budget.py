@@ -17,6 +17,8 @@ Defaults are the papers': ε = 0.03, Δ = 100, r̃ = ⌈(Δ+2)/ε⌉, δ = 0.05,
 
 from __future__ import annotations
 
+import numbers
+
 from receval.curves.adastrat import AdaStrat
 from receval.curves.logstrat import LogStrat
 from receval.curves.paula import Paula
@@ -73,9 +75,11 @@ def curve_budget(
     ValueError
         Unknown or adaptive method, or invalid parameters (message says which).
     """
+    if not isinstance(method, str):
+        raise ValueError(f"method={method!r} must be a method name (str)")
     key = method.strip().lower()
-    if size < 1:
-        raise ValueError("size must be ≥ 1")
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
+        raise ValueError(f"size={size!r} must be an integer ≥ 1")
     if key == "paula":
         return Paula(epsilon=epsilon, window=window, r_tilde=r_tilde).budget(size)
     if key == "logstrat":
