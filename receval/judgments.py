@@ -61,7 +61,13 @@ def bundle_lock(root: Path, timeout: float = 60.0) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows
         fcntl = None
     if fcntl is not None:
-        with open(path, "a+") as handle:
+        try:
+            handle = open(path, "a+")  # closed by the with below
+        except OSError as exc:  # a read-only bundle, or something else at that path
+            raise BundleError(
+                path, None, f"cannot take the bundle lock ({exc.strerror or exc})"
+            ) from None
+        with handle:
             while True:
                 try:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -493,3 +493,21 @@ def test_concurrent_sample_rounds_all_land(tmp_path):
     assert {(q, a.strip().casefold()) for q, a in drawn} <= {
         (q, a.strip().casefold()) for q, a in zip(todo["query_id"], todo["answer"], strict=True)
     }
+
+
+@pytest.mark.parametrize("command", ["add", "sample"])
+def test_a_bundle_whose_lock_cannot_be_taken_is_one_error(tmp_path, command):
+    """A read-only bundle (or anything else at ``.receval.lock``) was an OSError traceback."""
+    root = make_bundle(tmp_path)
+    (root / ".receval.lock").mkdir()
+    sheet = tmp_path / "s.tsv"
+    sheet.write_text("query_id\tanswer\tlabel\tannotator\nq1\tParis\tC\tz\n")
+    args = {
+        "add": ["judgments", "add", str(root), str(sheet)],
+        "sample": ["sample", str(root), "--per-system", "1", "--seed", "1"],
+    }[command]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: {root / '.receval.lock'}: cannot take the bundle lock (Is a directory)"
+    )
