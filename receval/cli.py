@@ -48,10 +48,11 @@ def _bundle_locked(task: Path):
     """Hold the bundle's lock (the one ``judgments add`` takes) while a command reads the bundle
     and writes its round: two ``sample`` runs at once drew the same round name, and one's draws
     were lost while both said what to annotate."""
+    from receval.formats.tables import TABLE_SUFFIXES
     from receval.judgments import bundle_lock
 
-    if not Path(task).is_dir():  # the loader names the problem
-        yield
+    if not any((Path(task) / f"queries{s}").is_file() for s in TABLE_SUFFIXES):
+        yield  # not a bundle (a mistyped path): no lock file left there; the loader says why
         return
     with contextlib.ExitStack() as stack:
         try:
