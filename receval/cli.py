@@ -28,7 +28,6 @@ class InputError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-# click ≥ 8.2 raises this for a group called without a command; older versions print help
 class FilePath(click.Path):
     """click's path type, refusing an empty path (``--out ''`` would name the working
     directory, which a whole-file write then tries to replace)."""
@@ -77,6 +76,7 @@ class FiniteRange(click.FloatRange):
 SEED = click.IntRange(min=0)
 
 
+# click ≥ 8.2 raises this for a group called without a command; older versions print help
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 

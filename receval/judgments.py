@@ -312,7 +312,8 @@ def _disagreements(merged: pd.DataFrame, task: Task) -> pd.DataFrame:
 
 
 def _rewrite_pending(task: Task, labelled: set[str]) -> int:
-    """Drop now-labelled fact rows from ``to_annotate.tsv``; return the fact rows left."""
+    """Drop now-labelled fact rows from ``to_annotate.tsv`` and list again the drawn facts a
+    new vote left without a label (a tie under ``tie = "unjudged"``); return the fact rows."""
     path = task.root / "to_annotate.tsv"
     if not path.is_file():
         return 0
@@ -320,15 +321,29 @@ def _rewrite_pending(task: Task, labelled: set[str]) -> int:
     if not {"query_id", "answer"} <= set(todo.columns):
         return len(todo)
     kind = todo["kind"].astype(str) if "kind" in todo.columns else pd.Series("fact", todo.index)
+    fact = kind.isin(("fact", ""))
     key = (
         todo["query_id"].astype(str)
         + "\t"
         + normalize_answers(todo["answer"].astype(str), task.config.matching)
     )
-    done = (kind.isin(("fact", ""))) & key.isin(labelled)
-    if done.any():
-        write_table(path, todo[~done])
-    return int(((kind.isin(("fact", ""))) & ~done).sum())
+    done = fact & key.isin(labelled)
+    back = _reopened(task, labelled, set(key[fact]))
+    if done.any() or len(back):
+        write_table(path, pd.concat([todo[~done], back.reindex(columns=todo.columns)]).fillna(""))
+    return int((fact & ~done).sum()) + len(back)
+
+
+def _reopened(task: Task, labelled: set[str], listed: set[str]) -> pd.DataFrame:
+    """Rows for the drawn facts without a label that ``to_annotate.tsv`` no longer lists."""
+    from receval.design import facts_to_annotate
+
+    drawn = np.unique(task.samples["fact"].to_numpy(np.int64))
+    facts = task.facts.iloc[drawn]
+    keys = (facts["query_id"].astype(str) + "\t" + facts["answer"].astype(str)).to_numpy()
+    wanted = np.array([k not in labelled and k not in listed for k in keys], bool)
+    rows = facts_to_annotate(task.outputs, drawn[wanted], pd.Index([], dtype=np.int64))
+    return rows.assign(kind="fact")
 
 
 def add_judgments(
@@ -405,23 +420,39 @@ def add_judgments(
 
 
 def _counted_facts(votes: pd.DataFrame, task: Task) -> set[str]:
-    """Fact keys with a vote that counts: an ``ignore`` vote (or an inexact one under
-    ``inexact_policy = "ignore"``) leaves the vote out, so a fact with only such votes still
-    waits for a label (in ``to_annotate.tsv``, and for ``score``)."""
+    """Fact keys the bundle's merge gives a label (``[merge]``, as ``score`` sees them): a fact
+    whose votes are all ``ignore`` (which leaves the vote out), or tied under ``tie =
+    "unjudged"``, still waits for a label (in ``to_annotate.tsv``, and for ``score``)."""
+    from receval.merge import merge_labels
+
+    keys = _fact_keys(votes, task)
+    codes, uniques = pd.factorize(keys)
     value = _category(votes["label"].astype(str), task.config).map(task.config.category_value())
-    return set(_fact_keys(votes[value.notna()], task))
+    classes = votes.get("equivalence_class", pd.Series("", index=votes.index))
+    frame = pd.DataFrame(
+        {
+            "fact": codes,
+            "query_id": votes["query_id"].astype(str).to_numpy(),
+            "answer": votes["answer"].astype(str).to_numpy(),
+            "value": value.to_numpy(float),
+            "annotator": votes["annotator"].fillna("").astype(str).to_numpy(),
+            "equivalence_class": classes.fillna("").astype(str).to_numpy(),
+        }
+    )
+    merged = merge_labels(frame, task.config.merge_rule, task.config.tie_policy)
+    return set(uniques[merged.labels.index.to_numpy(np.int64)])
 
 
 def _ignored_note(added: pd.DataFrame, labelled: set[str], task: Task):
-    """A warning for facts this call voted on whose every vote leaves the vote out."""
+    """A warning for facts this call voted on that the merge still gives no label."""
     keys = _fact_keys(added, task)
     only = sorted(set(keys[~keys.isin(labelled)]))
     if only:
         query_id, answer = only[0].split("\t", 1)
         yield (
-            f"{len(only)} fact(s) have only votes that leave the vote out (ignore; first: "
-            f"{query_id} {answer!r}): they stay in to_annotate.tsv until someone gives a label "
-            "that counts (correct, wrong or inexact)"
+            f"{len(only)} fact(s) still have no label after their votes (only 'ignore' votes, "
+            f"or a tie the [merge] tie policy leaves unjudged; first: {query_id} {answer!r}): "
+            "they stay in to_annotate.tsv until another vote decides them"
         )
 
 

@@ -454,10 +454,8 @@ def test_a_fact_with_only_ignore_votes_stays_pending(tmp_path):
     )
     assert result.exit_code == 0, result.output
     first = todo.iloc[0]
-    assert (
-        f"1 fact(s) have only votes that leave the vote out (ignore; first: {first['query_id']}"
-        in (result.output)
-    )
+    assert "1 fact(s) still have no label after their votes (only 'ignore' votes" in result.output
+    assert f"first: {first['query_id']} " in result.output
     left = _read(root / "to_annotate.tsv")
     assert left[["query_id", "answer"]].values.tolist() == [[first["query_id"], first["answer"]]]
     scored = CliRunner().invoke(cli, ["score", str(root), "--out", str(tmp_path / "out")])
@@ -511,3 +509,23 @@ def test_a_bundle_whose_lock_cannot_be_taken_is_one_error(tmp_path, command):
     assert result.output.strip() == (
         f"error: {root / '.receval.lock'}: cannot take the bundle lock (Is a directory)"
     )
+
+
+def test_a_tie_the_merge_leaves_unjudged_stays_pending(tmp_path):
+    """With ``[merge] tie = "unjudged"`` a 1–1 tie gives no label: the fact stays in
+    to_annotate.tsv for a deciding vote (it used to leave, as with ignore votes)."""
+    root = make_bundle(
+        tmp_path, judgments=None, samples=None, task_toml='name = "t"\n[merge]\ntie = "unjudged"\n'
+    )
+    _run("sample", root, "--per-system", "3", "--seed", "3")
+    todo = _read(root / "to_annotate.tsv")
+    first = todo.iloc[[0]]
+    for annotator, label in (("a", "C"), ("b", "W")):
+        sheet = tmp_path / f"{annotator}.tsv"
+        first.assign(label=label, annotator=annotator).to_csv(sheet, sep="\t", index=False)
+        result = add_judgments(root, [sheet])
+    assert result.pending == len(todo)  # nothing else was labelled; the tied fact stays
+    assert any("a tie the [merge] tie policy leaves unjudged" in n for n in result.notes)
+    sheet = tmp_path / "c.tsv"
+    first.assign(label="C", annotator="c").to_csv(sheet, sep="\t", index=False)
+    assert add_judgments(root, [sheet]).pending == len(todo) - 1
