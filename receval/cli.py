@@ -6,7 +6,6 @@ bad input (never a traceback).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import sys
@@ -36,29 +35,6 @@ class FilePath(click.Path):
         if isinstance(value, str | os.PathLike) and not str(value).strip():
             self.fail("an empty path", param, ctx)
         return super().convert(value, param, ctx)
-
-
-#: Seconds a command waits for another receval process that holds the bundle's lock.
-LOCK_WAIT = 600.0
-
-
-@contextlib.contextmanager
-def _bundle_locked(task: Path):
-    """Hold the bundle's lock (the one ``judgments add`` takes) while a command reads the bundle
-    and writes its round: two ``sample`` runs at once drew the same round name, and one's draws
-    were lost while both said what to annotate."""
-    from receval.formats.tables import TABLE_SUFFIXES
-    from receval.judgments import bundle_lock
-
-    if not any((Path(task) / f"queries{s}").is_file() for s in TABLE_SUFFIXES):
-        yield  # not a bundle (a mistyped path): no lock file left there; the loader says why
-        return
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(bundle_lock(task, LOCK_WAIT))
-        except TimeoutError as exc:
-            raise InputError(f"{exc} (waited {LOCK_WAIT:.0f} s)") from None
-        yield
 
 
 class FiniteRange(click.FloatRange):
@@ -139,7 +115,7 @@ class ReceGroup(click.Group):
             return super().invoke(ctx)
         except BundleError as exc:
             raise InputError(exc.for_cli()) from None
-        except FileExistsError as exc:
+        except (FileExistsError, TimeoutError) as exc:  # a lock another process holds too long
             raise InputError(str(exc)) from None
 
 
@@ -704,51 +680,33 @@ def sample(
     The round's rows are in a random order drawn from --seed, marked order = random in
     samples.tsv, so --intervals anytime counts every draw for every system it could have hit.
     """
+    from receval.api import sample as draw_round
+    from receval.formats.bundle import read_candidate_units
+    from receval.judgments import ROUND_LOCK_WAIT, bundle_lock
+
     _check_round_kind(until_decided, adaptive)
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top}  # fmt: skip
-        with _bundle_locked(task):
+        with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
-    given = {
-        "per_system": per_system, "systems": systems, "distribution": distribution,
-        "by_judge": by_judge, "exhaustive_units": exhaustive_units, "units_from": units_from,
-        "adaptive": adaptive, "target_width": target_width, "confidence": confidence,
-        "max_per_system": max_per_system, "bound": bound, "width_for": width_for,
-        "sample_name": sample_name, "seed": seed,
-    }  # fmt: skip
-    with _bundle_locked(task):
-        _sized_round(task, given)
-
-
-def _sized_round(task: Path, given: dict) -> None:
-    """``sample`` with --per-system / --adaptive / --exhaustive-units: load, size, draw, record."""
-    from receval.api import sample as draw_round
-    from receval.formats.bundle import read_candidate_units
-
-    by_judge, systems, exhaustive_units = (
-        given["by_judge"],
-        given["systems"],
-        given["exhaustive_units"],
-    )
-    loaded, distribution = _sample_task(task, by_judge, given["distribution"])
-    sizes: int | dict[str, int] = given["per_system"] or 0
-    if given["adaptive"]:
-        plan = [given[k] for k in ("target_width", "confidence")] + [list(systems)]
-        plan += [given[k] for k in ("max_per_system", "bound", "width_for")]
-        sizes = _adaptive_sizes(loaded, *plan, distribution=distribution, judge=by_judge)
-        if not sizes and exhaustive_units == 0:
-            return
-    units_from = given["units_from"]
-    units = read_candidate_units(units_from) if units_from is not None else None
-    drawn = _library_call(
-        draw_round, loaded, sizes, seed=given["seed"], distribution=distribution,
-        systems=list(systems) or None, units=units, exhaustive_units=exhaustive_units,
-        name=given["sample_name"],
-    )  # fmt: skip
-    _record_round(task, drawn)
+    with bundle_lock(task, ROUND_LOCK_WAIT):
+        loaded, distribution = _sample_task(task, by_judge, distribution)
+        sizes: int | dict[str, int] = per_system or 0
+        if adaptive:
+            plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
+            sizes = _adaptive_sizes(loaded, *plan, distribution=distribution, judge=by_judge)
+            if not sizes and exhaustive_units == 0:
+                return
+        units = read_candidate_units(units_from) if units_from is not None else None
+        drawn = _library_call(
+            draw_round, loaded, sizes, seed=seed, distribution=distribution,
+            systems=list(systems) or None, units=units, exhaustive_units=exhaustive_units,
+            name=sample_name,
+        )  # fmt: skip
+        _record_round(task, drawn)
 
 
 #: options only --adaptive reads
@@ -1290,8 +1248,7 @@ def curve_plan(
     from receval.operations import curve_plan as plan
 
     params = _curve_params(method=method, **options)
-    with _bundle_locked(task):
-        done = _library_call(plan, task, system, method, seed=seed, out=out, **params)
+    done = _library_call(plan, task, system, method, seed=seed, out=out, **params)
     if done.seed_note is not None:
         click.echo(done.seed_note)
     kept = f"; {done.kept} pending rows kept" if done.kept else ""
@@ -1619,13 +1576,10 @@ def judgments_add(
     from receval.judgments import ADD_STEPS, add_judgments
     from receval.progress import progress
 
-    try:
-        with progress(ADD_STEPS, "adding judgments", False) as bar:
-            result = add_judgments(
-                task, list(files), annotator=annotator, replace=replace, on_step=bar.update
-            )
-    except TimeoutError as exc:
-        raise InputError(str(exc)) from None
+    with progress(ADD_STEPS, "adding judgments", False) as bar:
+        result = add_judgments(
+            task, list(files), annotator=annotator, replace=replace, on_step=bar.update
+        )
     click.echo(
         f"added {len(result.added)} votes from {len(files)} file(s) to {task / 'judgments.tsv'}"
         f"; {result.duplicates} duplicate(s) skipped"

@@ -45,6 +45,9 @@ __all__ = ["ADD_STEPS", "AddResult", "add_judgments", "bundle_lock", "read_label
 ADD_STEPS = 4
 
 LOCK_NAME = ".receval.lock"
+#: Seconds ``sample`` and ``curve plan`` wait for the bundle lock (a round on a large bundle,
+#: or an adaptive plan, can hold it for minutes).
+ROUND_LOCK_WAIT = 600.0
 
 
 @contextmanager
@@ -53,7 +56,15 @@ def bundle_lock(root: Path, timeout: float = 60.0) -> Iterator[None]:
 
     Uses ``fcntl.flock`` where available (released by the kernel if the process dies), else an
     exclusive-create lock file.  Waits up to ``timeout`` seconds, then raises ``TimeoutError``.
+    A folder that is not a bundle (no queries table: a mistyped path) is not locked, so no lock
+    file is left there; loading it says why.  ``judgments add``, ``sample`` and ``curve plan``
+    take it: two rounds drawn at once each get their own name.
     """
+    from receval.formats.tables import TABLE_SUFFIXES
+
+    if not any((Path(root) / f"queries{s}").is_file() for s in TABLE_SUFFIXES):
+        yield
+        return
     path = Path(root) / LOCK_NAME
     deadline = time.monotonic() + timeout
     try:
@@ -75,7 +86,8 @@ def bundle_lock(root: Path, timeout: float = 60.0) -> Iterator[None]:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         raise TimeoutError(
-                            f"{path}: another receval process holds the lock"
+                            f"{path}: another receval process holds the lock (waited "
+                            f"{timeout:.0f} s)"
                         ) from None
                     time.sleep(0.05)
             try:
@@ -340,8 +352,8 @@ def _reopened(task: Task, labelled: set[str], listed: set[str]) -> pd.DataFrame:
 
     drawn = np.unique(task.samples["fact"].to_numpy(np.int64))
     facts = task.facts.iloc[drawn]
-    keys = (facts["query_id"].astype(str) + "\t" + facts["answer"].astype(str)).to_numpy()
-    wanted = np.array([k not in labelled and k not in listed for k in keys], bool)
+    keys = facts["query_id"].astype(str) + "\t" + facts["answer"].astype(str)
+    wanted = ~keys.isin(labelled | listed).to_numpy()
     rows = facts_to_annotate(task.outputs, drawn[wanted], pd.Index([], dtype=np.int64))
     return rows.assign(kind="fact")
 

@@ -382,20 +382,25 @@ def curve_plan(
     from receval.curves.plan_record import planned_seed, record_plan, seeded
     from receval.curves.workflow import merge_batches, plan_batch
     from receval.formats.tables import write_table
+    from receval.judgments import ROUND_LOCK_WAIT, bundle_lock
 
-    source = curve_source(task, system)
-    root = Path(source.root)
-    note = None
-    if seed is None and seeded(method):
-        seed, note = planned_seed(root, system, method)
-    if seed is not None:
-        params["seed"] = seed
-    batch, reused = plan_batch(source, system, method, params)
-    if note is not None:
-        record_plan(root, system, method, params)
-    target = Path(out) if out is not None else root / "curve_to_annotate.tsv"
-    merged = merge_batches(pending_curve_rows(source, target), batch)
-    write_table(target, merged)
+    # the bundle lock (sample and judgments add take it too): plans made at once keep each
+    # other's pending rows and recorded seeds
+    folder = Path(task) if isinstance(task, str | Path) else Path(task.root)
+    with bundle_lock(folder, ROUND_LOCK_WAIT):
+        source = curve_source(task, system)
+        root = Path(source.root)
+        note = None
+        if seed is None and seeded(method):
+            seed, note = planned_seed(root, system, method)
+        if seed is not None:
+            params["seed"] = seed
+        batch, reused = plan_batch(source, system, method, params)
+        if note is not None:
+            record_plan(root, system, method, params)
+        target = Path(out) if out is not None else root / "curve_to_annotate.tsv"
+        merged = merge_batches(pending_curve_rows(source, target), batch)
+        write_table(target, merged)
     from receval.curves.sources import duplicate_rows
 
     dups = duplicate_rows(source, system)

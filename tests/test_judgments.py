@@ -529,3 +529,25 @@ def test_a_tie_the_merge_leaves_unjudged_stays_pending(tmp_path):
     sheet = tmp_path / "c.tsv"
     first.assign(label="C", annotator="c").to_csv(sheet, sep="\t", index=False)
     assert add_judgments(root, [sheet]).pending == len(todo) - 1
+
+
+@pytest.mark.parametrize("command", ["sample", "curve"])
+def test_a_lock_held_too_long_is_one_error_line(tmp_path, monkeypatch, command):
+    """Another process holding the bundle lock past the wait: exit 2 and one line, for every
+    command that takes the lock (the library raises TimeoutError; the CLI says it once)."""
+    fcntl = pytest.importorskip("fcntl")
+    import receval.judgments as judgments
+
+    root = make_bundle(tmp_path)
+    monkeypatch.setattr(judgments, "ROUND_LOCK_WAIT", 0.2)
+    args = {
+        "sample": ["sample", str(root), "--per-system", "1", "--seed", "1"],
+        "curve": ["curve", "plan", str(root), "--system", "A", "--method", "random"],
+    }[command]
+    with open(root / ".receval.lock", "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {root / '.receval.lock'}: another receval process holds the lock (waited 0 s)"
+    )

@@ -33,7 +33,7 @@ from receval.errors import BundleError
 from receval.formats.tables import write_text_atomic
 from receval.report import plots
 from receval.report.run_view import RunView
-from receval.report.writers import curve_file_stem, read_output_csv
+from receval.report.writers import curve_file_stem, read_leaderboard, read_output_csv
 
 __all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
 
@@ -150,9 +150,7 @@ _JSON_KIND = {dict: "object", list: "list"}
 
 def _read_board(path: Path) -> pd.DataFrame:
     """``leaderboard.csv`` with its ``system`` column as text."""
-    board = read_output_csv(path)
-    if "system" not in board.columns:
-        raise BundleError(path, 1, "missing required column system")
+    board = read_leaderboard(path)
     board["system"] = board["system"].fillna("").astype(str)
     return board
 
@@ -1085,10 +1083,13 @@ def _pooling_bias_rule(run: dict[str, Any]) -> str:
 def _signed(value: Any) -> str:
     """A difference with its sign ("+0.012", "−0.004"); one that rounds to zero is "0.000"; a
     value that is not a number (a hand-edited table) is shown missing."""
-    value = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
-    if _is_missing(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
         return "—"
-    text = f"{float(value):+.3f}"
+    if _is_missing(number):
+        return "—"
+    text = f"{number:+.3f}"
     return ("0.000" if not text.strip("+-0.") else text).replace("-", "−")
 
 
