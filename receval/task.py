@@ -119,25 +119,35 @@ class Task:
 
     Attributes
     ----------
-    queries : ``query_id, weight`` (+ extra columns), one row per query.
-    outputs : one row per (system, fact): ``system, team, query_id, answer`` (normalised),
+    queries : pandas.DataFrame
+        ``query_id, weight`` (+ extra columns), one row per query.
+    outputs : pandas.DataFrame
+        One row per (system, fact): ``system, team, query_id, answer`` (normalised),
         ``answer_raw``, ``score`` (NaN when absent), ``provenance``, ``fact``, ``copies``
         (how many input rows were collapsed into this one).
-    raw_outputs : every input row of the runs, before collapsing duplicates (official scoring
-        needs them): ``system, team, query_id, answer, answer_raw, score, provenance, fact``,
-        extra columns, ``_file, _line``.
-    facts : one row per fact id: ``query_id, answer, in_pool`` (output by some system),
+    raw_outputs : pandas.DataFrame
+        Every input row of the runs, before collapsing duplicates (official scoring needs
+        them): ``system, team, query_id, answer, answer_raw, score, provenance, fact``, extra
+        columns, ``_file, _line``.
+    facts : pandas.DataFrame
+        One row per fact id: ``query_id, answer, in_pool`` (output by some system),
         ``systems`` (how many systems output it).
-    judgments : one row per annotation: ``query_id, answer, fact, label_raw, category, value``
-        (1, 0, NaN = ignored), ``annotator``, ``sample``, ``equivalence_class``, ``_file``, ``_line``.
-    samples : the recorded sampling design (may be empty): ``sample, system, query_id, answer,
+    judgments : pandas.DataFrame
+        One row per annotation: ``query_id, answer, fact, label_raw, category, value``
+        (1, 0, NaN = ignored), ``annotator``, ``sample``, ``equivalence_class``, ``_file``,
+        ``_line``.
+    samples : pandas.DataFrame
+        The recorded sampling design (may be empty): ``sample, system, query_id, answer,
         fact, prob, draw, stratum, _line`` (+ extra columns such as ``design``).
-    exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``
-        (both + extra columns).
-    truth : ``query_id, answer, fact, value`` or None.
-    judge : an automatic judge's scores, one row per fact: ``query_id, answer, answer_raw,
-        fact, judge_score`` (in [0, 1]), ``judge`` (name, may be empty), or None
-        (:mod:`receval.judge`).
+    exhaustive_units : pandas.DataFrame
+        ``unit, prob`` (may be empty; + extra columns).
+    exhaustive : pandas.DataFrame
+        ``unit, query_id, answer, fact`` (may be empty; + extra columns).
+    truth : pandas.DataFrame or None
+        ``query_id, answer, fact, value``.
+    judge : pandas.DataFrame or None
+        An automatic judge's scores, one row per fact: ``query_id, answer, answer_raw, fact,
+        judge_score`` (in [0, 1]), ``judge`` (name, may be empty); see :mod:`receval.judge`.
 
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
     whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,

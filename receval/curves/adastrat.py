@@ -646,6 +646,8 @@ class AdaStrat:
         ranks drawn uniformly over (l̃, N], whose exact hypergeometric intervals for the yield
         at ranks 1.1 apart (level δ together) must meet the band; see :func:`premise_check`.
 
+    Notes
+    -----
     ``plan``, ``estimate`` and ``run`` follow :class:`~receval.curves.base.CurveMethod`.
     """
 

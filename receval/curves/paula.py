@@ -117,6 +117,8 @@ class Paula:
         ``"guaranteed"`` (bounds at every rank) or ``"paper"`` (Algorithm 2's step functions);
         see the module docstring.
 
+    Notes
+    -----
     ``plan``, ``estimate`` and ``budget`` are deterministic functions of (parameters, size,
     known labels); no randomness is involved.
     """

@@ -166,6 +166,8 @@ class StratBand:
         *true* labels, widened for the noise (the head is no longer exact; see
         :meth:`_noisy_estimate`).  0 (default): about the labels given.  The plan is the same.
 
+    Notes
+    -----
     See the module docstring for the guarantee and its proof.
     """
 
