@@ -371,13 +371,19 @@ def add_judgments(
 
     Parameters
     ----------
-    root : the task bundle.
-    files : label files (TSV/CSV/Parquet with ``query_id, answer, label[, annotator]``, or Label
+    root
+        The task bundle.
+    files
+        Label files (TSV/CSV/Parquet with ``query_id, answer, label[, annotator]``, or Label
         Studio JSON exports).
-    annotator : the annotator of files without an ``annotator`` column (overrides the column).
-    replace : let a new vote replace the same annotator's different vote on the same fact.
-    timeout : seconds to wait for another ``add`` holding the bundle lock.
-    on_step : called after each of the :data:`ADD_STEPS` steps (files read, bundle loaded,
+    annotator
+        The annotator of files without an ``annotator`` column (overrides the column).
+    replace
+        Let a new vote replace the same annotator's different vote on the same fact.
+    timeout
+        Seconds to wait for another ``add`` holding the bundle lock.
+    on_step
+        Called after each of the :data:`ADD_STEPS` steps (files read, bundle loaded,
         judgments written, pending facts rewritten): progress reporting.
 
     Returns
@@ -386,8 +392,9 @@ def add_judgments(
 
     Raises
     ------
-    BundleError : a bad row (unknown query or label, empty annotator, contradictory votes),
-        naming the file and line; nothing is written then.
+    BundleError
+        A bad row (unknown query or label, empty annotator, contradictory votes), naming the
+        file and line; nothing is written then.
     """
     root = Path(root)
     if not files:

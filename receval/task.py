@@ -149,6 +149,8 @@ class Task:
         An automatic judge's scores, one row per fact: ``query_id, answer, answer_raw, fact,
         judge_score`` (in [0, 1]), ``judge`` (name, may be empty); see :mod:`receval.judge`.
 
+    Notes
+    -----
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
     whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,
     query_id, answer, answer_raw, provenance``, extra columns) are pandas Categoricals with sorted
@@ -620,11 +622,14 @@ def load_task(
 
     Parameters
     ----------
-    root : the bundle directory.
-    tables : optional tables to read (default: all of judgments, samples, exhaustive_units,
+    root
+        The bundle directory.
+    tables
+        Optional tables to read (default: all of judgments, samples, exhaustive_units,
         exhaustive, truth, judge); the others are treated as absent and not read at all.  For commands
         that need only part of a bundle (``receval sample``); ``validate`` reads everything.
-    run_columns : run columns to read besides ``system, query_id, answer`` (default: all);
+    run_columns
+        Run columns to read besides ``system, query_id, answer`` (default: all);
         Parquet runs then read only those columns from disk.
     """
     root = Path(root)
