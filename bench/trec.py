@@ -27,7 +27,8 @@ Then ``--repeat`` interleaved rounds, each side as whole processes from the same
 It prints wall and CPU seconds (user + system of the child) and peak RSS per side and the median
 ratios, and stores them in ``bench/results/trec.json`` (command, seed, git commit, date, figures).
 
-Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--repeat 3] [--seed 0]
+Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--format tsv|parquet]
+                           [--repeat 3] [--seed 0]
 """
 
 from __future__ import annotations
@@ -147,11 +148,11 @@ def run_child(args: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def one_round(base: Path, r: int, qrels: Path, runs: list[Path]) -> dict:
+def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv") -> dict:
     receval = [sys.executable, "-m", "receval.cli"]
     bundle, out = base / f"bundle{r}", base / f"out{r}"
-    imp = run_child([*receval, "import", "trec", str(bundle), "--qrels", str(qrels)]
-                    + [a for p in runs for a in ("--runs", str(p))])  # fmt: skip
+    imp = run_child([*receval, "import", "trec", str(bundle), "--qrels", str(qrels), "--format",
+                     fmt] + [a for p in runs for a in ("--runs", str(p))])  # fmt: skip
     score = run_child([*receval, "score", str(bundle), "--estimator", "official", "--out",
                        str(out), "--no-report", "--quiet"])  # fmt: skip
     here = str(Path(__file__).resolve().parent)
@@ -176,8 +177,12 @@ def store(entry: dict) -> None:
     """Add ``entry`` to bench/results/trec.json (one entry per (rows, layout), newest kept)."""
     RESULTS.parent.mkdir(exist_ok=True)
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
-    key = (entry["figures"]["rows"], entry["figures"]["layout"])
-    kept = [e for e in old["runs"] if (e["figures"]["rows"], e["figures"]["layout"]) != key]
+
+    def key(e: dict) -> tuple:
+        f = e["figures"]
+        return f["rows"], f["layout"], f.get("format", "tsv"), e["commit"]
+
+    kept = [e for e in old["runs"] if key(e) != key(entry)]
     RESULTS.write_text(json.dumps({"runs": [*kept, entry]}, indent=2) + "\n")
 
 
@@ -186,6 +191,8 @@ def main() -> None:
     parser.add_argument("--rows", type=float, default=1.5e6)
     parser.add_argument("--runs", type=int, default=17)
     parser.add_argument("--layout", choices=("nist", "mixed", "spaces"), default="nist")
+    parser.add_argument("--format", choices=("tsv", "parquet"), default="tsv",
+                        help="the bundle's table format (import trec --format)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -197,7 +204,7 @@ def main() -> None:
         print(f"{len(runs)} runs ({args.layout}), {lines:,} run lines", flush=True)
         rounds = []
         for r in range(args.repeat):
-            rounds.append(one_round(base, r, qrels, runs))
+            rounds.append(one_round(base, r, qrels, runs, args.format))
             x = rounds[-1]
             print(f"  round {r + 1}: import {x['import'][0]:.1f} s + score {x['score'][0]:.1f} s;"
                   f" pytrec_eval {x['pytrec_eval'][0]:.1f} s", flush=True)  # fmt: skip
@@ -218,7 +225,8 @@ def summarise(rounds: list[dict], lines: int, args) -> dict:
     med = {side: np.median(np.array([r[side] for r in rounds]), axis=0) for side in rounds[0]}
     wall = [(r["import"][0] + r["score"][0]) / r["pytrec_eval"][0] for r in rounds]
     cpu = [(r["import"][1] + r["score"][1]) / r["pytrec_eval"][1] for r in rounds]
-    figures = {"rows": lines, "layout": args.layout, "runs": args.runs, "repeat": args.repeat}
+    figures = {"rows": lines, "layout": args.layout, "format": args.format, "runs": args.runs,
+               "repeat": args.repeat}  # fmt: skip
     for side, (w, c, m) in med.items():
         figures[side] = {"wall_s": round(w, 2), "cpu_s": round(c, 2), "peak_rss_mib": round(m)}
     figures["ratio_wall"] = round(float(np.median(wall)), 2)
