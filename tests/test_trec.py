@@ -300,3 +300,70 @@ def test_import_trec_command_does_not_import_pandas(tmp_path):
     assert (tmp_path / "b" / "queries.tsv").read_text() == (
         "query_id\tin_qrels\trelevant\nq1\ttrue\t1\nq3\ttrue\t1\nq2\tfalse\t0\n"
     )
+
+
+def _reader_outcome(path: Path, read):
+    try:
+        table, lines = read()
+    except BundleError as exc:
+        return ("error", str(exc))
+    return ([table.column(j).to_pylist() for j in range(table.num_columns)], lines.tolist())
+
+
+def test_every_reader_splits_as_str_split_does(tmp_path):
+    """Tabs, runs of whitespace, CRLF, blank and comment lines, wrong field counts: the whole
+    reader (Arrow's CSV reader on tab-separated files, Arrow's whitespace splitter on other ASCII
+    files) gives the fields, line numbers and first error of one ``str.split`` per line."""
+    from receval.formats import trec
+
+    rng = np.random.default_rng(7)
+    names = trec.RUN_FIELDS
+    words = ["301", "Q0", "d-1", "12.5", "tag", "a#b", "#x"]
+    seps = [" ", "\t", "\t", "  ", " \t ", "\x0b", "\x0c"]
+    for case in range(400):
+        lines = []
+        for _ in range(rng.integers(1, 6)):
+            k = rng.choice([6, 6, 6, 6, 5, 7, 0])
+            line = str(rng.choice(seps)).join(str(rng.choice(words)) for _ in range(k))
+            line = (
+                str(rng.choice(["", "", " ", "\t"])) + line + str(rng.choice(["", "", "\r", " "]))
+            )
+            lines.append(("# c " if rng.random() < 0.05 else "") + line)
+        raw = ("\n".join(lines) + str(rng.choice(["", "\n"]))).encode()
+        path = tmp_path / f"r{case}.run"
+        path.write_bytes(raw)
+
+        def reference(path=path, raw=raw):
+            rows, numbers = trec._split(path, trec.decode_text(path, raw), 6, "qid Q0 docno")
+            import pyarrow as pa
+
+            return pa.table(
+                {n: pa.array(rows[:, j], pa.string()) for j, n in enumerate(names)}
+            ), numbers
+
+        got = _reader_outcome(path, lambda path=path: trec._fields(path, names, "qid Q0 docno"))
+        assert got == _reader_outcome(path, reference), raw
+
+
+def test_tab_separated_runs_take_a_columnar_reader(tmp_path, monkeypatch):
+    """A run as NIST distributes it (tab-separated) or with runs of whitespace never reaches the
+    line-by-line reader (it was 5.1 s of a 5.8 s import of real TREC 2003 Robust runs)."""
+    from receval.formats import trec
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the line-by-line reader was used")
+
+    monkeypatch.setattr(trec, "_split", refuse)
+    plain = "".join(
+        f"30{q}\tQ0\tFBIS3-{d}\t{d + 1}\t{5.0 - d}\tpircRB04t3\n"
+        for q in range(3)
+        for d in range(5)
+    )
+    (tmp_path / "tabs.txt").write_text(plain)
+    (tmp_path / "mixed.txt").write_text(
+        "# header\n\n" + plain.replace("\tQ0\t", "  Q0 \t").replace("\n", " \r\n")
+    )
+    a = read_trec_run(tmp_path / "tabs.txt")
+    b = read_trec_run(tmp_path / "mixed.txt")
+    pd.testing.assert_frame_equal(a.drop(columns="line"), b.drop(columns="line"))
+    assert b["line"].tolist() == list(range(3, 18))

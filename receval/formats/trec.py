@@ -122,11 +122,71 @@ def _split(path: Path, text: str, ncols: int, layout: str) -> tuple[np.ndarray, 
     return fields.reshape(len(keep), ncols), keep + 1
 
 
+#: Tabs, vertical tabs, form feeds and carriage returns as spaces: a tab-separated file is then
+#: plain (single spaces) unless it has runs of whitespace, which the plain reader refuses.
+_TO_SPACE = bytes.maketrans(b"\t\x0b\x0c\r", b"    ")
+
+#: Bytes that ``str.split`` takes as whitespace but Arrow's ASCII splitter does not (and NUL,
+#: which the line-by-line reader reports).
+_SPLIT_UNSAFE = (b"\x00", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+
+
+def _ascii_lines(raw: bytes):
+    """The lines of ASCII ``raw`` as one Arrow string array over ``raw``'s own buffer, each line
+    with its newline (whitespace to the splitter): offsets from the newline positions, no Python
+    object per line."""
+    import pyarrow as pa
+
+    ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) + 1
+    if not raw.endswith(b"\n"):
+        ends = np.append(ends, len(raw))
+    offsets = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
+    return pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(raw))
+
+
+def _split_ascii(
+    path: Path, raw: bytes, names: tuple[str, ...], layout: str
+) -> tuple[pa.Table, np.ndarray] | None:
+    """Any ASCII file (tabs, runs of spaces, ``\\r\\n``, blank and comment lines): the fields of
+    every data line split at whitespace runs by Arrow's kernels, as :func:`_split` gives them
+    (the same fields, line numbers and first error), or None for a file that is not ASCII or
+    holds a byte ``str.split`` treats differently; :func:`_split` then reads it."""
+    if not raw or not raw.isascii() or any(byte in raw for byte in _SPLIT_UNSAFE):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lines = pc.ascii_trim_whitespace(_ascii_lines(raw))
+    split = pc.ascii_split_whitespace(lines)
+    data = pc.binary_length(lines).to_numpy(zero_copy_only=False) > 0
+    counts = np.where(data, pc.list_value_length(split).to_numpy(zero_copy_only=False), 0)
+    first = pc.list_element(pc.filter(split, pa.array(data)), 0) if data.any() else None
+    if first is not None:
+        comment = pc.starts_with(first, "#").to_numpy(zero_copy_only=False)
+        data[np.flatnonzero(data)[comment]] = False
+    keep = np.flatnonzero(data)
+    if not len(keep):
+        raise BundleError(path, None, "no data lines (the file is empty or only comments)")
+    bad = keep[counts[keep] != len(names)]
+    if len(bad):
+        i = int(bad[0])
+        raise BundleError(
+            path,
+            i + 1,
+            f"expected {len(names)} whitespace-separated columns ({layout}), found {counts[i]}",
+        )
+    kept = split if len(keep) == len(counts) else split.take(pa.array(keep))
+    columns = {name: pc.list_element(kept, j).cast(pa.string()) for j, name in enumerate(names)}
+    return pa.table(columns), keep + 1
+
+
 def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, np.ndarray]:
     """The fields of every data line of ``path`` as string columns ``names``, and the lines'
-    1-based numbers.  Plain files go through Arrow's reader; anything else (comments, blank
-    lines, tabs, runs of spaces, non-ASCII text) and any malformed line through the
-    line-by-line reader, so the fields and the error line are the same either way."""
+    1-based numbers, as one ``str.split`` per line gives them.  Plain files (single spaces,
+    or single tabs as NIST distributes runs) go through Arrow's CSV reader; other ASCII files
+    (runs of whitespace, ``\\r\\n``, blank and comment lines) through Arrow's whitespace
+    splitter; non-ASCII text through the line-by-line reader.  The fields and the first error
+    line are the same whichever reader runs."""
     import pyarrow as pa
 
     path = Path(path)
@@ -136,8 +196,13 @@ def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, 
         raise BundleError(path, None, "is a directory, not a file")
     raw = read_input_bytes(path)  # a gzipped run or qrels file is read as it is
     table = _read_plain(raw, names)
+    if table is None and raw.isascii():  # tab-separated, as NIST distributes runs
+        table = _read_plain(raw.translate(_TO_SPACE), names)
     if table is not None:
         return table, np.arange(1, table.num_rows + 1, dtype=np.int64)
+    split = _split_ascii(path, raw, names, layout)
+    if split is not None:
+        return split
     rows, numbers = _split(path, decode_text(path, raw), len(names), layout)
     columns = {name: pa.array(rows[:, j], pa.string()) for j, name in enumerate(names)}
     return pa.table(columns), numbers

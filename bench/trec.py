@@ -1,0 +1,238 @@
+"""Benchmark: ``receval import trec`` + official score against pytrec_eval on real-format files.
+
+TREC runs as NIST distributes them are **tab-separated** (``301\\tQ0\\tFBIS3-10082\\t1\\t12.5\\ttag``),
+qrels space-separated (``301 0 FBIS3-10082 1``); files edited by hand or written by other tools
+carry runs of spaces, trailing whitespace and CRLF line ends.  This script writes a TREC-style
+task of about ``--rows`` run lines (``--runs`` runs, depth 1000, the queries to match) in one of
+three layouts:
+
+* ``nist``: runs tab-separated, qrels space-separated (the default; how TREC 2003 Robust runs
+  look);
+* ``mixed``: runs with tabs and runs of spaces between fields, a trailing space and CRLF line
+  ends, a comment line at the top;
+* ``spaces``: single spaces everywhere (the synthetic files earlier figures were measured on).
+
+Documents are chosen per query from a collection of 3000 by a noisy popularity score (Gumbel
+top-k), so runs overlap as pooled runs do; qrels hold the top-100 pool of every run, labels from
+a hidden per-document truth.  Files are written with Arrow's CSV writer, one run at a time.
+
+Then ``--repeat`` interleaved rounds, each side as whole processes from the same text files:
+
+* receval: ``receval import trec BUNDLE --qrels Q --runs ...`` then ``receval score BUNDLE
+  --estimator official --no-report --quiet`` (start-up, parsing, validation, trec_eval's ranking,
+  writing the bundle; loading it, the census and the diagnostics, writing the output folder);
+* pytrec_eval: one process reading qrels and runs with ``str.split`` into dictionaries as its
+  examples do, then ``RelevanceEvaluator`` with ``set_P``, ``set_recall``, ``set_F``.
+
+It prints wall and CPU seconds (user + system of the child) and peak RSS per side and the median
+ratios, and stores them in ``bench/results/trec.json`` (command, seed, git commit, date, figures).
+
+Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--format tsv|parquet]
+                           [--repeat 3] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results" / "trec.json"
+COLLECTION = 3000
+DEPTH = 1000
+
+
+def _relevant(query: np.ndarray, doc: np.ndarray) -> np.ndarray:
+    """Hidden truth: document ``doc`` (0 = most popular) of ``query`` is relevant with
+    probability 0.5 · (1 − doc/collection)², decided by a hash (the same for every run)."""
+    h = (
+        query.astype(np.uint64) * np.uint64(2654435761) + doc.astype(np.uint64) * np.uint64(40503)
+    ) % np.uint64(1_000_003)
+    return h.astype(np.float64) / 1_000_003.0 < 0.5 * (1.0 - doc / COLLECTION) ** 2
+
+
+def _write_lines(path: Path, columns: dict, sep: str, layout: str) -> None:
+    """Write ``columns`` as text lines with Arrow's CSV writer (C++), in ``layout``."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.table(columns)
+    options = pacsv.WriteOptions(include_header=False, delimiter=sep, quoting_style="none")
+    pacsv.write_csv(table, str(path), options)
+    if layout == "mixed":  # runs of spaces, a trailing space, CRLF, a comment line
+        raw = path.read_bytes().replace(b"\tQ0\t", b"  Q0 \t").replace(b"\n", b" \r\n")
+        path.write_bytes(b"# written by bench/trec.py\r\n" + raw)
+
+
+def write_task(folder: Path, rows: int, *, runs: int, layout: str, seed: int):
+    """Runs and qrels of about ``rows`` run lines; returns (qrels path, run paths)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(seed)
+    queries = max(1, rows // (runs * DEPTH))
+    log_weight = -3.0 * np.arange(COLLECTION) / COLLECTION
+    sep = " " if layout == "spaces" else "\t"
+    folder.mkdir(parents=True)
+    paths, pooled = [], []
+    qid = np.repeat(np.arange(queries) + 301, DEPTH)
+    rank = np.tile(np.arange(1, DEPTH + 1), queries)
+    for s in range(runs):
+        keys = rng.uniform(0.5, 2.0) * log_weight + rng.gumbel(size=(queries, COLLECTION))
+        top = np.argsort(-keys, axis=1)[:, :DEPTH]
+        score = np.round(np.take_along_axis(keys, top, axis=1).ravel(), 6)
+        docno = pc.binary_join_element_wise(
+            pa.array(qid.astype(str)), pa.array(top.ravel().astype(str)), "-"
+        )
+        columns = {
+            "qid": qid.astype(str),
+            "q0": np.full(qid.size, "Q0"),
+            "docno": pc.binary_join_element_wise("D", docno, ""),
+            "rank": rank,
+            "score": score,
+            "tag": np.full(qid.size, f"run{s:02d}"),
+        }
+        path = folder / f"input.run{s:02d}"
+        _write_lines(path, columns, sep, layout)
+        paths.append(path)
+        keep = rank <= 100
+        pooled.append((qid[keep] - 301) * COLLECTION + top.ravel()[keep])
+        del keys, top
+    pool = np.unique(np.concatenate(pooled))
+    q, d = pool // COLLECTION, pool % COLLECTION
+    qrels = folder / "qrels.txt"
+    docno = [f"D{a + 301}-{b}" for a, b in zip(q, d, strict=True)]
+    columns = {"qid": (q + 301).astype(str), "iter": np.zeros(q.size, int), "docno": docno}
+    columns["rel"] = _relevant(q, d).astype(int)
+    _write_lines(qrels, columns, " ", "spaces")
+    return qrels, paths
+
+
+def pytrec_eval_side(qrels: str, runs: list[str]) -> None:
+    """pytrec_eval's set_P, set_recall, set_F per run and query, files read as its examples do."""
+    import pytrec_eval
+
+    judged: dict[str, dict[str, int]] = {}
+    with open(qrels, encoding="utf-8") as fh:
+        for line in fh:
+            qid, _, doc, rel = line.split()
+            judged.setdefault(qid, {})[doc] = int(rel)
+    evaluator = pytrec_eval.RelevanceEvaluator(judged, {"set_P", "set_recall", "set_F"})
+    for path in runs:
+        run: dict[str, dict[str, float]] = {}
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) == 6 and not fields[0].startswith("#"):
+                    run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
+        evaluator.evaluate(run)
+
+
+def run_child(args: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS MiB) of one child process (``os.wait4``)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"failed: {' '.join(args)}\n{proc.stderr.read().decode()}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv") -> dict:
+    receval = [sys.executable, "-m", "receval.cli"]
+    bundle, out = base / f"bundle{r}", base / f"out{r}"
+    imp = run_child([*receval, "import", "trec", str(bundle), "--qrels", str(qrels), "--format",
+                     fmt] + [a for p in runs for a in ("--runs", str(p))])  # fmt: skip
+    score = run_child([*receval, "score", str(bundle), "--estimator", "official", "--out",
+                       str(out), "--no-report", "--quiet"])  # fmt: skip
+    here = str(Path(__file__).resolve().parent)
+    code = (f"import sys; sys.path.insert(0, {here!r}); import trec; "
+            f"trec.pytrec_eval_side({str(qrels)!r}, {[str(p) for p in runs]!r})")  # fmt: skip
+    trec = run_child([sys.executable, "-c", code])
+    shutil.rmtree(bundle, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"import": imp, "score": score, "pytrec_eval": trec}
+
+
+def _commit() -> str:
+    """The commit of the receval that runs (PYTHONPATH may point at another checkout)."""
+    import receval
+
+    root = Path(receval.__file__).resolve().parents[1]
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True)
+    return out.stdout.decode().strip() or "unknown"
+
+
+def store(entry: dict) -> None:
+    """Add ``entry`` to bench/results/trec.json (one entry per (rows, layout), newest kept)."""
+    RESULTS.parent.mkdir(exist_ok=True)
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
+
+    def key(e: dict) -> tuple:
+        f = e["figures"]
+        return f["rows"], f["layout"], f.get("format", "tsv"), e["commit"]
+
+    kept = [e for e in old["runs"] if key(e) != key(entry)]
+    RESULTS.write_text(json.dumps({"runs": [*kept, entry]}, indent=2) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=float, default=1.5e6)
+    parser.add_argument("--runs", type=int, default=17)
+    parser.add_argument("--layout", choices=("nist", "mixed", "spaces"), default="nist")
+    parser.add_argument("--format", choices=("tsv", "parquet"), default="tsv",
+                        help="the bundle's table format (import trec --format)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
+    try:
+        qrels, runs = write_task(base / "trec", int(args.rows), runs=args.runs,
+                                 layout=args.layout, seed=args.seed)  # fmt: skip
+        lines = sum(1 for p in runs for _ in open(p, "rb"))
+        print(f"{len(runs)} runs ({args.layout}), {lines:,} run lines", flush=True)
+        rounds = []
+        for r in range(args.repeat):
+            rounds.append(one_round(base, r, qrels, runs, args.format))
+            x = rounds[-1]
+            print(f"  round {r + 1}: import {x['import'][0]:.1f} s + score {x['score'][0]:.1f} s;"
+                  f" pytrec_eval {x['pytrec_eval'][0]:.1f} s", flush=True)  # fmt: skip
+        figures = summarise(rounds, lines, args)
+        print(json.dumps(figures, indent=2))
+        store({
+            "command": "python bench/trec.py " + " ".join(sys.argv[1:]),
+            "seed": args.seed, "commit": _commit(),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "figures": figures,
+        })  # fmt: skip
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def summarise(rounds: list[dict], lines: int, args) -> dict:
+    """Medians over the rounds and the ratios receval / pytrec_eval (wall and CPU)."""
+    med = {side: np.median(np.array([r[side] for r in rounds]), axis=0) for side in rounds[0]}
+    wall = [(r["import"][0] + r["score"][0]) / r["pytrec_eval"][0] for r in rounds]
+    cpu = [(r["import"][1] + r["score"][1]) / r["pytrec_eval"][1] for r in rounds]
+    figures = {"rows": lines, "layout": args.layout, "format": args.format, "runs": args.runs,
+               "repeat": args.repeat}  # fmt: skip
+    for side, (w, c, m) in med.items():
+        figures[side] = {"wall_s": round(w, 2), "cpu_s": round(c, 2), "peak_rss_mib": round(m)}
+    figures["ratio_wall"] = round(float(np.median(wall)), 2)
+    figures["ratio_cpu"] = round(float(np.median(cpu)), 2)
+    return figures
+
+
+if __name__ == "__main__":
+    main()
