@@ -644,6 +644,10 @@ class PPIEstimator(Estimator):
         s = judge.score_drawn[data.draw_fact]
         if not CALIBRATE:
             return [A, A]
+        from receval.judge import calibrates
+
+        if calibrates(ctx.task):
+            return [self.combined_control(ctx, folds, a, M) for a in (0, 1)]
         controls = []
         for a in (0, 1):
             other = folds == 1 - a
@@ -666,6 +670,32 @@ class PPIEstimator(Estimator):
             control[:, logistic_cols] = _centred(data, fitted, S_g, M)[0][:, logistic_cols]
             controls.append(control)
         return controls
+
+    def combined_control(self, ctx: ScoringContext, folds: np.ndarray, a: int, M: np.ndarray):
+        """Fold a's control from the judges calibrated and combined on fold 1 − a's labelled
+        draws (:mod:`receval.estimators.judge_calibration`): c·g(x) minus its known per-sampler
+        expectation, recomputed exactly for that g over every output, so it has mean zero
+        given fold 1 − a (exactly unbiased, as for the linear map)."""
+        from receval.estimators.judge_calibration import task_calibration
+
+        data, options = ctx.data, ctx.options
+        other = folds == 1 - a
+        facts = data.draw_fact[other]
+        f = data.label[facts]
+        ok = np.isfinite(f)
+        train, first = np.unique(data.facts[facts[ok]], return_index=True)
+        fit = task_calibration(ctx.task, train, f[ok][first])
+        ctx.__dict__.setdefault("_ppi_cache", {})[f"calibration{a}"] = fit
+        fitted = judge_totals(
+            ctx.task,
+            data,
+            options.target,
+            options.weighting,
+            options.cluster_queries,
+            lambda _: fit.combined,
+        )
+        _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
+        return _centred(data, fitted, S_g, M)[0]
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
         """The draws stage's full-sample totals (the coefficients λ̂ of the point estimate)."""
