@@ -17,7 +17,8 @@ Configurations (judge tables):
 * ``graded``: UMBRELA's grade with ``[judge] scale = [0, 4]`` (calibrated per grade and query);
 * ``several``: UMBRELA, plus constructed judges — ``noisy`` (UMBRELA's grade plus noise),
   ``biased`` (+2 grades on a third of the topics), ``useless`` (random grades) and
-  ``adversarial`` (grade 4 where NIST says non-relevant, 0 where relevant, one in four flipped);
+  ``adversarial`` (UMBRELA's grade turned upside down, and grade 4 on every output of system
+  s00, which it favours: a wrong-way judge that also flatters one system);
 * ``umbrela+useless``, ``umbrela+adversarial``: what a bad judge costs next to a good one;
 * ``noisy``, ``biased``: the constructed judges alone (for the best single judge in hindsight).
 
@@ -115,14 +116,15 @@ class RagWorld:
         umb = self.grade
         topics = self.task.facts["query_id"].to_numpy()
         chosen = rng.choice(np.unique(topics), size=len(np.unique(topics)) // 3, replace=False)
-        adversarial = np.where(self.label == 1, 0.0, 4.0)
-        flip = rng.random(F) < 0.25
+        favoured = np.zeros(F, bool)  # the facts of system s00, which the adversary favours
+        out = self.task.outputs
+        favoured[out["fact"].to_numpy(np.int64)[(out["system"] == "s00").to_numpy()]] = True
         return {
             "umbrela": umb,
             "noisy": np.clip(np.round(umb + rng.normal(0, 1.5, F)), 0, 4),
             "biased": np.clip(umb + 2 * np.isin(topics, chosen), 0, 4),
             "useless": rng.integers(0, 5, F).astype(float),
-            "adversarial": np.where(flip, 4.0 - adversarial, adversarial),
+            "adversarial": np.where(favoured, 4.0, 4.0 - umb),
         }
 
     def judge_table(self, grades: dict[str, np.ndarray], names: list[str], prob: bool):

@@ -270,7 +270,32 @@ def task_calibration(task, train: np.ndarray, label: np.ndarray) -> JudgeCalibra
     grades = judge_grades(task)
     if grades is None:
         return None
-    return calibrate(grades.grades, fact_queries(task), train, label, grades.names)
+    return calibrate(
+        class_grades(task, grades.grades), fact_queries(task), train, label, grades.names
+    )
+
+
+def class_grades(task, grades: np.ndarray) -> np.ndarray:
+    """(F, J) grades with every equivalence class's canonical fact graded by the mean of its
+    members' grades (per judge, over the members it graded): the canonical fact may be a
+    spelling no system output.  Unchanged without classes."""
+    from receval.estimators.classes import canonical_facts
+
+    canon = canonical_facts(task)
+    if canon is None:
+        return grades
+    members = np.flatnonzero(canon != np.arange(canon.size))
+    heads = np.unique(canon[members])
+    group = np.concatenate([members, heads])
+    out = grades.copy()
+    for j in range(grades.shape[1]):
+        g = grades[group, j]
+        ok = ~np.isnan(g)
+        n = np.bincount(canon[group][ok], minlength=canon.size)
+        total = np.bincount(canon[group][ok], weights=g[ok], minlength=canon.size)
+        have = heads[n[heads] > 0]
+        out[have, j] = total[have] / n[have]
+    return out
 
 
 def crossfit_judge_scores(task, folds: int = 5) -> JudgeCalibration | None:
@@ -290,14 +315,15 @@ def crossfit_judge_scores(task, folds: int = 5) -> JudgeCalibration | None:
     ok = np.isfinite(y)
     ids, y = ids[ok], y[ok]
     query = fact_queries(task)
-    full = calibrate(grades.grades, query, ids, y, grades.names)
+    matrix = class_grades(task, grades.grades)
+    full = calibrate(matrix, query, ids, y, grades.names)
     per_judge, combined = full.per_judge.copy(), full.combined.copy()
     fold = np.arange(ids.size) % max(int(folds), 2)
     for k in range(max(int(folds), 2)):
         held = fold == k
         if not held.any() or held.all():
             continue
-        fit = calibrate(grades.grades, query, ids[~held], y[~held], grades.names)
+        fit = calibrate(matrix, query, ids[~held], y[~held], grades.names)
         per_judge[ids[held]] = fit.per_judge[ids[held]]
         combined[ids[held]] = fit.combined[ids[held]]
     return JudgeCalibration(full.names, per_judge, combined, full.weights, full.direction)

@@ -223,6 +223,7 @@ def judge_totals(
     scores, scored = fact_scores(task)
     if transform is not None:  # a calibration map of the judge's scores (fixed given the fold)
         scores = transform(scores)
+    scores, scored = class_scores(task, scores, scored)
     view, probabilities, _ = design_probabilities(task, True)
     out = view.outputs
     m, J = data.m, data.J
@@ -271,6 +272,30 @@ def judge_totals(
         judge_precision=np.bincount(sys_codes, weights=t * s, minlength=m),
         **by_q,
     )
+
+
+def class_scores(task, scores: np.ndarray, scored: np.ndarray):
+    """(scores, scored) with every equivalence class's canonical fact scored by the mean over
+    its scored members (the judge scores output strings; a class's canonical fact, its
+    smallest fact id, may be a spelling no system output and the judge never saw).  Unchanged
+    without classes.  A fixed function of the facts: the estimators stay unbiased."""
+    from receval.estimators.classes import canonical_facts
+
+    canon = canonical_facts(task)
+    if canon is None:
+        return scores, scored
+    members = np.flatnonzero(canon != np.arange(canon.size))
+    heads = np.unique(canon[members])
+    group = np.concatenate([members, heads])
+    to = canon[group]
+    w = scored[group].astype(float)
+    n = np.bincount(to, weights=w, minlength=canon.size)
+    total = np.bincount(to, weights=w * scores[group], minlength=canon.size)
+    scores, scored = scores.copy(), scored.copy()
+    ok = heads[n[heads] > 0]
+    scores[ok] = total[ok] / n[ok]
+    scored[ok] = True
+    return scores, scored
 
 
 def _query_expectations(P, P_rows, rows, fact_q, scale, parts):
@@ -569,6 +594,10 @@ class PPIEstimator(Estimator):
     precision_forms: ClassVar[bool] = True
     #: the anytime sequences take the judge's scores as their precision control
     uses_judge: ClassVar[bool] = True
+    #: with equivalence classes --precision-form auto keeps the unbiased form where it can:
+    #: the judge's known totals over every output are what narrows precision, and the ratio
+    #: form would divide them by the noisy mass estimate (scoring.choose_precision_form)
+    sizes_from_totals: ClassVar[bool] = True
 
     def check(self, task, options: Any) -> None:
         if task is None or getattr(task, "judge", None) is None or not len(task.judge):
@@ -812,6 +841,20 @@ class PPIEstimator(Estimator):
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         JointEstimator().run_warnings(ctx, warnings)
+        from receval.judge import judge_grades
+
+        grades = judge_grades(ctx.task)
+        if grades is None:
+            return
+        pooled = np.flatnonzero(ctx.task.facts["in_pool"].to_numpy(bool))
+        for name, missing in grades.missing(pooled).items():
+            if missing:
+                who = f"judge {name!r}" if name else "the judge"
+                warnings.append(
+                    f"{who} did not score {missing} of the {pooled.size} pooled facts (imputed: "
+                    "the judges' mean, or a level of its own when calibrated; unbiased, less "
+                    "narrowing)"
+                )
 
 
 def _rounded(values: np.ndarray, digits: int = 4) -> list:
