@@ -20,7 +20,12 @@ Configurations (judge tables):
   ``adversarial`` (UMBRELA's grade turned upside down, and grade 4 on every output of system
   s00, which it favours: a wrong-way judge that also flatters one system);
 * ``umbrela+useless``, ``umbrela+adversarial``: what a bad judge costs next to a good one;
-* ``noisy``, ``biased``: the constructed judges alone (for the best single judge in hindsight).
+* ``noisy``, ``biased``, ``adversarial``: the constructed judges alone (for the best single
+  judge in hindsight);
+* ``graded/strata``, ``several/strata``: the same judges, with the labels drawn in two rounds as
+  the docs advise: a third uniform, then ``sample --by-judge`` (Neyman allocation over the best
+  judge's grades, weights from the first round's labels); the joint estimator's baseline stays
+  uniform with the same number of labels.
 
 Printed per configuration and metric: coverage of the 95% intervals (pooled over systems and
 runs; MC SE ≈ √(c(1 − c)/runs)), and the median over systems of the width ratio ppi / joint
@@ -58,6 +63,8 @@ METRICS = ("precision", "pooled_recall")
 CONFIGS = (
     "prob",
     "graded",
+    "graded/strata",
+    "several/strata",
     "several",
     "umbrela+useless",
     "umbrela+adversarial",
@@ -147,6 +154,28 @@ class RagWorld:
     def annotate(self, rng: np.random.Generator, n: int) -> dict:
         task = self.task
         samples = draw_precision_samples(task.outputs, task.queries, n, rng)
+        return self.labelled(samples)
+
+    def annotate_by_judge(self, rng: np.random.Generator, n: int, judge: pd.DataFrame) -> dict:
+        """Two rounds, as the docs advise: n/3 uniform draws per system, then the rest with
+        ``sample --by-judge``'s design (Neyman over the judge's grades from round 1's labels)."""
+        from receval.estimators.judge_calibration import judge_strata_design
+
+        first = self.annotate(rng, n // 3)
+        task = with_annotation(_with_scale(self.task, True), judge=judge, **first)
+        design = judge_strata_design(task)
+        second = draw_precision_samples(
+            task.outputs, task.queries, n - n // 3, rng, distribution=design, sample="round-2"
+        )
+        rows = np.concatenate([first["samples"].attrs["rows"], second.attrs["rows"]])
+        first["samples"].attrs, second.attrs = {}, {}
+        both = pd.concat([first["samples"], second], ignore_index=True)
+        both.attrs["rows"] = rows
+        return self.labelled(both)
+
+    def labelled(self, samples: pd.DataFrame) -> dict:
+        """The samples and NIST's labels of the facts they drew."""
+        task = self.task
         rows = samples.attrs["rows"]
         facts = np.unique(task.outputs["fact"].to_numpy(np.int64)[rows])
         judgments = pd.DataFrame(
@@ -160,7 +189,9 @@ class RagWorld:
 
 
 def config_judges(config: str) -> tuple[list[str], bool]:
-    """(judge names, as a probability without a scale) of a configuration."""
+    """(judge names, as a probability without a scale) of a configuration (``…/strata``: the
+    same judges, labels drawn in two rounds, the second by ``sample --by-judge``)."""
+    config = config.removesuffix("/strata")
     if config == "prob":
         return ["umbrela"], True
     if config == "graded":
@@ -172,16 +203,21 @@ def config_judges(config: str) -> tuple[list[str], bool]:
     return [config], False
 
 
-def campaign(world: RagWorld, tables: dict, configs: dict, seed: int, B: int) -> dict:
-    """{config or "joint": {metric: (point, lo, hi)}} for one human sample."""
+def campaign(world: RagWorld, rng, n: int, configs: dict, seed: int, B: int) -> dict:
+    """{config or "joint": {metric: (point, lo, hi)}} for one human sample (and one two-round
+    sample per ``…/strata`` configuration), every configuration with ``n`` draws per system."""
     out = {}
     base = world.task
+    tables = world.annotate(rng, n)
     for name, (judge, graded) in configs.items():
+        mine = tables
+        if name.endswith("/strata"):
+            mine = world.annotate_by_judge(rng, n, judge)
         task = with_annotation(
             _with_scale(base, graded),
             judge=judge,
-            samples=tables["samples"],
-            judgments=tables["judgments"],
+            samples=mine["samples"],
+            judgments=mine["judgments"],
         )
         data = build_sample_data(task)
         data = data.__class__(**{**data.__dict__, "census": np.zeros(data.m, bool)})
@@ -253,8 +289,7 @@ def main() -> None:
     results = []
     for r in range(args.runs):
         rng = np.random.default_rng(args.seed * 1000 + r)
-        tables = world.annotate(rng, args.n)
-        results.append(campaign(world, tables, configs, args.seed * 1000 + r, args.bootstrap))
+        results.append(campaign(world, rng, args.n, configs, args.seed * 1000 + r, args.bootstrap))
     rows = summarise(world, results, names)
     print(f"{'config':22} {'metric':14} {'cover':>6} {'median':>7} {'max':>6}")
     for row in rows:

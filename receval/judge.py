@@ -173,9 +173,31 @@ def judge_names(task: Task) -> list[str]:
     return sorted({str(j) for j in judge["judge"] if str(j).strip()})
 
 
-def read_judge_file(path: Path) -> pd.DataFrame:
+def read_judge_files(paths, scale: tuple[float, float] | None = None) -> pd.DataFrame | None:
+    """The judge table of ``receval import ... --judge FILE [--judge FILE ...]`` (None without a
+    file): each file read by :func:`read_judge_file` with ``scale`` the declared grade scale
+    ([0, 1] when None).  A file without a ``judge`` column names its judge by its stem when
+    several files are given (one file keeps the judge unnamed, as before)."""
+    if paths is None:
+        return None
+    paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    if not paths:
+        return None
+    frames = []
+    for path in paths:
+        frame = read_judge_file(path, scale)
+        if "judge" not in frame.columns and len(paths) > 1:
+            frame["judge"] = path.name.split(".")[0]
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    if "judge" in table.columns:
+        table["judge"] = table["judge"].fillna("").astype(str)
+    return table
+
+
+def read_judge_file(path: Path, scale: tuple[float, float] | None = None) -> pd.DataFrame:
     """A judge's scores for ``receval import ... --judge FILE``: ``query_id, answer,
-    judge_score [, judge]``.
+    judge_score [, judge]`` (grades on ``scale`` when one is declared, else in [0, 1]).
 
     Either a table with a header naming ``query_id``, ``answer`` and ``judge_score`` (``.tsv``,
     ``.csv`` or ``.parquet``, as in a bundle), or a qrels-like text file with four
@@ -209,7 +231,9 @@ def read_judge_file(path: Path) -> pd.DataFrame:
             lines.append(number)
         frame = pd.DataFrame(rows, columns=["query_id", "answer", "judge_score"], dtype=object)
         frame[LINE] = np.asarray(lines, np.int64)
-    score = judge_scores(frame, path)
+    from receval.config import TaskConfig
+
+    score = judge_scores(frame, path, "", TaskConfig(judge_scale=scale) if scale else None)
     frame["judge_score"] = score.astype(float)
     keep = [c for c in ("query_id", "answer", "judge_score", "judge") if c in frame.columns]
     return frame[keep].reset_index(drop=True)
@@ -217,10 +241,19 @@ def read_judge_file(path: Path) -> pd.DataFrame:
 
 def attach_judge_scores(outputs: pd.DataFrame, task_like) -> None:
     """Add ``judge_score`` to ``outputs`` in place: each output's fact score as in
-    :func:`fact_scores` (the ``judge-uncertainty`` sampling design reads it).  ``task_like`` has
+    :func:`fact_scores` (the ``judge-uncertainty`` sampling design reads it), and every judge's
+    level ``judge_level:<name>`` (the ``judge-strata`` designs' strata).  ``task_like`` has
     ``facts``, ``judge`` and ``config`` (a :class:`Task` or a namespace during loading)."""
+    from receval.design import LEVEL_COLUMN
+    from receval.estimators.judge_calibration import judge_levels
+
+    fact = outputs["fact"].to_numpy(np.int64)
     scores, _ = fact_scores(task_like)
-    outputs["judge_score"] = scores[outputs["fact"].to_numpy(np.int64)]
+    outputs["judge_score"] = scores[fact]
+    grades = judge_grades(task_like)
+    levels, _ = judge_levels(grades.grades)
+    for j, name in enumerate(grades.names):  # the strata of the judge-strata designs
+        outputs[LEVEL_COLUMN + name] = levels[fact, j].astype(np.int16)
 
 
 def judge_scores(frame: pd.DataFrame, path, why: str = "", config=None) -> pd.Series:

@@ -276,9 +276,10 @@ def task_calibration(task, train: np.ndarray, label: np.ndarray) -> JudgeCalibra
 
 
 def class_grades(task, grades: np.ndarray) -> np.ndarray:
-    """(F, J) grades with every equivalence class's canonical fact graded by the mean of its
-    members' grades (per judge, over the members it graded): the canonical fact may be a
-    spelling no system output.  Unchanged without classes."""
+    """(F, J) grades with every equivalence class's canonical fact graded by the highest of its
+    members' grades (per judge, over the members it graded; one of the judge's own grades, so
+    its levels stay those of :func:`judge_levels`): the canonical fact may be a spelling no
+    system output.  Unchanged without classes."""
     from receval.estimators.classes import canonical_facts
 
     canon = canonical_facts(task)
@@ -291,10 +292,10 @@ def class_grades(task, grades: np.ndarray) -> np.ndarray:
     for j in range(grades.shape[1]):
         g = grades[group, j]
         ok = ~np.isnan(g)
-        n = np.bincount(canon[group][ok], minlength=canon.size)
-        total = np.bincount(canon[group][ok], weights=g[ok], minlength=canon.size)
-        have = heads[n[heads] > 0]
-        out[have, j] = total[have] / n[have]
+        best = np.full(canon.size, -np.inf)
+        np.maximum.at(best, canon[group][ok], g[ok])
+        have = heads[np.isfinite(best[heads])]
+        out[have, j] = best[have]
     return out
 
 
@@ -327,3 +328,43 @@ def crossfit_judge_scores(task, folds: int = 5) -> JudgeCalibration | None:
         per_judge[ids[held]] = fit.per_judge[ids[held]]
         combined[ids[held]] = fit.combined[ids[held]]
     return JudgeCalibration(full.names, per_judge, combined, full.weights, full.direction)
+
+
+#: the smallest stratum weight of a judge-strata design (relative to the largest)
+STRATUM_WEIGHT_FLOOR = 0.05
+
+
+def judge_strata_design(task) -> str:
+    """The ``judge-strata`` design ``sample --by-judge`` draws from (:mod:`receval.design`):
+    the strata are the levels of the judge whose cross-fitted calibration predicts the labels
+    best (the only judge, before any label), with Neyman weights u_h = √(p_h(1 − p_h)), p_h the
+    share correct of level h (isotonic over the labels so far, shrunk towards the overall
+    share; before any label, the level's mean grade on the judge's scale), floored at
+    :data:`STRATUM_WEIGHT_FLOOR` × the largest.  Written as ``judge-strata:<judge>:<u_0>,…``."""
+    from receval.design import JUDGE_STRATA
+    from receval.judge import judge_grades
+
+    grades = judge_grades(task)
+    if grades is None:
+        raise ValueError("--by-judge needs the judge's scores (judge.tsv)")
+    levels, counts = judge_levels(grades.grades)
+    labels = task.labels
+    ids = labels.index.to_numpy(np.int64)
+    y = labels.to_numpy(float)
+    ids, y = ids[np.isfinite(y)], y[np.isfinite(y)]
+    j = 0
+    if len(grades.names) > 1 and ids.size >= 2 * INNER_FOLDS:
+        fit = crossfit_judge_scores(task)
+        err = ((fit.per_judge[ids] - y[:, None]) ** 2).mean(axis=0)
+        j = int(err.argmin())
+    L = int(counts[j])
+    if ids.size:
+        p, _ = level_map(levels[ids, j], L, y)
+    else:  # the judge's own opinion: its mean normalised grade per level
+        norm = grades.normalised[:, j]
+        n = np.bincount(levels[:, j], minlength=L + 1).astype(float)
+        total = np.bincount(levels[:, j], weights=np.nan_to_num(norm, nan=0.5), minlength=L + 1)
+        p = np.where(n > 0, total / np.maximum(n, 1), 0.5)
+    u = np.sqrt(np.clip(p * (1 - p), 0.0, 0.25))
+    u = np.maximum(u, STRATUM_WEIGHT_FLOOR * max(u.max(), 1e-12))
+    return f"{JUDGE_STRATA}:{grades.names[j]}:" + ",".join(f"{w:.4g}" for w in u / u.max())

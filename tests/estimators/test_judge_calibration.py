@@ -50,8 +50,10 @@ def graded_task(design: str = "uniform") -> Task:
     config = {"judge": {"scale": [0, 4]}}
     base = Task.from_frames(runs=runs, judgments=judgments, judge=judge, config=config)
     prob = sampling_probabilities(base.outputs, base.queries, design).to_numpy()
-    samples = base.outputs[["system", "query_id", "answer"]].astype(str).assign(
-        sample="all", prob=prob, design=design
+    samples = (
+        base.outputs[["system", "query_id", "answer"]]
+        .astype(str)
+        .assign(sample="all", prob=prob, design=design)
     )
     return Task.from_frames(
         runs=runs, judgments=judgments, samples=samples, judge=judge, config=config
