@@ -31,8 +31,12 @@ Printed per configuration and metric: coverage of the 95% intervals (pooled over
 runs; MC SE ≈ √(c(1 − c)/runs)), and the median over systems of the width ratio ppi / joint
 (mean widths over runs).  Results go to ``bench/results/judges.json``.
 
+Also (``--classes-runs R``, 0 to skip) the equivalence-class study: a simulated TAC-style world
+with aliases (8 systems, 30 labels each, a judge of correlation ≈ 0.83), precision width ratio
+ppi / joint and coverage, each estimator with its default ``--precision-form auto``.
+
 Usage: nice python bench/judges.py [--runs R] [--bootstrap B] [--n 30] [--systems 16] [--seed S]
-[--configs prob,graded,...]
+[--configs prob,graded,...] [--classes-runs R]
 """
 
 from __future__ import annotations
@@ -268,6 +272,71 @@ def summarise(world: RagWorld, results: list[dict], names: list[str]) -> list[di
     return rows
 
 
+def tuned_judge(y: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """logistic(k(2y − 1) + ε), ε ~ N(0, 1), with k tuned so that corr(s, y) ≈ ``rho``."""
+    noise = rng.normal(size=y.size)
+    lo, hi = 0.0, 20.0
+    for _ in range(40):
+        k = (lo + hi) / 2
+        s = 1.0 / (1.0 + np.exp(-(k * (2 * y - 1) + noise)))
+        lo, hi = (k, hi) if np.corrcoef(s, y)[0, 1] < rho else (lo, k)
+    return 1.0 / (1.0 + np.exp(-(k * (2 * y - 1) + noise)))
+
+
+def classes_study(runs: int, B: int, seed: int, n: int = 30, rho: float = 0.83) -> dict:
+    """Equivalence classes (TAC-style aliases, simulated: 8 systems, alias rate 0.3) with a judge
+    of correlation ≈ ``rho``: precision width ratio ppi / joint (each estimator's default
+    ``--precision-form auto``) and coverage at ``n`` labels per system."""
+    import tempfile
+
+    from receval.formats.bundle import write_bundle
+    from receval.simulation import SimulationConfig, simulate_world
+    from receval.task import load_task
+
+    cfg = SimulationConfig(systems=8, queries=60, name="classes", teams=4, alias_rate=0.3)
+    world = simulate_world(cfg, np.random.default_rng(seed + 10))
+    root = Path(tempfile.mkdtemp()) / "w"
+    base = load_task(write_bundle(root, world.tables(), world.task_config()))
+    label = np.full(len(base.facts), np.nan)
+    label[base.truth["fact"].to_numpy(np.int64)] = base.truth["value"].to_numpy(float)
+    truth = world.truth_metrics().set_index("system")
+    facts = base.facts
+    pooled = np.flatnonzero(facts["in_pool"].to_numpy())
+    score = tuned_judge(np.nan_to_num(label[pooled]), rho, np.random.default_rng(seed + 3))
+    judge = pd.DataFrame(
+        {
+            "query_id": facts["query_id"].to_numpy()[pooled],
+            "answer": facts["answer"].to_numpy()[pooled],
+            "judge_score": score,
+        }
+    )
+    widths: dict[str, list] = {"joint": [], "ppi": []}
+    covered: dict[str, list] = {"joint": [], "ppi": []}
+    keep = ("samples", "judgments", "exhaustive_units", "exhaustive")
+    for r in range(runs):
+        ann = world.annotate(np.random.default_rng(seed * 100 + r), per_system=n).tables()
+        task = with_annotation(base, judge=judge, **{k: v for k, v in ann.items() if k in keep})
+        data = build_sample_data(task)
+        true = truth.loc[data.systems, "precision"].to_numpy(float)
+        for name in ("joint", "ppi"):
+            ctx = ScoringContext(task, data, ScoreOptions(estimator=name, bootstrap=B, seed=r))
+            fitted = fit(ctx, get_estimator(name))
+            e = fitted.intervals.estimate(ctx, fitted.run, "precision")
+            widths[name].append(e.upper - e.lower)
+            covered[name].append((e.lower <= true + 1e-12) & (true - 1e-12 <= e.upper))
+    ratio = np.mean(widths["ppi"], axis=0) / np.mean(widths["joint"], axis=0)
+    return {
+        "world": "simulated, 8 systems, alias_rate 0.3 (equivalence classes)",
+        "n": n,
+        "judge_correlation": rho,
+        "unresolved_outputs": int(data.unresolved_outputs),
+        "precision_median_width_ratio": round(float(np.median(ratio)), 4),
+        "precision_max_width_ratio": round(float(np.max(ratio)), 4),
+        "ppi_coverage": round(float(np.mean(covered["ppi"])), 4),
+        "joint_coverage": round(float(np.mean(covered["joint"])), 4),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=16)
@@ -277,8 +346,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--classes-runs", type=int, default=24)
     args = parser.parse_args()
     start = time.time()
+    classes = None
+    if args.classes_runs:
+        classes = classes_study(args.classes_runs, args.bootstrap, args.seed)
+        print(
+            f"classes: precision median width ratio ppi/joint "
+            f"{classes['precision_median_width_ratio']:.3f} (max "
+            f"{classes['precision_max_width_ratio']:.3f}), coverage ppi "
+            f"{classes['ppi_coverage']:.3f}, joint {classes['joint_coverage']:.3f}",
+            flush=True,
+        )
     world = RagWorld(args.systems, args.seed)
     grades = world.judges(np.random.default_rng(args.seed + 5))
     names = args.configs.split(",")
@@ -312,6 +392,7 @@ def main() -> None:
         "pairs": len(world.pairs),
         "judge_correlation_with_nist": correlations,
         "figures": rows,
+        "classes": classes,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")

@@ -152,11 +152,11 @@ def fact_scores(task: Task) -> tuple[np.ndarray, np.ndarray]:
     scores = np.full(n, np.nan)
     judge = getattr(task, "judge", None)
     if judge is not None and len(judge):
-        grades = judge_grades(task)
-        if len(grades.names) == 1 and not task.config.judge_graded:
+        several = "judge" in judge.columns and judge["judge"].nunique() > 1
+        if not several and not task.config.judge_graded:  # one probability judge, as before
             scores[judge["fact"].to_numpy(np.int64)] = judge["judge_score"].to_numpy(float)
         else:
-            norm = grades.normalised
+            norm = judge_grades(task).normalised
             some = ~np.isnan(norm).all(axis=1)
             scores[some] = np.nanmean(norm[some], axis=1)
     scored = ~np.isnan(scores)
