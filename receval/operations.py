@@ -479,6 +479,8 @@ def curve_estimate(
 def _judge_table(judge, scale: tuple[float, float] | None = None) -> Any:
     """``judge`` (a file or a list of files) read and checked
     (:func:`receval.judge.read_judge_files`), or None."""
+    if judge is None or (isinstance(judge, list | tuple) and not judge):
+        return None  # pandas stays unimported (import trec builds Arrow from buffers)
     from receval.judge import read_judge_files
 
     if scale is not None:

@@ -90,8 +90,11 @@ def test_graded_judges_score_with_ppi_and_warn_about_missing_grades(tmp_path):
     assert result.exit_code == 0, result.output
     board = pd.read_csv(out / "leaderboard.csv")
     assert np.isfinite(board["precision"]).all()
-    warnings = json.loads((out / "run.json").read_text())["warnings"]
-    assert any("judge 'llm' did not score" in w for w in warnings)
+    run = json.loads((out / "run.json").read_text())
+    assert any("judge 'llm' did not score" in w for w in run["warnings"])
+    weights = run["judge"]["combination"]
+    assert set(weights) == {"llm", "umbrela"}
+    assert all(abs(sum(w[a] for w in weights.values()) - 1) < 1e-3 for a in (0, 1))
 
 
 def test_import_trec_with_several_graded_judges(tmp_path):

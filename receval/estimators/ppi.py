@@ -68,6 +68,19 @@ low scores mapped to ≈ 0, which a line cannot do.  TREC-like world, strong jud
 pooled recall 0.87 → 0.57, true recall 0.87 → 0.59 (coverage 0.93 / 0.96, joint 0.92 / 0.93);
 n = 10 falls back to the line (0.99).
 
+**Several judges, graded scales** (``judge.tsv`` with a ``judge`` column, ``task.toml [judge]
+scale``): fold a's control is c·g_{1−a}(x) centred, g_{1−a} the judges calibrated per grade
+level (isotonic), per query (a shrunk logit offset) and combined (simplex weights on inner
+out-of-fold scores, or the best single judge), all fitted on fold 1 − a's labelled draws only
+(:mod:`receval.estimators.judge_calibration`); the control's per-sampler expectation is
+recomputed exactly for g_{1−a} over every output.  Given fold 1 − a, g_{1−a} is a fixed
+function of the fact and fold a's draws are independent of fold 1 − a, so E[A_k | fold 1 − a]
+= 0 for every draw k of fold a and the estimator stays exactly unbiased
+(tests/estimators/test_judge_calibration.py enumerates it).  bench/judges.py, TREC RAG 2025
+pairs, UMBRELA (ρ = 0.44 with NIST), 30 labels per system: width ratio ppi/joint precision
+0.76 → 0.74, pooled recall 0.90 → 0.69 (the grade-by-grade map sends grade 0 to ≈ 0, which a
+line through the raw grade cannot).
+
 A coefficient the full sample sets to 0 (the other fold's judge explained too little) stays 0
 in every replicate (``GATE_REPLICATES``): the point estimate does not use it, and
 re-estimating it per replicate only added noise, widening a weak judge's intervals at n = 10
@@ -836,11 +849,33 @@ class PPIEstimator(Estimator):
             )
 
     def run_info(self, ctx: ScoringContext, run: Any) -> dict[str, Any]:
-        """run.json's ``judge`` key: the judge audited against the human labels."""
-        return {"judge": judge_audit(ctx, self.judge(ctx), run)}
+        """run.json's ``judge`` key: the judge audited against the human labels (and, when the
+        judges are calibrated, ``combination``: each judge's weight in each fold's control)."""
+        audit = judge_audit(ctx, self.judge(ctx), run)
+        cache = ctx.__dict__.get("_ppi_cache", {})
+        fits = [cache.get(f"calibration{a}") for a in (0, 1)]
+        if all(f is not None for f in fits):
+            audit["combination"] = {
+                name: [round(float(f.weights[j]), 4) for f in fits]
+                for j, name in enumerate(fits[0].names)
+            }
+            audit["calibration_method"] = (
+                "per judge: isotonic share correct per grade level, a logit offset per query "
+                "(shrunk), fitted on the other fold's labels; judges combined by simplex "
+                "weights on inner out-of-fold scores, or the best single judge"
+            )
+        return {"judge": audit}
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         JointEstimator().run_warnings(ctx, warnings)
+        unresolved = ctx.data.unresolved_outputs
+        if unresolved and ctx.options.precision_form in ("auto", "min-variance"):
+            warnings.append(
+                f"ppi with equivalence classes: precision keeps the judge's known totals (the "
+                f"unbiased form where it stays in range), which count {unresolved} outputs "
+                "nobody classed as classes of their own; an unclassed alias of a correct answer "
+                "inflates it slightly (--precision-form ratio self-normalises instead)"
+            )
         from receval.judge import judge_grades
 
         grades = judge_grades(ctx.task)
