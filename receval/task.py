@@ -136,9 +136,9 @@ class Task:
     exhaustive_units : ``unit, prob`` (may be empty); exhaustive : ``unit, query_id, answer, fact``
         (both + extra columns).
     truth : ``query_id, answer, fact, value`` or None.
-    judge : an automatic judge's scores, one row per fact: ``query_id, answer, answer_raw,
-        fact, judge_score`` (in [0, 1]), ``judge`` (name, may be empty), or None
-        (:mod:`receval.judge`).
+    judge : the automatic judges' scores, one row per (judge, fact): ``query_id, answer,
+        answer_raw, fact, judge_score`` (in [0, 1], or on the scale task.toml ``[judge]``
+        declares), ``judge`` (name, may be empty), or None (:mod:`receval.judge`).
 
     ``answer`` is always the normalised answer and ``answer_raw`` the text as given (surrounding
     whitespace included).  In ``outputs`` and ``raw_outputs`` the text columns (``system, team,
