@@ -347,11 +347,21 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--classes-runs", type=int, default=24)
+    parser.add_argument(
+        "--classes-only",
+        action="store_true",
+        help="run only the equivalence-class study and replace the 'classes' entry of --out",
+    )
     args = parser.parse_args()
     start = time.time()
     classes = None
     if args.classes_runs:
         classes = classes_study(args.classes_runs, args.bootstrap, args.seed)
+        classes["command"] = (
+            f"python bench/judges.py --classes-only --classes-runs {args.classes_runs} "
+            f"--bootstrap {args.bootstrap} --seed {args.seed}"
+        )
+        classes["git_commit"] = _commit()
         print(
             f"classes: precision median width ratio ppi/joint "
             f"{classes['precision_median_width_ratio']:.3f} (max "
@@ -359,6 +369,11 @@ def main() -> None:
             f"{classes['ppi_coverage']:.3f}, joint {classes['joint_coverage']:.3f}",
             flush=True,
         )
+    if args.classes_only:
+        record = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+        record["classes"] = classes
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+        return
     world = RagWorld(args.systems, args.seed)
     grades = world.judges(np.random.default_rng(args.seed + 5))
     names = args.configs.split(",")

@@ -305,9 +305,8 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     )
     layout = estimator.layouts(ctx)["draws"]
     # chosen for every estimator: the curves at a target recall are normalised with it
-    known = getattr(estimator, "sizes_from_totals", False)  # ppi: the judge's known totals
     ratio_form = choose_precision_form(
-        run, options.precision_form, ctx.data, terms["draws"], layout, known
+        run, options.precision_form, ctx.data, terms["draws"], layout
     )
     if getattr(options, "annotator_resampling", False):
         from receval.estimators.annotators import resample_annotators
@@ -316,7 +315,7 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
         labels_rng = np.random.default_rng([options.seed, 20])
         run = resample_annotators(ctx, estimator, run, replicates, labels_rng)
         ratio_form = choose_precision_form(
-            run, options.precision_form, ctx.data, terms["draws"], layout, known
+            run, options.precision_form, ctx.data, terms["draws"], layout
         )
     if estimator.precision_forms and ratio_form.any():
         run = reevaluate(run, estimator.statistic(ctx, ratio_form))
@@ -843,7 +842,6 @@ def choose_precision_form(
     data: SampleData,
     draw_terms: np.ndarray | None = None,
     layout: TermLayout | None = None,
-    sizes_from_totals: bool = False,
 ) -> np.ndarray:
     """Which systems get the self-normalised joint precision (m,) bool.
 
@@ -858,17 +856,14 @@ def choose_precision_form(
     bootstrap, so the choice (and every point estimate) does not depend on the resampling plan:
     Σ_j n_j Var_j(term) for the sum (Chaganty et al. 2017, Theorem 1) and the same for the
     ratio's linearisation (term − π̂ · mass) / M̂ (delta method).  Recorded per system in
-    run.json (``precision_forms``).  ``sizes_from_totals`` (``--estimator ppi``): with
-    equivalence classes the ``auto`` rule still applies instead of the ratio everywhere — the
-    estimator's known totals over every output carry |X_i| (counting an output nobody classed
-    as a class of its own), and self-normalising would throw them away (bench/judges.py).
+    run.json (``precision_forms``).
     """
     if form not in PRECISION_FORMS:
         raise ValueError(f"unknown precision form {form!r} (known: {', '.join(PRECISION_FORMS)})")
     m = data.m
     if form == "unbiased":
         return np.zeros(m, bool)
-    if form == "ratio" or (not data.sizes_known and not sizes_from_totals):
+    if form == "ratio" or not data.sizes_known:
         return np.ones(m, bool)
     point = run.point["precision_unbiased"]
     if draw_terms is None or layout is None or not draw_terms.size:

@@ -122,3 +122,52 @@ def test_crossfit_scores_never_use_the_fact_own_label():
     second = crossfit_judge_scores(Flipped(), folds=3)
     assert first.combined[held] == pytest.approx(second.combined[held])
     assert first.per_judge.shape == (len(task.facts), 2)
+
+
+def test_class_controls_count_every_string_a_system_output():
+    from receval.estimators.ppi import judge_totals
+
+    runs = pd.DataFrame(
+        {
+            "system": ["A", "A", "A", "B"],
+            "query_id": ["q1"] * 4,
+            "answer": ["Barack Obama", "Obama", "Paris", "Obama"],
+        }
+    )
+    judgments = pd.DataFrame(
+        {
+            "query_id": ["q1"] * 3,
+            "answer": ["Barack Obama", "Obama", "Paris"],
+            "label": ["correct", "correct", "wrong"],
+            "equivalence_class": ["q1:1", "q1:1", ""],
+        }
+    )
+    samples = pd.DataFrame(
+        {
+            "sample": "r1",
+            "system": ["A", "A", "B"],
+            "query_id": "q1",
+            "answer": ["Barack Obama", "Paris", "Obama"],
+            "prob": [1 / 3, 1 / 3, 1.0],
+        }
+    )
+    judge = pd.DataFrame(
+        {
+            "query_id": "q1",
+            "answer": ["Barack Obama", "Obama", "Paris"],
+            "judge_score": [0.9, 0.7, 0.2],
+        }
+    )
+    task = Task.from_frames(runs, judgments=judgments, samples=samples, judge=judge)
+    data = build_sample_data(task)
+    totals = judge_totals(task, data)
+    a, b = data.systems.index("A"), data.systems.index("B")
+    obama = int(np.flatnonzero(data.label == 1)[0])
+    assert totals.class_sum_drawn[obama, a] == pytest.approx(1.6)  # both of A's spellings
+    assert totals.class_count_drawn[obama, a] == 2
+    assert totals.class_sum_drawn[obama, b] == pytest.approx(0.7)
+    # the precision control's known total is string-level: Σ t_A s over A's three strings
+    n = data.sampler_n
+    known = (totals.expected_score[:, a] * n).sum()
+    assert known == pytest.approx((0.9 + 0.7 + 0.2) / 2)  # t_A = 1/|X_A| = 1/2 classes
+    assert (totals.expected_mass[:, a] * n).sum() == pytest.approx(3 / 2)
