@@ -485,9 +485,10 @@ def sample(
     >>> drawn = receval.sample("data/kbp-sim", 50, seed=2)  # doctest: +SKIP
     >>> len(drawn.to_annotate)  # doctest: +SKIP
     """
-    from receval.design import DISTRIBUTIONS, new_sample_round
+    from receval.design import DISTRIBUTIONS, known_design, new_sample_round
 
-    check_choice("distribution", distribution, DISTRIBUTIONS)
+    if not known_design(distribution):  # a judge-strata:<judge>:<weights> design parses
+        check_choice("distribution", distribution, DISTRIBUTIONS)
     check_seed(seed)
     if until_decided:
         from receval.until_decided import until_decided_round

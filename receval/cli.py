@@ -548,8 +548,10 @@ def extrapolate(
 @click.option(
     "--by-judge",
     is_flag=True,
-    help="Favour facts the automatic judge (judge.tsv) is unsure about: s(1-s), mixed half and "
-    "half with uniform (design judge-uncertainty, recorded in samples.tsv, so every estimator "
+    help="Draw where the automatic judge (judge.tsv) is unsure: strata are the levels of the "
+    "best judge, weighted sqrt(p(1-p)) with p each level's share correct in the labels so far "
+    "(Neyman allocation for --estimator ppi), 30% uniform so every fact keeps a floor "
+    "(design judge-strata:<judge>:<weights>, recorded in samples.tsv, so every estimator "
     "stays unbiased).  With --adaptive the sizes are planned for this design and for "
     "--estimator ppi (the judge's explained share, estimated conservatively from the labels).",
 )
@@ -775,7 +777,9 @@ def _sample_task(task: Path, by_judge: bool, distribution: str):
             f"{Path(task) / 'judge.tsv'}: --by-judge needs the judge's scores (judge.tsv with "
             "query_id, answer, judge_score)"
         )
-    return loaded, "judge-uncertainty"
+    from receval.estimators.judge_calibration import judge_strata_design
+
+    return loaded, judge_strata_design(loaded)  # Neyman over the judge's levels
 
 
 def _record_round(task: Path, drawn) -> None:
@@ -959,16 +963,48 @@ def simulate(
     click.echo(f"wrote {path} ({systems} systems, {queries} queries, seed {seed})")
 
 
-#: ``import tac-kbp|trec --judge FILE`` (one option, two commands)
-_import_judge_option = click.option(
-    "--judge",
-    "judge_file",
-    type=FilePath(path_type=Path, exists=True, dir_okay=False),
-    default=None,
-    help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
-    "ppi): a table with query_id, answer, judge_score in [0, 1], or 'query_id iteration answer "
-    "score' lines.",
-)
+#: ``import tac-kbp|trec --judge FILE [--judge-scale LO,HI]`` (two options, two commands)
+def _import_judge_option(func):
+    func = click.option(
+        "--judge-scale",
+        "judge_scale",
+        type=JUDGE_SCALE,
+        default=None,
+        help="The judges' grade scale LO,HI (e.g. 0,4 for UMBRELA), written to task.toml "
+        "[judge] scale: --estimator ppi calibrates the grades on the labels (default: scores "
+        "are probabilities in [0, 1]).",
+    )(func)
+    return click.option(
+        "--judge",
+        "judge_file",
+        type=FilePath(path_type=Path, exists=True, dir_okay=False),
+        multiple=True,
+        help="An automatic judge's scores, written as the bundle's judge table (for --estimator "
+        "ppi): a table with query_id, answer, judge_score [, judge], or 'query_id iteration "
+        "answer score' lines (TREC qrels).  Repeatable: one file per judge (named by the file's "
+        "stem unless it has a judge column).",
+    )(func)
+
+
+class _JudgeScale(click.ParamType):
+    """``LO,HI``: two numbers with LO < HI."""
+
+    name = "LO,HI"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        parts = str(value).split(",")
+        try:
+            lo, hi = (float(p) for p in parts) if len(parts) == 2 else (0.0, 0.0)
+        except ValueError:
+            lo, hi = 0.0, 0.0
+        if not lo < hi:
+            self.fail(f"{value!r} is not LO,HI with LO < HI (e.g. 0,4)", param, ctx)
+        return (lo, hi)
+
+
+JUDGE_SCALE = _JudgeScale()
 
 
 @cli.group(name="import", cls=ReceGroup)
@@ -1015,7 +1051,8 @@ def import_tac_kbp_command(
     include_hop1: bool,
     name: str | None,
     overwrite: bool,
-    judge_file: Path | None,
+    judge_file: tuple[Path, ...],
+    judge_scale: tuple[float, float] | None,
 ) -> None:
     """Convert TAC-KBP slot-filling runs and assessments into a bundle at OUT."""
     from receval.operations import import_tac_kbp
@@ -1030,7 +1067,8 @@ def import_tac_kbp_command(
             include_hop1=include_hop1,
             name=name,
             overwrite=overwrite,
-            judge=judge_file,
+            judge=list(judge_file) or None,
+            judge_scale=judge_scale,
             on_step=lambda: bar.update(1),
         )
     for note in done.notes:
@@ -1081,7 +1119,8 @@ def import_trec_command(
     name: str | None,
     overwrite: bool,
     table_format: str,
-    judge_file: Path | None,
+    judge_file: tuple[Path, ...],
+    judge_scale: tuple[float, float] | None,
 ) -> None:
     """Convert TREC runs (and qrels) into a bundle at OUT."""
     from receval.operations import import_trec
@@ -1097,7 +1136,8 @@ def import_trec_command(
             name=name,
             overwrite=overwrite,
             table_format=table_format,
-            judge=judge_file,
+            judge=list(judge_file) or None,
+            judge_scale=judge_scale,
             on_file=lambda _: bar.update(1),
         )
     click.echo(f"wrote {out}: {done.queries} queries, {done.runs} runs, {done.judgments} judgments")
@@ -1488,7 +1528,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 @click.option(
     "--by-judge",
     is_flag=True,
-    help="Plan the new draws with `sample --by-judge`'s design (judge-uncertainty).",
+    help="Plan the new draws with `sample --by-judge`'s design (judge-strata).",
 )
 @click.option(
     "--out",

@@ -60,7 +60,20 @@ class TaskConfig:
     unjudged: str | None = None
     #: ``[official] average`` as written (None: not set, the official estimator follows ``target``)
     average: str | None = None
+    #: ``[judge] scale = [lo, hi]``: the grade scale of every automatic judge (None: not set,
+    #: scores are probabilities in [0, 1]); ``[judge.scales] name = [lo, hi]`` per judge
+    judge_scale: tuple[float, float] | None = None
+    judge_scales: dict[str, tuple[float, float]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def scale_of(self, judge: str) -> tuple[float, float]:
+        """The declared grade scale of ``judge`` (its own, else ``[judge] scale``, else [0, 1])."""
+        return self.judge_scales.get(judge, self.judge_scale or (0.0, 1.0))
+
+    @property
+    def judge_graded(self) -> bool:
+        """Whether ``task.toml`` declares a judge scale (the judges are then calibrated)."""
+        return self.judge_scale is not None or bool(self.judge_scales)
 
     def label_map(self) -> dict[str, str]:
         """Case-folded raw label -> category (correct, wrong, inexact, ignore)."""
@@ -246,7 +259,7 @@ def config_from_mapping(raw: Mapping[str, Any], default_name: str = "task") -> T
 def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
     """:func:`load_config` after parsing: every section and key checked."""
     raw = sections.raw
-    known_top = {"name", "labels", "matching", "merge", "universe", "official"}
+    known_top = {"name", "labels", "matching", "merge", "universe", "official", "judge"}
     for key in raw:
         if key not in known_top:
             raise sections.fail(
@@ -259,6 +272,7 @@ def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
     # section and key checks first, so an unknown key is reported before a bad value elsewhere
     sections.table("merge", ("rule", "tie"))
     sections.table("official", ("unjudged", "average"))
+    judge_scale, judge_scales = _judge_scales(sections)
     return TaskConfig(
         name=name.strip(),
         labels=labels,
@@ -271,8 +285,36 @@ def _config_from_sections(sections: _Sections, default_name: str) -> TaskConfig:
             "official", "unjudged", UNJUDGED_POLICIES, "official.unjudged", None
         ),
         average=sections.choice("official", "average", OFFICIAL_AVERAGES, "official.average", None),
+        judge_scale=judge_scale,
+        judge_scales=judge_scales,
         raw=raw,
     )
+
+
+def _scale(sections: _Sections, key: str, value: Any, section: str) -> tuple[float, float]:
+    """``[lo, hi]`` checked: two finite numbers with lo < hi."""
+    ok = isinstance(value, list) and len(value) == 2
+    ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    if not ok or not float(value[0]) < float(value[1]) or not all(map(_finite, value)):
+        raise sections.fail(
+            key, f"{section}.{key} must be [lo, hi], two numbers with lo < hi", section
+        )
+    return float(value[0]), float(value[1])
+
+
+def _finite(v: float) -> bool:
+    return v == v and abs(v) != float("inf")
+
+
+def _judge_scales(sections: _Sections) -> tuple[tuple[float, float] | None, dict]:
+    """``[judge] scale`` and ``[judge.scales]`` (module TaskConfig): the judges' grade scales."""
+    table = sections.table("judge", ("scale", "scales"))
+    scale = _scale(sections, "scale", table["scale"], "judge") if "scale" in table else None
+    per = table.get("scales", {})
+    if not isinstance(per, dict):
+        raise sections.fail("scales", "[judge.scales] must be a table of name = [lo, hi]", "judge")
+    scales = {str(k): _scale(sections, k, v, "judge.scales") for k, v in per.items()}
+    return scale, scales
 
 
 def dump_config(config: TaskConfig) -> str:
@@ -312,4 +354,20 @@ def dump_config(config: TaskConfig) -> str:
     ]
     if official:
         lines += ["", "[official]", *official]
+    lines += _judge_lines(config, q)
     return "\n".join(lines) + "\n"
+
+
+def _judge_lines(config: TaskConfig, q) -> list[str]:
+    """The ``[judge]`` lines of ``task.toml`` (none when no scale is declared)."""
+
+    def pair(scale: tuple[float, float]) -> str:
+        return "[" + ", ".join(f"{v:g}" for v in scale) + "]"
+
+    lines = []
+    if config.judge_scale is not None:
+        lines += ["", "[judge]", f"scale = {pair(config.judge_scale)}"]
+    if config.judge_scales:
+        lines += ["", "[judge.scales]"]
+        lines += [f"{q(k)} = {pair(v)}" for k, v in sorted(config.judge_scales.items())]
+    return lines

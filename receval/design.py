@@ -11,6 +11,16 @@ multiset of n_j i.i.d. draws from p_j").  Two distributions are built in:
   gets less than half its uniform probability (importance weights stay ≤ 2); like every design it
   is recorded in samples.tsv, so every estimator stays unbiased (the judge only decides where the
   human labels go; cf. active statistical inference, Zrnic & Candès 2024);
+* ``judge-strata:<judge>:<u_0>,…,<u_L>`` (``receval sample --by-judge``): strata are the
+  levels of one judge (its grades, or equal-count bins of a continuous score, and a last level
+  for facts it did not grade: :func:`receval.estimators.judge_calibration.judge_levels`) and
+  s_j(x) = a/|X_j| + (1 − a) u_h(x)/Σ_{X_j} u_h with a = :data:`JUDGE_STRATA_FLOOR`.  With
+  u_h = √(p_h(1 − p_h)), p_h the share correct of level h estimated from the labels so far,
+  this is Neyman allocation for the prediction-powered estimators (whose draws' terms are
+  the residuals f − p of the calibrated judge, of variance p_h(1 − p_h) in stratum h); the
+  floor keeps every fact at ≥ a times its uniform probability.  The weights are written into
+  the design's name, so samples.tsv alone says what was drawn
+  (:func:`receval.estimators.judge_calibration.judge_strata_design` computes them);
 * ``entity-relation``: the distribution of the paper's evaluation service,
   s_j(x) ∝ (#distinct facts of subj(x) in X_j) / (#facts with subj(x) · #facts with rel(x)),
   where subj is the query's ``entity`` column (default: the query id) and rel its ``slot``
@@ -47,6 +57,39 @@ ORDER_COLUMN = "order"
 RANDOM_ORDER = "random"
 #: the uniform share of the ``judge-uncertainty`` design
 JUDGE_UNIFORM_SHARE = 0.5
+#: prefix of the ``judge-strata`` designs (Neyman allocation over one judge's levels)
+JUDGE_STRATA = "judge-strata"
+#: the uniform share a of the ``judge-strata`` designs (each fact keeps ≥ a × uniform)
+JUDGE_STRATA_FLOOR = 0.3
+#: the output column holding a judge's level (``judge_level:<name>``)
+LEVEL_COLUMN = "judge_level:"
+
+
+def known_design(distribution: str) -> bool:
+    """Whether ``distribution`` names a built-in design (a ``judge-strata`` one parses)."""
+    if distribution in DISTRIBUTIONS:
+        return True
+    try:
+        parse_judge_strata(distribution)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_judge_strata(design: str) -> tuple[str, np.ndarray]:
+    """(judge name, stratum weights u (L + 1,)) of a ``judge-strata:<judge>:<u_0>,…`` design;
+    ``ValueError`` when it is not one."""
+    head, _, rest = str(design).partition(":")
+    name, _, weights = rest.rpartition(":")
+    if head != JUDGE_STRATA or not weights:
+        raise ValueError(f"{design!r} is not a {JUDGE_STRATA}:<judge>:<weights> design")
+    try:
+        u = np.array([float(w) for w in weights.split(",")], float)
+    except ValueError:
+        raise ValueError(f"{design!r}: the stratum weights must be numbers") from None
+    if not np.all(np.isfinite(u)) or (u < 0).any() or not u.sum() > 0:
+        raise ValueError(f"{design!r}: the stratum weights must be ≥ 0 with a positive sum")
+    return name, u
 
 
 def sampling_probabilities(
@@ -77,6 +120,8 @@ def sampling_probabilities(
     sys_codes = system_codes(outputs["system"])[0].astype(np.int64)
     if distribution == "judge-uncertainty":
         return _judge_uncertainty(outputs, sys_codes, rows)
+    if str(distribution).startswith(JUDGE_STRATA + ":"):
+        return _judge_strata(outputs, sys_codes, distribution, rows)
     if distribution != "entity-relation":
         raise ValueError(
             f"unknown sampling distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})"
@@ -114,6 +159,27 @@ def _judge_uncertainty(outputs: pd.DataFrame, sys_codes: np.ndarray, rows=None):
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total[sys_codes] > 0, u / total[sys_codes], 1.0 / size[sys_codes])
     prob = JUDGE_UNIFORM_SHARE / size[sys_codes] + (1.0 - JUDGE_UNIFORM_SHARE) * share
+    if rows is not None:
+        return prob[np.asarray(rows, dtype=np.int64)]
+    return pd.Series(prob, index=outputs.index, name="prob")
+
+
+def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, rows=None):
+    """s_j(x) = a/|X_j| + (1 − a) u_h(x)/Σ_{X_j} u_h of a ``judge-strata`` design (module
+    docstring), a = JUDGE_STRATA_FLOOR; the level h(x) from ``judge_level:<judge>``."""
+    name, u = parse_judge_strata(design)
+    column = LEVEL_COLUMN + name
+    if column not in outputs.columns:
+        raise ValueError(f"the design {design!r} needs judge {name!r}'s grades (judge.tsv)")
+    level = outputs[column].to_numpy(np.int64)
+    if level.size and level.max() >= u.size:
+        raise ValueError(f"the design {design!r} has {u.size} weights, judge {name!r} more levels")
+    w = u[level]
+    size = np.bincount(sys_codes).astype(float)
+    total = np.bincount(sys_codes, weights=w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total[sys_codes] > 0, w / total[sys_codes], 1.0 / size[sys_codes])
+    prob = JUDGE_STRATA_FLOOR / size[sys_codes] + (1.0 - JUDGE_STRATA_FLOOR) * share
     if rows is not None:
         return prob[np.asarray(rows, dtype=np.int64)]
     return pd.Series(prob, index=outputs.index, name="prob")
@@ -444,7 +510,7 @@ def _candidate_designs(
     inferable = [d for d in DISTRIBUTIONS if d != "judge-uncertainty" or judged]
     candidates = list(declared) if declared else inferable
     for d in candidates:
-        if d not in DISTRIBUTIONS:
+        if not known_design(d):
             raise BundleError(
                 path,
                 int(rows[LINE].iloc[0]),
@@ -461,7 +527,10 @@ def _matching_design(
     path, sample, system = where
     worst = None
     for d in candidates:
-        want = expected(d).loc[rows.index].to_numpy()
+        try:
+            want = expected(d).loc[rows.index].to_numpy()
+        except ValueError as exc:  # a judge-strata design without that judge's grades
+            raise BundleError(path, int(rows[LINE].iloc[0]), str(exc)) from None
         got = rows["prob"].to_numpy(float)
         ok = np.isclose(got, want, rtol=1e-4, atol=0)
         if ok.all():

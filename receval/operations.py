@@ -148,7 +148,11 @@ def budget(
         )
     check_choice("estimator", estimator, ("joint", "ppi"))
     use_judge = estimator == "ppi"
-    design = "judge-uncertainty" if by_judge else "uniform"
+    design = "uniform"
+    if by_judge:
+        from receval.estimators.judge_calibration import judge_strata_design
+
+        design = judge_strata_design(loaded)
     table = expected_widths(
         loaded, per_system, confidence=confidence, bound=bound, judge=use_judge, design=design
     )
@@ -218,22 +222,26 @@ def import_tac_kbp(
     include_hop1: bool = False,
     name: str | None = None,
     overwrite: bool = False,
-    judge: Path | str | None = None,
+    judge: Path | str | list | None = None,
     on_step: Callable[[], None] | None = None,
+    judge_scale: tuple[float, float] | None = None,
 ) -> Imported:
     """Convert TAC-KBP Cold Start slot-filling runs (and assessments, queries) into a bundle at
     ``out`` (:func:`receval.formats.tac_kbp.import_tac_kbp` documents the rules).  ``judge``: an
-    automatic judge's scores (:func:`receval.judge.read_judge_file`), checked before anything is
-    written and stored as the bundle's judge table."""
+    automatic judge's scores, or a list of files, one per judge
+    (:func:`receval.judge.read_judge_files`), checked before anything is written and stored as
+    the bundle's judge table; ``judge_scale`` (lo, hi): the judges' grade scale, written to
+    ``task.toml [judge] scale`` (default: probabilities in [0, 1])."""
     from receval.formats.bundle import write_bundle
     from receval.formats.tac_kbp import import_tac_kbp as read_tac_kbp
 
     step = on_step or (lambda: None)
     out = Path(out)
-    judge_table = _judge_table(judge)
+    judge_table = _judge_table(judge, judge_scale)
     tables, config = read_tac_kbp(
         queries, list(runs), assessments, include_hop1=include_hop1, name=name or out.name
     )
+    config = _with_judge_scale(config, judge_scale)
     if judge_table is not None:
         tables["judge"] = judge_table
     step()
@@ -263,12 +271,14 @@ def import_trec(
     name: str | None = None,
     overwrite: bool = False,
     table_format: str = "tsv",
-    judge: Path | str | None = None,
+    judge: Path | str | list | None = None,
     on_file: Callable[[Any], None] | None = None,
+    judge_scale: tuple[float, float] | None = None,
 ) -> Imported:
     """Convert TREC runs (and qrels) into a bundle at ``out`` with tables in ``table_format``
     (``tsv`` or ``parquet``) (:func:`receval.formats.trec.import_trec_tables` documents the
-    rules).  ``judge``: an automatic judge's scores, as for :func:`import_tac_kbp`.  ``on_file``
+    rules).  ``judge``, ``judge_scale``: the judges' scores, as for :func:`import_tac_kbp`.
+    ``on_file``
     is called after each input file is read and once after writing."""
     from receval.formats.bundle import write_bundle
     from receval.formats.trec import import_trec_tables
@@ -277,7 +287,7 @@ def import_trec(
     check_choice("table_format", table_format, ("tsv", "parquet"))
     step = on_file or (lambda _file: None)
     out = Path(out)
-    judge_table = _judge_table(judge)
+    judge_table = _judge_table(judge, judge_scale)
     tables, config = import_trec_tables(
         qrels,
         list(runs),
@@ -286,6 +296,7 @@ def import_trec(
         on_file=step,
         score_as_written=table_format == "tsv",  # text to text: no float formatting
     )
+    config = _with_judge_scale(config, judge_scale)
     if judge_table is not None:
         tables["judge"] = judge_table
     write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
@@ -465,10 +476,24 @@ def curve_estimate(
     return curve
 
 
-def _judge_table(judge: Path | str | None) -> Any:
-    """``judge`` read and checked (:func:`receval.judge.read_judge_file`), or None."""
-    if judge is None:
-        return None
-    from receval.judge import read_judge_file
+def _judge_table(judge, scale: tuple[float, float] | None = None) -> Any:
+    """``judge`` (a file or a list of files) read and checked
+    (:func:`receval.judge.read_judge_files`), or None."""
+    if judge is None or (isinstance(judge, list | tuple) and not judge):
+        return None  # pandas stays unimported (import trec builds Arrow from buffers)
+    from receval.judge import read_judge_files
 
-    return read_judge_file(Path(judge))
+    if scale is not None:
+        from receval.options import check_judge_scale
+
+        check_judge_scale(scale)
+    return read_judge_files(judge, scale)
+
+
+def _with_judge_scale(config: Any, scale: tuple[float, float] | None) -> Any:
+    """``config`` with ``[judge] scale`` set when one is declared."""
+    import dataclasses
+
+    if scale is None:
+        return config
+    return dataclasses.replace(config, judge_scale=(float(scale[0]), float(scale[1])))

@@ -231,3 +231,16 @@ class ScoreOptions:
     #: disagreement widens the intervals (:mod:`receval.estimators.annotators`); by default the
     #: intervals are conditional on the merged labels
     annotator_resampling: bool = False
+
+
+def check_judge_scale(scale) -> None:
+    """``scale`` is (lo, hi), two finite numbers with lo < hi (``ValueError`` otherwise)."""
+    import math
+
+    ok = isinstance(scale, tuple | list) and len(scale) == 2
+    try:
+        lo, hi = (float(v) for v in scale) if ok else (math.nan, math.nan)
+    except (TypeError, ValueError):
+        lo, hi = math.nan, math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"judge_scale={scale!r} must be (lo, hi), two numbers with lo < hi")

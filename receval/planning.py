@@ -105,7 +105,9 @@ def judge_factor(task: Task, data: SampleData | None = None) -> float:
     :data:`JUDGE_PLANNING_LEVEL` (Fisher's z, tanh(atanh |ρ̂| − z_level/√(n − 3)), floored at
     0): the estimator calibrates the judge on the labels first, so an inverted judge helps too.
     With fewer than :data:`JUDGE_PLANNING_MIN` such facts the factor is 1 (no judge assumed).
-    An approximation, not a bound: the importance weights make the draws' correlation smaller
+    With several judges or a graded scale ρ is that of the judges' cross-fitted calibrated
+    combination (:func:`receval.estimators.judge_calibration.crossfit_judge_scores`), the
+    control the estimator uses.  An approximation, not a bound: the importance weights make the draws' correlation smaller
     than the facts' (bench/ppi.py: realised width ratios ≈ 0.63 at ρ ≈ 0.8, √(1 − ρ²) = 0.6),
     and cross-fitting spends part of the gain at small n.
     """
@@ -121,6 +123,12 @@ def judge_factor(task: Task, data: SampleData | None = None) -> float:
             "query_id, answer, judge_score in [0, 1]",
         )
     scores, scored = fact_scores(task)
+    from receval.judge import calibrates
+
+    if calibrates(task):  # several judges or graded: the cross-fitted calibrated combination
+        from receval.estimators.judge_calibration import crossfit_judge_scores
+
+        scores = crossfit_judge_scores(task).combined
     ids = task.labels.index.to_numpy(np.int64)
     keep = scored[ids]
     s, f = scores[ids][keep], task.labels.to_numpy(float)[keep]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -146,8 +147,9 @@ class Task:
     truth : pandas.DataFrame or None
         ``query_id, answer, fact, value``.
     judge : pandas.DataFrame or None
-        An automatic judge's scores, one row per fact: ``query_id, answer, answer_raw, fact,
-        judge_score`` (in [0, 1]), ``judge`` (name, may be empty); see :mod:`receval.judge`.
+        The automatic judges' scores, one row per (judge, fact): ``query_id, answer,
+        answer_raw, fact, judge_score`` (in [0, 1], or on the scale task.toml ``[judge]``
+        declares), ``judge`` (name, may be empty); see :mod:`receval.judge`.
 
     Notes
     -----
@@ -754,7 +756,7 @@ def _build_task(
     sample_frame = _check_samples(samples, known)
     units, exhaustive_frame = _check_exhaustive(exhaustive_units, exhaustive, known)
     truth_frame = _check_truth(truth, config, known)
-    judge_frame = check_judge_table(judge, known)
+    judge_frame = check_judge_table(judge, known, config)
     frames = [judgment_frame, sample_frame, exhaustive_frame]
     if truth_frame is not None:
         frames.append(truth_frame)
@@ -774,7 +776,7 @@ def _build_task(
     facts["systems"] = systems.astype(np.int64)
     _check_universe(config, files, int(facts["in_pool"].sum()))
     if judge_frame is not None:
-        attach_judge_scores(outputs, facts, judge_frame)
+        attach_judge_scores(outputs, SimpleNamespace(facts=facts, judge=judge_frame, config=config))
     sample_path = samples.path if samples is not None else None
     _check_samples_against_outputs(sample_frame, outputs, sample_path)
     task = Task(
@@ -1741,6 +1743,7 @@ def with_annotation(
         frame["_file"] = "judge.tsv"
         changes["judge"] = dedupe_judge(frame, Path("judge.tsv"))
         outputs = task.outputs.copy()
-        attach_judge_scores(outputs, task.facts, changes["judge"])
+        view = SimpleNamespace(facts=task.facts, judge=changes["judge"], config=task.config)
+        attach_judge_scores(outputs, view)
         changes["outputs"] = outputs
     return dataclasses.replace(task, **changes)

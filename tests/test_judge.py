@@ -157,18 +157,21 @@ def test_sample_by_judge_records_its_design_and_scores(tmp_path):
     assert result.exit_code == 0, result.output
     samples = pd.read_csv(root / "samples.tsv", sep="\t", keep_default_na=False)
     new = samples[samples["sample"] != "s1"]
-    assert (new["design"] == "judge-uncertainty").all() and len(new) == 40
+    design = new["design"].iloc[0]
+    assert design.startswith("judge-strata:llm:") and len(new) == 40
+    assert (new["design"] == design).all()
     task = load_task(root)  # the recorded probabilities reproduce the design
-    assert "judge-uncertainty" in {s.design for s in task.samplers}
-    # unsure facts (s near 1/2) are drawn more often than under uniform, none below half of it
+    assert design in {s.design for s in task.samplers}
+    # Neyman over the judge's levels, 30 % uniform: no fact below 0.3 of its uniform chance
     out = task.outputs
-    prob = out["judge_score"].pipe(lambda s: s * (1 - s))
-    assert prob.notna().all()
-    from receval.design import sampling_probabilities
+    from receval.design import JUDGE_STRATA_FLOOR, sampling_probabilities
 
-    p = sampling_probabilities(out, task.queries, "judge-uncertainty")
+    p = sampling_probabilities(out, task.queries, design)
     size = out.groupby("system", observed=True)["fact"].transform("size")
-    assert (p >= 0.5 / size - 1e-12).all()
+    assert (p >= JUDGE_STRATA_FLOOR / size - 1e-12).all()
+    assert np.isclose(p.groupby(out["system"], observed=True).sum(), 1.0).all()
+    # the older judge-uncertainty design stays valid
+    p = sampling_probabilities(out, task.queries, "judge-uncertainty")
     assert np.isclose(p.groupby(out["system"], observed=True).sum(), 1.0).all()
 
 
