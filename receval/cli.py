@@ -644,6 +644,16 @@ def extrapolate(
     "and outside the K left open); stops 'decided' once the top K are separated from the rest.",
 )
 @click.option(
+    "--intervals",
+    "loop_intervals",
+    type=click.Choice(["anytime", "anytime-asymptotic"]),
+    default="anytime",
+    show_default=True,
+    help="With --until-decided: whose paired tests decide: anytime (betting sequences, valid at "
+    "any number of draws) or anytime-asymptotic (valid as the draws grow: i.i.d. draws, finite "
+    "variance; see score --intervals).",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -669,6 +679,7 @@ def sample(
     budget: int | None,
     target: str,
     top: int | None,
+    loop_intervals: str,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -687,7 +698,8 @@ def sample(
     _check_round_kind(until_decided, adaptive)
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
-                  "distribution": distribution, "target": target, "top": top}  # fmt: skip
+                  "distribution": distribution, "target": target, "top": top,
+                  "intervals": loop_intervals}  # fmt: skip
         with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
@@ -718,7 +730,7 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
-               ("target", "--target"), ("top", "--top"))  # fmt: skip
+               ("target", "--target"), ("top", "--top"), ("loop_intervals", "--intervals"))  # fmt: skip
 
 
 def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
