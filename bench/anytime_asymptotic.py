@@ -331,11 +331,11 @@ def report_gradient(out: dict, rank_by: str) -> dict:
     return fig
 
 
-def report_null(out: dict) -> dict:
+def report_null(out: dict, intervals: str) -> dict:
     split, se = _share(out["split"])
     fig = {"reps": int(out["split"].size), "no split": [1 - split, se]}
     verdict = "PASS" if 1 - split >= 0.95 - 2 * se else "FAIL"
-    print(f"null (12 equal systems, 9 looks, {out['split'].size} reps): tiers never split "
+    print(f"null, {intervals} (12 equal systems, 9 looks, {out['split'].size} reps): tiers never split "
           f"{1 - split:.3f} (SE {se:.3f}; target >= 0.95 - 2 SE) {verdict}")  # fmt: skip
     for m in ("precision", "pooled_recall"):
         c, c_se = _mean_se(out[f"covered {m}"])
@@ -362,6 +362,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*", default=["population", "gradient", "null"])
     parser.add_argument("--rank-by", default="precision", choices=["precision", "f1"])
     parser.add_argument("--no-widths", action="store_true")
+    parser.add_argument(
+        "--intervals", default="anytime-asymptotic", choices=METHODS,
+        help="null: the method the loop decides with and the looks are scored with",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     figures: dict = {}
@@ -379,7 +383,8 @@ def main(argv: list[str] | None = None) -> dict:
                                      with_widths=not args.no_widths)  # fmt: skip
                 figures[f"gradient {args.rank_by}"] = report_gradient(out, args.rank_by)
             elif name == "null":
-                figures["null"] = report_null(null_study(args.reps or 12, args.seed, Path(tmp)))
+                out = null_study(args.reps or 12, args.seed, Path(tmp), intervals=args.intervals)
+                figures[f"null {args.intervals}"] = report_null(out, args.intervals)
             cpu = time.process_time() - start
             print(f"  CPU {cpu:.0f} s", flush=True)
     record = {
@@ -389,7 +394,7 @@ def main(argv: list[str] | None = None) -> dict:
     }  # fmt: skip
     if args.out:
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-        previous[" ".join(args.only) + f" {args.rank_by}"] = record
+        previous[" ".join(args.only) + f" {args.rank_by} {args.intervals}"] = record
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp_path = args.out.with_suffix(".tmp")
         tmp_path.write_text(json.dumps(previous, indent=2, default=float) + "\n")
