@@ -247,8 +247,10 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     default="bootstrap",
     show_default=True,
     help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once) or anytime (confidence sequences valid at every look, whatever "
-    "rule chose the labels, e.g. sample --until-decided; no bootstrap).",
+    "in advance and scored once), anytime (confidence sequences valid at every look, whatever "
+    "rule chose the labels, e.g. sample --until-decided; no bootstrap) or anytime-asymptotic "
+    "(the same looks, valid as the draws grow: i.i.d. draws, finite variance; narrower at early "
+    "looks, not to be trusted with few draws or skewed importance weights).",
 )
 @click.option(
     "--weighting",

@@ -179,6 +179,15 @@ def test_bench_population_the_betting_sequences_hold_and_the_asymptotic_ones_say
     assert out["width asymptotic / betting"] < 1.0
 
 
+def test_bench_null_and_gradient_studies_run_small(tmp_path):
+    """The scoring studies on their smallest scale (one repetition, two rounds): every figure
+    is there and no look of the null world splits the tiers (seeded)."""
+    bench = _bench()
+    null = bench.null_study(1, 1, tmp_path, rounds=2)
+    assert null["split"].tolist() == [0.0]
+    assert all(0.0 <= null[f"covered {m}"][0] <= 1.0 for m in ("precision", "pooled_recall"))
+
+
 @pytest.mark.slow
 def test_bench_population_long():
     out = _bench().population_study(1000, 1, batch=400)
