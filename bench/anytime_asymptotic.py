@@ -251,10 +251,12 @@ def population_study(
     lo, hi = confidence_bounds(stacked, [alpha], alpha_bets=alpha, prior_mean=0.5,
                                horizon=horizon, prior_scale=0.5, iterations=16)  # fmt: skip
     a_lo, a_hi = asymptotic_ends(stacked, [alpha], (0.0, 1.0), alpha, horizon, hits=hits)[alpha]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a width 0 (all known) is left out
+        ratio = np.where(hi[0] > lo[0], (a_hi - a_lo) / (hi[0] - lo[0]), np.nan)
     return {
         "miss asymptotic": miss_asym.reshape(streams, m).mean(axis=0),
         "miss betting": miss_bet.reshape(streams, m).mean(axis=0),
-        "width asymptotic / betting": float(np.median((a_hi - a_lo) / (hi[0] - lo[0]))),
+        "width asymptotic / betting": float(np.nanmedian(ratio)),
         "streams": streams,
         "draws": int(stacked.shape[1]),
     }
