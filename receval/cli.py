@@ -247,8 +247,10 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
     default="bootstrap",
     show_default=True,
     help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once) or anytime (confidence sequences valid at every look, whatever "
-    "rule chose the labels, e.g. sample --until-decided; no bootstrap).",
+    "in advance and scored once), anytime (confidence sequences valid at every look, whatever "
+    "rule chose the labels, e.g. sample --until-decided; no bootstrap) or anytime-asymptotic "
+    "(the same looks, valid as the draws grow: i.i.d. draws, finite variance; narrower at early "
+    "looks, not to be trusted with few draws or skewed importance weights).",
 )
 @click.option(
     "--weighting",
@@ -646,6 +648,16 @@ def extrapolate(
     "and outside the K left open); stops 'decided' once the top K are separated from the rest.",
 )
 @click.option(
+    "--intervals",
+    "loop_intervals",
+    type=click.Choice(["anytime", "anytime-asymptotic"]),
+    default="anytime",
+    show_default=True,
+    help="With --until-decided: whose paired tests decide: anytime (betting sequences, valid at "
+    "any number of draws) or anytime-asymptotic (valid as the draws grow: i.i.d. draws, finite "
+    "variance; see score --intervals).",
+)
+@click.option(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
@@ -671,6 +683,7 @@ def sample(
     budget: int | None,
     target: str,
     top: int | None,
+    loop_intervals: str,
     sample_name: str | None,
     seed: int,
 ) -> None:
@@ -689,7 +702,8 @@ def sample(
     _check_round_kind(until_decided, adaptive)
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
-                  "distribution": distribution, "target": target, "top": top}  # fmt: skip
+                  "distribution": distribution, "target": target, "top": top,
+                  "intervals": loop_intervals}  # fmt: skip
         with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
@@ -720,7 +734,7 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
-               ("target", "--target"), ("top", "--top"))  # fmt: skip
+               ("target", "--target"), ("top", "--top"), ("loop_intervals", "--intervals"))  # fmt: skip
 
 
 def _check_round_kind(until_decided: bool, adaptive: bool) -> None:

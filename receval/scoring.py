@@ -355,6 +355,7 @@ def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -
     for i in np.flatnonzero(empty):
         notes[i].append("empty submission (no outputs): precision undefined, recall 0")
     estimator.system_notes(fitted.ctx, notes)
+    fitted.intervals.system_notes(fitted.ctx, notes)
     for i in np.flatnonzero(data.census & ~empty):
         notes[i].append("precision: census (every output judged): exact, no sampling interval")
     if data.U == 0:

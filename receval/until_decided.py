@@ -88,6 +88,11 @@ ADJACENT_BOOST = 10.0
 FRESH_POWER = 1.0
 #: rank keys the loop can decide
 RANK_KEYS = ("f1", "precision", "recall", "pooled_recall")
+#: interval methods whose paired tests hold at every look (``--intervals`` of the loop):
+#: ``anytime`` (betting, any number of draws) and ``anytime-asymptotic`` (as draws grow)
+LOOP_METHODS = ("anytime", "anytime-asymptotic")
+#: the loop's default (bench/anytime_asymptotic.py)
+LOOP_INTERVALS = "anytime"
 
 
 @dataclass(frozen=True)
@@ -157,9 +162,11 @@ def decisions(
     confidence: float = 0.95,
     target: str = "micro",
     top: int | None = None,
+    intervals: str = LOOP_INTERVALS,
 ) -> Decisions:
     """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``
-    (with ``top`` K: only those that settle which systems are the best K).
+    (with ``top`` K: only those that settle which systems are the best K; ``intervals`` an
+    anytime interval method, :data:`LOOP_METHODS`, whose paired tests decide).
 
     Every pair, tested by the paired anytime sequences with Holm over all pairs
     (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
@@ -180,7 +187,7 @@ def decisions(
         return Decisions(list(data.systems), nan, pairs, len(pairs), data.census, 0,
                          np.ones(len(pairs)), top=top)  # fmt: skip
     options = ScoreOptions(
-        intervals="anytime", rank_by=rank_by, confidence=confidence, target=target
+        intervals=intervals, rank_by=rank_by, confidence=confidence, target=target
     )
     ctx = ScoringContext(task, data, options)
     fitted = fit(ctx, get_estimator("joint"))
@@ -192,10 +199,12 @@ def decisions(
 
 def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float, top=None) -> Decisions:
     from receval.estimators.anytime_pairs import anytime_pair_tests
+    from receval.estimators.registry import get_interval_method
 
     data = ctx.data
     ok = np.isfinite(point)
-    tests = anytime_pair_tests(ctx.task, data, key, ok, alpha)
+    method = get_interval_method(ctx.options.intervals)
+    tests = getattr(method, "pair_tests", anytime_pair_tests)(ctx.task, data, key, ok, alpha)
     need = tests.steps_to_decide()
     still = np.flatnonzero(~tests.decided())
     sure_in = sure_out = None
@@ -324,6 +333,7 @@ def until_decided_round(
     floor: float = FLOOR_SHARE,
     target: str = "micro",
     top: int | None = None,
+    intervals: str = LOOP_INTERVALS,
 ) -> UntilDecidedRound:
     """The next batch of ``--until-decided`` (module docstring), not written; ``target`` the
     average the comparisons are about (micro or macro, as ``score --target``); ``top`` K: decide
@@ -338,6 +348,7 @@ def until_decided_round(
     check_choice("rank_by", rank_by, RANK_KEYS)
     check_choice("target", target, TARGETS)
     check_top(top, len(task.systems))
+    check_choice("intervals", intervals, LOOP_METHODS)
     if len(task.samples):
         pending = ~task.samples["fact"].isin(task.labels.index)
         if pending.any():
@@ -348,8 +359,8 @@ def until_decided_round(
                 "label them (to_annotate.tsv) before drawing the next batch"
             )
     name, k = next_round_name(task.samples)
-    state = decisions(task, rank_by, confidence, target, top)
-    level = f"{confidence:.0%} (anytime, all pairs and looks)"
+    state = decisions(task, rank_by, confidence, target, top, intervals)
+    level = f"{confidence:.0%} ({intervals}, all pairs and looks)"
     ranked = int(np.isfinite(state.point).sum())
     if state.draws and ranked < min(2, len(state.systems)):
         return _stop(state, name, f"decided: no draw can help: {rank_by} cannot be estimated "

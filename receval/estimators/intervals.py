@@ -49,6 +49,9 @@ class IntervalMethod:
         """Warnings about what this method can make of the data (printed once per run)."""
         return []
 
+    def system_notes(self, ctx: ScoringContext, notes: list[list[str]]) -> None:
+        """Append to ``notes[i]`` what not to trust in system i's intervals (none by default)."""
+
     def label(self, options: Any, B: int | None) -> str:
         """The ``interval`` column's text: method, level (and what it is valid for)."""
         raise NotImplementedError

@@ -24,6 +24,7 @@ ESTIMATORS: dict[str, str] = {
 INTERVAL_METHODS: dict[str, str] = {
     "bootstrap": "receval.estimators.intervals:BootstrapIntervals",
     "anytime": "receval.estimators.anytime:AnytimeIntervals",
+    "anytime-asymptotic": "receval.estimators.anytime_asymptotic:AsymptoticIntervals",
 }
 
 _loaded: dict[tuple[str, str], Any] = {}
