@@ -19,7 +19,8 @@ every system, :func:`audit_frame` gives one row of ``judge.csv`` (:data:`AUDIT_C
   T_i = Σ_{x labelled, output by i} (s(x) − s̄_{h(x)}), h = (query, label), s̄_h the mean over
   the stratum's labelled scored facts; the null distribution permutes the scores among the
   facts of each stratum (``PERMUTATIONS`` Monte Carlo permutations, p = (1 + #{|T*| ≥ |T|}) /
-  (1 + P), two-sided, valid at every P).  The fact is the unit, so a fact output by several
+  (1 + P), two-sided, valid at every P; above ``EXACT_MAX`` labelled facts the normal with
+  T_i's exact permutation variance instead).  The fact is the unit, so a fact output by several
   systems is permuted once and its score counts for each of them.  Holm's step-down over the
   systems of each judge (family-wise error ≤ 1 − confidence); ``flag`` is ``favours`` /
   ``disfavours`` where the adjusted p is below 1 − confidence.  ``excess`` = T_i / (labelled
@@ -77,11 +78,18 @@ AUDIT_COLUMNS = [
 ]
 #: Monte Carlo permutations of the favouritism test (p-values resolve down to 1/(P + 1))
 PERMUTATIONS = 1999
-#: permutations evaluated at once (memory: block × labelled facts floats)
+#: permutations evaluated at once, at most (memory: block × labelled facts floats ≤ CELLS)
 BLOCK = 250
+CELLS = 2_000_000
 TEST_NAME = (
     "stratified permutation (scores permuted among labelled facts of the same query and "
     "human label), two-sided, Holm over systems"
+)
+#: above this many labelled facts the permutation distribution is replaced by the normal with
+#: its exact permutation variance (the Monte Carlo permutations cost P · n log n)
+EXACT_MAX = 5000
+NORMAL_NAME = TEST_NAME.replace(
+    "two-sided", "normal approximation with the exact permutation variance, two-sided"
 )
 #: the judge's threshold for Cohen's kappa, on its normalised scale
 KAPPA_THRESHOLD = 0.5
@@ -125,7 +133,7 @@ def stratified_permutation_test(
     tol = 1e-9 * max(1.0, float(np.abs(centred).sum()))
     done = 0
     while done < permutations:
-        size = min(BLOCK, permutations - done)
+        size = min(BLOCK, max(1, CELLS // max(n, 1)), permutations - done)
         keys = strata[order][None, :] + rng.random((size, n))
         perm = order[np.argsort(keys, axis=1)]  # within-stratum shuffles of the sorted order
         shuffled = np.empty((size, n))
@@ -136,6 +144,49 @@ def stratified_permutation_test(
         excess = np.where(counts > 0, observed / counts, np.nan)
     p = np.where(counts > 0, (1.0 + exceed) / (1.0 + permutations), np.nan)
     return excess, p
+
+
+def permutation_normal_test(
+    values: np.ndarray, strata: np.ndarray, member: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(excess, two-sided p) of the same statistic as :func:`stratified_permutation_test`,
+    p from the normal with T_i's exact permutation variance (sampling without replacement
+    within strata): Var T_i = Σ_h k_ih (n_h − k_ih) / (n_h (n_h − 1)) Σ_{x∈h} (v − v̄_h)²,
+    k_ih the system's facts in stratum h (for many labelled facts: the CLT over strata)."""
+    from scipy.stats import norm
+
+    values = np.asarray(values, float)
+    member = np.asarray(member, float)
+    centred, var = permutation_variance(values, strata, member)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = centred @ member
+        counts = member.sum(axis=0)
+        z = np.where(var > 0, observed / np.sqrt(var), 0.0)
+        excess = np.where(counts > 0, observed / counts, np.nan)
+    p = np.where(counts > 0, 2 * norm.sf(np.abs(z)), np.nan)
+    return excess, p
+
+
+def permutation_variance(values, strata, member) -> tuple[np.ndarray, np.ndarray]:
+    """(values centred within strata (n,), exact permutation variance of T_i (m,))."""
+    _, strata = np.unique(strata, return_inverse=True)
+    H = int(strata.max(initial=-1)) + 1
+    size = np.bincount(strata, minlength=H).astype(float)
+    mean = np.bincount(strata, weights=values, minlength=H) / np.maximum(size, 1)
+    centred = values - mean[strata]
+    ss = np.bincount(strata, weights=centred**2, minlength=H)
+    k = np.zeros((H, member.shape[1]))
+    np.add.at(k, strata, member)
+    factor = np.where(size > 1, ss / np.maximum(size * (size - 1), 1), 0.0)
+    return centred, (k * (size[:, None] - k) * factor[:, None]).sum(axis=0)
+
+
+def favour_test(values, strata, member, rng) -> tuple[np.ndarray, np.ndarray, str]:
+    """(excess, p, test name): Monte Carlo permutations up to :data:`EXACT_MAX` labelled
+    facts, the normal approximation above."""
+    if np.asarray(values).size > EXACT_MAX:
+        return (*permutation_normal_test(values, strata, member), NORMAL_NAME)
+    return (*stratified_permutation_test(values, strata, member, rng), TEST_NAME)
 
 
 def holm(p: np.ndarray) -> np.ndarray:
@@ -258,7 +309,7 @@ def judge_rows(task, board: pd.DataFrame, options: Any) -> list[dict[str, Any]]:
         implied = _implied(task, np.where(missing, fill, s), systems, options.target)
         scored = ~missing[ids]
         sv, st, mem = s[ids][scored], strata[scored], member[scored]
-        excess, p = stratified_permutation_test(sv, st, mem, rng)
+        excess, p, test = favour_test(sv, st, mem, rng)
         adjusted = holm(p)
         imputed = _imputed(task, missing, systems)
         judged = sv >= KAPPA_THRESHOLD
@@ -270,7 +321,7 @@ def judge_rows(task, board: pd.DataFrame, options: Any) -> list[dict[str, Any]]:
                 flag = "favours" if excess[i] > 0 else "disfavours"
             row.update(
                 excess=excess[i],
-                test=TEST_NAME,
+                test=test,
                 p_value=p[i],
                 p_adjusted=adjusted[i],
                 flag=flag,
@@ -393,12 +444,18 @@ def audit_block(task, frame: pd.DataFrame | None, options: Any) -> dict[str, Any
         overall = mine[mine["system"] == "all"].iloc[0]
         flagged = mine[(mine["system"] != "all") & (mine["flag"].fillna("") != "")]
         judges[name] = {
+            "test": str(mine["test"].dropna().iloc[0]) if mine["test"].notna().any() else "",
             "labelled_facts": int(overall["labelled_facts"]),
             "kappa": _round(overall["kappa"]),
             "alpha": _round(overall["alpha"]),
             "imputed_pool_facts": int(overall["imputed_facts"]),
             "flagged": {
-                str(r.system): {"flag": r.flag, "excess": _round(r.excess), "p": _round(r.p_value)}
+                str(r.system): {
+                    "flag": r.flag,
+                    "excess": _round(r.excess),
+                    "p": _round(r.p_value, 6),
+                    "p_adjusted": _round(r.p_adjusted, 6),
+                }
                 for r in flagged.itertuples()
             },
         }
@@ -406,6 +463,7 @@ def audit_block(task, frame: pd.DataFrame | None, options: Any) -> dict[str, Any
     return {
         "test": TEST_NAME,
         "permutations": PERMUTATIONS,
+        "normal_above": f"{EXACT_MAX} labelled facts: {NORMAL_NAME}",
         "level": float(options.confidence),
         "kappa": f"judge at normalised grade >= {KAPPA_THRESHOLD} vs merged human label "
         ">= 0.5, labelled facts graded by the judge, unweighted",
@@ -439,9 +497,8 @@ def report_section(block: Any) -> dict[str, Any] | None:
             ]
         )
         for system, f in marks.items():
-            flagged.append(
-                [name, system, f.get("flag", ""), _fmt(f.get("excess")), _fmt(f.get("p"))]
-            )
+            p = [_fmt(f.get("p"), "{:.2g}"), _fmt(f.get("p_adjusted"), "{:.2g}")]
+            flagged.append([name, system, f.get("flag", ""), _fmt(f.get("excess")), *p])
     summary = (
         f"Test: {block.get('test')} at level {block.get('level')}; κ: {block.get('kappa')}; "
         f"α over every judge and the human label: {_fmt(block.get('alpha_all_judges'))}; "
@@ -451,5 +508,5 @@ def report_section(block: Any) -> dict[str, Any] | None:
     return {"summary": summary, "rows": rows, "flagged": flagged}
 
 
-def _fmt(value: Any) -> str:
-    return "—" if value is None else f"{float(value):.3f}"
+def _fmt(value: Any, form: str = "{:.3f}") -> str:
+    return "—" if value is None else form.format(float(value))
