@@ -94,6 +94,8 @@ NORMAL_NAME = TEST_NAME.replace(
 #: the judge's threshold for Cohen's kappa, on its normalised scale
 KAPPA_THRESHOLD = 0.5
 COMBINED = "combined"
+#: the name judge.csv gives the judge of a table without a ``judge`` column
+UNNAMED = "(unnamed)"
 
 
 # --------------------------------------------------------------------------- pure functions
@@ -240,11 +242,13 @@ def percentile_width(replicates: np.ndarray, level: float) -> np.ndarray:
 
 
 def _judge_matrix(task) -> tuple[tuple[str, ...], np.ndarray]:
-    """(names, (F, J) normalised grades, NaN where a judge gave none)."""
+    """(names (an unnamed judge: :data:`UNNAMED`), (F, J) normalised grades, NaN where a judge
+    gave none)."""
     from receval.judge import judge_grades
 
     grades = judge_grades(task)
-    return grades.names, np.clip(grades.normalised, 0.0, 1.0)
+    names = tuple(n or UNNAMED for n in grades.names)
+    return names, np.clip(grades.normalised, 0.0, 1.0)
 
 
 def _implied(task, scores: np.ndarray, systems: list[str], target: str) -> np.ndarray:
@@ -488,7 +492,7 @@ def report_section(block: Any) -> dict[str, Any] | None:
         marks = info.get("flagged") or {}
         rows.append(
             [
-                name or "(unnamed)",
+                name,
                 _fmt(info.get("kappa")),
                 _fmt(info.get("alpha")),
                 str(info.get("labelled_facts", "")),

@@ -251,3 +251,18 @@ def test_report_section_lists_flagged_systems():
     assert section["rows"][0][-1] == "s00"
     assert section["flagged"] == [["umbrela", "s00", "favours", "0.200", "0.0005", "0.008"]]
     assert report_section(None) is None
+
+
+@pytest.mark.slow
+def test_real_umbrela_grades_favoured_system_flagged_and_null_clean():
+    """One campaign of bench/judge_audit.py on the TREC RAG 2025 pairs (real NIST labels, real
+    UMBRELA grades, 16 constructed systems, 30 labels each)."""
+    from pathlib import Path
+
+    from conftest import load_bench
+
+    if not (Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-rag25-judges").is_dir():
+        pytest.skip("../shared/data/trec-rag25-judges is absent")
+    result = load_bench("judge_audit").repetition(1, 16, 30, 999)
+    assert result["favoured"][0] and not any(result["favoured"][1:])
+    assert not any(result["null"])
