@@ -80,6 +80,8 @@ class ScoreResult:
     curves: Mapping[str, pd.DataFrame] = field(default_factory=dict)
     anonymised: pd.DataFrame | None = None
     replicates: Replicates | None = None
+    #: the judge audit (``judge.csv``, :mod:`receval.judge_audit`) when the bundle has a judge
+    judge_audit: pd.DataFrame | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -179,6 +181,7 @@ class ScoreResult:
             "agreement.csv": self.agreement,
             "truth_check.csv": self.truth_check,
             "leaderboard_anonymised.csv": self.anonymised,
+            "judge.csv": self.judge_audit,
         }
         for name, frame in tables.items():
             if frame is not None:
@@ -373,19 +376,34 @@ def score(
         from receval.leaderboard import anonymise
 
         anonymised = anonymise(estimates.leaderboard, anonymise_key)
+    judge_audit, run = _judge_audit(loaded, estimates, _run_record(loaded, estimates))
     result = ScoreResult(
         leaderboard=estimates.leaderboard,
         pool=estimates.pool,
         conflicts=estimates.conflicts,
         truth_check=estimates.truth_check,
         curves=dict(estimates.curves),
-        run=_run_record(loaded, estimates),
+        run=run,
         anonymised=anonymised,
         replicates=estimates.replicates,
+        judge_audit=judge_audit,
         **diagnostics,
     )
     step()
     return result
+
+
+def _judge_audit(task: Task, estimates: Any, run: RunRecord) -> tuple[Any, RunRecord]:
+    """(``judge.csv`` or None, the run record with run.json's ``judge_audit`` block) of a run
+    on a bundle with a judge (:mod:`receval.judge_audit`)."""
+    from receval.judge_audit import audit_block, audit_frame
+
+    frame = audit_frame(task, estimates)
+    if frame is None:
+        return None, run
+    return frame, run.replace(
+        extra={**run.extra, "judge_audit": audit_block(task, frame, estimates.options)}
+    )
 
 
 def task_engine(task: Task, engine: Any) -> Any:

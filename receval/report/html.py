@@ -1318,6 +1318,13 @@ def _judge(inputs: ReportInputs) -> dict[str, Any] | None:
     return {"summary": summary, "bins": bins, "heads": heads, "rows": rows}
 
 
+def _judge_audit(inputs: ReportInputs) -> dict[str, Any] | None:
+    """The judge audit (run.json ``judge_audit``, :mod:`receval.judge_audit`), or None."""
+    from receval.judge_audit import report_section
+
+    return report_section(inputs.view.raw.get("judge_audit"))
+
+
 def _files(inputs: ReportInputs) -> dict[str, Any]:
     described = {
         "leaderboard.csv": "one row per system: estimates, intervals, ranks, tiers",
@@ -1327,6 +1334,7 @@ def _files(inputs: ReportInputs) -> dict[str, Any]:
         "per_query.csv": "outputs, judged facts and conflicts per query",
         "annotation.csv": "labels drawn per system and their reuse",
         "agreement.csv": "inter-annotator agreement (Krippendorff's α) per annotation round",
+        "judge.csv": "the judge audit: per judge and system, implied precision, favour test, κ, α",
         "pooling_bias.csv": "official scores with each team left out of the pool",
         "truth_check.csv": "estimates against the ground truth (simulated tasks)",
         "replicates.npz": "the bootstrap resampling counts (--save-replicates)",
@@ -1390,6 +1398,7 @@ def render_report(inputs: ReportInputs, *, quiet: bool = True) -> str:
         "annotation": safe(_annotation(inputs)),
         "per_query": _per_query(inputs),
         "judge": _judge(inputs),
+        "judge_audit": _judge_audit(inputs),
         "files": _files(inputs),
         "unreadable": {
             k: v for k, v in inputs.absent.items() if v != "missing" and not k.startswith("curves/")
