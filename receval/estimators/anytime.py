@@ -93,6 +93,31 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   over all pairs *and* all looks is ≤ α.  With ``--target macro``, f1 takes every system's
   sequence at α/m instead: i is better than j when i's lower end exceeds j's upper end.
 
+**Equivalence classes learned while labelling.**  A draw picks an answer *string* x (a fact
+of the outputs as spelled), from the design in force at its step: ``prob`` = p_s(x) and, for a
+floor draw, ``mixture_prob`` = q₀(x) = (1/m) Σ_j p_j(x), both fixed when it was drawn (the
+designs depend on the outputs only) and checked per drawn string, never per class: a class a
+later label creates cannot make a recorded probability wrong
+(:func:`receval.estimators.anytime_stream.drawn_floor_probabilities`).  Classes still count once:
+let Π be the partition of the strings into classes (a correct fact's class; every other string
+alone).  Every quantity above is a sum over classes, Σ_{C ∈ Π} h(C) (precision h = t_i f, the
+pool h = f, pooled recall h = g_i f, g_i(C) = 1 when X_i holds some name of C).  At step k the
+draw's class C(x_k) has probability q_k(C) = Σ_{x ∈ C} q_k(x), the mixture's string
+probabilities summed over the class's names in the outputs.  So the term h(C(x_k))/q_k(C(x_k))
+has conditional mean Σ_{x} q_k(x) h(C(x))/q_k(C(x)) = Σ_{C: q_k(C) > 0} h(C) — the same
+martingale argument as above, with the class as the observation — *provided* the label of x_k
+reveals C(x_k) whole (every name of the class among the outputs, with the same
+``equivalence_class``: what the README asks of assessors), so the term is known once x_k is
+labelled and does not change at later looks.  Equivalently, it is the string-level term
+h(C(x)) w(x)/q_k(x) with the class's share w(x) = q_k(x)/q_k(C(x)) (Σ_{x ∈ C} w = 1), the
+Rao-Blackwellised choice among the splits of h(C) over its names (any split w ≥ 0 summing to
+1 is unbiased; splitting in proportion to q_k makes the weight constant over the class, the
+least variable).  The range stays predictable: q_k(C) ≥ q_k(x) for every name, so the
+string-level κ bounds the class terms too (the class view's κ is computed over the same
+outputs).  What a class left undiscovered still changes is |X_i| in classes (precision's t_i)
+— every estimator's caveat, flagged as unresolved outputs; pooled recall and the pool terms
+do not depend on it (n_i t_i = 1).
+
 The bets are tuned for the steps of the rounds started so far (a number fixed before each
 round), so the sequences are tightest at the end of the latest round.  Points are the
 estimator's (joint by default); the intervals do not use the bootstrap.
