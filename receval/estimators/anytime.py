@@ -768,12 +768,16 @@ class AnytimeIntervals(IntervalMethod):
         return self._cached[1]
 
     def estimate(self, ctx, run, metric, bounds=(0.0, 1.0)) -> Estimates:
+        """The estimator's point and the metric's sequence; a point outside the sequence is
+        reported as the nearer end, with a note (:func:`point_inside`)."""
         point = run.point[metric] if run is not None else np.full(ctx.data.m, np.nan)
         lower, upper = metric_bounds(self.bounds(ctx), metric, 1.0 - ctx.options.confidence)
         lower = np.broadcast_to(lower, point.shape).astype(float)
         upper = np.broadcast_to(upper, point.shape).astype(float)
         nan = np.isnan(point)
-        return Estimates(point, np.where(nan, np.nan, lower), np.where(nan, np.nan, upper))
+        lower, upper = np.where(nan, np.nan, lower), np.where(nan, np.nan, upper)
+        point, notes = point_inside(point, lower, upper, metric, ctx.options.estimator)
+        return Estimates(point, lower, upper, notes)
 
     def interval(self, options, point, replicates, jackknife=None, bounds=(0.0, 1.0), draws=None):
         """No anytime interval for derived quantities (NaN ends; ``draws`` unused)."""
@@ -802,6 +806,33 @@ class AnytimeIntervals(IntervalMethod):
         pvalues = np.where(better | better.T, alpha, 1.0)
         pvalues[~(ok[:, None] & ok[None, :])] = np.nan
         return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)
+
+
+def point_inside(point, lower, upper, metric: str, estimator: str):
+    """``point`` moved into [``lower``, ``upper``] where both ends are known, and a note per
+    moved system (index -> text).
+
+    Why a point can fall outside its own sequence: the point is the estimator's (joint:
+    self-normalised importance weights over all draws at once, :mod:`receval.estimators.joint`)
+    while the sequence bets on other terms with the same mean — the draws in the order they
+    came, each weighted by the mixture in force at its step, facts labelled at an earlier step
+    entering exactly, a predictable control variate subtracted — and keeps, at each end, every
+    value some earlier step rejected (the running intersection).  Near an end the two
+    disagree by a little (pooled recall 0.2182 against [0.1701, 0.2174] after five
+    ``--until-decided`` rounds; precision 0.3987 against [0.4017, 0.4943] in the test's world).
+    A value outside the sequence is one it rejects at the stated level, so the nearer end is
+    reported instead — still an estimate consistent with every look — and ``note`` says so."""
+    point = np.asarray(point, float)
+    known = np.isfinite(point) & np.isfinite(lower) & np.isfinite(upper)
+    moved = np.where(known, np.clip(point, lower, np.maximum(upper, lower)), point)
+    notes = {}
+    for i in np.flatnonzero(known & (moved != point)):
+        notes[int(i)] = (
+            f"{metric}: the {estimator} estimate {point[i]:.4f} lies outside its anytime "
+            f"interval (which weighs the draws as they came and keeps every value an earlier "
+            f"look rejected): reported as its nearer end {moved[i]:.4f}"
+        )
+    return moved, notes
 
 
 class AnytimeComparisons(Comparisons):
