@@ -180,9 +180,12 @@ def anytime_bounds(
     α/2, α/3, α/m and α/(3m).  ``judge``: the precision terms take the task's judge scores
     as their control (prediction-powered, :mod:`receval.estimators.anytime_control`) instead
     of the popularity shares."""
+    from receval.progress import stage
+
     alpha = 1.0 - confidence
     m = data.m
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    stage(f"anytime: the stream of {data.K} draws")
     st = build_stream(task, data)
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
@@ -197,6 +200,7 @@ def anytime_bounds(
             fact=st.fact,
         )  # fmt: skip
     horizon = st.horizon.T if K else None
+    stage(f"anytime: precision sequences ({m} systems)")
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
     for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
@@ -211,6 +215,7 @@ def anytime_bounds(
 
     # F1 = 2G/(n + T) and ν = G/K need micro precision (G = n·π); macro keeps π's and ν's tests
     micro = data.target_kind == "micro"
+    stage(f"anytime: pooled recall sequences ({m} systems)")
     direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     if direct is not None:  # ν ≤ r exactly when n·π − r·K ≤ 0: one stream per system
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
@@ -229,7 +234,9 @@ def anytime_bounds(
         # 1.59 -> 1.56) but 6 / 5 % wider on kbp-sim (0.091 -> 0.097 / 0.117 -> 0.123), 35 % slower
         "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
+    stage(f"anytime: recall and F1 over the θ grid ({m} systems)")
     joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
+    stage("")
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds), direct is not None)
 
