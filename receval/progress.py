@@ -26,6 +26,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from operator import length_hint
 from typing import Any, Generic, TextIO, TypeVar
 
@@ -33,7 +34,10 @@ import click
 
 T = TypeVar("T")
 
-__all__ = ["Progress", "progress"]
+__all__ = ["Progress", "progress", "stage"]
+
+#: the innermost progress bar entered in this context (what :func:`stage` relabels)
+_ACTIVE: ContextVar[Progress | None] = ContextVar("receval_progress", default=None)
 
 
 def _is_terminal(stream: Any) -> bool:
@@ -68,6 +72,8 @@ class Progress(Generic[T]):
         self._start = clock()
         self._bar: Any = None
         self.done = 0
+        self._base = label
+        self._token: Any = None
 
     @property
     def shown(self) -> bool:
@@ -76,11 +82,24 @@ class Progress(Generic[T]):
 
     def __enter__(self) -> Progress[T]:
         self._start = self._clock()
+        self._token = _ACTIVE.set(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
         if self._bar is not None:
             self._bar.__exit__(*exc_info)
+
+    def relabel(self, what: str) -> None:
+        """Show ``label: what`` (the stage of a long step) until the next relabel."""
+        self.label = f"{self._base}: {what}" if what else self._base
+        if self._bar is not None:
+            self._bar.label = self.label
+            self._bar.render_progress()
+        elif self._stream is not None:
+            self.update(0)  # drawn now if the delay has passed
 
     def __iter__(self) -> Iterator[T]:
         if self._iterable is None:
@@ -108,6 +127,15 @@ class Progress(Generic[T]):
             self._bar.update(self.done)
         else:
             self._bar.update(steps)
+
+
+def stage(what: str) -> None:
+    """Say which stage of a long step runs now, on the innermost progress bar entered in this
+    context (e.g. ``score``'s: ``scoring: anytime: recall and F1 (θ grid)``); nothing without
+    one, so library code may call it freely."""
+    bar = _ACTIVE.get()
+    if bar is not None:
+        bar.relabel(what)
 
 
 def progress(

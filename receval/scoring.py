@@ -381,6 +381,8 @@ def _metric_columns(fitted: Fitted, notes: list[list[str]], sizes) -> pd.DataFra
             pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
             est = fitted.intervals.estimate(fitted.ctx, fitted.run, metric)
         board[metric] = est.point
+        for i, text in est.notes.items():
+            notes[i].append(text)
         board[f"{metric}_lo"] = est.lower
         board[f"{metric}_hi"] = est.upper
     if data.census.any():
@@ -723,11 +725,11 @@ def _pool_frame(fitted: Fitted, sizes=None) -> pd.DataFrame:
     ):
         bounds = (0.0, 1.0) if name == "pool_coverage" else (0.0, np.inf)
         est = fitted.intervals.estimate(fitted.ctx, run, name, bounds)
-        note = ""
+        note = est.notes.get(0, "")
         if name == "pool_coverage" and data.U == 0:
             note = "no exhaustive units"
         elif name == "pool_coverage" and sizes is not None:
-            note = pool_notes(sizes)
+            note = "; ".join(filter(None, [note, pool_notes(sizes)]))
         if name == "pool_coverage" and mixed_unit_designs(task):
             note = "; ".join(filter(None, [note, MIXED_UNITS]))
         rows.append(

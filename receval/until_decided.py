@@ -464,20 +464,13 @@ def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) ->
 
 
 def floor_probabilities(task, distribution: str, rows: np.ndarray) -> np.ndarray:
-    """q₀(x) = (1/m) Σ_j p_j(x) of the facts at output ``rows``, m the systems with outputs, in
-    the view that counts each equivalence class once (as the estimators and the check do)."""
-    from receval.estimators.classes import canonical_facts
-    from receval.estimators.sample_data import design_probabilities
+    """q₀(x) = (1/m) Σ_j p_j(x) of the answer strings at output ``rows``, m the systems with
+    outputs: the probability of what was drawn, whatever classes later labels create
+    (:func:`receval.estimators.anytime_stream.drawn_floor_probabilities`)."""
+    from receval.estimators.anytime_stream import drawn_floor_probabilities
 
-    view, probabilities, _ = design_probabilities(task, True)
-    s = np.asarray(probabilities(distribution), float)
-    facts = view.outputs["fact"].to_numpy(np.int64)
-    per_fact = np.bincount(facts, weights=s, minlength=len(task.facts))
-    alive = int(view.outputs["system"].nunique())
-    raw = task.outputs["fact"].to_numpy(np.int64)[rows]
-    canon = canonical_facts(task)
-    fact = raw if canon is None else canon[raw]
-    return per_fact[fact] / max(alive, 1)
+    facts = task.outputs["fact"].to_numpy(np.int64)[rows]
+    return drawn_floor_probabilities(task, distribution, facts)
 
 
 def _to_annotate(task, samples: pd.DataFrame) -> pd.DataFrame:

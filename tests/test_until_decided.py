@@ -393,3 +393,67 @@ def test_pair_weights_favour_the_closest_pairs_or_for_top_k_the_bottleneck():
     top = pair_weights(need, True, 500)
     assert top[1] > top[0] and top[3] == 0
     assert top[2] == pytest.approx(0.1 * top[0])
+
+
+def test_classes_learned_while_labelling_keep_every_look_scoring(tmp_path):
+    """A null world where a quarter of the true facts have two names, labelled as the README
+    asks (a correct answer's class and its aliases among the outputs): the classes appear
+    after the draws of earlier rounds were recorded, and every look still scores (no
+    mixture_prob error), keeps one tier and covers the truth."""
+    bench = load_bench("anytime_classes")
+    out = bench.study(4, 1, 3, tmp_path, rounds=2, alias_rate=0.3)
+    assert out["errors"] == [""]
+    assert out["classes_labelled"][0] >= 3  # classes with two names were labelled
+    assert out["looks"] == [3] and not out["split"].any()
+    for metric, covered in out["covered"].items():
+        assert covered[0] >= 0.75, metric
+
+
+def test_mixture_prob_is_the_drawn_strings_and_a_class_level_one_still_scores(tmp_path):
+    """``mixture_prob`` is q0 of the drawn answer string (not of its class); a bundle written
+    before, whose floor rows carry q0 of the class as the labels define it, scores the same."""
+    import receval
+    from receval.estimators.anytime_stream import drawn_floor_probabilities
+    from receval.estimators.classes import canonical_facts
+    from receval.task import with_annotation
+
+    bench = load_bench("anytime_classes")
+    world, task = bench.alias_world(4, 3, tmp_path, 0.3)
+    loop = bench.class_loop(world, task, 20, 7)
+    loop.step(40, seed=1, rank_by="precision")
+    samples = loop.samples.copy()
+    floor = pd.to_numeric(samples["mixture_prob"], errors="coerce").notna().to_numpy()
+    facts = loop.task.samples["fact"].to_numpy(np.int64)
+    want = drawn_floor_probabilities(loop.task, "uniform", facts[floor])
+    assert np.allclose(samples.loc[floor, "mixture_prob"].to_numpy(float), want, rtol=1e-9)
+    canon = canonical_facts(loop.task)
+    assert canon is not None
+    merged = canon[facts] != facts
+    merged |= np.isin(facts, canon[canon != np.arange(canon.size)])
+    assert (floor & merged).any()  # some floor draw now belongs to a class of two names
+    # the class-level q0 the sampler used to write
+    every = loop.task.facts.index.to_numpy(np.int64)
+    per_fact = drawn_floor_probabilities(loop.task, "uniform", every)
+    per_class = np.bincount(canon, weights=per_fact, minlength=canon.size)
+    old = samples.copy()
+    old.loc[floor, "mixture_prob"] = per_class[canon[facts[floor]]]
+    before = receval.score(loop.task, intervals="anytime", rank_by="precision").leaderboard
+    task_old = with_annotation(loop.base, samples=old, judgments=loop.task.judgments,
+                               exhaustive_units=loop.units, exhaustive=loop.exhaustive)  # fmt: skip
+    after = receval.score(task_old, intervals="anytime", rank_by="precision").leaderboard
+    pd.testing.assert_frame_equal(before, after)
+
+
+@pytest.mark.slow
+def test_classes_learned_while_labelling_null_world_over_eight_looks(tmp_path):
+    """bench/anytime_classes.py, short: 12 systems of equal precision, a quarter of the true
+    facts with two names, 8 until-decided rounds after the first: no error, tiers never split
+    beyond 0.05 + 2 SE, coverage at every look >= 0.95 - 2 SE per metric."""
+    bench = load_bench("anytime_classes")
+    reps = 6
+    out = bench.study(12, reps, 1, tmp_path, rounds=8, alias_rate=0.25)
+    figures = bench.summarise(out, 12)
+    assert figures["errors"] == 0, figures["first_error"]
+    assert figures["split_pass"]
+    for metric, c in figures["covered"].items():
+        assert c["pass"], (metric, c)

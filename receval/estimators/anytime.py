@@ -93,6 +93,31 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   over all pairs *and* all looks is ≤ α.  With ``--target macro``, f1 takes every system's
   sequence at α/m instead: i is better than j when i's lower end exceeds j's upper end.
 
+**Equivalence classes learned while labelling.**  A draw picks an answer *string* x (a fact
+of the outputs as spelled), from the design in force at its step: ``prob`` = p_s(x) and, for a
+floor draw, ``mixture_prob`` = q₀(x) = (1/m) Σ_j p_j(x), both fixed when it was drawn (the
+designs depend on the outputs only) and checked per drawn string, never per class: a class a
+later label creates cannot make a recorded probability wrong
+(:func:`receval.estimators.anytime_stream.drawn_floor_probabilities`).  Classes still count once:
+let Π be the partition of the strings into classes (a correct fact's class; every other string
+alone).  Every quantity above is a sum over classes, Σ_{C ∈ Π} h(C) (precision h = t_i f, the
+pool h = f, pooled recall h = g_i f, g_i(C) = 1 when X_i holds some name of C).  At step k the
+draw's class C(x_k) has probability q_k(C) = Σ_{x ∈ C} q_k(x), the mixture's string
+probabilities summed over the class's names in the outputs.  So the term h(C(x_k))/q_k(C(x_k))
+has conditional mean Σ_{x} q_k(x) h(C(x))/q_k(C(x)) = Σ_{C: q_k(C) > 0} h(C) — the same
+martingale argument as above, with the class as the observation — *provided* the label of x_k
+reveals C(x_k) whole (every name of the class among the outputs, with the same
+``equivalence_class``: what the README asks of assessors), so the term is known once x_k is
+labelled and does not change at later looks.  Equivalently, it is the string-level term
+h(C(x)) w(x)/q_k(x) with the class's share w(x) = q_k(x)/q_k(C(x)) (Σ_{x ∈ C} w = 1), the
+Rao-Blackwellised choice among the splits of h(C) over its names (any split w ≥ 0 summing to
+1 is unbiased; splitting in proportion to q_k makes the weight constant over the class, the
+least variable).  The range stays predictable: q_k(C) ≥ q_k(x) for every name, so the
+string-level κ bounds the class terms too (the class view's κ is computed over the same
+outputs).  What a class left undiscovered still changes is |X_i| in classes (precision's t_i)
+— every estimator's caveat, flagged as unresolved outputs; pooled recall and the pool terms
+do not depend on it (n_i t_i = 1).
+
 The bets are tuned for the steps of the rounds started so far (a number fixed before each
 round), so the sequences are tightest at the end of the latest round.  Points are the
 estimator's (joint by default); the intervals do not use the bootstrap.
@@ -155,9 +180,12 @@ def anytime_bounds(
     α/2, α/3, α/m and α/(3m).  ``judge``: the precision terms take the task's judge scores
     as their control (prediction-powered, :mod:`receval.estimators.anytime_control`) instead
     of the popularity shares."""
+    from receval.progress import stage
+
     alpha = 1.0 - confidence
     m = data.m
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    stage(f"anytime: the stream of {data.K} draws")
     st = build_stream(task, data)
     K, P = st.fact.size, st.P
     ends: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
@@ -172,6 +200,7 @@ def anytime_bounds(
             fact=st.fact,
         )  # fmt: skip
     horizon = st.horizon.T if K else None
+    stage(f"anytime: precision sequences ({m} systems)")
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
     for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
@@ -186,6 +215,7 @@ def anytime_bounds(
 
     # F1 = 2G/(n + T) and ν = G/K need micro precision (G = n·π); macro keeps π's and ν's tests
     micro = data.target_kind == "micro"
+    stage(f"anytime: pooled recall sequences ({m} systems)")
     direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     if direct is not None:  # ν ≤ r exactly when n·π − r·K ≤ 0: one stream per system
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
@@ -204,7 +234,9 @@ def anytime_bounds(
         # 1.59 -> 1.56) but 6 / 5 % wider on kbp-sim (0.091 -> 0.097 / 0.117 -> 0.123), 35 % slower
         "pooled_recall": (plain, sequence_bets(plain, alpha, pool_horizon, 0.5, pool_facts / 2)),
     }
+    stage(f"anytime: recall and F1 over the θ grid ({m} systems)")
     joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
+    stage("")
     ends.update({k: {alpha: v} for k, v in joint.items()})
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds), direct is not None)
 
@@ -743,12 +775,16 @@ class AnytimeIntervals(IntervalMethod):
         return self._cached[1]
 
     def estimate(self, ctx, run, metric, bounds=(0.0, 1.0)) -> Estimates:
+        """The estimator's point and the metric's sequence; a point outside the sequence is
+        reported as the nearer end, with a note (:func:`point_inside`)."""
         point = run.point[metric] if run is not None else np.full(ctx.data.m, np.nan)
         lower, upper = metric_bounds(self.bounds(ctx), metric, 1.0 - ctx.options.confidence)
         lower = np.broadcast_to(lower, point.shape).astype(float)
         upper = np.broadcast_to(upper, point.shape).astype(float)
         nan = np.isnan(point)
-        return Estimates(point, np.where(nan, np.nan, lower), np.where(nan, np.nan, upper))
+        lower, upper = np.where(nan, np.nan, lower), np.where(nan, np.nan, upper)
+        point, notes = point_inside(point, lower, upper, metric, ctx.options.estimator)
+        return Estimates(point, lower, upper, notes)
 
     def interval(self, options, point, replicates, jackknife=None, bounds=(0.0, 1.0), draws=None):
         """No anytime interval for derived quantities (NaN ends; ``draws`` unused)."""
@@ -777,6 +813,33 @@ class AnytimeIntervals(IntervalMethod):
         pvalues = np.where(better | better.T, alpha, 1.0)
         pvalues[~(ok[:, None] & ok[None, :])] = np.nan
         return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)
+
+
+def point_inside(point, lower, upper, metric: str, estimator: str):
+    """``point`` moved into [``lower``, ``upper``] where both ends are known, and a note per
+    moved system (index -> text).
+
+    Why a point can fall outside its own sequence: the point is the estimator's (joint:
+    self-normalised importance weights over all draws at once, :mod:`receval.estimators.joint`)
+    while the sequence bets on other terms with the same mean — the draws in the order they
+    came, each weighted by the mixture in force at its step, facts labelled at an earlier step
+    entering exactly, a predictable control variate subtracted — and keeps, at each end, every
+    value some earlier step rejected (the running intersection).  Near an end the two
+    disagree by a little (pooled recall 0.2182 against [0.1701, 0.2174] after five
+    ``--until-decided`` rounds; precision 0.3987 against [0.4017, 0.4943] in the test's world).
+    A value outside the sequence is one it rejects at the stated level, so the nearer end is
+    reported instead — still an estimate consistent with every look — and ``note`` says so."""
+    point = np.asarray(point, float)
+    known = np.isfinite(point) & np.isfinite(lower) & np.isfinite(upper)
+    moved = np.where(known, np.clip(point, lower, np.maximum(upper, lower)), point)
+    notes = {}
+    for i in np.flatnonzero(known & (moved != point)):
+        notes[int(i)] = (
+            f"{metric}: the {estimator} estimate {point[i]:.4f} lies outside its anytime "
+            f"interval (which weighs the draws as they came and keeps every value an earlier "
+            f"look rejected): reported as its nearer end {moved[i]:.4f}"
+        )
+    return moved, notes
 
 
 class AnytimeComparisons(Comparisons):

@@ -367,6 +367,10 @@ def decide(pairs, capitals, m: int, idx, alpha: float, exact=None, ordered=None)
 def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
     """The pairwise tests of ``metric`` among the systems ``ok`` at family-wise level ``alpha``
     over all pairs and all looks (module docstring; f1: :mod:`receval.estimators.anytime_f1`)."""
+    from receval.progress import stage
+
+    n_ok = int(np.sum(ok))
+    stage(f"anytime: paired tests of {metric} ({n_ok * (n_ok - 1) // 2} pairs)")
     if metric == "f1":
         from receval.estimators.anytime_f1 import T_SHARE, f1_pair_tests, true_facts
         from receval.estimators.anytime_stream import build_stream

@@ -290,35 +290,78 @@ def floor_probabilities(samples: pd.DataFrame) -> np.ndarray:
     return (pd.to_numeric(column, errors="coerce").notna() | given).to_numpy(bool)
 
 
+def drawn_floor_probabilities(task: Task, design: str, facts: np.ndarray) -> np.ndarray:
+    """q₀(x) = (1/m) Σ_j p_j(x) of the drawn answer strings ``facts`` (fact ids of ``task``, not
+    of its class view) under ``design``: p_j the design's probability of the string in system
+    j's full output, m the systems with outputs.  What ``--until-decided`` records as
+    ``mixture_prob`` and the check compares with: the probability of what was drawn, fixed when
+    it was drawn (the design depends on the outputs only), whatever classes later labels create
+    (module :mod:`receval.estimators.anytime`, "Equivalence classes learned while labelling")."""
+    from receval.design import sampling_probabilities
+
+    outputs = task.outputs
+    s = np.asarray(sampling_probabilities(outputs, task.queries, design), float)
+    per_fact = np.bincount(outputs["fact"].to_numpy(np.int64), weights=s,
+                           minlength=len(task.facts))  # fmt: skip
+    alive = max(int(outputs["system"].nunique()), 1)
+    return per_fact[np.asarray(facts, np.int64)] / alive
+
+
+def _row_designs(task: Task, samples: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The recorded (checked or inferred) design of samples.tsv ``rows``."""
+    design = {(s.sample, s.system): s.design for s in task.samplers}
+    keys = zip(samples["sample"].to_numpy()[rows], samples["system"].to_numpy()[rows], strict=True)
+    return np.array([design.get((str(a), str(b)), "") for a, b in keys], dtype=object)
+
+
 def _check_floor(task, samples, data: SampleData, designs, floor_all, m_alive: int) -> None:
-    """Every recorded ``mixture_prob`` must be q₀(x) = (1/m) Σ_j p_j(x) under the row's design."""
+    """Every recorded ``mixture_prob`` must be q₀ of the drawn answer string under the row's
+    design (:func:`drawn_floor_probabilities`), the probability in force when it was drawn.
+    For bundles written before the string was recorded, a judged draw may instead carry q₀ of
+    its whole equivalence class as the labels now define it (what the sampler then wrote when
+    its classes were known at draw time, and the only value such a bundle could score with)."""
     if not floor_all.any():
         return
+    rows = np.flatnonzero(floor_all)
+    recorded = pd.to_numeric(samples[MIXTURE_COLUMN], errors="coerce").to_numpy(float)[rows]
+    bad = ~(np.isfinite(recorded) & (recorded > 0))
+    if bad.any():
+        row = int(rows[np.argmax(bad)])
+        _floor_error(task, samples, row, f"{MIXTURE_COLUMN} "
+                     f"{samples[MIXTURE_COLUMN].iloc[row]!r} is not a positive probability")  # fmt: skip
+    raw = task.samples["fact"].to_numpy(np.int64)[rows]
+    row_design = _row_designs(task, samples, rows)
+    want = np.full(rows.size, np.nan)
+    for name in pd.unique(row_design):
+        here = row_design == name
+        if name:
+            want[here] = drawn_floor_probabilities(task, str(name), raw[here])
+    ok = np.isclose(recorded, want, rtol=1e-4, atol=0)
+    if ok.all():
+        return
+    k_of_row = np.full(len(samples), -1)
+    k_of_row[data.draw_row] = np.arange(data.K)
+    for i in np.flatnonzero(~ok):
+        k = k_of_row[rows[i]]
+        if k >= 0:  # the class's q₀ under today's classes (bundles written before)
+            design = designs[data.sampler_design[int(data.draw_sampler[k])]]
+            legacy = design.at_drawn[data.draw_fact[k]].sum() / m_alive
+            if np.isclose(recorded[i], legacy, rtol=1e-4, atol=0):
+                continue
+        row = int(rows[i])
+        _floor_error(
+            task, samples, row,
+            f"{MIXTURE_COLUMN} {recorded[i]:.6g} disagrees with the floor mixture of sample "
+            f"{samples['sample'].iloc[row]!r} (the mean of every system's {row_design[i]} "
+            f"probability of the drawn answer: {want[i]:.6g}); these draws cannot come from the "
+            "recorded design",
+        )  # fmt: skip
+
+
+def _floor_error(task, samples: pd.DataFrame, row: int, problem: str) -> None:
     from receval.errors import BundleError
     from receval.formats.tables import LINE
 
     path = task.files.get("samples", task.root / "samples.tsv")
-    recorded = pd.to_numeric(samples[MIXTURE_COLUMN], errors="coerce").to_numpy(float)
-    rows = np.flatnonzero(floor_all)
-    k_of_row = np.full(len(samples), -1)
-    k_of_row[data.draw_row] = np.arange(data.K)
-    for row in rows:
-        k = k_of_row[row]
-        got = recorded[row]
-        line = int(samples[LINE].iloc[row]) if LINE in samples.columns else None
-        if not np.isfinite(got) or got <= 0:
-            raise BundleError(path, line, f"{MIXTURE_COLUMN} {samples[MIXTURE_COLUMN].iloc[row]!r} "
-                              "is not a positive probability")  # fmt: skip
-        if k < 0:
-            continue  # not judged yet: checked once labelled
-        design = designs[data.sampler_design[int(data.draw_sampler[k])]]
-        want = design.at_drawn[data.draw_fact[k]].sum() / m_alive
-        if not np.isclose(got, want, rtol=1e-4, atol=0):
-            raise BundleError(
-                path,
-                line,
-                f"{MIXTURE_COLUMN} {got:.6g} disagrees with the floor mixture of sample "
-                f"{samples['sample'].iloc[row]!r} (the mean of every system's "
-                f"{data.sampler_design[int(data.draw_sampler[k])]} probability: {want:.6g}); "
-                "these draws cannot come from the recorded design",
-            )
+    line = int(samples[LINE].iloc[row]) if LINE in samples.columns else None
+    raise BundleError(path, line, problem)

@@ -15,7 +15,7 @@ pairwise comparisons behind tiers and rank sets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -33,6 +33,9 @@ class Estimates:
     point: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    #: system index -> a ``note`` the method adds about this estimate (e.g. a point moved into
+    #: its interval)
+    notes: dict[int, str] = field(default_factory=dict)
 
 
 class IntervalMethod:

@@ -84,3 +84,22 @@ def test_default_stream_is_stderr_and_silent_under_pytest(capsys):
         list(items)
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_a_stage_relabels_the_innermost_bar_and_nothing_without_one():
+    """Long steps say which stage runs (``score --intervals anytime``: the stream, precision,
+    pooled recall, recall and F1, the paired tests) on the bar they run under."""
+    import io
+
+    from receval.progress import Progress, stage
+
+    stage("no bar: nothing happens")
+    out = io.StringIO()
+    clock = iter([0.0, 0.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]).__next__
+    with Progress(None, 5, "scoring", out, delay=1.0, clock=clock) as bar:
+        stage("anytime: precision sequences (70 systems)")
+        assert bar.label == "scoring: anytime: precision sequences (70 systems)"
+        stage("")
+        assert bar.label == "scoring"
+    stage("after the bar: nothing happens")
+    assert "anytime: precision" in out.getvalue()
