@@ -362,6 +362,52 @@ def calibration_rows(names, reps: int, *, seed: int = 37, B: int = 200) -> pd.Da
 SETTINGS = ("kbp-sim", "parabank", "msmarco", *SIMULATED)
 
 
+def calibration_figures(rows: pd.DataFrame) -> dict:
+    """Per setting and metric: coverage of the unflagged and flagged intervals (cluster SE over
+    repetitions), the share flagged; per setting the share of leaderboard rows with a flag and
+    with any note."""
+    out: dict = {}
+    for setting, frame in rows.groupby("setting", sort=False):
+        per = {}
+        for metric, g in frame.groupby("metric", sort=False):
+            flag = (g["flagged"] | ~g["finite"]).to_numpy()
+            hit = g["covered"].to_numpy()
+            reps = g["rep"].to_numpy()
+            R = int(reps.max()) + 1
+            shape = (R, -1)
+            per[metric] = {
+                "cover_unflagged": cluster_share(hit.reshape(shape), ~flag.reshape(shape)),
+                "cover_flagged": cluster_share(hit.reshape(shape), flag.reshape(shape)),
+                "flagged": float(flag.mean()),
+            }
+        first = frame[frame["metric"] == "precision"]
+        per["rows_flagged"] = float(frame.groupby(["rep", "system"])["flagged"].any().mean())
+        per["rows_noted"] = float(first["noted"].mean())
+        per["systems"] = int(first["system"].nunique())
+        per["reps"] = int(first["rep"].nunique())
+        out[str(setting)] = per
+    return out
+
+
+def print_calibration(fig: dict) -> None:
+    print("calibration: 20 draws per system, default score; coverage of 95 % intervals")
+    for setting, per in fig.items():
+        print(
+            f"  {setting}: {per['systems']} systems x {per['reps']} repetitions; rows flagged "
+            f"{per['rows_flagged']:.2f}, rows with any note {per['rows_noted']:.2f}"
+        )
+        for metric in METRICS:
+            if metric not in per:
+                continue
+            g = per[metric]
+            c, cse = g["cover_unflagged"]
+            f, _ = g["cover_flagged"]
+            print(
+                f"    {metric:<14} unflagged {c:.3f} ± {cse:.3f}  flagged {g['flagged']:.2f} "
+                f"(their coverage {f:.3f})"
+            )
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -389,6 +435,13 @@ def main(argv: list[str] | None = None) -> int:
         fig["cpu_seconds"] = round(time.process_time() - start, 1)
         print_looking(fig)
         results["looking"] = fig
+    if "calibration" in args.only:
+        start = time.process_time()
+        rows = calibration_rows(SETTINGS, args.reps or 12, seed=args.seed, B=args.bootstrap)
+        fig = calibration_figures(rows)
+        print_calibration(fig)
+        results["calibration"] = fig
+        results["calibration_cpu_seconds"] = round(time.process_time() - start, 1)
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
