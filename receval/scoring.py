@@ -118,7 +118,9 @@ def estimated_true_facts(
     data = build_sample_data(task)
     if data.K == 0 or data.U == 0:
         return None
-    options = ScoreOptions(bootstrap=bootstrap, seed=seed, allow_pending=True)
+    options = ScoreOptions(
+        bootstrap=bootstrap, seed=seed, allow_pending=True, intervals="bootstrap"
+    )
     row = score_task(task, options).pool.set_index("quantity").loc["true_facts"]
     if not np.isfinite(row["estimate"]) or row["estimate"] <= 0:
         return None
