@@ -301,6 +301,10 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
 
 def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None = None) -> Fitted:
     """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
+    if ctx.options.intervals == "auto":  # score_task resolves it; a direct caller: the bootstrap
+        ctx = dataclasses.replace(
+            ctx, options=dataclasses.replace(ctx.options, intervals="bootstrap")
+        )
     options = ctx.options
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
