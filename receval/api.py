@@ -257,8 +257,10 @@ def score(
     method : {'percentile', 'basic', 'BCa'}
         Bootstrap interval method.
     intervals : str
-        The interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` (default, the
-        shared bootstrap with ``method``) or another registered one.
+        The interval method (:mod:`receval.estimators.intervals`): ``auto`` (default: the
+        bootstrap, or ``anytime`` when samples.tsv has rounds drawn for only some systems, a
+        top-up after looking; :mod:`receval.estimators.looking`), ``bootstrap`` (the shared
+        bootstrap with ``method``) or another registered one.
     weighting : {'size', 'overlap'}
         Joint-precision mixture weights (w ∝ n_j, or the paper's overlap heuristic).
     target : {'micro', 'macro'}

@@ -244,13 +244,14 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 @click.option(
     "--intervals",
     type=click.Choice(opts.INTERVALS),
-    default="bootstrap",
+    default="auto",
     show_default=True,
     help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
     "in advance and scored once), anytime (confidence sequences valid at every look, whatever "
-    "rule chose the labels, e.g. sample --until-decided; no bootstrap) or anytime-asymptotic "
+    "rule chose the labels, e.g. sample --until-decided; no bootstrap), anytime-asymptotic "
     "(the same looks, valid as the draws grow: i.i.d. draws, finite variance; narrower at early "
-    "looks, not to be trusted with few draws or skewed importance weights).",
+    "looks, not to be trusted with few draws or skewed importance weights) or auto: bootstrap, "
+    "or anytime when samples.tsv has rounds drawn for some systems only (a top-up after looking).",
 )
 @click.option(
     "--weighting",

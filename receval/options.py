@@ -14,7 +14,9 @@ from receval.estimators.registry import estimator_names, interval_method_names
 
 #: the registered estimators and interval methods (receval.estimators.registry)
 ESTIMATORS = estimator_names()
-INTERVALS = interval_method_names()
+#: ``auto``: the bootstrap, or anytime when samples.tsv has top-up rounds
+#: (:func:`receval.estimators.looking.resolve_intervals`)
+INTERVALS = ("auto", *interval_method_names())
 #: the bootstrap interval's ``--method``
 INTERVAL_METHODS = ("percentile", "basic", "BCa")
 WEIGHTINGS = ("size", "overlap")
@@ -55,7 +57,7 @@ def check_score_options(options: Any) -> None:
     resampling, ranking by precision at target without a target recall, ...), before any work.
     """
     check_choice("estimator", options.estimator, estimator_names())
-    check_choice("intervals", getattr(options, "intervals", "bootstrap"), interval_method_names())
+    check_choice("intervals", getattr(options, "intervals", "auto"), INTERVALS)
     check_choice("method", options.method, INTERVAL_METHODS)
     check_choice("weighting", options.weighting, WEIGHTINGS)
     check_choice("target", options.target, TARGETS)
@@ -196,7 +198,7 @@ def _check_annotator_resampling(options: Any) -> None:
             "{annotator_resampling} works with {method='percentile'} or {method='basic'} and "
             "without {cluster_queries}"
         )
-    if getattr(options, "intervals", "bootstrap") != "bootstrap":
+    if getattr(options, "intervals", "auto") not in ("auto", "bootstrap"):
         raise OptionError("{annotator_resampling} works with {intervals='bootstrap'} only")
 
 
@@ -225,8 +227,10 @@ class ScoreOptions:
     cutoff: int | None = None
     allow_pending: bool = False
     precision_form: str = "auto"
-    #: the interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` or a registered one
-    intervals: str = "bootstrap"
+    #: the interval method (:mod:`receval.estimators.intervals`): ``bootstrap`` or a registered
+    #: one; ``auto``: the bootstrap, or ``anytime`` when samples.tsv has rounds drawn for some
+    #: systems only (:mod:`receval.estimators.looking`)
+    intervals: str = "auto"
     #: resample each fact's annotator votes in every bootstrap replicate and merge them again, so
     #: disagreement widens the intervals (:mod:`receval.estimators.annotators`); by default the
     #: intervals are conditional on the merged labels

@@ -42,13 +42,15 @@ from receval.estimators.bootstrap import (
     row_weights,
     run_bootstrap,
 )
+from receval.estimators.looking import (
+    CHOSEN_ANYTIME,
+    flag_looking,
+    looking_record,
+    resolve_intervals,
+)
 from receval.estimators.recall import f1_score
 from receval.estimators.registry import get_estimator, get_interval_method
-from receval.estimators.reliability import (
-    partial_rounds_warning,
-    pool_notes,
-    reliability_notes,
-)
+from receval.estimators.reliability import pool_notes, reliability_notes
 from receval.estimators.sample_data import SampleData, build_sample_data, repeated_facts
 from receval.estimators.small_sample import metric_draws
 from receval.leaderboard import (
@@ -116,7 +118,9 @@ def estimated_true_facts(
     data = build_sample_data(task)
     if data.K == 0 or data.U == 0:
         return None
-    options = ScoreOptions(bootstrap=bootstrap, seed=seed, allow_pending=True)
+    options = ScoreOptions(
+        bootstrap=bootstrap, seed=seed, allow_pending=True, intervals="bootstrap"
+    )
     row = score_task(task, options).pool.set_index("quantity").loc["true_facts"]
     if not np.isfinite(row["estimate"]) or row["estimate"] <= 0:
         return None
@@ -190,6 +194,8 @@ def score_task(
     the truth check and the run record.  A census estimator counts in ``engine``
     (:mod:`receval.engine`; None: the task's embedded DuckDB).
     """
+    # intervals "auto": the bootstrap, or anytime after a top-up round (estimators/looking.py)
+    options, chosen = resolve_intervals(task, options)
     check_score_options(options)  # the one place options and their combinations are checked
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
@@ -199,7 +205,7 @@ def score_task(
         out.warnings[:0] = input_warnings(task)
         return out
     data, warnings = _sample_data(task, options)
-    warnings[:0] = input_warnings(task)
+    warnings[:0] = input_warnings(task) + ([chosen] if chosen else [])
     fitted = fit(ScoringContext(task, data, options), estimator, replicates)
     sizes = fitted.sizes
     notes = reliability_notes(sizes, data.census)
@@ -217,12 +223,15 @@ def score_task(
     comparisons = _rank_columns(board, point_metrics, rep_metrics, fitted, notes)
     _missing_notes(board, rep_metrics, target_info is not None, notes)
     board = _finish_board(board, notes, fitted)
+    if chosen and options.intervals == "anytime":
+        board["interval"] = board["interval"] + CHOSEN_ANYTIME
     with pywarnings.catch_warnings():  # θ̂ without exhaustive units is NaN, said in `note`
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
         pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         pool = _pool_frame(fitted, sizes)
     info = _run_info(fitted, warnings, sizes, comparisons)
     info.update(estimator.run_info(fitted.ctx, run))
+    info.update(looking_record(data, options, chosen))
     if target_info is not None:
         info.update(_target_info(task, data, options, target_info))
     return ScoringOutput(
@@ -292,6 +301,10 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
 
 def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None = None) -> Fitted:
     """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
+    if ctx.options.intervals == "auto":  # score_task resolves it; a direct caller: the bootstrap
+        ctx = dataclasses.replace(
+            ctx, options=dataclasses.replace(ctx.options, intervals="bootstrap")
+        )
     options = ctx.options
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
@@ -330,9 +343,7 @@ def _system_notes(fitted: Fitted, notes: list[list[str]], warnings: list[str]) -
     task, data, estimator = fitted.ctx.task, fitted.ctx.data, fitted.estimator
     m = data.m
     _class_warnings(data, estimator, warnings)
-    partial = partial_rounds_warning(data)
-    if partial:
-        warnings.append(partial)
+    warnings.extend(flag_looking(data, notes, fitted.intervals.name))
     warnings.extend(fitted.intervals.run_warnings(fitted.ctx))
     if mixed_unit_designs(task):
         warnings.append(MIXED_UNITS)

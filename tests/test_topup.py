@@ -106,7 +106,10 @@ def test_variance_draws_counts_equal_weights_and_the_heavy_ones():
     assert variance_draws(np.zeros(4)) == 0.0
 
 
-def test_a_small_own_sample_inside_a_large_pool_is_flagged(small_world):
+def test_a_top_up_of_some_systems_is_detected(small_world):
+    """A round topping up one system of six: the default switches to the anytime intervals
+    (said in the interval column and the warnings); an explicit bootstrap flags what the top-up
+    makes unreliable (tests/estimators/test_looking.py has the details)."""
     world, base = small_world
     systems = sorted(world.systems)
     rng = np.random.default_rng(3)
@@ -120,20 +123,23 @@ def test_a_small_own_sample_inside_a_large_pool_is_flagged(small_world):
     both = __import__("pandas").concat([samples, big], ignore_index=True)
     topup = _bench("topup")
     judged = topup.label_from_truth(world, both)
-    scored = score_task(
-        _annotated(world, base, both, ann, judged), ScoreOptions(bootstrap=100, seed=1)
-    )
-    board = scored.leaderboard
-    # a round that topped up one system of six: the run says the sizes may be data-dependent
-    assert any("drew from only some systems (1 of 6)" in w for w in scored.warnings)
-    notes = board.set_index("system")["note"].fillna("")
-    assert "rests on" not in notes[systems[0]]  # its variance rests on its own 1,530 draws
-    assert notes.str.contains("precision: flagged: its variance rests on").any()
-    # balanced samples of 30: nothing is flagged for this reason
+    task = _annotated(world, base, both, ann, judged)
+    scored = score_task(task, ScoreOptions(bootstrap=100, seed=1))
+    assert scored.options.intervals == "anytime"
+    assert scored.leaderboard["interval"].str.contains("chosen by default").all()
+    assert any("round-2: 1 of 6 systems" in w for w in scored.warnings)
+    boot = score_task(task, ScoreOptions(bootstrap=100, seed=1, intervals="bootstrap"))
+    notes = boot.leaderboard.set_index("system")["note"].fillna("")
+    assert any("drew for only some systems (round-2: 1 of 6 systems)" in w for w in boot.warnings)
+    assert notes.str.contains("pooled_recall: flagged: samples.tsv has rounds").all()
+    assert "precision: flagged: samples.tsv" not in notes[systems[0]]  # 1,500 fresh draws
+    assert notes.drop(systems[0]).str.contains("precision: flagged: samples.tsv").all()
+    # balanced samples of 30: nothing is flagged for this reason, the bootstrap stays
     balanced = score_task(
         _annotated(world, base, ann.samples, ann), ScoreOptions(bootstrap=100, seed=1)
     )
-    assert not balanced.leaderboard["note"].fillna("").str.contains("rests on").any()
+    assert balanced.options.intervals == "bootstrap"
+    assert not balanced.leaderboard["note"].fillna("").str.contains("samples.tsv has").any()
     assert not any("only some systems" in w for w in balanced.warnings)
 
 

@@ -7,13 +7,34 @@ bootstrap interval is trustworthy only when the sum rests on enough independent 
 *effective sample size* says on how many: Kish's n_eff = (Σ w)² / Σ w² over the rows with weight
 w (Kish, *Survey Sampling*, 1965, §11.7; for self-normalised importance sampling: Owen, *Monte
 Carlo theory, methods and examples*, 2013, §9.3).  n_eff equals the number of rows when all weights
-are equal and falls towards 1 when one row dominates.
+are equal and falls towards 1 when one row dominates.  The sizes are reported (``precision_ess``,
+``pooled_recall_ess``, pool.csv) and set the small-sample expansion; the flags below rest on
+what was measured to undercover.
 
-:data:`MIN_EFFECTIVE` is the flagging threshold.  Why 20: a ratio's relative bias is O(1/n) and its
-bootstrap interval's coverage error O(1/√n) for percentile intervals (Hall, *The Bootstrap and
-Edgeworth Expansion*, 1992, §3.5); in the issue-9 audit and in ``bench/validity.py`` systems with
-5–10 judged draws or 7 exhaustive units covered 0.75–0.88 at a nominal 0.95, while from about 20
-pieces on the coverage stayed within Monte Carlo error of the nominal level.
+**Which numbers are flagged, by measurement** (``bench/flags.py``, issue 37).  The bootstrap
+intervals are read at the small-sample expanded level (:mod:`receval.estimators.small_sample`),
+which already corrects for a variance resting on few draws: with 20 draws per system, systems
+whose variance rests on 3–20 draws ((Σw²)²/Σw⁴, uneven samples of 5–120 draws, entity-relation
+weights) covered 0.92–1.0, so a count of draws alone no longer flags (the earlier "< 20 draws"
+rules flagged 60–100 % of rows in those worlds, and, as issue 37 measured, 62 % of the rows of
+63 real TREC runs whose intervals covered).  What the expansion cannot mend is a *boundary*: a proportion whose draws are (nearly)
+all of one label has a bounded, skewed sampling distribution the bootstrap cannot see beyond,
+and a pooled recall whose numerator rests on a couple of correct draws.  Measured over real data
+(ParaBank's 36 and MS MARCO's 5 systems, every pooled output judged; ``data/kbp-sim`` with its
+truth) and worlds built to break the intervals (precision 0.02–0.1 and 0.95–1, near-identical
+teammates, heavy-tailed weights, uneven samples, a null world), 20 draws per system:
+
+* precision with fewer than :data:`MIN_EACH_LABEL` wrong (or correct) judged draws among the
+  system's facts: unflagged coverage 0.93 (precision 0.02–0.1) → 0.96 at 3 (0.88 when only an
+  all-one-label sample is flagged); at precision 0.95–1 the unflagged ones covered 1.0;
+* pooled recall with fewer than :data:`MIN_CORRECT_HITS` judged-correct draws of the system's
+  facts: 0.87 → 0.93 in the low-precision world; elsewhere nothing is flagged and coverage is
+  0.95–0.98;
+* pool coverage θ̂ (every true recall) from fewer than :data:`MIN_EFFECTIVE` exhaustive units
+  with a correct fact (issue 9: 7 units covered 0.75–0.88).
+
+A number flagged for another reason says so in its own note (an interval collapsed to a point,
+a top-up after looking: :mod:`receval.estimators.looking`).
 """
 
 from __future__ import annotations
@@ -24,21 +45,13 @@ import numpy as np
 
 from receval.estimators.sample_data import SampleData
 
-#: below this effective sample size a ratio's interval is flagged in ``note``
+#: pool coverage is flagged below this many exhaustive units with a correct fact
 MIN_EFFECTIVE = 20
-#: pooled recall is flagged when fewer judged-correct draws hit the system's facts: ν̂_i's
-#: numerator is then a sum of a handful of positive terms and its percentile interval skewed.
-#: Lower than MIN_EFFECTIVE because ν̂'s bias is driven by the *common* denominator (large):
-#: in bench/validity.py's low-precision world (2–15 hits per system) ν̂ was unbiased (|z| ≤ 1.1)
-#: and its 95% intervals covered 0.938.
-MIN_CORRECT_HITS = 5
+#: pooled recall is flagged when fewer judged-correct draws hit the system's facts (module text)
+MIN_CORRECT_HITS = 3
 #: precision is flagged when fewer than this many judged draws of the system's facts are wrong
-#: (or correct): a proportion's sampling distribution is then bounded and skewed at 1 (or 0),
-#: and percentile intervals miss on the open side — the n·p ≥ 5 and n·(1 − p) ≥ 5 rule of
-#: the binomial's normal approximation (e.g. Agresti, *Categorical Data Analysis*, §1.4).  In
-#: bench/validity.py's high-precision world (0.97–1.0, 30 draws) unflagged precision intervals
-#: covered 0.899 at 0.95 without this rule.
-MIN_EACH_LABEL = 5
+#: (or correct): near 1 (or 0) its sampling distribution is bounded and skewed (module text)
+MIN_EACH_LABEL = 3
 
 
 def variance_draws(weights: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -159,13 +172,20 @@ def _pooled_variance_draws(data: SampleData, nu: np.ndarray) -> np.ndarray:
 def reliability_notes(
     sizes: EffectiveSizes, census: np.ndarray, *, minimum: int = MIN_EFFECTIVE
 ) -> list[list[str]]:
-    """Per system, the flags of numbers whose interval cannot be trusted, each saying why."""
+    """Per system, the flags of numbers whose interval's coverage is in doubt, each saying why.
+
+    The criteria are the ones :mod:`bench.flags <bench/flags.py>` measured (module docstring):
+    precision with fewer than :data:`MIN_EACH_LABEL` judged draws of either label among the
+    system's facts, pooled recall (and so recall and F1) with fewer than
+    :data:`MIN_CORRECT_HITS` judged-correct draws of its facts, and every true recall when pool
+    coverage rests on fewer than ``minimum`` exhaustive units with a correct fact.
+    """
     m = census.size
     notes: list[list[str]] = [[] for _ in range(m)]
     for i in range(m):
-        if not census[i]:
-            notes[i].extend(_precision_notes(sizes, i, minimum))
-        notes[i].extend(_pooled_recall_notes(sizes, i, minimum))
+        if not census[i] and sizes.own_draws[i] > 0:
+            notes[i].extend(_one_sided(sizes, i))
+        notes[i].extend(_pooled_recall_notes(sizes, i))
     pool = pool_notes(sizes, minimum=minimum)
     if pool:
         for i in range(m):
@@ -173,31 +193,8 @@ def reliability_notes(
     return notes
 
 
-def _precision_notes(sizes: EffectiveSizes, i: int, minimum: int) -> list[str]:
-    """The precision flag of sampled (not census) system i, if any: the first reason that holds."""
-    if 0 < sizes.own_draws[i] < minimum:
-        return [
-            f"precision: flagged: {int(sizes.own_draws[i])} judged draws of this system's "
-            f"sample (< {minimum}): the interval may undercover"
-        ]
-    if 0 < sizes.precision[i] < minimum:
-        return [
-            f"precision: flagged: effective sample size {sizes.precision[i]:.1f} (< {minimum}): "
-            "the interval may undercover"
-        ]
-    if 0 < sizes.precision_variance[i] < minimum:
-        return [
-            f"precision: flagged: its variance rests on about {sizes.precision_variance[i]:.1f} "
-            f"draws (< {minimum}; (Σw²)²/Σw⁴ of the draw weights, e.g. few own draws inside a "
-            "large pool): the interval may undercover"
-        ]
-    if sizes.own_draws[i] > 0:
-        return _one_sided(sizes, i)
-    return []
-
-
-def _pooled_recall_notes(sizes: EffectiveSizes, i: int, minimum: int) -> list[str]:
-    """The pooled-recall flag of system i, if any: the first reason that holds."""
+def _pooled_recall_notes(sizes: EffectiveSizes, i: int) -> list[str]:
+    """The pooled-recall flag of system i, if any."""
     if sizes.correct_hits[i] == 0 and sizes.pooled_recall_den > 0:
         return [
             "pooled_recall: flagged: no judged-correct draw of this system's facts, "
@@ -206,14 +203,8 @@ def _pooled_recall_notes(sizes: EffectiveSizes, i: int, minimum: int) -> list[st
     if 0 < sizes.correct_hits[i] < MIN_CORRECT_HITS:
         return [
             f"pooled_recall: flagged: {int(sizes.correct_hits[i])} judged-correct draws of this "
-            f"system's facts (< {MIN_CORRECT_HITS}; effective {sizes.pooled_recall[i]:.1f}): "
-            "its interval may undercover"
-        ]
-    if 0 < sizes.pooled_recall_variance[i] < minimum:
-        return [
-            "pooled_recall: flagged: its variance rests on about "
-            f"{sizes.pooled_recall_variance[i]:.1f} draws (< {minimum}; (Σw²)²/Σw⁴ of the "
-            "linearised draw weights |g_i − ν̂_i|/q0): its interval may undercover"
+            f"system's facts (< {MIN_CORRECT_HITS}): its numerator rests on them and the "
+            "interval may undercover"
         ]
     return []
 
@@ -227,43 +218,10 @@ def _one_sided(sizes: EffectiveSizes, i: int) -> list[str]:
         if count < MIN_EACH_LABEL:
             return [
                 f"precision: flagged: {int(count)} {label} judged draws among this system's "
-                f"facts (< {MIN_EACH_LABEL}): near precision {end} the interval may undercover"
+                f"facts (< {MIN_EACH_LABEL}): near precision {end} the interval may undercover "
+                "(the bootstrap sees too few draws of the rarer label)"
             ]
     return []
-
-
-def partial_rounds_warning(data: SampleData) -> str:
-    """A run warning when a sample round after the first drew from only some of the sampled
-    systems ('' otherwise).
-
-    Fixed-n intervals assume every sample size was fixed before any label was seen.  A later
-    round drawn for some systems only — typically sized after looking at the leaderboard
-    (``receval sample --adaptive --system ...``, or by hand) — makes the importance weights of
-    the earlier draws depend on earlier labels.  The estimates stay nearly unbiased when every
-    open system is topped up alike, but when the top-up goes to a few systems the other systems'
-    earlier draws, selected for looking worse, keep large weights in pooled recall's common
-    denominator: in ``bench/topup.py``'s null world, sizes from 30 to ~2,000 chosen that way
-    biased the topped-up systems' pooled recall by +0.02 (about one half-width) and its 95 %
-    intervals covered 0.55.  A bias is not visible in any effective sample size, so this is said
-    once per run rather than flagged per system.
-    """
-    if data.J == 0 or data.sampler_round.size != data.J:
-        return ""
-    sampled = set(data.sampler_system[data.sampler_n > 0].tolist())
-    partial = []
-    for r in sorted(set(data.sampler_round.tolist()) - {int(data.sampler_round.min())}):
-        drawn = set(data.sampler_system[(data.sampler_round == r) & (data.sampler_n > 0)].tolist())
-        if drawn and drawn != sampled:
-            partial.append(f"{len(drawn)} of {len(sampled)}")
-    if not partial:
-        return ""
-    return (
-        f"sample rounds after the first drew from only some systems ({', '.join(partial)}): if "
-        "their sizes were chosen after looking at the labels, the intervals (which assume sizes "
-        "fixed in advance) can miss, pooled recall and recall most; top up every open system "
-        "alike (receval sample --adaptive plans one common size) or use intervals valid at "
-        "every look"
-    )
 
 
 def pool_notes(sizes: EffectiveSizes, *, minimum: int = MIN_EFFECTIVE) -> str:

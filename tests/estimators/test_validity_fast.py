@@ -75,7 +75,11 @@ def test_small_samples_are_flagged_and_precision_stays_in_range(multi_doc):
     )
     result = score_task(task, ScoreOptions(bootstrap=100))
     board = result.leaderboard.set_index("system")
-    assert "precision: flagged: 5 judged draws" in board.loc[names[0], "note"]
+    # 5 own draws are not flagged for their number (the joint estimator adds the others' draws
+    # of its facts and the small-sample expansion widens the interval: bench/flags.py measured
+    # 5-draw systems covering 0.96 unflagged); the interval is there
+    assert "judged draws of this system's sample" not in board.loc[names[0], "note"]
+    assert board.loc[names[0], "precision_lo"] < board.loc[names[0], "precision_hi"]
     assert board["note"].str.contains("recall: flagged: pool coverage from").all()
     cols = ["precision", "precision_lo", "precision_hi"]
     assert ((board[cols] >= 0) & (board[cols] <= 1)).all().all()
@@ -105,8 +109,12 @@ def test_precision_with_almost_no_wrong_draws_is_flagged():
     ann = world.annotate(np.random.default_rng(9), per_system=30, exhaustive_units=40)
     task = with_annotation(base, **ann.tables())
     notes = score_task(task, ScoreOptions(bootstrap=50)).leaderboard["note"]
-    assert notes.str.contains(r"precision: flagged: \d wrong judged draws among", regex=True).all()
-    assert notes.str.contains("near precision 1 the interval may undercover").all()
+    # fewer than 3 wrong draws among a system's facts (bench/flags.py: unflagged intervals at
+    # precision 0.95-1 then covered 1.0): flagged, saying why; 3 or more: not for this
+    flagged = notes.str.contains(r"precision: flagged: [0-2] wrong judged draws among", regex=True)
+    assert flagged.any()
+    assert notes[flagged].str.contains("near precision 1 the interval may undercover").all()
+    assert not notes.str.contains(r"precision: flagged: \d{2,}|[3-9] wrong", regex=True).any()
 
     world, base = _half_world()
     ann = world.annotate(np.random.default_rng(9), per_system=40, exhaustive_units=40)
