@@ -275,3 +275,103 @@ def _small_tables(task, queries: pd.DataFrame, code: pd.Index, categories) -> di
             }
         ),
     }
+
+
+def bundle_census(root: Path | str, engine, runs: str | None = None, policy=None):
+    """The official census and the leave-one-team-out counts of the bundle at ``root`` without
+    loading its runs in Python: the small tables (``task.toml``, queries, judgments) are read
+    by the loader, the runs by Spark from ``runs`` (default: the bundle folder; any path Spark
+    reads, e.g. ``hdfs://…/runs.parquet``).  Returns ``(census, leave_team_out)`` as
+    :func:`receval.engine.official_census` and :func:`receval.engine.leave_team_out` do.
+
+    Fact-matched bundles only (no ``hop`` or ``provenance`` column on the runs, no equivalence
+    classes): else BundleError."""
+    from receval.engine.census import leave_team_out, official_census
+
+    root = Path(root)
+    location = runs or root.resolve().as_uri()
+    layout = run_layout(engine.spark, location)
+    if layout is None:
+        raise BundleError(location, None, "Spark reads Parquet runs; these are text tables")
+    frame = read_runs(engine.spark, layout)
+    task = _skeleton(root, engine.spark, layout, frame)
+    engine.register_runs(task, location)
+    engine._registered_task, engine._ground_truth, engine._census = task, None, {}
+    return official_census(task, engine, policy), leave_team_out(task, engine, policy)
+
+
+def _skeleton(root: Path, spark, layout: RunLayout, frame):
+    """The bundle's small tables as a Task with no run rows, its systems and teams read from
+    the runs by Spark (one row per system comes back)."""
+    import os
+    import tempfile
+
+    from receval.engine.census import fact_matched
+    from receval.task import load_task
+
+    columns = _schema_columns(spark, layout)
+    teams = _teams(spark, layout, frame, "team" in columns)
+    with tempfile.TemporaryDirectory(prefix="receval-skeleton-") as tmp:
+        for path in root.iterdir():
+            if path.stem in ("task", "queries", "judgments") and path.is_file():
+                os.symlink(path.resolve(), Path(tmp) / path.name)
+        (Path(tmp) / "runs.tsv").write_text("system\tquery_id\tanswer\n", encoding="utf-8")
+        task = load_task(tmp, tables=("judgments",))
+    object.__setattr__(task, "root", root)
+    task.__dict__["systems"] = sorted(teams)
+    task.__dict__["teams"] = teams
+    if (
+        "hop" in columns
+        or not fact_matched(task)
+        or ("provenance" in columns and "provenance" in task.judgments.columns)
+    ):
+        raise BundleError(root, None, "the Spark census covers fact-matched bundles only")
+    return task
+
+
+def _schema_columns(spark, layout: RunLayout) -> set[str]:
+    return set(spark.read.parquet(layout.paths[0]).columns)
+
+
+def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
+    """system -> team (blank or absent: the system) from the runs, one row per system."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    from receval.engine.dialect import DIALECTS
+
+    if not has_team:
+        names = frame.select("system").distinct().toPandas()["system"]
+        return {s: s for s in names}
+    from receval.engine.matching import _whitespace
+
+    space = _whitespace()
+    strip = DIALECTS["spark"].regexp_replace("CAST(team AS STRING)", f"\\A{space}+|{space}+\\z", "")
+    if layout.kind == "systems":
+        frames = [
+            spark.read.parquet(p).select(F.lit(s).alias("system"), F.expr(strip).alias("team"))
+            for p, s in zip(layout.paths, layout.systems, strict=True)
+        ]
+        raw = functools.reduce(lambda a, b: a.unionByName(b), frames)
+    else:
+        raw = spark.read.parquet(*layout.paths).select(
+            F.expr(
+                DIALECTS["spark"].regexp_replace(
+                    "CAST(system AS STRING)", f"\\A{space}+|{space}+\\z", ""
+                )
+            ).alias("system"),
+            F.expr(strip).alias("team"),
+        )
+    pairs = (
+        raw.groupBy("system").agg(F.min("team").alias("lo"), F.max("team").alias("hi")).toPandas()
+    )
+    out = {}
+    for system, lo, hi in pairs.itertuples(index=False):
+        system, lo, hi = str(system).strip(), str(lo or "").strip(), str(hi or "").strip()
+        if lo != hi:
+            raise BundleError(
+                layout.paths[0], None, f"system {system!r} has two teams ({lo!r}, {hi!r})"
+            )
+        out[system] = lo or system
+    return out
