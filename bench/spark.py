@@ -107,6 +107,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--partitions", type=int, default=16, help="spark.sql.shuffle.partitions")
     parser.add_argument(
         "--cli", action="store_true", help="also time `receval score --engine spark`"
     )
@@ -127,7 +128,8 @@ def main() -> None:
         conf = work / "spark-conf"
         conf.mkdir()
         (conf / "spark-defaults.conf").write_text(
-            f"spark.driver.memory {ns.driver_memory}\nspark.local.dir {work / 'spark-tmp'}\n",
+            f"spark.driver.memory {ns.driver_memory}\nspark.local.dir {work / 'spark-tmp'}\n"
+            f"spark.sql.shuffle.partitions {ns.partitions}\n",
             encoding="utf-8",
         )
         root = str(HERE.parent)
@@ -170,6 +172,7 @@ def save(ns, rows: int, generated: float, figures: dict, agreement: dict) -> Non
         "shape": {"systems": ns.systems, "queries": ns.queries, "depth": ns.depth},
         "master": ns.master,
         "driver_memory": ns.driver_memory,
+        "shuffle_partitions": ns.partitions,
         "generate_s": generated,
         "figures": figures,
         "agreement": agreement,
@@ -179,7 +182,10 @@ def save(ns, rows: int, generated: float, figures: dict, agreement: dict) -> Non
     }
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / "spark.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    path = results / "spark.json"
+    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", []) if path.is_file() else []
+    runs = [r for r in runs if r.get("rows") != rows] + [record]  # one entry per size
+    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

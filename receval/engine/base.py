@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from abc import ABC, abstractmethod
@@ -141,7 +142,7 @@ class SparkEngine(Engine):
             ) from None
         self.spark.sparkContext.setLogLevel("ERROR")
 
-    def register_runs(self, task, location: Path | str | None = None) -> bool:
+    def register_census_runs(self, task, location: Path | str | None = None) -> bool:
         """Register the coded census tables of ``task`` with Spark reading its Parquet runs
         itself from ``location`` (default: the bundle folder; any path Spark reads); False
         when the runs are text tables or in memory
@@ -151,21 +152,54 @@ class SparkEngine(Engine):
         return register_task_runs(self, task, location)
 
     def register(self, name: str, table) -> None:
-        if isinstance(table, (str, Path)):
-            frame = self.spark.read.parquet(str(table))
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                frame = self.spark.createDataFrame(table)
-        frame.createOrReplaceTempView(name)
+        """A Parquet path is read by Spark (any path it reads); a pandas frame is sent from the
+        driver: for the small tables only (queries, systems, judgments, draws)."""
+        with self._one_line_errors(str(table) if isinstance(table, (str, Path)) else name):
+            if isinstance(table, (str, Path)):
+                frame = self.spark.read.parquet(str(table))
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    frame = self.spark.createDataFrame(table)
+            frame.createOrReplaceTempView(name)
+
+    def create_view(self, name: str, sql: str) -> None:
+        """Make the SELECT ``sql`` queryable as ``name`` (a temporary view)."""
+        with self._one_line_errors(name):
+            self.spark.sql(sql).createOrReplaceTempView(name)
+
+    def create_table(self, name: str, sql: str) -> None:
+        """Materialise the SELECT ``sql`` on the executors (``localCheckpoint``: memory, then
+        their local disks) and make it queryable as ``name``."""
+        with self._one_line_errors(name):
+            self.spark.sql(sql).localCheckpoint(eager=True).createOrReplaceTempView(name)
 
     def query(self, sql: str) -> pd.DataFrame:
-        with warnings.catch_warnings():
+        with self._one_line_errors("spark"), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return self.spark.sql(sql).toPandas()
 
     def write_parquet(self, sql: str, path) -> None:
-        self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+        with self._one_line_errors(str(path)):
+            self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _one_line_errors(where: str):
+        """A failed Spark job (an unreadable file, a lost executor) as one BundleError line
+        instead of a Java stack trace through py4j."""
+        from receval.errors import BundleError
+
+        try:
+            yield
+        except BundleError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+                raise
+            from receval.engine.spark_runs import _java_message
+
+            raise BundleError(where, None, f"Spark failed: {_java_message(exc)}") from None
 
 
 #: seconds to wait for a standalone master's port before giving up

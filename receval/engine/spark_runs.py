@@ -295,7 +295,7 @@ def bundle_census(root: Path | str, engine, runs: str | None = None, policy=None
         raise BundleError(location, None, "Spark reads Parquet runs; these are text tables")
     frame = read_runs(engine.spark, layout)
     task = _skeleton(root, engine.spark, layout, frame)
-    engine.register_runs(task, location)
+    engine.register_census_runs(task, location)
     engine._registered_task, engine._ground_truth, engine._census = task, None, {}
     return official_census(task, engine, policy), leave_team_out(task, engine, policy)
 
@@ -315,7 +315,12 @@ def _skeleton(root: Path, spark, layout: RunLayout, frame):
         for path in root.iterdir():
             if path.stem in ("task", "queries", "judgments") and path.is_file():
                 os.symlink(path.resolve(), Path(tmp) / path.name)
-        (Path(tmp) / "runs.tsv").write_text("system\tquery_id\tanswer\n", encoding="utf-8")
+        # one placeholder row (a bundle needs outputs); systems and teams are set below
+        query = _first_query(root)
+        (Path(tmp) / "runs.tsv").write_text(
+            f"system\tquery_id\tanswer\n{_PLACEHOLDER}\t{query}\t{_PLACEHOLDER}\n",
+            encoding="utf-8",
+        )
         task = load_task(tmp, tables=("judgments",))
     object.__setattr__(task, "root", root)
     task.__dict__["systems"] = sorted(teams)
@@ -327,6 +332,19 @@ def _skeleton(root: Path, spark, layout: RunLayout, frame):
     ):
         raise BundleError(root, None, "the Spark census covers fact-matched bundles only")
     return task
+
+
+_PLACEHOLDER = "receval-skeleton"
+
+
+def _first_query(root: Path) -> str:
+    """The first query id of the bundle's queries table (the loader names a missing one)."""
+    from receval.task import _table_source
+
+    source = _table_source(root, "queries", {})
+    if source is None or "query_id" not in source.frame.columns or source.frame.empty:
+        raise BundleError(root / "queries.tsv", None, "missing file or no query_id column")
+    return str(source.frame["query_id"].iloc[0]).strip()
 
 
 def _schema_columns(spark, layout: RunLayout) -> set[str]:
@@ -343,7 +361,7 @@ def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
 
     if not has_team:
         names = frame.select("system").distinct().toPandas()["system"]
-        return {s: s for s in names}
+        return {s: s for s in (*names, *layout.systems)}  # an empty run file: no rows
     from receval.engine.matching import _whitespace
 
     space = _whitespace()
@@ -374,4 +392,6 @@ def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
                 layout.paths[0], None, f"system {system!r} has two teams ({lo!r}, {hi!r})"
             )
         out[system] = lo or system
+    for system in layout.systems:  # an empty run file: an empty submission
+        out.setdefault(system, system)
     return out

@@ -181,6 +181,8 @@ def test_spark_reads_runs_itself_and_counts_as_duckdb(spark, tmp_path, monkeypat
     Spark is larger than the small tables (queries, systems, judgments)."""
     from pyspark.sql import SparkSession
 
+    from receval.engine.spark_runs import bundle_census
+
     sent = []
     original = SparkSession.createDataFrame
 
@@ -197,6 +199,11 @@ def test_spark_reads_runs_itself_and_counts_as_duckdb(spark, tmp_path, monkeypat
             small = max(len(task.judgments), len(task.queries), len(task.systems))
             assert sent and max(sent) <= small < len(task.raw_outputs)
             sent.clear()
+            # the runs never loaded in Python: the small tables only
+            census, lto = bundle_census(tmp_path / layout, spark)
+            pd.testing.assert_frame_equal(census, official_census(task, duck))
+            pd.testing.assert_frame_equal(lto, leave_team_out(task, duck))
+            assert max(sent) <= small
 
 
 @needs_spark
@@ -215,9 +222,9 @@ def test_spark_normalisation_equals_python(spark):
 def test_unreadable_runs_path_is_one_error(spark, tmp_path):
     task = load_task(_bundle(tmp_path / "task"))
     with pytest.raises(BundleError, match="cannot read the runs"):
-        spark.register_runs(task, "file:///no/such/folder")
+        spark.register_census_runs(task, "file:///no/such/folder")
     broken = tmp_path / "broken"
     (broken / "runs").mkdir(parents=True)
     (broken / "runs" / "A.parquet").write_bytes(b"not parquet")
     with pytest.raises(BundleError, match="cannot read the runs"):
-        spark.register_runs(task, broken.as_uri())
+        spark.register_census_runs(task, broken.as_uri())
