@@ -12,7 +12,9 @@ system or per team) come back as pandas frames.
 
 Spark is an extra (``pip install 'receval[spark]'``, plus a Java runtime); its session takes the
 master from ``master=``, else ``SPARK_MASTER``/``spark-defaults.conf`` as ``spark-submit`` does,
-else ``local[*]``.
+else ``local[*]``.  Spark reads Parquet runs itself (:mod:`receval.engine.spark_runs`): the run
+rows never pass through the driver; :func:`bundle_census` counts a bundle without loading its
+runs in Python at all.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from __future__ import annotations
 from receval.engine.base import ENGINES, Engine, connect
 from receval.engine.census import leave_team_out, official_census
 from receval.engine.ranked import items_at_ranks, write_ranked_list
+from receval.engine.spark_runs import bundle_census
 
 __all__ = [
     "ENGINES",
     "Engine",
+    "bundle_census",
     "connect",
     "items_at_ranks",
     "leave_team_out",

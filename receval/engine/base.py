@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from abc import ABC, abstractmethod
@@ -29,6 +30,14 @@ class Engine(ABC):
     def write_parquet(self, sql: str, path: Path | str) -> None:
         """Write the result of one SELECT to ``path`` as Parquet (a file for DuckDB, a folder
         of part files for Spark), in the SELECT's order."""
+
+    @property
+    def dialect(self):
+        """The engine's SQL spelling of the functions that differ
+        (:class:`receval.engine.dialect.Dialect`)."""
+        from receval.engine.dialect import DIALECTS
+
+        return DIALECTS[self.name]
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release the engine's resources."""
@@ -111,34 +120,115 @@ class SparkEngine(Engine):
             raise ImportError(
                 "--engine spark needs pyspark and a Java runtime: pip install 'receval[spark]'"
             ) from None
-        builder = SparkSession.builder.appName(app_name)
         master = master or os.environ.get("SPARK_MASTER")
+        if master:
+            check_master(master)
+        builder = SparkSession.builder.appName(app_name)
         if master:
             builder = builder.master(master)
         builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
         builder = builder.config("spark.sql.session.timeZone", "UTC")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # pyspark's note on pandas >= 3
-            self.spark = builder.getOrCreate()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # pyspark's note on pandas >= 3
+                self.spark = builder.getOrCreate()
+        except Exception as exc:  # no Java, a JVM that does not start, a refused master
+            from receval.engine.spark_runs import _java_message
+            from receval.errors import BundleError
+
+            raise BundleError(
+                master or "spark", None, f"cannot start Spark: {_java_message(exc)}"
+            ) from None
         self.spark.sparkContext.setLogLevel("ERROR")
 
+    def register_census_runs(self, task, location: Path | str | None = None) -> bool:
+        """Register the coded census tables of ``task`` with Spark reading its Parquet runs
+        itself from ``location`` (default: the bundle folder; any path Spark reads); False
+        when the runs are text tables or in memory
+        (:func:`receval.engine.spark_runs.register_task_runs`)."""
+        from receval.engine.spark_runs import register_task_runs
+
+        return register_task_runs(self, task, location)
+
     def register(self, name: str, table) -> None:
-        if isinstance(table, (str, Path)):
-            frame = self.spark.read.parquet(str(table))
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                frame = self.spark.createDataFrame(table)
-        frame.createOrReplaceTempView(name)
+        """A Parquet path is read by Spark (any path it reads); a pandas frame is sent from the
+        driver: for the small tables only (queries, systems, judgments, draws)."""
+        with self._one_line_errors(str(table) if isinstance(table, (str, Path)) else name):
+            if isinstance(table, (str, Path)):
+                frame = self.spark.read.parquet(str(table))
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    frame = self.spark.createDataFrame(table)
+            frame.createOrReplaceTempView(name)
+
+    def create_view(self, name: str, sql: str) -> None:
+        """Make the SELECT ``sql`` queryable as ``name`` (a temporary view)."""
+        with self._one_line_errors(name):
+            self.spark.sql(sql).createOrReplaceTempView(name)
+
+    def create_table(self, name: str, sql: str) -> None:
+        """Materialise the SELECT ``sql`` on the executors (``localCheckpoint``: memory, then
+        their local disks) and make it queryable as ``name``."""
+        with self._one_line_errors(name):
+            self.spark.sql(sql).localCheckpoint(eager=True).createOrReplaceTempView(name)
 
     def query(self, sql: str) -> pd.DataFrame:
-        with warnings.catch_warnings():
+        with self._one_line_errors("spark"), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return self.spark.sql(sql).toPandas()
 
     def write_parquet(self, sql: str, path) -> None:
-        self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+        with self._one_line_errors(str(path)):
+            self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _one_line_errors(where: str):
+        """A failed Spark job (an unreadable file, a lost executor) as one BundleError line
+        instead of a Java stack trace through py4j."""
+        from receval.errors import BundleError
+
+        try:
+            yield
+        except BundleError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+                raise
+            from receval.engine.spark_runs import _java_message
+
+            raise BundleError(where, None, f"Spark failed: {_java_message(exc)}") from None
+
+
+#: seconds to wait for a standalone master's port before giving up
+MASTER_TIMEOUT = 10.0
+
+
+def check_master(master: str, timeout: float = MASTER_TIMEOUT) -> None:
+    """BundleError naming ``master`` when a standalone master (``spark://host:port``, several
+    hosts separated by commas) does not accept a connection within ``timeout`` seconds: Spark
+    itself would retry for minutes.  Other masters (``local``, ``yarn``, ``k8s://``) pass."""
+    import socket
+
+    from receval.errors import BundleError
+
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for hostport in master[len("spark://") :].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host or hostport, int(port or 7077)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            problems.append(
+                f"{hostport}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+            )
+    raise BundleError(
+        master, None, f"cannot reach the Spark master ({'; '.join(problems)}; waited {timeout:g} s)"
+    )
 
 
 def connect(name: str = "duckdb", *, master: str | None = None, **options) -> Engine:

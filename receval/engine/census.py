@@ -160,8 +160,10 @@ def _register(task: Task, engine: Engine) -> None:
     after it is built; ``dataclasses.replace`` makes a new one)."""
     if getattr(engine, "_registered_task", None) is task:
         return
-    for name, table in coded_tables(task).items():
-        engine.register(name, table)
+    reads_runs = getattr(engine, "register_census_runs", None)  # Spark reads Parquet runs itself
+    if reads_runs is None or not reads_runs(task):
+        for name, table in coded_tables(task).items():
+            engine.register(name, table)
     engine._registered_task = task
     engine._ground_truth = None
     engine._census = {}

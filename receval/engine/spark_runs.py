@@ -1,0 +1,397 @@
+"""Spark reads a bundle's runs itself: Parquet files or datasets, from any path Spark can read.
+
+The layouts of the bundle format (``runs.parquet``, ``runs/<system>.parquet``, a
+``runs.parquet/`` folder of parts, ``runs/system=<name>/*.parquet``) are found with Hadoop's
+file system API (``file:``, ``hdfs://``, ``s3a://`` alike) and read by the executors; answers are
+normalised per ``[matching]`` in Spark SQL (:mod:`receval.engine.matching`); facts get integer
+ids in Spark.  The driver only sends the small tables (systems, queries, judgments) and only
+receives per-system or per-team counts: the run rows never pass through Python or the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from receval.errors import BundleError
+
+#: text columns the loader strips of whitespace (:func:`receval.task._strip`)
+_STRIPPED = ("system", "query_id", "team")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Where a bundle's runs are: ``kind`` ``file`` (one table with a ``system`` column),
+    ``dataset`` (a folder of parts, perhaps partitioned ``system=<name>``) or ``systems`` (one
+    file per system, system = file stem); ``paths`` as Spark reads them."""
+
+    kind: str
+    paths: tuple[str, ...]
+    systems: tuple[str, ...] = ()
+
+
+def _fs(spark, location: str):
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    return path.getFileSystem(spark._jsc.hadoopConfiguration()), path
+
+
+def _children(fs, path) -> list[tuple[str, bool, str]]:
+    """(name, is folder, full path) of a folder's entries, hidden ones left out."""
+    out = []
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if not name.startswith((".", "_")):
+            out.append((name, bool(status.isDirectory()), status.getPath().toString()))
+    return sorted(out)
+
+
+def run_layout(spark, location: str | Path) -> RunLayout | None:
+    """The Parquet runs of the bundle at ``location`` (a bundle folder, or the runs file or
+    folder itself); None when the runs are text tables (read by the Python loader).
+
+    Raises BundleError when ``location`` cannot be listed or holds no runs."""
+    location = str(location)
+    try:
+        fs, path = _fs(spark, location)
+        if fs.isFile(path):
+            return RunLayout("file", (path.toString(),)) if _parquet(location) else None
+        entries = {name: (folder, full) for name, folder, full in _children(fs, path)}
+        if "runs.parquet" in entries:
+            folder, full = entries["runs.parquet"]
+            return RunLayout("dataset" if folder else "file", (full,))
+        if "runs" in entries and entries["runs"][0]:
+            return _runs_folder(spark, fs, entries["runs"][1])
+        if any(n.lower().startswith("runs.") for n in entries):
+            return None  # runs.tsv / runs.csv
+        if any(_parquet(n) or "=" in n for n in entries):
+            return RunLayout("dataset", (path.toString(),))  # the runs folder itself
+    except BundleError:
+        raise
+    except Exception as exc:  # py4j: the file system's own exception
+        raise BundleError(location, None, f"cannot read the runs: {_java_message(exc)}") from None
+    raise BundleError(location, None, "no runs found (runs.parquet or a runs/ folder)")
+
+
+def _runs_folder(spark, fs, folder: str) -> RunLayout | None:
+    entries = _children(fs, spark._jvm.org.apache.hadoop.fs.Path(folder))
+    if any(is_dir and "=" in name for name, is_dir, _ in entries):
+        return RunLayout("dataset", (folder,))
+    files = [(n, full) for n, is_dir, full in entries if not is_dir]
+    parquet = [(n, full) for n, full in files if _parquet(n)]
+    if not parquet:
+        if files:
+            return None  # runs/<system>.tsv
+        raise BundleError(folder, None, "runs/ holds no .tsv, .csv or .parquet file")
+    if len(parquet) < len(files):
+        return None  # a mix of text and Parquet: the Python loader reads (and checks) them
+    return RunLayout(
+        "systems",
+        tuple(full for _, full in parquet),
+        tuple(n[: -len(".parquet")] for n, _ in parquet),
+    )
+
+
+def _parquet(name: str) -> bool:
+    return name.lower().endswith(".parquet")
+
+
+def _java_message(exc: Exception) -> str:
+    """The first line of a Java exception's message, without the py4j wrapping."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(exc)
+    return " ".join((text.strip().splitlines() or [type(exc).__name__])[0].split())
+
+
+def read_runs(spark, layout: RunLayout):
+    """A Spark frame ``(system, query_id, answer)`` of every run row, as text (``system`` and
+    ``query_id`` stripped as the loader strips them); nothing is read until a query runs.
+
+    Raises BundleError when a path cannot be read or lacks a required column."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    try:
+        if layout.kind == "systems":
+            frames = [
+                _columns(spark.read.parquet(path), path, F.lit(system))
+                for path, system in zip(layout.paths, layout.systems, strict=True)
+            ]
+            return functools.reduce(lambda a, b: a.unionByName(b), frames)
+        frame = spark.read.parquet(*layout.paths)
+        return _columns(frame, layout.paths[0], None)
+    except BundleError:
+        raise
+    except Exception as exc:
+        raise BundleError(
+            layout.paths[0], None, f"cannot read the runs: {_java_message(exc)}"
+        ) from None
+
+
+def _columns(frame, path: str, system):
+    from pyspark.sql import functions as F
+
+    from receval.engine.dialect import DIALECTS
+    from receval.engine.matching import _whitespace
+
+    needed = ("query_id", "answer") if system is not None else ("system", "query_id", "answer")
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise BundleError(path, None, f"runs: missing column(s) {', '.join(missing)}")
+    space = _whitespace()
+    strip = DIALECTS["spark"].regexp_replace("{s}", f"\\A{space}+|{space}+\\z", "")
+
+    def stripped(column: str):
+        return F.expr(strip.replace("{s}", f"CAST(`{column}` AS STRING)"))
+
+    return frame.select(
+        (system if system is not None else stripped("system")).alias("system"),
+        stripped("query_id").alias("query_id"),
+        F.col("answer").cast("string").alias("answer"),
+    )
+
+
+def normalised(frame, matching, column: str = "answer", out: str = "norm"):
+    """``frame`` with ``out``: ``column`` normalised per ``matching`` in Spark SQL (equal to
+    :func:`receval.task.normalize_answers`; :mod:`receval.engine.matching`)."""
+    from pyspark.sql import functions as F
+
+    from receval.engine.dialect import DIALECTS
+    from receval.engine.matching import normalise_steps
+
+    frame = frame.withColumn(out, F.col(column))
+    for step in normalise_steps(matching, DIALECTS["spark"]):
+        frame = frame.withColumn(out, F.expr(step.format(s=f"`{out}`")))
+    return frame
+
+
+#: a fact id is its query's code times this plus the answer's rank within the query
+_FACT_STRIDE = 1 << 32
+
+
+def register_task_runs(engine, task, location: str | Path | None = None) -> bool:
+    """Register the coded ``responses``, ``judgments`` and ``queries`` views of
+    :mod:`receval.engine.queries` in ``engine`` (a SparkEngine), reading the runs of ``task``
+    from ``location`` (default: the bundle's folder) with Spark.  False when the runs are text
+    tables or the task was built in memory (the caller then sends the coded tables).
+
+    Facts get ids in Spark: ``query code · 2³² + dense rank of the normalised answer within the
+    query``, over the run rows and the judgments together, so the ids are exact (no hash) and do
+    not depend on the partitioning.  The coded rows are checkpointed on the executors
+    (``localCheckpoint``): the census and the leave-one-team-out queries reuse them."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from receval.engine.census import hop0_queries
+    from receval.engine.queries import CATEGORY_CODES
+
+    if location is None:
+        if not task.files or not Path(task.root).is_dir():
+            return False
+        location = Path(task.root).resolve().as_uri()
+    spark = engine.spark
+    layout = run_layout(spark, location)
+    if layout is None:
+        return False
+    runs = normalised(read_runs(spark, layout), task.config.matching)
+    queries = hop0_queries(task)
+    code = pd.Index(queries["query_id"])
+    small = _small_tables(task, queries, code, CATEGORY_CODES)
+    for name, frame in small.items():
+        engine.register(f"_receval_{name}", frame)
+    q = spark.table("_receval_query_codes")
+    s = spark.table("_receval_systems")
+    rows = (
+        runs.join(F.broadcast(q), "query_id")
+        .join(F.broadcast(s), "system")
+        .select("sys", "team", "query", "single", "norm", F.lit(-1).alias("category"),
+                F.lit(-1).alias("ord"))
+    )  # fmt: skip
+    judged = spark.table("_receval_judgments").select(
+        F.lit(-1).alias("sys"), F.lit(-1).alias("team"), "query", F.lit(0).alias("single"),
+        "norm", "category", "ord",
+    )  # fmt: skip
+    rank = F.dense_rank().over(Window.partitionBy("query").orderBy("norm"))
+    coded = rows.unionByName(judged).withColumn(
+        "fact", F.col("query").cast("long") * _FACT_STRIDE + rank
+    )
+    try:
+        coded = coded.drop("norm").localCheckpoint(eager=True)
+    except Exception as exc:
+        raise BundleError(location, None, f"cannot read the runs: {_java_message(exc)}") from None
+    coded.where("sys >= 0").select(
+        "sys", "team", "query", "fact", "single"
+    ).createOrReplaceTempView("responses")
+    coded.where("sys < 0").select("query", "fact", "category", "ord").createOrReplaceTempView(
+        "judgments"
+    )
+    engine.register("queries", small["queries"])
+    return True
+
+
+def _small_tables(task, queries: pd.DataFrame, code: pd.Index, categories) -> dict:
+    """The small tables the driver sends: query codes, systems with their team codes, the
+    hop-0 judgments (normalised answers, category codes, file order) and the coded queries."""
+    systems = pd.Index(task.systems)
+    teams = pd.Index(sorted(set(task.teams.values())))
+    judg = task.judgments
+    jq = code.get_indexer(judg["query_id"])
+    keep = jq >= 0
+    judged = np.zeros(len(queries), dtype=np.int64)
+    judged[jq[keep]] = 1
+    return {
+        "query_codes": pd.DataFrame(
+            {
+                "query_id": queries["query_id"].astype(str).to_numpy(object),
+                "query": np.arange(len(queries), dtype=np.int64),
+                "single": queries["single"].to_numpy(np.int64),
+            }
+        ),
+        "systems": pd.DataFrame(
+            {
+                "system": np.asarray(systems, dtype=object),
+                "sys": np.arange(len(systems), dtype=np.int64),
+                "team": teams.get_indexer([task.teams[s] for s in systems]).astype(np.int64),
+            }
+        ),
+        "judgments": pd.DataFrame(
+            {
+                "query": jq[keep].astype(np.int64),
+                "norm": judg["answer"].astype(str).to_numpy(object)[keep],
+                "category": judg["category"].map(categories).to_numpy(np.int64)[keep],
+                "ord": np.flatnonzero(keep).astype(np.int64),
+            }
+        ),
+        "queries": pd.DataFrame(
+            {
+                "query": np.arange(len(queries), dtype=np.int64),
+                "single": queries["single"].to_numpy(np.int64),
+                "judged": judged,
+            }
+        ),
+    }
+
+
+def bundle_census(root: Path | str, engine, runs: str | None = None, policy=None):
+    """The official census and the leave-one-team-out counts of the bundle at ``root`` without
+    loading its runs in Python: the small tables (``task.toml``, queries, judgments) are read
+    by the loader, the runs by Spark from ``runs`` (default: the bundle folder; any path Spark
+    reads, e.g. ``hdfs://…/runs.parquet``).  Returns ``(census, leave_team_out)`` as
+    :func:`receval.engine.official_census` and :func:`receval.engine.leave_team_out` do.
+
+    Fact-matched bundles only (no ``hop`` or ``provenance`` column on the runs, no equivalence
+    classes): else BundleError."""
+    from receval.engine.census import leave_team_out, official_census
+
+    root = Path(root)
+    location = runs or root.resolve().as_uri()
+    layout = run_layout(engine.spark, location)
+    if layout is None:
+        raise BundleError(location, None, "Spark reads Parquet runs; these are text tables")
+    frame = read_runs(engine.spark, layout)
+    task = _skeleton(root, engine.spark, layout, frame)
+    engine.register_census_runs(task, location)
+    engine._registered_task, engine._ground_truth, engine._census = task, None, {}
+    return official_census(task, engine, policy), leave_team_out(task, engine, policy)
+
+
+def _skeleton(root: Path, spark, layout: RunLayout, frame):
+    """The bundle's small tables as a Task with no run rows, its systems and teams read from
+    the runs by Spark (one row per system comes back)."""
+    import os
+    import tempfile
+
+    from receval.engine.census import fact_matched
+    from receval.task import load_task
+
+    columns = _schema_columns(spark, layout)
+    teams = _teams(spark, layout, frame, "team" in columns)
+    with tempfile.TemporaryDirectory(prefix="receval-skeleton-") as tmp:
+        for path in root.iterdir():
+            if path.stem in ("task", "queries", "judgments") and path.is_file():
+                os.symlink(path.resolve(), Path(tmp) / path.name)
+        # one placeholder row (a bundle needs outputs); systems and teams are set below
+        query = _first_query(root)
+        (Path(tmp) / "runs.tsv").write_text(
+            f"system\tquery_id\tanswer\n{_PLACEHOLDER}\t{query}\t{_PLACEHOLDER}\n",
+            encoding="utf-8",
+        )
+        task = load_task(tmp, tables=("judgments",))
+    object.__setattr__(task, "root", root)
+    task.__dict__["systems"] = sorted(teams)
+    task.__dict__["teams"] = teams
+    if (
+        "hop" in columns
+        or not fact_matched(task)
+        or ("provenance" in columns and "provenance" in task.judgments.columns)
+    ):
+        raise BundleError(root, None, "the Spark census covers fact-matched bundles only")
+    return task
+
+
+_PLACEHOLDER = "receval-skeleton"
+
+
+def _first_query(root: Path) -> str:
+    """The first query id of the bundle's queries table (the loader names a missing one)."""
+    from receval.task import _table_source
+
+    source = _table_source(root, "queries", {})
+    if source is None or "query_id" not in source.frame.columns or source.frame.empty:
+        raise BundleError(root / "queries.tsv", None, "missing file or no query_id column")
+    return str(source.frame["query_id"].iloc[0]).strip()
+
+
+def _schema_columns(spark, layout: RunLayout) -> set[str]:
+    return set(spark.read.parquet(layout.paths[0]).columns)
+
+
+def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
+    """system -> team (blank or absent: the system) from the runs, one row per system."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    from receval.engine.dialect import DIALECTS
+
+    if not has_team:
+        names = frame.select("system").distinct().toPandas()["system"]
+        return {s: s for s in (*names, *layout.systems)}  # an empty run file: no rows
+    from receval.engine.matching import _whitespace
+
+    space = _whitespace()
+    strip = DIALECTS["spark"].regexp_replace("CAST(team AS STRING)", f"\\A{space}+|{space}+\\z", "")
+    if layout.kind == "systems":
+        frames = [
+            spark.read.parquet(p).select(F.lit(s).alias("system"), F.expr(strip).alias("team"))
+            for p, s in zip(layout.paths, layout.systems, strict=True)
+        ]
+        raw = functools.reduce(lambda a, b: a.unionByName(b), frames)
+    else:
+        raw = spark.read.parquet(*layout.paths).select(
+            F.expr(
+                DIALECTS["spark"].regexp_replace(
+                    "CAST(system AS STRING)", f"\\A{space}+|{space}+\\z", ""
+                )
+            ).alias("system"),
+            F.expr(strip).alias("team"),
+        )
+    pairs = (
+        raw.groupBy("system").agg(F.min("team").alias("lo"), F.max("team").alias("hi")).toPandas()
+    )
+    out = {}
+    for system, lo, hi in pairs.itertuples(index=False):
+        system, lo, hi = str(system).strip(), str(lo or "").strip(), str(hi or "").strip()
+        if lo != hi:
+            raise BundleError(
+                layout.paths[0], None, f"system {system!r} has two teams ({lo!r}, {hi!r})"
+            )
+        out[system] = lo or system
+    for system in layout.systems:  # an empty run file: an empty submission
+        out.setdefault(system, system)
+    return out
