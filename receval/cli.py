@@ -159,7 +159,9 @@ def _engine(name: str, master: str | None):
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    from receval.report.terminal import fit_text, terminal_width
+
+    click.echo(fit_text(message, terminal_width(), "warning: "), err=True)
 
 
 def _anonymisation_key(
@@ -197,12 +199,15 @@ def _anonymisation_key(
     return value, f"random key in {path}"
 
 
-def _print_leaderboard(board, best_per_team: bool = False) -> None:
-    from receval.report.terminal import format_leaderboard, terminal_width
+def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
+    """The leaderboard table, fitted to the terminal; ``run`` (the run record) names the
+    metrics (``P@10`` for a cutoff)."""
+    from receval.report.terminal import format_leaderboard, metric_heads, terminal_width
 
     if best_per_team and "best_of_team" in board:
         board = board[board["best_of_team"]]
-    click.echo(format_leaderboard(board, width=terminal_width()))
+    heads = metric_heads(run)
+    click.echo(format_leaderboard(board, width=terminal_width(), heads=heads))
 
 
 @cli.command()
@@ -448,10 +453,19 @@ def score(
     if not quiet:
         for w in result.warnings:
             _warn(w)
-        _print_leaderboard(result.leaderboard, best_per_team)
-        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        where = "no report: `receval report`" if no_report else f"report: {out / 'report.html'}"
-        click.echo(f"\nintervals: {interval}; results in {out}/ ({where})")
+        _print_leaderboard(result.leaderboard, best_per_team, result.run)
+        _print_closing(result.leaderboard, out, no_report)
+
+
+def _print_closing(board, out: Path, no_report: bool) -> None:
+    """The interval method and where the results are, each wrapped to the terminal."""
+    from receval.report.terminal import fit_text, terminal_width
+
+    width = terminal_width()
+    interval = board["interval"].iloc[0] if len(board) else ""
+    where = "no report: `receval report`" if no_report else f"report: {out / 'report.html'}"
+    click.echo("\n" + fit_text(str(interval), width, "intervals: "))
+    click.echo(fit_text(f"{out}/ ({where})", width, "results in "))
 
 
 def _score_options(choices: dict):
@@ -1436,7 +1450,20 @@ def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> No
 
         click.echo(json.dumps(leaderboard_records(board, best_per_team), ensure_ascii=False))
     else:
-        _print_leaderboard(board, best_per_team)
+        _print_leaderboard(board, best_per_team, _recorded_run(out_dir))
+
+
+def _recorded_run(out_dir: Path):
+    """DIR/run.json as a :class:`~receval.run_record.RunRecord` (None when absent or unreadable:
+    the table is printed anyway)."""
+    import json
+
+    from receval.run_record import RunRecord
+
+    try:
+        return RunRecord.from_dict(json.loads((out_dir / "run.json").read_text("utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 @cli.command()

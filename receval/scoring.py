@@ -567,7 +567,7 @@ def _ranking_info(options, comparisons) -> dict:
         "procedure": options.tiers,
         "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
         "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
-        "Holm split equally good systems into several tiers (issue 9)"
+        "Holm split equally good systems into several tiers"
         if options.tiers == "stepdown"
         else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
         if options.tiers == "bh"
@@ -595,7 +595,8 @@ def _add_interval_record(info: dict, fitted: Fitted) -> None:
 
 
 #: below this many judged own draws per system the max-t step-down's family-wise error was
-#: measured above nominal (issue 20: 0.07–0.11 at n = 50 in a fixed null world, 0.05 by n = 200)
+#: measured above nominal (0.07–0.11 at n = 50 in a fixed null world, 0.05 by n = 200;
+#: bench/topup.py --design equal)
 STEPDOWN_ASYMPTOTIC_N = 200
 
 
@@ -611,10 +612,9 @@ def small_sample_caveat(procedure: str, data: SampleData, alpha: float) -> str:
     return (
         f"the smallest system sample has {int(sampled.min())} judged draws (< "
         f"{STEPDOWN_ASYMPTOTIC_N}): the step-down's family-wise error <= {alpha:g} holds "
-        "asymptotically; in worlds of equally good systems with 50 draws each it measured "
-        "0.060-0.065 (+-0.015, bench/topup.py --design equal --equal 20) and 0.07-0.11 in the "
-        "issue-20 audit at a nominal 0.05, so a tier boundary between close systems may be a "
-        "false split"
+        "asymptotically; in simulated worlds of equally good systems with 50 draws each it "
+        "measured 0.06-0.11 at a nominal 0.05, so a tier boundary between close systems may be "
+        "a false split"
     )
 
 

@@ -543,8 +543,10 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         _board_row(row, note, mark, ctx)
         for (_, row), note, mark in zip(board.iterrows(), _notes_of(board), marks, strict=True)
     ]
+    heads = _board_heads(ctx, rt)
+    heads, rows = _without_empty_columns(heads, rows, _board_flags(board))
     return {
-        "heads": _board_heads(ctx, rt),
+        "heads": heads,
         "rows": rows,
         "notes": notes,
         "intervals": intervals,
@@ -560,16 +562,34 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
     }
 
 
+def _without_empty_columns(heads: list, rows: list[list], flags: dict[str, bool]):
+    """The heads and rows without the rank interval and tier columns when no row has one (a
+    census): an empty column says nothing the caption does not."""
+    gone = set()
+    if not flags["any_rank_interval"]:
+        gone.add("rank interval")
+    if not flags["any_tier"]:
+        gone.add("tier")
+    keep = [i for i, (head, _) in enumerate(heads) if head not in gone]
+    return [heads[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def _board_heads(ctx: _BoardContext, rt: Any) -> list[tuple[str, str]]:
-    """The leaderboard's column heads and their kind (``num`` or ``text``, for sorting)."""
+    """The leaderboard's column heads and their kind (``num`` or ``text``, for sorting); with
+    a cutoff K, precision and recall are headed P@K and R@K."""
+    from receval.report.terminal import metric_heads
+
+    named = metric_heads(dict(ctx.view.raw))
     recall = "recall (pooled, closed-world)" if _is_official(ctx.view.raw) else "recall (true)"
+    if "recall" in named:
+        recall = f"{named['recall']}, {recall}"
     heads = [
         ("rank", "num"),
         ("rank interval", "num"),
         ("tier", "num"),
         ("system", "text"),
         ("team", "text"),
-        ("precision", "num"),
+        (named.get("precision", "precision"), "num"),
         (recall, "num"),
         ("F1", "num"),
     ]
