@@ -444,6 +444,7 @@ def sample(
     budget: int | None = None,
     target: str = "micro",
     top: int | None = None,
+    estimator: str = "joint",
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -472,7 +473,9 @@ def sample(
         recorded): :func:`receval.until_decided.until_decided_round`; the result's ``decided``
         and ``message`` say which.  ``batch``, ``rank_by``, ``confidence``, ``budget``,
         ``target`` (``'micro'`` or ``'macro'``, as :func:`score`'s) and ``top`` (K: decide only
-        which systems are the best K, LUCB-style) apply to it only.
+        which systems are the best K, LUCB-style) apply to it only, as does ``estimator`` (the
+        registered sample-based estimator the comparisons are scored with, as
+        ``score(estimator=..., intervals='anytime')``: ``'ppi'`` decides with the judge too).
 
     Returns
     -------
@@ -497,9 +500,11 @@ def sample(
         return until_decided_round(
             _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
             budget=budget, distribution=distribution, target=target, top=top,
+            estimator=estimator,
         )  # fmt: skip
     unused = {"batch": batch is not None, "budget": budget is not None,
-              "rank_by": rank_by != "f1", "target": target != "micro", "top": top is not None}  # fmt: skip
+              "rank_by": rank_by != "f1", "target": target != "micro", "top": top is not None,
+              "estimator": estimator != "joint"}  # fmt: skip
     if any(unused.values()):
         first = next(k for k, v in unused.items() if v)
         raise ValueError(f"{first} applies only with until_decided=True")

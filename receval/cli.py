@@ -62,6 +62,26 @@ INTERRUPTED = (
 )
 
 
+class RegistryOption(click.Option):
+    """An option whose help ends with the registry's descriptions of its choices
+    (``registry_help``: a function of :mod:`receval.estimators.registry`), read only when help
+    is shown, so start-up imports no estimator."""
+
+    def __init__(self, *args, registry_help: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registry_help = registry_help
+
+    def get_help_record(self, ctx):
+        from receval.estimators import registry
+
+        described = getattr(registry, self.registry_help)()
+        self.help = (self.help or "") + described + "."
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.help = self.help[: -len(described) - 1]
+
+
 def _interrupted(exc: BaseException) -> bool:
     """Whether a KeyboardInterrupt is in the exception's chain (cause or context)."""
     seen: set[int] = set()
@@ -220,8 +240,8 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     type=click.Choice(opts.ESTIMATORS),
     default="joint",
     show_default=True,
-    help="joint: importance-reweighted (Chaganty et al. 2017); simple: own samples and exhaustive "
-    "units only; official: TAC closed-world census of the judgments.",
+    cls=RegistryOption,
+    registry_help="estimator_help",
 )
 @click.option(
     "--bootstrap",
@@ -251,9 +271,9 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     type=click.Choice(opts.INTERVALS),
     default="bootstrap",
     show_default=True,
-    help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once) or anytime (confidence sequences valid at every look, whatever "
-    "rule chose the labels, e.g. sample --until-decided; no bootstrap).",
+    cls=RegistryOption,
+    registry_help="interval_method_help",
+    help="Interval method: ",
 )
 @click.option(
     "--weighting",
@@ -651,6 +671,15 @@ def extrapolate(
     "(micro: over facts; macro: the mean over queries).",
 )
 @click.option(
+    "--estimator",
+    type=click.Choice(opts.ESTIMATORS),
+    default="joint",
+    show_default=True,
+    help="With --until-decided: the estimator the comparisons are scored with, as `score "
+    "--estimator E --intervals anytime` (an estimator that uses the judge, such as ppi, decides "
+    "with judge.tsv too).",
+)
+@click.option(
     "--top",
     type=int,
     default=None,
@@ -682,6 +711,7 @@ def sample(
     rank_by: str,
     budget: int | None,
     target: str,
+    estimator: str,
     top: int | None,
     sample_name: str | None,
     seed: int,
@@ -701,7 +731,8 @@ def sample(
     _check_round_kind(until_decided, adaptive)
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
-                  "distribution": distribution, "target": target, "top": top}  # fmt: skip
+                  "distribution": distribution, "target": target, "top": top,
+                  "estimator": estimator}  # fmt: skip
         with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
@@ -732,7 +763,7 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
-               ("target", "--target"), ("top", "--top"))  # fmt: skip
+               ("target", "--target"), ("top", "--top"), ("estimator", "--estimator"))  # fmt: skip
 
 
 def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
@@ -1565,7 +1596,7 @@ def budget(
         f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
         f"({confidence:.0%}, {bound} variance)"
     )
-    if estimator == "ppi":
+    if "judge_factor" in table.attrs:  # an estimator that uses the judge (ppi)
         click.echo(
             f"ppi: the draws' variance times {table.attrs['judge_factor']:.3f}, the share the "
             "judge is expected to leave (1 - rho^2 at a 90% lower bound on rho; an approximation)"

@@ -191,16 +191,14 @@ def score_task(
     (:mod:`receval.engine`; None: the task's embedded DuckDB).
     """
     check_score_options(options)  # the one place options and their combinations are checked
-    estimator = get_estimator(options.estimator)
-    estimator.check(task, options)
-    get_interval_method(options.intervals).check(options)
+    estimator, method = pipeline_components(task, options)
     if not estimator.sample_based:
         out = estimator.score(task, options, engine)
         out.warnings[:0] = input_warnings(task)
         return out
     data, warnings = _sample_data(task, options)
     warnings[:0] = input_warnings(task)
-    fitted = fit(ScoringContext(task, data, options), estimator, replicates)
+    fitted = fit(ScoringContext(task, data, options), estimator, replicates, method)
     sizes = fitted.sizes
     notes = reliability_notes(sizes, data.census)
     _system_notes(fitted, notes, warnings)
@@ -290,13 +288,31 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
     return data, warnings
 
 
-def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None = None) -> Fitted:
-    """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
+def pipeline_components(task: Task, options: ScoreOptions) -> tuple[Estimator, Any]:
+    """The per-run components of a score run: a fresh estimator and interval method from the
+    registry (their caches live as long as the run), each having checked what it owns (the
+    task for the estimator, the option combinations for the interval method)."""
+    estimator = get_estimator(options.estimator)
+    estimator.check(task, options)
+    method = get_interval_method(options.intervals)
+    method.check(options)
+    return estimator, method
+
+
+def fit(
+    ctx: ScoringContext,
+    estimator: Estimator,
+    replicates: Replicates | None = None,
+    method: Any = None,
+) -> Fitted:
+    """Terms, replicates and the bootstrap run (joint precision in the chosen form per system);
+    ``method`` is the run's interval method (None: a fresh one of ``options.intervals``)."""
     options = ctx.options
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
     rng = np.random.default_rng(options.seed)
-    method = get_interval_method(options.intervals)
+    if method is None:
+        method = get_interval_method(options.intervals)
     if replicates is None:  # a method that reads no replicates gets none (B = 0)
         B = options.bootstrap if method.needs_bootstrap else 0
         replicates = draw_replicates(stages, B, rng, seed=options.seed)
@@ -308,7 +324,7 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     ratio_form = choose_precision_form(
         run, options.precision_form, ctx.data, terms["draws"], layout
     )
-    if getattr(options, "annotator_resampling", False):
+    if options.annotator_resampling:
         from receval.estimators.annotators import resample_annotators
 
         # a generator of its own: the resampling counts stay those of the default run
@@ -524,7 +540,7 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
         "ranking": _ranking_info(options, comparisons),
     }
     caveat = small_sample_caveat(options.tiers, data, round(1 - options.confidence, 12))
-    if caveat and options.intervals == "bootstrap":  # the step-down tests' caveat
+    if caveat and fitted.intervals.needs_bootstrap:  # the step-down tests' caveat
         info["ranking"]["small_sample"] = caveat
     _add_interval_record(info, fitted)
     return info
@@ -586,8 +602,7 @@ def _ranking_info(options, comparisons) -> dict:
 
 def _add_interval_record(info: dict, fitted: Fitted) -> None:
     """Merge what a non-bootstrap interval method records into ``info`` (dicts merged)."""
-    record = getattr(fitted.intervals, "record", None)  # what a non-bootstrap method adds
-    for key, value in (record(fitted.ctx) if record is not None else {}).items():
+    for key, value in fitted.intervals.record(fitted.ctx).items():
         if isinstance(value, dict) and isinstance(info.get(key), dict):
             info[key].update(value)
         else:
@@ -620,7 +635,7 @@ def small_sample_caveat(procedure: str, data: SampleData, alpha: float) -> str:
 
 def _labels_info(options: ScoreOptions) -> str:
     """What the intervals are about with respect to the labels (run.json ``bootstrap.labels``)."""
-    if getattr(options, "annotator_resampling", False):
+    if options.annotator_resampling:
         return (
             "widened by annotator disagreement: each fact's votes resampled with replacement and "
             "merged again in every replicate (centred on the merged labels); a merge rule's bias "

@@ -393,3 +393,27 @@ def test_pair_weights_favour_the_closest_pairs_or_for_top_k_the_bottleneck():
     top = pair_weights(need, True, 500)
     assert top[1] > top[0] and top[3] == 0
     assert top[2] == pytest.approx(0.1 * top[0])
+
+
+def test_the_loop_scores_through_the_pipeline_with_the_users_estimator(spread_task, tmp_path):
+    """`sample --until-decided --estimator E` decides with E's points (as `score --estimator E
+    --intervals anytime`); a census is refused with one error line."""
+    import receval
+    from receval.task import load_task
+    from receval.until_decided import decisions
+
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    task = load_task(root)
+    simple = decisions(task, "precision", estimator="simple")
+    scored = receval.score(task, estimator="simple", intervals="anytime", rank_by="precision")
+    board = scored.leaderboard.set_index("system")
+    expected = board.loc[simple.systems, "precision"].to_numpy(float)
+    assert np.allclose(simple.point, expected, equal_nan=True)
+    result = invoke("sample", root, "--until-decided", "--batch", "10", "--seed", "1",
+                    "--estimator", "official")  # fmt: skip
+    assert result.exit_code == 2 and "needs a sample-based estimator" in result.output
+    result = invoke("sample", root, "--per-system", "5", "--seed", "1", "--estimator", "simple")
+    assert (
+        result.exit_code == 2 and "--estimator applies only with --until-decided" in result.output
+    )

@@ -630,27 +630,42 @@ POOLED_RECALL_TESTS = {
 }
 
 
+def sample_based_names() -> str:
+    """The registered sample-based estimators, for messages ("joint, simple or ppi")."""
+    from receval.options import names_of
+
+    return names_of(lambda cls: cls.sample_based)
+
+
 def _judged(options: Any) -> bool:
     """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
-    from receval.estimators.registry import get_estimator
+    from receval.estimators.registry import estimator_class
 
-    return bool(getattr(get_estimator(options.estimator), "uses_judge", False))
+    return estimator_class(options.estimator).uses_judge
 
 
 class AnytimeIntervals(IntervalMethod):
     """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
 
     name: ClassVar[str] = "anytime"
+    summary: ClassVar[str] = (
+        "confidence sequences valid at every look, whatever rule chose the labels (e.g. "
+        "sample --until-decided); no bootstrap"
+    )
     needs_bootstrap: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._cached: tuple[Any, AnytimeBounds] | None = None
 
     def check(self, options: Any) -> None:
-        from receval.estimators.registry import get_estimator
+        from receval.estimators.registry import estimator_class
 
-        if not get_estimator(options.estimator).sample_based:
-            raise ValueError("intervals='anytime' needs a sample-based estimator (joint or simple)")
+        if not estimator_class(options.estimator).sample_based:
+            from receval.errors import OptionError
+
+            raise OptionError(
+                f"{{intervals='anytime'}} needs a sample-based estimator ({sample_based_names()})"
+            )
         if options.target_recall is not None or options.rank_by == "precision_at_target":
             raise ValueError(
                 "precision at a target recall has no anytime interval; drop target_recall"
@@ -760,15 +775,14 @@ class AnytimeIntervals(IntervalMethod):
         (:mod:`receval.estimators.anytime_pairs`; f1 with T's sequence,
         :mod:`receval.estimators.anytime_f1`); f1 with ``target="macro"`` from every system's
         sequence at α/m."""
-        from receval.estimators.anytime_pairs import PAIRED, anytime_pair_tests
-
         alpha = 1.0 - ctx.options.confidence
         m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
-        micro = metric != "f1" or ctx.data.target_kind == "micro"  # f1's identity G = n·π
-        if metric in PAIRED and ctx.data.K and micro:
+        if self.paired(ctx, metric):
             ok = ~np.isnan(np.asarray(point, float))
-            tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
+            tests = self.pair_tests(ctx, metric, ok)
             procedure = "anytime-pairs-f1" if metric == "f1" else "anytime-pairs"
+            if _judged(ctx.options):
+                procedure += "+judge"
             return AnytimeComparisons(tests.better, tests.pvalues, procedure, alpha, 0)
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
         ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
@@ -778,11 +792,51 @@ class AnytimeIntervals(IntervalMethod):
         pvalues[~(ok[:, None] & ok[None, :])] = np.nan
         return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)
 
+    def paired(self, ctx: ScoringContext, metric: str) -> bool:
+        """Whether ``metric``'s comparisons are the paired sequences (:meth:`pair_tests`)."""
+        from receval.estimators.anytime_pairs import PAIRED
+
+        micro = metric != "f1" or ctx.data.target_kind == "micro"  # f1's identity G = n·π
+        return metric in PAIRED and bool(ctx.data.K) and micro
+
+    def pair_tests(self, ctx: ScoringContext, metric: str, ok: np.ndarray):
+        """The paired anytime tests of ``metric`` among the systems ``ok`` (what the tiers and
+        ``sample --until-decided`` decide by), family-wise error <= 1 - confidence over all
+        pairs and looks.
+
+        With an estimator that uses the judge (``uses_judge``), the paired tests run at alpha/2
+        and a pair is also decided where the judge-controlled sequences of every system
+        (:func:`anytime_bounds` with ``judge``, simultaneous at alpha/2) separate it: by a union
+        bound the family-wise error stays <= alpha, and a judge that predicts the labels decides
+        pairs the labels alone leave open."""
+        from receval.estimators.anytime_pairs import anytime_pair_tests
+
+        alpha = 1.0 - ctx.options.confidence
+        if not _judged(ctx.options):
+            return anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
+        tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha / 2)
+        judged = anytime_bounds(ctx.task, ctx.data, 1.0 - alpha / 2, judge=True)
+        m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
+        lower, upper = simultaneous_bounds(judged, metric, alpha / 2, m_alive)
+        sep = ok & ~np.isnan(lower) & ~np.isnan(upper)
+        apart = (lower[:, None] > upper[None, :]) & sep[:, None] & sep[None, :]
+        better = np.asarray(tests.better, bool) | apart
+        pvalues = np.where(apart | apart.T, np.fmin(tests.pvalues, alpha), tests.pvalues)
+        return dataclasses.replace(tests, better=better, pvalues=pvalues)
+
 
 class AnytimeComparisons(Comparisons):
     """Comparisons from confidence sequences (no replicates: ``B`` = 0)."""
 
     def describe(self) -> str:
+        judge = "+judge"
+        if self.procedure.endswith(judge):
+            plain = dataclasses.replace(self, procedure=self.procedure[: -len(judge)])
+            return (
+                plain.describe().replace("Holm over", "at alpha/2, Holm over", 1)
+                + "; a pair is also decided where every system's judge-controlled "
+                "(prediction-powered) confidence sequence, simultaneous at alpha/2, separates it"
+            )
         if self.procedure == "anytime-pairs-f1":
             from receval.estimators.anytime_f1 import T_SHARE
 

@@ -480,14 +480,19 @@ def _data_rows(view: RunView) -> list[tuple[str, str]]:
 
 
 def _estimator_text(options: dict[str, Any]) -> str:
+    """The estimator's name, what it is (its registered summary) and the options it reads."""
+    from receval.estimators.registry import estimator_class
+
     est = _text(options.get("estimator")) or "—"
     parts = [est]
-    if est == "joint":
-        parts.append(
-            f"importance-reweighted over all systems' samples, weighting {_text(options.get('weighting'))}"
-        )
-    elif est == "official":
-        parts.append("closed-world census of the assessed pool")
+    try:
+        chosen = estimator_class(est)
+    except (ValueError, ImportError, AttributeError):  # written by an estimator not installed
+        chosen = None
+    if chosen is not None:
+        parts.append(chosen.summary)
+        if chosen.mixture_weights:
+            parts.append(f"weighting {_text(options.get('weighting'))}")
     if options.get("target"):
         parts.append(f"{options['target']} average")
     return "; ".join(parts)
@@ -672,8 +677,9 @@ def _board_flags(board: pd.DataFrame) -> dict[str, bool]:
 
 
 def _is_official(run: dict[str, Any]) -> bool:
-    """Whether the run is the official closed-world census (its recall is pooled recall)."""
-    return _text((run.get("options") or {}).get("estimator")) == "official"
+    """Whether the run is a closed-world census (its recall is pooled recall): its record has
+    the census block (``official``)."""
+    return isinstance(run.get("official"), dict)
 
 
 def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
@@ -1027,7 +1033,7 @@ def _pool(inputs: ReportInputs) -> dict[str, Any]:
             "No pool coverage estimate in this run"
             + (
                 f" (estimator {est}: a closed-world census of the assessed pool)"
-                if est == "official"
+                if _is_official(inputs.run)
                 else ""
             )
             + ": θ̂ needs exhaustively annotated units and a sample-based estimator."
