@@ -246,7 +246,9 @@ def score(
         A registered estimator (:mod:`receval.estimators.registry`):
         ``joint``: importance-reweighted precision and pooled recall over every system's sample,
         true recall = pool coverage × pooled recall (Chaganty et al. 2017); ``simple``: each
-        system's own sample; ``official``: TAC's closed-world census (no interval).
+        system's own sample; ``official``: TAC's closed-world census (no interval); ``ppi``:
+        prediction-powered with the judge's scores (judge.tsv); any other registered name
+        (:func:`receval.estimators.registry.estimator_help` lists them all).
     bootstrap : int
         Replicates B (50–100,000), shared by all systems so ranks and differences are paired.
     confidence : float

@@ -62,6 +62,28 @@ INTERRUPTED = (
 )
 
 
+class RegistryChoice(click.Choice):
+    """The names the registry holds when the command runs (``names``: a function of
+    :mod:`receval.estimators.registry` or :mod:`receval.options`), so an estimator or interval
+    method registered at run time is a choice too."""
+
+    def __init__(self, names: str) -> None:
+        self._names = names
+        super().__init__(())  # read from the registry when used
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from receval import options
+        from receval.estimators import registry
+
+        source = registry if hasattr(registry, self._names) else options
+        return tuple(getattr(source, self._names)())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click sets it once; the registry is the source
+        pass
+
+
 class RegistryOption(click.Option):
     """An option whose help ends with the registry's descriptions of its choices
     (``registry_help``: a function of :mod:`receval.estimators.registry`), read only when help
@@ -237,7 +259,7 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
 )
 @click.option(
     "--estimator",
-    type=click.Choice(opts.ESTIMATORS),
+    type=RegistryChoice("estimator_names"),
     default="joint",
     show_default=True,
     cls=RegistryOption,
@@ -268,7 +290,7 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
 )
 @click.option(
     "--intervals",
-    type=click.Choice(opts.INTERVALS),
+    type=RegistryChoice("interval_method_names"),
     default="bootstrap",
     show_default=True,
     cls=RegistryOption,
@@ -672,7 +694,7 @@ def extrapolate(
 )
 @click.option(
     "--estimator",
-    type=click.Choice(opts.ESTIMATORS),
+    type=RegistryChoice("estimator_names"),
     default="joint",
     show_default=True,
     help="With --until-decided: the estimator the comparisons are scored with, as `score "
@@ -1537,7 +1559,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 )
 @click.option(
     "--estimator",
-    type=click.Choice(["joint", "ppi"]),
+    type=RegistryChoice("planned_estimators"),
     default="joint",
     show_default=True,
     help="ppi: the intervals of `score --estimator ppi` (the draws' variance times 1 - rho^2, "
@@ -1596,7 +1618,7 @@ def budget(
         f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
         f"({confidence:.0%}, {bound} variance)"
     )
-    if "judge_factor" in table.attrs:  # an estimator that uses the judge (ppi)
+    if table.attrs.get("uses_judge"):  # an estimator that uses the judge (ppi)
         click.echo(
             f"ppi: the draws' variance times {table.attrs['judge_factor']:.3f}, the share the "
             "judge is expected to leave (1 - rho^2 at a 90% lower bound on rho; an approximation)"

@@ -146,14 +146,18 @@ def budget(
         raise ValueError(
             f"total={total} gives fewer than one draw per system ({len(loaded.systems)} systems)"
         )
-    check_choice("estimator", estimator, ("joint", "ppi"))
-    use_judge = estimator == "ppi"
+    from receval.estimators.registry import estimator_class
+    from receval.options import planned_estimators
+
+    check_choice("estimator", estimator, planned_estimators())
+    use_judge = estimator_class(estimator).uses_judge
     design = "judge-uncertainty" if by_judge else "uniform"
     table = expected_widths(
         loaded, per_system, confidence=confidence, bound=bound, judge=use_judge, design=design
     )
     table.attrs["per_system"] = per_system
     table.attrs["judge_factor"] = judge_factor(loaded) if use_judge else 1.0
+    table.attrs["uses_judge"] = use_judge
     return table
 
 

@@ -37,6 +37,16 @@ CONFIDENCE_RANGE = (0.5, 0.999)
 TARGET_RECALL_RANGE = (0.01, 0.99)
 
 
+def planned_estimators() -> tuple[str, ...]:
+    """The registered estimators ``budget`` and ``sample --adaptive`` plan for: the joint
+    mixture's (``mixture_weights``) and those that add the judge to it (``uses_judge``)."""
+    from receval.estimators.registry import estimator_class
+
+    return tuple(
+        n for n in estimator_names() if (c := estimator_class(n)).mixture_weights or c.uses_judge
+    )
+
+
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     """``ValueError`` naming the option unless ``value`` is one of ``allowed``."""
     if value not in allowed:

@@ -387,7 +387,8 @@ def until_decided_round(
     sizes = samples.groupby("system", observed=True).size().to_dict()
     message = (
         f"sample {name}: {len(samples)} draws ({int(samples[MIXTURE_COLUMN].notna().sum())} "
-        f"floor) toward {len(state.open_pairs)} open pairs by {rank_by}: {state.describe_open()}"
+        f"spread over all systems) toward {len(state.open_pairs)} open pairs by {rank_by}: "
+        f"{state.describe_open()}"
     )
     return UntilDecidedRound(
         name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),

@@ -279,6 +279,91 @@ def _judge_terms(task: Task, data: SampleData, st: Stream):
     return scores[data.facts[st.fact]], control
 
 
+def judged_precision_terms(task: Task, data: SampleData, st: Stream):
+    """The paired precision terms of :func:`receval.estimators.anytime_pairs.precision_terms`
+    with the judge's score g(x) as the prediction of each fresh fact instead of the running
+    share c (prediction-powered): per step Y = Σ w (f − g) + [correct labelled so far] +
+    [Σ t g over the outputs not labelled so far], w = t/q over the step's fresh draws.  g is
+    fixed before any draw, so E[Y | past] is the system's precision exactly as with c; the step's
+    range is [base − Σ g/own, base + Σ (1 − g)/own].  A census system keeps its exact terms."""
+    from receval.estimators.anytime_pairs import (
+        EXACT_TOLERANCE,
+        SystemTerms,
+        _known_by_step,
+        precision_terms,
+    )
+    from receval.estimators.sample_data import design_probabilities
+    from receval.judge import fact_scores
+
+    plain = precision_terms(task, data, st)
+    scores, _ = fact_scores(task)
+    view = design_probabilities(task, True)[0]
+    t_all, sys_codes, facts, _ = output_arrays(view, data)
+    total = np.bincount(sys_codes, weights=t_all * scores[facts], minlength=data.m)
+    g = scores[data.facts[st.fact]]
+    m, P = data.m, st.P
+    target = data.target[st.fact]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = target * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]
+        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
+    act = st.own > 0
+    correct, mass, kn = _known_by_step(st, target, P)
+    known_g = kn.by_step(target * g[:, None], P).T
+    fresh = act & ~kn.known[:, None]
+    label = np.nan_to_num(np.asarray(st.label, float))
+    y = np.zeros((m, P))
+    g_lo = np.zeros((m, P))
+    g_hi = np.zeros((m, P))
+    for i in range(m):  # m bincounts over the steps
+        w = np.where(fresh[:, i], ratio[:, i], 0.0)
+        y[i] = np.bincount(st.pool_step, weights=w * (label - g), minlength=P)
+        h = np.where(act[:, i], high[:, i], 0.0)
+        g_lo[i] = np.bincount(st.pool_step, weights=h * g, minlength=P)
+        g_hi[i] = np.bincount(st.pool_step, weights=h * (1.0 - g), minlength=P)
+    done = mass >= 1.0 - EXACT_TOLERANCE  # all known: no fresh fact left
+    base = correct + np.where(done, 0.0, total[:, None] - known_g)
+    g_lo, g_hi = np.where(done, 0.0, g_lo), np.where(done, 0.0, g_hi)
+    a_s = np.asarray(plain.active, bool)
+    keep = ~np.isnan(np.asarray(plain.exact, float)) if plain.exact is not None else None
+    y, lo, hi = (
+        np.where(a_s, y + base, 0.0),
+        np.where(a_s, base - g_lo, 0.0),
+        np.where(a_s, base + g_hi, 0.0),
+    )
+    if keep is not None and keep.any():  # a census keeps its exact terms
+        y[keep], lo[keep], hi[keep] = plain.y[keep], plain.lo[keep], plain.hi[keep]
+    return SystemTerms(y, lo, hi, a_s, plain.exact)
+
+
+def judged_pair_tests(task: Task, data: SampleData, metric: str, ok, alpha: float):
+    """:func:`receval.estimators.anytime_pairs.anytime_pair_tests` on the judge-predicted
+    precision terms (:func:`judged_precision_terms`): precision, pooled recall and recall
+    (micro: n_i times the precision terms) and f1 (micro, with the true facts' sequence); the
+    others as without a judge."""
+    from receval.estimators.anytime_pairs import SystemTerms, anytime_pair_tests, pair_tests
+    from receval.estimators.anytime_stream import build_stream
+
+    micro = data.target_kind == "micro"
+    if metric not in ("precision", "pooled_recall", "recall", "f1") or (
+        metric != "precision" and not micro
+    ):
+        return anytime_pair_tests(task, data, metric, ok, alpha)
+    stream = build_stream(task, data)
+    terms = judged_precision_terms(task, data, stream)
+    if metric == "precision":
+        return pair_tests(terms, ok, alpha)
+    if metric == "f1":
+        from receval.estimators.anytime_f1 import T_SHARE, f1_pair_tests, true_facts
+
+        facts = true_facts(task, data, stream, alpha * T_SHARE)
+        return f1_pair_tests(terms, data.sizes, facts, ok, alpha)
+    n = np.asarray(data.sizes, float)[:, None]
+    exact = None if terms.exact is None else terms.exact * n[:, 0]
+    return pair_tests(
+        SystemTerms(terms.y * n, terms.lo * n, terms.hi * n, terms.active, exact), ok, alpha
+    )
+
+
 def precision_streams(target, label, q, own) -> BettingStreams:
     """Every system's precision stream (m streams of K steps): the term t_i(x_k) f(x_k)/q_k
     with its range [0, 1/own_ki]; a step with own = 0 (X_i not covered) is skipped.
@@ -804,25 +889,15 @@ class AnytimeIntervals(IntervalMethod):
         ``sample --until-decided`` decide by), family-wise error <= 1 - confidence over all
         pairs and looks.
 
-        With an estimator that uses the judge (``uses_judge``), the paired tests run at alpha/2
-        and a pair is also decided where the judge-controlled sequences of every system
-        (:func:`anytime_bounds` with ``judge``, simultaneous at alpha/2) separate it: by a union
-        bound the family-wise error stays <= alpha, and a judge that predicts the labels decides
-        pairs the labels alone leave open."""
+        With an estimator that uses the judge (``uses_judge``) the paired precision terms take
+        the judge's score as their prediction (:func:`judged_precision_terms`), so a judge that
+        predicts the labels decides pairs the labels alone leave open."""
         from receval.estimators.anytime_pairs import anytime_pair_tests
 
         alpha = 1.0 - ctx.options.confidence
         if not _judged(ctx.options):
             return anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
-        tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha / 2)
-        judged = anytime_bounds(ctx.task, ctx.data, 1.0 - alpha / 2, judge=True)
-        m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
-        lower, upper = simultaneous_bounds(judged, metric, alpha / 2, m_alive)
-        sep = ok & ~np.isnan(lower) & ~np.isnan(upper)
-        apart = (lower[:, None] > upper[None, :]) & sep[:, None] & sep[None, :]
-        better = np.asarray(tests.better, bool) | apart
-        pvalues = np.where(apart | apart.T, np.fmin(tests.pvalues, alpha), tests.pvalues)
-        return dataclasses.replace(tests, better=better, pvalues=pvalues)
+        return judged_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
 
 
 class AnytimeComparisons(Comparisons):
