@@ -908,9 +908,9 @@ class AnytimeComparisons(Comparisons):
         if self.procedure.endswith(judge):
             plain = dataclasses.replace(self, procedure=self.procedure[: -len(judge)])
             return (
-                plain.describe().replace("Holm over", "at alpha/2, Holm over", 1)
-                + "; a pair is also decided where every system's judge-controlled "
-                "(prediction-powered) confidence sequence, simultaneous at alpha/2, separates it"
+                plain.describe()
+                + "; each system's precision terms predict every fresh fact by the judge's score "
+                "(prediction-powered, with the judge's exact total over the system's outputs)"
             )
         if self.procedure == "anytime-pairs-f1":
             from receval.estimators.anytime_f1 import T_SHARE
