@@ -249,7 +249,9 @@ def score(
         A registered estimator (:mod:`receval.estimators.registry`):
         ``joint``: importance-reweighted precision and pooled recall over every system's sample,
         true recall = pool coverage × pooled recall (Chaganty et al. 2017); ``simple``: each
-        system's own sample; ``official``: TAC's closed-world census (no interval).
+        system's own sample; ``official``: TAC's closed-world census (no interval); ``ppi``:
+        prediction-powered with the judge's scores (judge.tsv); any other registered name
+        (:func:`receval.estimators.registry.estimator_help` lists them all).
     bootstrap : int
         Replicates B (50–100,000), shared by all systems so ranks and differences are paired.
     confidence : float
@@ -465,6 +467,7 @@ def sample(
     target: str = "micro",
     top: int | None = None,
     intervals: str | None = None,
+    estimator: str = "joint",
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -493,9 +496,11 @@ def sample(
         recorded): :func:`receval.until_decided.until_decided_round`; the result's ``decided``
         and ``message`` say which.  ``batch``, ``rank_by``, ``confidence``, ``budget``,
         ``target`` (``'micro'`` or ``'macro'``, as :func:`score`'s) and ``top`` (K: decide only
-        which systems are the best K, LUCB-style) apply to it only; so does ``intervals``, the
+        which systems are the best K, LUCB-style) apply to it only; so do ``intervals``, the
         anytime method whose paired tests decide: ``'anytime'`` (betting, the default; valid at
-        any number of draws) or ``'anytime-asymptotic'`` (valid as the draws grow).
+        any number of draws) or ``'anytime-asymptotic'`` (valid as the draws grow), and
+        ``estimator`` (the registered sample-based estimator the comparisons are scored with, as
+        ``score(estimator=..., intervals='anytime')``: ``'ppi'`` decides with the judge too).
 
     Returns
     -------
@@ -521,11 +526,12 @@ def sample(
         return until_decided_round(
             _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
             budget=budget, distribution=distribution, target=target, top=top,
+            estimator=estimator,
             **({} if intervals is None else {"intervals": intervals}),
         )  # fmt: skip
     unused = {"batch": batch is not None, "budget": budget is not None,
               "rank_by": rank_by != "f1", "target": target != "micro", "top": top is not None,
-              "intervals": intervals is not None}  # fmt: skip
+              "intervals": intervals is not None, "estimator": estimator != "joint"}  # fmt: skip
     if any(unused.values()):
         first = next(k for k, v in unused.items() if v)
         raise ValueError(f"{first} applies only with until_decided=True")

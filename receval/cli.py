@@ -62,6 +62,48 @@ INTERRUPTED = (
 )
 
 
+class RegistryChoice(click.Choice):
+    """The names the registry holds when the command runs (``names``: a function of
+    :mod:`receval.estimators.registry` or :mod:`receval.options`), so an estimator or interval
+    method registered at run time is a choice too."""
+
+    def __init__(self, names: str) -> None:
+        self._names = names
+        super().__init__(())  # read from the registry when used
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from receval import options
+        from receval.estimators import registry
+
+        source = registry if hasattr(registry, self._names) else options
+        return tuple(getattr(source, self._names)())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click sets it once; the registry is the source
+        pass
+
+
+class RegistryOption(click.Option):
+    """An option whose help ends with the registry's descriptions of its choices
+    (``registry_help``: a function of :mod:`receval.estimators.registry`), read only when help
+    is shown, so start-up imports no estimator."""
+
+    def __init__(self, *args, registry_help: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registry_help = registry_help
+
+    def get_help_record(self, ctx):
+        from receval.estimators import registry
+
+        described = getattr(registry, self.registry_help)()
+        self.help = (self.help or "") + described + "."
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.help = self.help[: -len(described) - 1]
+
+
 def _interrupted(exc: BaseException) -> bool:
     """Whether a KeyboardInterrupt is in the exception's chain (cause or context)."""
     seen: set[int] = set()
@@ -159,7 +201,9 @@ def _engine(name: str, master: str | None):
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    from receval.report.terminal import fit_text, terminal_width
+
+    click.echo(fit_text(message, terminal_width(), "warning: "), err=True)
 
 
 def _anonymisation_key(
@@ -197,12 +241,15 @@ def _anonymisation_key(
     return value, f"random key in {path}"
 
 
-def _print_leaderboard(board, best_per_team: bool = False) -> None:
-    from receval.report.terminal import format_leaderboard, terminal_width
+def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
+    """The leaderboard table, fitted to the terminal; ``run`` (the run record) names the
+    metrics (``P@10`` for a cutoff)."""
+    from receval.report.terminal import format_leaderboard, metric_heads, terminal_width
 
     if best_per_team and "best_of_team" in board:
         board = board[board["best_of_team"]]
-    click.echo(format_leaderboard(board, width=terminal_width()))
+    heads = metric_heads(run)
+    click.echo(format_leaderboard(board, width=terminal_width(), heads=heads))
 
 
 @cli.command()
@@ -212,11 +259,11 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--estimator",
-    type=click.Choice(opts.ESTIMATORS),
+    type=RegistryChoice("estimator_names"),
     default="joint",
     show_default=True,
-    help="joint: importance-reweighted (Chaganty et al. 2017); simple: own samples and exhaustive "
-    "units only; official: TAC closed-world census of the judgments.",
+    cls=RegistryOption,
+    registry_help="estimator_help",
 )
 @click.option(
     "--bootstrap",
@@ -243,15 +290,13 @@ def _print_leaderboard(board, best_per_team: bool = False) -> None:
 )
 @click.option(
     "--intervals",
-    type=click.Choice(opts.INTERVALS),
+    type=RegistryChoice("interval_choices"),
     default="auto",
     show_default=True,
-    help="Interval method: bootstrap (the shared bootstrap, --method; valid for a design fixed "
-    "in advance and scored once), anytime (confidence sequences valid at every look, whatever "
-    "rule chose the labels, e.g. sample --until-decided; no bootstrap), anytime-asymptotic "
-    "(the same looks, valid as the draws grow: i.i.d. draws, finite variance; narrower at early "
-    "looks, not to be trusted with few draws or skewed importance weights) or auto: bootstrap, "
-    "or anytime when samples.tsv has rounds drawn for some systems only (a top-up after looking).",
+    cls=RegistryOption,
+    registry_help="interval_method_help",
+    help="Interval method: auto (bootstrap, or anytime when samples.tsv has rounds drawn for some "
+    "systems only: a top-up after looking); ",
 )
 @click.option(
     "--weighting",
@@ -451,10 +496,19 @@ def score(
     if not quiet:
         for w in result.warnings:
             _warn(w)
-        _print_leaderboard(result.leaderboard, best_per_team)
-        interval = result.leaderboard["interval"].iloc[0] if len(result.leaderboard) else ""
-        where = "no report: `receval report`" if no_report else f"report: {out / 'report.html'}"
-        click.echo(f"\nintervals: {interval}; results in {out}/ ({where})")
+        _print_leaderboard(result.leaderboard, best_per_team, result.run)
+        _print_closing(result.leaderboard, out, no_report)
+
+
+def _print_closing(board, out: Path, no_report: bool) -> None:
+    """The interval method and where the results are, each wrapped to the terminal."""
+    from receval.report.terminal import fit_text, terminal_width
+
+    width = terminal_width()
+    interval = board["interval"].iloc[0] if len(board) else ""
+    where = "no report: `receval report`" if no_report else f"report: {out / 'report.html'}"
+    click.echo("\n" + fit_text(str(interval), width, "intervals: "))
+    click.echo(fit_text(f"{out}/ ({where})", width, "results in "))
 
 
 def _score_options(choices: dict):
@@ -642,6 +696,15 @@ def extrapolate(
     "(micro: over facts; macro: the mean over queries).",
 )
 @click.option(
+    "--estimator",
+    type=RegistryChoice("estimator_names"),
+    default="joint",
+    show_default=True,
+    help="With --until-decided: the estimator the comparisons are scored with, as `score "
+    "--estimator E --intervals anytime` (an estimator that uses the judge, such as ppi, decides "
+    "with judge.tsv too).",
+)
+@click.option(
     "--top",
     type=int,
     default=None,
@@ -683,6 +746,7 @@ def sample(
     rank_by: str,
     budget: int | None,
     target: str,
+    estimator: str,
     top: int | None,
     loop_intervals: str,
     sample_name: str | None,
@@ -704,7 +768,7 @@ def sample(
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top,
-                  "intervals": loop_intervals}  # fmt: skip
+                  "intervals": loop_intervals, "estimator": estimator}  # fmt: skip
         with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
@@ -735,7 +799,8 @@ _SIZING = (("per_system", "--per-system"), ("systems", "--system"), ("adaptive",
            ("units_from", "--units-from"), ("sample_name", "--name"))  # fmt: skip
 #: options only --until-decided reads
 _UNTIL_ONLY = (("batch", "--batch"), ("rank_by", "--rank-by"), ("budget", "--budget"),
-               ("target", "--target"), ("top", "--top"), ("loop_intervals", "--intervals"))  # fmt: skip
+               ("target", "--target"), ("top", "--top"), ("estimator", "--estimator"),
+               ("loop_intervals", "--intervals"))  # fmt: skip
 
 
 def _check_round_kind(until_decided: bool, adaptive: bool) -> None:
@@ -1491,7 +1556,20 @@ def leaderboard_command(out_dir: Path, as_json: bool, best_per_team: bool) -> No
 
         click.echo(json.dumps(leaderboard_records(board, best_per_team), ensure_ascii=False))
     else:
-        _print_leaderboard(board, best_per_team)
+        _print_leaderboard(board, best_per_team, _recorded_run(out_dir))
+
+
+def _recorded_run(out_dir: Path):
+    """DIR/run.json as a :class:`~receval.run_record.RunRecord` (None when absent or unreadable:
+    the table is printed anyway)."""
+    import json
+
+    from receval.run_record import RunRecord
+
+    try:
+        return RunRecord.from_dict(json.loads((out_dir / "run.json").read_text("utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 @cli.command()
@@ -1534,7 +1612,7 @@ def report(out_dir: Path, quiet: bool) -> None:
 )
 @click.option(
     "--estimator",
-    type=click.Choice(["joint", "ppi"]),
+    type=RegistryChoice("planned_estimators"),
     default="joint",
     show_default=True,
     help="ppi: the intervals of `score --estimator ppi` (the draws' variance times 1 - rho^2, "
@@ -1593,7 +1671,7 @@ def budget(
         f"precision {table['precision_halfwidth'].median():.3f}, recall {table['recall_halfwidth'].median():.3f} "
         f"({confidence:.0%}, {bound} variance)"
     )
-    if estimator == "ppi":
+    if table.attrs.get("uses_judge"):  # an estimator that uses the judge (ppi)
         click.echo(
             f"ppi: the draws' variance times {table.attrs['judge_factor']:.3f}, the share the "
             "judge is expected to leave (1 - rho^2 at a 90% lower bound on rho; an approximation)"

@@ -146,8 +146,11 @@ def budget(
         raise ValueError(
             f"total={total} gives fewer than one draw per system ({len(loaded.systems)} systems)"
         )
-    check_choice("estimator", estimator, ("joint", "ppi"))
-    use_judge = estimator == "ppi"
+    from receval.estimators.registry import estimator_class
+    from receval.options import planned_estimators
+
+    check_choice("estimator", estimator, planned_estimators())
+    use_judge = estimator_class(estimator).uses_judge
     design = "uniform"
     if by_judge:
         from receval.estimators.judge_calibration import judge_strata_design
@@ -158,6 +161,7 @@ def budget(
     )
     table.attrs["per_system"] = per_system
     table.attrs["judge_factor"] = judge_factor(loaded) if use_judge else 1.0
+    table.attrs["uses_judge"] = use_judge
     return table
 
 

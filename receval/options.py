@@ -16,7 +16,8 @@ from receval.estimators.registry import estimator_names, interval_method_names
 ESTIMATORS = estimator_names()
 #: ``auto``: the bootstrap, or anytime when samples.tsv has top-up rounds
 #: (:func:`receval.estimators.looking.resolve_intervals`)
-INTERVALS = ("auto", *interval_method_names())
+AUTO = "auto"
+INTERVALS = (AUTO, *interval_method_names())
 #: the bootstrap interval's ``--method``
 INTERVAL_METHODS = ("percentile", "basic", "BCa")
 WEIGHTINGS = ("size", "overlap")
@@ -39,6 +40,21 @@ CONFIDENCE_RANGE = (0.5, 0.999)
 TARGET_RECALL_RANGE = (0.01, 0.99)
 
 
+def planned_estimators() -> tuple[str, ...]:
+    """The registered estimators ``budget`` and ``sample --adaptive`` plan for: the joint
+    mixture's (``mixture_weights``) and those that add the judge to it (``uses_judge``)."""
+    from receval.estimators.registry import estimator_class
+
+    return tuple(
+        n for n in estimator_names() if (c := estimator_class(n)).mixture_weights or c.uses_judge
+    )
+
+
+def interval_choices() -> tuple[str, ...]:
+    """``auto`` and the registered interval methods (the CLI's ``--intervals`` choices)."""
+    return (AUTO, *interval_method_names())
+
+
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     """``ValueError`` naming the option unless ``value`` is one of ``allowed``."""
     if value not in allowed:
@@ -57,7 +73,7 @@ def check_score_options(options: Any) -> None:
     resampling, ranking by precision at target without a target recall, ...), before any work.
     """
     check_choice("estimator", options.estimator, estimator_names())
-    check_choice("intervals", getattr(options, "intervals", "auto"), INTERVALS)
+    check_choice("intervals", getattr(options, "intervals", AUTO), interval_choices())
     check_choice("method", options.method, INTERVAL_METHODS)
     check_choice("weighting", options.weighting, WEIGHTINGS)
     check_choice("target", options.target, TARGETS)
@@ -128,7 +144,7 @@ def resolve_seed(seed: Any) -> int:
 
 def _check_official(options: Any) -> None:
     _check_official_values(options)
-    _check_official_only(options)
+    _check_owned(options)
     average = getattr(options, "average", None)
     if average is not None and options.target != "micro" and options.target != average:
         raise OptionError(f"{{target={options.target!r}}} contradicts {{average={average!r}}}")
@@ -147,21 +163,58 @@ def _check_official_values(options: Any) -> None:
         raise ValueError(f"cutoff={cutoff!r} must be a positive integer")
 
 
-def _check_official_only(options: Any) -> None:
-    """unjudged, average and cutoff only with the official estimator."""
-    given = [n for n in ("unjudged", "average", "cutoff") if getattr(options, n, None) is not None]
-    if given and not _census(options):
+#: ScoreOptions fields that only the components declaring them take (``options`` of an
+#: estimator or interval method class), with the value that means "not given"
+OWNED_OPTIONS: dict[str, Any] = {"unjudged": None, "average": None, "cutoff": None}
+
+
+def names_of(test: Any, kind: str = "estimator") -> str:
+    """The registered components whose class passes ``test``, for messages: ``'a'``,
+    ``'a' or 'b'``, ``'a', 'b' or 'c'``."""
+    from receval.estimators.registry import (
+        estimator_class,
+        estimator_names,
+        interval_method_class,
+        interval_method_names,
+    )
+
+    if kind == "estimator":
+        names = [n for n in estimator_names() if test(estimator_class(n))]
+    else:
+        names = [n for n in interval_method_names() if test(interval_method_class(n))]
+    quoted = [f"{{{kind}={n!r}}}" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _check_owned(options: Any) -> None:
+    """The options only some estimators take (:data:`OWNED_OPTIONS`), given to one that does
+    not declare them, are refused naming the estimators that take them."""
+    from receval.estimators.registry import estimator_class
+
+    declared = estimator_class(options.estimator).options
+    given = [
+        n
+        for n, unset in OWNED_OPTIONS.items()
+        if getattr(options, n, unset) is not unset and n not in declared
+    ]
+    if given:
         verb = "applies" if len(given) == 1 else "apply"
         names = ", ".join(f"{{{n}}}" for n in given)
-        raise OptionError(f"{names} {verb} to {{estimator='official'}} only")
+        owners = names_of(lambda cls: given[0] in cls.options)
+        raise OptionError(f"{names} {verb} to {owners} only")
 
 
 def _census(options: Any) -> bool:
     """Whether the chosen estimator is a census (no sample, no interval): its registered
-    object says so (``sample_based``)."""
-    from receval.estimators.registry import get_estimator
+    class says so (``sample_based``)."""
+    from receval.estimators.registry import estimator_class
 
-    return not get_estimator(options.estimator).sample_based
+    return not estimator_class(options.estimator).sample_based
+
+
+def _sampled() -> str:
+    """The sample-based estimators, for messages."""
+    return names_of(lambda cls: cls.sample_based)
 
 
 def _check_combinations(options: Any) -> None:
@@ -178,7 +231,7 @@ def _check_combinations(options: Any) -> None:
     if options.rank_by == "precision_at_target" and options.target_recall is None:
         raise OptionError("{rank_by='precision_at_target'} needs {target_recall}")
     if _census(options) and options.target_recall is not None:
-        raise OptionError("{target_recall} needs a sample-based estimator (joint or simple)")
+        raise OptionError(f"{{target_recall}} needs a sample-based estimator ({_sampled()})")
 
 
 def _check_annotator_resampling(options: Any) -> None:
@@ -189,17 +242,19 @@ def _check_annotator_resampling(options: Any) -> None:
             f"annotator_resampling={options.annotator_resampling!r} must be True or False"
         )
     if _census(options):
-        raise OptionError(
-            "{annotator_resampling} needs a sample-based estimator ({estimator='joint'} or "
-            "{estimator='simple'})"
-        )
+        raise OptionError(f"{{annotator_resampling}} needs a sample-based estimator ({_sampled()})")
     if options.cluster_queries or options.method == "BCa":
         raise OptionError(
             "{annotator_resampling} works with {method='percentile'} or {method='basic'} and "
             "without {cluster_queries}"
         )
-    if getattr(options, "intervals", "auto") not in ("auto", "bootstrap"):
-        raise OptionError("{annotator_resampling} works with {intervals='bootstrap'} only")
+    from receval.estimators.registry import interval_method_class
+
+    # auto resolves to the bootstrap where annotator resampling is asked for (looking.py)
+    method = "bootstrap" if getattr(options, "intervals", AUTO) == AUTO else options.intervals
+    if "annotator_resampling" not in interval_method_class(method).options:
+        takes = names_of(lambda cls: "annotator_resampling" in cls.options, "intervals")
+        raise OptionError(f"{{annotator_resampling}} works with {takes} only")
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from receval.leaderboard import (
     replicate_ranks,
     significance_tiers,
 )
-from receval.options import PRECISION_FORMS, ScoreOptions, check_score_options
+from receval.options import AUTO, PRECISION_FORMS, ScoreOptions, check_score_options
 from receval.task import Task
 
 __all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
@@ -197,16 +197,14 @@ def score_task(
     # intervals "auto": the bootstrap, or anytime after a top-up round (estimators/looking.py)
     options, chosen = resolve_intervals(task, options)
     check_score_options(options)  # the one place options and their combinations are checked
-    estimator = get_estimator(options.estimator)
-    estimator.check(task, options)
-    get_interval_method(options.intervals).check(options)
+    estimator, method = pipeline_components(task, options)
     if not estimator.sample_based:
         out = estimator.score(task, options, engine)
         out.warnings[:0] = input_warnings(task)
         return out
     data, warnings = _sample_data(task, options)
     warnings[:0] = input_warnings(task) + ([chosen] if chosen else [])
-    fitted = fit(ScoringContext(task, data, options), estimator, replicates)
+    fitted = fit(ScoringContext(task, data, options), estimator, replicates, method)
     sizes = fitted.sizes
     notes = reliability_notes(sizes, data.census)
     _system_notes(fitted, notes, warnings)
@@ -299,17 +297,42 @@ def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[st
     return data, warnings
 
 
-def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None = None) -> Fitted:
-    """Terms, replicates and the bootstrap run (joint precision in the chosen form per system)."""
-    if ctx.options.intervals == "auto":  # score_task resolves it; a direct caller: the bootstrap
-        ctx = dataclasses.replace(
-            ctx, options=dataclasses.replace(ctx.options, intervals="bootstrap")
-        )
+def _concrete_intervals(options: ScoreOptions) -> ScoreOptions:
+    """``intervals='auto'`` from a direct caller means the bootstrap (:func:`score_task`
+    resolves it first, from the bundle's rounds: :mod:`receval.estimators.looking`)."""
+    if options.intervals == AUTO:
+        return dataclasses.replace(options, intervals="bootstrap")
+    return options
+
+
+def pipeline_components(task: Task, options: ScoreOptions) -> tuple[Estimator, Any]:
+    """The per-run components of a score run: a fresh estimator and interval method from the
+    registry (their caches live as long as the run), each having checked what it owns (the
+    task for the estimator, the option combinations for the interval method)."""
+    options = _concrete_intervals(options)
+    estimator = get_estimator(options.estimator)
+    estimator.check(task, options)
+    method = get_interval_method(options.intervals)
+    method.check(options)
+    return estimator, method
+
+
+def fit(
+    ctx: ScoringContext,
+    estimator: Estimator,
+    replicates: Replicates | None = None,
+    method: Any = None,
+) -> Fitted:
+    """Terms, replicates and the bootstrap run (joint precision in the chosen form per system);
+    ``method`` is the run's interval method (None: a fresh one of ``options.intervals``)."""
+    if ctx.options.intervals == AUTO:
+        ctx = dataclasses.replace(ctx, options=_concrete_intervals(ctx.options))
     options = ctx.options
     stages = estimator.stages(ctx)
     terms = estimator.terms(ctx)
     rng = np.random.default_rng(options.seed)
-    method = get_interval_method(options.intervals)
+    if method is None:
+        method = get_interval_method(options.intervals)
     if replicates is None:  # a method that reads no replicates gets none (B = 0)
         B = options.bootstrap if method.needs_bootstrap else 0
         replicates = draw_replicates(stages, B, rng, seed=options.seed)
@@ -321,7 +344,7 @@ def fit(ctx: ScoringContext, estimator: Estimator, replicates: Replicates | None
     ratio_form = choose_precision_form(
         run, options.precision_form, ctx.data, terms["draws"], layout
     )
-    if getattr(options, "annotator_resampling", False):
+    if options.annotator_resampling:
         from receval.estimators.annotators import resample_annotators
 
         # a generator of its own: the resampling counts stay those of the default run
@@ -538,7 +561,7 @@ def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
         "ranking": _ranking_info(options, comparisons),
     }
     caveat = small_sample_caveat(options.tiers, data, round(1 - options.confidence, 12))
-    if caveat and options.intervals == "bootstrap":  # the step-down tests' caveat
+    if caveat and fitted.intervals.needs_bootstrap:  # the step-down tests' caveat
         info["ranking"]["small_sample"] = caveat
     _add_interval_record(info, fitted)
     return info
@@ -581,7 +604,7 @@ def _ranking_info(options, comparisons) -> dict:
         "procedure": options.tiers,
         "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
         "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
-        "Holm split equally good systems into several tiers (issue 9)"
+        "Holm split equally good systems into several tiers"
         if options.tiers == "stepdown"
         else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
         if options.tiers == "bh"
@@ -600,8 +623,7 @@ def _ranking_info(options, comparisons) -> dict:
 
 def _add_interval_record(info: dict, fitted: Fitted) -> None:
     """Merge what a non-bootstrap interval method records into ``info`` (dicts merged)."""
-    record = getattr(fitted.intervals, "record", None)  # what a non-bootstrap method adds
-    for key, value in (record(fitted.ctx) if record is not None else {}).items():
+    for key, value in fitted.intervals.record(fitted.ctx).items():
         if isinstance(value, dict) and isinstance(info.get(key), dict):
             info[key].update(value)
         else:
@@ -609,7 +631,8 @@ def _add_interval_record(info: dict, fitted: Fitted) -> None:
 
 
 #: below this many judged own draws per system the max-t step-down's family-wise error was
-#: measured above nominal (issue 20: 0.07–0.11 at n = 50 in a fixed null world, 0.05 by n = 200)
+#: measured above nominal (0.07–0.11 at n = 50 in a fixed null world, 0.05 by n = 200;
+#: bench/topup.py --design equal)
 STEPDOWN_ASYMPTOTIC_N = 200
 
 
@@ -625,16 +648,15 @@ def small_sample_caveat(procedure: str, data: SampleData, alpha: float) -> str:
     return (
         f"the smallest system sample has {int(sampled.min())} judged draws (< "
         f"{STEPDOWN_ASYMPTOTIC_N}): the step-down's family-wise error <= {alpha:g} holds "
-        "asymptotically; in worlds of equally good systems with 50 draws each it measured "
-        "0.060-0.065 (+-0.015, bench/topup.py --design equal --equal 20) and 0.07-0.11 in the "
-        "issue-20 audit at a nominal 0.05, so a tier boundary between close systems may be a "
-        "false split"
+        "asymptotically; in simulated worlds of equally good systems with 50 draws each it "
+        "measured 0.06-0.11 at a nominal 0.05, so a tier boundary between close systems may be "
+        "a false split"
     )
 
 
 def _labels_info(options: ScoreOptions) -> str:
     """What the intervals are about with respect to the labels (run.json ``bootstrap.labels``)."""
-    if getattr(options, "annotator_resampling", False):
+    if options.annotator_resampling:
         return (
             "widened by annotator disagreement: each fact's votes resampled with replacement and "
             "merged again in every replicate (centred on the merged labels); a merge rule's bias "

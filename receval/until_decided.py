@@ -163,6 +163,7 @@ def decisions(
     target: str = "micro",
     top: int | None = None,
     intervals: str = LOOP_INTERVALS,
+    estimator: str = "joint",
 ) -> Decisions:
     """Score ``task`` and list the comparisons by ``rank_by`` still open at level ``confidence``
     (with ``top`` K: only those that settle which systems are the best K; ``intervals`` an
@@ -172,12 +173,15 @@ def decisions(
     (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
     ``rank_lo``/``rank_hi``; f1: :mod:`receval.estimators.anytime_f1`); an open pair's weight is
     1 / (the steps it needs at its present rate)^(1/2), ×10 when adjacent in the ranking, so
-    pairs about to be decided get the draws and near-ties little."""
+    pairs about to be decided get the draws and near-ties little.
+
+    Scored through the same pipeline as ``score --intervals anytime --estimator E``
+    (:func:`receval.scoring.fit`): the points are ``estimator``'s, and an estimator that uses
+    the judge decides with it (:meth:`~receval.estimators.anytime.AnytimeIntervals.pair_tests`)."""
     from receval.estimators.base import ScoringContext
-    from receval.estimators.registry import get_estimator
     from receval.estimators.sample_data import build_sample_data
-    from receval.options import ScoreOptions
-    from receval.scoring import fit
+    from receval.options import ScoreOptions, check_score_options
+    from receval.scoring import fit, pipeline_components
 
     data = build_sample_data(task, target)
     m = data.m
@@ -187,24 +191,27 @@ def decisions(
         return Decisions(list(data.systems), nan, pairs, len(pairs), data.census, 0,
                          np.ones(len(pairs)), top=top)  # fmt: skip
     options = ScoreOptions(
-        intervals=intervals, rank_by=rank_by, confidence=confidence, target=target
+        estimator=estimator,
+        intervals=intervals,
+        rank_by=rank_by,
+        confidence=confidence,
+        target=target,
     )
+    check_score_options(options)
+    chosen, method = pipeline_components(task, options)
     ctx = ScoringContext(task, data, options)
-    fitted = fit(ctx, get_estimator("joint"))
+    fitted = fit(ctx, chosen, method=method)
     # recall = θ·ν orders the systems as pooled recall ν does (also without exhaustive units)
     key = "pooled_recall" if rank_by == "recall" else rank_by
     point = np.asarray(fitted.run.point[key], float)
-    return _pair_decisions(ctx, key, point, 1.0 - confidence, top)
+    return _pair_decisions(ctx, key, point, top, fitted.intervals)
 
 
-def _pair_decisions(ctx, key: str, point: np.ndarray, alpha: float, top=None) -> Decisions:
-    from receval.estimators.anytime_pairs import anytime_pair_tests
-    from receval.estimators.registry import get_interval_method
-
+def _pair_decisions(ctx, key: str, point: np.ndarray, top=None, method=None) -> Decisions:
+    """The open pairs and their weights from the interval method's paired tests."""
     data = ctx.data
     ok = np.isfinite(point)
-    method = get_interval_method(ctx.options.intervals)
-    tests = getattr(method, "pair_tests", anytime_pair_tests)(ctx.task, data, key, ok, alpha)
+    tests = method.pair_tests(ctx, key, ok)
     need = tests.steps_to_decide()
     still = np.flatnonzero(~tests.decided())
     sure_in = sure_out = None
@@ -334,10 +341,13 @@ def until_decided_round(
     target: str = "micro",
     top: int | None = None,
     intervals: str = LOOP_INTERVALS,
+    estimator: str = "joint",
 ) -> UntilDecidedRound:
     """The next batch of ``--until-decided`` (module docstring), not written; ``target`` the
     average the comparisons are about (micro or macro, as ``score --target``); ``top`` K: decide
-    only which systems are the best K (their order inside and outside left open).
+    only which systems are the best K (their order inside and outside left open); ``estimator``
+    the registered sample-based estimator the comparisons are scored with (``ppi``: the judge
+    helps decide).
 
     Raises ``ValueError`` for invalid options and while earlier draws still wait for a label (the
     choice must see them; label to_annotate.tsv first).
@@ -359,7 +369,9 @@ def until_decided_round(
                 "label them (to_annotate.tsv) before drawing the next batch"
             )
     name, k = next_round_name(task.samples)
-    state = decisions(task, rank_by, confidence, target, top, intervals)
+    state = decisions(
+        task, rank_by, confidence, target, top, intervals=intervals, estimator=estimator
+    )
     level = f"{confidence:.0%} ({intervals}, all pairs and looks)"
     ranked = int(np.isfinite(state.point).sum())
     if state.draws and ranked < min(2, len(state.systems)):
@@ -386,7 +398,8 @@ def until_decided_round(
     sizes = samples.groupby("system", observed=True).size().to_dict()
     message = (
         f"sample {name}: {len(samples)} draws ({int(samples[MIXTURE_COLUMN].notna().sum())} "
-        f"floor) toward {len(state.open_pairs)} open pairs by {rank_by}: {state.describe_open()}"
+        f"spread over all systems) toward {len(state.open_pairs)} open pairs by {rank_by}: "
+        f"{state.describe_open()}"
     )
     return UntilDecidedRound(
         name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),

@@ -457,3 +457,51 @@ def test_classes_learned_while_labelling_null_world_over_eight_looks(tmp_path):
     assert figures["split_pass"]
     for metric, c in figures["covered"].items():
         assert c["pass"], (metric, c)
+
+
+def test_the_loop_scores_through_the_pipeline_with_the_users_estimator(spread_task, tmp_path):
+    """`sample --until-decided --estimator E` decides with E's points (as `score --estimator E
+    --intervals anytime`); a census is refused with one error line."""
+    import receval
+    from receval.task import load_task
+    from receval.until_decided import decisions
+
+    root = tmp_path / "task"
+    shutil.copytree(spread_task, root)
+    task = load_task(root)
+    simple = decisions(task, "precision", estimator="simple")
+    scored = receval.score(task, estimator="simple", intervals="anytime", rank_by="precision")
+    board = scored.leaderboard.set_index("system")
+    expected = board.loc[simple.systems, "precision"].to_numpy(float)
+    assert np.allclose(simple.point, expected, equal_nan=True)
+    result = invoke("sample", root, "--until-decided", "--batch", "10", "--seed", "1",
+                    "--estimator", "official")  # fmt: skip
+    assert result.exit_code == 2 and "needs a sample-based estimator" in result.output
+    result = invoke("sample", root, "--per-system", "5", "--seed", "1", "--estimator", "simple")
+    assert (
+        result.exit_code == 2 and "--estimator applies only with --until-decided" in result.output
+    )
+
+
+def test_with_ppi_and_a_judge_the_loop_decides_with_the_judge(tmp_path):
+    """The same labels, a judge that predicts them: `--estimator ppi` leaves fewer pairs open
+    than joint (fixed-seed world: 4 systems far apart, 40 draws each; 6 → 4 open pairs by
+    precision), and f1's comparisons take the judge's terms too."""
+    from receval.task import load_task
+    from receval.until_decided import decisions
+
+    config = SimulationConfig(
+        systems=4, teams=4, queries=30, per_system=40, exhaustive_facts=40,
+        precision_range=(0.1, 0.9), uppercase_teams=0.0,
+    )  # fmt: skip
+    root = simulate_task(tmp_path / "task", config, seed=3)
+    truth = pd.read_csv(root / "truth.tsv", sep="\t", dtype=str)
+    correct = truth["label"].str.lower().isin(["c", "correct", "1", "true", "yes"])
+    judge = truth[["query_id", "answer"]].assign(judge_score=correct.astype(float))
+    judge.to_csv(root / "judge.tsv", sep="\t", index=False)
+    task = load_task(root)
+    joint = decisions(task, "precision", estimator="joint")
+    ppi = decisions(task, "precision", estimator="ppi")
+    assert len(ppi.open_pairs) < len(joint.open_pairs)
+    f1 = decisions(task, "f1", estimator="ppi")
+    assert len(f1.open_pairs) <= 6 and np.isfinite(f1.point).all()

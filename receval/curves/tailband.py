@@ -428,7 +428,10 @@ class TailBand:
     ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
         """(uniform draws over (h, N], the draws of each stratum, the pool's draws over (h, k*]
         among the ranks the uniform sample missed), sorted ranks."""
-        d = self.design(size, head_share)
+        return self.draws_of(self.design(size, head_share))
+
+    def draws_of(self, d: TailDesign) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """:meth:`draws` of the design ``d``."""
         uniform = np.empty(0, np.int64)
         if d.uniform:
             rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), _STREAM]))
@@ -497,11 +500,65 @@ class TailBand:
             "window": self.window,
             "r_tilde": int(self.r_tilde or 0),
             "delta": self.delta,
+            "halfwidth": self.designed_halfwidth(size),
             "guarantee": (
                 "with probability >= 1 - delta the band holds at every rank at once; "
                 "no assumption on the list; about the labels given"
             ),
         }
+
+    def designed_halfwidth(self, size: int) -> float | None:
+        """The largest half-width (upper − lower)/2 of the band at any rank, for every list of
+        0/1 labels and whatever the head's precision (the design it picks), before any label;
+        None with ``eta`` or a judge (their widths depend on the labels' noise or the judge).
+
+        Per knot the width W in counts is label-free for the strata (2 × their Hoeffding
+        half-width) and, for the exact hypergeometric bounds, at most their Hoeffding–Serfling
+        counterpart's (:func:`_worst_widths`); between knots a < k ≤ b the yield's band is at most
+        min(W_a + k − a, W_b + b − k) wide, C⁺ grows by at most one per rank, so on the output
+        step [x, l] the precision band is at most 1 − x/l + (w(x) + l − x)/x wide (and 1).
+        Merged ties (label ½) count in one bound only and may widen the band beyond this."""
+        if self.eta > 0 or self.judge is not None:
+            return None
+        candidates, *_ = design_candidates(self, int(size))
+        return max(self._design_halfwidth(d) for d in candidates)
+
+    def _design_halfwidth(self, d: TailDesign) -> float:
+        """:meth:`designed_halfwidth` of one design."""
+        if d.grid.size == 0:
+            return 0.0  # the whole list is the exact head
+        knots = np.unique(np.concatenate([[d.head], d.strata, d.grid, d.pool_grid]))
+        knots = knots.astype(np.int64)
+        width = np.full(knots.size, np.inf)
+        width[0] = 0.0
+        at = np.searchsorted(knots, d.grid)
+        alpha = d.delta_uniform / (2.0 * d.grid.size)
+        worst = _worst_widths(d.grid, d.uniform, d.head, d.tail, alpha)
+        width[at] = np.minimum(width[at], worst)
+        if d.pool:
+            # the pooled sample holds the M_r pool draws and the uniform draws that fall in
+            # (h, k*]: M_r draws at least, and the bound only narrows with more draws
+            alpha = d.delta_pool / (2.0 * d.pool_grid.size)
+            span = d.reach - d.head
+            at = np.searchsorted(knots, d.pool_grid)
+            worst = _worst_widths(d.pool_grid, d.pool, d.head, span, alpha)
+            width[at] = np.minimum(width[at], worst)
+        if d.strata.size:
+            widths = np.diff(np.concatenate([[d.head], d.strata])).astype(np.float64)
+            drawn = np.minimum(widths, d.per_stratum).astype(np.float64)
+            half = hoeffding_halfwidths(np.cumsum(serfling_proxy(widths, drawn)), d.strata,
+                                        d.delta_strata)  # fmt: skip
+            at = np.searchsorted(knots, d.strata)
+            width[at] = np.minimum(width[at], 2.0 * half)
+        width = np.minimum(width, (knots - d.head).astype(np.float64))  # C(k) − C(h) ≤ k − h
+        x = self._steps(d.head, knots)
+        last = np.append(x[1:] - 1, x[-1])
+        j = np.clip(np.searchsorted(knots, x, side="left"), 1, knots.size - 1)
+        a, b = knots[j - 1], knots[j]
+        w = np.minimum(width[j - 1] + (x - a), width[j] + (b - x))
+        xf, lf = x.astype(np.float64), last.astype(np.float64)
+        band = np.minimum(1.0 - xf / lf + (w + lf - xf) / xf, 1.0)
+        return float(band.max() / 2.0)
 
     # -- estimate ----------------------------------------------------------------------
 
@@ -723,6 +780,31 @@ class TailBand:
         return run_to_completion(self, size, oracle)
 
 
+def _worst_widths(
+    points: np.ndarray, draws: int, head: int, population: int, alpha: float
+) -> np.ndarray:
+    """Per point k, an upper bound on U_k − L_k of the exact hypergeometric bounds for every
+    hit count x (0/1 labels), non-increasing in the draws.  X ~ H(T, K, n) with n = ``draws``, T = ``population`` and
+    K ≤ k − h: a K whose tail P_K(X ≤ x) (or P_K(X ≥ x)) is below α fails the exact test, so
+    U − L ≤ 2·T·s/n for any s with such tails beyond |X − nK/T| ≥ s, the smaller of
+
+    * Hoeffding–Serfling: s = n·√(ln(1/α)(1 − (n − 1)/T)/(2n));
+    * Bernstein for the binomial, which bounds the hypergeometric's Chernoff tails (Hoeffding
+      1963, Theorem 4): s = ln(1/α)/3 + √((ln(1/α)/3)² + 2 v ln(1/α)), v = n·p(1 − p) at
+      p = min(K/T, ½) ≤ min((k − h)/T, ½);
+
+    at a level a little below α (the exact tails are compared with α(1 − 10⁻⁴)); at most
+    k − h."""
+    n = max(int(draws), 1)
+    log_a = math.log(1.0 / (alpha * (1.0 - 1e-3)))
+    fpc = max(1.0 - (n - 1) / population, 0.0)
+    serfling = n * math.sqrt(log_a * fpc / (2.0 * n))
+    span = (points - head).astype(np.float64)
+    p = np.minimum(span / population, 0.5)
+    bernstein = log_a / 3.0 + np.sqrt((log_a / 3.0) ** 2 + 2.0 * n * p * (1.0 - p) * log_a)
+    return np.minimum(2.0 * population * np.minimum(serfling, bernstein) / n, span)
+
+
 def _share(known: Labels, head_ranks: np.ndarray) -> float:
     """p(h), the precision of the labelled head (½ while it is not labelled)."""
     if head_ranks.size == 0 or known.missing(head_ranks).size:
@@ -741,6 +823,19 @@ def tail_design(
     goes either to the strata (when they leave at least two labels per stratum) or to the pool
     over (h, k*], whichever :func:`_near_width` finds narrower for the head's precision
     (``pooled``: the pool whenever there is one, as the judge-stratified design uses)."""
+    candidates, k, z_0, points = design_candidates(method, size)
+    if len(candidates) == 1:
+        return candidates[0]
+    if pooled:
+        return candidates[1] if len(candidates) > 1 and candidates[1].pool else candidates[0]
+    return min(candidates, key=lambda d: _near_width(d, k, head_share, z_0, points))
+
+
+@functools.lru_cache(maxsize=64)
+def design_candidates(method: TailBand, size: int) -> tuple[list[TailDesign], int, float, int]:
+    """The designs :func:`tail_design` chooses from (uniform sample alone; with a pool; with
+    strata, each when it applies), the rank and normal quantile the choice is made at, and the
+    number of grid points of the whole tail."""
     from scipy.stats import norm
 
     assert method.r_tilde is not None
@@ -752,7 +847,7 @@ def tail_design(
     plain = TailDesign(head, tail, total, full, method.delta, np.empty(0, np.int64), 0, 0.0)
     reach = int(method.reach * size)
     if total == 0 or method.split == 0 or reach <= head or method.eta > 0:
-        return plain
+        return [plain], head + 1, 0.0, full.size
     grid = np.unique(np.append(full[full >= reach], np.int64(reach)))
     delta_u = method.delta * (1.0 - method.split)
     delta_near = method.delta * method.split
@@ -770,8 +865,6 @@ def tail_design(
                 pool=pool, reach=reach, pool_grid=near, delta_pool=delta_near,
             )
         )  # fmt: skip
-    if pooled:
-        return candidates[-1]
     strata = np.append(bounds[bounds < reach], np.int64(reach)).astype(np.int64)
     widths = np.diff(np.concatenate([[head], strata]))
     low, high = 0, int(widths.max())  # the largest n with Σ_j min(n, size_j) ≤ M − M_u
@@ -785,7 +878,7 @@ def tail_design(
         left = total - int(np.minimum(widths, low).sum())  # what the strata leave
         candidates.append(TailDesign(head, tail, left, grid, delta_u, strata, low, delta_near))
     k = max(head + 1, reach // 10, math.isqrt(head * reach))
-    return min(candidates, key=lambda d: _near_width(d, k, head_share, z_0, full.size))
+    return candidates, k, z_0, full.size
 
 
 def _near_width(d: TailDesign, k: int, share: float, z_0: float, points: int) -> float:

@@ -311,6 +311,91 @@ def _judge_terms(task: Task, data: SampleData, st: Stream):
     return scores[data.facts[st.fact]], control
 
 
+def judged_precision_terms(task: Task, data: SampleData, st: Stream):
+    """The paired precision terms of :func:`receval.estimators.anytime_pairs.precision_terms`
+    with the judge's score g(x) as the prediction of each fresh fact instead of the running
+    share c (prediction-powered): per step Y = Σ w (f − g) + [correct labelled so far] +
+    [Σ t g over the outputs not labelled so far], w = t/q over the step's fresh draws.  g is
+    fixed before any draw, so E[Y | past] is the system's precision exactly as with c; the step's
+    range is [base − Σ g/own, base + Σ (1 − g)/own].  A census system keeps its exact terms."""
+    from receval.estimators.anytime_pairs import (
+        EXACT_TOLERANCE,
+        SystemTerms,
+        _known_by_step,
+        precision_terms,
+    )
+    from receval.estimators.sample_data import design_probabilities
+    from receval.judge import fact_scores
+
+    plain = precision_terms(task, data, st)
+    scores, _ = fact_scores(task)
+    view = design_probabilities(task, True)[0]
+    t_all, sys_codes, facts, _ = output_arrays(view, data)
+    total = np.bincount(sys_codes, weights=t_all * scores[facts], minlength=data.m)
+    g = scores[data.facts[st.fact]]
+    m, P = data.m, st.P
+    target = data.target[st.fact]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = target * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]
+        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
+    act = st.own > 0
+    correct, mass, kn = _known_by_step(st, target, P)
+    known_g = kn.by_step(target * g[:, None], P).T
+    fresh = act & ~kn.known[:, None]
+    label = np.nan_to_num(np.asarray(st.label, float))
+    y = np.zeros((m, P))
+    g_lo = np.zeros((m, P))
+    g_hi = np.zeros((m, P))
+    for i in range(m):  # m bincounts over the steps
+        w = np.where(fresh[:, i], ratio[:, i], 0.0)
+        y[i] = np.bincount(st.pool_step, weights=w * (label - g), minlength=P)
+        h = np.where(act[:, i], high[:, i], 0.0)
+        g_lo[i] = np.bincount(st.pool_step, weights=h * g, minlength=P)
+        g_hi[i] = np.bincount(st.pool_step, weights=h * (1.0 - g), minlength=P)
+    done = mass >= 1.0 - EXACT_TOLERANCE  # all known: no fresh fact left
+    base = correct + np.where(done, 0.0, total[:, None] - known_g)
+    g_lo, g_hi = np.where(done, 0.0, g_lo), np.where(done, 0.0, g_hi)
+    a_s = np.asarray(plain.active, bool)
+    keep = ~np.isnan(np.asarray(plain.exact, float)) if plain.exact is not None else None
+    y, lo, hi = (
+        np.where(a_s, y + base, 0.0),
+        np.where(a_s, base - g_lo, 0.0),
+        np.where(a_s, base + g_hi, 0.0),
+    )
+    if keep is not None and keep.any():  # a census keeps its exact terms
+        y[keep], lo[keep], hi[keep] = plain.y[keep], plain.lo[keep], plain.hi[keep]
+    return SystemTerms(y, lo, hi, a_s, plain.exact)
+
+
+def judged_pair_tests(task: Task, data: SampleData, metric: str, ok, alpha: float):
+    """:func:`receval.estimators.anytime_pairs.anytime_pair_tests` on the judge-predicted
+    precision terms (:func:`judged_precision_terms`): precision, pooled recall and recall
+    (micro: n_i times the precision terms) and f1 (micro, with the true facts' sequence); the
+    others as without a judge."""
+    from receval.estimators.anytime_pairs import SystemTerms, anytime_pair_tests, pair_tests
+    from receval.estimators.anytime_stream import build_stream
+
+    micro = data.target_kind == "micro"
+    if metric not in ("precision", "pooled_recall", "recall", "f1") or (
+        metric != "precision" and not micro
+    ):
+        return anytime_pair_tests(task, data, metric, ok, alpha)
+    stream = build_stream(task, data)
+    terms = judged_precision_terms(task, data, stream)
+    if metric == "precision":
+        return pair_tests(terms, ok, alpha)
+    if metric == "f1":
+        from receval.estimators.anytime_f1 import T_SHARE, f1_pair_tests, true_facts
+
+        facts = true_facts(task, data, stream, alpha * T_SHARE)
+        return f1_pair_tests(terms, data.sizes, facts, ok, alpha)
+    n = np.asarray(data.sizes, float)[:, None]
+    exact = None if terms.exact is None else terms.exact * n[:, 0]
+    return pair_tests(
+        SystemTerms(terms.y * n, terms.lo * n, terms.hi * n, terms.active, exact), ok, alpha
+    )
+
+
 def precision_streams(target, label, q, own) -> BettingStreams:
     """Every system's precision stream (m streams of K steps): the term t_i(x_k) f(x_k)/q_k
     with its range [0, 1/own_ki]; a step with own = 0 (X_i not covered) is skipped.
@@ -662,27 +747,42 @@ POOLED_RECALL_TESTS = {
 }
 
 
+def sample_based_names() -> str:
+    """The registered sample-based estimators, for messages ("joint, simple or ppi")."""
+    from receval.options import names_of
+
+    return names_of(lambda cls: cls.sample_based)
+
+
 def _judged(options: Any) -> bool:
     """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
-    from receval.estimators.registry import get_estimator
+    from receval.estimators.registry import estimator_class
 
-    return bool(getattr(get_estimator(options.estimator), "uses_judge", False))
+    return estimator_class(options.estimator).uses_judge
 
 
 class AnytimeIntervals(IntervalMethod):
     """Confidence sequences valid at every look (module docstring); no bootstrap replicates."""
 
     name: ClassVar[str] = "anytime"
+    summary: ClassVar[str] = (
+        "confidence sequences valid at every look, whatever rule chose the labels (e.g. "
+        "sample --until-decided); no bootstrap"
+    )
     needs_bootstrap: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._cached: tuple[Any, AnytimeBounds] | None = None
 
     def check(self, options: Any) -> None:
-        from receval.estimators.registry import get_estimator
+        from receval.estimators.registry import estimator_class
 
-        if not get_estimator(options.estimator).sample_based:
-            raise ValueError("intervals='anytime' needs a sample-based estimator (joint or simple)")
+        if not estimator_class(options.estimator).sample_based:
+            from receval.errors import OptionError
+
+            raise OptionError(
+                f"{{intervals='anytime'}} needs a sample-based estimator ({sample_based_names()})"
+            )
         if options.target_recall is not None or options.rank_by == "precision_at_target":
             raise ValueError(
                 "precision at a target recall has no anytime interval; drop target_recall"
@@ -796,15 +896,14 @@ class AnytimeIntervals(IntervalMethod):
         (:mod:`receval.estimators.anytime_pairs`; f1 with T's sequence,
         :mod:`receval.estimators.anytime_f1`); f1 with ``target="macro"`` from every system's
         sequence at α/m."""
-        from receval.estimators.anytime_pairs import PAIRED, anytime_pair_tests
-
         alpha = 1.0 - ctx.options.confidence
         m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
-        micro = metric != "f1" or ctx.data.target_kind == "micro"  # f1's identity G = n·π
-        if metric in PAIRED and ctx.data.K and micro:
+        if self.paired(ctx, metric):
             ok = ~np.isnan(np.asarray(point, float))
-            tests = anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
+            tests = self.pair_tests(ctx, metric, ok)
             procedure = "anytime-pairs-f1" if metric == "f1" else "anytime-pairs"
+            if _judged(ctx.options):
+                procedure += "+judge"
             return AnytimeComparisons(tests.better, tests.pvalues, procedure, alpha, 0)
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
         ok = ~np.isnan(point) & ~np.isnan(lower) & ~np.isnan(upper)
@@ -813,6 +912,28 @@ class AnytimeIntervals(IntervalMethod):
         pvalues = np.where(better | better.T, alpha, 1.0)
         pvalues[~(ok[:, None] & ok[None, :])] = np.nan
         return AnytimeComparisons(better, pvalues, "anytime", alpha, 0)
+
+    def paired(self, ctx: ScoringContext, metric: str) -> bool:
+        """Whether ``metric``'s comparisons are the paired sequences (:meth:`pair_tests`)."""
+        from receval.estimators.anytime_pairs import PAIRED
+
+        micro = metric != "f1" or ctx.data.target_kind == "micro"  # f1's identity G = n·π
+        return metric in PAIRED and bool(ctx.data.K) and micro
+
+    def pair_tests(self, ctx: ScoringContext, metric: str, ok: np.ndarray):
+        """The paired anytime tests of ``metric`` among the systems ``ok`` (what the tiers and
+        ``sample --until-decided`` decide by), family-wise error <= 1 - confidence over all
+        pairs and looks.
+
+        With an estimator that uses the judge (``uses_judge``) the paired precision terms take
+        the judge's score as their prediction (:func:`judged_precision_terms`), so a judge that
+        predicts the labels decides pairs the labels alone leave open."""
+        from receval.estimators.anytime_pairs import anytime_pair_tests
+
+        alpha = 1.0 - ctx.options.confidence
+        if not _judged(ctx.options):
+            return anytime_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
+        return judged_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
 
 
 def point_inside(point, lower, upper, metric: str, estimator: str):
@@ -846,6 +967,14 @@ class AnytimeComparisons(Comparisons):
     """Comparisons from confidence sequences (no replicates: ``B`` = 0)."""
 
     def describe(self) -> str:
+        judge = "+judge"
+        if self.procedure.endswith(judge):
+            plain = dataclasses.replace(self, procedure=self.procedure[: -len(judge)])
+            return (
+                plain.describe()
+                + "; each system's precision terms predict every fresh fact by the judge's score "
+                "(prediction-powered, with the judge's exact total over the system's outputs)"
+            )
         if self.procedure == "anytime-pairs-f1":
             from receval.estimators.anytime_f1 import T_SHARE
 

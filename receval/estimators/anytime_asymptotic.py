@@ -465,6 +465,11 @@ class AsymptoticIntervals(AnytimeIntervals):
     docstring); no bootstrap replicates."""
 
     name: ClassVar[str] = "anytime-asymptotic"
+    summary: ClassVar[str] = (
+        "the same looks as anytime with Gaussian confidence sequences, valid as the draws grow "
+        "(i.i.d. draws, finite variance); narrower at early looks, not to be trusted with few "
+        "draws or skewed importance weights"
+    )
 
     def check(self, options: Any) -> None:
         try:
@@ -492,7 +497,11 @@ class AsymptoticIntervals(AnytimeIntervals):
         return self._cached[1]
 
     #: the paired tests (``sample --until-decided --intervals anytime-asymptotic`` reads them)
-    pair_tests = staticmethod(asymptotic_pair_tests)
+    def pair_tests(self, ctx: ScoringContext, metric: str, ok: np.ndarray) -> PairTests:
+        """The paired Gaussian tests of ``metric`` among the systems ``ok`` (what the tiers and
+        ``sample --until-decided --intervals anytime-asymptotic`` decide by), Holm over all
+        pairs; the judge's predictions are not used here."""
+        return asymptotic_pair_tests(ctx.task, ctx.data, metric, ok, 1.0 - ctx.options.confidence)
 
     def comparisons(self, ctx, point, replicates, metric):
         from receval.estimators.anytime_pairs import PAIRED

@@ -149,6 +149,15 @@ class Estimator:
     equation: ClassVar[str]
     summary: ClassVar[str]
     sample_based: ClassVar[bool] = True
+    #: whether the estimator reads the task's judge scores (``judge.tsv``): the anytime
+    #: sequences then take them as the precision control, and ``sample --until-decided``
+    #: decides with them
+    uses_judge: ClassVar[bool] = False
+    #: whether ``weighting`` (the joint mixture weights w_ij) shapes the estimate
+    mixture_weights: ClassVar[bool] = False
+    #: the :class:`~receval.options.ScoreOptions` fields only some estimators take, that this
+    #: one takes (the others are refused naming it): see :data:`receval.options.OWNED_OPTIONS`
+    options: ClassVar[tuple[str, ...]] = ()
     #: whether ``--precision-form`` chooses between the unbiased sum and the self-normalised ratio
     precision_forms: ClassVar[bool] = False
     #: appended to the ``interval`` column's text (what else the interval rests on)

@@ -42,8 +42,13 @@ class IntervalMethod:
     """The protocol of an interval method (subclass, set ``name``, register)."""
 
     name: ClassVar[str]
+    #: one line for ``--intervals``' help (the registry joins them)
+    summary: ClassVar[str] = ""
     #: whether the method reads bootstrap replicates (False: none are drawn)
     needs_bootstrap: ClassVar[bool] = True
+    #: the :class:`~receval.options.ScoreOptions` fields only some interval methods take, that
+    #: this one takes (see :data:`receval.options.OWNED_OPTIONS`)
+    options: ClassVar[tuple[str, ...]] = ()
 
     def check(self, options: Any) -> None:
         """Refuse option combinations this method cannot honour (``ValueError``)."""
@@ -54,6 +59,24 @@ class IntervalMethod:
 
     def system_notes(self, ctx: ScoringContext, notes: list[list[str]]) -> None:
         """Append to ``notes[i]`` what not to trust in system i's intervals (none by default)."""
+
+    def record(self, ctx: ScoringContext) -> dict[str, Any]:
+        """This method's blocks of ``run.json`` (merged into the run record: ``intervals``,
+        and fields of ``ranking`` and ``bootstrap``); none by default."""
+        return {}
+
+    def interval(
+        self,
+        options: Any,
+        point: np.ndarray,
+        replicates: np.ndarray | None,
+        jackknife: np.ndarray | None = None,
+        bounds: tuple[float, float] | None = (0.0, 1.0),
+        draws: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The interval of a derived quantity (precision at the target recall, the universe's
+        correct facts) from its point and replicates (NaN ends where the method has none)."""
+        raise NotImplementedError
 
     def label(self, options: Any, B: int | None) -> str:
         """The ``interval`` column's text: method, level (and what it is valid for)."""
@@ -84,6 +107,10 @@ class BootstrapIntervals(IntervalMethod):
     """Intervals and paired tests from the shared bootstrap replicates."""
 
     name: ClassVar[str] = "bootstrap"
+    summary: ClassVar[str] = (
+        "the shared bootstrap (--method), valid for a design fixed in advance and scored once"
+    )
+    options: ClassVar[tuple[str, ...]] = ("annotator_resampling", "cluster_queries")
 
     def label(self, options: Any, B: int | None) -> str:
         clusters = ", queries resampled as clusters" if options.cluster_queries else ""

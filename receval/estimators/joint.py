@@ -39,6 +39,7 @@ class JointEstimator(Estimator):
         "recall = pool coverage × pooled recall"
     )
     precision_forms: ClassVar[bool] = True
+    mixture_weights: ClassVar[bool] = True
 
     def draw_layout(self, m: int) -> TermLayout:
         """[joint precision (m) | ν̂ numerators (m) | ν̂ denominator (1) | mass Σ t/q (m)]."""

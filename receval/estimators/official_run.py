@@ -26,6 +26,7 @@ class OfficialEstimator(Estimator):
         "closed-world census of the assessed pool: pooled recall, no sampling uncertainty"
     )
     sample_based: ClassVar[bool] = False
+    options: ClassVar[tuple[str, ...]] = ("unjudged", "average", "cutoff")
 
     def score(self, task: Any, options: Any, engine: Any = None) -> ScoringOutput:
         from receval.estimators.official import (

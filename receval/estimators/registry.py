@@ -27,42 +27,59 @@ INTERVAL_METHODS: dict[str, str] = {
     "anytime-asymptotic": "receval.estimators.anytime_asymptotic:AsymptoticIntervals",
 }
 
-_loaded: dict[tuple[str, str], Any] = {}
 
-
-def _load(table: dict[str, str], kind: str, name: str) -> Any:
+def _load(table: dict[str, str], kind: str, name: str) -> type:
+    """The class registered as ``name`` (imported on first use; Python caches the module)."""
     if name not in table:
         raise ValueError(f"unknown {kind} {name!r} (known: {', '.join(table)})")
-    key = (kind, name)
-    if key not in _loaded:
-        module, _, attr = table[name].partition(":")
-        _loaded[key] = getattr(import_module(module), attr)()
-    return _loaded[key]
+    module, _, attr = table[name].partition(":")
+    return getattr(import_module(module), attr)
 
 
 def register(cls: type) -> type:
     """Class decorator: make an estimator available under ``cls.name`` (also as a CLI choice
     when registered before the CLI is imported)."""
     ESTIMATORS[cls.name] = f"{cls.__module__}:{cls.__qualname__}"
-    _loaded.pop(("estimator", cls.name), None)
     return cls
 
 
 def register_interval_method(cls: type) -> type:
     """Class decorator: make an interval method available under ``cls.name``."""
     INTERVAL_METHODS[cls.name] = f"{cls.__module__}:{cls.__qualname__}"
-    _loaded.pop(("interval method", cls.name), None)
     return cls
 
 
-def get_estimator(name: str) -> Any:
-    """The estimator object registered as ``name`` (``ValueError`` for an unknown name)."""
+def estimator_class(name: str) -> type:
+    """The estimator class registered as ``name``: its declarations (``kind``, ``summary``,
+    ``sample_based``, ``uses_judge``, ``options``) without an instance."""
     return _load(ESTIMATORS, "estimator", name)
 
 
-def get_interval_method(name: str) -> Any:
-    """The interval method registered as ``name`` (``ValueError`` for an unknown name)."""
+def interval_method_class(name: str) -> type:
+    """The interval method class registered as ``name`` (its declarations)."""
     return _load(INTERVAL_METHODS, "interval method", name)
+
+
+def get_estimator(name: str) -> Any:
+    """A fresh estimator registered as ``name``, for one run (``ValueError`` for an unknown
+    name): a component keeps its caches for the run it serves, never across runs."""
+    return estimator_class(name)()
+
+
+def get_interval_method(name: str) -> Any:
+    """A fresh interval method registered as ``name``, for one run (``ValueError`` for an
+    unknown name)."""
+    return interval_method_class(name)()
+
+
+def estimator_help() -> str:
+    """Every registered estimator as ``name: summary`` (the CLI's ``--estimator`` help)."""
+    return "; ".join(f"{name}: {estimator_class(name).summary}" for name in ESTIMATORS)
+
+
+def interval_method_help() -> str:
+    """Every registered interval method as ``name: summary`` (``--intervals`` help)."""
+    return "; ".join(f"{name}: {interval_method_class(name).summary}" for name in INTERVAL_METHODS)
 
 
 def estimator_names() -> tuple[str, ...]:

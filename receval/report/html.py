@@ -480,14 +480,19 @@ def _data_rows(view: RunView) -> list[tuple[str, str]]:
 
 
 def _estimator_text(options: dict[str, Any]) -> str:
+    """The estimator's name, what it is (its registered summary) and the options it reads."""
+    from receval.estimators.registry import estimator_class
+
     est = _text(options.get("estimator")) or "—"
     parts = [est]
-    if est == "joint":
-        parts.append(
-            f"importance-reweighted over all systems' samples, weighting {_text(options.get('weighting'))}"
-        )
-    elif est == "official":
-        parts.append("closed-world census of the assessed pool")
+    try:
+        chosen = estimator_class(est)
+    except (ValueError, ImportError, AttributeError):  # written by an estimator not installed
+        chosen = None
+    if chosen is not None:
+        parts.append(chosen.summary)
+        if chosen.mixture_weights:
+            parts.append(f"weighting {_text(options.get('weighting'))}")
     if options.get("target"):
         parts.append(f"{options['target']} average")
     return "; ".join(parts)
@@ -543,8 +548,10 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         _board_row(row, note, mark, ctx)
         for (_, row), note, mark in zip(board.iterrows(), _notes_of(board), marks, strict=True)
     ]
+    heads = _board_heads(ctx, rt)
+    heads, rows = _without_empty_columns(heads, rows, _board_flags(board))
     return {
-        "heads": _board_heads(ctx, rt),
+        "heads": heads,
         "rows": rows,
         "notes": notes,
         "intervals": intervals,
@@ -560,16 +567,34 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
     }
 
 
+def _without_empty_columns(heads: list, rows: list[list], flags: dict[str, bool]):
+    """The heads and rows without the rank interval and tier columns when no row has one (a
+    census): an empty column says nothing the caption does not."""
+    gone = set()
+    if not flags["any_rank_interval"]:
+        gone.add("rank interval")
+    if not flags["any_tier"]:
+        gone.add("tier")
+    keep = [i for i, (head, _) in enumerate(heads) if head not in gone]
+    return [heads[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def _board_heads(ctx: _BoardContext, rt: Any) -> list[tuple[str, str]]:
-    """The leaderboard's column heads and their kind (``num`` or ``text``, for sorting)."""
+    """The leaderboard's column heads and their kind (``num`` or ``text``, for sorting); with
+    a cutoff K, precision and recall are headed P@K and R@K."""
+    from receval.report.terminal import metric_heads
+
+    named = metric_heads(dict(ctx.view.raw))
     recall = "recall (pooled, closed-world)" if _is_official(ctx.view.raw) else "recall (true)"
+    if "recall" in named:
+        recall = f"{named['recall']}, {recall}"
     heads = [
         ("rank", "num"),
         ("rank interval", "num"),
         ("tier", "num"),
         ("system", "text"),
         ("team", "text"),
-        ("precision", "num"),
+        (named.get("precision", "precision"), "num"),
         (recall, "num"),
         ("F1", "num"),
     ]
@@ -652,8 +677,9 @@ def _board_flags(board: pd.DataFrame) -> dict[str, bool]:
 
 
 def _is_official(run: dict[str, Any]) -> bool:
-    """Whether the run is the official closed-world census (its recall is pooled recall)."""
-    return _text((run.get("options") or {}).get("estimator")) == "official"
+    """Whether the run is a closed-world census (its recall is pooled recall): its record has
+    the census block (``official``)."""
+    return isinstance(run.get("official"), dict)
 
 
 def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
@@ -1007,7 +1033,7 @@ def _pool(inputs: ReportInputs) -> dict[str, Any]:
             "No pool coverage estimate in this run"
             + (
                 f" (estimator {est}: a closed-world census of the assessed pool)"
-                if est == "official"
+                if _is_official(inputs.run)
                 else ""
             )
             + ": θ̂ needs exhaustively annotated units and a sample-based estimator."

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["format_leaderboard", "format_value", "terminal_width"]
+__all__ = ["fit_text", "format_leaderboard", "format_value", "metric_heads", "terminal_width"]
 
 #: (column, header) of the metrics shown, in order.
 METRICS = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
@@ -135,6 +135,7 @@ def format_leaderboard(
     backtest_limit: float | None = None,
     legend: bool = True,
     width: int | None = None,
+    heads: dict[str, str] | None = None,
 ) -> str:
     """The leaderboard ``board`` (columns as in ``leaderboard.csv``) as an aligned text table.
 
@@ -145,7 +146,10 @@ def format_leaderboard(
     ``width`` (columns; None: no limit) makes the table fit: it gives up, in this order and only
     as far as needed, the team column, the tier, the end of long system names, the intervals of
     P and R, the rank interval, the R and P columns and the remaining intervals; the legend names
-    what was left out (``leaderboard.csv`` has everything).
+    what was left out (``leaderboard.csv`` has everything).  A column with nothing in it (no
+    rank interval or tier in a census, a team column that repeats the system) is left out.
+
+    ``heads`` renames metric columns (``{"precision": "P@10"}``; :func:`metric_heads`).
     """
     if backtest_limit is None:
         from receval.estimators.target import BACKTEST_LIMIT
@@ -155,7 +159,7 @@ def format_leaderboard(
     board = board.reset_index(drop=True)
     marks = _board_marks(board, has_target, backtest_limit)
     used = {m for column in marks.values() for cell in column for m in cell}
-    columns, dropped = _fit_columns(board, marks, has_target, width)
+    columns, dropped = _fit_columns(board, marks, has_target, width, heads or {})
     out = _table(columns)
     if legend and len(board):
         out += _fitted_legend(board, used, has_target, backtest_limit, dropped, width)
@@ -176,14 +180,20 @@ def _board_marks(
 
 
 def _fit_columns(
-    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, width: int | None
+    board: pd.DataFrame,
+    marks: dict[str, list[str]],
+    has_target: bool,
+    width: int | None,
+    heads: dict[str, str],
 ) -> tuple[list[_Column], list[str]]:
     """The columns after the fewest narrowing steps that fit ``width``, and those steps."""
     dropped: list[str] = []
     for step in (None, *_NARROWING):
         if step is not None:
+            if step in _empty_parts(board):
+                continue
             dropped.append(step)
-        columns = _columns(board, marks, has_target, dropped)
+        columns = _columns(board, marks, has_target, dropped, heads)
         total = sum(c.width for c in columns) + 2 * (len(columns) - 1)
         if width is None or total <= width:
             break
@@ -200,7 +210,14 @@ def _fitted_legend(
 ) -> list[str]:
     """The legend lines, each wrapped to ``width``."""
     cut = "system names" in dropped and any(len(str(n)) > SYSTEM_WIDTH for n in board["system"])
+    intervals = any(
+        not _missing(v) for c, _ in METRICS for v in _board_values(board, f"{c}_lo")
+    ) or (
+        has_target and any(not _missing(v) for v in _board_values(board, "precision_at_target_lo"))
+    )
     notes = _legend(used, has_target, backtest_limit, dropped, cut)
+    if not intervals:
+        notes[1] = "values: estimates (no intervals in this run)"
     if width is not None:
         notes = [line if len(line) <= width else _wrap(line, width) for line in notes]
     return notes
@@ -211,14 +228,34 @@ def _board_values(board: pd.DataFrame, name: str) -> list[Any]:
     return list(board[name]) if name in board.columns else [None] * len(board)
 
 
+def _empty_parts(board: pd.DataFrame) -> set[str]:
+    """The narrowing steps whose column says nothing here: no rank interval or no tier in any
+    row (a census), a team that is the system in every row (one run per team)."""
+    empty = set()
+    if all(_missing(v) for v in _board_values(board, "rank_lo")):
+        empty.add("rank interval")
+    if all(_missing(v) for v in _board_values(board, "tier")):
+        empty.add("tier")
+    teams = _board_values(board, "team")
+    if all(str(t) == str(s) for t, s in zip(teams, _board_values(board, "system"), strict=True)):
+        empty.add("team")
+    return empty
+
+
 def _columns(
-    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, dropped: list[str]
+    board: pd.DataFrame,
+    marks: dict[str, list[str]],
+    has_target: bool,
+    dropped: list[str],
+    heads: dict[str, str] | None = None,
 ) -> list[_Column]:
-    """The table's columns once the narrowing steps ``dropped`` are applied."""
+    """The table's columns once the narrowing steps ``dropped`` (and the empty columns) are
+    left out."""
+    gone = [*dropped, *_empty_parts(board)]
     return [
-        *_rank_columns(board, dropped),
-        *_name_columns(board, dropped),
-        *_metric_columns(board, marks, has_target, dropped),
+        *_rank_columns(board, gone),
+        *_name_columns(board, gone),
+        *_metric_columns(board, marks, has_target, gone, heads or {}),
     ]
 
 
@@ -258,18 +295,22 @@ def _name_columns(board: pd.DataFrame, dropped: list[str]) -> list[_Column]:
 
 
 def _metric_columns(
-    board: pd.DataFrame, marks: dict[str, list[str]], has_target: bool, dropped: list[str]
+    board: pd.DataFrame,
+    marks: dict[str, list[str]],
+    has_target: bool,
+    dropped: list[str],
+    heads: dict[str, str],
 ) -> list[_Column]:
-    """P, R, F1 (unless dropped) and P@R_T, with their intervals unless dropped."""
+    """P, R, F1 (unless dropped) and P@R_T, with their intervals unless dropped; ``heads``
+    renames them."""
     shown = [(c, h) for c, h in METRICS if h not in dropped]
     if has_target:
         shown.append(("precision_at_target", "P@R_T"))
     columns = []
     for column, head in shown:
         narrowed = "remaining intervals" if head in ("F1", "P@R_T") else "intervals of P and R"
-        columns.append(
-            _Column(head, _metric_cells(board, column, marks[column], narrowed not in dropped))
-        )
+        cells = _metric_cells(board, column, marks[column], narrowed not in dropped)
+        columns.append(_Column(heads.get(column, head), cells))
     return columns
 
 
@@ -314,3 +355,38 @@ def _wrap(line: str, width: int) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(line, width, subsequent_indent="   ", break_on_hyphens=False))
+
+
+def metric_heads(run: Any) -> dict[str, str]:
+    """The metric heads a run's record asks for: ``P@K`` and ``R@K`` when each system's top K
+    responses per query were scored (``run.json`` ``official.cutoff``), else none (P, R).
+
+    ``run`` is a :class:`~receval.run_record.RunRecord` or the ``run.json`` object (None: none).
+    """
+    if run is None:
+        return {}
+    record = run.to_dict() if hasattr(run, "to_dict") else run
+    official = record.get("official") if isinstance(record, dict) else None
+    cutoff = official.get("cutoff") if isinstance(official, dict) else None
+    if cutoff is None:
+        return {}
+    return {"precision": f"P@{int(cutoff)}", "recall": f"R@{int(cutoff)}"}
+
+
+def fit_text(text: str, width: int | None, prefix: str = "", indent: str = "  ") -> str:
+    """``prefix + text`` wrapped to ``width`` columns (continuation lines indented by
+    ``indent``); one line when ``width`` is None.  Paths and other long words are not cut."""
+    import textwrap
+
+    line = prefix + text
+    if width is None or len(line) <= width:
+        return line
+    return "\n".join(
+        textwrap.wrap(
+            line,
+            width,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
