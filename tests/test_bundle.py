@@ -211,3 +211,21 @@ def test_duckdb_is_bounded_and_cleans_its_spill_folder(monkeypatch):
     assert not spill.exists()
     monkeypatch.setenv("RECEVAL_DUCKDB_MEMORY_LIMIT", "300MB")
     assert default_memory_limit() == "300MB"
+
+
+def test_cli_sample_engine(tmp_path):
+    """``sample --engine duckdb`` records the engine's round; other designs are refused."""
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+
+    root = write_bundle(tmp_path / "b", "per-system")
+    args = ["sample", str(root), "--per-system", "4", "--seed", "2", "--engine", "duckdb"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "sample round-1: 12 draws from 3 systems" in result.output
+    want = sample_round(Bundle(write_bundle(tmp_path / "c", "tsv")), 4, seed=2).samples
+    got = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str)
+    assert list(got["answer"]) == list(want["answer"]) and len(load_task(root).samples) == 12
+    refused = CliRunner().invoke(cli, [*args, "--by-judge"])
+    assert refused.exit_code == 2 and "uniform --per-system round only" in refused.output
