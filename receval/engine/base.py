@@ -120,6 +120,14 @@ class DuckDBEngine(Engine):
         self.con.execute(f"DROP VIEW IF EXISTS {name}")
         self.con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
 
+    def create_table(self, name: str, sql: str) -> None:
+        """Materialise the SELECT ``sql`` as the temporary table ``name`` (spilled to the
+        temporary directory beyond the memory limit)."""
+        self.con.unregister(name)
+        self.con.execute(f"DROP VIEW IF EXISTS {name}")
+        self.con.execute(f"DROP TABLE IF EXISTS {name}")
+        self.con.execute(f"CREATE TEMP TABLE {name} AS {sql}")
+
     def query(self, sql: str) -> pd.DataFrame:
         return self.con.execute(sql).fetch_df()
 

@@ -153,33 +153,41 @@ def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
 # ---------------------------------------------------------------------------------------------
 # the SQL texts (engine-neutral)
 
-#: distinct facts per (system, bucket): one scan, an aggregation of (system, key) pairs
-BUCKET_SIZES = """
-SELECT system, bucket, count(*) AS facts
-FROM (SELECT system, h, bucket FROM keyed GROUP BY system, h, bucket) f
-GROUP BY system, bucket
+#: the distinct (system, fact key) pairs: the one aggregation over every output row (MD5 once
+#: per row), materialised as table ``system_facts`` (:func:`register_system_facts`)
+SYSTEM_FACTS = """
+SELECT system, h, bucket, count(*) AS copies FROM keyed GROUP BY system, h, bucket
 """
 
-#: the distinct facts in the wanted (system, bucket) pairs, one row per (system, key)
+#: distinct facts per (system, bucket)
+BUCKET_SIZES = """
+SELECT system, bucket, count(*) AS facts FROM system_facts GROUP BY system, bucket
+"""
+
+#: the distinct facts in the wanted (system, bucket) pairs, one row per (system, key), with the
+#: system's own spelling (a second scan of the runs, keeping the rows of those buckets only)
 BUCKET_FACTS = """
 SELECT k.system, k.bucket, k.h, min(k.query_id) AS query_id, min(k.answer_raw) AS answer_raw
 FROM keyed k JOIN wanted w ON k.system = w.system AND k.bucket = w.bucket
 GROUP BY k.system, k.bucket, k.h
 """
 
-#: which systems output each drawn fact (and their spelling of it)
+#: which systems output each drawn fact
 MEMBERSHIP = """
-SELECT k.system, k.h, min(k.query_id) AS query_id, min(k.answer_raw) AS answer_raw
-FROM keyed k JOIN drawn_keys d ON k.h = d.h
-GROUP BY k.system, k.h
+SELECT f.system, f.h FROM system_facts f JOIN drawn_keys d ON f.h = d.h
 """
 
-#: rows and distinct facts per system (the sizes the estimators need)
+#: distinct facts and output rows per system (the sizes the estimators need)
 SYSTEM_SIZES = """
-SELECT system, count(*) AS facts, sum(copies) AS outputs
-FROM (SELECT system, h, count(*) AS copies FROM keyed GROUP BY system, h) f
-GROUP BY system
+SELECT system, count(*) AS facts, sum(copies) AS outputs FROM system_facts GROUP BY system
 """
+
+
+def register_system_facts(engine: Engine) -> None:
+    """Materialise :data:`SYSTEM_FACTS` as ``system_facts`` (a table where the engine can hold
+    one, spilling to disk: DuckDB's ``create_table``; else a view)."""
+    create = getattr(engine, "create_table", None) or engine.create_view
+    create("system_facts", SYSTEM_FACTS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +294,7 @@ def locate_draws(
 
 
 def membership(engine: Engine, keys: np.ndarray) -> pd.DataFrame:
-    """``system, h, query_id, answer_raw`` for every system that output a fact of ``keys``."""
+    """``system, h`` for every system that output a fact of ``keys``."""
     engine.register("drawn_keys", pd.DataFrame({"h": np.unique(np.asarray(keys, np.int64))}))
     return engine.query(MEMBERSHIP).sort_values(["h", "system"], ignore_index=True)
 
@@ -319,18 +327,24 @@ def labelled_keys(judgments: pd.DataFrame, config) -> np.ndarray:
     return np.asarray(merged.labels.index, dtype=np.int64)
 
 
-def _to_annotate(engine: Engine, keys: np.ndarray) -> pd.DataFrame:
-    """``to_annotate.tsv`` fact rows of ``keys``: the first system's spelling (sorted system
-    order), how many systems output the fact."""
+def _to_annotate(engine: Engine, keys: np.ndarray, spelled: pd.DataFrame) -> pd.DataFrame:
+    """``to_annotate.tsv`` fact rows of ``keys``: the spelling of the first system (in sorted
+    order) that drew the fact (``spelled``: ``h, system, query_id, answer`` of the draws of this
+    round and earlier ones), how many systems output it."""
     members = membership(engine, keys)
     counts = members.groupby("h", sort=True)["system"].size()
-    first = members.drop_duplicates("h").set_index("h")
+    first = (
+        spelled[spelled["h"].isin(keys)]
+        .sort_values(["h", "system"])
+        .drop_duplicates("h")
+        .set_index("h")
+    )
     out = pd.DataFrame(
         {
             "kind": "fact",
             "query_id": first["query_id"].to_numpy(),
-            "answer": first["answer_raw"].to_numpy(),
-            "systems": counts.reindex(first.index).to_numpy(np.int64),
+            "answer": first["answer"].to_numpy(),
+            "systems": counts.reindex(first.index).fillna(0).to_numpy(np.int64),
         }
     )
     out = out.sort_values(["query_id", "answer"], ignore_index=True)
@@ -396,6 +410,7 @@ def sample_round(
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
     with _round_engine(bundle, engine) as con:
         register_keyed(con, config.matching)
+        register_system_facts(con)
         sizes = con.query(BUCKET_SIZES)
         everyone = sorted(set(sizes["system"])) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
@@ -409,7 +424,21 @@ def sample_round(
         )
         keys = np.concatenate([earlier, draws["h"].to_numpy(np.int64)])
         todo = np.setdiff1d(np.unique(keys), labelled_keys(judgments, config))
-        to_annotate = _to_annotate(con, todo)
+        spelled = pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "h": earlier,
+                        "system": samples["system"].to_numpy(object)[: len(earlier)],
+                        "query_id": samples["query_id"].to_numpy(object)[: len(earlier)],
+                        "answer": samples["answer"].to_numpy(object)[: len(earlier)],
+                    }
+                ),
+                draws[["h", "system", "query_id"]].assign(answer=draws["answer_raw"]),
+            ],
+            ignore_index=True,
+        )
+        to_annotate = _to_annotate(con, todo, spelled)
     frame = _samples_frame(draws, name, seed, k)
     counts = frame.groupby("system").size().to_dict() if len(frame) else {}
     return SampleRound(
