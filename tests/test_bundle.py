@@ -229,3 +229,42 @@ def test_cli_sample_engine(tmp_path):
     assert list(got["answer"]) == list(want["answer"]) and len(load_task(root).samples) == 12
     refused = CliRunner().invoke(cli, [*args, "--by-judge"])
     assert refused.exit_code == 2 and "uniform --per-system round only" in refused.output
+
+
+def test_joint_aggregates_equal_the_in_memory_sample_data(tmp_path):
+    """Sizes, overlaps and the membership of drawn facts computed by SQL over the Parquet parts
+    equal what build_sample_data computes from the loaded task."""
+    from receval.engine.sampled import (
+        SEP,
+        joint_aggregates,
+        register_keyed,
+        register_system_facts,
+    )
+    from receval.estimators.sample_data import build_sample_data
+
+    bundle = Bundle(write_bundle(tmp_path / "b", "dataset"))
+    drawn = sample_round(bundle, 8, seed=5)
+    bundle.record_round(drawn)
+    todo = drawn.to_annotate
+    todo.assign(label="C", annotator="a")[["query_id", "answer", "label", "annotator"]].to_csv(
+        bundle.root / "judgments.tsv", sep="\t", index=False
+    )
+    task = load_task(bundle.root)
+    data = build_sample_data(task, classes=False)
+    facts = task.facts.loc[data.facts]
+    keys = np.array(
+        [
+            python_key(f"{q}{SEP}{a}")
+            for q, a in zip(facts["query_id"], facts["answer"], strict=True)
+        ]
+    )
+    with bundle.engine() as engine:
+        register_keyed(engine, task.config.matching)
+        register_system_facts(engine)
+        agg = joint_aggregates(engine, keys)
+    assert agg.systems == data.systems
+    np.testing.assert_array_equal(agg.sizes, data.sizes)
+    order = np.argsort(keys)
+    np.testing.assert_array_equal(agg.member, data.member[order])
+    own = [data.systems.index(s) for _, s in data.sampler_names]
+    np.testing.assert_allclose(agg.uniform_overlap[:, own], data.overlap, rtol=1e-12)

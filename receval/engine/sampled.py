@@ -50,10 +50,12 @@ DIALECTS: dict[str, dict[str, str]] = {
     "duckdb": {
         "key": "CAST(('0x' || substr(md5({x}), 1, 15)) AS BIGINT)",
         "collapse": "regexp_replace({x}, '\\s+', ' ', 'g')",
+        "bit": "(CAST(1 AS BIGINT) << {i})",
     },
     "spark": {
         "key": "CAST(conv(substr(md5({x}), 1, 15), 16, 10) AS BIGINT)",
         "collapse": "regexp_replace({x}, '\\\\s+', ' ')",
+        "bit": "shiftleft(CAST(1 AS BIGINT), {i})",
     },
 }
 
@@ -297,6 +299,95 @@ def membership(engine: Engine, keys: np.ndarray) -> pd.DataFrame:
     """``system, h`` for every system that output a fact of ``keys``."""
     engine.register("drawn_keys", pd.DataFrame({"h": np.unique(np.asarray(keys, np.int64))}))
     return engine.query(MEMBERSHIP).sort_values(["h", "system"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the joint estimator needs from the runs (uniform designs, micro target)
+
+#: bits of one mask word (the sign bit is left alone)
+WORD_BITS = 63
+
+
+def overlap_sql(engine: Engine, words: int) -> str:
+    """SQL of the distinct system sets of the facts and how many facts each set has: one mask
+    column per :data:`WORD_BITS` systems (``system_index(system, word, bit)``), ``facts``."""
+    bit = _dialect(engine)["bit"].format(i="s.bit")
+    masks = ", ".join(
+        f"bit_or(CASE WHEN s.word = {w} THEN {bit} ELSE CAST(0 AS BIGINT) END) AS w{w}"
+        for w in range(words)
+    )
+    cols = ", ".join(f"w{w}" for w in range(words))
+    return (
+        f"SELECT {cols}, count(*) AS facts FROM ("
+        f"SELECT f.h, {masks} FROM system_facts f JOIN system_index s ON f.system = s.system "
+        f"GROUP BY f.h) t GROUP BY {cols}"
+    )
+
+
+def pair_overlaps(engine: Engine, systems: list[str], chunk: int = 200_000) -> np.ndarray:
+    """|X_i ∩ X_k| for every pair of ``systems`` (m × m; the diagonal is |X_i|), from the
+    distinct system sets of the facts (one aggregation; Python sums the outer products of the
+    sets, weighted by their number of facts, a chunk at a time)."""
+    m = len(systems)
+    words = max(1, -(-m // WORD_BITS))
+    index = np.arange(m)
+    engine.register(
+        "system_index",
+        pd.DataFrame({"system": systems, "word": index // WORD_BITS, "bit": index % WORD_BITS}),
+    )
+    sets = engine.query(overlap_sql(engine, words))
+    out = np.zeros((m, m))
+    shifts = np.arange(WORD_BITS, dtype=np.int64)
+    for lo in range(0, len(sets), chunk):
+        part = sets.iloc[lo : lo + chunk]
+        bits = np.concatenate(
+            [(part[f"w{w}"].to_numpy(np.int64)[:, None] >> shifts) & 1 for w in range(words)],
+            axis=1,
+        )[:, :m].astype(np.float64)
+        out += bits.T @ (bits * part["facts"].to_numpy(float)[:, None])
+    return out
+
+
+@dataclass(frozen=True)
+class JointAggregates:
+    """The per-system aggregates of the runs a uniform, micro joint estimate needs (Chaganty et
+    al. 2017, eq. for π̂ and q_i = Σ_j w_ij p_j): sizes |X_i|, overlaps |X_i ∩ X_k| (so
+    Σ_x t_i(x) s_k(x) = |X_i ∩ X_k| / (|X_i| |X_k|) for uniform s_k), and which systems output
+    each fact of interest (``member``, D × m, for the facts in ``keys``)."""
+
+    systems: list[str]
+    sizes: np.ndarray  # (m,)
+    outputs: np.ndarray  # (m,) output rows (duplicates included)
+    overlaps: np.ndarray  # (m, m)
+    keys: np.ndarray  # (D,) sorted fact keys
+    member: np.ndarray  # (D, m) bool
+
+    @property
+    def uniform_overlap(self) -> np.ndarray:
+        """Σ_x t_i(x) s_k(x) for micro targets and uniform proposals (m × m)."""
+        return self.overlaps / np.outer(self.sizes, self.sizes)
+
+
+def joint_aggregates(engine: Engine, keys: np.ndarray) -> JointAggregates:
+    """:class:`JointAggregates` from ``system_facts`` (:func:`register_system_facts`)."""
+    sizes = engine.query(SYSTEM_SIZES).sort_values("system", ignore_index=True)
+    systems = sizes["system"].astype(str).tolist()
+    keys = np.unique(np.asarray(keys, np.int64))
+    members = membership(engine, keys)
+    member = np.zeros((keys.size, len(systems)), bool)
+    at = {s: i for i, s in enumerate(systems)}
+    member[
+        np.searchsorted(keys, members["h"].to_numpy(np.int64)),
+        members["system"].map(at).to_numpy(np.int64),
+    ] = True
+    return JointAggregates(
+        systems=systems,
+        sizes=sizes["facts"].to_numpy(float),
+        outputs=sizes["outputs"].to_numpy(float),
+        overlaps=pair_overlaps(engine, systems),
+        keys=keys,
+        member=member,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
