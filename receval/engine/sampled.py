@@ -158,7 +158,13 @@ def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
 #: the distinct (system, fact key) pairs: the one aggregation over every output row (MD5 once
 #: per row), materialised as table ``system_facts`` (:func:`register_system_facts`)
 SYSTEM_FACTS = """
-SELECT system, h, bucket, count(*) AS copies FROM keyed GROUP BY system, h, bucket
+SELECT system, query_id, h, bucket, count(*) AS copies
+FROM keyed GROUP BY system, query_id, h, bucket
+"""
+
+#: distinct facts per (query, system): |X_i ∩ q|
+QUERY_SIZES = """
+SELECT query_id, system, count(*) AS facts FROM system_facts GROUP BY query_id, system
 """
 
 #: distinct facts per (system, bucket)
