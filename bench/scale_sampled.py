@@ -9,6 +9,8 @@ RSS of the process tree's largest process):
 
 * ``sample``: ``receval sample TASK --per-system N --seed S`` (in memory);
 * ``sample-engine``: the same with ``--engine duckdb`` (the SQL sampled path);
+* ``score-engine``: the same labels, then the joint estimates (1,000 bootstrap replicates)
+  from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
 * ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
   hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
   --seed S`` (default estimator).
@@ -84,17 +86,27 @@ def label_drawn(root: Path) -> int:
     return len(out) - 1
 
 
-def measure(args: list[str], receval: Path) -> dict:
-    """Run ``python -m receval.cli ARGS`` under /usr/bin/time -v: wall seconds, peak RSS."""
+#: ``score-engine``: the joint estimates from the engine's arrays (no output set yet)
+ENGINE_SCORE = (
+    "import sys; from receval.bundle import Bundle; "
+    "from receval.engine.sampled_data import joint_estimates; "
+    "print(joint_estimates(Bundle(sys.argv[1]), bootstrap=1000, seed=1).head(3).to_string())"
+)
+
+
+def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
+    """Run ``python -m receval.cli ARGS`` (or ``python -c CODE ARGS``) under /usr/bin/time -v:
+    wall seconds, peak RSS."""
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "receval.cli", *args]
+    runner = ["-m", "receval.cli"] if code is None else ["-c", code]
+    cmd = ["/usr/bin/time", "-v", sys.executable, *runner, *args]
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     tail = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
     return {
-        "command": "receval " + " ".join(args),
+        "command": ("receval " if code is None else "python -c ENGINE_SCORE ") + " ".join(args),
         "exit": proc.returncode,
         "wall_s": round(wall, 1),
         "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
@@ -166,6 +178,10 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
             ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1"],
             args.receval,
         )
+        return {**out, "labelled_facts": labelled}
+    if command == "score-engine":
+        labelled = label_drawn(task)
+        out = measure([str(task)], args.receval, code=ENGINE_SCORE)
         return {**out, "labelled_facts": labelled}
     raise SystemExit(f"unknown command {command!r}")
 

@@ -317,3 +317,18 @@ def test_engine_sample_data_scores_as_the_in_memory_arrays(tmp_path):
     for metric in runs[1].point:
         np.testing.assert_allclose(runs[0].point[metric], runs[1].point[metric], err_msg=metric)
         np.testing.assert_allclose(runs[0].replicates[metric], runs[1].replicates[metric])
+
+
+def test_joint_estimates_at_any_size_api(tmp_path):
+    from receval.engine.sampled_data import joint_estimates
+
+    bundle = Bundle(write_bundle(tmp_path / "b", "parquet"))
+    bundle.record_round(sample_round(bundle, 10, seed=1))
+    todo = pd.read_csv(bundle.root / "to_annotate.tsv", sep="\t", dtype=str)
+    todo.assign(label="C", annotator="a")[["query_id", "answer", "label", "annotator"]].to_csv(
+        bundle.root / "judgments.tsv", sep="\t", index=False
+    )
+    out = joint_estimates(bundle, bootstrap=50, seed=1)
+    assert list(out["system"]) == ["A", "B", "C"]
+    np.testing.assert_allclose(out["precision"], 1.0)
+    assert (out["pooled_recall_lo"] <= out["pooled_recall"]).all()
