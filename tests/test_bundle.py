@@ -332,3 +332,27 @@ def test_joint_estimates_at_any_size_api(tmp_path):
     assert list(out["system"]) == ["A", "B", "C"]
     np.testing.assert_allclose(out["precision"], 1.0)
     assert (out["pooled_recall_lo"] <= out["pooled_recall"]).all()
+
+
+def _spark_missing() -> str | None:
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+def test_spark_draws_the_same_facts_as_duckdb(tmp_path, monkeypatch):
+    """The same SQL texts in Spark draw the same facts (and list the same ones to annotate)."""
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    for layout in ("parquet", "per-system"):
+        bundle = Bundle(write_bundle(tmp_path / layout, layout))
+        duck = sample_round(bundle, 6, seed=3)
+        spark = sample_round(bundle, 6, seed=3, engine="spark")
+        pd.testing.assert_frame_equal(spark.samples, duck.samples)
+        pd.testing.assert_frame_equal(spark.to_annotate, duck.to_annotate)

@@ -69,6 +69,23 @@ def _dialect(engine: Engine) -> dict[str, str]:
     return DIALECTS[engine.name]
 
 
+def create_view(engine: Engine, name: str, sql: str, *, materialise: bool = False) -> None:
+    """Make the SELECT ``sql`` queryable as ``name``: the engine's ``create_table`` (when
+    ``materialise``) or ``create_view``, else a Spark temporary view (cached when
+    ``materialise``)."""
+    method = getattr(engine, "create_table" if materialise else "create_view", None)
+    if method is not None:
+        method(name, sql)
+        return
+    spark = getattr(engine, "spark", None)
+    if spark is None:
+        raise TypeError(f"engine {engine.name!r} cannot create views")
+    frame = spark.sql(sql)
+    if materialise:
+        frame = frame.cache()
+    frame.createOrReplaceTempView(name)
+
+
 # ---------------------------------------------------------------------------------------------
 # the runs as one view
 
@@ -115,7 +132,7 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
             else:
                 columns.append(f"trim(CAST({column} AS STRING)) AS {column}")
         parts.append(f"SELECT {', '.join(columns)} FROM {name}")
-    engine.create_view("runs", "\nUNION ALL\n".join(parts))
+    create_view(engine, "runs", "\nUNION ALL\n".join(parts))
 
 
 def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str = "answer") -> str:
@@ -144,7 +161,8 @@ def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
     fact key ``h`` and its bucket (module docstring)."""
     answer = normalised_answer_sql(engine, matching)
     key = _dialect(engine)["key"].format(x=f"concat(query_id, chr(31), {answer})")
-    engine.create_view(
+    create_view(
+        engine,
         "keyed",
         f"SELECT system, query_id, {answer} AS answer, answer AS answer_raw, h, "
         f"CAST(floor(h / {float(1 << BUCKET_SHIFT)!r}) AS BIGINT) AS bucket "
@@ -194,8 +212,7 @@ SELECT system, count(*) AS facts, sum(copies) AS outputs FROM system_facts GROUP
 def register_system_facts(engine: Engine) -> None:
     """Materialise :data:`SYSTEM_FACTS` as ``system_facts`` (a table where the engine can hold
     one, spilling to disk: DuckDB's ``create_table``; else a view)."""
-    create = getattr(engine, "create_table", None) or engine.create_view
-    create("system_facts", SYSTEM_FACTS)
+    create_view(engine, "system_facts", SYSTEM_FACTS, materialise=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,7 +588,7 @@ class _round_engine:
             }
         )
         self.engine.register("runs_frame", frame)
-        self.engine.create_view("runs", "SELECT system, query_id, answer FROM runs_frame")
+        create_view(self.engine, "runs", "SELECT system, query_id, answer FROM runs_frame")
         return self.engine
 
     def __exit__(self, *exc) -> None:
