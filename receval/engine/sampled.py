@@ -176,6 +176,11 @@ def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
 #: the distinct (system, fact key) pairs: the one aggregation over every output row (MD5 once
 #: per row), materialised as table ``system_facts`` (:func:`register_system_facts`)
 SYSTEM_FACTS = """
+SELECT system, h, bucket, count(*) AS copies FROM keyed GROUP BY system, h, bucket
+"""
+
+#: the same with each fact's query (the key determines it: the same groups, a wider table)
+SYSTEM_QUERY_FACTS = """
 SELECT system, query_id, h, bucket, count(*) AS copies
 FROM keyed GROUP BY system, query_id, h, bucket
 """
@@ -209,10 +214,12 @@ SELECT system, count(*) AS facts, sum(copies) AS outputs FROM system_facts GROUP
 """
 
 
-def register_system_facts(engine: Engine) -> None:
-    """Materialise :data:`SYSTEM_FACTS` as ``system_facts`` (a table where the engine can hold
-    one, spilling to disk: DuckDB's ``create_table``; else a view)."""
-    create_view(engine, "system_facts", SYSTEM_FACTS, materialise=True)
+def register_system_facts(engine: Engine, *, queries: bool = False) -> None:
+    """Materialise :data:`SYSTEM_FACTS` (with ``queries``: :data:`SYSTEM_QUERY_FACTS`, which
+    :data:`QUERY_SIZES` reads) as ``system_facts`` (a table where the engine can hold one,
+    spilling to disk: DuckDB's ``create_table``; Spark: a cached view)."""
+    sql = SYSTEM_QUERY_FACTS if queries else SYSTEM_FACTS
+    create_view(engine, "system_facts", sql, materialise=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def engine_sample_data(bundle, *, engine: str = "duckdb") -> SampleData:
     )
     with _round_engine(bundle, engine) as con:
         register_keyed(con, config.matching)
-        register_system_facts(con)
+        register_system_facts(con, queries=True)
         agg = joint_aggregates(con, np.concatenate([keys, labels.index.to_numpy(np.int64)]))
         cells = con.query(QUERY_SIZES)
     return _assemble(agg, cells, queries, samples, keys, labels, path)
