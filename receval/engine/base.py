@@ -76,6 +76,10 @@ class DuckDBEngine(Engine):
         Where large sorts and joins spill; default ``$RECEVAL_DUCKDB_TEMP_DIRECTORY``, else a
         fresh temporary folder removed on :meth:`close`.
     threads : int, optional
+    on_disk : bool
+        Keep the tables the engine creates (:meth:`create_table`) in a database file in a fresh
+        folder under the spill directory (removed on :meth:`close`), so they may exceed the
+        memory limit; rows of a query without ORDER BY then come in no particular order.
     """
 
     name = "duckdb"
@@ -85,19 +89,30 @@ class DuckDBEngine(Engine):
         memory_limit: str | None = None,
         temp_directory: Path | str | None = None,
         threads: int | None = None,
+        *,
+        on_disk: bool = False,
     ) -> None:
+        import tempfile
+
         import duckdb
 
-        self.con = duckdb.connect(database=":memory:")
+        self._owned_temp: str | None = None
+        temp_directory = temp_directory or os.environ.get(TEMP_DIRECTORY_ENV) or None
+        if temp_directory is None or on_disk:
+            base = None if temp_directory is None else str(temp_directory)
+            if base is not None:
+                Path(base).mkdir(parents=True, exist_ok=True)
+            self._owned_temp = tempfile.mkdtemp(prefix="receval-duckdb-", dir=base)
+            temp_directory = self._owned_temp
+        # on_disk: tables created in the engine (create_table) live in a database file in the
+        # spill folder, so a table larger than the memory limit is written out, not refused
+        database = str(Path(temp_directory) / "engine.duckdb") if on_disk else ":memory:"
+        self.con = duckdb.connect(database=database)
         self.con.execute("SET enable_progress_bar = false")  # stdout belongs to the command
         limit = str(memory_limit or default_memory_limit()).replace("'", "")
         self.con.execute(f"SET memory_limit = '{limit}'")
-        self._owned_temp: str | None = None
-        temp_directory = temp_directory or os.environ.get(TEMP_DIRECTORY_ENV) or None
-        if temp_directory is None:
-            import tempfile
-
-            temp_directory = self._owned_temp = tempfile.mkdtemp(prefix="receval-duckdb-")
+        if on_disk:  # large aggregations and tables need not keep their rows' order
+            self.con.execute("SET preserve_insertion_order = false")
         spill = Path(temp_directory).as_posix().replace("'", "''")
         self.con.execute(f"SET temp_directory = '{spill}'")
         if threads:
@@ -126,7 +141,7 @@ class DuckDBEngine(Engine):
         self.con.unregister(name)
         self.con.execute(f"DROP VIEW IF EXISTS {name}")
         self.con.execute(f"DROP TABLE IF EXISTS {name}")
-        self.con.execute(f"CREATE TEMP TABLE {name} AS {sql}")
+        self.con.execute(f"CREATE TABLE {name} AS {sql}")
 
     def query(self, sql: str) -> pd.DataFrame:
         return self.con.execute(sql).fetch_df()

@@ -580,7 +580,7 @@ class _round_engine:
     def __enter__(self) -> Engine:
         from receval.engine.base import connect
 
-        self.engine = connect(self.name)
+        self.engine = connect(self.name, **({"on_disk": True} if self.name == "duckdb" else {}))
         sources = self.bundle.parquet_runs()
         if sources is not None:
             register_runs(self.engine, sources)
@@ -598,5 +598,12 @@ class _round_engine:
         create_view(self.engine, "runs", "SELECT system, query_id, answer FROM runs_frame")
         return self.engine
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, value, trace) -> None:
         self.engine.close()
+        if kind is not None and kind.__name__ == "OutOfMemoryException":
+            from receval.engine.base import MEMORY_LIMIT_ENV
+
+            raise ValueError(
+                f"the engine ran out of its memory limit ({value}); set {MEMORY_LIMIT_ENV} "
+                "higher (e.g. 4GB)"
+            ) from None
