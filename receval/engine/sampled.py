@@ -203,9 +203,9 @@ FROM keyed k JOIN wanted w ON k.system = w.system AND k.bucket = w.bucket
 GROUP BY k.system, k.bucket, k.h
 """
 
-#: which systems output each drawn fact
+#: which systems output each drawn fact (a scan of the runs joined to the few drawn keys)
 MEMBERSHIP = """
-SELECT f.system, f.h FROM system_facts f JOIN drawn_keys d ON f.h = d.h
+SELECT k.system, k.h FROM keyed k JOIN drawn_keys d ON k.h = d.h GROUP BY k.system, k.h
 """
 
 #: distinct facts and output rows per system (the sizes the estimators need)
@@ -214,12 +214,16 @@ SELECT system, count(*) AS facts, sum(copies) AS outputs FROM system_facts GROUP
 """
 
 
-def register_system_facts(engine: Engine, *, queries: bool = False) -> None:
-    """Materialise :data:`SYSTEM_FACTS` (with ``queries``: :data:`SYSTEM_QUERY_FACTS`, which
-    :data:`QUERY_SIZES` reads) as ``system_facts`` (a table where the engine can hold one,
-    spilling to disk: DuckDB's ``create_table``; Spark: a cached view)."""
+def register_system_facts(
+    engine: Engine, *, queries: bool = False, materialise: bool = False
+) -> None:
+    """:data:`SYSTEM_FACTS` (with ``queries``: :data:`SYSTEM_QUERY_FACTS`, which
+    :data:`QUERY_SIZES` reads) as ``system_facts``: a view (each query reading it aggregates
+    the runs again, in bounded memory), or with ``materialise`` a table (DuckDB's
+    ``create_table``; Spark: a cached view): fewer scans, but DuckDB could not hold a 5·10⁷-row
+    table under a 1 GB limit (measured: out of memory)."""
     sql = SYSTEM_QUERY_FACTS if queries else SYSTEM_FACTS
-    create_view(engine, "system_facts", sql, materialise=True)
+    create_view(engine, "system_facts", sql, materialise=materialise)
 
 
 # ---------------------------------------------------------------------------------------------
