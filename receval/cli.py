@@ -725,6 +725,16 @@ def extrapolate(
     "--name", "sample_name", default=None, help="Name of this sample round (default round-K)."
 )
 @click.option(
+    "--engine",
+    "engine",
+    type=click.Choice(opts.ENGINES),
+    default=None,
+    help="Draw a uniform --per-system round in this engine (SQL over the runs, Parquet read on "
+    "disk: memory flat in the number of output rows); the draws are keyed by hashes of (seed, "
+    "round, system, fact), the same on every engine and file layout, not those of the default "
+    "in-memory draw.",
+)
+@click.option(
     "--seed", type=SEED, required=True, help="Seed of the draws (combined with the round number)."
 )
 def sample(
@@ -750,6 +760,7 @@ def sample(
     top: int | None,
     loop_intervals: str,
     sample_name: str | None,
+    engine: str | None,
     seed: int,
 ) -> None:
     """Draw a new sample round for TASK; append it to samples.tsv and write to_annotate.tsv.
@@ -773,6 +784,9 @@ def sample(
             _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
+    if engine is not None:
+        _engine_round(task, engine, per_system, systems, sample_name, seed, distribution)
+        return
     with bundle_lock(task, ROUND_LOCK_WAIT):
         loaded, distribution = _sample_task(task, by_judge, distribution)
         sizes: int | dict[str, int] = per_system or 0
@@ -843,6 +857,32 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
         )
     if exhaustive_units and units_from is None:
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
+
+
+def _engine_round(task, engine, per_system, systems, sample_name, seed, distribution) -> None:
+    """``sample --engine``: a uniform --per-system round drawn by SQL (receval.engine.sampled)."""
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+    from receval.judgments import ROUND_LOCK_WAIT
+
+    ctx = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("adaptive", "by_judge", "exhaustive_units", "units_from")
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ] + ([f"--distribution {distribution}"] if distribution != "uniform" else [])
+    if given or not per_system:
+        raise click.UsageError(
+            "--engine draws a uniform --per-system round only"
+            + (f" (not with {', '.join(given)})" if given else "")
+        )
+    bundle = Bundle(task, lock_timeout=ROUND_LOCK_WAIT)
+    with bundle.lock():
+        drawn = _library_call(
+            sample_round, bundle, per_system, seed=seed, systems=list(systems) or None,
+            name=sample_name, engine=engine,
+        )  # fmt: skip
+        _record_round(task, drawn)
 
 
 def _sample_task(task: Path, by_judge: bool, distribution: str):

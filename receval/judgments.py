@@ -24,90 +24,32 @@ and an ``annotator`` column; annotation tools export JSON (Label Studio:
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+# the bundle lock lives with the Bundle (re-exported here: existing imports keep working)
+from receval.bundle import LOCK_NAME, ROUND_LOCK_WAIT, bundle_lock
 from receval.config import LABEL_CATEGORIES, TaskConfig
 from receval.errors import BundleError
 from receval.formats.tables import LINE, find_table, read_table, write_table
 from receval.task import Task, load_task, normalize_answers
 
-__all__ = ["ADD_STEPS", "AddResult", "add_judgments", "bundle_lock", "read_label_file"]
+__all__ = [
+    "ADD_STEPS",
+    "LOCK_NAME",
+    "ROUND_LOCK_WAIT",
+    "AddResult",
+    "add_judgments",
+    "bundle_lock",
+    "read_label_file",
+]
 
 #: The steps :func:`add_judgments` reports through ``on_step`` (progress bars).
 ADD_STEPS = 4
-
-LOCK_NAME = ".receval.lock"
-#: Seconds ``sample`` and ``curve plan`` wait for the bundle lock (a round on a large bundle,
-#: or an adaptive plan, can hold it for minutes).
-ROUND_LOCK_WAIT = 600.0
-
-
-@contextmanager
-def bundle_lock(root: Path, timeout: float = 60.0) -> Iterator[None]:
-    """Hold an exclusive lock on the bundle ``root`` (``root/.receval.lock``) while inside.
-
-    Uses ``fcntl.flock`` where available (released by the kernel if the process dies), else an
-    exclusive-create lock file.  Waits up to ``timeout`` seconds, then raises ``TimeoutError``.
-    A folder that is not a bundle (no queries table: a mistyped path) is not locked, so no lock
-    file is left there; loading it says why.  ``judgments add``, ``sample`` and ``curve plan``
-    take it: two rounds drawn at once each get their own name.
-    """
-    from receval.formats.tables import TABLE_SUFFIXES
-
-    if not any((Path(root) / f"queries{s}").is_file() for s in TABLE_SUFFIXES):
-        yield
-        return
-    path = Path(root) / LOCK_NAME
-    deadline = time.monotonic() + timeout
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        fcntl = None
-    if fcntl is not None:
-        try:
-            handle = open(path, "a+")  # closed by the with below
-        except OSError as exc:  # a read-only bundle, or something else at that path
-            raise BundleError(
-                path, None, f"cannot take the bundle lock ({exc.strerror or exc})"
-            ) from None
-        with handle:
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(
-                            f"{path}: another receval process holds the lock (waited "
-                            f"{timeout:.0f} s)"
-                        ) from None
-                    time.sleep(0.05)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return
-    while True:  # pragma: no cover - Windows
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path}: another receval process holds the lock") from None
-            time.sleep(0.05)
-    try:
-        yield
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -49,16 +49,46 @@ class Engine(ABC):
         self.close()
 
 
+#: environment variables overriding :class:`DuckDBEngine`'s defaults
+MEMORY_LIMIT_ENV = "RECEVAL_DUCKDB_MEMORY_LIMIT"
+TEMP_DIRECTORY_ENV = "RECEVAL_DUCKDB_TEMP_DIRECTORY"
+#: the default memory limit: this share of the machine's RAM, at most :data:`MEMORY_CAP` bytes
+MEMORY_SHARE = 0.25
+MEMORY_CAP = 1 << 30
+
+
+def default_memory_limit() -> str:
+    """DuckDB's memory limit unless told otherwise: ``$RECEVAL_DUCKDB_MEMORY_LIMIT``, else a
+    quarter of the RAM capped at 1 GiB (at least 256 MiB), so a score or a sample round stays
+    bounded on a shared machine; larger sorts and joins spill to the temporary directory."""
+    given = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if given:
+        return given
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        ram = 4 * MEMORY_CAP
+    limit = max(min(int(ram * MEMORY_SHARE), MEMORY_CAP), 256 << 20)
+    return f"{limit >> 20}MB"
+
+
 class DuckDBEngine(Engine):
-    """DuckDB in this process; spills to ``temp_directory`` when a sort does not fit in memory.
+    """DuckDB in this process, bounded in memory by default; spills to a temporary directory
+    when a sort, join or aggregation does not fit.
 
     Parameters
     ----------
     memory_limit : str, optional
-        DuckDB's ``memory_limit`` (e.g. ``"4GB"``); DuckDB's default is 80% of RAM.
+        DuckDB's ``memory_limit`` (e.g. ``"4GB"``); default :func:`default_memory_limit`
+        (``$RECEVAL_DUCKDB_MEMORY_LIMIT``, else ¼ of RAM capped at 1 GiB).
     temp_directory : path, optional
-        Where large sorts and joins spill.
+        Where large sorts and joins spill; default ``$RECEVAL_DUCKDB_TEMP_DIRECTORY``, else a
+        fresh temporary folder removed on :meth:`close`.
     threads : int, optional
+    on_disk : bool
+        Keep the tables the engine creates (:meth:`create_table`) in a database file in a fresh
+        folder under the spill directory (removed on :meth:`close`), so they may exceed the
+        memory limit; rows of a query without ORDER BY then come in no particular order.
     """
 
     name = "duckdb"
@@ -68,15 +98,32 @@ class DuckDBEngine(Engine):
         memory_limit: str | None = None,
         temp_directory: Path | str | None = None,
         threads: int | None = None,
+        *,
+        on_disk: bool = False,
     ) -> None:
+        import tempfile
+
         import duckdb
 
-        self.con = duckdb.connect(database=":memory:")
+        self._owned_temp: str | None = None
+        temp_directory = temp_directory or os.environ.get(TEMP_DIRECTORY_ENV) or None
+        if temp_directory is None or on_disk:
+            base = None if temp_directory is None else str(temp_directory)
+            if base is not None:
+                Path(base).mkdir(parents=True, exist_ok=True)
+            self._owned_temp = tempfile.mkdtemp(prefix="receval-duckdb-", dir=base)
+            temp_directory = self._owned_temp
+        # on_disk: tables created in the engine (create_table) live in a database file in the
+        # spill folder, so a table larger than the memory limit is written out, not refused
+        database = str(Path(temp_directory) / "engine.duckdb") if on_disk else ":memory:"
+        self.con = duckdb.connect(database=database)
         self.con.execute("SET enable_progress_bar = false")  # stdout belongs to the command
-        if memory_limit:
-            self.con.execute(f"SET memory_limit = '{memory_limit}'")
-        if temp_directory:
-            self.con.execute(f"SET temp_directory = '{Path(temp_directory).as_posix()}'")
+        limit = str(memory_limit or default_memory_limit()).replace("'", "")
+        self.con.execute(f"SET memory_limit = '{limit}'")
+        if on_disk:  # large aggregations and tables need not keep their rows' order
+            self.con.execute("SET preserve_insertion_order = false")
+        spill = Path(temp_directory).as_posix().replace("'", "''")
+        self.con.execute(f"SET temp_directory = '{spill}'")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
 
@@ -91,6 +138,20 @@ class DuckDBEngine(Engine):
         else:
             self.con.register(name, table)
 
+    def create_view(self, name: str, sql: str) -> None:
+        """Make the SELECT ``sql`` queryable as ``name`` (a temporary view)."""
+        self.con.unregister(name)
+        self.con.execute(f"DROP VIEW IF EXISTS {name}")
+        self.con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+
+    def create_table(self, name: str, sql: str) -> None:
+        """Materialise the SELECT ``sql`` as the temporary table ``name`` (spilled to the
+        temporary directory beyond the memory limit)."""
+        self.con.unregister(name)
+        self.con.execute(f"DROP VIEW IF EXISTS {name}")
+        self.con.execute(f"DROP TABLE IF EXISTS {name}")
+        self.con.execute(f"CREATE TABLE {name} AS {sql}")
+
     def query(self, sql: str) -> pd.DataFrame:
         return self.con.execute(sql).fetch_df()
 
@@ -100,6 +161,11 @@ class DuckDBEngine(Engine):
 
     def close(self) -> None:
         self.con.close()
+        if self._owned_temp is not None:
+            import shutil
+
+            shutil.rmtree(self._owned_temp, ignore_errors=True)
+            self._owned_temp = None
 
 
 class SparkEngine(Engine):

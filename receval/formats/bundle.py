@@ -158,12 +158,19 @@ def read_candidate_units(path: Path | str) -> pd.DataFrame:
     return candidates
 
 
-def record_sample_round(root: Path | str, drawn) -> Path:
+def record_sample_round(root: Path | str, drawn, *, timeout: float | None = None) -> Path:
     """Append a drawn round to ``samples.tsv`` and rewrite ``to_annotate.tsv`` (every drawn fact
-    still unlabelled, earlier rounds included, and the drawn units); returns the latter's path."""
+    still unlabelled, earlier rounds included, and the drawn units); returns the latter's path.
+
+    Under the bundle lock (:func:`receval.bundle.bundle_lock`, re-entrant: a caller already
+    holding it does not wait), waiting up to ``timeout`` seconds (default
+    :data:`receval.bundle.ROUND_LOCK_WAIT`).  Each file is replaced atomically."""
+    from receval.bundle import ROUND_LOCK_WAIT, bundle_lock
+
     root = Path(root)
-    if len(drawn.samples):
-        append_rows(root, "samples", drawn.samples)
-    path = root / "to_annotate.tsv"
-    write_table(path, drawn.to_annotate)
+    with bundle_lock(root, ROUND_LOCK_WAIT if timeout is None else timeout):
+        if len(drawn.samples):
+            append_rows(root, "samples", drawn.samples)
+        path = root / "to_annotate.tsv"
+        write_table(path, drawn.to_annotate)
     return path

@@ -1,0 +1,198 @@
+"""Any size: wall time and peak memory of ``receval sample`` / ``receval score`` on a generated
+TREC-style Parquet task (issue 35).
+
+The task: ``S`` runs × ``Q`` queries × ``D`` answers per query (``runs/<system>.parquet``, one file
+per run written by DuckDB straight to disk, never in memory at once), each run's answers ``D``
+distinct documents of a per-query candidate list of ``3·D`` (systems overlap at random); no
+labels.  ``--commands`` runs, each as a subprocess under ``/usr/bin/time -v`` (wall time, peak
+RSS of the process tree's largest process):
+
+* ``sample``: ``receval sample TASK --per-system N --seed S`` (in memory);
+* ``sample-engine``: the same with ``--engine duckdb`` (the SQL sampled path);
+* ``score-engine``: the same labels, then the joint estimates (1,000 bootstrap replicates)
+  from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
+* ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
+  hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
+  --seed S`` (default estimator).
+
+``--receval PATH`` runs another checkout's receval (e.g. ``git archive 13e5542`` unpacked in
+/tmp: the "before" figures).  Results are appended to ``bench/results/scale_sampled.json`` (``bench/scale.py`` is the
+end-to-end benchmark of the whole pipeline).
+
+    python bench/scale_sampled.py --systems 100 --queries 2000 --depth 1000 --commands sample-engine
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results" / "scale_sampled.json"
+
+
+def generate(root: Path, systems: int, queries: int, depth: int, seed: int) -> int:
+    """Write the task into ``root`` (one DuckDB COPY per run); returns the number of rows."""
+    import duckdb
+
+    (root / "runs").mkdir(parents=True)
+    (root / "queries.tsv").write_text(
+        "query_id\n" + "".join(f"q{q}\n" for q in range(queries)), encoding="utf-8"
+    )
+    (root / "task.toml").write_text('name = "scale"\n', encoding="utf-8")
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    pool = 3 * depth
+    for j in range(systems):
+        # answer r of query q: candidate (r·7 + offset(j, q)) mod pool, distinct for r < pool/7·…;
+        # stride 7 is coprime to pool = 3000 so D < pool answers are distinct
+        sql = f"""
+        SELECT 'run{j:03d}' AS system, 'q' || q.range AS query_id,
+               'doc-' || q.range || '-' || ((r.range * 7 + (hash({seed}, {j}, q.range) % {pool}))
+                                            % {pool}) AS answer,
+               CAST({depth} - r.range AS DOUBLE) AS score
+        FROM range({queries}) q, range({depth}) r
+        """
+        target = (root / "runs" / f"run{j:03d}.parquet").as_posix()
+        con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET, ROW_GROUP_SIZE 1000000)")
+    con.close()
+    return systems * queries * depth
+
+
+def label_drawn(root: Path) -> int:
+    """Label every fact of ``to_annotate.tsv`` from the synthetic truth into judgments.tsv."""
+    lines = (root / "to_annotate.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    qi, ai, ki = header.index("query_id"), header.index("answer"), header.index("kind")
+    out = ["query_id\tanswer\tlabel\tannotator"]
+    for line in lines[1:]:
+        f = line.split("\t")
+        if f[ki] != "fact":
+            continue
+        digit = int(hashlib.md5(f"{f[qi]}\x1f{f[ai]}".encode()).hexdigest()[0], 16)
+        out.append(f"{f[qi]}\t{f[ai]}\t{'C' if digit < 5 else 'W'}\tbench")
+    (root / "judgments.tsv").write_text("\n".join(out) + "\n", encoding="utf-8")
+    return len(out) - 1
+
+
+#: ``score-engine``: the joint estimates from the engine's arrays (no output set yet)
+ENGINE_SCORE = (
+    "import sys; from receval.bundle import Bundle; "
+    "from receval.engine.sampled_data import joint_estimates; "
+    "print(joint_estimates(Bundle(sys.argv[1]), bootstrap=1000, seed=1).head(3).to_string())"
+)
+
+
+def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
+    """Run ``python -m receval.cli ARGS`` (or ``python -c CODE ARGS``) under /usr/bin/time -v:
+    wall seconds, peak RSS."""
+    env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
+    runner = ["-m", "receval.cli"] if code is None else ["-c", code]
+    cmd = ["/usr/bin/time", "-v", sys.executable, *runner, *args]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    tail = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
+    return {
+        "command": ("receval " if code is None else "python -c ENGINE_SCORE ") + " ".join(args),
+        "exit": proc.returncode,
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        **({"stderr": tail} if proc.returncode else {}),
+    }
+
+
+def git_commit(path: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--depth", type=int, default=1000)
+    parser.add_argument("--per-system", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--commands", default="sample-engine")
+    parser.add_argument("--receval", type=Path, default=ROOT, help="checkout to run")
+    parser.add_argument("--label", default=None, help="what this run measures (before/after)")
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--keep", action="store_true", help="keep the generated task")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="receval-scale-", dir=args.tmp))
+    task = work / "task"
+    try:
+        start = time.monotonic()
+        rows = generate(task, args.systems, args.queries, args.depth, args.seed)
+        record = {
+            "rows": rows,
+            "systems": args.systems,
+            "queries": args.queries,
+            "depth": args.depth,
+            "per_system": args.per_system,
+            "seed": args.seed,
+            "label": args.label,
+            "receval_commit": git_commit(args.receval),
+            "bench_commit": git_commit(ROOT),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "generate_s": round(time.monotonic() - start, 1),
+            "runs": [],
+        }
+        print(f"{rows:,} rows generated in {record['generate_s']} s", flush=True)
+        for command in args.commands.split(","):
+            record["runs"].append(run_command(command, task, work, args))
+            print(json.dumps(record["runs"][-1]), flush=True)
+        save(record)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_command(command: str, task: Path, work: Path, args) -> dict:
+    base = ["sample", str(task), "--per-system", str(args.per_system), "--seed", str(args.seed)]
+    if command == "sample":
+        return measure(base, args.receval)
+    if command == "sample-engine":
+        return measure([*base, "--engine", "duckdb"], args.receval)
+    if command == "score":
+        labelled = label_drawn(task)
+        out = measure(
+            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1"],
+            args.receval,
+        )
+        return {**out, "labelled_facts": labelled}
+    if command == "score-engine":
+        labelled = label_drawn(task)
+        out = measure([str(task)], args.receval, code=ENGINE_SCORE)
+        return {**out, "labelled_facts": labelled}
+    raise SystemExit(f"unknown command {command!r}")
+
+
+def save(record: dict) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    old["results"].append(record)
+    old["script"] = "bench/scale_sampled.py"
+    RESULTS.write_text(json.dumps(old, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The one owner of a task bundle on disk: :class:`Bundle`.
+
+A :class:`Bundle` knows where every table of a task folder is, reads and checks it (through the
+loaders of :mod:`receval.task` and :mod:`receval.formats`: errors name the file and line), appends
+rounds, judgments and units **under one lock** (:func:`bundle_lock`, taken by the library and the
+CLI alike; re-entrant within a thread, so a command holding it can call a library writer that
+takes it too), and opens the engine that runs the SQL aggregations over the runs
+(:meth:`Bundle.engine`).  :class:`~receval.task.Task` is the in-memory view a bundle produces
+(:meth:`Bundle.load`).
+
+This module imports nothing heavy at import time (the CLI starts instantly).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from receval.errors import BundleError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from receval.engine.base import Engine
+    from receval.task import Task
+
+__all__ = ["LOCK_NAME", "ROUND_LOCK_WAIT", "Bundle", "bundle_lock"]
+
+LOCK_NAME = ".receval.lock"
+#: Seconds ``sample`` and ``curve plan`` wait for the bundle lock (a round on a large bundle,
+#: or an adaptive plan, can hold it for minutes).
+ROUND_LOCK_WAIT = 600.0
+
+#: the bundle locks this thread holds: resolved folder -> depth (re-entrant within a thread;
+#: another thread or process waits, as ``flock`` on its own open file makes it)
+_HELD = threading.local()
+
+
+def _held() -> dict[str, int]:
+    if not hasattr(_HELD, "depth"):
+        _HELD.depth = {}
+    return _HELD.depth
+
+
+def _is_bundle(root: Path) -> bool:
+    from receval.formats.tables import TABLE_SUFFIXES
+
+    return any((root / f"queries{s}").is_file() for s in TABLE_SUFFIXES)
+
+
+@contextmanager
+def bundle_lock(root: Path | str, timeout: float = 60.0) -> Iterator[None]:
+    """Hold an exclusive lock on the bundle ``root`` (``root/.receval.lock``) while inside.
+
+    Uses ``fcntl.flock`` where available (released by the kernel if the process dies), else an
+    exclusive-create lock file.  Waits up to ``timeout`` seconds, then raises ``TimeoutError``.
+    A folder that is not a bundle (no queries table: a mistyped path) is not locked, so no lock
+    file is left there; loading it says why.  Re-entrant within one thread: the CLI holds it
+    around a whole round and the library writers it calls take it again without waiting.
+    ``judgments add``, ``sample``, ``curve plan`` and every :class:`Bundle` writer take it: two
+    rounds drawn at once each get their own name, two writers at once both land.
+    """
+    root = Path(root)
+    if not _is_bundle(root):
+        yield
+        return
+    key = str(root.resolve())
+    held = _held()
+    if held.get(key, 0) > 0:
+        held[key] += 1
+        try:
+            yield
+        finally:
+            held[key] -= 1
+        return
+    with _exclusive(root / LOCK_NAME, timeout):
+        held[key] = 1
+        try:
+            yield
+        finally:
+            del held[key]
+
+
+@contextmanager
+def _exclusive(path: Path, timeout: float) -> Iterator[None]:
+    """The OS-level exclusive lock on ``path`` (see :func:`bundle_lock`)."""
+    deadline = time.monotonic() + timeout
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        fcntl = None
+    if fcntl is None:  # pragma: no cover - Windows
+        with _exclusive_file(path, deadline):
+            yield
+        return
+    try:
+        handle = open(path, "a+")  # closed by the with below
+    except OSError as exc:  # a read-only bundle, or something else at that path
+        raise BundleError(
+            path, None, f"cannot take the bundle lock ({exc.strerror or exc})"
+        ) from None
+    with handle:
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{path}: another receval process holds the lock (waited {timeout:.0f} s)"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
+def _exclusive_file(path: Path, deadline: float) -> Iterator[None]:  # pragma: no cover - Windows
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path}: another receval process holds the lock") from None
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+#: the optional tables of a bundle, besides ``queries`` and the runs
+TABLES = ("judgments", "samples", "exhaustive_units", "exhaustive", "truth", "judge")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A task folder on disk: its tables' paths, reading, locked appends, the engine.
+
+    Parameters
+    ----------
+    root : the bundle directory.
+    lock_timeout : seconds a writer waits for the bundle lock (default :data:`ROUND_LOCK_WAIT`).
+
+    Examples
+    --------
+    >>> bundle = Bundle("data/kbp-sim")          # doctest: +SKIP
+    >>> task = bundle.load()                      # the validated in-memory view
+    >>> with bundle.engine() as engine: ...       # SQL over the runs (DuckDB, bounded memory)
+    """
+
+    root: Path
+    lock_timeout: float = ROUND_LOCK_WAIT
+
+    def __init__(self, root: Path | str, lock_timeout: float = ROUND_LOCK_WAIT) -> None:
+        object.__setattr__(self, "root", Path(root))
+        object.__setattr__(self, "lock_timeout", lock_timeout)
+
+    # -- where things are --------------------------------------------------------------------
+
+    def check_folder(self) -> None:
+        """A BundleError unless ``root`` is a directory holding a queries table."""
+        if not self.root.exists():
+            raise BundleError(self.root, None, "no such task bundle (directory not found)")
+        if not self.root.is_dir():
+            raise BundleError(self.root, None, "a task bundle is a directory")
+        if self.table("queries") is None:
+            raise BundleError(
+                self.root / "queries.tsv",
+                None,
+                "missing file: a bundle needs queries.tsv (the query universe)",
+            )
+
+    def table(self, name: str) -> Path | None:
+        """The file of table ``name`` (``queries``, ``judgments``, ...; any of .tsv/.csv/.parquet),
+        or None when absent; two formats of one table are an error."""
+        from receval.formats.tables import find_table
+
+        return find_table(self.root, name)
+
+    def table_path(self, name: str) -> Path:
+        """Where table ``name`` is, or would be created (``<name>.tsv``)."""
+        return self.table(name) or self.root / f"{name}.tsv"
+
+    def run_files(self) -> dict[str, Path]:
+        """Every run file of the bundle by its bundle-relative name (``runs.tsv``,
+        ``runs/A.parquet``, ``runs.parquet/part-0.parquet``, ...), checked as the loader does
+        (an ambiguous layout or an empty ``runs/`` folder is a BundleError)."""
+        from receval.task import _run_sources
+
+        files: dict[str, Path] = {}
+        _run_sources(self.root, files, ("score",))
+        return files
+
+    def parquet_runs(self) -> list[tuple[Path, dict[str, str]]] | None:
+        """The runs as Parquet files with what each file's location says about its rows
+        (``{"system": "A"}`` for ``runs/A.parquet`` or ``runs/system=A/``), or None when some
+        run table is not Parquet (the engine path then registers the loaded frame instead)."""
+        from receval.task import _partition
+
+        out = []
+        for name, path in self.run_files().items():
+            if path.suffix.lower() != ".parquet":
+                return None
+            keys: dict[str, str] = {}
+            parts = Path(name).parts
+            if parts[0] == "runs" and len(parts) == 2:  # runs/<system>.parquet
+                keys["system"] = path.stem
+            keys.update(dict(filter(None, (_partition(d) for d in parts[1:-1]))))
+            out.append((path, keys))
+        return out
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, **options: Any) -> Task:
+        """The validated in-memory view (:func:`receval.task.load_task`; ``options`` are its
+        ``tables`` and ``run_columns``)."""
+        from receval.task import load_task
+
+        return load_task(self.root, **options)
+
+    # -- writing (always under the lock) -----------------------------------------------------
+
+    def lock(self, timeout: float | None = None):
+        """The bundle lock as a context manager (:func:`bundle_lock`)."""
+        return bundle_lock(self.root, self.lock_timeout if timeout is None else timeout)
+
+    def append(self, name: str, rows: pd.DataFrame) -> Path:
+        """Append ``rows`` to table ``name`` under the lock (atomic; see
+        :func:`receval.formats.bundle.append_rows`)."""
+        from receval.formats.bundle import append_rows
+
+        with self.lock():
+            return append_rows(self.root, name, rows)
+
+    def record_round(self, drawn: Any) -> Path:
+        """Record a drawn round (:func:`receval.api.sample`'s result) under the lock: its draws
+        appended to ``samples.tsv``, ``to_annotate.tsv`` rewritten; returns the latter's path."""
+        from receval.formats.bundle import record_sample_round
+
+        return record_sample_round(self.root, drawn, timeout=self.lock_timeout)
+
+    def add_judgments(self, files: list[Path | str], **options: Any) -> Any:
+        """``judgments add`` (:func:`receval.judgments.add_judgments`, which takes the lock)."""
+        from receval.judgments import add_judgments
+
+        options.setdefault("timeout", self.lock_timeout)
+        return add_judgments(self.root, files, **options)
+
+    # -- the engine --------------------------------------------------------------------------
+
+    def engine(self, name: str = "duckdb", **options: Any) -> Engine:
+        """A connection of engine ``name`` (:func:`receval.engine.connect`; DuckDB bounded in
+        memory by default), with the Parquet runs registered as view ``runs`` when the runs are
+        Parquet (see :mod:`receval.engine.sampled`)."""
+        from receval.engine.base import connect
+        from receval.engine.sampled import register_runs
+
+        engine = connect(name, **options)
+        sources = self.parquet_runs()
+        if sources is not None:
+            register_runs(engine, sources)
+        return engine
