@@ -356,3 +356,22 @@ def test_spark_draws_the_same_facts_as_duckdb(tmp_path, monkeypatch):
         spark = sample_round(bundle, 6, seed=3, engine="spark")
         pd.testing.assert_frame_equal(spark.samples, duck.samples)
         pd.testing.assert_frame_equal(spark.to_annotate, duck.to_annotate)
+
+
+def test_the_sampled_paths_normalisation_is_pythons():
+    """The engine's fact keys normalise answers as ``normalize_answers`` does, non-ASCII
+    included (full case folding, every ``str.isspace`` character), so a system's N_j and the
+    facts drawn are the in-memory path's facts (before: ``lower`` and ``\\s`` split ``Straße``
+    from ``STRASSE``)."""
+    from receval.config import Matching
+    from receval.engine.base import DuckDBEngine
+    from receval.engine.sampled import normalised_answer_sql
+    from receval.task import normalize_answers
+
+    values = ["Straße", "STRASSE", "  A\u00a0 b ", "ﬁsh", "ΣΑΣ", "x\u2003y", "ǅ", "İstanbul"]
+    for matching in (Matching(), Matching(casefold=False), Matching(unicode="NFC")):
+        with DuckDBEngine() as engine:
+            engine.register("t", pd.DataFrame({"answer": values}))
+            sql = normalised_answer_sql(engine, matching)
+            got = engine.query(f"SELECT {sql} AS a FROM t")["a"].tolist()
+        assert got == normalize_answers(pd.Series(values), matching).tolist(), matching

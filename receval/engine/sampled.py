@@ -17,8 +17,8 @@ set of facts, whatever the engine and however the runs are split into files:
 
 Two facts of one system with the same 60-bit key would count once (probability about
 N_j² / 2⁶¹: 2·10⁻⁶ at 2·10⁶ facts per system).  The SQL normalises answers per ``[matching]``
-with SQL string functions (whitespace is the ASCII set of regular expressions' ``\\s``; case
-folding is ``lower``), so ``unicode`` normal forms are refused here.
+exactly as Python does (:mod:`receval.engine.matching`: the ``str.isspace`` class, full case
+folding; a normal form the engine lacks, NFKC in DuckDB, is refused).
 
 Every SQL text is in this module; the few engine-specific functions are in :data:`DIALECTS`.
 """
@@ -45,16 +45,15 @@ BUCKET_SHIFT = 44
 #: the separator of the hashed fields (ASCII unit separator)
 SEP = "\x1f"
 
-#: per-engine SQL: the 60-bit key of a text, a regex whitespace collapse, the text type
+#: per-engine SQL: the 60-bit key of a text, a bit of a 64-bit mask (answer normalisation:
+#: receval.engine.matching, the same as Python's)
 DIALECTS: dict[str, dict[str, str]] = {
     "duckdb": {
         "key": "CAST(('0x' || substr(md5({x}), 1, 15)) AS BIGINT)",
-        "collapse": "regexp_replace({x}, '\\s+', ' ', 'g')",
         "bit": "(CAST(1 AS BIGINT) << {i})",
     },
     "spark": {
         "key": "CAST(conv(substr(md5({x}), 1, 15), 16, 10) AS BIGINT)",
-        "collapse": "regexp_replace({x}, '\\\\s+', ' ')",
         "bit": "shiftleft(CAST(1 AS BIGINT), {i})",
     },
 }
@@ -136,23 +135,20 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
 
 
 def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str = "answer") -> str:
-    """SQL of ``column`` normalised per ``[matching]`` (see the module docstring)."""
+    """SQL of ``column`` normalised per ``[matching]``, equal to
+    :func:`receval.task.normalize_answers` character for character
+    (:func:`receval.engine.matching.normalise_steps`: the explicit ``str.isspace`` class, full
+    case folding from ``str.casefold``, the engine's normal forms; a normal form the engine lacks
+    is a ``ValueError``)."""
+    from receval.engine.matching import normalise_steps
+
     if matching is None:
         from receval.config import Matching
 
         matching = Matching()
-    if matching.unicode:
-        raise ValueError(
-            "the engine's sampled path does not apply [matching] unicode normal forms; "
-            "use the in-memory path (receval sample without --engine)"
-        )
     sql = column
-    if matching.collapse_whitespace:
-        sql = _dialect(engine)["collapse"].format(x=sql)
-    if matching.strip:
-        sql = f"trim({sql})"
-    if matching.casefold:
-        sql = f"lower({sql})"
+    for step in normalise_steps(matching, engine.dialect):
+        sql = step.format(s=f"({sql})")
     return sql
 
 
