@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,9 @@ import anytime as base  # noqa: E402  (bench/anytime.py: worlds, loops, populati
 
 import receval  # noqa: E402
 from receval.simulation import SimulationConfig  # noqa: E402
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit  # noqa: E402
 
 METHODS = ("anytime", "anytime-asymptotic")
 RESULTS = HERE / "results" / "anytime_asymptotic.json"
@@ -349,14 +351,6 @@ def report_null(out: dict, intervals: str) -> dict:
     return fig
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=HERE, check=True).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=None)
@@ -391,7 +385,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"  CPU {cpu:.0f} s", flush=True)
     record = {
         "command": "python bench/anytime_asymptotic.py " + " ".join(argv or sys.argv[1:]),
-        "seed": args.seed, "commit": _commit(),
+        "seed": args.seed, "commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "figures": figures,
     }  # fmt: skip
     if args.out:

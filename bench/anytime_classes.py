@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 HERE = Path(__file__).resolve().parent
 
@@ -214,8 +216,7 @@ def main() -> None:
     _print(figures)
     if args.no_save:
         return
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip()  # fmt: skip
+    commit = git_commit()
     record = {
         "command": "python bench/anytime_classes.py " + " ".join(sys.argv[1:]),
         "seed": args.seed, "commit": commit, "date": datetime.now(UTC).isoformat(),

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,8 +72,7 @@ def main() -> None:
     print(json.dumps({args.label: figures}, indent=2))
     path = HERE / "results" / "anytime_speed.json"
     record = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(receval.__file__).parent).stdout.strip()  # fmt: skip
+    commit = git_commit()
     record["command"] = "PYTHONPATH=<checkout> python bench/anytime_speed.py --label LABEL"
     record["seed"] = args.seed
     record["runs"][args.label] = {

@@ -50,7 +50,6 @@ import dataclasses
 import importlib.util
 import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +62,9 @@ from receval.design import new_sample_round
 from receval.planning import adaptive_sample_sizes
 from receval.scoring import ScoreOptions, score_task
 from receval.task import with_annotation
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("precision", "pooled_recall", "recall", "f1")
@@ -428,15 +430,6 @@ def print_calibration(fig: dict) -> None:
 
 
 # --------------------------------------------------------------------------- main
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
 
 
 def main(argv: list[str] | None = None) -> int:

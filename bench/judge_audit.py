@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -41,6 +40,9 @@ from judges import RagWorld
 
 from receval.judge_audit import _labelled, holm, stratified_permutation_test
 from receval.task import with_annotation
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge_audit.json"
 LEVEL = 0.95
@@ -171,7 +173,7 @@ def main() -> None:
         "systems": args.systems,
         "permutations": args.permutations,
         "level": LEVEL,
-        "git_commit": _commit(),
+        "git_commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seconds": round(time.time() - start, 1),
         "figures": figures,
@@ -179,15 +181,6 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,6 +60,9 @@ from receval.estimators.sample_data import build_sample_data
 from receval.options import ScoreOptions
 from receval.scoring import fit
 from receval.task import Task, with_annotation
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-rag25-judges"
 RESULTS = Path(__file__).resolve().parent / "results" / "judges.json"
@@ -361,7 +364,7 @@ def main() -> None:
             f"python bench/judges.py --classes-only --classes-runs {args.classes_runs} "
             f"--bootstrap {args.bootstrap} --seed {args.seed}"
         )
-        classes["git_commit"] = _commit()
+        classes["git_commit"] = git_commit()
         print(
             f"classes: precision median width ratio ppi/joint "
             f"{classes['precision_median_width_ratio']:.3f} (max "
@@ -401,7 +404,7 @@ def main() -> None:
         "command": "python bench/judges.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
         "seed": args.seed,
-        "git_commit": _commit(),
+        "git_commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seconds": round(elapsed, 1),
         "pairs": len(world.pairs),
@@ -411,15 +414,6 @@ def main() -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
 
 
 if __name__ == "__main__":

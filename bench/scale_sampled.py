@@ -37,6 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "scale_sampled.json"
@@ -112,16 +115,6 @@ def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
         "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
         **({"stderr": tail} if proc.returncode else {}),
     }
-
-
-def git_commit(path: Path) -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def main() -> None:

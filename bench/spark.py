@@ -38,6 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -160,9 +163,7 @@ def main() -> None:
 
 
 def save(ns, rows: int, generated: float, figures: dict, agreement: dict) -> None:
-    commit = subprocess.run(
-        ["git", "-C", str(HERE.parent), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = git_commit()
     record = {
         "command": "python bench/spark.py " + " ".join(sys.argv[1:]),
         "seed": ns.seed,

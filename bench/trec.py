@@ -46,6 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
+
 RESULTS = Path(__file__).resolve().parent / "results" / "trec.json"
 COLLECTION = 3000
 DEPTH = 1000
@@ -164,15 +167,6 @@ def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv
     return {"import": imp, "score": score, "pytrec_eval": trec}
 
 
-def _commit() -> str:
-    """The commit of the receval that runs (PYTHONPATH may point at another checkout)."""
-    import receval
-
-    root = Path(receval.__file__).resolve().parents[1]
-    out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True)
-    return out.stdout.decode().strip() or "unknown"
-
-
 def store(entry: dict) -> None:
     """Add ``entry`` to bench/results/trec.json (one entry per (rows, layout), newest kept)."""
     RESULTS.parent.mkdir(exist_ok=True)
@@ -212,7 +206,7 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         store({
             "command": "python bench/trec.py " + " ".join(sys.argv[1:]),
-            "seed": args.seed, "commit": _commit(),
+            "seed": args.seed, "commit": git_commit(),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "figures": figures,
         })  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -21,6 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from harness import git_commit
 
 
 def one(rep: int, draws: int, flip: float, seed: int) -> dict:
@@ -77,7 +80,7 @@ def main() -> None:
     figures["open_ratio_ppi_over_joint"] = (
         figures["ppi"]["mean_open_pairs"] / figures["joint"]["mean_open_pairs"]
     )
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    commit = git_commit()
     record = {"command": f"bench/until_decided_judge.py --reps {args.reps} --draws {args.draws} "
               f"--flip {args.flip} --seed {args.seed}", "seed": args.seed,
               "git_commit": commit.strip(), "date": datetime.now(timezone.utc).isoformat(),
