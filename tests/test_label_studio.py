@@ -119,7 +119,9 @@ def test_the_cli_warns_on_an_export_of_user_ids(tmp_path):
     button, snapshot = _write(tmp_path, "json", False), _write(tmp_path, "csv", True)
     result = CliRunner().invoke(cli, ["judgments", "add", str(root), str(button), str(snapshot)])
     assert result.exit_code == 0, result.output
-    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    # a warning is wrapped to the terminal: its continuation lines are indented
+    text = result.output.replace("\n  ", " ")
+    warnings = [line for line in text.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "json-button.json: Label Studio names 2" in warnings[0]
     assert "docs/label-studio.md" in warnings[0]
 
