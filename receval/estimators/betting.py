@@ -404,7 +404,7 @@ def _run_chunks(chunk, starts) -> None:
 def _one_sided_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
     """:func:`one_sided_ends` on streams whose work arrays fit in memory at once: the guided
     search (:func:`_guided_chunk`) where the bisection is long enough to gain from it."""
-    if iterations < GUIDE_MIN or running:
+    if iterations < GUIDE_MIN:
         return _bisected_chunk(streams, bets, level, side, search, iterations, running)
     return _guided_chunk(streams, bets, level, side, search, iterations, running)
 
@@ -539,6 +539,20 @@ class _Guide:
         self.guess = self.guess.copy()
         self.guess[:, rows] = guess
 
+    def bisect(self, streams, bets, level, side, start, steps, running) -> None:
+        """The bisection's first ``steps`` steps (side coordinates), learnt; the guess then
+        regula falsi between the values known rejected and not."""
+        a, b = start
+        for _ in range(steps):
+            mid = (a + b) / 2.0
+            c = _capitals(streams, bets, mid * side, side, running) - level
+            self.known = _learn(self.known, mid, c)
+            a, b = np.where(c >= 0, mid, a), np.where(c >= 0, b, mid)
+        R, cR, Q, cQ = self.known
+        with np.errstate(divide="ignore", invalid="ignore"):
+            falsi = R + cR * (Q - R) / (cR - cQ)
+        self.guess = np.where(np.isfinite(falsi), falsi, (a + b) / 2.0)
+
 
 def _guided_chunk(streams, bets, level, side, search, iterations, running, guess=None):
     """:func:`_bisected_chunk`'s ends, found with few capital evaluations: the bisection is
@@ -554,6 +568,8 @@ def _guided_chunk(streams, bets, level, side, search, iterations, running, guess
     if guess is None:
         g.guess = (start[0] + start[1]) / 2.0
         g.learn(streams, bets, level, side, start, running, g.guess)
+        if running:  # the running maximum is far from linear over the whole range
+            g.bisect(streams, bets, level, side, start, iterations // 4, running)
     else:
         g.guess = side * np.broadcast_to(np.asarray(guess, float), (A, S))
     for r in range(GUIDE_ROUNDS + 1):
