@@ -94,8 +94,13 @@ class BettingStreams:
         return self.u.shape
 
     def take(self, rows: slice) -> BettingStreams:
-        """The streams ``rows``."""
-        return BettingStreams(*(np.broadcast_to(a, self.u.shape)[rows] for a in (
+        """The streams ``rows`` (a slice: views; indices: copies)."""
+        shape = self.u.shape
+
+        def cut(a):
+            return (np.asarray(a) if np.shape(a) == shape else np.broadcast_to(a, shape))[rows]
+
+        return BettingStreams(*(cut(a) for a in (
             self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)),
             cap=self.cap)  # fmt: skip
 
