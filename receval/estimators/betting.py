@@ -457,16 +457,15 @@ def _learn(known, x, c):
     the smallest known not rejected — with the values ``x`` (side coordinates) whose capital −
     level is ``c`` (rejected where c ≥ 0)."""
     R, cR, Q, cQ = known
-    rej = c >= 0
-    up = rej & (x > R)
-    down = ~rej & (x < Q)
+    up = (c >= 0) & (x > R)
+    down = (c < 0) & (x < Q)  # an unknown c (NaN) teaches nothing
     return (np.where(up, x, R), np.where(up, c, cR), np.where(down, x, Q), np.where(down, c, cQ))
 
 
 def _next_guess(known, pair, fallback):
-    """The next guess of the end (side coordinates): the secant step of the last pair of
-    evaluated values when it falls strictly between the known ends, else regula falsi between
-    them, else ``fallback``."""
+    """The next guess of the end (side coordinates): the secant step of the last two evaluated
+    values when it falls strictly between the known ends, else regula falsi between them, else
+    ``fallback``."""
     R, cR, Q, cQ = known
     (xa, ca), (xb, cb) = pair
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -518,6 +517,8 @@ class _Guide:
         inf = np.full(shape, np.inf)
         nan = np.full(shape, np.nan)
         self.known = (-inf, nan, inf, nan.copy())
+        self.prev = (nan.copy(), nan.copy())  # the values evaluated last but one, and last
+        self.last = (nan.copy(), nan.copy())
         self.guess = guess
         self.out = np.full(shape, np.nan)
         self.done = np.zeros(shape, bool)
@@ -528,21 +529,27 @@ class _Guide:
         self.done |= new
 
     def learn(self, streams, bets, level, side, pair, running, fallback) -> None:
-        """Evaluate the capitals at the pair (side coordinates) on the streams with an end still
-        open, learn from them and move the guess."""
-        rows = np.flatnonzero((~self.done).any(axis=0))
-        part = streams if rows.size == level.shape[1] else streams.take(rows)
-        xa, xb = (x[:, rows] for x in pair)
-        A = xa.shape[0]
-        mu = np.concatenate([xa, xb]) * side
-        c = _capitals(part, bets[rows], mu, side, running) - np.tile(level[:, rows], (2, 1))
-        known = tuple(k[:, rows] for k in self.known)
-        known = _learn(_learn(known, xa, c[:A]), xb, c[A:])
-        guess = _next_guess(known, ((xa, c[:A]), (xb, c[A:])), fallback[:, rows])
-        for full, k in zip(self.known, known, strict=True):
-            full[:, rows] = k
-        self.guess = self.guess.copy()
-        self.guess[:, rows] = guess
+        """Evaluate the capitals at the values of the pair (side coordinates) not known yet on
+        the streams with an end still open, learn from them and move the guess."""
+        R, Q = self.known[0], self.known[2]
+        need = [(R < x) & (x < Q) & ~self.done for x in pair]
+        first = np.where(need[0], pair[0], pair[1])
+        for x, mask in ((first, need[0] | need[1]), (pair[1], need[0] & need[1])):
+            rows = np.flatnonzero(mask.any(axis=0))
+            if rows.size:
+                part = streams if rows.size == level.shape[1] else streams.take(rows)
+                c = np.full(x.shape, np.nan)
+                mu = x[:, rows] * side
+                c[:, rows] = _capitals(part, bets[rows], mu, side, running) - level[:, rows]
+                self.record(x, np.where(mask, c, np.nan), mask)
+        self.guess = _next_guess(self.known, (self.prev, self.last), fallback)
+
+    def record(self, x, c, mask) -> None:
+        """Learn the capitals − level ``c`` at ``x`` where ``mask``; keep the last two."""
+        self.known = _learn(self.known, x, c)
+        pairs = zip(self.last, self.prev, strict=True)
+        self.prev = tuple(np.where(mask, last, prev) for last, prev in pairs)
+        self.last = (np.where(mask, x, self.last[0]), np.where(mask, c, self.last[1]))
 
     def bisect(self, streams, bets, level, side, start, steps, running) -> None:
         """The bisection's first ``steps`` steps (side coordinates), learnt; the guess then
@@ -551,7 +558,7 @@ class _Guide:
         for _ in range(steps):
             mid = (a + b) / 2.0
             c = _capitals(streams, bets, mid * side, side, running) - level
-            self.known = _learn(self.known, mid, c)
+            self.record(mid, c, np.ones(c.shape, bool))
             a, b = np.where(c >= 0, mid, a), np.where(c >= 0, b, mid)
         R, cR, Q, cQ = self.known
         with np.errstate(divide="ignore", invalid="ignore"):
