@@ -20,7 +20,11 @@ design).  With λ independent of μ each capital is monotone in μ (each factor 
 found by bisection, and the running intersection over steps is the rejection of μ by the
 running maximum of the capital — taken at the ends of blocks of :data:`BLOCK` steps and at the
 last step, which rejects no more than the maximum over every step (Ville's bound holds for any
-set of times), so the sequence stays valid at every step.  Several bettors' capitals can be
+set of times), so the sequence stays valid at every step.  The bisection is replayed with
+guessed decisions (secant steps on the capitals evaluated so far) and only the values it ends
+between are evaluated (:func:`_guided_chunk`): where they confirm the guess, monotonicity makes
+every guessed decision the capitals' own, so the ends are the bisection's bit for bit with a
+few evaluations instead of one per step.  Several bettors' capitals can be
 averaged (:class:`MixedStreams`): the average of test martingales is one.
 
 Terms of the form u − μ v cover means (v = 1) and ratios of means (u = g·f/q, v = f/q: the test
@@ -498,9 +502,11 @@ def _capitals(streams, bets, mu, side, running) -> np.ndarray:
 
 def _verified(a, b, start, known) -> np.ndarray:
     """Whether the replayed bisection's last (a, b) (side coordinates) is the bisection's own:
-    a is known rejected (or never moved) and b known not rejected (or never moved), so every
-    mid the replay decided by the guess was decided as the capitals decide it (monotone)."""
-    return ((a == start[0]) | (a <= known[0])) & ((b == start[1]) | (b >= known[2]))
+    a is known rejected (or never moved) and b known not rejected, so every mid the replay
+    decided by the guess was decided as the capitals decide it (monotone) — or b never moved
+    and is known rejected (every value is: the bisection then reports b)."""
+    b_ok = (b >= known[2]) | ((b == start[1]) & (b <= known[0]))
+    return ((a == start[0]) | (a <= known[0])) & b_ok
 
 
 def _full_end(a, b, start, known) -> np.ndarray:
