@@ -248,8 +248,9 @@ class DirectF1:
                 ends = one_sided_ends(at, self.bets, budget[j][None, :], side, (0.0, 1.0),
                                       JOINT_ITERATIONS)[0]  # fmt: skip
             else:  # the neighbouring cell's end is near: search around it first
+                guess = out[j - 1] if j == 1 else 2.0 * out[j - 1] - out[j - 2]
                 ends = bracketed_ends(at, self.bets, budget[j][None, :], side, out[j - 1],
-                                      CELL_SPAN, JOINT_ITERATIONS)  # fmt: skip
+                                      CELL_SPAN, JOINT_ITERATIONS, guess)  # fmt: skip
             out[j] = np.where(zero, 0.0, ends)
         return out
 

@@ -20,7 +20,11 @@ design).  With λ independent of μ each capital is monotone in μ (each factor 
 found by bisection, and the running intersection over steps is the rejection of μ by the
 running maximum of the capital — taken at the ends of blocks of :data:`BLOCK` steps and at the
 last step, which rejects no more than the maximum over every step (Ville's bound holds for any
-set of times), so the sequence stays valid at every step.  Several bettors' capitals can be
+set of times), so the sequence stays valid at every step.  The bisection is replayed with
+guessed decisions (secant steps on the capitals evaluated so far) and only the values it ends
+between are evaluated (:func:`_guided_chunk`): where they confirm the guess, monotonicity makes
+every guessed decision the capitals' own, so the ends are the bisection's bit for bit with a
+few evaluations instead of one per step.  Several bettors' capitals can be
 averaged (:class:`MixedStreams`): the average of test martingales is one.
 
 Terms of the form u − μ v cover means (v = 1) and ratios of means (u = g·f/q, v = f/q: the test
@@ -94,8 +98,13 @@ class BettingStreams:
         return self.u.shape
 
     def take(self, rows: slice) -> BettingStreams:
-        """The streams ``rows``."""
-        return BettingStreams(*(np.broadcast_to(a, self.u.shape)[rows] for a in (
+        """The streams ``rows`` (a slice: views; indices: copies)."""
+        shape = self.u.shape
+
+        def cut(a):
+            return (np.asarray(a) if np.shape(a) == shape else np.broadcast_to(a, shape))[rows]
+
+        return BettingStreams(*(cut(a) for a in (
             self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)),
             cap=self.cap)  # fmt: skip
 
@@ -337,15 +346,31 @@ def one_sided_ends(
     return out
 
 
-def bracketed_ends(streams, bets, level, side, near, span, iterations) -> np.ndarray:
+def bracketed_ends(streams, bets, level, side, near, span, iterations, guess=None) -> np.ndarray:
     """:func:`one_sided_ends` on (0, 1) at the resolution 2^-``iterations``, searched first in
     the bracket ``near`` ± ``span`` (S,) (e.g. the end at a neighbouring θ), with fewer
     bisection steps for the same resolution; the streams whose end is outside the bracket are
-    searched again over the whole range.  ``level`` (1, S)."""
-    S = level.shape[1]
+    searched again over the whole range.  ``level`` (1, S).  With ``guess`` (S,), a guess of
+    the ends, the same ends are found with fewer capital evaluations (:func:`_guided_bracket`)."""
     lo = np.clip(np.asarray(near, float) - span, 0.0, 1.0)
     hi = np.clip(np.asarray(near, float) + span, 0.0, 1.0)
     inner = max(1, iterations - int(np.floor(np.log2(1.0 / (2.0 * span)))))
+    if guess is None or min(inner, iterations) < GUIDE_MIN // 2:
+        return _bracketed_plain(streams, bets, level, side, (lo, hi), (inner, iterations))
+    out, done = _guided_bracket(streams, bets, level, side, (lo, hi), (inner, iterations), guess)
+    rows = np.flatnonzero(~done)
+    if rows.size:
+        part = streams.take(rows)
+        out[rows] = _bracketed_plain(part, bets[rows], level[:, rows], side,
+                                     (lo[rows], hi[rows]), (inner, iterations))  # fmt: skip
+    return out
+
+
+def _bracketed_plain(streams, bets, level, side, bracket, steps) -> np.ndarray:
+    """:func:`bracketed_ends` evaluating the bracket's ends first."""
+    S = level.shape[1]
+    lo, hi = bracket
+    inner, iterations = steps
     a, b = (lo, hi) if side > 0 else (hi, lo)
     at_a = log_capital(streams, bets, a[None, :], side, True)[0] >= level[0]
     at_b = log_capital(streams, bets, b[None, :], side, True)[0] >= level[0]
@@ -386,7 +411,15 @@ def _run_chunks(chunk, starts) -> None:
 
 
 def _one_sided_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
-    """:func:`one_sided_ends` on streams whose work arrays fit in memory at once."""
+    """:func:`one_sided_ends` on streams whose work arrays fit in memory at once: the guided
+    search (:func:`_guided_chunk`) where the bisection is long enough to gain from it."""
+    if iterations < GUIDE_MIN:
+        return _bisected_chunk(streams, bets, level, side, search, iterations, running)
+    return _guided_chunk(streams, bets, level, side, search, iterations, running)
+
+
+def _bisected_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
+    """:func:`one_sided_ends` by plain bisection on streams whose work arrays fit in memory."""
     lo_s, hi_s = search
     A, S = level.shape
     # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
@@ -401,3 +434,201 @@ def _one_sided_chunk(streams, bets, level, side, search, iterations, running) ->
         b = np.where(rej, b, mid)
     end = np.where(none, np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)), a)
     return np.where(far, b, end)
+
+
+#: rounds of the guided search (:func:`_guided_chunk`) before an end falls back to bisection,
+#: and the bisection steps from which it is used
+GUIDE_ROUNDS = 4
+GUIDE_MIN = 8
+
+
+def _replay(a, b, iterations, guess, known):
+    """The bisection of :func:`_one_sided_chunk` from (a, b), in side coordinates (x·side: the
+    rejected set is {x ≤ L}), with the oracle "rejected" where the value is known rejected
+    (≤ R), "not" where known not rejected (≥ Q), else "below ``guess``".  Returns the last
+    (a, b): the mids are computed exactly as the bisection computes them."""
+    R, Q = known[0], known[2]
+    for _ in range(iterations):
+        mid = (a + b) / 2.0
+        rej = (mid <= R) | ((mid < Q) & (mid <= guess))
+        a = np.where(rej, mid, a)
+        b = np.where(rej, b, mid)
+    return a, b
+
+
+def _learn(known, x, c):
+    """Update (R, c_R, Q, c_Q) — the largest value known rejected with its capital − level and
+    the smallest known not rejected — with the values ``x`` (side coordinates) whose capital −
+    level is ``c`` (rejected where c ≥ 0)."""
+    R, cR, Q, cQ = known
+    up = (c >= 0) & (x > R)
+    down = (c < 0) & (x < Q)  # an unknown c (NaN) teaches nothing
+    return (np.where(up, x, R), np.where(up, c, cR), np.where(down, x, Q), np.where(down, c, cQ))
+
+
+def _next_guess(known, pair, fallback):
+    """The next guess of the end (side coordinates): the secant step of the last two evaluated
+    values when it falls strictly between the known ends, else regula falsi between them, else
+    ``fallback``."""
+    R, cR, Q, cQ = known
+    (xa, ca), (xb, cb) = pair
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (cb - ca) / (xb - xa)
+        newton = xa - ca / slope
+        falsi = R + cR * (Q - R) / (cR - cQ)
+    good = (slope < 0) & (newton > R) & (newton < Q) & np.isfinite(newton)
+    both = np.isfinite(R) & np.isfinite(Q) & np.isfinite(falsi)
+    return np.where(good, newton, np.where(both, falsi, fallback))
+
+
+def _capitals(streams, bets, mu, side, running) -> np.ndarray:
+    """:func:`log_capital` at ``mu`` (A, S), the streams in chunks as :func:`one_sided_ends`."""
+    A, S = mu.shape
+    work = A * streams.shape[1] * _parts(streams)
+    step = max(1, CHUNK // max(work, 1))
+    if work * S >= PARALLEL_WORK:
+        step = min(step, -(-S // WORKERS))
+    if step >= S:
+        return log_capital(streams, bets, mu, side, running)
+    out = np.empty((A, S))
+
+    def chunk(start: int) -> None:
+        rows = slice(start, min(start + step, S))
+        out[:, rows] = log_capital(streams.take(rows), bets[rows], mu[:, rows], side, running)
+
+    _run_chunks(chunk, range(0, S, step))
+    return out
+
+
+def _verified(a, b, start, known) -> np.ndarray:
+    """Whether the replayed bisection's last (a, b) (side coordinates) is the bisection's own:
+    a is known rejected (or never moved) and b known not rejected, so every mid the replay
+    decided by the guess was decided as the capitals decide it (monotone) — or b never moved
+    and is known rejected (every value is: the bisection then reports b)."""
+    b_ok = (b >= known[2]) | ((b == start[1]) & (b <= known[0]))
+    return ((a == start[0]) | (a <= known[0])) & b_ok
+
+
+def _full_end(a, b, start, known) -> np.ndarray:
+    """The end (side coordinates) of a verified replay on the whole range (:func:`_verified`):
+    b's start where it is rejected (every value is), else a (:func:`_one_sided_chunk`)."""
+    return np.where((b == start[1]) & (b <= known[0]), start[1], a)
+
+
+class _Guide:
+    """The state of a guided search (:func:`_guided_chunk`): what is known of the capitals in
+    side coordinates, the guess, and the ends found ((A, S) each)."""
+
+    def __init__(self, shape, guess):
+        inf = np.full(shape, np.inf)
+        nan = np.full(shape, np.nan)
+        self.known = (-inf, nan, inf, nan.copy())
+        self.prev = (nan.copy(), nan.copy())  # the values evaluated last but one, and last
+        self.last = (nan.copy(), nan.copy())
+        self.guess = guess
+        self.out = np.full(shape, np.nan)
+        self.done = np.zeros(shape, bool)
+
+    def settle(self, ok, value) -> None:
+        new = ok & ~self.done
+        self.out = np.where(new, value, self.out)
+        self.done |= new
+
+    def learn(self, streams, bets, level, side, pair, running, fallback) -> None:
+        """Evaluate the capitals at the values of the pair (side coordinates) not known yet on
+        the streams with an end still open, learn from them and move the guess."""
+        R, Q = self.known[0], self.known[2]
+        need = [(R < x) & (x < Q) & ~self.done for x in pair]
+        first = np.where(need[0], pair[0], pair[1])
+        for x, mask in ((first, need[0] | need[1]), (pair[1], need[0] & need[1])):
+            rows = np.flatnonzero(mask.any(axis=0))
+            if rows.size:
+                part = streams if rows.size == level.shape[1] else streams.take(rows)
+                c = np.full(x.shape, np.nan)
+                mu = x[:, rows] * side
+                c[:, rows] = _capitals(part, bets[rows], mu, side, running) - level[:, rows]
+                self.record(x, np.where(mask, c, np.nan), mask)
+        self.guess = _next_guess(self.known, (self.prev, self.last), fallback)
+
+    def record(self, x, c, mask) -> None:
+        """Learn the capitals − level ``c`` at ``x`` where ``mask``; keep the last two."""
+        self.known = _learn(self.known, x, c)
+        pairs = zip(self.last, self.prev, strict=True)
+        self.prev = tuple(np.where(mask, last, prev) for last, prev in pairs)
+        self.last = (np.where(mask, x, self.last[0]), np.where(mask, c, self.last[1]))
+
+    def bisect(self, streams, bets, level, side, start, steps, running) -> None:
+        """The bisection's first ``steps`` steps (side coordinates), learnt; the guess then
+        regula falsi between the values known rejected and not."""
+        a, b = start
+        for _ in range(steps):
+            mid = (a + b) / 2.0
+            c = _capitals(streams, bets, mid * side, side, running) - level
+            self.record(mid, c, np.ones(c.shape, bool))
+            a, b = np.where(c >= 0, mid, a), np.where(c >= 0, b, mid)
+        R, cR, Q, cQ = self.known
+        with np.errstate(divide="ignore", invalid="ignore"):
+            falsi = R + cR * (Q - R) / (cR - cQ)
+        self.guess = np.where(np.isfinite(falsi), falsi, (a + b) / 2.0)
+
+
+def _guided_chunk(streams, bets, level, side, search, iterations, running, guess=None):
+    """:func:`_bisected_chunk`'s ends, found with few capital evaluations: the bisection is
+    replayed with an oracle that guesses the end (secant steps on the capitals evaluated so
+    far), and the two values it ends between are evaluated; where the capitals confirm them
+    (one rejected, the other not) every guessed decision was the capitals' own (each capital is
+    monotone in μ), so the end is the bisection's, bit for bit.  Ends still open after
+    :data:`GUIDE_ROUNDS` evaluations are bisected."""
+    A, S = level.shape
+    lo_s, hi_s = (np.broadcast_to(np.asarray(e, float), (S,)) for e in search)
+    start = tuple(side * np.broadcast_to(e, (A, S)) for e in ((lo_s, hi_s)[::side]))
+    g = _Guide((A, S), None)
+    if guess is None:
+        g.guess = (start[0] + start[1]) / 2.0
+        g.learn(streams, bets, level, side, start, running, g.guess)
+        if running:  # the running maximum is far from linear over the whole range
+            g.bisect(streams, bets, level, side, start, iterations // 4, running)
+    else:
+        g.guess = side * np.broadcast_to(np.asarray(guess, float), (A, S))
+    for r in range(GUIDE_ROUNDS + 1):
+        a, b = _replay(*start, iterations, g.guess, g.known)
+        g.settle(_verified(a, b, start, g.known), _full_end(a, b, start, g.known))
+        if g.done.all() or r == GUIDE_ROUNDS:
+            break
+        gap = (np.maximum(g.known[0], start[0]) + np.minimum(g.known[2], start[1])) / 2.0
+        g.learn(streams, bets, level, side, (a, b), running, gap)
+    out = side * g.out
+    rows = np.flatnonzero((~g.done).any(axis=0))
+    if rows.size:
+        part = streams if rows.size == S else streams.take(rows)
+        rest = _bisected_chunk(part, bets[rows], level[:, rows], side,
+                               (lo_s[rows], hi_s[rows]), iterations, running)  # fmt: skip
+        out[:, rows] = np.where(g.done[:, rows], out[:, rows], rest)
+    return out
+
+
+def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
+    """:func:`bracketed_ends`' ends (S,) found as :func:`_guided_chunk` finds them, and which
+    were found (S,): the bracket's bisection (``steps`` = (inner, whole-range iterations)) where
+    the bracket is known to hold the end, the whole range's where it is known not to."""
+    lo, hi = bracket
+    S = lo.size
+    br = tuple(side * e[None, :] for e in (lo, hi)[::side])
+    whole = tuple(np.full((1, S), side * e) for e in (0.0, 1.0)[::side])
+    g = _Guide((1, S), side * np.asarray(guess, float)[None, :])
+    for r in range(GUIDE_ROUNDS + 1):
+        R, Q = g.known[0], g.known[2]
+        a1, b1 = _replay(*br, steps[0], g.guess, g.known)
+        a2, b2 = _replay(*whole, steps[1], g.guess, g.known)
+        inside = (R >= br[0]) & (Q <= br[1])
+        outside = (Q <= br[0]) | (R >= br[1])
+        g.settle(inside & _verified(a1, b1, br, g.known), a1)
+        g.settle(outside & _verified(a2, b2, whole, g.known), _full_end(a2, b2, whole, g.known))
+        if g.done.all() or r == GUIDE_ROUNDS:
+            break
+        mode = inside | (~outside & (g.guess > br[0]) & (g.guess < br[1]))
+        ends = (np.where(mode, br[0], whole[0]), np.where(mode, br[1], whole[1]))
+        gap = (np.maximum(R, ends[0]) + np.minimum(Q, ends[1])) / 2.0
+        pair = (np.where(mode, a1, a2), np.where(mode, b1, b2))
+        g.learn(streams, bets, level, side, pair, True, gap)
+    return side * g.out[0], g.done[0]
