@@ -93,8 +93,28 @@ def render_result_file(path: Path) -> str:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"*`bench/results/{path.name}` could not be read: {exc}.*\n"
-    records = data if isinstance(data, list) else [data]
-    return "\n".join(render_record(path, r) for r in records if isinstance(r, dict))
+    return "\n".join(render_record(path, r) for r in _records(data))
+
+
+def _records(data: Any) -> list[dict]:
+    """The records of a results file: one record (``command``/``figures`` at the top), a list
+    of them, a ``runs`` list or mapping of them, or a mapping of named studies, each a record."""
+    if isinstance(data, list):
+        return [r for r in data if isinstance(r, dict)]
+    if not isinstance(data, dict):
+        return []
+    if "command" in data or "figures" in data:
+        return [data]
+    runs = data.get("runs")
+    if isinstance(runs, list):
+        return [r for r in runs if isinstance(r, dict)]
+    named = runs if isinstance(runs, dict) else data
+    studies = [
+        {**record, "title": record.get("title") or str(name)}
+        for name, record in named.items()
+        if isinstance(record, dict) and ("command" in record or "figures" in record)
+    ]
+    return studies or [data]
 
 
 def render_record(path: Path, record: dict) -> str:
