@@ -84,14 +84,15 @@ class MethodLoop(base.Loop):
 
 def ordered_pairs(task, intervals: str, rank_by: str) -> set[tuple[str, str]]:
     """The pairs (better, worse) the method's paired tests order at this look."""
-    from receval.estimators.anytime_pairs import anytime_pair_tests
+    from receval.estimators.base import ScoringContext
     from receval.estimators.registry import get_interval_method
     from receval.estimators.sample_data import build_sample_data
+    from receval.options import ScoreOptions
 
     data = build_sample_data(task)
-    tests = getattr(get_interval_method(intervals), "pair_tests", anytime_pair_tests)(
-        task, data, "pooled_recall" if rank_by == "recall" else rank_by, data.sizes > 0, 0.05
-    )
+    ctx = ScoringContext(task, data, ScoreOptions(intervals=intervals, confidence=0.95))
+    key = "pooled_recall" if rank_by == "recall" else rank_by
+    tests = get_interval_method(intervals).pair_tests(ctx, key, data.sizes > 0)
     a, b = np.nonzero(tests.better)
     names = list(data.systems)
     return {(names[i], names[j]) for i, j in zip(a, b, strict=True)}
