@@ -116,9 +116,10 @@ def resolve_intervals(task: Any, options: Any) -> tuple[Any, str]:
     return dataclasses.replace(options, intervals="anytime"), (
         f"intervals: anytime, chosen because samples.tsv has rounds drawn for only some systems "
         f"({where}): sizes chosen after looking at the labels bias the bootstrap intervals "
-        "(pooled recall of the topped-up systems covered 0.52, tiers split equal systems in 33 % "
-        "of repetitions in bench/flags.py), while the anytime intervals hold whatever chose the "
-        "sizes; --intervals bootstrap keeps the bootstrap (with those numbers flagged)"
+        "(in simulated campaigns the topped-up systems' pooled recall intervals covered 0.52 and "
+        "tiers split equal systems in 33 % of repetitions), while the anytime intervals hold "
+        "whatever chose the sizes; --intervals bootstrap keeps the bootstrap (with those numbers "
+        "flagged)"
     )
 
 
@@ -176,7 +177,8 @@ def looking_notes(looking: Looking, notes: list[list[str]], census: np.ndarray) 
     where = describe(list(looking.rounds))
     why = (
         f"samples.tsv has rounds drawn for only some systems ({where}): if their sizes were chosen "
-        "after looking at the labels, this bootstrap interval may miss (bench/flags.py); "
+        "after looking at the labels, this bootstrap interval may miss (measured: 0.52 coverage "
+        "for topped-up systems' pooled recall); "
         "--intervals anytime holds after looking"
     )
     for i in range(len(notes)):

@@ -113,6 +113,17 @@ def test_an_explicit_bootstrap_is_honoured_with_the_flags(looked):
     assert any("drew for only some systems" in w for w in result.warnings)
 
 
+def test_the_looking_texts_speak_to_the_organiser(looked):
+    """The warning and the notes a top-up brings reach the published report: they cite what was
+    measured, never the project's own scripts or issues."""
+    _world, base, tables, _best = looked
+    task = with_annotation(base, **tables)
+    for intervals in ("auto", "bootstrap"):
+        result = score_task(task, ScoreOptions(bootstrap=50, seed=1, intervals=intervals))
+        texts = [*result.warnings, *result.leaderboard["note"].fillna("")]
+        assert not [t for t in texts if "bench/" in t or "issue" in t.lower()], intervals
+
+
 def test_what_the_anytime_intervals_cannot_serve_keeps_the_bootstrap(looked):
     _world, base, tables, _best = looked
     task = with_annotation(base, **tables)
