@@ -153,15 +153,7 @@ def _judge_uncertainty(outputs: pd.DataFrame, sys_codes: np.ndarray, rows=None):
     if "judge_score" not in outputs.columns:
         raise ValueError("the judge-uncertainty design needs the judge's scores (judge.tsv)")
     s = outputs["judge_score"].to_numpy(float)
-    u = s * (1.0 - s)
-    size = np.bincount(sys_codes).astype(float)
-    total = np.bincount(sys_codes, weights=u)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total[sys_codes] > 0, u / total[sys_codes], 1.0 / size[sys_codes])
-    prob = JUDGE_UNIFORM_SHARE / size[sys_codes] + (1.0 - JUDGE_UNIFORM_SHARE) * share
-    if rows is not None:
-        return prob[np.asarray(rows, dtype=np.int64)]
-    return pd.Series(prob, index=outputs.index, name="prob")
+    return _floored_mixture(outputs, sys_codes, s * (1.0 - s), JUDGE_UNIFORM_SHARE, rows)
 
 
 def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, rows=None):
@@ -174,12 +166,18 @@ def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, row
     level = outputs[column].to_numpy(np.int64)
     if level.size and level.max() >= u.size:
         raise ValueError(f"the design {design!r} has {u.size} weights, judge {name!r} more levels")
-    w = u[level]
+    return _floored_mixture(outputs, sys_codes, u[level], JUDGE_STRATA_FLOOR, rows)
+
+
+def _floored_mixture(outputs: pd.DataFrame, sys_codes: np.ndarray, w: np.ndarray, floor: float,
+                     rows=None):  # fmt: skip
+    """s_j(x) = a/|X_j| + (1 − a) w(x)/Σ_{X_j} w, a = ``floor`` (uniform where a system's
+    weights sum to 0): each row's probability, or those of ``rows``."""
     size = np.bincount(sys_codes).astype(float)
     total = np.bincount(sys_codes, weights=w)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total[sys_codes] > 0, w / total[sys_codes], 1.0 / size[sys_codes])
-    prob = JUDGE_STRATA_FLOOR / size[sys_codes] + (1.0 - JUDGE_STRATA_FLOOR) * share
+    prob = floor / size[sys_codes] + (1.0 - floor) * share
     if rows is not None:
         return prob[np.asarray(rows, dtype=np.int64)]
     return pd.Series(prob, index=outputs.index, name="prob")

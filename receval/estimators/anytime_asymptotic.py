@@ -113,7 +113,7 @@ from receval.estimators.anytime_pairs import (
     running_top,
     step_moments,
 )
-from receval.estimators.betting import BettingStreams
+from receval.estimators.betting import BettingStreams, bisected_ends
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -159,19 +159,12 @@ def one_sided_ends(streams, bets, level: np.ndarray, side: int, search, running=
     """The end (A, S) the Gaussian bettor ``side`` leaves at log-levels ``level`` (A, S) inside
     ``search`` (the parameter's range): side +1 the lower end, −1 the upper.  A rejected value
     is reported (or the range end where nothing is rejected, the other where everything is)."""
-    lo_s, hi_s = (np.broadcast_to(np.asarray(e, float), (streams.shape[0],)) for e in search)
-    A, S = level.shape
-    a = np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)).copy()
-    b = np.broadcast_to(hi_s if side > 0 else lo_s, (A, S)).copy()
-    none = gaussian_log_path(streams, bets, a, side, running) < level
-    far = gaussian_log_path(streams, bets, b, side, running) >= level
-    for _ in range(ITERATIONS):
-        mid = (a + b) / 2.0
-        rej = gaussian_log_path(streams, bets, mid, side, running) >= level
-        a = np.where(rej, mid, a)
-        b = np.where(rej, b, mid)
-    end = np.where(none, np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)), a)
-    return np.where(far, b, end)
+    search = tuple(np.broadcast_to(np.asarray(e, float), (streams.shape[0],)) for e in search)
+
+    def capital(mu: np.ndarray) -> np.ndarray:
+        return gaussian_log_path(streams, bets, mu, side, running)
+
+    return bisected_ends(capital, level, side, search, ITERATIONS)
 
 
 def warm(hits: np.ndarray | None, shape, start: int = WARMUP_HITS) -> np.ndarray:

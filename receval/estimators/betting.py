@@ -420,16 +420,29 @@ def _one_sided_chunk(streams, bets, level, side, search, iterations, running) ->
 
 def _bisected_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
     """:func:`one_sided_ends` by plain bisection on streams whose work arrays fit in memory."""
+
+    def capital(mu: np.ndarray) -> np.ndarray:
+        return log_capital(streams, bets, mu, side, running)
+
+    return bisected_ends(capital, level, side, search, iterations)
+
+
+def bisected_ends(capital, level: np.ndarray, side: int, search, iterations: int) -> np.ndarray:
+    """The end (A, S) of the values ``capital`` (a log-capital of candidate values (A, S),
+    monotone in them) rejects at log-levels ``level`` (A, S), by ``iterations`` bisection steps
+    inside ``search`` = (lower, upper) (scalars or (S,)): side +1 the lower end, −1 the upper.
+    A rejected value is reported, or the range end where nothing is rejected, the other where
+    everything is."""
     lo_s, hi_s = search
     A, S = level.shape
     # side +1: the rejected set is {μ ≤ L}; a stays rejected (or the range end), b not
     a = np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)).copy()
     b = np.broadcast_to(hi_s if side > 0 else lo_s, (A, S)).copy()
-    none = log_capital(streams, bets, a, side, running) < level  # the range end itself stands
-    far = log_capital(streams, bets, b, side, running) >= level  # every value rejected
+    none = capital(a) < level  # the range end itself stands
+    far = capital(b) >= level  # every value rejected
     for _ in range(iterations):
         mid = (a + b) / 2.0
-        rej = log_capital(streams, bets, mid, side, running) >= level
+        rej = capital(mid) >= level
         a = np.where(rej, mid, a)
         b = np.where(rej, b, mid)
     end = np.where(none, np.broadcast_to(lo_s if side > 0 else hi_s, (A, S)), a)
