@@ -157,7 +157,6 @@ def test_no_cycle_inside_anytime():
 #: ``TYPE_CHECKING`` blocks not); may only shrink
 KNOWN_CYCLES = [
     ["receval.bundle", "receval.formats.bundle", "receval.judgments"],
-    ["receval.estimators.judge_calibration", "receval.judge"],
 ]
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from receval.formats.coded import codes_in
 from receval.official.rules import (
     COUNT_COLUMNS,
     OfficialPolicy,
@@ -88,7 +89,6 @@ class CodedResponses:
 
 def coded_responses(task: Task) -> CodedResponses:
     """:class:`CodedResponses` of a fact-matched ``task`` (see the module docstring)."""
-    from receval.formats.coded import codes_in
 
     queries = hop0_queries(task)
     query_index = pd.Index(queries["query_id"])

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from receval.leaderboard import replicate_ranks
 from receval.official.census import default_engine, official_census
 from receval.official.coded import in_process, per_query_counts
 from receval.official.responses import ground_truth, per_query_counts_pandas
@@ -281,7 +282,6 @@ def official_leaderboard(
     systems without a value come last, unranked).  ``estimator`` is ``official`` and ``note``
     explains missing numbers.
     """
-    from receval.leaderboard import replicate_ranks
 
     scores = official_scores(task, policy, average=average, cutoff=cutoff, engine=engine)
     nan = np.nan
