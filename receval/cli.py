@@ -6,7 +6,6 @@ bad input (never a traceback).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -485,12 +484,9 @@ def score(
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
             score_task, task, options, replicates=replicates_path, anonymise_key=key,
-            engine=_engine(engine, spark_master),
+            anonymise_source=key_source, engine=_engine(engine, spark_master),
             on_step=lambda: bar.update(1),
         )  # fmt: skip
-        if key_source is not None:  # where the key is kept, never the key
-            extra = {**result.run.extra, "anonymise": {"key": key_source}}
-            result = dataclasses.replace(result, run=result.run.replace(extra=extra))
         result.write(out, save_replicates=save_replicates, report=not no_report, quiet=quiet)
         bar.update(1)
     if not quiet:

@@ -156,6 +156,7 @@ from receval.leaderboard import Comparisons
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
     from receval.estimators.sample_data import SampleData
+    from receval.run_record import IntervalRecord
     from receval.task import Task
 
 
@@ -804,14 +805,16 @@ class AnytimeIntervals(IntervalMethod):
             f"(Waudby-Smith & Ramdas 2024){judged}, valid at every look"
         )
 
-    def record(self, ctx: ScoringContext) -> dict:
-        """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
+    def record(self, ctx: ScoringContext) -> IntervalRecord:
+        """run.json's ``intervals`` block (the method, its stream and assumptions) and the
+        ranking's procedure."""
         from receval.estimators.anytime_f1 import T_SHARE
+        from receval.run_record import IntervalRecord, IntervalsBlock
 
         data = ctx.data
         floor = int(draw_stream_floor(ctx))
         stream_counts = self.bounds(ctx).rounds
-        return {
+        record = {
             "intervals": {
                 "method": "anytime",
                 "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
@@ -864,6 +867,11 @@ class AnytimeIntervals(IntervalMethod):
             "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
                           "level": ctx.options.confidence, "clusters": None},
         }  # fmt: skip
+        return IntervalRecord(
+            intervals=IntervalsBlock.from_json(record["intervals"]),
+            ranking=record["ranking"],
+            bootstrap=record["bootstrap"],
+        )
 
     def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
         """The sequences of ``ctx`` (computed once per context)."""

@@ -150,6 +150,7 @@ import pandas as pd
 
 from receval.errors import BundleError
 from receval.estimators.base import (
+    ContextCache,
     Estimator,
     ScoringContext,
     Statistic,
@@ -164,6 +165,7 @@ from receval.estimators.joint import JointEstimator, unsupported_precision_notes
 from receval.estimators.precision import joint_precision_terms
 from receval.estimators.recall import pooled_recall_terms
 from receval.estimators.sample_data import SampleData
+from receval.run_record import JudgeBlock
 
 #: the per-fold moment blocks of one quantity: raw M, Y and the centred controls A = S̃, B = M̃
 MOMENTS = ("MM", "MY", "YY", "M", "AA", "AB", "BB", "AY", "BY")
@@ -699,6 +701,10 @@ class PPIEstimator(Estimator):
     #: the anytime sequences take the judge's scores as their precision control
     uses_judge: ClassVar[bool] = True
 
+    def __init__(self) -> None:
+        #: the judge totals, full-sample totals and calibrations of each context, for this run
+        self.cache = ContextCache()
+
     def check(self, task, options: Any) -> None:
         if task is None or getattr(task, "judge", None) is None or not len(task.judge):
             where = task.root / "judge.tsv" if task is not None else "judge.tsv"
@@ -730,7 +736,7 @@ class PPIEstimator(Estimator):
 
     def judge(self, ctx: ScoringContext) -> JudgeTotals:
         """The judge totals of this context (computed once per context)."""
-        cache = ctx.__dict__.setdefault("_ppi_cache", {})
+        cache = self.cache.of(ctx)
         if "judge" not in cache:
             options = ctx.options
             cache["judge"] = judge_totals(
@@ -758,7 +764,7 @@ class PPIEstimator(Estimator):
             products["CA"] = controls[a]
             for key, value in products.items():
                 draws[:, layout[f"{key}{a}"]] = np.where(own, value, 0.0)
-        ctx.__dict__.setdefault("_ppi_cache", {})["full"] = draws.sum(axis=0)
+        self.cache.of(ctx)["full"] = draws.sum(axis=0)
         if ctx.options.cluster_queries:
             return clustered_terms(data, draws)
         return {"draws": draws, "units": unit_terms(data)}
@@ -816,7 +822,7 @@ class PPIEstimator(Estimator):
         ok = np.isfinite(f)
         train, first = np.unique(data.facts[facts[ok]], return_index=True)
         fit = task_calibration(ctx.task, train, f[ok][first])
-        ctx.__dict__.setdefault("_ppi_cache", {})[f"calibration{a}"] = fit
+        self.cache.of(ctx)[f"calibration{a}"] = fit
         fitted = judge_totals(
             ctx.task,
             data,
@@ -830,7 +836,7 @@ class PPIEstimator(Estimator):
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
         """The draws stage's full-sample totals (the coefficients λ̂ of the point estimate)."""
-        cache = ctx.__dict__.setdefault("_ppi_cache", {})
+        cache = self.cache.of(ctx)
         if "full" not in cache:
             self.terms(ctx)
         return cache["full"]
@@ -937,11 +943,11 @@ class PPIEstimator(Estimator):
                 "unbiased, less narrowing)"
             )
 
-    def run_info(self, ctx: ScoringContext, run: Any) -> dict[str, Any]:
-        """run.json's ``judge`` key: the judge audited against the human labels (and, when the
+    def record(self, ctx: ScoringContext, run: Any) -> JudgeBlock:
+        """run.json's ``judge`` block: the judge audited against the human labels (and, when the
         judges are calibrated, ``combination``: each judge's weight in each fold's control)."""
         audit = judge_audit(ctx, self.judge(ctx), run)
-        cache = ctx.__dict__.get("_ppi_cache", {})
+        cache = self.cache.of(ctx)
         fits = [cache.get(f"calibration{a}") for a in (0, 1)]
         if all(f is not None for f in fits):
             audit["combination"] = {
@@ -953,7 +959,7 @@ class PPIEstimator(Estimator):
                 "(shrunk), fitted on the other fold's labels; judges combined by simplex "
                 "weights on inner out-of-fold scores, or the best single judge"
             )
-        return {"judge": audit}
+        return JudgeBlock.from_json(audit)
 
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         JointEstimator().run_warnings(ctx, warnings)
