@@ -1603,7 +1603,7 @@ def _recorded_run(out_dir: Path):
     from receval.run_record import RunRecord
 
     try:
-        return RunRecord.from_dict(json.loads((out_dir / "run.json").read_text("utf-8")))
+        return RunRecord.from_json(json.loads((out_dir / "run.json").read_text("utf-8")))
     except (OSError, ValueError, TypeError):
         return None
 

@@ -579,6 +579,22 @@ class RunRecord(Block):
         record = super().from_json(data)
         return record.replace(warnings=tuple(str(w) for w in record.warnings or ()))
 
+    @classmethod
+    def misshapen(cls, data: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The first part of a ``run.json`` object of a JSON kind this model cannot read, as
+        ``(key, "object" or "list")`` (None when every part reads; a missing or null part
+        reads as absent).  For readers that refuse a hand-edited file instead of reading the
+        part as empty."""
+        for f in dataclasses.fields(cls):
+            value = data[f.name] if f.name in data else None
+            if value is None:
+                continue
+            if ("block" in f.metadata or "blocks" in f.metadata) and not isinstance(value, dict):
+                return f.name, "object"
+            if f.name == "warnings" and not isinstance(value, list):
+                return f.name, "list"
+        return None
+
     # the names of earlier versions
     def to_dict(self) -> dict[str, Any]:
         """Same as :meth:`to_json`."""

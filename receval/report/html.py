@@ -125,28 +125,15 @@ def _read_run(path: Path) -> dict[str, Any]:
         raise BundleError(path, line, f"not valid JSON: {exc}") from None
     if not isinstance(run, dict):
         raise BundleError(path, None, "not a JSON object")
-    for key, kind in RUN_SHAPES.items():
-        value = run.get(key)
-        if value is not None and not isinstance(value, kind):
-            text = path.read_text(encoding="utf-8")
-            at = re.search(rf'^\s*"{re.escape(key)}"\s*:', text, re.MULTILINE)
-            line = text[: at.start()].count("\n") + 1 if at else None
-            shown = json.dumps(value)[:40]
-            raise BundleError(
-                path, line, f"{key!r} is {shown}, not a JSON {_JSON_KIND[kind]} (edited by hand?)"
-            )
+    wrong = RunRecord.misshapen(run)
+    if wrong is not None:
+        key, kind = wrong
+        text = path.read_text(encoding="utf-8")
+        at = re.search(rf'^\s*"{re.escape(key)}"\s*:', text, re.MULTILINE)
+        line = text[: at.start()].count("\n") + 1 if at else None
+        shown = json.dumps(run[key])[:40]
+        raise BundleError(path, line, f"{key!r} is {shown}, not a JSON {kind} (edited by hand?)")
     return run
-
-
-#: The sections of ``run.json`` the report reads, and their JSON kind (``None`` is allowed).
-RUN_SHAPES = {
-    **dict.fromkeys(
-        ("options", "bootstrap", "design", "ranking", "inputs", "merge", "target", "curves"), dict
-    ),
-    "pooling_bias": dict,
-    "warnings": list,
-}
-_JSON_KIND = {dict: "object", list: "list"}
 
 
 def _read_board(path: Path) -> pd.DataFrame:
