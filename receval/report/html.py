@@ -1322,15 +1322,16 @@ def _judge(inputs: ReportInputs) -> dict[str, Any] | None:
     ]
     heads = ["system", "λ precision", "λ pooled recall", "judge precision", "labelled facts"]
     heads += ["correlation", "mean |s − f|", "extra labels worth"]
-    keys = ["lambda_precision", "lambda_pooled_recall", "judge_precision", "labelled_facts"]
-    keys += ["correlation", "mean_abs_error", "effective_extra_labels"]
     rows = [
         [
             name,
-            *(
-                _num(getattr(v, k)) if k != "labelled_facts" else _count(v.labelled_facts)
-                for k in keys
-            ),
+            _num(v.lambda_precision),
+            _num(v.lambda_pooled_recall),
+            _num(v.judge_precision),
+            _count(v.labelled_facts),
+            _num(v.correlation),
+            _num(v.mean_abs_error),
+            _num(v.effective_extra_labels),
         ]
         for name, v in judge.systems.items()
     ]
