@@ -270,7 +270,7 @@ def score(
     seed : int, None or numpy.random.Generator
         Seed of the bootstrap replicates: an integer; None for fresh entropy; a Generator to draw
         one from (numpy/scipy style).  The integer used is recorded (``result.run.bootstrap
-        ["seed"]``, ``run.json``): ``seed=<it>`` repeats the run.
+        .seed``, ``run.json``): ``seed=<it>`` repeats the run.
     rank_by : {'f1', 'recall', 'precision', 'pooled_recall', 'precision_at_target'}
         The ranking metric.
     target_recall : float, optional
