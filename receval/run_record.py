@@ -654,7 +654,7 @@ def run_record(
     from datetime import datetime, timezone
 
     from receval import __version__
-    from receval.estimators.official import OfficialPolicy
+    from receval.official.rules import OfficialPolicy
 
     if created is None:
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
