@@ -7,6 +7,25 @@ decisions, :func:`receval.until_decided.decisions`), and whether any decided pai
 the true precisions (a wrong decision; the family-wise error the tests bound by 1 - confidence).
 
     PYTHONPATH=. python bench/until_decided_judge.py --reps 20 --draws 60 --flip 0.05 --seed 0
+
+``--rag``: the loop itself on worlds built from the real TREC RAG 2025 pairs
+(``../shared/data/trec-rag25-judges``, :class:`judges.RagWorld`: constructed systems over the
+real pairs, NIST's labels as the truth, UMBRELA's grade 0–4 as the judge, correlation ≈ 0.44).
+Per repetition a fresh world of ``--systems`` systems; ``sample --until-decided --top K --batch
+B --rank-by precision`` run round after round (labels from NIST) with ``--estimator ppi`` and
+with ``--estimator joint`` from the same empty start, each until it says decided or
+``--budget`` draws are recorded.  Printed: the labels (distinct facts) each spent until
+decided, their ratio ppi / joint over the repetitions both decided (mean of per-world
+ratios with its SE, and the ratio of the means), the open pairs at equal labels (the first
+round after which both have drawn ≥ the same count), and whether any look put a system
+among the best K against the truth.  ``--null``: null worlds instead (every system exactly
+the same precision: R relevant and N non-relevant pairs each, chosen at random with
+topic-varying weights); the loop ranks all pairs with ``--estimator ppi`` (the judge in the
+loop), and a repetition errs when any look decides any pair (family-wise error over all pairs
+and looks, target ≤ 0.05 + 2 SE).
+
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --reps 8 --systems 8 --top 2
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 40 --systems 8
 """
 
 from __future__ import annotations
@@ -62,14 +81,182 @@ def one(rep: int, draws: int, flip: float, seed: int) -> dict:
         return out
 
 
+COLUMNS = ["sample", "system", "query_id", "answer", "prob", "draw", "design", "order",
+           "mixture_prob"]  # fmt: skip
+
+
+def rag_systems(world, systems: int, seed: int, null: bool) -> None:
+    """Replace ``world``'s systems (:class:`judges.RagWorld`) by ``systems`` new ones over the
+    same pairs: as there (recall and precision odds varying by topic), with precisions spread
+    evenly over about 0.3–0.85 (so the best K are decidable), or, ``null``, every system
+    exactly R relevant and N non-relevant pairs (the same precision R/(R + N)), chosen with
+    topic-varying weights so that systems overlap unevenly."""
+    from receval.config import TaskConfig
+    from receval.task import Task
+
+    pairs = world.pairs
+    rel = (pairs["grade_nist"].to_numpy() >= 2).astype(float)
+    rng = np.random.default_rng(seed)
+    topic = pd.factorize(pairs["q"])[0]
+    T = topic.max() + 1
+    rows = []
+    R, N = 400, 400
+    for i in range(systems):
+        if null:
+            weight = np.exp(rng.normal(0, 0.7, T))[topic]
+            take = np.zeros(len(pairs), bool)
+            for value, count in ((1.0, R), (0.0, N)):
+                idx = np.flatnonzero(rel == value)
+                p = weight[idx] / weight[idx].sum()
+                take[rng.choice(idx, size=count, replace=False, p=p)] = True
+        else:
+            # precision ≈ p_i, spread evenly over 0.3-0.85 (relevant and not about equally
+            # many), varying by topic
+            p_i = 0.85 - 0.55 * i / max(systems - 1, 1)
+            a = np.clip(rng.uniform(0.04, 0.1) * np.exp(rng.normal(0, 0.5, T)), 0.005, 0.9)
+            b = a * (1 - p_i) / p_i * np.exp(rng.normal(0, 0.5, T) - 0.125)
+            take = rng.random(len(pairs)) < np.where(rel == 1, a[topic], np.minimum(b[topic], 1))
+        rows.append(pd.DataFrame({"system": f"s{i:02d}", "query_id": pairs["q"][take],
+                                  "answer": pairs["doc"][take].to_numpy()}))  # fmt: skip
+    world.task = Task.from_frames(runs=pd.concat(rows, ignore_index=True),
+                                  config=TaskConfig(name="rag25"))  # fmt: skip
+    key = pd.MultiIndex.from_frame(pairs[["q", "doc"]])
+    at = pd.Series(np.arange(len(pairs)), index=key).reindex(
+        pd.MultiIndex.from_frame(world.task.facts[["query_id", "answer"]])
+    )
+    world.at = at.to_numpy(np.int64)
+    world.label = rel[world.at]
+    world.grade = pairs["grade_umb"].to_numpy(float)[world.at]
+    out = world.task.outputs
+    correct = world.label[out["fact"].to_numpy(np.int64)]
+    world.precision = (
+        pd.DataFrame({"system": out["system"].astype(str), "c": correct})
+        .groupby("system")["c"]
+        .mean()
+    )
+
+
+def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int) -> dict:
+    """One campaign of ``sample --until-decided`` on ``world`` from nothing labelled: per look
+    the draws, distinct labels, open pairs, and whether it put a system among the best ``top``
+    against the truth (or, without ``top``, decided any pair: for null worlds)."""
+    import dataclasses
+
+    from receval.task import with_annotation
+    from receval.until_decided import until_decided_round
+
+    config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+    base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+    task, samples = base, None
+    best = set(world.precision.nlargest(top).index) if top else set()
+    looks = []
+    for _r in range(10_000):
+        rnd = until_decided_round(task, batch, seed=seed, rank_by="precision", top=top,
+                                  estimator=estimator, budget=budget)  # fmt: skip
+        state = rnd.decisions
+        names = np.asarray(state.systems)
+        if top:
+            wrong = state.sure_in is not None and (
+                not set(names[state.sure_in]) <= best or bool(best & set(names[state.sure_out]))
+            )
+        else:
+            wrong = state.draws > 0 and len(state.open_pairs) < state.pairs
+        labels = 0 if samples is None else len(samples[["query_id", "answer"]].drop_duplicates())
+        looks.append({"draws": state.draws, "labels": labels, "open": len(state.open_pairs),
+                      "wrong": bool(wrong), "decided": bool(rnd.decided and not state.open_pairs)})  # fmt: skip
+        if rnd.decided:
+            break
+        new = rnd.samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+        task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
+                               judge=judge)  # fmt: skip
+    return {"looks": looks, "decided": looks[-1]["decided"], "labels": looks[-1]["labels"],
+            "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
+
+
+def rag_study(args) -> dict:
+    """The ``--rag`` study (module docstring)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    world.labelled_of = lambda samples: _labels(world, samples)
+    rows = []
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, args.null)
+        judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+        out = {}
+        for est in ("ppi",) if args.null else ("ppi", "joint"):
+            out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
+                                args.budget, seed=rep)  # fmt: skip
+        out["precision_spread"] = float(world.precision.max() - world.precision.min())
+        rows.append(out)
+        summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
+                   if isinstance(v, dict)}  # fmt: skip
+        print(f"  rep {rep}: {summary}", file=sys.stderr, flush=True)
+    return summarise_rag(rows, args)
+
+
+def _labels(world, samples: pd.DataFrame) -> pd.DataFrame:
+    """NIST's labels of the drawn answers (C/W)."""
+    drawn = samples[["query_id", "answer"]].drop_duplicates()
+    facts = world.task.facts
+    key = pd.Series(
+        np.arange(len(facts)), index=pd.MultiIndex.from_frame(facts[["query_id", "answer"]])
+    )
+    ids = key.reindex(pd.MultiIndex.from_frame(drawn)).to_numpy(np.int64)
+    return drawn.assign(label=np.where(world.label[ids] == 1, "C", "W"))
+
+
+def summarise_rag(rows: list[dict], args) -> dict:
+    """Labels until decided (ppi / joint) and the error shares over the repetitions."""
+    reps = len(rows)
+    wrong = np.array([r["ppi"]["wrong"] for r in rows], float)
+    figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
+               "ppi_any_wrong_look_se": float(np.sqrt(max(wrong.mean() * (1 - wrong.mean()), 1e-12) / reps))}  # fmt: skip
+    if args.null:
+        return figures
+    both = [r for r in rows if r["ppi"]["decided"] and r["joint"]["decided"]]
+    ratio = np.array([r["ppi"]["labels"] / r["joint"]["labels"] for r in both])
+    figures.update({
+        "joint_any_wrong_look": float(np.mean([r["joint"]["wrong"] for r in rows])),
+        "decided_ppi": int(sum(r["ppi"]["decided"] for r in rows)),
+        "decided_joint": int(sum(r["joint"]["decided"] for r in rows)),
+        "labels_ppi": [r["ppi"]["labels"] for r in rows],
+        "labels_joint": [r["joint"]["labels"] for r in rows],
+        "labels_ratio_mean": float(ratio.mean()) if ratio.size else None,
+        "labels_ratio_se": float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else None,
+        "labels_ratio_of_means": float(
+            np.mean([r["ppi"]["labels"] for r in both]) / np.mean([r["joint"]["labels"] for r in both])
+        ) if both else None,
+    })  # fmt: skip
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--draws", type=int, default=60)
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rag", action="store_true", help="the loop on RAG 2025 worlds")
+    parser.add_argument("--null", action="store_true", help="--rag: null worlds")
+    parser.add_argument("--systems", type=int, default=8)
+    parser.add_argument("--top", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=160)
+    parser.add_argument("--budget", type=int, default=4000)
     args = parser.parse_args()
     start = time.time()
+    if args.rag:
+        figures = rag_study(args)
+        flags = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in ("rag", "null"))
+        record = {"command": f"bench/until_decided_judge.py --rag {'--null ' if args.null else ''}"
+                  + flags, "seed": args.seed, "git_commit": git_commit().strip(),
+                  "date": datetime.now(timezone.utc).isoformat(), "figures": figures,
+                  "seconds": round(time.time() - start, 1)}  # fmt: skip
+        print(json.dumps(record, indent=1))
+        _store("rag_null" if args.null else "rag", record)
+        return
     rows = [one(r, args.draws, args.flip, args.seed) for r in range(args.reps)]
     figures = {}
     for est in ("joint", "ppi"):
@@ -86,8 +273,19 @@ def main() -> None:
               "git_commit": commit.strip(), "date": datetime.now(timezone.utc).isoformat(),
               "pairs": 15, "figures": figures, "seconds": round(time.time() - start, 1)}  # fmt: skip
     print(json.dumps(record, indent=1))
+    _store("runs", record)
+
+
+def _store(key: str, record: dict) -> None:
+    """Keep ``record`` under ``key`` of bench/results/until_decided_judge.json (``runs``: a
+    list, every earlier run kept; the RAG studies: the latest)."""
     out = Path(__file__).parent / "results" / "until_decided_judge.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    stored = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    if key == "runs":
+        stored.setdefault("runs", []).append(record)
+    else:
+        stored[key] = record
+    out.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
