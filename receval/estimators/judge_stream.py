@@ -2,8 +2,8 @@
 
 ``--estimator ppi --intervals anytime`` and ``sample --until-decided --estimator ppi`` use the
 judge's score g(x) as the prediction of each fresh fact in the precision terms
-(:func:`receval.estimators.anytime.judged_precision_terms`,
-:func:`receval.estimators.anytime_control.controlled_precision_streams`): per step
+(:func:`receval.estimators.anytime.method.judged_precision_terms`,
+:func:`receval.estimators.anytime.control.controlled_precision_streams`): per step
 Y = Σ w (f − g) + Σ_{X_i} t g, whose conditional mean is the precision for *any* g fixed before
 the step's draw.  The raw score (a grade mapped onto [0, 1], the mean of several judges) is a
 poor g when the judge is weak or biased: UMBRELA's grade 2 of 4 is 0.5, while NIST finds such
@@ -191,7 +191,7 @@ def segment_controls(sj: StreamJudge, t_all, sys_codes, facts, stratum, m: int, 
 def known_predictions(sj: StreamJudge, kn, values: np.ndarray, task_facts, segment, by_step=0):
     """Σ t_i g_ci over the facts labelled before each row (``by_step`` 0) or pool step
     (``by_step`` = P), with c the row's or step's own ``segment``: ``values`` (K, m) = t_i at
-    each row's fact, ``kn`` the :class:`~receval.estimators.anytime_control.KnownLabels`."""
+    each row's fact, ``kn`` the :class:`~receval.estimators.anytime.control.KnownLabels`."""
     m = values.shape[1]
     out = np.zeros((by_step, m) if by_step else values.shape)
     for c in np.unique(segment):
@@ -221,15 +221,15 @@ class JudgeReach:
 
 
 def judged_terms(task, data, st, output_arrays):
-    """(:class:`~receval.estimators.anytime_pairs.SystemTerms`, :class:`JudgeReach`): the
+    """(:class:`~receval.estimators.anytime.pairs.SystemTerms`, :class:`JudgeReach`): the
     paired precision terms with the judge's calibrated score g as the prediction of each fresh
-    fact (:func:`receval.estimators.anytime.judged_precision_terms`): per step
+    fact (:func:`receval.estimators.anytime.method.judged_precision_terms`): per step
     Y = Σ w (f − g) + [correct labelled so far] + [Σ t g over the outputs not labelled so far],
     w = t/q over the step's fresh draws, g the step's segment's map (module docstring), so
     E[Y | past] is the system's precision.  The range, fixed before the draw, is
     [base − Σ ḡ/own, base + Σ (1 − g̲)/own], ḡ and g̲ the largest and smallest g over the
     system's outputs.  A census system keeps its exact terms."""
-    from receval.estimators.anytime_pairs import (
+    from receval.estimators.anytime.pairs import (
         EXACT_TOLERANCE,
         SystemTerms,
         _known_by_step,
@@ -302,9 +302,9 @@ def pair_range(terms, reach: JudgeReach, a, b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def paired_judge_tests(terms, reach: JudgeReach, ok: np.ndarray, alpha: float):
-    """:func:`receval.estimators.anytime_pairs.pair_tests` on the judged terms with the pair
+    """:func:`receval.estimators.anytime.pairs.pair_tests` on the judged terms with the pair
     ranges of :func:`pair_range` (Holm over every ordered pair, as there)."""
-    from receval.estimators.anytime_pairs import chunked, decide, log_capitals, ok_pairs
+    from receval.estimators.anytime.pairs import chunked, decide, log_capitals, ok_pairs
 
     idx, pairs = ok_pairs(ok)
 

@@ -55,7 +55,7 @@ def judged_task(tmp_path_factory):
 
 
 def _stream(task):
-    from receval.estimators.anytime_stream import build_stream
+    from receval.estimators.anytime.stream import build_stream
     from receval.estimators.sample_data import build_sample_data
 
     data = build_sample_data(task)
@@ -65,7 +65,7 @@ def _stream(task):
 def test_each_segment_is_fitted_on_earlier_rows_only(judged_task):
     """Changing the labels of every row from segment c on leaves the maps of segments ≤ c and
     so the judged terms of every step before segment c + 1 unchanged (predictable)."""
-    from receval.estimators.anytime import output_arrays
+    from receval.estimators.anytime.stream import output_arrays
 
     data, st = _stream(judged_task)
     sj = stream_judge(judged_task, data, st)
@@ -90,7 +90,7 @@ def test_each_segment_is_fitted_on_earlier_rows_only(judged_task):
 
 
 def test_every_term_and_pair_difference_lies_in_its_predictable_range(judged_task):
-    from receval.estimators.anytime import output_arrays
+    from receval.estimators.anytime.stream import output_arrays
 
     data, st = _stream(judged_task)
     terms, reach = judged_terms(judged_task, data, st, output_arrays)
