@@ -24,8 +24,17 @@ topic-varying weights); the loop ranks all pairs with ``--estimator ppi`` (the j
 loop), and a repetition errs when any look decides any pair (family-wise error over all pairs
 and looks, target ≤ 0.05 + 2 SE).
 
-    PYTHONPATH=. python bench/until_decided_judge.py --rag --reps 8 --systems 8 --top 2
-    PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 40 --systems 8
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --reps 10 --systems 8 --top 2 \
+        --batch 160 --budget 4000
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 30 --systems 8 \
+        --batch 160 --budget 1600
+
+Recorded (bench/results/until_decided_judge.json, ``rag`` and ``rag_null``): labels until the
+best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median 0.99) over the 9 of 10 worlds
+both decided (ppi 10/10, joint 9/10 within 4000 draws), no wrong look; null worlds: no pair
+decided at any look in 30 (upper 95 % bound 0.095).  The variance bound: UMBRELA calibrated per
+grade, query and system leaves 0.75-0.79 of the labels' variance within a system on held-out
+facts (1 − ρ² ≈ 0.83 raw), so ≤ 0.75× the labels is out of reach for this judge.
 """
 
 from __future__ import annotations
@@ -211,9 +220,13 @@ def _labels(world, samples: pd.DataFrame) -> pd.DataFrame:
 def summarise_rag(rows: list[dict], args) -> dict:
     """Labels until decided (ppi / joint) and the error shares over the repetitions."""
     reps = len(rows)
+    from scipy.stats import beta
+
     wrong = np.array([r["ppi"]["wrong"] for r in rows], float)
+    k = int(wrong.sum())  # Clopper-Pearson one-sided 95 % upper bound on the error share
+    upper = float(beta.ppf(0.95, k + 1, reps - k)) if k < reps else 1.0
     figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
-               "ppi_any_wrong_look_se": float(np.sqrt(max(wrong.mean() * (1 - wrong.mean()), 1e-12) / reps))}  # fmt: skip
+               "ppi_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
     if args.null:
         return figures
     both = [r for r in rows if r["ppi"]["decided"] and r["joint"]["decided"]]
@@ -225,6 +238,7 @@ def summarise_rag(rows: list[dict], args) -> dict:
         "labels_ppi": [r["ppi"]["labels"] for r in rows],
         "labels_joint": [r["joint"]["labels"] for r in rows],
         "labels_ratio_mean": float(ratio.mean()) if ratio.size else None,
+        "labels_ratio_median": float(np.median(ratio)) if ratio.size else None,
         "labels_ratio_se": float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else None,
         "labels_ratio_of_means": float(
             np.mean([r["ppi"]["labels"] for r in both]) / np.mean([r["joint"]["labels"] for r in both])
