@@ -32,7 +32,10 @@ and looks, target ≤ 0.05 + 2 SE).
 Recorded (bench/results/until_decided_judge.json, ``rag`` and ``rag_null``): labels until the
 best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median 0.99) over the 9 of 10 worlds
 both decided (ppi 10/10, joint 9/10 within 4000 draws), no wrong look; null worlds: no pair
-decided at any look in 30 (upper 95 % bound 0.095).  The variance bound: UMBRELA calibrated per
+decided at any look in 30 (upper 95 % bound 0.095); ``--fixed 8 --batch 200 --reps 6`` (the same
+labels read by both, ``rag_fixed``): open pairs of 28 at ≈ 700 / 1000 / 1300 labels joint 16.0 /
+12.5 / 9.3, ppi 14.2 / 10.2 / 7.8 (ppi reaches joint's count with ≈ 0.82-0.88× the labels).
+The variance bound: UMBRELA calibrated per
 grade, query and system leaves 0.75-0.79 of the labels' variance within a system on held-out
 facts (1 − ρ² ≈ 0.83 raw), so ≤ 0.75× the labels is out of reach for this judge.
 """
@@ -184,6 +187,30 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
             "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
 
 
+def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
+    """Equal rounds of ``batch`` draws (``fixed_round``: the loop's floor and random order, counts
+    fixed), the same labels read by both estimators: the pairs by precision still open at each
+    look under joint and under ppi (the paired tests' power at equal labels)."""
+    import dataclasses
+
+    from receval.task import with_annotation
+    from receval.until_decided import decisions, fixed_round
+
+    config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+    base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+    task, samples, out = base, None, {"joint": [], "ppi": [], "labels": []}
+    for r in range(looks):
+        new = fixed_round(task, batch, seed=seed * 100 + r).samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+        task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
+                               judge=judge)  # fmt: skip
+        out["labels"].append(len(samples[["query_id", "answer"]].drop_duplicates()))
+        for est in ("joint", "ppi"):
+            out[est].append(len(decisions(task, "precision", estimator=est).open_pairs))
+    return out
+
+
 def rag_study(args) -> dict:
     """The ``--rag`` study (module docstring)."""
     from judges import RagWorld
@@ -194,6 +221,10 @@ def rag_study(args) -> dict:
     for rep in range(args.reps):
         rag_systems(world, args.systems, args.seed * 1000 + rep, args.null)
         judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+        if args.fixed:
+            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep))
+            print(f"  rep {rep}: {rows[-1]}", file=sys.stderr, flush=True)
+            continue
         out = {}
         for est in ("ppi",) if args.null else ("ppi", "joint"):
             out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
@@ -203,6 +234,9 @@ def rag_study(args) -> dict:
         summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
                    if isinstance(v, dict)}  # fmt: skip
         print(f"  rep {rep}: {summary}", file=sys.stderr, flush=True)
+    if args.fixed:
+        return {k: np.mean([r[k] for r in rows], axis=0).round(2).tolist()
+                for k in ("labels", "joint", "ppi")} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
     return summarise_rag(rows, args)
 
 
@@ -259,17 +293,22 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--batch", type=int, default=160)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument(
+        "--fixed", type=int, default=0,
+        help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
+    )  # fmt: skip
     args = parser.parse_args()
     start = time.time()
     if args.rag:
         figures = rag_study(args)
-        flags = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in ("rag", "null"))
+        skip = ("rag", "null", "draws", "flip")
+        flags = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in skip)
         record = {"command": f"bench/until_decided_judge.py --rag {'--null ' if args.null else ''}"
                   + flags, "seed": args.seed, "git_commit": git_commit().strip(),
                   "date": datetime.now(timezone.utc).isoformat(), "figures": figures,
                   "seconds": round(time.time() - start, 1)}  # fmt: skip
         print(json.dumps(record, indent=1))
-        _store("rag_null" if args.null else "rag", record)
+        _store("rag_null" if args.null else "rag_fixed" if args.fixed else "rag", record)
         return
     rows = [one(r, args.draws, args.flip, args.seed) for r in range(args.reps)]
     figures = {}
