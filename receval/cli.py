@@ -478,6 +478,8 @@ def score(
 
     check_output_folder(out)
     key = key_source = None
+    if not anonymise and (anonymise_key is not None or anonymise_key_file is not None):
+        raise click.UsageError("--anonymise-key and --anonymise-key-file need --anonymise")
     if anonymise:
         key, key_source = _anonymisation_key(task, out, anonymise_key, anonymise_key_file, quiet)
     options = _score_options(choices)
