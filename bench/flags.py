@@ -570,9 +570,24 @@ def target_setting(name: str, seed: int):
     return real_setting(name)
 
 
-def target_rows(settings, reps: int, *, seed: int = 37, B: int = 200) -> pd.DataFrame:
+def target_rows(
+    settings, reps: int, *, seed: int = 37, B: int = 200, max_nan_share: float | None = None
+) -> pd.DataFrame:
     """Per (setting, target, repetition, system): precision at target with its interval, method,
-    the share of replicates whose curve fell short of the target, the truth, the note."""
+    the share of replicates whose curve fell short of the target, the truth, the note.
+    ``max_nan_share``: the share of replicates that may be NaN before an interval is refused
+    (the scorer's 0.01 when None; a study of that rule)."""
+    if max_nan_share is not None:
+        import functools
+
+        from receval.estimators import bootstrap
+
+        original = bootstrap.confidence_interval
+        bootstrap.confidence_interval = functools.partial(original, max_nan_share=max_nan_share)
+        try:
+            return target_rows(settings, reps, seed=seed, B=B)
+        finally:
+            bootstrap.confidence_interval = original
     frames = []
     for name, target in settings:
         made = target_setting(name, seed)
@@ -678,6 +693,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--json", default=str(HERE / "results" / "flags.json"))
+    parser.add_argument(
+        "--max-nan-share", type=float, default=None,
+        help="target: refuse an interval above this share of NaN replicates (scorer: 0.01); "
+        "stored as the study target_nan_<share>",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settings", nargs="*", default=None,
+        help="target: only these worlds, as name@target (default: all of TARGET_SETTINGS)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     results: dict = {}
     if "looking" in args.only:
@@ -695,11 +719,18 @@ def main(argv: list[str] | None = None) -> int:
         results["calibration"] = fig
     if "target" in args.only:
         start = time.process_time()
-        rows = target_rows(TARGET_SETTINGS, args.reps or 12, seed=args.seed, B=args.bootstrap)
+        settings = [
+            (name, t)
+            for name, t in TARGET_SETTINGS
+            if args.settings is None or f"{name}@{t:g}" in args.settings
+        ]
+        rows = target_rows(settings, args.reps or 12, seed=args.seed, B=args.bootstrap,
+                           max_nan_share=args.max_nan_share)  # fmt: skip
         fig = target_figures(rows)
         print_target(fig)
         fig["cpu_seconds"] = round(time.process_time() - start, 1)
-        results["target"] = fig
+        key = "target" if args.max_nan_share is None else f"target_nan_{args.max_nan_share:g}"
+        results[key] = fig
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
