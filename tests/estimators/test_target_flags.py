@@ -102,3 +102,19 @@ def test_target_study_meets_the_issue_targets():
         covered, se, n = per["cover_curve"]
         if n and not math.isnan(se):
             assert covered >= 0.93 - 2 * se, (setting, covered, se)
+
+
+def test_real_worlds_with_query_units_estimate_recall_without_notes():
+    """``msmarco-units``: the real world with 60 queries as exhaustive units (its pool is its
+    universe), so recall and F1 are estimated and no row says recall cannot be."""
+    flags = load_bench("flags")
+    made = flags.real_setting("msmarco-units")
+    if made is None:
+        pytest.skip("../shared/data/chaganty-active-eval is absent")
+    truth, annotate = made
+    task = annotate(np.random.default_rng(3))
+    assert task.exhaustive_units is not None and len(task.exhaustive_units) == flags.REAL_UNITS
+    board = score_task(task, ScoreOptions(bootstrap=100, seed=1)).leaderboard
+    assert np.isfinite(board["recall"]).all() and np.isfinite(board["f1_lo"]).all()
+    assert (truth["recall"] == truth["pooled_recall"]).all()
+    assert (board["note"].fillna("") == "").all()
