@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
     args = parser.parse_args()
     import receval
-    import receval.estimators.betting as betting
+    import receval.estimators.anytime.betting as betting
     from receval.task import load_task
 
     kinds = ["anytime"] + (["anytime-asymptotic"] if args.asymptotic else [])
