@@ -111,7 +111,10 @@ def main() -> None:
     parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
     args = parser.parse_args()
     import receval
-    import receval.estimators.anytime.betting as betting
+    try:
+        import receval.estimators.anytime.betting as betting
+    except ImportError:  # a checkout from before the anytime subpackage (the 'before' runs)
+        import receval.estimators.betting as betting
     from receval.task import load_task
 
     kinds = ["anytime"] + (["anytime-asymptotic"] if args.asymptotic else [])

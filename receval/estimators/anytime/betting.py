@@ -376,24 +376,35 @@ def one_sided_ends(
     return out
 
 
-def bracketed_ends(streams, bets, level, side, near, span, iterations, guess=None) -> np.ndarray:
+def bracketed_ends(
+    streams, bets, level, side, near, span, iterations, guess=None, crossing: bool = False
+):
     """:func:`one_sided_ends` on (0, 1) at the resolution 2^-``iterations``, searched first in
     the bracket ``near`` ± ``span`` (S,) (e.g. the end at a neighbouring θ), with fewer
     bisection steps for the same resolution; the streams whose end is outside the bracket are
     searched again over the whole range.  ``level`` (1, S).  With ``guess`` (S,), a guess of
-    the ends, the same ends are found with fewer capital evaluations (:func:`_guided_bracket`)."""
+    the ends, the same ends are found with fewer capital evaluations (:func:`_guided_bracket`).
+    ``crossing``: also return where each capital crosses its level, estimated between the
+    two values the search ended between (regula falsi on their capitals; the end itself where
+    the guided search did not end): finer than the resolution, a better guess for a
+    neighbour's end than the end."""
     lo = np.clip(np.asarray(near, float) - span, 0.0, 1.0)
     hi = np.clip(np.asarray(near, float) + span, 0.0, 1.0)
     inner = max(1, iterations - int(np.floor(np.log2(1.0 / (2.0 * span)))))
     if guess is None or min(inner, iterations) < GUIDE_MIN // 2:
-        return _bracketed_plain(streams, bets, level, side, (lo, hi), (inner, iterations))
-    out, done = _guided_bracket(streams, bets, level, side, (lo, hi), (inner, iterations), guess)
+        out = _bracketed_plain(streams, bets, level, side, (lo, hi), (inner, iterations))
+        return (out, out.copy()) if crossing else out
+    out, done, cross = _guided_bracket(
+        streams, bets, level, side, (lo, hi), (inner, iterations), guess
+    )
     rows = np.flatnonzero(~done)
     if rows.size:
         part = streams.take(rows)
         out[rows] = _bracketed_plain(part, bets[rows], level[:, rows], side,
                                      (lo[rows], hi[rows]), (inner, iterations))  # fmt: skip
-    return out
+    if not crossing:
+        return out
+    return out, np.where(done & np.isfinite(cross), cross, out)
 
 
 def _bracketed_plain(streams, bets, level, side, bracket, steps) -> np.ndarray:
@@ -746,4 +757,7 @@ def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
         gap = (np.maximum(R, ends[0]) + np.minimum(Q, ends[1])) / 2.0
         pair = (np.where(mode, a1, a2), np.where(mode, b1, b2))
         g.learn(streams, bets, level, side, pair, True, gap)
-    return side * g.out[0], g.done[0]
+    R, cR, Q, cQ = g.known
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.clip(R + cR * (Q - R) / (cR - cQ), R, Q)  # regula falsi between R and Q
+    return side * g.out[0], g.done[0], side * cross[0]

@@ -252,6 +252,7 @@ class DirectF1:
         budget = np.maximum(budget[:-1], budget[1:])
         curve = None if prior is None else _cell_guesses(theta, *prior)
         out = np.zeros(theta.shape)
+        cross = np.zeros(theta.shape)  # where the capitals cross their levels (finer than out)
         for j in range(theta.shape[0]):
             stage_detail(f"cell {j + 1}/{theta.shape[0]} of the θ grid ({theta.shape[1]} systems)")
             zero = theta[j] <= 0  # T infinite: F1 and recall are 0
@@ -261,9 +262,12 @@ class DirectF1:
                 ends = one_sided_ends(at, self.bets, budget[j][None, :], side, (0.0, 1.0),
                                       JOINT_ITERATIONS, guess=guess)[0]  # fmt: skip
             else:  # the neighbouring cell's end is near: search around it first
-                guess = _next_cell_guess(out[:j], curve, j)
-                ends = bracketed_ends(at, self.bets, budget[j][None, :], side, out[j - 1],
-                                      CELL_SPAN, JOINT_ITERATIONS, guess)  # fmt: skip
+                guess = _next_cell_guess(cross[:j], curve, j)
+                ends, cross[j] = bracketed_ends(at, self.bets, budget[j][None, :], side,
+                                                out[j - 1], CELL_SPAN, JOINT_ITERATIONS, guess,
+                                                crossing=True)  # fmt: skip
+            if j == 0 or zero.any():
+                cross[j] = ends
             out[j] = np.where(zero, 0.0, ends)
         return out
 
@@ -277,8 +281,9 @@ def _cell_guesses(theta: np.ndarray, prior_theta: np.ndarray, prior: np.ndarray)
 
 
 def _next_cell_guess(done: np.ndarray, curve, j: int) -> np.ndarray:
-    """A guess of cell j's ends from the cells ``done`` before it (j ≥ 1): the coarser grid's
-    curve moved to pass through the last one, else a linear extrapolation of the last two."""
+    """A guess of cell j's ends from the crossings ``done`` of the cells before it (j ≥ 1):
+    the coarser grid's curve moved to pass through the last one, else a linear extrapolation
+    of the last two."""
     if curve is not None:
         return curve[j] + (done[j - 1] - curve[j - 1])
     return done[j - 1] if j == 1 else 2.0 * done[j - 1] - done[j - 2]
