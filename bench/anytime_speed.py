@@ -15,7 +15,8 @@ and their ratios (anytime / bootstrap, CPU: the figure to compare on a shared ma
 follows the load), the capital evaluations of the anytime run's bisections (calls and entries:
 levels × streams × steps) and its median widths.  With ``--reference DIR`` (an output folder of
 the same command written by the code measured against, e.g. main's), the cold run's output
-folder is compared with it file by file (run.json without its ``created`` time): ``identical``.
+folder is compared with it file by file (run.json without its ``created`` time and the task's
+path as given): ``identical``.
 
 ``--label`` names the code measured (e.g. ``before``/``after``); results are merged into
 ``bench/results/anytime_speed.json`` under it.
@@ -65,7 +66,8 @@ def cold(task: str, intervals: str, out: Path) -> tuple[float, float]:
 
 
 def same_outputs(ours: Path, reference: Path) -> dict:
-    """Every file of ``reference`` compared with ``ours`` (run.json without ``created``)."""
+    """Every file of ``reference`` compared with ``ours`` (run.json without ``created`` and
+    ``inputs.task``, the path the command line gave)."""
     differ = []
     for path in sorted(reference.iterdir()):
         mine = ours / path.name
@@ -73,7 +75,9 @@ def same_outputs(ours: Path, reference: Path) -> dict:
             differ.append(path.name)
         elif path.name == "run.json":
             a, b = (json.loads(p.read_text()) for p in (path, mine))
-            a.pop("created", None), b.pop("created", None)
+            for d in (a, b):  # when it ran, and the task's path as the command line gave it
+                d.pop("created", None)
+                d.get("inputs", {}).pop("task", None)
             if a != b:
                 differ.append(path.name)
         elif path.read_bytes() != mine.read_bytes():
@@ -111,6 +115,7 @@ def main() -> None:
     parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
     args = parser.parse_args()
     import receval
+
     try:
         import receval.estimators.anytime.betting as betting
     except ImportError:  # a checkout from before the anytime subpackage (the 'before' runs)

@@ -87,3 +87,24 @@ def test_capitals_of_scattered_rows_are_each_rows_own(kind, monkeypatch):
             one = streams.take(slice(row, row + 1))
             own = betting.log_capital(one, bets[row : row + 1], mu[:, r : r + 1], side, True)
             assert np.array_equal(got[:, r], own[:, 0])
+
+
+@pytest.mark.parametrize("side", [+1, -1])
+def test_bracketed_crossing_lies_within_the_resolution_of_the_end(side):
+    """bracketed_ends(crossing=True): the same ends, and where each capital crosses its level
+    (regula falsi between the two values the search ended between) at most one resolution step
+    from the end, on the side of the values not rejected."""
+    rng = np.random.default_rng(17 + side)
+    streams = _streams(rng, "ratios", S=20)
+    S = streams.shape[0]
+    bets = betting.plugin_bets(streams, 0.05, 0.5)
+    level = np.full((1, S), np.log(2.0 / 0.05))
+    ends = betting.one_sided_ends(streams, bets, level, side, (0.0, 1.0), 12)[0]
+    near = np.clip(ends + rng.normal(0.0, 0.003, S), 0.0, 1.0)
+    plain = betting.bracketed_ends(streams, bets, level, side, near, 1 / 64, 12, ends)
+    out, cross = betting.bracketed_ends(streams, bets, level, side, near, 1 / 64, 12, ends,
+                                        crossing=True)  # fmt: skip
+    assert np.array_equal(plain, out)
+    inside = (out > 0.0) & (out < 1.0)
+    step = (cross - out) * side  # the values not rejected lie beyond the end on its side
+    assert np.all(step[inside] >= -1e-12) and np.all(step[inside] <= 2.0**-12 + 1e-12)
