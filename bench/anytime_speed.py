@@ -15,33 +15,27 @@ Usage: PYTHONPATH=<checkout> python bench/anytime_speed.py [--label after] [--se
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
 
 
 def timed(func):
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = func()
-    return out, time.process_time() - cpu, time.perf_counter() - wall
+    run = harness.timed(func)
+    return run.value, run.cpu, run.wall
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--label", default="after")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     import receval
     import receval.estimators.betting as betting
     from receval.task import load_task
@@ -76,21 +70,8 @@ def main() -> None:
         "anytime_median_widths": {k: round(v, 5) for k, v in widths.items()},
     }  # fmt: skip
     print(json.dumps({args.label: figures}, indent=2))
-    path = HERE / "results" / "anytime_speed.json"
-    record = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    commit = git_commit()
-    record["command"] = "PYTHONPATH=<checkout> python bench/anytime_speed.py --label LABEL"
-    record["seed"] = args.seed
-    record["runs"][args.label] = {
-        "commit": commit or "exported tree", "date": datetime.now(UTC).isoformat(),
-        "receval": str(Path(receval.__file__).parent), "figures": figures,
-    }  # fmt: skip
-    if {"before", "after"} <= set(record["runs"]):
-        b, a = (record["runs"][k]["figures"] for k in ("before", "after"))
-        record["anytime_cpu_before_to_after"] = [b["anytime_cpu_s"], a["anytime_cpu_s"]]
-        record["cpu_ratio_before_to_after"] = [b["cpu_ratio"], a["cpu_ratio"]]
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    receval_dir = str(Path(receval.__file__).parent)
+    harness.store(args, "anytime_speed", figures, argv, title=args.label, receval=receval_dir)
 
 
 if __name__ == "__main__":

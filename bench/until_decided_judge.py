@@ -11,19 +11,17 @@ the true precisions (a wrong decision; the family-wise error the tests bound by 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 
 def one(rep: int, draws: int, flip: float, seed: int) -> dict:
@@ -62,13 +60,11 @@ def one(rep: int, draws: int, flip: float, seed: int) -> dict:
         return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--reps", type=int, default=20)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=0, reps=20)
     parser.add_argument("--draws", type=int, default=60)
     parser.add_argument("--flip", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     start = time.time()
     rows = [one(r, args.draws, args.flip, args.seed) for r in range(args.reps)]
     figures = {}
@@ -80,14 +76,9 @@ def main() -> None:
     figures["open_ratio_ppi_over_joint"] = (
         figures["ppi"]["mean_open_pairs"] / figures["joint"]["mean_open_pairs"]
     )
-    commit = git_commit()
-    record = {"command": f"bench/until_decided_judge.py --reps {args.reps} --draws {args.draws} "
-              f"--flip {args.flip} --seed {args.seed}", "seed": args.seed,
-              "git_commit": commit.strip(), "date": datetime.now(timezone.utc).isoformat(),
-              "pairs": 15, "figures": figures, "seconds": round(time.time() - start, 1)}  # fmt: skip
-    print(json.dumps(record, indent=1))
-    out = Path(__file__).parent / "results" / "until_decided_judge.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(figures, indent=1))
+    seconds = round(time.time() - start, 1)
+    harness.store(args, "until_decided_judge", figures, argv, pairs=15, seconds=seconds)
 
 
 if __name__ == "__main__":
