@@ -173,13 +173,14 @@ def best(call: Callable[[], Any], repeat: int) -> float:
 @dataclass(frozen=True)
 class Child:
     """One finished child process: wall and CPU seconds (user + system), its own peak RSS in
-    MiB, its stdout and the tail of its stderr."""
+    MiB, its stdout, the tail of its stderr and its exit code."""
 
     wall: float
     cpu: float
     rss_mib: float
     stdout: str
     stderr_tail: str
+    exit: int = 0
 
 
 def run_child(args: list[str], env: dict[str, str] | None = None, check: bool = True) -> Child:
@@ -195,10 +196,10 @@ def run_child(args: list[str], env: dict[str, str] | None = None, check: bool = 
         err.seek(0)
         stdout = out.read().decode(errors="replace")
         tail = " | ".join(err.read().decode(errors="replace").strip().splitlines()[-3:])
-    if check and os.waitstatus_to_exitcode(status) != 0:
+    code = os.waitstatus_to_exitcode(status)
+    if check and code != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {tail}")
-    cpu = usage.ru_utime + usage.ru_stime
-    return Child(wall, cpu, usage.ru_maxrss / 1024, stdout, tail)
+    return Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout, tail, code)
 
 
 def machine() -> dict[str, Any]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -67,7 +66,7 @@ def child(kind: str, task: Path, out: Path, master: str) -> None:
     wall = time.perf_counter() - start
     census.to_csv(out / f"{kind}-census.csv", index=False)
     lto.reset_index().to_csv(out / f"{kind}-lto.csv", index=False)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = round(harness.peak_rss_mib() * 2**20)
     print(
         json.dumps({"wall_s": wall, "peak_rss_bytes": peak, "rows": int(census["outputs"].sum())})
     )
@@ -147,13 +146,11 @@ def main() -> None:
             args = [sys.executable, "-m", "receval.cli", "score", str(task), "--estimator",
                     "official", "--engine", "spark", "--spark-master", ns.master, "--out",
                     str(work / "cli"), "--quiet", "--no-report"]  # fmt: skip
-            begin = time.perf_counter()
-            proc = subprocess.Popen(args, env=env)
-            _, status, usage = os.wait4(proc.pid, 0)
+            cli_run = harness.run_child(args, env=env, check=False)
             figures["cli_score_spark"] = {
-                "wall_s": time.perf_counter() - begin,
-                "peak_rss_bytes_incl_jvm_max": usage.ru_maxrss * 1024,
-                "exit": os.waitstatus_to_exitcode(status),
+                "wall_s": cli_run.wall,
+                "peak_rss_bytes_incl_jvm_max": round(cli_run.rss_mib * 2**20),
+                "exit": cli_run.exit,
             }
             print("cli", json.dumps(figures["cli_score_spark"]), flush=True)
         save(ns, rows, generated, figures, agreement)
