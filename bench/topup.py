@@ -294,7 +294,7 @@ def study(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser(__doc__, seed=20, reps=100, quick={"reps": 40})
+    parser = harness.parser(__doc__, seed=20, reps=100, quick={"reps": 12})
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--width", type=float, default=0.05)
     parser.add_argument(
