@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
     args = harness.parse(parser, argv)
     import receval
-    import receval.estimators.betting as betting
+    import receval.estimators.anytime.betting as betting
     from receval.task import load_task
 
     task = load_task(args.task)

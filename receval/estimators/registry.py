@@ -23,8 +23,8 @@ ESTIMATORS: dict[str, str] = {
 #: :class:`receval.estimators.intervals.IntervalMethod` subclass)
 INTERVAL_METHODS: dict[str, str] = {
     "bootstrap": "receval.estimators.intervals:BootstrapIntervals",
-    "anytime": "receval.estimators.anytime:AnytimeIntervals",
-    "anytime-asymptotic": "receval.estimators.anytime_asymptotic:AsymptoticIntervals",
+    "anytime": "receval.estimators.anytime.method:AnytimeIntervals",
+    "anytime-asymptotic": "receval.estimators.anytime.asymptotic:AsymptoticIntervals",
 }
 
 
