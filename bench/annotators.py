@@ -21,8 +21,8 @@ The default (200 repetitions, B = 200) takes about 1 minute of CPU.
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +34,9 @@ from receval.formats.bundle import write_bundle
 from receval.scoring import ScoreOptions, score_task
 from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 METRICS = ("precision", "pooled_recall", "recall", "f1")
 
@@ -148,15 +151,14 @@ def study(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200)
+    parser = harness.parser(__doc__, seed=4, reps=200, quick={"reps": 60})
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--per-system", type=int, default=100)
     parser.add_argument("--annotators", type=int, default=3)
     parser.add_argument("--error", type=float, default=0.10)
     parser.add_argument("--systems", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=4)
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     start = time.process_time()
     cover = study(
         args.reps,
@@ -178,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  precision interval width, resampled / default: median {c:.2f}")
         else:
             print(f"  {kind:<9} vs {against:<6} {metric:<14} 95% coverage {c:.3f} ± {se:.3f}")
+    table = [
+        {"intervals": k, "against": a, "metric": m, "value": c, "se": se}
+        for (k, a, m), (c, se) in cover.items()
+    ]
+    harness.store(
+        args, "annotators", {"coverage": table}, argv, output=tee, title="annotator error"
+    )
     return 0
 
 

@@ -67,7 +67,6 @@ quotes; ``--reps`` raises it.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -82,6 +81,9 @@ import receval
 from receval.formats.bundle import write_bundle
 from receval.simulation import SimulationConfig, simulate_world
 from receval.task import load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 COLUMNS = [
     "sample",
@@ -1023,10 +1025,8 @@ def _print_population(streams: int, seed: int) -> None:
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=1)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1, reps=None)
     parser.add_argument(
         "--equal-rounds", type=int, default=64, help="rounds the equal design may draw (gradient)"
     )
@@ -1062,11 +1062,11 @@ def main() -> None:
         help="null and gradient worlds: the key the loop ranks and decides by (f1's null world: "
         "equal F1 from precisions 0.35-0.75)",
     )  # fmt: skip
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         for name in args.only:
-            start = time.process_time()
+            start, tee, figures = time.process_time(), harness.Tee(), {}
             if name == "population":
                 _print_population(args.reps or 2000, args.seed)
             elif name.startswith("null"):
@@ -1074,6 +1074,7 @@ def main() -> None:
                 reps = args.reps or (30 if m <= 12 else 10)
                 out = null_study(m, reps, args.seed, where, rank_by=args.rank_by)
                 share, se = _share(out["split"])
+                figures |= {"reps": reps, "any_look_split_tiers": share, "split_se": se}
                 truth = out["truth"]
                 print(
                     f"{name}: {reps} reps, looks {min(out['looks'])}-{max(out['looks'])}, "
@@ -1088,6 +1089,7 @@ def main() -> None:
                 for metric, cov in out["covered"].items():
                     cov = np.asarray(cov, float)  # per repetition: its systems correlate
                     c, s = float(cov.mean()), float(cov.std(ddof=1) / np.sqrt(cov.size))
+                    figures |= {f"covered_every_look_{metric}": c, f"{metric}_se": s}
                     verdict = "PASS" if c >= 0.95 - 2 * s else "FAIL"
                     print(
                         f"  covered at every look, {metric}: {c:.3f} (SE over {cov.size} reps "
@@ -1114,7 +1116,12 @@ def main() -> None:
                                      world=GRADIENTS[name], widths=not args.no_widths,
                                      rank_by=args.rank_by, controls=not args.no_controls)  # fmt: skip
                 _print_gradient(out, reps, name, args.rank_by)
-            print(f"  CPU {time.process_time() - start:.0f} s")
+            cpu = time.process_time() - start
+            print(f"  CPU {cpu:.0f} s")
+            figures = {"reps": args.reps, **figures, "cpu_s": round(cpu)}
+            top = f", top {args.top}" if args.top is not None else ""
+            title = f"{name}, ranked by {args.rank_by}{top}"
+            harness.store(args, "anytime", figures, argv, output=tee, title=title)
 
 
 if __name__ == "__main__":

@@ -33,12 +33,9 @@ null] [--rank-by precision|f1] [--out FILE]
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -49,12 +46,10 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import anytime as base  # noqa: E402  (bench/anytime.py: worlds, loops, populations)
+import harness  # noqa: E402
 
 import receval  # noqa: E402
 from receval.simulation import SimulationConfig  # noqa: E402
-
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit  # noqa: E402
 
 METHODS = ("anytime", "anytime-asymptotic")
 RESULTS = HERE / "results" / "anytime_asymptotic.json"
@@ -365,9 +360,7 @@ def report_null(out: dict, intervals: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=1)
+    parser = harness.parser(__doc__, seed=1, reps=None)
     parser.add_argument("--only", nargs="*", default=["population", "gradient", "null"])
     parser.add_argument("--rank-by", default="precision", choices=["precision", "f1"])
     parser.add_argument("--no-widths", action="store_true")
@@ -376,7 +369,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="null: the method the loop decides with and the looks are scored with",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
     figures: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
@@ -396,18 +389,12 @@ def main(argv: list[str] | None = None) -> dict:
                 figures[f"null {args.intervals}"] = report_null(out, args.intervals)
             cpu = time.process_time() - start
             print(f"  CPU {cpu:.0f} s", flush=True)
-    record = {
-        "command": "python bench/anytime_asymptotic.py " + " ".join(argv or sys.argv[1:]),
-        "seed": args.seed, "commit": git_commit(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "figures": figures,
-    }  # fmt: skip
-    if args.out:
-        previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-        previous[" ".join(args.only) + f" {args.rank_by} {args.intervals}"] = record
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = args.out.with_suffix(".tmp")
-        tmp_path.write_text(json.dumps(previous, indent=2, default=float) + "\n")
-        tmp_path.replace(args.out)
+    title = " ".join(args.only) + f" {args.rank_by} {args.intervals}"
+    command = harness.command("anytime_asymptotic", argv)
+    if args.out and not args.no_store:
+        harness.store_result("anytime_asymptotic", command, args.seed, figures, title=title,
+                             out=args.out)  # fmt: skip
+    record = {"command": command, "seed": args.seed, "figures": figures}
     return record
 
 

@@ -17,28 +17,24 @@ every look, averaged per repetition (target ≥ 0.95 − 2 SE); the share of cla
 names and the looks.  Results are stored in ``bench/results/anytime_classes.json``.
 
 Usage: python bench/anytime_classes.py [--reps R] [--systems M] [--rounds L] [--seed S]
-[--alias-rate A] [--no-save]
+[--alias-rate A] [--no-store]
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import json
 import math
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
 
 
 def _anytime_bench():
@@ -199,32 +195,19 @@ def _print(figures: dict) -> None:
         print(f"  covered at every look, {metric}: {c['share']:.3f} (SE {c['se']:.3f}) {verdict}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=20)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1, reps=20)
     parser.add_argument("--systems", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--alias-rate", type=float, default=0.25)
-    parser.add_argument("--no-save", action="store_true")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out = study(args.systems, args.reps, args.seed, Path(tmp), args.rounds, args.alias_rate)
     figures = summarise(out, args.systems)
     figures["seconds"] = round(time.perf_counter() - start, 1)
     _print(figures)
-    if args.no_save:
-        return
-    commit = git_commit()
-    record = {
-        "command": "python bench/anytime_classes.py " + " ".join(sys.argv[1:]),
-        "seed": args.seed, "commit": commit, "date": datetime.now(UTC).isoformat(),
-        "figures": figures,
-    }  # fmt: skip
-    path = HERE / "results" / "anytime_classes.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    harness.store(args, "anytime_classes", figures, argv)
 
 
 if __name__ == "__main__":

@@ -27,42 +27,29 @@ Usage: PYTHONPATH=<checkout> python bench/anytime_speed.py [--label after] [--se
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
 
 
 def timed(func):
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = func()
-    return out, time.process_time() - cpu, time.perf_counter() - wall
+    run = harness.timed(func)
+    return run.value, run.cpu, run.wall
 
 
 def cold(task: str, intervals: str, out: Path) -> tuple[float, float]:
     """CPU (user + system of the child) and wall seconds of the CLI in a fresh process."""
     cmd = [sys.executable, "-m", "receval.cli", "score", task, "--intervals", intervals,
            "--no-report", "--quiet", "--out", str(out)]  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=os.environ.copy())
-    wall = time.perf_counter() - wall
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall
+    child = harness.run_child(cmd)
+    return child.cpu, child.wall
 
 
 def same_outputs(ours: Path, reference: Path) -> dict:
@@ -104,16 +91,15 @@ def warm_anytime(receval, betting, task, seed: int, intervals: str, repeat: int)
     return runs[0][0], cpu, wall, counts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--label", default="after")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
     parser.add_argument("--repeat", type=int, default=2, help="warm anytime runs (best of)")
     parser.add_argument("--reference", type=Path, default=None,
                         help="output folder of the same anytime command by the reference code")  # fmt: skip
     parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     import receval
 
     try:
@@ -155,20 +141,8 @@ def main() -> None:
     if args.reference is not None:
         figures["anytime_outputs"] = same_outputs(tmp / "anytime", args.reference)
     print(json.dumps({args.label: figures}, indent=2))
-    path = HERE / "results" / "anytime_speed.json"
-    record = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    record["command"] = (
-        "PYTHONPATH=<checkout> python bench/anytime_speed.py --label LABEL "
-        "[--reference DIR] [--asymptotic]"
-    )
-    record["seed"] = args.seed
-    record["runs"][args.label] = {
-        "commit": git_commit() or "exported tree", "date": datetime.now(UTC).isoformat(),
-        "receval": str(Path(receval.__file__).parent),
-        "load_average": [round(x, 1) for x in os.getloadavg()], "figures": figures,
-    }  # fmt: skip
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    receval_dir = str(Path(receval.__file__).parent)
+    harness.store(args, "anytime_speed", figures, argv, title=args.label, receval=receval_dir)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Usage: python bench/anytime_theta.py [--reps R] [--world gradient|gradient20] [-
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from receval.simulation import SimulationConfig
 from receval.task import with_annotation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 from anytime import GRADIENTS, world_task
 
 ALPHA = 0.05
@@ -92,12 +92,11 @@ def _mean_se(x: np.ndarray) -> str:
     return f"{x.mean():.3f} (SE {x.std(ddof=1) / np.sqrt(x.size):.3f})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=1)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1, reps=20, quick={"reps": 8})
     parser.add_argument("--world", choices=sorted(GRADIENTS), default="gradient20")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     start = time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
         out = theta_study(args.reps, args.seed, Path(tmp), GRADIENTS[args.world])
@@ -108,6 +107,20 @@ def main() -> None:
     print(f"  anytime / bootstrap: {_mean_se(out['betting'] / out['bootstrap'])}")
     print(f"  oracle / anytime: {_mean_se(out['oracle'] / out['betting'])}")
     print(f"  CPU {time.process_time() - start:.0f} s")
+    ratios = {"anytime_over_bootstrap": out["betting"] / out["bootstrap"]}
+    ratios["oracle_over_anytime"] = out["oracle"] / out["betting"]
+    table = [
+        {"figure": k, "mean": float(np.mean(v)), "se": float(np.std(v, ddof=1) / np.sqrt(v.size))}
+        for k, v in {**out, **ratios}.items()
+    ]
+    harness.store(
+        args,
+        "anytime_theta",
+        {"reps": args.reps, "theta": table},
+        argv,
+        output=tee,
+        title=f"world {args.world}",
+    )
 
 
 if __name__ == "__main__":

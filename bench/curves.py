@@ -28,10 +28,8 @@ Run: ``python bench/curves.py [--seeds 3] [--scales 1,10,100] [--ppdb] [--paraba
 
 from __future__ import annotations
 
-import argparse
-import resource
+import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +49,9 @@ from receval.curves.ranked import (
     SimulatedRankedList,
 )
 from receval.curves.stratband import StratBand
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 PAPER_N = [35_615, 356_150, 3_561_500, 35_615_000]
 PAPER = {
@@ -114,36 +115,30 @@ def budgets() -> None:
     print()
 
 
+def _plan_both(method, size: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Both planning stages of ``method`` (head labels faked as correct) and its budget
+    (AdaStrat's second stage is the query of p(N), its first adaptive round)."""
+    head = method.plan(size, Labels.empty())
+    rest = method.plan(size, Labels(head, np.ones(head.size)))
+    return head, rest, method.budget(size)
+
+
 def plan_at_scale(size: int = 2_000_000_000) -> None:
     print(f"2. Planning for N = {size:,} (both stages; head labels faked as known)")
     for method in (Paula(), LogStrat(seed=1), StratBand(seed=1)):
-        tracemalloc.start()
-        start = time.perf_counter()
-        head = method.plan(size, Labels.empty())
-        known = Labels(head, np.ones(head.size))
-        rest = method.plan(size, known)
-        budget = method.budget(size)
-        elapsed = time.perf_counter() - start
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        run = harness.timed(_plan_both, method, size, trace=True)
+        head, rest, budget = run.value
         print(
             f"   {method.name:<9} queries {budget['queries']:>4}  head {head.size:>6,}  "
-            f"then {rest.size:>7,} ranks  time {elapsed * 1e3:7.1f} ms  "
-            f"peak traced memory {peak / 2**20:6.1f} MiB"
+            f"then {rest.size:>7,} ranks  time {run.wall * 1e3:7.1f} ms  "
+            f"peak traced memory {run.peak / 2**20:6.1f} MiB"
         )
-    tracemalloc.start()
-    start = time.perf_counter()
-    ada = AdaStrat()
-    head = ada.plan(size, Labels.empty())
-    first = ada.plan(size, Labels(head, np.ones(head.size)))  # the query of p(N)
-    budget = ada.budget(size)
-    elapsed = time.perf_counter() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    run = harness.timed(_plan_both, AdaStrat(), size, trace=True)  # its first round only
+    head, first, budget = run.value
     print(
         f"   adastrat  queries ≤{budget['queries']:>3}  head {head.size:>6,}  "
-        f"then {first.size:>7,} ranks  time {elapsed * 1e3:7.1f} ms  "
-        f"peak traced memory {peak / 2**20:6.1f} MiB  (first round only: adaptive)"
+        f"then {first.size:>7,} ranks  time {run.wall * 1e3:7.1f} ms  "
+        f"peak traced memory {run.peak / 2**20:6.1f} MiB  (first round only: adaptive)"
     )
     random = curve_budget("random", size)
     print(f"   random    not planned: {random['annotations']:,} labels (Θ(√(N log N)))")
@@ -238,17 +233,17 @@ def accuracy(
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, reps=3, reps_name="seeds", quick={"scales": "1,10"})
     parser.add_argument("--scales", default="1,10,100")
     parser.add_argument("--ppdb", action="store_true")
     parser.add_argument("--parabank", action="store_true")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     stratband_vs_paula()
     budgets()
     plan_at_scale()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = harness.peak_rss_mib()
     print(f"peak RSS of this process after planning: {rss:.0f} MiB\n")
     print("3. Accuracy in simulation (PAULA deterministic; the others over seeds)")
     for scale in [int(s) for s in args.scales.split(",")]:
@@ -268,8 +263,10 @@ def main() -> None:
             print("   (PPDB data not found; skipped)")
         else:
             accuracy("PPDB 2.0 human labels, proxy ranking", proxy, args.seeds)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = harness.peak_rss_mib()
     print(f"\npeak RSS of this process: {rss:.0f} MiB")
+    figures = {"peak_rss_mib": round(rss), "seeds": args.seeds, "scales": args.scales}
+    harness.store(args, "curves", figures, argv, output=tee, seed=f"0 … {args.seeds - 1}")
 
 
 if __name__ == "__main__":

@@ -23,17 +23,19 @@ noise-corrected estimate to the truth against the promised β(1+ε), labels and 
 
 from __future__ import annotations
 
-import argparse
 import math
-import resource
+import sys
 import time
-import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
 from receval.curves.adastrat import AdaStrat
 from receval.curves.base import run_to_completion
 from receval.curves.ranked import ArrayRankedList, LogisticShape, SimulatedRankedList
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 BASE_SIZE = 35_615
 #: AdaStrat Tables 1 and 2 (queries, annotations) for PPDB-36K and its scaled variants.
@@ -83,13 +85,13 @@ def noise_scenarios(seeds: int) -> None:
             )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, reps=3, reps_name="seeds", quick={"scales": "1,10,100"})
     parser.add_argument("--scales", default="1,10,100,1000")
     parser.add_argument("--replay", action="store_true", help="also time plan/label rounds")
     parser.add_argument("--noise", action="store_true", help="the audit's η = 0.1 scenarios")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee, table = harness.Tee(), []
     scales = [int(s) for s in args.scales.split(",")]
     base = ppdb_like_labels()
     limit = math.log(1.05 * 1.03)
@@ -111,13 +113,9 @@ def main() -> None:
         for estimator in ESTIMATORS:
             for seed in range(args.seeds):
                 method = AdaStrat(estimator=estimator, seed=seed)
-                tracemalloc.start()
-                start = time.perf_counter()
-                curve, trace = method.run_with_trace(size, lst.labels)
-                wall = time.perf_counter() - start
-                peak = tracemalloc.get_traced_memory()[1]
-                tracemalloc.stop()
-                runs.setdefault(estimator, []).append((curve, trace, wall, peak))
+                run = harness.timed(method.run_with_trace, size, lst.labels, trace=True)
+                curve, trace = run.value
+                runs.setdefault(estimator, []).append((curve, trace, run.wall, run.peak))
                 truth_ranks = np.union1d(truth_ranks, curve.queried)
         truth = dict(zip(truth_ranks.tolist(), lst.true_precision(truth_ranks), strict=True))
         for estimator, results in runs.items():
@@ -134,6 +132,11 @@ def main() -> None:
                 hoeffding_mean = mean_ann
             saving = 1 - mean_ann / hoeffding_mean if hoeffding_mean else 0.0
             flags = sorted({f.split(":")[0] for r in results for f in r[0].flags})
+            table.append(
+                {"N": size, "estimator": estimator, "K_min": min(ks), "K_max": max(ks)}
+                | {"annotations_mean": mean_ann, "saving": saving, "max_log_error": max(errs)}
+                | {"wall_s_max": max(r[2] for r in results), "flags": ",".join(flags)}
+            )
             rows.append(
                 f"{size:>11,} {estimator:>15} {min(ks):>4}-{max(ks):<4} {PAPER[scale][0]:>7} "
                 f"{min(ann):>8,}-{max(ann):<8,} {PAPER[scale][1]:>7,} {saving:>7.1%} "
@@ -158,8 +161,10 @@ def main() -> None:
             )
     if args.noise:
         noise_scenarios(args.seeds)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = harness.peak_rss_mib()
     print(f"peak RSS of this process: {rss:.0f} MB")
+    figures = {"runs": table, "guarantee_log_error": limit, "peak_rss_mib": round(rss)}
+    harness.store(args, "curves_adastrat", figures, argv, output=tee, seed=f"0 … {args.seeds - 1}")
 
 
 if __name__ == "__main__":

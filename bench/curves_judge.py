@@ -15,7 +15,6 @@ forced in (``always=True``: the band must still hold).  On Chaganty et al.'s MS 
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -28,6 +27,8 @@ from receval.curves.ranked import ArrayRankedList, SimulatedRankedList
 from receval.curves.tailband import TailBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "curves"))
 
 FRACTIONS = (0.01, 0.1, 0.5, 1.0)
@@ -72,13 +73,13 @@ def study(ranked, params: dict, named: dict[str, JudgeScores | None], seeds: int
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import real_lists as real
     from curves_tightness import synthetic
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=100)
-    args = parser.parse_args()
+    parser = harness.parser(__doc__, reps=100, reps_name="seeds", quick={"seeds": 20})
+    args = harness.parse(parser, argv)
+    tee, table = harness.Tee(), []
     start = time.perf_counter()
     small = {"epsilon": 0.1, "window": 20}
     lists = []
@@ -97,19 +98,36 @@ def main() -> None:
     for name, ranked, params in lists:
         labels = ranked.labels(np.arange(1, ranked.size + 1, dtype=np.int64))
         named = {"no judge": None, **judges(labels)}
-        _report(name, ranked.size, study(ranked, params, named, args.seeds), args.seeds)
+        res = study(ranked, params, named, args.seeds)
+        table += _report(name, ranked.size, res, args.seeds)
     found = real.msmarco_answers()
     if found is not None:
         labels, score = found
         named = {"no judge": None, "word overlap": JudgeScores(score)}
         res = study(ArrayRankedList(labels), small, named, args.seeds)
-        _report("MS MARCO, file order", labels.size, res, args.seeds)
+        table += _report("MS MARCO, file order", labels.size, res, args.seeds)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
+    seeds = f"0 … {args.seeds - 1}"
+    harness.store(args, "curves_judge", {"bands": table}, argv, output=tee, seed=seeds)
 
 
-def _report(name: str, size: int, res: dict, seeds: int) -> None:
-    base = res["no judge"]["halfwidth"]
+def _report(name: str, size: int, res: dict, seeds: int) -> list[dict]:
+    base, rows = res["no judge"]["halfwidth"], []
     for judge, r in res.items():
+        rows.append(
+            {"list": name, "N": size, "judge": judge, "labels": r["labels"]}
+            | {"coverage": r["coverage"], "se": r["se"], "judge_used": r["used"]}
+            | {
+                f"hw_{i}": w
+                for i, w in zip(("10pc", "50pc", "100pc"), r["halfwidth"][1:], strict=True)
+            }
+            | {
+                f"ratio_{i}": (a / b if b > 0 else None)
+                for i, a, b in zip(
+                    ("10pc", "50pc", "100pc"), r["halfwidth"][1:], base[1:], strict=True
+                )
+            }
+        )
         hw = " / ".join(f"{w:.4f}" for w in r["halfwidth"])
         ratio = " / ".join(
             f"{a / b:.2f}" if b > 0 else " — " for a, b in zip(r["halfwidth"], base, strict=True)
@@ -120,6 +138,7 @@ def _report(name: str, size: int, res: dict, seeds: int) -> None:
             f"{hw}  (× {ratio})",
             flush=True,
         )
+    return rows
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -29,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 SYSTEM = "S"
 QUERIES = 1000
@@ -95,19 +97,8 @@ def generate(root: Path, items: int, seed: int = 0) -> int:
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
     """(seconds, peak RSS MiB, output) of ``cmd`` in a child process (``os.wait4``)."""
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # child: become the command, its output captured in a file
-        log = os.open(env["BENCH_LOG"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.execvpe(cmd[0], cmd, env)
-    _, status, usage = os.wait4(pid, 0)
-    seconds = time.perf_counter() - start
-    out = Path(env["BENCH_LOG"]).read_text().strip()
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{out}")
-    return seconds, usage.ru_maxrss / 1024, out
+    child = harness.run_child(cmd, env=env)
+    return child.wall, child.rss_mib, (child.stdout.strip() or child.stderr_tail)
 
 
 def label_batch(root: Path) -> int:
@@ -155,8 +146,8 @@ def curve_rounds(root: Path, method: str, true_facts: int, env: dict, out: Path)
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, quick={"items": 1e5})
     parser.add_argument("--items", type=float, default=1e6)
     parser.add_argument("--dir", type=Path, default=Path("/work/tmp/curves-bench"))
     parser.add_argument("--memory-limit", default="6GB", help="DuckDB memory_limit")
@@ -167,7 +158,8 @@ def main() -> None:
         "number: the pandas path, for the before/after comparison)",
     )
     parser.add_argument("--methods", nargs="+", default=["stratband", "logstrat"])
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     items = int(args.items)
     root = args.dir / f"task-{items}"
     start = time.perf_counter()
@@ -182,7 +174,6 @@ def main() -> None:
     env["RECEVAL_DUCKDB_MEMORY_LIMIT"] = args.memory_limit
     if args.engine_rows is not None:
         env["RECEVAL_CURVE_ENGINE_ROWS"] = str(int(float(args.engine_rows)))
-    env["BENCH_LOG"] = str(args.dir / "child.log")
     results = []
     for method in args.methods:
         results += curve_rounds(root, method, true_facts, env, args.dir)
@@ -190,6 +181,14 @@ def main() -> None:
     frame.insert(0, "N", items)
     frame.to_csv(args.dir / f"curves_scale_{items}.csv", index=False)
     print(frame.to_string(index=False))
+    harness.store(
+        args,
+        "curves_scale",
+        {"rounds": harness.rows(frame)},
+        argv,
+        output=tee,
+        title=f"N = {items:,}",
+    )
 
 
 if __name__ == "__main__":

@@ -25,16 +25,20 @@ Everything is measured in one run; the figures in the README come from this scri
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from receval.curves.ranked import ArrayRankedList, LogisticShape, SimulatedRankedList
 from receval.curves.stratband import StratBand
 from receval.curves.tailband import TailBand, grid_points
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 FRACTIONS = (0.01, 0.1, 0.5, 1.0)
 
@@ -258,13 +262,13 @@ def kinds(name: str, ranked, params: dict, seeds: int, delta: float = 0.05) -> d
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=200)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, reps=200, reps_name="seeds")
     parser.add_argument("--big", type=int, default=200, help="seeds for the N = 10⁸ lists")
     parser.add_argument("--quick", action="store_true", help="N ≤ 10⁶ only")
     parser.add_argument("--kind-seeds", type=int, default=40, help="seeds of the kinds table")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee, table, kind_rows = harness.Tee(), [], []
     start = time.perf_counter()
     print(
         "Simultaneous coverage (δ = 0.05) and median half-width at k = 1/10/50/100 % of N, "
@@ -278,6 +282,13 @@ def main() -> None:
         for method in ("tailband", "stratband", "H+CP"):
             r = res[method]
             hw = " / ".join(f"{w:.4f}" for w in r["halfwidth"])
+            table.append(
+                {"list": name, "N": ranked.size, "method": method, "labels": r["labels"]}
+                | {"coverage": r["coverage"], "se": r["se"], "seeds": seeds}
+                | dict(
+                    zip(("hw_1pc", "hw_10pc", "hw_50pc", "hw_100pc"), r["halfwidth"], strict=True)
+                )
+            )
             print(
                 f"{name:<20} {ranked.size:>11,} {method:<9} {r['labels']:>7,} "
                 f"{r['coverage']:>7.3f} ± {r['se']:.3f}  {hw}  {r['seconds']:.3f}",
@@ -291,6 +302,7 @@ def main() -> None:
         print(f"{'':<20} tailband {verdict}; ratio {ratios}", flush=True)
     if args.kind_seeds == 0:
         print(f"\n(total {time.perf_counter() - start:.0f} s)")
+        _store(args, argv, tee, table, kind_rows)
         return
     print()
     print(
@@ -305,12 +317,21 @@ def main() -> None:
             share = r["held"] / r["claimed"] if r["claimed"] else float("nan")
             ok = "ok" if not r["claimed"] or share >= 0.90 else "VIOLATION"
             seen = ", ".join(f"{k} {v}" for k, v in sorted(r["kinds"].items()))
+            kind_rows.append({"list": name, "method": method, "kinds": seen, "held": share})
             print(
                 f"{name:<20} {method:<10} {seen:<32} claimed {r['claimed']:>3} "
                 f"held {share:>6.3f}  {ok}",
                 flush=True,
             )
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
+    _store(args, argv, tee, table, kind_rows)
+
+
+def _store(args, argv, tee, table: list[dict], kind_rows: list[dict]) -> None:
+    figures = {"bands": table, "kinds": kind_rows}
+    title = "lists N ≤ 10⁶" if args.quick else "every list"
+    seeds = f"0 … {args.seeds - 1} per list (0 … {args.big - 1} at N = 10⁸)"
+    harness.store(args, "curves_tightness", figures, argv, output=tee, title=title, seed=seeds)
 
 
 if __name__ == "__main__":

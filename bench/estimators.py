@@ -40,7 +40,7 @@ Usage: python bench/estimators.py [--systems 40] [--labels 5000] [--repetitions 
 
 from __future__ import annotations
 
-import argparse
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -64,6 +64,9 @@ from receval.planning import adaptive_sample_sizes
 from receval.scoring import bootstrap_stages
 from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 LEVEL = 0.9
 METRICS = ("precision", "recall", "f1")
@@ -344,16 +347,16 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(
+        __doc__, seed=2017, reps=200, reps_name="repetitions", quick={"repetitions": 40}
+    )
     parser.add_argument("--systems", type=int, default=40)
     parser.add_argument("--queries", type=int, default=317)
     parser.add_argument("--labels", type=int, default=5000, help="labels per campaign")
-    parser.add_argument("--repetitions", type=int, default=200, help="campaigns (paper: 500)")
     parser.add_argument("--bootstrap", type=int, default=200, help="replicates per campaign")
     parser.add_argument("--trials", type=int, default=3, help="adaptive orders (paper: 100)")
     parser.add_argument("--max-n", type=int, default=LONE_DRAWS, help="cap on draws per system")
-    parser.add_argument("--seed", type=int, default=2017)
     parser.add_argument(
         "--bound",
         choices=("paper", "exchangeable"),
@@ -366,7 +369,8 @@ def main() -> None:
         default="precision",
         help="intervals the adaptive planner must bring under the target (paper: precision)",
     )
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
 
     per_source = args.labels // (args.systems + 1)
     config = SimulationConfig(
@@ -414,7 +418,7 @@ def main() -> None:
         "(balance-heuristic weights)"
     )
     header = f"  {'':44s}{'simple':>8s}{'joint':>8s}{'ratio':>8s}"
-    ratios = {}
+    ratios, table = {}, []
     for metric in METRICS:
         print(f"  {metric}{' (true recall)' if metric == 'recall' else ''}")
         print(header)
@@ -427,6 +431,10 @@ def main() -> None:
         label = f"bootstrap percentile, B={args.bootstrap}, median"
         print(f"  {label:44s}{bs:8.3f}{bj:8.3f}{bj / bs:8.2f}")
         ps, pj = PAPER_WIDTHS[metric]
+        table.append(
+            {"metric": metric, "spread_simple": s, "spread_joint": j, "spread_ratio": j / s}
+            | {"bootstrap_simple": bs, "bootstrap_joint": bj, "paper_simple": ps, "paper_joint": pj}
+        )
         print(f"  {'paper (spread across 500 campaigns)':44s}{ps:8.3f}{pj:8.3f}{pj / ps:8.2f}")
     print(
         "  bootstrap 90% interval coverage of the truth; |bias| = mean over systems of "
@@ -530,6 +538,14 @@ def main() -> None:
         f"{_verdict(share_labels <= LABEL_SHARE_TARGET)} (target <= {LABEL_SHARE_TARGET:.0%}); "
         f"against the simple design's {reused:,} distinct labels: {labels.mean() / reused:.1%}"
     )
+    figures = {
+        "repetitions": args.repetitions,
+        "widths_90": table,
+        "adaptive_draws_share": round(float(share_draws), 4),
+        "adaptive_new_labels_share": round(float(share_labels), 4),
+        "adaptive_orders": args.trials,
+    }
+    harness.store(args, "estimators", figures, argv, output=tee, title="joint vs simple widths")
 
 
 if __name__ == "__main__":

@@ -39,15 +39,16 @@ Usage: python bench/extrapolation.py [--size N] [--threshold T] [--seed S]
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import time
-import tracemalloc
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 from receval.extrapolation import (
     DEFAULT_MAX_RECALL_DISTANCE,
@@ -301,48 +302,40 @@ def throughput(rng: np.random.Generator) -> str:
     floor = validity_floor(r, rho)
     p = floor + (MAX_MEASURED - floor) * rng.uniform(0.001, 0.999, n)
     extrapolated_precision(p[:10], r[:10], rho[:10], 0.75)  # imports and warm-up
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        extrapolated_precision(p, r, rho, 0.75)
-        times.append(time.perf_counter() - start)
-    tracemalloc.start()
-    extrapolated_precision(p, r, rho, 0.75)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    times = [harness.timed(extrapolated_precision, p, r, rho, 0.75).wall for _ in range(5)]
+    peak = harness.timed(extrapolated_precision, p, r, rho, 0.75, trace=True).peak
     return (
         f"fit + extrapolate {n} points (1000 replicates x 70 systems): best {min(times):.3f} s, "
         f"median {np.median(times):.3f} s over 5 runs; peak traced memory {peak / 2**20:.1f} MiB"
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=20150513, quick={"size": 20_000})
     parser.add_argument("--size", type=int, default=100_000, help="items per simulated list")
     parser.add_argument("--threshold", type=float, default=70.0, help="ParaBank correct score")
-    parser.add_argument("--seed", type=int, default=20150513)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     rng = np.random.default_rng(args.seed)
     pd.set_option("display.width", 200)
 
-    start = time.perf_counter()
-    tracemalloc.start()
-    groups: dict[str, list[RankedCurve]] = {}
-    for rho in (0.01, 0.05, 0.25):
-        groups[f"binormal rho={rho:g}"] = binormal_curves(rho, args.size, rng)
-    groups["on-model rho=0.03"] = on_model_curves(0.03, args.size)
-    items = load_parabank(args.threshold)
-    if items is not None:
-        groups["parabank per-system"] = parabank_system_curves(items)
-        pool = items[items["nll"] >= 0]
-        groups["parabank pooled"] = [
-            ranked_curve("pool", -pool["nll"].to_numpy(), pool["correct"].to_numpy())
-        ]
-    rows = [e for name, curves in groups.items() for e in figure9(name, curves)]
-    frame = pd.DataFrame(rows)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    elapsed = time.perf_counter() - start
+    def experiment() -> tuple[dict[str, list[RankedCurve]], pd.DataFrame | None]:
+        groups: dict[str, list[RankedCurve]] = {}
+        for rho in (0.01, 0.05, 0.25):
+            groups[f"binormal rho={rho:g}"] = binormal_curves(rho, args.size, rng)
+        groups["on-model rho=0.03"] = on_model_curves(0.03, args.size)
+        items = load_parabank(args.threshold)
+        if items is not None:
+            groups["parabank per-system"] = parabank_system_curves(items)
+            pool = items[items["nll"] >= 0]
+            groups["parabank pooled"] = [
+                ranked_curve("pool", -pool["nll"].to_numpy(), pool["correct"].to_numpy())
+            ]
+        return groups, items
+
+    run = harness.timed(experiment, trace=True)
+    (groups, items), elapsed, peak = run.value, run.wall, run.peak
+    frame = pd.DataFrame([e for name, curves in groups.items() for e in figure9(name, curves)])
 
     print("# Dimm's extrapolated precision vs constant precision (Dimm 2015, Fig. 9)\n")
     print(f"simulated lists: {args.size} items each, seed {args.seed}")
@@ -388,6 +381,13 @@ def main() -> None:
     print(f"experiment: {elapsed:.2f} s wall, peak traced memory {peak / 2**20:.1f} MiB")
     print(throughput(rng))
     print(f"flag threshold in receval: recall distance > {DEFAULT_MAX_RECALL_DISTANCE:.2f}")
+    figures = {
+        "summary": harness.rows(summary_table(frame)),
+        "figure9_d_plus_0.05": harness.rows(figure9_table(frame, 0.05)),
+        "backtest_at_0.75": harness.rows(bts),
+        "experiment_wall_s": round(elapsed, 2),
+    }
+    harness.store(args, "extrapolation", figures, argv, output=tee, title="Dimm extrapolation")
 
 
 if __name__ == "__main__":

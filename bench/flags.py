@@ -58,10 +58,8 @@ Measured (seed 37; before = the flags of 13e5542 on the same draws, after = this
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
-import json
 import math
 import sys
 import tempfile
@@ -76,8 +74,8 @@ from receval.planning import adaptive_sample_sizes
 from receval.scoring import ScoreOptions, score_task
 from receval.task import with_annotation
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("precision", "pooled_recall", "recall", "f1")
@@ -687,10 +685,8 @@ def print_target(fig: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, seed=37, reps=None)
     parser.add_argument("--only", nargs="*", default=["looking", "calibration", "target"])
-    parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--json", default=str(HERE / "results" / "flags.json"))
     parser.add_argument(
@@ -702,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         "--settings", nargs="*", default=None,
         help="target: only these worlds, as name@target (default: all of TARGET_SETTINGS)",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
     results: dict = {}
     if "looking" in args.only:
         start = time.process_time()
@@ -731,28 +727,11 @@ def main(argv: list[str] | None = None) -> int:
         fig["cpu_seconds"] = round(time.process_time() - start, 1)
         key = "target" if args.max_nan_share is None else f"target_nan_{args.max_nan_share:g}"
         results[key] = fig
-    if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        old = json.loads(path.read_text()) if path.exists() else {}
-        run = {
-            "command": "python bench/flags.py " + " ".join(argv or sys.argv[1:]),
-            "seed": args.seed,
-            "commit": git_commit(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        for study, figures in results.items():  # each study keeps the run that measured it
-            old[study] = {**run, "figures": figures}
-        path.write_text(json.dumps(old, indent=1, default=_plain) + "\n")
+    command = harness.command("flags", argv)
+    for study, figures in results.items():  # each study keeps the run that measured it
+        if args.json and not args.no_store:
+            harness.store_result("flags", command, args.seed, figures, title=study, out=args.json)
     return 0
-
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(type(value))
 
 
 if __name__ == "__main__":

@@ -26,11 +26,8 @@ Usage: nice python bench/judge_audit.py [--reps 100] [--n 10,30] [--systems 16] 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +38,8 @@ from judges import RagWorld
 from receval.judge_audit import _labelled, holm, stratified_permutation_test
 from receval.task import with_annotation
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge_audit.json"
 LEVEL = 0.95
@@ -140,17 +137,15 @@ def ppi_worth(runs: int, systems: int, n: int, seed: int, bootstrap: int) -> dic
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=100)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1, reps=100)
     parser.add_argument("--n", default="10,30", help="labels per system (comma-separated)")
     parser.add_argument("--systems", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--permutations", type=int, default=999)
     parser.add_argument("--ppi-runs", type=int, default=0)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     start = time.time()
     figures = {}
     for n in (int(x) for x in args.n.split(",")):
@@ -165,22 +160,13 @@ def main() -> None:
             )
         for key, value in figures[f"n={n}"].items():
             print(f"n={n} {key}: {value}", flush=True)
-    record = {
-        "command": "python " + " ".join(sys.argv),
-        "seed": args.seed,
-        "reps": args.reps,
-        "n": args.n,
-        "systems": args.systems,
-        "permutations": args.permutations,
-        "level": LEVEL,
-        "git_commit": git_commit(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seconds": round(time.time() - start, 1),
-        "figures": figures,
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    setting = {"reps": args.reps, "n": args.n, "systems": args.systems}
+    setting |= {"permutations": args.permutations, "level": LEVEL}
+    seconds = round(time.time() - start, 1)
+    if not args.no_store:
+        command = harness.command("judge_audit", argv)
+        harness.store_result("judge_audit", command, args.seed, figures, out=args.out,
+                             seconds=seconds, **setting)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -41,12 +41,9 @@ Usage: nice python bench/judges.py [--runs R] [--bootstrap B] [--n 30] [--system
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +58,8 @@ from receval.options import ScoreOptions
 from receval.scoring import fit
 from receval.task import Task, with_annotation
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-rag25-judges"
 RESULTS = Path(__file__).resolve().parent / "results" / "judges.json"
@@ -348,13 +345,11 @@ def classes_study(runs: int, B: int, seed: int, n: int = 30, rho: float = 0.83) 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=16)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1, reps=16, reps_name="runs")
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--n", type=int, default=30)
     parser.add_argument("--systems", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--classes-runs", type=int, default=24)
@@ -363,16 +358,15 @@ def main() -> None:
         action="store_true",
         help="run only the equivalence-class study and replace the 'classes' entry of --out",
     )
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    command = harness.command("judges", argv)
     start = time.time()
     classes = None
     if args.classes_runs:
         classes = classes_study(args.classes_runs, args.bootstrap, args.seed)
-        classes["command"] = (
-            f"python bench/judges.py --classes-only --classes-runs {args.classes_runs} "
-            f"--bootstrap {args.bootstrap} --seed {args.seed}"
-        )
-        classes["git_commit"] = git_commit()
+        if not args.no_store:
+            harness.store_result("judges", command, args.seed, classes, out=args.out,
+                                 title="classes")  # fmt: skip
         print(
             f"classes: precision median width ratio ppi/joint "
             f"{classes['precision_median_width_ratio']:.3f} (SE "
@@ -382,9 +376,6 @@ def main() -> None:
             flush=True,
         )
     if args.classes_only:
-        record = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
-        record["classes"] = classes
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
         return
     world = RagWorld(args.systems, args.seed)
     grades = world.judges(np.random.default_rng(args.seed + 5))
@@ -409,20 +400,10 @@ def main() -> None:
     correlations = {
         k: round(float(np.corrcoef(v, world.label)[0, 1]), 3) for k, v in grades.items()
     }
-    record = {
-        "command": "python bench/judges.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
-        "seed": args.seed,
-        "git_commit": git_commit(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seconds": round(elapsed, 1),
-        "pairs": len(world.pairs),
-        "judge_correlation_with_nist": correlations,
-        "figures": rows,
-        "classes": classes,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    if not args.no_store:
+        harness.store_result("judges", command, args.seed, rows, out=args.out, title="judges",
+                             seconds=round(elapsed, 1), pairs=len(world.pairs),
+                             judge_correlation_with_nist=correlations)  # fmt: skip
 
 
 if __name__ == "__main__":

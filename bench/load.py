@@ -16,60 +16,48 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 from receval.simulation import SimulationConfig, simulate_task, simulate_world, split_seed
 
-
-def _maxrss_mib(who: int = resource.RUSAGE_SELF) -> float:
-    rss = resource.getrusage(who).ru_maxrss  # KiB on Linux, bytes on macOS
-    return rss / (1024**2 if sys.platform == "darwin" else 1024)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 
 def load_stage(root: Path) -> dict[str, float | dict]:
     """Time ``load_task`` + ``summary()`` (untraced), then once more under tracemalloc."""
     from receval.task import load_task
 
-    start = time.perf_counter()
-    task = load_task(root)
-    summary = task.summary()
-    wall = time.perf_counter() - start
-    rss = _maxrss_mib()
-    tracemalloc.start()
-    start = time.perf_counter()
-    load_task(root).summary()
-    traced_wall = time.perf_counter() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    plain = harness.timed(lambda: load_task(root).summary())
+    rss = harness.peak_rss_mib()
+    traced = harness.timed(lambda: load_task(root).summary(), trace=True)
     return {
-        "wall_s": wall,
+        "wall_s": plain.wall,
         "maxrss_mib": rss,
-        "traced_peak_mib": peak / 2**20,
-        "traced_wall_s": traced_wall,
-        "summary": summary,
+        "traced_peak_mib": traced.peak / 2**20,
+        "traced_wall_s": traced.wall,
+        "summary": plain.value,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=2022, quick={"repeat": 5})
     parser.add_argument("--systems", type=int, default=70)
     parser.add_argument("--queries", type=int, default=317)
-    parser.add_argument("--seed", type=int, default=2022)
     parser.add_argument("--repeat", type=int, default=20, help="annotation redraws to time")
     parser.add_argument("--load-only", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     if args.load_only is not None:  # child process: print the load figures as JSON
         print(json.dumps(load_stage(args.load_only), default=str))
         return
 
+    tee = harness.Tee()
     config = SimulationConfig(systems=args.systems, queries=args.queries)
     world_rng, annotation_rng = split_seed(args.seed)
     start = time.perf_counter()
@@ -121,8 +109,19 @@ def main() -> None:
         f"  peak traced Python allocations    {load['traced_peak_mib']:8.1f} MiB "
         f"(tracemalloc; traced run took {load['traced_wall_s'] * 1e3:.0f} ms)"
     )
-    print(f"peak RSS of this process (simulation)  {_maxrss_mib():8.1f} MiB")
+    print(f"peak RSS of this process (simulation)  {harness.peak_rss_mib():8.1f} MiB")
     print("summary:", ", ".join(f"{k}={v}" for k, v in load["summary"].items()))
+    figures = {
+        "simulate_world_ms": round(t_world * 1e3, 1),
+        "annotate_median_ms": round(float(np.median(times)) * 1e3, 1),
+        "simulate_task_ms": round(t_task * 1e3, 1),
+        "bundle_mb": round(size / 1e6, 2),
+        "load_and_summary_ms": round(load["wall_s"] * 1e3, 1),
+        "load_peak_rss_mib": round(load["maxrss_mib"], 1),
+        "load_traced_peak_mib": round(load["traced_peak_mib"], 1),
+        "simulation_peak_rss_mib": round(harness.peak_rss_mib(), 1),
+    }
+    harness.store(args, "load", figures, argv, output=tee, title="simulate, load, validate")
 
 
 if __name__ == "__main__":

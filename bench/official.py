@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,31 +40,16 @@ import pandas as pd
 from receval.official.scores import official_scores
 from receval.task import Task, load_task, with_annotation
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
 DEFAULT_TASK = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"
 
 
-def _mib(rss: int) -> float:
-    """``ru_maxrss`` in MiB (KiB on Linux, bytes on macOS)."""
-    return rss / (1024**2 if sys.platform == "darwin" else 1024)
-
-
 def run_child(args: list[str]) -> tuple[float, float, str]:
-    """Run a command; return (wall seconds, its own peak RSS in MiB, stdout).
-
-    ``os.wait4`` reports the resource usage of exactly this child, so several measured children
-    do not mask each other (``RUSAGE_CHILDREN`` keeps only the largest so far).
-    """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed:\n{err.read().decode()}")
-        return wall, _mib(usage.ru_maxrss), out.read().decode()
+    """Run a command; return (wall seconds, its own peak RSS in MiB, stdout)."""
+    child = harness.run_child(args)
+    return child.wall, child.rss_mib, child.stdout
 
 
 def receval_command() -> list[str]:
@@ -95,31 +77,13 @@ def census(task: Task) -> Task:
     return with_annotation(task, judgments=judgments)
 
 
-def best(call: Callable[[], object], repeat: int) -> float:
-    """Smallest wall time of ``repeat`` calls (the machine is shared: the minimum is the cost)."""
-    walls = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        walls.append(time.perf_counter() - start)
-    return min(walls)
-
-
-def traced(call: Callable[[], object]) -> float:
+def _traced(call: Callable[[], object]) -> float:
     """Peak traced allocations of one call, MiB."""
-    tracemalloc.start()
-    try:
-        call()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak / 2**20
+    return harness.timed(call, trace=True).peak / 2**20
 
 
 def child_main(root: Path) -> None:
     """Child mode: load and score officially once; print the figures as JSON."""
-    import resource
-
     start = time.perf_counter()
     task = load_task(root)
     task.summary()
@@ -127,21 +91,22 @@ def child_main(root: Path) -> None:
     start = time.perf_counter()
     official_scores(task)
     t_score = time.perf_counter() - start
-    rss = _mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    rss = harness.peak_rss_mib()
     print(json.dumps({"load_s": t_load, "official_s": t_score, "maxrss_mib": rss}))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, quick={"repeat": 1})
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--task", type=Path, default=DEFAULT_TASK)
     source.add_argument("--simulate", type=int, metavar="SEED", help="simulate a 70x317 bundle")
     parser.add_argument("--repeat", type=int, default=3, help="in-process timings: best of N")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     if args.child is not None:
         child_main(args.child)
         return
+    tee = harness.Tee()
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.task
@@ -164,16 +129,16 @@ def main() -> None:
 
         task = load_task(root)
         summary = task.summary()
-        t_load = best(lambda: load_task(root).summary(), args.repeat)
-        peak_load = traced(lambda: load_task(root).summary())
-        t_official = best(lambda: official_scores(task), args.repeat)
+        t_load = harness.best(lambda: load_task(root).summary(), args.repeat)
+        peak_load = _traced(lambda: load_task(root).summary())
+        t_official = harness.best(lambda: official_scores(task), args.repeat)
         fresh = load_task(root)
-        peak_official = traced(lambda: official_scores(fresh))
+        peak_official = _traced(lambda: official_scores(fresh))
         full = census(task)
         full_judged = len(full.judgments)
-        t_census = best(lambda: official_scores(full), args.repeat)
+        t_census = harness.best(lambda: official_scores(full), args.repeat)
         full_fresh = census(load_task(root))
-        peak_census = traced(lambda: official_scores(full_fresh))
+        peak_census = _traced(lambda: official_scores(full_fresh))
         scores = official_scores(task)
 
     print(f"task {root} ({summary['task']})")
@@ -220,6 +185,19 @@ def main() -> None:
         f"{scores['precision'].max():.3f}, recall {scores['recall'].min():.3f}-"
         f"{scores['recall'].max():.3f} (closed world: biased, no interval)"
     )
+    figures = {
+        "validate_s": round(t_validate, 2),
+        "validate_peak_rss_mib": round(rss_validate, 1),
+        "load_s": round(t_load, 2),
+        "load_traced_peak_mib": round(peak_load, 1),
+        "official_as_bundled_s": round(t_official, 2),
+        "official_census_s": round(t_census, 2),
+        "official_census_traced_peak_mib": round(peak_census, 1),
+        "child_peak_rss_mib": round(rss_child, 1),
+        "score_official_cli_s": round(t_cli, 2),
+        "score_official_cli_peak_rss_mib": round(rss_cli, 1),
+    }
+    harness.store(args, "official", figures, argv, output=tee, title="official scoring of a task")
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ Usage: python bench/ppi.py [--runs R] [--bootstrap B] [--n 10,30,100] [--judges 
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import math
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -48,6 +48,9 @@ from receval.options import ScoreOptions
 from receval.scoring import fit
 from receval.simulation import SimulationConfig, simulate_world
 from receval.task import Task, load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 METRICS = ("precision", "pooled_recall", "recall")
@@ -403,16 +406,16 @@ def study(world: World, quality: str, n: int, runs: int, B: int, seed: int) -> l
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=40)
+def main(argv: list[str] | None = None) -> None:
+    quick = {"runs": 10, "n": "10,30", "judges": "weak,strong,useless"}
+    parser = harness.parser(__doc__, seed=1, reps=40, reps_name="runs", quick=quick)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--n", default="10,30,100")
     parser.add_argument("--judges", default="weak,strong,useless,inverted,team-biased,missing-30")
     parser.add_argument("--worlds", default="sim,parabank")
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    worlds = []
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
+    worlds, table = [], []
     if "sim" in args.worlds:
         worlds.append(simulated_world())
     if "trec" in args.worlds:
@@ -435,6 +438,7 @@ def main() -> None:
         for quality in judges:
             for n in (int(x) for x in args.n.split(",")):
                 for row in study(world, quality, n, args.runs, args.bootstrap, args.seed):
+                    table.append(row)
                     print(
                         f"{row['world']:9} {row['judge']:12} {row['n']:>4} {row['metric']:14} "
                         f"{row['coverage']:6.3f} {row['joint_coverage']:6.3f} "
@@ -443,6 +447,8 @@ def main() -> None:
                         flush=True,
                     )
     print(f"({time.time() - start:.0f} s; runs={args.runs}, B={args.bootstrap})")
+    figures = {"runs": args.runs, "bootstrap": args.bootstrap, "rows": table}
+    harness.store(args, "ppi", figures, argv, output=tee, title=f"worlds {args.worlds}")
 
 
 if __name__ == "__main__":

@@ -34,17 +34,17 @@ Usage: python bench/scale.py [--rows 1e6 1e7] [--bootstrap 1000] [--engine duckd
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 
 def _shape(rows: int, systems: int) -> tuple[int, int]:
@@ -166,17 +166,8 @@ def run_child_timed(args: list[str]) -> tuple[float, float, float, str]:
     """Run a command; return (wall seconds, its own peak RSS in bytes, its CPU seconds (user +
     system: on a shared machine the wall time depends on the load, this much less), stderr
     tail)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        err.seek(0)
-        tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{' '.join(args)} failed: {' | '.join(tail)}")
-    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return wall, rss, usage.ru_utime + usage.ru_stime, " | ".join(tail)
+    child = harness.run_child(args)
+    return child.wall, child.rss_mib * 2**20, child.cpu, child.stderr_tail
 
 
 def pipeline(task: Path, rows: int, *, bootstrap: int, engine: str, workdir: Path) -> list[tuple]:
@@ -242,8 +233,8 @@ def scale(
     engine: str,
     keep: Path | None,
     generate_only: bool = False,
-) -> None:
-    base = Path(tempfile.mkdtemp(prefix="receval-scale-"))
+) -> list[dict]:
+    base, table = Path(tempfile.mkdtemp(prefix="receval-scale-")), []
     try:
         timings: dict[str, list[tuple[int, float]]] = {}
         for rows in rows_list:
@@ -268,10 +259,14 @@ def scale(
                 )
             if generate_only:
                 continue
-            for name, wall, _, _ in pipeline(
+            for name, wall, rss, per_row in pipeline(
                 task, n, bootstrap=bootstrap, engine=engine, workdir=base / f"out-{rows}"
             ):
                 timings.setdefault(name, []).append((n, wall))
+                table.append(
+                    {"rows": n, "step": name, "wall_s": round(wall, 1)}
+                    | {"peak_rss_mib": round(rss / 2**20), "bytes_per_row": round(per_row)}
+                )
         if len(rows_list) > 1:
             print("time growth (time ∝ rows^k between consecutive sizes):")
             for name, points in timings.items():
@@ -282,6 +277,7 @@ def scale(
                 print(f"  {name:<16} k = " + ", ".join(f"{k:.2f}" for k in ks))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    return table
 
 
 def write_trec(folder: Path, rows: int, *, runs: int = 17, depth: int = 1000, seed: int = 0):
@@ -351,7 +347,7 @@ def _byte_compile() -> None:
     compileall.compile_dir(Path(receval.__file__).parent, quiet=1)
 
 
-def versus_trec(rows: int, repeat: int = 3, bundle_format: str = "tsv") -> None:
+def versus_trec(rows: int, repeat: int = 3, bundle_format: str = "tsv") -> dict:
     """``receval import trec`` + ``score --estimator official`` against pytrec_eval, ``repeat``
     rounds (the three commands interleaved, so both sides see the same machine load); prints
     every round and the medians."""
@@ -423,19 +419,28 @@ def versus_trec(rows: int, repeat: int = 3, bundle_format: str = "tsv") -> None:
             f"  pytrec_eval (set_P/R/F)    {t_trec:7.1f} s  {c_trec:5.2f} s CPU  "
             f"{rss_trec / 2**20:7.0f} MiB"
         )
+        figures = {"rounds": repeat, "import_s": t_import, "import_cpu_s": c_import}
+        figures |= {"score_s": t_score, "score_cpu_s": c_score, "pytrec_eval_cpu_s": c_trec}
+        figures |= {
+            "import_peak_rss_mib": rss_import / 2**20,
+            "score_peak_rss_mib": rss_score / 2**20,
+        }
+        figures |= {"pytrec_eval_peak_rss_mib": rss_trec / 2**20}
         for label, col in (("with report.html", 1), ("--no-report", 2)):
             ratios = [(row[0] + row[col]) / row[3] for row in rounds]
             cpu = [(row[7] + row[7 + col]) / row[10] for row in rounds]
+            figures[f"cpu_ratio_{label}"] = float(np.median(cpu))
             print(
                 f"  ratio receval / pytrec_eval, {label}: {float(np.median(ratios)):.1f}x wall, "
                 f"{float(np.median(cpu)):.1f}x CPU (medians of the rounds' ratios; goal <= 3x)"
             )
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    return {k: round(float(v), 2) if not isinstance(v, int) else v for k, v in figures.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, quick={"rows": [1e6], "bootstrap": 200})
     parser.add_argument("--rows", type=float, nargs="+", default=[1e6, 1e7])
     parser.add_argument("--systems", type=int, default=100)
     parser.add_argument("--bootstrap", type=int, default=1000)
@@ -454,18 +459,19 @@ def main() -> None:
     parser.add_argument(
         "--generate-only", action="store_true", help="only write the tasks (with --keep)"
     )
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     if args.versus_trec:
-        versus_trec(int(args.versus_trec), args.repeat, args.format)
-        return
-    scale(
-        [int(r) for r in args.rows],
-        args.systems,
-        args.bootstrap,
-        args.engine,
-        args.keep,
-        args.generate_only,
-    )
+        figures = versus_trec(int(args.versus_trec), args.repeat, args.format)
+        title = f"import trec + official score vs pytrec_eval, {args.versus_trec:g} lines"
+    else:
+        rows = [int(r) for r in args.rows]
+        table = scale(
+            rows, args.systems, args.bootstrap, args.engine, args.keep, args.generate_only
+        )
+        figures = {"steps": table}
+        title = "validate, score, sample at " + ", ".join(f"{r:g}" for r in rows) + " rows"
+    harness.store(args, "scale", figures, argv, output=tee, title=title)
 
 
 if __name__ == "__main__":

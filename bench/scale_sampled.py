@@ -24,8 +24,6 @@ end-to-end benchmark of the whole pipeline).
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -37,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -117,43 +115,33 @@ def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--systems", type=int, default=50)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--depth", type=int, default=1000)
     parser.add_argument("--per-system", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", default="sample-engine")
     parser.add_argument("--receval", type=Path, default=ROOT, help="checkout to run")
     parser.add_argument("--label", default=None, help="what this run measures (before/after)")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep the generated task")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     work = Path(tempfile.mkdtemp(prefix="receval-scale-", dir=args.tmp))
     task = work / "task"
     try:
         start = time.monotonic()
         rows = generate(task, args.systems, args.queries, args.depth, args.seed)
-        record = {
-            "rows": rows,
-            "systems": args.systems,
-            "queries": args.queries,
-            "depth": args.depth,
-            "per_system": args.per_system,
-            "seed": args.seed,
-            "label": args.label,
-            "receval_commit": git_commit(args.receval),
-            "bench_commit": git_commit(ROOT),
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "generate_s": round(time.monotonic() - start, 1),
-            "runs": [],
-        }
-        print(f"{rows:,} rows generated in {record['generate_s']} s", flush=True)
+        figures = {"rows": rows, "generate_s": round(time.monotonic() - start, 1), "runs": []}
+        print(f"{rows:,} rows generated in {figures['generate_s']} s", flush=True)
         for command in args.commands.split(","):
-            record["runs"].append(run_command(command, task, work, args))
-            print(json.dumps(record["runs"][-1]), flush=True)
-        save(record)
+            figures["runs"].append(run_command(command, task, work, args))
+            print(json.dumps(figures["runs"][-1]), flush=True)
+        if not args.no_store:
+            title = f"{rows:,} rows, {args.label or args.commands}, at {harness.git_commit(args.receval)[:7]}"
+            command = harness.command("scale_sampled", argv)
+            harness.store_result("scale_sampled", command, args.seed, figures, title=title,
+                                 receval=str(args.receval), bench_commit=harness.git_commit(ROOT))  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -177,14 +165,6 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
         out = measure([str(task)], args.receval, code=ENGINE_SCORE)
         return {**out, "labelled_facts": labelled}
     raise SystemExit(f"unknown command {command!r}")
-
-
-def save(record: dict) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    old["results"].append(record)
-    old["script"] = "bench/scale_sampled.py"
-    RESULTS.write_text(json.dumps(old, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@ default simulated task, seed 2022).  Figures, each timed with ``time.perf_counte
 1. **The command end to end**: ``receval score TASK --out DIR --bootstrap B --confidence 0.9``
    in a child process (interpreter start, imports, loading and validating, scoring, every output
    file), run ``--cli-runs`` times; peak memory is the children's ``ru_maxrss``
-   (``resource.getrusage(RUSAGE_CHILDREN)``, the largest child so far, so the command is run
-   before any other child).
+   (``os.wait4`` per child, the largest run).
 2. **The library call** :func:`receval.scoring.score_task` alone on a loaded task (untimed load),
    (best of ``--repeat`` runs), then once more under ``tracemalloc`` (on a freshly loaded task) for
    the peak of traced allocations; and, to explain the
@@ -32,14 +31,10 @@ Usage: python bench/score.py [--task DIR] [--bootstrap B] [--loop-replicates R] 
 
 from __future__ import annotations
 
-import argparse
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +46,13 @@ from receval.estimators.sample_data import SampleData, build_sample_data
 from receval.scoring import ScoreOptions, bootstrap_stages, score_task
 from receval.task import load_task
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
 DEFAULT_TASK = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"
 SPEEDUP_TARGET = 20.0
 WALL_TARGET_S = 30.0
 CONFIDENCE = 0.9
-
-
-def _mib(rss_kib: int) -> float:
-    """``ru_maxrss`` in MiB (KiB on Linux, bytes on macOS)."""
-    return rss_kib / (1024**2 if sys.platform == "darwin" else 1024)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,45 +161,35 @@ def check_baseline(baseline: LoopBaseline, run, replicates, data: SampleData, n:
 # the stages
 
 
-def _best(call, repeat: int) -> float:
-    """Smallest wall time of ``repeat`` calls (the machine is shared: the minimum is the cost)."""
-    walls = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        walls.append(time.perf_counter() - start)
-    return min(walls)
-
-
 def time_cli(task: Path, B: int, seed: int, runs: int) -> tuple[list[float], float, str]:
     """Wall times of ``receval score`` in child processes and the children's peak RSS (MiB)."""
     exe = shutil.which("receval")
     command = [exe] if exe else [sys.executable, "-c", "from receval.cli import main; main()"]
-    walls = []
+    walls, rss = [], 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(runs):
             out = Path(tmp) / f"out{r}"
             args = [*command, "score", str(task), "--out", str(out), "--bootstrap", str(B)]
             args += ["--confidence", str(CONFIDENCE), "--seed", str(seed), "--quiet"]
-            start = time.perf_counter()
-            subprocess.run(args, check=True, capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
+            child = harness.run_child(args)
+            walls.append(child.wall)
+            rss = max(rss, child.rss_mib)
         files = ", ".join(sorted(p.name for p in (Path(tmp) / "out0").iterdir()))
-    return walls, _mib(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), files
+    return walls, rss, files
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=0, quick={"bootstrap": 200, "cli_runs": 1, "repeat": 1})
     parser.add_argument("--task", type=Path, default=DEFAULT_TASK)
     parser.add_argument("--bootstrap", type=int, default=1000, help="replicates B")
     parser.add_argument("--loop-replicates", type=int, default=20, help="replicates of the loop")
     parser.add_argument("--cli-runs", type=int, default=2, help="runs of the command")
     parser.add_argument("--repeat", type=int, default=3, help="in-process timings: best of N")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     B = args.bootstrap
+    tee = harness.Tee()
 
-    # 1. the command, first: RUSAGE_CHILDREN keeps the largest child so far
+    # 1. the command end to end, each child measured on its own (os.wait4)
     cli_walls, cli_rss, cli_files = time_cli(args.task, B, args.seed, args.cli_runs)
 
     # 2. the library call and the command's other stages
@@ -216,14 +199,9 @@ def main() -> None:
     t_load = time.perf_counter() - start
     options = ScoreOptions(bootstrap=B, confidence=CONFIDENCE, seed=args.seed)
     score_task(task, options)  # warm: imports and the task's cached properties
-    t_score = _best(lambda: score_task(task, options), args.repeat)
-    fresh = load_task(args.task)
-    tracemalloc.start()
-    start = time.perf_counter()
-    score_task(fresh, options)
-    t_traced = time.perf_counter() - start
-    _, score_peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    t_score = harness.best(lambda: score_task(task, options), args.repeat)
+    traced = harness.timed(score_task, load_task(args.task), options, trace=True)
+    t_traced, score_peak = traced.wall, traced.peak
 
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
 
@@ -246,11 +224,11 @@ def main() -> None:
         return replicates, run_bootstrap(stages, terms, statistic, replicates)
 
     replicates, run = engine()
-    t_engine = _best(engine, args.repeat)
-    tracemalloc.start()
-    draw_replicates(bootstrap_stages(data), B, np.random.default_rng(args.seed))
-    _, draw_peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    t_engine = harness.best(engine, args.repeat)
+    stages = bootstrap_stages(data)
+    draw_peak = harness.timed(
+        draw_replicates, stages, B, np.random.default_rng(args.seed), trace=True
+    ).peak
 
     # 4. the loop baseline: checked against the engine, then timed on a few replicates
     start = time.perf_counter()
@@ -258,7 +236,7 @@ def main() -> None:
     t_setup = time.perf_counter() - start
     worst = check_baseline(baseline, run, replicates, data)
     R = min(args.loop_replicates, B)
-    t_loop = _best(lambda: baseline.run(R, np.random.default_rng(args.seed)), args.repeat)
+    t_loop = harness.best(lambda: baseline.run(R, np.random.default_rng(args.seed)), args.repeat)
     t_loop_B = t_loop * B / R
 
     speedup_engine = t_loop_B / t_engine
@@ -280,7 +258,7 @@ def main() -> None:
         + ", ".join(f"{w:.2f}" for w in cli_walls)
         + " s)"
     )
-    print(f"  peak memory      {cli_rss:7.1f} MiB (ru_maxrss of the child, RUSAGE_CHILDREN)")
+    print(f"  peak memory      {cli_rss:7.1f} MiB (ru_maxrss of the largest child, os.wait4)")
     print(f"  wrote            {cli_files}")
     print("library, in this process (warm imports)")
     print(f"  load_task + summary()              {t_load:7.2f} s")
@@ -316,6 +294,21 @@ def main() -> None:
         f"receval score end to end: {cli_best:.1f} s  "
         f"{'PASS' if cli_best < WALL_TARGET_S else 'FAIL'} (aim < {WALL_TARGET_S:g} s)"
     )
+    figures = {
+        "bootstrap": B,
+        "score_cli_wall_s": round(cli_best, 2),
+        "score_cli_peak_rss_mib": round(cli_rss, 1),
+        "load_s": round(t_load, 2),
+        "score_task_s": round(t_score, 2),
+        "score_task_traced_peak_mib": round(score_peak / 2**20, 1),
+        "diagnostics_s": round(t_diag, 2),
+        "engine_s": round(t_engine, 3),
+        "loop_s_for_B": round(t_loop_B, 2),
+        "speed_up_engine_vs_loop": round(speedup_engine, 1),
+        "speed_up_score_task_vs_loop": round(speedup_score, 1),
+        "engine_agrees_with_loop_max_abs_diff": worst,
+    }
+    harness.store(args, "score", figures, argv, output=tee, title="receval score, bootstrap B")
 
 
 if __name__ == "__main__":

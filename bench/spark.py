@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,8 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -68,7 +67,7 @@ def child(kind: str, task: Path, out: Path, master: str) -> None:
     wall = time.perf_counter() - start
     census.to_csv(out / f"{kind}-census.csv", index=False)
     lto.reset_index().to_csv(out / f"{kind}-lto.csv", index=False)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = round(harness.peak_rss_mib() * 2**20)
     print(
         json.dumps({"wall_s": wall, "peak_rss_bytes": peak, "rows": int(census["outputs"].sum())})
     )
@@ -104,11 +103,10 @@ def compare(out: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, seed=0)
     parser.add_argument("--systems", type=int, default=50)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--depth", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--partitions", type=int, default=16, help="spark.sql.shuffle.partitions")
@@ -116,7 +114,7 @@ def main() -> None:
         "--cli", action="store_true", help="also time `receval score --engine spark`"
     )
     parser.add_argument("--child", nargs=3, metavar=("KIND", "TASK", "OUT"), help=argparse.SUPPRESS)
-    ns = parser.parse_args()
+    ns = harness.parse(parser)
     if ns.child:
         child(ns.child[0], Path(ns.child[1]), Path(ns.child[2]), ns.master)
         return
@@ -149,13 +147,11 @@ def main() -> None:
             args = [sys.executable, "-m", "receval.cli", "score", str(task), "--estimator",
                     "official", "--engine", "spark", "--spark-master", ns.master, "--out",
                     str(work / "cli"), "--quiet", "--no-report"]  # fmt: skip
-            begin = time.perf_counter()
-            proc = subprocess.Popen(args, env=env)
-            _, status, usage = os.wait4(proc.pid, 0)
+            cli_run = harness.run_child(args, env=env, check=False)
             figures["cli_score_spark"] = {
-                "wall_s": time.perf_counter() - begin,
-                "peak_rss_bytes_incl_jvm_max": usage.ru_maxrss * 1024,
-                "exit": os.waitstatus_to_exitcode(status),
+                "wall_s": cli_run.wall,
+                "peak_rss_bytes_incl_jvm_max": round(cli_run.rss_mib * 2**20),
+                "exit": cli_run.exit,
             }
             print("cli", json.dumps(figures["cli_score_spark"]), flush=True)
         save(ns, rows, generated, figures, agreement)
@@ -164,30 +160,22 @@ def main() -> None:
 
 
 def save(ns, rows: int, generated: float, figures: dict, agreement: dict) -> None:
-    commit = git_commit()
     record = {
-        "command": "python bench/spark.py " + " ".join(sys.argv[1:]),
-        "seed": ns.seed,
-        "git_commit": commit,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
         "shape": {"systems": ns.systems, "queries": ns.queries, "depth": ns.depth},
         "master": ns.master,
         "driver_memory": ns.driver_memory,
         "shuffle_partitions": ns.partitions,
         "generate_s": generated,
-        "figures": figures,
         "agreement": agreement,
         "note": "spark: bundle_census (Spark reads the Parquet runs; Python holds the small "
         "tables); duckdb: load_task + official_census + leave_team_out; peak RSS is the Python "
         "process's own (RUSAGE_SELF)",
     }
-    results = HERE / "results"
-    results.mkdir(exist_ok=True)
-    path = results / "spark.json"
-    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", []) if path.is_file() else []
-    runs = [r for r in runs if r.get("rows") != rows] + [record]  # one entry per size
-    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
+    if not ns.no_store:  # one record per size
+        title = f"{rows:,} rows"
+        command = harness.command("spark")
+        harness.store_result("spark", command, ns.seed, figures, title=title, **record)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ libraries must not be among them).  Goal (issue 12): each command < 1 s on the 2
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
@@ -42,19 +45,23 @@ def wall(cmd: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, reps=7, reps_name="runs", quick={"runs": 3})
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
+    rows = []
     for name, cmd in COMMANDS.items():
         seconds = wall(cmd, args.runs)
         verdict = "" if name.startswith("python") else ("PASS" if seconds < 1.0 else "FAIL")
         print(f"{name:<50} {seconds * 1000:8.0f} ms  {verdict}")
+        rows.append({"command": name, "median_wall_ms": round(seconds * 1000), "goal": verdict})
     code = f"import sys, receval.cli; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     print(f"heavy modules imported by `import receval.cli`: {loaded.stdout.strip()}")
+    figures = {"start_up": rows, "heavy_modules_imported": loaded.stdout.strip()}
+    harness.store(args, "startup", figures, argv, output=tee, title="start-up time, median wall")
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ repetitions; before -> after the joint planner and the variance-draws flag):
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -57,6 +57,9 @@ from receval.planning import adaptive_sample_sizes
 from receval.scoring import ScoreOptions, score_task
 from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import Task, load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 METRICS = ("precision", "pooled_recall", "recall", "f1")
 NULL_WORLD = {"precision_range": (0.4, 0.400001), "recall_range": (0.2, 0.200001)}
@@ -291,17 +294,16 @@ def study(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=100)
+    parser = harness.parser(__doc__, seed=20, reps=100, quick={"reps": 12})
     parser.add_argument("--bootstrap", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--width", type=float, default=0.05)
     parser.add_argument(
         "--design", choices=("adaptive", "fixed", "uneven", "equal"), default="adaptive"
     )
     parser.add_argument("--equal", type=int, default=600)
     parser.add_argument("--systems", type=int, default=12)
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     start = time.process_time()
     reps = study(
         args.reps,
@@ -313,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         systems=args.systems,
     )
     print(summarise(reps, time.process_time() - start, args.design))
+    table = [{"figure": k, "value": v, "se": se} for k, (v, se) in figures(reps).items()]
+    title = f"design {args.design}"
+    harness.store(
+        args, "topup", {"reps": len(reps), "figures": table}, argv, output=tee, title=title
+    )
     return 0
 
 

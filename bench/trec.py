@@ -33,21 +33,16 @@ Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--forma
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 RESULTS = Path(__file__).resolve().parent / "results" / "trec.json"
 COLLECTION = 3000
@@ -142,13 +137,8 @@ def pytrec_eval_side(qrels: str, runs: list[str]) -> None:
 
 def run_child(args: list[str]) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one child process (``os.wait4``)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"failed: {' '.join(args)}\n{proc.stderr.read().decode()}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    child = harness.run_child(args)
+    return child.wall, child.cpu, child.rss_mib
 
 
 def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv") -> dict:
@@ -167,29 +157,15 @@ def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv
     return {"import": imp, "score": score, "pytrec_eval": trec}
 
 
-def store(entry: dict) -> None:
-    """Add ``entry`` to bench/results/trec.json (one entry per (rows, layout), newest kept)."""
-    RESULTS.parent.mkdir(exist_ok=True)
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
-
-    def key(e: dict) -> tuple:
-        f = e["figures"]
-        return f["rows"], f["layout"], f.get("format", "tsv"), e["commit"]
-
-    kept = [e for e in old["runs"] if key(e) != key(entry)]
-    RESULTS.write_text(json.dumps({"runs": [*kept, entry]}, indent=2) + "\n")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=0)
     parser.add_argument("--rows", type=float, default=1.5e6)
     parser.add_argument("--runs", type=int, default=17)
     parser.add_argument("--layout", choices=("nist", "mixed", "spaces"), default="nist")
     parser.add_argument("--format", choices=("tsv", "parquet"), default="tsv",
                         help="the bundle's table format (import trec --format)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
     try:
         qrels, runs = write_task(base / "trec", int(args.rows), runs=args.runs,
@@ -204,12 +180,9 @@ def main() -> None:
                   f" pytrec_eval {x['pytrec_eval'][0]:.1f} s", flush=True)  # fmt: skip
         figures = summarise(rounds, lines, args)
         print(json.dumps(figures, indent=2))
-        store({
-            "command": "python bench/trec.py " + " ".join(sys.argv[1:]),
-            "seed": args.seed, "commit": git_commit(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "figures": figures,
-        })  # fmt: skip
+        # one record per (rows, layout, format) and commit
+        title = f"{lines:,} lines, {args.layout}, {args.format}, at {harness.git_commit()[:7]}"
+        harness.store(args, "trec", figures, argv, title=title)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

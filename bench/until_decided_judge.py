@@ -42,19 +42,17 @@ facts (1 − ρ² ≈ 0.83 raw), so ≤ 0.75× the labels is out of reach for th
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.append(str(Path(__file__).resolve().parent))
-from harness import git_commit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 
 def one(rep: int, draws: int, flip: float, seed: int) -> dict:
@@ -281,12 +279,10 @@ def summarise_rag(rows: list[dict], args) -> dict:
     return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--reps", type=int, default=20)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=0, reps=20)
     parser.add_argument("--draws", type=int, default=60)
     parser.add_argument("--flip", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rag", action="store_true", help="the loop on RAG 2025 worlds")
     parser.add_argument("--null", action="store_true", help="--rag: null worlds")
     parser.add_argument("--systems", type=int, default=8)
@@ -297,18 +293,14 @@ def main() -> None:
         "--fixed", type=int, default=0,
         help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
     )  # fmt: skip
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     start = time.time()
     if args.rag:
         figures = rag_study(args)
-        skip = ("rag", "null", "draws", "flip")
-        flags = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in skip)
-        record = {"command": f"bench/until_decided_judge.py --rag {'--null ' if args.null else ''}"
-                  + flags, "seed": args.seed, "git_commit": git_commit().strip(),
-                  "date": datetime.now(timezone.utc).isoformat(), "figures": figures,
-                  "seconds": round(time.time() - start, 1)}  # fmt: skip
-        print(json.dumps(record, indent=1))
-        _store("rag_null" if args.null else "rag_fixed" if args.fixed else "rag", record)
+        print(json.dumps(figures, indent=1))
+        title = "rag_null" if args.null else "rag_fixed" if args.fixed else "rag"
+        seconds = round(time.time() - start, 1)
+        harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return
     rows = [one(r, args.draws, args.flip, args.seed) for r in range(args.reps)]
     figures = {}
@@ -320,25 +312,9 @@ def main() -> None:
     figures["open_ratio_ppi_over_joint"] = (
         figures["ppi"]["mean_open_pairs"] / figures["joint"]["mean_open_pairs"]
     )
-    commit = git_commit()
-    record = {"command": f"bench/until_decided_judge.py --reps {args.reps} --draws {args.draws} "
-              f"--flip {args.flip} --seed {args.seed}", "seed": args.seed,
-              "git_commit": commit.strip(), "date": datetime.now(timezone.utc).isoformat(),
-              "pairs": 15, "figures": figures, "seconds": round(time.time() - start, 1)}  # fmt: skip
-    print(json.dumps(record, indent=1))
-    _store("runs", record)
-
-
-def _store(key: str, record: dict) -> None:
-    """Keep ``record`` under ``key`` of bench/results/until_decided_judge.json (``runs``: a
-    list, every earlier run kept; the RAG studies: the latest)."""
-    out = Path(__file__).parent / "results" / "until_decided_judge.json"
-    stored = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    if key == "runs":
-        stored.setdefault("runs", []).append(record)
-    else:
-        stored[key] = record
-    out.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(figures, indent=1))
+    seconds = round(time.time() - start, 1)
+    harness.store(args, "until_decided_judge", figures, argv, pairs=15, seconds=seconds)
 
 
 if __name__ == "__main__":

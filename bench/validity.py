@@ -34,9 +34,9 @@ figures when run against that commit (scenarios it cannot express there are repo
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
+import sys
 import tempfile
 import time
 import zlib
@@ -55,6 +55,9 @@ from receval.leaderboard import replicate_ranks
 from receval.scoring import ScoreOptions, score_task
 from receval.simulation import SimulationConfig, World, simulate_world
 from receval.task import load_task, with_annotation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 METRICS = ("precision", "pooled_recall", "recall")
 
@@ -371,11 +374,11 @@ def report(fig: Figures) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="five scenarios, fewer runs")
-    parser.add_argument("--runs", type=int, default=None, help="campaigns per scenario")
+    parser = harness.parser(__doc__, seed=2024, reps=None, reps_name="runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="five scenarios, 20 runs, B = 200 (else 40, 300)"
+    )
     parser.add_argument("--bootstrap", type=int, default=None, help="replicates per campaign")
-    parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--only", nargs="*", default=None, help="scenario names")
     parser.add_argument("--method", default="percentile", choices=["percentile", "basic", "BCa"])
     parser.add_argument(
@@ -388,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count every fact of an equivalence class separately (the estimators as before)",
     )
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    tee = harness.Tee()
     if args.facts_not_classes:
         import functools
 
@@ -406,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in SCENARIOS
         if (args.only is None or s.name in args.only) and (not args.quick or s.name in QUICK)
     ]
-    failed = 0
+    failed, table, checks = 0, [], []
     for sc in chosen:
         fig = study(sc, runs, B, args.seed + zlib.crc32(sc.name.encode()) % 10_000)
         if fig is None:
@@ -414,8 +418,32 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(report(fig), flush=True)
         failed += not all(fig.checks.values())
+        table += _rows(fig)
+        checks.append(
+            {"scenario": fig.name, "fwer": fig.fwer, "rank_set": fig.rankset}
+            | {k: "PASS" if v else "FAIL" for k, v in fig.checks.items()}
+        )
     print(f"{len(chosen) - failed} of {len(chosen)} scenarios pass")
+    figures = {"runs": runs, "bootstrap": B, "pass": f"{len(chosen) - failed} of {len(chosen)}"}
+    figures |= {"coverage": table, "checks": checks}
+    harness.store(args, "validity", figures, argv, output=tee, title=f"method {args.method}")
     return 0
+
+
+def _rows(fig: Figures) -> list[dict]:
+    """One row per metric of a scenario's figures (coverage with its Monte Carlo SE, bias)."""
+    return [
+        {
+            "scenario": fig.name,
+            "metric": metric,
+            "cover90": fig.cover90.get(metric),
+            "cover95": fig.cover95[metric],
+            "cover_se": fig.cover_se.get(metric),
+            "flagged": fig.flagged.get(metric),
+            "worst_bias_z": fig.bias.get(metric),
+        }
+        for metric in fig.cover95
+    ]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ or through the ``bundle`` fixture (the default bundle, untouched).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -147,3 +148,60 @@ def make_bundle(
 def bundle(tmp_path: Path) -> Path:
     """The default tiny bundle (see :data:`DEFAULT_FILES`)."""
     return make_bundle(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def readme_demo(tmp_path_factory):
+    """The README's main command run verbatim once, minus the install step (this environment
+    has receval installed), into a temporary folder: (the finished process, the output folder).
+    Shared by the test that it runs and the test that its output is publishable, so the
+    70-system score at B = 1000 runs once (slow tests only)."""
+    import re
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    block = re.search(r"<!-- main-command -->\s*```\s*(.+?)\s*```", text, re.S).group(1).strip()
+    install, _, command = block.partition("&&")
+    assert "pip install" in install
+    command = command.strip()
+    assert command.startswith("receval score data/kbp-sim")
+    out = tmp_path_factory.mktemp("readme") / "kbp-sim"
+    exe = shutil.which("receval") or f"{sys.executable} -m receval.cli"
+    proc = subprocess.run(
+        command.replace("receval", exe, 1).replace("reports/kbp-sim", str(out)),
+        shell=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    return proc, out
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``RECEVAL_TEST_TIMES=FILE``, append the test's wall and CPU seconds (this process
+    and its finished children; setup + call + teardown) as one JSON line (bench/ci_cost.py)."""
+    path = os.environ.get("RECEVAL_TEST_TIMES")
+    if not path:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+    wall, (own, children) = time.perf_counter(), cpu()
+    yield
+    after = cpu()
+    row = {"test": item.nodeid, "wall": round(time.perf_counter() - wall, 2)}
+    row |= {"cpu": round(after[0] - own, 2), "children_cpu": round(after[1] - children, 2)}
+    row["load"] = round(os.getloadavg()[0], 1)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")

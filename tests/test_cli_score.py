@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -312,25 +310,11 @@ def test_extrapolate_json_and_refusal():
 
 
 @pytest.mark.slow  # end to end on the 70-system task; CI runs it with the slow tests
-def test_readme_main_command_runs_verbatim_after_install(tmp_path):
+def test_readme_main_command_runs_verbatim_after_install(readme_demo):
     """The README's main command, minus the install step (this environment has receval installed)."""
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- main-command -->\s*```\s*(.+?)\s*```", text, re.S).group(1).strip()
-    install, _, command = block.partition("&&")
-    assert "pip install" in install
-    command = command.strip()
-    assert command.startswith("receval score data/kbp-sim")
-    exe = shutil.which("receval") or f"{sys.executable} -m receval.cli"
-    proc = subprocess.run(
-        command.replace("receval", exe, 1).replace("reports/kbp-sim", str(tmp_path / "kbp-sim")),
-        shell=True,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc, out = readme_demo
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "kbp-sim" / "leaderboard.csv").is_file()
+    assert (out / "leaderboard.csv").is_file()
     assert "Traceback" not in proc.stderr
 
 

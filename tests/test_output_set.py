@@ -162,30 +162,60 @@ def _score_process(task: Path, out: Path) -> subprocess.Popen:
     )
 
 
+#: generous: a score of a small task takes seconds, but minutes on a machine loaded tenfold
+TIMEOUT = 900
+
+
+def _interrupt_while_staging(task: Path, out: Path) -> subprocess.Popen:
+    """A score of ``task`` into ``out``, sent SIGINT as soon as its staging folder exists
+    (receval's code is running and the swap has not happened), whatever the machine's speed."""
+    proc = _score_process(task, out)
+    while proc.poll() is None:
+        if any(p.name.startswith(f".{out.name}.staging-") for p in out.parent.iterdir()):
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.001)
+    return proc
+
+
 def test_sigint_at_any_point_never_leaves_a_mixed_folder(tasks, tmp_path):
+    """Ctrl-C at several points of a re-scoring into a folder holding another task's set: every
+    run leaves one complete set (never a mix, never a staging folder); interrupted while its
+    staging folder exists it keeps the previous set and says so.  Interrupts at fractions of a
+    first run's wall time land wherever the load puts them; the one sent while staging does
+    not depend on timing (retried, with the previous set restored, if the run ended first)."""
     a, b = tasks
     out = tmp_path / "out"
     start = time.perf_counter()
-    assert _score_process(a, out).wait(timeout=300) == 0
+    assert _score_process(a, out).wait(timeout=TIMEOUT) == 0
     full = time.perf_counter() - start
-    seen = set()
-    said = set()
-    # interrupt a re-scoring of another task at several points through its run
-    for fraction in (0.05, 0.3, 0.6, 0.85, 0.95, 1.2):
-        proc = _score_process(b, out)
-        time.sleep(full * fraction)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
+    seen, said = set(), set()
+
+    def finished(proc: subprocess.Popen, point: object) -> str:
+        _, err = proc.communicate(timeout=TIMEOUT)
         # interrupted while receval runs: exit 130 and one error line; a signal that lands
         # while the interpreter is still starting (before receval's code runs) ends it as -2
         assert proc.returncode in (0, 130, -signal.SIGINT), err
         if proc.returncode == 130:
             assert err.strip().splitlines()[-1] == f"error: {INTERRUPTED}"
-            said.add(fraction)
+            said.add(point)
         task = _consistent(out)
         assert task in {"task-a", "task-b"}
         seen.add(task)
         assert not [p for p in tmp_path.iterdir() if p.name != "out"], "staging left behind"
+        return task
+
+    for _ in range(3):  # before the swap: the previous set (task a) stays
+        proc = _interrupt_while_staging(b, out)
+        if finished(proc, "staging") == "task-a" and proc.returncode == 130:
+            break
+        assert _score_process(a, out).wait(timeout=TIMEOUT) == 0
+    # interrupt a re-scoring of another task at several points through its run
+    for fraction in (0.05, 0.3, 0.6, 0.85, 0.95, 1.2):
+        proc = _score_process(b, out)
+        time.sleep(full * fraction)
+        proc.send_signal(signal.SIGINT)
+        finished(proc, fraction)
     assert "task-a" in seen  # at least one interruption came before the swap
     assert said, "no interrupted run printed the error line"
 
@@ -211,3 +241,52 @@ def test_a_signal_released_after_the_swap_leaves_no_previous_folder(tmp_path, mo
         (folder / "a.csv").write_text("new\n")
     assert (out / "a.csv").read_text() == "new\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_signal_just_after_the_staging_folder_is_made_leaves_no_staging(tmp_path, monkeypatch):
+    """A Ctrl-C landing the instant the staging folder exists (the timed SIGINT test caught one
+    there on a loaded machine, where holding signals does not stop one reaching another thread):
+    the previous set stays and no staging folder is left."""
+    from receval.formats import output_set as module
+
+    out = tmp_path / "out"
+    with module.output_set(out) as folder:
+        (folder / "a.csv").write_text("old\n")
+    made = Path.mkdir
+
+    def mkdir_then_interrupted(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        if ".staging-" in self.name:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_interrupted)
+    with pytest.raises(KeyboardInterrupt), module.output_set(out) as folder:
+        (folder / "a.csv").write_text("new\n")
+    assert (out / "a.csv").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_signal_between_the_two_renames_puts_the_previous_set_back(tmp_path, monkeypatch):
+    """A Ctrl-C landing after the previous set was moved aside and before the new one is moved
+    in (possible when another thread takes the signal): the previous set goes back, nothing else
+    is left."""
+    from receval.formats import output_set as module
+
+    out = tmp_path / "out"
+    with module.output_set(out) as folder:
+        (folder / "a.csv").write_text("old\n")
+    renamed = os.rename
+    calls = []
+
+    def interrupted_second_rename(src, dst):
+        calls.append(src)
+        if len(calls) == 2:  # moving the new set in
+            raise KeyboardInterrupt
+        renamed(src, dst)
+
+    monkeypatch.setattr(module.os, "rename", interrupted_second_rename)
+    with pytest.raises(KeyboardInterrupt), module.output_set(out) as folder:
+        (folder / "a.csv").write_text("new\n")
+    monkeypatch.undo()
+    assert (out / "a.csv").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

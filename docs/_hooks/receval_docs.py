@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,28 +94,16 @@ def render_result_file(path: Path) -> str:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"*`bench/results/{path.name}` could not be read: {exc}.*\n"
-    return "\n".join(render_record(path, r) for r in _records(data))
+    return "\n".join(render_record(path, r) for r in _bench_harness().records(data))
 
 
-def _records(data: Any) -> list[dict]:
-    """The records of a results file: one record (``command``/``figures`` at the top), a list
-    of them, a ``runs`` list or mapping of them, or a mapping of named studies, each a record."""
-    if isinstance(data, list):
-        return [r for r in data if isinstance(r, dict)]
-    if not isinstance(data, dict):
-        return []
-    if "command" in data or "figures" in data:
-        return [data]
-    runs = data.get("runs")
-    if isinstance(runs, list):
-        return [r for r in runs if isinstance(r, dict)]
-    named = runs if isinstance(runs, dict) else data
-    studies = [
-        {**record, "title": record.get("title") or str(name)}
-        for name, record in named.items()
-        if isinstance(record, dict) and ("command" in record or "figures" in record)
-    ]
-    return studies or [data]
+def _bench_harness() -> Any:
+    """bench/harness.py (the one reader of the record shapes; a script folder, not a package)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    import harness
+
+    return harness
 
 
 def render_record(path: Path, record: dict) -> str:
@@ -125,13 +114,38 @@ def render_record(path: Path, record: dict) -> str:
     meta = [f"command `{record.get('command', '?')}`"]
     for key in ("seed", "commit", "date"):
         if record.get(key) is not None:
-            meta.append(f"{key} `{record[key]}`")
+            meta.append(f"{key} `{_short(record[key]) if key == 'commit' else record[key]}`")
     lines.append("Regenerate: " + ", ".join(meta) + f" (stored in `bench/results/{path.name}`).\n")
+    lines += _run_conditions(record)
     for table in record.get("tables") or []:
         lines.append(render_table(table))
     if "figures" in record:
         lines.append(render_figures(record["figures"]))
+    if record.get("output"):
+        lines.append("Printed by the run:\n\n```text\n" + record["output"].rstrip() + "\n```\n")
     return "\n".join(lines)
+
+
+def _short(commit: Any) -> str:
+    """A full hexadecimal commit (maybe ``+dirty``) to 7 digits; anything else as it is."""
+    text = str(commit)
+    head, _, dirty = text.partition("+")
+    if re.fullmatch(r"[0-9a-f]{40}", head):
+        return head[:7] + ("+" + dirty if dirty else "")
+    return text
+
+
+def _run_conditions(record: dict) -> list[str]:
+    """The configuration and the machine of a run, when the record states them."""
+    parts = []
+    if record.get("config"):
+        parts.append(f"configuration: {record['config']}")
+    machine = record.get("machine")
+    if isinstance(machine, dict):
+        load = machine.get("load_average")
+        load_text = f", load average {load[0]:g} / {load[1]:g} / {load[2]:g}" if load else ""
+        parts.append(f"machine: {machine.get('cpus')} CPUs{load_text}, nice {machine.get('nice')}")
+    return [f"*{'; '.join(parts)}.*\n"] if parts else []
 
 
 def render_table(table: dict) -> str:

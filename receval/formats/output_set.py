@@ -26,11 +26,11 @@ import shutil
 import signal
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from receval.errors import BundleError
-from receval.formats.tables import current_umask
 
 MARKER = ".receval-output"
 
@@ -112,9 +112,14 @@ def _swap_in(staging: Path, out: Path) -> None:
             os.rename(staging, out)
     finally:
         # a signal held back during the renames arrives as they are released: the previous
-        # folder is removed on that path too (it was left beside ``out`` once in a CI run)
+        # folder is removed on that path too (it was left beside ``out`` once in a CI run);
+        # one that reached another thread may land between the renames: the previous set
+        # goes back in place
         if previous is not None:
-            shutil.rmtree(previous, ignore_errors=True)
+            if out.exists():
+                shutil.rmtree(previous, ignore_errors=True)
+            else:
+                os.rename(previous, out)
 
 
 @contextlib.contextmanager
@@ -139,9 +144,15 @@ def output_set(out: Path) -> Iterator[Path]:
     out = Path(out)
     check_output_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
-    os.chmod(staging, 0o777 & ~current_umask())
+    # named before it exists, so that a Ctrl-C landing just after it is made (holding signals
+    # does not stop one from reaching another thread) is inside the clean-up below
+    staging: Path | None = out.parent / f".{out.name}.staging-{uuid.uuid4().hex[:12]}"
     try:
+        try:
+            staging.mkdir(mode=0o777)  # the umask applies, as to every folder receval writes
+        except FileExistsError:
+            staging = None  # another's (48 random bits taken: practically never)
+            raise
         yield staging
         files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         (staging / MARKER).write_text(
@@ -149,5 +160,5 @@ def output_set(out: Path) -> Iterator[Path]:
         )
         _swap_in(staging, out)
     finally:
-        if staging.exists():
+        if staging is not None and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

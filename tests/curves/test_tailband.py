@@ -190,18 +190,22 @@ def test_merged_ties_and_tiny_lists() -> None:
 
 
 def test_planning_two_billion_items_is_fast_and_small() -> None:
-    method = TailBand()
+    """Both planning stages and the budget at N = 2·10⁹: under 1 s of CPU time (the process's
+    own, so a loaded machine does not fail it as wall time did; measured warm, after one plan
+    of another size has paid the imports) and under 300 MiB of traced allocations."""
     size = 2_000_000_000
+    TailBand().plan(10**6, Labels.empty())  # imports and one-off set-up, not planning
+    method = TailBand()
     tracemalloc.start()
-    start = time.perf_counter()
+    start = time.process_time()
     head = method.plan(size, Labels.empty())
     rest = method.plan(size, Labels(head, np.ones(head.size)))
     budget = method.budget(size)
-    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert head.size + rest.size == budget["annotations"]
-    assert elapsed < 1.0 and peak < 300 * 2**20
+    assert cpu < 1.0 and peak < 300 * 2**20
 
 
 @pytest.mark.parametrize("shape", ["falling", "low"])
