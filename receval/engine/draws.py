@@ -1,0 +1,190 @@
+"""Uniform draws in SQL without sorting or hashing the runs: three scans whose results are
+small, so Python holds the draws only (:func:`receval.engine.sampled.sample_round`).
+
+Draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
+set of facts, whatever the engine and however the runs are split into files:
+
+* a system's distinct facts ``x = (query_id, a)`` (``a`` the answer normalised per
+  ``[matching]``, :mod:`receval.engine.matching`) are ordered by ``(query_id, tail(a), a)``,
+  ``tail(a)`` the last character of ``a``, texts compared as UTF-8 bytes (the order DuckDB and
+  Spark SQL both give strings, and Python's code-point order): ``x_(0) < ... < x_(N_j - 1)``;
+* draw ``d`` of system ``j`` in round ``r`` picks ``x_(k)`` with ``k = ⌊u · N_j⌋``, ``u`` from
+  the MD5 of ``seed ␟ r ␟ j ␟ d`` (:func:`receval.engine.sampled.draw_uniform`): i.i.d.
+  uniform draws with replacement from the system's distinct facts, ``prob`` = 1/N_j (Chaganty
+  et al. 2017, §3, the ``uniform`` design);
+* ``k`` is located in three scans: one aggregation counts distinct facts per
+  ``(system, query, tail)`` *cell* (:data:`CELLS`, a small table kept in the engine); a window
+  over the cells turns each ``k`` into a cell and a position in it (:data:`LOCATE`); a second
+  scan keeps the rows of the wanted cells only, ranks their few facts and keeps the drawn ones
+  with the system's own spelling (:data:`PICK`).  A third scan joins the runs with the facts to
+  annotate: which systems output each (:data:`MEMBERS`).
+
+Nothing is hashed per output row and only the rows of the drawn cells are sorted (the
+``tail`` splits a query's facts into cells of a few dozen to a few hundred); the one
+aggregation over every row is the distinct count.  Answers are normalised in SQL exactly as
+Python does (:func:`receval.engine.sampled.normalised_answer_sql`), an answer that is printable
+ASCII without doubled, leading or trailing spaces by ``lower`` alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.config import Matching
+    from receval.engine.base import Engine
+
+#: the cell of a normalised answer ``a`` within its query: its last character
+TAIL = "right({a}, 1)"
+
+#: distinct facts per (system, query, tail): the one aggregation over every output row
+CELLS = """
+SELECT system, query_id, tail, count(*) AS facts FROM (
+    SELECT system, query_id, answer, {tail} AS tail FROM normed_runs
+    GROUP BY system, query_id, answer
+) t GROUP BY system, query_id, tail
+"""
+
+#: distinct facts per system (N_j)
+SIZES = "SELECT system, sum(facts) AS facts FROM fact_cells GROUP BY system"
+
+#: each draw's rank ``k`` (``draw_ranks(system, draw, k)``) as a cell and a position in it
+LOCATE = """
+SELECT d.system, d.draw, c.query_id, c.tail, d.k - c.before AS pos FROM (
+    SELECT system, query_id, tail, facts,
+           sum(facts) OVER (PARTITION BY system ORDER BY query_id, tail
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - facts AS before
+    FROM fact_cells
+) c JOIN draw_ranks d
+ON c.system = d.system AND d.k >= c.before AND d.k < c.before + c.facts
+"""
+
+#: the drawn facts (``draw_cells(system, draw, query_id, tail, pos)``): the rows of the wanted
+#: (system, query) pairs (picked before the answers are normalised), of those the wanted cells,
+#: one per distinct fact with the system's first spelling, ranked in their cell
+PICK = """
+WITH picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw FROM runs r JOIN wanted_queries q
+    ON r.system = q.system AND r.query_id = q.query_id
+), normed AS (
+    SELECT system, query_id, answer_raw, {norm} AS answer FROM picked
+), facts AS (
+    SELECT n.system, n.query_id, n.answer, w.tail, min(n.answer_raw) AS answer_raw
+    FROM normed n JOIN wanted_cells w
+    ON n.system = w.system AND n.query_id = w.query_id AND {tail} = w.tail
+    GROUP BY n.system, n.query_id, n.answer, w.tail
+), ranked AS (
+    SELECT system, query_id, tail, answer_raw,
+           row_number() OVER (PARTITION BY system, query_id, tail ORDER BY answer) - 1 AS pos
+    FROM facts
+)
+SELECT d.system, d.draw, f.query_id, f.answer_raw FROM ranked f JOIN draw_cells d
+ON f.system = d.system AND f.query_id = d.query_id AND f.tail = d.tail AND f.pos = d.pos
+"""
+
+#: the systems that output each fact of ``wanted_facts(h, query_id, answer)`` (normalised):
+#: the rows of the facts' queries (picked before the answers are normalised) joined to them
+MEMBERS = """
+WITH picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw FROM runs r
+    JOIN (SELECT DISTINCT query_id FROM wanted_facts) q ON r.query_id = q.query_id
+), normed AS (
+    SELECT system, query_id, {norm} AS answer FROM picked
+)
+SELECT w.h, n.system FROM normed n JOIN wanted_facts w
+ON n.query_id = w.query_id AND n.answer = w.answer GROUP BY w.h, n.system
+"""
+
+
+def register_normed_runs(engine: Engine, matching: Matching | None) -> None:
+    """View ``normed_runs(system, query_id, answer, answer_raw)`` over ``runs``: the answer
+    normalised per ``[matching]`` and as read."""
+    from receval.engine.sampled import create_view, normalised_answer_sql
+
+    create_view(
+        engine,
+        "normed_runs",
+        f"SELECT system, query_id, {normalised_answer_sql(engine, matching)} AS answer, "
+        "answer AS answer_raw FROM runs",
+    )
+
+
+def _norm(engine: Engine, matching: Matching | None) -> str:
+    """SQL of ``answer_raw`` normalised per ``[matching]``."""
+    from receval.engine.sampled import normalised_answer_sql
+
+    return normalised_answer_sql(engine, matching, "answer_raw")
+
+
+def count_cells(engine: Engine) -> pd.DataFrame:
+    """Materialise :data:`CELLS` as ``fact_cells``; return N_j per system (``system, facts``,
+    systems with a fact only)."""
+    from receval.engine.sampled import create_view
+
+    sql = CELLS.format(tail=TAIL.format(a="answer"))
+    create_view(engine, "fact_cells", sql, materialise=True)
+    sizes = engine.query(SIZES)
+    return sizes.astype({"facts": np.int64}).sort_values("system", ignore_index=True)
+
+
+def draw_ranks(
+    sizes: pd.DataFrame, per_system: dict[str, int], seed: int, round_number: int
+) -> pd.DataFrame:
+    """``system, draw, k, prob``: rank ``k = ⌊u · N_j⌋`` of every draw (module docstring);
+    systems without a fact or without draws are skipped."""
+    from receval.engine.sampled import draw_uniform
+
+    size = dict(zip(sizes["system"], sizes["facts"], strict=True))
+    pieces = []
+    for system in sorted(per_system):
+        n, facts = int(per_system[system]), int(size.get(system, 0))
+        if n <= 0 or facts <= 0:
+            continue
+        u = draw_uniform(seed, round_number, system, n)
+        pieces.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "draw": np.arange(1, n + 1, dtype=np.int64),
+                    "k": np.minimum(np.floor(u * facts), facts - 1).astype(np.int64),
+                    "prob": 1.0 / facts,
+                }
+            )
+        )
+    if not pieces:
+        return pd.DataFrame(
+            {"system": [], "draw": np.empty(0, np.int64), "k": np.empty(0, np.int64), "prob": []}
+        )
+    return pd.concat(pieces, ignore_index=True)
+
+
+def pick_draws(engine: Engine, ranks: pd.DataFrame, matching: Matching | None) -> pd.DataFrame:
+    """Every draw of ``ranks`` (:func:`draw_ranks`) as ``system, draw, query_id, answer_raw,
+    prob`` in (system, draw) order (:data:`LOCATE`, then :data:`PICK`)."""
+    out = ["system", "draw", "query_id", "answer_raw", "prob"]
+    if ranks.empty:
+        return pd.DataFrame({c: [] for c in out})
+    engine.register("draw_ranks", ranks[["system", "draw", "k"]])
+    cells = engine.query(LOCATE)
+    engine.register("draw_cells", cells)
+    engine.register("wanted_cells", cells[["system", "query_id", "tail"]].drop_duplicates())
+    engine.register("wanted_queries", cells[["system", "query_id"]].drop_duplicates())
+    picked = engine.query(PICK.format(norm=_norm(engine, matching), tail=TAIL.format(a="n.answer")))
+    drawn = ranks.merge(picked, on=["system", "draw"], how="left", validate="1:1")
+    if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
+        raise RuntimeError("the runs changed between two scans of one sample round")
+    return drawn.sort_values(["system", "draw"], ignore_index=True)[out]
+
+
+def members(engine: Engine, facts: pd.DataFrame, matching: Matching | None) -> pd.DataFrame:
+    """``h, system`` for every system that output a fact of ``facts`` (``h, query_id,
+    answer``, the answer normalised), sorted."""
+    if facts.empty:
+        return pd.DataFrame({"h": np.empty(0, np.int64), "system": []})
+    engine.register("wanted_facts", facts[["h", "query_id", "answer"]])
+    return engine.query(MEMBERS.format(norm=_norm(engine, matching))).sort_values(
+        ["h", "system"], ignore_index=True
+    )
