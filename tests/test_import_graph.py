@@ -16,6 +16,8 @@ PACKAGE = ROOT / "receval"
 
 #: the anytime modules in their import order: each imports only modules before it
 ANYTIME_ORDER = ("betting", "control", "stream", "sequences", "pairs", "f1", "method", "asymptotic")
+#: the official census's modules in their import order
+OFFICIAL_ORDER = ("rules", "sql", "coded", "census", "scores", "estimator")
 
 
 def module_name(path: Path) -> str:
@@ -115,15 +117,30 @@ def test_the_graph_sees_function_level_imports():
     assert "receval.estimators.anytime.f1" in graph["receval.estimators.anytime.method"]
 
 
-def test_anytime_imports_one_way():
+def _imports_one_way(prefix: str, order: tuple[str, ...]) -> None:
     graph = import_graph()
-    prefix = "receval.estimators.anytime."
-    names = {prefix + m for m in ANYTIME_ORDER}
-    assert names == {m for m in graph if m.startswith(prefix)}, "update ANYTIME_ORDER"
-    for i, mod in enumerate(ANYTIME_ORDER):
+    names = {prefix + m for m in order}
+    assert names == {m for m in graph if m.startswith(prefix)}, "update the order"
+    for i, mod in enumerate(order):
         inside = {e for e in graph[prefix + mod] if e.startswith(prefix)}
-        later = inside - {prefix + m for m in ANYTIME_ORDER[:i]}
+        later = inside - {prefix + m for m in order[:i]}
         assert not later, f"{mod} imports {sorted(later)}, which come after it"
+
+
+def test_anytime_imports_one_way():
+    _imports_one_way("receval.estimators.anytime.", ANYTIME_ORDER)
+
+
+def test_official_imports_one_way():
+    _imports_one_way("receval.official.", OFFICIAL_ORDER)
+
+
+def test_engine_does_not_import_the_census_backends():
+    graph = import_graph()
+    for name, edges in graph.items():
+        if name.startswith("receval.engine"):
+            used = {e for e in edges if e.startswith("receval.official")}
+            assert used <= {"receval.official.rules", "receval.official.sql"}, (name, used)
 
 
 def test_no_cycle_inside_anytime():
@@ -140,7 +157,6 @@ def test_no_cycle_inside_anytime():
 #: ``TYPE_CHECKING`` blocks not); may only shrink
 KNOWN_CYCLES = [
     ["receval.bundle", "receval.formats.bundle", "receval.judgments"],
-    ["receval.engine.base", "receval.engine.census", "receval.engine.spark_runs"],
     ["receval.estimators.judge_calibration", "receval.judge"],
 ]
 

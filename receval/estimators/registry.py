@@ -15,7 +15,7 @@ from typing import Any
 ESTIMATORS: dict[str, str] = {
     "joint": "receval.estimators.joint:JointEstimator",
     "simple": "receval.estimators.simple:SimpleEstimator",
-    "official": "receval.estimators.official_run:OfficialEstimator",
+    "official": "receval.official.estimator:OfficialEstimator",
     "ppi": "receval.estimators.ppi:PPIEstimator",
 }
 
