@@ -40,10 +40,22 @@ if TYPE_CHECKING:
 #: the cell of a normalised answer ``a`` within its query: its last character
 TAIL = "right({a}, 1)"
 
-#: distinct facts per (system, query, tail): the one aggregation over every output row
+#: printable ASCII without a leading, trailing or doubled space: its normal form is ``lower``
+#: of it (or itself), the test :func:`receval.engine.sampled.normalised_answer_sql` makes
+PLAIN = "[^\\x{20}-\\x{7e}]|  |\\A | \\z"
+
+#: the runs with each answer as read, normalised, and ``odd`` = 1 where it is not
+#: :data:`PLAIN` (the test made once per row)
+NORMED_RUNS = """
+SELECT system, query_id, answer_raw, odd, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
+"""
+
+#: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
+#: one aggregation over every output row
 CELLS = """
-SELECT system, query_id, tail, count(*) AS facts FROM (
-    SELECT system, query_id, answer, {tail} AS tail FROM normed_runs
+SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd FROM (
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM normed_runs
     GROUP BY system, query_id, answer
 ) t GROUP BY system, query_id, tail
 """
@@ -51,10 +63,11 @@ SELECT system, query_id, tail, count(*) AS facts FROM (
 #: distinct facts per system (N_j)
 SIZES = "SELECT system, sum(facts) AS facts FROM fact_cells GROUP BY system"
 
-#: each draw's rank ``k`` (``draw_ranks(system, draw, k)``) as a cell and a position in it
+#: each draw's rank ``k`` (``draw_ranks(system, draw, k)``) as a cell and a position in it,
+#: with ``odd`` of the draw's (system, query)
 LOCATE = """
-SELECT d.system, d.draw, c.query_id, c.tail, d.k - c.before AS pos FROM (
-    SELECT system, query_id, tail, facts,
+SELECT d.system, d.draw, c.query_id, c.tail, d.k - c.before AS pos, c.odd FROM (
+    SELECT system, query_id, tail, facts, max(odd) OVER (PARTITION BY system, query_id) AS odd,
            sum(facts) OVER (PARTITION BY system ORDER BY query_id, tail
                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - facts AS before
     FROM fact_cells
@@ -63,14 +76,16 @@ ON c.system = d.system AND d.k >= c.before AND d.k < c.before + c.facts
 """
 
 #: the drawn facts (``draw_cells(system, draw, query_id, tail, pos)``): the rows of the wanted
-#: (system, query) pairs (picked before the answers are normalised), of those the wanted cells,
-#: one per distinct fact with the system's first spelling, ranked in their cell
+#: (system, query) pairs (``wanted_queries(system, query_id, odd)``, picked before the answers
+#: are normalised: ``lower`` alone where the pair has plain answers only), of those the wanted
+#: cells, one per distinct fact with the system's first spelling, ranked in their cell
 PICK = """
 WITH picked AS (
-    SELECT r.system, r.query_id, r.answer AS answer_raw FROM runs r JOIN wanted_queries q
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN wanted_queries q
     ON r.system = q.system AND r.query_id = q.query_id
 ), normed AS (
-    SELECT system, query_id, answer_raw, {norm} AS answer FROM picked
+    SELECT system, query_id, answer_raw, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+    FROM picked
 ), facts AS (
     SELECT n.system, n.query_id, n.answer, w.tail, min(n.answer_raw) AS answer_raw
     FROM normed n JOIN wanted_cells w
@@ -86,37 +101,51 @@ ON f.system = d.system AND f.query_id = d.query_id AND f.tail = d.tail AND f.pos
 """
 
 #: the systems that output each fact of ``wanted_facts(h, query_id, answer)`` (normalised):
-#: the rows of the facts' queries (picked before the answers are normalised) joined to them
+#: the rows of the facts' queries (picked before the answers are normalised, by ``lower``
+#: alone where the query has plain answers only) joined to them
 MEMBERS = """
-WITH picked AS (
-    SELECT r.system, r.query_id, r.answer AS answer_raw FROM runs r
-    JOIN (SELECT DISTINCT query_id FROM wanted_facts) q ON r.query_id = q.query_id
+WITH queries AS (
+    SELECT c.query_id, max(c.odd) AS odd FROM fact_cells c
+    JOIN (SELECT DISTINCT query_id FROM wanted_facts) w ON c.query_id = w.query_id
+    GROUP BY c.query_id
+), picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN queries q
+    ON r.query_id = q.query_id
 ), normed AS (
-    SELECT system, query_id, {norm} AS answer FROM picked
+    SELECT system, query_id, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+    FROM picked
 )
 SELECT w.h, n.system FROM normed n JOIN wanted_facts w
 ON n.query_id = w.query_id AND n.answer = w.answer GROUP BY w.h, n.system
 """
 
 
-def register_normed_runs(engine: Engine, matching: Matching | None) -> None:
-    """View ``normed_runs(system, query_id, answer, answer_raw)`` over ``runs``: the answer
-    normalised per ``[matching]`` and as read."""
-    from receval.engine.sampled import create_view, normalised_answer_sql
-
-    create_view(
-        engine,
-        "normed_runs",
-        f"SELECT system, query_id, {normalised_answer_sql(engine, matching)} AS answer, "
-        "answer AS answer_raw FROM runs",
-    )
-
-
-def _norm(engine: Engine, matching: Matching | None) -> str:
-    """SQL of ``answer_raw`` normalised per ``[matching]``."""
+def answer_sql(engine: Engine, matching: Matching | None, column: str) -> dict[str, str]:
+    """SQL over ``column`` for :data:`NORMED_RUNS`, :data:`PICK` and :data:`MEMBERS`: ``odd``
+    (1 where the value is not :data:`PLAIN`), ``fast`` (its normal form when plain) and
+    ``full`` (its normal form, :func:`receval.engine.sampled.normalised_answer_sql`)."""
+    from receval.config import Matching
     from receval.engine.sampled import normalised_answer_sql
 
-    return normalised_answer_sql(engine, matching, "answer_raw")
+    matching = matching or Matching()
+    full = normalised_answer_sql(engine, matching, column)
+    if full == column:  # nothing to normalise
+        return {"odd": "0", "fast": column, "full": column}
+    odd = f"CASE WHEN {engine.dialect.regexp_matches(column, PLAIN)} THEN 1 ELSE 0 END"
+    fast = f"lower({column})" if matching.casefold else column
+    return {"odd": odd, "fast": fast, "full": full}
+
+
+def register_normed_runs(engine: Engine, matching: Matching | None) -> None:
+    """View ``normed_runs(system, query_id, answer_raw, odd, answer)`` over ``runs``
+    (:data:`NORMED_RUNS`)."""
+    from receval.engine.sampled import create_view
+
+    raw = answer_sql(engine, matching, "answer_raw")
+    odd = answer_sql(engine, matching, "answer")["odd"]  # in the inner query, before renaming
+    create_view(
+        engine, "normed_runs", NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
+    )
 
 
 def count_cells(engine: Engine) -> pd.DataFrame:
@@ -171,8 +200,9 @@ def pick_draws(engine: Engine, ranks: pd.DataFrame, matching: Matching | None) -
     cells = engine.query(LOCATE)
     engine.register("draw_cells", cells)
     engine.register("wanted_cells", cells[["system", "query_id", "tail"]].drop_duplicates())
-    engine.register("wanted_queries", cells[["system", "query_id"]].drop_duplicates())
-    picked = engine.query(PICK.format(norm=_norm(engine, matching), tail=TAIL.format(a="n.answer")))
+    engine.register("wanted_queries", cells[["system", "query_id", "odd"]].drop_duplicates())
+    sql = PICK.format(tail=TAIL.format(a="n.answer"), **answer_sql(engine, matching, "answer_raw"))
+    picked = engine.query(sql)
     drawn = ranks.merge(picked, on=["system", "draw"], how="left", validate="1:1")
     if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
         raise RuntimeError("the runs changed between two scans of one sample round")
@@ -185,6 +215,6 @@ def members(engine: Engine, facts: pd.DataFrame, matching: Matching | None) -> p
     if facts.empty:
         return pd.DataFrame({"h": np.empty(0, np.int64), "system": []})
     engine.register("wanted_facts", facts[["h", "query_id", "answer"]])
-    return engine.query(MEMBERS.format(norm=_norm(engine, matching))).sort_values(
+    return engine.query(MEMBERS.format(**answer_sql(engine, matching, "answer_raw"))).sort_values(
         ["h", "system"], ignore_index=True
     )
