@@ -63,8 +63,8 @@ def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
     args = ["sample", str(bundle), "--per-system", str(per_system), "--seed", str(seed)]
     cmd = ["nice", "-n", "10", "/usr/bin/time", "-v", sys.executable, "-m", "receval.cli"]
     load, start = os.getloadavg()[0], time.monotonic()
-    proc = subprocess.run(
-        [*cmd, *args, "--engine", "duckdb"], env=env, capture_output=True, text=True
+    proc = subprocess.run(  # cwd: `python -m` puts it before PYTHONPATH on sys.path
+        [*cmd, *args, "--engine", "duckdb"], env=env, capture_output=True, text=True, cwd=receval
     )
     wall = time.monotonic() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
