@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from receval.config import Matching
     from receval.engine.base import Engine
 
 #: the cell of a normalised answer ``a`` within its query: its last character
@@ -120,59 +119,34 @@ ON n.query_id = w.query_id AND n.answer = w.answer GROUP BY w.h, n.system
 """
 
 
-def answer_sql(engine: Engine, matching: Matching | None, column: str) -> dict[str, str]:
+def answer_forms(dialect, full: str, column: str, casefold: bool) -> dict[str, str]:
     """SQL over ``column`` for :data:`NORMED_RUNS`, :data:`PICK` and :data:`MEMBERS`: ``odd``
     (1 where the value is not :data:`PLAIN`), ``fast`` (its normal form when plain) and
-    ``full`` (its normal form, :func:`receval.engine.sampled.normalised_answer_sql`)."""
-    from receval.config import Matching
-    from receval.engine.sampled import normalised_answer_sql
-
-    matching = matching or Matching()
-    full = normalised_answer_sql(engine, matching, column)
+    ``full`` (its normal form in general, given:
+    :func:`receval.engine.sampled.normalised_answer_sql`)."""
     if full == column:  # nothing to normalise
         return {"odd": "0", "fast": column, "full": column}
-    odd = f"CASE WHEN {engine.dialect.regexp_matches(column, PLAIN)} THEN 1 ELSE 0 END"
-    fast = f"lower({column})" if matching.casefold else column
-    return {"odd": odd, "fast": fast, "full": full}
+    odd = f"CASE WHEN {dialect.regexp_matches(column, PLAIN)} THEN 1 ELSE 0 END"
+    return {"odd": odd, "fast": f"lower({column})" if casefold else column, "full": full}
 
 
-def register_normed_runs(engine: Engine, matching: Matching | None) -> None:
-    """View ``normed_runs(system, query_id, answer_raw, odd, answer)`` over ``runs``
-    (:data:`NORMED_RUNS`)."""
-    from receval.engine.sampled import create_view
-
-    raw = answer_sql(engine, matching, "answer_raw")
-    odd = answer_sql(engine, matching, "answer")["odd"]  # in the inner query, before renaming
-    create_view(
-        engine, "normed_runs", NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
-    )
+def sizes(engine: Engine) -> pd.DataFrame:
+    """N_j per system (``system, facts``; systems with a fact only) from ``fact_cells``
+    (:data:`CELLS`)."""
+    out = engine.query(SIZES)
+    return out.astype({"facts": np.int64}).sort_values("system", ignore_index=True)
 
 
-def count_cells(engine: Engine) -> pd.DataFrame:
-    """Materialise :data:`CELLS` as ``fact_cells``; return N_j per system (``system, facts``,
-    systems with a fact only)."""
-    from receval.engine.sampled import create_view
-
-    sql = CELLS.format(tail=TAIL.format(a="answer"))
-    create_view(engine, "fact_cells", sql, materialise=True)
-    sizes = engine.query(SIZES)
-    return sizes.astype({"facts": np.int64}).sort_values("system", ignore_index=True)
-
-
-def draw_ranks(
-    sizes: pd.DataFrame, per_system: dict[str, int], seed: int, round_number: int
-) -> pd.DataFrame:
-    """``system, draw, k, prob``: rank ``k = ⌊u · N_j⌋`` of every draw (module docstring);
-    systems without a fact or without draws are skipped."""
-    from receval.engine.sampled import draw_uniform
-
+def draw_ranks(sizes: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``system, draw, k, prob``: rank ``k = ⌊u · N_j⌋`` of draw ``d`` of system ``j``, ``u``
+    its ``uniforms[j][d - 1]`` (module docstring); systems without a fact are skipped."""
     size = dict(zip(sizes["system"], sizes["facts"], strict=True))
     pieces = []
-    for system in sorted(per_system):
-        n, facts = int(per_system[system]), int(size.get(system, 0))
+    for system in sorted(uniforms):
+        u, facts = uniforms[system], int(size.get(system, 0))
+        n = len(u)
         if n <= 0 or facts <= 0:
             continue
-        u = draw_uniform(seed, round_number, system, n)
         pieces.append(
             pd.DataFrame(
                 {
@@ -190,7 +164,7 @@ def draw_ranks(
     return pd.concat(pieces, ignore_index=True)
 
 
-def pick_draws(engine: Engine, ranks: pd.DataFrame, matching: Matching | None) -> pd.DataFrame:
+def pick_draws(engine: Engine, ranks: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
     """Every draw of ``ranks`` (:func:`draw_ranks`) as ``system, draw, query_id, answer_raw,
     prob`` in (system, draw) order (:data:`LOCATE`, then :data:`PICK`)."""
     out = ["system", "draw", "query_id", "answer_raw", "prob"]
@@ -201,7 +175,7 @@ def pick_draws(engine: Engine, ranks: pd.DataFrame, matching: Matching | None) -
     engine.register("draw_cells", cells)
     engine.register("wanted_cells", cells[["system", "query_id", "tail"]].drop_duplicates())
     engine.register("wanted_queries", cells[["system", "query_id", "odd"]].drop_duplicates())
-    sql = PICK.format(tail=TAIL.format(a="n.answer"), **answer_sql(engine, matching, "answer_raw"))
+    sql = PICK.format(tail=TAIL.format(a="n.answer"), **forms)
     picked = engine.query(sql)
     drawn = ranks.merge(picked, on=["system", "draw"], how="left", validate="1:1")
     if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
@@ -209,12 +183,10 @@ def pick_draws(engine: Engine, ranks: pd.DataFrame, matching: Matching | None) -
     return drawn.sort_values(["system", "draw"], ignore_index=True)[out]
 
 
-def members(engine: Engine, facts: pd.DataFrame, matching: Matching | None) -> pd.DataFrame:
+def members(engine: Engine, facts: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
     """``h, system`` for every system that output a fact of ``facts`` (``h, query_id,
     answer``, the answer normalised), sorted."""
     if facts.empty:
         return pd.DataFrame({"h": np.empty(0, np.int64), "system": []})
     engine.register("wanted_facts", facts[["h", "query_id", "answer"]])
-    return engine.query(MEMBERS.format(**answer_sql(engine, matching, "answer_raw"))).sort_values(
-        ["h", "system"], ignore_index=True
-    )
+    return engine.query(MEMBERS.format(**forms)).sort_values(["h", "system"], ignore_index=True)

@@ -389,7 +389,7 @@ def labelled_keys(judgments: pd.DataFrame, config) -> np.ndarray:
 
 
 def _to_annotate(
-    engine: Engine, keys: np.ndarray, spelled: pd.DataFrame, matching: Matching
+    engine: Engine, keys: np.ndarray, spelled: pd.DataFrame, matching: Matching, forms: dict
 ) -> pd.DataFrame:
     """``to_annotate.tsv`` fact rows of ``keys``: the spelling of the first system (in sorted
     order) that drew the fact (``spelled``: ``h, system, query_id, answer`` of the draws of this
@@ -405,7 +405,7 @@ def _to_annotate(
     queries, norm = _normalised_facts(first["query_id"], first["answer"], matching)
     members = drawing.members(
         engine,
-        matching=matching,
+        forms=forms,
         facts=pd.DataFrame(
             {"h": first.index.to_numpy(np.int64), "query_id": queries, "answer": norm}
         ),
@@ -425,6 +425,25 @@ def _to_annotate(
     out["label"] = ""
     out["annotator"] = ""
     return out
+
+
+def _count_cells(engine: Engine, matching: Matching) -> tuple[dict[str, str], pd.DataFrame]:
+    """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`;
+    returns the normal forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK`
+    and :data:`~receval.engine.draws.MEMBERS`) and N_j per system."""
+    from receval.engine import draws as drawing
+
+    def forms(column: str) -> dict[str, str]:
+        full = normalised_answer_sql(engine, matching, column)
+        return drawing.answer_forms(engine.dialect, full, column, matching.casefold)
+
+    raw = forms("answer_raw")
+    odd = forms("answer")["odd"]  # the inner query's, before ``answer`` is renamed
+    normed = drawing.NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
+    create_view(engine, "normed_runs", normed)
+    cells = drawing.CELLS.format(tail=drawing.TAIL.format(a="answer"))
+    create_view(engine, "fact_cells", cells, materialise=True)
+    return raw, drawing.sizes(engine)
 
 
 def _samples_frame(draws: pd.DataFrame, name: str, seed: int, k: int) -> pd.DataFrame:
@@ -480,17 +499,15 @@ def sample_round(
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
-    with _round_engine(bundle, engine) as con:
-        from receval.engine import draws as drawing
+    from receval.engine import draws as drawing
 
-        drawing.register_normed_runs(con, config.matching)
-        sizes = drawing.count_cells(con)
+    with _round_engine(bundle, engine) as con:
+        forms, sizes = _count_cells(con, config.matching)
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
-        ranks = drawing.draw_ranks(
-            sizes, {s: n for s, n in wanted.items() if s in everyone}, seed, k
-        )
-        draws = drawing.pick_draws(con, ranks, config.matching)
+        uniforms = {s: draw_uniform(seed, k, s, int(n)) for s, n in wanted.items() if s in everyone}
+        ranks = drawing.draw_ranks(sizes, uniforms)
+        draws = drawing.pick_draws(con, ranks, forms)
         drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
         earlier = (
             _fact_keys(samples["query_id"], samples["answer"], config.matching)
@@ -513,7 +530,7 @@ def sample_round(
             ],
             ignore_index=True,
         )
-        to_annotate = _to_annotate(con, todo, spelled, config.matching)
+        to_annotate = _to_annotate(con, todo, spelled, config.matching, forms)
     frame = _samples_frame(draws, name, seed, k)
     counts = frame.groupby("system").size().to_dict() if len(frame) else {}
     return SampleRound(
