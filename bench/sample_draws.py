@@ -117,39 +117,42 @@ def main() -> None:
             checkouts = {"before": checkout(args.before, work / "before"), **checkouts}
         runs: dict[str, list[dict]] = {name: [] for name in checkouts}
         for rep in range(args.repeat):
-            for name, receval in checkouts.items():
+            for name in sorted(checkouts):  # "after" first: stored as soon as measured
                 bundle = fresh_bundle(task, work / f"bundle-{name}")
-                runs[name].append(measure(receval, bundle, args.per_system, args.seed))
+                runs[name].append(measure(checkouts[name], bundle, args.per_system, args.seed))
                 print(rep, name, runs[name][-1], flush=True)
-        rows = args.systems * args.queries * args.depth
-        figures = {name: {"runs": got} for name, got in runs.items()}
-        for name, got in runs.items():
-            ok = [r for r in got if r["exit"] == 0]
-            if ok:
-                figures[name]["best_cpu_s"] = min(r["cpu_s"] for r in ok)
-                figures[name]["best_wall_s"] = min(r["wall_s"] for r in ok)
-                figures[name]["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok)
-        if {"before", "after"} <= figures.keys() and "best_cpu_s" in figures["after"]:
-            before, after = figures["before"], figures["after"]
-            figures["cpu_speed_up"] = round(before["best_cpu_s"] / after["best_cpu_s"], 2)
-            figures["wall_speed_up"] = round(before["best_wall_s"] / after["best_wall_s"], 2)
-        print(json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)}))
-        store(
-            {
-                "title": f"{rows:.0e} rows {args.label}".strip(),
-                "command": "python bench/sample_draws.py " + " ".join(sys.argv[1:]),
-                "seed": args.seed,
-                "commit": git_commit(ROOT),
-                "before_commit": args.before,
-                "date": now(),
-                "rows": rows,
-                "task": [args.systems, args.queries, args.depth],
-                "per_system": args.per_system,
-                "figures": figures,
-            }
-        )
+                store(record(args, runs))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict:
+    """The stored record of the runs so far: each checkout's fastest run, the ratios."""
+    rows = args.systems * args.queries * args.depth
+    figures: dict = {name: {"runs": got} for name, got in runs.items()}
+    for name, got in runs.items():
+        ok = [r for r in got if r["exit"] == 0]
+        if ok:
+            figures[name]["best_cpu_s"] = min(r["cpu_s"] for r in ok)
+            figures[name]["best_wall_s"] = min(r["wall_s"] for r in ok)
+            figures[name]["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok)
+    before, after = figures.get("before", {}), figures.get("after", {})
+    if "best_cpu_s" in before and "best_cpu_s" in after:
+        figures["cpu_speed_up"] = round(before["best_cpu_s"] / after["best_cpu_s"], 2)
+        figures["wall_speed_up"] = round(before["best_wall_s"] / after["best_wall_s"], 2)
+        print(json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)}))
+    return {
+        "title": f"{rows:.0e} rows {args.label}".strip(),
+        "command": "python bench/sample_draws.py " + " ".join(sys.argv[1:]),
+        "seed": args.seed,
+        "commit": git_commit(ROOT),
+        "before_commit": args.before,
+        "date": now(),
+        "rows": rows,
+        "task": [args.systems, args.queries, args.depth],
+        "per_system": args.per_system,
+        "figures": figures,
+    }
 
 
 if __name__ == "__main__":
