@@ -505,7 +505,9 @@ def sample_round(
         forms, sizes = _count_cells(con, config.matching)
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
-        uniforms = {s: draw_uniform(seed, k, s, int(n)) for s, n in wanted.items() if s in everyone}
+        uniforms = {
+            s: draw_uniform(seed, k, s, max(int(n), 0)) for s, n in wanted.items() if s in everyone
+        }
         ranks = drawing.draw_ranks(sizes, uniforms)
         draws = drawing.pick_draws(con, ranks, forms)
         drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
