@@ -1,5 +1,5 @@
-"""Uniform draws in SQL without sorting or hashing the runs: three scans whose results are
-small, so Python holds the draws only (:func:`receval.engine.sampled.sample_round`).
+"""Uniform draws in SQL without an MD5 per output row or a sort of the runs: three scans whose
+results are small, so Python holds the draws only (:func:`receval.engine.sampled.sample_round`).
 
 Draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
 set of facts, whatever the engine and however the runs are split into files:
@@ -19,11 +19,14 @@ set of facts, whatever the engine and however the runs are split into files:
   with the system's own spelling (:data:`PICK`).  A third scan joins the runs with the facts to
   annotate: which systems output each (:data:`MEMBERS`).
 
-Nothing is hashed per output row and only the rows of the drawn cells are sorted (the
-``tail`` splits a query's facts into cells of a few dozen to a few hundred); the one
-aggregation over every row is the distinct count.  Answers are normalised in SQL exactly as
-Python does (:func:`receval.engine.sampled.normalised_answer_sql`), an answer that is printable
-ASCII without doubled, leading or trailing spaces by ``lower`` alone.
+Only the rows of the drawn cells are sorted (the ``tail`` splits a query's facts into cells of
+a few dozen to a few hundred; answers with very many distinct last characters, CJK text say,
+make more and smaller cells: a larger ``fact_cells``, the same draws); the one aggregation over
+every row is the distinct count.  Answers are normalised in SQL exactly as Python does
+(:func:`receval.engine.sampled.normalised_answer_sql`); an answer that is printable ASCII
+without doubled, leading or trailing spaces by ``lower`` alone, and the cell count records
+which (system, query) pairs hold only such answers, so that the later scans skip the test
+there.
 """
 
 from __future__ import annotations
