@@ -77,7 +77,7 @@ def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
         "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
     }
     if proc.returncode:
-        out["stderr"] = proc.stderr.strip().splitlines()[-3:]
+        out["stderr"] = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
     return out
 
 
