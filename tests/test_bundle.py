@@ -162,15 +162,16 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
 
 _KILLED = """
 import sys, time
+import receval.engine.draws as drawing
 import receval.engine.sampled as sampled
 from receval.bundle import Bundle
-real = sampled.locate_draws
+real = drawing.pick_draws
 def slow(*args, **kwargs):
     out = real(*args, **kwargs)
     print("drawn", flush=True)
     time.sleep(60)
     return out
-sampled.locate_draws = slow
+drawing.pick_draws = slow
 bundle = Bundle(sys.argv[1])
 with bundle.lock():
     bundle.record_round(sampled.sample_round(bundle, 3, seed=1))

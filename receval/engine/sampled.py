@@ -1,26 +1,23 @@
-"""The sampled path in SQL: per-system sizes, hash-keyed draws and the membership of drawn facts,
+"""The sampled path in SQL: per-system sizes, draws and the membership of drawn facts,
 computed by the engine over the runs (Parquet files on disk), so Python holds only the draws.
 
-Draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
-set of facts, whatever the engine and however the runs are split into files:
+A uniform ``--per-system`` round (:func:`sample_round`) is drawn by :mod:`receval.engine.draws`:
+draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
+set of facts, the same on every engine and however the runs are split into files; the k-th of
+a system's facts in ``(query_id, last character of the answer, answer)`` order, ``k`` uniform
+from the MD5 of ``seed ␟ round ␟ system ␟ draw`` (:func:`draw_uniform`).  No output row is
+hashed.
 
-* every fact ``x = (query_id, normalised answer)`` gets a key ``h(x)``: the first 60 bits of the
-  MD5 of ``query_id ␟ answer`` (a function both DuckDB and Spark SQL compute; :data:`DIALECTS`);
-  a system's facts ordered by ``h`` are ``x_(0) < ... < x_(N_j - 1)``;
-* draw ``d`` of system ``j`` in round ``r`` picks ``x_(k)`` with ``k = ⌊u · N_j⌋``, ``u`` the first
-  60 bits of the MD5 of ``seed ␟ r ␟ j ␟ d`` over 2⁶⁰ (:func:`draw_uniform`): i.i.d. uniform
-  draws with replacement from the system's distinct facts, ``prob`` = 1/N_j (Chaganty et al.
-  2017, §3, the ``uniform`` design);
-* ``k`` is located without sorting the runs: one aggregation counts distinct keys per
-  (system, bucket) (bucket = the key's top 16 bits), Python finds the bucket and offset of every
-  ``k``, and a second scan reads only the keys of those buckets (:func:`locate_draws`).
+In Python (and in the aggregates of :mod:`receval.engine.sampled_data`) a fact
+``x = (query_id, normalised answer)`` is named by a key ``h(x)``: the first 60 bits of the MD5
+of ``query_id ␟ answer`` (:func:`python_key`; SQL: :data:`DIALECTS`).  Two facts with the same
+60-bit key would count as one (probability about N² / 2⁶¹ for N facts).  The SQL normalises
+answers per ``[matching]`` exactly as Python does (:mod:`receval.engine.matching`: the
+``str.isspace`` class, full case folding; a normal form the engine lacks, NFKC in DuckDB, is
+refused).
 
-Two facts of one system with the same 60-bit key would count once (probability about
-N_j² / 2⁶¹: 2·10⁻⁶ at 2·10⁶ facts per system).  The SQL normalises answers per ``[matching]``
-exactly as Python does (:mod:`receval.engine.matching`: the ``str.isspace`` class, full case
-folding; a normal form the engine lacks, NFKC in DuckDB, is refused).
-
-Every SQL text is in this module; the few engine-specific functions are in :data:`DIALECTS`.
+Every SQL text of the aggregates is in this module (the draws': :mod:`receval.engine.draws`);
+the few engine-specific functions are in :data:`DIALECTS`.
 """
 
 from __future__ import annotations
@@ -115,6 +112,12 @@ def check_run_schema(path: Path, keys: dict[str, str]) -> None:
             raise BundleError(path, None, f"column {name} has type {kind}; expected text")
 
 
+def trimmed(text: str) -> str:
+    """SQL of ``trim(text)`` (leading and trailing spaces removed) that calls ``trim`` only on
+    the values with such a space (``trim`` copies every value: half the cost of a scan)."""
+    return f"CASE WHEN {text} LIKE ' %' OR {text} LIKE '% ' THEN trim({text}) ELSE {text} END"
+
+
 def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) -> None:
     """Register the Parquet run files as one view ``runs(system, query_id, answer)`` (text,
     stripped); a file's location (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
@@ -129,7 +132,7 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
                 value = keys[column].replace("'", "''")
                 columns.append(f"'{value}' AS {column}")
             else:
-                columns.append(f"trim(CAST({column} AS STRING)) AS {column}")
+                columns.append(f"{trimmed(f'CAST({column} AS STRING)')} AS {column}")
         parts.append(f"SELECT {', '.join(columns)} FROM {name}")
     create_view(engine, "runs", "\nUNION ALL\n".join(parts))
 
@@ -149,7 +152,13 @@ def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str
     sql = column
     for step in normalise_steps(matching, engine.dialect):
         sql = step.format(s=f"({sql})")
-    return sql
+    if sql == column:
+        return sql
+    # printable ASCII without a leading, trailing or repeated space is its own normal form
+    # but for case: one regular expression instead of the whole chain on most answers
+    plain = engine.dialect.regexp_matches(column, "[^\\x{20}-\\x{7e}]|  |\\A | \\z")
+    fast = f"lower({column})" if matching.casefold else column
+    return f"CASE WHEN {plain} THEN {sql} ELSE {fast} END"
 
 
 def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
@@ -245,84 +254,6 @@ def order_keys(seed: int, round_number: int, systems: np.ndarray, draws: np.ndar
         ],
         dtype=np.int64,
     )
-
-
-@dataclass(frozen=True)
-class BucketTable:
-    """Distinct facts per (system, bucket), sorted: what locating a rank needs."""
-
-    systems: np.ndarray  # (S,) system names, sorted
-    start: np.ndarray  # (S + 1,) each system's first row in the bucket arrays
-    bucket: np.ndarray  # bucket of each row
-    cum: np.ndarray  # facts in this and the earlier buckets of the same system
-
-    @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> BucketTable:
-        frame = frame.sort_values(["system", "bucket"], ignore_index=True)
-        systems, first = np.unique(frame["system"].to_numpy(dtype=object), return_index=True)
-        start = np.append(first, len(frame)).astype(np.int64)
-        facts = frame["facts"].to_numpy(np.int64)
-        cum = np.cumsum(facts)
-        cum -= np.repeat(np.append(0, cum[start[1:-1] - 1]), np.diff(start))
-        return cls(systems, start, frame["bucket"].to_numpy(np.int64), cum)
-
-    def size(self, i: int) -> int:
-        return int(self.cum[self.start[i + 1] - 1])
-
-    def locate(self, i: int, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bucket and offset in the bucket of each 0-based ``ranks`` of system ``i``."""
-        lo, hi = self.start[i], self.start[i + 1]
-        cum = self.cum[lo:hi]
-        at = np.searchsorted(cum, ranks, side="right")
-        before = np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
-        return self.bucket[lo:hi][at], ranks - before
-
-
-def locate_draws(
-    engine: Engine,
-    sizes: pd.DataFrame,
-    per_system: dict[str, int],
-    seed: int,
-    round_number: int,
-) -> pd.DataFrame:
-    """Every draw of a uniform round: ``system, draw, h, query_id, answer_raw, prob``.
-
-    ``sizes`` is :data:`BUCKET_SIZES`' result; ``per_system`` the draws per system (systems with
-    no fact are skipped)."""
-    table = BucketTable.from_frame(sizes)
-    index = {s: i for i, s in enumerate(table.systems)}
-    pieces = []
-    for system in sorted(per_system):
-        n = int(per_system[system])
-        if n <= 0 or system not in index:
-            continue
-        i = index[system]
-        size = table.size(i)
-        ranks = np.minimum(np.floor(draw_uniform(seed, round_number, system, n) * size), size - 1)
-        bucket, offset = table.locate(i, ranks.astype(np.int64))
-        pieces.append(
-            pd.DataFrame(
-                {
-                    "system": system,
-                    "draw": np.arange(1, n + 1, dtype=np.int64),
-                    "bucket": bucket,
-                    "offset": offset,
-                    "prob": 1.0 / size,
-                }
-            )
-        )
-    if not pieces:
-        return pd.DataFrame(columns=["system", "draw", "h", "query_id", "answer_raw", "prob"])
-    draws = pd.concat(pieces, ignore_index=True)
-    wanted = draws[["system", "bucket"]].drop_duplicates(ignore_index=True)
-    engine.register("wanted", wanted)
-    facts = engine.query(BUCKET_FACTS).sort_values(["system", "bucket", "h"], ignore_index=True)
-    facts["offset"] = facts.groupby(["system", "bucket"], sort=False).cumcount()
-    picked = draws.merge(facts, on=["system", "bucket", "offset"], how="left", validate="m:1")
-    if picked["h"].isna().any():  # pragma: no cover - the two scans saw different runs
-        raise RuntimeError("the runs changed between two scans of one sample round")
-    picked["h"] = picked["h"].astype(np.int64)
-    return picked[["system", "draw", "h", "query_id", "answer_raw", "prob"]]
 
 
 def membership(engine: Engine, keys: np.ndarray) -> pd.DataFrame:
@@ -424,13 +355,22 @@ def joint_aggregates(engine: Engine, keys: np.ndarray) -> JointAggregates:
 # a whole round
 
 
+def _normalised_facts(
+    query_id: pd.Series, answer: pd.Series, matching: Matching
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query ids stripped, answers normalised in Python as the loader does) of a small
+    table (samples, judgments)."""
+    from receval.task import normalize_answers
+
+    norm = normalize_answers(answer.astype(str), matching).astype(str).to_numpy(object)
+    return query_id.astype(str).str.strip().to_numpy(object), norm
+
+
 def _fact_keys(query_id: pd.Series, answer: pd.Series, matching: Matching) -> np.ndarray:
     """The 60-bit key of each (query, answer) of a small table (samples, judgments), its answer
     normalised in Python as the loader does."""
-    from receval.task import normalize_answers
-
-    norm = normalize_answers(answer.astype(str), matching)
-    texts = query_id.astype(str).str.strip() + SEP + norm.astype(str)
+    queries, norm = _normalised_facts(query_id, answer, matching)
+    texts = [f"{q}{SEP}{a}" for q, a in zip(queries, norm, strict=True)]
     return np.fromiter((python_key(t) for t in texts), dtype=np.int64, count=len(texts))
 
 
@@ -448,18 +388,29 @@ def labelled_keys(judgments: pd.DataFrame, config) -> np.ndarray:
     return np.asarray(merged.labels.index, dtype=np.int64)
 
 
-def _to_annotate(engine: Engine, keys: np.ndarray, spelled: pd.DataFrame) -> pd.DataFrame:
+def _to_annotate(
+    engine: Engine, keys: np.ndarray, spelled: pd.DataFrame, matching: Matching, forms: dict
+) -> pd.DataFrame:
     """``to_annotate.tsv`` fact rows of ``keys``: the spelling of the first system (in sorted
     order) that drew the fact (``spelled``: ``h, system, query_id, answer`` of the draws of this
-    round and earlier ones), how many systems output it."""
-    members = membership(engine, keys)
-    counts = members.groupby("h", sort=True)["system"].size()
+    round and earlier ones), how many systems output it (:func:`receval.engine.draws.members`)."""
+    from receval.engine import draws as drawing
+
     first = (
         spelled[spelled["h"].isin(keys)]
         .sort_values(["h", "system"])
         .drop_duplicates("h")
         .set_index("h")
     )
+    queries, norm = _normalised_facts(first["query_id"], first["answer"], matching)
+    members = drawing.members(
+        engine,
+        forms=forms,
+        facts=pd.DataFrame(
+            {"h": first.index.to_numpy(np.int64), "query_id": queries, "answer": norm}
+        ),
+    )
+    counts = members.groupby("h", sort=True)["system"].size()
     out = pd.DataFrame(
         {
             "kind": "fact",
@@ -474,6 +425,25 @@ def _to_annotate(engine: Engine, keys: np.ndarray, spelled: pd.DataFrame) -> pd.
     out["label"] = ""
     out["annotator"] = ""
     return out
+
+
+def _count_cells(engine: Engine, matching: Matching) -> tuple[dict[str, str], pd.DataFrame]:
+    """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`;
+    returns the normal forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK`
+    and :data:`~receval.engine.draws.MEMBERS`) and N_j per system."""
+    from receval.engine import draws as drawing
+
+    def forms(column: str) -> dict[str, str]:
+        full = normalised_answer_sql(engine, matching, column)
+        return drawing.answer_forms(engine.dialect, full, column, matching.casefold)
+
+    raw = forms("answer_raw")
+    odd = forms("answer")["odd"]  # the inner query's, before ``answer`` is renamed
+    normed = drawing.NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
+    create_view(engine, "normed_runs", normed)
+    cells = drawing.CELLS.format(tail=drawing.TAIL.format(a="answer"))
+    create_view(engine, "fact_cells", cells, materialise=True)
+    return raw, drawing.sizes(engine)
 
 
 def _samples_frame(draws: pd.DataFrame, name: str, seed: int, k: int) -> pd.DataFrame:
@@ -529,21 +499,24 @@ def sample_round(
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
+    from receval.engine import draws as drawing
+
     with _round_engine(bundle, engine) as con:
-        register_keyed(con, config.matching)
-        register_system_facts(con)
-        sizes = con.query(BUCKET_SIZES)
-        everyone = sorted(set(sizes["system"])) if systems is None else sorted(systems)
+        forms, sizes = _count_cells(con, config.matching)
+        everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
-        draws = locate_draws(
-            con, sizes, {s: n for s, n in wanted.items() if s in everyone}, seed, k
-        )
+        uniforms = {
+            s: draw_uniform(seed, k, s, max(int(n), 0)) for s, n in wanted.items() if s in everyone
+        }
+        ranks = drawing.draw_ranks(sizes, uniforms)
+        draws = drawing.pick_draws(con, ranks, forms)
+        drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
         earlier = (
             _fact_keys(samples["query_id"], samples["answer"], config.matching)
             if len(samples)
             else np.empty(0, np.int64)
         )
-        keys = np.concatenate([earlier, draws["h"].to_numpy(np.int64)])
+        keys = np.concatenate([earlier, drawn])
         todo = np.setdiff1d(np.unique(keys), labelled_keys(judgments, config))
         spelled = pd.concat(
             [
@@ -555,11 +528,11 @@ def sample_round(
                         "answer": samples["answer"].to_numpy(object)[: len(earlier)],
                     }
                 ),
-                draws[["h", "system", "query_id"]].assign(answer=draws["answer_raw"]),
+                draws[["system", "query_id"]].assign(h=drawn, answer=draws["answer_raw"]),
             ],
             ignore_index=True,
         )
-        to_annotate = _to_annotate(con, todo, spelled)
+        to_annotate = _to_annotate(con, todo, spelled, config.matching, forms)
     frame = _samples_frame(draws, name, seed, k)
     counts = frame.groupby("system").size().to_dict() if len(frame) else {}
     return SampleRound(

@@ -1,0 +1,159 @@
+"""``receval sample --engine duckdb``: CPU seconds, wall time and peak memory of a uniform
+``--per-system`` round on a generated TREC-style Parquet task, this checkout against another
+commit (issue 35: the draws in SQL).
+
+The task is :func:`scale_sampled.generate`'s (``S`` runs × ``Q`` queries × ``D`` answers, one
+Parquet file per run; ``--task`` reuses one generated earlier).  Each repetition runs both
+checkouts, alternately, as ``nice -n 10 /usr/bin/time -v python -m receval.cli sample ...`` on a
+fresh copy of the bundle (the runs linked, not copied).  The machine may be shared: CPU seconds
+(user + system, every thread) are the figure to compare; wall time and the load average are
+recorded with them.  The ratios are of the fastest repetition of each.
+
+    python bench/sample_draws.py --systems 50 --queries 200 --depth 1000 --before fe95656 --repeat 2
+
+Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.append(str(HERE))
+from harness import git_commit, now  # noqa: E402
+
+ROOT = HERE.parent
+RESULTS = HERE / "results" / "sample_draws.json"
+
+
+def checkout(commit: str, into: Path) -> Path:
+    """``git archive`` of ``commit`` unpacked in ``into`` (the "before" receval)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def fresh_bundle(task: Path, into: Path) -> Path:
+    """A copy of ``task``'s small files with its ``runs`` folder linked."""
+    if into.exists():
+        shutil.rmtree(into)
+    into.mkdir(parents=True)
+    for path in task.iterdir():
+        if path.is_file() and path.name not in ("samples.tsv", "to_annotate.tsv"):
+            shutil.copy(path, into / path.name)
+    (into / "runs").symlink_to(task / "runs")
+    return into
+
+
+def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
+    """One ``sample --engine duckdb`` under ``/usr/bin/time -v``."""
+    env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
+    args = ["sample", str(bundle), "--per-system", str(per_system), "--seed", str(seed)]
+    cmd = ["nice", "-n", "10", "/usr/bin/time", "-v", sys.executable, "-m", "receval.cli"]
+    load, start = os.getloadavg()[0], time.monotonic()
+    proc = subprocess.run(  # cwd: `python -m` puts it before PYTHONPATH on sys.path
+        [*cmd, *args, "--engine", "duckdb"], env=env, capture_output=True, text=True, cwd=receval
+    )
+    wall = time.monotonic() - start
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)]
+    out = {
+        "exit": proc.returncode,
+        "cpu_s": round(sum(cpu), 1),
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
+    }
+    if proc.returncode:
+        out["stderr"] = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
+    return out
+
+
+def store(record: dict) -> None:
+    """Replace the stored record of the same title in :data:`RESULTS` (atomically)."""
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
+    data["script"] = "bench/sample_draws.py"
+    data["runs"] = [r for r in data["runs"] if r.get("title") != record["title"]] + [record]
+    RESULTS.parent.mkdir(exist_ok=True)
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(RESULTS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--depth", type=int, default=1000)
+    parser.add_argument("--per-system", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--task", type=Path, default=None, help="a task generated earlier")
+    parser.add_argument("--before", default=None, help="commit to compare against")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
+    try:
+        task = args.task
+        if task is None:
+            from scale_sampled import generate
+
+            task = work / "task"
+            generate(task, args.systems, args.queries, args.depth, args.seed)
+        checkouts = {"after": ROOT}
+        if args.before:
+            checkouts = {"before": checkout(args.before, work / "before"), **checkouts}
+        runs: dict[str, list[dict]] = {name: [] for name in checkouts}
+        for rep in range(args.repeat):
+            for name in sorted(checkouts):  # "after" first: stored as soon as measured
+                bundle = fresh_bundle(task, work / f"bundle-{name}")
+                runs[name].append(measure(checkouts[name], bundle, args.per_system, args.seed))
+                print(rep, name, runs[name][-1], flush=True)
+                store(record(args, runs))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict:
+    """The stored record of the runs so far: each checkout's fastest run, the ratios."""
+    rows = args.systems * args.queries * args.depth
+    figures: dict = {name: {"runs": got} for name, got in runs.items()}
+    for name, got in runs.items():
+        ok = [r for r in got if r["exit"] == 0]
+        if ok:
+            figures[name]["best_cpu_s"] = min(r["cpu_s"] for r in ok)
+            figures[name]["best_wall_s"] = min(r["wall_s"] for r in ok)
+            figures[name]["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok)
+    before, after = figures.get("before", {}), figures.get("after", {})
+    if "best_cpu_s" in before and "best_cpu_s" in after:
+        figures["cpu_speed_up"] = round(before["best_cpu_s"] / after["best_cpu_s"], 2)
+        figures["wall_speed_up"] = round(before["best_wall_s"] / after["best_wall_s"], 2)
+        print(json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)}))
+    return {
+        "title": f"{rows:.0e} rows {args.label}".strip(),
+        "command": "python bench/sample_draws.py " + " ".join(sys.argv[1:]),
+        "seed": args.seed,
+        "commit": git_commit(ROOT),
+        "before_commit": args.before,
+        "date": now(),
+        "rows": rows,
+        "task": [args.systems, args.queries, args.depth],
+        "per_system": args.per_system,
+        "figures": figures,
+    }
+
+
+if __name__ == "__main__":
+    main()

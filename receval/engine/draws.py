@@ -1,0 +1,195 @@
+"""Uniform draws in SQL without an MD5 per output row or a sort of the runs: three scans whose
+results are small, so Python holds the draws only (:func:`receval.engine.sampled.sample_round`).
+
+Draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
+set of facts, whatever the engine and however the runs are split into files:
+
+* a system's distinct facts ``x = (query_id, a)`` (``a`` the answer normalised per
+  ``[matching]``, :mod:`receval.engine.matching`) are ordered by ``(query_id, tail(a), a)``,
+  ``tail(a)`` the last character of ``a``, texts compared as UTF-8 bytes (the order DuckDB and
+  Spark SQL both give strings, and Python's code-point order): ``x_(0) < ... < x_(N_j - 1)``;
+* draw ``d`` of system ``j`` in round ``r`` picks ``x_(k)`` with ``k = ⌊u · N_j⌋``, ``u`` from
+  the MD5 of ``seed ␟ r ␟ j ␟ d`` (:func:`receval.engine.sampled.draw_uniform`): i.i.d.
+  uniform draws with replacement from the system's distinct facts, ``prob`` = 1/N_j (Chaganty
+  et al. 2017, §3, the ``uniform`` design);
+* ``k`` is located in three scans: one aggregation counts distinct facts per
+  ``(system, query, tail)`` *cell* (:data:`CELLS`, a small table kept in the engine); a window
+  over the cells turns each ``k`` into a cell and a position in it (:data:`LOCATE`); a second
+  scan keeps the rows of the wanted cells only, ranks their few facts and keeps the drawn ones
+  with the system's own spelling (:data:`PICK`).  A third scan joins the runs with the facts to
+  annotate: which systems output each (:data:`MEMBERS`).
+
+Only the rows of the drawn cells are sorted (the ``tail`` splits a query's facts into cells of
+a few dozen to a few hundred; answers with very many distinct last characters, CJK text say,
+make more and smaller cells: a larger ``fact_cells``, the same draws); the one aggregation over
+every row is the distinct count.  Answers are normalised in SQL exactly as Python does
+(:func:`receval.engine.sampled.normalised_answer_sql`); an answer that is printable ASCII
+without doubled, leading or trailing spaces by ``lower`` alone, and the cell count records
+which (system, query) pairs hold only such answers, so that the later scans skip the test
+there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.engine.base import Engine
+
+#: the cell of a normalised answer ``a`` within its query: its last character
+TAIL = "right({a}, 1)"
+
+#: printable ASCII without a leading, trailing or doubled space: its normal form is ``lower``
+#: of it (or itself), the test :func:`receval.engine.sampled.normalised_answer_sql` makes
+PLAIN = "[^\\x{20}-\\x{7e}]|  |\\A | \\z"
+
+#: the runs with each answer as read, normalised, and ``odd`` = 1 where it is not
+#: :data:`PLAIN` (the test made once per row)
+NORMED_RUNS = """
+SELECT system, query_id, answer_raw, odd, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
+"""
+
+#: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
+#: one aggregation over every output row
+CELLS = """
+SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd FROM (
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM normed_runs
+    GROUP BY system, query_id, answer
+) t GROUP BY system, query_id, tail
+"""
+
+#: distinct facts per system (N_j)
+SIZES = "SELECT system, sum(facts) AS facts FROM fact_cells GROUP BY system"
+
+#: each draw's rank ``k`` (``draw_ranks(system, draw, k)``) as a cell and a position in it,
+#: with ``odd`` of the draw's (system, query)
+LOCATE = """
+SELECT d.system, d.draw, c.query_id, c.tail, d.k - c.before AS pos, c.odd FROM (
+    SELECT system, query_id, tail, facts, max(odd) OVER (PARTITION BY system, query_id) AS odd,
+           sum(facts) OVER (PARTITION BY system ORDER BY query_id, tail
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - facts AS before
+    FROM fact_cells
+) c JOIN draw_ranks d
+ON c.system = d.system AND d.k >= c.before AND d.k < c.before + c.facts
+"""
+
+#: the drawn facts (``draw_cells(system, draw, query_id, tail, pos)``): the rows of the wanted
+#: (system, query) pairs (``wanted_queries(system, query_id, odd)``, picked before the answers
+#: are normalised: ``lower`` alone where the pair has plain answers only), of those the wanted
+#: cells, one per distinct fact with the system's first spelling, ranked in their cell
+PICK = """
+WITH picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN wanted_queries q
+    ON r.system = q.system AND r.query_id = q.query_id
+), normed AS (
+    SELECT system, query_id, answer_raw, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+    FROM picked
+), facts AS (
+    SELECT n.system, n.query_id, n.answer, w.tail, min(n.answer_raw) AS answer_raw
+    FROM normed n JOIN wanted_cells w
+    ON n.system = w.system AND n.query_id = w.query_id AND {tail} = w.tail
+    GROUP BY n.system, n.query_id, n.answer, w.tail
+), ranked AS (
+    SELECT system, query_id, tail, answer_raw,
+           row_number() OVER (PARTITION BY system, query_id, tail ORDER BY answer) - 1 AS pos
+    FROM facts
+)
+SELECT d.system, d.draw, f.query_id, f.answer_raw FROM ranked f JOIN draw_cells d
+ON f.system = d.system AND f.query_id = d.query_id AND f.tail = d.tail AND f.pos = d.pos
+"""
+
+#: the systems that output each fact of ``wanted_facts(h, query_id, answer)`` (normalised):
+#: the rows of the facts' queries (picked before the answers are normalised, by ``lower``
+#: alone where the query has plain answers only) joined to them
+MEMBERS = """
+WITH queries AS (
+    SELECT c.query_id, max(c.odd) AS odd FROM fact_cells c
+    JOIN (SELECT DISTINCT query_id FROM wanted_facts) w ON c.query_id = w.query_id
+    GROUP BY c.query_id
+), picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN queries q
+    ON r.query_id = q.query_id
+), normed AS (
+    SELECT system, query_id, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+    FROM picked
+)
+SELECT w.h, n.system FROM normed n JOIN wanted_facts w
+ON n.query_id = w.query_id AND n.answer = w.answer GROUP BY w.h, n.system
+"""
+
+
+def answer_forms(dialect, full: str, column: str, casefold: bool) -> dict[str, str]:
+    """SQL over ``column`` for :data:`NORMED_RUNS`, :data:`PICK` and :data:`MEMBERS`: ``odd``
+    (1 where the value is not :data:`PLAIN`), ``fast`` (its normal form when plain) and
+    ``full`` (its normal form in general, given:
+    :func:`receval.engine.sampled.normalised_answer_sql`)."""
+    if full == column:  # nothing to normalise
+        return {"odd": "0", "fast": column, "full": column}
+    odd = f"CASE WHEN {dialect.regexp_matches(column, PLAIN)} THEN 1 ELSE 0 END"
+    return {"odd": odd, "fast": f"lower({column})" if casefold else column, "full": full}
+
+
+def sizes(engine: Engine) -> pd.DataFrame:
+    """N_j per system (``system, facts``; systems with a fact only) from ``fact_cells``
+    (:data:`CELLS`)."""
+    out = engine.query(SIZES)
+    return out.astype({"facts": np.int64}).sort_values("system", ignore_index=True)
+
+
+def draw_ranks(sizes: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``system, draw, k, prob``: rank ``k = ⌊u · N_j⌋`` of draw ``d`` of system ``j``, ``u``
+    its ``uniforms[j][d - 1]`` (module docstring); systems without a fact are skipped."""
+    size = dict(zip(sizes["system"], sizes["facts"], strict=True))
+    pieces = []
+    for system in sorted(uniforms):
+        u, facts = uniforms[system], int(size.get(system, 0))
+        n = len(u)
+        if n <= 0 or facts <= 0:
+            continue
+        pieces.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "draw": np.arange(1, n + 1, dtype=np.int64),
+                    "k": np.minimum(np.floor(u * facts), facts - 1).astype(np.int64),
+                    "prob": 1.0 / facts,
+                }
+            )
+        )
+    if not pieces:
+        return pd.DataFrame(
+            {"system": [], "draw": np.empty(0, np.int64), "k": np.empty(0, np.int64), "prob": []}
+        )
+    return pd.concat(pieces, ignore_index=True)
+
+
+def pick_draws(engine: Engine, ranks: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
+    """Every draw of ``ranks`` (:func:`draw_ranks`) as ``system, draw, query_id, answer_raw,
+    prob`` in (system, draw) order (:data:`LOCATE`, then :data:`PICK`)."""
+    out = ["system", "draw", "query_id", "answer_raw", "prob"]
+    if ranks.empty:
+        return pd.DataFrame({c: [] for c in out})
+    engine.register("draw_ranks", ranks[["system", "draw", "k"]])
+    cells = engine.query(LOCATE)
+    engine.register("draw_cells", cells)
+    engine.register("wanted_cells", cells[["system", "query_id", "tail"]].drop_duplicates())
+    engine.register("wanted_queries", cells[["system", "query_id", "odd"]].drop_duplicates())
+    sql = PICK.format(tail=TAIL.format(a="n.answer"), **forms)
+    picked = engine.query(sql)
+    drawn = ranks.merge(picked, on=["system", "draw"], how="left", validate="1:1")
+    if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
+        raise RuntimeError("the runs changed between two scans of one sample round")
+    return drawn.sort_values(["system", "draw"], ignore_index=True)[out]
+
+
+def members(engine: Engine, facts: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
+    """``h, system`` for every system that output a fact of ``facts`` (``h, query_id,
+    answer``, the answer normalised), sorted."""
+    if facts.empty:
+        return pd.DataFrame({"h": np.empty(0, np.int64), "system": []})
+    engine.register("wanted_facts", facts[["h", "query_id", "answer"]])
+    return engine.query(MEMBERS.format(**forms)).sort_values(["h", "system"], ignore_index=True)
