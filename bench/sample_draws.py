@@ -19,20 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.append(str(HERE))
-from harness import git_commit, now  # noqa: E402
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
 
 ROOT = HERE.parent
-RESULTS = HERE / "results" / "sample_draws.json"
 
 
 def checkout(commit: str, into: Path) -> Path:
@@ -58,52 +55,41 @@ def fresh_bundle(task: Path, into: Path) -> Path:
 
 
 def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
-    """One ``sample --engine duckdb`` under ``/usr/bin/time -v``."""
+    """One ``sample --engine duckdb`` in a fresh, niced process (:func:`harness.run_child`:
+    the child's own CPU seconds and peak RSS)."""
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     args = ["sample", str(bundle), "--per-system", str(per_system), "--seed", str(seed)]
-    cmd = ["nice", "-n", "10", "/usr/bin/time", "-v", sys.executable, "-m", "receval.cli"]
-    load, start = os.getloadavg()[0], time.monotonic()
-    proc = subprocess.run(  # cwd: `python -m` puts it before PYTHONPATH on sys.path
-        [*cmd, *args, "--engine", "duckdb"], env=env, capture_output=True, text=True, cwd=receval
-    )
-    wall = time.monotonic() - start
-    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    cpu = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)]
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "receval.cli", *args, "--engine", "duckdb"]
+    load = os.getloadavg()[0]
+    here = os.getcwd()
+    os.chdir(receval)  # `python -m` puts the cwd before PYTHONPATH on sys.path
+    try:
+        child = harness.run_child(cmd, env=env, check=False)
+    finally:
+        os.chdir(here)
     out = {
-        "exit": proc.returncode,
-        "cpu_s": round(sum(cpu), 1),
-        "wall_s": round(wall, 1),
-        "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "exit": child.exit,
+        "cpu_s": round(child.cpu, 1),
+        "wall_s": round(child.wall, 1),
+        "peak_rss_mb": round(child.rss_mib, 1),
         "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
     }
-    if proc.returncode:
-        out["stderr"] = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
+    if child.exit:
+        out["stderr"] = [child.stderr_tail]
     return out
 
 
-def store(record: dict) -> None:
-    """Replace the stored record of the same title in :data:`RESULTS` (atomically)."""
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
-    data["script"] = "bench/sample_draws.py"
-    data["runs"] = [r for r in data["runs"] if r.get("title") != record["title"]] + [record]
-    RESULTS.parent.mkdir(exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(RESULTS)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--systems", type=int, default=50)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--depth", type=int, default=1000)
     parser.add_argument("--per-system", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--task", type=Path, default=None, help="a task generated earlier")
     parser.add_argument("--before", default=None, help="commit to compare against")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--label", default="")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
     try:
         task = args.task
@@ -121,13 +107,26 @@ def main() -> None:
                 bundle = fresh_bundle(task, work / f"bundle-{name}")
                 runs[name].append(measure(checkouts[name], bundle, args.per_system, args.seed))
                 print(rep, name, runs[name][-1], flush=True)
-                store(record(args, runs))
+                figures, title = record(args, runs)
+                if not args.no_store:
+                    harness.store_result(
+                        "sample_draws",
+                        harness.command("sample_draws", argv),
+                        args.seed,
+                        figures,
+                        title=title,
+                        before_commit=args.before,
+                        rows=args.systems * args.queries * args.depth,
+                        task=[args.systems, args.queries, args.depth],
+                        per_system=args.per_system,
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict:
-    """The stored record of the runs so far: each checkout's fastest run, the ratios."""
+def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> tuple[dict, str]:
+    """The figures of the runs so far (each checkout's fastest run, the ratios) and the
+    record's title."""
     rows = args.systems * args.queries * args.depth
     figures: dict = {name: {"runs": got} for name, got in runs.items()}
     for name, got in runs.items():
@@ -141,18 +140,7 @@ def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> dict:
         figures["cpu_speed_up"] = round(before["best_cpu_s"] / after["best_cpu_s"], 2)
         figures["wall_speed_up"] = round(before["best_wall_s"] / after["best_wall_s"], 2)
         print(json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)}))
-    return {
-        "title": f"{rows:.0e} rows {args.label}".strip(),
-        "command": "python bench/sample_draws.py " + " ".join(sys.argv[1:]),
-        "seed": args.seed,
-        "commit": git_commit(ROOT),
-        "before_commit": args.before,
-        "date": now(),
-        "rows": rows,
-        "task": [args.systems, args.queries, args.depth],
-        "per_system": args.per_system,
-        "figures": figures,
-    }
+    return figures, f"{rows:.0e} rows {args.label}".strip()
 
 
 if __name__ == "__main__":
