@@ -1,0 +1,202 @@
+"""What scoring needs from the runs, as three SQL aggregations whose results are small.
+
+``score`` on the engine path (:mod:`receval.engine.score`) never holds an output row in Python.
+Every number the estimators and the diagnostics take from the runs is one of:
+
+* per (system, query): input rows and distinct facts (:data:`RUN_CELLS`; ``m × Q`` rows):
+  the systems' sizes |X_i|, the duplicate rows collapsed, per-query outputs, the macro target,
+  the query clusters' |X_i ∩ q|;
+* per team: the facts of the pool and those only that team output (:data:`POOL_FACTS`; a few
+  rows): ``pool.csv``'s pool size, ``pooling_bias.csv``'s unique facts;
+* per (fact of the small tables, system): the copies of the drawn and the judged facts in each
+  run (:data:`MEMBERS`: a join of the runs with the small ``wanted`` table, never an
+  aggregate over every fact): membership, the judged outputs, the official counts.
+
+Facts are ``(query_id, normalised answer)`` as the loader defines them (answers normalised in
+SQL exactly as :func:`receval.task.normalize_answers` does: :mod:`receval.engine.matching`).
+Distinct facts are counted as distinct 64-bit hashes of the normalised answer *within one
+(system, query)* or *within one query*: two different answers of one query with the same hash
+would count once (probability about Σ_q n_q² / 2⁶⁵: below 10⁻⁸ for 10⁹ rows of 1,000 answers
+per query).  Each aggregation is one scan of the runs, grouped with bounded memory (DuckDB
+spills; no ORDER BY over the rows); no MD5 is computed on the scoring path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from receval.errors import BundleError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from receval.config import Matching
+    from receval.engine.base import Engine
+
+#: per (system, query): input rows, distinct facts, blank answers, the team cells' range
+RUN_CELLS = """
+SELECT system, query_id, count(*) AS n_rows, count(DISTINCT {h}) AS facts,
+       sum(CASE WHEN answer = '' THEN 1 ELSE 0 END) AS blank,
+       min(team) AS team_lo, max(team) AS team_hi
+FROM normed GROUP BY system, query_id
+"""
+
+#: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared
+POOL_FACTS = """
+SELECT lo AS owner, one_team, count(*) AS facts FROM (
+    SELECT min(team) AS lo, CASE WHEN min(team) = max(team) THEN 1 ELSE 0 END AS one_team
+    FROM {source} GROUP BY query_id, {h}
+) t GROUP BY lo, one_team
+"""
+
+#: the copies of each fact of ``wanted(fact, query_id, answer)`` in each system's run
+MEMBERS = """
+SELECT w.fact, r.system, count(*) AS copies
+FROM normed r JOIN wanted w ON r.query_id = w.query_id AND r.answer = w.answer
+GROUP BY w.fact, r.system
+"""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The runs' aggregates (module docstring); ``systems`` sorted, empty submissions included."""
+
+    systems: list[str]
+    teams: dict[str, str]
+    cells: pd.DataFrame  # system, query_id, n_rows, facts (one row per answered (system, query))
+    sizes: np.ndarray  # (m,) distinct facts |X_i|
+    rows: np.ndarray  # (m,) input rows
+    pool_size: int
+    team_facts: pd.DataFrame  # owner, one_team, facts
+    members: pd.DataFrame  # fact, system, copies (facts of ``wanted``)
+
+    @property
+    def duplicate_rows(self) -> int:
+        return int(self.rows.sum() - self.sizes.sum())
+
+    def unique_facts(self) -> pd.Series:
+        """Pool facts output by one team only, per team (teams without any: 0)."""
+        one = self.team_facts[self.team_facts["one_team"] == 1]
+        counts = one.groupby("owner")["facts"].sum()
+        teams = sorted(set(self.teams.values()))
+        return counts.reindex(teams, fill_value=0).astype(np.int64)
+
+
+def register_normed(engine: Engine, matching: Matching | None) -> None:
+    """View ``normed(system, team, query_id, answer)`` over ``runs``: the answer normalised per
+    ``[matching]``, a blank team cell NULL."""
+    from receval.engine.sampled import create_view, normalised_answer_sql
+
+    answer = normalised_answer_sql(engine, matching)
+    create_view(
+        engine,
+        "normed",
+        f"SELECT system, CASE WHEN team = '' THEN NULL ELSE team END AS team, query_id, "
+        f"{answer} AS answer FROM runs",
+    )
+
+
+def summarise_runs(
+    engine: Engine,
+    wanted: pd.DataFrame,
+    files: dict[str, Path],
+    known_queries: set[str],
+    empty_systems: tuple[str, ...] = (),
+) -> RunSummary:
+    """The three aggregations over ``normed`` (:func:`register_normed`); ``wanted`` is
+    ``fact, query_id, answer`` (normalised) of the small tables' facts; ``files`` name the run
+    files in errors (``runs/<system>.parquet`` when there is one per system)."""
+    h = engine.dialect.hash64("answer")
+    cells = engine.query(RUN_CELLS.format(h=h))
+    _check_cells(cells, files, known_queries)
+    teams = _teams(cells, files)
+    systems = sorted({*teams, *empty_systems})
+    teams.update({s: s for s in empty_systems})
+    source = "normed"
+    named = {s: t for s, t in teams.items() if t != s}
+    if named:
+        from receval.engine.sampled import create_view
+
+        engine.register("system_teams", pd.DataFrame({"system": list(teams), "t": teams.values()}))
+        create_view(
+            engine,
+            "normed_teams",
+            "SELECT n.query_id, n.answer, s.t AS team FROM normed n "
+            "JOIN system_teams s ON n.system = s.system",
+        )
+        source = "normed_teams"
+    else:
+        source = "(SELECT query_id, answer, system AS team FROM normed)"
+    team_facts = engine.query(POOL_FACTS.format(h=h, source=source))
+    engine.register("wanted", wanted[["fact", "query_id", "answer"]])
+    members = engine.query(MEMBERS) if len(wanted) else _no_members()
+    by_system = cells.groupby("system")[["n_rows", "facts"]].sum()
+    by_system = by_system.reindex(systems, fill_value=0)
+    return RunSummary(
+        systems=systems,
+        teams={s: teams[s] for s in systems},
+        cells=cells[["system", "query_id", "n_rows", "facts"]],
+        sizes=by_system["facts"].to_numpy(float),
+        rows=by_system["n_rows"].to_numpy(np.int64),
+        pool_size=int(team_facts["facts"].sum()),
+        team_facts=team_facts,
+        members=members.astype({"fact": np.int64, "copies": np.int64}),
+    )
+
+
+def _no_members() -> pd.DataFrame:
+    return pd.DataFrame({"fact": np.empty(0, np.int64), "system": [], "copies": np.empty(0)})
+
+
+def _run_file(files: dict[str, Path], system: str) -> Path | str:
+    """The file errors about ``system``'s rows name: its own run file, else the runs table."""
+    for name, path in files.items():
+        if name in (f"runs/{system}.parquet", f"runs/system={system}"):
+            return path
+        if f"system={system}/" in name:
+            return path
+    runs = [p for n, p in files.items() if n == "runs" or n.startswith("runs")]
+    return runs[0] if len(runs) == 1 else "runs"
+
+
+def _check_cells(cells: pd.DataFrame, files: dict[str, Path], known: set[str]) -> None:
+    """The loader's checks of the run values: no blank answer, every query known."""
+    blank = cells[cells["blank"] > 0]
+    if len(blank):
+        system = str(blank["system"].iloc[0])
+        raise BundleError(
+            _run_file(files, system),
+            None,
+            f"empty value in required column 'answer' ({int(blank['blank'].sum())} such rows, "
+            f"system {system!r})",
+        )
+    unknown = cells[~cells["query_id"].isin(known)]
+    if len(unknown):
+        system = str(unknown["system"].iloc[0])
+        raise BundleError(
+            _run_file(files, system),
+            None,
+            f"query_id {unknown['query_id'].iloc[0]!r} is not in queries "
+            f"({int(unknown['n_rows'].sum())} such rows, system {system!r})",
+        )
+
+
+def _teams(cells: pd.DataFrame, files: dict[str, Path]) -> dict[str, str]:
+    """One team per system (a blank team cell takes the system's team, or its name)."""
+    lo = cells.groupby("system")["team_lo"].min()
+    hi = cells.groupby("system")["team_hi"].max()
+    teams = {}
+    for system in sorted(lo.index):
+        a, b = lo[system], hi[system]
+        if isinstance(a, str) and isinstance(b, str) and a != b:
+            raise BundleError(
+                _run_file(files, system),
+                None,
+                f"system {system!r} is given two teams ({a!r} and {b!r})",
+            )
+        teams[str(system)] = str(a) if isinstance(a, str) else str(system)
+    return teams
