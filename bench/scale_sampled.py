@@ -13,7 +13,13 @@ RSS of the process tree's largest process):
   from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
 * ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
   hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
-  --seed S`` (default estimator).
+  --seed S`` (default estimator; from 10⁷ Parquet rows the engine path,
+  :mod:`receval.engine.score`); ``score-memory`` adds ``--in-memory`` (the path before),
+  ``score-engine-cli`` ``--out-of-core``.
+
+Each command records wall and CPU seconds (user + system, all threads), peak RSS and the load
+average before and after (the machine may be shared).  ``--task PATH`` reuses a task generated
+earlier (kept).
 
 ``--receval PATH`` runs another checkout's receval (e.g. ``git archive 13e5542`` unpacked in
 /tmp: the "before" figures).  Results are appended to ``bench/results/scale_sampled.json`` (``bench/scale.py`` is the
@@ -103,16 +109,19 @@ def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     runner = ["-m", "receval.cli"] if code is None else ["-c", code]
     cmd = ["/usr/bin/time", "-v", sys.executable, *runner, *args]
-    start = time.monotonic()
+    start, load = time.monotonic(), os.getloadavg()[0]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)]
     tail = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
     return {
         "command": ("receval " if code is None else "python -c ENGINE_SCORE ") + " ".join(args),
         "exit": proc.returncode,
         "wall_s": round(wall, 1),
+        "cpu_s": round(sum(cpu), 1),
         "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
         **({"stderr": tail} if proc.returncode else {}),
     }
 
@@ -129,12 +138,18 @@ def main() -> None:
     parser.add_argument("--label", default=None, help="what this run measures (before/after)")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep the generated task")
+    parser.add_argument(
+        "--task", type=Path, default=None, help="score this task generated earlier (kept)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="receval-scale-", dir=args.tmp))
-    task = work / "task"
+    task = work / "task" if args.task is None else args.task
     try:
         start = time.monotonic()
-        rows = generate(task, args.systems, args.queries, args.depth, args.seed)
+        if args.task is None:
+            rows = generate(task, args.systems, args.queries, args.depth, args.seed)
+        else:  # a task generated earlier (the same generate(); its figures given)
+            rows = args.systems * args.queries * args.depth
         record = {
             "rows": rows,
             "systems": args.systems,
@@ -146,10 +161,11 @@ def main() -> None:
             "receval_commit": git_commit(args.receval),
             "bench_commit": git_commit(ROOT),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "generate_s": round(time.monotonic() - start, 1),
+            "generate_s": round(time.monotonic() - start, 1) if args.task is None else None,
+            "cpus": os.cpu_count(),
             "runs": [],
         }
-        print(f"{rows:,} rows generated in {record['generate_s']} s", flush=True)
+        print(f"{rows:,} rows (generated in {record['generate_s']} s)", flush=True)
         for command in args.commands.split(","):
             record["runs"].append(run_command(command, task, work, args))
             print(json.dumps(record["runs"][-1]), flush=True)
@@ -165,12 +181,14 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
         return measure(base, args.receval)
     if command == "sample-engine":
         return measure([*base, "--engine", "duckdb"], args.receval)
-    if command == "score":
+    if command in ("score", "score-memory", "score-engine-cli"):
         labelled = label_drawn(task)
+        path = {"score": [], "score-memory": ["--in-memory"], "score-engine-cli": ["--out-of-core"]}
         out = measure(
-            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1"],
+            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1",
+             *path[command]],
             args.receval,
-        )
+        )  # fmt: skip
         return {**out, "labelled_facts": labelled}
     if command == "score-engine":
         labelled = label_drawn(task)

@@ -192,6 +192,9 @@ def parquet_rows(bundle) -> int | None:
     table is not Parquet."""
     import pyarrow.parquet as pq
 
+    single = bundle.table("runs")
+    if single is not None and single.suffix.lower() != ".parquet":
+        return None  # a text table: not read here (listing the runs would load it)
     sources = bundle.parquet_runs()
     if sources is None:
         return None

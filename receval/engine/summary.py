@@ -49,7 +49,7 @@ FROM normed GROUP BY system, query_id
 POOL_FACTS = """
 SELECT lo AS owner, one_team, count(*) AS facts FROM (
     SELECT min(team) AS lo, CASE WHEN min(team) = max(team) THEN 1 ELSE 0 END AS one_team
-    FROM {source} GROUP BY query_id, {h}
+    FROM {source} src GROUP BY query_id, {h}
 ) t GROUP BY lo, one_team
 """
 
@@ -116,7 +116,6 @@ def summarise_runs(
     teams = _teams(cells, files)
     systems = sorted({*teams, *empty_systems})
     teams.update({s: s for s in empty_systems})
-    source = "normed"
     named = {s: t for s, t in teams.items() if t != s}
     if named:
         from receval.engine.sampled import create_view

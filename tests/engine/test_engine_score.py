@@ -174,3 +174,32 @@ def test_text_runs_are_refused_out_of_core_and_scored_in_memory_by_default(tmp_p
     result = _score(root, tmp_path / "o2", path="--quiet")
     assert result.exit_code == 0, result.output
     assert "engine_path" not in json.loads((tmp_path / "o2" / "run.json").read_text())
+
+
+def _spark_missing() -> str | None:
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch):
+    """``score --engine spark --out-of-core``: Spark reads the Parquet runs and runs the same
+    three aggregations; the output set equals DuckDB's."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = make_bundle(tmp_path / "b", teams=True)
+    duck = _score(root, tmp_path / "duck")
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in CSVS:
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
