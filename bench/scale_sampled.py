@@ -9,6 +9,8 @@ RSS of the process tree's largest process):
 
 * ``sample``: ``receval sample TASK --per-system N --seed S`` (in memory);
 * ``sample-engine``: the same with ``--engine duckdb`` (the SQL sampled path);
+* ``round-synthetic``: the uniform round written from the generator's formula instead
+  (:func:`synthetic_round`: no scan of the runs);
 * ``score-engine``: the same labels, then the joint estimates (1,000 bootstrap replicates)
   from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
 * ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
@@ -93,6 +95,44 @@ def label_drawn(root: Path) -> int:
         out.append(f"{f[qi]}\t{f[ai]}\t{'C' if digit < 5 else 'W'}\tbench")
     (root / "judgments.tsv").write_text("\n".join(out) + "\n", encoding="utf-8")
     return len(out) - 1
+
+
+def synthetic_round(root: Path, systems: int, queries: int, depth: int, per_system: int,
+                    seed: int) -> int:  # fmt: skip
+    """Write a uniform round of ``per_system`` draws per run straight from the generator's
+    formula (each run outputs exactly ``queries · depth`` distinct facts: a uniform draw picks
+    a (query, rank) pair uniformly, ``prob`` = 1/(queries · depth)), with ``to_annotate.tsv``
+    listing its facts: the round ``sample`` would record, without scanning the runs (for tasks
+    where ``sample --engine`` takes longer than the time at hand).  ``score`` checks every
+    drawn fact against the runs."""
+    import duckdb
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    con = duckdb.connect()
+    pool, parts = 3 * depth, []
+    for j in range(systems):
+        q = rng.integers(0, queries, per_system)
+        r = rng.integers(0, depth, per_system)
+        con.register("picks", {"q": q.astype(np.int64), "r": r.astype(np.int64)})
+        parts.append(
+            con.execute(
+                f"SELECT 'run{j:03d}' AS system, 'q' || q AS query_id, 'doc-' || q || '-' || "
+                f"((r * 7 + (hash({seed}, {j}, q) % {pool})) % {pool}) AS answer FROM picks"
+            ).fetch_df()
+        )
+    con.close()
+    import pandas as pd
+
+    frame = pd.concat(parts, ignore_index=True)
+    frame.insert(0, "sample", "round-1")
+    frame["prob"] = 1.0 / (queries * depth)
+    frame["draw"] = frame.groupby("system").cumcount() + 1
+    frame["design"] = "uniform"
+    frame.to_csv(root / "samples.tsv", sep="\t", index=False)
+    todo = frame.drop_duplicates(["query_id", "answer"])[["query_id", "answer"]]
+    todo.assign(kind="fact").to_csv(root / "to_annotate.tsv", sep="\t", index=False)
+    return len(frame)
 
 
 #: ``score-engine``: the joint estimates from the engine's arrays (no output set yet)
@@ -181,6 +221,16 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
         return measure(base, args.receval)
     if command == "sample-engine":
         return measure([*base, "--engine", "duckdb"], args.receval)
+    if command == "round-synthetic":
+        start = time.monotonic()
+        draws = synthetic_round(
+            task, args.systems, args.queries, args.depth, args.per_system, args.seed
+        )
+        return {
+            "command": "synthetic_round (a uniform round from the generator's formula)",
+            "draws": draws,
+            "wall_s": round(time.monotonic() - start, 1),
+        }
     if command in ("score", "score-memory", "score-engine-cli"):
         labelled = label_drawn(task)
         path = {"score": [], "score-memory": ["--in-memory"], "score-engine-cli": ["--out-of-core"]}
