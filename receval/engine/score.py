@@ -335,6 +335,10 @@ def summarise_bundle(bundle, small: SmallTables, engine: Any = "duckdb") -> RunS
 
     files = {**bundle.run_files()}
     small.files.update(files)
+    sources = bundle.parquet_runs() or []
+    by_system = None
+    if sources and all("system" in keys for _, keys in sources):
+        by_system = sorted({keys["system"] for _, keys in sources})
     with parquet_engine(bundle, engine) as con:
         register_normed(con, small.config.matching)
         summary = summarise_runs(
@@ -343,6 +347,7 @@ def summarise_bundle(bundle, small: SmallTables, engine: Any = "duckdb") -> RunS
             files,
             set(small.queries["query_id"]),
             empty_submissions(bundle),
+            by_system,
         )
     _check_universe(small, summary)
     return summary
