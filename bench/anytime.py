@@ -60,7 +60,7 @@ share of repetitions deciding the best K within 8 rounds, and the draws the loop
 design (read by the same sequences, the same membership rule) needed to decide them.
 
 ``--rank-by f1``: the gradient studies' loop ranks and decides by F1 (the paired tests of
-:mod:`receval.estimators.anytime_f1`), a wrongly ordered pair is one against the truth's F1.
+:mod:`receval.estimators.anytime.f1`), a wrongly ordered pair is one against the truth's F1.
 The default (fewer repetitions, to stay near five CPU minutes per study) is what the report
 quotes; ``--reps`` raises it.
 """
@@ -258,7 +258,7 @@ def width_ratios(anytime: pd.DataFrame, boot: pd.DataFrame) -> dict[str, float]:
 def pair_state(task, rank_by: str = "precision", confidence: float = 0.95):
     """The anytime pair tests of ``task`` (Holm over all ordered pairs, as ``score`` uses them)
     and the systems' names."""
-    from receval.estimators.anytime_pairs import anytime_pair_tests
+    from receval.estimators.anytime.method import anytime_pair_tests
     from receval.estimators.sample_data import build_sample_data
 
     data = build_sample_data(task)
@@ -776,10 +776,10 @@ def population_stream(pop: Population, rng, rounds: int = 6, first: int = 8, bat
     each round with a floor share drawn from q₀ and written in a random order.  ``floor=0``:
     rounds of per-system draws only, in a random order (``sample --per-system`` /
     ``--adaptive`` rounds; a system left without draws in a round is uncovered).  Returns the
-    stream's arrays (the real :func:`receval.estimators.anytime.shuffled_round` gives q_k and
+    stream's arrays (the real :func:`receval.estimators.anytime.stream.shuffled_round` gives q_k and
     the ranges)."""
-    from receval.estimators.anytime_control import popularity_strata, stratum_kappa
-    from receval.estimators.anytime_stream import shuffled_round
+    from receval.estimators.anytime.control import popularity_strata, stratum_kappa
+    from receval.estimators.anytime.stream import shuffled_round
     from receval.until_decided import allocate
 
     F, m = pop.p.shape
@@ -842,13 +842,13 @@ def population_study(
     ``judge`` (``strong``, ``inverted``): the control is an automatic judge's score instead
     (``--estimator ppi``), a noisy copy of the label or its opposite.  Also returns each
     campaign's final-step width at α per system (``width``)."""
-    from receval.estimators.anytime import precision_streams, sequence_bets
-    from receval.estimators.anytime_control import (
+    from receval.estimators.anytime.betting import BettingStreams, confidence_bounds, rejected
+    from receval.estimators.anytime.control import (
         controlled_precision_streams,
         judge_control,
         popularity_strata,
     )
-    from receval.estimators.betting import BettingStreams, confidence_bounds, rejected
+    from receval.estimators.anytime.sequences import precision_streams, sequence_bets
 
     rng = np.random.default_rng(seed)
     pop = finite_population(rng, popular=popular) if pop is None else pop

@@ -224,10 +224,10 @@ def population_study(
 ) -> dict:
     """Precision sequences of both capitals on the same terms and bets (module docstring):
     per system the share of campaigns that ever miss the truth, and the final widths."""
-    from receval.estimators.anytime import sequence_bets
-    from receval.estimators.anytime_asymptotic import asymptotic_ends, gaussian_log_path, warm
-    from receval.estimators.anytime_control import controlled_precision_streams
-    from receval.estimators.betting import BettingStreams, confidence_bounds, rejected
+    from receval.estimators.anytime.asymptotic import asymptotic_ends, gaussian_log_path, warm
+    from receval.estimators.anytime.betting import BettingStreams, confidence_bounds, rejected
+    from receval.estimators.anytime.control import controlled_precision_streams
+    from receval.estimators.anytime.sequences import sequence_bets
 
     rng = np.random.default_rng(seed)
     pop = base.finite_population(rng)

@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
     args = parser.parse_args()
     import receval
-    import receval.estimators.betting as betting
+    import receval.estimators.anytime.betting as betting
     from receval.task import load_task
 
     task = load_task(args.task)

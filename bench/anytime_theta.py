@@ -3,7 +3,7 @@ how much could any constant bet have gained?
 
 Recall = θ·ν, so recall's anytime width cannot fall below θ's share of it.  θ comes from the
 exhaustive units only (few, and fixed by the design), and its joint test uses θ's final capital
-over the units (:func:`receval.estimators.anytime.joint_bounds`).  Per repetition of the
+over the units (:func:`receval.estimators.anytime.sequences.joint_bounds`).  Per repetition of the
 gradient worlds of ``bench/anytime.py`` (the units its loops use, 60 true facts' worth), this
 prints:
 
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 import receval
-from receval.estimators.anytime import _unit_streams
-from receval.estimators.betting import one_sided_ends, plugin_bets
+from receval.estimators.anytime.betting import one_sided_ends, plugin_bets
+from receval.estimators.anytime.sequences import _unit_streams
 from receval.estimators.sample_data import build_sample_data
 from receval.simulation import SimulationConfig
 from receval.task import with_annotation

@@ -7,7 +7,7 @@ default simulated task, seed 2022), or ``--task DIR``, or a fresh simulation wit
 1. ``receval validate TASK`` in a child process: wall time and the child's own peak resident
    memory (``ru_maxrss`` from ``os.wait4``, per child);
 2. in this process, best of ``--repeat`` runs: :func:`receval.task.load_task` + ``summary()``,
-   and :func:`receval.estimators.official.official_scores` (the TAC Cold Start hop-0 micro
+   and :func:`receval.official.scores.official_scores` (the TAC Cold Start hop-0 micro
    scorer) on
 
    * the judgments as bundled (the labelled sample draws: a partly assessed pool), and
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from receval.estimators.official import official_scores
+from receval.official.scores import official_scores
 from receval.task import Task, load_task, with_annotation
 
 DEFAULT_TASK = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"

@@ -6,12 +6,12 @@ queries × ``--depth`` documents, ``runs/<system>.parquet``, qrels for the top-2
 run at a time under ``/tmp`` (never the whole task in memory) and deleted afterwards.  Then, each
 in its own process:
 
-1. **spark**: :func:`receval.engine.spark_runs.bundle_census` with ``--master`` (``local[2]``) and
+1. **spark**: :func:`receval.official.census.bundle_census` with ``--master`` (``local[2]``) and
    ``spark.driver.memory`` (``1g``): Python reads ``task.toml``, the queries and the judgments;
    Spark reads and normalises the runs, numbers the facts and counts; one row per system or team
    comes back;
-2. **duckdb** (the reference): ``load_task`` then :func:`receval.engine.official_census` and
-   :func:`receval.engine.leave_team_out` in DuckDB;
+2. **duckdb** (the reference): ``load_task`` then :func:`receval.official.census.official_census` and
+   :func:`receval.official.census.leave_team_out` in DuckDB;
 3. with ``--cli``: ``receval score TASK --estimator official --engine spark`` as a user runs it
    (the ``score`` pipeline still loads the task in Python: per-query and annotation diagnostics
    and the leaderboard read it).
@@ -53,12 +53,13 @@ def child(kind: str, task: Path, out: Path, master: str) -> None:
     start = time.perf_counter()
     if kind == "spark":
         from receval.engine import connect
-        from receval.engine.spark_runs import bundle_census
+        from receval.official.census import bundle_census
 
         engine = connect("spark", master=master)
         census, lto = bundle_census(task, engine)
     else:
-        from receval.engine import connect, leave_team_out, official_census
+        from receval.engine import connect
+        from receval.official.census import leave_team_out, official_census
         from receval.task import load_task
 
         loaded = load_task(task, tables=("judgments",))

@@ -313,7 +313,7 @@ def score(
     engine : {'duckdb', 'spark'}
         Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB
         (a fact-matched task of at most 10M run rows is counted in process instead, the same
-        numbers: :mod:`receval.estimators.official_coded`), or Apache Spark (``pip install
+        numbers: :mod:`receval.official.coded`), or Apache Spark (``pip install
         'receval[spark]'``; master from ``SPARK_MASTER``).
     on_step : callable, optional
         Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
@@ -432,10 +432,11 @@ def task_engine(task: Task, engine: Any) -> Any:
     (``'duckdb'``, ``'spark'``) or None (the task's own embedded DuckDB).  None for TAC bundles,
     whose equivalence classes span facts: they are counted and re-scored per team in pandas; and
     None under ``'duckdb'`` for a task counted in process (integer codes, numpy: the same
-    numbers; :func:`receval.estimators.official_coded.in_process`)."""
+    numbers; :func:`receval.official.coded.in_process`)."""
     from receval.engine import connect
-    from receval.engine.census import default_engine, fact_matched
-    from receval.estimators.official_coded import in_process
+    from receval.official.census import default_engine
+    from receval.official.coded import in_process
+    from receval.official.rules import fact_matched
 
     if not fact_matched(task):
         return None
@@ -460,7 +461,7 @@ def _run_record(task: Task, estimates: Any) -> RunRecord:
 
 def _pooling_bias_record(task: Task) -> dict[str, str]:
     """How pooling_bias.csv's official scores were counted (the report's caption says it)."""
-    from receval.estimators.official import OfficialPolicy
+    from receval.official.rules import OfficialPolicy
 
     return {"unjudged": OfficialPolicy().resolved_unassessed(task), "average": "micro"}
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from receval.engine.census import fact_matched
+from receval.official.rules import fact_matched
 from receval.task import Task
 
 if TYPE_CHECKING:
@@ -51,22 +51,22 @@ def pooling_bias(
     right/wrong counts and the recall denominator lose exactly the responses and classes on
     those facts.  TAC bundles, whose classes span facts, re-score once per team.  With an
     ``engine`` (:mod:`receval.engine`), fact-matched bundles are counted in SQL by the engine
-    (:func:`receval.engine.official_census`, :func:`receval.engine.leave_team_out`); without
+    (:func:`receval.official.census.official_census`, :func:`receval.official.census.leave_team_out`); without
     one, in process over integer codes
-    (:func:`receval.estimators.official_coded.leave_team_out_coded`); the numbers are the same.
+    (:func:`receval.official.coded.leave_team_out_coded`); the numbers are the same.
     """
-    from receval.estimators.official import official_scores
+    from receval.official.scores import official_scores
 
     team_of = pd.Series(task.teams, dtype=object)  # systems with outputs only
     team_of = team_of[team_of.index.isin(task.outputs["system"].unique())]
     unique, owner = unique_facts(task)
     if engine is not None and fact_matched(task):
-        from receval.engine import leave_team_out, official_census
+        from receval.official.census import leave_team_out, official_census
 
         base = official_census(task, engine).set_index("system")
         lto = leave_team_out(task, engine)
     elif fact_matched(task):  # in process over integer codes: the engine's numbers
-        from receval.estimators.official_coded import leave_team_out_coded
+        from receval.official.coded import leave_team_out_coded
 
         base = official_scores(task).set_index("system")
         lto = leave_team_out_coded(task)
@@ -198,8 +198,8 @@ def leave_team_out_one_pass(
     fact), or one per (system, query) for a single-valued slot (where ``gt`` is at most 1).
     Checked against ``base`` (nothing left out must give the official counts), else None.
     """
-    from receval.estimators.official import categorize_responses
-    from receval.estimators.official_rules import official_rates
+    from receval.official.rules import official_rates
+    from receval.official.scores import categorize_responses
 
     if not fact_matched(task):
         return None
@@ -283,7 +283,7 @@ def _gt_lost(
 
 def leave_team_out_rescore(task: Task, unique: np.ndarray, owner: pd.Categorical) -> pd.DataFrame:
     """Leave-team-out official scores by re-scoring each team without its unique facts."""
-    from receval.estimators.official import official_scores
+    from receval.official.scores import official_scores
 
     outputs = task.outputs
     parts = []

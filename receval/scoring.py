@@ -11,7 +11,7 @@ Estimators (``estimator=``):
 * ``joint`` (default): joint precision, pool coverage θ̂ from exhaustive units, reweighted pooled
   recall ν̂, true recall θ̂·ν̂ (Chaganty et al. 2017).
 * ``simple``: each system's own sample for precision, exhaustive units alone for recall.
-* ``official``: the TAC Cold Start closed-world census (:mod:`receval.estimators.official`).
+* ``official``: the TAC Cold Start closed-world census (:mod:`receval.official.scores`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``receval sample TASK --until-decided --batch B --seed S`` scores the task with the anytime
 sequences and finds the comparisons still open: every pair that the paired test-by-betting
-sequences with Holm over all pairs (:mod:`receval.estimators.anytime_pairs`, the ones behind
-``tier``/``rank_lo``/``rank_hi``; ranked by f1, :mod:`receval.estimators.anytime_f1`) have not
+sequences with Holm over all pairs (:mod:`receval.estimators.anytime.pairs`, the ones behind
+``tier``/``rank_lo``/``rank_hi``; ranked by f1, :mod:`receval.estimators.anytime.f1`) have not
 decided.  Then it draws the next B labels:
 
 * a *floor* share φ of the batch (default 1/5) from q₀ = (1/m) Σ_j p_j: a system chosen uniformly,
@@ -52,7 +52,7 @@ from receval.design import (
     next_round_name,
 )
 from receval.errors import OptionError
-from receval.estimators.anytime_stream import MIXTURE_COLUMN
+from receval.estimators.anytime.stream import MIXTURE_COLUMN
 
 # The racing constants were tuned on bench/anytime.py's gradient world, when the sequences
 # weighed every draw: the loop then needed 0.51 (SE 0.02, 80 repetitions) of the equal
@@ -170,14 +170,14 @@ def decisions(
     anytime interval method, :data:`LOOP_METHODS`, whose paired tests decide).
 
     Every pair, tested by the paired anytime sequences with Holm over all pairs
-    (:mod:`receval.estimators.anytime_pairs`, the ones behind ``tier`` and
-    ``rank_lo``/``rank_hi``; f1: :mod:`receval.estimators.anytime_f1`); an open pair's weight is
+    (:mod:`receval.estimators.anytime.pairs`, the ones behind ``tier`` and
+    ``rank_lo``/``rank_hi``; f1: :mod:`receval.estimators.anytime.f1`); an open pair's weight is
     1 / (the steps it needs at its present rate)^(1/2), ×10 when adjacent in the ranking, so
     pairs about to be decided get the draws and near-ties little.
 
     Scored through the same pipeline as ``score --intervals anytime --estimator E``
     (:func:`receval.scoring.fit`): the points are ``estimator``'s, and an estimator that uses
-    the judge decides with it (:meth:`~receval.estimators.anytime.AnytimeIntervals.pair_tests`)."""
+    the judge decides with it (:meth:`~receval.estimators.anytime.method.AnytimeIntervals.pair_tests`)."""
     from receval.estimators.base import ScoringContext
     from receval.estimators.sample_data import build_sample_data
     from receval.options import ScoreOptions, check_score_options
@@ -479,8 +479,8 @@ def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) ->
 def floor_probabilities(task, distribution: str, rows: np.ndarray) -> np.ndarray:
     """q₀(x) = (1/m) Σ_j p_j(x) of the answer strings at output ``rows``, m the systems with
     outputs: the probability of what was drawn, whatever classes later labels create
-    (:func:`receval.estimators.anytime_stream.drawn_floor_probabilities`)."""
-    from receval.estimators.anytime_stream import drawn_floor_probabilities
+    (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`)."""
+    from receval.estimators.anytime.stream import drawn_floor_probabilities
 
     facts = task.outputs["fact"].to_numpy(np.int64)[rows]
     return drawn_floor_probabilities(task, distribution, facts)

@@ -14,8 +14,8 @@ from receval.diagnostics import (
     pooling_bias,
     unique_facts,
 )
-from receval.engine.census import fact_matched
-from receval.estimators.official import official_scores
+from receval.official.rules import fact_matched
+from receval.official.scores import official_scores
 from receval.task import Task, load_task
 
 EMBEDDED = Path(__file__).resolve().parents[1] / "data" / "kbp-sim"

@@ -16,7 +16,9 @@ import pandas as pd
 import pytest
 from conftest import make_bundle
 
-from receval.estimators.official import (
+from receval.formats.bundle import write_bundle
+from receval.formats.tac_kbp import import_tac_kbp
+from receval.official.scores import (
     COUNT_COLUMNS,
     CS_SCORE_SF_DEFAULT,
     OfficialPolicy,
@@ -25,8 +27,6 @@ from receval.estimators.official import (
     official_per_query,
     official_scores,
 )
-from receval.formats.bundle import write_bundle
-from receval.formats.tac_kbp import import_tac_kbp
 from receval.task import load_task
 
 SHARED = (

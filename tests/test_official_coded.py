@@ -7,20 +7,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from receval.engine import connect, leave_team_out, official_census
-from receval.estimators import official_coded
-from receval.estimators.official import (
+from receval.engine import connect
+from receval.official import coded as official_coded
+from receval.official.census import leave_team_out, official_census
+from receval.official.coded import (
+    cached_responses,
+    leave_team_out_coded,
+    per_query_counts,
+    trec_eval_rank_codes,
+)
+from receval.official.scores import (
     CS_SCORE_SF_DEFAULT,
     OfficialPolicy,
     official_scores,
     per_query_counts_pandas,
     trec_eval_rank,
-)
-from receval.estimators.official_coded import (
-    cached_responses,
-    leave_team_out_coded,
-    per_query_counts,
-    trec_eval_rank_codes,
 )
 from receval.task import Task
 
@@ -110,7 +111,7 @@ def test_score_counts_a_small_task_without_duckdb(monkeypatch):
     """The default engine of a small fact-matched task is no engine: the census and the
     pooling-bias diagnostic are counted in process; a large one uses the task's DuckDB."""
     from receval.api import score, task_engine
-    from receval.engine import census
+    from receval.official import census
 
     task = scored_task(5, unjudged="wrong")
     assert task_engine(task, "duckdb") is None

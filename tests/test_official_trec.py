@@ -17,14 +17,14 @@ import pytest
 from click.testing import CliRunner
 
 from receval.cli import cli
-from receval.estimators.official import (
+from receval.formats.bundle import write_bundle
+from receval.formats.trec import import_trec
+from receval.official.scores import (
     OfficialPolicy,
     official_per_query,
     official_scores,
     trec_eval_rank,
 )
-from receval.formats.bundle import write_bundle
-from receval.formats.trec import import_trec
 from receval.task import load_task
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from receval.errors import BundleError
-from receval.estimators.official import OfficialPolicy, official_scores
 from receval.formats.bundle import write_bundle
 from receval.formats.trec import import_trec, read_qrels, read_trec_run
+from receval.official.scores import OfficialPolicy, official_scores
 from receval.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trec"

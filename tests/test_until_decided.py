@@ -252,7 +252,7 @@ def test_ranked_by_f1_or_recall_the_loop_decides_pairs_in_the_truths_order(
     order of the truth's value, and run.json says which procedure ranked it."""
     import json
 
-    from receval.estimators.anytime_pairs import anytime_pair_tests
+    from receval.estimators.anytime.method import anytime_pair_tests
     from receval.estimators.sample_data import build_sample_data
     from receval.scoring import true_metrics
     from receval.task import load_task
@@ -413,7 +413,7 @@ def test_mixture_prob_is_the_drawn_strings_and_a_class_level_one_still_scores(tm
     """``mixture_prob`` is q0 of the drawn answer string (not of its class); a bundle written
     before, whose floor rows carry q0 of the class as the labels define it, scores the same."""
     import receval
-    from receval.estimators.anytime_stream import drawn_floor_probabilities
+    from receval.estimators.anytime.stream import drawn_floor_probabilities
     from receval.estimators.classes import canonical_facts
     from receval.task import with_annotation
 

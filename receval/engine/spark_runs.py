@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from receval.errors import BundleError
+from receval.official.rules import fact_matched, hop0_queries
+from receval.official.sql import CATEGORY_CODES
 
 #: text columns the loader strips of whitespace (:func:`receval.task._strip`)
 _STRIPPED = ("system", "query_id", "team")
@@ -187,9 +189,6 @@ def register_task_runs(engine, task, location: str | Path | None = None) -> bool
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from receval.engine.census import hop0_queries
-    from receval.engine.queries import CATEGORY_CODES
-
     if location is None:
         if not task.files or not Path(task.root).is_dir():
             return False
@@ -277,36 +276,12 @@ def _small_tables(task, queries: pd.DataFrame, code: pd.Index, categories) -> di
     }
 
 
-def bundle_census(root: Path | str, engine, runs: str | None = None, policy=None):
-    """The official census and the leave-one-team-out counts of the bundle at ``root`` without
-    loading its runs in Python: the small tables (``task.toml``, queries, judgments) are read
-    by the loader, the runs by Spark from ``runs`` (default: the bundle folder; any path Spark
-    reads, e.g. ``hdfs://…/runs.parquet``).  Returns ``(census, leave_team_out)`` as
-    :func:`receval.engine.official_census` and :func:`receval.engine.leave_team_out` do.
-
-    Fact-matched bundles only (no ``hop`` or ``provenance`` column on the runs, no equivalence
-    classes): else BundleError."""
-    from receval.engine.census import leave_team_out, official_census
-
-    root = Path(root)
-    location = runs or root.resolve().as_uri()
-    layout = run_layout(engine.spark, location)
-    if layout is None:
-        raise BundleError(location, None, "Spark reads Parquet runs; these are text tables")
-    frame = read_runs(engine.spark, layout)
-    task = _skeleton(root, engine.spark, layout, frame)
-    engine.register_census_runs(task, location)
-    engine._registered_task, engine._ground_truth, engine._census = task, None, {}
-    return official_census(task, engine, policy), leave_team_out(task, engine, policy)
-
-
 def _skeleton(root: Path, spark, layout: RunLayout, frame):
     """The bundle's small tables as a Task with no run rows, its systems and teams read from
     the runs by Spark (one row per system comes back)."""
     import os
     import tempfile
 
-    from receval.engine.census import fact_matched
     from receval.task import load_task
 
     columns = _schema_columns(spark, layout)

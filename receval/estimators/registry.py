@@ -15,7 +15,7 @@ from typing import Any
 ESTIMATORS: dict[str, str] = {
     "joint": "receval.estimators.joint:JointEstimator",
     "simple": "receval.estimators.simple:SimpleEstimator",
-    "official": "receval.estimators.official_run:OfficialEstimator",
+    "official": "receval.official.estimator:OfficialEstimator",
     "ppi": "receval.estimators.ppi:PPIEstimator",
 }
 
@@ -23,8 +23,8 @@ ESTIMATORS: dict[str, str] = {
 #: :class:`receval.estimators.intervals.IntervalMethod` subclass)
 INTERVAL_METHODS: dict[str, str] = {
     "bootstrap": "receval.estimators.intervals:BootstrapIntervals",
-    "anytime": "receval.estimators.anytime:AnytimeIntervals",
-    "anytime-asymptotic": "receval.estimators.anytime_asymptotic:AsymptoticIntervals",
+    "anytime": "receval.estimators.anytime.method:AnytimeIntervals",
+    "anytime-asymptotic": "receval.estimators.anytime.asymptotic:AsymptoticIntervals",
 }
 
 

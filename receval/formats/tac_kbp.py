@@ -61,7 +61,7 @@ Bundle encoding
 
 Official (CS-Score) scoring does not go through the fact normalisation: it matches each response to
 its assessment exactly, by (query, filler string, filler provenance, relation provenance), and
-:mod:`receval.estimators.official` does so from the ``provenance`` and ``relation_provenance``
+:mod:`receval.official.scores` does so from the ``provenance`` and ``relation_provenance``
 columns kept here.
 
 Hop-1 responses (queries derived from a hop-0 answer, ids ``<SF query id>_<hash>``) are skipped by

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from receval.engine.census import fact_matched
-from receval.estimators.official import (
+from receval.official.rules import fact_matched
+from receval.official.scores import (
     CS_SCORE_SF_DEFAULT,
     OfficialPolicy,
     official_scores,

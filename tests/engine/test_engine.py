@@ -13,15 +13,10 @@ from click.testing import CliRunner
 
 from receval.cli import cli
 from receval.diagnostics import leave_team_out_rescore, pooling_bias, unique_facts
-from receval.engine import (
-    connect,
-    items_at_ranks,
-    leave_team_out,
-    official_census,
-    write_ranked_list,
-)
-from receval.engine.census import fact_matched
-from receval.estimators.official import CS_SCORE_SF_DEFAULT, OfficialPolicy, official_scores
+from receval.engine import connect, items_at_ranks, write_ranked_list
+from receval.official.census import leave_team_out, official_census
+from receval.official.rules import CS_SCORE_SF_DEFAULT, OfficialPolicy, fact_matched
+from receval.official.scores import official_scores
 from receval.task import Task, load_task
 
 EMBEDDED = Path(__file__).resolve().parents[2] / "data" / "kbp-sim"
@@ -120,7 +115,7 @@ def test_a_given_engine_counts_both_the_census_and_the_diagnostic(embedded):
     engine given (one registration), then leaves the task's own engine as it was."""
     from receval.api import score
     from receval.engine.base import DuckDBEngine
-    from receval.engine.queries import LEAVE_TEAM_OUT_COUNTS, OFFICIAL_COUNTS
+    from receval.official.sql import LEAVE_TEAM_OUT_COUNTS, OFFICIAL_COUNTS
     from receval.scoring import ScoreOptions
 
     class Spy(DuckDBEngine):

@@ -20,10 +20,11 @@ from test_engine import SPARK_MISSING, random_task
 
 from receval.cli import cli
 from receval.config import Matching
-from receval.engine import connect, leave_team_out, official_census
+from receval.engine import connect
 from receval.engine.base import check_master
 from receval.engine.matching import casefold_table, normalise_steps
 from receval.errors import BundleError
+from receval.official.census import leave_team_out, official_census
 from receval.task import load_task, normalize_answers
 
 needs_spark = pytest.mark.skipif(SPARK_MISSING is not None, reason=SPARK_MISSING or "")
@@ -181,7 +182,7 @@ def test_spark_reads_runs_itself_and_counts_as_duckdb(spark, tmp_path, monkeypat
     Spark is larger than the small tables (queries, systems, judgments)."""
     from pyspark.sql import SparkSession
 
-    from receval.engine.spark_runs import bundle_census
+    from receval.official.census import bundle_census
 
     sent = []
     original = SparkSession.createDataFrame

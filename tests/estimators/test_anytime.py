@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import load_bench
 
-from receval.estimators.betting import (
+from receval.estimators.anytime.betting import (
     BettingStreams,
     MixedStreams,
     confidence_bounds,
@@ -81,7 +81,7 @@ def test_ratio_streams_cover():
 def test_the_running_maximum_is_taken_at_block_ends_and_at_the_last_step():
     """The path at the ends of blocks and at the last step equals the full path there, so its
     maximum is at most the full one (rejecting no more: valid) and the final capital is exact."""
-    from receval.estimators.betting import BLOCK, _block_path
+    from receval.estimators.anytime.betting import BLOCK, _block_path
 
     step = np.random.default_rng(2).normal(size=(3, 5, 8 * BLOCK + 3))
     full = np.cumsum(step, axis=-1)
@@ -234,7 +234,7 @@ def test_control_terms_are_unbiased_and_inside_their_ranges(known):
     """Every controlled term lies in its predictable range, and the terms average to the true
     precision (the control's known mean Σ_b β_b T_ib is exact); also with the facts labelled
     at earlier steps taken exactly (what ``--intervals anytime`` computes)."""
-    from receval.estimators.anytime_control import controlled_precision_streams
+    from receval.estimators.anytime.control import controlled_precision_streams
 
     bench = _bench()
     rng = np.random.default_rng(2)
@@ -261,8 +261,8 @@ def test_known_label_terms_are_unbiased_at_every_step_and_exact_once_all_is_labe
     precision, and the pool's correct-fact term is the pool's correct facts."""
     from types import SimpleNamespace
 
-    from receval.estimators.anytime import pool_totals
-    from receval.estimators.anytime_control import controlled_precision_streams, known_labels
+    from receval.estimators.anytime.control import controlled_precision_streams, known_labels
+    from receval.estimators.anytime.sequences import pool_totals
 
     bench = _bench()
     rng = np.random.default_rng(5)
@@ -342,7 +342,7 @@ def _conditional_means(order, p, target, label, kappa):
     in file order, are one of the arrangements ``order`` (each equally likely) and whose facts
     are independent draws from their sources' designs ``p`` (F, m), by enumeration of every
     arrangement and every fact sequence; only where the step covers the system (own > 0)."""
-    from receval.estimators.anytime_stream import shuffled_round
+    from receval.estimators.anytime.stream import shuffled_round
 
     F, m = p.shape
     n = len(order[0])
@@ -440,7 +440,7 @@ def test_a_round_recorded_in_random_order_feeds_every_system(small_task, tmp_pat
     far wider (recall here rests mostly on the 20 exhaustive units), and the run says why in
     one warning (not in every row's note)."""
     import receval
-    from receval.estimators.anytime_stream import build_stream
+    from receval.estimators.anytime.stream import build_stream
     from receval.estimators.sample_data import build_sample_data
     from receval.task import load_task
 
@@ -496,7 +496,7 @@ def test_joint_recall_and_f1_bounds_cover_at_every_look():
     times the running maximum of the draws' capitals): the share of (campaign, system) whose
     final interval misses is at most α + MC error (the draws' part holds at every look, so the
     final look is the hardest one for it), and the ends never exclude the plug-in values."""
-    from receval.estimators.anytime import f1_of, joint_bounds, sequence_bets
+    from receval.estimators.anytime.sequences import f1_of, joint_bounds, sequence_bets
 
     rng = np.random.default_rng(17)
     reps, m, U, K = 100, 4, 20, 200
@@ -539,8 +539,8 @@ def test_joint_ends_from_refined_grids_are_never_inside_the_exact_ones():
     """The refined θ grids (coarse cells, then finer grids over the extreme's cells) bound the
     joint test's exact ends from outside: a dense θ sweep, each θ's ν end at its own budget,
     gives sup θ·ν no larger than the reported upper end and inf no smaller than the lower."""
-    from receval.estimators.anytime import _theta_log_capital, joint_bounds, sequence_bets
-    from receval.estimators.betting import one_sided_ends
+    from receval.estimators.anytime.betting import one_sided_ends
+    from receval.estimators.anytime.sequences import _theta_log_capital, joint_bounds, sequence_bets
 
     rng = np.random.default_rng(23)
     m, U, K = 3, 25, 300
@@ -574,7 +574,7 @@ def test_joint_ends_from_refined_grids_are_never_inside_the_exact_ones():
 def _pool_setup(pop):
     """A finite population's pool, floor mixture q₀, true pooled recalls, popularity strata
     and the largest importance weight over the pool."""
-    from receval.estimators.anytime_control import popularity_strata
+    from receval.estimators.anytime.control import popularity_strata
 
     m = pop.p.shape[1]
     pool = pop.member.any(axis=1)
@@ -593,8 +593,8 @@ def test_mixed_pooled_recall_sequences_miss_at_most_alpha(real):
     sequence ever excludes the true ν is at most α + MC error."""
     import dataclasses
 
-    from receval.estimators.anytime import sequence_bets
-    from receval.estimators.anytime_control import RECALL_CAP, controlled_recall_streams
+    from receval.estimators.anytime.control import RECALL_CAP, controlled_recall_streams
+    from receval.estimators.anytime.sequences import sequence_bets
 
     bench = _bench()
     rng = np.random.default_rng(29)
@@ -628,8 +628,8 @@ def test_controlled_recall_terms_are_unbiased_inside_their_ranges_and_cover():
     its predictable range for every ν in [0, 1], has mean 0 at the true ν (the control's known
     sum Σ_b β_b n_ib is exact), and its sequence misses the true ν in at most α + MC error of
     the streams (importance-weighted draws from the floor mixture of a finite population)."""
-    from receval.estimators.anytime import sequence_bets
-    from receval.estimators.anytime_control import controlled_recall_streams
+    from receval.estimators.anytime.control import controlled_recall_streams
+    from receval.estimators.anytime.sequences import sequence_bets
 
     bench = _bench()
     rng = np.random.default_rng(5)

@@ -9,15 +9,15 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_bench
 
-from receval.estimators.anytime import sequence_bets
-from receval.estimators.anytime_asymptotic import (
+from receval.estimators.anytime.asymptotic import (
     WARMUP_HITS,
     asymptotic_ends,
     gaussian_log_path,
     gaussian_path,
     warm,
 )
-from receval.estimators.betting import BettingStreams
+from receval.estimators.anytime.betting import BettingStreams
+from receval.estimators.anytime.sequences import sequence_bets
 
 ALPHA = 0.05
 
@@ -121,7 +121,7 @@ def test_a_small_effective_sample_is_flagged_in_note(small_task):
     """60 draws per system: the stream hits each system's facts far fewer than 50 times in
     effect once its weights are uneven; the note says so and names the safe method."""
     import receval
-    from receval.estimators.anytime_asymptotic import MIN_ASYMPTOTIC_ESS, stream_ess
+    from receval.estimators.anytime.asymptotic import MIN_ASYMPTOTIC_ESS, stream_ess
     from receval.estimators.sample_data import build_sample_data
     from receval.task import load_task
 

@@ -1,4 +1,4 @@
-"""Anytime F1 comparisons (:mod:`receval.estimators.anytime_f1`): the weighted precision
+"""Anytime F1 comparisons (:mod:`receval.estimators.anytime.f1`): the weighted precision
 difference has F1's sign at the true number of true facts; its log capital is concave in w, so
 the ends of T's interval bound every T inside; Holm keeps the family-wise error over all pairs
 and looks in a world where every system has the same F1 but precisions from 0.22 to 0.55."""
@@ -12,12 +12,8 @@ import pytest
 from conftest import simulated_world
 from test_anytime_pairs import _Data, _stream
 
-from receval.estimators.anytime_f1 import TrueFacts, _w, f1_pair_tests
-from receval.estimators.anytime_pairs import (
-    capital_path,
-    pair_bets,
-    precision_terms,
-)
+from receval.estimators.anytime.f1 import TrueFacts, _w, f1_pair_tests
+from receval.estimators.anytime.pairs import capital_path, pair_bets, precision_terms
 
 #: (size, correct outputs) per system with G/(n + T) = 0.05 at T = 400: every F1 is 0.1
 EQUAL_F1 = [(40, 22), (60, 23), (80, 24), (100, 25), (120, 26)]
@@ -124,7 +120,7 @@ def test_a_gradient_in_f1_is_ordered_and_a_wide_T_decides_less():
 def test_two_census_systems_are_ordered_by_d_over_T():
     """Exact precisions: a is better where d(T) > 0 at both ends of T's interval, a tie where
     the sign changes inside it."""
-    from receval.estimators.anytime_pairs import SystemTerms
+    from receval.estimators.anytime.pairs import SystemTerms
 
     sizes = np.array([40, 120, 120])
     exact = np.array([0.55, 26 / 120, 0.5])  # F1 at T = 400: 0.1, 0.1, 0.23
@@ -168,8 +164,8 @@ def test_truth_satisfies_f1_identity_with_one_T(multi_doc_world):
 def test_true_facts_interval_covers(multi_doc_world):
     """T's interval (K's and θ's sequences at α_T/2 each) covers the true T in at least
     1 − α_T − 2 SE of 40 campaigns, at α_T = 0.1 (so that misses would show)."""
-    from receval.estimators.anytime_f1 import true_facts
-    from receval.estimators.anytime_stream import build_stream
+    from receval.estimators.anytime.f1 import true_facts
+    from receval.estimators.anytime.stream import build_stream
     from receval.estimators.sample_data import build_sample_data
     from receval.task import with_annotation
 
@@ -261,9 +257,9 @@ def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 2
     θ's streams over U units."""
     from types import SimpleNamespace
 
-    from receval.estimators.anytime import PoolTotals
-    from receval.estimators.anytime_f1 import direct_f1
-    from receval.estimators.betting import BettingStreams, plugin_bets
+    from receval.estimators.anytime.betting import BettingStreams, plugin_bets
+    from receval.estimators.anytime.f1 import direct_f1
+    from receval.estimators.anytime.sequences import PoolTotals
 
     rng = np.random.default_rng(seed)
     b = rng.integers(1, 6, U).astype(float)
@@ -286,7 +282,7 @@ def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 2
 def test_direct_capitals_are_monotone_in_theta(name):
     """The premise of the cells: with bets and truncation fixed, the lower bettor's running
     capital grows with θ and the upper one's falls, at every f."""
-    from receval.estimators.betting import log_capital
+    from receval.estimators.anytime.betting import log_capital
 
     direct, _ = _direct_setup(name)
     thetas = np.linspace(max(direct.theta_min, 0.05), 1.0, 12)
@@ -302,8 +298,8 @@ def test_direct_capitals_are_monotone_in_theta(name):
 def test_direct_ends_are_never_inside_a_dense_theta_sweep(name):
     """The joint ends from the refined cells bound, from outside, the ends of a dense θ sweep
     (each θ's F1 end at its own budget log(2/α) − log X(θ))."""
-    from receval.estimators.anytime import _joint_end, _theta_log_capital
-    from receval.estimators.betting import one_sided_ends
+    from receval.estimators.anytime.betting import one_sided_ends
+    from receval.estimators.anytime.sequences import _joint_end, _theta_log_capital
 
     direct, theta = _direct_setup(name)
     level = np.log(2.0 / 0.05)
@@ -367,7 +363,7 @@ def test_pooled_recall_pairs_null_fwer_with_equal_correct_outputs():
     """Pooled recall's (and recall's) paired terms n·Y: four systems with 24 correct outputs
     each (equal ν) from 40 to 120 outputs (precision 0.6 to 0.2, which a precision test orders):
     no pair decided in more than 5 % (+2 SE) of 150 repetitions of 1,500 draws."""
-    from receval.estimators.anytime_pairs import SystemTerms, pair_tests
+    from receval.estimators.anytime.pairs import SystemTerms, pair_tests
 
     systems = [(40, 24), (60, 24), (80, 24), (120, 24)]
     reps, errors = 150, 0

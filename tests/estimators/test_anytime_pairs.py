@@ -1,4 +1,4 @@
-"""Paired anytime comparisons (:mod:`receval.estimators.anytime_pairs`): Holm over all ordered
+"""Paired anytime comparisons (:mod:`receval.estimators.anytime.pairs`): Holm over all ordered
 pairs of test-by-betting sequences keeps the family-wise error over all pairs and all looks; the
 control-variate terms are unbiased; the closure and Holm are what they say."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from receval.estimators.anytime_pairs import (
+from receval.estimators.anytime.pairs import (
     SystemTerms,
     holm,
     pair_tests,
@@ -107,7 +107,7 @@ def test_known_labels_follow_steps_not_rows():
     """A legacy round's pool steps interleave its systems' rows (rows grouped by system, the
     step the draw's rank within its source): a fact is known at a step only when a row of an
     *earlier step* labelled it, wherever that row sits in the file."""
-    from receval.estimators.anytime_control import known_labels
+    from receval.estimators.anytime.control import known_labels
 
     # system A's rows, then B's: steps 0, 1 | 0, 1; fact 5 drawn by both at step 1 and by A
     # at step 0 too; fact 7 by B at step 0

@@ -1,4 +1,4 @@
-"""The guided search of the betting bisections (receval.estimators.betting._guided_chunk,
+"""The guided search of the betting bisections (receval.estimators.anytime.betting._guided_chunk,
 bracketed_ends with a guess) finds the plain bisection's ends bit for bit."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from receval.estimators import betting
+from receval.estimators.anytime import betting
 
 
 def _streams(rng, kind: str, S: int = 12, K: int = 400):

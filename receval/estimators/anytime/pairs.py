@@ -5,7 +5,7 @@ all of them, valid over all pairs *and* all looks (tiers, rank sets, ``--until-d
 (a, b), H_ab: μ_a ≤ μ_b.  Rejecting H_ab is the statement "a is better than b" (``better[a, b]``);
 for every unordered pair at least one of H_ab, H_ba is true.  N = S(S − 1) hypotheses.
 
-**Paired terms.**  The sequences run on the stream of :func:`receval.estimators.anytime
+**Paired terms.**  The sequences run on the stream of :func:`receval.estimators.anytime.stream
 .build_stream` (rounds in order; a shuffled round one step per draw, a legacy round one step per
 batch — the l-th draw of every source).  Each step s gives every system i whose design covers
 it a term Y_is with E[Y_is | past] = μ_i; a pair's term is D_s = Y_as − Y_bs, *both from the same
@@ -17,7 +17,7 @@ systems are covered (a predictable decision), with conditional mean μ_a − μ_
   X_i, so any predictable c_is keeps the mean π_i; c_is is the running self-normalised estimate
   of π_i from the earlier steps, prior 1/2), range [c − c·H, c + (1 − c)·H] with H = 1/own the
   step's predictable bound of t_i/q.  Facts labelled at earlier steps enter exactly
-  (:mod:`receval.estimators.anytime_control`, "Labels already known"): with L_s those facts,
+  (:mod:`receval.estimators.anytime.control`, "Labels already known"): with L_s those facts,
   Y_is = Σ_{X_i ∩ L_s} t_i f + c_is (1 − Σ_{X_i ∩ L_s} t_i) + [x ∉ L_s] t_i (f − c_is)/q, the
   range as above about the new base, and c_is then estimated from the draws of new facts.
   A system whose every fact has been labelled has the exact term π_i with range 0 from the
@@ -37,7 +37,7 @@ systems are covered (a predictable decision), with conditional mean μ_a − μ_
   step's predictable bound of Σ f/σ.
 * f1: F1_a > F1_b exactly when a weighted difference of the precision terms, whose weights
   depend on the number of true facts T shared by all systems, has a positive mean; tested at
-  every T of T's own confidence sequence (:mod:`receval.estimators.anytime_f1`, micro
+  every T of T's own confidence sequence (:mod:`receval.estimators.anytime.f1`, micro
   precision; ``--target macro`` keeps every system's simultaneous sequence at α/S).
 
 **Tests by betting.**  For H_ab the capital K_t = Π_{s ≤ t} (1 + λ_s D_s) with a predictable
@@ -70,6 +70,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from receval.estimators.anytime.control import known_labels
+from receval.estimators.anytime.stream import build_stream
+
 #: truncation of the bets: the capital loses at most this share in one step; 0.75 decided 6 %
 #: more pairs at the final look of fixed loops (gradient20, 24 repetitions: 54.9 -> 58.4) but,
 #: with the loop choosing its draws by them, fewer in the gradient world (80 repetitions: 35.0
@@ -85,7 +88,7 @@ CHUNK = 2_000_000
 EXACT_TOLERANCE = 1e-9
 #: metrics with paired terms
 TERMS = ("precision", "pooled_recall", "recall")
-#: metrics with paired tests (f1: :mod:`receval.estimators.anytime_f1`, on the precision terms)
+#: metrics with paired tests (f1: :mod:`receval.estimators.anytime.f1`, on the precision terms)
 PAIRED = (*TERMS, "f1")
 
 
@@ -187,8 +190,7 @@ def precision_terms(task, data, stream) -> SystemTerms:
 
 def _known_by_step(st, target: np.ndarray, P: int):
     """Per system and step (m, P) Σ t_i f and Σ t_i over the facts labelled at earlier steps,
-    and the stream's :class:`~receval.estimators.anytime_control.KnownLabels`."""
-    from receval.estimators.anytime_control import known_labels
+    and the stream's :class:`~receval.estimators.anytime.control.KnownLabels`."""
 
     kn = known_labels(st.fact, st.label, st.pool_step)
     f = np.nan_to_num(np.asarray(st.label, float))
@@ -212,7 +214,6 @@ def pooled_recall_terms(task, data, stream) -> SystemTerms:
 
 def system_terms(task, data, metric: str) -> SystemTerms:
     """The terms of ``metric`` (precision, pooled_recall or recall) on the task's stream."""
-    from receval.estimators.anytime_stream import build_stream
 
     if metric not in TERMS:
         raise ValueError(f"no paired anytime terms for {metric!r}")
@@ -364,26 +365,6 @@ def decide(pairs, capitals, m: int, idx, alpha: float, exact=None, ordered=None)
     return PairTests(pairs, up, down, mean, moment, steps, better, pvalues, alpha)
 
 
-def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
-    """The pairwise tests of ``metric`` among the systems ``ok`` at family-wise level ``alpha``
-    over all pairs and all looks (module docstring; f1: :mod:`receval.estimators.anytime_f1`)."""
-    from receval.progress import stage
-
-    n_ok = int(np.sum(ok))
-    stage(f"anytime: paired tests of {metric} ({n_ok * (n_ok - 1) // 2} pairs)")
-    if metric == "f1":
-        from receval.estimators.anytime_f1 import T_SHARE, f1_pair_tests, true_facts
-        from receval.estimators.anytime_stream import build_stream
-
-        stream = build_stream(task, data)
-        terms = precision_terms(task, data, stream)
-        facts = true_facts(task, data, stream, alpha * T_SHARE)
-        return f1_pair_tests(terms, data.sizes, facts, ok, alpha)
-    if metric in ("pooled_recall", "recall") and data.target_kind == "micro":
-        return pair_tests(correct_output_terms(task, data), ok, alpha)
-    return pair_tests(system_terms(task, data, metric), ok, alpha)
-
-
 def correct_output_terms(task, data) -> SystemTerms:
     """n_i times the precision terms: conditional mean G_i = n_i·π_i, the system's correct
     outputs (micro precision).  ν_i = G_i/K and recall θ·ν_i with K and θ shared, so G orders
@@ -391,7 +372,6 @@ def correct_output_terms(task, data) -> SystemTerms:
     same step has mean G_a − G_b.  On gradient20's loops (8 repetitions, final look) these
     decided 109 of 190 pairs where the pool-step terms (g_a − g_b)·f/σ decided 44: the
     precision terms' control cancels most of the noise the pool terms carry."""
-    from receval.estimators.anytime_stream import build_stream
 
     terms = precision_terms(task, data, build_stream(task, data))
     n = np.asarray(data.sizes, float)

@@ -1,6 +1,8 @@
-"""The official scorer's rules, shared by every census implementation (pandas in
-:mod:`receval.estimators.official`, SQL in :mod:`receval.engine.census`): the count columns, the
-right/wrong/ignore policy and the one function that turns counts into precision, recall and F1
+"""The official scorer's rules, shared by every census backend (pandas in
+:mod:`receval.official.scores`, integer codes in :mod:`receval.official.coded`, SQL in
+:mod:`receval.official.census`): the count columns, the right/wrong/ignore policy and its
+choices, which queries count (hop 0) and which bundles the code and SQL backends cover
+(:func:`fact_matched`), and the one function that turns counts into precision, recall and F1
 (CS-Score's 0/0 = 0 convention)."""
 
 from __future__ import annotations
@@ -119,3 +121,51 @@ def official_rates(frame: pd.DataFrame, denominator: np.ndarray | None = None) -
     frame["f1"] = f1
     frame["note"] = notes
     return frame
+
+
+def policy_words(task: Task, policy: OfficialPolicy | None) -> dict[str, str]:
+    """The policy's ``inexact``, ``unassessed`` and ``duplicate`` choices (right, wrong or
+    ignore), the bundle's defaults resolved."""
+    policy = policy or CS_SCORE_TEST_SUITE
+    return {
+        "inexact": policy.resolved_inexact(task),
+        "unassessed": policy.resolved_unassessed(task),
+        "duplicate": policy.duplicate,
+    }
+
+
+def fact_matched(task: Task) -> bool:
+    """True when the official scorer matches responses on facts and every class is one fact."""
+
+    def filled(frame: pd.DataFrame, col: str) -> bool:
+        if col not in frame.columns:
+            return False
+        values = frame[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # test the categories, then codes
+            text = pd.Series(values.cat.categories).astype(str).str.strip()
+            nonblank = np.flatnonzero((text != "").to_numpy())
+            return bool(len(nonblank)) and bool(np.isin(values.cat.codes, nonblank).any())
+        return bool((values.astype(str).str.strip() != "").any())
+
+    judg, raw = task.judgments, task.raw_outputs
+    if any(filled(judg, c) and filled(raw, c) for c in ("provenance", "relation_provenance")):
+        return False
+    if "equivalence_class" in judg.columns:
+        ec = judg["equivalence_class"].astype(str).str.strip()
+        if (~ec.isin(("", "0"))).any():
+            return False
+    return not filled(judg, "ec_mention_type") and "hop" not in raw.columns
+
+
+def hop0_queries(task: Task) -> pd.DataFrame:
+    """The hop-0 queries (all when there is no ``hop`` column) with ``single`` (0/1)."""
+    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
+
+    queries = task.queries
+    if "hop" in queries.columns:
+        queries = queries[queries["hop"].fillna("").astype(str).str.strip().isin(("0", ""))]
+    single = np.zeros(len(queries), dtype=np.int64)
+    if "slot" in queries.columns:
+        slot = queries["slot"].fillna("").astype(str).str.strip()
+        single = slot.isin(SINGLE_VALUED_SLOTS).to_numpy().astype(np.int64)
+    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "single": single})

@@ -2,13 +2,13 @@
 bundles.
 
 The same counts as the response-by-response pandas scorer
-(:func:`receval.estimators.official.categorize_responses`) and the SQL census
-(:func:`receval.engine.census.official_census`, :func:`receval.engine.census.leave_team_out`),
+(:func:`receval.official.scores.categorize_responses`) and the SQL census
+(:func:`receval.official.census.official_census`, :func:`receval.official.census.leave_team_out`),
 counted from the task's integer codes (system, team, hop-0 query, fact) with a few ``bincount``
 and one ``unique`` per call: no string per row, no engine.  It covers the bundles
-:func:`receval.engine.census.fact_matched` accepts (no provenance on both sides, every class one
+:func:`receval.official.rules.fact_matched` accepts (no provenance on both sides, every class one
 fact, no mention types, no ``hop`` column on the runs), i.e. every TREC bundle and every bundle
-that is not TAC; for those the rules of :mod:`receval.estimators.official` reduce to:
+that is not TAC; for those the rules of :mod:`receval.official.scores` reduce to:
 
 * a response is matched to the assessment of its fact (a correct one if any, else the first in
   file order); *unassessed* when none;
@@ -20,7 +20,7 @@ that is not TAC; for those the rules of :mod:`receval.estimators.official` reduc
   single-valued slot).
 
 This is a census of the assessed pool: exact counts, no sampling uncertainty, biased as an
-estimate of true precision and recall (see :mod:`receval.estimators.official`).
+estimate of true precision and recall (see :mod:`receval.official.scores`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from receval.estimators.official_rules import CS_SCORE_TEST_SUITE, OfficialPolicy
+from receval.official.rules import (
+    COUNT_COLUMNS,
+    OfficialPolicy,
+    fact_matched,
+    hop0_queries,
+    official_rates,
+    policy_words,
+)
 from receval.task import Task
 
 #: Category codes (as the SQL census numbers them); 4 = unassessed.
@@ -81,7 +88,6 @@ class CodedResponses:
 
 def coded_responses(task: Task) -> CodedResponses:
     """:class:`CodedResponses` of a fact-matched ``task`` (see the module docstring)."""
-    from receval.engine.census import hop0_queries
     from receval.formats.coded import codes_in
 
     queries = hop0_queries(task)
@@ -142,7 +148,7 @@ def _chosen_category(fact: np.ndarray, category: np.ndarray, n_facts: int) -> np
 def trec_eval_rank_codes(task: Task, coded: CodedResponses) -> np.ndarray:
     """1-based rank of each coded response within its (system, query) in trec_eval's order
     (score as float32 decreasing, then document id decreasing in code-point order; unscored
-    last; file order when no row has a score): :func:`receval.estimators.official.trec_eval_rank`
+    last; file order when no row has a score): :func:`receval.official.scores.trec_eval_rank`
     over codes."""
     raw = task.raw_outputs
     n = len(coded.system)
@@ -189,7 +195,7 @@ def cell_counts(
     unjudged_queries_ignored: bool = True,
 ) -> np.ndarray:
     """Official counts per (system, query) cell: an int64 array (systems × queries, 11) in the
-    order of :data:`receval.estimators.official_rules.COUNT_COLUMNS` without ``gt``.
+    order of :data:`receval.official.rules.COUNT_COLUMNS` without ``gt``.
 
     ``category`` is each response's matched category (0 correct, 1 wrong, 2 inexact, 3 ignore,
     4 unassessed); ``policy_words`` maps ``inexact``, ``unassessed`` and ``duplicate`` to right,
@@ -242,7 +248,7 @@ def cell_counts(
 
 
 #: Largest task (run rows) counted in process by default; larger ones go to the task's embedded
-#: DuckDB, which spills to disk (:func:`receval.engine.census.default_engine`).
+#: DuckDB, which spills to disk (:func:`receval.official.census.default_engine`).
 IN_PROCESS_ROWS = 10_000_000
 
 #: each task's coded responses, kept while the task lives (a Task is frozen)
@@ -251,9 +257,8 @@ _CODED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def in_process(task: Task) -> bool:
     """True when the official census of ``task`` is counted here rather than by an engine:
-    a fact-matched bundle (:func:`receval.engine.census.fact_matched`) of at most
+    a fact-matched bundle (:func:`receval.official.rules.fact_matched`) of at most
     :data:`IN_PROCESS_ROWS` run rows."""
-    from receval.engine.census import fact_matched
 
     return len(task.raw_outputs) <= IN_PROCESS_ROWS and fact_matched(task)
 
@@ -266,22 +271,11 @@ def cached_responses(task: Task) -> CodedResponses:
     return coded
 
 
-def policy_words(task: Task, policy: OfficialPolicy | None) -> dict[str, str]:
-    """The policy's ``inexact``, ``unassessed`` and ``duplicate`` choices (right, wrong or
-    ignore), the bundle's defaults resolved."""
-    policy = policy or CS_SCORE_TEST_SUITE
-    return {
-        "inexact": policy.resolved_inexact(task),
-        "unassessed": policy.resolved_unassessed(task),
-        "duplicate": policy.duplicate,
-    }
-
-
 def per_query_counts(
     task: Task, policy: OfficialPolicy | None = None, cutoff: int | None = None
 ) -> pd.DataFrame:
     """Official counts per (system, hop-0 query) of a fact-matched task: the frame of
-    :func:`receval.estimators.official.official_per_query` before its rates (``system, team,
+    :func:`receval.official.scores.official_per_query` before its rates (``system, team,
     query_id`` + count columns + ``evaluated``), every system × query cell, systems in
     ``task.systems`` order.  With ``cutoff`` K only each system's top K responses per query
     (:func:`trec_eval_rank_codes`) count."""
@@ -296,7 +290,6 @@ def per_query_counts(
 def _per_query_frame(
     task: Task, coded: CodedResponses, words: dict[str, str], cutoff: int | None
 ) -> pd.DataFrame:
-    from receval.estimators.official_rules import COUNT_COLUMNS
 
     keep = None if cutoff is None else trec_eval_rank_codes(task, coded) <= cutoff
     counts = cell_counts(coded, coded.category[coded.fact], words, keep)
@@ -314,14 +307,13 @@ def _per_query_frame(
 
 def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd.DataFrame:
     """Official micro P/R/F1 of every system with its team's unique facts left out of the pool,
-    counted as :func:`receval.engine.census.leave_team_out` counts it (the same frame: index
+    counted as :func:`receval.official.census.leave_team_out` counts it (the same frame: index
     ``system``; ``right, wrong, gt, precision, recall, f1``).
 
     A response on a fact that only its own team output loses its assessment (it is unassessed:
     the policy's ``unassessed`` class), and each team's recall denominator loses the classes
     only it found (a single-valued query's one class when all its classes are the team's).
     """
-    from receval.estimators.official_rules import official_rates
 
     coded = cached_responses(task)
     n_facts, n_teams = len(task.facts), len(coded.teams)

@@ -14,15 +14,15 @@ With c = √(n_a n_b), r = √(n_a/n_b) and w = T/(c + T) ∈ [0, 1), the step t
 
     D_s(w) = (1 − w)·(Y_as − Y_bs) + w·(r·Y_as − Y_bs/r)
 
-(Y_is the control-variate precision terms of :mod:`receval.estimators.anytime_pairs`, both from
+(Y_is the control-variate precision terms of :mod:`receval.estimators.anytime.pairs`, both from
 the same step, conditional means π_a, π_b) has conditional mean d(T)/(c·(c + T)): the sign of
 F1_a − F1_b.  It is affine in w, and its range over every w ∈ [0, 1] is within [min(lo_A, lo_B),
 max(hi_A, hi_B)] (A, B the terms at w = 0 and w = 1), known before the step.
 
-**Bets that do not depend on w.**  The bet λ_s is the aGRAPA bet of ``anytime_pairs`` on the
+**Bets that do not depend on w.**  The bet λ_s is the aGRAPA bet of ``pairs`` on the
 history of D at a predictable reference w_s (T_s = the running estimate of K from the steps
 before s over θ's point from the exhaustive units, which the design fixes independently of the
-labels: :data:`receval.estimators.anytime_stream.UNIT_ASSUMPTION`), truncated for the whole
+labels: :data:`receval.estimators.anytime.stream.UNIT_ASSUMPTION`), truncated for the whole
 range over w.  So one bet sequence serves every w, and log K_t(w) = Σ_{s ≤ t} log(1 + λ_s D_s(w))
 is concave in w (a sum of logs of affine functions): over an interval of w its minimum is at
 an end.
@@ -34,7 +34,7 @@ an end.
 reaches the level; on the event that T is inside its interval, that implies K_t(w_true) reaches
 it too (concavity), and K(w_true) is a nonnegative supermartingale under H_ab (Ville).  The
 p-value 1/max_t min(K_t(w_lo), K_t(w_hi)) is therefore, on that event, at least the one of the
-test at the true w, so Holm's proof in :mod:`receval.estimators.anytime_pairs` carries over at
+test at the true w, so Holm's proof in :mod:`receval.estimators.anytime.pairs` carries over at
 level α − α_T: P(at some look some true H is rejected) ≤ (α − α_T) + α_T = α.  Two census
 systems (exact precisions) are ordered without betting where d has one sign over T's interval.
 
@@ -43,7 +43,7 @@ the step term Y(f; θ) = 2n_i·y_is − f·(n_i + k_s/θ) — y the precision te
 variate (conditional mean π_i), k_s the pool step's Σ f/σ (conditional mean K), both from the
 same draw — has conditional mean 2G_i − f(n_i + T): 0 at the true F1 and θ.  One stream per
 system replaces the union of π's and ν's tests (F1 from f(π, θν), which spent the error on both
-factors and took the corner of their rectangle); inside :func:`receval.estimators.anytime
+factors and took the corner of their rectangle); inside :func:`receval.estimators.anytime.sequences
 .joint_bounds` θ's final capital multiplies its running maximum as before.  The bets are the
 plug-in bets of the stream at θ's point, and the truncation uses the range for the least θ of
 the grid (v = n + k/θ ≤ n + R/θ_min), so neither depends on θ; then the lower bettor's capital
@@ -65,7 +65,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from receval.estimators.anytime_pairs import (
+from receval.estimators.anytime.betting import (
+    BettingStreams,
+    bracketed_ends,
+    one_sided_ends,
+    plugin_bets,
+)
+from receval.estimators.anytime.pairs import (
     EXACT_TOLERANCE,
     PairTests,
     SystemTerms,
@@ -76,6 +82,15 @@ from receval.estimators.anytime_pairs import (
     pair_bets,
     running_top,
     step_moments,
+)
+from receval.estimators.anytime.sequences import (
+    JOINT_ITERATIONS,
+    _theta_grid,
+    _unit_streams,
+    pool_correct_bounds,
+    pool_totals,
+    theta_point,
+    unit_bounds,
 )
 
 #: share of α spent on T's confidence sequence (half on the pool's correct facts K, half on the
@@ -95,13 +110,6 @@ class TrueFacts:
 def true_facts(task, data, stream, alpha_t: float) -> TrueFacts:
     """T's interval at level α_T (K and θ at α_T/2 each) and the running reference T_s
     (module docstring)."""
-    from receval.estimators.anytime import (
-        _unit_streams,
-        pool_correct_bounds,
-        pool_totals,
-        theta_point,
-        unit_bounds,
-    )
 
     pool = pool_totals(task, data, stream)
     k_lo, k_hi = (
@@ -224,7 +232,6 @@ class DirectF1:
 
     def streams(self, theta: np.ndarray):
         """The betting streams at θ (m,) per system (θ > 0)."""
-        from receval.estimators.betting import BettingStreams
 
         v = self.n[:, None] + self.k[None, :] / np.asarray(theta, float)[:, None]
         hi1 = np.broadcast_to(self.n[:, None], self.u.shape)
@@ -232,11 +239,9 @@ class DirectF1:
 
     def cell_values(self, grid: np.ndarray, budget: np.ndarray, side: int) -> np.ndarray:
         """The end over each cell of the θ grid (G − 1, m) (``values_of`` of
-        :func:`receval.estimators.anytime._joint_end`): the lower bettor's capital grows with θ
+        :func:`receval.estimators.anytime.sequences._joint_end`): the lower bettor's capital grows with θ
         and the upper one's falls, so a cell's lower end is the end at its smallest θ and its
         upper end the end at its largest, each at the larger of the cell's two budgets."""
-        from receval.estimators.anytime import JOINT_ITERATIONS
-        from receval.estimators.betting import bracketed_ends, one_sided_ends
 
         theta = grid[1:] if side < 0 else grid[:-1]
         budget = np.maximum(budget[:-1], budget[1:])
@@ -270,8 +275,6 @@ def direct_f1(precision, pool, stream, sizes: np.ndarray, horizon):
     n = np.asarray(sizes, float)
 
     def make(theta, alpha: float) -> dict[str, DirectF1]:
-        from receval.estimators.anytime import _theta_grid, theta_point
-
         t_streams, t_bets = theta
         grid, _ = _theta_grid(t_streams, t_bets, np.log(2.0 / alpha), +1)
         theta_min = float(grid[grid > 0].min()) if (grid > 0).any() else 1.0
@@ -287,7 +290,6 @@ def direct_f1(precision, pool, stream, sizes: np.ndarray, horizon):
 def direct_stream(precision, pool, n, name: str, thetas, alpha: float, horizon) -> DirectF1:
     """The :class:`DirectF1` of ``name`` (:data:`FORMS`), its truncation for θ ≥ θ_min and its
     bets the plug-in bets of the stream at the reference θ (``thetas`` = (θ_min, θ_ref))."""
-    from receval.estimators.betting import plugin_bets
 
     theta_min, ref = thetas
     draft = _unbetted(precision, pool, n, name, theta_min)

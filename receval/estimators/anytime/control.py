@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from receval.estimators.betting import BettingStreams
+from receval.estimators.anytime.betting import BettingStreams
 
 #: popularity strata: facts output by 1, 2, and 3 or more systems
 STRATA = 3

@@ -1,5 +1,5 @@
 """The official estimator: TAC Cold Start's closed-world census of the assessed pool, as an
-:class:`~receval.estimators.base.Estimator` (the counting is :mod:`receval.estimators.official`)."""
+:class:`~receval.estimators.base.Estimator` (the counting is :mod:`receval.official.scores`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class OfficialEstimator(Estimator):
     options: ClassVar[tuple[str, ...]] = ("unjudged", "average", "cutoff")
 
     def score(self, task: Any, options: Any, engine: Any = None) -> ScoringOutput:
-        from receval.estimators.official import (
+        from receval.official.scores import (
             OfficialPolicy,
             describe_official,
             official_leaderboard,

@@ -4,7 +4,7 @@ sequences at early looks.
 
 **What it estimates.**  The same quantities as ``--intervals anytime``
 (:mod:`receval.estimators.anytime`), from the same stream of per-draw terms
-(:func:`receval.estimators.anytime_stream.build_stream`: rounds in order, each draw of a round in
+(:func:`receval.estimators.anytime.stream.build_stream`: rounds in order, each draw of a round in
 a random order weighted by the mixture of the sources still to come, predictable control
 variates, labelled facts entering exactly), so every design the betting sequences read is read
 here: precision, pooled recall, pool coverage θ and the pool's correct facts, recall θ·ν and
@@ -12,13 +12,13 @@ F1, and the paired comparisons behind tiers, rank sets and ``sample --until-deci
 
 **The sequences.**  For a hypothesised value μ each step k gives a term Y_k(μ) = u_k − μ v_k with
 conditional mean 0 at the true μ (precision: the controlled term minus μ; pooled recall, recall,
-F1: the one-stream terms of :mod:`receval.estimators.anytime_f1`; a pair: the difference of two
+F1: the one-stream terms of :mod:`receval.estimators.anytime.f1`; a pair: the difference of two
 systems' terms from the same draw).  Each side bets on ±Y with the *Gaussian* capital
 
     log M_t(μ) = Σ_{k ≤ t} ψ(±λ_k Y_k(μ)),   ψ(x) = x − x²/2 (x < 1),  ψ(x) = 1/2 (x ≥ 1),
 
 λ_k predictable (fixed before draw k): the plug-in bets of the betting sequences, tuned to the
-draws of the rounds started so far (WSR 2024 eq. 24, :func:`receval.estimators.betting
+draws of the rounds started so far (WSR 2024 eq. 24, :func:`receval.estimators.anytime.betting
 .plugin_bets`; pairs: sqrt(2c/(σ̂²_{k−1} H_k)) with c the first Holm threshold), none before a
 system's :data:`WARMUP_HITS`-th hit (the guarantee's start time).  Rejected where the running
 maximum of M_t reaches 2/α (pairs: Holm over all ordered pairs on the p-values 1/max_t M_t, as
@@ -72,7 +72,7 @@ weights far from uniform) gives right-skewed terms whose upper end this method c
 number of draws the bench reached — use ``--intervals anytime`` there.
 
 **Recall and F1.**  θ's betting sequence at α/2 over the exhaustive units (non-asymptotic) and
-the one-stream test of recall or F1 (2G − f(n + K/θ), :class:`receval.estimators.anytime_f1
+the one-stream test of recall or F1 (2G − f(n + K/θ), :class:`receval.estimators.anytime.f1
 .DirectF1`) at α/2: the term increases with θ and ψ is nondecreasing, so the lower side's capital
 is least at θ's lower end and the upper side's at its upper end; F1's (recall's) lower end is
 the one at θ_lo, the upper at θ_hi (valid for every θ inside, a union bound over θ's and the
@@ -87,22 +87,29 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from receval.estimators.anytime import (
+from receval.estimators.anytime.betting import BettingStreams, bisected_ends
+from receval.estimators.anytime.control import RECALL_CAP, controlled_precision_streams
+from receval.estimators.anytime.f1 import (
+    PRIORS,
+    T_SHARE,
+    _binding_moments,
+    _census_order,
+    _w,
+    direct_pooled_recall,
+    direct_stream,
+    true_facts,
+)
+from receval.estimators.anytime.method import (
     AnytimeBounds,
     AnytimeComparisons,
     AnytimeIntervals,
     _judge_terms,
     _judged,
     _levels,
-    _unit_streams,
-    f1_of,
-    pool_totals,
-    precision_streams,
-    sequence_bets,
     simultaneous_bounds,
 )
-from receval.estimators.anytime_control import RECALL_CAP, controlled_precision_streams
-from receval.estimators.anytime_pairs import (
+from receval.estimators.anytime.pairs import (
+    PAIRED,
     PairTests,
     SystemTerms,
     chunked,
@@ -113,7 +120,15 @@ from receval.estimators.anytime_pairs import (
     running_top,
     step_moments,
 )
-from receval.estimators.betting import BettingStreams, bisected_ends
+from receval.estimators.anytime.sequences import (
+    _unit_streams,
+    f1_of,
+    pool_totals,
+    precision_streams,
+    sequence_bets,
+    unit_bounds,
+)
+from receval.estimators.anytime.stream import build_stream
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -204,8 +219,6 @@ def asymptotic_bounds(
 ) -> AnytimeBounds:
     """Every sequence the leaderboard reads (module docstring) at the levels of
     :func:`receval.estimators.anytime.anytime_bounds`."""
-    from receval.estimators.anytime_f1 import direct_pooled_recall
-    from receval.estimators.anytime_stream import build_stream
 
     alpha = 1.0 - confidence
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
@@ -227,7 +240,6 @@ def asymptotic_bounds(
     correct = BettingStreams.of_means(pool.total[None, :], pool.high[None, :], pool.active[None, :])
     ends["pool_correct"] = asymptotic_ends(correct, [alpha], (0.0, pool.facts), alpha,
                                            _pool_horizon(st), pool.facts / 2)  # fmt: skip
-    from receval.estimators.anytime import unit_bounds
 
     # θ keeps the betting sequence: a design has tens of units (20 in the bench's gradient
     # world), too few for the Gaussian capital (from its 10th unit on it gave [0, 1] there)
@@ -273,7 +285,6 @@ def _ratio_streams(data, st, pool) -> BettingStreams:
 def _recall_f1(ends, pieces, data, alpha, horizon, direct) -> dict:
     """Recall's and F1's (lower, upper) at α (module docstring, "Recall and F1");
     ``pieces``: the precision streams, the pool totals and the hits (:func:`warm`)."""
-    from receval.estimators.anytime_f1 import PRIORS, direct_stream
 
     precision, pool, hits = pieces
     m = data.m
@@ -342,8 +353,7 @@ def gaussian_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
 def asymptotic_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` tested both ways with the Gaussian capital, Holm at
     ``alpha`` over all ordered pairs (the terms and the procedure of
-    :mod:`receval.estimators.anytime_pairs`, F1's of :mod:`receval.estimators.anytime_f1`)."""
-    from receval.estimators.anytime_stream import build_stream
+    :mod:`receval.estimators.anytime.pairs`, F1's of :mod:`receval.estimators.anytime.f1`)."""
 
     st = build_stream(task, data)
     terms = precision_terms(task, data, st)
@@ -372,7 +382,7 @@ def asymptotic_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float)
 
 
 def _correct_outputs(terms: SystemTerms, data) -> SystemTerms:
-    """n_i times the precision terms (:func:`receval.estimators.anytime_pairs
+    """n_i times the precision terms (:func:`receval.estimators.anytime.pairs
     .correct_output_terms`, from the stream already built)."""
     n = np.asarray(data.sizes, float)[:, None]
     exact = None if terms.exact is None else terms.exact * n[:, 0]
@@ -380,16 +390,9 @@ def _correct_outputs(terms: SystemTerms, data) -> SystemTerms:
 
 
 def _f1_pair_tests(task, data, st, terms: SystemTerms, ok, alpha: float) -> PairTests:
-    """F1's pairs (:func:`receval.estimators.anytime_f1.f1_pair_tests`) with the Gaussian
+    """F1's pairs (:func:`receval.estimators.anytime.f1.f1_pair_tests`) with the Gaussian
     capital: ψ is concave, so log M_t(w) = Σ ψ(λ_s D_s(w)) is concave in w (D affine in w) and
     its least value over T's interval is at an end, as for the betting capital."""
-    from receval.estimators.anytime_f1 import (
-        T_SHARE,
-        _binding_moments,
-        _census_order,
-        _w,
-        true_facts,
-    )
 
     facts = true_facts(task, data, st, alpha * T_SHARE)
     n = np.asarray(data.sizes, float)
@@ -426,7 +429,6 @@ def _f1_pair_tests(task, data, st, terms: SystemTerms, ok, alpha: float) -> Pair
 def stream_ess(task, data) -> tuple[np.ndarray, np.ndarray]:
     """Per system the Kish effective sample size (Σw)²/Σw² of its precision weights t_i/q over
     the stream's draws that cover it, and of its pooled-recall terms g_i f/σ (NaN: none)."""
-    from receval.estimators.anytime_stream import build_stream
     from receval.estimators.reliability import kish
 
     st = build_stream(task, data)
@@ -497,8 +499,6 @@ class AsymptoticIntervals(AnytimeIntervals):
         return asymptotic_pair_tests(ctx.task, ctx.data, metric, ok, 1.0 - ctx.options.confidence)
 
     def comparisons(self, ctx, point, replicates, metric):
-        from receval.estimators.anytime_pairs import PAIRED
-
         alpha = 1.0 - ctx.options.confidence
         micro = metric != "f1" or ctx.data.target_kind == "micro"
         if metric in PAIRED and ctx.data.K and micro:

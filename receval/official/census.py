@@ -2,8 +2,8 @@
 
 For bundles matched on facts (:func:`fact_matched`: no provenance on both sides, no equivalence
 classes or mention types, no ``hop`` column on the runs), these equal
-:func:`receval.estimators.official.official_scores` count for count (tests check it), with the
-same policy (:class:`~receval.estimators.official.OfficialPolicy`).  TAC bundles, whose classes
+:func:`receval.official.scores.official_scores` count for count (tests check it), with the
+same policy (:class:`~receval.official.rules.OfficialPolicy`).  TAC bundles, whose classes
 span facts and whose matching uses provenance, stay with the pandas scorer.
 """
 
@@ -16,52 +16,24 @@ import numpy as np
 import pandas as pd
 
 from receval.engine.base import Engine
-from receval.engine.queries import (
+from receval.engine.spark_runs import _skeleton, read_runs, run_layout
+from receval.errors import BundleError
+from receval.formats.coded import codes_in as recode
+from receval.official.rules import (
+    COUNT_COLUMNS,
+    fact_matched,
+    hop0_queries,
+    official_rates,
+    policy_words,
+)
+from receval.official.sql import (
     CATEGORY_CODES,
     GROUND_TRUTH,
     GROUND_TRUTH_LOST,
     LEAVE_TEAM_OUT_COUNTS,
     OFFICIAL_COUNTS,
 )
-from receval.formats.coded import codes_in as recode
 from receval.task import Task
-
-
-def fact_matched(task: Task) -> bool:
-    """True when the official scorer matches responses on facts and every class is one fact."""
-
-    def filled(frame: pd.DataFrame, col: str) -> bool:
-        if col not in frame.columns:
-            return False
-        values = frame[col]
-        if isinstance(values.dtype, pd.CategoricalDtype):  # test the categories, then codes
-            text = pd.Series(values.cat.categories).astype(str).str.strip()
-            nonblank = np.flatnonzero((text != "").to_numpy())
-            return bool(len(nonblank)) and bool(np.isin(values.cat.codes, nonblank).any())
-        return bool((values.astype(str).str.strip() != "").any())
-
-    judg, raw = task.judgments, task.raw_outputs
-    if any(filled(judg, c) and filled(raw, c) for c in ("provenance", "relation_provenance")):
-        return False
-    if "equivalence_class" in judg.columns:
-        ec = judg["equivalence_class"].astype(str).str.strip()
-        if (~ec.isin(("", "0"))).any():
-            return False
-    return not filled(judg, "ec_mention_type") and "hop" not in raw.columns
-
-
-def hop0_queries(task: Task) -> pd.DataFrame:
-    """The hop-0 queries (all when there is no ``hop`` column) with ``single`` (0/1)."""
-    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
-
-    queries = task.queries
-    if "hop" in queries.columns:
-        queries = queries[queries["hop"].fillna("").astype(str).str.strip().isin(("0", ""))]
-    single = np.zeros(len(queries), dtype=np.int64)
-    if "slot" in queries.columns:
-        slot = queries["slot"].fillna("").astype(str).str.strip()
-        single = slot.isin(SINGLE_VALUED_SLOTS).to_numpy().astype(np.int64)
-    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "single": single})
 
 
 def coded_tables(task: Task) -> dict[str, pd.DataFrame]:
@@ -144,15 +116,9 @@ def default_engine(task: Task) -> Engine:
 
 
 def _policy_words(task: Task, policy) -> dict[str, str]:
-    from receval.estimators.official_rules import CS_SCORE_TEST_SUITE
-
-    policy = policy or CS_SCORE_TEST_SUITE
+    """The policy's choices as the census SQL spells them (``ignore`` -> ``ignored``)."""
     word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
-    return {
-        "inexact": word[policy.resolved_inexact(task)],
-        "unassessed": word[policy.resolved_unassessed(task)],
-        "duplicate": word[policy.duplicate],
-    }
+    return {key: word[choice] for key, choice in policy_words(task, policy).items()}
 
 
 def _register(task: Task, engine: Engine) -> None:
@@ -182,7 +148,6 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
     duplicates = raw["eligible"] - raw["first_right"]
     right = raw["first_right"] + (duplicates if words["duplicate"] == "right" else 0)
     wrong = raw["wrong_rows"] + (duplicates if words["duplicate"] == "wrong" else 0)
-    from receval.estimators.official_rules import COUNT_COLUMNS
 
     # the columns the COUNTS query returns as they are: official's count columns before the
     # policy-dependent ones (duplicates, right, wrong, ...)
@@ -198,9 +163,8 @@ def _counts(raw: pd.DataFrame, n_systems: int, words: dict[str, str]) -> pd.Data
 
 def rates(right, wrong, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Micro precision, recall, F1 and the official note, with the official scorer's
-    conventions (:func:`receval.estimators.official_rules.official_rates`: a 0/0 ratio is reported as 0, as
+    conventions (:func:`receval.official.rules.official_rates`: a 0/0 ratio is reported as 0, as
     CS-Score prints it, and the note says so)."""
-    from receval.estimators.official_rules import official_rates
 
     frame = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
     return (
@@ -214,11 +178,11 @@ def rates(right, wrong, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[st
 def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
     """The official hop-0 micro census per system, computed by ``engine``.
 
-    Returns the columns of :func:`receval.estimators.official.official_scores` (``system, team``,
+    Returns the columns of :func:`receval.official.scores.official_scores` (``system, team``,
     count columns, ``queries, precision, recall, f1, note``), equal to it for fact-matched
     bundles (micro average, no cutoff).  A
     census of the assessed pool: no sampling uncertainty, biased for true precision and recall
-    (see :mod:`receval.estimators.official`).
+    (see :mod:`receval.official.scores`).
 
     Raises
     ------
@@ -228,7 +192,7 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
     if not fact_matched(task):
         raise ValueError(
             "the engine census covers fact-matched bundles (no provenance, no equivalence "
-            "classes); use receval.estimators.official.official_scores"
+            "classes); use receval.official.scores.official_scores"
         )
     words = _policy_words(task, policy)
     _register(task, engine)
@@ -239,7 +203,6 @@ def official_census(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
 
 
 def _census(task: Task, engine: Engine, words: dict[str, str]) -> pd.DataFrame:
-    from receval.estimators.official_rules import COUNT_COLUMNS
 
     counts = _counts(engine.query(OFFICIAL_COUNTS.format(**words)), len(task.systems), words)
     counts["gt"] = _ground_truth(engine)
@@ -285,3 +248,24 @@ def leave_team_out(task: Task, engine: Engine, policy=None) -> pd.DataFrame:
         },
         index=pd.Index(task.systems, name="system"),
     )
+
+
+def bundle_census(root: Path | str, engine, runs: str | None = None, policy=None):
+    """The official census and the leave-one-team-out counts of the bundle at ``root`` without
+    loading its runs in Python: the small tables (``task.toml``, queries, judgments) are read
+    by the loader, the runs by Spark from ``runs`` (default: the bundle folder; any path Spark
+    reads, e.g. ``hdfs://…/runs.parquet``).  Returns ``(census, leave_team_out)`` as
+    :func:`official_census` and :func:`leave_team_out` do.
+
+    Fact-matched bundles only (no ``hop`` or ``provenance`` column on the runs, no equivalence
+    classes): else BundleError."""
+    root = Path(root)
+    location = runs or root.resolve().as_uri()
+    layout = run_layout(engine.spark, location)
+    if layout is None:
+        raise BundleError(location, None, "Spark reads Parquet runs; these are text tables")
+    frame = read_runs(engine.spark, layout)
+    task = _skeleton(root, engine.spark, layout, frame)
+    engine.register_census_runs(task, location)
+    engine._registered_task, engine._ground_truth, engine._census = task, None, {}
+    return official_census(task, engine, policy), leave_team_out(task, engine, policy)

@@ -3,7 +3,7 @@ has the method and its proofs): each draw's system, its probability under the de
 when it was drawn (q_k, from the recorded round and ``mixture_prob``), and the ranges of the
 importance-weighted terms; the checks that a ``samples.tsv`` could have come from its recorded
 design.  Split from :mod:`receval.estimators.anytime` so the paired tests
-(:mod:`receval.estimators.anytime_pairs`) build the same stream without importing the method."""
+(:mod:`receval.estimators.anytime.pairs`) build the same stream without importing the method."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from receval.estimators.anytime.control import popularity_strata, stratum_kappa
 
 if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
@@ -57,7 +59,7 @@ class Stream:
     pool_horizon: np.ndarray
     shuffled_rounds: int = 0
     legacy_rounds: int = 0
-    #: per stratum of popularity (:mod:`receval.estimators.anytime_control`): the coverage
+    #: per stratum of popularity (:mod:`receval.estimators.anytime.control`): the coverage
     #: own_ib (K, m, STRATA), each draw's stratum (K,) and each system's target mass (m, STRATA)
     own_b: np.ndarray | None = None
     stratum: np.ndarray | None = None
@@ -82,7 +84,6 @@ class _Design:
 
 def output_arrays(view: Task, data: SampleData):
     """Each output row's target t_i, system code and fact, and the popularity strata."""
-    from receval.estimators.anytime_control import popularity_strata
     from receval.estimators.sample_data import query_targets
     from receval.formats.coded import codes_in
 
@@ -94,8 +95,6 @@ def output_arrays(view: Task, data: SampleData):
 
 
 def _design_arrays(rows, probabilities, data: SampleData, design: str) -> _Design:
-    from receval.estimators.anytime_control import stratum_kappa
-
     t_all, sys_codes, facts, strata = rows
     s_all = np.asarray(probabilities(design), float)
     m = data.m

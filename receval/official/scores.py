@@ -75,15 +75,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from receval.estimators.official_rules import (
+from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
+from receval.official.census import default_engine, official_census
+from receval.official.coded import in_process, per_query_counts
+from receval.official.rules import (
     COUNT_COLUMNS,
     CS_SCORE_SF_DEFAULT,
     CS_SCORE_TEST_SUITE,
     ZERO_BY_ZERO,
     OfficialPolicy,
+    fact_matched,
     official_rates,
 )
-from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS, normalize_provenance
 from receval.task import Task
 
 if TYPE_CHECKING:
@@ -356,11 +359,8 @@ def _check_options(average: str, cutoff: int | None) -> None:
 
 def _per_query_counts(task: Task, policy: OfficialPolicy, cutoff: int | None) -> pd.DataFrame:
     """Counts per (system, hop-0 query), with ``evaluated`` (answered and judged query)."""
-    from receval.engine.census import fact_matched
 
     if fact_matched(task):  # counted over integer codes (the same numbers)
-        from receval.estimators.official_coded import per_query_counts
-
         return per_query_counts(task, policy, cutoff)
     return per_query_counts_pandas(task, policy, cutoff)
 
@@ -445,14 +445,11 @@ def official_scores(
 
     ``engine`` (:mod:`receval.engine`) counts a fact-matched micro census in SQL (the same
     numbers); None: in process over integer codes
-    (:mod:`receval.estimators.official_coded`), or the task's own embedded DuckDB for a task
-    of more than :data:`~receval.estimators.official_coded.IN_PROCESS_ROWS` run rows.
+    (:mod:`receval.official.coded`), or the task's own embedded DuckDB for a task
+    of more than :data:`~receval.official.coded.IN_PROCESS_ROWS` run rows.
     """
     _check_options(average, cutoff)
     if average == "micro" and cutoff is None:
-        from receval.engine.census import default_engine, fact_matched, official_census
-        from receval.estimators.official_coded import in_process
-
         if fact_matched(task) and (engine is not None or not in_process(task)):
             return official_census(task, engine or default_engine(task), policy)
     return official_scores_pandas(task, policy, average=average, cutoff=cutoff)
