@@ -12,7 +12,7 @@ RSS of the process tree's largest process):
 * ``round-synthetic``: the uniform round written from the generator's formula instead
   (:func:`synthetic_round`: no scan of the runs);
 * ``score-engine``: the same labels, then the joint estimates (1,000 bootstrap replicates)
-  from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
+  from the engine's arrays (:func:`receval.engine.score.joint_estimates`; no output set);
 * ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
   hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
   --seed S`` (default estimator; from 10⁷ Parquet rows the engine path,
@@ -138,7 +138,7 @@ def synthetic_round(root: Path, systems: int, queries: int, depth: int, per_syst
 #: ``score-engine``: the joint estimates from the engine's arrays (no output set yet)
 ENGINE_SCORE = (
     "import sys; from receval.bundle import Bundle; "
-    "from receval.engine.sampled_data import joint_estimates; "
+    "from receval.engine.score import joint_estimates; "
     "print(joint_estimates(Bundle(sys.argv[1]), bootstrap=1000, seed=1).head(3).to_string())"
 )
 

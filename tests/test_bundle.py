@@ -234,7 +234,7 @@ def test_cli_sample_engine(tmp_path):
 def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):
     """The engine's SampleData (SQL aggregates, no output row in Python): the arrays of
     build_sample_data, drawn facts in the same order, and the same joint estimates."""
-    from receval.engine.sampled_data import bundle_sample_data
+    from receval.engine.score import bundle_sample_data
     from receval.estimators.base import ScoringContext
     from receval.estimators.joint import JointEstimator
     from receval.estimators.sample_data import build_sample_data
@@ -271,7 +271,7 @@ def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):
 
 
 def test_joint_estimates_at_any_size_api(tmp_path):
-    from receval.engine.sampled_data import joint_estimates
+    from receval.engine.score import joint_estimates
 
     bundle = Bundle(write_bundle(tmp_path / "b", "parquet"))
     bundle.record_round(sample_round(bundle, 10, seed=1))

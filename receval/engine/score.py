@@ -441,8 +441,8 @@ def pooling_bias_table(view: BundleView, joint: pd.DataFrame | None) -> pd.DataF
 def _judged_members(view: BundleView) -> pd.DataFrame:
     """``fact, system, copies, team, category`` of every (judged fact, system that output it);
     ``category`` is the assessment the official scorer matches (a correct one if any, else the
-    first in file order: :data:`receval.engine.queries.CHOSEN`), as a code."""
-    from receval.engine.queries import CATEGORY_CODES
+    first in file order: :data:`receval.official.sql.CHOSEN`), as a code."""
+    from receval.official.sql import CATEGORY_CODES
 
     judg = view.judgments
     codes = judg["category"].map(CATEGORY_CODES).to_numpy(np.int64)
@@ -466,13 +466,13 @@ def official_counts(
     view: BundleView, members: pd.DataFrame, owner: pd.Series, *, leave_out: bool
 ) -> pd.DataFrame:
     """Official micro precision, recall and F1 per system (index ``system``), the counts of
-    :data:`receval.engine.queries.OFFICIAL_COUNTS` (``leave_out``:
-    :data:`~receval.engine.queries.LEAVE_TEAM_OUT_COUNTS`, each team's unique facts
+    :data:`receval.official.sql.OFFICIAL_COUNTS` (``leave_out``:
+    :data:`~receval.official.sql.LEAVE_TEAM_OUT_COUNTS`, each team's unique facts
     unassessed for its own systems) for fact-matched bundles without single-valued slots."""
-    from receval.engine.census import _policy_words
-    from receval.estimators.official_rules import official_rates
+    from receval.official.rules import official_rates, policy_words
 
-    words = _policy_words(view, None)
+    post_word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
+    words = {k: post_word[v] for k, v in policy_words(view, None).items()}
     summary = view.summary
     systems = pd.Index(summary.systems)
     m = len(systems)
@@ -539,3 +539,53 @@ def _ground_truth_lost(view: BundleView, owner: pd.Series) -> pd.Series:
     """Per team: the classes only that team output (they leave with its unique facts)."""
     classed = owner.reindex(_classed(view)).dropna()
     return classed.value_counts()
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator's core alone
+
+
+def bundle_sample_data(bundle, *, target: str = "micro", engine: str = "duckdb") -> SampleData:
+    """:func:`engine_sample_data` of ``bundle``: its small tables read, its runs summarised in
+    ``engine`` (:func:`summarise_bundle`)."""
+    from receval.engine.sampled_data import check_scope, engine_sample_data, read_small_tables
+
+    small = read_small_tables(bundle)
+    check_scope(small)
+    return engine_sample_data(small, summarise_bundle(bundle, small, engine), target)
+
+
+def joint_estimates(
+    bundle,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    engine: str = "duckdb",
+) -> pd.DataFrame:
+    """Joint precision and pooled recall of every system from :func:`bundle_sample_data`
+    (Chaganty et al. 2017, §3: π̂_i, Theorem 1; ν̂_i self-normalised), in the precision form
+    ``score`` picks by default (``auto``), with **percentile bootstrap** intervals at ``level``
+    (``bootstrap`` replicates shared by all systems, seeded).  The estimator's core; ``score``
+    on the engine path (:mod:`receval.engine.score`) writes the whole output set.
+
+    Returns ``system, outputs, precision, precision_lo, precision_hi, pooled_recall,
+    pooled_recall_lo, pooled_recall_hi, interval``.
+    """
+    from receval.errors import BundleError
+    from receval.estimators.base import ScoringContext
+    from receval.estimators.joint import JointEstimator
+    from receval.scoring import fit
+
+    data = bundle_sample_data(bundle, engine=engine)
+    if data.K == 0:
+        raise BundleError(bundle.root / "samples.tsv", None, "no judged sample draws")
+    run = fit(ScoringContext.of(data, bootstrap=bootstrap, seed=seed), JointEstimator()).run
+    tail = (1.0 - level) / 2 * 100
+    out = pd.DataFrame({"system": data.systems, "outputs": data.sizes.astype(np.int64)})
+    for metric in ("precision", "pooled_recall"):
+        out[metric] = run.point[metric].reshape(-1)
+        lo, hi = np.nanpercentile(run.replicates[metric], [tail, 100 - tail], axis=0)
+        out[f"{metric}_lo"], out[f"{metric}_hi"] = lo, hi
+    out["interval"] = f"percentile bootstrap {level:g} (B={bootstrap})"
+    return out

@@ -50,13 +50,18 @@ FROM (
 ) t GROUP BY system, query_id
 """
 
-#: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared
+#: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared;
+#: teams as 64-bit hashes (fixed-size aggregate states: min/max of text ran out of DuckDB's
+#: 1 GiB at 2·10⁸ rows), named again in Python (:func:`_team_names`)
 POOL_FACTS = """
 SELECT lo AS owner, one_team, count(*) AS facts FROM (
-    SELECT min(team) AS lo, CASE WHEN min(team) = max(team) THEN 1 ELSE 0 END AS one_team
-    FROM {source} src GROUP BY query_id, {h}
+    SELECT min(t) AS lo, CASE WHEN min(t) = max(t) THEN 1 ELSE 0 END AS one_team
+    FROM (SELECT query_id, {h} AS a, {team} AS t FROM {source} src) s GROUP BY query_id, a
 ) t GROUP BY lo, one_team
 """
+
+#: the hash :data:`POOL_FACTS` gives each team name
+TEAM_HASHES = "SELECT team, {team} AS t FROM team_names"
 
 #: the copies of each fact of ``wanted(fact, query_id, answer)`` in each system's run
 MEMBERS = """
@@ -117,7 +122,7 @@ def summarise_runs(
     ``fact, query_id, answer`` (normalised) of the small tables' facts; ``files`` name the run
     files in errors (``runs/<system>.parquet`` when there is one per system); ``by_system``:
     the systems, when each file holds one system's rows (:func:`run_cells`)."""
-    h = engine.dialect.hash64("answer")
+    h, team_hash = engine.dialect.hash64("answer"), engine.dialect.hash64("team")
     cells = run_cells(engine, h, by_system)
     _check_cells(cells, files, known_queries)
     teams = _teams(cells, files)
@@ -137,7 +142,7 @@ def summarise_runs(
         source = "normed_teams"
     else:
         source = "(SELECT query_id, answer, system AS team FROM normed)"
-    team_facts = engine.query(POOL_FACTS.format(h=h, source=source))
+    team_facts = _team_names(engine, POOL_FACTS.format(h=h, source=source, team=team_hash), teams)
     engine.register("wanted", wanted[["fact", "query_id", "answer"]])
     members = engine.query(MEMBERS) if len(wanted) else _no_members()
     by_system = cells.groupby("system")[["n_rows", "facts"]].sum()
@@ -152,6 +157,20 @@ def summarise_runs(
         team_facts=team_facts,
         members=members.astype({"fact": np.int64, "copies": np.int64}),
     )
+
+
+def _team_names(engine: Engine, sql: str, teams: dict[str, str]) -> pd.DataFrame:
+    """:data:`POOL_FACTS` with each ``owner`` hash named again (the teams' hashes are checked
+    to be distinct)."""
+    names = sorted(set(teams.values()))
+    engine.register("team_names", pd.DataFrame({"team": names}))
+    hashes = engine.query(TEAM_HASHES.format(team=engine.dialect.hash64("team")))
+    if hashes["t"].nunique() < len(hashes):  # pragma: no cover - a 64-bit collision
+        raise RuntimeError("two team names have the same 64-bit hash")
+    name_of = dict(zip(hashes["t"].tolist(), hashes["team"].tolist(), strict=True))
+    facts = engine.query(sql)
+    facts["owner"] = [name_of.get(t) for t in facts["owner"].tolist()]
+    return facts
 
 
 def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFrame:
