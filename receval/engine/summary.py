@@ -23,7 +23,6 @@ spills; no ORDER BY over the rows); no MD5 is computed on the scoring path.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -169,27 +168,9 @@ def _team_names(engine: Engine, sql: str, teams: dict[str, str]) -> pd.DataFrame
     if hashes["t"].nunique() < len(hashes):  # pragma: no cover - a 64-bit collision
         raise RuntimeError("two team names have the same 64-bit hash")
     name_of = dict(zip(hashes["t"].tolist(), hashes["team"].tolist(), strict=True))
-    with _one_thread(engine):
-        facts = engine.query(sql)
+    facts = engine.query(sql)
     facts["owner"] = [name_of.get(t) for t in facts["owner"].tolist()]
     return facts
-
-
-@contextlib.contextmanager
-def _one_thread(engine: Engine):
-    """DuckDB on one thread while inside: a GROUP BY over every fact of the pool builds one
-    hash table per thread, each holding nearly every group (the facts are spread over all the
-    files): one thread halves the memory of that aggregation."""
-    con = getattr(engine, "con", None)
-    if con is None:
-        yield
-        return
-    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
-    con.execute("SET threads = 1")
-    try:
-        yield
-    finally:
-        con.execute(f"SET threads = {int(threads)}")
 
 
 def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFrame:
