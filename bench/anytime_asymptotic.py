@@ -198,25 +198,33 @@ def null_study(reps: int, seed: int, where: Path, rounds: int = 8,
     world, task = base.world_task(config, seed, where)
     truth = world.truth_metrics().set_index("system")
     names = list(task.systems)
-    split, covered = [], {m: [] for m in ("precision", "pooled_recall")}
+    metrics = ("precision", "pooled_recall")
+    split, covered, unflagged = [], {m: [] for m in metrics}, {m: [] for m in metrics}
     for rep in range(reps):
         loop = MethodLoop(world, task, first=20, seed=1000 * seed + rep, intervals=intervals)
         any_split = False
-        ok = {m: np.ones(systems, bool) for m in covered}
+        ok = {m: np.ones(systems, bool) for m in metrics}
+        ok_unflagged = {m: np.ones(systems, bool) for m in metrics}  # a flagged look claims nothing
         for r in range(rounds + 1):
             board = loop.look("precision", intervals=intervals).leaderboard.set_index("system")
             any_split |= board["tier"].astype(str).nunique() > 1
-            for m in covered:
-                ok[m] &= base.inside_by_system(board, truth, m, names)
+            notes = board["note"].reindex(names).fillna("").astype(str)
+            for m in metrics:
+                inside = base.inside_by_system(board, truth, m, names)
+                ok[m] &= inside
+                ok_unflagged[m] &= inside | notes.str.contains(f"{m}: flagged").to_numpy()
             if r == rounds or not loop.step(10 * systems, seed=rep, rank_by="precision"):
                 break
         split.append(any_split)
-        for m in covered:
+        for m in metrics:
             covered[m].append(ok[m].mean())
-        print(f"  rep {rep}: split {any_split}, covered {[ok[m].mean() for m in covered]}",
+            unflagged[m].append(ok_unflagged[m].mean())
+        print(f"  rep {rep}: split {any_split}, covered {[ok[m].mean() for m in metrics]}, "
+              f"unflagged {[ok_unflagged[m].mean() for m in metrics]}",
               file=sys.stderr, flush=True)  # fmt: skip
     return {"split": np.asarray(split, float),
-            **{f"covered {m}": np.asarray(v, float) for m, v in covered.items()}}  # fmt: skip
+            **{f"covered {m}": np.asarray(v, float) for m, v in covered.items()},
+            **{f"covered unflagged {m}": np.asarray(v, float) for m, v in unflagged.items()}}  # fmt: skip
 
 
 def population_study(
@@ -342,13 +350,17 @@ def report_null(out: dict, intervals: str) -> dict:
     verdict = "PASS" if 1 - split >= 0.95 - 2 * se else "FAIL"
     print(f"null, {intervals} (12 equal systems, 9 looks, {out['split'].size} reps): tiers never split "
           f"{1 - split:.3f} (SE {se:.3f}; target >= 0.95 - 2 SE) {verdict}")  # fmt: skip
-    for m in ("precision", "pooled_recall"):
-        c, c_se = _mean_se(out[f"covered {m}"])
-        c_se = c_se if np.isfinite(c_se) else 0.0
-        verdict = "PASS" if c >= 0.95 - 2 * c_se else "FAIL"
-        print(f"  {m} covered at every look: {c:.3f} (SE {c_se:.3f}; target >= 0.95 - 2 SE) "
-              f"{verdict}")  # fmt: skip
-        fig[f"covered {m}"] = [c, c_se]
+    for key in ("covered", "covered unflagged"):
+        for m in ("precision", "pooled_recall"):
+            if f"{key} {m}" not in out:
+                continue
+            c, c_se = _mean_se(out[f"{key} {m}"])
+            c_se = c_se if np.isfinite(c_se) else 0.0
+            verdict = "PASS" if c >= 0.95 - 2 * c_se else "FAIL"
+            where = "every look" if key == "covered" else "every look whose interval is unflagged"
+            print(f"  {m} covered at {where}: {c:.3f} (SE {c_se:.3f}; target >= 0.95 - 2 SE) "
+                  f"{verdict}")  # fmt: skip
+            fig[f"{key} {m}"] = [c, c_se]
     return fig
 
 

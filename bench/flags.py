@@ -18,9 +18,22 @@ Two studies (issue 37, items 3 and 4):
   ``shared``: teammates that output nearly the same facts; ``heavy``: entity-relation design,
   heavy-tailed weights; ``uneven``: 5 to 120 draws per system; ``null``).  Per metric the coverage
   of unflagged and flagged intervals against the truth, and the share of leaderboard rows with
-  a flag (and with any note).
+  a flag (and with any note).  ``parabank-units`` and ``msmarco-units``: the real worlds with
+  60 queries drawn as exhaustive units each repetition (the pool is their universe), so recall,
+  F1 and the notes an organiser would see are measured too.
+* ``target``: precision at the target recall (``--target-recall``), one round of 20 draws per
+  system, on :data:`TARGET_SETTINGS`: ``data/kbp-sim`` at the README's target 0.1 and, held
+  out, at 0.05 and 0.2 (an extrapolated regime: most lists end before it); ParaBank's 36 real
+  systems ranked by their NLL (query units, the pool as universe) at 0.05; simulated worlds
+  (defaults, entity-relation weights, uneven samples of 5–120 draws, precision 0.02–0.1).  The
+  truth is the precision where the list's exact yield reaches the target
+  (:func:`true_at_target`; none when the list falls short).  Per world: rows noted, and the
+  coverage of the unflagged intervals where a truth exists, for the curve (split by whether
+  some replicates fell short of the target: the note this study removed) and for Dimm's
+  extrapolation (split at :data:`NEARLY_ALL_SHORT`).
 
-Usage: python bench/flags.py [--only looking calibration] [--reps R] [--seed S] [--json FILE]
+Usage: python bench/flags.py [--only looking calibration target] [--reps R] [--seed S]
+[--json FILE]
 Results (per study: command, seed, commit, date, figures) go to ``bench/results/flags.json``.
 ``--only looking --reps 30`` takes about 3 CPU minutes, ``--only calibration --reps 12`` about
 30 CPU seconds (each several minutes of wall time on a busy machine).
@@ -268,10 +281,35 @@ def simulated_setting(name: str, seed: int):
     return truth, annotate
 
 
+#: exhaustive units (queries) drawn per repetition in the real worlds with units (``-units``)
+REAL_UNITS = 60
+
+
+def query_units(task, value: pd.Series, rng, n: int = REAL_UNITS) -> dict:
+    """Exhaustive units for a world whose pool is its universe (every pooled fact judged): ``n``
+    queries drawn uniformly without replacement, each listing its correct pooled facts."""
+    facts = task.facts
+    queries = np.unique(facts["query_id"].to_numpy())
+    chosen = rng.choice(queries, size=min(n, queries.size), replace=False)
+    correct = value.reindex(np.arange(len(facts))).fillna(0).to_numpy() > 0
+    keep = correct & np.isin(facts["query_id"].to_numpy(), chosen)
+    listed = facts[keep]
+    return {
+        "exhaustive_units": pd.DataFrame({"unit": chosen}),
+        "exhaustive": pd.DataFrame({"unit": listed["query_id"].to_numpy(),
+                                    "query_id": listed["query_id"].to_numpy(),
+                                    "answer": listed["answer"].to_numpy()}),
+    }  # fmt: skip
+
+
 def real_setting(name: str, per: int = 20):
     """(truth, annotate) for a real world (``parabank``, ``msmarco``: every pooled output judged;
-    ``kbp-sim``: the demo bundle, its truth.tsv and its exhaustive units); None when absent."""
+    with ``-units`` also :data:`REAL_UNITS` queries as exhaustive units, the pool being the
+    universe, so recall and F1 are estimated; ``kbp-sim``: the demo bundle, its truth.tsv and its
+    exhaustive units); None when absent."""
     anytime = sibling("anytime")
+    units_n = REAL_UNITS if name.endswith("-units") else 0
+    name = name.removesuffix("-units")
     if name == "kbp-sim":
         from receval.scoring import true_metrics
         from receval.task import load_task
@@ -287,6 +325,10 @@ def real_setting(name: str, per: int = 20):
             return None
         _, task, truth = loaded
         units = exhaustive = None
+        if units_n:  # the pool is the universe: true recall is pooled recall
+            truth = truth.assign(recall=truth["pooled_recall"])
+            p, r = truth["precision"], truth["recall"]
+            truth["f1"] = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
 
     value = pd.Series(task.truth["value"].to_numpy(float), index=task.truth["fact"].to_numpy())
 
@@ -299,13 +341,10 @@ def real_setting(name: str, per: int = 20):
             {"query_id": samples["query_id"], "answer": samples["answer"],
              "label": np.where(correct, "C", "W")}
         ).drop_duplicates(["query_id", "answer"])  # fmt: skip
-        return with_annotation(
-            task,
-            samples=samples,
-            judgments=judgments,
-            exhaustive_units=units,
-            exhaustive=exhaustive,
-        )
+        frames = {"exhaustive_units": units, "exhaustive": exhaustive}
+        if units_n:
+            frames = query_units(task, value, rng, units_n)
+        return with_annotation(task, samples=samples, judgments=judgments, **frames)
 
     return truth, annotate
 
@@ -380,7 +419,7 @@ def calibration_rows(names, reps: int, *, seed: int = 37, B: int = 200) -> pd.Da
     return pd.concat(frames, ignore_index=True)
 
 
-SETTINGS = ("kbp-sim", "parabank", "msmarco", *SIMULATED)
+SETTINGS = ("kbp-sim", "parabank", "msmarco", "parabank-units", "msmarco-units", *SIMULATED)
 
 
 def calibration_figures(rows: pd.DataFrame) -> dict:
@@ -429,16 +468,240 @@ def print_calibration(fig: dict) -> None:
             )
 
 
+# --------------------------------------------------------------------------- target
+
+#: worlds of the precision-at-target study: (setting, target recall); kbp-sim at 0.1 is the
+#: README's command, the others are held out (other targets, real data, worlds built to break)
+TARGET_SETTINGS = (
+    ("kbp-sim", 0.1),
+    ("kbp-sim", 0.05),
+    ("kbp-sim", 0.2),
+    ("parabank", 0.05),
+    ("base", 0.1),
+    ("heavy", 0.1),
+    ("uneven", 0.1),
+    ("tiny", 0.05),
+)
+
+
+def true_at_target(task, target: float) -> pd.Series:
+    """True precision at recall ``target`` per system: goal / k at the (interpolated) rank k where
+    the list's true yield first reaches goal = target × (correct facts in the universe); NaN where
+    the whole list falls short (then only a model extrapolation answers)."""
+    from receval.estimators.target import system_ranks
+
+    value = pd.Series(task.truth["value"].to_numpy(float), index=task.truth["fact"].to_numpy())
+    goal = target * float((value == 1).sum())
+    out = {}
+    for system in task.systems:
+        ranks = system_ranks(task.outputs, system).sort_values()
+        yield_ = np.cumsum(value.reindex(ranks.index).fillna(0).to_numpy())
+        if not yield_.size or yield_[-1] < goal or goal <= 0:
+            out[system] = math.nan
+            continue
+        k = int(np.argmax(yield_ >= goal))
+        before = yield_[k - 1] if k else 0.0
+        out[system] = goal / (k + (goal - before) / (yield_[k] - before))
+    return pd.Series(out, dtype=float)
+
+
+def parabank_scored():
+    """ParaBank with a confidence ranking: every candidate scored by its NLL (as the systems
+    ranked them), truth.tsv from the human labels; the Task, or None when the data are absent."""
+    from dataclasses import replace
+
+    from receval.config import Matching, TaskConfig
+    from receval.task import Task
+
+    real = sibling("ppi").parabank_world()
+    if real is None:
+        return None
+    out = real.task.outputs
+    runs = pd.DataFrame(
+        {"system": out["system"].astype(str).to_numpy(), "query_id": out["query_id"].to_numpy(),
+         "answer": out["answer"].to_numpy(),
+         "score": real.task.facts["nll_score"].to_numpy()[out["fact"].to_numpy(np.int64)]}
+    )  # fmt: skip
+    exact = Matching(strip=False, collapse_whitespace=False, casefold=False)
+    task = Task.from_frames(runs=runs, config=TaskConfig(name="parabank", matching=exact))
+    old = pd.Series(np.nan_to_num(real.label), index=pd.MultiIndex.from_frame(
+        real.task.facts[["query_id", "answer"]]))  # fmt: skip
+    facts = task.facts
+    label = old.reindex(pd.MultiIndex.from_frame(facts[["query_id", "answer"]])).to_numpy(float)
+    truth = pd.DataFrame({"query_id": facts["query_id"].to_numpy(),
+                          "answer": facts["answer"].to_numpy(),
+                          "answer_raw": facts["answer"].to_numpy(),
+                          "fact": np.arange(len(facts), dtype=np.int64), "value": label})  # fmt: skip
+    # the pool is the universe: its size is what the organiser declares ([universe] size)
+    return replace(task, truth=truth, config=replace(task.config, universe_size=len(facts)))
+
+
+def parabank_target_setting(per: int = 20):
+    """(None, annotate) of :func:`parabank_scored` with ``per`` draws per system and query
+    units (:func:`query_units`); None when the data are absent."""
+    task = parabank_scored()
+    if task is None:
+        return None
+    value = pd.Series(task.truth["value"].to_numpy(float), index=task.truth["fact"].to_numpy())
+
+    def annotate(rng):
+        samples = new_sample_round(task, per, seed=int(rng.integers(2**31))).samples
+        facts = task.outputs["fact"].to_numpy(np.int64)[samples.attrs["rows"]]
+        samples.attrs = {}
+        judgments = pd.DataFrame(
+            {"query_id": samples["query_id"], "answer": samples["answer"],
+             "label": np.where(value.reindex(facts).to_numpy() > 0, "C", "W")}
+        ).drop_duplicates(["query_id", "answer"])  # fmt: skip
+        return with_annotation(
+            task, samples=samples, judgments=judgments, **query_units(task, value, rng)
+        )
+
+    return None, annotate
+
+
+def target_setting(name: str, seed: int):
+    """(truth, annotate) of a target-study world (``base``: the simulator's defaults)."""
+    if name == "parabank":
+        return parabank_target_setting()
+    if name == "base":
+        SIMULATED.setdefault("base", ({}, 20))
+    if name in SIMULATED:
+        return simulated_setting(name, seed)
+    return real_setting(name)
+
+
+def target_rows(
+    settings, reps: int, *, seed: int = 37, B: int = 200, max_nan_share: float | None = None
+) -> pd.DataFrame:
+    """Per (setting, target, repetition, system): precision at target with its interval, method,
+    the share of replicates whose curve fell short of the target, the truth, the note.
+    ``max_nan_share``: the share of replicates that may be NaN before an interval is refused
+    (the scorer's 0.01 when None; a study of that rule)."""
+    if max_nan_share is not None:
+        import functools
+
+        from receval.estimators import bootstrap
+
+        original = bootstrap.confidence_interval
+        bootstrap.confidence_interval = functools.partial(original, max_nan_share=max_nan_share)
+        try:
+            return target_rows(settings, reps, seed=seed, B=B)
+        finally:
+            bootstrap.confidence_interval = original
+    frames = []
+    for name, target in settings:
+        made = target_setting(name, seed)
+        if made is None:
+            print(f"  {name}: its data in ../shared/data are absent, skipped")
+            continue
+        _, annotate = made
+        rng = np.random.default_rng([seed, 7, len(name), int(target * 1000)])
+        true = None
+        for rep in range(reps):
+            task = annotate(rng)
+            true = true_at_target(task, target) if true is None else true
+            opts = ScoreOptions(bootstrap=B, seed=int(rng.integers(2**31)), target_recall=target)
+            result = score_task(task, opts)
+            board = result.leaderboard.set_index("system").reindex(true.index)
+            systems = result.info["target"]["systems"]
+            frames.append(pd.DataFrame({
+                "setting": f"{name}@{target:g}", "rep": rep, "system": true.index,
+                "true": true.to_numpy(), "estimate": board["precision_at_target"].to_numpy(),
+                "lo": board["precision_at_target_lo"].to_numpy(float),
+                "hi": board["precision_at_target_hi"].to_numpy(float),
+                "method": board["precision_at_target_method"].to_numpy(),
+                "short": [systems.get(s, {}).get("short_of_target", math.nan) for s in true.index],
+                "draws_at": [systems.get(s, {}).get("draws_at_target", math.nan)
+                             for s in true.index],
+                "note": board["note"].fillna("").astype(str).to_numpy(),
+            }))  # fmt: skip
+    rows = pd.concat(frames, ignore_index=True)
+    rows["covered"] = (rows["lo"] <= rows["true"] + 1e-12) & (rows["true"] - 1e-12 <= rows["hi"])
+    rows["flagged"] = rows["note"].str.contains("precision_at_target: flagged", regex=False)
+    rows["flagged"] |= ~np.isfinite(rows["lo"])
+    return rows
+
+
+#: the share of a system's replicates whose curve falls short of the target that splits the
+#: study's groups (a Dimm extrapolation almost sure to be one)
+NEARLY_ALL_SHORT = 0.9
+
+
+def _grouped_cover(frame: pd.DataFrame, reps: int) -> tuple[float, float, int]:
+    """Coverage of ``frame``'s intervals (cluster SE over repetitions) and their number."""
+    if frame.empty:
+        return math.nan, math.nan, 0
+    keep = frame.groupby("rep")["covered"].agg(["sum", "size"]).reindex(range(reps), fill_value=0)
+    hits, sizes = keep["sum"].to_numpy(float), keep["size"].to_numpy(float)
+    slots = np.arange(sizes.max())[None, :]  # per repetition: its intervals, hits first
+    c, se = cluster_share(slots < hits[:, None], slots < sizes[:, None])
+    return c, se, int(sizes.sum())
+
+
+def target_figures(rows: pd.DataFrame) -> dict:
+    """Per setting: rows noted (any note; a precision-at-target note), the coverage of the
+    unflagged intervals where the truth exists (curve; Dimm, split at :data:`NEARLY_ALL_SHORT`),
+    and of the curve's by the share of replicates that fell short (the note removed)."""
+    out: dict = {}
+    for setting, frame in rows.groupby("setting", sort=False):
+        reps = int(frame["rep"].max()) + 1
+        known = frame[np.isfinite(frame["true"]) & ~frame["flagged"]]
+        curve, dimm = known[known["method"] == "curve"], known[known["method"] == "dimm"]
+        per = {
+            "systems": int(frame["system"].nunique()),
+            "reps": reps,
+            "rows_noted": float((frame["note"].str.len() > 0).mean()),
+            "rows_noted_target": float(frame["note"].str.contains("precision_at_target").mean()),
+            "rows_flagged_target": float(frame["flagged"].mean()),
+            "truth_exists": float(np.isfinite(frame["true"]).mean()),
+            "dimm": float((frame["method"] == "dimm").mean()),
+            "cover_curve": _grouped_cover(curve, reps),
+            "cover_curve_short": _grouped_cover(curve[curve["short"] >= 0.005], reps),
+            "cover_curve_reached": _grouped_cover(curve[curve["short"] < 0.005], reps),
+            "cover_dimm": _grouped_cover(dimm, reps),
+            "cover_dimm_nearly_all_short": _grouped_cover(
+                dimm[dimm["short"] >= NEARLY_ALL_SHORT], reps
+            ),
+            "cover_dimm_other": _grouped_cover(dimm[dimm["short"] < NEARLY_ALL_SHORT], reps),
+        }
+        out[str(setting)] = per
+    return out
+
+
+def print_target(fig: dict) -> None:
+    print("target: precision at the target recall, 20 draws per system, default score")
+    for setting, per in fig.items():
+        print(
+            f"  {setting}: {per['systems']} systems x {per['reps']} reps; rows noted "
+            f"{per['rows_noted']:.2f} (precision_at_target {per['rows_noted_target']:.2f}); truth "
+            f"exists {per['truth_exists']:.2f}; Dimm {per['dimm']:.2f}"
+        )
+        for key in ("curve", "curve_reached", "curve_short", "dimm", "dimm_other",
+                    "dimm_nearly_all_short"):  # fmt: skip
+            c, se, n = per[f"cover_{key}"]
+            if n:
+                print(f"    unflagged {key:<22} covered {c:.3f} ± {se:.3f} ({n} intervals)")
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=["looking", "calibration"])
+    parser.add_argument("--only", nargs="*", default=["looking", "calibration", "target"])
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--json", default=str(HERE / "results" / "flags.json"))
+    parser.add_argument(
+        "--max-nan-share", type=float, default=None,
+        help="target: refuse an interval above this share of NaN replicates (scorer: 0.01); "
+        "stored as the study target_nan_<share>",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settings", nargs="*", default=None,
+        help="target: only these worlds, as name@target (default: all of TARGET_SETTINGS)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     results: dict = {}
     if "looking" in args.only:
@@ -454,6 +717,20 @@ def main(argv: list[str] | None = None) -> int:
         print_calibration(fig)
         fig["cpu_seconds"] = round(time.process_time() - start, 1)
         results["calibration"] = fig
+    if "target" in args.only:
+        start = time.process_time()
+        settings = [
+            (name, t)
+            for name, t in TARGET_SETTINGS
+            if args.settings is None or f"{name}@{t:g}" in args.settings
+        ]
+        rows = target_rows(settings, args.reps or 12, seed=args.seed, B=args.bootstrap,
+                           max_nan_share=args.max_nan_share)  # fmt: skip
+        fig = target_figures(rows)
+        print_target(fig)
+        fig["cpu_seconds"] = round(time.process_time() - start, 1)
+        key = "target" if args.max_nan_share is None else f"target_nan_{args.max_nan_share:g}"
+        results[key] = fig
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)

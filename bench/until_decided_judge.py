@@ -7,6 +7,37 @@ decisions, :func:`receval.until_decided.decisions`), and whether any decided pai
 the true precisions (a wrong decision; the family-wise error the tests bound by 1 - confidence).
 
     PYTHONPATH=. python bench/until_decided_judge.py --reps 20 --draws 60 --flip 0.05 --seed 0
+
+``--rag``: the loop itself on worlds built from the real TREC RAG 2025 pairs
+(``../shared/data/trec-rag25-judges``, :class:`judges.RagWorld`: constructed systems over the
+real pairs, NIST's labels as the truth, UMBRELA's grade 0–4 as the judge, correlation ≈ 0.44).
+Per repetition a fresh world of ``--systems`` systems; ``sample --until-decided --top K --batch
+B --rank-by precision`` run round after round (labels from NIST) with ``--estimator ppi`` and
+with ``--estimator joint`` from the same empty start, each until it says decided or
+``--budget`` draws are recorded.  Printed: the labels (distinct facts) each spent until
+decided, their ratio ppi / joint over the repetitions both decided (mean of per-world
+ratios with its SE, and the ratio of the means), the open pairs at equal labels (the first
+round after which both have drawn ≥ the same count), and whether any look put a system
+among the best K against the truth.  ``--null``: null worlds instead (every system exactly
+the same precision: R relevant and N non-relevant pairs each, chosen at random with
+topic-varying weights); the loop ranks all pairs with ``--estimator ppi`` (the judge in the
+loop), and a repetition errs when any look decides any pair (family-wise error over all pairs
+and looks, target ≤ 0.05 + 2 SE).
+
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --reps 10 --systems 8 --top 2 \
+        --batch 160 --budget 4000
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 30 --systems 8 \
+        --batch 160 --budget 1600
+
+Recorded (bench/results/until_decided_judge.json, ``rag`` and ``rag_null``): labels until the
+best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median 0.99) over the 9 of 10 worlds
+both decided (ppi 10/10, joint 9/10 within 4000 draws), no wrong look; null worlds: no pair
+decided at any look in 30 (upper 95 % bound 0.095); ``--fixed 8 --batch 200 --reps 6`` (the same
+labels read by both, ``rag_fixed``): open pairs of 28 at ≈ 700 / 1000 / 1300 labels joint 16.0 /
+12.5 / 9.3, ppi 14.2 / 10.2 / 7.8 (ppi reaches joint's count with ≈ 0.82-0.88× the labels).
+The variance bound: UMBRELA calibrated per
+grade, query and system leaves 0.75-0.79 of the labels' variance within a system on held-out
+facts (1 − ρ² ≈ 0.83 raw), so ≤ 0.75× the labels is out of reach for this judge.
 """
 
 from __future__ import annotations
@@ -62,14 +93,223 @@ def one(rep: int, draws: int, flip: float, seed: int) -> dict:
         return out
 
 
+COLUMNS = ["sample", "system", "query_id", "answer", "prob", "draw", "design", "order",
+           "mixture_prob"]  # fmt: skip
+
+
+def rag_systems(world, systems: int, seed: int, null: bool) -> None:
+    """Replace ``world``'s systems (:class:`judges.RagWorld`) by ``systems`` new ones over the
+    same pairs: as there (recall and precision odds varying by topic), with precisions spread
+    evenly over about 0.3–0.85 (so the best K are decidable), or, ``null``, every system
+    exactly R relevant and N non-relevant pairs (the same precision R/(R + N)), chosen with
+    topic-varying weights so that systems overlap unevenly."""
+    from receval.config import TaskConfig
+    from receval.task import Task
+
+    pairs = world.pairs
+    rel = (pairs["grade_nist"].to_numpy() >= 2).astype(float)
+    rng = np.random.default_rng(seed)
+    topic = pd.factorize(pairs["q"])[0]
+    T = topic.max() + 1
+    rows = []
+    R, N = 400, 400
+    for i in range(systems):
+        if null:
+            weight = np.exp(rng.normal(0, 0.7, T))[topic]
+            take = np.zeros(len(pairs), bool)
+            for value, count in ((1.0, R), (0.0, N)):
+                idx = np.flatnonzero(rel == value)
+                p = weight[idx] / weight[idx].sum()
+                take[rng.choice(idx, size=count, replace=False, p=p)] = True
+        else:
+            # precision ≈ p_i, spread evenly over 0.3-0.85 (relevant and not about equally
+            # many), varying by topic
+            p_i = 0.85 - 0.55 * i / max(systems - 1, 1)
+            a = np.clip(rng.uniform(0.04, 0.1) * np.exp(rng.normal(0, 0.5, T)), 0.005, 0.9)
+            b = a * (1 - p_i) / p_i * np.exp(rng.normal(0, 0.5, T) - 0.125)
+            take = rng.random(len(pairs)) < np.where(rel == 1, a[topic], np.minimum(b[topic], 1))
+        rows.append(pd.DataFrame({"system": f"s{i:02d}", "query_id": pairs["q"][take],
+                                  "answer": pairs["doc"][take].to_numpy()}))  # fmt: skip
+    world.task = Task.from_frames(runs=pd.concat(rows, ignore_index=True),
+                                  config=TaskConfig(name="rag25"))  # fmt: skip
+    key = pd.MultiIndex.from_frame(pairs[["q", "doc"]])
+    at = pd.Series(np.arange(len(pairs)), index=key).reindex(
+        pd.MultiIndex.from_frame(world.task.facts[["query_id", "answer"]])
+    )
+    world.at = at.to_numpy(np.int64)
+    world.label = rel[world.at]
+    world.grade = pairs["grade_umb"].to_numpy(float)[world.at]
+    out = world.task.outputs
+    correct = world.label[out["fact"].to_numpy(np.int64)]
+    world.precision = (
+        pd.DataFrame({"system": out["system"].astype(str), "c": correct})
+        .groupby("system")["c"]
+        .mean()
+    )
+
+
+def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int) -> dict:
+    """One campaign of ``sample --until-decided`` on ``world`` from nothing labelled: per look
+    the draws, distinct labels, open pairs, and whether it put a system among the best ``top``
+    against the truth (or, without ``top``, decided any pair: for null worlds)."""
+    import dataclasses
+
+    from receval.task import with_annotation
+    from receval.until_decided import until_decided_round
+
+    config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+    base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+    task, samples = base, None
+    best = set(world.precision.nlargest(top).index) if top else set()
+    looks = []
+    for _r in range(10_000):
+        rnd = until_decided_round(task, batch, seed=seed, rank_by="precision", top=top,
+                                  estimator=estimator, budget=budget)  # fmt: skip
+        state = rnd.decisions
+        names = np.asarray(state.systems)
+        if top:
+            wrong = state.sure_in is not None and (
+                not set(names[state.sure_in]) <= best or bool(best & set(names[state.sure_out]))
+            )
+        else:
+            wrong = state.draws > 0 and len(state.open_pairs) < state.pairs
+        labels = 0 if samples is None else len(samples[["query_id", "answer"]].drop_duplicates())
+        looks.append({"draws": state.draws, "labels": labels, "open": len(state.open_pairs),
+                      "wrong": bool(wrong), "decided": bool(rnd.decided and not state.open_pairs)})  # fmt: skip
+        if rnd.decided:
+            break
+        new = rnd.samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+        task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
+                               judge=judge)  # fmt: skip
+    return {"looks": looks, "decided": looks[-1]["decided"], "labels": looks[-1]["labels"],
+            "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
+
+
+def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
+    """Equal rounds of ``batch`` draws (``fixed_round``: the loop's floor and random order, counts
+    fixed), the same labels read by both estimators: the pairs by precision still open at each
+    look under joint and under ppi (the paired tests' power at equal labels)."""
+    import dataclasses
+
+    from receval.task import with_annotation
+    from receval.until_decided import decisions, fixed_round
+
+    config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+    base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+    task, samples, out = base, None, {"joint": [], "ppi": [], "labels": []}
+    for r in range(looks):
+        new = fixed_round(task, batch, seed=seed * 100 + r).samples.reindex(columns=COLUMNS)
+        new.attrs = {}
+        samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+        task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
+                               judge=judge)  # fmt: skip
+        out["labels"].append(len(samples[["query_id", "answer"]].drop_duplicates()))
+        for est in ("joint", "ppi"):
+            out[est].append(len(decisions(task, "precision", estimator=est).open_pairs))
+    return out
+
+
+def rag_study(args) -> dict:
+    """The ``--rag`` study (module docstring)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    world.labelled_of = lambda samples: _labels(world, samples)
+    rows = []
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, args.null)
+        judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+        if args.fixed:
+            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep))
+            print(f"  rep {rep}: {rows[-1]}", file=sys.stderr, flush=True)
+            continue
+        out = {}
+        for est in ("ppi",) if args.null else ("ppi", "joint"):
+            out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
+                                args.budget, seed=rep)  # fmt: skip
+        out["precision_spread"] = float(world.precision.max() - world.precision.min())
+        rows.append(out)
+        summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
+                   if isinstance(v, dict)}  # fmt: skip
+        print(f"  rep {rep}: {summary}", file=sys.stderr, flush=True)
+    if args.fixed:
+        return {k: np.mean([r[k] for r in rows], axis=0).round(2).tolist()
+                for k in ("labels", "joint", "ppi")} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
+    return summarise_rag(rows, args)
+
+
+def _labels(world, samples: pd.DataFrame) -> pd.DataFrame:
+    """NIST's labels of the drawn answers (C/W)."""
+    drawn = samples[["query_id", "answer"]].drop_duplicates()
+    facts = world.task.facts
+    key = pd.Series(
+        np.arange(len(facts)), index=pd.MultiIndex.from_frame(facts[["query_id", "answer"]])
+    )
+    ids = key.reindex(pd.MultiIndex.from_frame(drawn)).to_numpy(np.int64)
+    return drawn.assign(label=np.where(world.label[ids] == 1, "C", "W"))
+
+
+def summarise_rag(rows: list[dict], args) -> dict:
+    """Labels until decided (ppi / joint) and the error shares over the repetitions."""
+    reps = len(rows)
+    from scipy.stats import beta
+
+    wrong = np.array([r["ppi"]["wrong"] for r in rows], float)
+    k = int(wrong.sum())  # Clopper-Pearson one-sided 95 % upper bound on the error share
+    upper = float(beta.ppf(0.95, k + 1, reps - k)) if k < reps else 1.0
+    figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
+               "ppi_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
+    if args.null:
+        return figures
+    both = [r for r in rows if r["ppi"]["decided"] and r["joint"]["decided"]]
+    ratio = np.array([r["ppi"]["labels"] / r["joint"]["labels"] for r in both])
+    figures.update({
+        "joint_any_wrong_look": float(np.mean([r["joint"]["wrong"] for r in rows])),
+        "decided_ppi": int(sum(r["ppi"]["decided"] for r in rows)),
+        "decided_joint": int(sum(r["joint"]["decided"] for r in rows)),
+        "labels_ppi": [r["ppi"]["labels"] for r in rows],
+        "labels_joint": [r["joint"]["labels"] for r in rows],
+        "labels_ratio_mean": float(ratio.mean()) if ratio.size else None,
+        "labels_ratio_median": float(np.median(ratio)) if ratio.size else None,
+        "labels_ratio_se": float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else None,
+        "labels_ratio_of_means": float(
+            np.mean([r["ppi"]["labels"] for r in both]) / np.mean([r["joint"]["labels"] for r in both])
+        ) if both else None,
+    })  # fmt: skip
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--draws", type=int, default=60)
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rag", action="store_true", help="the loop on RAG 2025 worlds")
+    parser.add_argument("--null", action="store_true", help="--rag: null worlds")
+    parser.add_argument("--systems", type=int, default=8)
+    parser.add_argument("--top", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=160)
+    parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument(
+        "--fixed", type=int, default=0,
+        help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
+    )  # fmt: skip
     args = parser.parse_args()
     start = time.time()
+    if args.rag:
+        figures = rag_study(args)
+        skip = ("rag", "null", "draws", "flip")
+        flags = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in skip)
+        record = {"command": f"bench/until_decided_judge.py --rag {'--null ' if args.null else ''}"
+                  + flags, "seed": args.seed, "git_commit": git_commit().strip(),
+                  "date": datetime.now(timezone.utc).isoformat(), "figures": figures,
+                  "seconds": round(time.time() - start, 1)}  # fmt: skip
+        print(json.dumps(record, indent=1))
+        _store("rag_null" if args.null else "rag_fixed" if args.fixed else "rag", record)
+        return
     rows = [one(r, args.draws, args.flip, args.seed) for r in range(args.reps)]
     figures = {}
     for est in ("joint", "ppi"):
@@ -86,8 +326,19 @@ def main() -> None:
               "git_commit": commit.strip(), "date": datetime.now(timezone.utc).isoformat(),
               "pairs": 15, "figures": figures, "seconds": round(time.time() - start, 1)}  # fmt: skip
     print(json.dumps(record, indent=1))
+    _store("runs", record)
+
+
+def _store(key: str, record: dict) -> None:
+    """Keep ``record`` under ``key`` of bench/results/until_decided_judge.json (``runs``: a
+    list, every earlier run kept; the RAG studies: the latest)."""
     out = Path(__file__).parent / "results" / "until_decided_judge.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    stored = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    if key == "runs":
+        stored.setdefault("runs", []).append(record)
+    else:
+        stored[key] = record
+    out.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from receval.options import (
     check_seed,
     resolve_seed,
 )
-from receval.run_record import RunRecord
+from receval.run_record import JudgeAuditBlock, RunRecord, run_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,15 +105,15 @@ class ScoreResult:
         """A few lines: the run, the leading systems, where the tables are (no frames)."""
         run, board = self.run, self.leaderboard
         options = run.options
-        if run.bootstrap:
-            how = f"B={run.bootstrap.get('B')}, seed={run.bootstrap.get('seed')}"
+        if run.bootstrap is not None:
+            how = f"B={run.bootstrap.B}, seed={run.bootstrap.seed}"
         else:
             how = "census, no interval"
         lines = [
-            f"ScoreResult(task {run.task!r}, estimator {options.get('estimator')!r}, "
+            f"ScoreResult(task {run.task!r}, estimator {options.estimator!r}, "
             f"{len(board)} systems, {how})"
         ]
-        key = options.get("rank_by", "f1")
+        key = options.rank_by or "f1"
         if len(board) and key in board.columns:
             top = ", ".join(
                 f"{s} {v:.3f}"
@@ -161,7 +160,7 @@ class ScoreResult:
         out = Path(out)
         with output_set(out) as folder:
             run = self._write_files(folder, save_replicates)
-            _write_json(folder / "run.json", run.to_dict())
+            _write_json(folder / "run.json", run.to_json())
             if report:
                 from receval.report.html import build_report
 
@@ -234,6 +233,7 @@ def score(
     *,
     replicates: Replicates | Path | str | None = None,
     anonymise_key: str | None = None,
+    anonymise_source: str | None = None,
     engine: Any = "duckdb",
     on_step: Callable[[], None] | None = None,
     out_of_core: bool | None = None,
@@ -273,7 +273,7 @@ def score(
     seed : int, None or numpy.random.Generator
         Seed of the bootstrap replicates: an integer; None for fresh entropy; a Generator to draw
         one from (numpy/scipy style).  The integer used is recorded (``result.run.bootstrap
-        ["seed"]``, ``run.json``): ``seed=<it>`` repeats the run.
+        .seed``, ``run.json``): ``seed=<it>`` repeats the run.
     rank_by : {'f1', 'recall', 'precision', 'pooled_recall', 'precision_at_target'}
         The ranking metric.
     target_recall : float, optional
@@ -310,6 +310,9 @@ def score(
         Reuse the resampling counts of an earlier run (``replicates.npz``).
     anonymise_key : str, optional
         Also compute the leaderboard with keyed team pseudonyms (``leaderboard_anonymised.csv``).
+    anonymise_source : str, optional
+        Where ``anonymise_key`` came from (e.g. ``'--anonymise-key'`` or the key file), recorded
+        in ``run.json``'s ``anonymise`` block; never the key itself.
     engine : {'duckdb', 'spark'}
         Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB
         (a fact-matched task of at most 10M run rows is counted in process instead, the same
@@ -360,7 +363,7 @@ def score(
     options = dataclasses.replace(options, seed=resolve_seed(options.seed))
     if isinstance(engine, str):
         check_choice("engine", engine, ENGINES)
-    check_score_options(options)  # every option and combination, once, before any work
+    options = check_score_options(options)  # every option and combination, once, before any work
     from receval.agreement import agreement_by_round
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
     from receval.engine.score import engine_view
@@ -394,8 +397,16 @@ def score(
         from receval.leaderboard import anonymise
 
         anonymised = anonymise(estimates.leaderboard, anonymise_key)
-    judge_audit, run = _judge_audit(loaded, estimates, _run_record(loaded, estimates))
-    if view:
+    judge_audit, audit_block = _judge_audit(loaded, estimates)
+    run = run_record(
+        loaded,
+        estimates.record,
+        estimates.warnings,
+        len(estimates.conflicts),
+        judge_audit=audit_block,
+        anonymise=anonymise_source,
+    )
+    if view:  # how the engine path read the runs
         run = run.replace(extra={**run.extra, "engine_path": view.record()})
     result = ScoreResult(
         leaderboard=estimates.leaderboard,
@@ -413,17 +424,15 @@ def score(
     return result
 
 
-def _judge_audit(task: Task, estimates: Any, run: RunRecord) -> tuple[Any, RunRecord]:
-    """(``judge.csv`` or None, the run record with run.json's ``judge_audit`` block) of a run
-    on a bundle with a judge (:mod:`receval.judge_audit`)."""
+def _judge_audit(task: Task, estimates: Any) -> tuple[Any, JudgeAuditBlock | None]:
+    """(``judge.csv``, run.json's ``judge_audit`` block), or (None, None), of a run on a bundle
+    with a judge (:mod:`receval.judge_audit`)."""
     from receval.judge_audit import audit_block, audit_frame
 
     frame = audit_frame(task, estimates)
     if frame is None:
-        return None, run
-    return frame, run.replace(
-        extra={**run.extra, "judge_audit": audit_block(task, frame, estimates.options)}
-    )
+        return None, None
+    return frame, audit_block(task, frame, estimates.options)
 
 
 def task_engine(task: Task, engine: Any) -> Any:
@@ -443,27 +452,6 @@ def task_engine(task: Task, engine: Any) -> Any:
     if engine is None or engine == "duckdb":
         return None if in_process(task) else default_engine(task)
     return connect(engine) if isinstance(engine, str) else engine
-
-
-def _run_record(task: Task, estimates: Any) -> RunRecord:
-    info = dict(estimates.info)
-    info["warnings"] = list(estimates.warnings)
-    info["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    info["inputs"] = {"task": str(task.root), "checksums": task.checksums()}
-    info["merge"] = {
-        "rule": task.config.merge_rule,
-        "tie": task.config.tie_policy,
-        "conflicts": len(estimates.conflicts),
-    }
-    info["pooling_bias"] = _pooling_bias_record(task)
-    return RunRecord.from_dict(info)
-
-
-def _pooling_bias_record(task: Task) -> dict[str, str]:
-    """How pooling_bias.csv's official scores were counted (the report's caption says it)."""
-    from receval.official.rules import OfficialPolicy
-
-    return {"unjudged": OfficialPolicy().resolved_unassessed(task), "average": "micro"}
 
 
 def sample(

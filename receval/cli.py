@@ -6,7 +6,6 @@ bad input (never a traceback).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -489,18 +488,18 @@ def score(
 
     check_output_folder(out)
     key = key_source = None
+    if not anonymise and (anonymise_key is not None or anonymise_key_file is not None):
+        raise click.UsageError("--anonymise-key and --anonymise-key-file need --anonymise")
     if anonymise:
         key, key_source = _anonymisation_key(task, out, anonymise_key, anonymise_key_file, quiet)
     options = _score_options(choices)
     with progress(5, "scoring", quiet) as bar:
         result = _library_call(
             score_task, task, options, replicates=replicates_path, anonymise_key=key,
-            engine=_engine(engine, spark_master), out_of_core=out_of_core,
+            anonymise_source=key_source, engine=_engine(engine, spark_master),
+            out_of_core=out_of_core,
             on_step=lambda: bar.update(1),
         )  # fmt: skip
-        if key_source is not None:  # where the key is kept, never the key
-            extra = {**result.run.extra, "anonymise": {"key": key_source}}
-            result = dataclasses.replace(result, run=result.run.replace(extra=extra))
         result.write(out, save_replicates=save_replicates, report=not no_report, quiet=quiet)
         bar.update(1)
     if not quiet:
@@ -1617,7 +1616,7 @@ def _recorded_run(out_dir: Path):
     from receval.run_record import RunRecord
 
     try:
-        return RunRecord.from_dict(json.loads((out_dir / "run.json").read_text("utf-8")))
+        return RunRecord.from_json(json.loads((out_dir / "run.json").read_text("utf-8")))
     except (OSError, ValueError, TypeError):
         return None
 

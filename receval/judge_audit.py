@@ -60,6 +60,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from receval.run_record import FlaggedSystem, JudgeAuditBlock, JudgeAuditEntry
+
 #: Columns of ``judge.csv`` (one row per judge and system, plus an ``all`` row per judge).
 AUDIT_COLUMNS = [
     "judge",
@@ -399,7 +401,8 @@ def worth(output: Any, systems: list[str]) -> tuple[np.ndarray, np.ndarray, str]
         return nan, nan, "labels saved: measured by --estimator ppi only"
     if run is None or len(run.replicates.get("precision", ())) < 2:
         return nan, nan, "labels saved: needs bootstrap replicates (not with anytime intervals)"
-    forms = ((output.info.get("design") or {}).get("precision_forms")) or {}
+    design = output.record.design
+    forms = (design.precision_forms if design is not None else None) or {}
     ratio = np.array([forms.get(s) == "ratio" for s in systems])
     reps = run.replicates
     human = np.where(ratio[None, :], reps["precision_ratio"], reps["precision_unbiased"])
@@ -442,7 +445,7 @@ def audit_frame(task, output: Any) -> pd.DataFrame | None:
     return frame
 
 
-def audit_block(task, frame: pd.DataFrame | None, options: Any) -> dict[str, Any] | None:
+def audit_block(task, frame: pd.DataFrame | None, options: Any) -> JudgeAuditBlock | None:
     """run.json's ``judge_audit``: the method, and per judge κ, α and the flagged systems."""
     if frame is None:
         return None
@@ -455,35 +458,35 @@ def audit_block(task, frame: pd.DataFrame | None, options: Any) -> dict[str, Any
         mine = frame[frame["judge"] == name]
         overall = mine[mine["system"] == "all"].iloc[0]
         flagged = mine[(mine["system"] != "all") & (mine["flag"].fillna("") != "")]
-        judges[name] = {
-            "test": str(mine["test"].dropna().iloc[0]) if mine["test"].notna().any() else "",
-            "labelled_facts": int(overall["labelled_facts"]),
-            "kappa": _round(overall["kappa"]),
-            "alpha": _round(overall["alpha"]),
-            "imputed_pool_facts": int(overall["imputed_facts"]),
-            "flagged": {
-                str(r.system): {
-                    "flag": r.flag,
-                    "excess": _round(r.excess),
-                    "p": _round(r.p_value, 6),
-                    "p_adjusted": _round(r.p_adjusted, 6),
-                }
+        judges[name] = JudgeAuditEntry(
+            test=str(mine["test"].dropna().iloc[0]) if mine["test"].notna().any() else "",
+            labelled_facts=int(overall["labelled_facts"]),
+            kappa=_round(overall["kappa"]),
+            alpha=_round(overall["alpha"]),
+            imputed_pool_facts=int(overall["imputed_facts"]),
+            flagged={
+                str(r.system): FlaggedSystem(
+                    flag=r.flag,
+                    excess=_round(r.excess),
+                    p=_round(r.p_value, 6),
+                    p_adjusted=_round(r.p_adjusted, 6),
+                )
                 for r in flagged.itertuples()
             },
-        }
+        )
     saved = frame["labels_saved"].to_numpy(float)
-    return {
-        "test": TEST_NAME,
-        "permutations": PERMUTATIONS,
-        "normal_above": f"{EXACT_MAX} labelled facts: {NORMAL_NAME}",
-        "level": float(options.confidence),
-        "kappa": f"judge at normalised grade >= {KAPPA_THRESHOLD} vs merged human label "
+    return JudgeAuditBlock(
+        test=TEST_NAME,
+        permutations=PERMUTATIONS,
+        normal_above=f"{EXACT_MAX} labelled facts: {NORMAL_NAME}",
+        level=float(options.confidence),
+        kappa=f"judge at normalised grade >= {KAPPA_THRESHOLD} vs merged human label "
         ">= 0.5, labelled facts graded by the judge, unweighted",
-        "alpha": "Krippendorff's alpha, interval metric on grades normalised to [0, 1]",
-        "alpha_all_judges": _round(interval_alpha(every)),
-        "labels_saved_median": _round(np.nanmedian(saved) if np.isfinite(saved).any() else np.nan),
-        "judges": judges,
-    }
+        alpha="Krippendorff's alpha, interval metric on grades normalised to [0, 1]",
+        alpha_all_judges=_round(interval_alpha(every)),
+        labels_saved_median=_round(np.nanmedian(saved) if np.isfinite(saved).any() else np.nan),
+        judges=judges,
+    )
 
 
 def _round(value: Any, digits: int = 4) -> float | None:
@@ -491,31 +494,31 @@ def _round(value: Any, digits: int = 4) -> float | None:
     return round(v, digits) if np.isfinite(v) else None
 
 
-def report_section(block: Any) -> dict[str, Any] | None:
+def report_section(block: JudgeAuditBlock | None) -> dict[str, Any] | None:
     """The report's judge-audit section from run.json's ``judge_audit`` (None without one)."""
-    if not isinstance(block, dict):
+    if block is None:
         return None
     rows, flagged = [], []
-    for name, info in (block.get("judges") or {}).items():
-        marks = info.get("flagged") or {}
+    for name, info in block.judges.items():
+        marks = info.flagged
         rows.append(
             [
                 name,
-                _fmt(info.get("kappa")),
-                _fmt(info.get("alpha")),
-                str(info.get("labelled_facts", "")),
-                str(info.get("imputed_pool_facts", "")),
+                _fmt(info.kappa),
+                _fmt(info.alpha),
+                "" if info.labelled_facts is None else str(info.labelled_facts),
+                "" if info.imputed_pool_facts is None else str(info.imputed_pool_facts),
                 ", ".join(marks) or "none",
             ]
         )
         for system, f in marks.items():
-            p = [_fmt(f.get("p"), "{:.2g}"), _fmt(f.get("p_adjusted"), "{:.2g}")]
-            flagged.append([name, system, f.get("flag", ""), _fmt(f.get("excess")), *p])
+            p = [_fmt(f.p, "{:.2g}"), _fmt(f.p_adjusted, "{:.2g}")]
+            flagged.append([name, system, f.flag or "", _fmt(f.excess), *p])
     summary = (
-        f"Test: {block.get('test')} at level {block.get('level')}; κ: {block.get('kappa')}; "
-        f"α over every judge and the human label: {_fmt(block.get('alpha_all_judges'))}; "
+        f"Test: {block.test} at level {block.level}; κ: {block.kappa}; "
+        f"α over every judge and the human label: {_fmt(block.alpha_all_judges)}; "
         f"median share of human labels the judge saved (ppi): "
-        f"{_fmt(block.get('labels_saved_median'))}.  Per system figures in judge.csv."
+        f"{_fmt(block.labels_saved_median)}.  Per system figures in judge.csv."
     )
     return {"summary": summary, "rows": rows, "flagged": flagged}
 

@@ -1,12 +1,14 @@
 """Option vocabularies shared by the library and the command line (no heavy imports here).
 
 The CLI builds its ``click.Choice`` lists from these tuples and :func:`check_score_options`
-validates the same values at the library boundary, so the two can never disagree.
+validates the same values at the library boundary, so the two can never disagree; it is the one
+check of a score run's options, and returns :class:`CheckedOptions`, which the pipeline takes
+without checking again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from receval.errors import OptionError
@@ -66,11 +68,16 @@ def check_range(name: str, value: Any, low: float, high: float) -> None:
         raise ValueError(f"{name}={value!r} must be a number in [{low}, {high}]")
 
 
-def check_score_options(options: Any) -> None:
-    """Raise ``ValueError`` for any invalid field of a :class:`~receval.scoring.ScoreOptions`.
+def check_score_options(options: Any) -> CheckedOptions:
+    """The one check of a score run's options: :class:`CheckedOptions`, or ``ValueError``
+    (an :class:`~receval.errors.OptionError` naming the option) for any invalid field.
 
-    Checks every vocabulary and range, and the combinations that cannot work (BCa with clustered
-    resampling, ranking by precision at target without a target recall, ...), before any work.
+    Checks every vocabulary and range, the combinations that cannot work (BCa with clustered
+    resampling, ranking by precision at target without a target recall, ...), the options only
+    some components take (refused naming the components that take them) and the chosen interval
+    method's own combinations, before any work.  :func:`receval.score`, ``sample
+    --until-decided`` and :func:`receval.scoring.score_task` (for a caller that passes plain
+    :class:`ScoreOptions`) go through it; what it returns is not checked again.
     """
     check_choice("estimator", options.estimator, estimator_names())
     check_choice("intervals", getattr(options, "intervals", AUTO), interval_choices())
@@ -94,6 +101,20 @@ def check_score_options(options: Any) -> None:
     if options.prevalence is not None:
         check_range("prevalence", options.prevalence, 1e-9, 0.99)
     _check_combinations(options)
+    _check_interval_method(options)
+    if isinstance(options, CheckedOptions):
+        return options
+    return CheckedOptions(**{f.name: getattr(options, f.name) for f in fields(ScoreOptions)})
+
+
+def _check_interval_method(options: Any) -> None:
+    """The chosen interval method's own refusals (``auto`` resolves to a method only where that
+    method can serve the run: :func:`receval.estimators.looking.resolve_intervals`)."""
+    from receval.estimators.registry import interval_method_class
+
+    method = getattr(options, "intervals", AUTO)
+    if method != AUTO:
+        interval_method_class(method)().check(options)
 
 
 #: The most draws one sample round may ask for: far beyond any annotation budget, and a bound
@@ -290,6 +311,12 @@ class ScoreOptions:
     #: disagreement widens the intervals (:mod:`receval.estimators.annotators`); by default the
     #: intervals are conditional on the merged labels
     annotator_resampling: bool = False
+
+
+@dataclass(frozen=True)
+class CheckedOptions(ScoreOptions):
+    """:class:`ScoreOptions` that passed :func:`check_score_options`, the one check: what the
+    scoring pipeline takes without checking again."""
 
 
 def check_judge_scale(scale) -> None:

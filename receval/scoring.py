@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import warnings as pywarnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from receval import __version__
 from receval.estimators.base import (
     LEADERBOARD_COLUMNS,
     METRICS,
@@ -59,7 +58,24 @@ from receval.leaderboard import (
     replicate_ranks,
     significance_tiers,
 )
-from receval.options import AUTO, PRECISION_FORMS, ScoreOptions, check_score_options
+from receval.options import (
+    AUTO,
+    PRECISION_FORMS,
+    CheckedOptions,
+    ScoreOptions,
+    check_score_options,
+)
+from receval.run_record import (
+    BootstrapBlock,
+    CurveRecord,
+    DesignBlock,
+    IntervalRecord,
+    OptionsBlock,
+    RankingBlock,
+    RecordParts,
+    SystemTarget,
+    TargetBlock,
+)
 from receval.task import Task
 
 __all__ = ["LEADERBOARD_COLUMNS", "METRICS", "ScoreOptions", "bootstrap_stages", "score_task"]
@@ -194,9 +210,10 @@ def score_task(
     the truth check and the run record.  A census estimator counts in ``engine``
     (:mod:`receval.engine`; None: the task's embedded DuckDB).
     """
+    if not isinstance(options, CheckedOptions):  # a library caller's: checked here, once
+        options = check_score_options(options)
     # intervals "auto": the bootstrap, or anytime after a top-up round (estimators/looking.py)
     options, chosen = resolve_intervals(task, options)
-    check_score_options(options)  # the one place options and their combinations are checked
     estimator, method = pipeline_components(task, options)
     if not estimator.sample_based:
         out = estimator.score(task, options, engine)
@@ -227,11 +244,12 @@ def score_task(
         pywarnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
         pywarnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         pool = _pool_frame(fitted, sizes)
-    info = _run_info(fitted, warnings, sizes, comparisons)
-    info.update(estimator.run_info(fitted.ctx, run))
-    info.update(looking_record(data, options, chosen))
+    parts = _record_parts(fitted, sizes, comparisons)
+    for block in (estimator.record(fitted.ctx, run), looking_record(data, options, chosen)):
+        if block is not None:
+            parts = parts.replace(**{block.KEY: block})
     if target_info is not None:
-        info.update(_target_info(task, data, options, target_info))
+        parts = parts.replace(**_target_blocks(task, data, options, target_info))
     return ScoringOutput(
         options=options,
         leaderboard=board,
@@ -241,7 +259,7 @@ def score_task(
         warnings=warnings,
         run=run,
         replicates=fitted.replicates,
-        info=info,
+        record=parts,
         curves={} if target_info is None else target_info.curves,
     )
 
@@ -308,14 +326,12 @@ def _concrete_intervals(options: ScoreOptions) -> ScoreOptions:
 
 def pipeline_components(task: Task, options: ScoreOptions) -> tuple[Estimator, Any]:
     """The per-run components of a score run: a fresh estimator and interval method from the
-    registry (their caches live as long as the run), each having checked what it owns (the
-    task for the estimator, the option combinations for the interval method)."""
+    registry (their caches live as long as the run).  The estimator checks the task (e.g. a
+    judge file); the options were checked once, by :func:`receval.options.check_score_options`."""
     options = _concrete_intervals(options)
     estimator = get_estimator(options.estimator)
     estimator.check(task, options)
-    method = get_interval_method(options.intervals)
-    method.check(options)
-    return estimator, method
+    return estimator, get_interval_method(options.intervals)
 
 
 def fit(
@@ -541,94 +557,95 @@ def _finish_board(board: pd.DataFrame, notes: list[list[str]], fitted: Fitted) -
     return board
 
 
-def _run_info(fitted: Fitted, warnings: list[str], sizes, comparisons) -> dict:
-    """The run record's fields for a sample-based run (``run.json``)."""
-    task, data, options = fitted.ctx.task, fitted.ctx.data, fitted.ctx.options
-    replicates = fitted.replicates
-    info = {
-        "receval_version": __version__,
-        "task": task.name,
-        "options": asdict(options),
-        "bootstrap": {
-            "B": replicates.B,
-            "seed": options.seed,
-            "method": options.method,
-            "level": options.confidence,
-            "clusters": "queries" if options.cluster_queries else None,
-            "labels": _labels_info(options),
-        },
-        "design": _design_info(fitted, sizes),
-        "warnings": warnings,
-        "ranking": _ranking_info(options, comparisons),
-    }
+def _record_parts(fitted: Fitted, sizes, comparisons) -> RecordParts:
+    """The scoring stage's blocks of the run record (``run.json``) for a sample-based run:
+    options, bootstrap, design, ranking, and what the interval method records."""
+    data, options = fitted.ctx.data, fitted.ctx.options
+    bootstrap = BootstrapBlock(
+        B=fitted.replicates.B,
+        seed=options.seed,
+        method=options.method,
+        level=options.confidence,
+        clusters="queries" if options.cluster_queries else None,
+        labels=_labels_info(options),
+    )
+    ranking = _ranking_block(options, comparisons)
     caveat = small_sample_caveat(options.tiers, data, round(1 - options.confidence, 12))
     if caveat and fitted.intervals.needs_bootstrap:  # the step-down tests' caveat
-        info["ranking"]["small_sample"] = caveat
-    _add_interval_record(info, fitted)
-    return info
+        ranking = ranking.replace(small_sample=caveat)
+    parts = RecordParts(
+        options=OptionsBlock.of(options),
+        bootstrap=bootstrap,
+        design=_design_block(fitted, sizes),
+        ranking=ranking,
+    )
+    return _with_interval_record(parts, fitted.intervals.record(fitted.ctx))
 
 
-def _design_info(fitted: Fitted, sizes) -> dict:
+def _design_block(fitted: Fitted, sizes) -> DesignBlock:
     """The ``design`` block of ``run.json``: samplers, draws, units, precision forms, weights."""
     task, data = fitted.ctx.task, fitted.ctx.data
     ratio_form = fitted.ratio_form
-    return {
-        "samplers": len(data.sampler_names),
-        "draws_judged": data.K,
-        "draws_unjudged": data.unjudged_draws,
-        "drawn_facts": int(data.facts.size),
-        "exhaustive_units": data.U,
-        "designs": sorted(set(data.sampler_design)),
-        "precision_forms": {
+    return DesignBlock(
+        samplers=len(data.sampler_names),
+        draws_judged=data.K,
+        draws_unjudged=data.unjudged_draws,
+        drawn_facts=int(data.facts.size),
+        exhaustive_units=data.U,
+        designs=tuple(sorted(set(data.sampler_design))),
+        precision_forms={
             name: ("census" if data.census[i] else "ratio" if ratio_form[i] else "unbiased")
             for i, name in enumerate(data.systems)
         }
         if fitted.estimator.precision_forms
         else None,
-        "unit_weights": "Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
+        unit_weights="Hansen-Hurwitz draws/prob (pps-wr) or Horvitz-Thompson 1/prob "
         "(prob = inclusion probability) or uniform",
-        "fact_multiplicity": "exhaustive.tsv documents column (1/d weights)"
+        fact_multiplicity="exhaustive.tsv documents column (1/d weights)"
         if "documents" in task.exhaustive.columns
         else None,
-        "effective_sizes": {
+        effective_sizes={
             "pool_coverage": round(sizes.pool_coverage, 1),
             "pooled_recall_denominator": round(sizes.pooled_recall_den, 1),
         },
-    }
+    )
 
 
-def _ranking_info(options, comparisons) -> dict:
+def _ranking_block(options, comparisons) -> RankingBlock:
     """The ``ranking`` block of ``run.json``: the tier procedure, its guarantee and rank sets."""
-    return {
-        "by": options.rank_by,
-        "tiers": comparisons.describe(),
-        "procedure": options.tiers,
-        "why": "one simultaneous family of pairwise tests gives tiers and rank sets whose "
+    return RankingBlock(
+        by=options.rank_by,
+        tiers=comparisons.describe(),
+        procedure=options.tiers,
+        why="one simultaneous family of pairwise tests gives tiers and rank sets whose "
         "family-wise error is at most alpha; marginal bootstrap p-values that can be 0 let "
         "Holm split equally good systems into several tiers"
         if options.tiers == "stepdown"
         else "marginal tests chosen with --tiers; no simultaneous guarantee for rank sets"
         if options.tiers == "bh"
         else "marginal tests with Holm's correction (never-zero p-values), chosen with --tiers",
-        "alpha": round(1 - options.confidence, 12),
-        "B": comparisons.B,
-        "replicates_dropped": comparisons.dropped,
-        "rank_sets": "simultaneous rank confidence sets from the same pairwise comparisons "
+        alpha=round(1 - options.confidence, 12),
+        B=comparisons.B,
+        replicates_dropped=comparisons.dropped,
+        rank_sets="simultaneous rank confidence sets from the same pairwise comparisons "
         "(Mogstad, Romano, Shaikh & Wilhelm 2024): rank_lo = 1 + #significantly better, "
         "rank_hi = S - #significantly worse"
         if options.tiers != "bh"
         else "rank sets from BH-corrected comparisons: no simultaneous coverage guarantee",
-        "rank": "1 + number of systems with a strictly larger estimate",
-    }
+        rank="1 + number of systems with a strictly larger estimate",
+    )
 
 
-def _add_interval_record(info: dict, fitted: Fitted) -> None:
-    """Merge what a non-bootstrap interval method records into ``info`` (dicts merged)."""
-    for key, value in fitted.intervals.record(fitted.ctx).items():
-        if isinstance(value, dict) and isinstance(info.get(key), dict):
-            info[key].update(value)
-        else:
-            info[key] = value
+def _with_interval_record(parts: RecordParts, record: IntervalRecord | None) -> RecordParts:
+    """The parts with what a non-bootstrap interval method records: its ``intervals`` block,
+    and the ``ranking`` and ``bootstrap`` fields it sets."""
+    if record is None:
+        return parts
+    return parts.replace(
+        intervals=record.intervals,
+        ranking=parts.ranking.replace(**record.ranking),
+        bootstrap=parts.bootstrap.replace(**record.bootstrap),
+    )
 
 
 #: below this many judged own draws per system the max-t step-down's family-wise error was
@@ -669,36 +686,35 @@ def _labels_info(options: ScoreOptions) -> str:
     )
 
 
-def _target_info(task: Task, data: SampleData, options: ScoreOptions, target_info) -> dict:
-    """The run record's ``target`` and ``curves`` fields."""
+def _target_blocks(task: Task, data: SampleData, options: ScoreOptions, target_info) -> dict:
+    """The target-recall stage's blocks of the run record: ``target`` and ``curves``."""
     from receval.estimators.target import BACKTEST_LIMIT
 
-    info: dict = {}
-    info["target"] = {
-        "recall": options.target_recall,
-        "prevalence": options.prevalence
+    target = TargetBlock(
+        recall=options.target_recall,
+        prevalence=options.prevalence
         if options.prevalence is not None
         else (target_info.prevalence if task.config.universe_size else None),
-        "prevalence_source": "--prevalence"
+        prevalence_source="--prevalence"
         if options.prevalence is not None
         else ("[universe] size" if task.config.universe_size else None),
-        "universe_size": task.config.universe_size,
-        "backtest_limit": BACKTEST_LIMIT,
-        "systems": target_info.details,
-    }
-    info["curves"] = {
-        name: {
-            "method": "sample",
-            "kind": "interval",
-            "guarantee": f"percentile bootstrap {options.confidence:.0%} interval of the importance-weighted "
+        universe_size=task.config.universe_size,
+        backtest_limit=BACKTEST_LIMIT,
+        systems={name: SystemTarget.from_json(d) for name, d in target_info.details.items()},
+    )
+    curves = {
+        name: CurveRecord(
+            method="sample",
+            kind="interval",
+            guarantee=f"percentile bootstrap {options.confidence:.0%} interval of the importance-weighted "
             "precision of the top k (Ĉ(k)/k) from the judged draws that hit this system's output",
-            "size": int(data.sizes[data.systems.index(name)]),
-            "annotations": len(curve),
-            "flags": [],
-        }
+            size=int(data.sizes[data.systems.index(name)]),
+            annotations=len(curve),
+            flags=(),
+        )
         for name, curve in target_info.curves.items()
     }
-    return info
+    return {"target": target, "curves": curves}
 
 
 def _target(fitted: Fitted):

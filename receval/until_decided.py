@@ -197,7 +197,7 @@ def decisions(
         confidence=confidence,
         target=target,
     )
-    check_score_options(options)
+    options = check_score_options(options)  # the one check, as for score
     chosen, method = pipeline_components(task, options)
     ctx = ScoringContext(task, data, options)
     fitted = fit(ctx, chosen, method=method)

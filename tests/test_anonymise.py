@@ -106,3 +106,11 @@ def test_pseudonym_shape():
     )
     with pytest.raises(ValueError):
         anonymise(pd.DataFrame({"team": ["a"], "system": ["a1"]}), "")
+
+
+def test_a_key_without_anonymise_is_a_usage_error(task, tmp_path):
+    args = ["score", str(task), "--out", str(tmp_path / "a"), "--anonymise-key", "s3cret"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "need --anonymise" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "a").exists()

@@ -52,7 +52,7 @@ def test_api_and_cli_give_the_same_leaderboard(task_dir, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert receval.RunRecord.from_dict(run).to_dict() == run
     assert set(run) >= {"receval_version", "task", "options", "bootstrap", "inputs", "merge"}
-    assert result.run.options["bootstrap"] == 100 and result.per_query is not None
+    assert result.run.options.bootstrap == 100 and result.per_query is not None
 
 
 @pytest.mark.parametrize(

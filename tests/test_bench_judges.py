@@ -43,3 +43,23 @@ def test_graded_judge_meets_the_targets_on_a_short_study():
         # 0.95 − 2 SE with 12 runs of 16 systems counted as 12 independent runs (conservative)
         assert row["coverage"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / runs)
         assert row["median_width_ratio"] <= 0.85
+
+
+def _rag_loop(null: bool, systems: int, seed: int, budget: int):
+    from types import SimpleNamespace
+
+    bench = load_bench("until_decided_judge")
+    world = load_bench("judges").RagWorld(2, 0)
+    world.labelled_of = lambda samples: bench._labels(world, samples)
+    bench.rag_systems(world, systems, seed, null)
+    judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+    args = SimpleNamespace(top=None if null else 1, batch=20 * systems, budget=budget)
+    return world, bench.rag_loop(world, judge, "ppi", args.top, args.batch, args.budget, seed)
+
+
+def test_the_loop_with_the_judge_decides_no_pair_in_a_rag_null_world():
+    """Every system the same precision (RAG 2025 pairs, UMBRELA graded, fixed seed): the loop
+    with --estimator ppi decides no pair at any of its looks (a decided pair is an error)."""
+    world, out = _rag_loop(True, 4, 3, 240)
+    assert world.precision.nunique() == 1
+    assert len(out["looks"]) >= 3 and not out["wrong"]

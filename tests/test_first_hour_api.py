@@ -21,9 +21,9 @@ def task(tmp_path_factory):
 def test_seed_none_draws_fresh_entropy_and_records_it(task):
     first = receval.score(task, bootstrap=50, seed=None)
     second = receval.score(task, bootstrap=50, seed=None)
-    seed = first.run.bootstrap["seed"]
-    assert isinstance(seed, int) and seed != second.run.bootstrap["seed"]
-    assert first.run.options["seed"] == seed
+    seed = first.run.bootstrap.seed
+    assert isinstance(seed, int) and seed != second.run.bootstrap.seed
+    assert first.run.options.seed == seed
     again = receval.score(task, bootstrap=50, seed=seed)  # the recorded seed repeats the run
     assert again.leaderboard.equals(first.leaderboard)
 
@@ -31,9 +31,9 @@ def test_seed_none_draws_fresh_entropy_and_records_it(task):
 def test_seed_may_be_a_generator_as_in_numpy_and_scipy(task):
     one = receval.score(task, bootstrap=50, seed=np.random.default_rng(1))
     two = receval.score(task, bootstrap=50, seed=np.random.default_rng(1))
-    assert one.run.bootstrap["seed"] == two.run.bootstrap["seed"]
+    assert one.run.bootstrap.seed == two.run.bootstrap.seed
     assert one.leaderboard.equals(two.leaderboard)
-    assert receval.score(task, bootstrap=50, seed=np.int64(3)).run.bootstrap["seed"] == 3
+    assert receval.score(task, bootstrap=50, seed=np.int64(3)).run.bootstrap.seed == 3
     with pytest.raises(ValueError, match="must be an integer, None"):
         receval.score(task, bootstrap=50, seed="7")
 

@@ -247,7 +247,9 @@ def test_report_section_lists_flagged_systems():
             }
         },
     }
-    section = report_section(block)
+    from receval.run_record import JudgeAuditBlock
+
+    section = report_section(JudgeAuditBlock.from_json(block))
     assert section["rows"][0][-1] == "s00"
     assert section["flagged"] == [["umbrela", "s00", "favours", "0.200", "0.0005", "0.008"]]
     assert report_section(None) is None

@@ -184,8 +184,8 @@ def test_annotator_resampling_widens_intervals_around_the_same_estimates(noisy_t
         width_b = (b[f"{metric}_hi"] - b[f"{metric}_lo"]).to_numpy(float)
         assert np.median(width_b / width_a) > 1.05
     assert "annotator votes resampled" in b["interval"].iloc[0]
-    assert plain.info["bootstrap"]["labels"].startswith("conditional on the merged labels")
-    assert wide.info["bootstrap"]["labels"].startswith("widened by annotator disagreement")
+    assert plain.record.bootstrap.labels.startswith("conditional on the merged labels")
+    assert wide.record.bootstrap.labels.startswith("widened by annotator disagreement")
 
 
 def test_annotator_resampling_without_disagreement_changes_nothing(small_world):
@@ -269,8 +269,8 @@ def test_small_samples_say_the_stepdown_bound_is_asymptotic(small_world):
 
     world, base = small_world
     ann = world.annotate(np.random.default_rng(7), per_system=30, exhaustive_units=15)
-    info = score_task(_annotated(world, base, ann.samples, ann), ScoreOptions(bootstrap=100)).info
-    assert "asymptotic" in info["ranking"]["small_sample"]
+    info = score_task(_annotated(world, base, ann.samples, ann), ScoreOptions(bootstrap=100)).record
+    assert "asymptotic" in info.ranking.small_sample
     big = SimpleNamespace(
         K=600,
         m=3,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from receval.estimators.reliability import EffectiveSizes
     from receval.estimators.sample_data import SampleData
     from receval.options import ScoreOptions
+    from receval.run_record import Block, RecordParts
     from receval.task import Task
 
 #: stage totals (each ``(..., columns)``) -> metrics (each ``(..., m)`` or ``(..., 1)``)
@@ -68,7 +69,8 @@ LEADERBOARD_COLUMNS = [
 class ScoringOutput:
     """What one estimator run produced, before diagnostics: the public
     :class:`receval.api.ScoreResult` is built from it (frames ready to write, the raw replicates
-    and the run record's estimator fields)."""
+    and the scoring stage's blocks of the run record, which
+    :func:`receval.run_record.run_record` composes)."""
 
     options: Any
     leaderboard: pd.DataFrame
@@ -78,7 +80,7 @@ class ScoringOutput:
     warnings: list[str]
     run: Any  # BootstrapRun | None
     replicates: Any  # Replicates | None
-    info: dict[str, Any] = field(default_factory=dict)
+    record: RecordParts | None = None
     curves: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
@@ -119,6 +121,29 @@ class ScoringContext:
         from receval.options import ScoreOptions
 
         return cls(task, data, ScoreOptions(**options))
+
+
+class ContextCache:
+    """Values a per-run component computes once per :class:`ScoringContext`.
+
+    Held by the component instance (the registry gives every run fresh ones), never written into
+    the frozen context, a class or a module, so nothing outlives the run.  A run sees a few
+    contexts (its own; the relabelled ones of annotator resampling); the ``size`` most recent are
+    kept, identified by identity (a context holds arrays, so it is not hashed).
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._held: list[tuple[ScoringContext, dict[str, Any]]] = []
+
+    def of(self, ctx: ScoringContext) -> dict[str, Any]:
+        """The values cached for ``ctx`` (an empty dict the first time)."""
+        for held, values in self._held:
+            if held is ctx:
+                return values
+        values: dict[str, Any] = {}
+        self._held = [*self._held[-(self.size - 1) :], (ctx, values)]
+        return values
 
 
 def bootstrap_stages(data: SampleData, cluster_queries: bool = False) -> list[Stage]:
@@ -192,9 +217,11 @@ class Estimator:
     def run_warnings(self, ctx: ScoringContext, warnings: list[str]) -> None:
         """Add this estimator's run warnings (after the data's own)."""
 
-    def run_info(self, ctx: ScoringContext, run: Any) -> dict[str, Any]:
-        """This estimator's fields for ``run.json`` (merged into the run record)."""
-        return {}
+    def record(self, ctx: ScoringContext, run: Any) -> Block | None:
+        """This estimator's block of ``run.json`` (a :class:`~receval.run_record.Block` whose
+        ``KEY`` names its place in the :class:`~receval.run_record.RunRecord`, e.g. ``judge``),
+        or None."""
+        return None
 
     def class_caveat(self) -> str:
         """How this estimator's precision is affected by aliases nobody classed."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
     from receval.estimators.bootstrap import BootstrapRun
     from receval.leaderboard import Comparisons
+    from receval.run_record import IntervalRecord
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,11 @@ class IntervalMethod:
     def system_notes(self, ctx: ScoringContext, notes: list[list[str]]) -> None:
         """Append to ``notes[i]`` what not to trust in system i's intervals (none by default)."""
 
-    def record(self, ctx: ScoringContext) -> dict[str, Any]:
-        """This method's blocks of ``run.json`` (merged into the run record: ``intervals``,
-        and fields of ``ranking`` and ``bootstrap``); none by default."""
-        return {}
+    def record(self, ctx: ScoringContext) -> IntervalRecord | None:
+        """This method's part of ``run.json``: its ``intervals`` block and the fields of
+        ``ranking`` and ``bootstrap`` it sets (:class:`~receval.run_record.IntervalRecord`);
+        None (the bootstrap's own blocks) by default."""
+        return None
 
     def interval(
         self,

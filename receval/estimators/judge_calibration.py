@@ -134,15 +134,19 @@ def level_map(levels: np.ndarray, n_levels: int, label: np.ndarray) -> tuple[np.
 
 
 def query_offsets(
-    logit: np.ndarray, label: np.ndarray, query: np.ndarray, n_queries: int
+    logit: np.ndarray,
+    label: np.ndarray,
+    query: np.ndarray,
+    n_queries: int,
+    prior: float = QUERY_PRIOR,
 ) -> np.ndarray:
     """Per query the logit offset δ_q maximising Σ log-likelihood(label | σ(logit + δ_q)) −
-    QUERY_PRIOR δ_q²/2 (Newton steps, all queries at once; 0 for a query without labels)."""
+    ``prior`` δ_q²/2 (Newton steps, all queries at once; 0 for a query without labels)."""
     delta = np.zeros(n_queries)
     for _ in range(20):
         p = 0.5 * (1.0 + np.tanh(0.5 * (logit + delta[query])))
-        grad = np.bincount(query, weights=label - p, minlength=n_queries) - QUERY_PRIOR * delta
-        hess = np.bincount(query, weights=p * (1 - p), minlength=n_queries) + QUERY_PRIOR
+        grad = np.bincount(query, weights=label - p, minlength=n_queries) - prior * delta
+        hess = np.bincount(query, weights=p * (1 - p), minlength=n_queries) + prior
         step = grad / hess
         delta += step
         if np.abs(step).max(initial=0.0) < 1e-8:

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from receval.estimators.sample_data import SampleData
+from receval.run_record import LookingBlock, TopupRound
 
 #: ``ScoreOptions.intervals`` default: ``bootstrap``, or ``anytime`` after a top-up round
 AUTO = "auto"
@@ -205,26 +206,24 @@ def flag_looking(data: SampleData, notes: list[list[str]], method: str) -> list[
     ]
 
 
-def looking_record(data: SampleData, options: Any, chosen: str) -> dict:
-    """run.json's ``looking`` block: the top-up rounds and what the run did about them ({}
+def looking_record(data: SampleData, options: Any, chosen: str) -> LookingBlock | None:
+    """run.json's ``looking`` block: the top-up rounds and what the run did about them (None
     without any)."""
     looking = detect_looking(data)
     if looking is None:
-        return {}
-    return {
-        "looking": {
-            "topup_rounds": [
-                {"round": name, "systems_drawn": k, "systems_sampled": n}
-                for name, k, n in looking.rounds
-            ],
-            "intervals": options.intervals,
-            "chosen_by_default": bool(chosen),
-            "why": chosen
-            or (
-                "intervals chosen by the user: numbers a top-up after looking makes unreliable "
-                "are flagged in note"
-                if options.intervals == "bootstrap"
-                else "intervals chosen by the user; they hold after looking"
-            ),
-        }
-    }
+        return None
+    return LookingBlock(
+        topup_rounds=tuple(
+            TopupRound(round=name, systems_drawn=k, systems_sampled=n)
+            for name, k, n in looking.rounds
+        ),
+        intervals=options.intervals,
+        chosen_by_default=bool(chosen),
+        why=chosen
+        or (
+            "intervals chosen by the user: numbers a top-up after looking makes unreliable "
+            "are flagged in note"
+            if options.intervals == "bootstrap"
+            else "intervals chosen by the user; they hold after looking"
+        ),
+    )

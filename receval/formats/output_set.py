@@ -41,8 +41,12 @@ def _written_by_receval(folder: Path) -> bool:
     run = folder / "run.json"
     if not run.is_file():
         return False
+    from receval.run_record import RunRecord
+
     try:
-        return "receval_version" in json.loads(run.read_text(encoding="utf-8"))
+        return bool(
+            RunRecord.from_json(json.loads(run.read_text(encoding="utf-8"))).receval_version
+        )
     except (OSError, ValueError):
         return False
 

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from receval import __version__
 from receval.estimators.base import LEADERBOARD_COLUMNS, Estimator, ScoringOutput
+from receval.run_record import OfficialBlock, OptionsBlock, RecordParts
 
 
 class OfficialEstimator(Estimator):
@@ -66,19 +65,15 @@ class OfficialEstimator(Estimator):
             warnings=[],
             run=None,
             replicates=None,
-            info={
-                "receval_version": __version__,
-                "task": task.name,
-                "options": asdict(options),
-                "bootstrap": None,
-                "warnings": [],
-                "official": {
-                    "average": average,
-                    "unjudged": policy.resolved_unassessed(task),
-                    "cutoff": options.cutoff,
-                    "description": described,
-                },
-            },
+            record=RecordParts(
+                options=OptionsBlock.of(options),
+                official=OfficialBlock(
+                    average=average,
+                    unjudged=policy.resolved_unassessed(task),
+                    cutoff=options.cutoff,
+                    description=described,
+                ),
+            ),
         )
 
 

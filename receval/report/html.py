@@ -16,7 +16,6 @@ number shows "—" with the row's ``note``.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -32,8 +31,15 @@ from receval import __version__
 from receval.errors import BundleError
 from receval.formats.tables import write_text_atomic
 from receval.report import plots
-from receval.report.run_view import RunView
 from receval.report.writers import curve_file_stem, read_leaderboard, read_output_csv
+from receval.run_record import (
+    CurveRecord,
+    OptionsBlock,
+    RankingBlock,
+    RunRecord,
+    SystemTarget,
+    TargetBlock,
+)
 
 __all__ = ["ReportInputs", "build_report", "read_report_inputs", "render_report"]
 
@@ -61,7 +67,7 @@ class ReportInputs:
     """
 
     out_dir: Path
-    run: dict[str, Any]
+    run: RunRecord
     leaderboard: pd.DataFrame
     pool: pd.DataFrame | None = None
     conflicts: pd.DataFrame | None = None
@@ -75,11 +81,6 @@ class ReportInputs:
     created: str = ""
     created_source: str = ""
     files: tuple[str, ...] = ()
-
-    @functools.cached_property
-    def view(self) -> RunView:
-        """``run`` as a typed :class:`~receval.report.run_view.RunView`."""
-        return RunView.of(self.run)
 
 
 # --------------------------------------------------------------------------- reading
@@ -97,7 +98,7 @@ def read_report_inputs(out_dir: Path) -> ReportInputs:
     for path in (board_path, run_path):
         if not path.is_file():
             raise BundleError(path, None, "missing: is this an output directory of receval score?")
-    run = _read_run(run_path)
+    run = RunRecord.from_json(_read_run(run_path))
     board = _read_board(board_path)
     tables, absent = _read_optional_tables(out_dir)
     curves = _read_curves(out_dir / "curves", _curve_systems(board, run), absent)
@@ -124,28 +125,15 @@ def _read_run(path: Path) -> dict[str, Any]:
         raise BundleError(path, line, f"not valid JSON: {exc}") from None
     if not isinstance(run, dict):
         raise BundleError(path, None, "not a JSON object")
-    for key, kind in RUN_SHAPES.items():
-        value = run.get(key)
-        if value is not None and not isinstance(value, kind):
-            text = path.read_text(encoding="utf-8")
-            at = re.search(rf'^\s*"{re.escape(key)}"\s*:', text, re.MULTILINE)
-            line = text[: at.start()].count("\n") + 1 if at else None
-            shown = json.dumps(value)[:40]
-            raise BundleError(
-                path, line, f"{key!r} is {shown}, not a JSON {_JSON_KIND[kind]} (edited by hand?)"
-            )
+    wrong = RunRecord.misshapen(run)
+    if wrong is not None:
+        key, kind = wrong
+        text = path.read_text(encoding="utf-8")
+        at = re.search(rf'^\s*"{re.escape(key)}"\s*:', text, re.MULTILINE)
+        line = text[: at.start()].count("\n") + 1 if at else None
+        shown = json.dumps(run[key])[:40]
+        raise BundleError(path, line, f"{key!r} is {shown}, not a JSON {kind} (edited by hand?)")
     return run
-
-
-#: The sections of ``run.json`` the report reads, and their JSON kind (``None`` is allowed).
-RUN_SHAPES = {
-    **dict.fromkeys(
-        ("options", "bootstrap", "design", "ranking", "inputs", "merge", "target", "curves"), dict
-    ),
-    "pooling_bias": dict,
-    "warnings": list,
-}
-_JSON_KIND = {dict: "object", list: "list"}
 
 
 def _read_board(path: Path) -> pd.DataFrame:
@@ -172,10 +160,10 @@ def _read_optional_tables(out_dir: Path) -> tuple[dict[str, pd.DataFrame | None]
     return tables, absent
 
 
-def _curve_systems(board: pd.DataFrame, run: dict[str, Any]) -> list[str]:
+def _curve_systems(board: pd.DataFrame, run: RunRecord) -> list[str]:
     """The systems whose curve file is looked for: the leaderboard's, then run.json's others."""
     on_board = set(board["system"])
-    recorded = RunView.of(run).curves
+    recorded = run.curves or {}
     return list(board["system"]) + [s for s in recorded if s not in on_board]
 
 
@@ -203,9 +191,9 @@ def _read_curves(
     return curves
 
 
-def _created(run: dict[str, Any], run_path: Path) -> tuple[str, str]:
+def _created(run: RunRecord, run_path: Path) -> tuple[str, str]:
     """When the run was made and where that time comes from (run.json, else its mtime)."""
-    created = str(run.get("created") or "")
+    created = str(run.created or "")
     if created:
         return created, "run.json created"
     mtime = datetime.fromtimestamp(run_path.stat().st_mtime, tz=timezone.utc)
@@ -291,9 +279,8 @@ def _interval(lo: Any, hi: Any) -> str:
     return f"[{_num(lo)}, {_num(hi)}]"
 
 
-def _level_text(run: dict[str, Any]) -> str:
-    boot = run.get("bootstrap") or {}
-    level = boot.get("level", (run.get("options") or {}).get("confidence"))
+def _level_text(run: RunRecord) -> str:
+    level = run.level
     try:
         return f"{float(level):.0%}"
     except (TypeError, ValueError):
@@ -326,22 +313,21 @@ def _value_cell(row: pd.Series, column: str, note: str) -> Cell:
     )
 
 
-def backtest_limit(run: dict[str, Any]) -> float:
+def backtest_limit(run: RunRecord) -> float:
     """The back-test deviation above which a Dimm extrapolation is marked as not fitting: the
     value recorded in ``run.json`` (``target.backtest_limit``) or
     :data:`receval.estimators.target.BACKTEST_LIMIT` for runs that did not record one."""
     from receval.estimators.target import BACKTEST_LIMIT
 
-    value = (run.get("target") or {}).get("backtest_limit")
+    value = None if run.target is None else run.target.backtest_limit
     return BACKTEST_LIMIT if _is_missing(value) else float(value)
 
 
-def _backtest(run: dict[str, Any], row: pd.Series | None, system: str) -> float:
+def _backtest(run: RunRecord, row: pd.Series | None, system: str) -> float:
     """A system's Dimm back-test deviation (leaderboard column, else run.json); NaN if none."""
     if row is not None and not _is_missing(row.get("precision_at_target_backtest")):
         return float(row.get("precision_at_target_backtest"))
-    info = ((run.get("target") or {}).get("systems") or {}).get(system) or {}
-    value = info.get("backtest_max_dev")
+    value = run.system_target(system).backtest_max_dev
     return math.nan if _is_missing(value) else float(value)
 
 
@@ -355,7 +341,7 @@ def curve_anchors(inputs: ReportInputs) -> dict[str, str]:
     return {system: f"curve-{k + 1}" for k, system in enumerate(todo)}
 
 
-def _target_source(method: str, info: dict[str, Any], backtest: float, limit: float) -> Cell:
+def _target_source(method: str, info: CurveRecord | None, backtest: float, limit: float) -> Cell:
     """The "from" cell of precision at R_T: curve (method) or model, marked where it fails."""
     if method == "dimm":
         if math.isfinite(backtest) and backtest > limit:
@@ -370,7 +356,7 @@ def _target_source(method: str, info: dict[str, Any], backtest: float, limit: fl
         text = "model (Dimm)" + (f", back-test {backtest:.2f}" if math.isfinite(backtest) else "")
         return Cell(text, "1", css="source extrapolated")
     if method == "curve":
-        label = f"curve ({plots.method_label(info.get('method'))})" if info else "curve"
+        label = f"curve ({plots.method_label(info.method)})" if info is not None else "curve"
         return Cell(label, "0", css="source")
     return Cell(method or "—", "", css="source")
 
@@ -379,48 +365,51 @@ def _target_source(method: str, info: dict[str, Any], backtest: float, limit: fl
 
 
 def _run_card(inputs: ReportInputs) -> dict[str, Any]:
-    view = inputs.view
+    run = inputs.run
     rows = [
-        *_identity_rows(inputs, view),
-        *_interval_rows(view),
-        *_target_rows(view),
-        *_data_rows(view),
+        *_identity_rows(inputs, run),
+        *_interval_rows(run),
+        *_target_rows(run),
+        *_data_rows(run),
     ]
     return {
         "rows": rows,
-        "task_path": _text(view.inputs.get("task")),
-        "checksums": sorted((view.inputs.get("checksums") or {}).items()),
-        "warnings": list(view.warnings),
+        "task_path": _text(run.inputs.task),
+        "checksums": sorted((run.inputs.checksums or {}).items()),
+        "warnings": list(run.warnings),
         "truth": _truth_summary(inputs.truth_check),
     }
 
 
-def _identity_rows(inputs: ReportInputs, view: RunView) -> list[tuple[str, str]]:
+def _identity_rows(inputs: ReportInputs, run: RunRecord) -> list[tuple[str, str]]:
     """Task, date, version, estimator and ranking key of the run card."""
-    version = _text(view.raw.get("receval_version")) or "—"
+    version = _text(run.receval_version) or "—"
     return [
-        ("task", _text(view.raw.get("task")) or "—"),
+        ("task", _text(run.task) or "—"),
         ("date", f"{inputs.created} ({inputs.created_source})"),
         ("receval version", f"{version} (report built by {__version__})"),
-        ("estimator", _estimator_text(view.options)),
-        ("ranked by", _text(view.ranking.get("by") or view.options.get("rank_by")) or "—"),
+        ("estimator", _estimator_text(run.options)),
+        ("ranked by", _text(_ranked_by(run)) or "—"),
     ]
 
 
-def _interval_rows(view: RunView) -> list[tuple[str, str]]:
+def _ranked_by(run: RunRecord) -> Any:
+    """The ranking key: ``ranking.by``, else ``options.rank_by``."""
+    return (run.ranking.by if run.ranking is not None else None) or run.options.rank_by
+
+
+def _interval_rows(run: RunRecord) -> list[tuple[str, str]]:
     """The bootstrap's seed, B and interval method, or why the run has no interval; tiers."""
-    boot = view.bootstrap
-    if boot:
+    boot = run.bootstrap
+    if boot is not None:
+        seed = boot.seed if boot.seed is not None else run.options.seed
         rows = [
-            ("bootstrap seed", _text(boot.get("seed", view.options.get("seed")))),
-            ("bootstrap replicates B", _text(boot.get("B"))),
-            (
-                "interval",
-                f"{_text(boot.get('method'))} bootstrap, {_level_text(view.raw)} two-sided",
-            ),
+            ("bootstrap seed", _text(seed)),
+            ("bootstrap replicates B", _text(boot.B)),
+            ("interval", f"{_text(boot.method)} bootstrap, {_level_text(run)} two-sided"),
         ]
-        if boot.get("labels"):  # what the intervals are about with respect to the labels
-            rows.append(("labels", f"Intervals are {_text(boot.get('labels'))}."))
+        if boot.labels:  # what the intervals are about with respect to the labels
+            rows.append(("labels", f"Intervals are {_text(boot.labels)}."))
     else:
         rows = [
             (
@@ -429,61 +418,62 @@ def _interval_rows(view: RunView) -> list[tuple[str, str]]:
                 "(no bootstrap in this run)",
             )
         ]
-    if view.ranking.get("tiers"):
-        rows.append(("tiers", _text(view.ranking.get("tiers"))))
-    if view.ranking.get("small_sample"):
-        rows.append(("tiers at small n", _text(view.ranking.get("small_sample"))))
+    ranking = run.ranking or RankingBlock()
+    if ranking.tiers:
+        rows.append(("tiers", _text(ranking.tiers)))
+    if ranking.small_sample:
+        rows.append(("tiers at small n", _text(ranking.small_sample)))
     return rows
 
 
-def _target_rows(view: RunView) -> list[tuple[str, str]]:
+def _target_rows(run: RunRecord) -> list[tuple[str, str]]:
     """The target recall and where the prevalence came from (none without a target)."""
-    rt = view.target_recall
+    rt = run.target_recall
     if _is_missing(rt):
         return []
     detail = f"R_T = {_num(rt)}"
-    source = view.target.get("prevalence_source")
-    if source:
-        detail += f"; prevalence ρ from {source}"
-        if view.target.get("universe_size"):
-            detail += f" (universe size {view.target['universe_size']})"
+    target = run.target or TargetBlock()
+    if target.prevalence_source:
+        detail += f"; prevalence ρ from {target.prevalence_source}"
+        if target.universe_size:
+            detail += f" (universe size {target.universe_size})"
     return [("target recall", detail)]
 
 
-def _data_rows(view: RunView) -> list[tuple[str, str]]:
+def _data_rows(run: RunRecord) -> list[tuple[str, str]]:
     """The label merge, the sampling design and the saved replicates (where recorded)."""
     rows = []
-    merge, design = view.merge, view.design
-    if merge:
+    merge, design = run.merge, run.design
+    if merge is not None:
         rows.append(
             (
                 "label merge",
-                f"rule {_text(merge.get('rule')) or '—'}, ties: {_text(merge.get('tie')) or '—'}; "
-                f"{_count(merge.get('conflicts'))} annotator conflicts (conflicts.csv)",
+                f"rule {_text(merge.rule) or '—'}, ties: {_text(merge.tie) or '—'}; "
+                f"{_count(merge.conflicts)} annotator conflicts (conflicts.csv)",
             )
         )
-    if design:
-        designs = ", ".join(map(str, design.get("designs") or [])) or "—"
+    if design is not None:
+        designs = ", ".join(map(str, design.designs or [])) or "—"
         rows.append(
             (
                 "sampling design",
-                f"{_count(design.get('samplers'))} samplers ({designs}), "
-                f"{_count(design.get('draws_judged'))} judged draws "
-                f"({_count(design.get('draws_unjudged'))} unjudged), "
-                f"{_count(design.get('drawn_facts'))} distinct drawn facts, "
-                f"{_count(design.get('exhaustive_units'))} exhaustive units",
+                f"{_count(design.samplers)} samplers ({designs}), "
+                f"{_count(design.draws_judged)} judged draws "
+                f"({_count(design.draws_unjudged)} unjudged), "
+                f"{_count(design.drawn_facts)} distinct drawn facts, "
+                f"{_count(design.exhaustive_units)} exhaustive units",
             )
         )
-    if view.raw.get("replicates_file"):
-        rows.append(("saved replicates", _text(view.raw.get("replicates_file"))))
+    if run.replicates_file:
+        rows.append(("saved replicates", _text(run.replicates_file)))
     return rows
 
 
-def _estimator_text(options: dict[str, Any]) -> str:
+def _estimator_text(options: OptionsBlock) -> str:
     """The estimator's name, what it is (its registered summary) and the options it reads."""
     from receval.estimators.registry import estimator_class
 
-    est = _text(options.get("estimator")) or "—"
+    est = _text(options.estimator) or "—"
     parts = [est]
     try:
         chosen = estimator_class(est)
@@ -492,9 +482,9 @@ def _estimator_text(options: dict[str, Any]) -> str:
     if chosen is not None:
         parts.append(chosen.summary)
         if chosen.mixture_weights:
-            parts.append(f"weighting {_text(options.get('weighting'))}")
-    if options.get("target"):
-        parts.append(f"{options['target']} average")
+            parts.append(f"weighting {_text(options.weighting)}")
+    if options.target:
+        parts.append(f"{options.target} average")
     return "; ".join(parts)
 
 
@@ -520,7 +510,7 @@ def _truth_summary(truth: pd.DataFrame | None) -> list[str]:
 class _BoardContext:
     """What every leaderboard row's cells need besides the row itself."""
 
-    view: RunView
+    run: RunRecord
     systems: int
     has_target: bool
     show_interval: bool
@@ -530,18 +520,18 @@ class _BoardContext:
 
 def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
-    view = inputs.view
+    run = inputs.run
     intervals = sorted(
         {_text(v) for v in board.get("interval", pd.Series(dtype=object)) if _text(v)}
     )
-    rt = view.target_recall
+    rt = run.target_recall
     ctx = _BoardContext(
-        view=view,
+        run=run,
         systems=len(board),
         has_target="precision_at_target" in board.columns,
         show_interval=len(intervals) > 1,
         anchors=curve_anchors(inputs),
-        limit=backtest_limit(view.raw),
+        limit=backtest_limit(run),
     )
     notes, marks = _note_marks(board)
     rows = [
@@ -555,15 +545,15 @@ def _leaderboard(inputs: ReportInputs) -> dict[str, Any]:
         "rows": rows,
         "notes": notes,
         "intervals": intervals,
-        "level": _level_text(view.raw),
-        "tiers": _text(view.ranking.get("tiers")),
+        "level": _level_text(run),
+        "tiers": _text(run.ranking.tiers if run.ranking is not None else None),
         **_board_flags(board),
         "has_target": ctx.has_target,
         "backtest_limit": f"{ctx.limit:.2f}",
         "target_recall": _num(rt) if not _is_missing(rt) else "",
         "estimator": ", ".join(sorted({_text(v) for v in board.get("estimator", []) if _text(v)})),
-        "official": _is_official(view.raw),
-        "rank_sets": _rank_sets_text(view.raw),
+        "official": _is_official(run),
+        "rank_sets": _rank_sets_text(run),
     }
 
 
@@ -584,8 +574,8 @@ def _board_heads(ctx: _BoardContext, rt: Any) -> list[tuple[str, str]]:
     a cutoff K, precision and recall are headed P@K and R@K."""
     from receval.report.terminal import metric_heads
 
-    named = metric_heads(dict(ctx.view.raw))
-    recall = "recall (pooled, closed-world)" if _is_official(ctx.view.raw) else "recall (true)"
+    named = metric_heads(ctx.run)
+    recall = "recall (pooled, closed-world)" if _is_official(ctx.run) else "recall (true)"
     if "recall" in named:
         recall = f"{named['recall']}, {recall}"
     heads = [
@@ -649,10 +639,7 @@ def _target_cells(row: pd.Series, note: str, ctx: _BoardContext) -> list[Cell]:
     cell = _value_cell(row, "precision_at_target", note)
     method = _text(row.get("precision_at_target_method"))
     source = _target_source(
-        method,
-        dict(ctx.view.system_curve(system)),
-        _backtest(ctx.view.raw, row, system),
-        ctx.limit,
+        method, (ctx.run.curves or {}).get(system), _backtest(ctx.run, row, system), ctx.limit
     )
     css = cell.css + {"source extrapolated": " extrapolated", "source poorfit": " poorfit"}.get(
         source.css, ""
@@ -676,10 +663,10 @@ def _board_flags(board: pd.DataFrame) -> dict[str, bool]:
     }
 
 
-def _is_official(run: dict[str, Any]) -> bool:
+def _is_official(run: RunRecord) -> bool:
     """Whether the run is a closed-world census (its recall is pooled recall): its record has
     the census block (``official``)."""
-    return isinstance(run.get("official"), dict)
+    return run.official is not None
 
 
 def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
@@ -689,11 +676,10 @@ def _rank_interval_key(lo: Any, hi: Any, systems: int) -> str:
     return repr(float(lo) * (systems + 1) + float(hi))
 
 
-def _rank_sets_text(run: dict[str, Any]) -> str:
+def _rank_sets_text(run: RunRecord) -> str:
     """What rank_lo–rank_hi are (run.json ``ranking.rank_sets``, else the default procedure's
     description), with the level."""
-    ranking = run.get("ranking") or {}
-    text = _text(ranking.get("rank_sets")) or (
+    text = _text(run.ranking.rank_sets if run.ranking is not None else None) or (
         "simultaneous rank confidence sets from the pairwise tests behind the tiers: "
         "rank_lo = 1 + #systems significantly better, rank_hi = S - #systems significantly worse"
     )
@@ -713,15 +699,15 @@ def _interval_label(inputs: ReportInputs) -> str | None:
 
 def _forest(inputs: ReportInputs) -> dict[str, Any]:
     board = inputs.leaderboard
-    view = inputs.view
-    by = _text(view.ranking.get("by") or view.options.get("rank_by"))
-    panels, absent = _forest_panels(board, view, by)
+    run = inputs.run
+    by = _text(_ranked_by(run))
+    panels, absent = _forest_panels(board, run, by)
     if len(board) == 0:
         return {"svg": None, "absent_all": "The leaderboard has no systems.", "absent": absent}
     methods = list(board.get("precision_at_target_method", pd.Series([""] * len(board))).map(_text))
-    limit = backtest_limit(view.raw)
+    limit = backtest_limit(run)
     poor = [
-        m == "dimm" and _backtest(view.raw, row, _text(row.get("system"))) > limit
+        m == "dimm" and _backtest(run, row, _text(row.get("system"))) > limit
         for m, (_, row) in zip(methods, board.iterrows(), strict=True)
     ]
     svg = plots.forest_plot(
@@ -750,11 +736,11 @@ def _forest(inputs: ReportInputs) -> dict[str, Any]:
 
 
 def _forest_panels(
-    board: pd.DataFrame, view: RunView, by: str
+    board: pd.DataFrame, run: RunRecord, by: str
 ) -> tuple[list[plots.ForestPanel], str | None]:
     """The forest plot's panels: precision, recall (true, or pooled for the official census),
     F1, pooled recall when it ranks, precision at R_T when the run has it (else why not)."""
-    recall_title = "Pooled recall (closed-world)" if _is_official(view.raw) else "True recall θ̂·ν̂"
+    recall_title = "Pooled recall (closed-world)" if _is_official(run) else "True recall θ̂·ν̂"
     panels = [
         plots.ForestPanel("precision", "Precision", "precision"),
         plots.ForestPanel("recall", recall_title, "recall"),
@@ -768,20 +754,19 @@ def _forest_panels(
             "No precision at a target recall in this run: run `receval score --target-recall R` "
             "to compare systems at one shared recall."
         )
-    rt = view.target_recall
+    rt = run.target_recall
     title = f"Precision at R_T = {_num(rt)}" if not _is_missing(rt) else "Precision at target"
     return [*panels, plots.ForestPanel("precision_at_target", title, "precision")], None
 
 
-def _dimm_point(run: dict[str, Any], row: pd.Series | None, system: str) -> plots.DimmPoint | None:
-    target = run.get("target") or {}
-    info = (target.get("systems") or {}).get(system)
-    if not info or info.get("method") != "dimm":
+def _dimm_point(run: RunRecord, row: pd.Series | None, system: str) -> plots.DimmPoint | None:
+    info = run.system_target(system)
+    if run.target is None or info.method != "dimm":
         return None
     try:
-        values = [float(info[k]) for k in ("recall", "precision", "prevalence", "beta")]
-        rt = float(target["recall"])
-    except (KeyError, TypeError, ValueError):
+        values = [float(v) for v in (info.recall, info.precision, info.prevalence, info.beta)]
+        rt = float(run.target.recall)
+    except (TypeError, ValueError):
         return None
     if not all(math.isfinite(v) for v in values) or not math.isfinite(rt):
         return None
@@ -817,33 +802,34 @@ def _curve_facts(
     inputs: ReportInputs, system: str, curve: pd.DataFrame | None, dimm: plots.DimmPoint | None
 ) -> list[str]:
     """The sentences under a system's curve figure: what was drawn, from which file, flags."""
-    view = inputs.view
+    run = inputs.run
     facts: list[str] = []
     if curve is not None:
-        facts += _curve_lines(view.system_curve(system), system, curve)
+        facts += _curve_lines((run.curves or {}).get(system), system, curve)
     if dimm is not None:
-        facts += _dimm_lines(view.system_target(system), dimm)
+        facts += _dimm_lines(run.system_target(system), dimm)
     return facts
 
 
-def _curve_lines(info: Any, system: str, curve: pd.DataFrame) -> list[str]:
+def _curve_lines(info: CurveRecord | None, system: str, curve: pd.DataFrame) -> list[str]:
     """What the curve is (method, outputs, labels, knots, file), what its band means, flags."""
     where = f"curves/{curve_file_stem(system)}.csv"
-    if info:
-        label = plots.method_label(info.get("method"))
+    if info is not None:
+        label = plots.method_label(info.method)
         first = (
-            f"{label} curve over {_count(info.get('size'))} ranked outputs from "
-            f"{_count(info.get('annotations'))} labels; {len(curve)} knots ({where})"
+            f"{label} curve over {_count(info.size)} ranked outputs from "
+            f"{_count(info.annotations)} labels; {len(curve)} knots ({where})"
         )
     else:
+        info = CurveRecord()
         first = f"{len(curve)} knots ({where}); run.json has no curve record"
     lines = [first]
-    if info.get("guarantee"):
-        lines.append(f"What the band means: {info['guarantee']}")
-    return lines + [f"flag: {f}" for f in info.get("flags") or []]
+    if info.guarantee:
+        lines.append(f"What the band means: {info.guarantee}")
+    return lines + [f"flag: {f}" for f in info.flags or []]
 
 
-def _dimm_lines(tinfo: Any, dimm: plots.DimmPoint) -> list[str]:
+def _dimm_lines(tinfo: SystemTarget, dimm: plots.DimmPoint) -> list[str]:
     """Dimm's extrapolation in words (its point, ρ, β, X(R_T), back-test) and its own flags."""
     text = (
         f"Model extrapolation (Dimm 2015): reference curve X(R; ρ, β) through the system's "
@@ -863,7 +849,7 @@ def _dimm_lines(tinfo: Any, dimm: plots.DimmPoint) -> list[str]:
         )
     flags = [
         f"flag: {f}"
-        for f in tinfo.get("flags") or []
+        for f in tinfo.flags or []
         if "model extrapolation" not in str(f) and "back-test" not in str(f)
     ]
     return [text, *flags]
@@ -889,9 +875,9 @@ def _curve_summary(row: pd.Series | None, dimm: plots.DimmPoint | None, rt: str)
 def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
     from receval.progress import progress
 
-    view = inputs.view
+    run = inputs.run
     board = inputs.leaderboard
-    rt = view.target.get("recall", view.options.get("target_recall"))
+    rt = run.target.recall if run.target is not None else run.options.target_recall
     rt_value = None if _is_missing(rt) else float(rt)
     rt_text = _num(rt_value) if rt_value is not None else ""
     rows = {str(r["system"]): r for _, r in board.iterrows()}
@@ -907,7 +893,7 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
             figure["summary"] = _curve_summary(rows.get(system), item.dimm, rt_text)
             figures.append(figure)
             items.append(item)
-    limit = backtest_limit(view.raw)
+    limit = backtest_limit(run)
     overview = (
         plots.curve_overview(items, target_recall=rt_value, backtest_limit=limit) if items else None
     )
@@ -916,7 +902,7 @@ def _curves(inputs: ReportInputs, quiet: bool) -> dict[str, Any]:
         "svg": overview,
         "absent": None if figures else NO_CURVES,
         "without": [s for s in board["system"] if s not in anchors],
-        "missing_files": [s for s in view.curves if s not in inputs.curves],
+        "missing_files": [s for s in run.curves or {} if s not in inputs.curves],
         "target_recall": rt_text,
         "backtest_limit": f"{limit:.2f}",
         "any_poor": any(f["poor_fit"] for f in figures),
@@ -941,15 +927,15 @@ def _curve_entry(
     rt_value: float | None,
 ) -> tuple[dict[str, Any], plots.OverviewItem]:
     """A system's full curve figure (with its facts) and its panel of the overview."""
-    info = inputs.view.system_curve(system)
+    info = inputs.run.system_curve(system)
     dimm = _dimm_point(inputs.run, row, system)
     at_target = _at_target(row)
     curve = inputs.curves.get(system)
     svg = plots.curve_plot(
         system,
         curve,
-        method=_text(info.get("method")),
-        kind=_text(info.get("kind")),
+        method=_text(info.method),
+        kind=_text(info.kind),
         target_recall=rt_value,
         dimm=dimm,
         at_target=at_target,
@@ -1028,7 +1014,7 @@ def _pool(inputs: ReportInputs) -> dict[str, Any]:
             found=found,
         )
     else:
-        est = _text((inputs.run.get("options") or {}).get("estimator"))
+        est = _text(inputs.run.options.estimator)
         absent = (
             "No pool coverage estimate in this run"
             + (
@@ -1096,11 +1082,11 @@ def _pooling_bias(inputs: ReportInputs) -> dict[str, Any]:
     }
 
 
-def _pooling_bias_rule(run: dict[str, Any]) -> str:
+def _pooling_bias_rule(run: RunRecord) -> str:
     """How the official scores of pooling_bias.csv count an unjudged response: ``wrong``
     (trec_eval) or ``ignore`` (TAC's CS-Score), as run.json records it."""
-    for key in ("pooling_bias", "official"):
-        rule = _text((run.get(key) or {}).get("unjudged"))
+    for block in (run.pooling_bias, run.official):
+        rule = _text(block.unjudged if block is not None else None)
         if rule:
             return rule
     return "ignore"
@@ -1152,13 +1138,13 @@ def _annotation(inputs: ReportInputs) -> dict[str, Any]:
 
 def _annotation_summary(inputs: ReportInputs) -> list[str]:
     """The judged draws of the design and what the exhaustive units found."""
-    design = inputs.view.design
+    design = inputs.run.design
     lines = []
-    if design:
+    if design is not None:
         lines.append(
-            f"{_count(design.get('draws_judged'))} judged draws ({_count(design.get('draws_unjudged'))} "
-            f"still unjudged) over {_count(design.get('drawn_facts'))} distinct facts; "
-            f"{_count(design.get('exhaustive_units'))} units annotated exhaustively."
+            f"{_count(design.draws_judged)} judged draws ({_count(design.draws_unjudged)} "
+            f"still unjudged) over {_count(design.drawn_facts)} distinct facts; "
+            f"{_count(design.exhaustive_units)} units annotated exhaustively."
         )
     if inputs.pool is None or "quantity" not in inputs.pool.columns:
         return lines
@@ -1314,32 +1300,40 @@ def _per_query_row(r: pd.Series, numeric: list[str], has_split: bool) -> list[Ce
 
 def _judge(inputs: ReportInputs) -> dict[str, Any] | None:
     """The judge audit of a prediction-powered run (run.json ``judge``), or None."""
-    judge = inputs.view.raw.get("judge")
-    if not isinstance(judge, dict):
+    judge = inputs.run.judge
+    if judge is None:
         return None
-    names = ", ".join(judge.get("judges") or []) or "unnamed judge"
+    names = ", ".join(judge.judges or []) or "unnamed judge"
+    scored, unscored = judge.labelled_scored_facts, judge.labelled_unscored_facts
     summary = (
-        f"{names}: {judge.get('labelled_scored_facts', 0)} human-labelled facts scored by the "
-        f"judge ({judge.get('labelled_unscored_facts', 0)} unscored); correlation with the labels "
-        f"{_num(judge.get('correlation'))}, mean absolute error {_num(judge.get('mean_abs_error'))}. "
+        f"{names}: {scored if scored is not None else 0} human-labelled facts scored by the "
+        f"judge ({unscored if unscored is not None else 0} unscored); correlation with the labels "
+        f"{_num(judge.correlation)}, mean absolute error {_num(judge.mean_abs_error)}. "
         "The estimates stay unbiased whatever the judge; a better judge only narrows them."
     )
     bins = [
         {
-            "bin": f"[{b['lo']:.1f}, {b['hi']:.1f})",
-            "facts": b["facts"],
-            "mean_score": _num(b["mean_score"]),
-            "share_correct": _num(b["share_correct"]),
+            "bin": f"[{b.lo:.1f}, {b.hi:.1f})",
+            "facts": b.facts,
+            "mean_score": _num(b.mean_score),
+            "share_correct": _num(b.share_correct),
         }
-        for b in judge.get("calibration") or []
+        for b in judge.calibration
     ]
     heads = ["system", "λ precision", "λ pooled recall", "judge precision", "labelled facts"]
     heads += ["correlation", "mean |s − f|", "extra labels worth"]
-    keys = ["lambda_precision", "lambda_pooled_recall", "judge_precision", "labelled_facts"]
-    keys += ["correlation", "mean_abs_error", "effective_extra_labels"]
     rows = [
-        [name, *(_num(v.get(k)) if k != "labelled_facts" else _count(v.get(k)) for k in keys)]
-        for name, v in (judge.get("systems") or {}).items()
+        [
+            name,
+            _num(v.lambda_precision),
+            _num(v.lambda_pooled_recall),
+            _num(v.judge_precision),
+            _count(v.labelled_facts),
+            _num(v.correlation),
+            _num(v.mean_abs_error),
+            _num(v.effective_extra_labels),
+        ]
+        for name, v in judge.systems.items()
     ]
     return {"summary": summary, "bins": bins, "heads": heads, "rows": rows}
 
@@ -1348,7 +1342,7 @@ def _judge_audit(inputs: ReportInputs) -> dict[str, Any] | None:
     """The judge audit (run.json ``judge_audit``, :mod:`receval.judge_audit`), or None."""
     from receval.judge_audit import report_section
 
-    return report_section(inputs.view.raw.get("judge_audit"))
+    return report_section(inputs.run.judge_audit)
 
 
 def _files(inputs: ReportInputs) -> dict[str, Any]:
@@ -1412,7 +1406,7 @@ def render_report(inputs: ReportInputs, *, quiet: bool = True) -> str:
             fig["svg"] = Markup(fig["svg"])
         return section
 
-    task = _text(inputs.run.get("task")) or inputs.out_dir.name
+    task = _text(inputs.run.task) or inputs.out_dir.name
     context = {
         "task": task,
         "card": _run_card(inputs),

@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from receval.run_record import RunRecord
+
 __all__ = ["fit_text", "format_leaderboard", "format_value", "metric_heads", "terminal_width"]
 
 #: (column, header) of the metrics shown, in order.
@@ -357,17 +359,10 @@ def _wrap(line: str, width: int) -> str:
     return "\n".join(textwrap.wrap(line, width, subsequent_indent="   ", break_on_hyphens=False))
 
 
-def metric_heads(run: Any) -> dict[str, str]:
+def metric_heads(run: RunRecord | None) -> dict[str, str]:
     """The metric heads a run's record asks for: ``P@K`` and ``R@K`` when each system's top K
-    responses per query were scored (``run.json`` ``official.cutoff``), else none (P, R).
-
-    ``run`` is a :class:`~receval.run_record.RunRecord` or the ``run.json`` object (None: none).
-    """
-    if run is None:
-        return {}
-    record = run.to_dict() if hasattr(run, "to_dict") else run
-    official = record.get("official") if isinstance(record, dict) else None
-    cutoff = official.get("cutoff") if isinstance(official, dict) else None
+    responses per query were scored (``run.json`` ``official.cutoff``), else none (P, R)."""
+    cutoff = None if run is None or run.official is None else run.official.cutoff
     if cutoff is None:
         return {}
     return {"precision": f"P@{int(cutoff)}", "recall": f"R@{int(cutoff)}"}

@@ -87,9 +87,9 @@ def test_auto_chooses_anytime_after_a_top_up_and_says_so(looked):
     assert result.leaderboard["interval"].str.startswith("anytime").all()
     assert result.leaderboard["interval"].str.contains("chosen by default").all()
     assert any(w.startswith("intervals: anytime, chosen because") for w in result.warnings)
-    record = result.info["looking"]
-    assert record["chosen_by_default"] and record["intervals"] == "anytime"
-    assert record["topup_rounds"] == [
+    record = result.record.looking
+    assert record.chosen_by_default and record.intervals == "anytime"
+    assert record.to_json()["topup_rounds"] == [
         {"round": "round-2", "systems_drawn": 2, "systems_sampled": 6}
     ]
     # the anytime intervals hold after looking: nothing flagged for the top-up
@@ -109,7 +109,7 @@ def test_an_explicit_bootstrap_is_honoured_with_the_flags(looked):
     others = notes.drop(best)
     assert others.str.contains("precision: flagged: samples.tsv has rounds").all()
     assert not notes[best].str.contains("precision: flagged: samples.tsv").any()
-    assert result.info["looking"]["chosen_by_default"] is False
+    assert result.record.looking.chosen_by_default is False
     assert any("drew for only some systems" in w for w in result.warnings)
 
 

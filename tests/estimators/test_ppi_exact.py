@@ -117,7 +117,8 @@ def exact_expectation(
             census=np.zeros(full.m, bool),
         )
         ctx = ScoringContext.of(data, task=task, estimator=name, **options)
-        ctx.__dict__["_ppi_cache"] = {"judge": judge}
+        if name == "ppi":  # the judge totals are the same for every sample: computed once
+            estimator.cache.of(ctx)["judge"] = judge
         terms = estimator.terms(ctx)
         point = estimator.statistic(ctx)({k: v.sum(axis=0) for k, v in terms.items()})
         weight = np.prod(draw_prob[draw_fact, draw_sampler])  # P(this ordered sample)

@@ -89,15 +89,16 @@ def test_the_confidence_model_is_checked():
 
 @pytest.mark.slow  # the README's demo: 70 systems, B = 1000
 def test_the_readme_demo_is_publishable():
-    """The README's main command's target: no Dimm extrapolation fails its back-test, and the
-    only notes say that a system's curve falls short of the target in some replicates."""
+    """The README's main command's target: no Dimm extrapolation fails its back-test, and no row
+    carries a note (issue 37: the 18 of 70 rows that said a curve falls short of the target in
+    some replicates marked no measured loss of coverage; the share is in run.json)."""
     text = (ROOT / "README.md").read_text()
     target = float(re.search(r"receval score data/kbp-sim .*--target-recall ([0-9.]+)", text)[1])
     result = score_task(load_task(ROOT / "data" / "kbp-sim"), ScoreOptions(target_recall=target))
     board = result.leaderboard
     notes = board["note"].fillna("").astype(str)
     noted = notes[notes != ""]
-    assert len(noted) <= 20
-    assert noted.str.fullmatch(r"precision_at_target: the curve falls short of recall .*").all()
+    assert len(noted) <= 0.2 * len(board), noted.tolist()
+    assert not noted.str.contains("falls short").any()
     assert (board["precision_at_target_method"] == "curve").sum() >= 35
     assert not (board["precision_at_target_backtest"] > BACKTEST_LIMIT).any()

@@ -66,8 +66,8 @@ def test_refuses_precision_at_target_without_a_ranking(scored):
         )
         assert "precision_at_target: refused" in row["note"] and why in row["note"]
         assert system not in result.curves  # no curve over an arbitrary order is written
-        details = result.info["target"]["systems"][system]
-        assert details["method"] is None and "no confidence ranking" in details["refused"]
+        details = result.record.target.systems[system]
+        assert details.method is None and "no confidence ranking" in details.refused
     # the base run (with scores) had a number for both: the refusal is about the ranking only
     before = base.leaderboard.set_index("system")
     assert np.isfinite(before.loc[[unscored, constant], "precision_at_target"]).all()
@@ -110,7 +110,7 @@ def test_dimm_extrapolations_failing_the_backtest_are_flagged(scored):
         backtest = row["precision_at_target_backtest"]
         flagged = POOR_FIT_NOTE in str(row["note"])
         assert flagged == (not pd.isna(backtest) and backtest > BACKTEST_LIMIT), row["system"]
-        flags = base.info["target"]["systems"][row["system"]]["flags"]
+        flags = base.record.target.systems[row["system"]].flags
         assert any("does not fit" in f for f in flags) == flagged
         if flagged:
             assert f"{backtest:.2f} > {BACKTEST_LIMIT:.2f}" in " ".join(flags)

@@ -84,8 +84,8 @@ def test_small_samples_are_flagged_and_precision_stays_in_range(multi_doc):
     cols = ["precision", "precision_lo", "precision_hi"]
     assert ((board[cols] >= 0) & (board[cols] <= 1)).all().all()
     assert (board["precision_ess"] > 0).all()
-    assert result.info["ranking"]["procedure"] == "stepdown"
-    assert set(result.info["design"]["precision_forms"].values()) <= {"ratio", "unbiased", "census"}
+    assert result.record.ranking.procedure == "stepdown"
+    assert set(result.record.design.precision_forms.values()) <= {"ratio", "unbiased", "census"}
 
 
 def test_truth_check_coverage_tolerates_rounding():

@@ -343,8 +343,11 @@ def test_no_draw_at_all_is_a_sentence_not_a_figure_of_zeros(scored_dir, tmp_path
 
 def test_missing_value_shows_dash_with_note(scored_dir, tmp_path):
     out = copy_dir(scored_dir, tmp_path / "out")
-    board = pd.read_csv(
-        out / "leaderboard.csv", dtype={"system": str}, keep_default_na=False, na_values=[""]
+    board = pd.read_csv(  # note as text: the scored task may have no note at all
+        out / "leaderboard.csv",
+        dtype={"system": str, "note": str},
+        keep_default_na=False,
+        na_values=[""],
     )
     note = "precision_at_target: refused (P at or below the floor of the model family)"
     board.loc[2, ["precision_at_target", "precision_at_target_lo", "precision_at_target_hi"]] = (

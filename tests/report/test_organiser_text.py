@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from receval.cli import cli
 from receval.report.terminal import fit_text, format_leaderboard, metric_heads
+from receval.run_record import RunRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "trec"
 INTERNAL = re.compile(r"issue[ -]?\d|bench/|gradient20|topup", re.IGNORECASE)
@@ -78,8 +79,13 @@ def test_census_board_leaves_out_empty_rank_interval_and_tier():
 
 
 def test_metric_heads_and_fit_text():
-    assert metric_heads({"official": {"cutoff": 10}}) == {"precision": "P@10", "recall": "R@10"}
-    assert metric_heads({"official": {"cutoff": None}}) == {} == metric_heads(None)
+    def run(official):
+        return RunRecord.from_json({"official": official})
+
+    assert metric_heads(run({"cutoff": 10})) == {"precision": "P@10", "recall": "R@10"}
+    assert (
+        metric_heads(run({"cutoff": None})) == {} == metric_heads(None) == metric_heads(run(None))
+    )
     long = "word " * 40
     wrapped = fit_text(long.strip(), 30, "warning: ")
     assert wrapped.startswith("warning: word") and max(map(len, wrapped.splitlines())) <= 30

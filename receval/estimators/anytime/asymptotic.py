@@ -133,6 +133,7 @@ from receval.estimators.anytime.stream import build_stream
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
     from receval.estimators.sample_data import SampleData
+    from receval.run_record import IntervalRecord
     from receval.task import Task
 
 #: bisection steps of each end (resolution 2⁻²⁴ of the search range; a rejected value is
@@ -532,9 +533,9 @@ class AsymptoticIntervals(AnytimeIntervals):
                         "undercover (--intervals anytime holds at every sample size)"
                     )
 
-    def record(self, ctx: ScoringContext) -> dict:
+    def record(self, ctx: ScoringContext) -> IntervalRecord:
         out = super().record(ctx)
-        block = out["intervals"]
+        block = {}
         block["method"] = self.name
         block["what"] = (
             "asymptotic confidence sequences: per hypothesised value a Gaussian test "
@@ -554,8 +555,10 @@ class AsymptoticIntervals(AnytimeIntervals):
             "sequence at 0.2 alpha)"
         )
         block["min_effective_sample_size"] = MIN_ASYMPTOTIC_ESS
-        out["ranking"]["procedure"] = self.name
-        return out
+        return out.replace(
+            intervals=out.intervals.replace(**block),
+            ranking={**out.ranking, "procedure": self.name},
+        )
 
 
 class AsymptoticComparisons(AnytimeComparisons):

@@ -112,6 +112,11 @@ class JudgeControl:
     mean: np.ndarray
     high: np.ndarray
     low: np.ndarray
+    #: with a judge calibrated as the stream goes (:mod:`receval.estimators.judge_stream`):
+    #: ``mean`` (K, m), ``high``/``low`` (K, m, STRATA) per row, the score per row and system
+    #: (K, m), and per row (K, m) Σ t_i g over the facts labelled at earlier rows, g the row's
+    #: own calibrated map
+    predicted: np.ndarray | None = None
 
 
 def judge_control(
@@ -230,18 +235,25 @@ def controlled_precision_streams(
         c = beta @ mass.T  # (K, m)
         g_high = g_low = beta[:, None, :]
     else:
-        g = np.clip(np.asarray(judge[0], float), 0.0, 1.0)
+        g = np.clip(np.asarray(judge[0], float), 0.0, 1.0)  # (K,) or per system (K, m)
         c = np.broadcast_to(judge[1].mean, (K, m))
-        g_high, g_low = judge[1].high[None], judge[1].low[None]
+        g_high, g_low = judge[1].high, judge[1].low
+        if g_high.ndim == 2:  # one map for every row
+            g_high, g_low = g_high[None], g_low[None]
     plain = w * f[:, None]
-    control = w * g[:, None] - c
+    g_k = g if g.ndim == 2 else g[:, None]  # the prediction per row (and system)
+    control = w * g_k - c
     gamma = _regression(plain, control, active)
     u = plain - gamma * control
     base = gamma * c
     if fact is not None:  # facts labelled at earlier steps enter with their exact labels
-        correct, predicted, fresh = _known_parts(target, label, fact, stratum, beta, g)
+        own_map = judge is not None and judge[1].predicted is not None  # each row's own map
+        one = g[:, 0] if g.ndim == 2 else g
+        correct, predicted, fresh = _known_parts(target, label, fact, stratum, beta, one)
+        if own_map:
+            predicted = judge[1].predicted
         base = correct + gamma * (c - predicted)
-        u = base + np.where(fresh[:, None], w * (f[:, None] - gamma * g[:, None]), 0.0)
+        u = base + np.where(fresh[:, None], w * (f[:, None] - gamma * g_k), 0.0)
     down, up = np.zeros((K, m)), np.zeros((K, m))
     for b in range(own_b.shape[2]):  # one stratum at a time: (K, m) work arrays
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -48,7 +48,9 @@ With t_i(x) the target (1/|X_i| on X_i) and f the label:
   predictable decision).  Range [0, 1/Σ_s (r_s/r) κ_is] with κ_is = min_{X_i} p_s/t_i.
   The sequences use Z_k with a predictable control variate subtracted (the share of correct
   labels among earlier draws of the fact's popularity stratum, or with ``--estimator ppi`` the
-  judge's score, each with its exact mean over X_i): same conditional mean, about half the
+  judge's score calibrated on the labels of the stream's earlier steps,
+  :mod:`receval.estimators.judge_stream`, each with its exact mean over X_i): same conditional
+  mean, about half the
   variance where popularity predicts correctness (:mod:`receval.estimators.anytime.control`);
   and a fact labelled at an earlier step enters with its label instead of its weight (the
   control's prediction for it is the label: exact), so the spread falls as labels accumulate
@@ -140,7 +142,6 @@ from receval.estimators.anytime.control import (
     RECALL_CAP,
     controlled_precision_streams,
     controlled_recall_streams,
-    judge_control,
 )
 from receval.estimators.anytime.f1 import (
     T_SHARE,
@@ -150,11 +151,9 @@ from receval.estimators.anytime.f1 import (
     true_facts,
 )
 from receval.estimators.anytime.pairs import (
-    EXACT_TOLERANCE,
     PAIRED,
     PairTests,
     SystemTerms,
-    _known_by_step,
     correct_output_terms,
     pair_tests,
     precision_terms,
@@ -184,6 +183,7 @@ from receval.leaderboard import Comparisons
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
     from receval.estimators.sample_data import SampleData
+    from receval.run_record import IntervalRecord
     from receval.task import Task
 
 
@@ -300,65 +300,37 @@ def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) ->
 
 
 def _judge_terms(task: Task, data: SampleData, st: Stream):
-    """(the judge's score at each step's fact, :class:`JudgeControl`) of ``task``."""
+    """(the judge's score at each step's fact, :class:`JudgeControl`) of ``task``: the judge
+    calibrated on the labels of the stream's earlier rows (:mod:`receval.estimators.judge_stream`),
+    so every row's control has its own segment's exact mean, range and known-label sum."""
+    from receval.estimators.anytime.control import STRATA, JudgeControl, known_labels
+    from receval.estimators.judge_stream import (
+        known_predictions,
+        segment_controls,
+        stream_judge,
+    )
     from receval.estimators.sample_data import design_probabilities
-    from receval.judge import fact_scores
 
-    scores, _ = fact_scores(task)
     view = design_probabilities(task, True)[0]
     t_all, sys_codes, facts, strata = output_arrays(view, data)
-    control = judge_control(scores, facts, sys_codes, t_all, strata, data.m)
-    return scores[data.facts[st.fact]], control
+    sj = stream_judge(task, data, st)  # calibrated on the earlier rows' labels
+    stratum = strata.of_fact[facts]
+    mean, high, low = segment_controls(sj, t_all, sys_codes, facts, stratum, data.m, STRATA)
+    seg = sj.row_segment
+    task_facts = np.asarray(data.facts)[st.fact]
+    kn = known_labels(st.fact, st.label, np.arange(st.fact.size))
+    predicted = known_predictions(sj, kn, data.target[st.fact], task_facts, seg)
+    return sj.at_rows(task_facts), JudgeControl(mean[seg], high[seg], low[seg], predicted)
 
 
 def judged_precision_terms(task: Task, data: SampleData, st: Stream):
     """The paired precision terms of :func:`receval.estimators.anytime.pairs.precision_terms`
-    with the judge's score g(x) as the prediction of each fresh fact instead of the running
-    share c (prediction-powered): per step Y = Σ w (f − g) + [correct labelled so far] +
-    [Σ t g over the outputs not labelled so far], w = t/q over the step's fresh draws.  g is
-    fixed before any draw, so E[Y | past] is the system's precision exactly as with c; the step's
-    range is [base − Σ g/own, base + Σ (1 − g)/own].  A census system keeps its exact terms."""
-    from receval.estimators.sample_data import design_probabilities
-    from receval.judge import fact_scores
+    with the judge's score, calibrated on the labels of the stream's earlier steps, as the
+    prediction of each fresh fact instead of the running share
+    (:func:`receval.estimators.judge_stream.judged_terms`)."""
+    from receval.estimators.judge_stream import judged_terms
 
-    plain = precision_terms(task, data, st)
-    scores, _ = fact_scores(task)
-    view = design_probabilities(task, True)[0]
-    t_all, sys_codes, facts, _ = output_arrays(view, data)
-    total = np.bincount(sys_codes, weights=t_all * scores[facts], minlength=data.m)
-    g = scores[data.facts[st.fact]]
-    m, P = data.m, st.P
-    target = data.target[st.fact]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = target * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]
-        high = np.where(st.own > 0, 1.0 / st.own, 0.0)
-    act = st.own > 0
-    correct, mass, kn = _known_by_step(st, target, P)
-    known_g = kn.by_step(target * g[:, None], P).T
-    fresh = act & ~kn.known[:, None]
-    label = np.nan_to_num(np.asarray(st.label, float))
-    y = np.zeros((m, P))
-    g_lo = np.zeros((m, P))
-    g_hi = np.zeros((m, P))
-    for i in range(m):  # m bincounts over the steps
-        w = np.where(fresh[:, i], ratio[:, i], 0.0)
-        y[i] = np.bincount(st.pool_step, weights=w * (label - g), minlength=P)
-        h = np.where(act[:, i], high[:, i], 0.0)
-        g_lo[i] = np.bincount(st.pool_step, weights=h * g, minlength=P)
-        g_hi[i] = np.bincount(st.pool_step, weights=h * (1.0 - g), minlength=P)
-    done = mass >= 1.0 - EXACT_TOLERANCE  # all known: no fresh fact left
-    base = correct + np.where(done, 0.0, total[:, None] - known_g)
-    g_lo, g_hi = np.where(done, 0.0, g_lo), np.where(done, 0.0, g_hi)
-    a_s = np.asarray(plain.active, bool)
-    keep = ~np.isnan(np.asarray(plain.exact, float)) if plain.exact is not None else None
-    y, lo, hi = (
-        np.where(a_s, y + base, 0.0),
-        np.where(a_s, base - g_lo, 0.0),
-        np.where(a_s, base + g_hi, 0.0),
-    )
-    if keep is not None and keep.any():  # a census keeps its exact terms
-        y[keep], lo[keep], hi[keep] = plain.y[keep], plain.lo[keep], plain.hi[keep]
-    return SystemTerms(y, lo, hi, a_s, plain.exact)
+    return judged_terms(task, data, st, output_arrays)[0]
 
 
 def judged_pair_tests(task: Task, data: SampleData, metric: str, ok, alpha: float):
@@ -372,18 +344,19 @@ def judged_pair_tests(task: Task, data: SampleData, metric: str, ok, alpha: floa
         metric != "precision" and not micro
     ):
         return anytime_pair_tests(task, data, metric, ok, alpha)
+    from receval.estimators.judge_stream import judged_terms, paired_judge_tests
+
     stream = build_stream(task, data)
-    terms = judged_precision_terms(task, data, stream)
+    terms, reach = judged_terms(task, data, stream, output_arrays)
     if metric == "precision":
-        return pair_tests(terms, ok, alpha)
+        return paired_judge_tests(terms, reach, ok, alpha)
     if metric == "f1":
         facts = true_facts(task, data, stream, alpha * T_SHARE)
         return f1_pair_tests(terms, data.sizes, facts, ok, alpha)
     n = np.asarray(data.sizes, float)[:, None]
     exact = None if terms.exact is None else terms.exact * n[:, 0]
-    return pair_tests(
-        SystemTerms(terms.y * n, terms.lo * n, terms.hi * n, terms.active, exact), ok, alpha
-    )
+    scaled = SystemTerms(terms.y * n, terms.lo * n, terms.hi * n, terms.active, exact)
+    return paired_judge_tests(scaled, reach.scaled(n), ok, alpha)
 
 
 #: pooled recall's sequence: ``"mixed"`` bets on the average of two capitals, the plain ratio
@@ -542,13 +515,15 @@ class AnytimeIntervals(IntervalMethod):
             f"(Waudby-Smith & Ramdas 2024){judged}, valid at every look"
         )
 
-    def record(self, ctx: ScoringContext) -> dict:
-        """run.json fields: the method, its stream and assumptions, the ranking's procedure."""
+    def record(self, ctx: ScoringContext) -> IntervalRecord:
+        """run.json's ``intervals`` block (the method, its stream and assumptions) and the
+        ranking's procedure."""
+        from receval.run_record import IntervalRecord, IntervalsBlock
 
         data = ctx.data
         floor = int(draw_stream_floor(ctx))
         stream_counts = self.bounds(ctx).rounds
-        return {
+        record = {
             "intervals": {
                 "method": "anytime",
                 "what": "betting confidence sequences (Waudby-Smith & Ramdas 2024, hedged "
@@ -601,6 +576,11 @@ class AnytimeIntervals(IntervalMethod):
             "bootstrap": {"B": 0, "seed": ctx.options.seed, "method": None,
                           "level": ctx.options.confidence, "clusters": None},
         }  # fmt: skip
+        return IntervalRecord(
+            intervals=IntervalsBlock.from_json(record["intervals"]),
+            ranking=record["ranking"],
+            bootstrap=record["bootstrap"],
+        )
 
     def bounds(self, ctx: ScoringContext) -> AnytimeBounds:
         """The sequences of ``ctx`` (computed once per context)."""
