@@ -51,8 +51,10 @@ FROM (
 """
 
 #: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared;
-#: teams as 64-bit hashes (fixed-size aggregate states: min/max of text ran out of DuckDB's
-#: 1 GiB at 2·10⁸ rows), named again in Python (:func:`_team_names`)
+#: teams as 64-bit hashes (fixed-size aggregate states), named again in Python
+#: (:func:`_team_names`).  One group per pool fact: at 2·10⁸ rows (6·10⁶ facts) score ran out
+#: of DuckDB's 1 GiB (and 1.4 GB) at about this query's share of the CPU, with text or hashed
+#: teams alike: the open item (split it by a hash of the query, or make it spill)
 POOL_FACTS = """
 SELECT lo AS owner, one_team, count(*) AS facts FROM (
     SELECT min(t) AS lo, CASE WHEN min(t) = max(t) THEN 1 ELSE 0 END AS one_team
