@@ -9,11 +9,19 @@ RSS of the process tree's largest process):
 
 * ``sample``: ``receval sample TASK --per-system N --seed S`` (in memory);
 * ``sample-engine``: the same with ``--engine duckdb`` (the SQL sampled path);
+* ``round-synthetic``: the uniform round written from the generator's formula instead
+  (:func:`synthetic_round`: no scan of the runs);
 * ``score-engine``: the same labels, then the joint estimates (1,000 bootstrap replicates)
-  from the engine's arrays (:func:`receval.engine.sampled_data.joint_estimates`; no output set);
+  from the engine's arrays (:func:`receval.engine.score.joint_estimates`; no output set);
 * ``score``: label the drawn facts from a synthetic truth (a fact is correct when the first
   hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
-  --seed S`` (default estimator).
+  --seed S`` (default estimator; from 10⁷ Parquet rows the engine path,
+  :mod:`receval.engine.score`); ``score-memory`` adds ``--in-memory`` (the path before),
+  ``score-engine-cli`` ``--out-of-core``.
+
+Each command records wall and CPU seconds (user + system, all threads), peak RSS and the load
+average before and after (the machine may be shared).  ``--task PATH`` reuses a task generated
+earlier (kept).
 
 ``--receval PATH`` runs another checkout's receval (e.g. ``git archive 13e5542`` unpacked in
 /tmp: the "before" figures).  Results are appended to ``bench/results/scale_sampled.json`` (``bench/scale.py`` is the
@@ -87,10 +95,48 @@ def label_drawn(root: Path) -> int:
     return len(out) - 1
 
 
+def synthetic_round(root: Path, systems: int, queries: int, depth: int, per_system: int,
+                    seed: int) -> int:  # fmt: skip
+    """Write a uniform round of ``per_system`` draws per run straight from the generator's
+    formula (each run outputs exactly ``queries · depth`` distinct facts: a uniform draw picks
+    a (query, rank) pair uniformly, ``prob`` = 1/(queries · depth)), with ``to_annotate.tsv``
+    listing its facts: the round ``sample`` would record, without scanning the runs (for tasks
+    where ``sample --engine`` takes longer than the time at hand).  ``score`` checks every
+    drawn fact against the runs."""
+    import duckdb
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    con = duckdb.connect()
+    pool, parts = 3 * depth, []
+    for j in range(systems):
+        q = rng.integers(0, queries, per_system)
+        r = rng.integers(0, depth, per_system)
+        con.register("picks", {"q": q.astype(np.int64), "r": r.astype(np.int64)})
+        parts.append(
+            con.execute(
+                f"SELECT 'run{j:03d}' AS system, 'q' || q AS query_id, 'doc-' || q || '-' || "
+                f"((r * 7 + (hash({seed}, {j}, q) % {pool})) % {pool}) AS answer FROM picks"
+            ).fetch_df()
+        )
+    con.close()
+    import pandas as pd
+
+    frame = pd.concat(parts, ignore_index=True)
+    frame.insert(0, "sample", "round-1")
+    frame["prob"] = 1.0 / (queries * depth)
+    frame["draw"] = frame.groupby("system").cumcount() + 1
+    frame["design"] = "uniform"
+    frame.to_csv(root / "samples.tsv", sep="\t", index=False)
+    todo = frame.drop_duplicates(["query_id", "answer"])[["query_id", "answer"]]
+    todo.assign(kind="fact").to_csv(root / "to_annotate.tsv", sep="\t", index=False)
+    return len(frame)
+
+
 #: ``score-engine``: the joint estimates from the engine's arrays (no output set yet)
 ENGINE_SCORE = (
     "import sys; from receval.bundle import Bundle; "
-    "from receval.engine.sampled_data import joint_estimates; "
+    "from receval.engine.score import joint_estimates; "
     "print(joint_estimates(Bundle(sys.argv[1]), bootstrap=1000, seed=1).head(3).to_string())"
 )
 
@@ -101,16 +147,19 @@ def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     runner = ["-m", "receval.cli"] if code is None else ["-c", code]
     cmd = ["/usr/bin/time", "-v", sys.executable, *runner, *args]
-    start = time.monotonic()
+    start, load = time.monotonic(), os.getloadavg()[0]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = [float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)]
     tail = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()][:3]
     return {
         "command": ("receval " if code is None else "python -c ENGINE_SCORE ") + " ".join(args),
         "exit": proc.returncode,
         "wall_s": round(wall, 1),
+        "cpu_s": round(sum(cpu), 1),
         "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
         **({"stderr": tail} if proc.returncode else {}),
     }
 
@@ -126,14 +175,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default=None, help="what this run measures (before/after)")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep the generated task")
+    parser.add_argument(
+        "--task", type=Path, default=None, help="score this task generated earlier (kept)"
+    )
     args = harness.parse(parser, argv)
     work = Path(tempfile.mkdtemp(prefix="receval-scale-", dir=args.tmp))
-    task = work / "task"
+    task = work / "task" if args.task is None else args.task
     try:
         start = time.monotonic()
-        rows = generate(task, args.systems, args.queries, args.depth, args.seed)
-        figures = {"rows": rows, "generate_s": round(time.monotonic() - start, 1), "runs": []}
-        print(f"{rows:,} rows generated in {figures['generate_s']} s", flush=True)
+        if args.task is None:
+            rows = generate(task, args.systems, args.queries, args.depth, args.seed)
+        else:  # a task generated earlier (the same generate(); its figures given)
+            rows = args.systems * args.queries * args.depth
+        generated = round(time.monotonic() - start, 1) if args.task is None else None
+        figures = {"rows": rows, "generate_s": generated, "per_system": args.per_system, "runs": []}
+        print(f"{rows:,} rows (generated in {generated} s)", flush=True)
         for command in args.commands.split(","):
             figures["runs"].append(run_command(command, task, work, args))
             print(json.dumps(figures["runs"][-1]), flush=True)
@@ -153,12 +209,24 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
         return measure(base, args.receval)
     if command == "sample-engine":
         return measure([*base, "--engine", "duckdb"], args.receval)
-    if command == "score":
-        labelled = label_drawn(task)
-        out = measure(
-            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1"],
-            args.receval,
+    if command == "round-synthetic":
+        start = time.monotonic()
+        draws = synthetic_round(
+            task, args.systems, args.queries, args.depth, args.per_system, args.seed
         )
+        return {
+            "command": "synthetic_round (a uniform round from the generator's formula)",
+            "draws": draws,
+            "wall_s": round(time.monotonic() - start, 1),
+        }
+    if command in ("score", "score-memory", "score-engine-cli"):
+        labelled = label_drawn(task)
+        path = {"score": [], "score-memory": ["--in-memory"], "score-engine-cli": ["--out-of-core"]}
+        out = measure(
+            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1",
+             *path[command]],
+            args.receval,
+        )  # fmt: skip
         return {**out, "labelled_facts": labelled}
     if command == "score-engine":
         labelled = label_drawn(task)

@@ -221,7 +221,9 @@ def _load_replicates(task: Task, options: Any, replicates: Any) -> Replicates | 
 
     if isinstance(replicates, Replicates):
         return replicates
-    stages = bootstrap_stages(build_sample_data(task, options.target), options.cluster_queries)
+    build = getattr(task, "sample_data", None)  # the engine path's view builds its own
+    data = build(options.target) if build else build_sample_data(task, options.target)
+    stages = bootstrap_stages(data, options.cluster_queries)
     return Replicates.load(Path(replicates), stages)
 
 
@@ -234,6 +236,7 @@ def score(
     anonymise_source: str | None = None,
     engine: Any = "duckdb",
     on_step: Callable[[], None] | None = None,
+    out_of_core: bool | None = None,
     **fields: Any,
 ) -> ScoreResult:
     """Estimate precision, recall and F1 of every system with shared bootstrap intervals.
@@ -318,6 +321,11 @@ def score(
     on_step : callable, optional
         Called after each of the four steps (load, estimate, diagnostics, record), e.g. to
         advance a progress bar.
+    out_of_core : bool, optional
+        The engine path (:mod:`receval.engine.score`): the bundle's Parquet runs read by SQL
+        aggregates in ``engine``, no output row in memory, the same output set.  None (default):
+        taken for a bundle path whose Parquet runs hold at least 10⁷ rows when the options are
+        ones it scores; True: always (ValueError naming what it cannot score); False: never.
 
     Returns
     -------
@@ -358,25 +366,31 @@ def score(
     options = check_score_options(options)  # every option and combination, once, before any work
     from receval.agreement import agreement_by_round
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
+    from receval.engine.score import engine_view
     from receval.scoring import score_task
 
     step = on_step or (lambda: None)
     from receval.task import SCORING_RUN_COLUMNS
 
-    loaded = _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note such as `source` is not read
+    # a large Parquet bundle (or out_of_core=True): SQL aggregates, no output row in memory
+    view = engine_view(task, options, engine, out_of_core)
+    loaded = view or _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note is not read
     step()
-    chosen = task_engine(loaded, engine)  # the census and the diagnostic run in it
+    chosen = None if view else task_engine(loaded, engine)  # census and diagnostic run in it
     estimates = score_task(
         loaded, options, _load_replicates(loaded, options, replicates), engine=chosen
     )
     step()
     joint = estimates.leaderboard if estimates.run is not None else None  # sample-based
-    diagnostics = {
-        "per_query": per_query(loaded),
-        "annotation": annotation_spend(loaded),
-        "pooling_bias": pooling_bias(loaded, joint, engine=chosen),
-        "agreement": agreement_by_round(loaded),
-    }
+    if view:
+        diagnostics = view.diagnostics(joint)
+    else:
+        diagnostics = {
+            "per_query": per_query(loaded),
+            "annotation": annotation_spend(loaded),
+            "pooling_bias": pooling_bias(loaded, joint, engine=chosen),
+            "agreement": agreement_by_round(loaded),
+        }
     step()
     anonymised = None
     if anonymise_key is not None:
@@ -392,6 +406,8 @@ def score(
         judge_audit=audit_block,
         anonymise=anonymise_source,
     )
+    if view:  # how the engine path read the runs
+        run = run.replace(extra={**run.extra, "engine_path": view.record()})
     result = ScoreResult(
         leaderboard=estimates.leaderboard,
         pool=estimates.pool,

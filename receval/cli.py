@@ -443,6 +443,15 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     "else local[*]).",
 )
 @click.option(
+    "--out-of-core/--in-memory",
+    "out_of_core",
+    default=None,
+    help="Read the Parquet runs with SQL aggregates in --engine, never holding an output row "
+    "in memory (the same output set; estimators joint and simple, bootstrap intervals, no "
+    "exhaustive units), or load the task in memory.  Default: out of core from 10M Parquet "
+    "run rows when the options allow it.",
+)
+@click.option(
     "--no-report",
     is_flag=True,
     help="Write the CSV/JSON set without report.html (build it later with `receval report DIR`).",
@@ -459,6 +468,7 @@ def score(
     replicates_path: Path | None,
     engine: str,
     spark_master: str | None,
+    out_of_core: bool | None,
     no_report: bool,
     quiet: bool,
     **choices,
@@ -487,6 +497,7 @@ def score(
         result = _library_call(
             score_task, task, options, replicates=replicates_path, anonymise_key=key,
             anonymise_source=key_source, engine=_engine(engine, spark_master),
+            out_of_core=out_of_core,
             on_step=lambda: bar.update(1),
         )  # fmt: skip
         result.write(out, save_replicates=save_replicates, report=not no_report, quiet=quiet)

@@ -78,9 +78,31 @@ def pooling_bias(
     judged = np.zeros(len(task.facts), dtype=bool)
     judged[task.labels.index.to_numpy(np.int64)] = True
     teams = sorted(task.outputs["team"].unique())
-    team_index = {t: i for i, t in enumerate(owner.categories)}
     unique_count = np.bincount(owner.codes[unique], minlength=len(owner.categories))
     unique_judged = np.bincount(owner.codes[unique & judged], minlength=len(owner.categories))
+    categories = list(owner.categories)
+    return pooling_bias_frame(
+        team_of,
+        pd.Series(unique_count, index=categories).reindex(teams, fill_value=0),
+        pd.Series(unique_judged, index=categories).reindex(teams, fill_value=0),
+        base,
+        lto,
+        joint,
+    )
+
+
+def pooling_bias_frame(
+    team_of: pd.Series,
+    unique_count: pd.Series,
+    unique_judged: pd.Series,
+    base: pd.DataFrame,
+    lto: pd.DataFrame,
+    joint: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """``pooling_bias.csv`` from its parts: ``team_of`` (system -> team, systems with outputs),
+    per team (every team, sorted) the facts only it output and the judged ones among them,
+    the official and leave-team-out scores (indexed by system) and the joint leaderboard."""
+    teams = list(unique_count.index)
     metrics = ("precision", "recall", "f1")
     columns = {
         **{f"official_{m}": (base.index, base[m].to_numpy(float)) for m in metrics},
@@ -94,8 +116,8 @@ def pooling_bias(
         row = {
             "team": team,
             "systems": len(members),
-            "unique_facts": int(unique_count[team_index[team]]),
-            "unique_judged": int(unique_judged[team_index[team]]),
+            "unique_facts": int(unique_count[team]),
+            "unique_judged": int(unique_judged[team]),
         }
         for name, (index, values) in columns.items():
             row[name] = _mean(values[index.get_indexer(members)])
@@ -348,8 +370,19 @@ def annotation_spend(task: Task) -> pd.DataFrame:
     ``drawn_facts_shared`` counts drawn facts that some other system also output: their one label
     serves every system that output them (labels belong to facts).
     """
-    samples = task.samples
-    systems = task.systems
+    if task.samples.empty:
+        return annotation_frame(task.samples, task.systems, np.zeros(0, bool), np.zeros(0, bool))
+    shared = task.facts["systems"].to_numpy() > 1
+    labelled = np.zeros(len(task.facts), bool)
+    labelled[task.labels.index.to_numpy(np.int64)] = True
+    return annotation_frame(task.samples, task.systems, shared, labelled)
+
+
+def annotation_frame(
+    samples: pd.DataFrame, systems: list[str], shared: np.ndarray, labelled: np.ndarray
+) -> pd.DataFrame:
+    """``annotation.csv`` from the draws and, per fact id, whether several systems output it
+    (``shared``) and whether it has a label (``labelled``)."""
     if samples.empty:
         return pd.DataFrame(
             {
@@ -360,9 +393,6 @@ def annotation_spend(task: Task) -> pd.DataFrame:
                 "labelled": 0,
             }
         )
-    shared = task.facts["systems"].to_numpy() > 1
-    labelled = np.zeros(len(task.facts), bool)
-    labelled[task.labels.index.to_numpy(np.int64)] = True
     g = samples.groupby("system", observed=True)
     distinct = samples.drop_duplicates(["system", "fact"])
     frame = pd.DataFrame({"system": systems})

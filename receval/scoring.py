@@ -283,7 +283,8 @@ def duplicate_rows_warning(rows: int) -> str:
 def _sample_data(task: Task, options: ScoreOptions) -> tuple[SampleData, list[str]]:
     """The task's sample arrays, after every check of the data that must pass before estimating."""
     warnings: list[str] = []
-    data = build_sample_data(task, options.target)
+    build = getattr(task, "sample_data", None)  # the engine path's view builds its own
+    data = build(options.target) if build else build_sample_data(task, options.target)
     if data.K == 0:
         from receval.errors import BundleError
 
@@ -795,7 +796,7 @@ def _pool_frame(fitted: Fitted, sizes=None) -> pd.DataFrame:
         )
     rows.append(_true_facts_row(fitted, interval))
     counts = {
-        "pool_size": (int(task.facts["in_pool"].sum()), "distinct facts output by some system"),
+        "pool_size": (task.pool_size, "distinct facts output by some system"),
         "exhaustive_units": (len(set(data.unit_names)), "units annotated exhaustively"),
         "exhaustive_facts": (int(data.unit_found.sum()), "correct facts found in them"),
         "exhaustive_facts_in_pool": (int(data.unit_pooled.sum()), "of which some system output"),

@@ -285,6 +285,11 @@ class Task:
         )
 
     @cached_property
+    def pool_size(self) -> int:
+        """Distinct facts output by some system."""
+        return int(self.facts["in_pool"].sum())
+
+    @cached_property
     def duplicate_rows(self) -> int:
         """Input run rows collapsed because the system output the same fact again."""
         return int(len(self.raw_outputs) - len(self.outputs))

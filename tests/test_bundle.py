@@ -232,96 +232,47 @@ def test_cli_sample_engine(tmp_path):
     assert refused.exit_code == 2 and "uniform --per-system round only" in refused.output
 
 
-def test_joint_aggregates_equal_the_in_memory_sample_data(tmp_path):
-    """Sizes, overlaps and the membership of drawn facts computed by SQL over the Parquet parts
-    equal what build_sample_data computes from the loaded task."""
-    from receval.engine.sampled import (
-        SEP,
-        joint_aggregates,
-        register_keyed,
-        register_system_facts,
-    )
-    from receval.estimators.sample_data import build_sample_data
-
-    bundle = Bundle(write_bundle(tmp_path / "b", "dataset"))
-    drawn = sample_round(bundle, 8, seed=5)
-    bundle.record_round(drawn)
-    todo = drawn.to_annotate
-    todo.assign(label="C", annotator="a")[["query_id", "answer", "label", "annotator"]].to_csv(
-        bundle.root / "judgments.tsv", sep="\t", index=False
-    )
-    task = load_task(bundle.root)
-    data = build_sample_data(task, classes=False)
-    facts = task.facts.loc[data.facts]
-    keys = np.array(
-        [
-            python_key(f"{q}{SEP}{a}")
-            for q, a in zip(facts["query_id"], facts["answer"], strict=True)
-        ]
-    )
-    with bundle.engine() as engine:
-        register_keyed(engine, task.config.matching)
-        register_system_facts(engine)
-        agg = joint_aggregates(engine, keys)
-    assert agg.systems == data.systems
-    np.testing.assert_array_equal(agg.sizes, data.sizes)
-    order = np.argsort(keys)
-    np.testing.assert_array_equal(agg.member, data.member[order])
-    own = [data.systems.index(s) for _, s in data.sampler_names]
-    np.testing.assert_allclose(agg.uniform_overlap[:, own], data.overlap, rtol=1e-12)
-
-
-def test_engine_sample_data_scores_as_the_in_memory_arrays(tmp_path):
-    """The engine's SampleData: the same arrays as build_sample_data (drawn facts in key order)
-    and the same joint estimates and intervals."""
-    from receval.engine.sampled import SEP
-    from receval.engine.sampled_data import engine_sample_data
+def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):
+    """The engine's SampleData (SQL aggregates, no output row in Python): the arrays of
+    build_sample_data, drawn facts in the same order, and the same joint estimates."""
+    from receval.engine.score import bundle_sample_data
     from receval.estimators.base import ScoringContext
     from receval.estimators.joint import JointEstimator
     from receval.estimators.sample_data import build_sample_data
     from receval.scoring import fit
 
-    bundle = Bundle(write_bundle(tmp_path / "b", "per-system"))
-    for seed in (5, 6):
-        bundle.record_round(sample_round(bundle, 8, seed=seed))
-    todo = pd.read_csv(bundle.root / "to_annotate.tsv", sep="\t", dtype=str)
-    keys = [
-        python_key(f"{q}{SEP}{' '.join(a.split()).lower()}")
-        for q, a in zip(todo["query_id"], todo["answer"], strict=True)
-    ]
-    label = np.where(np.array(keys) % 3 == 0, "W", "C")
-    todo.assign(label=label, annotator="a")[["query_id", "answer", "label", "annotator"]].to_csv(
-        bundle.root / "judgments.tsv", sep="\t", index=False
-    )
-    task = load_task(bundle.root)
-    want = build_sample_data(task, classes=False)
-    got = engine_sample_data(bundle)
-    facts = task.facts.loc[want.facts]
-    order = np.argsort(
-        [
-            python_key(f"{q}{SEP}{a}")
-            for q, a in zip(facts["query_id"], facts["answer"], strict=True)
+    for layout in ("per-system", "dataset"):
+        bundle = Bundle(write_bundle(tmp_path / layout, layout))
+        for seed in (5, 6):
+            bundle.record_round(sample_round(bundle, 8, seed=seed))
+        todo = pd.read_csv(bundle.root / "to_annotate.tsv", sep="\t", dtype=str)
+        keys = np.array(
+            [python_key(f"{q}{a}") for q, a in zip(todo["query_id"], todo["answer"], strict=True)]
+        )
+        label = np.where(keys % 3 == 0, "W", "C")
+        todo.assign(label=label, annotator="a")[
+            ["query_id", "answer", "label", "annotator"]
+        ].to_csv(bundle.root / "judgments.tsv", sep="\t", index=False)
+        want = build_sample_data(load_task(bundle.root), classes=False)
+        got = bundle_sample_data(bundle)
+        for name in ("member", "target", "proposal", "label", "sizes", "sampler_system",
+                     "sampler_n", "draw_sampler", "draw_fact", "census", "judged",
+                     "query_sizes", "query_correct", "draw_query", "draw_row", "sampler_round"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        assert np.isnan(got.overlap).all() and got.overlap.shape == want.overlap.shape
+        runs = [
+            fit(ScoringContext.of(data, bootstrap=200, seed=1), JointEstimator()).run
+            for data in (got, want)
         ]
-    )
-    for name in ("member", "target", "proposal", "label"):
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name)[order], err_msg=name)
-    for name in ("sizes", "sampler_system", "sampler_n", "draw_sampler", "overlap", "census",
-                 "judged", "query_sizes", "query_correct", "draw_query", "draw_row",
-                 "sampler_round"):  # fmt: skip
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name), err_msg=name)
-    np.testing.assert_array_equal(order[got.draw_fact], want.draw_fact)
-    runs = [
-        fit(ScoringContext.of(data, bootstrap=200, seed=1), JointEstimator()).run
-        for data in (got, want)
-    ]
-    assert set(runs[0].point) == set(runs[1].point)
-    for metric in runs[1].point:
-        np.testing.assert_allclose(runs[0].point[metric], runs[1].point[metric], err_msg=metric)
-        np.testing.assert_allclose(runs[0].replicates[metric], runs[1].replicates[metric])
+        for metric in runs[1].point:
+            np.testing.assert_allclose(runs[0].point[metric], runs[1].point[metric], rtol=1e-12)
+            np.testing.assert_allclose(
+                runs[0].replicates[metric], runs[1].replicates[metric], rtol=1e-12
+            )
 
 
 def test_joint_estimates_at_any_size_api(tmp_path):
-    from receval.engine.sampled_data import joint_estimates
+    from receval.engine.score import joint_estimates
 
     bundle = Bundle(write_bundle(tmp_path / "b", "parquet"))
     bundle.record_round(sample_round(bundle, 10, seed=1))

@@ -8,22 +8,20 @@ a system's facts in ``(query_id, last character of the answer, answer)`` order, 
 from the MD5 of ``seed ␟ round ␟ system ␟ draw`` (:func:`draw_uniform`).  No output row is
 hashed.
 
-In Python (and in the aggregates of :mod:`receval.engine.sampled_data`) a fact
-``x = (query_id, normalised answer)`` is named by a key ``h(x)``: the first 60 bits of the MD5
-of ``query_id ␟ answer`` (:func:`python_key`; SQL: :data:`DIALECTS`).  Two facts with the same
+In Python a drawn fact ``x = (query_id, normalised answer)`` is named by a key ``h(x)``: the
+first 60 bits of the MD5 of ``query_id ␟ answer`` (:func:`python_key`).  Two facts with the same
 60-bit key would count as one (probability about N² / 2⁶¹ for N facts).  The SQL normalises
 answers per ``[matching]`` exactly as Python does (:mod:`receval.engine.matching`: the
 ``str.isspace`` class, full case folding; a normal form the engine lacks, NFKC in DuckDB, is
 refused).
 
-Every SQL text of the aggregates is in this module (the draws': :mod:`receval.engine.draws`);
-the few engine-specific functions are in :data:`DIALECTS`.
+The SQL texts of the draws are in :mod:`receval.engine.draws`, those of scoring out of core in
+:mod:`receval.engine.summary`; the engine-specific spellings in :mod:`receval.engine.dialect`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,33 +34,15 @@ if TYPE_CHECKING:
     from receval.config import Matching
     from receval.engine.base import Engine
 
-#: keys are 60-bit integers; a bucket is a key's top 16 bits
+#: keys are 60-bit integers
 KEY_BITS = 60
-BUCKET_SHIFT = 44
 #: the separator of the hashed fields (ASCII unit separator)
 SEP = "\x1f"
 
-#: per-engine SQL: the 60-bit key of a text, a bit of a 64-bit mask (answer normalisation:
-#: receval.engine.matching, the same as Python's)
-DIALECTS: dict[str, dict[str, str]] = {
-    "duckdb": {
-        "key": "CAST(('0x' || substr(md5({x}), 1, 15)) AS BIGINT)",
-        "bit": "(CAST(1 AS BIGINT) << {i})",
-    },
-    "spark": {
-        "key": "CAST(conv(substr(md5({x}), 1, 15), 16, 10) AS BIGINT)",
-        "bit": "shiftleft(CAST(1 AS BIGINT), {i})",
-    },
-}
-
 
 def python_key(text: str) -> int:
-    """The 60-bit key SQL computes for ``text`` (:data:`DIALECTS` ``key``)."""
+    """The 60-bit key of ``text``: the first 15 hex digits of its MD5 (a drawn fact's ``h``)."""
     return int(hashlib.md5(text.encode("utf-8")).hexdigest()[:15], 16)
-
-
-def _dialect(engine: Engine) -> dict[str, str]:
-    return DIALECTS[engine.name]
 
 
 def create_view(engine: Engine, name: str, sql: str, *, materialise: bool = False) -> None:
@@ -88,6 +68,8 @@ def create_view(engine: Engine, name: str, sql: str, *, materialise: bool = Fals
 
 #: the columns the sampled path reads and the Arrow types a Parquet run may give them
 RUN_COLUMNS = ("system", "query_id", "answer")
+#: columns read when a file has them (NULL otherwise)
+OPTIONAL_RUN_COLUMNS = ("team",)
 
 
 def check_run_schema(path: Path, keys: dict[str, str]) -> None:
@@ -100,9 +82,9 @@ def check_run_schema(path: Path, keys: dict[str, str]) -> None:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException) as exc:
         raise BundleError(path, None, f"not a readable Parquet file ({exc})") from None
-    for name in RUN_COLUMNS:
+    for name in (*RUN_COLUMNS, *OPTIONAL_RUN_COLUMNS):
         if name not in schema.names:
-            if name in keys:
+            if name in keys or name in OPTIONAL_RUN_COLUMNS:
                 continue
             raise BundleError(path, None, f"missing required column {name}")
         kind = schema.field(name).type
@@ -119,20 +101,26 @@ def trimmed(text: str) -> str:
 
 
 def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) -> None:
-    """Register the Parquet run files as one view ``runs(system, query_id, answer)`` (text,
-    stripped); a file's location (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
+    """Register the Parquet run files as one view ``runs(system, query_id, answer, team)``
+    (text, stripped; ``team`` NULL where a file has none); a file's location
+    (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
+    import pyarrow.parquet as pq
+
     parts = []
     for i, (path, keys) in enumerate(sources):
         check_run_schema(path, keys)
+        present = set(pq.read_schema(path).names)
         name = f"runs_part_{i}"
         engine.register(name, path)
         columns = []
-        for column in RUN_COLUMNS:
+        for column in (*RUN_COLUMNS, *OPTIONAL_RUN_COLUMNS):
             if column in keys:
                 value = keys[column].replace("'", "''")
                 columns.append(f"'{value}' AS {column}")
-            else:
+            elif column in present:
                 columns.append(f"{trimmed(f'CAST({column} AS STRING)')} AS {column}")
+            else:
+                columns.append(f"CAST(NULL AS STRING) AS {column}")
         parts.append(f"SELECT {', '.join(columns)} FROM {name}")
     create_view(engine, "runs", "\nUNION ALL\n".join(parts))
 
@@ -161,78 +149,8 @@ def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str
     return f"CASE WHEN {plain} THEN {sql} ELSE {fast} END"
 
 
-def register_keyed(engine: Engine, matching: Matching | None = None) -> None:
-    """View ``keyed(system, query_id, answer, answer_raw, h, bucket)`` over ``runs``: each row's
-    fact key ``h`` and its bucket (module docstring)."""
-    answer = normalised_answer_sql(engine, matching)
-    key = _dialect(engine)["key"].format(x=f"concat(query_id, chr(31), {answer})")
-    create_view(
-        engine,
-        "keyed",
-        f"SELECT system, query_id, {answer} AS answer, answer AS answer_raw, h, "
-        f"CAST(floor(h / {float(1 << BUCKET_SHIFT)!r}) AS BIGINT) AS bucket "
-        f"FROM (SELECT system, query_id, answer, {key} AS h FROM runs) t",
-    )
-
-
 # ---------------------------------------------------------------------------------------------
-# the SQL texts (engine-neutral)
-
-#: the distinct (system, fact key) pairs: the one aggregation over every output row (MD5 once
-#: per row), materialised as table ``system_facts`` (:func:`register_system_facts`)
-SYSTEM_FACTS = """
-SELECT system, h, bucket, count(*) AS copies FROM keyed GROUP BY system, h, bucket
-"""
-
-#: the same with each fact's query (the key determines it: the same groups, a wider table)
-SYSTEM_QUERY_FACTS = """
-SELECT system, query_id, h, bucket, count(*) AS copies
-FROM keyed GROUP BY system, query_id, h, bucket
-"""
-
-#: distinct facts per (query, system): |X_i ∩ q|
-QUERY_SIZES = """
-SELECT query_id, system, count(*) AS facts FROM system_facts GROUP BY query_id, system
-"""
-
-#: distinct facts per (system, bucket)
-BUCKET_SIZES = """
-SELECT system, bucket, count(*) AS facts FROM system_facts GROUP BY system, bucket
-"""
-
-#: the distinct facts in the wanted (system, bucket) pairs, one row per (system, key), with the
-#: system's own spelling (a second scan of the runs, keeping the rows of those buckets only)
-BUCKET_FACTS = """
-SELECT k.system, k.bucket, k.h, min(k.query_id) AS query_id, min(k.answer_raw) AS answer_raw
-FROM keyed k JOIN wanted w ON k.system = w.system AND k.bucket = w.bucket
-GROUP BY k.system, k.bucket, k.h
-"""
-
-#: which systems output each drawn fact (a scan of the runs joined to the few drawn keys)
-MEMBERSHIP = """
-SELECT k.system, k.h FROM keyed k JOIN drawn_keys d ON k.h = d.h GROUP BY k.system, k.h
-"""
-
-#: distinct facts and output rows per system (the sizes the estimators need)
-SYSTEM_SIZES = """
-SELECT system, count(*) AS facts, sum(copies) AS outputs FROM system_facts GROUP BY system
-"""
-
-
-def register_system_facts(
-    engine: Engine, *, queries: bool = False, materialise: bool = False
-) -> None:
-    """:data:`SYSTEM_FACTS` (with ``queries``: :data:`SYSTEM_QUERY_FACTS`, which
-    :data:`QUERY_SIZES` reads) as ``system_facts``: a view (each query reading it aggregates
-    the runs again, in bounded memory), or with ``materialise`` a table (DuckDB's
-    ``create_table``; Spark: a cached view): fewer scans, but DuckDB could not hold a 5·10⁷-row
-    table under a 1 GB limit (measured: out of memory)."""
-    sql = SYSTEM_QUERY_FACTS if queries else SYSTEM_FACTS
-    create_view(engine, "system_facts", sql, materialise=materialise)
-
-
-# ---------------------------------------------------------------------------------------------
-# drawing
+# the uniform variates and the order of a round
 
 
 def draw_uniform(seed: int, round_number: int, system: str, draws: int) -> np.ndarray:
@@ -253,101 +171,6 @@ def order_keys(seed: int, round_number: int, systems: np.ndarray, draws: np.ndar
             for s, d in zip(systems, draws, strict=True)
         ],
         dtype=np.int64,
-    )
-
-
-def membership(engine: Engine, keys: np.ndarray) -> pd.DataFrame:
-    """``system, h`` for every system that output a fact of ``keys``."""
-    engine.register("drawn_keys", pd.DataFrame({"h": np.unique(np.asarray(keys, np.int64))}))
-    return engine.query(MEMBERSHIP).sort_values(["h", "system"], ignore_index=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# what the joint estimator needs from the runs (uniform designs, micro target)
-
-#: bits of one mask word (the sign bit is left alone)
-WORD_BITS = 63
-
-
-def overlap_sql(engine: Engine, words: int) -> str:
-    """SQL of the distinct system sets of the facts and how many facts each set has: one mask
-    column per :data:`WORD_BITS` systems (``system_index(system, word, bit)``), ``facts``."""
-    bit = _dialect(engine)["bit"].format(i="s.bit")
-    masks = ", ".join(
-        f"bit_or(CASE WHEN s.word = {w} THEN {bit} ELSE CAST(0 AS BIGINT) END) AS w{w}"
-        for w in range(words)
-    )
-    cols = ", ".join(f"w{w}" for w in range(words))
-    return (
-        f"SELECT {cols}, count(*) AS facts FROM ("
-        f"SELECT f.h, {masks} FROM system_facts f JOIN system_index s ON f.system = s.system "
-        f"GROUP BY f.h) t GROUP BY {cols}"
-    )
-
-
-def pair_overlaps(engine: Engine, systems: list[str], chunk: int = 200_000) -> np.ndarray:
-    """|X_i ∩ X_k| for every pair of ``systems`` (m × m; the diagonal is |X_i|), from the
-    distinct system sets of the facts (one aggregation; Python sums the outer products of the
-    sets, weighted by their number of facts, a chunk at a time)."""
-    m = len(systems)
-    words = max(1, -(-m // WORD_BITS))
-    index = np.arange(m)
-    engine.register(
-        "system_index",
-        pd.DataFrame({"system": systems, "word": index // WORD_BITS, "bit": index % WORD_BITS}),
-    )
-    sets = engine.query(overlap_sql(engine, words))
-    out = np.zeros((m, m))
-    shifts = np.arange(WORD_BITS, dtype=np.int64)
-    for lo in range(0, len(sets), chunk):
-        part = sets.iloc[lo : lo + chunk]
-        bits = np.concatenate(
-            [(part[f"w{w}"].to_numpy(np.int64)[:, None] >> shifts) & 1 for w in range(words)],
-            axis=1,
-        )[:, :m].astype(np.float64)
-        out += bits.T @ (bits * part["facts"].to_numpy(float)[:, None])
-    return out
-
-
-@dataclass(frozen=True)
-class JointAggregates:
-    """The per-system aggregates of the runs a uniform, micro joint estimate needs (Chaganty et
-    al. 2017, eq. for π̂ and q_i = Σ_j w_ij p_j): sizes |X_i|, overlaps |X_i ∩ X_k| (so
-    Σ_x t_i(x) s_k(x) = |X_i ∩ X_k| / (|X_i| |X_k|) for uniform s_k), and which systems output
-    each fact of interest (``member``, D × m, for the facts in ``keys``)."""
-
-    systems: list[str]
-    sizes: np.ndarray  # (m,)
-    outputs: np.ndarray  # (m,) output rows (duplicates included)
-    overlaps: np.ndarray  # (m, m)
-    keys: np.ndarray  # (D,) sorted fact keys
-    member: np.ndarray  # (D, m) bool
-
-    @property
-    def uniform_overlap(self) -> np.ndarray:
-        """Σ_x t_i(x) s_k(x) for micro targets and uniform proposals (m × m)."""
-        return self.overlaps / np.outer(self.sizes, self.sizes)
-
-
-def joint_aggregates(engine: Engine, keys: np.ndarray) -> JointAggregates:
-    """:class:`JointAggregates` from ``system_facts`` (:func:`register_system_facts`)."""
-    sizes = engine.query(SYSTEM_SIZES).sort_values("system", ignore_index=True)
-    systems = sizes["system"].astype(str).tolist()
-    keys = np.unique(np.asarray(keys, np.int64))
-    members = membership(engine, keys)
-    member = np.zeros((keys.size, len(systems)), bool)
-    at = {s: i for i, s in enumerate(systems)}
-    member[
-        np.searchsorted(keys, members["h"].to_numpy(np.int64)),
-        members["system"].map(at).to_numpy(np.int64),
-    ] = True
-    return JointAggregates(
-        systems=systems,
-        sizes=sizes["facts"].to_numpy(float),
-        outputs=sizes["outputs"].to_numpy(float),
-        overlaps=pair_overlaps(engine, systems),
-        keys=keys,
-        member=member,
     )
 
 

@@ -1,77 +1,134 @@
 """:class:`~receval.estimators.sample_data.SampleData` from the engine: the estimators' arrays
-built from SQL aggregates over the runs (:mod:`receval.engine.sampled`) and the bundle's small
-tables, never holding the output rows in Python.
+built from the runs' aggregates (:mod:`receval.engine.summary`) and the bundle's small tables,
+never holding the output rows in Python.
 
-Scope today: uniform samplers (``receval sample --per-system``, either path), the ``micro``
-target, no exhaustive units and no equivalence classes in the judgments; anything else is a
-``ValueError`` naming what to use instead (the in-memory :func:`build_sample_data`).  Within
-that scope the arrays equal :func:`~receval.estimators.sample_data.build_sample_data`'s, except
-that ``facts`` holds the drawn facts' 60-bit keys (sorted) instead of the loader's fact ids, so
-the drawn facts are in another order (sums over them may differ in the last bits).
+Scope: uniform samplers (``receval sample --per-system``, either path), the ``micro`` and
+``macro`` targets, no exhaustive units and no equivalence classes in the judgments; anything
+else is a ``ValueError`` naming what to use instead (the in-memory
+:func:`~receval.estimators.sample_data.build_sample_data`).  Within that scope the arrays equal
+:func:`build_sample_data`'s, facts included: the small tables' facts are numbered in sorted
+``(query_id, answer)`` order, as the loader numbers every fact, so the drawn facts come in the
+same order.  One array differs: ``overlap`` (Σ_x t_i(x) s_j(x) over *every* fact, which only
+``--weighting overlap`` reads) is NaN: it would need a per-fact aggregation over the whole pool.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from receval.errors import BundleError
 from receval.formats.checks import raise_first_bad
 
 if TYPE_CHECKING:
+    from receval.config import TaskConfig
+    from receval.engine.summary import RunSummary
     from receval.estimators.sample_data import SampleData
 
 
-def _small_tables(bundle) -> tuple:
-    """(config, query ids, checked samples, checked judgments, samples path) of ``bundle``."""
+@dataclass(frozen=True)
+class SmallTables:
+    """The bundle's tables other than the runs, checked as the loader checks them, answers
+    normalised (``answer_raw`` keeps the text), each row's ``fact`` numbered over ``facts``."""
+
+    config: TaskConfig
+    queries: pd.DataFrame
+    judgments: pd.DataFrame
+    samples: pd.DataFrame
+    facts: pd.DataFrame  # fact (index), query_id, answer: sorted
+    files: dict[str, Path]
+    samples_path: Path
+    optional: tuple[str, ...]  # the optional tables the bundle has (exhaustive, truth, judge, ...)
+
+
+def read_small_tables(bundle) -> SmallTables:
+    """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's."""
     from receval.config import load_config
-    from receval.task import _check_judgments, _check_queries, _check_samples, _table_source
+    from receval.task import (
+        _check_judgments,
+        _check_queries,
+        _check_samples,
+        _table_source,
+        normalize_answers,
+    )
 
     bundle.check_folder()
     root = Path(bundle.root)
     files: dict[str, Path] = {}
-    config = load_config(root / "task.toml", default_name=root.resolve().name)
-    queries = list(_check_queries(_table_source(root, "queries", files))["query_id"])
-    known = set(queries)
-    samples = _check_samples(_table_source(root, "samples", files), known)
+    toml = root / "task.toml"
+    if toml.is_file():
+        files["task.toml"] = toml
+    config = load_config(toml, default_name=root.resolve().name)
+    queries = _check_queries(_table_source(root, "queries", files))
+    known = set(queries["query_id"])
+    bundle.run_files()  # an ambiguous or empty runs layout fails here, as the loader's does
     judgments = _check_judgments(_table_source(root, "judgments", files), config, known)
+    samples = _check_samples(_table_source(root, "samples", files), known)
+    frames = [judgments, samples]
+    for frame in frames:
+        frame["query_id"] = frame["query_id"].astype(str).str.strip()
+        frame["answer_raw"] = frame["answer"]
+        frame["answer"] = normalize_answers(frame["answer"].astype(str), config.matching)
+    pairs = pd.concat([f[["query_id", "answer"]] for f in frames], ignore_index=True)
+    facts = pairs.drop_duplicates().sort_values(["query_id", "answer"], ignore_index=True)
+    facts.index.name = "fact"
+    lookup = pd.MultiIndex.from_frame(facts)
+    for frame in frames:
+        frame["fact"] = lookup.get_indexer(pd.MultiIndex.from_frame(frame[["query_id", "answer"]]))
+    optional = tuple(
+        name
+        for name in ("exhaustive_units", "exhaustive", "truth", "judge")
+        if bundle.table(name) is not None
+    )
+    return SmallTables(
+        config=config,
+        queries=queries,
+        judgments=judgments.reset_index(drop=True),
+        samples=samples.reset_index(drop=True),
+        facts=facts,
+        files=files,
+        samples_path=files.get("samples", root / "samples.tsv"),
+        optional=optional,
+    )
+
+
+def check_scope(small: SmallTables) -> None:
+    """ValueError unless the engine's arrays cover this bundle (module docstring)."""
     for table in ("exhaustive_units", "exhaustive"):
-        if bundle.table(table) is not None:
+        if table in small.optional:
             raise ValueError(
                 f"{table}: exhaustive units are not in the engine's sample data yet; "
                 "use the in-memory path"
             )
-    if (judgments["equivalence_class"] != "").any():
+    ec = small.judgments["equivalence_class"].astype(str).str.strip()
+    if (~ec.isin(("", "0"))).any():
         raise ValueError(
             "judgments: equivalence classes are not in the engine's sample data yet; "
             "use the in-memory path"
         )
-    return config, queries, samples, judgments, files.get("samples", root / "samples.tsv")
 
 
-def _labels(judgments: pd.DataFrame, config) -> pd.Series:
-    """Merged label per fact key (:func:`receval.merge.merge_labels` over keyed facts)."""
-    from receval.engine.sampled import _fact_keys
+def merged_labels(small: SmallTables):
+    """:func:`receval.merge.merge_labels` of the judgments (labels indexed by fact)."""
     from receval.merge import merge_labels
 
-    if judgments.empty:
-        return pd.Series([], dtype=float)
-    keys = _fact_keys(judgments["query_id"], judgments["answer"], config.matching)
-    labels = merge_labels(judgments.assign(fact=keys), config.merge_rule, config.tie_policy).labels
-    labels = labels.astype(float)
-    query = pd.Series(judgments["query_id"].astype(str).str.strip().to_numpy(), index=keys)
-    labels.attrs["query"] = query[~query.index.duplicated()].reindex(labels.index).to_numpy()
-    return labels
+    return merge_labels(small.judgments, small.config.merge_rule, small.config.tie_policy)
 
 
-def _samplers(samples: pd.DataFrame, sizes: pd.Series, path: Path) -> list:
-    """The (sample, system) samplers in sorted order, each checked to be uniform
-    (prob = 1/|X_j| within 1e-4, as :func:`receval.design.infer_designs` checks)."""
+def samplers_of(small: SmallTables, summary: RunSummary) -> list:
+    """The (sample, system) samplers in sorted order, each checked: its system has outputs,
+    every drawn fact is one of them, ``prob`` = 1/|X_j| (within 1e-4, as
+    :func:`receval.design.infer_designs` checks the uniform design)."""
     from receval.design import Sampler
 
+    samples, path = small.samples, small.samples_path
+    if not len(samples):
+        return []
+    sizes = pd.Series(summary.sizes, index=summary.systems)
+    _check_drawn(samples, summary, sizes, path)
     declared = samples["design"] if "design" in samples else pd.Series("", index=samples.index)
     expected = 1.0 / sizes.reindex(samples["system"]).to_numpy(float)
     ok = np.isclose(samples["prob"].to_numpy(float), expected, rtol=1e-4, atol=0)
@@ -87,149 +144,171 @@ def _samplers(samples: pd.DataFrame, sizes: pd.Series, path: Path) -> list:
     return [Sampler(str(a), str(b), "uniform", int(n)) for (a, b), n in groups.items()]
 
 
-def engine_sample_data(bundle, *, engine: str = "duckdb") -> SampleData:
-    """The estimators' arrays for ``bundle`` computed in ``engine`` (module docstring).
+def _check_drawn(samples: pd.DataFrame, summary: RunSummary, sizes: pd.Series, path) -> None:
+    """The loader's checks of the draws against the outputs (same messages)."""
+    no_outputs = ~(sizes.reindex(samples["system"]).fillna(0).to_numpy() > 0)
+    raise_first_bad(
+        samples, path, no_outputs, lambda i: f"system {samples['system'].iloc[i]!r} has no outputs"
+    )
+    pairs = pd.MultiIndex.from_frame(summary.members[["fact", "system"]])
+    drawn = pd.MultiIndex.from_arrays([samples["fact"], samples["system"]])
+    raise_first_bad(
+        samples,
+        path,
+        ~drawn.isin(pairs),
+        lambda i: (
+            f"system {samples['system'].iloc[i]!r} never output the drawn answer "
+            f"{samples['answer_raw'].iloc[i]!r} for query {samples['query_id'].iloc[i]!r}"
+        ),
+    )
+
+
+def member_matrix(summary: RunSummary, facts: np.ndarray) -> np.ndarray:
+    """(len(facts), m) bool: which systems output each fact of ``facts`` (sorted ids)."""
+    members = summary.members[summary.members["fact"].isin(facts)]
+    out = np.zeros((facts.size, len(summary.systems)), bool)
+    out[
+        np.searchsorted(facts, members["fact"].to_numpy(np.int64)),
+        pd.Index(summary.systems).get_indexer(members["system"]),
+    ] = True
+    return out
+
+
+def fact_targets(
+    small: SmallTables, summary: RunSummary, facts: np.ndarray, member: np.ndarray, target: str
+) -> np.ndarray:
+    """t_i(x) of each fact of ``facts`` (micro: 1/|X_i|; macro: 1/(Q_i |X_i ∩ q(x)|)), 0 where
+    system i did not output x (:func:`receval.estimators.sample_data.query_targets`)."""
+    systems = pd.Index(summary.systems)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if target == "micro":
+            return np.where(member, 1.0 / summary.sizes, 0.0)
+        if target != "macro":
+            raise ValueError(f"unknown target {target!r} (micro or macro)")
+        cells = summary.cells
+        answered = cells.groupby("system").size().reindex(systems, fill_value=0).to_numpy(float)
+        per_query = cells.pivot_table(index="query_id", columns="system", values="facts")
+        per_query = per_query.reindex(columns=systems).reindex(
+            small.facts["query_id"].to_numpy()[facts]
+        )
+        sizes = per_query.to_numpy(float) * answered
+        return np.where(member, 1.0 / sizes, 0.0)
+
+
+def engine_sample_data(
+    small: SmallTables, summary: RunSummary, target: str = "micro"
+) -> SampleData:
+    """The estimators' arrays from the small tables and the runs' aggregates (module docstring).
 
     Python holds the draws, the labels, (D × m) membership of the drawn and labelled facts and
     per-system / per-query aggregates: memory flat in the number of output rows.
     """
-    from receval.engine.sampled import (
-        QUERY_SIZES,
-        _fact_keys,
-        _round_engine,
-        joint_aggregates,
-        register_keyed,
-        register_system_facts,
-    )
-
-    config, queries, samples, judgments, path = _small_tables(bundle)
-    labels = _labels(judgments, config)
-    keys = (
-        _fact_keys(samples["query_id"], samples["answer"], config.matching)
-        if len(samples)
-        else np.empty(0, np.int64)
-    )
-    with _round_engine(bundle, engine) as con:
-        register_keyed(con, config.matching)
-        register_system_facts(con, queries=True)
-        agg = joint_aggregates(con, np.concatenate([keys, labels.index.to_numpy(np.int64)]))
-        cells = con.query(QUERY_SIZES)
-    return _assemble(agg, cells, queries, samples, keys, labels, path)
-
-
-def _assemble(agg, cells, queries, samples, keys, labels, path) -> SampleData:
-    """The arrays of :func:`build_sample_data` from the aggregates (same names, same meaning)."""
     from receval.estimators.sample_data import SampleData, _sampler_rounds
 
-    systems, m = agg.systems, len(agg.systems)
-    sys_index = {s: i for i, s in enumerate(systems)}
-    sizes = agg.sizes
-    samplers = _samplers(samples, pd.Series(sizes, index=systems), path) if len(samples) else []
+    check_scope(small)
+    samples, m = small.samples, len(summary.systems)
+    sys_index = {s: i for i, s in enumerate(summary.systems)}
+    samplers = samplers_of(small, summary)
     key_of = {(s.sample, s.system): j for j, s in enumerate(samplers)}
     j_all = np.array(
         [key_of[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)],
         np.int64,
     )
-    label_all = labels.reindex(keys).to_numpy(float) if len(keys) else np.empty(0)
-    judged = ~np.isnan(label_all)
+    f_all = samples["fact"].to_numpy(np.int64)
+    labels = merged_labels(small).labels
+    label_full = np.full(len(small.facts), np.nan)
+    label_full[labels.index.to_numpy(np.int64)] = labels.to_numpy(float)
+    judged = ~np.isnan(label_full[f_all]) if f_all.size else np.empty(0, bool)
     draw_row = np.flatnonzero(judged).astype(np.int64)
-    j_all, f_all = j_all[judged], keys[judged]
-    sampler_n = np.bincount(j_all, minlength=len(samplers)).astype(float)
+    unjudged_facts = int(np.unique(f_all[~judged]).size)
+    j_all, f_all = j_all[judged], f_all[judged]
     drawn, draw_fact = np.unique(f_all, return_inverse=True)
-    member = agg.member[np.searchsorted(agg.keys, drawn)] if drawn.size else np.zeros((0, m), bool)
+    member = member_matrix(summary, drawn)
+    tgt = fact_targets(small, summary, drawn, member, target)
     own = np.array([sys_index[s.system] for s in samplers], np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        target = member / sizes
-        proposal = member[:, own] / sizes[own]
-    labelled = labels.index.to_numpy(np.int64)
-    lab_member = agg.member[np.searchsorted(agg.keys, labelled)]
-    judged_out = lab_member.sum(axis=0).astype(float)
-    correct = (lab_member * labels.to_numpy(float)[:, None]).sum(axis=0)
-    census = (sizes - judged_out == 0) & (sizes > 0)
+        proposal = np.where(member[:, own], 1.0 / summary.sizes[own], 0.0)
+    census, census_precision, judged_out = _census(small, summary, labels, target)
+    queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)
-    query_sizes = np.zeros((len(queries), m))
-    query_sizes[
-        q_index.reindex(cells["query_id"]).to_numpy(np.int64),
-        cells["system"].map(sys_index).to_numpy(np.int64),
-    ] = cells["facts"].to_numpy(float)
-    draw_query = q_index.reindex(samples["query_id"].astype(str).str.strip().to_numpy()[judged])
+    fact_query = q_index.reindex(small.facts["query_id"]).to_numpy(np.int64)
     return SampleData(
-        systems=systems,
-        sizes=sizes,
+        systems=summary.systems,
+        sizes=summary.sizes,
         sampler_system=own,
-        sampler_n=sampler_n,
+        sampler_n=np.bincount(j_all, minlength=len(samplers)).astype(float),
         sampler_design=[s.design for s in samplers],
         sampler_names=[(s.sample, s.system) for s in samplers],
         draw_sampler=j_all,
         draw_fact=draw_fact.astype(np.int64),
         facts=drawn,
-        label=labels.reindex(drawn).to_numpy(float),
+        label=label_full[drawn],
         member=member,
-        target=np.nan_to_num(target),
-        proposal=np.nan_to_num(proposal),
-        overlap=agg.uniform_overlap[:, own],
+        target=tgt,
+        proposal=proposal,
+        overlap=np.full((m, len(samplers)), np.nan),
         unit_weight=np.empty(0),
         unit_found=np.empty(0),
         unit_pooled=np.empty(0),
         unit_by_system=np.zeros((0, m)),
         unit_names=[],
-        unjudged_draws=int((~np.isnan(label_all)).size - judged.sum()),
-        unjudged_facts=int(np.unique(keys[~judged]).size),
+        unjudged_draws=int((~judged).sum()),
+        unjudged_facts=unjudged_facts,
         census=census,
-        census_precision=np.where(census, correct / np.maximum(sizes, 1), np.nan),
+        census_precision=census_precision,
         judged=judged_out,
-        target_kind="micro",
-        queries=list(queries),
-        draw_query=draw_query.to_numpy(np.int64),
-        query_sizes=query_sizes,
-        query_correct=_query_correct(lab_member, labels, q_index, m),
+        target_kind=target,
+        queries=queries,
+        draw_query=fact_query[drawn[draw_fact]] if drawn.size else np.empty(0, np.int64),
+        query_sizes=query_sizes(summary, q_index),
+        query_correct=_query_correct(summary, labels, fact_query, len(queries)),
+        pair_unit=np.empty(0, np.int64),
+        pair_query=np.empty(0, np.int64),
+        pair_found=np.empty(0),
+        pair_pooled=np.empty(0),
+        pair_by_system=np.zeros((0, m)),
         draw_row=draw_row,
         sampler_round=_sampler_rounds(samples, samplers),
     )
 
 
-def _query_correct(lab_member: np.ndarray, labels: pd.Series, q_index: pd.Series, m: int):
-    """Σ of the labels of each (query, system)'s labelled outputs (Q × m)."""
-    out = np.zeros((len(q_index), m))
-    query = labels.attrs.get("query")
-    if query is None or not len(labels):
-        return out
-    rows = q_index.reindex(query).to_numpy(np.int64)
-    np.add.at(out, rows, lab_member * labels.to_numpy(float)[:, None])
+def query_sizes(summary: RunSummary, q_index: pd.Series) -> np.ndarray:
+    """|X_i ∩ q| (Q × m)."""
+    cells = summary.cells
+    out = np.zeros((len(q_index), len(summary.systems)))
+    out[
+        q_index.reindex(cells["query_id"]).to_numpy(np.int64),
+        pd.Index(summary.systems).get_indexer(cells["system"]),
+    ] = cells["facts"].to_numpy(float)
     return out
 
 
-def joint_estimates(
-    bundle,
-    *,
-    bootstrap: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    engine: str = "duckdb",
-) -> pd.DataFrame:
-    """Joint precision and pooled recall of every system from :func:`engine_sample_data`
-    (Chaganty et al. 2017, §3: π̂_i, Theorem 1; ν̂_i self-normalised), in the precision form
-    ``score`` picks by default (``auto``), with **percentile bootstrap** intervals at ``level``
-    (``bootstrap`` replicates shared by all systems, seeded).  No pool coverage (no exhaustive
-    units here), no small-sample expansion, no output set: the estimator's core at any size,
-    until ``score`` itself runs on the engine's arrays.
+def _labelled(summary: RunSummary, labels: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(fact ids of the labelled facts, their (L × m) membership)."""
+    ids = np.sort(labels.index.to_numpy(np.int64))
+    return ids, member_matrix(summary, ids)
 
-    Returns ``system, outputs, precision, precision_lo, precision_hi, pooled_recall,
-    pooled_recall_lo, pooled_recall_hi, interval``.
-    """
-    from receval.estimators.base import ScoringContext
-    from receval.estimators.joint import JointEstimator
-    from receval.scoring import fit
 
-    data = engine_sample_data(bundle, engine=engine)
-    if data.K == 0:
-        raise BundleError(bundle.root / "samples.tsv", None, "no judged sample draws")
-    run = fit(ScoringContext.of(data, bootstrap=bootstrap, seed=seed), JointEstimator()).run
-    tail = (1.0 - level) / 2 * 100
-    out = pd.DataFrame({"system": data.systems, "outputs": data.sizes.astype(np.int64)})
-    for metric in ("precision", "pooled_recall"):
-        out[metric] = run.point[metric].reshape(-1)
-        lo, hi = np.nanpercentile(run.replicates[metric], [tail, 100 - tail], axis=0)
-        out[f"{metric}_lo"], out[f"{metric}_hi"] = lo, hi
-    out["interval"] = f"percentile bootstrap {level:g} (B={bootstrap})"
+def _census(small: SmallTables, summary: RunSummary, labels: pd.Series, target: str):
+    """(census (m,), exact precision of the census systems, judged outputs per system)."""
+    ids, member = _labelled(summary, labels)
+    judged = member.sum(axis=0).astype(float)
+    census = (summary.sizes - judged == 0) & (summary.sizes > 0)
+    exact = np.full(len(summary.systems), np.nan)
+    if census.any():
+        t = fact_targets(small, summary, ids, member, target)
+        value = labels.reindex(ids).to_numpy(float)
+        rows, cols = np.nonzero(member[:, census])
+        systems = np.flatnonzero(census)[cols]
+        sums = pd.Series(value[rows] * t[rows, systems]).groupby(systems).sum()
+        exact[sums.index.to_numpy()] = sums.to_numpy()
+    return census, np.where(census, exact, np.nan), judged
+
+
+def _query_correct(summary: RunSummary, labels: pd.Series, fact_query: np.ndarray, Q: int):
+    """Σ of the labels of each (query, system)'s labelled outputs (Q × m)."""
+    ids, member = _labelled(summary, labels)
+    out = np.zeros((Q, len(summary.systems)))
+    if ids.size:
+        np.add.at(out, fact_query[ids], member * labels.reindex(ids).to_numpy(float)[:, None])
     return out

@@ -1,0 +1,591 @@
+"""``score`` on the engine path: the whole output set of a Parquet bundle from SQL aggregates,
+in memory that does not grow with the number of output rows.
+
+:func:`engine_view` decides and builds: a :class:`BundleView` (the :class:`~receval.task.Task`
+the scoring pipeline reads, without a single output row) whose sample arrays
+(:mod:`receval.engine.sampled_data`) and diagnostics come from three aggregations over the runs
+(:mod:`receval.engine.summary`).  :func:`receval.api.score` then runs the same estimators,
+intervals, ranks and writers as on the in-memory path: the files are the same (tests compare
+them byte for byte); ``run.json`` adds ``engine_path``.
+
+When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
+said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
+What the engine path scores: the ``joint`` and ``simple`` estimators with bootstrap intervals
+(every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
+``--replicates``); no exhaustive units, equivalence classes, truth or judge tables, no
+``--weighting overlap``, ``--target-recall``, ``--annotator-resampling`` or other interval
+methods (:func:`unsupported` names the first one met: an error with ``--out-of-core``, the
+in-memory path otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.config import TaskConfig
+    from receval.engine.sampled_data import SmallTables
+    from receval.engine.summary import RunSummary
+    from receval.estimators.sample_data import SampleData
+
+#: from this many Parquet run rows on, ``score`` takes the engine path unless told otherwise
+ENGINE_PATH_ROWS = 10_000_000
+#: the estimators the engine path scores
+ENGINE_ESTIMATORS = ("joint", "simple")
+
+NO_ROWS = (
+    "the engine path holds no output rows (score --out-of-core): {what} is not available; "
+    "score with --in-memory"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class BundleView:
+    """What the scoring pipeline reads of a task, from a bundle's small tables and its runs'
+    aggregates: ``outputs``, ``raw_outputs`` and ``facts`` raise instead of loading."""
+
+    root: Path
+    small: SmallTables = field(repr=False)
+    summary: RunSummary = field(repr=False)
+    engine_name: str = "duckdb"
+    exhaustive_units: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame({"unit": [], "prob": []}), repr=False
+    )
+    exhaustive: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(
+            {"unit": [], "query_id": [], "answer": [], "fact": []}
+        ),
+        repr=False,
+    )
+    truth: None = None
+    judge: None = None
+
+    @property
+    def config(self) -> TaskConfig:
+        return self.small.config
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def queries(self) -> pd.DataFrame:
+        return self.small.queries
+
+    @property
+    def judgments(self) -> pd.DataFrame:
+        return self.small.judgments
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        return self.small.samples
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return self.small.files
+
+    @property
+    def samples_source(self) -> Path:
+        return self.small.samples_path
+
+    @property
+    def systems(self) -> list[str]:
+        return self.summary.systems
+
+    @property
+    def teams(self) -> dict[str, str]:
+        return self.summary.teams
+
+    @property
+    def empty_systems(self) -> tuple[str, ...]:
+        return tuple(s for s, n in zip(self.systems, self.summary.rows, strict=True) if n == 0)
+
+    @property
+    def duplicate_rows(self) -> int:
+        return self.summary.duplicate_rows
+
+    @property
+    def pool_size(self) -> int:
+        return self.summary.pool_size
+
+    @cached_property
+    def merged(self):
+        from receval.engine.sampled_data import merged_labels
+
+        return merged_labels(self.small)
+
+    @property
+    def labels(self) -> pd.Series:
+        return self.merged.labels
+
+    @cached_property
+    def samplers(self) -> list:
+        from receval.engine.sampled_data import samplers_of
+
+        return samplers_of(self.small, self.summary)
+
+    def sample_data(self, target: str = "micro") -> SampleData:
+        """The estimators' arrays (:func:`receval.engine.sampled_data.engine_sample_data`)."""
+        from receval.engine.sampled_data import engine_sample_data
+
+        return _cached_data(self, target, engine_sample_data)
+
+    def checksums(self) -> dict[str, str]:
+        from receval.task import Task
+
+        return Task.checksums(self)  # type: ignore[arg-type]  (reads files and root only)
+
+    @property
+    def outputs(self):
+        raise RuntimeError(NO_ROWS.format(what="task.outputs"))
+
+    @property
+    def raw_outputs(self):
+        raise RuntimeError(NO_ROWS.format(what="task.raw_outputs"))
+
+    @property
+    def facts(self):
+        raise RuntimeError(NO_ROWS.format(what="task.facts"))
+
+    def diagnostics(self, joint: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+        """``per_query``, ``annotation``, ``pooling_bias`` and ``agreement`` (the in-memory
+        path's tables, from the aggregates)."""
+        from receval.agreement import agreement_by_round
+
+        return {
+            "per_query": per_query_table(self),
+            "annotation": annotation_table(self),
+            "pooling_bias": pooling_bias_table(self, joint),
+            "agreement": agreement_by_round(self),
+        }
+
+    def record(self) -> dict[str, Any]:
+        """run.json's ``engine_path``: how the runs were read."""
+        return {
+            "engine": self.engine_name,
+            "rows": int(self.summary.rows.sum()),
+            "why": "score read the Parquet runs with SQL aggregates; no output row was held in "
+            "memory (receval.engine.score)",
+        }
+
+
+def _cached_data(view: BundleView, target: str, build) -> SampleData:
+    cache = view.__dict__.setdefault("_data", {})
+    if target not in cache:
+        cache[target] = build(view.small, view.summary, target)
+    return cache[target]
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing the path
+
+
+def parquet_rows(bundle) -> int | None:
+    """Rows of the bundle's Parquet runs (from the files' metadata), or None when some run
+    table is not Parquet."""
+    import pyarrow.parquet as pq
+
+    single = bundle.table("runs")
+    if single is not None and single.suffix.lower() != ".parquet":
+        return None  # a text table: not read here (listing the runs would load it)
+    sources = bundle.parquet_runs()
+    if sources is None:
+        return None
+    return sum(pq.ParquetFile(path).metadata.num_rows for path, _ in sources)
+
+
+def unsupported(options, small: SmallTables) -> str:
+    """Why the engine path cannot score this run ('' when it can): the first option or table
+    met that it does not cover, named as the command line names it."""
+    from types import SimpleNamespace
+
+    from receval.estimators.looking import resolve_intervals
+
+    if options.estimator not in ENGINE_ESTIMATORS:
+        return f"--estimator {options.estimator} (the engine path scores {', '.join(ENGINE_ESTIMATORS)})"
+    checks = (
+        (options.weighting == "overlap", "--weighting overlap (needs every fact's overlaps)"),
+        (options.target_recall is not None, "--target-recall (needs every output's score)"),
+        (options.annotator_resampling, "--annotator-resampling"),
+        (options.intervals not in ("auto", "bootstrap"), f"--intervals {options.intervals}"),
+    )
+    for bad, what in checks:
+        if bad:
+            return what
+    resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
+    if resolved.intervals != "bootstrap":
+        return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
+    for table in small.optional:
+        return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
+    ec = small.judgments["equivalence_class"].astype(str).str.strip()
+    if (~ec.isin(("", "0"))).any():
+        return "equivalence classes in judgments.tsv"
+    for column in ("provenance", "relation_provenance", "ec_mention_type"):
+        if (
+            column in small.judgments
+            and (small.judgments[column].astype(str).str.strip() != "").any()
+        ):
+            return f"judgments.tsv column {column} (official matching beyond facts)"
+    if "hop" in small.queries or _single_valued(small.queries):
+        return "queries.tsv with hops or single-valued slots (official matching beyond facts)"
+    return ""
+
+
+def _single_valued(queries: pd.DataFrame) -> bool:
+    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
+
+    if "slot" not in queries:
+        return False
+    return bool(queries["slot"].fillna("").astype(str).str.strip().isin(SINGLE_VALUED_SLOTS).any())
+
+
+def engine_view(task: Any, options, engine: Any, out_of_core: bool | None) -> BundleView | None:
+    """The engine path's view of ``task`` (a bundle path), or None for the in-memory path
+    (module docstring).  ValueError when ``out_of_core`` asks for it and it cannot score."""
+    from receval.bundle import Bundle
+
+    if out_of_core is False or not isinstance(task, (str, Path)):
+        if out_of_core and not isinstance(task, (str, Path)):
+            raise ValueError("out_of_core needs a bundle path, not a loaded task")
+        return None
+    bundle = Bundle(task)
+    bundle.check_folder()
+    rows = parquet_rows(bundle)
+    if rows is None:
+        if out_of_core:
+            raise ValueError(
+                "--out-of-core reads Parquet runs; this bundle's runs are text tables "
+                "(convert them to Parquet, or score in memory)"
+            )
+        return None
+    if out_of_core is None and rows < ENGINE_PATH_ROWS:
+        return None
+    from receval.engine.sampled_data import read_small_tables
+
+    small = read_small_tables(bundle)
+    problem = unsupported(options, small)
+    if problem:
+        if out_of_core:
+            raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
+        return None
+    name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
+    summary = summarise_bundle(bundle, small, engine)
+    return BundleView(root=bundle.root, small=small, summary=summary, engine_name=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# the runs' aggregates
+
+
+@contextlib.contextmanager
+def parquet_engine(bundle, engine: Any):
+    """An engine with the bundle's Parquet runs as view ``runs``: ``engine`` itself when it is
+    a connected engine (left open), else a new one of that name (DuckDB bounded, spilling,
+    insertion order not kept), closed after.  DuckDB's out-of-memory error becomes one line."""
+    from receval.engine.base import MEMORY_LIMIT_ENV, connect
+    from receval.engine.sampled import register_runs
+
+    sources = bundle.parquet_runs()
+    if sources is None:
+        raise ValueError("the engine path reads Parquet runs")
+    own = engine is None or isinstance(engine, str)
+    name = engine or "duckdb"
+    con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
+    try:
+        register_runs(con, sources)
+        yield con
+    except Exception as exc:
+        if type(exc).__name__ == "OutOfMemoryException":
+            raise ValueError(
+                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
+                "higher (e.g. 4GB)"
+            ) from None
+        raise
+    finally:
+        if own:
+            con.close()
+
+
+def empty_submissions(bundle) -> tuple[str, ...]:
+    """Systems whose ``runs/<system>.parquet`` has no rows (scored as empty submissions)."""
+    import pyarrow.parquet as pq
+
+    sources = bundle.parquet_runs() or []
+    if len(sources) < 2:
+        return ()
+    return tuple(
+        keys["system"]
+        for path, keys in sources
+        if "system" in keys
+        and path.parent.name == "runs"
+        and pq.ParquetFile(path).metadata.num_rows == 0
+    )
+
+
+def summarise_bundle(bundle, small: SmallTables, engine: Any = "duckdb") -> RunSummary:
+    """The runs' aggregates (:func:`receval.engine.summary.summarise_runs`) of ``bundle``."""
+    from receval.engine.summary import register_normed, summarise_runs
+
+    files = {**bundle.run_files()}
+    small.files.update(files)
+    sources = bundle.parquet_runs() or []
+    by_system = None
+    if sources and all("system" in keys for _, keys in sources):
+        by_system = sorted({keys["system"] for _, keys in sources})
+    with parquet_engine(bundle, engine) as con:
+        register_normed(con, small.config.matching)
+        summary = summarise_runs(
+            con,
+            small.facts.reset_index(),
+            files,
+            set(small.queries["query_id"]),
+            empty_submissions(bundle),
+            by_system,
+        )
+    _check_universe(small, summary)
+    return summary
+
+
+def _check_universe(small: SmallTables, summary: RunSummary) -> None:
+    from receval.task import _check_universe as check
+
+    check(small.config, small.files, summary.pool_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnostics from the aggregates
+
+
+def _fact_systems(view: BundleView) -> pd.Series:
+    """How many systems output each fact of the small tables (indexed by fact id)."""
+    members = view.summary.members
+    counts = members.groupby("fact")["system"].size()
+    return counts.reindex(np.arange(len(view.small.facts)), fill_value=0)
+
+
+def per_query_table(view: BundleView) -> pd.DataFrame:
+    """``per_query.csv`` (:func:`receval.diagnostics.per_query`) from the aggregates."""
+    labels = view.labels
+    cells = view.summary.cells
+    q = view.queries[["query_id"]].copy()
+    q["outputs"] = q["query_id"].map(cells.groupby("query_id")["facts"].sum()).fillna(0).astype(int)
+    q["systems"] = q["query_id"].map(cells.groupby("query_id").size()).fillna(0).astype(int)
+    in_pool = _fact_systems(view) > 0
+    judged = view.small.facts[in_pool.to_numpy() & view.small.facts.index.isin(labels.index)]
+    q["judged"] = (
+        q["query_id"].map(judged.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
+    value = labels.reindex(judged.index)
+    correct = judged.assign(v=value.to_numpy()).groupby("query_id", observed=True)["v"].sum()
+    q["judged_correct"] = q["query_id"].map(correct).fillna(0.0)
+    conflicts = view.merged.conflicts
+    q["conflicts"] = (
+        q["query_id"].map(conflicts.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
+    q["exhaustive_facts"] = 0
+    return q.sort_values(
+        ["conflicts", "judged", "query_id"], ascending=[False, False, True], ignore_index=True
+    )
+
+
+def annotation_table(view: BundleView) -> pd.DataFrame:
+    """``annotation.csv`` (:func:`receval.diagnostics.annotation_spend`) from the aggregates."""
+    from receval.diagnostics import annotation_frame
+
+    labelled = np.zeros(len(view.small.facts), bool)
+    labelled[view.labels.index.to_numpy(np.int64)] = True
+    shared = _fact_systems(view).to_numpy() > 1
+    return annotation_frame(view.samples, view.systems, shared, labelled)
+
+
+def pooling_bias_table(view: BundleView, joint: pd.DataFrame | None) -> pd.DataFrame:
+    """``pooling_bias.csv`` (:func:`receval.diagnostics.pooling_bias`) from the aggregates:
+    the official census and its leave-one-team-out variant counted per system from the
+    judged facts' copies in each run and the rows per (system, query)
+    (:func:`official_counts`), the same numbers as the engine's SQL census."""
+    from receval.diagnostics import pooling_bias_frame
+
+    summary = view.summary
+    outputs = summary.rows > 0
+    team_of = pd.Series(
+        [summary.teams[s] for s in np.array(summary.systems)[outputs]],
+        index=np.array(summary.systems)[outputs],
+        dtype=object,
+    )
+    teams = sorted(set(team_of))
+    members = _judged_members(view)
+    owner = _one_team(members, summary.teams)
+    labelled = members.drop_duplicates("fact")
+    labelled = labelled[labelled["fact"].isin(view.labels.index)]
+    one = owner.reindex(labelled["fact"]).dropna()
+    unique_judged = one.value_counts().reindex(teams, fill_value=0)
+    base = official_counts(view, members, owner, leave_out=False)
+    lto = official_counts(view, members, owner, leave_out=True)
+    return pooling_bias_frame(
+        team_of,
+        summary.unique_facts().reindex(teams, fill_value=0),
+        unique_judged,
+        base,
+        lto,
+        joint,
+    )
+
+
+def _judged_members(view: BundleView) -> pd.DataFrame:
+    """``fact, system, copies, team, category`` of every (judged fact, system that output it);
+    ``category`` is the assessment the official scorer matches (a correct one if any, else the
+    first in file order: :data:`receval.official.sql.CHOSEN`), as a code."""
+    from receval.official.sql import CATEGORY_CODES
+
+    judg = view.judgments
+    codes = judg["category"].map(CATEGORY_CODES).to_numpy(np.int64)
+    order = np.lexsort((np.arange(len(judg)), codes != 0, judg["fact"].to_numpy(np.int64)))
+    chosen = pd.Series(codes[order], index=judg["fact"].to_numpy(np.int64)[order])
+    chosen = chosen[~chosen.index.duplicated()]
+    members = view.summary.members
+    members = members[members["fact"].isin(chosen.index)].copy()
+    members["team"] = members["system"].map(view.summary.teams)
+    members["category"] = chosen.reindex(members["fact"]).to_numpy(np.int64)
+    return members
+
+
+def _one_team(members: pd.DataFrame, teams: dict[str, str]) -> pd.Series:
+    """The team of each judged fact that one team only output (others absent)."""
+    per_fact = members.groupby("fact")["team"].agg(["min", "max"])
+    return per_fact.loc[per_fact["min"] == per_fact["max"], "min"]
+
+
+def official_counts(
+    view: BundleView, members: pd.DataFrame, owner: pd.Series, *, leave_out: bool
+) -> pd.DataFrame:
+    """Official micro precision, recall and F1 per system (index ``system``), the counts of
+    :data:`receval.official.sql.OFFICIAL_COUNTS` (``leave_out``:
+    :data:`~receval.official.sql.LEAVE_TEAM_OUT_COUNTS`, each team's unique facts
+    unassessed for its own systems) for fact-matched bundles without single-valued slots."""
+    from receval.official.rules import official_rates, policy_words
+
+    post_word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
+    words = {k: post_word[v] for k, v in policy_words(view, None).items()}
+    summary = view.summary
+    systems = pd.Index(summary.systems)
+    m = len(systems)
+    rows = summary.rows.astype(float)
+    cells = summary.cells
+    judged_queries = set(view.judgments["query_id"])
+    in_judged = cells[cells["query_id"].isin(judged_queries)].groupby("system")
+    rows_judged = in_judged["n_rows"].sum().reindex(systems, fill_value=0).to_numpy(float)
+    facts_judged = in_judged["facts"].sum().reindex(systems, fill_value=0).to_numpy(float)
+    category = members["category"].to_numpy(np.int64)
+    if leave_out:
+        lost = owner.reindex(members["fact"]).to_numpy(object) == members["team"].to_numpy(object)
+        category = np.where(lost, 4, category)
+    sys_code = systems.get_indexer(members["system"])
+    copies = members["copies"].to_numpy(float)
+    by_cat = np.zeros((5, m))
+    distinct = np.zeros((5, m))
+    np.add.at(by_cat, (category, sys_code), copies)
+    np.add.at(distinct, (category, sys_code), 1.0)
+    assessed_rows = by_cat[:4].sum(axis=0)
+    assessed_facts = distinct[:4].sum(axis=0)
+    if leave_out:  # every unassessed response takes the policy (no judged-query rule)
+        unassessed_rows, unassessed_facts = rows - assessed_rows, summary.sizes - assessed_facts
+    else:  # an unassessed response to a query nobody judged is ignored
+        unassessed_rows, unassessed_facts = (
+            rows_judged - assessed_rows,
+            facts_judged - assessed_facts,
+        )
+    post = {"right": [0], "wrong": [1], "ignored": [3]}
+    post[words["inexact"]].append(2)
+    right_rows = by_cat[post["right"]].sum(axis=0)
+    first_right = distinct[post["right"]].sum(axis=0)
+    wrong_rows = by_cat[post["wrong"]].sum(axis=0)
+    if words["unassessed"] == "right":
+        right_rows, first_right = right_rows + unassessed_rows, first_right + unassessed_facts
+    elif words["unassessed"] == "wrong":
+        wrong_rows = wrong_rows + unassessed_rows
+    duplicates = right_rows - first_right
+    right = first_right + (duplicates if words["duplicate"] == "right" else 0)
+    wrong = wrong_rows + (duplicates if words["duplicate"] == "wrong" else 0)
+    gt = np.full(m, float(_ground_truth(view)))
+    if leave_out:
+        gt = gt - _ground_truth_lost(view, owner).reindex(
+            [summary.teams[s] for s in systems], fill_value=0
+        ).to_numpy(float)
+    rated = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
+    rated.index = pd.Index(systems, name="system")
+    return rated[["precision", "recall", "f1"]]
+
+
+def _classed(view: BundleView) -> np.ndarray:
+    """The recall denominator's classes: the facts with a correct or inexact judgment."""
+    judg = view.judgments
+    return np.unique(
+        judg.loc[judg["category"].isin(("correct", "inexact")), "fact"].to_numpy(np.int64)
+    )
+
+
+def _ground_truth(view: BundleView) -> int:
+    return int(_classed(view).size)
+
+
+def _ground_truth_lost(view: BundleView, owner: pd.Series) -> pd.Series:
+    """Per team: the classes only that team output (they leave with its unique facts)."""
+    classed = owner.reindex(_classed(view)).dropna()
+    return classed.value_counts()
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator's core alone
+
+
+def bundle_sample_data(bundle, *, target: str = "micro", engine: str = "duckdb") -> SampleData:
+    """:func:`engine_sample_data` of ``bundle``: its small tables read, its runs summarised in
+    ``engine`` (:func:`summarise_bundle`)."""
+    from receval.engine.sampled_data import check_scope, engine_sample_data, read_small_tables
+
+    small = read_small_tables(bundle)
+    check_scope(small)
+    return engine_sample_data(small, summarise_bundle(bundle, small, engine), target)
+
+
+def joint_estimates(
+    bundle,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    engine: str = "duckdb",
+) -> pd.DataFrame:
+    """Joint precision and pooled recall of every system from :func:`bundle_sample_data`
+    (Chaganty et al. 2017, §3: π̂_i, Theorem 1; ν̂_i self-normalised), in the precision form
+    ``score`` picks by default (``auto``), with **percentile bootstrap** intervals at ``level``
+    (``bootstrap`` replicates shared by all systems, seeded).  The estimator's core; ``score``
+    on the engine path (:mod:`receval.engine.score`) writes the whole output set.
+
+    Returns ``system, outputs, precision, precision_lo, precision_hi, pooled_recall,
+    pooled_recall_lo, pooled_recall_hi, interval``.
+    """
+    from receval.errors import BundleError
+    from receval.estimators.base import ScoringContext
+    from receval.estimators.joint import JointEstimator
+    from receval.scoring import fit
+
+    data = bundle_sample_data(bundle, engine=engine)
+    if data.K == 0:
+        raise BundleError(bundle.root / "samples.tsv", None, "no judged sample draws")
+    run = fit(ScoringContext.of(data, bootstrap=bootstrap, seed=seed), JointEstimator()).run
+    tail = (1.0 - level) / 2 * 100
+    out = pd.DataFrame({"system": data.systems, "outputs": data.sizes.astype(np.int64)})
+    for metric in ("precision", "pooled_recall"):
+        out[metric] = run.point[metric].reshape(-1)
+        lo, hi = np.nanpercentile(run.replicates[metric], [tail, 100 - tail], axis=0)
+        out[f"{metric}_lo"], out[f"{metric}_hi"] = lo, hi
+    out["interval"] = f"percentile bootstrap {level:g} (B={bootstrap})"
+    return out

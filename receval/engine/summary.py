@@ -1,0 +1,246 @@
+"""What scoring needs from the runs, as three SQL aggregations whose results are small.
+
+``score`` on the engine path (:mod:`receval.engine.score`) never holds an output row in Python.
+Every number the estimators and the diagnostics take from the runs is one of:
+
+* per (system, query): input rows and distinct facts (:data:`RUN_CELLS`; ``m × Q`` rows):
+  the systems' sizes |X_i|, the duplicate rows collapsed, per-query outputs, the macro target,
+  the query clusters' |X_i ∩ q|;
+* per team: the facts of the pool and those only that team output (:data:`POOL_FACTS`; a few
+  rows): ``pool.csv``'s pool size, ``pooling_bias.csv``'s unique facts;
+* per (fact of the small tables, system): the copies of the drawn and the judged facts in each
+  run (:data:`MEMBERS`: a join of the runs with the small ``wanted`` table, never an
+  aggregate over every fact): membership, the judged outputs, the official counts.
+
+Facts are ``(query_id, normalised answer)`` as the loader defines them (answers normalised in
+SQL exactly as :func:`receval.task.normalize_answers` does: :mod:`receval.engine.matching`).
+Distinct facts are counted as distinct 64-bit hashes of the normalised answer *within one
+(system, query)* or *within one query*: two different answers of one query with the same hash
+would count once (probability about Σ_q n_q² / 2⁶⁵: below 10⁻⁸ for 10⁹ rows of 1,000 answers
+per query).  Each aggregation is one scan of the runs, grouped with bounded memory (DuckDB
+spills; no ORDER BY over the rows); no MD5 is computed on the scoring path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from receval.errors import BundleError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from receval.config import Matching
+    from receval.engine.base import Engine
+
+#: per (system, query): input rows, distinct facts, blank answers, the team cells' range; two
+#: plain GROUP BYs (DuckDB spills them; a COUNT(DISTINCT) ran out of 1 GiB at 2·10⁸ rows)
+RUN_CELLS = """
+SELECT system, query_id, count(*) AS facts, sum(c) AS n_rows, sum(blank) AS blank,
+       min(team_lo) AS team_lo, max(team_hi) AS team_hi
+FROM (
+    SELECT system, query_id, {h} AS a, count(*) AS c,
+           sum(CASE WHEN answer = '' THEN 1 ELSE 0 END) AS blank,
+           min(team) AS team_lo, max(team) AS team_hi
+    FROM normed {where} GROUP BY system, query_id, {h}
+) t GROUP BY system, query_id
+"""
+
+#: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared;
+#: teams as 64-bit hashes (fixed-size aggregate states), named again in Python
+#: (:func:`_team_names`).  One group per pool fact: at 2·10⁸ rows (6·10⁶ facts) score ran out
+#: of DuckDB's 1 GiB (and 1.4 GB) at about this query's share of the CPU, with text or hashed
+#: teams alike: the open item (split it by a hash of the query, or make it spill)
+POOL_FACTS = """
+SELECT lo AS owner, one_team, count(*) AS facts FROM (
+    SELECT min(t) AS lo, CASE WHEN min(t) = max(t) THEN 1 ELSE 0 END AS one_team
+    FROM (SELECT query_id, {h} AS a, {team} AS t FROM {source} src) s GROUP BY query_id, a
+) t GROUP BY lo, one_team
+"""
+
+#: the hash :data:`POOL_FACTS` gives each team name
+TEAM_HASHES = "SELECT team, {team} AS t FROM team_names"
+
+#: the copies of each fact of ``wanted(fact, query_id, answer)`` in each system's run
+MEMBERS = """
+SELECT w.fact, r.system, count(*) AS copies
+FROM normed r JOIN wanted w ON r.query_id = w.query_id AND r.answer = w.answer
+GROUP BY w.fact, r.system
+"""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The runs' aggregates (module docstring); ``systems`` sorted, empty submissions included."""
+
+    systems: list[str]
+    teams: dict[str, str]
+    cells: pd.DataFrame  # system, query_id, n_rows, facts (one row per answered (system, query))
+    sizes: np.ndarray  # (m,) distinct facts |X_i|
+    rows: np.ndarray  # (m,) input rows
+    pool_size: int
+    team_facts: pd.DataFrame  # owner, one_team, facts
+    members: pd.DataFrame  # fact, system, copies (facts of ``wanted``)
+
+    @property
+    def duplicate_rows(self) -> int:
+        return int(self.rows.sum() - self.sizes.sum())
+
+    def unique_facts(self) -> pd.Series:
+        """Pool facts output by one team only, per team (teams without any: 0)."""
+        one = self.team_facts[self.team_facts["one_team"] == 1]
+        counts = one.groupby("owner")["facts"].sum()
+        teams = sorted(set(self.teams.values()))
+        return counts.reindex(teams, fill_value=0).astype(np.int64)
+
+
+def register_normed(engine: Engine, matching: Matching | None) -> None:
+    """View ``normed(system, team, query_id, answer)`` over ``runs``: the answer normalised per
+    ``[matching]``, a blank team cell NULL."""
+    from receval.engine.sampled import create_view, normalised_answer_sql
+
+    answer = normalised_answer_sql(engine, matching)
+    create_view(
+        engine,
+        "normed",
+        f"SELECT system, CASE WHEN team = '' THEN NULL ELSE team END AS team, query_id, "
+        f"{answer} AS answer FROM runs",
+    )
+
+
+def summarise_runs(
+    engine: Engine,
+    wanted: pd.DataFrame,
+    files: dict[str, Path],
+    known_queries: set[str],
+    empty_systems: tuple[str, ...] = (),
+    by_system: list[str] | None = None,
+) -> RunSummary:
+    """The three aggregations over ``normed`` (:func:`register_normed`); ``wanted`` is
+    ``fact, query_id, answer`` (normalised) of the small tables' facts; ``files`` name the run
+    files in errors (``runs/<system>.parquet`` when there is one per system); ``by_system``:
+    the systems, when each file holds one system's rows (:func:`run_cells`)."""
+    h, team_hash = engine.dialect.hash64("answer"), engine.dialect.hash64("team")
+    cells = run_cells(engine, h, by_system)
+    _check_cells(cells, files, known_queries)
+    teams = _teams(cells, files)
+    systems = sorted({*teams, *empty_systems})
+    teams.update({s: s for s in empty_systems})
+    named = {s: t for s, t in teams.items() if t != s}
+    if named:
+        from receval.engine.sampled import create_view
+
+        engine.register("system_teams", pd.DataFrame({"system": list(teams), "t": teams.values()}))
+        create_view(
+            engine,
+            "normed_teams",
+            "SELECT n.query_id, n.answer, s.t AS team FROM normed n "
+            "JOIN system_teams s ON n.system = s.system",
+        )
+        source = "normed_teams"
+    else:
+        source = "(SELECT query_id, answer, system AS team FROM normed)"
+    team_facts = _team_names(engine, POOL_FACTS.format(h=h, source=source, team=team_hash), teams)
+    engine.register("wanted", wanted[["fact", "query_id", "answer"]])
+    members = engine.query(MEMBERS) if len(wanted) else _no_members()
+    by_system = cells.groupby("system")[["n_rows", "facts"]].sum()
+    by_system = by_system.reindex(systems, fill_value=0)
+    return RunSummary(
+        systems=systems,
+        teams={s: teams[s] for s in systems},
+        cells=cells[["system", "query_id", "n_rows", "facts"]],
+        sizes=by_system["facts"].to_numpy(float),
+        rows=by_system["n_rows"].to_numpy(np.int64),
+        pool_size=int(team_facts["facts"].sum()),
+        team_facts=team_facts,
+        members=members.astype({"fact": np.int64, "copies": np.int64}),
+    )
+
+
+def _team_names(engine: Engine, sql: str, teams: dict[str, str]) -> pd.DataFrame:
+    """:data:`POOL_FACTS` with each ``owner`` hash named again (the teams' hashes are checked
+    to be distinct)."""
+    names = sorted(set(teams.values()))
+    engine.register("team_names", pd.DataFrame({"team": names}))
+    hashes = engine.query(TEAM_HASHES.format(team=engine.dialect.hash64("team")))
+    if hashes["t"].nunique() < len(hashes):  # pragma: no cover - a 64-bit collision
+        raise RuntimeError("two team names have the same 64-bit hash")
+    name_of = dict(zip(hashes["t"].tolist(), hashes["team"].tolist(), strict=True))
+    facts = engine.query(sql)
+    facts["owner"] = [name_of.get(t) for t in facts["owner"].tolist()]
+    return facts
+
+
+def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFrame:
+    """:data:`RUN_CELLS`: in DuckDB one system at a time when each file holds one system (the
+    view's other branches are pruned, so each query groups one run's rows: memory bounded by
+    the largest run), else in one query."""
+    if by_system is None or engine.name != "duckdb":
+        return engine.query(RUN_CELLS.format(h=h, where=""))
+    parts = []
+    for system in by_system:
+        where = "WHERE system = " + engine.dialect.literal(system)
+        parts.append(engine.query(RUN_CELLS.format(h=h, where=where)))
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else engine.query(RUN_CELLS.format(h=h, where=""))
+    )
+
+
+def _no_members() -> pd.DataFrame:
+    return pd.DataFrame({"fact": np.empty(0, np.int64), "system": [], "copies": np.empty(0)})
+
+
+def _run_file(files: dict[str, Path], system: str) -> Path | str:
+    """The file errors about ``system``'s rows name: its own run file, else the runs table."""
+    for name, path in files.items():
+        if name in (f"runs/{system}.parquet", f"runs/system={system}"):
+            return path
+        if f"system={system}/" in name:
+            return path
+    runs = [p for n, p in files.items() if n == "runs" or n.startswith("runs")]
+    return runs[0] if len(runs) == 1 else "runs"
+
+
+def _check_cells(cells: pd.DataFrame, files: dict[str, Path], known: set[str]) -> None:
+    """The loader's checks of the run values: no blank answer, every query known."""
+    blank = cells[cells["blank"] > 0]
+    if len(blank):
+        system = str(blank["system"].iloc[0])
+        raise BundleError(
+            _run_file(files, system),
+            None,
+            f"empty value in required column 'answer' ({int(blank['blank'].sum())} such rows, "
+            f"system {system!r})",
+        )
+    unknown = cells[~cells["query_id"].isin(known)]
+    if len(unknown):
+        system = str(unknown["system"].iloc[0])
+        raise BundleError(
+            _run_file(files, system),
+            None,
+            f"query_id {unknown['query_id'].iloc[0]!r} is not in queries "
+            f"({int(unknown['n_rows'].sum())} such rows, system {system!r})",
+        )
+
+
+def _teams(cells: pd.DataFrame, files: dict[str, Path]) -> dict[str, str]:
+    """One team per system (a blank team cell takes the system's team, or its name)."""
+    lo = cells.groupby("system")["team_lo"].min()
+    hi = cells.groupby("system")["team_hi"].max()
+    teams = {}
+    for system in sorted(lo.index):
+        a, b = lo[system], hi[system]
+        if isinstance(a, str) and isinstance(b, str) and a != b:
+            raise BundleError(
+                _run_file(files, system),
+                None,
+                f"system {system!r} is given two teams ({a!r} and {b!r})",
+            )
+        teams[str(system)] = str(a) if isinstance(a, str) else str(system)
+    return teams

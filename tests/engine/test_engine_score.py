@@ -1,0 +1,205 @@
+"""``score`` on the engine path (receval.engine.score): the same output set as the in-memory
+path, from SQL aggregates over Parquet runs, never loading the task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from receval.bundle import Bundle
+from receval.engine.sampled import python_key, sample_round
+
+CSVS = ("leaderboard.csv", "pool.csv", "conflicts.csv", "per_query.csv", "annotation.csv",
+        "pooling_bias.csv", "agreement.csv")  # fmt: skip
+
+
+def _runs(seed: int = 0, teams: bool = False) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for system in ("A", "B", "C", "D"):
+        for q in range(6):
+            docs = rng.choice(30, size=8 + q, replace=False)
+            rows += [(system, f"q{q}", f" Doc  {d}" if d % 4 else f"doc {d}") for d in docs]
+    frame = pd.DataFrame(rows, columns=["system", "query_id", "answer"])
+    if teams:
+        frame["team"] = frame["system"].map({"A": "t1", "B": "t1", "C": "t2", "D": "t3"})
+    return frame
+
+
+def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pending: int = 0,
+                teams: bool = False, duplicates: bool = False, toml: str = "") -> Path:  # fmt: skip
+    """A small Parquet bundle with ``rounds`` uniform rounds labelled from a synthetic truth
+    (two annotators who disagree now and then); ``pending`` facts left unlabelled."""
+    runs = _runs(teams=teams)
+    if duplicates:
+        runs = pd.concat([runs, runs.iloc[::7].assign(answer=lambda f: f["answer"].str.upper())])
+    root.mkdir(parents=True)
+    pd.DataFrame({"query_id": [f"q{q}" for q in range(7)]}).to_csv(
+        root / "queries.tsv", sep="\t", index=False
+    )
+    if toml:
+        (root / "task.toml").write_text(toml, encoding="utf-8")
+    if layout == "per-system":
+        (root / "runs").mkdir()
+        for system, part in runs.groupby("system"):
+            part.drop(columns="system").to_parquet(root / "runs" / f"{system}.parquet", index=False)
+    else:
+        runs.to_parquet(root / "runs.parquet", index=False)
+    bundle = Bundle(root)
+    for seed in range(rounds):
+        bundle.record_round(sample_round(bundle, 6, seed=seed + 1))
+    todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str)
+    todo = todo.iloc[: len(todo) - pending]
+    key = np.array(
+        [python_key(f"{q}{a}") for q, a in zip(todo["query_id"], todo["answer"], strict=True)]
+    )
+    first = np.where(key % 3 == 0, "W", "C")
+    second = np.where(key % 7 == 0, np.where(first == "C", "W", "C"), first)
+    rows = pd.concat(
+        [
+            todo.assign(label=first, annotator="a1"),
+            todo.iloc[::2].assign(label=second[::2], annotator="a2"),
+        ]
+    )
+    rows[["query_id", "answer", "label", "annotator"]].to_csv(
+        root / "judgments.tsv", sep="\t", index=False
+    )
+    return root
+
+
+def _score(root: Path, out: Path, *extra: str, path: str = "--out-of-core"):
+    from click.testing import CliRunner
+
+    from receval.cli import cli
+
+    args = ["score", str(root), "--out", str(out), "--no-report", "--quiet", "--bootstrap", "200",
+            "--seed", "3", path, *extra]  # fmt: skip
+    return CliRunner().invoke(cli, args)
+
+
+def _same_output_sets(memory: Path, engine: Path) -> None:
+    for name in CSVS:
+        assert (engine / name).read_bytes() == (memory / name).read_bytes(), name
+    want = json.loads((memory / "run.json").read_text())
+    got = json.loads((engine / "run.json").read_text())
+    assert got.pop("engine_path")["rows"] > 0
+    for record in (want, got):
+        record.pop("created")
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("options", "extra"),
+    [
+        ({}, ()),
+        ({"teams": True, "duplicates": True, "layout": "one-file"}, ()),
+        ({"pending": 3}, ("--allow-pending", "--target", "macro")),
+        ({}, ("--cluster-queries", "--method", "basic", "--estimator", "simple")),
+        ({}, ("--method", "BCa", "--tiers", "holm")),
+        ({"toml": '[official]\nunjudged = "wrong"\n'}, ("--rank-by", "precision")),
+    ],
+)
+def test_engine_score_writes_the_in_memory_output_set(tmp_path, options, extra):
+    root = make_bundle(tmp_path / "b", **options)
+    memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", *extra)
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+
+
+def test_engine_score_never_loads_the_task(tmp_path, monkeypatch):
+    """The engine path neither loads the task nor reads an output row into Python."""
+    import receval.task
+    from receval import api
+
+    root = make_bundle(tmp_path / "b")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the engine path loaded the task")
+
+    monkeypatch.setattr(receval.task, "load_task", refuse)
+    monkeypatch.setattr(receval.task.Task, "from_frames", refuse)
+    monkeypatch.setattr(receval.task, "_run_frame", refuse)
+    result = api.score(root, bootstrap=100, seed=1, out_of_core=True)
+    assert result.run.extra["engine_path"]["engine"] == "duckdb"
+    assert len(result.leaderboard) == 4
+
+
+@pytest.mark.parametrize(
+    ("column", "problem"), [("answer", "missing required column answer"), ("query_id", "has type")]
+)
+def test_a_bad_parquet_run_is_one_error_line_naming_the_file(tmp_path, column, problem):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    bad = root / "runs" / "B.parquet"
+    frame = pd.read_parquet(bad)
+    if problem.startswith("missing"):
+        frame = frame.drop(columns=column)
+    else:
+        frame[column] = 1.5
+    frame.to_parquet(bad, index=False)
+    result = _score(root, tmp_path / "out")
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(bad) in lines[0], (
+        result.output
+    )
+    assert problem in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (("--estimator", "official"), "--estimator official"),
+        (("--weighting", "overlap"), "--weighting overlap"),
+        (("--target-recall", "0.5"), "--target-recall"),
+        (("--intervals", "anytime"), "--intervals anytime"),
+    ],
+)
+def test_engine_path_refuses_what_it_cannot_score_naming_the_option(tmp_path, extra, named):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    result = _score(root, tmp_path / "out", *extra)
+    assert result.exit_code == 2 and named in result.output, result.output
+
+
+def test_text_runs_are_refused_out_of_core_and_scored_in_memory_by_default(tmp_path):
+    root = make_bundle(tmp_path / "b", rounds=1, layout="one-file")
+    pd.read_parquet(root / "runs.parquet").to_csv(root / "runs.tsv", sep="\t", index=False)
+    (root / "runs.parquet").unlink()
+    assert "Parquet" in _score(root, tmp_path / "o1").output
+    result = _score(root, tmp_path / "o2", path="--quiet")
+    assert result.exit_code == 0, result.output
+    assert "engine_path" not in json.loads((tmp_path / "o2" / "run.json").read_text())
+
+
+def _spark_missing() -> str | None:
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch):
+    """``score --engine spark --out-of-core``: Spark reads the Parquet runs and runs the same
+    three aggregations; the output set equals DuckDB's."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = make_bundle(tmp_path / "b", teams=True)
+    duck = _score(root, tmp_path / "duck")
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in CSVS:
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
