@@ -305,7 +305,8 @@ def parquet_engine(bundle, engine: Any):
         if type(exc).__name__ == "OutOfMemoryException":
             raise ValueError(
                 f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
-                "higher (e.g. 4GB)"
+                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
+                "(about 80 bytes per output row)"
             ) from None
         raise
     finally:
