@@ -150,6 +150,9 @@ WARMUP_HITS = 30
 #: sum of importance-weighted terms needs more pieces than the bootstrap's 20 (reliability.py),
 #: since the time-uniform boundary is read at every look, the early ones included
 MIN_ASYMPTOTIC_ESS = 50
+#: the precision sequences' start time in effective draws: no bet before the Kish effective
+#: sample size (Σw)²/Σw² of the system's earlier importance weights t_i/q reaches this
+WARMUP_ESS = 100.0
 
 
 def gaussian_log_path(streams: BettingStreams, bets, mu, side: int, running: bool) -> np.ndarray:
@@ -194,8 +197,29 @@ def warm(hits: np.ndarray | None, shape, start: int = WARMUP_HITS) -> np.ndarray
     return seen >= start
 
 
+def warm_ess(weights: np.ndarray, start: float = WARMUP_ESS) -> np.ndarray:
+    """Whether each step may bet (S, K): the Kish effective sample size (Σw)²/Σw² of the
+    stream's earlier nonzero ``weights`` (S, K) is at least ``start`` (predictable: only
+    earlier steps are read)."""
+    w = np.asarray(weights, float)
+    s1 = np.cumsum(w, axis=1) - w
+    s2 = np.cumsum(w * w, axis=1) - w * w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = np.where(s2 > 0, s1 * s1 / s2, 0.0)
+    return ess >= start
+
+
 def asymptotic_ends(
-    streams, levels, search, alpha, horizon, prior=0.5, scale=None, hits=None, start=WARMUP_HITS
+    streams,
+    levels,
+    search,
+    alpha,
+    horizon,
+    prior=0.5,
+    scale=None,
+    hits=None,
+    start=WARMUP_HITS,
+    ready=None,
 ) -> dict:
     """Two-sided ends per level α' in ``levels``: ``{α': (lower (S,), upper (S,))}`` (each side
     at α'/2), the bets those of the betting sequences (:func:`sequence_bets`), none before the
@@ -206,6 +230,8 @@ def asymptotic_ends(
         return {a: (nan, nan) for a in levels}
     bets = sequence_bets(streams, alpha, horizon, prior, scale)
     bets = np.where(warm(hits, streams.shape, start), bets, 0.0)
+    if ready is not None:
+        bets = np.where(ready, bets, 0.0)
     level = np.log(2.0 / np.asarray(levels, float))[:, None] * np.ones((len(levels), S))
     lower = one_sided_ends(streams, bets, level, +1, search)
     upper = np.maximum(one_sided_ends(streams, bets, level, -1, search), lower)
@@ -228,7 +254,11 @@ def asymptotic_bounds(
     precision = _precision(task, data, st, judge)
     horizon = st.horizon.T if st.fact.size else None
     hits = (data.target[st.fact] > 0).T  # (m, K): the draw is of the system's facts
-    ends = {"precision": asymptotic_ends(precision, levels, (0.0, 1.0), alpha, horizon, hits=hits)}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.where(st.own > 0, data.target[st.fact] / st.q[:, None], 0.0).T
+    ready = warm_ess(weights)
+    ends = {"precision": asymptotic_ends(precision, levels, (0.0, 1.0), alpha, horizon, hits=hits,
+                                         ready=ready)}  # fmt: skip
     direct = data.target_kind == "micro" and _one_draw_steps(st)
     if direct and st.fact.size:
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
