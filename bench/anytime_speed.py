@@ -1,23 +1,39 @@
 """What ``score --intervals anytime`` costs against the bootstrap on data/kbp-sim (the README's
 demo bundle, scored as the README scores it: ``receval score data/kbp-sim``).
 
-Runs both through the library in one process (the task loaded once, then ``score`` with the
-default bootstrap and with ``intervals="anytime"``), and prints CPU seconds (all threads) and
-wall seconds of each and their ratio, and for the anytime run the capital evaluations of its
-bisections (calls and entries: levels × streams × steps). CPU time is the figure to compare on a
-shared machine; wall time follows the load (the bootstrap's figures: the best of 3 runs; its
-first run, which pays the first call's start-up costs, as earlier runs of this script measured
-it, is kept too). ``--label`` names the code measured (e.g. ``before``/``after``); results are
-merged into ``bench/results/anytime_speed.json`` under it.
+Measures, for the default bootstrap and for ``--intervals anytime`` (and, with ``--asymptotic``,
+``anytime-asymptotic``):
+
+* **cold**: the CLI in a fresh process (``receval score data/kbp-sim --intervals X --no-report``),
+  imports and the task's loading included: CPU seconds of the child (user + system, all threads)
+  and wall seconds;
+* **warm**: the library in this process (the task loaded once, one call made before), CPU and
+  wall seconds of ``receval.score`` — the bootstrap's best of 3 runs (it is short, so the load
+  of the machine moves it most), the anytime run's best of ``--repeat``;
+
+and their ratios (anytime / bootstrap, CPU: the figure to compare on a shared machine; wall
+follows the load), the capital evaluations of the anytime run's bisections (calls and entries:
+levels × streams × steps) and its median widths.  With ``--reference DIR`` (an output folder of
+the same command written by the code measured against, e.g. main's), the cold run's output
+folder is compared with it file by file (run.json without its ``created`` time and the task's
+path as given): ``identical``.
+
+``--label`` names the code measured (e.g. ``before``/``after``); results are merged into
+``bench/results/anytime_speed.json`` under it.
 
 Usage: PYTHONPATH=<checkout> python bench/anytime_speed.py [--label after] [--seed 1]
+       [--reference /tmp/speed-ref/anytime] [--asymptotic]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,20 +52,41 @@ def timed(func):
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--label", default="after")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
-    args = parser.parse_args()
-    import receval
-    import receval.estimators.anytime.betting as betting
-    from receval.task import load_task
+def cold(task: str, intervals: str, out: Path) -> tuple[float, float]:
+    """CPU (user + system of the child) and wall seconds of the CLI in a fresh process."""
+    cmd = [sys.executable, "-m", "receval.cli", "score", task, "--intervals", intervals,
+           "--no-report", "--quiet", "--out", str(out)]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=os.environ.copy())
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
 
-    task = load_task(args.task)
-    # the bootstrap is short, so the load of the machine moves it most: its best of 3 runs
-    boots = [timed(lambda: receval.score(task, seed=args.seed))[1:] for _ in range(3)]
-    boot_cpu, boot_wall = min(b[0] for b in boots), min(b[1] for b in boots)
+
+def same_outputs(ours: Path, reference: Path) -> dict:
+    """Every file of ``reference`` compared with ``ours`` (run.json without ``created`` and
+    ``inputs.task``, the path the command line gave)."""
+    differ = []
+    for path in sorted(reference.iterdir()):
+        mine = ours / path.name
+        if not mine.exists():
+            differ.append(path.name)
+        elif path.name == "run.json":
+            a, b = (json.loads(p.read_text()) for p in (path, mine))
+            for d in (a, b):  # when it ran, and the task's path as the command line gave it
+                d.pop("created", None)
+                d.get("inputs", {}).pop("task", None)
+            if a != b:
+                differ.append(path.name)
+        elif path.read_bytes() != mine.read_bytes():
+            differ.append(path.name)
+    return {"reference": str(reference), "identical": not differ, "differ": differ}
+
+
+def warm_anytime(receval, betting, task, seed: int, intervals: str, repeat: int):
+    """Best-of-``repeat`` CPU and wall of the warm anytime run, its result and its counts."""
     counts = [0, 0]
     plain = betting.log_capital
 
@@ -58,37 +95,78 @@ def main() -> None:
         counts[1] += int(np.size(mu)) * int(streams.shape[1])
         return plain(streams, bets, mu, *rest, **kw)
 
-    betting.log_capital = counted
-    result, any_cpu, any_wall = timed(
-        lambda: receval.score(task, seed=args.seed, intervals="anytime")
-    )
+    runs = []
+    for r in range(repeat):
+        betting.log_capital = counted if r == 0 else plain
+        runs.append(timed(lambda: receval.score(task, seed=seed, intervals=intervals)))
     betting.log_capital = plain
-    board = result.leaderboard
-    widths = {m: float(np.nanmedian(board[f"{m}_hi"] - board[f"{m}_lo"]))
-              for m in ("precision", "pooled_recall", "recall", "f1")}  # fmt: skip
+    cpu, wall = min(r[1] for r in runs), min(r[2] for r in runs)
+    return runs[0][0], cpu, wall, counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--task", default=str(HERE.parent / "data" / "kbp-sim"))
+    parser.add_argument("--repeat", type=int, default=2, help="warm anytime runs (best of)")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="output folder of the same anytime command by the reference code")  # fmt: skip
+    parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
+    args = parser.parse_args()
+    import receval
+
+    try:
+        import receval.estimators.anytime.betting as betting
+    except ImportError:  # a checkout from before the anytime subpackage (the 'before' runs)
+        import receval.estimators.betting as betting
+    from receval.task import load_task
+
+    kinds = ["anytime"] + (["anytime-asymptotic"] if args.asymptotic else [])
+    tmp = Path(tempfile.mkdtemp(prefix="anytime_speed_"))
+    colds = {k: cold(args.task, k, tmp / k) for k in ["bootstrap", *kinds]}
+    task = load_task(args.task)
+    receval.score(task, seed=args.seed)  # the first call's start-up costs
+    boots = [timed(lambda: receval.score(task, seed=args.seed))[1:] for _ in range(3)]
+    boot_cpu, boot_wall = min(b[0] for b in boots), min(b[1] for b in boots)
     figures = {
-        "bootstrap_cpu_s": round(boot_cpu, 1), "bootstrap_wall_s": round(boot_wall, 1),
-        "bootstrap_first_cpu_s": round(boots[0][0], 1),  # with the first call's start-up costs
-        "cpu_ratio_to_first": round(any_cpu / boots[0][0], 2),
-        "anytime_cpu_s": round(any_cpu, 1), "anytime_wall_s": round(any_wall, 1),
-        "cpu_ratio": round(any_cpu / boot_cpu, 2), "wall_ratio": round(any_wall / boot_wall, 2),
-        "capital_evaluations": counts[0], "capital_entries": counts[1],
-        "anytime_median_widths": {k: round(v, 5) for k, v in widths.items()},
+        "bootstrap_cold_cpu_s": round(colds["bootstrap"][0], 2),
+        "bootstrap_cold_wall_s": round(colds["bootstrap"][1], 2),
+        "bootstrap_cpu_s": round(boot_cpu, 2), "bootstrap_wall_s": round(boot_wall, 2),
     }  # fmt: skip
+    for kind in kinds:
+        key = kind.replace("-", "_")
+        result, cpu, wall, counts = warm_anytime(
+            receval, betting, task, args.seed, kind, args.repeat
+        )
+        board = result.leaderboard
+        widths = {m: float(np.nanmedian(board[f"{m}_hi"] - board[f"{m}_lo"]))
+                  for m in ("precision", "pooled_recall", "recall", "f1")}  # fmt: skip
+        figures.update({
+            f"{key}_cold_cpu_s": round(colds[kind][0], 2),
+            f"{key}_cold_wall_s": round(colds[kind][1], 2),
+            f"{key}_cpu_s": round(cpu, 2), f"{key}_wall_s": round(wall, 2),
+            f"{key}_cpu_ratio": round(cpu / boot_cpu, 2),
+            f"{key}_wall_ratio": round(wall / boot_wall, 2),
+            f"{key}_cold_cpu_ratio": round(colds[kind][0] / colds["bootstrap"][0], 2),
+            f"{key}_capital_evaluations": counts[0], f"{key}_capital_entries": counts[1],
+            f"{key}_median_widths": {k: round(v, 5) for k, v in widths.items()},
+        })  # fmt: skip
+    if args.reference is not None:
+        figures["anytime_outputs"] = same_outputs(tmp / "anytime", args.reference)
     print(json.dumps({args.label: figures}, indent=2))
     path = HERE / "results" / "anytime_speed.json"
     record = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    commit = git_commit()
-    record["command"] = "PYTHONPATH=<checkout> python bench/anytime_speed.py --label LABEL"
+    record["command"] = (
+        "PYTHONPATH=<checkout> python bench/anytime_speed.py --label LABEL "
+        "[--reference DIR] [--asymptotic]"
+    )
     record["seed"] = args.seed
     record["runs"][args.label] = {
-        "commit": commit or "exported tree", "date": datetime.now(UTC).isoformat(),
-        "receval": str(Path(receval.__file__).parent), "figures": figures,
+        "commit": git_commit() or "exported tree", "date": datetime.now(UTC).isoformat(),
+        "receval": str(Path(receval.__file__).parent),
+        "load_average": [round(x, 1) for x in os.getloadavg()], "figures": figures,
     }  # fmt: skip
-    if {"before", "after"} <= set(record["runs"]):
-        b, a = (record["runs"][k]["figures"] for k in ("before", "after"))
-        record["anytime_cpu_before_to_after"] = [b["anytime_cpu_s"], a["anytime_cpu_s"]]
-        record["cpu_ratio_before_to_after"] = [b["cpu_ratio"], a["cpu_ratio"]]
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
 

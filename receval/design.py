@@ -13,7 +13,7 @@ multiset of n_j i.i.d. draws from p_j").  Two distributions are built in:
   human labels go; cf. active statistical inference, Zrnic & Candès 2024);
 * ``judge-strata:<judge>:<u_0>,…,<u_L>`` (``receval sample --by-judge``): strata are the
   levels of one judge (its grades, or equal-count bins of a continuous score, and a last level
-  for facts it did not grade: :func:`receval.estimators.judge_calibration.judge_levels`) and
+  for facts it did not grade: :func:`receval.judge.judge_levels`) and
   s_j(x) = a/|X_j| + (1 − a) u_h(x)/Σ_{X_j} u_h with a = :data:`JUDGE_STRATA_FLOOR`.  With
   u_h = √(p_h(1 − p_h)), p_h the share correct of level h estimated from the labels so far,
   this is Neyman allocation for the prediction-powered estimators (whose draws' terms are

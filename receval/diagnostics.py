@@ -176,8 +176,8 @@ def leave_team_out_one_pass(
     fact), or one per (system, query) for a single-valued slot (where ``gt`` is at most 1).
     Checked against ``base`` (nothing left out must give the official counts), else None.
     """
+    from receval.official.responses import categorize_responses
     from receval.official.rules import official_rates
-    from receval.official.scores import categorize_responses
 
     if not fact_matched(task):
         return None

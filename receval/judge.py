@@ -44,6 +44,11 @@ JUDGE_RESERVED = ("answer_raw", "fact", "_file")
 #: columns of a checked judge table (before ``fact`` and ``answer_raw`` are attached)
 JUDGE_COLUMNS = ("query_id", "answer", "judge_score", "judge")
 
+#: a judge with at most this many distinct grades is calibrated grade by grade
+MAX_LEVELS = 12
+#: otherwise its grades are cut into this many equal-count bins
+BINS = 10
+
 
 def check_judge_table(src, known: set[str], config=None) -> pd.DataFrame | None:
     """The judge table of a bundle source, checked (``None`` when the bundle has none).
@@ -114,6 +119,30 @@ class JudgeGrades:
         """Per judge, how many of ``facts`` (default: all) it did not grade."""
         g = self.grades if facts is None else self.grades[np.asarray(facts, np.int64)]
         return {n: int(np.isnan(g[:, j]).sum()) for j, n in enumerate(self.names)}
+
+
+def judge_levels(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(levels (F, J) int, number of levels per judge (J,) without the missing level).
+
+    Level L_j = number of non-missing levels is "missing" (the judge did not grade the fact)."""
+    F, J = grades.shape
+    levels = np.zeros((F, J), np.int64)
+    counts = np.zeros(J, np.int64)
+    for j in range(J):
+        g = grades[:, j]
+        ok = ~np.isnan(g)
+        values = np.unique(g[ok])
+        if values.size <= MAX_LEVELS:
+            lev = np.searchsorted(values, g[ok])
+            n = max(values.size, 1)
+        else:
+            ranks = np.argsort(np.argsort(g[ok], kind="stable"), kind="stable")
+            lev = (ranks * BINS) // ok.sum()
+            n = BINS
+        levels[ok, j] = lev
+        levels[~ok, j] = n
+        counts[j] = n
+    return levels, counts
 
 
 def judge_grades(task: Task) -> JudgeGrades | None:
@@ -245,7 +274,6 @@ def attach_judge_scores(outputs: pd.DataFrame, task_like) -> None:
     level ``judge_level:<name>`` (the ``judge-strata`` designs' strata).  ``task_like`` has
     ``facts``, ``judge`` and ``config`` (a :class:`Task` or a namespace during loading)."""
     from receval.design import LEVEL_COLUMN
-    from receval.estimators.judge_calibration import judge_levels
 
     fact = outputs["fact"].to_numpy(np.int64)
     scores, _ = fact_scores(task_like)

@@ -34,7 +34,7 @@ import click
 
 T = TypeVar("T")
 
-__all__ = ["Progress", "progress", "stage"]
+__all__ = ["Progress", "progress", "stage", "stage_detail"]
 
 #: the innermost progress bar entered in this context (what :func:`stage` relabels)
 _ACTIVE: ContextVar[Progress | None] = ContextVar("receval_progress", default=None)
@@ -73,6 +73,7 @@ class Progress(Generic[T]):
         self._bar: Any = None
         self.done = 0
         self._base = label
+        self._stage = ""
         self._token: Any = None
 
     @property
@@ -94,7 +95,17 @@ class Progress(Generic[T]):
 
     def relabel(self, what: str) -> None:
         """Show ``label: what`` (the stage of a long step) until the next relabel."""
-        self.label = f"{self._base}: {what}" if what else self._base
+        self._stage = what
+        self._show(f"{self._base}: {what}" if what else self._base)
+
+    def detail(self, where: str) -> None:
+        """Show ``label: stage, where`` (how far the stage is, e.g. ``cell 5/23``), keeping the
+        stage for the next detail."""
+        head = f"{self._base}: {self._stage}" if self._stage else self._base
+        self._show(f"{head}, {where}" if where else head)
+
+    def _show(self, label: str) -> None:
+        self.label = label
         if self._bar is not None:
             self._bar.label = self.label
             self._bar.render_progress()
@@ -136,6 +147,14 @@ def stage(what: str) -> None:
     bar = _ACTIVE.get()
     if bar is not None:
         bar.relabel(what)
+
+
+def stage_detail(where: str) -> None:
+    """Say how far the current stage is (``where``, e.g. ``cell 5/23`` or ``pairs 800/2415``)
+    on the innermost progress bar, after the stage's own label; nothing without a bar."""
+    bar = _ACTIVE.get()
+    if bar is not None:
+        bar.detail(where)
 
 
 def progress(

@@ -38,6 +38,7 @@ from receval.formats.checks import (
     nonempty,
     numbers,
     parse_numbers,
+    raise_first_bad,
     require_columns,
 )
 from receval.formats.coded import HeaderRows, system_codes
@@ -807,17 +808,15 @@ def _check_queries(src: _Source) -> pd.DataFrame:
     if frame.empty:
         raise BundleError(path, src.first_row, f"no queries: {src.no_rows}")
     nonempty(frame, path, ("query_id",))
-    dup = frame["query_id"].duplicated()
-    if dup.any():
-        i = dup.to_numpy().nonzero()[0][0]
-        raise BundleError(
-            path, int(frame[LINE].iloc[i]), f"duplicate query_id {frame['query_id'].iloc[i]!r}"
-        )
+    raise_first_bad(
+        frame,
+        path,
+        frame["query_id"].duplicated(),
+        lambda i: f"duplicate query_id {frame['query_id'].iloc[i]!r}",
+    )
     if "weight" in frame.columns:
         w = numbers(frame, path, "weight", allow_empty=False)
-        if (w <= 0).any():
-            i = (w <= 0).to_numpy().nonzero()[0][0]
-            raise BundleError(path, int(frame[LINE].iloc[i]), "column 'weight' must be > 0")
+        raise_first_bad(frame, path, w <= 0, "column 'weight' must be > 0")
         frame["weight"] = w
     else:
         frame["weight"] = 1.0
@@ -1478,11 +1477,12 @@ def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
     mapping = config.label_map()
     raw = frame["label"].astype(str).str.strip()
     category = raw.str.casefold().map(mapping)
-    bad = category.isna()
-    if bad.any():
-        i = bad.to_numpy().nonzero()[0][0]
+
+    def problem(i: int) -> str:
         vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))
-        raise BundleError(path, int(frame[LINE].iloc[i]), unknown_label_text(raw.iloc[i], vocab))
+        return unknown_label_text(raw.iloc[i], vocab)
+
+    raise_first_bad(frame, path, category.isna(), problem)
     values = config.category_value()
     frame["label_raw"] = raw
     frame["category"] = category
@@ -1522,10 +1522,9 @@ def _check_judgments(src: _Source | None, config: TaskConfig, known: set[str]) -
 
 def _prob(frame: pd.DataFrame, path: Path) -> pd.Series:
     p = numbers(frame, path, "prob", allow_empty=False)
-    bad = (p <= 0) | (p > 1)
-    if bad.any():
-        i = bad.to_numpy().nonzero()[0][0]
-        raise BundleError(path, int(frame[LINE].iloc[i]), f"prob {p.iloc[i]!r} is outside (0, 1]")
+    raise_first_bad(
+        frame, path, (p <= 0) | (p > 1), lambda i: f"prob {p.iloc[i]!r} is outside (0, 1]"
+    )
     return p
 
 
@@ -1558,12 +1557,12 @@ def _check_samples_against_outputs(
         return
     out_codes, systems = system_codes(outputs["system"])
     drawn_codes = systems.get_indexer(samples["system"])
-    unknown = drawn_codes < 0
-    if unknown.any():
-        i = unknown.nonzero()[0][0]
-        raise BundleError(
-            path, int(samples[LINE].iloc[i]), f"system {samples['system'].iloc[i]!r} has no outputs"
-        )
+    raise_first_bad(
+        samples,
+        path,
+        drawn_codes < 0,
+        lambda i: f"system {samples['system'].iloc[i]!r} has no outputs",
+    )
     # (system, fact) pairs as integers, over the outputs of the drawn facts only
     fact = outputs["fact"].to_numpy(np.int64)
     drawn_facts = samples["fact"].to_numpy(np.int64)
@@ -1571,14 +1570,15 @@ def _check_samples_against_outputs(
     near = np.isin(fact, np.unique(drawn_facts))
     pairs = out_codes[near].astype(np.int64) * width + fact[near]
     missing = ~np.isin(drawn_codes.astype(np.int64) * width + drawn_facts, pairs)
-    if missing.any():
-        i = missing.nonzero()[0][0]
-        raise BundleError(
-            path,
-            int(samples[LINE].iloc[i]),
+    raise_first_bad(
+        samples,
+        path,
+        missing,
+        lambda i: (
             f"system {samples['system'].iloc[i]!r} never output the drawn answer "
-            f"{samples['answer_raw'].iloc[i]!r} for query {samples['query_id'].iloc[i]!r}",
-        )
+            f"{samples['answer_raw'].iloc[i]!r} for query {samples['query_id'].iloc[i]!r}"
+        ),
+    )
     # a draw's prob must be the same every time the same (sample, system, fact) is drawn
     spread = samples.groupby(["sample", "system", "fact"], observed=True)["prob"].agg(
         ["min", "max"]
@@ -1610,12 +1610,12 @@ def _check_exhaustive(
         frame, upath = usrc.frame, usrc.path
         _require(usrc, ("unit",), "exhaustive_units")
         nonempty(frame, upath, ("unit",))
-        dup = frame["unit"].duplicated()
-        if dup.any():
-            i = dup.to_numpy().nonzero()[0][0]
-            raise BundleError(
-                upath, int(frame[LINE].iloc[i]), f"duplicate unit {frame['unit'].iloc[i]!r}"
-            )
+        raise_first_bad(
+            frame,
+            upath,
+            frame["unit"].duplicated(),
+            lambda i: f"duplicate unit {frame['unit'].iloc[i]!r}",
+        )
         # an all-empty prob column means uniform units, as `sample --units-from` writes it
         uniform = "prob" not in frame.columns or (frame["prob"].astype(str).str.strip() == "").all()
         frame["prob"] = np.nan if uniform else _prob(frame, upath)
@@ -1633,14 +1633,12 @@ def _check_exhaustive(
         _require(esrc, ("unit", "query_id", "answer"), "exhaustive")
         nonempty(frame, epath, ("unit", "query_id", "answer"))
         check_queries_known(frame, epath, known)
-        unknown = ~frame["unit"].isin(set(units["unit"]))
-        if unknown.any():
-            i = unknown.to_numpy().nonzero()[0][0]
-            raise BundleError(
-                epath,
-                int(frame[LINE].iloc[i]),
-                f"unit {frame['unit'].iloc[i]!r} is not in exhaustive_units",
-            )
+        raise_first_bad(
+            frame,
+            epath,
+            ~frame["unit"].isin(set(units["unit"])),
+            lambda i: f"unit {frame['unit'].iloc[i]!r} is not in exhaustive_units",
+        )
         extra = [c for c in frame.columns if c not in ("unit", "query_id", "answer", LINE)]
         exhaustive = frame[["unit", "query_id", "answer", *extra, LINE]]
     return units, exhaustive
@@ -1670,12 +1668,9 @@ def _check_truth(src: _Source | None, config: TaskConfig, known: set[str]) -> pd
     nonempty(frame, path, ("query_id", "answer", "label"))
     check_queries_known(frame, path, known)
     _labels(frame, path, config)
-    ignored = frame["value"].isna()
-    if ignored.any():
-        i = ignored.to_numpy().nonzero()[0][0]
-        raise BundleError(
-            path, int(frame[LINE].iloc[i]), "truth labels must be correct or wrong, not ignored"
-        )
+    raise_first_bad(
+        frame, path, frame["value"].isna(), "truth labels must be correct or wrong, not ignored"
+    )
     extra = ["equivalence_class"] if "equivalence_class" in frame.columns else []
     return frame[["query_id", "answer", "value", *extra, LINE]]
 

@@ -18,15 +18,9 @@ from conftest import make_bundle
 
 from receval.formats.bundle import write_bundle
 from receval.formats.tac_kbp import import_tac_kbp
-from receval.official.scores import (
-    COUNT_COLUMNS,
-    CS_SCORE_SF_DEFAULT,
-    OfficialPolicy,
-    categorize_responses,
-    official_leaderboard,
-    official_per_query,
-    official_scores,
-)
+from receval.official.responses import categorize_responses
+from receval.official.rules import COUNT_COLUMNS, CS_SCORE_SF_DEFAULT, OfficialPolicy
+from receval.official.scores import official_leaderboard, official_per_query, official_scores
 from receval.task import load_task
 
 SHARED = (

@@ -16,13 +16,9 @@ from receval.official.coded import (
     per_query_counts,
     trec_eval_rank_codes,
 )
-from receval.official.scores import (
-    CS_SCORE_SF_DEFAULT,
-    OfficialPolicy,
-    official_scores,
-    per_query_counts_pandas,
-    trec_eval_rank,
-)
+from receval.official.responses import per_query_counts_pandas, trec_eval_rank
+from receval.official.rules import CS_SCORE_SF_DEFAULT, OfficialPolicy
+from receval.official.scores import official_scores
 from receval.task import Task
 
 

@@ -19,12 +19,9 @@ from click.testing import CliRunner
 from receval.cli import cli
 from receval.formats.bundle import write_bundle
 from receval.formats.trec import import_trec
-from receval.official.scores import (
-    OfficialPolicy,
-    official_per_query,
-    official_scores,
-    trec_eval_rank,
-)
+from receval.official.responses import trec_eval_rank
+from receval.official.rules import OfficialPolicy
+from receval.official.scores import official_per_query, official_scores
 from receval.task import load_task
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -11,7 +11,8 @@ import pytest
 from receval.errors import BundleError
 from receval.formats.bundle import write_bundle
 from receval.formats.trec import import_trec, read_qrels, read_trec_run
-from receval.official.scores import OfficialPolicy, official_scores
+from receval.official.rules import OfficialPolicy
+from receval.official.scores import official_scores
 from receval.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trec"

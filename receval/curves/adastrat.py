@@ -111,7 +111,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, check_grid_parameters
+from receval.curves.base import CurveEstimate, Labels, Oracle, check_grid_parameters, exact_head
 from receval.curves.precision_function import (
     envelope_lower,
     envelope_upper,
@@ -1096,10 +1096,7 @@ class _Run:
         lb, ub = env.bounds(knots)
         env_lo, env_hi = np.minimum(lb, ub), np.maximum(lb, ub)
         band_lo, band_hi = self._promised_band(knots, env_lo, env_hi, env)
-        ranks = np.concatenate([head, knots])
-        lower = np.concatenate([head_p, band_lo])
-        upper = np.concatenate([head_p, band_hi])
-        precision = np.concatenate([head_p, np.sqrt(lb * ub)])
+        arrays = exact_head(head_p, knots, np.sqrt(lb * ub), band_lo, band_hi, shared=False)
         columns = {
             "envelope_lower": np.concatenate([head_p, env_lo]),
             "envelope_upper": np.concatenate([head_p, env_hi]),
@@ -1144,10 +1141,7 @@ class _Run:
         return CurveEstimate(
             method=method.name,
             size=n,
-            ranks=ranks,
-            precision=precision,
-            lower=lower,
-            upper=upper,
+            **arrays,
             kind=kind,
             guarantee=guarantee,
             queried=np.array(sorted(self.points), np.int64),

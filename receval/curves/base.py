@@ -173,6 +173,30 @@ class CurveEstimate:
         return self.precision[idx], self.lower[idx], self.upper[idx]
 
 
+def exact_head(
+    head_p: np.ndarray,
+    ranks: np.ndarray,
+    precision: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    shared: bool = True,
+) -> dict[str, np.ndarray]:
+    """``ranks``, ``precision``, ``lower`` and ``upper`` of a :class:`CurveEstimate` whose top
+    h = ``head_p.size`` ranks are labelled: exact there (lower = upper = precision =
+    ``head_p``), then the method's knots ``ranks`` with their values.  ``shared``: the knots
+    start at rank h itself (the head's last rank is the method's first knot and keeps the
+    method's values), so the head contributes ranks 1..h − 1; else ranks 1..h."""
+    head = head_p[:-1] if shared else head_p
+    head_ranks = np.arange(1, head.size + 1, dtype=np.int64)
+    return {
+        "ranks": np.concatenate([head_ranks, ranks]),
+        "precision": np.concatenate([head, precision]),
+        "lower": np.concatenate([head, lower]),
+        "upper": np.concatenate([head, upper]),
+    }
+
+
 class CurveMethod(Protocol):
     """What every curve method offers (see the module docstring)."""
 

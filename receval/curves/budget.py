@@ -19,12 +19,7 @@ from __future__ import annotations
 
 import numbers
 
-from receval.curves.adastrat import AdaStrat
-from receval.curves.logstrat import LogStrat
-from receval.curves.paula import Paula
-from receval.curves.random_sampling import RandomSampling
-from receval.curves.stratband import StratBand
-from receval.curves.tailband import TailBand
+from receval.curves import make_method
 
 __all__ = ["BUDGET_METHODS", "NON_ADAPTIVE_METHODS", "curve_budget"]
 
@@ -80,46 +75,15 @@ def curve_budget(
     key = method.strip().lower()
     if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
         raise ValueError(f"size={size!r} must be an integer ≥ 1")
-    if key == "paula":
-        return Paula(epsilon=epsilon, window=window, r_tilde=r_tilde).budget(size)
-    if key == "logstrat":
-        return LogStrat(
-            epsilon=epsilon,
-            window=window,
-            r_tilde=r_tilde,
-            delta=delta,
-            pmin=pmin,
-            beta=beta,
-        ).budget(size)
-    if key in ("random", "random-sampling"):
-        return RandomSampling(
-            epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, pmin=pmin
-        ).budget(size)
-    if key == "stratband":
-        return StratBand(
-            epsilon=epsilon,
-            window=window,
-            r_tilde=r_tilde,
-            delta=delta,
-            labels_per_stratum=labels_per_stratum,
-            halfwidth=halfwidth,
-            eta=eta,
-        ).budget(size)
-    if key == "tailband":
-        return TailBand(
-            epsilon=epsilon, window=window, r_tilde=r_tilde, delta=delta, eta=eta
-        ).budget(size)
-    if key == "adastrat":
-        ada = AdaStrat(
-            epsilon=epsilon,
-            window=window,
-            delta=delta,
-            beta=1.05 if beta is None else beta,
-            pmin=pmin,
-            eta=eta,
-            r_tilde=r_tilde,
-            m=m,
-            check_labels=check_labels,
-        )
-        return ada.budget(size)
-    raise ValueError(f"unknown method {method!r}; expected one of {', '.join(BUDGET_METHODS)}")
+    key = "random" if key == "random-sampling" else key
+    if key not in BUDGET_METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(BUDGET_METHODS)}")
+    if key == "adastrat" and beta is None:
+        beta = 1.05  # AdaStrat has no γ fallback
+    params = {
+        "epsilon": epsilon, "window": window, "delta": delta, "beta": beta, "pmin": pmin,
+        "r_tilde": r_tilde, "eta": eta, "m": m, "labels_per_stratum": labels_per_stratum,
+        "halfwidth": halfwidth, "check_labels": check_labels,
+    }  # fmt: skip
+    # each method takes the parameters it has (make_method drops the others)
+    return make_method(key, **params).budget(size)

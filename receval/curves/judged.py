@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels
+from receval.curves.base import CurveEstimate, Labels, exact_head
 
 __all__ = ["JudgeDesign", "JudgeScores", "judge_design"]
 
@@ -380,10 +380,7 @@ def judged_estimate(
     return CurveEstimate(
         method=method.name,
         size=size,
-        ranks=np.concatenate([head_ranks[:-1], x]),
-        precision=np.concatenate([head_p[:-1], precision]),
-        lower=np.concatenate([head_p[:-1], lower]),
-        upper=np.concatenate([head_p[:-1], upper]),
+        **exact_head(head_p, x, precision, lower, upper),
         kind="band",
         guarantee=(
             f"with probability >= {1 - method.delta:g}: lower <= precision@k <= upper at every "

@@ -58,6 +58,7 @@ from receval.curves.base import (
     Labels,
     Oracle,
     check_grid_parameters,
+    exact_head,
     run_to_completion,
     staged_plan,
 )
@@ -242,10 +243,6 @@ class Paula:
         crossed = int(np.sum(lower_k > upper_k))
         lower_k = np.minimum(np.minimum(lower_k, upper_k), centre)
         upper_k = np.maximum(np.maximum(lower_k, upper_k), centre)
-        ranks = np.concatenate([head_ranks[:-1], points])
-        precision = np.concatenate([head_p[:-1], centre])
-        lower = np.concatenate([head_p[:-1], lower_k])
-        upper = np.concatenate([head_p[:-1], upper_k])
         flags = self._flags(grid, head_p[-1], local, q_minus, q_plus)
         if crossed:
             flags += (
@@ -255,10 +252,7 @@ class Paula:
         return CurveEstimate(
             method=self.name,
             size=int(size),
-            ranks=ranks,
-            precision=precision,
-            lower=lower,
-            upper=upper,
+            **exact_head(head_p, points, centre, lower_k, upper_k),
             kind=kind,
             guarantee=guarantee,
             queried=knots.copy(),

@@ -35,7 +35,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from receval.curves.base import CurveEstimate, Labels, Oracle, run_to_completion, staged_plan
+from receval.curves.base import (
+    CurveEstimate,
+    Labels,
+    Oracle,
+    exact_head,
+    run_to_completion,
+    staged_plan,
+)
 from receval.curves.precision_function import geometric_grid, monotone_from
 
 __all__ = ["RandomSampling", "random_sampling_total"]
@@ -212,10 +219,7 @@ class RandomSampling:
         return CurveEstimate(
             method=self.name,
             size=int(size),
-            ranks=np.concatenate([head_ranks, knots]),
-            precision=np.concatenate([head_p, p_hat]),
-            lower=np.concatenate([head_p, low]),
-            upper=np.concatenate([head_p, high]),
+            **exact_head(head_p, knots, p_hat, low, high, shared=False),
             kind="interval",
             guarantee=guarantee,
             queried=np.empty(0, np.int64),

@@ -27,6 +27,7 @@ import pandas as pd
 from receval.config import unknown_label_text
 from receval.curves.base import Labels
 from receval.errors import BundleError
+from receval.formats.checks import raise_first_bad
 
 __all__ = [
     "ENGINE_ROWS",
@@ -151,42 +152,37 @@ def _require(frame: pd.DataFrame, path: Path, columns: tuple[str, ...], reserved
         )
 
 
-def _first(frame: pd.DataFrame, bad) -> int:
-    from receval.formats.tables import LINE
-
-    return int(frame[LINE].to_numpy()[np.flatnonzero(np.asarray(bad))[0]])
-
-
 def _nonempty(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> None:
     for col in columns:
         values = _strings(frame, col)
         stripped = values.str.strip()
-        bad = (stripped == "").to_numpy()
-        if bad.any():
-            raise BundleError(path, _first(frame, bad), f"empty value in required column {col!r}")
+        raise_first_bad(frame, path, stripped == "", f"empty value in required column {col!r}")
         frame[col] = values if col == "answer" else stripped
 
 
 def _known_queries(frame: pd.DataFrame, path: Path, known: set[str]) -> None:
     unknown = ~frame["query_id"].isin(known)
-    if unknown.any():
-        i = int(np.flatnonzero(unknown.to_numpy())[0])
-        raise BundleError(
-            path,
-            _first(frame, unknown.to_numpy()),
-            f"query_id {frame['query_id'].iloc[i]!r} is not in queries ({int(unknown.sum())} such rows)",
-        )
+    raise_first_bad(
+        frame,
+        path,
+        unknown,
+        lambda i: (
+            f"query_id {frame['query_id'].iloc[i]!r} is not in queries "
+            f"({int(unknown.sum())} such rows)"
+        ),
+    )
 
 
 def _labelled(frame: pd.DataFrame, path: Path, config) -> None:
     mapping = config.label_map()
     raw = _strings(frame, "label").str.strip()
     category = raw.str.casefold().map(mapping)
-    bad = category.isna().to_numpy()
-    if bad.any():
+
+    def problem(i: int) -> str:
         vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))
-        i = int(np.flatnonzero(bad)[0])
-        raise BundleError(path, _first(frame, bad), unknown_label_text(raw.iloc[i], vocab))
+        return unknown_label_text(raw.iloc[i], vocab)
+
+    raise_first_bad(frame, path, category.isna(), problem)
     frame["category"] = category
     frame["value"] = category.map(config.category_value()).astype(float)
 
@@ -235,12 +231,12 @@ class CurveBundle:
         if queries.empty:
             raise BundleError(qpath, 2, "no queries: the file has a header but no rows")
         _nonempty(queries, qpath, ("query_id",))
-        dup = queries["query_id"].duplicated().to_numpy()
-        if dup.any():
-            i = int(np.flatnonzero(dup)[0])
-            raise BundleError(
-                qpath, _first(queries, dup), f"duplicate query_id {queries['query_id'].iloc[i]!r}"
-            )
+        raise_first_bad(
+            queries,
+            qpath,
+            queries["query_id"].duplicated(),
+            lambda i: f"duplicate query_id {queries['query_id'].iloc[i]!r}",
+        )
         known = set(queries["query_id"])
         labels = _merged_labels(root, config, known)
         return cls(root, config, known, labels, _run_files(root), memory_limit, temp_directory)
@@ -262,11 +258,9 @@ class CurveBundle:
         _nonempty(truth, path, ("query_id", "answer", "label"))
         _known_queries(truth, path, self.query_ids)
         _labelled(truth, path, self.config)
-        ignored = truth["value"].isna().to_numpy()
-        if ignored.any():
-            raise BundleError(
-                path, _first(truth, ignored), "truth labels must be correct or wrong, not ignored"
-            )
+        raise_first_bad(
+            truth, path, truth["value"].isna(), "truth labels must be correct or wrong, not ignored"
+        )
         truth["answer_raw"] = truth["answer"]
         truth["answer"] = normalize_answers(truth["answer"], self.config.matching)
         spread = truth.groupby(["query_id", "answer"], sort=False, observed=True)["value"].agg(
@@ -276,10 +270,9 @@ class CurveBundle:
         if bad.any():
             q, a = spread.index[np.flatnonzero(bad.to_numpy())[0]]
             rows = truth[(truth["query_id"] == q) & (truth["answer"] == a)]
-            raise BundleError(
-                path,
-                _first(rows, np.r_[np.zeros(len(rows) - 1, bool), True]),
-                f"answer {rows['answer_raw'].iloc[-1]!r} has two truth labels",
+            last = np.r_[np.zeros(len(rows) - 1, bool), True]  # the row that contradicts
+            raise_first_bad(
+                rows, path, last, f"answer {rows['answer_raw'].iloc[-1]!r} has two truth labels"
             )
         return int((spread["min"] == 1).sum())
 

@@ -91,6 +91,7 @@ from receval.curves.base import (
     Labels,
     Oracle,
     check_grid_parameters,
+    exact_head,
     run_to_completion,
     staged_plan,
 )
@@ -389,10 +390,7 @@ class StratBand:
         return CurveEstimate(
             method=self.name,
             size=size,
-            ranks=np.concatenate([head_ranks[:-1], ranks]),
-            precision=np.concatenate([head_p[:-1], precision]),
-            lower=np.concatenate([head_p[:-1], lower]),
-            upper=np.concatenate([head_p[:-1], upper]),
+            **exact_head(head_p, ranks, precision, lower, upper),
             kind="band",
             guarantee=(
                 f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "

@@ -108,6 +108,7 @@ from receval.curves.base import (
     Labels,
     Oracle,
     check_grid_parameters,
+    exact_head,
     run_to_completion,
     staged_plan,
 )
@@ -613,10 +614,7 @@ class TailBand:
         return CurveEstimate(
             method=self.name,
             size=size,
-            ranks=np.concatenate([head_ranks[:-1], x]),
-            precision=np.concatenate([head_p[:-1], precision]),
-            lower=np.concatenate([head_p[:-1], lower]),
-            upper=np.concatenate([head_p[:-1], upper]),
+            **exact_head(head_p, x, precision, lower, upper),
             kind="band",
             guarantee=(
                 f"with probability >= {1 - self.delta:g}: lower <= precision@k <= upper at every "

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from receval.errors import BundleError
-from receval.formats.tables import LINE
+from receval.formats.checks import raise_first_bad
 
 if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
@@ -76,14 +76,13 @@ def _samplers(samples: pd.DataFrame, sizes: pd.Series, path: Path) -> list:
     expected = 1.0 / sizes.reindex(samples["system"]).to_numpy(float)
     ok = np.isclose(samples["prob"].to_numpy(float), expected, rtol=1e-4, atol=0)
     ok &= declared.astype(str).str.strip().isin(["", "uniform"]).to_numpy()
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise BundleError(
-            path,
-            int(samples[LINE].iloc[i]),
-            "not a uniform draw of this system's facts: the engine's sample data covers the "
-            "uniform design only (use the in-memory path)",
-        )
+    raise_first_bad(
+        samples,
+        path,
+        ~ok,
+        "not a uniform draw of this system's facts: the engine's sample data covers the "
+        "uniform design only (use the in-memory path)",
+    )
     groups = samples.groupby(["sample", "system"], sort=True, observed=True).size()
     return [Sampler(str(a), str(b), "uniform", int(n)) for (a, b), n in groups.items()]
 

@@ -6,8 +6,8 @@ need is the best fixed predictor g(x) of the human label f(x) that the judges al
 keeps them unbiased (:mod:`receval.estimators.ppi`), a better g narrows them.  This module fits
 g on a set of labelled facts (the *other* fold's, in the estimator):
 
-1. **Levels.**  A judge's grades are its levels when it has at most :data:`MAX_LEVELS` distinct
-   values; otherwise its grades are cut into :data:`BINS` equal-count bins over the facts it
+1. **Levels.**  A judge's grades are its levels when it has at most :data:`receval.judge.MAX_LEVELS` distinct
+   values; otherwise its grades are cut into :data:`receval.judge.BINS` equal-count bins over the facts it
    graded (a function of the judge table only).  A fact the judge did not grade sits in a level
    of its own ("missing"), calibrated like any other.
 2. **Per judge, globally:** the share of correct labelled facts in every level, shrunk towards
@@ -41,10 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: a judge with at most this many distinct grades is calibrated grade by grade
-MAX_LEVELS = 12
-#: otherwise its grades are cut into this many equal-count bins
-BINS = 10
+from receval.judge import judge_grades, judge_levels
+
 #: pseudo-labels (at the overall share correct) added to every level before the isotonic fit
 LEVEL_PRIOR = 1.0
 #: ridge penalty of a query's logit offset (in log-likelihood units): ≈ labels of prior weight
@@ -66,30 +64,6 @@ class JudgeCalibration:
     combined: np.ndarray
     weights: np.ndarray
     direction: np.ndarray
-
-
-def judge_levels(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(levels (F, J) int, number of levels per judge (J,) without the missing level).
-
-    Level L_j = number of non-missing levels is "missing" (the judge did not grade the fact)."""
-    F, J = grades.shape
-    levels = np.zeros((F, J), np.int64)
-    counts = np.zeros(J, np.int64)
-    for j in range(J):
-        g = grades[:, j]
-        ok = ~np.isnan(g)
-        values = np.unique(g[ok])
-        if values.size <= MAX_LEVELS:
-            lev = np.searchsorted(values, g[ok])
-            n = max(values.size, 1)
-        else:
-            ranks = np.argsort(np.argsort(g[ok], kind="stable"), kind="stable")
-            lev = (ranks * BINS) // ok.sum()
-            n = BINS
-        levels[ok, j] = lev
-        levels[~ok, j] = n
-        counts[j] = n
-    return levels, counts
 
 
 def _pav(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -269,7 +243,6 @@ def task_calibration(task, train: np.ndarray, label: np.ndarray) -> JudgeCalibra
     """:func:`calibrate` over the judge table of ``task`` (None without one): every judge's
     calibrated score of every fact of ``task`` and their combination, fitted on the labelled
     facts ``train`` (fact ids) with labels ``label``."""
-    from receval.judge import judge_grades
 
     grades = judge_grades(task)
     if grades is None:
@@ -309,7 +282,6 @@ def crossfit_judge_scores(task, folds: int = 5) -> JudgeCalibration | None:
     ``folds`` − 1 folds of the labelled facts (never its own label), an unlabelled fact's from
     the fit on every label.  ``weights`` are those of the fit on every label.  None without a
     judge table."""
-    from receval.judge import judge_grades
 
     grades = judge_grades(task)
     if grades is None:
@@ -346,7 +318,6 @@ def judge_strata_design(task) -> str:
     share; before any label, the level's mean grade on the judge's scale), floored at
     :data:`STRATUM_WEIGHT_FLOOR` × the largest.  Written as ``judge-strata:<judge>:<u_0>,…``."""
     from receval.design import JUDGE_STRATA
-    from receval.judge import judge_grades
 
     grades = judge_grades(task)
     if grades is None:

@@ -129,7 +129,7 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
 def read_candidate_units(path: Path | str) -> pd.DataFrame:
     """The candidate units for exhaustive annotation (``unit``, optional ``prob``) from ``path``."""
 
-    from receval.formats.checks import nonempty, numbers
+    from receval.formats.checks import nonempty, numbers, raise_first_bad
 
     path = Path(path)
     candidates = read_table(path)
@@ -144,15 +144,19 @@ def read_candidate_units(path: Path | str) -> pd.DataFrame:
         # one unreadable weight would otherwise turn the whole table uniform, silently
         candidates["prob"] = numbers(candidates, path, "prob", allow_empty=True)
         given = candidates["prob"].notna()
-        if given.any() and not given.all():
-            line = int(candidates.loc[~given, LINE].iloc[0])
-            raise BundleError(
-                path, line, "no prob here but on other lines: give every candidate a weight or none"
+        if given.any():
+            raise_first_bad(
+                candidates,
+                path,
+                ~given,
+                "no prob here but on other lines: give every candidate a weight or none",
             )
-        negative = candidates["prob"] < 0
-        if negative.any():
-            line = int(candidates.loc[negative, LINE].iloc[0])
-            raise BundleError(path, line, "prob must be >= 0 (a relative selection weight)")
+        raise_first_bad(
+            candidates,
+            path,
+            candidates["prob"] < 0,
+            "prob must be >= 0 (a relative selection weight)",
+        )
         if given.all() and len(candidates) and not candidates["prob"].sum() > 0:
             raise BundleError(path, None, "every prob is 0: no unit could be drawn")
     return candidates

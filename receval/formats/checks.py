@@ -4,6 +4,7 @@ file and line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,24 @@ __all__ = [
     "nonempty",
     "numbers",
     "parse_numbers",
+    "raise_first_bad",
     "require_columns",
     "whole_numbers",
 ]
+
+
+def raise_first_bad(
+    frame: pd.DataFrame, path: Path | str, bad: Any, problem: str | Callable[[int], str]
+) -> None:
+    """A ``BundleError`` at the line of the first row of ``frame`` where ``bad`` holds (a
+    boolean mask over its rows; nothing when none does).  ``problem``: the message, or a
+    function of that row's position giving it."""
+    flags = np.asarray(bad, dtype=bool)
+    if not flags.any():
+        return
+    i = int(np.flatnonzero(flags)[0])
+    text = problem(i) if callable(problem) else problem
+    raise BundleError(path, int(frame[LINE].iloc[i]), text)
 
 
 def require_columns(src: Any, columns: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
@@ -61,10 +77,7 @@ def nonempty(
     for col in columns:
         values = frame[col].astype(str)
         stripped = values.str.strip()
-        bad = stripped == ""
-        if bad.any():
-            line = int(frame.loc[bad, LINE].iloc[0])
-            raise BundleError(path, line, f"empty value in required column {col!r}")
+        raise_first_bad(frame, path, stripped == "", f"empty value in required column {col!r}")
         frame[col] = values if col in verbatim else stripped
 
 
@@ -73,22 +86,18 @@ def numbers(frame: pd.DataFrame, path: Path, col: str, *, allow_empty: bool) -> 
     if pd.api.types.is_numeric_dtype(frame[col].dtype):  # a typed Parquet / Arrow column
         values = frame[col].astype(float)
         bad = np.isinf(values.to_numpy()) | (values.isna().to_numpy() & (not allow_empty))
-        if bad.any():
-            i = int(bad.nonzero()[0][0])
+
+        def problem(i: int) -> str:
             text = "" if np.isnan(values.iloc[i]) else repr(float(values.iloc[i]))
-            raise BundleError(
-                path, int(frame[LINE].iloc[i]), f"column {col!r}: {text!r} is not a finite number"
-            )
+            return f"column {col!r}: {text!r} is not a finite number"
+
+        raise_first_bad(frame, path, bad, problem)
         return values
     text = frame[col].astype(str).str.strip()
     values, bad = parse_numbers(text, allow_empty)
-    if bad.any():
-        i = bad.nonzero()[0][0]
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"column {col!r}: {text.iloc[i]!r} is not a finite number",
-        )
+    raise_first_bad(
+        frame, path, bad, lambda i: f"column {col!r}: {text.iloc[i]!r} is not a finite number"
+    )
     return values
 
 
@@ -118,10 +127,12 @@ def check_queries_known(frame: pd.DataFrame, path: Path, known: set[str]) -> Non
     """Every ``query_id`` of ``frame`` is one of ``known``."""
     codes, uniques = pd.factorize(frame["query_id"])
     unknown = ~np.append(pd.Index(uniques).isin(known), False)[codes]
-    if unknown.any():
-        i = int(np.flatnonzero(unknown)[0])
-        raise BundleError(
-            path,
-            int(frame[LINE].iloc[i]),
-            f"query_id {frame['query_id'].iloc[i]!r} is not in queries ({int(unknown.sum())} such rows)",
-        )
+    raise_first_bad(
+        frame,
+        path,
+        unknown,
+        lambda i: (
+            f"query_id {frame['query_id'].iloc[i]!r} is not in queries "
+            f"({int(unknown.sum())} such rows)"
+        ),
+    )

@@ -8,12 +8,15 @@ other), imported one way (each module only from those before it):
    (:class:`~receval.official.rules.OfficialPolicy`), the count columns, hop-0 queries, which
    bundles are fact-matched, counts -> precision / recall / F1.
 2. :mod:`~receval.official.sql` — the census's SQL texts (DuckDB and Spark SQL), the only SQL.
-3. backends: :mod:`~receval.official.coded` (numpy over integer codes, in process, for
-   fact-matched bundles) and :mod:`~receval.official.census` (the SQL texts on an
+3. backends, each giving the per-system (and per-query) counts:
+   :mod:`~receval.official.responses` (pandas, response by response: every bundle, TAC's
+   provenance matching and equivalence classes included; the reference),
+   :mod:`~receval.official.coded` (numpy over integer codes, in process, for fact-matched
+   bundles) and :mod:`~receval.official.census` (the SQL texts on an
    :class:`~receval.engine.Engine`: DuckDB, or Spark reading Parquet runs itself).
-4. :mod:`~receval.official.scores` — the pandas scorer response by response (every bundle: TAC
-   provenance matching and equivalence classes) and ``official_scores``, which picks the
-   backend; its docstring states every rule.
+4. :mod:`~receval.official.scores` — the public functions (``official_scores``,
+   ``official_per_query``, ``official_leaderboard``): options, the backend chosen, micro and
+   macro averages; its docstring states every rule.
 5. :mod:`~receval.official.estimator` — :class:`~receval.official.estimator.OfficialEstimator`,
    the estimator the registry names ``official``.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from receval.engine.base import Engine
+from receval.engine.base import DuckDBEngine, Engine
 from receval.engine.spark_runs import _skeleton, read_runs, run_layout
 from receval.errors import BundleError
 from receval.formats.coded import codes_in as recode
@@ -105,8 +105,6 @@ def default_engine(task: Task) -> Engine:
     engine = _TASK_ENGINES.get(task)
     if engine is None:
         import tempfile
-
-        from receval.engine.base import DuckDBEngine
 
         engine = DuckDBEngine(
             memory_limit="4GB", temp_directory=Path(tempfile.gettempdir()) / "receval-duckdb"

@@ -2,7 +2,7 @@
 bundles.
 
 The same counts as the response-by-response pandas scorer
-(:func:`receval.official.scores.categorize_responses`) and the SQL census
+(:func:`receval.official.responses.categorize_responses`) and the SQL census
 (:func:`receval.official.census.official_census`, :func:`receval.official.census.leave_team_out`),
 counted from the task's integer codes (system, team, hop-0 query, fact) with a few ``bincount``
 and one ``unique`` per call: no string per row, no engine.  It covers the bundles
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from receval.formats.coded import codes_in
 from receval.official.rules import (
     COUNT_COLUMNS,
     OfficialPolicy,
@@ -88,7 +89,6 @@ class CodedResponses:
 
 def coded_responses(task: Task) -> CodedResponses:
     """:class:`CodedResponses` of a fact-matched ``task`` (see the module docstring)."""
-    from receval.formats.coded import codes_in
 
     queries = hop0_queries(task)
     query_index = pd.Index(queries["query_id"])
@@ -148,7 +148,7 @@ def _chosen_category(fact: np.ndarray, category: np.ndarray, n_facts: int) -> np
 def trec_eval_rank_codes(task: Task, coded: CodedResponses) -> np.ndarray:
     """1-based rank of each coded response within its (system, query) in trec_eval's order
     (score as float32 decreasing, then document id decreasing in code-point order; unscored
-    last; file order when no row has a score): :func:`receval.official.scores.trec_eval_rank`
+    last; file order when no row has a score): :func:`receval.official.responses.trec_eval_rank`
     over codes."""
     raw = task.raw_outputs
     n = len(coded.system)

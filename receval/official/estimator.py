@@ -28,11 +28,10 @@ class OfficialEstimator(Estimator):
     options: ClassVar[tuple[str, ...]] = ("unjudged", "average", "cutoff")
 
     def score(self, task: Any, options: Any, engine: Any = None) -> ScoringOutput:
-        from receval.official.scores import (
-            OfficialPolicy,
-            describe_official,
-            official_leaderboard,
-        )
+        # lazy: the registry imports every estimator class for the CLI's help, and the census's
+        # backends (engine, SQL, coded) are needed only when the census runs
+        from receval.official.rules import OfficialPolicy
+        from receval.official.scores import describe_official, official_leaderboard
 
         average = official_average(task, options)
         policy = OfficialPolicy(unassessed=options.unjudged)

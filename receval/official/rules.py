@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from receval.estimators.recall import f1_score
+from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
 
 if TYPE_CHECKING:
     from receval.task import Task
@@ -159,7 +160,6 @@ def fact_matched(task: Task) -> bool:
 
 def hop0_queries(task: Task) -> pd.DataFrame:
     """The hop-0 queries (all when there is no ``hop`` column) with ``single`` (0/1)."""
-    from receval.formats.tac_kbp import SINGLE_VALUED_SLOTS
 
     queries = task.queries
     if "hop" in queries.columns:

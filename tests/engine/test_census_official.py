@@ -10,13 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from receval.official.rules import fact_matched
-from receval.official.scores import (
-    CS_SCORE_SF_DEFAULT,
-    OfficialPolicy,
-    official_scores,
-    official_scores_pandas,
-)
+from receval.official.rules import CS_SCORE_SF_DEFAULT, OfficialPolicy, fact_matched
+from receval.official.scores import official_scores, official_scores_pandas
 from receval.task import Task, load_task
 
 EMBEDDED = Path(__file__).resolve().parents[2] / "data" / "kbp-sim"

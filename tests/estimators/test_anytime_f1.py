@@ -397,3 +397,16 @@ def test_correct_outputs_order_the_systems_as_pooled_recall(multi_doc_world):
     above = tier[:, None] < tier[None, :]
     assert not (above & (nu[:, None] < nu[None, :])).any()
     assert board["tier"].nunique() >= 2
+
+
+@pytest.mark.parametrize("name", ["f1", "recall"])
+def test_guided_refinement_changes_no_joint_end(name):
+    """The refined grids' cells guessed from the coarser grid's curve end where they end
+    without the guess (only the number of capital evaluations changes)."""
+    from receval.estimators.anytime.sequences import _joint_end
+
+    direct, theta = _direct_setup(name)
+    for side in (+1, -1):
+        plain = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side)
+        guided = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side, guided=True)
+        assert np.array_equal(plain, guided)

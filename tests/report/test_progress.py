@@ -103,3 +103,25 @@ def test_a_stage_relabels_the_innermost_bar_and_nothing_without_one():
         assert bar.label == "scoring"
     stage("after the bar: nothing happens")
     assert "anytime: precision" in out.getvalue()
+
+
+def test_a_stage_detail_says_how_far_the_stage_is():
+    """Within a long stage (the θ grid's cells, the pairs' chunks) the bar says how far it is,
+    after the stage's own label; a new stage drops the detail."""
+    import io
+
+    from receval.progress import Progress, stage, stage_detail
+
+    stage_detail("no bar: nothing happens")
+    out = io.StringIO()
+    clock = iter([0.0, 0.0] + [5.0] * 10).__next__
+    with Progress(None, 5, "scoring", out, delay=1.0, clock=clock) as bar:
+        stage("anytime: f1's lower ends over the θ grid (70 systems)")
+        stage_detail("cell 5/23 of the θ grid (70 systems)")
+        assert bar.label == (
+            "scoring: anytime: f1's lower ends over the θ grid (70 systems), "
+            "cell 5/23 of the θ grid (70 systems)"
+        )
+        stage("anytime: paired tests of f1 (2415 pairs)")
+        assert bar.label == "scoring: anytime: paired tests of f1 (2415 pairs)"
+    assert "cell 5/23" in out.getvalue()

@@ -133,6 +133,7 @@ from receval.estimators.anytime.sequences import (
     unit_bounds,
 )
 from receval.estimators.anytime.stream import build_stream
+from receval.estimators.reliability import kish
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -466,7 +467,6 @@ def _f1_pair_tests(task, data, st, terms: SystemTerms, ok, alpha: float) -> Pair
 def stream_ess(task, data) -> tuple[np.ndarray, np.ndarray]:
     """Per system the Kish effective sample size (Σw)²/Σw² of its precision weights t_i/q over
     the stream's draws that cover it, and of its pooled-recall terms g_i f/σ (NaN: none)."""
-    from receval.estimators.reliability import kish
 
     st = build_stream(task, data)
     with np.errstate(divide="ignore", invalid="ignore"):

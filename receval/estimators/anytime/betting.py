@@ -34,6 +34,7 @@ of A − r·B in the ratio's inversion).  The bounds are exact (non-asymptotic) 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,16 +98,21 @@ class BettingStreams:
     def shape(self) -> tuple[int, int]:
         return self.u.shape
 
-    def take(self, rows: slice) -> BettingStreams:
-        """The streams ``rows`` (a slice: views; indices: copies)."""
+    def take(self, rows: slice | np.ndarray) -> BettingStreams:
+        """The streams ``rows`` (a slice: views; indices: copies, except of arrays whose rows
+        are all the same — a broadcast constant stays a broadcast, :func:`_rows`)."""
         shape = self.u.shape
+        arrays = (self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)
+        return BettingStreams(*(_rows(a, shape, rows) for a in arrays), cap=self.cap)
 
-        def cut(a):
-            return (np.asarray(a) if np.shape(a) == shape else np.broadcast_to(a, shape))[rows]
 
-        return BettingStreams(*(cut(a) for a in (
-            self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)),
-            cap=self.cap)  # fmt: skip
+def _rows(a, shape: tuple[int, int], rows) -> np.ndarray:
+    """``a`` broadcast to ``shape``, rows ``rows``; an array whose rows are one row repeated
+    (stride 0: e.g. ``np.broadcast_to`` of a step vector) is cut without copying it."""
+    a = np.asarray(a) if np.shape(a) == shape else np.broadcast_to(a, shape)
+    if isinstance(rows, slice) or a.strides[0] != 0:
+        return a[rows]
+    return np.broadcast_to(a[0], (len(rows), shape[1]))
 
 
 @dataclass(frozen=True)
@@ -223,21 +229,25 @@ def log_capital(
 
 def _log_path(streams: BettingStreams, bets, mu, side: int, running: bool) -> np.ndarray:
     """log K_t(μ) at the ends of blocks (``running``; (..., S, ⌈K/BLOCK⌉), :func:`_block_path`)
-    or after the last step (..., S).  Works in place on two (..., S, K) buffers: this is the
-    inner loop of every bisection."""
+    or after the last step (..., S).  Works in place on two (..., S, K) work buffers kept per
+    thread (:func:`_buffers`): this is the inner loop of every bisection.  The upper bettor's
+    term is formed as μv − u, the exact negation of u − μv, so it needs no extra pass."""
     mu = np.asarray(mu, float)[..., None]
-    y = streams.u - mu * streams.v
+    y, room = _buffers(np.broadcast_shapes(mu.shape, streams.u.shape))
+    np.multiply(mu, streams.v, out=y)
     if side > 0:
-        room = mu * streams.lo1 - streams.lo0  # −min Y
+        np.subtract(streams.u, y, out=y)  # Y = u − μv
+        np.multiply(mu, streams.lo1, out=room)
+        np.subtract(room, streams.lo0, out=room)  # −min Y
     else:
-        room = streams.hi0 - mu * streams.hi1  # max Y
+        np.subtract(y, streams.u, out=y)  # −Y
+        np.multiply(mu, streams.hi1, out=room)
+        np.subtract(streams.hi0, room, out=room)  # max Y
     # the bet: min(plug-in, cap/room), no truncation where the range allows no loss (room ≤ 0)
     np.maximum(room, 1e-300, out=room)  # no room to lose (≤ 0): a cap far above any bet
     np.divide(streams.cap, room, out=room)
     np.minimum(room, bets, out=room)
     np.multiply(room, y, out=y)
-    if side < 0:
-        np.negative(y, out=y)
     np.maximum(y, -1.0 + 1e-15, out=y)
     np.log1p(y, out=y)
     active = np.asarray(streams.active, bool)
@@ -246,6 +256,20 @@ def _log_path(streams: BettingStreams, bets, mu, side: int, running: bool) -> np
     if not running:
         return y.sum(axis=-1)
     return _block_path(y)
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Two work arrays of ``shape`` for :func:`_log_path`, views of buffers kept per thread and
+    grown as needed (fresh arrays of this size on every capital evaluation cost a third of it)."""
+    size = int(np.prod(shape))
+    held = getattr(_LOCAL, "buffers", None)
+    if held is None or held[0].size < size:
+        held = (np.empty(size), np.empty(size))
+        _LOCAL.buffers = held
+    return held[0][:size].reshape(shape), held[1][:size].reshape(shape)
 
 
 def _block_path(step: np.ndarray) -> np.ndarray:
@@ -318,7 +342,7 @@ def _bisect(streams, bets, alphas, lo_s, hi_s, iterations):
 
 
 def one_sided_ends(
-    streams, bets, level, side, search, iterations, running: bool = True
+    streams, bets, level, side, search, iterations, running: bool = True, guess=None
 ) -> np.ndarray:
     """The end (A, S) that the one-sided bettor ``side`` leaves at the log-levels ``level``
     (A, S): side +1 the lower end (its running capital is decreasing in μ, the rejected set is
@@ -326,44 +350,61 @@ def one_sided_ends(
     nothing is rejected; the other range end where everything is), so conservative by at most
     the resolution (search range / 2^iterations).  ``running`` False: the capital after the
     last step instead of its running maximum (:func:`log_capital`).  Streams are taken in
-    chunks so the (levels × streams × steps) work arrays stay near :data:`CHUNK` entries."""
+    chunks so the (levels × streams × steps) work arrays stay near :data:`CHUNK` entries.
+    ``guess`` (A, S): a guess of the ends; the same ends are found with fewer capital
+    evaluations when it is close (:func:`_guided_chunk`)."""
     A, S = level.shape
+    if guess is not None:
+        guess = np.broadcast_to(np.asarray(guess, float), (A, S))
     work = A * streams.shape[1] * _parts(streams)
     step = max(1, CHUNK // max(work, 1))
     if work * S >= PARALLEL_WORK:  # at least one chunk per worker
         step = min(step, -(-S // WORKERS))
     if step >= S:
-        return _one_sided_chunk(streams, bets, level, side, search, iterations, running)
+        return _one_sided_chunk(streams, bets, level, side, search, iterations, running, guess)
     lo_s, hi_s = (np.broadcast_to(np.asarray(e, float), (S,)) for e in search)
     out = np.empty((A, S))
 
     def chunk(start: int) -> None:
         rows = slice(start, min(start + step, S))
+        near = None if guess is None else guess[:, rows]
         out[:, rows] = _one_sided_chunk(streams.take(rows), bets[rows], level[:, rows], side,
-                                        (lo_s[rows], hi_s[rows]), iterations, running)  # fmt: skip
+                                        (lo_s[rows], hi_s[rows]), iterations, running,
+                                        near)  # fmt: skip
 
     _run_chunks(chunk, range(0, S, step))
     return out
 
 
-def bracketed_ends(streams, bets, level, side, near, span, iterations, guess=None) -> np.ndarray:
+def bracketed_ends(
+    streams, bets, level, side, near, span, iterations, guess=None, crossing: bool = False
+):
     """:func:`one_sided_ends` on (0, 1) at the resolution 2^-``iterations``, searched first in
     the bracket ``near`` ± ``span`` (S,) (e.g. the end at a neighbouring θ), with fewer
     bisection steps for the same resolution; the streams whose end is outside the bracket are
     searched again over the whole range.  ``level`` (1, S).  With ``guess`` (S,), a guess of
-    the ends, the same ends are found with fewer capital evaluations (:func:`_guided_bracket`)."""
+    the ends, the same ends are found with fewer capital evaluations (:func:`_guided_bracket`).
+    ``crossing``: also return where each capital crosses its level, estimated between the
+    two values the search ended between (regula falsi on their capitals; the end itself where
+    the guided search did not end): finer than the resolution, a better guess for a
+    neighbour's end than the end."""
     lo = np.clip(np.asarray(near, float) - span, 0.0, 1.0)
     hi = np.clip(np.asarray(near, float) + span, 0.0, 1.0)
     inner = max(1, iterations - int(np.floor(np.log2(1.0 / (2.0 * span)))))
     if guess is None or min(inner, iterations) < GUIDE_MIN // 2:
-        return _bracketed_plain(streams, bets, level, side, (lo, hi), (inner, iterations))
-    out, done = _guided_bracket(streams, bets, level, side, (lo, hi), (inner, iterations), guess)
+        out = _bracketed_plain(streams, bets, level, side, (lo, hi), (inner, iterations))
+        return (out, out.copy()) if crossing else out
+    out, done, cross = _guided_bracket(
+        streams, bets, level, side, (lo, hi), (inner, iterations), guess
+    )
     rows = np.flatnonzero(~done)
     if rows.size:
         part = streams.take(rows)
         out[rows] = _bracketed_plain(part, bets[rows], level[:, rows], side,
                                      (lo[rows], hi[rows]), (inner, iterations))  # fmt: skip
-    return out
+    if not crossing:
+        return out
+    return out, np.where(done & np.isfinite(cross), cross, out)
 
 
 def _bracketed_plain(streams, bets, level, side, bracket, steps) -> np.ndarray:
@@ -398,24 +439,41 @@ def _one_sided_rows(streams, bets, level, side, search, iterations, rows) -> np.
 
 def _run_chunks(chunk, starts) -> None:
     """``chunk(start)`` for every start, on :data:`WORKERS` threads (numpy's array operations
-    release the GIL, and every chunk writes its own columns)."""
+    release the GIL, and every chunk writes its own columns).  The threads are kept between
+    calls (:func:`_pool`): their work buffers (:func:`_buffers`) live as long as they do.  A
+    chunk that splits its own work again runs those parts on its thread (waiting on the pool
+    from inside it could leave every worker waiting)."""
     starts = list(starts)
-    if WORKERS == 1 or len(starts) == 1:
+    nested = threading.current_thread().name.startswith(_POOL_NAME)  # a chunk's own chunks
+    if WORKERS == 1 or len(starts) == 1 or nested:
         for start in starts:
             chunk(start)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(WORKERS, len(starts))) as pool:
-        list(pool.map(chunk, starts))
+    list(_pool().map(chunk, starts))
 
 
-def _one_sided_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
+_POOL: list = []
+_POOL_NAME = "receval-betting"
+
+
+def _pool():
+    """The module's thread pool of :data:`WORKERS` threads, started on first use."""
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=_POOL_NAME))
+    return _POOL[0]
+
+
+def _one_sided_chunk(
+    streams, bets, level, side, search, iterations, running, guess=None
+) -> np.ndarray:
     """:func:`one_sided_ends` on streams whose work arrays fit in memory at once: the guided
-    search (:func:`_guided_chunk`) where the bisection is long enough to gain from it."""
+    search (:func:`_guided_chunk`, from ``guess`` if given) where the bisection is long enough
+    to gain from it."""
     if iterations < GUIDE_MIN:
         return _bisected_chunk(streams, bets, level, side, search, iterations, running)
-    return _guided_chunk(streams, bets, level, side, search, iterations, running)
+    return _guided_chunk(streams, bets, level, side, search, iterations, running, guess)
 
 
 def _bisected_chunk(streams, bets, level, side, search, iterations, running) -> np.ndarray:
@@ -494,23 +552,70 @@ def _next_guess(known, pair, fallback):
     return np.where(good, newton, np.where(both, falsi, fallback))
 
 
-def _capitals(streams, bets, mu, side, running) -> np.ndarray:
-    """:func:`log_capital` at ``mu`` (A, S), the streams in chunks as :func:`one_sided_ends`."""
+def _capitals(streams, bets, mu, side, running, rows=None) -> np.ndarray:
+    """:func:`log_capital` at ``mu`` (A, S') of the streams ``rows`` (sorted indices, S' of
+    them; all S without), the streams in chunks as :func:`one_sided_ends`.  A chunk is a run of
+    consecutive rows, cut as views; rows between two wanted ones, up to :data:`GAP` of them, are
+    evaluated too and dropped (copying scattered rows costs about as much as evaluating them)."""
     A, S = mu.shape
     work = A * streams.shape[1] * _parts(streams)
     step = max(1, CHUNK // max(work, 1))
     if work * S >= PARALLEL_WORK:
         step = min(step, -(-S // WORKERS))
-    if step >= S:
-        return log_capital(streams, bets, mu, side, running)
+    if rows is None:
+        rows = np.arange(S)
+    if step >= S and rows[-1] - rows[0] + 1 == S:
+        cut = slice(int(rows[0]), int(rows[-1]) + 1)
+        return log_capital(streams.take(cut), bets[cut], mu, side, running)
     out = np.empty((A, S))
+    pieces = _pieces(rows, step)
 
-    def chunk(start: int) -> None:
-        rows = slice(start, min(start + step, S))
-        out[:, rows] = log_capital(streams.take(rows), bets[rows], mu[:, rows], side, running)
+    def chunk(piece) -> None:
+        cols, first, last = piece  # out columns, the streams' rows first..last
+        span = np.arange(first, last + 1)
+        wide = np.full((A, span.size), np.nan)
+        keep = np.searchsorted(span, rows[cols])
+        wide[:, keep] = mu[:, cols]
+        wide = np.where(np.isnan(wide), mu[:, cols][:, :1], wide)  # dropped rows: any value
+        cut = slice(first, last + 1)
+        value = log_capital(streams.take(cut), bets[cut], wide, side, running)
+        out[:, cols] = value[:, keep]
 
-    _run_chunks(chunk, range(0, S, step))
+    _run_chunks(chunk, pieces)
     return out
+
+
+def _level_capitals(streams, bets, mu, side, running, rows=None) -> np.ndarray:
+    """:func:`_capitals` at ``mu`` (A, S'), each stream's capital evaluated once where every
+    level asks for it at the same value (the levels share one capital function per stream)."""
+    if mu.shape[0] == 1:
+        return _capitals(streams, bets, mu, side, running, rows)
+    same = (mu == mu[:1]).all(axis=0)
+    if not same.any():
+        return _capitals(streams, bets, mu, side, running, rows)
+    out = np.empty(mu.shape)
+    every = np.arange(mu.shape[1]) if rows is None else np.asarray(rows)
+    for cols, A in ((np.flatnonzero(same), 1), (np.flatnonzero(~same), mu.shape[0])):
+        if cols.size:
+            part = None if cols.size == every.size and rows is None else every[cols]
+            out[:, cols] = _capitals(streams, bets, mu[:A, cols], side, running, part)
+    return out
+
+
+#: rows not wanted that :func:`_capitals` evaluates to keep a chunk one run of rows
+GAP = 2
+
+
+def _pieces(rows: np.ndarray, step: int) -> list[tuple[slice, int, int]]:
+    """``rows`` (sorted) in pieces of at most ``step`` rows spanned, each (positions in
+    ``rows``, first row, last row): a new piece where the next row is more than :data:`GAP`
+    rows on or the piece would span more than ``step``."""
+    pieces, start = [], 0
+    for k in range(1, rows.size + 1):
+        if k == rows.size or rows[k] - rows[k - 1] > GAP + 1 or rows[k] - rows[start] >= step:
+            pieces.append((slice(start, k), int(rows[start]), int(rows[k - 1])))
+            start = k
+    return pieces
 
 
 def _verified(a, b, start, known) -> np.ndarray:
@@ -556,16 +661,23 @@ class _Guide:
         for x, mask in ((first, need[0] | need[1]), (pair[1], need[0] & need[1])):
             rows = np.flatnonzero(mask.any(axis=0))
             if rows.size:
-                part = streams if rows.size == level.shape[1] else streams.take(rows)
-                c = np.full(x.shape, np.nan)
+                raw = np.full(x.shape, np.nan)
                 mu = x[:, rows] * side
-                c[:, rows] = _capitals(part, bets[rows], mu, side, running) - level[:, rows]
-                self.record(x, np.where(mask, c, np.nan), mask)
+                some = None if rows.size == level.shape[1] else rows
+                raw[:, rows] = _level_capitals(streams, bets, mu, side, running, some)
+                raw = np.where(mask, raw, np.nan)
+                self.record(x, raw - level, mask, raw, level)
         self.guess = _next_guess(self.known, (self.prev, self.last), fallback)
 
-    def record(self, x, c, mask) -> None:
-        """Learn the capitals − level ``c`` at ``x`` where ``mask``; keep the last two."""
+    def record(self, x, c, mask, raw=None, level=None) -> None:
+        """Learn the capitals − level ``c`` at ``x`` where ``mask``; keep the last two.  With
+        the capitals ``raw`` and the levels, every level learns from every level's values too:
+        the levels of a stream share one capital function (rejected at level ℓ: raw ≥ ℓ, the
+        bisection's own comparison, so what is learnt is exact)."""
         self.known = _learn(self.known, x, c)
+        if raw is not None and x.shape[0] > 1:
+            for b in range(x.shape[0]):
+                self.known = _learn(self.known, np.broadcast_to(x[b], x.shape), raw[b] - level)
         pairs = zip(self.last, self.prev, strict=True)
         self.prev = tuple(np.where(mask, last, prev) for last, prev in pairs)
         self.last = (np.where(mask, x, self.last[0]), np.where(mask, c, self.last[1]))
@@ -576,8 +688,9 @@ class _Guide:
         a, b = start
         for _ in range(steps):
             mid = (a + b) / 2.0
-            c = _capitals(streams, bets, mid * side, side, running) - level
-            self.record(mid, c, np.ones(c.shape, bool))
+            raw = _level_capitals(streams, bets, mid * side, side, running)
+            c = raw - level
+            self.record(mid, c, np.ones(c.shape, bool), raw, level)
             a, b = np.where(c >= 0, mid, a), np.where(c >= 0, b, mid)
         R, cR, Q, cQ = self.known
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -644,4 +757,7 @@ def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
         gap = (np.maximum(R, ends[0]) + np.minimum(Q, ends[1])) / 2.0
         pair = (np.where(mode, a1, a2), np.where(mode, b1, b2))
         g.learn(streams, bets, level, side, pair, True, gap)
-    return side * g.out[0], g.done[0]
+    R, cR, Q, cQ = g.known
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.clip(R + cR * (Q - R) / (cR - cQ), R, Q)  # regula falsi between R and Q
+    return side * g.out[0], g.done[0], side * cross[0]

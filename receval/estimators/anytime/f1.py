@@ -237,27 +237,56 @@ class DirectF1:
         hi1 = np.broadcast_to(self.n[:, None], self.u.shape)
         return BettingStreams(self.u, v, self.lo0, self.lo1, self.hi0, hi1, self.active)
 
-    def cell_values(self, grid: np.ndarray, budget: np.ndarray, side: int) -> np.ndarray:
+    def cell_values(
+        self, grid: np.ndarray, budget: np.ndarray, side: int, prior=None
+    ) -> np.ndarray:
         """The end over each cell of the θ grid (G − 1, m) (``values_of`` of
-        :func:`receval.estimators.anytime.sequences._joint_end`): the lower bettor's capital grows with θ
-        and the upper one's falls, so a cell's lower end is the end at its smallest θ and its
-        upper end the end at its largest, each at the larger of the cell's two budgets."""
+        :func:`receval.estimators.anytime.sequences._joint_end`): the lower bettor's capital
+        grows with θ and the upper one's falls, so a cell's lower end is the end at its smallest θ and its
+        upper end the end at its largest, each at the larger of the cell's two budgets.
+        ``prior``: (θ, ends) (C, m) of the cells of a coarser grid, whose curve guesses the
+        ends (:func:`_cell_guesses`): the same ends with fewer capital evaluations."""
+        from receval.progress import stage_detail
 
         theta = grid[1:] if side < 0 else grid[:-1]
         budget = np.maximum(budget[:-1], budget[1:])
+        curve = None if prior is None else _cell_guesses(theta, *prior)
         out = np.zeros(theta.shape)
+        cross = np.zeros(theta.shape)  # where the capitals cross their levels (finer than out)
         for j in range(theta.shape[0]):
+            stage_detail(f"cell {j + 1}/{theta.shape[0]} of the θ grid ({theta.shape[1]} systems)")
             zero = theta[j] <= 0  # T infinite: F1 and recall are 0
             at = self.streams(np.where(zero, 1.0, theta[j]))
             if j == 0 or zero.any():
+                guess = None if curve is None else curve[j]
                 ends = one_sided_ends(at, self.bets, budget[j][None, :], side, (0.0, 1.0),
-                                      JOINT_ITERATIONS)[0]  # fmt: skip
+                                      JOINT_ITERATIONS, guess=guess)[0]  # fmt: skip
             else:  # the neighbouring cell's end is near: search around it first
-                guess = out[j - 1] if j == 1 else 2.0 * out[j - 1] - out[j - 2]
-                ends = bracketed_ends(at, self.bets, budget[j][None, :], side, out[j - 1],
-                                      CELL_SPAN, JOINT_ITERATIONS, guess)  # fmt: skip
+                guess = _next_cell_guess(cross[:j], curve, j)
+                ends, cross[j] = bracketed_ends(at, self.bets, budget[j][None, :], side,
+                                                out[j - 1], CELL_SPAN, JOINT_ITERATIONS, guess,
+                                                crossing=True)  # fmt: skip
+            if j == 0 or zero.any():
+                cross[j] = ends
             out[j] = np.where(zero, 0.0, ends)
         return out
+
+
+def _cell_guesses(theta: np.ndarray, prior_theta: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """The ends of a coarser grid's cells (``prior`` at ``prior_theta``, (C, m)) interpolated
+    at ``theta`` (G, m), per system."""
+    return np.column_stack([
+        np.interp(theta[:, i], prior_theta[:, i], prior[:, i]) for i in range(theta.shape[1])
+    ])  # fmt: skip
+
+
+def _next_cell_guess(done: np.ndarray, curve, j: int) -> np.ndarray:
+    """A guess of cell j's ends from the crossings ``done`` of the cells before it (j ≥ 1):
+    the coarser grid's curve moved to pass through the last one, else a linear extrapolation
+    of the last two."""
+    if curve is not None:
+        return curve[j] + (done[j - 1] - curve[j - 1])
+    return done[j - 1] if j == 1 else 2.0 * done[j - 1] - done[j - 2]
 
 
 #: a cell's end is searched first within this distance of the neighbouring cell's end (the

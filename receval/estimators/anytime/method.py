@@ -137,6 +137,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from receval.errors import OptionError
 from receval.estimators.anytime.betting import BettingStreams, MixedStreams
 from receval.estimators.anytime.control import (
     RECALL_CAP,
@@ -178,7 +179,11 @@ from receval.estimators.anytime.stream import (
     output_arrays,
 )
 from receval.estimators.intervals import Estimates, IntervalMethod
+from receval.estimators.registry import estimator_class
+from receval.estimators.sample_data import design_probabilities
 from receval.leaderboard import Comparisons
+from receval.options import names_of
+from receval.progress import stage
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -208,7 +213,6 @@ def anytime_bounds(
     α/2, α/3, α/m and α/(3m).  ``judge``: the precision terms take the task's judge scores
     as their control (prediction-powered, :mod:`receval.estimators.anytime.control`) instead
     of the popularity shares."""
-    from receval.progress import stage
 
     alpha = 1.0 - confidence
     m = data.m
@@ -285,7 +289,6 @@ def _pooled_recall_test(plain: BettingStreams, data: SampleData, st: Stream, poo
 def anytime_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
     """The pairwise tests of ``metric`` among the systems ``ok`` at family-wise level ``alpha``
     over all pairs and all looks (module docstring; f1: :mod:`receval.estimators.anytime.f1`)."""
-    from receval.progress import stage
 
     n_ok = int(np.sum(ok))
     stage(f"anytime: paired tests of {metric} ({n_ok * (n_ok - 1) // 2} pairs)")
@@ -309,7 +312,6 @@ def _judge_terms(task: Task, data: SampleData, st: Stream):
         segment_controls,
         stream_judge,
     )
-    from receval.estimators.sample_data import design_probabilities
 
     view = design_probabilities(task, True)[0]
     t_all, sys_codes, facts, strata = output_arrays(view, data)
@@ -460,14 +462,12 @@ POOLED_RECALL_TESTS = {
 
 def sample_based_names() -> str:
     """The registered sample-based estimators, for messages ("joint, simple or ppi")."""
-    from receval.options import names_of
 
     return names_of(lambda cls: cls.sample_based)
 
 
 def _judged(options: Any) -> bool:
     """Whether the estimator asks for the judge's scores as the precision control (PPI)."""
-    from receval.estimators.registry import estimator_class
 
     return estimator_class(options.estimator).uses_judge
 
@@ -486,11 +486,8 @@ class AnytimeIntervals(IntervalMethod):
         self._cached: tuple[Any, AnytimeBounds] | None = None
 
     def check(self, options: Any) -> None:
-        from receval.estimators.registry import estimator_class
 
         if not estimator_class(options.estimator).sample_based:
-            from receval.errors import OptionError
-
             raise OptionError(
                 f"{{intervals='anytime'}} needs a sample-based estimator ({sample_based_names()})"
             )

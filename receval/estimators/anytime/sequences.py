@@ -193,12 +193,17 @@ def joint_bounds(
     theta = (t_streams, plugin_bets(t_streams, alpha, 0.5, t_horizon, t_scale))
     weights = {"recall": {"pooled_recall": 1.0}, "f1": F1_WEIGHTS}
     direct = make_direct(theta, alpha) if make_direct is not None else None
+    from receval.progress import stage
+
     out = {}
     for side in (+1, -1):
         out[side] = {}
         for name, w in weights.items():
+            end = "lower" if side > 0 else "upper"
+            stage(f"anytime: {name}'s {end} ends over the θ grid ({m} systems)")
             if direct is not None:  # one stream per system (f1.DirectF1)
-                out[side][name] = _joint_end(theta, direct[name].cell_values, 0.0, m, alpha, side)
+                values_of = direct[name].cell_values
+                out[side][name] = _joint_end(theta, values_of, 0.0, m, alpha, side, guided=True)
                 continue
             values = _factor_values(draws, w, name)
             out[side][name] = _joint_end(theta, values, np.log(min(w.values())), m, alpha, side)
@@ -209,7 +214,9 @@ def joint_bounds(
     }
 
 
-def _joint_end(theta, values_of, offset: float, m: int, alpha: float, side: int) -> np.ndarray:
+def _joint_end(
+    theta, values_of, offset: float, m: int, alpha: float, side: int, guided: bool = False
+) -> np.ndarray:
     """One side's end of recall or F1 (:func:`joint_bounds`) for every system: the extreme over
     the cells of a coarse θ grid, then, :data:`REFINE_STAGES` times, over a finer grid
     (:data:`REFINE_GRID` points) laid per system over the cell that gave its extreme and the
@@ -218,7 +225,9 @@ def _joint_end(theta, values_of, offset: float, m: int, alpha: float, side: int)
     span is as valid as the coarse one, and tighter.  ``values_of(grid, budget, side)`` gives
     the cells' values (G − 1, m) from the grid (G, m) and each point's budget log(2/α) − log X(θ);
     ``offset``: log of the least weight (θ values whose capital alone exceeds the level plus it
-    are rejected whatever the draws show)."""
+    are rejected whatever the draws show).  ``guided``: ``values_of`` takes ``prior`` = (θ,
+    values) of the previous grid's cells, which guess the finer grid's (the same values, found
+    with fewer capital evaluations: :meth:`receval.estimators.anytime.f1.DirectF1.cell_values`)."""
     level = np.log(2.0 / alpha)
     t_streams, t_bets = theta
     grid, budget = _theta_grid(t_streams, t_bets, level + offset, side)
@@ -228,8 +237,11 @@ def _joint_end(theta, values_of, offset: float, m: int, alpha: float, side: int)
     worst_of = np.max if side < 0 else np.min
     fill = -np.inf if side < 0 else np.inf
     outside_best = np.full(m, fill)
+    prior = None
     for stage in range(REFINE_STAGES + 1):
-        values = values_of(grid, budget, side)
+        values = values_of(grid, budget, side) if prior is None else values_of(
+            grid, budget, side, prior=prior
+        )  # fmt: skip
         worst = np.argmax(values, axis=0) if side < 0 else np.argmin(values, axis=0)
         first = np.maximum(worst - REFINE_SPAN, 0)
         last = np.minimum(worst + 1 + REFINE_SPAN, grid.shape[0] - 1)  # closes the span
@@ -240,6 +252,8 @@ def _joint_end(theta, values_of, offset: float, m: int, alpha: float, side: int)
         if stage == REFINE_STAGES:
             break
         cols = np.arange(m)
+        if guided:  # the cells' curve guesses the finer grid's ends
+            prior = (grid[1:] if side < 0 else grid[:-1], values)
         grid = np.linspace(grid[first, cols], grid[last, cols], REFINE_GRID)  # (R, m)
         budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
     # the last refined span's cells are bounded by the values of the grid that chose it

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from receval.design import random_order_rows, sampling_probabilities
+from receval.errors import BundleError
 from receval.estimators.anytime.control import popularity_strata, stratum_kappa
+from receval.estimators.sample_data import design_probabilities, query_targets
+from receval.formats.coded import codes_in
+from receval.formats.tables import LINE
 
 if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
@@ -84,8 +89,6 @@ class _Design:
 
 def output_arrays(view: Task, data: SampleData):
     """Each output row's target t_i, system code and fact, and the popularity strata."""
-    from receval.estimators.sample_data import query_targets
-    from receval.formats.coded import codes_in
 
     outputs = view.outputs
     t_all = query_targets(view, data.target_kind).to_numpy()
@@ -118,8 +121,6 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     coverage and ranges (module docstring).  Checks the recorded floor probabilities: a
     ``mixture_prob`` that the recorded design cannot have produced is a BundleError naming the
     samples.tsv line."""
-    from receval.design import random_order_rows
-    from receval.estimators.sample_data import design_probabilities
 
     view, probabilities, _ = design_probabilities(task, True)
     rows = output_arrays(view, data)
@@ -296,7 +297,6 @@ def drawn_floor_probabilities(task: Task, design: str, facts: np.ndarray) -> np.
     ``mixture_prob`` and the check compares with: the probability of what was drawn, fixed when
     it was drawn (the design depends on the outputs only), whatever classes later labels create
     (module :mod:`receval.estimators.anytime`, "Equivalence classes learned while labelling")."""
-    from receval.design import sampling_probabilities
 
     outputs = task.outputs
     s = np.asarray(sampling_probabilities(outputs, task.queries, design), float)
@@ -358,8 +358,6 @@ def _check_floor(task, samples, data: SampleData, designs, floor_all, m_alive: i
 
 
 def _floor_error(task, samples: pd.DataFrame, row: int, problem: str) -> None:
-    from receval.errors import BundleError
-    from receval.formats.tables import LINE
 
     path = task.files.get("samples", task.root / "samples.tsv")
     line = int(samples[LINE].iloc[row]) if LINE in samples.columns else None
