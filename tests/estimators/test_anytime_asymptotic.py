@@ -218,7 +218,9 @@ def test_bench_population_long():
 
 @pytest.mark.slow
 def test_bench_null_world_keeps_tiers_and_covers_at_every_look(tmp_path):
-    out = _bench().null_study(6, 1, tmp_path)
+    """The issue's figure, 40 repetitions (~2 min): precision covered at every look 0.992 (SE
+    0.004); with the 30-hit warm-up alone (no WARMUP_ESS) 0.919 (SE 0.015) failed it."""
+    out = _bench().null_study(40, 1, tmp_path)
     split = out["split"].mean()
     assert 1 - split >= 0.95 - 2 * np.sqrt(0.05 * 0.95 / out["split"].size)
     for m in ("precision", "pooled_recall"):
