@@ -10,11 +10,13 @@ from click.testing import CliRunner
 from conftest import load_bench
 
 from receval.estimators.anytime.asymptotic import (
+    WARMUP_ESS,
     WARMUP_HITS,
     asymptotic_ends,
     gaussian_log_path,
     gaussian_path,
     warm,
+    warm_ess,
 )
 from receval.estimators.anytime.betting import BettingStreams
 from receval.estimators.anytime.sequences import sequence_bets
@@ -61,6 +63,23 @@ def test_the_capital_is_monotone_in_the_value_and_never_bets_in_the_warm_up():
     assert gaussian_path(np.ones((1, 3)), np.array([[0.5, 1.0, 9.0]]))[0].tolist() == [
         0.375, 0.875, 1.375,
     ]  # fmt: skip
+
+
+def test_the_precision_warm_up_counts_effective_draws_of_earlier_steps_only():
+    """Even weights: ready from the step after WARMUP_ESS draws; a draw of weight 10 among
+    weights 1 sets the start back (Kish (Σw)²/Σw²), and a step's own weight is not read."""
+    n = int(WARMUP_ESS)
+    even = np.ones((1, 3 * n))
+    assert np.flatnonzero(warm_ess(even)[0])[0] == n
+    skewed = even.copy()
+    skewed[0, 0] = 10.0
+    first = np.flatnonzero(warm_ess(skewed)[0])[0]
+    s1, s2 = 10.0 + (first - 1), 100.0 + (first - 1)
+    assert s1 * s1 / s2 >= WARMUP_ESS > (s1 - 1) ** 2 / (s2 - 1)
+    changed = skewed.copy()
+    changed[0, first] = 1e6
+    assert warm_ess(changed)[0, first]
+    assert not warm_ess(np.zeros((2, 50))).any()
 
 
 def test_ends_contain_the_mean_and_shrink_with_draws():
@@ -199,7 +218,9 @@ def test_bench_population_long():
 
 @pytest.mark.slow
 def test_bench_null_world_keeps_tiers_and_covers_at_every_look(tmp_path):
-    out = _bench().null_study(6, 1, tmp_path)
+    """The issue's figure, 40 repetitions (~2 min): precision covered at every look 0.992 (SE
+    0.004); with the 30-hit warm-up alone (no WARMUP_ESS) 0.919 (SE 0.015) failed it."""
+    out = _bench().null_study(40, 1, tmp_path)
     split = out["split"].mean()
     assert 1 - split >= 0.95 - 2 * np.sqrt(0.05 * 0.95 / out["split"].size)
     for m in ("precision", "pooled_recall"):
