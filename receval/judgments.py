@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# the bundle lock lives with the Bundle (re-exported here: existing imports keep working)
-from receval.bundle import LOCK_NAME, ROUND_LOCK_WAIT, bundle_lock
 from receval.config import LABEL_CATEGORIES, TaskConfig
 from receval.errors import BundleError
 from receval.formats.tables import LINE, find_table, read_table, write_table
+
+# the bundle lock (receval.lock; re-exported here: existing imports keep working)
+from receval.lock import LOCK_NAME, ROUND_LOCK_WAIT, bundle_lock
 from receval.task import Task, load_task, normalize_answers
 
 __all__ = [

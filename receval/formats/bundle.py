@@ -169,7 +169,7 @@ def record_sample_round(root: Path | str, drawn, *, timeout: float | None = None
     Under the bundle lock (:func:`receval.bundle.bundle_lock`, re-entrant: a caller already
     holding it does not wait), waiting up to ``timeout`` seconds (default
     :data:`receval.bundle.ROUND_LOCK_WAIT`).  Each file is replaced atomically."""
-    from receval.bundle import ROUND_LOCK_WAIT, bundle_lock
+    from receval.lock import ROUND_LOCK_WAIT, bundle_lock
 
     root = Path(root)
     with bundle_lock(root, ROUND_LOCK_WAIT if timeout is None else timeout):
