@@ -568,6 +568,12 @@ def target_setting(name: str, seed: int):
     return real_setting(name)
 
 
+def _or_nan(record, name: str) -> float:
+    """A system's target-record field, NaN when the system or the field is absent."""
+    value = getattr(record, name, None)
+    return math.nan if value is None else value
+
+
 def target_rows(
     settings, reps: int, *, seed: int = 37, B: int = 200, max_nan_share: float | None = None
 ) -> pd.DataFrame:
@@ -601,15 +607,15 @@ def target_rows(
             opts = ScoreOptions(bootstrap=B, seed=int(rng.integers(2**31)), target_recall=target)
             result = score_task(task, opts)
             board = result.leaderboard.set_index("system").reindex(true.index)
-            systems = result.info["target"]["systems"]
+            systems = result.record.target.systems
             frames.append(pd.DataFrame({
                 "setting": f"{name}@{target:g}", "rep": rep, "system": true.index,
                 "true": true.to_numpy(), "estimate": board["precision_at_target"].to_numpy(),
                 "lo": board["precision_at_target_lo"].to_numpy(float),
                 "hi": board["precision_at_target_hi"].to_numpy(float),
                 "method": board["precision_at_target_method"].to_numpy(),
-                "short": [systems.get(s, {}).get("short_of_target", math.nan) for s in true.index],
-                "draws_at": [systems.get(s, {}).get("draws_at_target", math.nan)
+                "short": [_or_nan(systems.get(s), "short_of_target") for s in true.index],
+                "draws_at": [_or_nan(systems.get(s), "draws_at_target")
                              for s in true.index],
                 "note": board["note"].fillna("").astype(str).to_numpy(),
             }))  # fmt: skip

@@ -328,6 +328,11 @@ class SystemTarget(Block):
     backtest_se: float | None = opt()
     refused: str | None = opt()
     flags: tuple[str, ...] = req(())
+    #: the share of bootstrap replicates whose curve falls short of the target (recorded, not
+    #: noted: issue 37's measurement) and the Kish effective number of correct draws behind the
+    #: yield at the target (curve systems)
+    short_of_target: float | None = opt()
+    draws_at_target: float | None = opt()
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,8 @@ def test_a_curve_short_in_some_replicates_is_recorded_not_noted(tmp_path):
     result = score_task(task, ScoreOptions(bootstrap=100, seed=1, target_recall=0.1))
     notes = result.leaderboard["note"].fillna("").astype(str)
     assert not notes.str.contains("falls short").any()
-    systems = result.info["target"]["systems"]
-    shares = np.array([systems[s]["short_of_target"] for s in task.systems])
+    systems = result.record.target.systems
+    shares = np.array([systems[s].short_of_target for s in task.systems])
     assert ((shares >= 0) & (shares <= 1)).all()
     # the study's world has curves short in some replicates: what the note used to say
     assert ((shares > 0) & (shares < 1)).any()
