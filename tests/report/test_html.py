@@ -432,7 +432,7 @@ def test_seventy_systems_stay_under_three_megabytes(scored_dir, tmp_path):
     (out / "curves").mkdir(parents=True)
     base = src.leaderboard.iloc[0]
     rows = []
-    run = dict(src.run)
+    run = src.run.to_json()
     dimm = next(v for v in run["target"]["systems"].values() if v["method"] == "dimm")
     frame, record = method_curve("paula", 200_000, seed=3)
     assert len(frame) > 3 * MAX_CURVE_POINTS
