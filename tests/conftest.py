@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +23,17 @@ from types import ModuleType
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+#: why the Spark tests cannot run here (None: pyspark and a Java runtime are present)
+SPARK_MISSING = (
+    "pyspark is not installed (pip install 'receval[spark]')"
+    if importlib.util.find_spec("pyspark") is None
+    else "no Java runtime on PATH (Spark needs one; Debian: apt-get install default-jre-headless)"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+    else None
+)
+needs_spark = pytest.mark.skipif(SPARK_MISSING is not None, reason=SPARK_MISSING or "")
 
 
 def load_bench(name: str) -> ModuleType:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_spark
 
 from receval.bundle import Bundle, bundle_lock
 from receval.engine.sampled import python_key, sample_round
@@ -286,19 +287,8 @@ def test_joint_estimates_at_any_size_api(tmp_path):
     assert (out["pooled_recall_lo"] <= out["pooled_recall"]).all()
 
 
-def _spark_missing() -> str | None:
-    import importlib.util
-    import shutil
-
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime"
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+@needs_spark
 def test_spark_draws_the_same_facts_as_duckdb(tmp_path, monkeypatch):
     """The same SQL texts in Spark draw the same facts (and list the same ones to annotate)."""
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_spark
 
 from receval.bundle import Bundle
 from receval.config import Matching
@@ -127,19 +128,8 @@ def test_every_fact_is_drawn_equally_often():
     np.testing.assert_allclose(drawn.samples["prob"], 1 / n)
 
 
-def _spark_missing() -> str | None:
-    import importlib.util
-    import shutil
-
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime"
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+@needs_spark
 def test_spark_draws_the_messy_facts_duckdb_draws(tmp_path, monkeypatch):
     """The same SQL texts in Spark: the same draws and facts to annotate, messy answers."""
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))

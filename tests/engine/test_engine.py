@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import SPARK_MISSING, needs_spark
 
 from receval.cli import cli
 from receval.diagnostics import leave_team_out_rescore, pooling_bias, unique_facts
@@ -20,15 +19,6 @@ from receval.official.scores import official_scores
 from receval.task import Task, load_task
 
 EMBEDDED = Path(__file__).resolve().parents[2] / "data" / "kbp-sim"
-
-SPARK_MISSING = (
-    "pyspark is not installed (pip install 'receval[spark]')"
-    if importlib.util.find_spec("pyspark") is None
-    else "no Java runtime on PATH (Spark needs one; Debian: apt-get install default-jre-headless)"
-    if shutil.which("java") is None
-    else None
-)
-needs_spark = pytest.mark.skipif(SPARK_MISSING is not None, reason=SPARK_MISSING or "")
 
 
 def random_task(seed: int, *, single_valued: bool = True) -> Task:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_spark
 
 from receval.bundle import Bundle
 from receval.engine.sampled import python_key, sample_round
@@ -182,20 +183,8 @@ def test_text_runs_are_refused_out_of_core_and_scored_in_memory_by_default(tmp_p
     assert "engine_path" not in json.loads((tmp_path / "o2" / "run.json").read_text())
 
 
-def _spark_missing() -> str | None:
-    import importlib.util
-    import os
-    import shutil
-
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime"
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_spark_missing() is not None, reason=_spark_missing() or "")
+@needs_spark
 def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch):
     """``score --engine spark --out-of-core``: Spark reads the Parquet runs and runs the same
     three aggregations; the output set equals DuckDB's."""
