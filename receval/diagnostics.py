@@ -312,17 +312,7 @@ def per_query(task: Task) -> pd.DataFrame:
     q["outputs"] = q["query_id"].map(outputs).fillna(0).astype(int)
     q["systems"] = q["query_id"].map(systems).fillna(0).astype(int)
     pool = task.facts[task.facts["in_pool"]]
-    judged = pool[pool.index.isin(labels.index)]
-    q["judged"] = (
-        q["query_id"].map(judged.groupby("query_id", observed=True).size()).fillna(0).astype(int)
-    )
-    value = labels.reindex(judged.index)
-    correct = judged.assign(v=value.to_numpy()).groupby("query_id", observed=True)["v"].sum()
-    q["judged_correct"] = q["query_id"].map(correct).fillna(0.0)
-    conflicts = task.merged.conflicts
-    q["conflicts"] = (
-        q["query_id"].map(conflicts.groupby("query_id", observed=True).size()).fillna(0).astype(int)
-    )
+    judged_columns(q, pool[pool.index.isin(labels.index)], labels, task.merged.conflicts)
     ex = (
         task.exhaustive.drop_duplicates(["unit", "fact"])
         if len(task.exhaustive)
@@ -333,6 +323,29 @@ def per_query(task: Task) -> pd.DataFrame:
         if len(ex)
         else 0
     )
+    return sort_per_query(q)
+
+
+def judged_columns(
+    q: pd.DataFrame, judged: pd.DataFrame, labels: pd.Series, conflicts: pd.DataFrame
+) -> None:
+    """Add ``judged``, ``judged_correct`` and ``conflicts`` per query to ``q`` (in place):
+    ``judged`` the judged pool facts (a ``query_id`` column, indexed by fact), ``labels`` the
+    merged labels by fact, ``conflicts`` the merge's conflicts.  Shared by the in-memory and
+    the engine path (:mod:`receval.engine.score`)."""
+    q["judged"] = (
+        q["query_id"].map(judged.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
+    value = labels.reindex(judged.index)
+    correct = judged.assign(v=value.to_numpy()).groupby("query_id", observed=True)["v"].sum()
+    q["judged_correct"] = q["query_id"].map(correct).fillna(0.0)
+    q["conflicts"] = (
+        q["query_id"].map(conflicts.groupby("query_id", observed=True).size()).fillna(0).astype(int)
+    )
+
+
+def sort_per_query(q: pd.DataFrame) -> pd.DataFrame:
+    """per_query.csv's order: most conflicts, then most judged, then query."""
     return q.sort_values(
         ["conflicts", "judged", "query_id"], ascending=[False, False, True], ignore_index=True
     )

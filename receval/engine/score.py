@@ -373,6 +373,8 @@ def _fact_systems(view: BundleView) -> pd.Series:
 
 def per_query_table(view: BundleView) -> pd.DataFrame:
     """``per_query.csv`` (:func:`receval.diagnostics.per_query`) from the aggregates."""
+    from receval.diagnostics import judged_columns, sort_per_query
+
     labels = view.labels
     cells = view.summary.cells
     q = view.queries[["query_id"]].copy()
@@ -380,20 +382,9 @@ def per_query_table(view: BundleView) -> pd.DataFrame:
     q["systems"] = q["query_id"].map(cells.groupby("query_id").size()).fillna(0).astype(int)
     in_pool = _fact_systems(view) > 0
     judged = view.small.facts[in_pool.to_numpy() & view.small.facts.index.isin(labels.index)]
-    q["judged"] = (
-        q["query_id"].map(judged.groupby("query_id", observed=True).size()).fillna(0).astype(int)
-    )
-    value = labels.reindex(judged.index)
-    correct = judged.assign(v=value.to_numpy()).groupby("query_id", observed=True)["v"].sum()
-    q["judged_correct"] = q["query_id"].map(correct).fillna(0.0)
-    conflicts = view.merged.conflicts
-    q["conflicts"] = (
-        q["query_id"].map(conflicts.groupby("query_id", observed=True).size()).fillna(0).astype(int)
-    )
+    judged_columns(q, judged, labels, view.merged.conflicts)
     q["exhaustive_facts"] = 0
-    return q.sort_values(
-        ["conflicts", "judged", "query_id"], ascending=[False, False, True], ignore_index=True
-    )
+    return sort_per_query(q)
 
 
 def annotation_table(view: BundleView) -> pd.DataFrame:
