@@ -19,6 +19,13 @@ Distinct facts are counted as distinct 64-bit hashes of the normalised answer *w
 would count once (probability about Σ_q n_q² / 2⁶⁵: below 10⁻⁸ for 10⁹ rows of 1,000 answers
 per query).  Each aggregation is one scan of the runs, grouped with bounded memory (DuckDB
 spills; no ORDER BY over the rows); no MD5 is computed on the scoring path.
+
+In DuckDB, with one run file per system, the aggregations run on batches of a few systems
+(:func:`system_batches`): the ``runs`` view is a UNION ALL of one scan per file, and an
+aggregate over a hundred such branches keeps a hash table per branch and ran out of 1 GiB within
+seconds at 2·10⁸ rows (100 files), while ten branches stay within it.  :data:`POOL_FACTS` is then
+two steps: each batch's partial per-fact aggregate (:data:`POOL_PARTS`, fixed-size 64-bit keys)
+appended to a table, merged in slices by a hash of the query (:data:`POOL_MERGE`).
 """
 
 from __future__ import annotations
@@ -52,9 +59,8 @@ FROM (
 
 #: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared;
 #: teams as 64-bit hashes (fixed-size aggregate states), named again in Python
-#: (:func:`_team_names`).  One group per pool fact: at 2·10⁸ rows (6·10⁶ facts) score ran out
-#: of DuckDB's 1 GiB (and 1.4 GB) at about this query's share of the CPU, with text or hashed
-#: teams alike: the open item (split it by a hash of the query, or make it spill)
+#: (:func:`_team_names`).  One group per pool fact, in one query (Spark, or a single runs
+#: table); DuckDB with one file per system runs :data:`POOL_PARTS` and :data:`POOL_MERGE`
 POOL_FACTS = """
 SELECT lo AS owner, one_team, count(*) AS facts FROM (
     SELECT min(t) AS lo, CASE WHEN min(t) = max(t) THEN 1 ELSE 0 END AS one_team
@@ -62,13 +68,35 @@ SELECT lo AS owner, one_team, count(*) AS facts FROM (
 ) t GROUP BY lo, one_team
 """
 
+#: one batch of systems' share of :data:`POOL_FACTS`: per fact (query and answer as 64-bit
+#: hashes: the queries' hashes are checked to be distinct) the least and greatest team hash
+POOL_PARTS = """
+SELECT {q} AS q, {h} AS a, min({team}) AS lo, max({team}) AS hi
+FROM {source} src GROUP BY {q}, {h}
+"""
+
+#: :data:`POOL_FACTS` from the batches' parts (table ``pool_parts``), one slice of the facts
+#: (``{where}``: a hash of the query modulo the slices) at a time
+POOL_MERGE = """
+SELECT lo AS owner, one_team, count(*) AS facts FROM (
+    SELECT min(lo) AS lo, CASE WHEN min(lo) = max(hi) THEN 1 ELSE 0 END AS one_team
+    FROM pool_parts {where} GROUP BY q, a
+) t GROUP BY lo, one_team
+"""
+
+#: distinct facts (upper bound: the batches' distinct facts summed) in one batch of
+#: :func:`system_batches`, and in one slice of :data:`POOL_MERGE`
+BATCH_FACTS = 20_000_000
+#: run files (UNION ALL branches) in one batch of :func:`system_batches`
+BATCH_SYSTEMS = 10
+
 #: the hash :data:`POOL_FACTS` gives each team name
 TEAM_HASHES = "SELECT team, {team} AS t FROM team_names"
 
 #: the copies of each fact of ``wanted(fact, query_id, answer)`` in each system's run
 MEMBERS = """
 SELECT w.fact, r.system, count(*) AS copies
-FROM normed r JOIN wanted w ON r.query_id = w.query_id AND r.answer = w.answer
+FROM {normed} r JOIN wanted w ON r.query_id = w.query_id AND r.answer = w.answer
 GROUP BY w.fact, r.system
 """
 
@@ -124,7 +152,7 @@ def summarise_runs(
     ``fact, query_id, answer`` (normalised) of the small tables' facts; ``files`` name the run
     files in errors (``runs/<system>.parquet`` when there is one per system); ``by_system``:
     the systems, when each file holds one system's rows (:func:`run_cells`)."""
-    h, team_hash = engine.dialect.hash64("answer"), engine.dialect.hash64("team")
+    h = engine.dialect.hash64("answer")
     cells = run_cells(engine, h, by_system)
     _check_cells(cells, files, known_queries)
     teams = _teams(cells, files)
@@ -132,21 +160,14 @@ def summarise_runs(
     teams.update({s: s for s in empty_systems})
     named = {s: t for s, t in teams.items() if t != s}
     if named:
-        from receval.engine.sampled import create_view
-
         engine.register("system_teams", pd.DataFrame({"system": list(teams), "t": teams.values()}))
-        create_view(
-            engine,
-            "normed_teams",
-            "SELECT n.query_id, n.answer, s.t AS team FROM normed n "
-            "JOIN system_teams s ON n.system = s.system",
-        )
-        source = "normed_teams"
-    else:
-        source = "(SELECT query_id, answer, system AS team FROM normed)"
-    team_facts = _team_names(engine, POOL_FACTS.format(h=h, source=source, team=team_hash), teams)
+    batches = None
+    if by_system is not None and engine.name == "duckdb":
+        batches = system_batches(cells, by_system)
+        _check_query_hashes(engine, known_queries)
+    team_facts = _team_names(engine, pool_facts(engine, h, bool(named), batches), teams)
     engine.register("wanted", wanted[["fact", "query_id", "answer"]])
-    members = engine.query(MEMBERS) if len(wanted) else _no_members()
+    members = run_members(engine, batches) if len(wanted) else _no_members()
     by_system = cells.groupby("system")[["n_rows", "facts"]].sum()
     by_system = by_system.reindex(systems, fill_value=0)
     return RunSummary(
@@ -161,8 +182,8 @@ def summarise_runs(
     )
 
 
-def _team_names(engine: Engine, sql: str, teams: dict[str, str]) -> pd.DataFrame:
-    """:data:`POOL_FACTS` with each ``owner`` hash named again (the teams' hashes are checked
+def _team_names(engine: Engine, facts: pd.DataFrame, teams: dict[str, str]) -> pd.DataFrame:
+    """:func:`pool_facts` with each ``owner`` hash named again (the teams' hashes are checked
     to be distinct)."""
     names = sorted(set(teams.values()))
     engine.register("team_names", pd.DataFrame({"team": names}))
@@ -170,7 +191,6 @@ def _team_names(engine: Engine, sql: str, teams: dict[str, str]) -> pd.DataFrame
     if hashes["t"].nunique() < len(hashes):  # pragma: no cover - a 64-bit collision
         raise RuntimeError("two team names have the same 64-bit hash")
     name_of = dict(zip(hashes["t"].tolist(), hashes["team"].tolist(), strict=True))
-    facts = engine.query(sql)
     facts["owner"] = [name_of.get(t) for t in facts["owner"].tolist()]
     return facts
 
@@ -190,6 +210,91 @@ def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFra
         if parts
         else engine.query(RUN_CELLS.format(h=h, where=""))
     )
+
+
+def system_batches(
+    cells: pd.DataFrame,
+    systems: list[str],
+    facts: int = BATCH_FACTS,
+    width: int = BATCH_SYSTEMS,
+) -> list[list[str]]:
+    """``systems`` in order, cut into batches of at most ``width`` systems whose distinct
+    facts (:data:`RUN_CELLS`) sum to at most ``facts`` (a larger system alone)."""
+    sizes = cells.groupby("system")["facts"].sum()
+    batches: list[list[str]] = []
+    total = 0
+    for system in systems:
+        n = int(sizes.get(system, 0))
+        if not batches or len(batches[-1]) >= width or (total + n > facts and batches[-1]):
+            batches.append([])
+            total = 0
+        batches[-1].append(system)
+        total += n
+    return batches
+
+
+def _in_systems(engine: Engine, batch: list[str]) -> str:
+    """``normed`` restricted to the systems of ``batch`` (the other UNION ALL branches of the
+    ``runs`` view are pruned: their constant ``system`` fails the test)."""
+    names = ", ".join(engine.dialect.literal(s) for s in batch)
+    return f"(SELECT * FROM normed WHERE system IN ({names}))"
+
+
+def _team_source(named: bool, rows: str = "normed") -> str:
+    """``rows`` of ``normed`` as ``(query_id, answer, team)``: the team of ``system_teams`` when
+    some system is given a team, else the system itself."""
+    if named:
+        return (
+            f"(SELECT n.query_id, n.answer, s.t AS team FROM {rows} n "
+            "JOIN system_teams s ON n.system = s.system)"
+        )
+    return f"(SELECT query_id, answer, system AS team FROM {rows} n)"
+
+
+def pool_facts(
+    engine: Engine, h: str, named: bool, batches: list[list[str]] | None
+) -> pd.DataFrame:
+    """``owner`` (team hash), ``one_team``, ``facts``: :data:`POOL_FACTS` in one query, or with
+    ``batches`` (DuckDB) each batch's :data:`POOL_PARTS` in table ``pool_parts`` (the engine's
+    database file: spilled), merged by :data:`POOL_MERGE` in slices of at most
+    :data:`BATCH_FACTS` parts."""
+    team = engine.dialect.hash64("team")
+    if not batches:
+        return engine.query(POOL_FACTS.format(h=h, source=_team_source(named), team=team))
+    q = engine.dialect.hash64("query_id")
+    for i, batch in enumerate(batches):
+        source = _team_source(named, _in_systems(engine, batch))
+        sql = POOL_PARTS.format(q=q, h=h, team=team, source=source)
+        if i == 0:
+            engine.create_table("pool_parts", sql)
+        else:
+            engine.con.execute(f"INSERT INTO pool_parts {sql}")
+    parts = int(engine.query("SELECT count(*) AS n FROM pool_parts")["n"].iloc[0])
+    slices = max(1, -(-parts // BATCH_FACTS))
+    frames = [
+        engine.query(POOL_MERGE.format(where=f"WHERE q % {slices} = {k}" if slices > 1 else ""))
+        for k in range(slices)
+    ]
+    engine.con.execute("DROP TABLE pool_parts")
+    facts = pd.concat(frames, ignore_index=True)
+    return facts.groupby(["owner", "one_team"], as_index=False)["facts"].sum()
+
+
+def run_members(engine: Engine, batches: list[list[str]] | None) -> pd.DataFrame:
+    """:data:`MEMBERS` in one query, or one batch of systems at a time (:func:`pool_facts`)."""
+    if not batches:
+        return engine.query(MEMBERS.format(normed="normed"))
+    parts = [engine.query(MEMBERS.format(normed=_in_systems(engine, b))) for b in batches]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _check_query_hashes(engine: Engine, known: set[str]) -> None:
+    """The queries' 64-bit hashes (:data:`POOL_PARTS`' keys) are distinct."""
+    engine.register("query_names", pd.DataFrame({"query_id": sorted(known)}))
+    sql = f"SELECT {engine.dialect.hash64('query_id')} AS q FROM query_names"
+    hashes = engine.query(sql)["q"]
+    if hashes.nunique() < len(hashes):  # pragma: no cover - a 64-bit collision
+        raise RuntimeError("two query ids have the same 64-bit hash")
 
 
 def _no_members() -> pd.DataFrame:
