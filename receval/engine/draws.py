@@ -54,10 +54,10 @@ FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
 """
 
 #: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
-#: one aggregation over every output row
+#: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it)
 CELLS = """
 SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd FROM (
-    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM normed_runs
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM {source}
     GROUP BY system, query_id, answer
 ) t GROUP BY system, query_id, tail
 """
@@ -83,7 +83,7 @@ ON c.system = d.system AND d.k >= c.before AND d.k < c.before + c.facts
 #: cells, one per distinct fact with the system's first spelling, ranked in their cell
 PICK = """
 WITH picked AS (
-    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN wanted_queries q
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM {runs} r JOIN wanted_queries q
     ON r.system = q.system AND r.query_id = q.query_id
 ), normed AS (
     SELECT system, query_id, answer_raw, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
@@ -111,7 +111,7 @@ WITH queries AS (
     JOIN (SELECT DISTINCT query_id FROM wanted_facts) w ON c.query_id = w.query_id
     GROUP BY c.query_id
 ), picked AS (
-    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM runs r JOIN queries q
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM {runs} r JOIN queries q
     ON r.query_id = q.query_id
 ), normed AS (
     SELECT system, query_id, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
@@ -167,9 +167,12 @@ def draw_ranks(sizes: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataF
     return pd.concat(pieces, ignore_index=True)
 
 
-def pick_draws(engine: Engine, ranks: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
+def pick_draws(
+    engine: Engine, ranks: pd.DataFrame, forms: dict[str, str], batches: list[str] | None = None
+) -> pd.DataFrame:
     """Every draw of ``ranks`` (:func:`draw_ranks`) as ``system, draw, query_id, answer_raw,
-    prob`` in (system, draw) order (:data:`LOCATE`, then :data:`PICK`)."""
+    prob`` in (system, draw) order (:data:`LOCATE`, then :data:`PICK`; with ``batches``, the
+    runs' batches of :func:`receval.engine.sampled.run_batches`, one query per batch)."""
     out = ["system", "draw", "query_id", "answer_raw", "prob"]
     if ranks.empty:
         return pd.DataFrame({c: [] for c in out})
@@ -178,18 +181,29 @@ def pick_draws(engine: Engine, ranks: pd.DataFrame, forms: dict[str, str]) -> pd
     engine.register("draw_cells", cells)
     engine.register("wanted_cells", cells[["system", "query_id", "tail"]].drop_duplicates())
     engine.register("wanted_queries", cells[["system", "query_id", "odd"]].drop_duplicates())
-    sql = PICK.format(tail=TAIL.format(a="n.answer"), **forms)
-    picked = engine.query(sql)
+    tail = TAIL.format(a="n.answer")
+    picked = _batched(engine, batches, lambda runs: PICK.format(tail=tail, runs=runs, **forms))
     drawn = ranks.merge(picked, on=["system", "draw"], how="left", validate="1:1")
     if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
         raise RuntimeError("the runs changed between two scans of one sample round")
     return drawn.sort_values(["system", "draw"], ignore_index=True)[out]
 
 
-def members(engine: Engine, facts: pd.DataFrame, forms: dict[str, str]) -> pd.DataFrame:
+def members(
+    engine: Engine, facts: pd.DataFrame, forms: dict[str, str], batches: list[str] | None = None
+) -> pd.DataFrame:
     """``h, system`` for every system that output a fact of ``facts`` (``h, query_id,
-    answer``, the answer normalised), sorted."""
+    answer``, the answer normalised), sorted (``batches`` as in :func:`pick_draws`)."""
     if facts.empty:
         return pd.DataFrame({"h": np.empty(0, np.int64), "system": []})
     engine.register("wanted_facts", facts[["h", "query_id", "answer"]])
-    return engine.query(MEMBERS.format(**forms)).sort_values(["h", "system"], ignore_index=True)
+    out = _batched(engine, batches, lambda runs: MEMBERS.format(runs=runs, **forms))
+    return out.sort_values(["h", "system"], ignore_index=True)
+
+
+def _batched(engine: Engine, batches: list[str] | None, sql) -> pd.DataFrame:
+    """The rows of ``sql(runs)`` over ``runs``, or concatenated over each batch's runs (the
+    queries group by system, so the batches' results are disjoint)."""
+    if not batches:
+        return engine.query(sql("runs"))
+    return pd.concat([engine.query(sql(runs)) for runs in batches], ignore_index=True)

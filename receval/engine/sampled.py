@@ -212,7 +212,12 @@ def labelled_keys(judgments: pd.DataFrame, config) -> np.ndarray:
 
 
 def _to_annotate(
-    engine: Engine, keys: np.ndarray, spelled: pd.DataFrame, matching: Matching, forms: dict
+    engine: Engine,
+    keys: np.ndarray,
+    spelled: pd.DataFrame,
+    matching: Matching,
+    forms: dict,
+    batches: list[list[str]] | None = None,
 ) -> pd.DataFrame:
     """``to_annotate.tsv`` fact rows of ``keys``: the spelling of the first system (in sorted
     order) that drew the fact (``spelled``: ``h, system, query_id, answer`` of the draws of this
@@ -232,6 +237,7 @@ def _to_annotate(
         facts=pd.DataFrame(
             {"h": first.index.to_numpy(np.int64), "query_id": queries, "answer": norm}
         ),
+        batches=_batch_views(engine, "runs", batches),
     )
     counts = members.groupby("h", sort=True)["system"].size()
     out = pd.DataFrame(
@@ -250,10 +256,13 @@ def _to_annotate(
     return out
 
 
-def _count_cells(engine: Engine, matching: Matching) -> tuple[dict[str, str], pd.DataFrame]:
-    """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`;
-    returns the normal forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK`
-    and :data:`~receval.engine.draws.MEMBERS`) and N_j per system."""
+def _count_cells(
+    engine: Engine, matching: Matching, batches: list[list[str]] | None = None
+) -> tuple[dict[str, str], pd.DataFrame]:
+    """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`
+    (with ``batches``: one batch of systems at a time, :func:`run_batches`); returns the normal
+    forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK` and
+    :data:`~receval.engine.draws.MEMBERS`) and N_j per system."""
     from receval.engine import draws as drawing
 
     def forms(column: str) -> dict[str, str]:
@@ -264,9 +273,59 @@ def _count_cells(engine: Engine, matching: Matching) -> tuple[dict[str, str], pd
     odd = forms("answer")["odd"]  # the inner query's, before ``answer`` is renamed
     normed = drawing.NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
     create_view(engine, "normed_runs", normed)
-    cells = drawing.CELLS.format(tail=drawing.TAIL.format(a="answer"))
-    create_view(engine, "fact_cells", cells, materialise=True)
+    tail = drawing.TAIL.format(a="answer")
+    sources = _batch_views(engine, "normed_runs", batches) or ["normed_runs"]
+    for i, source in enumerate(sources):
+        cells = drawing.CELLS.format(tail=tail, source=source)
+        if i == 0:
+            create_view(engine, "fact_cells", cells, materialise=True)
+        else:
+            engine.con.execute(f"INSERT INTO fact_cells {cells}")
     return raw, drawing.sizes(engine)
+
+
+#: a batch of :func:`run_batches`: at most this many run files and rows (a larger file alone)
+BATCH_FILES = 10
+BATCH_ROWS = 5_000_000
+
+
+def run_batches(engine: Engine, sources: list[tuple[Path, dict[str, str]]] | None):
+    """The systems cut into batches of at most :data:`BATCH_FILES` files and
+    :data:`BATCH_ROWS` rows (Parquet metadata), in DuckDB when every file holds one system's
+    rows; else None (one query over ``runs``).  The ``runs`` view is a UNION ALL of one scan per
+    file: an aggregate over a hundred such branches keeps state per branch and ran out of
+    1 GiB within seconds at 2·10⁸ rows; a batch's filter on ``system`` prunes the other
+    branches."""
+    import pyarrow.parquet as pq
+
+    if engine.name != "duckdb" or not sources or any("system" not in k for _, k in sources):
+        return None
+    rows: dict[str, int] = {}
+    files: dict[str, int] = {}
+    for path, keys in sources:
+        rows[keys["system"]] = rows.get(keys["system"], 0) + pq.ParquetFile(path).metadata.num_rows
+        files[keys["system"]] = files.get(keys["system"], 0) + 1
+    batches: list[list[str]] = []
+    size = count = 0
+    for system in sorted(rows):
+        n, f = rows[system], files[system]
+        if not batches or (batches[-1] and (size + n > BATCH_ROWS or count + f > BATCH_FILES)):
+            batches.append([])
+            size = count = 0
+        batches[-1].append(system)
+        size, count = size + n, count + f
+    return batches
+
+
+def _batch_views(engine: Engine, view: str, batches: list[list[str]] | None) -> list[str] | None:
+    """``view`` restricted to each batch's systems, as subqueries (None without batches)."""
+    if not batches:
+        return None
+    out = []
+    for batch in batches:
+        names = ", ".join(engine.dialect.literal(s) for s in batch)
+        out.append(f"(SELECT * FROM {view} WHERE system IN ({names}))")
+    return out
 
 
 def _samples_frame(draws: pd.DataFrame, name: str, seed: int, k: int) -> pd.DataFrame:
@@ -325,14 +384,15 @@ def sample_round(
     from receval.engine import draws as drawing
 
     with _round_engine(bundle, engine) as con:
-        forms, sizes = _count_cells(con, config.matching)
+        batches = run_batches(con, bundle.parquet_runs())
+        forms, sizes = _count_cells(con, config.matching, batches)
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
         uniforms = {
             s: draw_uniform(seed, k, s, max(int(n), 0)) for s, n in wanted.items() if s in everyone
         }
         ranks = drawing.draw_ranks(sizes, uniforms)
-        draws = drawing.pick_draws(con, ranks, forms)
+        draws = drawing.pick_draws(con, ranks, forms, _batch_views(con, "runs", batches))
         drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
         earlier = (
             _fact_keys(samples["query_id"], samples["answer"], config.matching)
@@ -355,7 +415,7 @@ def sample_round(
             ],
             ignore_index=True,
         )
-        to_annotate = _to_annotate(con, todo, spelled, config.matching, forms)
+        to_annotate = _to_annotate(con, todo, spelled, config.matching, forms, batches)
     frame = _samples_frame(draws, name, seed, k)
     counts = frame.groupby("system").size().to_dict() if len(frame) else {}
     return SampleRound(
