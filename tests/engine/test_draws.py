@@ -138,3 +138,38 @@ def test_spark_draws_the_messy_facts_duckdb_draws(tmp_path, monkeypatch):
     spark = sample_round(bundle, 25, seed=11, engine="spark")
     pd.testing.assert_frame_equal(spark.samples, duck.samples)
     pd.testing.assert_frame_equal(spark.to_annotate, duck.to_annotate)
+
+
+def test_draws_in_batches_of_run_files_are_the_same(tmp_path, monkeypatch):
+    """One run file per batch (each aggregation one query per system): the round of one query
+    over every run file, to_annotate's system counts included."""
+    import receval.engine.sampled as sampled
+
+    runs = messy_runs(seed=4)
+    bundle = write(tmp_path / "b", runs, "partitioned")
+    whole = sample_round(bundle, 25, seed=3)
+    monkeypatch.setattr(sampled, "BATCH_FILES", 1)
+    batched = sample_round(bundle, 25, seed=3)
+    pd.testing.assert_frame_equal(batched.samples, whole.samples)
+    pd.testing.assert_frame_equal(batched.to_annotate, whole.to_annotate)
+
+
+def test_run_batches_cut_by_files_and_rows(tmp_path, monkeypatch):
+    """Batches keep the systems' order, hold at most BATCH_FILES files and BATCH_ROWS rows
+    (a larger system alone); a single runs table or a dataset is one query (None)."""
+    import receval.engine.sampled as sampled
+    from receval.engine.base import connect
+
+    sizes = {"A": 5, "B": 2, "C": 2, "D": 9, "E": 1}
+    runs = pd.DataFrame(
+        [(s, "q1", f"d{i}") for s, n in sizes.items() for i in range(n)],
+        columns=["system", "query_id", "answer"],
+    )
+    bundle = write(tmp_path / "b", runs, "partitioned")
+    monkeypatch.setattr(sampled, "BATCH_ROWS", 5)
+    monkeypatch.setattr(sampled, "BATCH_FILES", 2)
+    with connect("duckdb") as con:
+        got = sampled.run_batches(con, bundle.parquet_runs())
+        single = write(tmp_path / "one", runs, "parquet")
+        assert sampled.run_batches(con, single.parquet_runs()) is None
+    assert got == [["A"], ["B", "C"], ["D"], ["E"]]

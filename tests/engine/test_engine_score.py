@@ -198,3 +198,28 @@ def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch):
     assert spark.exit_code == 0, spark.output
     for name in CSVS:
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+@pytest.mark.parametrize("teams", [False, True])
+def test_engine_score_in_batches_writes_the_same_output_set(tmp_path, monkeypatch, teams):
+    """Pool facts and memberships one run file per batch, the pool merged in slices (two parts
+    per slice): the in-memory output set, with and without named teams."""
+    import receval.engine.summary as summary
+
+    root = make_bundle(tmp_path / "b", teams=teams)
+    memory = _score(root, tmp_path / "memory", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    monkeypatch.setattr(summary, "BATCH_SYSTEMS", 1)
+    monkeypatch.setattr(summary, "BATCH_FACTS", 2)
+    engine = _score(root, tmp_path / "engine")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+
+
+def test_system_batches_cut_by_width_and_facts():
+    from receval.engine.summary import system_batches
+
+    cells = pd.DataFrame({"system": ["A", "A", "B", "C", "D"], "facts": [3, 3, 2, 9, 1]})
+    systems = ["A", "B", "C", "D", "E"]
+    assert system_batches(cells, systems, facts=8, width=2) == [["A", "B"], ["C"], ["D", "E"]]
+    assert system_batches(cells, systems, facts=100, width=10) == [systems]
