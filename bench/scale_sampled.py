@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
             title = f"{rows:,} rows, {args.label or args.commands}, at {harness.git_commit(args.receval)[:7]}"
             command = harness.command("scale_sampled", argv)
             harness.store_result("scale_sampled", command, args.seed, figures, title=title,
-                                 receval=str(args.receval), bench_commit=harness.git_commit(ROOT))  # fmt: skip
+                                 receval=str(args.receval), commit=harness.git_commit(args.receval),
+                                 bench_commit=harness.git_commit(ROOT))  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
