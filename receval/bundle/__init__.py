@@ -156,6 +156,16 @@ class Bundle:
         options.setdefault("timeout", self.lock_timeout)
         return add_judgments(self.root, files, **options)
 
+    def add_units(self, units: pd.DataFrame, facts: pd.DataFrame | None = None) -> Path:
+        """Append annotated exhaustive units (``unit`` [, ``prob``]) to ``exhaustive_units`` and
+        their correct facts (``unit, query_id, answer``) to ``exhaustive``, both under one hold
+        of the lock (a reader never sees units without their facts); returns the units' path."""
+        with self.lock():
+            path = self.append("exhaustive_units", units)
+            if facts is not None and len(facts):
+                self.append("exhaustive", facts)
+        return path
+
     # -- the engine --------------------------------------------------------------------------
 
     def engine(self, name: str = "duckdb", **options: Any) -> Engine:
