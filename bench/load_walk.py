@@ -10,6 +10,10 @@ receval function to a receval function defined in another file:
 * ``edges``: distinct cross-file call edges (caller function → callee function);
 * ``mutual``: pairs of files that call each other (both directions happen: control bounces
   between them);
+* ``reading_out`` / ``reading_inside``: cross-file edges with one end / both ends in the
+  bundle's reading (``receval.task`` and the ``receval.bundle`` package): how often loading
+  leaves that code for ``formats``, ``config``, ``judge`` ... and comes back, against the
+  edges between the reading's own modules;
 * ``climbs``: cross-file edges against the import graph — the callee's module imports the
   caller's (transitively), so the lower module calls back up (a callback, an overridden method);
   the import graph is the one ``tests/test_import_graph.py`` reads from each checkout's source.
@@ -120,9 +124,16 @@ def figures(record: dict, graph: dict[str, set[str]]) -> dict:
     per_file: dict[str, int] = defaultdict(int)
     for caller, *_ in edges:
         per_file[caller] += 1
+
+    def reading(module: str) -> bool:
+        return module == "receval.task" or module.split(".")[:2] == ["receval", "bundle"]
+
+    ends = [reading(a) + reading(b) for a, _, b, _ in edges]
     return {
         "files": len(record["files"]),
         "edges": len(edges),
+        "reading_out": ends.count(1),
+        "reading_inside": ends.count(2),
         "mutual": len(mutual),
         "climbs": len(climbs),
         "mutual_pairs": mutual,
@@ -164,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     for side in ("before", "after"):
         result[side].update(measure(getattr(args, side), args.task, args.bootstrap))
-    keys = ("files", "edges", "mutual", "climbs")
+    keys = ("files", "edges", "reading_out", "reading_inside", "mutual", "climbs")
     for step in ("load", "score"):
         print(f"{step}: " + "  ".join(
             f"{k} {result['before'][step][k]} -> {result['after'][step][k]}" for k in keys

@@ -52,7 +52,6 @@ from receval.bundle.runs import (
 )
 from receval.bundle.runs import _run_frame as _run_frame
 from receval.bundle.sources import (
-    _OPTIONAL_TABLES,
     NUMERIC,
     SCORING_RUN_COLUMNS,
     WHOLE_FILE_ROWS,
@@ -60,12 +59,13 @@ from receval.bundle.sources import (
     _frame_source,
     _mentioned_queries,
     _require,
-    _run_sources,
     _Source,
-    _table_source,
+    read_folder,
     run_folder_files,
 )
 from receval.bundle.sources import _partition as _partition
+from receval.bundle.sources import _run_sources as _run_sources
+from receval.bundle.sources import _table_source as _table_source
 from receval.config import TaskConfig, config_from_mapping, load_config
 from receval.errors import BundleError
 from receval.formats.tables import LINE
@@ -331,31 +331,7 @@ def load_task(
         Parquet runs then read only those columns from disk.
     """
     root = Path(root)
-    if not root.exists():
-        raise BundleError(root, None, "no such task bundle (directory not found)")
-    if not root.is_dir():
-        raise BundleError(root, None, "a task bundle is a directory")
-    files: dict[str, Path] = {}
-    toml = root / "task.toml"
-    if toml.is_file():
-        files["task.toml"] = toml
-    config = load_config(toml, default_name=root.resolve().name)
-    queries = _table_source(root, "queries", files)
-    if queries is None:
-        raise BundleError(
-            root / "queries.tsv",
-            None,
-            "missing file: a bundle needs queries.tsv (the query universe)",
-        )
-    runs = _run_sources(root, files, run_columns)
-    wanted = _OPTIONAL_TABLES if tables is None else tables
-    unknown = sorted(set(wanted) - set(_OPTIONAL_TABLES))
-    if unknown:
-        raise ValueError(f"unknown table(s) {', '.join(unknown)}")
-    sources = {
-        name: _table_source(root, name, files) if name in wanted else None
-        for name in _OPTIONAL_TABLES
-    }
+    config, files, queries, runs, sources = read_folder(root, tables, run_columns)
     return _build_task(root, config, files, queries=queries, runs=runs, **sources)
 
 

@@ -43,7 +43,7 @@ def test_task_still_exports_the_names_other_modules_import():
         "output_repeats", "check_conflicting_duplicates", "run_folder_files", "NUMERIC",
         "SCORING_RUN_COLUMNS", "WHOLE_FILE_ROWS", "_table_source", "_check_judgments",
         "_check_queries", "_check_samples", "_check_universe", "_run_sources", "_partition",
-        "_run_frame", "_strip",
+        "_run_frame", "_strip", "read_folder",
     ):  # fmt: skip
         assert hasattr(task, name), name
 

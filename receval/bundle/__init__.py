@@ -159,7 +159,8 @@ class Bundle:
     def add_units(self, units: pd.DataFrame, facts: pd.DataFrame | None = None) -> Path:
         """Append annotated exhaustive units (``unit`` [, ``prob``]) to ``exhaustive_units`` and
         their correct facts (``unit, query_id, answer``) to ``exhaustive``, both under one hold
-        of the lock (a reader never sees units without their facts); returns the units' path."""
+        of the lock (no other writer lands between them; readers do not take the lock, so one
+        reading in between sees the units without their facts); returns the units' path."""
         with self.lock():
             path = self.append("exhaustive_units", units)
             if facts is not None and len(facts):

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from receval.bundle.answers import _strip
+from receval.config import TaskConfig, load_config
 from receval.errors import BundleError
 from receval.formats.checks import require_columns
 from receval.formats.coded import HeaderRows
@@ -313,3 +314,38 @@ def _mentioned_queries(runs: CodedTable, sources: dict[str, _Source | None]) -> 
     frame = pd.DataFrame({"query_id": sorted(q for q in ids if q != "")}, dtype=object)
     frame[LINE] = np.arange(1, len(frame) + 1, dtype=np.int64)
     return _Source(frame, Path("queries"), header=None)
+
+
+def read_folder(
+    root: Path, tables: tuple[str, ...] | None = None, run_columns: tuple[str, ...] | None = None
+) -> tuple[TaskConfig, dict[str, Path], _Source, list, dict[str, _Source | None]]:
+    """Every table of the bundle folder ``root``, read and not yet checked: ``(config, files,
+    queries, runs, optional)`` — ``task.toml``'s settings, the files read by table name, the
+    queries, the run sources (:func:`_run_sources`) and each optional table by name (None when
+    absent or not in ``tables``).  :func:`receval.task.load_task` checks and assembles them."""
+    if not root.exists():
+        raise BundleError(root, None, "no such task bundle (directory not found)")
+    if not root.is_dir():
+        raise BundleError(root, None, "a task bundle is a directory")
+    files: dict[str, Path] = {}
+    toml = root / "task.toml"
+    if toml.is_file():
+        files["task.toml"] = toml
+    config = load_config(toml, default_name=root.resolve().name)
+    queries = _table_source(root, "queries", files)
+    if queries is None:
+        raise BundleError(
+            root / "queries.tsv",
+            None,
+            "missing file: a bundle needs queries.tsv (the query universe)",
+        )
+    runs = _run_sources(root, files, run_columns)
+    wanted = _OPTIONAL_TABLES if tables is None else tables
+    unknown = sorted(set(wanted) - set(_OPTIONAL_TABLES))
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}")
+    sources = {
+        name: _table_source(root, name, files) if name in wanted else None
+        for name in _OPTIONAL_TABLES
+    }
+    return config, files, queries, runs, sources
