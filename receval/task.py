@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -85,6 +86,22 @@ __all__ = [
     "run_folder_files",
     "with_annotation",
 ]
+
+
+#: the reading modules whose names ``receval.task`` held before the split (see :func:`__getattr__`)
+_MOVED = ("answers", "sources", "checks", "runs")
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved to :mod:`receval.bundle` (``from receval.task import _check_truth``
+    keeps working for every name this module defined before the split; PEP 562)."""
+    import importlib
+
+    for module in _MOVED:
+        found = importlib.import_module(f"receval.bundle.{module}")
+        if name in vars(found):
+            return vars(found)[name]
+    raise AttributeError(f"module 'receval.task' has no attribute {name!r}")
 
 
 @dataclass(frozen=True, eq=False)
