@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -118,16 +119,22 @@ def test_the_cli_and_the_library_at_once_lose_nothing(tmp_path):
     assert drawn == listed
 
 
-def test_appends_at_once_all_land(tmp_path):
+@pytest.mark.parametrize("writer", ["Bundle.append", "append_rows"])
+def test_appends_at_once_all_land(tmp_path, writer):
+    """Rows appended from several threads at once all land, through the Bundle or through the
+    plain library function (which takes the same lock)."""
+    from receval.formats.bundle import append_rows
+
     root = make_bundle(tmp_path, judgments=None)
     bundle = Bundle(root)
+    append = bundle.append if writer == "Bundle.append" else partial(append_rows, root)
     facts = load_task(root).outputs[["query_id", "answer_raw"]].drop_duplicates()
     rows = [
         pd.DataFrame({"query_id": [q], "answer": [a], "label": ["correct"], "annotator": [f"a{i}"]})
         for i, (q, a) in enumerate(facts.itertuples(index=False))
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda frame: bundle.append("judgments", frame), rows))
+        list(pool.map(lambda frame: append("judgments", frame), rows))
     judgments = load_task(root).judgments
     assert sorted(judgments["annotator"]) == sorted(f"a{i}" for i in range(len(rows)))
 
