@@ -4,6 +4,8 @@ The public API (scipy.stats-like: plain functions, frozen results, options check
 
 Tasks
     load_task(path)                 read and validate a task bundle folder -> Task
+    Bundle(path)                    the folder's owner: .load() -> Task, locked writers
+                                    (.record_round, .add_judgments, .add_units, .append), .engine()
     Task.from_frames(runs=, ...)    build a Task from pandas/Arrow tables, no files
     BundleError                     bad input: "<file>:<line>: <what is wrong>"
 
@@ -15,6 +17,7 @@ Scoring
 
 Annotation
     sample(task, per_system, *, seed=, ...) -> SampleRound   draw a sample round
+    sample_round(bundle, per_system, *, seed=, ...)         draw and record one, under the lock
     plan_sample(task, target_width, ...) -> DataFrame      adaptive per-system sizes
 
 Precision curves of ranked lists (Sabharwal & Sedghi 2017, Sabharwal & Xue 2018)
@@ -48,12 +51,14 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "load_task": ("receval.task", "load_task"),
     "Task": ("receval.task", "Task"),
+    "Bundle": ("receval.bundle", "Bundle"),
     "BundleError": ("receval.errors", "BundleError"),
     "score": ("receval.api", "score"),
     "ScoreResult": ("receval.api", "ScoreResult"),
     "RunRecord": ("receval.run_record", "RunRecord"),
     "ScoreOptions": ("receval.options", "ScoreOptions"),
     "sample": ("receval.api", "sample"),
+    "sample_round": ("receval.api", "sample_round"),
     "plan_sample": ("receval.api", "plan_sample"),
     "simulate": ("receval.api", "simulate"),
     "extrapolate": ("receval.api", "extrapolate"),

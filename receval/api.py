@@ -34,6 +34,7 @@ from receval.run_record import JudgeAuditBlock, RunRecord, run_record
 if TYPE_CHECKING:
     import pandas as pd
 
+    from receval.bundle import Bundle
     from receval.design import SampleRound
     from receval.estimators.bootstrap import Replicates
     from receval.scoring import ScoreOptions
@@ -200,10 +201,24 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_json(path, data)
 
 
-def _as_task(task: Task | Path | str, run_columns: tuple[str, ...] | None = None) -> Task:
-    from receval.task import Task, load_task
+def _as_task(task: Task | Bundle | Path | str, run_columns: tuple[str, ...] | None = None) -> Task:
+    from receval.task import Task
 
-    return task if isinstance(task, Task) else load_task(task, run_columns=run_columns)
+    return task if isinstance(task, Task) else _bundle(task).load(run_columns=run_columns)
+
+
+def _bundle(task: Bundle | Path | str) -> Bundle:
+    """``task`` as a :class:`~receval.bundle.Bundle` (a bundle folder's path, or one)."""
+    from receval.bundle import Bundle
+
+    return task if isinstance(task, Bundle) else Bundle(task)
+
+
+def _as_source(task: Task | Bundle | Path | str) -> Task | Path | str:
+    """A loaded task as it is, a :class:`~receval.bundle.Bundle` as its folder."""
+    from receval.bundle import Bundle
+
+    return task.root if isinstance(task, Bundle) else task
 
 
 def _check_systems(task: Task, systems: list[str] | None) -> None:
@@ -228,7 +243,7 @@ def _load_replicates(task: Task, options: Any, replicates: Any) -> Replicates | 
 
 
 def score(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     options: ScoreOptions | None = None,
     *,
     replicates: Replicates | Path | str | None = None,
@@ -243,8 +258,9 @@ def score(
 
     Parameters
     ----------
-    task : Task or path
-        A loaded task (:func:`load_task`, :meth:`Task.from_frames`) or a bundle folder.
+    task : Task, Bundle or path
+        A loaded task (:func:`load_task`, :meth:`Task.from_frames`), or a bundle (its folder,
+        or a :class:`~receval.bundle.Bundle`).
     options : ScoreOptions, optional
         Every option at once (:class:`receval.scoring.ScoreOptions`); keywords below override
         its fields (``score(task, opts, seed=2)``).  Checked once, before any work.
@@ -372,6 +388,7 @@ def score(
     step = on_step or (lambda: None)
     from receval.task import SCORING_RUN_COLUMNS
 
+    task = _as_source(task)
     # a large Parquet bundle (or out_of_core=True): SQL aggregates, no output row in memory
     view = engine_view(task, options, engine, out_of_core)
     loaded = view or _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note is not read
@@ -455,7 +472,7 @@ def task_engine(task: Task, engine: Any) -> Any:
 
 
 def sample(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     per_system: int | Mapping[str, int] = 0,
     *,
     seed: int,
@@ -478,7 +495,7 @@ def sample(
 
     Parameters
     ----------
-    task : Task or path
+    task : Task, Bundle or path
         The task to draw from.
     per_system : int or mapping
         Draws per system (with replacement from its distinct facts), or per-system sizes (e.g.
@@ -511,7 +528,8 @@ def sample(
     -------
     SampleRound
         ``samples`` (rows for ``samples.tsv``), ``units``, ``to_annotate`` and ``sizes``;
-        :func:`receval.formats.bundle.append_rows` records it in a bundle.
+        :meth:`receval.bundle.Bundle.record_round` records it in a bundle, and
+        :func:`sample_round` draws and records a round under the bundle's lock at once.
 
     Example
     -------
@@ -561,8 +579,43 @@ def sample(
     )
 
 
+def sample_round(
+    task: Bundle | Path | str, per_system: int | Mapping[str, int] = 0, *, seed: int, **options: Any
+) -> SampleRound:
+    """Draw a round and record it in the bundle, all under the bundle's lock: ``receval
+    sample``'s library twin.
+
+    The bundle is loaded inside the lock, so a round drawn by another writer at the same time
+    (a process or a thread; the CLI takes the same lock) is seen: each round gets its own name
+    and ``to_annotate.tsv`` lists both rounds' facts.  Drawing (:func:`sample`, whose keyword
+    ``options`` it takes) and then recording (:meth:`receval.bundle.Bundle.record_round`)
+    separately leaves a window in which two writers draw against the same bundle.  A round of
+    ``until_decided=True`` that finds the comparisons decided records nothing.
+
+    Parameters
+    ----------
+    task : Bundle or path
+        The task bundle (a loaded :class:`~receval.task.Task` has no folder to write to).
+
+    Returns
+    -------
+    SampleRound
+        As :func:`sample`'s; its rows are in ``samples.tsv`` and ``to_annotate.tsv``.
+    """
+    from receval.task import Task
+
+    if isinstance(task, Task):
+        raise TypeError("sample_round writes to a bundle: give its path or a Bundle, not a Task")
+    bundle = _bundle(task)
+    with bundle.lock():
+        drawn = sample(bundle, per_system, seed=seed, **options)
+        if not getattr(drawn, "decided", False):
+            bundle.record_round(drawn)
+    return drawn
+
+
 def plan_sample(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     target_width: float,
     *,
     confidence: float = 0.95,
@@ -578,7 +631,7 @@ def plan_sample(
 
     Parameters
     ----------
-    task : Task or path
+    task : Task, Bundle or path
         The task (labels already collected are reused).
     target_width : float
         The wanted half-width of the intervals.

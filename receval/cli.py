@@ -781,22 +781,22 @@ def sample(
     samples.tsv, so --intervals anytime counts every draw for every system it could have hit.
     """
     from receval.api import sample as draw_round
+    from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.formats.bundle import read_candidate_units
-    from receval.judgments import ROUND_LOCK_WAIT, bundle_lock
 
     _check_round_kind(until_decided, adaptive)
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top,
                   "intervals": loop_intervals, "estimator": estimator}  # fmt: skip
-        with bundle_lock(task, ROUND_LOCK_WAIT):  # one round at a time: each its own name
+        with Bundle(task, ROUND_LOCK_WAIT).lock():  # one round at a time: each its own name
             _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
     if engine is not None:
         _engine_round(task, engine, per_system, systems, sample_name, seed, distribution)
         return
-    with bundle_lock(task, ROUND_LOCK_WAIT):
+    with Bundle(task, ROUND_LOCK_WAIT).lock():
         loaded, distribution = _sample_task(task, by_judge, distribution)
         sizes: int | dict[str, int] = per_system or 0
         if adaptive:
@@ -870,9 +870,8 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
 
 def _engine_round(task, engine, per_system, systems, sample_name, seed, distribution) -> None:
     """``sample --engine``: a uniform --per-system round drawn by SQL (receval.engine.sampled)."""
-    from receval.bundle import Bundle
+    from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
-    from receval.judgments import ROUND_LOCK_WAIT
 
     ctx = click.get_current_context()
     given = [
@@ -913,9 +912,9 @@ def _sample_task(task: Path, by_judge: bool, distribution: str):
 
 def _record_round(task: Path, drawn) -> None:
     """Append the drawn round to the bundle and say what is to annotate."""
-    from receval.formats.bundle import record_sample_round
+    from receval.bundle import ROUND_LOCK_WAIT, Bundle
 
-    path = record_sample_round(task, drawn)
+    path = Bundle(task, ROUND_LOCK_WAIT).record_round(drawn)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
     units_n = int((drawn.to_annotate["kind"] == "unit").sum())
     if len(drawn.samples) == 0 and units_n == 0:
@@ -930,7 +929,7 @@ def _record_round(task: Path, drawn) -> None:
 def _until_decided(task, batch, seed, choice: dict) -> None:
     """``sample --until-decided``: the next batch, or one line saying it is decided."""
     from receval.api import sample as draw_round
-    from receval.formats.bundle import record_sample_round
+    from receval.bundle import ROUND_LOCK_WAIT, Bundle
 
     if batch is None:
         raise click.UsageError("--until-decided needs --batch B")
@@ -940,7 +939,7 @@ def _until_decided(task, batch, seed, choice: dict) -> None:
     if drawn.decided:
         click.echo(drawn.message)
         return
-    path = record_sample_round(task, drawn)
+    path = Bundle(task, ROUND_LOCK_WAIT).record_round(drawn)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
     click.echo(f"{drawn.message}; {facts} facts to annotate in {path}")
 
@@ -1755,12 +1754,13 @@ def judgments_add(
     annotator and fact; disagreements between annotators are kept and reported; rows without a
     label stay in to_annotate.tsv. Safe to run for several annotators at once (a lock).
     """
-    from receval.judgments import ADD_STEPS, add_judgments
+    from receval.bundle import Bundle
+    from receval.judgments import ADD_LOCK_WAIT, ADD_STEPS
     from receval.progress import progress
 
     with progress(ADD_STEPS, "adding judgments", False) as bar:
-        result = add_judgments(
-            task, list(files), annotator=annotator, replace=replace, on_step=bar.update
+        result = Bundle(task, ADD_LOCK_WAIT).add_judgments(
+            list(files), annotator=annotator, replace=replace, on_step=bar.update
         )
     click.echo(
         f"added {len(result.added)} votes from {len(files)} file(s) to {task / 'judgments.tsv'}"

@@ -40,6 +40,7 @@ from receval.lock import LOCK_NAME, ROUND_LOCK_WAIT, bundle_lock
 from receval.task import Task, load_task, normalize_answers
 
 __all__ = [
+    "ADD_LOCK_WAIT",
     "ADD_STEPS",
     "LOCK_NAME",
     "ROUND_LOCK_WAIT",
@@ -51,6 +52,8 @@ __all__ = [
 
 #: The steps :func:`add_judgments` reports through ``on_step`` (progress bars).
 ADD_STEPS = 4
+#: Seconds :func:`add_judgments` (``judgments add``) waits for the bundle lock by default.
+ADD_LOCK_WAIT = 60.0
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,7 @@ def add_judgments(
     *,
     annotator: str | None = None,
     replace: bool = False,
-    timeout: float = 60.0,
+    timeout: float = ADD_LOCK_WAIT,
     on_step: Callable[[], None] | None = None,
 ) -> AddResult:
     """Merge filled-in label files into the bundle's ``judgments.tsv`` (see the module docstring).

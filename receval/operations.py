@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from receval.bundle import Bundle
     from receval.task import Task
 
 __all__ = [
@@ -48,10 +49,18 @@ __all__ = [
 ]
 
 
-def _task(task: Task | Path | str) -> Task:
-    from receval.task import Task, load_task
+def _task(task: Task | Bundle | Path | str) -> Task:
+    from receval.bundle import Bundle
+    from receval.task import Task
 
-    return task if isinstance(task, Task) else load_task(task)
+    if isinstance(task, Task):
+        return task
+    return (task if isinstance(task, Bundle) else Bundle(task)).load()
+
+
+def _folder(task: Any) -> Path:
+    """The bundle folder of a path, a :class:`~receval.bundle.Bundle` or a loaded task."""
+    return Path(task) if isinstance(task, str | Path) else Path(task.root)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +101,7 @@ class Validation:
         return out
 
 
-def validate(task: Task | Path | str) -> Validation:
+def validate(task: Task | Bundle | Path | str) -> Validation:
     """Load and check every file of a bundle (:func:`receval.load_task`) and summarise it.
 
     Raises :class:`~receval.errors.BundleError` naming the file and line of the first problem.
@@ -116,7 +125,7 @@ def validate(task: Task | Path | str) -> Validation:
 
 
 def budget(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     total: int,
     *,
     confidence: float = 0.95,
@@ -179,7 +188,7 @@ class Exported:
 
 
 def export_label_studio(
-    task: Task | Path | str, out: Path | str, *, on_step: Callable[[], None] | None = None
+    task: Task | Bundle | Path | str, out: Path | str, *, on_step: Callable[[], None] | None = None
 ) -> Exported:
     """Write the task's pending facts as Label Studio tasks (``out``, JSON) and a labelling
     configuration (``out`` with suffix ``.xml``), each atomically."""
@@ -314,7 +323,7 @@ def import_trec(
 # precision curves
 
 
-def curve_source(task: Task | Path | str, system: str) -> Any:
+def curve_source(task: Task | Bundle | Path | str, system: str) -> Any:
     """The task as the curve operations read it: the loaded bundle, or, when ``system``'s run is
     a large Parquet file, only task.toml, queries, judgments and that run, ranked in the engine
     (:class:`receval.curves.sources.CurveBundle`)."""
@@ -323,8 +332,8 @@ def curve_source(task: Task | Path | str, system: str) -> Any:
 
     if isinstance(task, Task | CurveBundle):
         return task
-    if engine_run_file(Path(task), system) is not None:
-        return CurveBundle.load(Path(task))
+    if engine_run_file(_folder(task), system) is not None:
+        return CurveBundle.load(_folder(task))
     return _task(task)
 
 
@@ -377,7 +386,7 @@ def pending_curve_rows(task: Any, target: Path) -> pd.DataFrame | None:
 
 
 def curve_plan(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     system: str,
     method: str,
     *,
@@ -394,15 +403,14 @@ def curve_plan(
     fresh random one, recorded there (:mod:`receval.curves.plan_record`).  An empty batch means
     the method has every label it needs.
     """
+    from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.curves.plan_record import planned_seed, record_plan, seeded
     from receval.curves.workflow import merge_batches, plan_batch
     from receval.formats.tables import write_table
-    from receval.judgments import ROUND_LOCK_WAIT, bundle_lock
 
     # the bundle lock (sample and judgments add take it too): plans made at once keep each
     # other's pending rows and recorded seeds
-    folder = Path(task) if isinstance(task, str | Path) else Path(task.root)
-    with bundle_lock(folder, ROUND_LOCK_WAIT):
+    with Bundle(_folder(task), lock_timeout=ROUND_LOCK_WAIT).lock():
         source = curve_source(task, system)
         root = Path(source.root)
         note = None
@@ -447,7 +455,7 @@ def true_facts_for_curve(
 
 
 def curve_estimate(
-    task: Task | Path | str,
+    task: Task | Bundle | Path | str,
     system: str,
     method: str,
     *,

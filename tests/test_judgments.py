@@ -536,10 +536,10 @@ def test_a_lock_held_too_long_is_one_error_line(tmp_path, monkeypatch, command):
     """Another process holding the bundle lock past the wait: exit 2 and one line, for every
     command that takes the lock (the library raises TimeoutError; the CLI says it once)."""
     fcntl = pytest.importorskip("fcntl")
-    import receval.judgments as judgments
+    import receval.bundle
 
     root = make_bundle(tmp_path)
-    monkeypatch.setattr(judgments, "ROUND_LOCK_WAIT", 0.2)
+    monkeypatch.setattr(receval.bundle, "ROUND_LOCK_WAIT", 0.2)  # the writers' wait
     args = {
         "sample": ["sample", str(root), "--per-system", "1", "--seed", "1"],
         "curve": ["curve", "plan", str(root), "--system", "A", "--method", "random"],

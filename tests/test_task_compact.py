@@ -218,9 +218,9 @@ def test_parquet_row_groups_and_partitioned_datasets_load_as_one_table(tmp_path,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from receval import task as task_module
+    from receval.bundle import sources as sources_module
 
-    monkeypatch.setattr(task_module, "WHOLE_FILE_ROWS", 0)  # split even a small file
+    monkeypatch.setattr(sources_module, "WHOLE_FILE_ROWS", 0)  # split even a small file
     frame = _runs_frame()
     table = pa.Table.from_pandas(frame, preserve_index=False)
     whole = _bundle_with(
@@ -253,10 +253,10 @@ def test_errors_in_a_later_row_group_or_a_partition_name_their_row(tmp_path, mon
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from receval import task as task_module
+    from receval.bundle import sources as sources_module
     from receval.errors import BundleError
 
-    monkeypatch.setattr(task_module, "WHOLE_FILE_ROWS", 0)
+    monkeypatch.setattr(sources_module, "WHOLE_FILE_ROWS", 0)
 
     frame = _runs_frame()
     frame.loc[45, "query_id"] = "q9"

@@ -105,7 +105,10 @@ def _move_into_place(tmp: Path, out: Path) -> None:
 
 
 def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
-    """Append ``rows`` to the bundle table ``name`` (created as TSV if absent), atomically.
+    """Append ``rows`` to the bundle table ``name`` (created as TSV if absent), atomically and
+    under the bundle lock (:func:`receval.lock.bundle_lock`, re-entrant: a caller holding it,
+    such as :meth:`receval.bundle.Bundle.append`, does not wait), so that two appends at once
+    both land.
 
     The existing file keeps its format and its columns; new columns are added (empty for the
     old rows), columns the new rows lack are left empty.
@@ -113,16 +116,18 @@ def append_rows(root: Path | str, name: str, rows: pd.DataFrame) -> Path:
     import pandas as pd
 
     from receval.formats.tables import find_table
+    from receval.lock import ROUND_LOCK_WAIT, bundle_lock
 
     root = Path(root)
-    path = find_table(root, name) or root / f"{name}.tsv"
-    if path.exists():
-        old = read_table(path).drop(columns=[LINE])
-        columns = list(old.columns) + [c for c in rows.columns if c not in old.columns]
-        merged = pd.concat([old, rows.astype(object)], ignore_index=True)[columns].fillna("")
-    else:
-        merged = rows
-    write_table(path, merged)
+    with bundle_lock(root, ROUND_LOCK_WAIT):
+        path = find_table(root, name) or root / f"{name}.tsv"
+        if path.exists():
+            old = read_table(path).drop(columns=[LINE])
+            columns = list(old.columns) + [c for c in rows.columns if c not in old.columns]
+            merged = pd.concat([old, rows.astype(object)], ignore_index=True)[columns].fillna("")
+        else:
+            merged = rows
+        write_table(path, merged)
     return path
 
 

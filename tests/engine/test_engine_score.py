@@ -121,6 +121,7 @@ def test_engine_score_writes_the_in_memory_output_set(tmp_path, options, extra):
 
 def test_engine_score_never_loads_the_task(tmp_path, monkeypatch):
     """The engine path neither loads the task nor reads an output row into Python."""
+    import receval.bundle.runs
     import receval.task
     from receval import api
 
@@ -131,7 +132,7 @@ def test_engine_score_never_loads_the_task(tmp_path, monkeypatch):
 
     monkeypatch.setattr(receval.task, "load_task", refuse)
     monkeypatch.setattr(receval.task.Task, "from_frames", refuse)
-    monkeypatch.setattr(receval.task, "_run_frame", refuse)
+    monkeypatch.setattr(receval.bundle.runs, "_run_frame", refuse)
     result = api.score(root, bootstrap=100, seed=1, out_of_core=True)
     assert result.run.extra["engine_path"]["engine"] == "duckdb"
     assert len(result.leaderboard) == 4

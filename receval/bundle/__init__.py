@@ -1,12 +1,22 @@
-"""The one owner of a task bundle on disk: :class:`Bundle`.
+"""The one owner of a task bundle on disk: :class:`Bundle`, and the bundle's reading.
 
-A :class:`Bundle` knows where every table of a task folder is, reads and checks it (through the
-loaders of :mod:`receval.task` and :mod:`receval.formats`: errors name the file and line), appends
-rounds, judgments and units **under one lock** (:func:`receval.lock.bundle_lock`, re-exported here, taken by the library and the
-CLI alike; re-entrant within a thread, so a command holding it can call a library writer that
-takes it too), and opens the engine that runs the SQL aggregations over the runs
-(:meth:`Bundle.engine`).  :class:`~receval.task.Task` is the in-memory view a bundle produces
-(:meth:`Bundle.load`).
+A :class:`Bundle` knows where every table of a task folder is, reads and checks it (errors name
+the file and line), appends rounds, judgments and units **under one lock**
+(:func:`receval.lock.bundle_lock`, re-exported here, taken by the library and the CLI alike;
+re-entrant within a thread, so a command holding it can call a library writer that takes it
+too), and opens the engine that runs the SQL aggregations over the runs (:meth:`Bundle.engine`).
+:class:`~receval.task.Task` is the in-memory view a bundle produces (:meth:`Bundle.load`).
+
+The package, bottom up (each module imports only those before it):
+
+* :mod:`receval.bundle.answers`: answer normalisation per ``[matching]``;
+* :mod:`receval.bundle.sources`: where the tables are and how they are read (string tables with
+  line numbers; runs as codes, one file, row group or dataset part at a time; in-memory frames);
+* :mod:`receval.bundle.checks`: the small tables checked, alone and across tables;
+* :mod:`receval.bundle.runs`: the runs checked, encoded into facts, duplicates collapsed;
+* :mod:`receval.task` (above the package) assembles a ``Task`` from them (:func:`load_task`);
+  this module's :class:`Bundle` sits on top: it loads through :mod:`receval.task` and writes
+  through :mod:`receval.formats.bundle` and :mod:`receval.judgments`, under its lock.
 
 This module imports nothing heavy at import time (the CLI starts instantly).
 """
@@ -85,7 +95,7 @@ class Bundle:
         """Every run file of the bundle by its bundle-relative name (``runs.tsv``,
         ``runs/A.parquet``, ``runs.parquet/part-0.parquet``, ...), checked as the loader does
         (an ambiguous layout or an empty ``runs/`` folder is a BundleError)."""
-        from receval.task import _run_sources
+        from receval.bundle.sources import _run_sources
 
         files: dict[str, Path] = {}
         _run_sources(self.root, files, ("score",))
@@ -95,7 +105,7 @@ class Bundle:
         """The runs as Parquet files with what each file's location says about its rows
         (``{"system": "A"}`` for ``runs/A.parquet`` or ``runs/system=A/``), or None when some
         run table is not Parquet (the engine path then registers the loaded frame instead)."""
-        from receval.task import _partition
+        from receval.bundle.sources import _partition
 
         out = []
         for name, path in self.run_files().items():
@@ -145,6 +155,17 @@ class Bundle:
 
         options.setdefault("timeout", self.lock_timeout)
         return add_judgments(self.root, files, **options)
+
+    def add_units(self, units: pd.DataFrame, facts: pd.DataFrame | None = None) -> Path:
+        """Append annotated exhaustive units (``unit`` [, ``prob``]) to ``exhaustive_units`` and
+        their correct facts (``unit, query_id, answer``) to ``exhaustive``, both under one hold
+        of the lock (no other writer lands between them; readers do not take the lock, so one
+        reading in between sees the units without their facts); returns the units' path."""
+        with self.lock():
+            path = self.append("exhaustive_units", units)
+            if facts is not None and len(facts):
+                self.append("exhaustive", facts)
+        return path
 
     # -- the engine --------------------------------------------------------------------------
 
