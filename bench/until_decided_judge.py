@@ -146,7 +146,8 @@ def rag_systems(world, systems: int, seed: int, null: bool) -> None:
     )
 
 
-def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int) -> dict:
+def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int,
+             intervals: str = "anytime") -> dict:  # fmt: skip
     """One campaign of ``sample --until-decided`` on ``world`` from nothing labelled: per look
     the draws, distinct labels, open pairs, and whether it put a system among the best ``top``
     against the truth (or, without ``top``, decided any pair: for null worlds)."""
@@ -162,7 +163,8 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
     looks = []
     for _r in range(10_000):
         rnd = until_decided_round(task, batch, seed=seed, rank_by="precision", top=top,
-                                  estimator=estimator, budget=budget)  # fmt: skip
+                                  estimator=estimator, budget=budget,
+                                  intervals=intervals)  # fmt: skip
         state = rnd.decisions
         names = np.asarray(state.systems)
         if top:
@@ -226,7 +228,7 @@ def rag_study(args) -> dict:
         out = {}
         for est in ("ppi",) if args.null else ("ppi", "joint"):
             out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
-                                args.budget, seed=rep)  # fmt: skip
+                                args.budget, seed=rep, intervals=args.intervals)  # fmt: skip
         out["precision_spread"] = float(world.precision.max() - world.precision.min())
         rows.append(out)
         summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
@@ -290,6 +292,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=160)
     parser.add_argument("--budget", type=int, default=4000)
     parser.add_argument(
+        "--intervals",
+        default="anytime",
+        choices=("anytime", "anytime-asymptotic"),
+        help="--rag: the interval method whose paired tests the loop decides by",
+    )
+    parser.add_argument(
         "--fixed", type=int, default=0,
         help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
     )  # fmt: skip
@@ -299,6 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         figures = rag_study(args)
         print(json.dumps(figures, indent=1))
         title = "rag_null" if args.null else "rag_fixed" if args.fixed else "rag"
+        title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return
