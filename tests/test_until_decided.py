@@ -505,3 +505,50 @@ def test_with_ppi_and_a_judge_the_loop_decides_with_the_judge(tmp_path):
     assert len(ppi.open_pairs) < len(joint.open_pairs)
     f1 = decisions(task, "f1", estimator="ppi")
     assert len(f1.open_pairs) <= 6 and np.isfinite(f1.point).all()
+
+
+def _judged_world(tmp_path, precision_range, seed, flip=0.0):
+    """A simulated task (4 systems, 40 draws each) with a judge.tsv: the truth, a share ``flip``
+    of it flipped."""
+    from receval.task import load_task
+
+    config = SimulationConfig(
+        systems=4, teams=4, queries=30, per_system=40, exhaustive_facts=40,
+        precision_range=precision_range, uppercase_teams=0.0,
+    )  # fmt: skip
+    root = simulate_task(tmp_path / "task", config, seed=seed)
+    truth = pd.read_csv(root / "truth.tsv", sep="\t", dtype=str)
+    correct = truth["label"].str.lower().isin(["c", "correct", "1", "true", "yes"]).to_numpy()
+    flips = np.random.default_rng(seed).random(correct.size) < flip
+    judge = truth[["query_id", "answer"]].assign(judge_score=(correct ^ flips).astype(float))
+    judge.to_csv(root / "judge.tsv", sep="\t", index=False)
+    return load_task(root)
+
+
+def test_asymptotic_pairs_decide_with_the_judge(tmp_path):
+    """`--intervals anytime-asymptotic --estimator ppi`: the paired Gaussian tests take the
+    judge's predictions (the world of the test above: joint leaves all 6 pairs open, the judge
+    that predicts every label decides them), and the tiers say so."""
+    import receval
+    from receval.until_decided import decisions
+
+    task = _judged_world(tmp_path, (0.1, 0.9), seed=3)
+    for key in ("precision", "pooled_recall"):
+        joint = decisions(task, key, estimator="joint", intervals="anytime-asymptotic")
+        ppi = decisions(task, key, estimator="ppi", intervals="anytime-asymptotic")
+        assert len(ppi.open_pairs) < len(joint.open_pairs)
+    scored = receval.score(task, estimator="ppi", intervals="anytime-asymptotic",
+                           rank_by="precision")  # fmt: skip
+    assert "judge's score" in scored.run.ranking.tiers
+
+
+def test_asymptotic_pairs_with_the_judge_decide_nothing_in_a_null_world(tmp_path):
+    """Systems of about the same precision (0.48-0.52) and a judge right 80 % of the time: the
+    judged Gaussian pairs decide no pair (a guard; the family-wise error over many worlds is
+    bench/until_decided_judge.py --rag --null --intervals anytime-asymptotic)."""
+    from receval.until_decided import decisions
+
+    task = _judged_world(tmp_path, (0.48, 0.52), seed=5, flip=0.2)
+    for key in ("precision", "pooled_recall"):
+        ppi = decisions(task, key, estimator="ppi", intervals="anytime-asymptotic")
+        assert len(ppi.open_pairs) == ppi.pairs
