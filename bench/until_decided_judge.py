@@ -187,10 +187,11 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
             "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
 
 
-def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
+def rag_fixed(world, judge, batch: int, looks: int, seed: int, both: bool = False) -> dict:
     """Equal rounds of ``batch`` draws (``fixed_round``: the loop's floor and random order, counts
     fixed), the same labels read by both estimators: the pairs by precision still open at each
-    look under joint and under ppi (the paired tests' power at equal labels)."""
+    look under joint and under ppi (the paired tests' power at equal labels); ``both``: also
+    under the asymptotic (Gaussian) paired tests, keys ``joint_asymptotic``, ``ppi_asymptotic``."""
     import dataclasses
 
     from receval.task import with_annotation
@@ -198,7 +199,10 @@ def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
 
     config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
     base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
-    task, samples, out = base, None, {"joint": [], "ppi": [], "labels": []}
+    methods = {"joint": ("joint", "anytime"), "ppi": ("ppi", "anytime")}
+    if both:
+        methods |= {f"{e}_asymptotic": (e, "anytime-asymptotic") for e in ("joint", "ppi")}
+    task, samples, out = base, None, {"labels": []} | {k: [] for k in methods}
     for r in range(looks):
         new = fixed_round(task, batch, seed=seed * 100 + r).samples.reindex(columns=COLUMNS)
         new.attrs = {}
@@ -206,8 +210,9 @@ def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
         task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
                                judge=judge)  # fmt: skip
         out["labels"].append(len(samples[["query_id", "answer"]].drop_duplicates()))
-        for est in ("joint", "ppi"):
-            out[est].append(len(decisions(task, "precision", estimator=est).open_pairs))
+        for key, (est, intervals) in methods.items():
+            d = decisions(task, "precision", estimator=est, intervals=intervals)
+            out[key].append(len(d.open_pairs))
     return out
 
 
@@ -222,7 +227,8 @@ def rag_study(args) -> dict:
         rag_systems(world, args.systems, args.seed * 1000 + rep, args.null)
         judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
         if args.fixed:
-            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep))
+            both = args.intervals == "anytime-asymptotic"
+            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep, both=both))
             print(f"  rep {rep}: {rows[-1]}", file=sys.stderr, flush=True)
             continue
         out = {}
@@ -236,7 +242,7 @@ def rag_study(args) -> dict:
         print(f"  rep {rep}: {summary}", file=sys.stderr, flush=True)
     if args.fixed:
         return {k: np.mean([r[k] for r in rows], axis=0).round(2).tolist()
-                for k in ("labels", "joint", "ppi")} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
+                for k in rows[0]} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
     return summarise_rag(rows, args)
 
 
