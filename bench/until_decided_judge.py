@@ -246,6 +246,74 @@ def rag_study(args) -> dict:
     return summarise_rag(rows, args)
 
 
+def floor_study(args) -> dict:
+    """The ``--floor`` study: per system of ``--reps`` constructed worlds, the share of a
+    label's variance the judge leaves, E[Var(Y | judge)] / Var(Y) within the system's outputs,
+    for the calibrations a loop could learn: per grade (cross-fitted over two halves of the
+    pairs), per (query, grade) shrunk to the grade's share by 5 pseudo-labels, and per grade
+    within the system (:func:`by_system_grade`), all cross-fitted;
+    each drawn uniformly and drawn with probability ∝ √Var(Y | judge) (active inference, Zrnic &
+    Candès 2024, floor 0.2× the mean; :func:`variance_shares`).  Labels needed to decide a
+    fixed difference scale with these shares (the large-sample bound of any test)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    pairs = world.pairs
+    rel = (pairs["grade_nist"].to_numpy() >= 2).astype(float)
+    grade = pairs["grade_umb"].to_numpy(int)
+    query = pd.factorize(pairs["q"])[0]
+    rng = np.random.default_rng(args.seed)
+    half = rng.random(rel.size) < 0.5
+    key = query * 5 + grade
+    calibrated = {"grade": np.empty(rel.size), "query_grade": np.empty(rel.size)}
+    for fit in (half, ~half):  # cross-fitted: each half predicted from the other's labels
+        count = np.maximum(np.bincount(grade[fit], None, 5), 1)
+        share = np.bincount(grade[fit], rel[fit], 5) / count
+        calibrated["grade"][~fit] = share[grade[~fit]]
+        n = np.bincount(key[fit], None, key.max() + 1)[key[~fit]]
+        hits = np.bincount(key[fit], rel[fit], key.max() + 1)[key[~fit]]
+        calibrated["query_grade"][~fit] = (hits + 5 * share[grade[~fit]]) / (n + 5)
+    out: dict[str, list[float]] = {}
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, False)
+        facts = world.task.outputs["fact"].to_numpy(np.int64)
+        system = world.task.outputs["system"].astype(str).to_numpy()
+        for name in np.unique(system):
+            r = world.at[facts[system == name]]
+            own = {"system_grade": by_system_grade(rel[r], grade[r], half[r])}
+            for what, mu in ({k: v[r] for k, v in calibrated.items()} | own).items():
+                for design, share in variance_shares(rel[r], mu).items():
+                    out.setdefault(f"{what}_{design}", []).append(share)
+    figures = {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
+                   "max": round(float(np.max(v)), 4)} for k, v in out.items()}  # fmt: skip
+    return figures | {"systems": len(out["grade_uniform"]), "reps": args.reps}
+
+
+def by_system_grade(y: np.ndarray, grade: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """Each output's share correct among the system's outputs of its grade in the other half
+    (cross-fitted), shrunk to the system's share by 5 pseudo-labels."""
+    mu = np.empty(y.size)
+    for fit in (half, ~half):
+        base = y[fit].mean() if fit.any() else 0.5
+        n = np.bincount(grade[fit], None, 5)[grade[~fit]]
+        hits = np.bincount(grade[fit], y[fit], 5)[grade[~fit]]
+        mu[~fit] = (hits + 5 * base) / (n + 5)
+    return mu
+
+
+def variance_shares(y: np.ndarray, mu: np.ndarray) -> dict[str, float]:
+    """One draw's variance of the prediction-corrected mean, as a share of Var(y): drawn
+    uniformly (E[(y − μ)²] − (E[y − μ])²) and drawn with probability π ∝ max(σ̂, 0.2·mean σ̂),
+    σ̂ = √(μ(1 − μ)), each draw reweighted by 1/π (E[(y − μ)²/π]·E[π] − (E[y − μ])²)."""
+    r = y - mu
+    sd = np.sqrt(np.clip(mu * (1.0 - mu), 0.0, None))
+    pi = np.maximum(sd, 0.2 * sd.mean())
+    pi = pi / pi.mean()
+    total = y.var()
+    return {"uniform": float((np.mean(r**2) - r.mean() ** 2) / total),
+            "active": float((np.mean(r**2 / pi) - r.mean() ** 2) / total)}  # fmt: skip
+
+
 def _labels(world, samples: pd.DataFrame) -> pd.DataFrame:
     """NIST's labels of the drawn answers (C/W)."""
     drawn = samples[["query_id", "answer"]].drop_duplicates()
@@ -297,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--batch", type=int, default=160)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument("--floor", action="store_true", help="the variance bound (floor_study)")
     parser.add_argument(
         "--intervals",
         default="anytime",
@@ -309,6 +378,11 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     args = harness.parse(parser, argv)
     start = time.time()
+    if args.floor:
+        figures = floor_study(args)
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "until_decided_judge", figures, argv, title="floor")
+        return
     if args.rag:
         figures = rag_study(args)
         print(json.dumps(figures, indent=1))
