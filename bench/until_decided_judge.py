@@ -388,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(figures, indent=1))
         title = "rag_null" if args.null else "rag_fixed" if args.fixed else "rag"
         title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
+        title += f"_seed{args.seed}" if args.seed else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return
