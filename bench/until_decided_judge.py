@@ -246,6 +246,55 @@ def rag_study(args) -> dict:
     return summarise_rag(rows, args)
 
 
+def moments_study(args) -> dict:
+    """The ``--moments`` study: ``--fixed`` equal rounds of ``--batch`` draws per world, then,
+    per pair of systems, the variance of the paired step terms D = Y_a − Y_b the loop's tests
+    bet on, with the judge (``--estimator ppi``) over without (joint), over all steps both
+    systems count and over the later half of them (the judge's map learnt), and the ratio of
+    the terms' ranges (what the betting tests are bounded by)."""
+    import dataclasses
+
+    from judges import RagWorld
+
+    from receval.estimators.anytime.method import judged_precision_terms
+    from receval.estimators.anytime.pairs import precision_terms
+    from receval.estimators.anytime.stream import build_stream
+    from receval.estimators.sample_data import build_sample_data
+    from receval.task import with_annotation
+    from receval.until_decided import fixed_round
+
+    world = RagWorld(2, args.seed)
+    rows = []
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, False)
+        judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+        config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+        base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+        task, samples = base, None
+        for r in range(args.fixed):
+            new = fixed_round(task, args.batch, seed=rep * 100 + r).samples.reindex(columns=COLUMNS)
+            new.attrs = {}
+            samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+            task = with_annotation(base, samples=samples, judgments=_labels(world, samples),
+                                   judge=judge)  # fmt: skip
+        data = build_sample_data(task, "micro")
+        st = build_stream(task, data)
+        plain, judged = precision_terms(task, data, st), judged_precision_terms(task, data, st)
+        for a, b in zip(*np.triu_indices(data.m, 1), strict=True):
+            act = plain.active[a] & plain.active[b]
+            late = act & (np.cumsum(act) > act.sum() // 2)
+            ratio = [(judged.y[a] - judged.y[b])[m].var() / (plain.y[a] - plain.y[b])[m].var()
+                     for m in (act, late)]  # fmt: skip
+            width = (judged.hi[a] - judged.lo[a])[act].mean() / (plain.hi[a] - plain.lo[a])[
+                act
+            ].mean()
+            rows.append((rep, *ratio, width))
+        print(f"  rep {rep}: {np.median(np.array(rows)[:, 1:], axis=0).round(3)}", file=sys.stderr)
+    table = pd.DataFrame(rows, columns=["rep", "all", "late", "range"])
+    return {k: {"median": round(float(table[k].median()), 4), "mean": round(float(table[k].mean()), 4)}
+            for k in ("all", "late", "range")} | {"pairs": len(table), "reps": args.reps}  # fmt: skip
+
+
 def floor_study(args) -> dict:
     """The ``--floor`` study: per system of ``--reps`` constructed worlds, the share of a
     label's variance the judge leaves, E[Var(Y | judge)] / Var(Y) within the system's outputs,
@@ -365,6 +414,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--batch", type=int, default=160)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument(
+        "--moments", action="store_true", help="the paired terms' variance (moments_study)"
+    )
     parser.add_argument("--floor", action="store_true", help="the variance bound (floor_study)")
     parser.add_argument(
         "--intervals",
@@ -378,6 +430,11 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     args = harness.parse(parser, argv)
     start = time.time()
+    if args.moments:
+        figures = moments_study(args)
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "until_decided_judge", figures, argv, title="moments")
+        return
     if args.floor:
         figures = floor_study(args)
         print(json.dumps(figures, indent=1))
