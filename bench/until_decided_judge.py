@@ -260,7 +260,7 @@ def rag_study(args) -> dict:
             print(f"  rep {rep}: {rows[-1]}", file=sys.stderr, flush=True)
             continue
         out = {}
-        for est in ("ppi",) if args.null else ("ppi", "joint"):
+        for est in (args.null_estimator,) if args.null else ("ppi", "joint"):
             out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
                                 args.budget, seed=rep, intervals=args.intervals)  # fmt: skip
         out["precision_spread"] = float(world.precision.max() - world.precision.min())
@@ -407,7 +407,8 @@ def summarise_rag(rows: list[dict], args) -> dict:
     reps = len(rows)
     from scipy.stats import beta
 
-    wrong = np.array([r["ppi"]["wrong"] for r in rows], float)
+    first = "ppi" if "ppi" in rows[0] else "joint"  # --null --null-estimator joint
+    wrong = np.array([r[first]["wrong"] for r in rows], float)
     k = int(wrong.sum())  # Clopper-Pearson one-sided 95 % upper bound on the error share
     upper = float(beta.ppf(0.95, k + 1, reps - k)) if k < reps else 1.0
     figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
@@ -438,6 +439,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--rag", action="store_true", help="the loop on RAG 2025 worlds")
     parser.add_argument("--null", action="store_true", help="--rag: null worlds")
+    parser.add_argument(
+        "--null-estimator", default="ppi", choices=("ppi", "joint"), help="--null: the loop's"
+    )
     parser.add_argument("--systems", type=int, default=8)
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--batch", type=int, default=160)
@@ -474,6 +478,7 @@ def main(argv: list[str] | None = None) -> None:
         title = "rag_null" if args.null else "rag_fixed" if args.fixed else "rag"
         title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
         title += f"_seed{args.seed}" if args.seed else ""
+        title += "_joint" if args.null and args.null_estimator == "joint" else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return
