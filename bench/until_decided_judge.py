@@ -411,8 +411,8 @@ def summarise_rag(rows: list[dict], args) -> dict:
     wrong = np.array([r[first]["wrong"] for r in rows], float)
     k = int(wrong.sum())  # Clopper-Pearson one-sided 95 % upper bound on the error share
     upper = float(beta.ppf(0.95, k + 1, reps - k)) if k < reps else 1.0
-    figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
-               "ppi_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
+    figures = {"reps": reps, f"{first}_any_wrong_look": float(wrong.mean()),
+               f"{first}_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
     if args.null:
         return figures
     both = [r for r in rows if r["ppi"]["decided"] and r["joint"]["decided"]]
