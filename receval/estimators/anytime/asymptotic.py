@@ -110,7 +110,6 @@ from receval.estimators.anytime.method import (
     _judge_terms,
     _judged,
     _levels,
-    judged_precision_terms,
     simultaneous_bounds,
 )
 from receval.estimators.anytime.pairs import (
@@ -389,18 +388,13 @@ def gaussian_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.cumsum(np.where(x < 1.0, x - 0.5 * x * x, 0.5), axis=1)
 
 
-def asymptotic_pair_tests(
-    task, data, metric: str, ok: np.ndarray, alpha: float, judge: bool = False
-) -> PairTests:
+def asymptotic_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` tested both ways with the Gaussian capital, Holm at
     ``alpha`` over all ordered pairs (the terms and the procedure of
-    :mod:`receval.estimators.anytime.pairs`, F1's of :mod:`receval.estimators.anytime.f1`);
-    ``judge``: the precision terms predict every fresh fact by the judge's calibrated score
-    (:func:`receval.estimators.anytime.method.judged_precision_terms`, the same conditional
-    means; the Gaussian capital needs no range, so the judge's lower variance is all gain)."""
+    :mod:`receval.estimators.anytime.pairs`, F1's of :mod:`receval.estimators.anytime.f1`)."""
 
     st = build_stream(task, data)
-    terms = (judged_precision_terms if judge else precision_terms)(task, data, st)
+    terms = precision_terms(task, data, st)
     horizon = st.pool_horizon
     if metric == "f1":
         return _f1_pair_tests(task, data, st, terms, ok, alpha)
@@ -538,19 +532,16 @@ class AsymptoticIntervals(AnytimeIntervals):
     def pair_tests(self, ctx: ScoringContext, metric: str, ok: np.ndarray) -> PairTests:
         """The paired Gaussian tests of ``metric`` among the systems ``ok`` (what the tiers and
         ``sample --until-decided --intervals anytime-asymptotic`` decide by), Holm over all
-        pairs; with an estimator that uses the judge (``--estimator ppi``) the precision terms
-        take its calibrated score as their prediction."""
-        alpha = 1.0 - ctx.options.confidence
-        return asymptotic_pair_tests(ctx.task, ctx.data, metric, ok, alpha, _judged(ctx.options))
+        pairs; the judge's predictions are not used here."""
+        return asymptotic_pair_tests(ctx.task, ctx.data, metric, ok, 1.0 - ctx.options.confidence)
 
     def comparisons(self, ctx, point, replicates, metric):
         alpha = 1.0 - ctx.options.confidence
         micro = metric != "f1" or ctx.data.target_kind == "micro"
         if metric in PAIRED and ctx.data.K and micro:
             ok = ~np.isnan(np.asarray(point, float))
-            tests = self.pair_tests(ctx, metric, ok)
+            tests = asymptotic_pair_tests(ctx.task, ctx.data, metric, ok, alpha)
             procedure = "asymptotic-pairs-f1" if metric == "f1" else "asymptotic-pairs"
-            procedure += "+judge" if _judged(ctx.options) else ""
             return AsymptoticComparisons(tests.better, tests.pvalues, procedure, alpha, 0)
         m_alive = max(int((ctx.data.sizes > 0).sum()), 1)
         lower, upper = simultaneous_bounds(self.bounds(ctx), metric, alpha, m_alive)
@@ -610,8 +601,6 @@ class AsymptoticComparisons(AnytimeComparisons):
     """Comparisons from the asymptotic sequences (no replicates: ``B`` = 0)."""
 
     def describe(self) -> str:
-        if self.procedure.endswith("+judge"):  # the plain text and what the judge does
-            return super().describe()
         what = {
             "asymptotic-pairs": "a Gaussian test supermartingale of the paired difference per "
             "ordered pair (both systems' terms from the same draws), Holm over all S(S-1) "
