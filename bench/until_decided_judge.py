@@ -31,7 +31,9 @@ and looks, target ≤ 0.05 + 2 SE).
 
 ``--intervals anytime-asymptotic``: the loop decides by the asymptotic (Gaussian) paired tests
 instead of the betting ones (with ``--fixed``: all four of joint / ppi × betting / Gaussian on
-the same labels).  ``--moments``: after ``--fixed`` equal rounds, the variance of the paired
+the same labels).  The ``*_asymptotic`` records below were made at commits fc09645..318af35,
+where those tests took the judge's predictions with ``--estimator ppi``; that was reverted
+(8f7638c), so re-running them now measures the Gaussian tests *without* the judge.  ``--moments``: after ``--fixed`` equal rounds, the variance of the paired
 step terms the tests bet on, with the judge over without, and their ranges.  ``--floor``: the
 share of a label's variance the judge leaves within each system, per calibration, drawn
 uniformly or with probability ∝ √Var(Y | judge) (:func:`floor_study`).
@@ -64,8 +66,11 @@ Recorded (bench/results/until_decided_judge.json; titles in brackets):
   instead: 0.82 / 0.73 / 0.80.  So any test needs ≥ ≈ 0.72-0.76× the draws with this judge,
   the active design buys ≤ 4 %, and ≤ 0.75× the labels is out of reach for it.
 * [rag_null], [rag_null_seed1] null worlds, betting tests with the judge: no pair decided at
-  any look in 30 + 30 (one-sided 95 % upper bound 0.095 each, 0.049 pooled);
-  [rag_null_asymptotic] the Gaussian tests with the judge: none in 30 (0.095).
+  any look in 30 + 30 (one-sided 95 % upper bound 0.095 each, 0.049 pooled).
+  [rag_null_asymptotic], [rag_null_asymptotic_seed1] the Gaussian tests with the judge: 0 of
+  30 and 2 of 30 (2/60 = 0.033, upper bound 0.10); [rag_null_asymptotic_seed1_joint] the same
+  30 worlds as the second without the judge: 0.  With no gain and that doubt, the Gaussian
+  tests were left without the judge (``--null-estimator joint``: the loop without it).
 """
 
 from __future__ import annotations
