@@ -29,15 +29,48 @@ and looks, target ≤ 0.05 + 2 SE).
     PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 30 --systems 8 \
         --batch 160 --budget 1600
 
-Recorded (bench/results/until_decided_judge.json, ``rag`` and ``rag_null``): labels until the
-best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median 0.99) over the 9 of 10 worlds
-both decided (ppi 10/10, joint 9/10 within 4000 draws), no wrong look; null worlds: no pair
-decided at any look in 30 (upper 95 % bound 0.095); ``--fixed 8 --batch 200 --reps 6`` (the same
-labels read by both, ``rag_fixed``): open pairs of 28 at ≈ 700 / 1000 / 1300 labels joint 16.0 /
-12.5 / 9.3, ppi 14.2 / 10.2 / 7.8 (ppi reaches joint's count with ≈ 0.82-0.88× the labels).
-The variance bound: UMBRELA calibrated per
-grade, query and system leaves 0.75-0.79 of the labels' variance within a system on held-out
-facts (1 − ρ² ≈ 0.83 raw), so ≤ 0.75× the labels is out of reach for this judge.
+``--intervals anytime-asymptotic``: the loop decides by the asymptotic (Gaussian) paired tests
+instead of the betting ones (with ``--fixed``: all four of joint / ppi × betting / Gaussian on
+the same labels).  The ``*_asymptotic`` records below were made at commits fc09645..318af35,
+where those tests took the judge's predictions with ``--estimator ppi``; that was reverted
+(8f7638c), so re-running them now measures the Gaussian tests *without* the judge.  ``--moments``: after ``--fixed`` equal rounds, the variance of the paired
+step terms the tests bet on, with the judge over without, and their ranges.  ``--floor``: the
+share of a label's variance the judge leaves within each system, per calibration, drawn
+uniformly or with probability ∝ √Var(Y | judge) (:func:`floor_study`).
+
+    PYTHONPATH=. python bench/until_decided_judge.py --rag --reps 10 --systems 8 --top 2 \
+        --batch 160 --budget 4000 --intervals anytime-asymptotic
+    PYTHONPATH=. python bench/until_decided_judge.py --moments --reps 6 --fixed 8 --batch 200
+    PYTHONPATH=. python bench/until_decided_judge.py --floor --reps 10 --systems 8
+
+Recorded (bench/results/until_decided_judge.json; titles in brackets):
+
+* [rag] labels until the best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median
+  0.99) over the 9 of 10 worlds both decided (ppi 10/10, joint 9/10 within 4000 draws), no
+  wrong look.  [rag_fixed] the same labels read by both (``--fixed 8 --batch 200 --reps 6``):
+  open pairs of 28 at ≈ 700 / 1000 / 1300 labels joint 16.0 / 12.5 / 9.3, ppi 14.2 / 10.2 /
+  7.8 (ppi reaches joint's count with ≈ 0.82-0.88× the labels).
+* [rag_asymptotic] deciding by the Gaussian tests, the same 10 worlds: ppi decided 6, joint 4
+  within 4000 draws (betting: 10 and 9); ppi / joint 0.81 (SE 0.07) over the 4 both decided,
+  but ppi there spent more labels than either betting loop (e.g. 1881 / 1866 undecided where
+  betting ppi decided with 1731 / 1260).  [rag_fixed_asymptotic] open pairs at ≈ 1300 labels:
+  joint 9.3, ppi 7.8 (betting), joint 10.8, ppi 8.3 (Gaussian): the judge gains the same
+  under both, so the betting tests' wider ranges are not where the gap to the variance bound
+  comes from (nor their truncation: CAP 0.5 / 0.7 / 0.9 or the judge shrunk toward 1/2 by 0.8
+  or 0.6 left ppi's open pairs within ±0.7 of 28 at equal labels, 6 worlds, ad hoc).
+* [moments] the loop's own paired terms (6 worlds, 8 rounds of 200, 168 pairs): variance with
+  the judge / without, median 0.76 (0.72 over the later half of the steps, the judge's map
+  learnt); ranges 1.83× wider.  [floor] within a system's outputs (10 worlds, 80 systems,
+  cross-fitted): the judge calibrated per grade leaves 0.83 of a label's variance, per (query,
+  grade) 0.76, per (system, grade) 0.83; drawing ∝ √Var(Y | judge) (floor 0.2× the mean)
+  instead: 0.82 / 0.73 / 0.80.  So any test needs ≥ ≈ 0.72-0.76× the draws with this judge,
+  the active design buys ≤ 4 %, and ≤ 0.75× the labels is out of reach for it.
+* [rag_null], [rag_null_seed1] null worlds, betting tests with the judge: no pair decided at
+  any look in 30 + 30 (one-sided 95 % upper bound 0.095 each, 0.049 pooled).
+  [rag_null_asymptotic], [rag_null_asymptotic_seed1] the Gaussian tests with the judge: 0 of
+  30 and 2 of 30 (2/60 = 0.033, upper bound 0.10); [rag_null_asymptotic_seed1_joint] the same
+  30 worlds as the second without the judge: 0.  With no gain and that doubt, the Gaussian
+  tests were left without the judge (``--null-estimator joint``: the loop without it).
 """
 
 from __future__ import annotations
@@ -146,7 +179,8 @@ def rag_systems(world, systems: int, seed: int, null: bool) -> None:
     )
 
 
-def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int) -> dict:
+def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: int,
+             intervals: str = "anytime") -> dict:  # fmt: skip
     """One campaign of ``sample --until-decided`` on ``world`` from nothing labelled: per look
     the draws, distinct labels, open pairs, and whether it put a system among the best ``top``
     against the truth (or, without ``top``, decided any pair: for null worlds)."""
@@ -162,7 +196,8 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
     looks = []
     for _r in range(10_000):
         rnd = until_decided_round(task, batch, seed=seed, rank_by="precision", top=top,
-                                  estimator=estimator, budget=budget)  # fmt: skip
+                                  estimator=estimator, budget=budget,
+                                  intervals=intervals)  # fmt: skip
         state = rnd.decisions
         names = np.asarray(state.systems)
         if top:
@@ -185,10 +220,11 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
             "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
 
 
-def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
+def rag_fixed(world, judge, batch: int, looks: int, seed: int, both: bool = False) -> dict:
     """Equal rounds of ``batch`` draws (``fixed_round``: the loop's floor and random order, counts
     fixed), the same labels read by both estimators: the pairs by precision still open at each
-    look under joint and under ppi (the paired tests' power at equal labels)."""
+    look under joint and under ppi (the paired tests' power at equal labels); ``both``: also
+    under the asymptotic (Gaussian) paired tests, keys ``joint_asymptotic``, ``ppi_asymptotic``."""
     import dataclasses
 
     from receval.task import with_annotation
@@ -196,7 +232,10 @@ def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
 
     config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
     base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
-    task, samples, out = base, None, {"joint": [], "ppi": [], "labels": []}
+    methods = {"joint": ("joint", "anytime"), "ppi": ("ppi", "anytime")}
+    if both:
+        methods |= {f"{e}_asymptotic": (e, "anytime-asymptotic") for e in ("joint", "ppi")}
+    task, samples, out = base, None, {"labels": []} | {k: [] for k in methods}
     for r in range(looks):
         new = fixed_round(task, batch, seed=seed * 100 + r).samples.reindex(columns=COLUMNS)
         new.attrs = {}
@@ -204,8 +243,9 @@ def rag_fixed(world, judge, batch: int, looks: int, seed: int) -> dict:
         task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
                                judge=judge)  # fmt: skip
         out["labels"].append(len(samples[["query_id", "answer"]].drop_duplicates()))
-        for est in ("joint", "ppi"):
-            out[est].append(len(decisions(task, "precision", estimator=est).open_pairs))
+        for key, (est, intervals) in methods.items():
+            d = decisions(task, "precision", estimator=est, intervals=intervals)
+            out[key].append(len(d.open_pairs))
     return out
 
 
@@ -220,13 +260,14 @@ def rag_study(args) -> dict:
         rag_systems(world, args.systems, args.seed * 1000 + rep, args.null)
         judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
         if args.fixed:
-            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep))
+            both = args.intervals == "anytime-asymptotic"
+            rows.append(rag_fixed(world, judge, args.batch, args.fixed, seed=rep, both=both))
             print(f"  rep {rep}: {rows[-1]}", file=sys.stderr, flush=True)
             continue
         out = {}
-        for est in ("ppi",) if args.null else ("ppi", "joint"):
+        for est in (args.null_estimator,) if args.null else ("ppi", "joint"):
             out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
-                                args.budget, seed=rep)  # fmt: skip
+                                args.budget, seed=rep, intervals=args.intervals)  # fmt: skip
         out["precision_spread"] = float(world.precision.max() - world.precision.min())
         rows.append(out)
         summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
@@ -234,8 +275,125 @@ def rag_study(args) -> dict:
         print(f"  rep {rep}: {summary}", file=sys.stderr, flush=True)
     if args.fixed:
         return {k: np.mean([r[k] for r in rows], axis=0).round(2).tolist()
-                for k in ("labels", "joint", "ppi")} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
+                for k in rows[0]} | {"reps": len(rows), "pairs": args.systems * (args.systems - 1) // 2}  # fmt: skip
     return summarise_rag(rows, args)
+
+
+def moments_study(args) -> dict:
+    """The ``--moments`` study: ``--fixed`` equal rounds of ``--batch`` draws per world, then,
+    per pair of systems, the variance of the paired step terms D = Y_a − Y_b the loop's tests
+    bet on, with the judge (``--estimator ppi``) over without (joint), over all steps both
+    systems count and over the later half of them (the judge's map learnt), and the ratio of
+    the terms' ranges (what the betting tests are bounded by)."""
+    import dataclasses
+
+    from judges import RagWorld
+
+    from receval.estimators.anytime.method import judged_precision_terms
+    from receval.estimators.anytime.pairs import precision_terms
+    from receval.estimators.anytime.stream import build_stream
+    from receval.estimators.sample_data import build_sample_data
+    from receval.task import with_annotation
+    from receval.until_decided import fixed_round
+
+    world = RagWorld(2, args.seed)
+    rows = []
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, False)
+        judge = world.judge_table({"umbrela": world.grade}, ["umbrela"], False)
+        config = dataclasses.replace(world.task.config, judge_scale=(0.0, 4.0))
+        base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
+        task, samples = base, None
+        for r in range(args.fixed):
+            new = fixed_round(task, args.batch, seed=rep * 100 + r).samples.reindex(columns=COLUMNS)
+            new.attrs = {}
+            samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
+            task = with_annotation(base, samples=samples, judgments=_labels(world, samples),
+                                   judge=judge)  # fmt: skip
+        data = build_sample_data(task, "micro")
+        st = build_stream(task, data)
+        plain, judged = precision_terms(task, data, st), judged_precision_terms(task, data, st)
+        for a, b in zip(*np.triu_indices(data.m, 1), strict=True):
+            act = plain.active[a] & plain.active[b]
+            late = act & (np.cumsum(act) > act.sum() // 2)
+            ratio = [(judged.y[a] - judged.y[b])[m].var() / (plain.y[a] - plain.y[b])[m].var()
+                     for m in (act, late)]  # fmt: skip
+            width = (judged.hi[a] - judged.lo[a])[act].mean() / (plain.hi[a] - plain.lo[a])[
+                act
+            ].mean()
+            rows.append((rep, *ratio, width))
+        print(f"  rep {rep}: {np.median(np.array(rows)[:, 1:], axis=0).round(3)}", file=sys.stderr)
+    table = pd.DataFrame(rows, columns=["rep", "all", "late", "range"])
+    return {k: {"median": round(float(table[k].median()), 4), "mean": round(float(table[k].mean()), 4)}
+            for k in ("all", "late", "range")} | {"pairs": len(table), "reps": args.reps}  # fmt: skip
+
+
+def floor_study(args) -> dict:
+    """The ``--floor`` study: per system of ``--reps`` constructed worlds, the share of a
+    label's variance the judge leaves, E[Var(Y | judge)] / Var(Y) within the system's outputs,
+    for the calibrations a loop could learn: per grade (cross-fitted over two halves of the
+    pairs), per (query, grade) shrunk to the grade's share by 5 pseudo-labels, and per grade
+    within the system (:func:`by_system_grade`), all cross-fitted;
+    each drawn uniformly and drawn with probability ∝ √Var(Y | judge) (active inference, Zrnic &
+    Candès 2024, floor 0.2× the mean; :func:`variance_shares`).  Labels needed to decide a
+    fixed difference scale with these shares (the large-sample bound of any test)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    pairs = world.pairs
+    rel = (pairs["grade_nist"].to_numpy() >= 2).astype(float)
+    grade = pairs["grade_umb"].to_numpy(int)
+    query = pd.factorize(pairs["q"])[0]
+    rng = np.random.default_rng(args.seed)
+    half = rng.random(rel.size) < 0.5
+    key = query * 5 + grade
+    calibrated = {"grade": np.empty(rel.size), "query_grade": np.empty(rel.size)}
+    for fit in (half, ~half):  # cross-fitted: each half predicted from the other's labels
+        count = np.maximum(np.bincount(grade[fit], None, 5), 1)
+        share = np.bincount(grade[fit], rel[fit], 5) / count
+        calibrated["grade"][~fit] = share[grade[~fit]]
+        n = np.bincount(key[fit], None, key.max() + 1)[key[~fit]]
+        hits = np.bincount(key[fit], rel[fit], key.max() + 1)[key[~fit]]
+        calibrated["query_grade"][~fit] = (hits + 5 * share[grade[~fit]]) / (n + 5)
+    out: dict[str, list[float]] = {}
+    for rep in range(args.reps):
+        rag_systems(world, args.systems, args.seed * 1000 + rep, False)
+        facts = world.task.outputs["fact"].to_numpy(np.int64)
+        system = world.task.outputs["system"].astype(str).to_numpy()
+        for name in np.unique(system):
+            r = world.at[facts[system == name]]
+            own = {"system_grade": by_system_grade(rel[r], grade[r], half[r])}
+            for what, mu in ({k: v[r] for k, v in calibrated.items()} | own).items():
+                for design, share in variance_shares(rel[r], mu).items():
+                    out.setdefault(f"{what}_{design}", []).append(share)
+    figures = {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
+                   "max": round(float(np.max(v)), 4)} for k, v in out.items()}  # fmt: skip
+    return figures | {"systems": len(out["grade_uniform"]), "reps": args.reps}
+
+
+def by_system_grade(y: np.ndarray, grade: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """Each output's share correct among the system's outputs of its grade in the other half
+    (cross-fitted), shrunk to the system's share by 5 pseudo-labels."""
+    mu = np.empty(y.size)
+    for fit in (half, ~half):
+        base = y[fit].mean() if fit.any() else 0.5
+        n = np.bincount(grade[fit], None, 5)[grade[~fit]]
+        hits = np.bincount(grade[fit], y[fit], 5)[grade[~fit]]
+        mu[~fit] = (hits + 5 * base) / (n + 5)
+    return mu
+
+
+def variance_shares(y: np.ndarray, mu: np.ndarray) -> dict[str, float]:
+    """One draw's variance of the prediction-corrected mean, as a share of Var(y): drawn
+    uniformly (E[(y − μ)²] − (E[y − μ])²) and drawn with probability π ∝ max(σ̂, 0.2·mean σ̂),
+    σ̂ = √(μ(1 − μ)), each draw reweighted by 1/π (E[(y − μ)²/π]·E[π] − (E[y − μ])²)."""
+    r = y - mu
+    sd = np.sqrt(np.clip(mu * (1.0 - mu), 0.0, None))
+    pi = np.maximum(sd, 0.2 * sd.mean())
+    pi = pi / pi.mean()
+    total = y.var()
+    return {"uniform": float((np.mean(r**2) - r.mean() ** 2) / total),
+            "active": float((np.mean(r**2 / pi) - r.mean() ** 2) / total)}  # fmt: skip
 
 
 def _labels(world, samples: pd.DataFrame) -> pd.DataFrame:
@@ -254,11 +412,12 @@ def summarise_rag(rows: list[dict], args) -> dict:
     reps = len(rows)
     from scipy.stats import beta
 
-    wrong = np.array([r["ppi"]["wrong"] for r in rows], float)
+    first = "ppi" if "ppi" in rows[0] else "joint"  # --null --null-estimator joint
+    wrong = np.array([r[first]["wrong"] for r in rows], float)
     k = int(wrong.sum())  # Clopper-Pearson one-sided 95 % upper bound on the error share
     upper = float(beta.ppf(0.95, k + 1, reps - k)) if k < reps else 1.0
-    figures = {"reps": reps, "ppi_any_wrong_look": float(wrong.mean()),
-               "ppi_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
+    figures = {"reps": reps, f"{first}_any_wrong_look": float(wrong.mean()),
+               f"{first}_any_wrong_look_upper_95": round(upper, 4)}  # fmt: skip
     if args.null:
         return figures
     both = [r for r in rows if r["ppi"]["decided"] and r["joint"]["decided"]]
@@ -285,20 +444,46 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--rag", action="store_true", help="the loop on RAG 2025 worlds")
     parser.add_argument("--null", action="store_true", help="--rag: null worlds")
+    parser.add_argument(
+        "--null-estimator", default="ppi", choices=("ppi", "joint"), help="--null: the loop's"
+    )
     parser.add_argument("--systems", type=int, default=8)
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--batch", type=int, default=160)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument(
+        "--moments", action="store_true", help="the paired terms' variance (moments_study)"
+    )
+    parser.add_argument("--floor", action="store_true", help="the variance bound (floor_study)")
+    parser.add_argument(
+        "--intervals",
+        default="anytime",
+        choices=("anytime", "anytime-asymptotic"),
+        help="--rag: the interval method whose paired tests the loop decides by",
+    )
     parser.add_argument(
         "--fixed", type=int, default=0,
         help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
     )  # fmt: skip
     args = harness.parse(parser, argv)
     start = time.time()
+    if args.moments:
+        figures = moments_study(args)
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "until_decided_judge", figures, argv, title="moments")
+        return
+    if args.floor:
+        figures = floor_study(args)
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "until_decided_judge", figures, argv, title="floor")
+        return
     if args.rag:
         figures = rag_study(args)
         print(json.dumps(figures, indent=1))
         title = "rag_null" if args.null else "rag_fixed" if args.fixed else "rag"
+        title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
+        title += f"_seed{args.seed}" if args.seed else ""
+        title += "_joint" if args.null and args.null_estimator == "joint" else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return

@@ -63,3 +63,16 @@ def test_the_loop_with_the_judge_decides_no_pair_in_a_rag_null_world():
     world, out = _rag_loop(True, 4, 3, 240)
     assert world.precision.nunique() == 1
     assert len(out["looks"]) >= 3 and not out["wrong"]
+
+
+def test_the_floor_study_variance_shares():
+    """bench/until_decided_judge.py --floor: an uninformative prediction leaves all of a
+    label's variance whatever the design; one that says 0.9 for every correct label and 0.1 for
+    every wrong one leaves E[(y − μ)²] / Var(y) = 0.01 / 0.25, and drawing ∝ its (constant) σ̂
+    changes nothing."""
+    bench = load_bench("until_decided_judge")
+    y = np.tile([0.0, 1.0], 50)
+    flat = bench.variance_shares(y, np.full(y.size, 0.5))
+    assert np.allclose([flat["uniform"], flat["active"]], 1.0)
+    sharp = bench.variance_shares(y, np.where(y == 1, 0.9, 0.1))
+    assert np.allclose([sharp["uniform"], sharp["active"]], 0.01 / 0.25)

@@ -127,6 +127,17 @@ def test_interval_alpha_by_hand_and_against_the_package():
     assert np.isnan(interval_alpha(np.ones((2, 5))))
 
 
+def test_interval_alpha_of_continuous_scores_needs_no_values_by_values_array():
+    """Continuous judge scores (every value distinct): the closed form takes O(raters × items)
+    (the package's coincidence array would be items × values² — 8 TB here); two raters that
+    differ by noise of variance 0.01 around a uniform score: D_o = 0.01, D_e = 2 × the pooled
+    variance (1/12 + 0.005), α ≈ 0.943."""
+    rng = np.random.default_rng(2)
+    x = rng.random(20_000)
+    alpha = interval_alpha(np.stack([x, x + rng.normal(0, 0.1, x.size)]))
+    assert alpha == pytest.approx(1 - 0.01 / (2 * (1 / 12 + 0.005)), abs=0.01)
+
+
 GRADED = (
     "query_id\tanswer\tjudge_score\tjudge\n"
     "q1\tParis\t3\tumbrela\n"
