@@ -33,6 +33,7 @@ of A − r·B in the ratio's inversion).  The bounds are exact (non-asymptotic) 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from dataclasses import dataclass
@@ -75,6 +76,16 @@ class BettingStreams:
     active: np.ndarray
     #: the truncation of the bets (:data:`CAP`); any value below 1 keeps the capital positive
     cap: float = CAP
+    #: whether every step counts (None: not known yet; :attr:`dense` finds out once)
+    all_active: bool | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def dense(self) -> bool:
+        """Whether every step of every stream counts, found once per streams (each capital
+        evaluation asks; the streams' rows cut by :meth:`take` inherit a True)."""
+        if self.all_active is None:
+            object.__setattr__(self, "all_active", bool(np.asarray(self.active, bool).all()))
+        return bool(self.all_active)
 
     @classmethod
     def of_means(cls, x: np.ndarray, high: np.ndarray | float, active=None) -> BettingStreams:
@@ -103,7 +114,9 @@ class BettingStreams:
         are all the same — a broadcast constant stays a broadcast, :func:`_rows`)."""
         shape = self.u.shape
         arrays = (self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)
-        return BettingStreams(*(_rows(a, shape, rows) for a in arrays), cap=self.cap)
+        dense = True if self.all_active else None
+        return BettingStreams(*(_rows(a, shape, rows) for a in arrays), cap=self.cap,
+                              all_active=dense)  # fmt: skip
 
 
 def _rows(a, shape: tuple[int, int], rows) -> np.ndarray:
@@ -249,13 +262,33 @@ def _log_path(streams: BettingStreams, bets, mu, side: int, running: bool) -> np
     np.minimum(room, bets, out=room)
     np.multiply(room, y, out=y)
     np.maximum(y, -1.0 + 1e-15, out=y)
-    np.log1p(y, out=y)
-    active = np.asarray(streams.active, bool)
-    if not active.all():
-        np.copyto(y, 0.0, where=~active)
-    if not running:
-        return y.sum(axis=-1)
-    return _block_path(y)
+    np.add(y, 1.0, out=y)  # the factor 1 + λY of the capital
+    if not streams.dense:
+        np.copyto(y, 1.0, where=~np.asarray(streams.active, bool))
+    blocks = _block_log(y, room)
+    if not np.isfinite(blocks).all():  # a block's product left the floats: step by step
+        np.log(y, out=y)
+        return _block_path(y) if running else y.sum(axis=-1)
+    return np.cumsum(blocks, axis=-1) if running else blocks.sum(axis=-1)
+
+
+def _block_log(factor: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """log of the product of ``factor`` over each block of :data:`BLOCK` steps (and the last,
+    shorter one) (..., ⌈K/BLOCK⌉): one logarithm per block instead of one per step (the sum of
+    the steps' logarithms up to rounding, ~1e-16 per block).  ``work``: a buffer of the
+    factors' shape."""
+    K = factor.shape[-1]
+    whole = K - K % BLOCK
+    n = whole // BLOCK
+    prod = work.reshape(-1)[: factor[..., 0].size * (n + (whole < K))]
+    prod = prod.reshape(*factor.shape[:-1], n + (whole < K))
+    head = prod[..., :n]
+    np.multiply(factor[..., 0:whole:BLOCK], factor[..., 1:whole:BLOCK], out=head)
+    for j in range(2, BLOCK):
+        np.multiply(head, factor[..., j:whole:BLOCK], out=head)
+    if whole < K:
+        np.prod(factor[..., whole:], axis=-1, out=prod[..., n])
+    return np.log(prod)
 
 
 _LOCAL = threading.local()
