@@ -82,7 +82,7 @@ class BettingStreams:
     @property
     def dense(self) -> bool:
         """Whether every step of every stream counts, found once per streams (each capital
-        evaluation asks; the streams' rows cut by :meth:`take` inherit a True)."""
+        evaluation asks; the streams' rows cut by :meth:`take` inherit it)."""
         if self.all_active is None:
             object.__setattr__(self, "all_active", bool(np.asarray(self.active, bool).all()))
         return bool(self.all_active)
@@ -114,9 +114,10 @@ class BettingStreams:
         are all the same — a broadcast constant stays a broadcast, :func:`_rows`)."""
         shape = self.u.shape
         arrays = (self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)
-        dense = True if self.all_active else None
+        # the rows of dense streams are dense; those of others are treated as not (a few
+        # inactive steps are masked where none are: the same capitals)
         return BettingStreams(*(_rows(a, shape, rows) for a in arrays), cap=self.cap,
-                              all_active=dense)  # fmt: skip
+                              all_active=self.dense)  # fmt: skip
 
 
 def _rows(a, shape: tuple[int, int], rows) -> np.ndarray:
@@ -547,6 +548,7 @@ def bisected_ends(capital, level: np.ndarray, side: int, search, iterations: int
 #: rounds of the guided search (:func:`_guided_chunk`) before an end falls back to bisection,
 #: and the bisection steps from which it is used
 GUIDE_ROUNDS = 4
+ROUNDS = []
 GUIDE_MIN = 8
 
 
@@ -787,6 +789,7 @@ def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
         outside = (Q <= br[0]) | (R >= br[1])
         g.settle(inside & _verified(a1, b1, br, g.known), a1)
         g.settle(outside & _verified(a2, b2, whole, g.known), _full_end(a2, b2, whole, g.known))
+        ROUNDS.append((r, int(g.done.sum()), S))
         if g.done.all() or r == GUIDE_ROUNDS:
             break
         mode = inside | (~outside & (g.guess > br[0]) & (g.guess < br[1]))
