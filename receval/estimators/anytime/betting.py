@@ -288,12 +288,14 @@ def _block_log(factor: np.ndarray, work: np.ndarray) -> np.ndarray:
     prod = work.reshape(-1)[: factor[..., 0].size * (n + (whole < K))]
     prod = prod.reshape(*factor.shape[:-1], n + (whole < K))
     head = prod[..., :n]
-    np.multiply(factor[..., 0:whole:BLOCK], factor[..., 1:whole:BLOCK], out=head)
-    for j in range(2, BLOCK):
-        np.multiply(head, factor[..., j:whole:BLOCK], out=head)
-    if whole < K:
-        np.prod(factor[..., whole:], axis=-1, out=prod[..., n])
-    return np.log(prod)
+    with np.errstate(over="ignore", under="ignore"):  # the caller checks the logs are finite
+        np.multiply(factor[..., 0:whole:BLOCK], factor[..., 1:whole:BLOCK], out=head)
+        for j in range(2, BLOCK):
+            np.multiply(head, factor[..., j:whole:BLOCK], out=head)
+        if whole < K:
+            np.prod(factor[..., whole:], axis=-1, out=prod[..., n])
+    with np.errstate(divide="ignore"):
+        return np.log(prod)
 
 
 _LOCAL = threading.local()
