@@ -92,6 +92,50 @@ def test_the_running_maximum_is_taken_at_block_ends_and_at_the_last_step():
     assert np.all(path.max(axis=-1) <= full.max(axis=-1) + 1e-12)
 
 
+def _log1p_path(streams, bets, mu, side):
+    """The capital's path step by step (a log1p per step, the factors masked where inactive):
+    what :func:`receval.estimators.anytime.betting._log_path` computes by block products."""
+    mu = np.asarray(mu, float)[..., None]
+    y = side * (streams.u - mu * streams.v)
+    room = mu * streams.lo1 - streams.lo0 if side > 0 else streams.hi0 - mu * streams.hi1
+    lam = np.minimum(streams.cap / np.maximum(room, 1e-300), bets)
+    step = np.where(streams.active, np.log1p(np.maximum(lam * y, -1.0 + 1e-15)), 0.0)
+    return np.cumsum(step, axis=-1)
+
+
+@pytest.mark.parametrize("side", [+1, -1])
+def test_capitals_from_block_products_are_the_sums_of_the_steps_logs(side):
+    """The capital's log at block ends (and after the last step) from the log of each block's
+    product of factors equals the sum of the steps' log1p, to rounding; a product that leaves
+    the floats falls back to the steps' logs; a dense and a masked stream agree."""
+    from receval.estimators.anytime.betting import BLOCK, log_capital
+
+    rng = np.random.default_rng(5 + side)
+    S, K = 4, 9 * BLOCK + 2
+    x = rng.exponential(size=(S, K))
+    active = rng.random((S, K)) < 0.8
+    streams = BettingStreams.of_means(x, 30.0, active)
+    bets = plugin_bets(streams, ALPHA)
+    mu = rng.uniform(0.2, 1.6, (2, S))
+    full = _log1p_path(streams, bets, mu, side)
+    ends = np.r_[np.arange(BLOCK - 1, K - K % BLOCK, BLOCK), K - 1]
+    top = np.maximum(full[..., ends].max(axis=-1), 0.0)
+    np.testing.assert_allclose(log_capital(streams, bets, mu, side, True), top, atol=1e-10)
+    final = log_capital(streams, bets, mu, side, False)
+    np.testing.assert_allclose(final, full[..., -1], atol=1e-10)
+    assert not streams.dense and not streams.take(slice(0, 2)).dense
+    dense = BettingStreams.of_means(x, 30.0)
+    assert dense.dense and dense.take(np.array([0, 2])).dense
+    both = log_capital(dense, bets, mu, side, True)
+    np.testing.assert_allclose(both, np.maximum(_log1p_path(dense, bets, mu, side)[..., ends]
+                                                .max(axis=-1), 0.0), atol=1e-10)  # fmt: skip
+    wild = x.copy()
+    wild[:, BLOCK : 2 * BLOCK] = side * 1e100  # factors ~1e100: the block's product overflows
+    wild = BettingStreams.of_means(wild, 30.0)
+    expect = np.maximum(_log1p_path(wild, bets, mu, side)[..., ends].max(axis=-1), 0.0)
+    np.testing.assert_allclose(log_capital(wild, bets, mu, side, True), expect, rtol=1e-12)
+
+
 def _two_bettors(rng, n):
     """Ratio streams u/v (mean ratio 0.35) seen by two bettors: one plain, one whose
     numerator carries a fixed control with known mean 0 and a wider, constant range."""

@@ -7,6 +7,7 @@ design.  Split from :mod:`receval.estimators.anytime` so the paired tests
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,24 @@ def build_stream(task: Task, data: SampleData) -> Stream:
     """Order the judged draws of ``data`` into the stream and compute each step's probability,
     coverage and ranges (module docstring).  Checks the recorded floor probabilities: a
     ``mixture_prob`` that the recorded design cannot have produced is a BundleError naming the
-    samples.tsv line."""
+    samples.tsv line.  The stream of the last (task, data) is kept while both live (both are
+    frozen): a run's sequences and its paired tests build it once."""
+
+    held = _LAST_STREAM.get("entry")
+    if held is not None and held[0]() is task and held[1]() is data:
+        return held[2]
+    stream = _build_stream(task, data)
+    forget = lambda _ref: _LAST_STREAM.clear()  # noqa: E731 - the entry goes with its inputs
+    _LAST_STREAM["entry"] = (weakref.ref(task, forget), weakref.ref(data, forget), stream)
+    return stream
+
+
+#: the last stream built (:func:`build_stream`): (weak task, weak data, stream)
+_LAST_STREAM: dict = {}
+
+
+def _build_stream(task: Task, data: SampleData) -> Stream:
+    """:func:`build_stream` without the memory of the last stream."""
 
     view, probabilities, _ = design_probabilities(task, True)
     rows = output_arrays(view, data)
