@@ -61,15 +61,19 @@ QRELS_FIELDS = ("qid", "iteration", "docno", "relevance")
 #: Bytes that ``str.split`` takes as whitespace but Arrow's reader does not split at (and NUL,
 #: which the line-by-line reader reports).
 _OTHER_WHITESPACE = (b"\t", b"\x0b", b"\x0c", b"\r", b"\x00", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+#: The same for a tab-separated file: a space is then whitespace inside a field.
+_OTHER_THAN_TAB = (b" ", *_OTHER_WHITESPACE[1:])
 
 
-def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
+def _read_plain(raw: bytes, names: tuple[str, ...], delimiter: str = " ") -> pa.Table | None:
     """A plain file parsed by Arrow's CSV reader in C++, every field a string, or None when the
-    file is not plain: ASCII lines of single-space-separated fields, no other whitespace, no
-    blank or comment lines (a run of spaces, a leading or a trailing space shows as an empty
-    field), or when a line has the wrong number of fields.  The line-by-line reader then gives
-    the same fields, or the exact error."""
-    if not raw or not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE):
+    file is not plain: ASCII lines of fields separated by single ``delimiter`` characters (a
+    space, or a tab as NIST distributes runs), no other whitespace, no blank or comment lines
+    (a run of delimiters, a leading or a trailing one shows as an empty field), or when a line
+    has the wrong number of fields.  The line-by-line reader then gives the same fields, or the
+    exact error."""
+    other = _OTHER_WHITESPACE if delimiter == " " else _OTHER_THAN_TAB
+    if not raw or not raw.isascii() or any(byte in raw for byte in other):
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -82,7 +86,10 @@ def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
                 column_names=list(names), use_threads=len(raw) > THREADED_PARSE_BYTES
             ),
             parse_options=pacsv.ParseOptions(
-                delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
+                delimiter=delimiter,
+                quote_char=False,
+                double_quote=False,
+                ignore_empty_lines=False,
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
@@ -195,8 +202,9 @@ def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, 
     if path.is_dir():
         raise BundleError(path, None, "is a directory, not a file")
     raw = read_input_bytes(path)  # a gzipped run or qrels file is read as it is
-    table = _read_plain(raw, names)
-    if table is None and raw.isascii():  # tab-separated, as NIST distributes runs
+    tabs = b"\t" in raw
+    table = _read_plain(raw, names, "\t" if tabs else " ")  # tabs: as NIST distributes runs
+    if table is None and tabs and raw.isascii():  # tabs and spaces: both separate fields
         table = _read_plain(raw.translate(_TO_SPACE), names)
     if table is not None:
         return table, np.arange(1, table.num_rows + 1, dtype=np.int64)
