@@ -27,8 +27,14 @@ Then ``--repeat`` interleaved rounds, each side as whole processes from the same
 It prints wall and CPU seconds (user + system of the child) and peak RSS per side and the median
 ratios, and stores them in ``bench/results/trec.json`` (command, seed, git commit, date, figures).
 
+Real files: ``--files DIR`` benchmarks the TREC files in ``DIR`` instead (the qrels file is the
+one whose name starts with ``qrels``, every other file is a run: ``input.<tag>`` or
+``input.<tag>.gz`` as NIST distributes them), e.g. the TREC 2003 Robust runs.  ``--keep DIR``
+writes the generated files to ``DIR`` and reuses them when they are there (the 3·10⁷-line task
+takes minutes to write).
+
 Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--format tsv|parquet]
-                           [--repeat 3] [--seed 0]
+                           [--repeat 3] [--seed 0] [--files DIR | --keep DIR]
 """
 
 from __future__ import annotations
@@ -115,24 +121,56 @@ def write_task(folder: Path, rows: int, *, runs: int, layout: str, seed: int):
     return qrels, paths
 
 
+def trec_files(folder: Path) -> tuple[Path, list[Path]]:
+    """(qrels, runs) of a folder of TREC files: the one file whose name starts with ``qrels``
+    and every other file (hidden ones left out), in name order."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    qrels = [p for p in files if p.name.startswith("qrels")]
+    if len(qrels) != 1:
+        raise SystemExit(f"{folder}: expected one qrels* file, found {len(qrels)}")
+    return qrels[0], [p for p in files if p != qrels[0]]
+
+
+def task_files(args, base: Path) -> tuple[Path, list[Path]]:
+    """The benchmark's files: ``--files``, the ``--keep`` folder (written there once), or
+    generated in ``base``."""
+    if args.files:
+        return trec_files(Path(args.files))
+    folder = Path(args.keep) if args.keep else base / "trec"
+    if args.keep and folder.exists():
+        return trec_files(folder)
+    return write_task(folder, int(args.rows), runs=args.runs, layout=args.layout, seed=args.seed)
+
+
 def pytrec_eval_side(qrels: str, runs: list[str]) -> None:
     """pytrec_eval's set_P, set_recall, set_F per run and query, files read as its examples do."""
     import pytrec_eval
 
     judged: dict[str, dict[str, int]] = {}
-    with open(qrels, encoding="utf-8") as fh:
+    with open_file(qrels, "r") as fh:
         for line in fh:
             qid, _, doc, rel = line.split()
             judged.setdefault(qid, {})[doc] = int(rel)
     evaluator = pytrec_eval.RelevanceEvaluator(judged, {"set_P", "set_recall", "set_F"})
     for path in runs:
         run: dict[str, dict[str, float]] = {}
-        with open(path, encoding="utf-8") as fh:
+        with open_file(path, "r") as fh:
             for line in fh:
                 fields = line.split()
                 if len(fields) == 6 and not fields[0].startswith("#"):
                     run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
         evaluator.evaluate(run)
+
+
+def open_file(path: Path | str, mode: str = "rb"):
+    """A TREC file, gzipped (as NIST distributes runs) or not."""
+    import gzip
+
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if gz:
+        return gzip.open(path, mode.replace("b", "") + ("t" if "b" not in mode else ""))
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 def run_child(args: list[str]) -> tuple[float, float, float]:
@@ -165,12 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", choices=("tsv", "parquet"), default="tsv",
                         help="the bundle's table format (import trec --format)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--files", help="benchmark the real TREC files of this folder")
+    where.add_argument("--keep", help="write the generated files here (reused when present)")
     args = harness.parse(parser, argv)
+    if args.files:
+        args.layout = f"files {Path(args.files).name}"
     base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
     try:
-        qrels, runs = write_task(base / "trec", int(args.rows), runs=args.runs,
-                                 layout=args.layout, seed=args.seed)  # fmt: skip
-        lines = sum(1 for p in runs for _ in open(p, "rb"))
+        qrels, runs = task_files(args, base)
+        lines = sum(1 for p in runs for _ in open_file(p))
         print(f"{len(runs)} runs ({args.layout}), {lines:,} run lines", flush=True)
         rounds = []
         for r in range(args.repeat):
