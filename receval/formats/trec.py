@@ -167,10 +167,8 @@ def _split_ascii(
     split = pc.ascii_split_whitespace(lines)
     data = pc.binary_length(lines).to_numpy(zero_copy_only=False) > 0
     counts = np.where(data, pc.list_value_length(split).to_numpy(zero_copy_only=False), 0)
-    first = pc.list_element(pc.filter(split, pa.array(data)), 0) if data.any() else None
-    if first is not None:
-        comment = pc.starts_with(first, "#").to_numpy(zero_copy_only=False)
-        data[np.flatnonzero(data)[comment]] = False
+    # a comment line: its first field (its trimmed text) starts with #
+    data &= ~pc.starts_with(lines, "#").to_numpy(zero_copy_only=False)
     keep = np.flatnonzero(data)
     if not len(keep):
         raise BundleError(path, None, "no data lines (the file is empty or only comments)")
@@ -182,8 +180,12 @@ def _split_ascii(
             i + 1,
             f"expected {len(names)} whitespace-separated columns ({layout}), found {counts[i]}",
         )
-    kept = split if len(keep) == len(counts) else split.take(pa.array(keep))
-    columns = {name: pc.list_element(kept, j).cast(pa.string()) for j, name in enumerate(names)}
+    # field j of data line i is value offsets[i] + j of the flat field list (no list copied)
+    start = numpy_array(split.offsets)[keep].astype(np.int64)
+    values = split.values
+    columns = {
+        name: values.take(arrow_array(start + j)).cast(pa.string()) for j, name in enumerate(names)
+    }
     return pa.table(columns), keep + 1
 
 
