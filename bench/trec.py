@@ -16,7 +16,8 @@ Documents are chosen per query from a collection of 3000 by a noisy popularity s
 top-k), so runs overlap as pooled runs do; qrels hold the top-100 pool of every run, labels from
 a hidden per-document truth.  Files are written with Arrow's CSV writer, one run at a time.
 
-Then ``--repeat`` interleaved rounds, each side as whole processes from the same text files:
+Then ``--repeat`` interleaved rounds, each side as whole processes from the same text files
+(receval byte-compiled first, as an installed package is):
 
 * receval: ``receval import trec BUNDLE --qrels Q --runs ...`` then ``receval score BUNDLE
   --estimator official --no-report --quiet`` (start-up, parsing, validation, trec_eval's ranking,
@@ -195,6 +196,18 @@ def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv
     return {"import": imp, "score": score, "pytrec_eval": trec}
 
 
+def byte_compile() -> None:
+    """Byte-compile receval first, as ``pip install`` does (``bench/scale.py`` does the same):
+    run from a worktree with ``PYTHONDONTWRITEBYTECODE`` every receval process would compile
+    every module it imports (0.2 s of CPU for ``score``), which pytrec_eval, installed, does
+    not."""
+    import compileall
+
+    import receval
+
+    compileall.compile_dir(Path(receval.__file__).parent, quiet=1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=0)
     parser.add_argument("--rows", type=float, default=1.5e6)
@@ -209,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     args = harness.parse(parser, argv)
     if args.files:
         args.layout = f"files {Path(args.files).name}"
+    byte_compile()
     base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
     try:
         qrels, runs = task_files(args, base)
