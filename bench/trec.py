@@ -191,7 +191,8 @@ def receval_side(base: Path, name: str, qrels: Path, runs: list[Path], fmt: str,
     import os
 
     env = None if source is None else {**os.environ, "PYTHONPATH": source}
-    receval = [sys.executable, "-m", "receval.cli"]
+    # -P: the working directory (a checkout with its own receval) does not shadow ``source``
+    receval = [sys.executable, *(["-P"] if source else []), "-m", "receval.cli"]
     bundle, out = base / f"bundle-{name}", base / f"out-{name}"
     imp = run_child([*receval, "import", "trec", str(bundle), "--qrels", str(qrels), "--format",
                      fmt] + [a for p in runs for a in ("--runs", str(p))], env)  # fmt: skip
