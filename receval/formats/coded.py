@@ -255,7 +255,12 @@ def _dictionary(col, coded: CodedTable, name: str) -> tuple[object, np.ndarray]:
         chunks, last = list(col.chunks), col.chunks[-1].dictionary
     n = len(last)
     codes = np.concatenate(
-        [c.indices.fill_null(n).to_numpy(zero_copy_only=False) for c in chunks]
+        [
+            (c.indices.fill_null(n) if c.indices.null_count else c.indices).to_numpy(
+                zero_copy_only=False
+            )
+            for c in chunks
+        ]
     ).astype(np.int32, copy=False)
 
     def first_row(value: int) -> int:
