@@ -16,7 +16,8 @@ Documents are chosen per query from a collection of 3000 by a noisy popularity s
 top-k), so runs overlap as pooled runs do; qrels hold the top-100 pool of every run, labels from
 a hidden per-document truth.  Files are written with Arrow's CSV writer, one run at a time.
 
-Then ``--repeat`` interleaved rounds, each side as whole processes from the same text files:
+Then ``--repeat`` interleaved rounds, each side as whole processes from the same text files
+(receval byte-compiled first, as an installed package is):
 
 * receval: ``receval import trec BUNDLE --qrels Q --runs ...`` then ``receval score BUNDLE
   --estimator official --no-report --quiet`` (start-up, parsing, validation, trec_eval's ranking,
@@ -27,8 +28,18 @@ Then ``--repeat`` interleaved rounds, each side as whole processes from the same
 It prints wall and CPU seconds (user + system of the child) and peak RSS per side and the median
 ratios, and stores them in ``bench/results/trec.json`` (command, seed, git commit, date, figures).
 
+Real files: ``--files DIR`` benchmarks the TREC files in ``DIR`` instead (the qrels file is the
+one whose name starts with ``qrels``, every other file is a run: ``input.<tag>`` or
+``input.<tag>.gz`` as NIST distributes them), e.g. the TREC 2003 Robust runs.  ``--keep DIR``
+writes the generated files to ``DIR`` and reuses them when they are there (the 3·10⁷-line task
+takes minutes to write).
+
+``--baseline DIR`` also times the receval of the source tree ``DIR`` (e.g. ``git archive main |
+tar -x -C DIR``) in the same rounds, and says whether its output files are the same bytes
+(``run.json`` aside): before and after under the same machine load.
+
 Usage: python bench/trec.py [--rows 1.5e6] [--layout nist|mixed|spaces] [--format tsv|parquet]
-                           [--repeat 3] [--seed 0]
+                           [--repeat 3] [--seed 0] [--files DIR | --keep DIR] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -115,19 +126,40 @@ def write_task(folder: Path, rows: int, *, runs: int, layout: str, seed: int):
     return qrels, paths
 
 
+def trec_files(folder: Path) -> tuple[Path, list[Path]]:
+    """(qrels, runs) of a folder of TREC files: the one file whose name starts with ``qrels``
+    and every other file (hidden ones left out), in name order."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    qrels = [p for p in files if p.name.startswith("qrels")]
+    if len(qrels) != 1:
+        raise SystemExit(f"{folder}: expected one qrels* file, found {len(qrels)}")
+    return qrels[0], [p for p in files if p != qrels[0]]
+
+
+def task_files(args, base: Path) -> tuple[Path, list[Path]]:
+    """The benchmark's files: ``--files``, the ``--keep`` folder (written there once), or
+    generated in ``base``."""
+    if args.files:
+        return trec_files(Path(args.files))
+    folder = Path(args.keep) if args.keep else base / "trec"
+    if args.keep and folder.exists():
+        return trec_files(folder)
+    return write_task(folder, int(args.rows), runs=args.runs, layout=args.layout, seed=args.seed)
+
+
 def pytrec_eval_side(qrels: str, runs: list[str]) -> None:
     """pytrec_eval's set_P, set_recall, set_F per run and query, files read as its examples do."""
     import pytrec_eval
 
     judged: dict[str, dict[str, int]] = {}
-    with open(qrels, encoding="utf-8") as fh:
+    with open_file(qrels, "r") as fh:
         for line in fh:
             qid, _, doc, rel = line.split()
             judged.setdefault(qid, {})[doc] = int(rel)
     evaluator = pytrec_eval.RelevanceEvaluator(judged, {"set_P", "set_recall", "set_F"})
     for path in runs:
         run: dict[str, dict[str, float]] = {}
-        with open(path, encoding="utf-8") as fh:
+        with open_file(path, "r") as fh:
             for line in fh:
                 fields = line.split()
                 if len(fields) == 6 and not fields[0].startswith("#"):
@@ -135,26 +167,78 @@ def pytrec_eval_side(qrels: str, runs: list[str]) -> None:
         evaluator.evaluate(run)
 
 
-def run_child(args: list[str]) -> tuple[float, float, float]:
+def open_file(path: Path | str, mode: str = "rb"):
+    """A TREC file, gzipped (as NIST distributes runs) or not."""
+    import gzip
+
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if gz:
+        return gzip.open(path, mode.replace("b", "") + ("t" if "b" not in mode else ""))
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+
+def run_child(args: list[str], env: dict | None = None) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one child process (``os.wait4``)."""
-    child = harness.run_child(args)
+    child = harness.run_child(args, env=env)
     return child.wall, child.cpu, child.rss_mib
 
 
-def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv") -> dict:
-    receval = [sys.executable, "-m", "receval.cli"]
-    bundle, out = base / f"bundle{r}", base / f"out{r}"
+def receval_side(base: Path, name: str, qrels: Path, runs: list[Path], fmt: str,
+                 source: str | None = None) -> tuple[tuple, tuple, Path]:  # fmt: skip
+    """``import trec`` then ``score --estimator official`` as two processes (the receval of
+    ``source``, a source tree, when given); their measures and the output folder."""
+    import os
+
+    env = None if source is None else {**os.environ, "PYTHONPATH": source}
+    # -P: the working directory (a checkout with its own receval) does not shadow ``source``
+    receval = [sys.executable, *(["-P"] if source else []), "-m", "receval.cli"]
+    bundle, out = base / f"bundle-{name}", base / f"out-{name}"
     imp = run_child([*receval, "import", "trec", str(bundle), "--qrels", str(qrels), "--format",
-                     fmt] + [a for p in runs for a in ("--runs", str(p))])  # fmt: skip
+                     fmt] + [a for p in runs for a in ("--runs", str(p))], env)  # fmt: skip
     score = run_child([*receval, "score", str(bundle), "--estimator", "official", "--out",
-                       str(out), "--no-report", "--quiet"])  # fmt: skip
+                       str(out), "--no-report", "--quiet"], env)  # fmt: skip
+    shutil.rmtree(bundle, ignore_errors=True)
+    return imp, score, out
+
+
+def same_outputs(a: Path, b: Path) -> bool:
+    """Whether two output folders hold the same files with the same bytes (run.json aside: it
+    records the run's own time and version)."""
+    names = sorted(p.name for p in a.iterdir())
+    if names != sorted(p.name for p in b.iterdir()):
+        return False
+    return all((a / n).read_bytes() == (b / n).read_bytes() for n in names if n != "run.json")
+
+
+def one_round(base: Path, r: int, qrels: Path, runs: list[Path], fmt: str = "tsv",
+              baseline: str | None = None) -> dict:  # fmt: skip
+    """One round: receval (and the ``baseline`` source tree's receval), then pytrec_eval."""
+    imp, score, out = receval_side(base, f"{r}", qrels, runs, fmt)
+    sides = {"import": imp, "score": score}
+    if baseline is not None:
+        b_imp, b_score, b_out = receval_side(base, f"{r}-baseline", qrels, runs, fmt, baseline)
+        sides |= {"baseline_import": b_imp, "baseline_score": b_score}
+        sides["same_outputs"] = same_outputs(out, b_out)
+        shutil.rmtree(b_out, ignore_errors=True)
     here = str(Path(__file__).resolve().parent)
     code = (f"import sys; sys.path.insert(0, {here!r}); import trec; "
             f"trec.pytrec_eval_side({str(qrels)!r}, {[str(p) for p in runs]!r})")  # fmt: skip
-    trec = run_child([sys.executable, "-c", code])
-    shutil.rmtree(bundle, ignore_errors=True)
+    sides["pytrec_eval"] = run_child([sys.executable, "-c", code])
     shutil.rmtree(out, ignore_errors=True)
-    return {"import": imp, "score": score, "pytrec_eval": trec}
+    return sides
+
+
+def byte_compile() -> None:
+    """Byte-compile receval first, as ``pip install`` does (``bench/scale.py`` does the same):
+    run from a worktree with ``PYTHONDONTWRITEBYTECODE`` every receval process would compile
+    every module it imports (0.2 s of CPU for ``score``), which pytrec_eval, installed, does
+    not."""
+    import compileall
+
+    import receval
+
+    compileall.compile_dir(Path(receval.__file__).parent, quiet=1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,16 +249,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", choices=("tsv", "parquet"), default="tsv",
                         help="the bundle's table format (import trec --format)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--files", help="benchmark the real TREC files of this folder")
+    where.add_argument("--keep", help="write the generated files here (reused when present)")
+    parser.add_argument("--baseline", help="also time the receval of this source tree (e.g. "
+                        "`git archive` of main) in the same rounds")  # fmt: skip
     args = harness.parse(parser, argv)
+    if args.baseline:
+        import compileall
+
+        compileall.compile_dir(Path(args.baseline) / "receval", quiet=1)
+    if args.files:
+        args.layout = f"files {Path(args.files).name}"
+    byte_compile()
     base = Path(tempfile.mkdtemp(prefix="receval-trec-"))
     try:
-        qrels, runs = write_task(base / "trec", int(args.rows), runs=args.runs,
-                                 layout=args.layout, seed=args.seed)  # fmt: skip
-        lines = sum(1 for p in runs for _ in open(p, "rb"))
+        qrels, runs = task_files(args, base)
+        lines = sum(1 for p in runs for _ in open_file(p))
         print(f"{len(runs)} runs ({args.layout}), {lines:,} run lines", flush=True)
         rounds = []
         for r in range(args.repeat):
-            rounds.append(one_round(base, r, qrels, runs, args.format))
+            rounds.append(one_round(base, r, qrels, runs, args.format, args.baseline))
             x = rounds[-1]
             print(f"  round {r + 1}: import {x['import'][0]:.1f} s + score {x['score'][0]:.1f} s;"
                   f" pytrec_eval {x['pytrec_eval'][0]:.1f} s", flush=True)  # fmt: skip
@@ -189,15 +284,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def summarise(rounds: list[dict], lines: int, args) -> dict:
     """Medians over the rounds and the ratios receval / pytrec_eval (wall and CPU)."""
-    med = {side: np.median(np.array([r[side] for r in rounds]), axis=0) for side in rounds[0]}
-    wall = [(r["import"][0] + r["score"][0]) / r["pytrec_eval"][0] for r in rounds]
-    cpu = [(r["import"][1] + r["score"][1]) / r["pytrec_eval"][1] for r in rounds]
+    timed = [side for side in rounds[0] if side != "same_outputs"]
+    med = {side: np.median(np.array([r[side] for r in rounds]), axis=0) for side in timed}
     figures = {"rows": lines, "layout": args.layout, "format": args.format, "runs": args.runs,
                "repeat": args.repeat}  # fmt: skip
     for side, (w, c, m) in med.items():
         figures[side] = {"wall_s": round(w, 2), "cpu_s": round(c, 2), "peak_rss_mib": round(m)}
-    figures["ratio_wall"] = round(float(np.median(wall)), 2)
-    figures["ratio_cpu"] = round(float(np.median(cpu)), 2)
+    for prefix in ("", "baseline_") if args.baseline else ("",):
+        for j, what in ((0, "wall"), (1, "cpu")):
+            ratios = [(r[f"{prefix}import"][j] + r[f"{prefix}score"][j]) / r["pytrec_eval"][j]
+                      for r in rounds]  # fmt: skip
+            figures[f"{prefix}ratio_{what}"] = round(float(np.median(ratios)), 2)
+    if args.baseline:
+        figures["baseline"] = args.baseline
+        figures["baseline_same_outputs"] = all(r["same_outputs"] for r in rounds)
     return figures
 
 

@@ -331,7 +331,7 @@ def score(
         in ``run.json``'s ``anonymise`` block; never the key itself.
     engine : {'duckdb', 'spark'}
         Engine of the heavy aggregations (the leave-one-team-out diagnostic): embedded DuckDB
-        (a fact-matched task of at most 10M run rows is counted in process instead, the same
+        (a fact-matched task of at most 100M run rows is counted in process instead, the same
         numbers: :mod:`receval.official.coded`), or Apache Spark (``pip install
         'receval[spark]'``; master from ``SPARK_MASTER``).
     on_step : callable, optional

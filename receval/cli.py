@@ -433,7 +433,7 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     default="duckdb",
     show_default=True,
     help="Engine of the heavy aggregations (official census, leave-one-team-out): embedded "
-    "DuckDB (a task of at most 10M run rows is counted in process: the same numbers), or "
+    "DuckDB (a task of at most 100M run rows is counted in process: the same numbers), or "
     "Apache Spark (pip install 'receval[spark]').",
 )
 @click.option(

@@ -117,3 +117,22 @@ def test_score_counts_a_small_task_without_duckdb(monkeypatch):
     large = score(task, estimator="official")
     pd.testing.assert_frame_equal(small.leaderboard, large.leaderboard)
     pd.testing.assert_frame_equal(small.pooling_bias, large.pooling_bias)
+
+
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_counting_in_blocks_of_rows_gives_the_same_counts(duck, monkeypatch, block):
+    """cell_counts counts the rows a block at a time (bounded temporaries): any block size
+    gives the pandas scorer's per-query counts and the engine's leave-one-team-out."""
+    monkeypatch.setattr(official_coded, "COUNT_BLOCK_ROWS", block)
+    for seed, policy, cutoff in [
+        (0, POLICIES[0], None),
+        (1, POLICIES[3], 2),
+        (2, POLICIES[2], None),
+    ]:
+        task = scored_task(seed, unjudged="wrong" if seed == 2 else None)
+        pd.testing.assert_frame_equal(
+            per_query_counts(task, policy, cutoff), per_query_counts_pandas(task, policy, cutoff)
+        )
+        pd.testing.assert_frame_equal(
+            leave_team_out_coded(task, policy), leave_team_out(task, duck, policy)
+        )

@@ -400,3 +400,33 @@ def test_mapped_file_reads_as_the_read_one(tmp_path, monkeypatch, text):
     mapped = tables.read_plain_tsv(path)
     assert (read is None) == (mapped is None)
     assert read is None or read.equals(mapped)
+
+
+def test_chunked_text_columns_write_the_same_bytes_as_single_chunks(tmp_path):
+    """Columns chunked alike (an imported task: one chunk per file) are written as they are;
+    other layouts (an empty chunk, which Arrow's CSV writer garbles, or chunks that differ
+    between columns) are combined first: the bytes are the same either way."""
+    import pyarrow as pa
+
+    from receval.formats.tables import _tsv_columns_arrow, write_tsv
+
+    layouts = {
+        "aligned": ([["a", "b"], ["c"]], [["1", "2"], ["3"]]),
+        "empty chunk": ([["a", "b"], [], ["c"]], [["1", "2"], [], ["3"]]),
+        "different": ([["a"], ["b", "c"]], [["1", "2"], ["3"]]),
+    }
+    for name, (left, right) in layouts.items():
+        table = pa.table(
+            {
+                "x": pa.chunked_array(left, pa.string()),
+                "n": pa.chunked_array(right, pa.string()),
+                "k": pa.chunked_array([[len(c)] * len(c) for c in left], pa.int64()),
+            }
+        )
+        path = tmp_path / f"{name}.tsv"
+        write_tsv(path, _tsv_columns_arrow(table))
+        k = "\t".join(str(len(c)) for c in left for _ in c).split("\t")
+        expected = "x\tn\tk\n" + "".join(
+            f"{x}\t{n}\t{m}\n" for x, n, m in zip("abc", "123", k, strict=True)
+        )
+        assert path.read_text() == expected, name

@@ -3,6 +3,8 @@ time, with the same values as the bundle's files say (checked against a plain re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -354,3 +356,28 @@ def test_repeated_system_fact_pairs_are_found_either_way(n_facts):
     assert not output_repeats(system, fact, 4, n_facts)
     again = np.r_[system, system[7]], np.r_[fact, fact[7]]
     assert output_repeats(*again, 4, n_facts)
+
+
+def test_chunk_dictionaries_are_told_prefixes_by_their_buffers():
+    """Arrow's chunked dictionary_encode gives every chunk a view of one dictionary: a prefix
+    found by the buffers' addresses (no value comparison, which was quadratic in the rows);
+    equal values in other buffers are still a prefix, different ones are not; the codes index
+    the last chunk's dictionary either way."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from receval.formats import coded
+
+    column = pa.chunked_array([["b", "a"], ["c", "b"], ["d"]])
+    encoded = pc.dictionary_encode(column)
+    last = encoded.chunks[-1].dictionary
+    assert all(coded._same_buffers(c.dictionary, last) for c in encoded.chunks)
+    copy = pa.array(last.to_pylist()[:2])
+    assert not coded._same_buffers(copy, last) and coded._prefix_of(copy, last)
+    assert not coded._prefix_of(pa.array(["a", "b"]), last)
+    assert not coded._prefix_of(pa.array(["b", "a", "c", "d", "e"]), last)
+    table = coded.CodedTable(Path("x.tsv"), 5, ["answer"])
+    values, codes = coded._dictionary(column, table, "answer")
+    assert np.asarray(values.to_pylist(), dtype=object)[codes].tolist() == [
+        "b", "a", "c", "b", "d"
+    ]  # fmt: skip

@@ -255,7 +255,12 @@ def _dictionary(col, coded: CodedTable, name: str) -> tuple[object, np.ndarray]:
         chunks, last = list(col.chunks), col.chunks[-1].dictionary
     n = len(last)
     codes = np.concatenate(
-        [c.indices.fill_null(n).to_numpy(zero_copy_only=False) for c in chunks]
+        [
+            (c.indices.fill_null(n) if c.indices.null_count else c.indices).to_numpy(
+                zero_copy_only=False
+            )
+            for c in chunks
+        ]
     ).astype(np.int32, copy=False)
 
     def first_row(value: int) -> int:
@@ -269,8 +274,25 @@ def _dictionary(col, coded: CodedTable, name: str) -> tuple[object, np.ndarray]:
 
 def _prefix_of(short, long) -> bool:
     """Whether dictionary ``short`` is the start of ``long`` (chunks encoded one after the
-    other share one growing dictionary, so their codes index the last one)."""
-    return len(short) <= len(long) and short.equals(long.slice(0, len(short)))
+    other share one growing dictionary, so their codes index the last one).  Arrow's chunked
+    ``dictionary_encode`` gives every chunk a view of one dictionary's buffers: that is told by
+    the buffers' addresses, free, instead of comparing values (which costs the dictionary's
+    size per chunk, quadratic in the rows: 0.37 s of CPU on 6·10⁶ run rows, 314 chunks)."""
+    if len(short) > len(long):
+        return False
+    return _same_buffers(short, long) or short.equals(long.slice(0, len(short)))
+
+
+def _same_buffers(short, long) -> bool:
+    """Whether two arrays of one type start at the same offset of the very same buffers (so the
+    first ``len(short)`` values of ``long`` are ``short``'s)."""
+    if short.type != long.type or short.offset != long.offset:
+        return False
+    ours, theirs = short.buffers(), long.buffers()
+    return len(ours) == len(theirs) and all(
+        (a is None and b is None) or (a is not None and b is not None and a.address == b.address)
+        for a, b in zip(ours, theirs, strict=True)
+    )
 
 
 def system_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:

@@ -61,15 +61,19 @@ QRELS_FIELDS = ("qid", "iteration", "docno", "relevance")
 #: Bytes that ``str.split`` takes as whitespace but Arrow's reader does not split at (and NUL,
 #: which the line-by-line reader reports).
 _OTHER_WHITESPACE = (b"\t", b"\x0b", b"\x0c", b"\r", b"\x00", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+#: The same for a tab-separated file: a space is then whitespace inside a field.
+_OTHER_THAN_TAB = (b" ", *_OTHER_WHITESPACE[1:])
 
 
-def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
+def _read_plain(raw: bytes, names: tuple[str, ...], delimiter: str = " ") -> pa.Table | None:
     """A plain file parsed by Arrow's CSV reader in C++, every field a string, or None when the
-    file is not plain: ASCII lines of single-space-separated fields, no other whitespace, no
-    blank or comment lines (a run of spaces, a leading or a trailing space shows as an empty
-    field), or when a line has the wrong number of fields.  The line-by-line reader then gives
-    the same fields, or the exact error."""
-    if not raw or not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE):
+    file is not plain: ASCII lines of fields separated by single ``delimiter`` characters (a
+    space, or a tab as NIST distributes runs), no other whitespace, no blank or comment lines
+    (a run of delimiters, a leading or a trailing one shows as an empty field), or when a line
+    has the wrong number of fields.  The line-by-line reader then gives the same fields, or the
+    exact error."""
+    other = _OTHER_WHITESPACE if delimiter == " " else _OTHER_THAN_TAB
+    if not raw or not raw.isascii() or any(byte in raw for byte in other):
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -82,7 +86,10 @@ def _read_plain(raw: bytes, names: tuple[str, ...]) -> pa.Table | None:
                 column_names=list(names), use_threads=len(raw) > THREADED_PARSE_BYTES
             ),
             parse_options=pacsv.ParseOptions(
-                delimiter=" ", quote_char=False, double_quote=False, ignore_empty_lines=False
+                delimiter=delimiter,
+                quote_char=False,
+                double_quote=False,
+                ignore_empty_lines=False,
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
@@ -160,10 +167,8 @@ def _split_ascii(
     split = pc.ascii_split_whitespace(lines)
     data = pc.binary_length(lines).to_numpy(zero_copy_only=False) > 0
     counts = np.where(data, pc.list_value_length(split).to_numpy(zero_copy_only=False), 0)
-    first = pc.list_element(pc.filter(split, pa.array(data)), 0) if data.any() else None
-    if first is not None:
-        comment = pc.starts_with(first, "#").to_numpy(zero_copy_only=False)
-        data[np.flatnonzero(data)[comment]] = False
+    # a comment line: its first field (its trimmed text) starts with #
+    data &= ~pc.starts_with(lines, "#").to_numpy(zero_copy_only=False)
     keep = np.flatnonzero(data)
     if not len(keep):
         raise BundleError(path, None, "no data lines (the file is empty or only comments)")
@@ -175,8 +180,12 @@ def _split_ascii(
             i + 1,
             f"expected {len(names)} whitespace-separated columns ({layout}), found {counts[i]}",
         )
-    kept = split if len(keep) == len(counts) else split.take(pa.array(keep))
-    columns = {name: pc.list_element(kept, j).cast(pa.string()) for j, name in enumerate(names)}
+    # field j of data line i is value offsets[i] + j of the flat field list (no list copied)
+    start = numpy_array(split.offsets)[keep].astype(np.int64)
+    values = split.values
+    columns = {
+        name: values.take(arrow_array(start + j)).cast(pa.string()) for j, name in enumerate(names)
+    }
     return pa.table(columns), keep + 1
 
 
@@ -195,8 +204,9 @@ def _fields(path: Path, names: tuple[str, ...], layout: str) -> tuple[pa.Table, 
     if path.is_dir():
         raise BundleError(path, None, "is a directory, not a file")
     raw = read_input_bytes(path)  # a gzipped run or qrels file is read as it is
-    table = _read_plain(raw, names)
-    if table is None and raw.isascii():  # tab-separated, as NIST distributes runs
+    tabs = b"\t" in raw
+    table = _read_plain(raw, names, "\t" if tabs else " ")  # tabs: as NIST distributes runs
+    if table is None and tabs and raw.isascii():  # tabs and spaces: both separate fields
         table = _read_plain(raw.translate(_TO_SPACE), names)
     if table is not None:
         return table, np.arange(1, table.num_rows + 1, dtype=np.int64)
