@@ -422,7 +422,7 @@ def _group_view(engine, name: str, columns: tuple[str, ...], files: list) -> str
     spark = engine.spark
     present = {c.split(":", 1)[0] for c in columns}
     keyed = sorted(files[0][1])
-    uris = [Path(path).resolve().as_uri() for path, _ in files]
+    uris = [_local_uri(path) for path, _ in files]
     with engine._one_line_errors(str(files[0][0])):
         frame = spark.read.parquet(*uris)
         picked = [f"`{c}`" for c in sorted(present)]
@@ -458,12 +458,18 @@ def _placed(column: str, checked: bool) -> str:
     )
 
 
+def _local_uri(path: Path) -> str:
+    """A local file as Hadoop reads it: ``file://`` and the path as it is (``as_uri`` would
+    percent-encode the ``=`` of ``system=A``, which Hadoop does not decode)."""
+    return "file://" + Path(path).resolve().as_posix()
+
+
 def _file_keys(spark, files: list, keyed: list[str]) -> pd.DataFrame:
     """Each file's key values under every spelling of its path Spark may report
     (``_metadata.file_path``: the qualified Hadoop path, or its URI)."""
     rows = []
     for path, keys in files:
-        hadoop, located = _fs(spark, Path(path).resolve().as_uri())
+        hadoop, located = _fs(spark, _local_uri(path))
         qualified = hadoop.makeQualified(located)
         for spelling in {str(qualified.toString()), str(qualified.toUri().toString())}:
             rows.append({"_receval_file": spelling, **{k: keys[k] for k in keyed}})
