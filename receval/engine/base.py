@@ -180,6 +180,8 @@ class SparkEngine(Engine):
     name = "spark"
     #: rows of the Parquet runs registered (:func:`receval.engine.spark_runs.register_parquet_runs`)
     run_rows: int = 0
+    #: whether some registered run file has a team column (False: none has)
+    run_teams: bool = True
     #: the cached ``normed`` table (:func:`receval.engine.spark_runs.keep_normed`)
     kept_normed = None
 

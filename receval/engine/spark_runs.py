@@ -391,6 +391,9 @@ def register_parquet_runs(engine, sources: list[tuple[Path, dict[str, str]]]) ->
         check_run_schema(path, keys)
         groups.setdefault(_signature(path, keys), []).append((path, keys))
     engine.run_rows = sum(_rows(path) for path, _ in sources)
+    engine.run_teams = any(
+        "team" in keys or any(c.startswith("team:") for c in columns) for keys, columns in groups
+    )
     parts = [
         _group_view(engine, f"_receval_runs_{i}", columns, files)
         for i, ((_, columns), files) in enumerate(sorted(groups.items()))
@@ -480,8 +483,9 @@ def spark_run_cells(engine, sql: str) -> pd.DataFrame:
     """:data:`receval.engine.summary.RUN_CELLS` (``sql``, over the view ``normed``) in Spark,
     which aggregates ``min``/``max`` of text by sorting every row: the counts are taken over
     ``normed`` with its team cells as a NULL number (hash aggregation), the teams from the
-    distinct (system, team) pairs (one more hash aggregation), then each system's range of
-    team cells is set on its rows (what :func:`receval.engine.summary._teams` reads)."""
+    distinct (system, team) pairs (one more hash aggregation, skipped when no run file has a
+    team column), then each system's range of team cells is set on its rows (what
+    :func:`receval.engine.summary._teams` reads)."""
     from pyspark.sql import functions as F
 
     spark = engine.spark
@@ -491,6 +495,9 @@ def spark_run_cells(engine, sql: str) -> pd.DataFrame:
         cells = engine.query(sql)
     finally:
         normed.createOrReplaceTempView("normed")
+    if not getattr(engine, "run_teams", True):  # no run file has a team column
+        cells["team_lo"] = cells["team_hi"] = None
+        return cells
     pairs = engine.query(
         "SELECT system, team FROM normed WHERE team IS NOT NULL GROUP BY system, team"
     )
