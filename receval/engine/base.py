@@ -178,6 +178,12 @@ class SparkEngine(Engine):
     """
 
     name = "spark"
+    #: rows of the Parquet runs registered (:func:`receval.engine.spark_runs.register_parquet_runs`)
+    run_rows: int = 0
+    #: whether some registered run file has a team column (False: none has)
+    run_teams: bool = True
+    #: the cached ``normed`` table (:func:`receval.engine.spark_runs.keep_normed`)
+    kept_normed = None
 
     def __init__(self, master: str | None = None, app_name: str = "receval") -> None:
         try:
@@ -207,6 +213,7 @@ class SparkEngine(Engine):
                 master or "spark", None, f"cannot start Spark: {_java_message(exc)}"
             ) from None
         self.spark.sparkContext.setLogLevel("ERROR")
+        local_shuffle_partitions(self.spark)
 
     def register_census_runs(self, task, location: Path | str | None = None) -> bool:
         """Register the coded census tables of ``task`` with Spark reading its Parquet runs
@@ -266,6 +273,24 @@ class SparkEngine(Engine):
             from receval.engine.spark_runs import _java_message
 
             raise BundleError(where, None, f"Spark failed: {_java_message(exc)}") from None
+
+
+#: shuffle partitions per local core when the configuration sets none (Spark's 200 is for
+#: clusters: on ``local[2]`` each shuffle of a small aggregate became 200 tasks)
+LOCAL_PARTITIONS_PER_CORE = 4
+
+
+def local_shuffle_partitions(spark) -> None:
+    """On a ``local`` master whose configuration does not set ``spark.sql.shuffle.partitions``,
+    set it to :data:`LOCAL_PARTITIONS_PER_CORE` per core (adaptive execution coalesces further);
+    a cluster's setting, or the user's, is left alone."""
+    context = spark.sparkContext
+    if not context.master.startswith("local") or context.getConf().contains(
+        "spark.sql.shuffle.partitions"
+    ):
+        return
+    partitions = LOCAL_PARTITIONS_PER_CORE * max(1, context.defaultParallelism)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
 
 #: seconds to wait for a standalone master's port before giving up

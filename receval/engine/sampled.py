@@ -106,6 +106,11 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
     (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
     import pyarrow.parquet as pq
 
+    if engine.name == "spark":  # one scan per schema, not one per file
+        from receval.engine.spark_runs import register_parquet_runs
+
+        register_parquet_runs(engine, sources)
+        return
     parts = []
     for i, (path, keys) in enumerate(sources):
         check_run_schema(path, keys)

@@ -370,3 +370,178 @@ def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
     for system in layout.systems:  # an empty run file: an empty submission
         out.setdefault(system, system)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine path's ``runs`` view: one read per group of like files
+
+
+def register_parquet_runs(engine, sources: list[tuple[Path, dict[str, str]]]) -> None:
+    """Register the Parquet run files as the view ``runs(system, query_id, answer, team)`` of
+    :func:`receval.engine.sampled.register_runs`, with Spark reading every file of one schema
+    in a single scan: a file's location (``runs/A.parquet``, ``runs/system=A/``) sets its key
+    columns through a broadcast join on the file's path (``_metadata.file_path``), not one
+    scan per file (a 50-way union compiled the normalisation 50 times per query).
+
+    Raises BundleError naming the file when a file is unreadable or lacks a column."""
+    from receval.engine.sampled import check_run_schema, create_view
+
+    groups: dict[tuple, list[tuple[Path, dict[str, str]]]] = {}
+    for path, keys in sources:
+        check_run_schema(path, keys)
+        groups.setdefault(_signature(path, keys), []).append((path, keys))
+    engine.run_rows = sum(_rows(path) for path, _ in sources)
+    engine.run_teams = any(
+        "team" in keys or any(c.startswith("team:") for c in columns) for keys, columns in groups
+    )
+    parts = [
+        _group_view(engine, f"_receval_runs_{i}", columns, files)
+        for i, ((_, columns), files) in enumerate(sorted(groups.items()))
+    ]
+    create_view(engine, "runs", "\nUNION ALL\n".join(parts))
+
+
+def _signature(path: Path, keys: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(key names, columns read from the file with their Arrow types): files alike in both are
+    read together."""
+    import pyarrow.parquet as pq
+
+    from receval.engine.sampled import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS
+
+    schema = pq.read_schema(path)
+    columns = tuple(
+        f"{c}:{schema.field(c).type}"
+        for c in (*RUN_COLUMNS, *OPTIONAL_RUN_COLUMNS)
+        if c not in keys and c in schema.names
+    )
+    return tuple(sorted(keys)), columns
+
+
+def _group_view(engine, name: str, columns: tuple[str, ...], files: list) -> str:
+    """Register one group's files as ``name`` (and its keys as ``name_keys``); the SELECT of
+    the ``runs`` columns over them."""
+    from receval.engine.sampled import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS, trimmed
+
+    spark = engine.spark
+    present = {c.split(":", 1)[0] for c in columns}
+    keyed = sorted(files[0][1])
+    uris = [_local_uri(path) for path, _ in files]
+    with engine._one_line_errors(str(files[0][0])):
+        frame = spark.read.parquet(*uris)
+        picked = [f"`{c}`" for c in sorted(present)]
+        if keyed:
+            picked.append("_metadata.file_path AS _receval_file")
+        frame.selectExpr(*picked).createOrReplaceTempView(name)
+    select = []
+    for column in (*RUN_COLUMNS, *OPTIONAL_RUN_COLUMNS):
+        if column in keyed:
+            select.append(f"{_placed(column, column == keyed[0])} AS {column}")
+        elif column in present:
+            select.append(f"{trimmed(f'CAST(r.`{column}` AS STRING)')} AS {column}")
+        else:
+            select.append(f"CAST(NULL AS STRING) AS {column}")
+    if not keyed:
+        return f"SELECT {', '.join(select)} FROM {name} r"
+    engine.register(f"{name}_keys", _file_keys(spark, files, keyed))
+    return (
+        f"SELECT /*+ BROADCAST(k) */ {', '.join(select)} FROM {name} r "
+        f"LEFT JOIN {name}_keys k ON r._receval_file = k._receval_file"
+    )
+
+
+def _placed(column: str, checked: bool) -> str:
+    """A key column from the file's path; ``checked``: a row of a file the keys do not name
+    fails the query (a path spelt otherwise than :func:`_file_keys` expects) instead of
+    being dropped."""
+    if not checked:
+        return f"k.`{column}`"
+    return (
+        f"coalesce(k.`{column}`, raise_error(concat('a run file Spark read is not one of the "
+        f"bundle run files: ', r._receval_file)))"
+    )
+
+
+def _local_uri(path: Path) -> str:
+    """A local file as Hadoop reads it: ``file://`` and the path as it is (``as_uri`` would
+    percent-encode the ``=`` of ``system=A``, which Hadoop does not decode)."""
+    return "file://" + Path(path).resolve().as_posix()
+
+
+def _file_keys(spark, files: list, keyed: list[str]) -> pd.DataFrame:
+    """Each file's key values under every spelling of its path Spark may report
+    (``_metadata.file_path``: the qualified Hadoop path, or its URI)."""
+    rows = []
+    for path, keys in files:
+        hadoop, located = _fs(spark, _local_uri(path))
+        qualified = hadoop.makeQualified(located)
+        for spelling in {str(qualified.toString()), str(qualified.toUri().toString())}:
+            rows.append({"_receval_file": spelling, **{k: keys[k] for k in keyed}})
+    return pd.DataFrame(rows, columns=["_receval_file", *keyed])
+
+
+def spark_run_cells(engine, sql: str) -> pd.DataFrame:
+    """:data:`receval.engine.summary.RUN_CELLS` (``sql``, over the view ``normed``) in Spark,
+    which aggregates ``min``/``max`` of text by sorting every row: the counts are taken over
+    ``normed`` with its team cells as a NULL number (hash aggregation), the teams from the
+    distinct (system, team) pairs (one more hash aggregation, skipped when no run file has a
+    team column), then each system's range of team cells is set on its rows (what
+    :func:`receval.engine.summary._teams` reads)."""
+    from pyspark.sql import functions as F
+
+    spark = engine.spark
+    normed = spark.table("normed")
+    try:
+        normed.withColumn("team", F.lit(None).cast("long")).createOrReplaceTempView("normed")
+        cells = engine.query(sql)
+    finally:
+        normed.createOrReplaceTempView("normed")
+    if not getattr(engine, "run_teams", True):  # no run file has a team column
+        cells["team_lo"] = cells["team_hi"] = None
+        return cells
+    pairs = engine.query(
+        "SELECT system, team FROM normed WHERE team IS NOT NULL GROUP BY system, team"
+    )
+    span = pairs.groupby("system")["team"].agg(["min", "max"])
+    cells["team_lo"] = cells["system"].map(span["min"]).astype(object)
+    cells["team_hi"] = cells["system"].map(span["max"]).astype(object)
+    return cells
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+#: rows per partition of the kept ``normed`` table: each partition's (system, query, answer)
+#: groups fit a task's share of a 1 GB driver heap (no spill, no sort) on ``local[2]``
+ROWS_PER_PARTITION = 1_000_000
+
+
+def keep_normed(engine) -> None:
+    """Replace the view ``normed`` by the same rows hash-partitioned by ``query_id`` and
+    cached (memory, then the executors' disks, compressed columns): the runs are read and
+    normalised once, shuffled once, and the three aggregations of
+    :mod:`receval.engine.summary` (each grouping by ``query_id`` and more) read the cache with
+    no further shuffle of rows.  Partitions: enough for :data:`ROWS_PER_PARTITION` rows each,
+    at least ``spark.sql.shuffle.partitions``.  A table kept earlier is released."""
+    spark = engine.spark
+    previous = getattr(engine, "kept_normed", None)
+    if previous is not None:
+        previous.unpersist()
+    rows = getattr(engine, "run_rows", 0) or 0
+    partitions = max(
+        int(spark.conf.get("spark.sql.shuffle.partitions")), -(-rows // ROWS_PER_PARTITION)
+    )
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    # without adaptive execution the checkpoint keeps its partitioning (hash of query_id), so
+    # the aggregations that group by query_id and more plan no further exchange
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        with engine._one_line_errors("normed"):
+            kept = spark.table("normed").repartition(partitions, "query_id")
+            kept = kept.localCheckpoint(eager=True)
+            kept.createOrReplaceTempView("normed")
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    engine.kept_normed = kept

@@ -138,6 +138,10 @@ def register_normed(engine: Engine, matching: Matching | None) -> None:
         f"SELECT system, CASE WHEN team = '' THEN NULL ELSE team END AS team, query_id, "
         f"{answer} AS answer FROM runs",
     )
+    if engine.name == "spark":  # normalised and shuffled by query once, kept for the three
+        from receval.engine.spark_runs import keep_normed
+
+        keep_normed(engine)
 
 
 def summarise_runs(
@@ -199,6 +203,10 @@ def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFra
     """:data:`RUN_CELLS`: in DuckDB one system at a time when each file holds one system (the
     view's other branches are pruned, so each query groups one run's rows: memory bounded by
     the largest run), else in one query."""
+    if engine.name == "spark":  # Spark aggregates text min/max by sorting every row
+        from receval.engine.spark_runs import spark_run_cells
+
+        return spark_run_cells(engine, RUN_CELLS.format(h=h, where=""))
     if by_system is None or engine.name != "duckdb":
         return engine.query(RUN_CELLS.format(h=h, where=""))
     parts = []

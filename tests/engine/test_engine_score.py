@@ -184,15 +184,39 @@ def test_text_runs_are_refused_out_of_core_and_scored_in_memory_by_default(tmp_p
     assert "engine_path" not in json.loads((tmp_path / "o2" / "run.json").read_text())
 
 
+def _partitioned(root: Path) -> Path:
+    """``root`` with its runs moved to a dataset partitioned by system
+    (``runs/system=<name>/part-0.parquet``)."""
+    for path in sorted((root / "runs").glob("*.parquet")):
+        folder = root / "runs" / f"system={path.stem}"
+        folder.mkdir()
+        path.rename(folder / "part-0.parquet")
+    return root
+
+
 @pytest.mark.slow
 @needs_spark
-def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch):
-    """``score --engine spark --out-of-core``: Spark reads the Parquet runs and runs the same
-    three aggregations; the output set equals DuckDB's."""
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"teams": True},
+        {"teams": True, "duplicates": True, "layout": "one-file"},
+        {"partitioned": True},
+    ],
+)
+def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch, layout):
+    """``score --engine spark --out-of-core``: Spark reads the Parquet runs (one scan of the
+    like files, each file's system from its path) and runs the same three aggregations; the
+    output set equals DuckDB's, for one file per system, one file with a team column and
+    duplicate answers, and a dataset partitioned by system."""
     import os
 
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
-    root = make_bundle(tmp_path / "b", teams=True)
+    options = dict(layout)
+    partitioned = options.pop("partitioned", False)
+    root = make_bundle(tmp_path / "b", **options)
+    if partitioned:
+        _partitioned(root)
     duck = _score(root, tmp_path / "duck")
     assert duck.exit_code == 0, duck.output
     spark = _score(root, tmp_path / "spark", "--engine", "spark")
