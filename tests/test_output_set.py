@@ -205,7 +205,8 @@ def test_sigint_at_any_point_never_leaves_a_mixed_folder(tasks, tmp_path):
         assert not [p for p in tmp_path.iterdir() if p.name != "out"], "staging left behind"
         return task
 
-    for _ in range(3):  # before the swap: the previous set (task a) stays
+    for _ in range(10):  # before the swap: the previous set (task a) stays (a loaded machine
+        # can deschedule the watcher past the staging window: retried)
         proc = _interrupt_while_staging(b, out)
         if finished(proc, "staging") == "task-a" and proc.returncode == 130:
             break
