@@ -384,7 +384,7 @@ def register_parquet_runs(engine, sources: list[tuple[Path, dict[str, str]]]) ->
     scan per file (a 50-way union compiled the normalisation 50 times per query).
 
     Raises BundleError naming the file when a file is unreadable or lacks a column."""
-    from receval.engine.sampled import check_run_schema, create_view
+    from receval.engine.run_files import check_run_schema, create_view
 
     groups: dict[tuple, list[tuple[Path, dict[str, str]]]] = {}
     for path, keys in sources:
@@ -406,7 +406,7 @@ def _signature(path: Path, keys: dict[str, str]) -> tuple[tuple[str, ...], tuple
     read together."""
     import pyarrow.parquet as pq
 
-    from receval.engine.sampled import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS
+    from receval.engine.run_files import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS
 
     schema = pq.read_schema(path)
     columns = tuple(
@@ -420,7 +420,7 @@ def _signature(path: Path, keys: dict[str, str]) -> tuple[tuple[str, ...], tuple
 def _group_view(engine, name: str, columns: tuple[str, ...], files: list) -> str:
     """Register one group's files as ``name`` (and its keys as ``name_keys``); the SELECT of
     the ``runs`` columns over them."""
-    from receval.engine.sampled import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS, trimmed
+    from receval.engine.run_files import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS, trimmed
 
     spark = engine.spark
     present = {c.split(":", 1)[0] for c in columns}
