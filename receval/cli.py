@@ -178,11 +178,42 @@ def _load(task: Path, **parts):
 
 @cli.command()
 @click.argument("task", type=FilePath(path_type=Path))
-def validate(task: Path) -> None:
+@click.option(
+    "--engine",
+    type=click.Choice(opts.ENGINES),
+    default="duckdb",
+    show_default=True,
+    help="Engine that reads Parquet runs out of core: embedded DuckDB, or Apache Spark "
+    "(pip install 'receval[spark]').",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
+    "else local[*]).",
+)
+@click.option(
+    "--out-of-core/--in-memory",
+    "out_of_core",
+    default=None,
+    help="Check the Parquet runs with SQL aggregates in --engine, never holding an output row "
+    "in memory (the same summary; no exhaustive units, truth or judge tables, equivalence "
+    "classes or non-uniform sample designs), or load the task in memory.  Default: out of core "
+    "from 10M Parquet run rows when the bundle allows it.",
+)
+def validate(task: Path, engine: str, spark_master: str | None, out_of_core: bool | None) -> None:
     """Load and check the bundle TASK; print a summary (systems, queries, outputs, labels, conflicts)."""
     from receval.operations import validate as validate_task
 
-    for line in validate_task(task).lines():
+    chosen = _engine(engine, spark_master)
+    try:
+        result = validate_task(task, engine=chosen, out_of_core=out_of_core)
+    except ValueError as exc:  # what the engine path cannot check: one line
+        raise InputError(str(exc)) from None
+    finally:
+        if chosen is not None:
+            chosen.close()
+    for line in result.lines():
         click.echo(line)
 
 

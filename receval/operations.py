@@ -101,18 +101,34 @@ class Validation:
         return out
 
 
-def validate(task: Task | Bundle | Path | str) -> Validation:
+def validate(
+    task: Task | Bundle | Path | str,
+    *,
+    engine: Any = None,
+    out_of_core: bool | None = None,
+) -> Validation:
     """Load and check every file of a bundle (:func:`receval.load_task`) and summarise it.
 
-    Raises :class:`~receval.errors.BundleError` naming the file and line of the first problem.
+    A bundle path with Parquet runs is checked out of core instead (SQL aggregates in
+    ``engine``: None or ``"duckdb"``, ``"spark"`` or a connected engine;
+    :mod:`receval.engine.validate`) when ``out_of_core`` is True, or when it is None and the runs
+    hold at least ``ENGINE_PATH_ROWS`` rows and the bundle is one that path checks: the same
+    summary, never holding an output row.  ``out_of_core=False`` always loads the task.
+
+    Raises :class:`~receval.errors.BundleError` naming the file and line of the first problem;
+    ``ValueError`` when ``out_of_core=True`` and the engine path cannot check this bundle.
     """
     from receval.agreement import agreement_by_round
+    from receval.bundle import Bundle
+    from receval.engine.validate import validation_view, view_summary
 
-    loaded = _task(task)
+    source = task.root if isinstance(task, Bundle) else task
+    view = validation_view(source, engine, out_of_core)
+    loaded = view if view is not None else _task(task)
     samplers = loaded.samplers
     kinds = loaded.merged.conflicts["kind"].value_counts()
     return Validation(
-        summary=loaded.summary(),
+        summary=view_summary(view) if view is not None else loaded.summary(),
         designs=tuple(sorted({s.design for s in samplers})),
         samplers=len(samplers),
         agreement=agreement_by_round(loaded),

@@ -1,0 +1,160 @@
+"""``validate`` on the engine path (receval.engine.validate): the in-memory path's summary and
+error lines, from SQL aggregates over Parquet runs, never loading the task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from conftest import needs_spark
+from test_engine_score import _partitioned, make_bundle
+
+import receval.bundle.runs
+import receval.task
+from receval.cli import cli
+
+
+def _validate(root: Path, *extra: str):
+    return CliRunner().invoke(cli, ["validate", str(root), *extra])
+
+
+def _refuse_loading(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the engine path loaded the task")
+
+    monkeypatch.setattr(receval.task, "load_task", refuse)
+    monkeypatch.setattr(receval.task.Task, "from_frames", refuse)
+    monkeypatch.setattr(receval.bundle.runs, "_run_frame", refuse)
+
+
+def _make(tmp_path: Path, layout: dict) -> Path:
+    options = dict(layout)
+    partitioned = options.pop("partitioned", False)
+    unlabelled = options.pop("unlabelled", False)
+    root = make_bundle(tmp_path / "b", **options)
+    if unlabelled:  # runs and queries only
+        for name in ("samples.tsv", "judgments.tsv", "to_annotate.tsv"):
+            (root / name).unlink(missing_ok=True)
+    return _partitioned(root) if partitioned else root
+
+
+LAYOUTS = [
+    {},
+    {"teams": True, "pending": 3},
+    {"teams": True, "duplicates": True, "layout": "one-file"},
+    {"partitioned": True, "rounds": 1},
+    {"unlabelled": True, "rounds": 1},
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_engine_validate_prints_the_in_memory_summary(tmp_path, monkeypatch, layout):
+    root = _make(tmp_path, layout)
+    memory = _validate(root, "--in-memory")
+    assert memory.exit_code == 0, memory.output
+    _refuse_loading(monkeypatch)
+    engine = _validate(root, "--out-of-core")
+    assert engine.exit_code == 0, engine.output
+    assert engine.output == memory.output
+
+
+def test_engine_validate_counts_an_empty_submission(tmp_path, monkeypatch):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    pd.DataFrame(
+        {"query_id": pd.Series([], dtype=str), "answer": pd.Series([], dtype=str)}
+    ).to_parquet(root / "runs" / "E.parquet", index=False)
+    memory = _validate(root, "--in-memory")
+    assert "empty submissions" in memory.output
+    _refuse_loading(monkeypatch)
+    assert _validate(root, "--out-of-core").output == memory.output
+
+
+def test_engine_path_is_the_default_from_the_row_threshold(tmp_path, monkeypatch):
+    import receval.engine.score
+
+    root = make_bundle(tmp_path / "b", rounds=1)
+    memory = _validate(root)
+    monkeypatch.setattr(receval.engine.score, "ENGINE_PATH_ROWS", 1)
+    _refuse_loading(monkeypatch)
+    assert _validate(root).output == memory.output
+
+
+def _drop_answer(frame: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(frame.drop(columns="answer"), preserve_index=False)
+
+
+def _nested_answer(frame: pd.DataFrame) -> pa.Table:
+    table = pa.Table.from_pandas(frame.drop(columns="answer"), preserve_index=False)
+    return table.append_column("answer", pa.array([[a] for a in frame["answer"]]))
+
+
+def _error_line(result) -> str:
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@pytest.mark.parametrize("broken", [_drop_answer, _nested_answer], ids=["missing", "nested"])
+def test_a_malformed_run_file_is_the_in_memory_error_line(tmp_path, broken, partitioned):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    if partitioned:
+        _partitioned(root)
+    bad = next(p for p in sorted((root / "runs").rglob("*.parquet")) if "B" in str(p))
+    pq.write_table(broken(pd.read_parquet(bad)), bad)
+    memory = _error_line(_validate(root, "--in-memory"))
+    assert str(bad) in memory
+    assert _error_line(_validate(root, "--out-of-core")) == memory
+
+
+def test_a_column_the_engine_cannot_read_names_the_file(tmp_path):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    bad = root / "runs" / "C.parquet"
+    pd.read_parquet(bad).assign(query_id=1.5).to_parquet(bad, index=False)
+    line = _error_line(_validate(root, "--out-of-core"))
+    assert str(bad) in line and "column query_id has type double" in line
+
+
+def test_bad_values_in_the_runs_are_one_error_line(tmp_path):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    bad = root / "runs" / "D.parquet"
+    frame = pd.read_parquet(bad)
+    frame.loc[0, "query_id"] = "q-unknown"
+    frame.to_parquet(bad, index=False)
+    line = _error_line(_validate(root, "--out-of-core"))
+    assert str(bad) in line and "'q-unknown' is not in queries" in line
+
+
+def test_what_the_engine_path_does_not_check_is_refused_out_of_core(tmp_path):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    (root / "truth.tsv").write_text("query_id\tanswer\tlabel\nq0\tdoc 1\tC\n", encoding="utf-8")
+    line = _error_line(_validate(root, "--out-of-core"))
+    assert "truth.tsv" in line and "--in-memory" in line
+
+
+def test_text_runs_are_refused_out_of_core(tmp_path):
+    root = _make(tmp_path, {"unlabelled": True, "rounds": 1, "layout": "one-file"})
+    pd.read_parquet(root / "runs.parquet").to_csv(root / "runs.tsv", sep="\t", index=False)
+    (root / "runs.parquet").unlink()
+    assert _validate(root).exit_code == 0
+    assert "text tables" in _error_line(_validate(root, "--out-of-core"))
+
+
+@pytest.mark.slow
+@needs_spark
+@pytest.mark.parametrize("layout", [{"teams": True}, {"partitioned": True, "rounds": 1}])
+def test_spark_validate_prints_the_duckdb_summary(tmp_path, monkeypatch, layout):
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = _make(tmp_path, layout)
+    duck = _validate(root, "--out-of-core")
+    assert duck.exit_code == 0, duck.output
+    spark = _validate(root, "--out-of-core", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    assert spark.output == duck.output
