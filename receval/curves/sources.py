@@ -366,15 +366,50 @@ def _run_files(root: Path) -> dict[str, Path]:
 def engine_run_file(root: Path | str, system: str) -> Path | None:
     """The run file of ``system`` when the curve commands should rank it in the engine: a
     Parquet file ``runs/<system>.parquet`` with at least ``RECEVAL_CURVE_ENGINE_ROWS`` rows
-    (default :data:`ENGINE_ROWS`; ``0`` sends every Parquet run through the engine)."""
+    (default :data:`ENGINE_ROWS`; ``0`` sends every Parquet run through the engine), or, when
+    that variable is not set, any such file of a bundle too large to load
+    (:func:`large_bundle`)."""
     path = Path(root) / "runs" / f"{system}.parquet"
     if not path.is_file() or (Path(root) / "runs" / f"{system}.tsv").exists():
         return None
-    threshold = int(os.environ.get("RECEVAL_CURVE_ENGINE_ROWS", ENGINE_ROWS))
+    given = os.environ.get("RECEVAL_CURVE_ENGINE_ROWS")
+    threshold = int(given if given is not None else ENGINE_ROWS)
+    rows = _parquet_rows(path)
+    if rows is None:  # an unreadable file: the loader reports it
+        return None
+    if rows >= threshold or (given is None and large_bundle(Path(root))):
+        return path
+    return None
+
+
+def _parquet_rows(path: Path) -> int | None:
     try:
         import pyarrow.parquet as pq
 
-        rows = pq.ParquetFile(path).metadata.num_rows
-    except Exception:  # an unreadable file: the loader reports it
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:
         return None
-    return path if rows >= threshold else None
+
+
+def large_bundle(root: Path) -> bool:
+    """Whether loading ``root`` for one curve would hold too many rows: its ``runs/*.parquet``
+    hold at least :data:`receval.engine.score.ENGINE_PATH_ROWS` rows together (``score`` and
+    ``validate`` go out of core from there too), and it has no table that only the loaded task
+    reads for a curve (exhaustive units: the estimated true facts; a judge table: the judge's
+    scores), so that the engine-ranked run gives the same batches and curve."""
+    from receval.engine.score import ENGINE_PATH_ROWS
+    from receval.formats.tables import find_table
+
+    if any(
+        find_table(root, name) is not None for name in ("exhaustive_units", "exhaustive", "judge")
+    ):
+        return False
+    total = 0
+    for path in sorted((root / "runs").glob("*.parquet")):
+        rows = _parquet_rows(path)
+        if rows is None:
+            return False  # the loader names the file
+        total += rows
+        if total >= ENGINE_PATH_ROWS:
+            return True
+    return False

@@ -217,3 +217,38 @@ def test_a_text_run_and_an_empty_one_rank_as_the_loader_does(bundle):
     assert got.items(ranks)["answer"].tolist() == want.items(ranks)["answer"].tolist()
     np.testing.assert_array_equal(got.known.ranks, want.known.ranks)
     assert light.ranked("T01_9").size == 0
+
+
+def test_a_large_bundle_ranks_its_small_runs_in_the_engine(bundle, tmp_path, monkeypatch):
+    """From ENGINE_PATH_ROWS Parquet run rows in the bundle (not in the one run), the curve
+    commands rank the system's run in the engine instead of loading the task: the same
+    batches and curve; RECEVAL_CURVE_ENGINE_ROWS, when set, still decides alone."""
+    import shutil
+
+    import receval.engine.score
+
+    for name in ("exhaustive_units.tsv", "exhaustive.tsv"):
+        (bundle / name).unlink(missing_ok=True)
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    monkeypatch.delenv("RECEVAL_CURVE_ENGINE_ROWS", raising=False)
+    outputs = {}
+    for root, limit in ((bundle, 10**12), (copy, 1)):
+        monkeypatch.setattr(receval.engine.score, "ENGINE_PATH_ROWS", limit)
+        batches = _plan_to_the_end(root, "stratband")
+        out = tmp_path / f"{limit}.csv"
+        args = ["curve", "estimate", str(root), "--system", "T01_1", "--method", "stratband"]
+        result = CliRunner().invoke(cli, [*args, *PARAMS, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        outputs[limit] = (batches, out.read_text(), out.with_name(out.name + ".json").read_text())
+    assert (copy / ".receval" / "ranked" / "T01_1" / "order.npy").is_file()
+    assert not (bundle / ".receval").exists()
+    assert outputs[1] == outputs[10**12]
+    from receval.curves.sources import engine_run_file
+
+    monkeypatch.setenv("RECEVAL_CURVE_ENGINE_ROWS", "1000000000")
+    assert engine_run_file(copy, "T01_2") is None
+    monkeypatch.delenv("RECEVAL_CURVE_ENGINE_ROWS")
+    assert engine_run_file(copy, "T01_2") == copy / "runs" / "T01_2.parquet"
+    (copy / "judge.tsv").write_text("query_id\tanswer\tjudge_score\n", encoding="utf-8")
+    assert engine_run_file(copy, "T01_2") is None  # only the loaded task reads a judge
