@@ -14,7 +14,13 @@ import pandas as pd
 from receval.bundle.sources import _require, _Source
 from receval.config import TaskConfig, unknown_label_text
 from receval.errors import BundleError
-from receval.formats.checks import check_queries_known, nonempty, numbers, raise_first_bad
+from receval.formats.checks import (
+    check_queries_known,
+    nonempty,
+    numbers,
+    raise_first_bad,
+    unique_values,
+)
 from receval.formats.coded import system_codes
 from receval.formats.tables import LINE
 
@@ -42,12 +48,7 @@ def _check_queries(src: _Source) -> pd.DataFrame:
     if frame.empty:
         raise BundleError(path, src.first_row, f"no queries: {src.no_rows}")
     nonempty(frame, path, ("query_id",))
-    raise_first_bad(
-        frame,
-        path,
-        frame["query_id"].duplicated(),
-        lambda i: f"duplicate query_id {frame['query_id'].iloc[i]!r}",
-    )
+    unique_values(frame, path, "query_id")
     if "weight" in frame.columns:
         w = numbers(frame, path, "weight", allow_empty=False)
         raise_first_bad(frame, path, w <= 0, "column 'weight' must be > 0")
@@ -194,12 +195,7 @@ def _check_exhaustive(
         frame, upath = usrc.frame, usrc.path
         _require(usrc, ("unit",), "exhaustive_units")
         nonempty(frame, upath, ("unit",))
-        raise_first_bad(
-            frame,
-            upath,
-            frame["unit"].duplicated(),
-            lambda i: f"duplicate unit {frame['unit'].iloc[i]!r}",
-        )
+        unique_values(frame, upath, "unit")
         # an all-empty prob column means uniform units, as `sample --units-from` writes it
         uniform = "prob" not in frame.columns or (frame["prob"].astype(str).str.strip() == "").all()
         frame["prob"] = np.nan if uniform else _prob(frame, upath)

@@ -27,7 +27,7 @@ import pandas as pd
 from receval.config import unknown_label_text
 from receval.curves.base import Labels
 from receval.errors import BundleError
-from receval.formats.checks import raise_first_bad
+from receval.formats.checks import raise_first_bad, unique_values
 
 __all__ = [
     "ENGINE_ROWS",
@@ -231,12 +231,7 @@ class CurveBundle:
         if queries.empty:
             raise BundleError(qpath, 2, "no queries: the file has a header but no rows")
         _nonempty(queries, qpath, ("query_id",))
-        raise_first_bad(
-            queries,
-            qpath,
-            queries["query_id"].duplicated(),
-            lambda i: f"duplicate query_id {queries['query_id'].iloc[i]!r}",
-        )
+        unique_values(queries, qpath, "query_id")
         known = set(queries["query_id"])
         labels = _merged_labels(root, config, known)
         return cls(root, config, known, labels, _run_files(root), memory_limit, temp_directory)

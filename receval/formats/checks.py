@@ -39,6 +39,15 @@ def raise_first_bad(
     raise BundleError(path, int(frame[LINE].iloc[i]), text)
 
 
+def unique_values(frame: pd.DataFrame, path: Path | str, column: str) -> None:
+    """A ``BundleError`` at the first row whose ``column`` value an earlier row has
+    (``duplicate <column> '<value>'``): the key check of queries and exhaustive units."""
+    values = frame[column]
+    raise_first_bad(
+        frame, path, values.duplicated(), lambda i: f"duplicate {column} {values.iloc[i]!r}"
+    )
+
+
 def require_columns(src: Any, columns: tuple[str, ...], reserved: tuple[str, ...] = ()) -> None:
     """Required columns present, reserved (derived) column names absent: ``src`` is a table
     source with ``path``, ``columns`` and ``header`` (the line its header problems name)."""
