@@ -179,8 +179,9 @@ _FACT_STRIDE = 1 << 32
 def register_task_runs(engine, task, location: str | Path | None = None) -> bool:
     """Register the coded ``responses``, ``judgments`` and ``queries`` views of
     :mod:`receval.engine.queries` in ``engine`` (a SparkEngine), reading the runs of ``task``
-    from ``location`` (default: the bundle's folder) with Spark.  False when the runs are text
-    tables or the task was built in memory (the caller then sends the coded tables).
+    with Spark: from ``location`` (any path Spark reads), by default the bundle's Parquet run
+    files as ``score``'s engine path reads them (:func:`_bundle_runs`).  False when the runs
+    are text tables or the task was built in memory (the caller then sends the coded tables).
 
     Facts get ids in Spark: ``query code · 2³² + dense rank of the normalised answer within the
     query``, over the run rows and the judgments together, so the ids are exact (no hash) and do
@@ -189,15 +190,18 @@ def register_task_runs(engine, task, location: str | Path | None = None) -> bool
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if location is None:
-        if not task.files or not Path(task.root).is_dir():
-            return False
-        location = Path(task.root).resolve().as_uri()
     spark = engine.spark
-    layout = run_layout(spark, location)
-    if layout is None:
-        return False
-    runs = normalised(read_runs(spark, layout), task.config.matching)
+    if location is None:
+        frame = _bundle_runs(engine, task)
+        if frame is None:
+            return False
+        location = _local_uri(Path(task.root))
+    else:
+        layout = run_layout(spark, location)
+        if layout is None:
+            return False
+        frame = read_runs(spark, layout)
+    runs = normalised(frame, task.config.matching)
     queries = hop0_queries(task)
     code = pd.Index(queries["query_id"])
     small = _small_tables(task, queries, code, CATEGORY_CODES)
@@ -231,6 +235,22 @@ def register_task_runs(engine, task, location: str | Path | None = None) -> bool
     )
     engine.register("queries", small["queries"])
     return True
+
+
+def _bundle_runs(engine, task):
+    """The Parquet runs of the loaded bundle ``task`` as :func:`read_runs`' frame, read as
+    ``score``'s engine path reads them (:func:`register_parquet_runs`: one scan per schema of
+    like files, each file's key columns from its location, local paths as Hadoop reads them);
+    None when the task was built in memory or its runs are text tables."""
+    from receval.bundle import Bundle
+
+    if not task.files or not Path(task.root).is_dir():
+        return None
+    sources = Bundle(task.root).parquet_runs()
+    if not sources:
+        return None
+    register_parquet_runs(engine, sources)
+    return _columns(engine.spark.table("runs"), str(sources[0][0]), None)
 
 
 def _small_tables(task, queries: pd.DataFrame, code: pd.Index, categories) -> dict:

@@ -229,3 +229,41 @@ def test_unreadable_runs_path_is_one_error(spark, tmp_path):
     (broken / "runs" / "A.parquet").write_bytes(b"not parquet")
     with pytest.raises(BundleError, match="cannot read the runs"):
         spark.register_census_runs(task, broken.as_uri())
+
+
+@needs_spark
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["partitioned", "files", "one-file"])
+def test_spark_official_score_reads_the_bundle_runs_as_duckdb_counts(tmp_path, monkeypatch, layout):
+    """``score --estimator official --engine spark`` on Parquet runs in ``runs/system=A/``
+    (a partitioned dataset: the ``=`` stays as it is in the paths Spark reads), one file per
+    system, or one file: Spark reads the runs itself (the driver sends the small tables only)
+    and every CSV equals DuckDB's."""
+    import os
+
+    from pyspark.sql import SparkSession
+    from test_engine_score import _partitioned, make_bundle
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = make_bundle(tmp_path / "b", rounds=1, teams=True,
+                       layout="one-file" if layout == "one-file" else "per-system")  # fmt: skip
+    if layout == "partitioned":
+        _partitioned(root)
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in root.rglob("*.parquet"))
+    sent = []
+    original = SparkSession.createDataFrame
+
+    def recording(self, data, *args, **kwargs):
+        sent.append(len(data))
+        return original(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(SparkSession, "createDataFrame", recording)
+    outs = {}
+    for engine in ("duckdb", "spark"):
+        out = tmp_path / engine
+        args = ["score", str(root), "--estimator", "official", "--out", str(out), "--no-report"]
+        result = CliRunner().invoke(cli, [*args, "--quiet", "--engine", engine])
+        assert result.exit_code == 0, result.output
+        outs[engine] = {p.name: p.read_bytes() for p in sorted(out.glob("*.csv"))}
+    assert outs["spark"] and outs["spark"] == outs["duckdb"]
+    assert sent and max(sent) < rows / 4  # small tables only, never the run rows
