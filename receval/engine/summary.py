@@ -51,7 +51,7 @@ SELECT system, query_id, count(*) AS facts, sum(c) AS n_rows, sum(blank) AS blan
        min(team_lo) AS team_lo, max(team_hi) AS team_hi
 FROM (
     SELECT system, query_id, {h} AS a, count(*) AS c,
-           sum(CASE WHEN answer = '' THEN 1 ELSE 0 END) AS blank,
+           sum(CASE WHEN answer = '' OR answer IS NULL THEN 1 ELSE 0 END) AS blank,
            min(team) AS team_lo, max(team) AS team_hi
     FROM normed {where} GROUP BY system, query_id, {h}
 ) t GROUP BY system, query_id
@@ -321,7 +321,17 @@ def _run_file(files: dict[str, Path], system: str) -> Path | str:
 
 
 def _check_cells(cells: pd.DataFrame, files: dict[str, Path], known: set[str]) -> None:
-    """The loader's checks of the run values: no blank answer, every query known."""
+    """The loader's checks of the run values: no blank system, query or answer (NULL is
+    blank, as the loader reads it), every query known."""
+    for column in ("system", "query_id"):
+        empty = cells[cells[column].isna() | (cells[column].astype(str) == "")]
+        if len(empty):
+            system = empty["system"].iloc[0]
+            raise BundleError(
+                _run_file(files, system if isinstance(system, str) else ""),
+                None,
+                f"empty value in required column {column!r} ({int(empty['n_rows'].sum())} such rows)",
+            )
     blank = cells[cells["blank"] > 0]
     if len(blank):
         system = str(blank["system"].iloc[0])

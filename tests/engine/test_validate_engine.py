@@ -158,3 +158,21 @@ def test_spark_validate_prints_the_duckdb_summary(tmp_path, monkeypatch, layout)
     spark = _validate(root, "--out-of-core", "--engine", "spark")
     assert spark.exit_code == 0, spark.output
     assert spark.output == duck.output
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("system", ""), ("system", None), ("system", "  "), ("answer", None)]
+)
+def test_a_blank_run_value_is_the_loaders_problem(tmp_path, column, value):
+    """Blank or NULL system and answer cells fail as the loader fails them (the file and the
+    problem; the engine counts the rows instead of naming the first line)."""
+    root = make_bundle(tmp_path / "b", rounds=1, layout="one-file")
+    frame = pd.read_parquet(root / "runs.parquet")
+    frame[column] = frame[column].astype(object)
+    frame.loc[len(frame) - 1, column] = value
+    frame.to_parquet(root / "runs.parquet", index=False)
+    memory = _error_line(_validate(root, "--in-memory"))
+    engine = _error_line(_validate(root, "--out-of-core"))
+    problem = f"empty value in required column '{column}'"
+    assert problem in memory and problem in engine
+    assert str(root / "runs.parquet") in engine
