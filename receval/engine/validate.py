@@ -25,9 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from receval.errors import BundleError
+
 if TYPE_CHECKING:
     from receval.engine.sampled_data import SmallTables
     from receval.engine.score import BundleView
+
+
+#: what :func:`~receval.engine.sampled_data.samplers_of` says of draws it cannot check
+UNIFORM_ONLY = "covers the uniform design only"
 
 
 def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleView | None:
@@ -60,7 +66,14 @@ def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleV
     check_run_files(bundle.parquet_runs() or [])
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
     summary = summarise_bundle(bundle, small, engine)
-    return BundleView(root=bundle.root, small=small, summary=summary, engine_name=name)
+    view = BundleView(root=bundle.root, small=small, summary=summary, engine_name=name)
+    try:
+        view.samplers  # noqa: B018 - the draws checked against the outputs
+    except BundleError as exc:
+        if out_of_core or UNIFORM_ONLY not in str(exc):
+            raise
+        return None  # draws of another design (undeclared): the loader infers and checks it
+    return view
 
 
 def unsupported(small: SmallTables) -> str:

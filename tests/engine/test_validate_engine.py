@@ -176,3 +176,19 @@ def test_a_blank_run_value_is_the_loaders_problem(tmp_path, column, value):
     problem = f"empty value in required column '{column}'"
     assert problem in memory and problem in engine
     assert str(root / "runs.parquet") in engine
+
+
+def test_draws_the_engine_cannot_check_go_to_the_loader_by_default(tmp_path, monkeypatch):
+    """Draws of an undeclared non-uniform design: ``--out-of-core`` says it checks uniform
+    draws only; the default (from the row threshold) leaves them to the loader."""
+    import receval.engine.score
+
+    root = make_bundle(tmp_path / "b", rounds=1)
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    samples["prob"] = "0.5"
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
+    memory = _validate(root, "--in-memory")
+    assert "uniform design only" in _error_line(_validate(root, "--out-of-core"))
+    monkeypatch.setattr(receval.engine.score, "ENGINE_PATH_ROWS", 1)
+    default = _validate(root)
+    assert (default.exit_code, default.output) == (memory.exit_code, memory.output)
