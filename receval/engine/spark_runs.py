@@ -115,14 +115,12 @@ def read_runs(spark, layout: RunLayout):
     Raises BundleError when a path cannot be read or lacks a required column."""
     import functools
 
-    from pyspark.sql import functions as F
-
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     try:
         if layout.kind == "systems":
             frames = [
-                _columns(spark.read.parquet(path), path, F.lit(system))
-                for path, system in zip(layout.paths, layout.systems, strict=True)
+                _keyed_files(spark, files)
+                for files in _like_files(spark, layout.paths, layout.systems).values()
             ]
             return functools.reduce(lambda a, b: a.unionByName(b), frames)
         frame = spark.read.parquet(*layout.paths)
@@ -133,6 +131,39 @@ def read_runs(spark, layout: RunLayout):
         raise BundleError(
             layout.paths[0], None, f"cannot read the runs: {_java_message(exc)}"
         ) from None
+
+
+def _like_files(spark, paths, systems) -> dict[str, list[tuple[str, str]]]:
+    """(path, system) of the run files grouped by their Parquet schema (Spark reads only
+    the footers here)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for path, system in zip(paths, systems, strict=True):
+        schema = spark.read.parquet(path).schema.simpleString()
+        groups.setdefault(schema, []).append((path, system))
+    return groups
+
+
+def _keyed_files(spark, files: list[tuple[str, str]]):
+    """One scan of like run files (any paths Spark reads), each row's system from its file's
+    path (``_metadata.file_path``, a broadcast join; a file the keys miss fails the query)."""
+    from pyspark.sql import functions as F
+
+    rows = []
+    for path, system in files:
+        hadoop, located = _fs(spark, path)
+        qualified = hadoop.makeQualified(located)
+        for spelling in {str(qualified.toString()), str(qualified.toUri().toString())}:
+            rows.append((spelling, system))
+    keys = spark.createDataFrame(pd.DataFrame(rows, columns=["_receval_file", "_receval_system"]))
+    frame = spark.read.parquet(*[path for path, _ in files])
+    frame = frame.withColumn("_receval_file", F.col("_metadata.file_path"))
+    frame = frame.join(F.broadcast(keys), "_receval_file", "left")
+    system = F.coalesce(
+        F.col("_receval_system"),
+        F.raise_error(F.concat(F.lit("a run file is not one of the bundle's: "),
+                               F.col("_receval_file"))),
+    )  # fmt: skip
+    return _columns(frame, files[0][0], system)
 
 
 def _columns(frame, path: str, system):
