@@ -105,19 +105,9 @@ class Bundle:
         """The runs as Parquet files with what each file's location says about its rows
         (``{"system": "A"}`` for ``runs/A.parquet`` or ``runs/system=A/``), or None when some
         run table is not Parquet (the engine path then registers the loaded frame instead)."""
-        from receval.bundle.sources import _partition
+        from receval.bundle.sources import parquet_sources
 
-        out = []
-        for name, path in self.run_files().items():
-            if path.suffix.lower() != ".parquet":
-                return None
-            keys: dict[str, str] = {}
-            parts = Path(name).parts
-            if parts[0] == "runs" and len(parts) == 2:  # runs/<system>.parquet
-                keys["system"] = path.stem
-            keys.update(dict(filter(None, (_partition(d) for d in parts[1:-1]))))
-            out.append((path, keys))
-        return out
+        return parquet_sources(self.run_files())
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -230,6 +230,23 @@ def _set_constant(table: CodedTable, key: str, value: str, where: str) -> None:
     table.constant(key, value)
 
 
+def parquet_sources(files: dict[str, Path]) -> list[tuple[Path, dict[str, str]]] | None:
+    """The run ``files`` (bundle-relative name -> path) as Parquet files with what each file's
+    location says about its rows (``{"system": "A"}`` for ``runs/A.parquet`` or
+    ``runs/system=A/``), or None when some run table is not Parquet."""
+    out = []
+    for name, path in files.items():
+        if path.suffix.lower() != ".parquet":
+            return None
+        keys: dict[str, str] = {}
+        parts = Path(name).parts
+        if parts[0] == "runs" and len(parts) == 2:  # runs/<system>.parquet
+            keys["system"] = path.stem
+        keys.update(dict(filter(None, (_partition(d) for d in parts[1:-1]))))
+        out.append((path, keys))
+    return out
+
+
 def run_folder_files(folder: Path) -> dict[str, Path]:
     """system -> its table in a ``runs/`` folder (system = file stem; other files and hidden
     files such as ``._A.tsv`` are ignored), in file-name order; two files of one system are an

@@ -273,11 +273,13 @@ def _bundle_runs(engine, task):
     ``score``'s engine path reads them (:func:`register_parquet_runs`: one scan per schema of
     like files, each file's key columns from its location, local paths as Hadoop reads them);
     None when the task was built in memory or its runs are text tables."""
-    from receval.bundle import Bundle
+    from receval.bundle.sources import _run_sources, parquet_sources
 
     if not task.files or not Path(task.root).is_dir():
         return None
-    sources = Bundle(task.root).parquet_runs()
+    files: dict[str, Path] = {}
+    _run_sources(Path(task.root), files, ("score",))
+    sources = parquet_sources(files)
     if not sources:
         return None
     register_parquet_runs(engine, sources)
