@@ -10,6 +10,10 @@ fresh copy of the bundle (the runs linked, not copied).  The machine may be shar
 recorded with them.  The ratios are of the fastest repetition of each.
 
     python bench/sample_draws.py --systems 50 --queries 200 --depth 1000 --before fe95656 --repeat 2
+    python bench/sample_draws.py --task /tmp/escore/t2e8 --systems 100 --queries 2000 --default
+
+``--default [OPTIONS]`` runs ``sample`` without ``--engine`` (out of core by default from
+10⁷ Parquet rows), with the given design options (``--distribution entity-relation``, ...).
 
 Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
 """
@@ -54,12 +58,15 @@ def fresh_bundle(task: Path, into: Path) -> Path:
     return into
 
 
-def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
-    """One ``sample --engine duckdb`` in a fresh, niced process (:func:`harness.run_child`:
-    the child's own CPU seconds and peak RSS)."""
+def measure(
+    receval: Path, bundle: Path, per_system: int, seed: int, extra: tuple[str, ...]
+) -> dict:
+    """One ``sample`` with ``extra`` options (``--engine duckdb``, or ``--default``'s) in a
+    fresh, niced process (:func:`harness.run_child`: the child's own CPU seconds and peak RSS)."""
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     args = ["sample", str(bundle), "--per-system", str(per_system), "--seed", str(seed)]
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "receval.cli", *args, "--engine", "duckdb"]
+    args += list(extra)
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "receval.cli", *args]
     load = os.getloadavg()[0]
     here = os.getcwd()
     os.chdir(receval)  # `python -m` puts the cwd before PYTHONPATH on sys.path
@@ -89,7 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", default=None, help="commit to compare against")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--default",
+        nargs="*",
+        default=None,
+        help="run `sample` without --engine (its default path), with these extra options",
+    )
     args = harness.parse(parser, argv)
+    extra = ("--engine", "duckdb") if args.default is None else tuple(args.default)
     work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
     try:
         task = args.task
@@ -105,7 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         for rep in range(args.repeat):
             for name in sorted(checkouts):  # "after" first: stored as soon as measured
                 bundle = fresh_bundle(task, work / f"bundle-{name}")
-                runs[name].append(measure(checkouts[name], bundle, args.per_system, args.seed))
+                runs[name].append(
+                    measure(checkouts[name], bundle, args.per_system, args.seed, extra)
+                )
                 print(rep, name, runs[name][-1], flush=True)
                 figures, title = record(args, runs)
                 if not args.no_store:
@@ -119,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
                         rows=args.systems * args.queries * args.depth,
                         task=[args.systems, args.queries, args.depth],
                         per_system=args.per_system,
+                        options=list(extra),
                     )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -738,10 +738,16 @@ def extrapolate(
     "engine",
     type=click.Choice(opts.ENGINES),
     default=None,
-    help="Draw a uniform --per-system round in this engine (SQL over the runs, Parquet read on "
-    "disk: memory flat in the number of output rows); the draws are keyed by hashes of (seed, "
-    "round, system, fact), the same on every engine and file layout, not those of the default "
-    "in-memory draw.",
+    help="Draw the round in this engine (SQL over the runs, Parquet read on disk: memory flat "
+    "in the number of output rows); the draws are keyed by hashes of (seed, round, system, "
+    "fact), the same on every engine and file layout, not those of the in-memory draw.",
+)
+@click.option(
+    "--out-of-core/--in-memory",
+    "out_of_core",
+    default=None,
+    help="Draw in --engine (default duckdb) out of core, or load the task in memory.  Default: "
+    "out of core from 10M Parquet run rows (as score) when the design allows it.",
 )
 @click.option(
     "--seed", type=SEED, required=True, help="Seed of the draws (combined with the round number)."
@@ -770,6 +776,7 @@ def sample(
     loop_intervals: str,
     sample_name: str | None,
     engine: str | None,
+    out_of_core: bool | None,
     seed: int,
 ) -> None:
     """Draw a new sample round for TASK; append it to samples.tsv and write to_annotate.tsv.
@@ -793,9 +800,13 @@ def sample(
             _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
-    if engine is not None:
-        _engine_round(task, engine, per_system, systems, sample_name, seed, distribution)
-        return
+    chosen = _sample_engine(task, engine, out_of_core)
+    if chosen is not None:
+        explicit = engine is not None or bool(out_of_core)
+        plan = (per_system, systems, sample_name, seed, distribution)
+        if _engine_round(task, chosen, *plan, explicit=explicit):
+            return
+        _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
     with Bundle(task, ROUND_LOCK_WAIT).lock():
         loaded, distribution = _sample_task(task, by_judge, distribution)
         sizes: int | dict[str, int] = per_system or 0
@@ -868,8 +879,34 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
 
 
-def _engine_round(task, engine, per_system, systems, sample_name, seed, distribution) -> None:
-    """``sample --engine``: a uniform --per-system round drawn by SQL (receval.engine.sampled)."""
+def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> str | None:
+    """The engine ``sample`` draws in, or None to draw in memory: ``--engine`` or
+    ``--out-of-core`` say so; by default a bundle of Parquet runs with at least
+    :data:`~receval.engine.score.ENGINE_PATH_ROWS` rows (Parquet metadata), as ``score``."""
+    if out_of_core is False:
+        if engine is not None:
+            raise click.UsageError("--engine draws out of core: not with --in-memory")
+        return None
+    if engine is not None or out_of_core:
+        return engine or "duckdb"
+    if not Path(task).is_dir():
+        return None  # the in-memory path says what is wrong
+    from receval.bundle import Bundle
+    from receval.engine.score import ENGINE_PATH_ROWS, parquet_rows
+
+    try:
+        rows = parquet_rows(Bundle(task))
+    except (OSError, ValueError):
+        return None  # as above
+    return "duckdb" if rows is not None and rows >= ENGINE_PATH_ROWS else None
+
+
+def _engine_round(
+    task, engine, per_system, systems, sample_name, seed, distribution, *, explicit: bool
+) -> bool:
+    """``sample`` in an engine: a --per-system round drawn by SQL (receval.engine.sampled).
+    False when the options ask for a design the engine does not draw and ``explicit`` is not
+    set (the caller draws in memory); a usage error when it is."""
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
 
@@ -880,6 +917,8 @@ def _engine_round(task, engine, per_system, systems, sample_name, seed, distribu
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     ] + ([f"--distribution {distribution}"] if distribution != "uniform" else [])
     if given or not per_system:
+        if not explicit:
+            return False
         raise click.UsageError(
             "--engine draws a uniform --per-system round only"
             + (f" (not with {', '.join(given)})" if given else "")
@@ -891,6 +930,7 @@ def _engine_round(task, engine, per_system, systems, sample_name, seed, distribu
             name=sample_name, engine=engine,
         )  # fmt: skip
         _record_round(task, drawn)
+    return True
 
 
 def _sample_task(task: Path, by_judge: bool, distribution: str):
