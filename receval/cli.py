@@ -803,8 +803,10 @@ def sample(
     chosen = _sample_engine(task, engine, out_of_core)
     if chosen is not None:
         explicit = engine is not None or bool(out_of_core)
-        plan = (per_system, systems, sample_name, seed, distribution)
-        if _engine_round(task, chosen, *plan, explicit=explicit):
+        plan = {"per_system": per_system, "systems": systems, "sample_name": sample_name,
+                "seed": seed, "distribution": distribution, "units_from": units_from,
+                "exhaustive_units": exhaustive_units}  # fmt: skip
+        if _engine_round(task, chosen, plan, explicit=explicit):
             return
         _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
     with Bundle(task, ROUND_LOCK_WAIT).lock():
@@ -901,33 +903,36 @@ def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> 
     return "duckdb" if rows is not None and rows >= ENGINE_PATH_ROWS else None
 
 
-def _engine_round(
-    task, engine, per_system, systems, sample_name, seed, distribution, *, explicit: bool
-) -> bool:
-    """``sample`` in an engine: a --per-system round drawn by SQL (receval.engine.sampled).
-    False when the options ask for a design the engine does not draw and ``explicit`` is not
-    set (the caller draws in memory); a usage error when it is."""
+def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
+    """``sample`` in an engine: a round drawn by SQL (receval.engine.sampled), ``plan`` its
+    per_system, systems, name, seed, distribution, exhaustive_units and units_from.  False
+    when the options ask for a design the engine does not draw and ``explicit`` is not set
+    (the caller draws in memory); a usage error when it is."""
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
+    from receval.formats.bundle import read_candidate_units
 
     ctx = click.get_current_context()
     given = [
         f"--{name.replace('_', '-')}"
-        for name in ("adaptive", "by_judge", "exhaustive_units", "units_from")
+        for name in ("adaptive", "by_judge")
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    ] + ([f"--distribution {distribution}"] if distribution != "uniform" else [])
-    if given or not per_system:
+    ]
+    if given:
         if not explicit:
             return False
         raise click.UsageError(
-            "--engine draws a uniform --per-system round only"
-            + (f" (not with {', '.join(given)})" if given else "")
+            f"the engine path (--engine, --out-of-core) does not draw {', '.join(given)}"
         )
+    units_from = plan["units_from"]
+    units = read_candidate_units(units_from) if units_from is not None else None
     bundle = Bundle(task, lock_timeout=ROUND_LOCK_WAIT)
     with bundle.lock():
         drawn = _library_call(
-            sample_round, bundle, per_system, seed=seed, systems=list(systems) or None,
-            name=sample_name, engine=engine,
+            sample_round, bundle, plan["per_system"] or 0, seed=plan["seed"],
+            systems=list(plan["systems"]) or None, name=plan["sample_name"], engine=engine,
+            distribution=plan["distribution"], units=units,
+            exhaustive_units=plan["exhaustive_units"],
         )  # fmt: skip
         _record_round(task, drawn)
     return True

@@ -230,7 +230,7 @@ def test_cli_sample_engine(tmp_path):
     got = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str)
     assert list(got["answer"]) == list(want["answer"]) and len(load_task(root).samples) == 12
     refused = CliRunner().invoke(cli, [*args, "--by-judge"])
-    assert refused.exit_code == 2 and "uniform --per-system round only" in refused.output
+    assert refused.exit_code == 2 and "does not draw --by-judge" in refused.output
 
 
 def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):

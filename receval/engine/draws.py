@@ -54,12 +54,22 @@ FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
 """
 
 #: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
-#: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it)
+#: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it);
+#: with ``{copies}`` = :data:`COPIES`, also its input rows (``copies``, for the
+#: ``entity-relation`` design), else ``{copies}`` empty
 CELLS = """
-SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd FROM (
-    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM {source}
-    GROUP BY system, query_id, answer
+SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd{copies} FROM (
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd, count(*) AS copies
+    FROM {source} GROUP BY system, query_id, answer
 ) t GROUP BY system, query_id, tail
+"""
+#: the ``{copies}`` of :data:`CELLS` that counts input rows
+COPIES = ", sum(copies) AS copies"
+
+#: distinct facts and input rows per (system, query), in (system, query) order
+QUERY_SIZES = """
+SELECT system, query_id, sum(facts) AS facts, sum(copies) AS copies FROM fact_cells
+GROUP BY system, query_id ORDER BY system, query_id
 """
 
 #: distinct facts per system (N_j)
@@ -164,6 +174,46 @@ def draw_ranks(sizes: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataF
         return pd.DataFrame(
             {"system": [], "draw": np.empty(0, np.int64), "k": np.empty(0, np.int64), "prob": []}
         )
+    return pd.concat(pieces, ignore_index=True)
+
+
+def weighted_ranks(cells: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``system, draw, k, prob`` (as :func:`draw_ranks`) of a design whose probability is the
+    same for every fact of a (system, query): ``cells`` holds ``system, query_id, facts,
+    weight`` in (system, query) order, s_j(x) = w_jq / Σ_q N_jq w_jq.  Draw ``d`` takes
+    t = u · Σ_q N_jq w_jq, the query q where the cumulative mass passes t (inverse CDF), and
+    the fact ⌊(t − mass before q) / w_jq⌋ of q's facts in their order: ``k`` = the facts
+    of the queries before q plus that position, a rank in the order :data:`LOCATE` reads."""
+    pieces = []
+    for system, rows in cells.groupby("system", sort=True):
+        u = uniforms.get(system)
+        if u is None or not len(u):
+            continue
+        facts = rows["facts"].to_numpy(np.int64)
+        w = rows["weight"].to_numpy(float)
+        mass = facts * w
+        cum = np.cumsum(mass)
+        total = cum[-1]
+        if not total > 0:
+            continue
+        t = u * total
+        last = int(np.flatnonzero(mass > 0)[-1])
+        q = np.minimum(np.searchsorted(cum, t, side="right"), last)
+        pos = np.floor((t - (cum[q] - mass[q])) / w[q]).astype(np.int64)
+        pos = np.clip(pos, 0, facts[q] - 1)
+        start = np.cumsum(facts) - facts
+        pieces.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "draw": np.arange(1, len(u) + 1, dtype=np.int64),
+                    "k": start[q] + pos,
+                    "prob": w[q] / total,
+                }
+            )
+        )
+    if not pieces:
+        return draw_ranks(pd.DataFrame({"system": [], "facts": []}), {})
     return pd.concat(pieces, ignore_index=True)
 
 

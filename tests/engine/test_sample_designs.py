@@ -42,3 +42,105 @@ def test_engine_with_in_memory_is_a_usage_error(tmp_path):
     assert result.exit_code == 2 and "not with --in-memory" in result.output
     result = _sample(root, "--out-of-core")
     assert result.exit_code == 0, result.output
+
+
+def _entity_bundle(root, layout: str = "per-system"):
+    """A bundle whose queries carry ``entity`` and ``slot`` (two entities, two slots) and
+    whose runs repeat some rows (input rows ≠ distinct facts: the design counts both)."""
+    from test_bundle import _runs
+
+    runs = _runs(4)
+    runs = pd.concat([runs, runs.iloc[::7]], ignore_index=True)  # a few rows twice
+    runs.loc[runs.index[::5], "answer"] = runs["answer"].iloc[::5].str.upper()  # same facts
+    write_bundle(root, layout, runs)
+    pd.DataFrame(
+        {
+            "query_id": [f"q{q}" for q in range(5)],
+            "entity": ["e0", "e0", "e1", "e1", "e1"],
+            "slot": ["s0", "s1", "s0", "s1", "s1"],
+        }
+    ).to_csv(root / "queries.tsv", sep="\t", index=False)
+    return root
+
+
+def test_entity_relation_draws_have_the_design_probabilities(tmp_path):
+    """An engine-drawn entity-relation round: every recorded prob is the in-memory design's
+    s_j(x) (infer_designs accepts it as entity-relation), and with many draws each fact's share
+    of its system's draws is s_j(x) within 4.5 binomial SE (every fact: ~200 comparisons)."""
+    import numpy as np
+
+    from receval.bundle import Bundle
+    from receval.design import sampling_probabilities
+    from receval.engine.sampled import sample_round
+    from receval.task import load_task
+
+    root = _entity_bundle(tmp_path / "b")
+    n = 20_000
+    drawn = sample_round(Bundle(root), n, seed=5, distribution="entity-relation")
+    Bundle(root).record_round(drawn)
+    task = load_task(root)
+    assert {s.design for s in task.samplers} == {"entity-relation"}
+    outputs = task.outputs
+    expected = sampling_probabilities(outputs, task.queries, "entity-relation").to_numpy()
+    uniform = sampling_probabilities(outputs, task.queries, "uniform").to_numpy()
+    assert not np.allclose(expected, uniform)  # the design is not uniform here
+    samples = task.samples
+    for system, rows in outputs.groupby("system"):
+        got = samples[samples["system"] == system]["fact"].value_counts()
+        freq = got.reindex(rows["fact"]).fillna(0).to_numpy() / n
+        p = expected[rows.index.to_numpy()]
+        assert np.all(np.abs(freq - p) <= 4.5 * np.sqrt(p * (1 - p) / n))
+        recorded = samples[samples["system"] == system].set_index("fact")["prob"]
+        want = pd.Series(p, index=rows["fact"].to_numpy())
+        np.testing.assert_allclose(recorded, want.reindex(recorded.index), rtol=1e-9)
+
+
+def test_entity_relation_round_is_the_same_on_every_layout(tmp_path):
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+
+    rounds = [
+        sample_round(
+            Bundle(_entity_bundle(tmp_path / layout, layout)),
+            7,
+            seed=2,
+            distribution="entity-relation",
+        )
+        for layout in ("tsv", "parquet", "dataset", "per-system")
+    ]
+    for other in rounds[1:]:
+        pd.testing.assert_frame_equal(other.samples, rounds[0].samples)
+        pd.testing.assert_frame_equal(other.to_annotate, rounds[0].to_annotate)
+
+
+def test_cli_engine_round_with_exhaustive_units(tmp_path):
+    """``sample --engine duckdb --exhaustive-units M --units-from F``: uniform candidates are a
+    simple random sample without the units annotated before; weighted ones pps-wr draws, with
+    draws and design in to_annotate.tsv; the bundle then loads and scores in memory."""
+    root = _entity_bundle(tmp_path / "b")
+    (tmp_path / "units.tsv").write_text("unit\n" + "".join(f"d{i}\n" for i in range(30)))
+    pd.DataFrame({"unit": ["d1", "d2"]}).to_csv(
+        root / "exhaustive_units.tsv", sep="\t", index=False
+    )
+    args = ["--distribution", "entity-relation", "--engine", "duckdb"]
+    args += ["--exhaustive-units", "5", "--units-from", str(tmp_path / "units.tsv")]
+    result = _sample(root, *args)
+    assert result.exit_code == 0, result.output
+    todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str, keep_default_na=False)
+    units = todo[todo["kind"] == "unit"]["unit"]
+    assert len(units) == 5 and not set(units) & {"d1", "d2"}
+    assert len(todo[todo["kind"] == "fact"]) > 0
+    weighted = pd.DataFrame({"unit": [f"d{i}" for i in range(30)], "prob": range(1, 31)})
+    weighted.to_csv(tmp_path / "weighted.tsv", sep="\t", index=False)
+    again = _sample(root, "--engine", "duckdb", "--exhaustive-units", "40", "--units-from",
+                    str(tmp_path / "weighted.tsv"))  # fmt: skip
+    assert again.exit_code == 0, again.output
+    todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", keep_default_na=False)
+    drawn = todo[todo["kind"] == "unit"]
+    assert set(drawn["design"]) == {"pps-wr"} and drawn["draws"].astype(int).sum() == 40
+
+
+def test_cli_engine_refuses_by_judge_with_one_line(tmp_path):
+    root = write_bundle(tmp_path / "b", "per-system")
+    result = _sample(root, "--engine", "duckdb", "--by-judge")
+    assert result.exit_code == 2 and "does not draw --by-judge" in result.output
