@@ -805,7 +805,7 @@ def sample(
         explicit = engine is not None or bool(out_of_core)
         plan = {"per_system": per_system, "systems": systems, "sample_name": sample_name,
                 "seed": seed, "distribution": distribution, "units_from": units_from,
-                "exhaustive_units": exhaustive_units}  # fmt: skip
+                "exhaustive_units": exhaustive_units, "by_judge": by_judge}  # fmt: skip
         if _engine_round(task, chosen, plan, explicit=explicit):
             return
         _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
@@ -915,7 +915,7 @@ def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
     ctx = click.get_current_context()
     given = [
         f"--{name.replace('_', '-')}"
-        for name in ("adaptive", "by_judge")
+        for name in ("adaptive",)
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     ]
     if given:
@@ -931,7 +931,7 @@ def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
         drawn = _library_call(
             sample_round, bundle, plan["per_system"] or 0, seed=plan["seed"],
             systems=list(plan["systems"]) or None, name=plan["sample_name"], engine=engine,
-            distribution=plan["distribution"], units=units,
+            distribution=plan["distribution"], by_judge=plan["by_judge"], units=units,
             exhaustive_units=plan["exhaustive_units"],
         )  # fmt: skip
         _record_round(task, drawn)

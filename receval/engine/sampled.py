@@ -22,6 +22,7 @@ The SQL texts of the draws are in :mod:`receval.engine.draws`, those of scoring 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from receval.engine.run_files import (
     create_view,
     trimmed,
 )
+from receval.errors import BundleError
 
 if TYPE_CHECKING:
     from receval.config import Matching
@@ -215,13 +217,19 @@ def _to_annotate(
 
 
 def _count_cells(
-    engine: Engine, matching: Matching, batches: list[list[str]] | None = None, copies=False
+    engine: Engine,
+    matching: Matching,
+    batches: list[list[str]] | None = None,
+    copies: bool = False,
+    missing: int | None = None,
 ) -> tuple[dict[str, str], pd.DataFrame]:
     """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`
     (with ``batches``: one batch of systems at a time, :func:`run_batches`); returns the normal
     forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK` and
     :data:`~receval.engine.draws.MEMBERS`) and N_j per system.  With ``copies``, the cells
-    count input rows too (:data:`~receval.engine.draws.COPIES`)."""
+    count input rows too (:data:`~receval.engine.draws.COPIES`); with ``missing`` (the level of
+    an ungraded fact), they are split by the judge's level (a registered ``fact_levels``:
+    :data:`~receval.engine.draws.LEVEL_CELLS`)."""
     from receval.engine import draws as drawing
 
     def forms(column: str) -> dict[str, str]:
@@ -233,11 +241,17 @@ def _count_cells(
     normed = drawing.NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
     create_view(engine, "normed_runs", normed)
     tail = drawing.TAIL.format(a="answer")
-    sources = _batch_views(engine, "normed_runs", batches) or ["normed_runs"]
+    view = "normed_runs"
+    if missing is not None:  # the judge-strata design: cells per level too
+        create_view(engine, "levelled_runs", drawing.LEVELLED_RUNS.format(missing=int(missing)))
+        view = "levelled_runs"
+    sources = _batch_views(engine, view, batches) or [view]
     for i, source in enumerate(sources):
         cells = drawing.CELLS.format(
             tail=tail, source=source, copies=drawing.COPIES if copies else ""
         )
+        if missing is not None:
+            cells = drawing.LEVEL_CELLS.format(tail=tail, source=source)
         if i == 0:
             create_view(engine, "fact_cells", cells, materialise=True)
         else:
@@ -388,6 +402,7 @@ def sample_round(
     name: str | None = None,
     engine: str = "duckdb",
     distribution: str = "uniform",
+    by_judge: bool = False,
     units: pd.DataFrame | None = None,
     exhaustive_units: int = 0,
 ):
@@ -397,7 +412,9 @@ def sample_round(
 
     ``distribution``: ``uniform`` (:func:`receval.engine.draws.draw_ranks`) or
     ``entity-relation`` (:func:`entity_relation_cells`, :func:`receval.engine.draws.weighted_ranks`);
-    ``exhaustive_units`` units from ``units`` (:func:`hashed_units`).  Returns a
+    ``by_judge``: the ``judge-strata`` design over the judge's levels (:func:`judge_strata`,
+    :func:`receval.engine.draws.strata_ranks`); ``exhaustive_units`` units from ``units``
+    (:func:`hashed_units`).  Returns a
     :class:`receval.design.SampleRound`, recorded with
     :meth:`receval.bundle.Bundle.record_round`.  The draws are a function of (seed, round,
     system, draw index) and the system's facts: the same on every engine and file layout.
@@ -422,18 +439,26 @@ def sample_round(
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
+    strata = judge_strata(root, files, config, queries, judgments) if by_judge else None
     with _round_engine(bundle, engine) as con:
         batches = run_batches(con, bundle.parquet_runs())
         weighted = distribution == "entity-relation"
-        forms, sizes = _count_cells(con, config.matching, batches, copies=weighted)
+        if strata is not None:
+            con.register("fact_levels", strata.levels)
+        missing = None if strata is None else strata.missing
+        forms, sizes = _count_cells(con, config.matching, batches, weighted, missing)
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
         uniforms = {
             s: draw_uniform(seed, k, s, max(int(n), 0)) for s, n in wanted.items() if s in everyone
         }
-        draws = _pick(con, sizes, uniforms, forms, batches, queries if weighted else None)
+        if strata is not None:
+            draws = _pick_strata(con, strata, sizes, uniforms, forms, batches)
+        else:
+            draws = _pick(con, sizes, uniforms, forms, batches, queries if weighted else None)
         to_annotate = _round_to_annotate(con, draws, samples, judgments, config, forms, batches)
-    frame = _samples_frame(draws, name, seed, k, distribution)
+    design = distribution if strata is None else strata.design
+    frame = _samples_frame(draws, name, seed, k, design)
     unit_rows = pd.DataFrame(columns=["unit", "prob"])
     if exhaustive_units:
         unit_rows = hashed_units(units, exhaustive_units, seed, k, _done_units(root, files))
@@ -456,6 +481,106 @@ def _pick(con, sizes, uniforms, forms, batches, queries: pd.DataFrame | None) ->
     else:
         ranks = drawing.weighted_ranks(entity_relation_cells(con, queries), uniforms)
     return drawing.pick_draws(con, ranks, forms, _batch_views(con, "runs", batches))
+
+
+@dataclass(frozen=True)
+class JudgeStrata:
+    """A ``judge-strata`` design for the engine: its name (``judge-strata:<judge>:<u_0>,…``),
+    the stratum weights u parsed back from it (what the estimators read), the level of an
+    ungraded fact, and ``levels``: ``query_id, answer, level`` of the graded facts (answers
+    normalised)."""
+
+    design: str
+    weights: np.ndarray
+    missing: int
+    levels: pd.DataFrame
+
+
+def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeStrata:
+    """The ``sample --by-judge`` design of the bundle at ``root``
+    (:func:`receval.estimators.judge_calibration.judge_strata_design`) and its judge's levels
+    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only: both are
+    computed on a task whose one run outputs the facts of the judge and judgments tables.
+    The levels are those the loader gives the full task (ranks over the graded facts in
+    (query, answer) order); only the facts of the judge table are read into Python."""
+    from receval.design import LEVEL_COLUMN, parse_judge_strata
+    from receval.estimators.judge_calibration import judge_strata_design
+    from receval.judge import check_judge_table
+    from receval.task import LINE, Task, _table_source
+
+    source = _table_source(root, "judge", files)
+    if source is None:
+        raise BundleError(
+            root / "judge.tsv",
+            None,
+            "--by-judge needs the judge's scores (judge.tsv with query_id, answer, judge_score)",
+        )
+    judge = source.frame.drop(columns=[LINE], errors="ignore").copy()  # as read
+    check_judge_table(source, set(queries["query_id"]), config)
+    labelled = judgments[["query_id", "answer_raw" if "answer_raw" in judgments else "answer"]]
+    facts = pd.concat(
+        [judge[["query_id", "answer"]], labelled.set_axis(["query_id", "answer"], axis=1)],
+        ignore_index=True,
+    ).drop_duplicates()
+    small = Task.from_frames(
+        runs=facts.assign(system="judge"),
+        judgments=_raw(root, "judgments", files),
+        judge=judge,
+        queries=queries.drop(columns=[LINE], errors="ignore"),
+        config=config,
+    )
+    design = judge_strata_design(small)
+    name, weights = parse_judge_strata(design)
+    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
+    missing = len(weights) - 1
+    graded = level < missing
+    levels = pd.DataFrame(
+        {
+            "query_id": small.outputs["query_id"].astype(str).to_numpy(object)[graded],
+            "answer": small.outputs["answer"].astype(str).to_numpy(object)[graded],
+            "level": level[graded],
+        }
+    )
+    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+
+
+def _raw(root: Path, stem: str, files: dict) -> pd.DataFrame | None:
+    """The bundle table ``stem`` as read (strings), without its line numbers."""
+    from receval.task import LINE, _table_source
+
+    source = _table_source(root, stem, files)
+    return None if source is None else source.frame.drop(columns=[LINE], errors="ignore")
+
+
+def _pick_strata(con, strata: JudgeStrata, sizes, uniforms, forms, batches) -> pd.DataFrame:
+    """The round's draws of the ``judge-strata`` design
+    (:func:`receval.engine.draws.strata_ranks`, :func:`receval.engine.draws.pick_strata_draws`),
+    each with s_j(x) = a/N_j + (1 − a) u_h(x)/Σ_h N_jh u_h."""
+    from receval.design import JUDGE_STRATA_FLOOR
+    from receval.engine import draws as drawing
+
+    level_sizes = con.query(drawing.LEVEL_SIZES).astype({"level": np.int64, "facts": np.int64})
+    if len(level_sizes) and level_sizes["level"].max() > strata.missing:
+        raise ValueError("a fact's level is beyond the design's weights")  # pragma: no cover
+    u = strata.weights
+    ranks = drawing.strata_ranks(level_sizes, u, JUDGE_STRATA_FLOOR, uniforms)
+    n = dict(zip(sizes["system"], sizes["facts"].astype(float), strict=True))
+    mass = (
+        (level_sizes["facts"] * u[level_sizes["level"].to_numpy()])
+        .groupby(level_sizes["system"])
+        .sum()
+    )
+
+    def prob(systems: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        size = np.array([n[s] for s in systems], float)
+        total = mass.reindex(systems).to_numpy(float)
+        share = np.where(total > 0, u[levels] / np.where(total > 0, total, 1.0), 1.0 / size)
+        return JUDGE_STRATA_FLOOR / size + (1.0 - JUDGE_STRATA_FLOOR) * share
+
+    missing = strata.missing
+    return drawing.pick_strata_draws(
+        con, ranks, forms, missing, prob, _batch_views(con, "runs", batches)
+    )
 
 
 def _round_to_annotate(con, draws, samples, judgments, config, forms, batches) -> pd.DataFrame:
