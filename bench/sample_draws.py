@@ -12,8 +12,8 @@ recorded with them.  The ratios are of the fastest repetition of each.
     python bench/sample_draws.py --systems 50 --queries 200 --depth 1000 --before fe95656 --repeat 2
     python bench/sample_draws.py --task /tmp/escore/t2e8 --systems 100 --queries 2000 --default
 
-``--default [OPTIONS]`` runs ``sample`` without ``--engine`` (out of core by default from
-10⁷ Parquet rows), with the given design options (``--distribution entity-relation``, ...).
+``--default`` runs ``sample`` without ``--engine`` (out of core by default from 10⁷ Parquet
+rows); ``--options`` adds design options (``--options "--by-judge"``, ...).
 
 Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -97,13 +98,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--label", default="")
     parser.add_argument(
-        "--default",
-        nargs="*",
-        default=None,
-        help="run `sample` without --engine (its default path), with these extra options",
+        "--default", action="store_true", help="run `sample` without --engine (its default path)"
+    )
+    parser.add_argument(
+        "--options", default="", help="more `sample` options, e.g. '--distribution entity-relation'"
     )
     args = harness.parse(parser, argv)
-    extra = ("--engine", "duckdb") if args.default is None else tuple(args.default)
+    extra = (() if args.default else ("--engine", "duckdb")) + tuple(shlex.split(args.options))
     work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
     try:
         task = args.task
