@@ -883,24 +883,15 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
 
 def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> str | None:
     """The engine ``sample`` draws in, or None to draw in memory: ``--engine`` or
-    ``--out-of-core`` say so; by default a bundle of Parquet runs with at least
-    :data:`~receval.engine.score.ENGINE_PATH_ROWS` rows (Parquet metadata), as ``score``."""
-    if out_of_core is False:
-        if engine is not None:
-            raise click.UsageError("--engine draws out of core: not with --in-memory")
-        return None
-    if engine is not None or out_of_core:
-        return engine or "duckdb"
-    if not Path(task).is_dir():
-        return None  # the in-memory path says what is wrong
-    from receval.bundle import Bundle
-    from receval.engine.score import ENGINE_PATH_ROWS, parquet_rows
+    ``--out-of-core`` say so; by default a large Parquet bundle, as ``score``
+    (:func:`receval.engine.sampled.default_engine`)."""
+    from receval.engine.sample_path import default_engine
 
-    try:
-        rows = parquet_rows(Bundle(task))
-    except (OSError, ValueError):
-        return None  # as above
-    return "duckdb" if rows is not None and rows >= ENGINE_PATH_ROWS else None
+    if out_of_core is False and engine is not None:
+        raise click.UsageError("--engine draws out of core: not with --in-memory")
+    if engine is not None:
+        return engine
+    return default_engine(task, out_of_core)
 
 
 def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:

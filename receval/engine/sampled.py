@@ -393,6 +393,10 @@ def _samples_frame(
     return frame
 
 
+#: the designs :func:`sample_round` draws (``distribution``; ``--by-judge`` besides)
+ENGINE_DESIGNS = ("uniform", "entity-relation")
+
+
 def sample_round(
     bundle,
     per_system: int | dict[str, int],
@@ -423,7 +427,7 @@ def sample_round(
     from receval.design import SampleRound, next_round_name, with_unit_rows
     from receval.task import _check_judgments, _check_queries, _check_samples, _table_source
 
-    if distribution not in ("uniform", "entity-relation"):
+    if distribution not in ENGINE_DESIGNS:
         raise ValueError(f"the engine path draws uniform or entity-relation, not {distribution!r}")
     if exhaustive_units and units is None:
         raise ValueError("exhaustive units need a table of candidate units")
@@ -447,6 +451,9 @@ def sample_round(
             con.register("fact_levels", strata.levels)
         missing = None if strata is None else strata.missing
         forms, sizes = _count_cells(con, config.matching, batches, weighted, missing)
+        unknown = sorted(set(systems or ()) - set(sizes["system"]))
+        if unknown:
+            raise ValueError(f"unknown system(s): {', '.join(unknown)}")
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
         uniforms = {

@@ -238,3 +238,25 @@ def test_spark_draws_the_designs_as_duckdb(tmp_path, monkeypatch):
         spark = sample_round(bundle, 8, seed=3, engine="spark", **options)
         pd.testing.assert_frame_equal(spark.samples, duck.samples)
         pd.testing.assert_frame_equal(spark.to_annotate, duck.to_annotate)
+
+
+def test_api_sample_is_out_of_core_by_default_on_large_parquet_bundles(tmp_path, monkeypatch):
+    """``receval.sample`` (and ``sample_round``) on a bundle path: the engine's round from
+    ENGINE_PATH_ROWS rows on, or with out_of_core=True; the in-memory one with False."""
+    import receval
+    import receval.engine.score as score
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+
+    root = write_bundle(tmp_path / "b", "per-system")
+    engine = sample_round(Bundle(root), 4, seed=2).samples
+    memory = receval.sample(root, 4, seed=2, out_of_core=False).samples
+    assert list(receval.sample(root, 4, seed=2).samples["answer"]) == list(memory["answer"])
+    assert list(memory["answer"]) != list(engine["answer"])
+    pd.testing.assert_frame_equal(receval.sample(root, 4, seed=2, out_of_core=True).samples, engine)
+    monkeypatch.setattr(score, "ENGINE_PATH_ROWS", 10)
+    pd.testing.assert_frame_equal(receval.sample(root, 4, seed=2).samples, engine)
+    with pytest.raises(ValueError, match="unknown system"):
+        receval.sample(root, 4, seed=2, systems=["nope"])
+    with pytest.raises(ValueError, match="loaded task"):
+        receval.sample(receval.load_task(root), 4, seed=2, out_of_core=True)
