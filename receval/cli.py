@@ -805,7 +805,8 @@ def sample(
         explicit = engine is not None or bool(out_of_core)
         plan = {"per_system": per_system, "systems": systems, "sample_name": sample_name,
                 "seed": seed, "distribution": distribution, "units_from": units_from,
-                "exhaustive_units": exhaustive_units, "by_judge": by_judge}  # fmt: skip
+                "exhaustive_units": exhaustive_units, "by_judge": by_judge,
+                "adaptive": adaptive}  # fmt: skip
         if _engine_round(task, chosen, plan, explicit=explicit):
             return
         _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
@@ -884,7 +885,7 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
 def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> str | None:
     """The engine ``sample`` draws in, or None to draw in memory: ``--engine`` or
     ``--out-of-core`` say so; by default a large Parquet bundle, as ``score``
-    (:func:`receval.engine.sampled.default_engine`)."""
+    (:func:`receval.engine.sample_path.default_engine`)."""
     from receval.engine.sample_path import default_engine
 
     if out_of_core is False and engine is not None:
@@ -896,25 +897,17 @@ def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> 
 
 def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
     """``sample`` in an engine: a round drawn by SQL (receval.engine.sampled), ``plan`` its
-    per_system, systems, name, seed, distribution, exhaustive_units and units_from.  False
-    when the options ask for a design the engine does not draw and ``explicit`` is not set
-    (the caller draws in memory); a usage error when it is."""
+    per_system, systems, name, seed, distribution, by_judge, exhaustive_units, units_from and
+    adaptive.  False when it asks for --adaptive and ``explicit`` is not set (the caller draws
+    in memory); a usage error when it is."""
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
     from receval.formats.bundle import read_candidate_units
 
-    ctx = click.get_current_context()
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("adaptive",)
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    ]
-    if given:
+    if plan["adaptive"]:  # its planner needs every fact's mixture mass: the loaded task
         if not explicit:
             return False
-        raise click.UsageError(
-            f"the engine path (--engine, --out-of-core) does not draw {', '.join(given)}"
-        )
+        raise click.UsageError("the engine path (--engine, --out-of-core) does not draw --adaptive")
     units_from = plan["units_from"]
     units = read_candidate_units(units_from) if units_from is not None else None
     bundle = Bundle(task, lock_timeout=ROUND_LOCK_WAIT)

@@ -260,3 +260,18 @@ def test_api_sample_is_out_of_core_by_default_on_large_parquet_bundles(tmp_path,
         receval.sample(root, 4, seed=2, systems=["nope"])
     with pytest.raises(ValueError, match="loaded task"):
         receval.sample(receval.load_task(root), 4, seed=2, out_of_core=True)
+
+
+def test_adaptive_on_a_large_bundle_says_it_loads_the_task(tmp_path, monkeypatch):
+    """--adaptive plans from the loaded task: on a bundle past ENGINE_PATH_ROWS `sample` warns
+    and draws in memory (the in-memory round); with --out-of-core it is a usage error."""
+    import receval.engine.score as score
+
+    monkeypatch.setattr(score, "ENGINE_PATH_ROWS", 10)
+    root = write_bundle(tmp_path / "b", "per-system")
+    args = ["sample", str(root), "--adaptive", "--target-width", "0.3", "--seed", "1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "drawn in memory only" in result.output
+    refused = CliRunner().invoke(cli, [*args, "--out-of-core"])
+    assert refused.exit_code == 2 and "does not draw --adaptive" in refused.output
