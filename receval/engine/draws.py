@@ -55,16 +55,16 @@ FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
 
 #: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
 #: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it);
-#: with ``{copies}`` = :data:`COPIES`, also its input rows (``copies``, for the
-#: ``entity-relation`` design), else ``{copies}`` empty
+#: with ``{count}`` and ``{copies}`` of :data:`COPIES`, also its input rows (``copies``, for
+#: the ``entity-relation`` design), else both empty
 CELLS = """
 SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd{copies} FROM (
-    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd, count(*) AS copies
-    FROM {source} GROUP BY system, query_id, answer
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd{count} FROM {source}
+    GROUP BY system, query_id, answer
 ) t GROUP BY system, query_id, tail
 """
-#: the ``{copies}`` of :data:`CELLS` that counts input rows
-COPIES = ", sum(copies) AS copies"
+#: the ``{count}`` and ``{copies}`` of :data:`CELLS` that count input rows
+COPIES = {"count": ", count(*) AS copies", "copies": ", sum(copies) AS copies"}
 
 #: distinct facts and input rows per (system, query), in (system, query) order
 QUERY_SIZES = """

@@ -247,9 +247,8 @@ def _count_cells(
         view = "levelled_runs"
     sources = _batch_views(engine, view, batches) or [view]
     for i, source in enumerate(sources):
-        cells = drawing.CELLS.format(
-            tail=tail, source=source, copies=drawing.COPIES if copies else ""
-        )
+        counts = drawing.COPIES if copies else dict.fromkeys(drawing.COPIES, "")
+        cells = drawing.CELLS.format(tail=tail, source=source, **counts)
         if missing is not None:
             cells = drawing.LEVEL_CELLS.format(tail=tail, source=source)
         if i == 0:
