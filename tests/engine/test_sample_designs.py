@@ -275,3 +275,34 @@ def test_adaptive_on_a_large_bundle_says_it_loads_the_task(tmp_path, monkeypatch
     assert "drawn in memory only" in result.output
     refused = CliRunner().invoke(cli, [*args, "--out-of-core"])
     assert refused.exit_code == 2 and "does not draw --adaptive" in refused.output
+
+
+@pytest.mark.parametrize("design", ["entity-relation", "by-judge"])
+def test_an_engine_round_scores_with_the_in_memory_estimators(tmp_path, design):
+    """An engine-drawn round, its facts labelled by a rule, scored by ``receval.score`` in
+    memory (joint estimator, bootstrap): each system's precision estimate lies within two
+    half-widths (about 4 SE) of the rule's true precision over the system's facts."""
+    import numpy as np
+
+    import receval
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+
+    def rule(answers):
+        return np.where(pd.Series(answers).str[-1].isin(list("0123")), "C", "W")
+
+    make = _entity_bundle if design == "entity-relation" else _judged_bundle
+    root = make(tmp_path / "b")
+    (root / "judgments.tsv").unlink(missing_ok=True)
+    options = {"distribution": "entity-relation"} if design == "entity-relation" else {}
+    drawn = sample_round(Bundle(root), 60, seed=5, by_judge=design == "by-judge", **options)
+    Bundle(root).record_round(drawn)
+    todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str)
+    todo["label"] = rule(todo["answer"].str.lower())
+    todo[["query_id", "answer", "label"]].to_csv(root / "judgments.tsv", sep="\t", index=False)
+    outputs = receval.load_task(root).outputs
+    truth = outputs.assign(c=rule(outputs["answer"]) == "C").groupby("system")["c"].mean()
+    board = receval.score(root).leaderboard.set_index("system")
+    half = (board["precision_hi"] - board["precision_lo"]) / 2
+    assert (half > 0).all()
+    assert ((board["precision"] - truth.reindex(board.index)).abs() <= 2 * half).all()
