@@ -13,7 +13,8 @@ recorded with them.  The ratios are of the fastest repetition of each.
     python bench/sample_draws.py --task /tmp/escore/t2e8 --systems 100 --queries 2000 --default
 
 ``--default`` runs ``sample`` without ``--engine`` (out of core by default from 10⁷ Parquet
-rows); ``--options`` adds design options (``--options "--by-judge"``, ...).
+rows); ``--options`` adds design options (``--options "--by-judge"``, ...; a bundle without a
+judge table gets one from :func:`write_judge`).
 
 Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
 """
@@ -57,6 +58,25 @@ def fresh_bundle(task: Path, into: Path) -> Path:
             shutil.copy(path, into / path.name)
     (into / "runs").symlink_to(task / "runs")
     return into
+
+
+def write_judge(bundle: Path, seed: int, every: int = 5) -> int:
+    """A ``judge.tsv`` for ``--by-judge`` in ``bundle`` (unless it has one): 5 grades
+    (round(4·Beta(2, 2))/4) for the facts of ``judgments.tsv`` and every ``every``-th row of
+    the first run file; returns its rows."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    if (bundle / "judge.tsv").exists():
+        return len(pd.read_csv(bundle / "judge.tsv", sep="\t"))
+    facts = pd.read_csv(bundle / "judgments.tsv", sep="\t", dtype=str)[["query_id", "answer"]]
+    first = sorted((bundle / "runs").resolve().glob("*.parquet"))[0]
+    rows = pq.read_table(first, columns=["query_id", "answer"]).to_pandas().iloc[::every]
+    facts = pd.concat([facts, rows]).drop_duplicates()
+    grades = np.round(np.random.default_rng(seed).beta(2, 2, len(facts)) * 4) / 4
+    facts.assign(judge_score=grades).to_csv(bundle / "judge.tsv", sep="\t", index=False)
+    return len(facts)
 
 
 def measure(
@@ -120,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
         for rep in range(args.repeat):
             for name in sorted(checkouts):  # "after" first: stored as soon as measured
                 bundle = fresh_bundle(task, work / f"bundle-{name}")
+                if "--by-judge" in extra:
+                    print("judge.tsv rows:", write_judge(bundle, args.seed), flush=True)
                 runs[name].append(
                     measure(checkouts[name], bundle, args.per_system, args.seed, extra)
                 )
