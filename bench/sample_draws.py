@@ -10,6 +10,11 @@ fresh copy of the bundle (the runs linked, not copied).  The machine may be shar
 recorded with them.  The ratios are of the fastest repetition of each.
 
     python bench/sample_draws.py --systems 50 --queries 200 --depth 1000 --before fe95656 --repeat 2
+    python bench/sample_draws.py --task /tmp/escore/t2e8 --systems 100 --queries 2000 --default
+
+``--default`` runs ``sample`` without ``--engine`` (out of core by default from 10⁷ Parquet
+rows); ``--options`` adds design options (``--options "--by-judge"``, ...; a bundle without a
+judge table gets one from :func:`write_judge`).
 
 Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -54,12 +60,34 @@ def fresh_bundle(task: Path, into: Path) -> Path:
     return into
 
 
-def measure(receval: Path, bundle: Path, per_system: int, seed: int) -> dict:
-    """One ``sample --engine duckdb`` in a fresh, niced process (:func:`harness.run_child`:
-    the child's own CPU seconds and peak RSS)."""
+def write_judge(bundle: Path, seed: int, every: int = 5) -> int:
+    """A ``judge.tsv`` for ``--by-judge`` in ``bundle`` (unless it has one): 5 grades
+    (round(4·Beta(2, 2))/4) for the facts of ``judgments.tsv`` and every ``every``-th row of
+    the first run file; returns its rows."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    if (bundle / "judge.tsv").exists():
+        return len(pd.read_csv(bundle / "judge.tsv", sep="\t"))
+    facts = pd.read_csv(bundle / "judgments.tsv", sep="\t", dtype=str)[["query_id", "answer"]]
+    first = sorted((bundle / "runs").resolve().glob("*.parquet"))[0]
+    rows = pq.read_table(first, columns=["query_id", "answer"]).to_pandas().iloc[::every]
+    facts = pd.concat([facts, rows]).drop_duplicates()
+    grades = np.round(np.random.default_rng(seed).beta(2, 2, len(facts)) * 4) / 4
+    facts.assign(judge_score=grades).to_csv(bundle / "judge.tsv", sep="\t", index=False)
+    return len(facts)
+
+
+def measure(
+    receval: Path, bundle: Path, per_system: int, seed: int, extra: tuple[str, ...]
+) -> dict:
+    """One ``sample`` with ``extra`` options (``--engine duckdb``, or ``--default``'s) in a
+    fresh, niced process (:func:`harness.run_child`: the child's own CPU seconds and peak RSS)."""
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     args = ["sample", str(bundle), "--per-system", str(per_system), "--seed", str(seed)]
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "receval.cli", *args, "--engine", "duckdb"]
+    args += list(extra)
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "receval.cli", *args]
     load = os.getloadavg()[0]
     here = os.getcwd()
     os.chdir(receval)  # `python -m` puts the cwd before PYTHONPATH on sys.path
@@ -89,7 +117,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", default=None, help="commit to compare against")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--default", action="store_true", help="run `sample` without --engine (its default path)"
+    )
+    parser.add_argument(
+        "--options", default="", help="more `sample` options, e.g. '--distribution entity-relation'"
+    )
     args = harness.parse(parser, argv)
+    extra = (() if args.default else ("--engine", "duckdb")) + tuple(shlex.split(args.options))
     work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
     try:
         task = args.task
@@ -105,7 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         for rep in range(args.repeat):
             for name in sorted(checkouts):  # "after" first: stored as soon as measured
                 bundle = fresh_bundle(task, work / f"bundle-{name}")
-                runs[name].append(measure(checkouts[name], bundle, args.per_system, args.seed))
+                if "--by-judge" in extra:
+                    print("judge.tsv rows:", write_judge(bundle, args.seed), flush=True)
+                runs[name].append(
+                    measure(checkouts[name], bundle, args.per_system, args.seed, extra)
+                )
                 print(rep, name, runs[name][-1], flush=True)
                 figures, title = record(args, runs)
                 if not args.no_store:
@@ -119,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                         rows=args.systems * args.queries * args.depth,
                         task=[args.systems, args.queries, args.depth],
                         per_system=args.per_system,
+                        options=list(extra),
                     )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -490,6 +490,7 @@ def sample(
     top: int | None = None,
     intervals: str | None = None,
     estimator: str = "joint",
+    out_of_core: bool | None = None,
 ) -> SampleRound:
     """Draw a new sample round: per-system i.i.d. draws and exhaustive units (not written).
 
@@ -523,6 +524,11 @@ def sample(
         any number of draws) or ``'anytime-asymptotic'`` (valid as the draws grow), and
         ``estimator`` (the registered sample-based estimator the comparisons are scored with, as
         ``score(estimator=..., intervals='anytime')``: ``'ppi'`` decides with the judge too).
+    out_of_core : bool, optional
+        Draw in DuckDB out of core (:func:`receval.engine.sampled.sample_round`: the draws are
+        hashed functions of seed, round, system and fact, not those of the in-memory draw),
+        or load the task (False).  Default: out of core for a bundle of Parquet runs with at
+        least 10⁷ rows, as :func:`score`, when ``distribution`` is uniform or entity-relation.
 
     Returns
     -------
@@ -563,6 +569,19 @@ def sample(
         raise ValueError(f"per_system={per_system!r} must be ≥ 0")
     if exhaustive_units and units is None:
         raise ValueError("exhaustive_units needs units (the candidate units)")
+    from receval.engine.sample_path import default_engine
+    from receval.engine.sampled import ENGINE_DESIGNS
+
+    engine = default_engine(task, out_of_core) if distribution in ENGINE_DESIGNS else None
+    if engine is not None:  # a large Parquet bundle: drawn in DuckDB, out of core
+        from receval.engine.sampled import sample_round as engine_round
+
+        return engine_round(
+            _bundle(task), sizes, seed=seed, systems=systems, name=name, engine=engine,
+            distribution=distribution, units=units, exhaustive_units=exhaustive_units,
+        )  # fmt: skip
+    if out_of_core:
+        raise ValueError(f"out_of_core draws {' or '.join(ENGINE_DESIGNS)}, not {distribution!r}")
     loaded = _as_task(task)
     _check_systems(loaded, systems)
     n_systems = len(systems) if systems else len(loaded.systems)

@@ -769,10 +769,16 @@ def extrapolate(
     "engine",
     type=click.Choice(opts.ENGINES),
     default=None,
-    help="Draw a uniform --per-system round in this engine (SQL over the runs, Parquet read on "
-    "disk: memory flat in the number of output rows); the draws are keyed by hashes of (seed, "
-    "round, system, fact), the same on every engine and file layout, not those of the default "
-    "in-memory draw.",
+    help="Draw the round in this engine (SQL over the runs, Parquet read on disk: memory flat "
+    "in the number of output rows); the draws are keyed by hashes of (seed, round, system, "
+    "fact), the same on every engine and file layout, not those of the in-memory draw.",
+)
+@click.option(
+    "--out-of-core/--in-memory",
+    "out_of_core",
+    default=None,
+    help="Draw in --engine (default duckdb) out of core, or load the task in memory.  Default: "
+    "out of core from 10M Parquet run rows (as score) when the design allows it.",
 )
 @click.option(
     "--seed", type=SEED, required=True, help="Seed of the draws (combined with the round number)."
@@ -801,6 +807,7 @@ def sample(
     loop_intervals: str,
     sample_name: str | None,
     engine: str | None,
+    out_of_core: bool | None,
     seed: int,
 ) -> None:
     """Draw a new sample round for TASK; append it to samples.tsv and write to_annotate.tsv.
@@ -824,9 +831,16 @@ def sample(
             _until_decided(task, batch, seed, choice)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
-    if engine is not None:
-        _engine_round(task, engine, per_system, systems, sample_name, seed, distribution)
-        return
+    chosen = _sample_engine(task, engine, out_of_core)
+    if chosen is not None:
+        explicit = engine is not None or bool(out_of_core)
+        plan = {"per_system": per_system, "systems": systems, "sample_name": sample_name,
+                "seed": seed, "distribution": distribution, "units_from": units_from,
+                "exhaustive_units": exhaustive_units, "by_judge": by_judge,
+                "adaptive": adaptive}  # fmt: skip
+        if _engine_round(task, chosen, plan, explicit=explicit):
+            return
+        _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
     with Bundle(task, ROUND_LOCK_WAIT).lock():
         loaded, distribution = _sample_task(task, by_judge, distribution)
         sizes: int | dict[str, int] = per_system or 0
@@ -899,29 +913,44 @@ def _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, un
         raise click.UsageError("--exhaustive-units needs --units-from FILE (the candidate units)")
 
 
-def _engine_round(task, engine, per_system, systems, sample_name, seed, distribution) -> None:
-    """``sample --engine``: a uniform --per-system round drawn by SQL (receval.engine.sampled)."""
+def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> str | None:
+    """The engine ``sample`` draws in, or None to draw in memory: ``--engine`` or
+    ``--out-of-core`` say so; by default a large Parquet bundle, as ``score``
+    (:func:`receval.engine.sample_path.default_engine`)."""
+    from receval.engine.sample_path import default_engine
+
+    if out_of_core is False and engine is not None:
+        raise click.UsageError("--engine draws out of core: not with --in-memory")
+    if engine is not None:
+        return engine
+    return default_engine(task, out_of_core)
+
+
+def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
+    """``sample`` in an engine: a round drawn by SQL (receval.engine.sampled), ``plan`` its
+    per_system, systems, name, seed, distribution, by_judge, exhaustive_units, units_from and
+    adaptive.  False when it asks for --adaptive and ``explicit`` is not set (the caller draws
+    in memory); a usage error when it is."""
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
+    from receval.formats.bundle import read_candidate_units
 
-    ctx = click.get_current_context()
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("adaptive", "by_judge", "exhaustive_units", "units_from")
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    ] + ([f"--distribution {distribution}"] if distribution != "uniform" else [])
-    if given or not per_system:
-        raise click.UsageError(
-            "--engine draws a uniform --per-system round only"
-            + (f" (not with {', '.join(given)})" if given else "")
-        )
+    if plan["adaptive"]:  # its planner needs every fact's mixture mass: the loaded task
+        if not explicit:
+            return False
+        raise click.UsageError("the engine path (--engine, --out-of-core) does not draw --adaptive")
+    units_from = plan["units_from"]
+    units = read_candidate_units(units_from) if units_from is not None else None
     bundle = Bundle(task, lock_timeout=ROUND_LOCK_WAIT)
     with bundle.lock():
         drawn = _library_call(
-            sample_round, bundle, per_system, seed=seed, systems=list(systems) or None,
-            name=sample_name, engine=engine,
+            sample_round, bundle, plan["per_system"] or 0, seed=plan["seed"],
+            systems=list(plan["systems"]) or None, name=plan["sample_name"], engine=engine,
+            distribution=plan["distribution"], by_judge=plan["by_judge"], units=units,
+            exhaustive_units=plan["exhaustive_units"],
         )  # fmt: skip
         _record_round(task, drawn)
+    return True
 
 
 def _sample_task(task: Path, by_judge: bool, distribution: str):

@@ -323,6 +323,28 @@ def draw_exhaustive_units(
     return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(pick)]})
 
 
+def with_unit_rows(todo: pd.DataFrame, unit_rows: pd.DataFrame) -> pd.DataFrame:
+    """``to_annotate`` rows ``todo`` (``kind, query_id, answer, systems, unit, prob``) with a
+    ``kind`` = ``unit`` row per drawn unit (:func:`draw_exhaustive_units`'s frame); with
+    ``draws`` and ``design`` columns when the units are pps-wr draws."""
+    unit_todo = pd.DataFrame(
+        {
+            "kind": "unit",
+            "query_id": "",
+            "answer": "",
+            "systems": 0,
+            "unit": unit_rows["unit"].to_numpy(),
+            "prob": unit_rows["prob"].to_numpy() if "prob" in unit_rows else np.nan,
+        }
+    )
+    if "draws" in unit_rows:  # pps-wr: record draws and design in exhaustive_units.tsv
+        unit_todo["draws"] = unit_rows["draws"].to_numpy()
+        unit_todo["design"] = unit_rows["design"].to_numpy()
+        todo["draws"] = pd.array([pd.NA] * len(todo), dtype="Int64")
+        todo["design"] = ""
+    return pd.concat([todo, unit_todo], ignore_index=True)
+
+
 def unit_weights(units: pd.DataFrame) -> np.ndarray:
     """Estimation weight of every row of ``exhaustive_units`` (U,), the design it records.
 
@@ -615,22 +637,7 @@ def new_sample_round(
             raise ValueError("exhaustive units need a table of candidate units")
         done = set(task.exhaustive_units["unit"]) if len(task.exhaustive_units) else set()
         unit_rows = draw_exhaustive_units(units, exhaustive_units, rng, exclude=done)
-        unit_todo = pd.DataFrame(
-            {
-                "kind": "unit",
-                "query_id": "",
-                "answer": "",
-                "systems": 0,
-                "unit": unit_rows["unit"].to_numpy(),
-                "prob": unit_rows["prob"].to_numpy() if "prob" in unit_rows else np.nan,
-            }
-        )
-        if "draws" in unit_rows:  # pps-wr: record draws and design in exhaustive_units.tsv
-            unit_todo["draws"] = unit_rows["draws"].to_numpy()
-            unit_todo["design"] = unit_rows["design"].to_numpy()
-            todo["draws"] = pd.array([pd.NA] * len(todo), dtype="Int64")
-            todo["design"] = ""
-        todo = pd.concat([todo, unit_todo], ignore_index=True)
+        todo = with_unit_rows(todo, unit_rows)
     # after every draw (the same seed draws the same items as before the order was recorded)
     drawn = in_random_order(drawn, rng) if len(drawn) else drawn
     todo["label"] = ""  # to fill in; `receval judgments add` reads the file back

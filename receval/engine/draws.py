@@ -54,12 +54,22 @@ FROM (SELECT system, query_id, answer AS answer_raw, {odd} AS odd FROM runs) r
 """
 
 #: distinct facts per (system, query, tail), and whether a value of the cell is not plain: the
-#: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it)
+#: one aggregation over every output row (``{source}``: ``normed_runs``, or one batch of it);
+#: with ``{count}`` and ``{copies}`` of :data:`COPIES`, also its input rows (``copies``, for
+#: the ``entity-relation`` design), else both empty
 CELLS = """
-SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd FROM (
-    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd FROM {source}
+SELECT system, query_id, tail, count(*) AS facts, max(odd) AS odd{copies} FROM (
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd{count} FROM {source}
     GROUP BY system, query_id, answer
 ) t GROUP BY system, query_id, tail
+"""
+#: the ``{count}`` and ``{copies}`` of :data:`CELLS` that count input rows
+COPIES = {"count": ", count(*) AS copies", "copies": ", sum(copies) AS copies"}
+
+#: distinct facts and input rows per (system, query), in (system, query) order
+QUERY_SIZES = """
+SELECT system, query_id, sum(facts) AS facts, sum(copies) AS copies FROM fact_cells
+GROUP BY system, query_id ORDER BY system, query_id
 """
 
 #: distinct facts per system (N_j)
@@ -167,6 +177,46 @@ def draw_ranks(sizes: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataF
     return pd.concat(pieces, ignore_index=True)
 
 
+def weighted_ranks(cells: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``system, draw, k, prob`` (as :func:`draw_ranks`) of a design whose probability is the
+    same for every fact of a (system, query): ``cells`` holds ``system, query_id, facts,
+    weight`` in (system, query) order, s_j(x) = w_jq / Σ_q N_jq w_jq.  Draw ``d`` takes
+    t = u · Σ_q N_jq w_jq, the query q where the cumulative mass passes t (inverse CDF), and
+    the fact ⌊(t − mass before q) / w_jq⌋ of q's facts in their order: ``k`` = the facts
+    of the queries before q plus that position, a rank in the order :data:`LOCATE` reads."""
+    pieces = []
+    for system, rows in cells.groupby("system", sort=True):
+        u = uniforms.get(system)
+        if u is None or not len(u):
+            continue
+        facts = rows["facts"].to_numpy(np.int64)
+        w = rows["weight"].to_numpy(float)
+        mass = facts * w
+        cum = np.cumsum(mass)
+        total = cum[-1]
+        if not total > 0:
+            continue
+        t = u * total
+        last = int(np.flatnonzero(mass > 0)[-1])
+        q = np.minimum(np.searchsorted(cum, t, side="right"), last)
+        pos = np.floor((t - (cum[q] - mass[q])) / w[q]).astype(np.int64)
+        pos = np.clip(pos, 0, facts[q] - 1)
+        start = np.cumsum(facts) - facts
+        pieces.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "draw": np.arange(1, len(u) + 1, dtype=np.int64),
+                    "k": start[q] + pos,
+                    "prob": w[q] / total,
+                }
+            )
+        )
+    if not pieces:
+        return draw_ranks(pd.DataFrame({"system": [], "facts": []}), {})
+    return pd.concat(pieces, ignore_index=True)
+
+
 def pick_draws(
     engine: Engine, ranks: pd.DataFrame, forms: dict[str, str], batches: list[str] | None = None
 ) -> pd.DataFrame:
@@ -207,3 +257,158 @@ def _batched(engine: Engine, batches: list[str] | None, sql) -> pd.DataFrame:
     if not batches:
         return engine.query(sql("runs"))
     return pd.concat([engine.query(sql(runs)) for runs in batches], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the judge-strata design (``sample --by-judge``): cells split by the judge's level
+
+#: :data:`NORMED_RUNS` with each fact's level of the design's judge (``fact_levels(query_id,
+#: answer, level)``: the graded facts, answers normalised; ``{missing}`` elsewhere)
+LEVELLED_RUNS = """
+SELECT n.system, n.query_id, n.answer_raw, n.odd, n.answer,
+       coalesce(l.level, {missing}) AS level
+FROM normed_runs n LEFT JOIN fact_levels l ON n.query_id = l.query_id AND n.answer = l.answer
+"""
+
+#: :data:`CELLS` per (system, query, tail, level)
+LEVEL_CELLS = """
+SELECT system, query_id, tail, level, count(*) AS facts, max(odd) AS odd FROM (
+    SELECT system, query_id, answer, {tail} AS tail, max(odd) AS odd, max(level) AS level
+    FROM {source} GROUP BY system, query_id, answer
+) t GROUP BY system, query_id, tail, level
+"""
+
+#: distinct facts per (system, level) (N_jh)
+LEVEL_SIZES = "SELECT system, level, sum(facts) AS facts FROM fact_cells GROUP BY system, level"
+
+#: :data:`LOCATE` over level cells: a draw of ``draw_ranks(system, draw, k, level)`` with
+#: ``level`` = -1 is the k-th of all the system's facts in ``(query_id, tail, level, answer)``
+#: order, one with ``level`` = h the k-th of its level-h facts in ``(query_id, tail, answer)``
+#: order
+LOCATE_LEVELS = """
+WITH c AS (
+    SELECT system, query_id, tail, level, facts,
+           max(odd) OVER (PARTITION BY system, query_id) AS odd,
+           sum(facts) OVER (PARTITION BY system ORDER BY query_id, tail, level
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - facts AS before,
+           sum(facts) OVER (PARTITION BY system, level ORDER BY query_id, tail
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - facts AS within
+    FROM fact_cells
+)
+SELECT d.system, d.draw, c.query_id, c.tail, c.level, d.k - c.before AS pos, c.odd
+FROM c JOIN draw_ranks d
+ON c.system = d.system AND d.level = -1 AND d.k >= c.before AND d.k < c.before + c.facts
+UNION ALL
+SELECT d.system, d.draw, c.query_id, c.tail, c.level, d.k - c.within AS pos, c.odd
+FROM c JOIN draw_ranks d
+ON c.system = d.system AND d.level = c.level AND d.k >= c.within AND d.k < c.within + c.facts
+"""
+
+#: :data:`PICK` over level cells: the picked rows' levels from ``fact_levels``
+PICK_LEVELS = """
+WITH picked AS (
+    SELECT r.system, r.query_id, r.answer AS answer_raw, q.odd FROM {runs} r JOIN wanted_queries q
+    ON r.system = q.system AND r.query_id = q.query_id
+), normed AS (
+    SELECT system, query_id, answer_raw, CASE WHEN odd = 0 THEN {fast} ELSE {full} END AS answer
+    FROM picked
+), levelled AS (
+    SELECT n.system, n.query_id, n.answer_raw, n.answer, coalesce(l.level, {missing}) AS level
+    FROM normed n LEFT JOIN fact_levels l ON n.query_id = l.query_id AND n.answer = l.answer
+), facts AS (
+    SELECT n.system, n.query_id, n.answer, w.tail, w.level, min(n.answer_raw) AS answer_raw
+    FROM levelled n JOIN wanted_cells w
+    ON n.system = w.system AND n.query_id = w.query_id AND {tail} = w.tail AND n.level = w.level
+    GROUP BY n.system, n.query_id, n.answer, w.tail, w.level
+), ranked AS (
+    SELECT system, query_id, tail, level, answer_raw,
+           row_number() OVER (PARTITION BY system, query_id, tail, level ORDER BY answer) - 1
+           AS pos
+    FROM facts
+)
+SELECT d.system, d.draw, f.query_id, f.answer_raw FROM ranked f JOIN draw_cells d
+ON f.system = d.system AND f.query_id = d.query_id AND f.tail = d.tail AND f.level = d.level
+AND f.pos = d.pos
+"""
+
+
+def strata_ranks(
+    level_sizes: pd.DataFrame, weights: np.ndarray, floor: float, uniforms: dict[str, np.ndarray]
+) -> pd.DataFrame:
+    """``system, draw, k, level`` of the ``judge-strata`` design s_j(x) = a/N_j + (1 − a)
+    u_h(x)/U_j, U_j = Σ_h N_jh u_h (a = ``floor``, u = ``weights``; ``level_sizes``: ``system,
+    level, facts``), a mixture drawn from one uniform v per draw: v < a draws uniformly from
+    all the system's facts (``k`` = ⌊(v/a) · N_j⌋, ``level`` = -1); otherwise t = (v − a)/(1 −
+    a) · U_j picks the level h where the cumulative mass N_jh u_h passes t (levels in order),
+    and ``k`` = ⌊(t − mass before h) / u_h⌋ among its facts (``level`` = h).  Each draw's
+    probability needs its fact's level: :func:`pick_strata_draws`."""
+    pieces = []
+    for system, rows in level_sizes.groupby("system", sort=True):
+        v = uniforms.get(system)
+        if v is None or not len(v):
+            continue
+        rows = rows.sort_values("level")
+        level = rows["level"].to_numpy(np.int64)
+        facts = rows["facts"].to_numpy(np.int64)
+        total = int(facts.sum())
+        mass = facts * weights[level]
+        cum = np.cumsum(mass)
+        uniform = (v < floor) | ~(cum[-1] > 0)
+        k = np.minimum(np.floor(v / floor * total), total - 1).astype(np.int64)
+        t = (v - floor) / (1.0 - floor) * cum[-1]
+        last = int(np.flatnonzero(mass > 0)[-1]) if cum[-1] > 0 else 0
+        h = np.minimum(np.searchsorted(cum, t, side="right"), last)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pos = np.floor((t - (cum[h] - mass[h])) / weights[level[h]])
+        pos = np.clip(np.nan_to_num(pos), 0, facts[h] - 1).astype(np.int64)
+        pieces.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "draw": np.arange(1, len(v) + 1, dtype=np.int64),
+                    "k": np.where(uniform, k, pos),
+                    "level": np.where(uniform, -1, level[h]),
+                }
+            )
+        )
+    if not pieces:
+        return pd.DataFrame(
+            {c: pd.Series([], dtype=t) for c, t in (("system", object), ("draw", np.int64),
+                                                    ("k", np.int64), ("level", np.int64))}
+        )  # fmt: skip
+    return pd.concat(pieces, ignore_index=True)
+
+
+def pick_strata_draws(
+    engine: Engine,
+    ranks: pd.DataFrame,
+    forms: dict[str, str],
+    missing: int,
+    prob,
+    batches: list[str] | None = None,
+) -> pd.DataFrame:
+    """Every draw of ``ranks`` (:func:`strata_ranks`) as :func:`pick_draws` returns them,
+    ``prob`` = ``prob(system, level)`` at each drawn fact's level (:data:`LOCATE_LEVELS`, then
+    :data:`PICK_LEVELS`)."""
+    out = ["system", "draw", "query_id", "answer_raw", "prob"]
+    if ranks.empty:
+        return pd.DataFrame({c: [] for c in out})
+    engine.register("draw_ranks", ranks[["system", "draw", "k", "level"]])
+    cells = engine.query(LOCATE_LEVELS)
+    engine.register("draw_cells", cells)
+    keys = ["system", "query_id", "tail", "level"]
+    engine.register("wanted_cells", cells[keys].drop_duplicates())
+    engine.register("wanted_queries", cells[["system", "query_id", "odd"]].drop_duplicates())
+    tail = TAIL.format(a="n.answer")
+    picked = _batched(
+        engine,
+        batches,
+        lambda runs: PICK_LEVELS.format(tail=tail, runs=runs, missing=int(missing), **forms),
+    )
+    levels = cells[["system", "draw", "level"]].astype({"level": np.int64})
+    drawn = ranks[["system", "draw"]].merge(picked, on=["system", "draw"], how="left")
+    drawn = drawn.merge(levels, on=["system", "draw"], how="left", validate="1:1")
+    if drawn["query_id"].isna().any():  # pragma: no cover - the scans saw different runs
+        raise RuntimeError("the runs changed between two scans of one sample round")
+    drawn["prob"] = prob(drawn["system"].to_numpy(object), drawn["level"].to_numpy(np.int64))
+    return drawn.sort_values(["system", "draw"], ignore_index=True)[out]

@@ -22,6 +22,7 @@ The SQL texts of the draws are in :mod:`receval.engine.draws`, those of scoring 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from receval.engine.run_files import (
     create_view,
     trimmed,
 )
+from receval.errors import BundleError
 
 if TYPE_CHECKING:
     from receval.config import Matching
@@ -211,18 +213,23 @@ def _to_annotate(
     out = out.sort_values(["query_id", "answer"], ignore_index=True)
     out["unit"] = ""
     out["prob"] = np.nan
-    out["label"] = ""
-    out["annotator"] = ""
     return out
 
 
 def _count_cells(
-    engine: Engine, matching: Matching, batches: list[list[str]] | None = None
+    engine: Engine,
+    matching: Matching,
+    batches: list[list[str]] | None = None,
+    copies: bool = False,
+    missing: int | None = None,
 ) -> tuple[dict[str, str], pd.DataFrame]:
     """Views ``normed_runs`` and (materialised) ``fact_cells`` of :mod:`receval.engine.draws`
     (with ``batches``: one batch of systems at a time, :func:`run_batches`); returns the normal
     forms of a column ``answer_raw`` (for its :data:`~receval.engine.draws.PICK` and
-    :data:`~receval.engine.draws.MEMBERS`) and N_j per system."""
+    :data:`~receval.engine.draws.MEMBERS`) and N_j per system.  With ``copies``, the cells
+    count input rows too (:data:`~receval.engine.draws.COPIES`); with ``missing`` (the level of
+    an ungraded fact), they are split by the judge's level (a registered ``fact_levels``:
+    :data:`~receval.engine.draws.LEVEL_CELLS`)."""
     from receval.engine import draws as drawing
 
     def forms(column: str) -> dict[str, str]:
@@ -234,9 +241,16 @@ def _count_cells(
     normed = drawing.NORMED_RUNS.format(odd=odd, fast=raw["fast"], full=raw["full"])
     create_view(engine, "normed_runs", normed)
     tail = drawing.TAIL.format(a="answer")
-    sources = _batch_views(engine, "normed_runs", batches) or ["normed_runs"]
+    view = "normed_runs"
+    if missing is not None:  # the judge-strata design: cells per level too
+        create_view(engine, "levelled_runs", drawing.LEVELLED_RUNS.format(missing=int(missing)))
+        view = "levelled_runs"
+    sources = _batch_views(engine, view, batches) or [view]
     for i, source in enumerate(sources):
-        cells = drawing.CELLS.format(tail=tail, source=source)
+        counts = drawing.COPIES if copies else dict.fromkeys(drawing.COPIES, "")
+        cells = drawing.CELLS.format(tail=tail, source=source, **counts)
+        if missing is not None:
+            cells = drawing.LEVEL_CELLS.format(tail=tail, source=source)
         if i == 0:
             create_view(engine, "fact_cells", cells, materialise=True)
         else:
@@ -288,7 +302,76 @@ def _batch_views(engine: Engine, view: str, batches: list[list[str]] | None) -> 
     return out
 
 
-def _samples_frame(draws: pd.DataFrame, name: str, seed: int, k: int) -> pd.DataFrame:
+def entity_relation_cells(engine: Engine, queries: pd.DataFrame) -> pd.DataFrame:
+    """``system, query_id, facts, weight`` of the ``entity-relation`` design
+    (:func:`receval.design.sampling_probabilities`; Chaganty et al. 2017's evaluation service):
+    w_jq = (#distinct facts of subj(q) in X_j) / (#input rows of X_j with subj(q) · #input
+    rows of X_j with rel(q)), the same for every fact of query q, from the distinct facts and
+    input rows per (system, query) (:data:`~receval.engine.draws.QUERY_SIZES`); subj is the
+    query's ``entity`` (default: the query id), rel its ``slot`` (default: one relation)."""
+    from receval.engine import draws as drawing
+
+    cells = engine.query(drawing.QUERY_SIZES)
+    cells = cells.astype({"facts": np.int64, "copies": np.int64})
+    cells = cells.sort_values(["system", "query_id"], ignore_index=True)
+    q = queries.set_index("query_id")
+    entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
+    slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
+    subj = pd.factorize(entity.reindex(cells["query_id"]), use_na_sentinel=False)[0]
+    rel = pd.factorize(slot.reindex(cells["query_id"]), use_na_sentinel=False)[0]
+    frame = cells.assign(subj=subj, rel=rel)
+    by_subj = frame.groupby(["system", "subj"])
+    distinct = by_subj["facts"].transform("sum").to_numpy(float)
+    inst_subj = by_subj["copies"].transform("sum").to_numpy(float)
+    inst_rel = frame.groupby(["system", "rel"])["copies"].transform("sum").to_numpy(float)
+    return cells[["system", "query_id", "facts"]].assign(weight=distinct / (inst_subj * inst_rel))
+
+
+def hashed_units(
+    candidates: pd.DataFrame, m: int, seed: int, round_number: int, exclude: set[str]
+) -> pd.DataFrame:
+    """:func:`receval.design.draw_exhaustive_units`'s designs, each draw a function of (seed,
+    round, unit) or (seed, round, draw): uniform candidates, the ``m`` of the units not in
+    ``exclude`` whose key MD5(``unit ␟ seed ␟ round ␟ unit``) is smallest (a simple random
+    sample without replacement); weighted ones, ``m`` draws with replacement, draw ``d`` the
+    inverse CDF of p_u = w_u / Σ w (candidates in table order) at the uniform of MD5(``unit ␟
+    seed ␟ round ␟ d``)."""
+    from receval.design import UNIT_DESIGN_PPS
+
+    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
+    if weighted and len(candidates):
+        w = candidates["prob"].to_numpy(float)
+        if (w < 0).any() or not w.sum() > 0:
+            raise ValueError("unit weights must be >= 0 with a positive sum")
+        p = w / w.sum()
+        u = draw_uniform(seed, round_number, f"unit{SEP}", m)
+        cum = np.cumsum(p)
+        pick = np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), len(p) - 1)
+        counts = np.bincount(pick, minlength=len(candidates))
+        chosen = np.flatnonzero(counts)
+        return pd.DataFrame(
+            {
+                "unit": candidates["unit"].to_numpy()[chosen],
+                "prob": p[chosen],
+                "draws": counts[chosen].astype(np.int64),
+                "design": UNIT_DESIGN_PPS,
+            }
+        )
+    pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
+    if m > len(pool):
+        raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
+    names = pool["unit"].astype(str).to_numpy()
+    keys = np.array(
+        [python_key(f"unit{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{u}") for u in names],
+        dtype=np.int64,
+    )
+    pick = np.sort(np.argsort(keys, kind="stable")[:m])
+    return pd.DataFrame({"unit": pool["unit"].to_numpy()[pick]})
+
+
+def _samples_frame(
+    draws: pd.DataFrame, name: str, seed: int, k: int, design: str = "uniform"
+) -> pd.DataFrame:
     """The round's ``samples.tsv`` rows in the random order the keys give (``order`` = random)."""
     from receval.design import ORDER_COLUMN, RANDOM_ORDER
 
@@ -300,13 +383,17 @@ def _samples_frame(draws: pd.DataFrame, name: str, seed: int, k: int) -> pd.Data
             "answer": draws["answer_raw"].to_numpy(),
             "prob": draws["prob"].to_numpy(float),
             "draw": draws["draw"].to_numpy(np.int64),
-            "design": "uniform",
+            "design": design,
         }
     )
     order = np.argsort(order_keys(seed, k, frame["system"].to_numpy(), frame["draw"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame[ORDER_COLUMN] = RANDOM_ORDER
     return frame
+
+
+#: the designs :func:`sample_round` draws (``distribution``; ``--by-judge`` besides)
+ENGINE_DESIGNS = ("uniform", "entity-relation")
 
 
 def sample_round(
@@ -317,74 +404,226 @@ def sample_round(
     systems: list[str] | None = None,
     name: str | None = None,
     engine: str = "duckdb",
+    distribution: str = "uniform",
+    by_judge: bool = False,
+    units: pd.DataFrame | None = None,
+    exhaustive_units: int = 0,
 ):
-    """A uniform ``--per-system`` round drawn in the engine (module docstring): the runs are
-    read by SQL (Parquet files on disk; other formats are loaded and registered as a frame),
-    Python holds the draws, the bundle's small tables and per-system aggregates only.
+    """A ``--per-system`` round drawn in the engine (module docstring): the runs are read by
+    SQL (Parquet files on disk; other formats are loaded and registered as a frame), Python
+    holds the draws, the bundle's small tables and per-system aggregates only.
 
-    Returns a :class:`receval.design.SampleRound` (no exhaustive units), recorded with
+    ``distribution``: ``uniform`` (:func:`receval.engine.draws.draw_ranks`) or
+    ``entity-relation`` (:func:`entity_relation_cells`, :func:`receval.engine.draws.weighted_ranks`);
+    ``by_judge``: the ``judge-strata`` design over the judge's levels (:func:`judge_strata`,
+    :func:`receval.engine.draws.strata_ranks`); ``exhaustive_units`` units from ``units``
+    (:func:`hashed_units`).  Returns a
+    :class:`receval.design.SampleRound`, recorded with
     :meth:`receval.bundle.Bundle.record_round`.  The draws are a function of (seed, round,
     system, draw index) and the system's facts: the same on every engine and file layout.
     """
     from receval.config import load_config
-    from receval.design import SampleRound, next_round_name
+    from receval.design import SampleRound, next_round_name, with_unit_rows
     from receval.task import _check_judgments, _check_queries, _check_samples, _table_source
 
+    if distribution not in ENGINE_DESIGNS:
+        raise ValueError(f"the engine path draws uniform or entity-relation, not {distribution!r}")
+    if exhaustive_units and units is None:
+        raise ValueError("exhaustive units need a table of candidate units")
     bundle.check_folder()
     root = Path(bundle.root)
     files: dict[str, Path] = {}
     config = load_config(root / "task.toml", default_name=root.resolve().name)
-    known = set(_check_queries(_table_source(root, "queries", files))["query_id"])
+    queries = _check_queries(_table_source(root, "queries", files))
+    known = set(queries["query_id"])
     samples = _check_samples(_table_source(root, "samples", files), known)
     judgments = _check_judgments(_table_source(root, "judgments", files), config, known)
     default, k = next_round_name(samples)
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
-    from receval.engine import draws as drawing
-
+    strata = judge_strata(root, files, config, queries, judgments) if by_judge else None
     with _round_engine(bundle, engine) as con:
         batches = run_batches(con, bundle.parquet_runs())
-        forms, sizes = _count_cells(con, config.matching, batches)
+        weighted = distribution == "entity-relation"
+        if strata is not None:
+            con.register("fact_levels", strata.levels)
+        missing = None if strata is None else strata.missing
+        forms, sizes = _count_cells(con, config.matching, batches, weighted, missing)
+        unknown = sorted(set(systems or ()) - set(sizes["system"]))
+        if unknown:
+            raise ValueError(f"unknown system(s): {', '.join(unknown)}")
         everyone = sorted(sizes["system"]) if systems is None else sorted(systems)
         wanted = per_system if isinstance(per_system, dict) else dict.fromkeys(everyone, per_system)
         uniforms = {
             s: draw_uniform(seed, k, s, max(int(n), 0)) for s, n in wanted.items() if s in everyone
         }
-        ranks = drawing.draw_ranks(sizes, uniforms)
-        draws = drawing.pick_draws(con, ranks, forms, _batch_views(con, "runs", batches))
-        drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
-        earlier = (
-            _fact_keys(samples["query_id"], samples["answer"], config.matching)
-            if len(samples)
-            else np.empty(0, np.int64)
-        )
-        keys = np.concatenate([earlier, drawn])
-        todo = np.setdiff1d(np.unique(keys), labelled_keys(judgments, config))
-        spelled = pd.concat(
-            [
-                pd.DataFrame(
-                    {
-                        "h": earlier,
-                        "system": samples["system"].to_numpy(object)[: len(earlier)],
-                        "query_id": samples["query_id"].to_numpy(object)[: len(earlier)],
-                        "answer": samples["answer"].to_numpy(object)[: len(earlier)],
-                    }
-                ),
-                draws[["system", "query_id"]].assign(h=drawn, answer=draws["answer_raw"]),
-            ],
-            ignore_index=True,
-        )
-        to_annotate = _to_annotate(con, todo, spelled, config.matching, forms, batches)
-    frame = _samples_frame(draws, name, seed, k)
+        if strata is not None:
+            draws = _pick_strata(con, strata, sizes, uniforms, forms, batches)
+        else:
+            draws = _pick(con, sizes, uniforms, forms, batches, queries if weighted else None)
+        to_annotate = _round_to_annotate(con, draws, samples, judgments, config, forms, batches)
+    design = distribution if strata is None else strata.design
+    frame = _samples_frame(draws, name, seed, k, design)
+    unit_rows = pd.DataFrame(columns=["unit", "prob"])
+    if exhaustive_units:
+        unit_rows = hashed_units(units, exhaustive_units, seed, k, _done_units(root, files))
+        to_annotate = with_unit_rows(to_annotate, unit_rows)
+    to_annotate["label"] = ""
+    to_annotate["annotator"] = ""
     counts = frame.groupby("system").size().to_dict() if len(frame) else {}
     return SampleRound(
-        name=name,
-        samples=frame,
-        units=pd.DataFrame(columns=["unit", "prob"]),
-        to_annotate=to_annotate,
-        sizes=counts,
+        name=name, samples=frame, units=unit_rows, to_annotate=to_annotate, sizes=counts
     )
+
+
+def _pick(con, sizes, uniforms, forms, batches, queries: pd.DataFrame | None) -> pd.DataFrame:
+    """The round's draws (:func:`receval.engine.draws.pick_draws`): uniform, or with
+    ``queries`` the ``entity-relation`` design."""
+    from receval.engine import draws as drawing
+
+    if queries is None:
+        ranks = drawing.draw_ranks(sizes, uniforms)
+    else:
+        ranks = drawing.weighted_ranks(entity_relation_cells(con, queries), uniforms)
+    return drawing.pick_draws(con, ranks, forms, _batch_views(con, "runs", batches))
+
+
+@dataclass(frozen=True)
+class JudgeStrata:
+    """A ``judge-strata`` design for the engine: its name (``judge-strata:<judge>:<u_0>,…``),
+    the stratum weights u parsed back from it (what the estimators read), the level of an
+    ungraded fact, and ``levels``: ``query_id, answer, level`` of the graded facts (answers
+    normalised)."""
+
+    design: str
+    weights: np.ndarray
+    missing: int
+    levels: pd.DataFrame
+
+
+def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeStrata:
+    """The ``sample --by-judge`` design of the bundle at ``root``
+    (:func:`receval.estimators.judge_calibration.judge_strata_design`) and its judge's levels
+    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only: both are
+    computed on a task whose one run outputs the facts of the judge and judgments tables.
+    The levels are those the loader gives the full task (ranks over the graded facts in
+    (query, answer) order); only the facts of the judge table are read into Python."""
+    from receval.design import LEVEL_COLUMN, parse_judge_strata
+    from receval.estimators.judge_calibration import judge_strata_design
+    from receval.judge import check_judge_table
+    from receval.task import LINE, Task, _table_source
+
+    source = _table_source(root, "judge", files)
+    if source is None:
+        raise BundleError(
+            root / "judge.tsv",
+            None,
+            "--by-judge needs the judge's scores (judge.tsv with query_id, answer, judge_score)",
+        )
+    judge = source.frame.drop(columns=[LINE], errors="ignore").copy()  # as read
+    check_judge_table(source, set(queries["query_id"]), config)
+    labelled = judgments[["query_id", "answer_raw" if "answer_raw" in judgments else "answer"]]
+    facts = pd.concat(
+        [judge[["query_id", "answer"]], labelled.set_axis(["query_id", "answer"], axis=1)],
+        ignore_index=True,
+    ).drop_duplicates()
+    small = Task.from_frames(
+        runs=facts.assign(system="judge"),
+        judgments=_raw(root, "judgments", files),
+        judge=judge,
+        queries=queries.drop(columns=[LINE], errors="ignore"),
+        config=config,
+    )
+    design = judge_strata_design(small)
+    name, weights = parse_judge_strata(design)
+    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
+    missing = len(weights) - 1
+    graded = level < missing
+    levels = pd.DataFrame(
+        {
+            "query_id": small.outputs["query_id"].astype(str).to_numpy(object)[graded],
+            "answer": small.outputs["answer"].astype(str).to_numpy(object)[graded],
+            "level": level[graded],
+        }
+    )
+    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+
+
+def _raw(root: Path, stem: str, files: dict) -> pd.DataFrame | None:
+    """The bundle table ``stem`` as read (strings), without its line numbers."""
+    from receval.task import LINE, _table_source
+
+    source = _table_source(root, stem, files)
+    return None if source is None else source.frame.drop(columns=[LINE], errors="ignore")
+
+
+def _pick_strata(con, strata: JudgeStrata, sizes, uniforms, forms, batches) -> pd.DataFrame:
+    """The round's draws of the ``judge-strata`` design
+    (:func:`receval.engine.draws.strata_ranks`, :func:`receval.engine.draws.pick_strata_draws`),
+    each with s_j(x) = a/N_j + (1 − a) u_h(x)/Σ_h N_jh u_h."""
+    from receval.design import JUDGE_STRATA_FLOOR
+    from receval.engine import draws as drawing
+
+    level_sizes = con.query(drawing.LEVEL_SIZES).astype({"level": np.int64, "facts": np.int64})
+    if len(level_sizes) and level_sizes["level"].max() > strata.missing:
+        raise ValueError("a fact's level is beyond the design's weights")  # pragma: no cover
+    u = strata.weights
+    ranks = drawing.strata_ranks(level_sizes, u, JUDGE_STRATA_FLOOR, uniforms)
+    n = dict(zip(sizes["system"], sizes["facts"].astype(float), strict=True))
+    mass = (
+        (level_sizes["facts"] * u[level_sizes["level"].to_numpy()])
+        .groupby(level_sizes["system"])
+        .sum()
+    )
+
+    def prob(systems: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        size = np.array([n[s] for s in systems], float)
+        total = mass.reindex(systems).to_numpy(float)
+        share = np.where(total > 0, u[levels] / np.where(total > 0, total, 1.0), 1.0 / size)
+        return JUDGE_STRATA_FLOOR / size + (1.0 - JUDGE_STRATA_FLOOR) * share
+
+    missing = strata.missing
+    return drawing.pick_strata_draws(
+        con, ranks, forms, missing, prob, _batch_views(con, "runs", batches)
+    )
+
+
+def _round_to_annotate(con, draws, samples, judgments, config, forms, batches) -> pd.DataFrame:
+    """The fact rows of ``to_annotate.tsv``: every fact drawn in this round or an earlier one
+    without a label (:func:`_to_annotate`)."""
+    drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
+    earlier = (
+        _fact_keys(samples["query_id"], samples["answer"], config.matching)
+        if len(samples)
+        else np.empty(0, np.int64)
+    )
+    keys = np.concatenate([earlier, drawn])
+    todo = np.setdiff1d(np.unique(keys), labelled_keys(judgments, config))
+    spelled = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "h": earlier,
+                    "system": samples["system"].to_numpy(object)[: len(earlier)],
+                    "query_id": samples["query_id"].to_numpy(object)[: len(earlier)],
+                    "answer": samples["answer"].to_numpy(object)[: len(earlier)],
+                }
+            ),
+            draws[["system", "query_id"]].assign(h=drawn, answer=draws["answer_raw"]),
+        ],
+        ignore_index=True,
+    )
+    return _to_annotate(con, todo, spelled, config.matching, forms, batches)
+
+
+def _done_units(root: Path, files: dict) -> set[str]:
+    """The units of ``exhaustive_units.tsv`` (annotated in earlier rounds)."""
+    from receval.bundle.checks import _check_exhaustive
+    from receval.task import _table_source
+
+    units, _ = _check_exhaustive(_table_source(root, "exhaustive_units", files), None, set())
+    return set(units["unit"]) if len(units) else set()
 
 
 class _round_engine:
