@@ -17,7 +17,14 @@ RSS of the process tree's largest process):
   hex digit of MD5(query, answer) is below 5), then ``receval score TASK --out DIR --no-report
   --seed S`` (default estimator; from 10⁷ Parquet rows the engine path,
   :mod:`receval.engine.score`); ``score-memory`` adds ``--in-memory`` (the path before),
-  ``score-engine-cli`` ``--out-of-core``.
+  ``score-engine-cli`` ``--out-of-core``;
+* ``leaderboard``, ``report``: ``receval leaderboard OUT`` / ``receval report OUT`` on the
+  folder ``score`` wrote (``--out``: kept between invocations, so one command can run at a
+  time);
+* ``validate``: ``receval validate TASK``; ``curve``: ``receval curve plan TASK --system
+  run000 --method random`` (its ``curve_to_annotate.tsv`` removed after).  Both load the whole
+  task into memory at main 5a5b37c (about 70 bytes per output row: not run at 10⁹ rows there);
+  the modes stay for their out-of-core versions.
 
 Each command records wall and CPU seconds (user + system, all threads), peak RSS and the load
 average before and after (the machine may be shared).  ``--task PATH`` reuses a task generated
@@ -141,12 +148,15 @@ ENGINE_SCORE = (
 )
 
 
-def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
-    """Run ``python -m receval.cli ARGS`` (or ``python -c CODE ARGS``) under /usr/bin/time -v:
-    wall seconds, peak RSS."""
+def measure(
+    args: list[str], receval: Path, code: str | None = None, nice: int | None = None
+) -> dict:
+    """Run ``python -m receval.cli ARGS`` (or ``python -c CODE ARGS``) under /usr/bin/time -v
+    (at niceness ``nice`` when given): wall seconds, CPU seconds, peak RSS."""
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     runner = ["-m", "receval.cli"] if code is None else ["-c", code]
-    cmd = ["/usr/bin/time", "-v", sys.executable, *runner, *args]
+    prefix = [] if nice is None else ["nice", "-n", str(nice)]
+    cmd = [*prefix, "/usr/bin/time", "-v", sys.executable, *runner, *args]
     start, load = time.monotonic(), os.getloadavg()[0]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -160,6 +170,7 @@ def measure(args: list[str], receval: Path, code: str | None = None) -> dict:
         "cpu_s": round(sum(cpu), 1),
         "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None,
         "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
+        **({"nice": nice} if nice is not None else {}),
         **({"stderr": tail} if proc.returncode else {}),
     }
 
@@ -175,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default=None, help="what this run measures (before/after)")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep the generated task")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="score's output folder (default: a temporary one)"
+    )
+    parser.add_argument("--nice", type=int, default=None, help="run each command at this niceness")
     parser.add_argument(
         "--task", type=Path, default=None, help="score this task generated earlier (kept)"
     )
@@ -205,11 +220,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_command(command: str, task: Path, work: Path, args) -> dict:
+    out = args.out or work / "out"
+    if command in ("leaderboard", "report"):
+        return measure([command, str(out)], args.receval, nice=args.nice)
+    if command == "validate":
+        return measure(["validate", str(task)], args.receval, nice=args.nice)
+    if command == "curve":
+        plan = ["curve", "plan", str(task), "--system", "run000", "--method", "random"]
+        figures = measure(plan, args.receval, nice=args.nice)
+        (task / "curve_to_annotate.tsv").unlink(missing_ok=True)
+        return figures
     base = ["sample", str(task), "--per-system", str(args.per_system), "--seed", str(args.seed)]
     if command == "sample":
-        return measure(base, args.receval)
+        return measure(base, args.receval, nice=args.nice)
     if command == "sample-engine":
-        return measure([*base, "--engine", "duckdb"], args.receval)
+        return measure([*base, "--engine", "duckdb"], args.receval, nice=args.nice)
     if command == "round-synthetic":
         start = time.monotonic()
         draws = synthetic_round(
@@ -223,12 +248,12 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
     if command in ("score", "score-memory", "score-engine-cli"):
         labelled = label_drawn(task)
         path = {"score": [], "score-memory": ["--in-memory"], "score-engine-cli": ["--out-of-core"]}
-        out = measure(
-            ["score", str(task), "--out", str(work / "out"), "--no-report", "--seed", "1",
+        figures = measure(
+            ["score", str(task), "--out", str(out), "--no-report", "--seed", "1",
              *path[command]],
-            args.receval,
+            args.receval, nice=args.nice,
         )  # fmt: skip
-        return {**out, "labelled_facts": labelled}
+        return {**figures, "labelled_facts": labelled}
     if command == "score-engine":
         labelled = label_drawn(task)
         out = measure([str(task)], args.receval, code=ENGINE_SCORE)

@@ -69,9 +69,11 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
         register_parquet_runs(engine, sources)
         return
     parts = []
+    engine.run_teams = False  # whether some file has a team column (RUN_CELLS skips it if not)
     for i, (path, keys) in enumerate(sources):
         check_run_schema(path, keys)
         present = set(pq.read_schema(path).names)
+        engine.run_teams |= "team" in present or "team" in keys
         name = f"runs_part_{i}"
         engine.register(name, path)
         columns = []

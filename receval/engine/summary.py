@@ -47,15 +47,20 @@ if TYPE_CHECKING:
 #: per (system, query): input rows, distinct facts, blank answers, the team cells' range; two
 #: plain GROUP BYs (DuckDB spills them; a COUNT(DISTINCT) ran out of 1 GiB at 2·10⁸ rows)
 RUN_CELLS = """
-SELECT system, query_id, count(*) AS facts, sum(c) AS n_rows, sum(blank) AS blank,
-       min(team_lo) AS team_lo, max(team_hi) AS team_hi
+SELECT system, query_id, count(*) AS facts, sum(c) AS n_rows, sum(blank) AS blank{outer}
 FROM (
     SELECT system, query_id, {h} AS a, count(*) AS c,
-           sum(CASE WHEN answer = '' OR answer IS NULL THEN 1 ELSE 0 END) AS blank,
-           min(team) AS team_lo, max(team) AS team_hi
+           sum(CASE WHEN answer = '' OR answer IS NULL THEN 1 ELSE 0 END) AS blank{inner}
     FROM normed {where} GROUP BY system, query_id, {h}
 ) t GROUP BY system, query_id
 """
+#: :data:`RUN_CELLS`' team columns (``outer``, ``inner``): the team cells' range, or NULL when
+#: no run file has a team column (the text min/max was about a third of the scan's CPU time)
+TEAM_CELLS = {
+    True: (", min(team_lo) AS team_lo, max(team_hi) AS team_hi",
+           ", min(team) AS team_lo, max(team) AS team_hi"),
+    False: (", NULL AS team_lo, NULL AS team_hi", ""),
+}  # fmt: skip
 
 #: per team: the distinct facts it was the only team to output (``one_team`` = 1) or shared;
 #: teams as 64-bit hashes (fixed-size aggregate states), named again in Python
@@ -203,20 +208,22 @@ def run_cells(engine: Engine, h: str, by_system: list[str] | None) -> pd.DataFra
     """:data:`RUN_CELLS`: in DuckDB one system at a time when each file holds one system (the
     view's other branches are pruned, so each query groups one run's rows: memory bounded by
     the largest run), else in one query."""
+    outer, inner = TEAM_CELLS[True]
     if engine.name == "spark":  # Spark aggregates text min/max by sorting every row
         from receval.engine.spark_runs import spark_run_cells
 
-        return spark_run_cells(engine, RUN_CELLS.format(h=h, where=""))
+        return spark_run_cells(engine, RUN_CELLS.format(h=h, where="", outer=outer, inner=inner))
+    outer, inner = TEAM_CELLS[bool(getattr(engine, "run_teams", True))]
     if by_system is None or engine.name != "duckdb":
-        return engine.query(RUN_CELLS.format(h=h, where=""))
+        return engine.query(RUN_CELLS.format(h=h, where="", outer=outer, inner=inner))
     parts = []
     for system in by_system:
         where = "WHERE system = " + engine.dialect.literal(system)
-        parts.append(engine.query(RUN_CELLS.format(h=h, where=where)))
+        parts.append(engine.query(RUN_CELLS.format(h=h, where=where, outer=outer, inner=inner)))
     return (
         pd.concat(parts, ignore_index=True)
         if parts
-        else engine.query(RUN_CELLS.format(h=h, where=""))
+        else engine.query(RUN_CELLS.format(h=h, where="", outer=outer, inner=inner))
     )
 
 
@@ -264,8 +271,7 @@ def pool_facts(
 ) -> pd.DataFrame:
     """``owner`` (team hash), ``one_team``, ``facts``: :data:`POOL_FACTS` in one query, or with
     ``batches`` (DuckDB) each batch's :data:`POOL_PARTS` in table ``pool_parts`` (the engine's
-    database file: spilled), merged by :data:`POOL_MERGE` in slices of at most
-    :data:`BATCH_FACTS` parts."""
+    database file: spilled), merged by :data:`POOL_MERGE` in :func:`merge_slices` slices."""
     team = engine.dialect.hash64("team")
     if not batches:
         return engine.query(POOL_FACTS.format(h=h, source=_team_source(named), team=team))
@@ -277,8 +283,7 @@ def pool_facts(
             engine.create_table("pool_parts", sql)
         else:
             engine.con.execute(f"INSERT INTO pool_parts {sql}")
-    parts = int(engine.query("SELECT count(*) AS n FROM pool_parts")["n"].iloc[0])
-    slices = max(1, -(-parts // BATCH_FACTS))
+    slices = merge_slices(engine)
     frames = [
         engine.query(POOL_MERGE.format(where=f"WHERE q % {slices} = {k}" if slices > 1 else ""))
         for k in range(slices)
@@ -286,6 +291,23 @@ def pool_facts(
     engine.con.execute("DROP TABLE pool_parts")
     facts = pd.concat(frames, ignore_index=True)
     return facts.groupby(["owner", "one_team"], as_index=False)["facts"].sum()
+
+
+def merge_slices(engine: Engine, facts: int | None = None) -> int:
+    """Slices of :data:`POOL_MERGE` with at most about ``facts`` distinct facts each: its hash
+    table holds one group per distinct fact, not per part (with batches of two systems, 10⁹
+    rows of overlapping runs give 8·10⁸ parts for 3·10⁷ facts: sliced by parts, the merge
+    read the parts table 42 times), counted by ``approx_count_distinct`` (HyperLogLog, a
+    relative error of a few per cent) with a margin of a quarter; at most one slice per part
+    ``facts``."""
+    facts = BATCH_FACTS if facts is None else facts
+    row = engine.query(
+        "SELECT count(*) AS parts, approx_count_distinct(hash(q, a)) AS facts FROM pool_parts"
+    ).iloc[0]
+    parts, distinct = int(row["parts"]), int(row["facts"])
+    by_parts = -(-parts // facts)
+    by_facts = -(-(distinct + distinct // 4) // facts)
+    return max(1, min(by_parts, by_facts))
 
 
 def run_members(engine: Engine, batches: list[list[str]] | None) -> pd.DataFrame:

@@ -248,3 +248,40 @@ def test_system_batches_cut_by_width_and_facts():
     systems = ["A", "B", "C", "D", "E"]
     assert system_batches(cells, systems, facts=8, width=2) == [["A", "B"], ["C"], ["D", "E"]]
     assert system_batches(cells, systems, facts=100, width=10) == [systems]
+
+
+def test_merge_slices_count_distinct_facts_not_parts():
+    """Many parts of few facts (each batch repeats a fact): the merge is cut by the distinct
+    facts (HyperLogLog + 25 %), never into more slices than by parts."""
+    from receval.engine.base import connect
+    from receval.engine.summary import merge_slices
+
+    engine = connect("duckdb", on_disk=True)
+    try:
+        engine.create_table(
+            "pool_parts",
+            "SELECT range % 10 AS q, range % 7 AS a, 1 AS lo, 1 AS hi FROM range(7000)",
+        )
+        assert merge_slices(engine, facts=20) == 5  # 70 facts (+25 %: 87) by 20, not 350
+        assert merge_slices(engine, facts=10_000) == 1
+        engine.con.execute("DROP TABLE pool_parts")
+        engine.create_table(
+            "pool_parts", "SELECT range AS q, 0 AS a, 1 AS lo, 1 AS hi FROM range(100)"
+        )
+        assert merge_slices(engine, facts=10) == 10  # by parts (100 / 10), not 125 / 10
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("teams", [False, True])
+def test_register_runs_says_whether_a_file_has_teams(tmp_path, teams):
+    from receval.engine.base import connect
+    from receval.engine.sampled import register_runs
+
+    root = make_bundle(tmp_path / "b", teams=teams)
+    engine = connect("duckdb")
+    try:
+        register_runs(engine, Bundle(root).parquet_runs())
+        assert engine.run_teams is teams
+    finally:
+        engine.close()
