@@ -135,6 +135,7 @@ from receval.estimators.anytime.sequences import (
 )
 from receval.estimators.anytime.stream import build_stream
 from receval.estimators.reliability import kish
+from receval.progress import stage
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -293,6 +294,8 @@ def asymptotic_bounds(
 
     alpha = 1.0 - confidence
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    m = data.m
+    stage(f"anytime-asymptotic: the stream of {data.K} draws")
     st = build_stream(task, data)
     pool = pool_totals(task, data, st)
     precision = _precision(task, data, st, judge)
@@ -301,9 +304,11 @@ def asymptotic_bounds(
     with np.errstate(divide="ignore", invalid="ignore"):
         weights = np.where(st.own > 0, data.target[st.fact] / st.q[:, None], 0.0).T
     ready = warm_ess(weights)
+    stage(f"anytime-asymptotic: precision sequences ({m} systems)")
     ends = {"precision": asymptotic_ends(precision, levels, (0.0, 1.0), alpha, horizon, hits=hits,
                                          ready=ready)}  # fmt: skip
     direct = data.target_kind == "micro" and _one_draw_steps(st)
+    stage(f"anytime-asymptotic: pooled recall sequences ({m} systems)")
     if direct and st.fact.size:
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
         ends["pooled_recall"] = asymptotic_ends(nu, levels, (0.0, 1.0), alpha, horizon, prior,
@@ -320,8 +325,10 @@ def asymptotic_bounds(
     # world), too few for the Gaussian capital (from its 10th unit on it gave [0, 1] there)
     ends["pool_coverage"] = unit_bounds(data, sorted({*levels, alpha / 2}), alpha)
     pieces = (precision, pool, hits)
+    stage(f"anytime-asymptotic: recall and F1 ({m} systems)")
     for name, pair in _recall_f1(ends, pieces, data, alpha, horizon, direct).items():
         ends[name] = {alpha: pair}
+    stage("")
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds), bool(direct))
 
 
@@ -430,6 +437,8 @@ def asymptotic_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float)
     ``alpha`` over all ordered pairs (the terms and the procedure of
     :mod:`receval.estimators.anytime.pairs`, F1's of :mod:`receval.estimators.anytime.f1`)."""
 
+    n_ok = int(np.sum(ok))
+    stage(f"anytime-asymptotic: paired tests of {metric} ({n_ok * (n_ok - 1) // 2} pairs)")
     st = build_stream(task, data)
     terms = precision_terms(task, data, st)
     horizon = st.pool_horizon
