@@ -556,7 +556,6 @@ def bisected_ends(capital, level: np.ndarray, side: int, search, iterations: int
 #: rounds of the guided search (:func:`_guided_chunk`) before an end falls back to bisection,
 #: and the bisection steps from which it is used
 GUIDE_ROUNDS = 4
-ROUNDS = []
 GUIDE_MIN = 8
 
 
@@ -797,7 +796,6 @@ def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
         outside = (Q <= br[0]) | (R >= br[1])
         g.settle(inside & _verified(a1, b1, br, g.known), a1)
         g.settle(outside & _verified(a2, b2, whole, g.known), _full_end(a2, b2, whole, g.known))
-        ROUNDS.append((r, int(g.done.sum()), S))
         if g.done.all() or r == GUIDE_ROUNDS:
             break
         mode = inside | (~outside & (g.guess > br[0]) & (g.guess < br[1]))
