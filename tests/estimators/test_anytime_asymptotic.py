@@ -9,16 +9,19 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_bench
 
+from receval.estimators.anytime import betting
 from receval.estimators.anytime.asymptotic import (
+    ITERATIONS,
     WARMUP_ESS,
     WARMUP_HITS,
     asymptotic_ends,
     gaussian_log_path,
     gaussian_path,
+    one_sided_ends,
     warm,
     warm_ess,
 )
-from receval.estimators.anytime.betting import BettingStreams
+from receval.estimators.anytime.betting import BettingStreams, bisected_ends
 from receval.estimators.anytime.sequences import sequence_bets
 
 ALPHA = 0.05
@@ -43,6 +46,32 @@ def test_on_many_light_tailed_draws_the_sequence_misses_at_most_alpha(p):
     rng = np.random.default_rng(3)
     x = (rng.random((1000, 600)) < p).astype(float)
     assert _ever_miss(x, p, 600.0) <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / 1000)
+
+
+@pytest.mark.parametrize("side", [+1, -1])
+def test_the_guided_search_ends_where_the_plain_bisection_ends(side, monkeypatch):
+    """one_sided_ends runs the betting module's guided search on the Gaussian capital: the
+    same ends, bit for bit, as the plain bisection of ITERATIONS steps, at several levels at
+    once, with streams in chunks, skipped steps, a wide search range and streams whose ends
+    are the range's ends (nothing or everything rejected)."""
+    rng = np.random.default_rng(7)
+    S, K = 9, 700
+    x = rng.gamma(0.6, 1.0, (S, K)) * (rng.random((S, K)) < 0.5)
+    x[0] = 0.0  # every value above 0 rejected on the lower side
+    x[1] = x[1].max()
+    active = rng.random((S, K)) < 0.9
+    streams = BettingStreams.of_means(x, float(x.max()), active)
+    bets = sequence_bets(streams, ALPHA, np.full(x.shape, float(K)), 0.5, 0.5)
+    bets = np.where(warm(None, x.shape), bets, 0.0)
+    level = np.log(2.0 / np.array([0.05, 0.01, 0.001]))[:, None] * np.ones((3, S))
+    search = (np.zeros(S), np.full(S, 3.0))
+
+    def capital(mu):
+        return gaussian_log_path(streams, bets, mu, side, True)
+
+    plain = bisected_ends(capital, level, side, search, ITERATIONS)
+    monkeypatch.setattr(betting, "CHUNK", 3 * K * 2)  # two streams a chunk
+    np.testing.assert_array_equal(one_sided_ends(streams, bets, level, side, search), plain)
 
 
 def test_the_capital_is_monotone_in_the_value_and_never_bets_in_the_warm_up():

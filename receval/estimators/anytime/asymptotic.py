@@ -91,7 +91,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from receval.estimators.anytime.betting import BettingStreams, bisected_ends
+from receval.estimators.anytime.betting import BettingStreams, _buffers
+from receval.estimators.anytime.betting import one_sided_ends as _betting_ends
 from receval.estimators.anytime.control import RECALL_CAP, controlled_precision_streams
 from receval.estimators.anytime.f1 import (
     PRIORS,
@@ -134,6 +135,7 @@ from receval.estimators.anytime.sequences import (
 )
 from receval.estimators.anytime.stream import build_stream
 from receval.estimators.reliability import kish
+from receval.progress import stage
 
 if TYPE_CHECKING:
     from receval.estimators.base import ScoringContext
@@ -168,29 +170,65 @@ def gaussian_log_path(streams: BettingStreams, bets, mu, side: int, running: boo
     candidate values ``mu`` (S,) or (A, S).  ``side`` +1 bets on Y (rejects μ below the mean),
     −1 on −Y.  ψ is nondecreasing and Y decreasing in μ (v ≥ 0), so the capital is monotone in
     μ and each end is found by bisection."""
+    path = _gaussian_steps(streams, bets, mu, side, running)
+    if not running:
+        return path
+    return np.maximum(path.max(axis=-1, initial=0.0), 0.0)
+
+
+def _gaussian_steps(streams: BettingStreams, bets, mu, side: int, running: bool) -> np.ndarray:
+    """The path Σ_{k ≤ t} ψ(±λ_k Y_k(μ)) over every step (``running``; (..., S, K)) or its
+    last value (..., S): :func:`gaussian_log_path` before its maximum.  Works in place on the
+    betting module's two per-thread work buffers (the operations, and their order, of
+    ψ(x) = x − 0.5·x·x written out: the same floats); the result is a view of one of them,
+    read before the thread's next capital."""
     mu = np.asarray(mu, float)[..., None]
-    x = bets * (streams.u - mu * streams.v)
-    if side < 0:
-        np.negative(x, out=x)
-    step = np.where(x < 1.0, x - 0.5 * x * x, 0.5)
-    active = np.asarray(streams.active, bool)
-    if not active.all():
-        step = np.where(active, step, 0.0)
+    x, step = _buffers(np.broadcast_shapes(mu.shape, streams.u.shape))
+    np.multiply(mu, streams.v, out=x)
+    if side > 0:
+        np.subtract(streams.u, x, out=x)
+    else:  # −(u − μv) = μv − u exactly
+        np.subtract(x, streams.u, out=x)
+    np.multiply(bets, x, out=x)
+    np.multiply(x, 0.5, out=step)
+    np.multiply(step, x, out=step)
+    np.subtract(x, step, out=step)
+    np.copyto(step, 0.5, where=~(x < 1.0))  # ψ(x) = 1/2 from x = 1 on (and at NaN)
+    if not streams.dense:
+        np.copyto(step, 0.0, where=~np.asarray(streams.active, bool))
     if not running:
         return step.sum(axis=-1)
-    return np.maximum(np.cumsum(step, axis=-1).max(axis=-1, initial=0.0), 0.0)
+    return np.cumsum(step, axis=-1, out=step)
+
+
+class GaussianStreams(BettingStreams):
+    """Betting streams whose capital is the Gaussian one (:func:`gaussian_log_path`): the
+    searches of :mod:`receval.estimators.anytime.betting` (the guided bisection, streams in
+    chunks over the workers) then find its ends, bit for bit those of a plain bisection (the
+    capital is monotone in μ, which is all the guided search's replay needs)."""
+
+    @classmethod
+    def of(cls, streams: BettingStreams) -> GaussianStreams:
+        """``streams``' terms and ranges under the Gaussian capital."""
+        fields = dataclasses.fields(BettingStreams)
+        return cls(**{f.name: getattr(streams, f.name) for f in fields})
+
+    def log_path(self, bets, mu, side: int, running: bool) -> np.ndarray:
+        """The path :func:`receval.estimators.anytime.betting.log_capital` reads: every
+        step's (its running maximum over every step, the starting capital included, is then
+        :func:`gaussian_log_path`'s)."""
+        return _gaussian_steps(self, bets, mu, side, running)
 
 
 def one_sided_ends(streams, bets, level: np.ndarray, side: int, search, running=True):
     """The end (A, S) the Gaussian bettor ``side`` leaves at log-levels ``level`` (A, S) inside
     ``search`` (the parameter's range): side +1 the lower end, −1 the upper.  A rejected value
-    is reported (or the range end where nothing is rejected, the other where everything is)."""
-    search = tuple(np.broadcast_to(np.asarray(e, float), (streams.shape[0],)) for e in search)
-
-    def capital(mu: np.ndarray) -> np.ndarray:
-        return gaussian_log_path(streams, bets, mu, side, running)
-
-    return bisected_ends(capital, level, side, search, ITERATIONS)
+    is reported (or the range end where nothing is rejected, the other where everything is):
+    the ends of a plain bisection of :data:`ITERATIONS` steps, found by the betting sequences'
+    guided search with few capital evaluations
+    (:func:`receval.estimators.anytime.betting.one_sided_ends`)."""
+    gauss = GaussianStreams.of(streams)
+    return _betting_ends(gauss, bets, level, side, search, ITERATIONS, running)
 
 
 def warm(hits: np.ndarray | None, shape, start: int = WARMUP_HITS) -> np.ndarray:
@@ -256,6 +294,8 @@ def asymptotic_bounds(
 
     alpha = 1.0 - confidence
     levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    m = data.m
+    stage(f"anytime-asymptotic: the stream of {data.K} draws")
     st = build_stream(task, data)
     pool = pool_totals(task, data, st)
     precision = _precision(task, data, st, judge)
@@ -264,9 +304,11 @@ def asymptotic_bounds(
     with np.errstate(divide="ignore", invalid="ignore"):
         weights = np.where(st.own > 0, data.target[st.fact] / st.q[:, None], 0.0).T
     ready = warm_ess(weights)
+    stage(f"anytime-asymptotic: precision sequences ({m} systems)")
     ends = {"precision": asymptotic_ends(precision, levels, (0.0, 1.0), alpha, horizon, hits=hits,
                                          ready=ready)}  # fmt: skip
     direct = data.target_kind == "micro" and _one_draw_steps(st)
+    stage(f"anytime-asymptotic: pooled recall sequences ({m} systems)")
     if direct and st.fact.size:
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
         ends["pooled_recall"] = asymptotic_ends(nu, levels, (0.0, 1.0), alpha, horizon, prior,
@@ -283,8 +325,10 @@ def asymptotic_bounds(
     # world), too few for the Gaussian capital (from its 10th unit on it gave [0, 1] there)
     ends["pool_coverage"] = unit_bounds(data, sorted({*levels, alpha / 2}), alpha)
     pieces = (precision, pool, hits)
+    stage(f"anytime-asymptotic: recall and F1 ({m} systems)")
     for name, pair in _recall_f1(ends, pieces, data, alpha, horizon, direct).items():
         ends[name] = {alpha: pair}
+    stage("")
     return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds), bool(direct))
 
 
@@ -393,6 +437,8 @@ def asymptotic_pair_tests(task, data, metric: str, ok: np.ndarray, alpha: float)
     ``alpha`` over all ordered pairs (the terms and the procedure of
     :mod:`receval.estimators.anytime.pairs`, F1's of :mod:`receval.estimators.anytime.f1`)."""
 
+    n_ok = int(np.sum(ok))
+    stage(f"anytime-asymptotic: paired tests of {metric} ({n_ok * (n_ok - 1) // 2} pairs)")
     st = build_stream(task, data)
     terms = precision_terms(task, data, st)
     horizon = st.pool_horizon

@@ -116,8 +116,14 @@ class BettingStreams:
         arrays = (self.u, self.v, self.lo0, self.lo1, self.hi0, self.hi1, self.active)
         # the rows of dense streams are dense; those of others are treated as not (a few
         # inactive steps are masked where none are: the same capitals)
-        return BettingStreams(*(_rows(a, shape, rows) for a in arrays), cap=self.cap,
-                              all_active=self.dense)  # fmt: skip
+        return type(self)(*(_rows(a, shape, rows) for a in arrays), cap=self.cap,
+                          all_active=self.dense)  # fmt: skip
+
+    def log_path(self, bets, mu, side: int, running: bool) -> np.ndarray:
+        """The log-capital path :func:`log_capital` reads (:func:`_log_path`); a subclass
+        with another capital (monotone in μ) overrides it, and every search of this module
+        (plain, guided, chunked) then finds that capital's ends."""
+        return _log_path(self, bets, mu, side, running)
 
 
 def _rows(a, shape: tuple[int, int], rows) -> np.ndarray:
@@ -230,12 +236,12 @@ def log_capital(
     last step (:func:`_block_path`)."""
     if isinstance(streams, MixedStreams):
         n = len(streams.parts)
-        path = _log_path(streams.parts[0], bets[:, 0], mu, side, running)
+        path = streams.parts[0].log_path(bets[:, 0], mu, side, running)
         for j, part in enumerate(streams.parts[1:], start=1):
-            np.logaddexp(path, _log_path(part, bets[:, j], mu, side, running), out=path)
+            np.logaddexp(path, part.log_path(bets[:, j], mu, side, running), out=path)
         path -= np.log(n)
     else:
-        path = _log_path(streams, bets, mu, side, running)
+        path = streams.log_path(bets, mu, side, running)
     if not running:
         return path
     return np.maximum(path.max(axis=-1), 0.0)
@@ -550,7 +556,6 @@ def bisected_ends(capital, level: np.ndarray, side: int, search, iterations: int
 #: rounds of the guided search (:func:`_guided_chunk`) before an end falls back to bisection,
 #: and the bisection steps from which it is used
 GUIDE_ROUNDS = 4
-ROUNDS = []
 GUIDE_MIN = 8
 
 
@@ -791,7 +796,6 @@ def _guided_bracket(streams, bets, level, side, bracket, steps, guess):
         outside = (Q <= br[0]) | (R >= br[1])
         g.settle(inside & _verified(a1, b1, br, g.known), a1)
         g.settle(outside & _verified(a2, b2, whole, g.known), _full_end(a2, b2, whole, g.known))
-        ROUNDS.append((r, int(g.done.sum()), S))
         if g.done.all() or r == GUIDE_ROUNDS:
             break
         mode = inside | (~outside & (g.guess > br[0]) & (g.guess < br[1]))
