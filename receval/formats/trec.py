@@ -53,7 +53,13 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["import_trec", "import_trec_tables", "read_qrels", "read_trec_run"]
+__all__ = [
+    "import_trec",
+    "import_trec_tables",
+    "read_qrels",
+    "read_trec_run",
+    "write_trec_bundle",
+]
 
 RUN_FIELDS = ("qid", "q0", "docno", "rank", "score", "tag")
 QRELS_FIELDS = ("qid", "iteration", "docno", "relevance")
@@ -458,41 +464,67 @@ def import_trec_tables(
     else float64.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    _check_depth(runs, depth)
+    parts = []
+    owner: dict[str, Path] = {}
+    for run_path in map(Path, runs):
+        parts.append(_run_part(run_path, owner, depth, score_as_written))
+        if on_file is not None:
+            on_file(run_path)
+    runs_table = pa.concat_tables(parts)
+    tables, config = _other_tables(qrels, runs_table["query_id"], name, on_file)
+    return {"queries": tables.pop("queries"), "runs": runs_table, **tables}, config
+
+
+def _check_depth(runs: list, depth: int | None) -> None:
     if not runs:
         raise ValueError("at least one run file is needed")
     if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
         raise ValueError(f"depth must be a positive integer, not {depth!r}")
-    parts = []
-    owner: dict[str, Path] = {}
-    for run_path in map(Path, runs):
-        run = _run_table(run_path)
-        tag = run["tag"][0].as_py()
-        if tag in owner and owner[tag] != run_path:
-            raise BundleError(
-                run_path,
-                int(run["line"][0].as_py()),
-                f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
-            )
-        owner[tag] = run_path
-        run, rank = _ranked(run, depth)
-        parts.append(
-            pa.table(
-                {
-                    "system": run["tag"],
-                    "query_id": run["qid"],
-                    "answer": run["docno"],
-                    "score": run["score_text" if score_as_written else "score"],
-                    "rank": arrow_array(rank),
-                    "rank_file": run["rank_file"],
-                    "source": _source(run_path.name, run["line"]),
-                }
-            )
+
+
+def _run_part(
+    run_path: Path, owner: dict[str, Path], depth: int | None, score_as_written: bool
+) -> pa.Table:
+    """One run file's rows of the bundle's runs table, ranked; ``owner`` (tag -> file, updated)
+    refuses a tag that another file already used."""
+    import pyarrow as pa
+
+    run = _run_table(run_path)
+    tag = run["tag"][0].as_py()
+    if tag in owner and owner[tag] != run_path:
+        raise BundleError(
+            run_path,
+            int(run["line"][0].as_py()),
+            f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
         )
-        if on_file is not None:
-            on_file(run_path)
-    runs_table = pa.concat_tables(parts)
+    owner[tag] = run_path
+    run, rank = _ranked(run, depth)
+    return pa.table(
+        {
+            "system": run["tag"],
+            "query_id": run["qid"],
+            "answer": run["docno"],
+            "score": run["score_text" if score_as_written else "score"],
+            "rank": arrow_array(rank),
+            "rank_file": run["rank_file"],
+            "source": _source(run_path.name, run["line"]),
+        }
+    )
+
+
+def _other_tables(
+    qrels: Path | str | None,
+    run_qids: Any,
+    name: str | None,
+    on_file: Callable[[Path], None] | None,
+) -> tuple[dict[str, pa.Table], TaskConfig]:
+    """The ``queries`` and (with qrels) ``judgments`` tables, and the task config, given the
+    runs' query ids (``run_qids``: a chunked string array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     tables: dict[str, pa.Table] = {}
     judged = None
     if qrels is not None:
@@ -512,12 +544,85 @@ def import_trec_tables(
         )
         if on_file is not None:
             on_file(qpath)
-    queries_table = _queries_table(runs_table["query_id"], judged)
-    tables = {"queries": queries_table, "runs": runs_table, **tables}
+    tables = {"queries": _queries_table(run_qids, judged), **tables}
     config = TaskConfig(
         name=name or "trec", matching=Matching(casefold=False), unjudged="wrong", average="macro"
     )
     return tables, config
+
+
+def write_trec_bundle(
+    folder: Path,
+    qrels: Path | str | None,
+    runs: list[Path] | list[str],
+    depth: int | None = None,
+    *,
+    name: str | None = None,
+    on_file: Callable[[Path], None] | None = None,
+    suffix: str = ".tsv",
+) -> tuple[dict[str, pa.Table], TaskConfig, int]:
+    """:func:`import_trec_tables` streaming the runs table: each run file is read, checked,
+    ranked and appended to ``folder/runs<suffix>`` (TSV, or Parquet row groups) before the
+    next is read, so memory holds one run, not all of them.  Returns the other tables
+    (``queries``, ``judgments``) and the config, for the caller to write into ``folder``, and
+    the number of systems.  The runs file is the one :func:`import_trec_tables` gives
+    :func:`receval.formats.bundle.write_bundle` (TSV: the same bytes; Parquet: the same rows,
+    in one row group per run or per 2**20 rows of a run).  ``folder`` is a bundle being
+    written (:func:`receval.formats.bundle.staged_bundle`): a failure leaves a partial file
+    there, for the caller to remove."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    _check_depth(runs, depth)
+    owner: dict[str, Path] = {}
+    qids = []
+    path = Path(folder) / f"runs{suffix}"
+    with _RunsFile(path, score_as_written=suffix == ".tsv") as out:
+        for run_path in map(Path, runs):
+            part = _run_part(run_path, owner, depth, out.score_as_written)
+            qids.append(pc.unique(part["query_id"]))
+            out.write(part)
+            del part
+            if on_file is not None:
+                on_file(run_path)
+    run_qids = pa.chunked_array([pa.chunked_array(q).combine_chunks() for q in qids], pa.string())
+    tables, config = _other_tables(qrels, run_qids, name, on_file)
+    return tables, config, len(owner)
+
+
+class _RunsFile:
+    """The runs table written one part at a time: TSV (header first) or Parquet."""
+
+    def __init__(self, path: Path, *, score_as_written: bool) -> None:
+        self.path = path
+        self.parquet = path.suffix.lower() == ".parquet"
+        self.score_as_written = score_as_written and not self.parquet
+        self._out: Any = None
+
+    def __enter__(self) -> _RunsFile:
+        return self
+
+    def write(self, part: pa.Table) -> None:
+        if self.parquet:
+            import pyarrow.parquet as pq
+
+            if self._out is None:
+                self._out = pq.ParquetWriter(self.path, part.schema)
+            self._out.write_table(part)
+            return
+        from receval.formats.tables import _tsv_columns_arrow, append_tsv
+
+        columns = _tsv_columns_arrow(part)
+        if columns is None:  # not text, integers or floats: not from a TREC file
+            raise TypeError(f"runs part of unexpected types: {part.schema}")
+        if self._out is None:
+            self._out = open(self.path, "wb")  # closed in __exit__
+            self._out.write(("\t".join(columns) + "\n").encode("utf-8"))
+        append_tsv(self._out, self.path, columns)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._out is not None:
+            self._out.close()
 
 
 def import_trec(

@@ -199,11 +199,8 @@ def official_view(task: Any, options: Any, engine: Any, out_of_core: bool | None
     small = read_small_tables(_Listed(bundle.root, runs=runs))
     if not _small_ok(small):
         return None
-    table = _read_runs([runs])
-    if table is None:
-        return None
     small.files["runs"] = runs
-    view = _view(Path(task), small, table)
+    view = _view(Path(task), small, _read_runs([runs]))  # None: not plainly readable
     if view is not None and len(view.merged.conflicts):
         return None  # conflicts.csv names facts by the task's ids over every fact output
     return view
@@ -275,15 +272,56 @@ def _read_run(path: Path) -> Any:
             if name != "score" and not pa.types.is_string(table.schema.field(name).type):
                 return None
         return table
-    if suffix != ".tsv":
-        return None
-    from receval.formats.tables import read_plain_tsv
+    return _read_tsv(path) if suffix == ".tsv" else None
 
-    with open(path, "rb") as fh:
-        header = fh.readline().rstrip(b"\r\n").decode("utf-8", "replace").split("\t")
-    if not _columns_ok(header):
-        return None
-    return read_plain_tsv(path, tuple(c for c in READ_COLUMNS if c in header))
+
+def _read_tsv(path: Path) -> Any:
+    """A plain TSV run table (:func:`receval.formats.tables.read_plain_tsv`'s byte-level
+    tests) parsed by Arrow's reader: the text columns as strings, ``score`` as float64; None
+    when Arrow cannot read it so (the loader then reads it, or names the bad line)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from receval.formats.tables import THREADED_PARSE_BYTES, _looks_plain, mapped_bytes
+
+    with mapped_bytes(path) as raw:
+        end = raw.find(b"\n")
+        header = raw[:] if end < 0 else raw[:end]
+        if not _looks_plain(raw, header):
+            return None
+        try:
+            names = header.rstrip(b"\r").decode("utf-8").split("\t")
+        except UnicodeDecodeError:
+            return None
+        if len(set(names)) < len(names) or any(n != n.strip() for n in names):
+            return None
+        if not _columns_ok(names):
+            return None
+        wanted = [c for c in READ_COLUMNS if c in names]
+        types = {c: pa.float64() if c == "score" else pa.string() for c in wanted}
+        try:
+            return pacsv.read_csv(
+                pa.py_buffer(raw),
+                read_options=pacsv.ReadOptions(
+                    column_names=names, skip_rows=1, use_threads=len(raw) > THREADED_PARSE_BYTES
+                ),
+                parse_options=pacsv.ParseOptions(
+                    delimiter="\t",
+                    quote_char=False,
+                    double_quote=False,
+                    escape_char=False,
+                    newlines_in_values=False,
+                    ignore_empty_lines=False,
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types,
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                    include_columns=wanted,
+                ),
+            )
+        except pa.ArrowInvalid:
+            return None
 
 
 def _columns_ok(names: list[str]) -> bool:
@@ -304,7 +342,7 @@ def _plain_text(dictionary: Any, whitespace_inside: bool = False) -> bool:
 
 
 def _encoded(column: Any, whitespace_inside: bool = False) -> tuple[Any, np.ndarray] | None:
-    """(distinct values, int64 codes) of a string column, or None when it has a null or a value
+    """(distinct values, int32 codes) of a string column, or None when it has a null or a value
     that is not plain (:func:`_plain_text`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -319,7 +357,7 @@ def _encoded(column: Any, whitespace_inside: bool = False) -> tuple[Any, np.ndar
     if not _plain_text(dictionary, whitespace_inside):
         return None
     codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
-    return dictionary, codes.astype(np.int64, copy=False)
+    return dictionary, codes
 
 
 def _scores_ok(table: Any) -> bool:
@@ -332,32 +370,38 @@ def _scores_ok(table: Any) -> bool:
     score = table["score"]
     if score.null_count:
         return False
-    if pa.types.is_floating(score.type) or pa.types.is_integer(score.type):
+    if pa.types.is_integer(score.type):
         return True
-    try:
-        values = pc.cast(score, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
-    return not pc.any(pc.is_nan(values)).as_py()
+    if not pa.types.is_floating(score.type):
+        try:
+            score = pc.cast(score, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+    return bool(pc.all(pc.is_finite(score)).as_py())
 
 
 def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
-    """Encode the runs (None when something is not plain) and build the view."""
+    """Encode the runs (``table``; None when something is not plain) and build the view."""
     import pyarrow.compute as pc
 
-    from receval.official.coded import register_responses, responses_of_codes
+    from receval.official.coded import one_team, register_responses, responses_of_codes
     from receval.official.rules import hop0_queries
 
-    parts = [_encoded(table[c], c == "system") for c in ("system", "query_id", "answer")]
-    if any(p is None for p in parts) or not _scores_ok(table):
+    if table is None or not _scores_ok(table):
+        return None
+    parts = []  # each column dropped once encoded: its strings freed
+    for column in ("system", "query_id", "answer"):
+        parts.append(_encoded(table[column], column == "system"))
+        table = table.drop_columns([column])
+    del table
+    if any(p is None for p in parts):
         return None
     (systems, sys_codes), (qids, q_codes), (answers, a_codes) = parts  # type: ignore[misc]
+    del parts
     if (
         small.config.matching.casefold
         and not pc.all(pc.equal(pc.ascii_lower(answers), answers)).as_py()
     ):
-        return None
-    if pc.any(pc.not_equal(pc.utf8_trim_whitespace(systems), systems)).as_py():
         return None
     query_ids = small.queries["query_id"].astype(str)
     query_of = pd.Index(query_ids).get_indexer(qids.to_pylist())
@@ -367,14 +411,16 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     order = np.argsort(np.array(names, dtype=object), kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    system = rank[sys_codes]
-    query = query_of[q_codes]
+    system = rank.astype(np.int32)[sys_codes]
+    query = query_of.astype(np.int32)[q_codes]
+    del sys_codes, q_codes
     facts = _facts(small, query, a_codes, answers, query_ids)
     if facts is None:
         return None
     fact, n_facts, in_pool = facts
+    del a_codes
     n_sys = len(names)
-    if _repeats(fact * n_sys + system, n_facts * n_sys):
+    if _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
         return None
     teams = sorted(names)  # each system its own team
     coded = responses_of_codes(
@@ -387,7 +433,7 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
         coded=coded,
         pool_size=int(n_facts - (len(in_pool) - in_pool.sum())),
         in_pool=in_pool,
-        fact_teams=_one_team(fact, system, n_facts),
+        fact_teams=one_team(fact, system, n_facts),
     )
     register_responses(view, coded)
     return view
@@ -419,7 +465,9 @@ def _facts(
     fact_of[where[in_pool]] = np.flatnonzero(in_pool)
     new = fact_of < 0
     fact_of[new] = len(known) + np.arange(int(new.sum()))
-    return fact_of[codes], len(known) + int(new.sum()), in_pool
+    n_facts = len(known) + int(new.sum())
+    kind = np.int32 if n_facts < np.iinfo(np.int32).max else np.int64
+    return fact_of.astype(kind)[codes], n_facts, in_pool
 
 
 def _repeats(key: np.ndarray, size: int) -> bool:
@@ -431,14 +479,3 @@ def _repeats(key: np.ndarray, size: int) -> bool:
         return int(np.count_nonzero(seen)) < len(key)
     key = np.sort(key)
     return bool((key[1:] == key[:-1]).any())
-
-
-def _one_team(fact: np.ndarray, team: np.ndarray, n_facts: int) -> np.ndarray:
-    """Per fact, the code of the one team that output it; -1 when several or none
-    (:func:`receval.diagnostics.unique_facts`, one pass: no sort)."""
-    owner = np.full(n_facts, -1, dtype=np.int64)
-    owner[fact] = team
-    shared = np.zeros(n_facts, dtype=bool)
-    shared[fact[team != owner[fact]]] = True
-    owner[shared] = -1
-    return owner
