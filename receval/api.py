@@ -391,7 +391,7 @@ def score(
     task = _as_source(task)
     # a large Parquet bundle (or out_of_core=True): SQL aggregates, no output row in memory
     view = engine_view(task, options, engine, out_of_core)
-    if view is None:  # the official census of a plain bundle: counted from codes, no Task
+    if view is None and replicates is None:  # the official census of a plain bundle: no Task
         from receval.official.direct import official_view
 
         view = official_view(task, options, engine, out_of_core)

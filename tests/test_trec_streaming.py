@@ -94,3 +94,49 @@ def test_existing_bundle_is_refused_before_reading_and_kept(tmp_path):
         "runs.tsv",
         "task.toml",
     ]
+
+
+def test_text_hashes_are_equal_exactly_for_equal_texts():
+    """The duplicate check's hashes (8 bytes at a time over Arrow's buffers): equal texts have
+    equal hashes, in sliced arrays too, and no two distinct texts of this sample collide."""
+    import numpy as np
+    import pyarrow as pa
+
+    from receval.formats.trec import HASHED_BYTES, _text_hashes
+
+    rng = np.random.default_rng(0)
+    alphabet = list("ab1-\x00é")
+    texts = ["".join(rng.choice(alphabet, size=rng.integers(0, 15))) for _ in range(5000)]
+    for array in (pa.array(texts), pa.array(texts).slice(7), pa.array(texts, pa.large_string())):
+        values = array.to_pylist()
+        hashes = _text_hashes(pa.chunked_array([array]))
+        by_hash: dict[int, str] = {}
+        for text, h in zip(values, hashes.tolist(), strict=True):
+            assert by_hash.setdefault(h, text) == text
+        assert len(by_hash) == len(set(values))
+    assert _text_hashes(pa.array(["x" * (HASHED_BYTES + 1)])) is None
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_repeated_document_is_found_with_any_hashes(tmp_path, monkeypatch, forced):
+    """A document retrieved twice for a query with different scores (not adjacent once
+    ranked) is an error at its second line; with every hash forced equal the exact check
+    still passes clean runs and finds the repeat."""
+    import numpy as np
+
+    import receval.formats.trec as trec
+    from receval.errors import BundleError
+
+    if forced:
+        monkeypatch.setattr(trec, "_text_hashes", lambda column: np.zeros(len(column), np.uint64))
+    clean = tmp_path / "clean.run"
+    clean.write_text("1 Q0 d1 1 3 s\n1 Q0 d2 2 2 s\n2 Q0 d1 1 1 s\n")
+    assert len(trec.read_trec_run(clean)) == 3
+    bad = tmp_path / "bad.run"
+    bad.write_text("1 Q0 d1 1 3 s\n1 Q0 d2 2 2 s\n2 Q0 d1 1 1 s\n1 Q0 d1 3 0.5 s\n")
+    with pytest.raises(BundleError) as info:
+        trec.read_trec_run(bad)
+    assert (info.value.line, "'d1' retrieved twice for query '1'") == (
+        4,
+        info.value.message[info.value.message.index("'d1'") :],
+    )

@@ -295,7 +295,64 @@ def _repeats(key: np.ndarray, pairs: int) -> bool:
     return bool((key[1:] == key[:-1]).any())
 
 
+#: Longest text hashed by :func:`_text_hashes` (one pass over the values per byte position).
+HASHED_BYTES = 32
+_FNV_PRIME = np.uint64(1099511628211)
+_QID_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _text_hashes(column: Any) -> np.ndarray | None:
+    """A 64-bit FNV-1a hash of every value of a string column (equal texts, equal hashes),
+    one vectorised step per byte position; None when a value is longer than
+    :data:`HASHED_BYTES` bytes or the column has nulls."""
+    import pyarrow as pa
+
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count or not len(array):
+        return None
+    wide = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    kind = np.int64 if wide else np.int32
+    _, offset_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offset_buffer, kind)[array.offset : array.offset + len(array) + 1]
+    starts = offsets[:-1].astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    longest = int(lengths.max())
+    if longest > HASHED_BYTES:
+        return None
+    data = np.zeros(8, np.uint8) if data_buffer is None else np.frombuffer(data_buffer, np.uint8)
+    padded = np.concatenate([data[: int(offsets[-1])], np.zeros(8, np.uint8)])
+    # the 8 bytes from every byte position as one little-endian word (an unaligned view)
+    words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    hashes = np.full(len(array), np.uint64(14695981039346656037), dtype=np.uint64)
+    for k in range(0, longest, 8):
+        word = words[np.minimum(starts + k, len(words) - 1)]  # masked beyond the value
+        rest = np.clip(lengths - k, 0, 8).astype(np.uint64)  # this word's bytes of the value
+        keep = np.where(rest == 8, np.uint64(2**64 - 1), (np.uint64(1) << (rest * 8)) - 1)
+        hashes ^= word & keep
+        hashes *= _FNV_PRIME
+        hashes ^= hashes >> np.uint64(29)
+    hashes ^= lengths.astype(np.uint64)
+    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):  # final mix
+        hashes ^= hashes >> np.uint64(shift)
+        hashes *= np.uint64(factor)
+    hashes ^= hashes >> np.uint64(33)
+    return hashes
+
+
 def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
+    """No (qid, docno) twice: a 64-bit hash of each pair sorted (:func:`_text_hashes`, no
+    string hashed in a table), and only when two hashes are equal the exact check
+    (:func:`_check_unique_exact`), which finds the first repeat."""
+    docno = _text_hashes(fields["docno"])
+    qid = _text_hashes(fields["qid"]) if docno is not None else None
+    if docno is not None and qid is not None:
+        key = np.sort(docno ^ (qid * _QID_MIX))
+        if not (key[1:] == key[:-1]).any():
+            return
+    _check_unique_exact(fields, path, lines, verb)
+
+
+def _check_unique_exact(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
     """No (qid, docno) twice: both dictionary-encoded (hashing in C++), the integer pairs
     checked by :func:`_repeats`; the first repeat is found only on error."""
     import pyarrow.compute as pc
