@@ -179,3 +179,24 @@ def test_bad_run_rows_exit_2_naming_file_and_line(tmp_path, edit, problem):
     assert result.exit_code == 2, result.output
     message = result.output.strip().splitlines()[-1]
     assert message.startswith("error: ") and "runs.tsv:6" in message and problem in message
+
+
+def test_pair_codes_number_the_distinct_query_answer_pairs():
+    """Facts are coded per distinct (query, answer) pair (answers shared by several queries
+    included), and ``pair_of`` finds the code of a pair, -1 for a pair no row has."""
+    from receval.official.direct import _pair_codes
+
+    rng = np.random.default_rng(4)
+    query = rng.integers(0, 5, 2000).astype(np.int32)
+    answer = rng.integers(0, 60, 2000).astype(np.int32)
+    answer[:60] = np.arange(60)  # every answer code is used, as a dictionary's are
+    codes, n, pair_of = _pair_codes(query, answer, 60)
+    pairs = list(zip(query.tolist(), answer.tolist(), strict=True))
+    assert n == len(set(pairs)) and codes.max() == n - 1
+    code_of: dict[tuple[int, int], int] = {}
+    for pair, code in zip(pairs, codes.tolist(), strict=True):
+        assert code_of.setdefault(pair, code) == code
+    assert len(set(code_of.values())) == n
+    q = np.array([p[0] for p in code_of] + [9], np.int64)
+    a = np.array([p[1] for p in code_of] + [0], np.int64)
+    assert pair_of(q, a).tolist() == [*code_of.values(), -1]

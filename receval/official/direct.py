@@ -443,31 +443,59 @@ def _facts(
     small: SmallTables, query: np.ndarray, a_codes: np.ndarray, answers: Any, query_ids: pd.Series
 ) -> tuple[np.ndarray, int, np.ndarray] | None:
     """(fact id of every row, number of facts, which small-table facts are output): the small
-    tables' facts keep their ids, the other facts output follow in order of first output."""
+    tables' facts keep their ids, the other facts output follow (:func:`_pair_codes`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n_ans = len(answers)
-    key = query.astype(np.int64) * n_ans + a_codes
-    codes, uniques = pd.factorize(key)
+    codes, n_pairs, pair_of = _pair_codes(query, a_codes, len(answers))
     known = small.facts
     kq = pd.Index(query_ids).get_indexer(known["query_id"].astype(str))
+    if (kq < 0).any():
+        return None
     known_answers = pa.array(known["answer"].astype(str).to_numpy(object), pa.string())
     ka = pc.index_in(known_answers, value_set=answers.cast(pa.string()))
     ka = ka.to_numpy(zero_copy_only=False)
     ka = np.where(np.isnan(ka.astype(float)), -1, ka).astype(np.int64)
-    if (kq < 0).any():
-        return None
-    where = pd.Index(uniques).get_indexer(np.where(ka >= 0, kq * n_ans + ka, -1))
-    where[ka < 0] = -1
+    where = np.where(ka >= 0, pair_of(kq, ka), -1)
     in_pool = where >= 0
-    fact_of = np.full(len(uniques), -1, dtype=np.int64)
+    fact_of = np.full(n_pairs, -1, dtype=np.int64)
     fact_of[where[in_pool]] = np.flatnonzero(in_pool)
     new = fact_of < 0
     fact_of[new] = len(known) + np.arange(int(new.sum()))
     n_facts = len(known) + int(new.sum())
     kind = np.int32 if n_facts < np.iinfo(np.int32).max else np.int64
     return fact_of.astype(kind)[codes], n_facts, in_pool
+
+
+def _pair_codes(query: np.ndarray, answer: np.ndarray, n_ans: int):
+    """A code for every distinct (query, answer) pair of the rows, without hashing every row:
+    an answer's pair with the first query it came with is coded by the answer itself
+    (``0 .. n_ans-1``, all used: every answer came with some query); only the rows of an answer
+    with another query (a document retrieved for several topics) are factorised, coded from
+    ``n_ans`` on.  Returns (row codes, number of codes, ``pair_of(query, answer)``: the code of
+    given pairs, -1 for pairs no row has)."""
+    first = np.empty(n_ans, dtype=query.dtype)
+    first[answer[::-1]] = query[::-1]  # reversed: the first row's query wins
+    other = np.flatnonzero(first[answer] != query)
+    codes = answer.astype(np.int64)
+    extra = pd.Index([], dtype=np.int64)
+    if len(other):
+        key = query[other].astype(np.int64) * n_ans + answer[other]
+        sub, extra = pd.factorize(key)
+        codes[other] = n_ans + sub
+        extra = pd.Index(extra)
+
+    def pair_of(q: np.ndarray, a: np.ndarray) -> np.ndarray:
+        out = np.full(len(q), -1, dtype=np.int64)
+        own = first[a] == q
+        out[own] = a[own]
+        rest = np.flatnonzero(~own)
+        if len(rest) and len(extra):
+            found = extra.get_indexer(q[rest].astype(np.int64) * n_ans + a[rest])
+            out[rest] = np.where(found >= 0, n_ans + found, -1)
+        return out
+
+    return codes, n_ans + len(extra), pair_of
 
 
 def _repeats(key: np.ndarray, size: int) -> bool:
