@@ -200,3 +200,14 @@ def test_pair_codes_number_the_distinct_query_answer_pairs():
     q = np.array([p[0] for p in code_of] + [9], np.int64)
     a = np.array([p[1] for p in code_of] + [0], np.int64)
     assert pair_of(q, a).tolist() == [*code_of.values(), -1]
+
+
+def test_threaded_parse_of_a_mapped_run_table(tmp_path, monkeypatch):
+    """A run table large enough for Arrow's threaded parse is read from the mapped file and
+    unmapped after (the parse returns from its own function: no frame keeps the buffer)."""
+    import receval.formats.tables as tables
+
+    monkeypatch.setattr(tables, "THREADED_PARSE_BYTES", 0)
+    root = _bundle(tmp_path, 0)
+    for _ in range(3):
+        assert official_view(root, ScoreOptions(estimator="official"), "duckdb", None) is not None

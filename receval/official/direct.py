@@ -279,10 +279,7 @@ def _read_tsv(path: Path) -> Any:
     """A plain TSV run table (:func:`receval.formats.tables.read_plain_tsv`'s byte-level
     tests) parsed by Arrow's reader: the text columns as strings, ``score`` as float64; None
     when Arrow cannot read it so (the loader then reads it, or names the bad line)."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    from receval.formats.tables import THREADED_PARSE_BYTES, _looks_plain, mapped_bytes
+    from receval.formats.tables import _looks_plain, mapped_bytes
 
     with mapped_bytes(path) as raw:
         end = raw.find(b"\n")
@@ -297,31 +294,43 @@ def _read_tsv(path: Path) -> Any:
             return None
         if not _columns_ok(names):
             return None
-        wanted = [c for c in READ_COLUMNS if c in names]
-        types = {c: pa.float64() if c == "score" else pa.string() for c in wanted}
-        try:
-            return pacsv.read_csv(
-                pa.py_buffer(raw),
-                read_options=pacsv.ReadOptions(
-                    column_names=names, skip_rows=1, use_threads=len(raw) > THREADED_PARSE_BYTES
-                ),
-                parse_options=pacsv.ParseOptions(
-                    delimiter="\t",
-                    quote_char=False,
-                    double_quote=False,
-                    escape_char=False,
-                    newlines_in_values=False,
-                    ignore_empty_lines=False,
-                ),
-                convert_options=pacsv.ConvertOptions(
-                    column_types=types,
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                    include_columns=wanted,
-                ),
-            )
-        except pa.ArrowInvalid:
-            return None
+        return _parse_tsv(raw, names)
+
+
+def _parse_tsv(raw: Any, names: list[str]) -> Any:
+    """Arrow's parse of a plain TSV run table's ``READ_COLUMNS`` (``score`` as float64), or
+    None when it fails (returned here, so that no traceback keeps the mapped file's buffer
+    exported once the caller unmaps it)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from receval.formats.tables import THREADED_PARSE_BYTES
+
+    wanted = [c for c in READ_COLUMNS if c in names]
+    types = {c: pa.float64() if c == "score" else pa.string() for c in wanted}
+    try:
+        return pacsv.read_csv(
+            pa.py_buffer(raw),
+            read_options=pacsv.ReadOptions(
+                column_names=names, skip_rows=1, use_threads=len(raw) > THREADED_PARSE_BYTES
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter="\t",
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                include_columns=wanted,
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
 
 
 def _columns_ok(names: list[str]) -> bool:
