@@ -83,7 +83,8 @@ class CodedResponses:
     classed_query: np.ndarray
     classed_fact: np.ndarray
     gt: np.ndarray
-    #: per-query count frames already counted, by (policy words, cutoff)
+    #: per-query count frames already counted, by (policy words, cutoff); ``"owners"``: each
+    #: fact's one team (:func:`fact_owners`)
     counted: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -357,7 +358,7 @@ def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd
     """
 
     coded = cached_responses(task)
-    owner = one_team(coded.fact, coded.team, len(coded.category))
+    owner = fact_owners(coded)
     blocks = [slice(s, s + COUNT_BLOCK_ROWS) for s in range(0, len(coded.fact), COUNT_BLOCK_ROWS)]
     category = np.empty(len(coded.fact), dtype=np.int8)
     for block in blocks:
@@ -383,6 +384,13 @@ def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd
         },
         index=pd.Index(task.systems, name="system"),
     )
+
+
+def fact_owners(coded: CodedResponses) -> np.ndarray:
+    """:func:`one_team` of the coded responses, computed once (kept in ``coded.counted``)."""
+    if "owners" not in coded.counted:
+        coded.counted["owners"] = one_team(coded.fact, coded.team, len(coded.category))
+    return coded.counted["owners"]
 
 
 def one_team(fact: np.ndarray, team: np.ndarray, n_facts: int) -> np.ndarray:

@@ -393,7 +393,7 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     """Encode the runs (``table``; None when something is not plain) and build the view."""
     import pyarrow.compute as pc
 
-    from receval.official.coded import one_team, register_responses, responses_of_codes
+    from receval.official.coded import fact_owners, register_responses, responses_of_codes
     from receval.official.rules import hop0_queries
 
     if table is None or not _scores_ok(table):
@@ -442,7 +442,7 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
         coded=coded,
         pool_size=int(n_facts - (len(in_pool) - in_pool.sum())),
         in_pool=in_pool,
-        fact_teams=one_team(fact, system, n_facts),
+        fact_teams=fact_owners(coded),
     )
     register_responses(view, coded)
     return view
