@@ -281,26 +281,26 @@ def _read_tsv(path: Path) -> Any:
     when Arrow cannot read it so (the loader then reads it, or names the bad line)."""
     from receval.formats.tables import _looks_plain, mapped_bytes
 
-    with mapped_bytes(path) as raw:
+    with mapped_bytes(path) as raw:  # the byte-level tests, then unmapped: Arrow reads the file
         end = raw.find(b"\n")
         header = raw[:] if end < 0 else raw[:end]
         if not _looks_plain(raw, header):
             return None
-        try:
-            names = header.rstrip(b"\r").decode("utf-8").split("\t")
-        except UnicodeDecodeError:
-            return None
-        if len(set(names)) < len(names) or any(n != n.strip() for n in names):
-            return None
-        if not _columns_ok(names):
-            return None
-        return _parse_tsv(raw, names)
+        size = len(raw)
+    try:
+        names = header.rstrip(b"\r").decode("utf-8").split("\t")
+    except UnicodeDecodeError:
+        return None
+    if len(set(names)) < len(names) or any(n != n.strip() for n in names):
+        return None
+    if not _columns_ok(names):
+        return None
+    return _parse_tsv(path, names, size)
 
 
-def _parse_tsv(raw: Any, names: list[str]) -> Any:
-    """Arrow's parse of a plain TSV run table's ``READ_COLUMNS`` (``score`` as float64), or
-    None when it fails (returned here, so that no traceback keeps the mapped file's buffer
-    exported once the caller unmaps it)."""
+def _parse_tsv(path: Path, names: list[str], size: int) -> Any:
+    """Arrow's parse of a plain TSV run table's ``READ_COLUMNS`` (``score`` as float64) read
+    from the file block by block (the text is not held whole), or None when it fails."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -310,9 +310,9 @@ def _parse_tsv(raw: Any, names: list[str]) -> Any:
     types = {c: pa.float64() if c == "score" else pa.string() for c in wanted}
     try:
         return pacsv.read_csv(
-            pa.py_buffer(raw),
+            str(path),
             read_options=pacsv.ReadOptions(
-                column_names=names, skip_rows=1, use_threads=len(raw) > THREADED_PARSE_BYTES
+                column_names=names, skip_rows=1, use_threads=size > THREADED_PARSE_BYTES
             ),
             parse_options=pacsv.ParseOptions(
                 delimiter="\t",
