@@ -391,6 +391,10 @@ def score(
     task = _as_source(task)
     # a large Parquet bundle (or out_of_core=True): SQL aggregates, no output row in memory
     view = engine_view(task, options, engine, out_of_core)
+    if view is None and replicates is None:  # the official census of a plain bundle: no Task
+        from receval.official.direct import official_view
+
+        view = official_view(task, options, engine, out_of_core)
     loaded = view or _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note is not read
     step()
     chosen = None if view else task_engine(loaded, engine)  # census and diagnostic run in it
@@ -423,7 +427,7 @@ def score(
         judge_audit=audit_block,
         anonymise=anonymise_source,
     )
-    if view:  # how the engine path read the runs
+    if view and view.record() is not None:  # how the engine path read the runs
         run = run.replace(extra={**run.extra, "engine_path": view.record()})
     result = ScoreResult(
         leaderboard=estimates.leaderboard,

@@ -309,28 +309,24 @@ def import_trec(
     rules).  ``judge``, ``judge_scale``: the judges' scores, as for :func:`import_tac_kbp`.
     ``on_file``
     is called after each input file is read and once after writing."""
-    from receval.formats.bundle import write_bundle
-    from receval.formats.trec import import_trec_tables
+    from receval.formats.bundle import staged_bundle, write_tables
+    from receval.formats.trec import write_trec_bundle
     from receval.options import check_choice
 
     check_choice("table_format", table_format, ("tsv", "parquet"))
     step = on_file or (lambda _file: None)
     out = Path(out)
     judge_table = _judge_table(judge, judge_scale)
-    tables, config = import_trec_tables(
-        qrels,
-        list(runs),
-        depth,
-        name=name or out.name,
-        on_file=step,
-        score_as_written=table_format == "tsv",  # text to text: no float formatting
-    )
-    config = _with_judge_scale(config, judge_scale)
-    if judge_table is not None:
-        tables["judge"] = judge_table
-    write_bundle(out, tables, config, overwrite=overwrite, suffix=f".{table_format}")
+    with staged_bundle(out, overwrite) as folder:  # the runs streamed: one run in memory
+        tables, config, systems = write_trec_bundle(
+            folder, qrels, list(runs), depth, name=name or out.name, on_file=step,
+            suffix=f".{table_format}",
+        )  # fmt: skip
+        config = _with_judge_scale(config, judge_scale)
+        if judge_table is not None:
+            tables["judge"] = judge_table
+        write_tables(folder, tables, config, f".{table_format}")
     step(out)
-    systems = len(set(tables["runs"]["system"].unique().to_pylist()))
     judged = tables["judgments"].num_rows if "judgments" in tables else 0
     return Imported(out, tables["queries"].num_rows, systems, judged)
 

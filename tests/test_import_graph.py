@@ -17,7 +17,16 @@ PACKAGE = ROOT / "receval"
 #: the anytime modules in their import order: each imports only modules before it
 ANYTIME_ORDER = ("betting", "control", "stream", "sequences", "pairs", "f1", "method", "asymptotic")
 #: the official census's modules in their import order
-OFFICIAL_ORDER = ("rules", "sql", "responses", "coded", "census", "scores", "estimator")
+OFFICIAL_ORDER = (
+    "rules",
+    "sql",
+    "responses",
+    "coded",
+    "census",
+    "scores",
+    "direct",
+    "estimator",
+)
 
 
 def module_name(path: Path) -> str:

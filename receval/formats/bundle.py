@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,16 +48,27 @@ def write_bundle(
     out = Path(out)
     _check_destination(out, overwrite)
     _check_tables(tables)
+    with staged_bundle(out, overwrite) as tmp:
+        write_tables(tmp, tables, config, suffix)
+    return out
+
+
+@contextmanager
+def staged_bundle(out: Path | str, overwrite: bool = False) -> Iterator[Path]:
+    """A temporary sibling folder of ``out`` to write a bundle into, renamed into place when the
+    block ends without error (removed otherwise): :func:`write_bundle`'s atomicity for writers
+    that stream a table (``receval import trec`` writes one run at a time)."""
+    out = Path(out)
+    _check_destination(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; a bundle is meant to be shared
     try:
-        _write_tables(tmp, tables, config, suffix)
+        yield tmp
         _move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
 
 
 def _check_destination(out: Path, overwrite: bool) -> None:
@@ -77,7 +90,7 @@ def _check_tables(tables: dict[str, pd.DataFrame] | dict[str, pa.Table]) -> None
             raise ValueError(f"table {name!r} lacks column(s) {', '.join(missing)}")
 
 
-def _write_tables(
+def write_tables(
     tmp: Path,
     tables: dict[str, pd.DataFrame] | dict[str, pa.Table],
     config: TaskConfig | None,

@@ -639,31 +639,60 @@ def write_tsv(path: Path, columns: dict[str, object], rows_per_block: int = 1 <<
     holding a tab or a newline shows in the block's byte counts, and is then named by
     :func:`_check_tsv_values` (the temporary file is removed)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     names = list(columns)
     table = pa.table(columns)
     if _write_tsv_arrow(path, names, table):
         return
-    empty, tab = pa.scalar("", pa.large_string()), pa.scalar("\t", pa.large_string())
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
         out.write(("\t".join(names) + "\n").encode("utf-8"))
-        for start in range(0, table.num_rows, rows_per_block):
-            block = table.slice(start, rows_per_block)
-            cols = [pc.cast(block[n], pa.large_string()).combine_chunks() for n in names]
-            lines = pc.binary_join_element_wise(*cols, empty, tab)
-            _, offsets, data = lines.buffers()
-            offsets = np.frombuffer(offsets, np.int64)[lines.offset : lines.offset + len(lines) + 1]
-            data = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]].copy()
-            tabs = np.count_nonzero(data == ord("\t"))
-            if (
-                tabs != len(lines) * len(names)
-                or (data == ord("\n")).any()
-                or (data == ord("\r")).any()
-            ):
-                _check_tsv_values(path, table)
-            data[offsets[1:] - offsets[0] - 1] = ord("\n")
-            out.write(memoryview(data))
+        _write_tsv_joined(out, path, names, table, rows_per_block)
+
+
+def append_tsv(out, path: Path, columns: dict[str, object]) -> None:
+    """Append text columns as TSV rows (no header) to the open binary file ``out`` (the file
+    ``path``, named in errors): Arrow's CSV writer, or, when a value holds a character it
+    refuses, :func:`write_tsv`'s joins from where the rows began.  A writer that streams a
+    table in parts (``receval import trec``, one run at a time) calls it once per part."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names = list(columns)
+    table = pa.table(columns)
+    start = out.tell()
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    try:
+        pacsv.write_csv(table, out, write_options=options)
+        return
+    except pa.ArrowInvalid:
+        out.seek(start)
+        out.truncate()
+    _write_tsv_joined(out, path, names, table)
+
+
+def _write_tsv_joined(out, path: Path, names: list[str], table, rows_per_block: int = 1 << 20):
+    """Write ``table``'s text columns to ``out`` block by block, fields joined in C++ (the rows
+    of :func:`write_tsv` when Arrow's CSV writer refuses a value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty, tab = pa.scalar("", pa.large_string()), pa.scalar("\t", pa.large_string())
+    for start in range(0, table.num_rows, rows_per_block):
+        block = table.slice(start, rows_per_block)
+        cols = [pc.cast(block[n], pa.large_string()).combine_chunks() for n in names]
+        lines = pc.binary_join_element_wise(*cols, empty, tab)
+        _, offsets, data = lines.buffers()
+        offsets = np.frombuffer(offsets, np.int64)[lines.offset : lines.offset + len(lines) + 1]
+        data = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]].copy()
+        tabs = np.count_nonzero(data == ord("\t"))
+        if (
+            tabs != len(lines) * len(names)
+            or (data == ord("\n")).any()
+            or (data == ord("\r")).any()
+        ):
+            _check_tsv_values(path, table)
+        data[offsets[1:] - offsets[0] - 1] = ord("\n")
+        out.write(memoryview(data))
 
 
 def _write_tsv_arrow(path: Path, names: list[str], table: pa.Table) -> bool:

@@ -53,7 +53,13 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["import_trec", "import_trec_tables", "read_qrels", "read_trec_run"]
+__all__ = [
+    "import_trec",
+    "import_trec_tables",
+    "read_qrels",
+    "read_trec_run",
+    "write_trec_bundle",
+]
 
 RUN_FIELDS = ("qid", "q0", "docno", "rank", "score", "tag")
 QRELS_FIELDS = ("qid", "iteration", "docno", "relevance")
@@ -289,7 +295,64 @@ def _repeats(key: np.ndarray, pairs: int) -> bool:
     return bool((key[1:] == key[:-1]).any())
 
 
+#: Longest text hashed by :func:`_text_hashes` (one pass over the values per byte position).
+HASHED_BYTES = 32
+_FNV_PRIME = np.uint64(1099511628211)
+_QID_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _text_hashes(column: Any) -> np.ndarray | None:
+    """A 64-bit FNV-1a hash of every value of a string column (equal texts, equal hashes),
+    one vectorised step per byte position; None when a value is longer than
+    :data:`HASHED_BYTES` bytes or the column has nulls."""
+    import pyarrow as pa
+
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count or not len(array):
+        return None
+    wide = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    kind = np.int64 if wide else np.int32
+    _, offset_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offset_buffer, kind)[array.offset : array.offset + len(array) + 1]
+    starts = offsets[:-1].astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    longest = int(lengths.max())
+    if longest > HASHED_BYTES:
+        return None
+    data = np.zeros(8, np.uint8) if data_buffer is None else np.frombuffer(data_buffer, np.uint8)
+    padded = np.concatenate([data[: int(offsets[-1])], np.zeros(8, np.uint8)])
+    # the 8 bytes from every byte position as one little-endian word (an unaligned view)
+    words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    hashes = np.full(len(array), np.uint64(14695981039346656037), dtype=np.uint64)
+    for k in range(0, longest, 8):
+        word = words[np.minimum(starts + k, len(words) - 1)]  # masked beyond the value
+        rest = np.clip(lengths - k, 0, 8).astype(np.uint64)  # this word's bytes of the value
+        keep = np.where(rest == 8, np.uint64(2**64 - 1), (np.uint64(1) << (rest * 8)) - 1)
+        hashes ^= word & keep
+        hashes *= _FNV_PRIME
+        hashes ^= hashes >> np.uint64(29)
+    hashes ^= lengths.astype(np.uint64)
+    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):  # final mix
+        hashes ^= hashes >> np.uint64(shift)
+        hashes *= np.uint64(factor)
+    hashes ^= hashes >> np.uint64(33)
+    return hashes
+
+
 def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
+    """No (qid, docno) twice: a 64-bit hash of each pair sorted (:func:`_text_hashes`, no
+    string hashed in a table), and only when two hashes are equal the exact check
+    (:func:`_check_unique_exact`), which finds the first repeat."""
+    docno = _text_hashes(fields["docno"])
+    qid = _text_hashes(fields["qid"]) if docno is not None else None
+    if docno is not None and qid is not None:
+        key = np.sort(docno ^ (qid * _QID_MIX))
+        if not (key[1:] == key[:-1]).any():
+            return
+    _check_unique_exact(fields, path, lines, verb)
+
+
+def _check_unique_exact(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
     """No (qid, docno) twice: both dictionary-encoded (hashing in C++), the integer pairs
     checked by :func:`_repeats`; the first repeat is found only on error."""
     import pyarrow.compute as pc
@@ -458,41 +521,67 @@ def import_trec_tables(
     else float64.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    _check_depth(runs, depth)
+    parts = []
+    owner: dict[str, Path] = {}
+    for run_path in map(Path, runs):
+        parts.append(_run_part(run_path, owner, depth, score_as_written))
+        if on_file is not None:
+            on_file(run_path)
+    runs_table = pa.concat_tables(parts)
+    tables, config = _other_tables(qrels, runs_table["query_id"], name, on_file)
+    return {"queries": tables.pop("queries"), "runs": runs_table, **tables}, config
+
+
+def _check_depth(runs: list, depth: int | None) -> None:
     if not runs:
         raise ValueError("at least one run file is needed")
     if depth is not None and (isinstance(depth, bool) or int(depth) != depth or depth < 1):
         raise ValueError(f"depth must be a positive integer, not {depth!r}")
-    parts = []
-    owner: dict[str, Path] = {}
-    for run_path in map(Path, runs):
-        run = _run_table(run_path)
-        tag = run["tag"][0].as_py()
-        if tag in owner and owner[tag] != run_path:
-            raise BundleError(
-                run_path,
-                int(run["line"][0].as_py()),
-                f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
-            )
-        owner[tag] = run_path
-        run, rank = _ranked(run, depth)
-        parts.append(
-            pa.table(
-                {
-                    "system": run["tag"],
-                    "query_id": run["qid"],
-                    "answer": run["docno"],
-                    "score": run["score_text" if score_as_written else "score"],
-                    "rank": arrow_array(rank),
-                    "rank_file": run["rank_file"],
-                    "source": _source(run_path.name, run["line"]),
-                }
-            )
+
+
+def _run_part(
+    run_path: Path, owner: dict[str, Path], depth: int | None, score_as_written: bool
+) -> pa.Table:
+    """One run file's rows of the bundle's runs table, ranked; ``owner`` (tag -> file, updated)
+    refuses a tag that another file already used."""
+    import pyarrow as pa
+
+    run = _run_table(run_path)
+    tag = run["tag"][0].as_py()
+    if tag in owner and owner[tag] != run_path:
+        raise BundleError(
+            run_path,
+            int(run["line"][0].as_py()),
+            f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
         )
-        if on_file is not None:
-            on_file(run_path)
-    runs_table = pa.concat_tables(parts)
+    owner[tag] = run_path
+    run, rank = _ranked(run, depth)
+    return pa.table(
+        {
+            "system": run["tag"],
+            "query_id": run["qid"],
+            "answer": run["docno"],
+            "score": run["score_text" if score_as_written else "score"],
+            "rank": arrow_array(rank),
+            "rank_file": run["rank_file"],
+            "source": _source(run_path.name, run["line"]),
+        }
+    )
+
+
+def _other_tables(
+    qrels: Path | str | None,
+    run_qids: Any,
+    name: str | None,
+    on_file: Callable[[Path], None] | None,
+) -> tuple[dict[str, pa.Table], TaskConfig]:
+    """The ``queries`` and (with qrels) ``judgments`` tables, and the task config, given the
+    runs' query ids (``run_qids``: a chunked string array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     tables: dict[str, pa.Table] = {}
     judged = None
     if qrels is not None:
@@ -512,12 +601,85 @@ def import_trec_tables(
         )
         if on_file is not None:
             on_file(qpath)
-    queries_table = _queries_table(runs_table["query_id"], judged)
-    tables = {"queries": queries_table, "runs": runs_table, **tables}
+    tables = {"queries": _queries_table(run_qids, judged), **tables}
     config = TaskConfig(
         name=name or "trec", matching=Matching(casefold=False), unjudged="wrong", average="macro"
     )
     return tables, config
+
+
+def write_trec_bundle(
+    folder: Path,
+    qrels: Path | str | None,
+    runs: list[Path] | list[str],
+    depth: int | None = None,
+    *,
+    name: str | None = None,
+    on_file: Callable[[Path], None] | None = None,
+    suffix: str = ".tsv",
+) -> tuple[dict[str, pa.Table], TaskConfig, int]:
+    """:func:`import_trec_tables` streaming the runs table: each run file is read, checked,
+    ranked and appended to ``folder/runs<suffix>`` (TSV, or Parquet row groups) before the
+    next is read, so memory holds one run, not all of them.  Returns the other tables
+    (``queries``, ``judgments``) and the config, for the caller to write into ``folder``, and
+    the number of systems.  The runs file is the one :func:`import_trec_tables` gives
+    :func:`receval.formats.bundle.write_bundle` (TSV: the same bytes; Parquet: the same rows,
+    in one row group per run or per 2**20 rows of a run).  ``folder`` is a bundle being
+    written (:func:`receval.formats.bundle.staged_bundle`): a failure leaves a partial file
+    there, for the caller to remove."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    _check_depth(runs, depth)
+    owner: dict[str, Path] = {}
+    qids = []
+    path = Path(folder) / f"runs{suffix}"
+    with _RunsFile(path, score_as_written=suffix == ".tsv") as out:
+        for run_path in map(Path, runs):
+            part = _run_part(run_path, owner, depth, out.score_as_written)
+            qids.append(pc.unique(part["query_id"]))
+            out.write(part)
+            del part
+            if on_file is not None:
+                on_file(run_path)
+    run_qids = pa.chunked_array([pa.chunked_array(q).combine_chunks() for q in qids], pa.string())
+    tables, config = _other_tables(qrels, run_qids, name, on_file)
+    return tables, config, len(owner)
+
+
+class _RunsFile:
+    """The runs table written one part at a time: TSV (header first) or Parquet."""
+
+    def __init__(self, path: Path, *, score_as_written: bool) -> None:
+        self.path = path
+        self.parquet = path.suffix.lower() == ".parquet"
+        self.score_as_written = score_as_written and not self.parquet
+        self._out: Any = None
+
+    def __enter__(self) -> _RunsFile:
+        return self
+
+    def write(self, part: pa.Table) -> None:
+        if self.parquet:
+            import pyarrow.parquet as pq
+
+            if self._out is None:
+                self._out = pq.ParquetWriter(self.path, part.schema)
+            self._out.write_table(part)
+            return
+        from receval.formats.tables import _tsv_columns_arrow, append_tsv
+
+        columns = _tsv_columns_arrow(part)
+        if columns is None:  # not text, integers or floats: not from a TREC file
+            raise TypeError(f"runs part of unexpected types: {part.schema}")
+        if self._out is None:
+            self._out = open(self.path, "wb")  # closed in __exit__
+            self._out.write(("\t".join(columns) + "\n").encode("utf-8"))
+        append_tsv(self._out, self.path, columns)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._out is not None:
+            self._out.close()
 
 
 def import_trec(

@@ -17,7 +17,10 @@ other), imported one way (each module only from those before it):
 4. :mod:`~receval.official.scores` — the public functions (``official_scores``,
    ``official_per_query``, ``official_leaderboard``): options, the backend chosen, micro and
    macro averages; its docstring states every rule.
-5. :mod:`~receval.official.estimator` — :class:`~receval.official.estimator.OfficialEstimator`,
+5. :mod:`~receval.official.direct` — the census of a plainly fact-matched bundle counted from
+   its run table's codes read straight from Arrow, without building the Task
+   (:func:`~receval.official.direct.official_view`, taken by :func:`receval.api.score`).
+6. :mod:`~receval.official.estimator` — :class:`~receval.official.estimator.OfficialEstimator`,
    the estimator the registry names ``official``.
 
 :mod:`receval.engine` does not import this package's backends (its Spark reader takes the rules

@@ -83,7 +83,8 @@ class CodedResponses:
     classed_query: np.ndarray
     classed_fact: np.ndarray
     gt: np.ndarray
-    #: per-query count frames already counted, by (policy words, cutoff)
+    #: per-query count frames already counted, by (policy words, cutoff); ``"owners"``: each
+    #: fact's one team (:func:`fact_owners`)
     counted: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -102,11 +103,30 @@ def coded_responses(task: Task) -> CodedResponses:
     fact = raw["fact"].to_numpy(np.int64)
     if rows is not None:
         system, team, query, fact = system[rows], team[rows], query[rows], fact[rows]
-    judg = task.judgments
-    jq = query_index.get_indexer(judg["query_id"])
+    return responses_of_codes(
+        queries, task.judgments, teams, (system, team, query, fact), len(task.systems),
+        len(task.facts), rows
+    )  # fmt: skip
+
+
+def responses_of_codes(
+    queries: pd.DataFrame,
+    judgments: pd.DataFrame,
+    teams: list[str],
+    codes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    n_systems: int,
+    n_facts: int,
+    rows: np.ndarray | None = None,
+) -> CodedResponses:
+    """:class:`CodedResponses` from the rows' (system, team, query, fact) ``codes`` and the
+    judgments (``query_id, fact, category``): :func:`coded_responses` without a task
+    (:mod:`receval.official.direct` reads the codes from the run tables)."""
+    system, team, query, fact = codes
+    query_index = pd.Index(queries["query_id"])
+    jq = query_index.get_indexer(judgments["query_id"])
     jkeep = jq >= 0
-    jfact = judg["fact"].to_numpy(np.int64)[jkeep]
-    jcat = judg["category"].map(_CATEGORY).to_numpy(np.int64)[jkeep]
+    jfact = judgments["fact"].to_numpy(np.int64)[jkeep]
+    jcat = judgments["category"].map(_CATEGORY).to_numpy(np.int64)[jkeep]
     judged_query = np.zeros(len(queries), dtype=bool)
     judged_query[jq[jkeep]] = True
     classed = (jcat == _CATEGORY["correct"]) | (jcat == _CATEGORY["inexact"])
@@ -115,7 +135,7 @@ def coded_responses(task: Task) -> CodedResponses:
     single = queries["single"].to_numpy(bool)
     gt = np.bincount(classed_query, minlength=len(queries)).astype(np.int64)
     return CodedResponses(
-        n_systems=len(task.systems),
+        n_systems=n_systems,
         system=system,
         team=team,
         query=query,
@@ -123,12 +143,18 @@ def coded_responses(task: Task) -> CodedResponses:
         rows=rows,
         queries=queries,
         teams=teams,
-        category=_chosen_category(jfact, jcat, len(task.facts)),
+        category=_chosen_category(jfact, jcat, n_facts),
         judged_query=judged_query,
         classed_query=classed_query,
         classed_fact=classed_fact,
         gt=np.where(single, np.minimum(gt, 1), gt),
     )
+
+
+def register_responses(task: object, coded: CodedResponses) -> None:
+    """Use ``coded`` as the coded responses of ``task`` (a view without row frames,
+    :class:`receval.official.direct.OfficialView`)."""
+    _CODED[task] = coded
 
 
 def _chosen_category(fact: np.ndarray, category: np.ndarray, n_facts: int) -> np.ndarray:
@@ -332,15 +358,8 @@ def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd
     """
 
     coded = cached_responses(task)
-    n_facts, n_teams = len(task.facts), len(coded.teams)
-    lo = np.full(n_facts, n_teams, dtype=np.int64)
-    hi = np.full(n_facts, -1, dtype=np.int64)
+    owner = fact_owners(coded)
     blocks = [slice(s, s + COUNT_BLOCK_ROWS) for s in range(0, len(coded.fact), COUNT_BLOCK_ROWS)]
-    for block in blocks:  # bounded temporaries, as in cell_counts
-        team = coded.team[block].astype(np.int64)  # one dtype: ufunc.at's fast path (20x)
-        np.minimum.at(lo, coded.fact[block], team)
-        np.maximum.at(hi, coded.fact[block], team)
-    owner = np.where(lo == hi, lo, -1)  # the one team that output a fact, else -1
     category = np.empty(len(coded.fact), dtype=np.int8)
     for block in blocks:
         fact = coded.fact[block]
@@ -365,6 +384,29 @@ def leave_team_out_coded(task: Task, policy: OfficialPolicy | None = None) -> pd
         },
         index=pd.Index(task.systems, name="system"),
     )
+
+
+def fact_owners(coded: CodedResponses) -> np.ndarray:
+    """:func:`one_team` of the coded responses, computed once (kept in ``coded.counted``)."""
+    if "owners" not in coded.counted:
+        coded.counted["owners"] = one_team(coded.fact, coded.team, len(coded.category))
+    return coded.counted["owners"]
+
+
+def one_team(fact: np.ndarray, team: np.ndarray, n_facts: int) -> np.ndarray:
+    """Per fact, the code of the one team that output it; -1 when several teams or none did.
+    Two scatters per block of :data:`COUNT_BLOCK_ROWS` rows (no sort, no ``ufunc.at``): each
+    fact takes the team of one of its rows, then every row of another team marks it shared."""
+    owner = np.full(n_facts, -1, dtype=np.int64)
+    blocks = [slice(s, s + COUNT_BLOCK_ROWS) for s in range(0, len(fact), COUNT_BLOCK_ROWS)]
+    for block in blocks:
+        owner[fact[block]] = team[block]
+    shared = np.zeros(n_facts, dtype=bool)
+    for block in blocks:
+        rows = fact[block]
+        shared[rows[team[block] != owner[rows]]] = True
+    owner[shared] = -1
+    return owner
 
 
 def _classes_lost(coded: CodedResponses, owner: np.ndarray) -> np.ndarray:

@@ -92,7 +92,7 @@ def _pool_size(task: Any) -> pd.DataFrame:
         [
             {
                 "quantity": "pool_size",
-                "estimate": int(task.facts["in_pool"].sum()),
+                "estimate": int(task.pool_size),
                 "lower": np.nan,
                 "upper": np.nan,
                 "kind": "count",
