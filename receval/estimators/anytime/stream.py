@@ -140,9 +140,15 @@ _LAST_STREAM: dict = {}
 def _build_stream(task: Task, data: SampleData) -> Stream:
     """:func:`build_stream` without the memory of the last stream."""
 
-    view, probabilities, _ = design_probabilities(task, True)
-    rows = output_arrays(view, data)
-    designs = {d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)}
+    if hasattr(task, "stream_designs"):  # the engine path: from SQL aggregates, no output row
+        view, (designs, strata) = task, task.stream_designs(data)
+    else:
+        view, probabilities, _ = design_probabilities(task, True)
+        rows = output_arrays(view, data)
+        designs = {
+            d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)
+        }
+        strata = rows[3]
     m, K = data.m, data.K
     alive = data.sizes > 0
     ctx = _RoundContext(
@@ -178,7 +184,6 @@ def _build_stream(task: Task, data: SampleData) -> Stream:
         piece["draw"] = idx
         for key, value in piece.items():
             parts[key].append(value)
-    strata = rows[3]
     if not parts["draw"]:
         e = np.zeros(0)
         return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
