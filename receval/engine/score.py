@@ -15,8 +15,9 @@ What the engine path scores: the ``joint`` and ``simple`` estimators with bootst
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
 :mod:`receval.engine.popularity`), with exhaustive units (true recall θ̂·ν̂: the units' facts
-join the membership aggregation).  Not: equivalence classes, truth or judge tables,
-``--until-decided`` floor draws, ``--weighting overlap``, ``--target-recall``,
+join the membership aggregation), ``--until-decided`` rounds (their floor draws' q₀ from the
+drawn facts' memberships).  Not: equivalence classes, truth or judge tables,
+``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
 :data:`IN_MEMORY_AT_SIZE`).
@@ -147,6 +148,22 @@ class BundleView:
         instead of the output rows."""
         return stream_designs(self, data)
 
+    def floor_probabilities(self, design: str, facts: np.ndarray) -> np.ndarray:
+        """q₀(x) = (1/m) Σ_j p_j(x) of the drawn facts ``facts`` (small-table fact ids) under
+        the uniform design (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`,
+        what ``--until-decided`` records as ``mixture_prob``), from their memberships."""
+        if design != "uniform":
+            raise ValueError(f"the engine path draws the uniform design only, not {design!r}")
+        summary = self.summary
+        p = 1.0 / np.maximum(summary.sizes, 1)
+        members = summary.members
+        codes = pd.Index(summary.systems).get_indexer(members["system"])
+        per_fact = np.bincount(
+            members["fact"].to_numpy(np.int64), weights=p[codes], minlength=len(self.small.facts)
+        )
+        alive = max(int((summary.rows > 0).sum()), 1)
+        return per_fact[np.asarray(facts, np.int64)] / alive
+
     def sample_data(self, target: str = "micro") -> SampleData:
         """The estimators' arrays (:func:`receval.engine.sampled_data.engine_sample_data`)."""
         from receval.engine.sampled_data import engine_sample_data
@@ -226,17 +243,11 @@ def unsupported(options, small: SmallTables) -> str:
 
     if options.estimator not in ENGINE_ESTIMATORS:
         return f"--estimator {options.estimator} (the engine path scores {', '.join(ENGINE_ESTIMATORS)})"
-    from receval.estimators.anytime.stream import floor_probabilities
-
     checks = (
         (options.weighting == "overlap", "--weighting overlap (needs every fact's overlaps)"),
         (options.target_recall is not None, "--target-recall (needs every output's score)"),
         (options.annotator_resampling, "--annotator-resampling"),
         (options.intervals not in ENGINE_INTERVALS, f"--intervals {options.intervals}"),
-        (
-            floor_probabilities(small.samples).any(),
-            "--until-decided rounds in samples.tsv (their mixture_prob floor draws)",
-        ),
     )
     for bad, what in checks:
         if bad:

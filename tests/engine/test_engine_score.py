@@ -33,11 +33,12 @@ def _runs(seed: int = 0, teams: bool = False) -> pd.DataFrame:
 
 def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pending: int = 0,
                 teams: bool = False, duplicates: bool = False, toml: str = "",
-                units: str = "", topup: bool = False) -> Path:  # fmt: skip
+                units: str = "", topup: bool = False, floor: bool = False) -> Path:  # fmt: skip
     """A small Parquet bundle with ``rounds`` uniform rounds labelled from a synthetic truth
     (two annotators who disagree now and then); ``pending`` facts left unlabelled; ``units``
     (:func:`_write_units`) exhaustive units; ``topup``: a last round for systems B and D only
-    (``--intervals auto`` then resolves to anytime)."""
+    (``--intervals auto`` then resolves to anytime); ``floor``: a last round drawn as
+    ``--until-decided`` draws (floor draws with ``mixture_prob``, random order)."""
     runs = _runs(teams=teams)
     if duplicates:
         runs = pd.concat([runs, runs.iloc[::7].assign(answer=lambda f: f["answer"].str.upper())])
@@ -58,6 +59,10 @@ def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pend
         bundle.record_round(sample_round(bundle, 6, seed=seed + 1))
     if topup:
         bundle.record_round(sample_round(bundle, 5, seed=9, systems=["B", "D"]))
+    if floor:
+        from receval.until_decided import fixed_round
+
+        bundle.record_round(fixed_round(bundle.load(), 16, seed=4, weights=np.array([1, 3, 1, 2])))
     todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str)
     todo = todo.iloc[: len(todo) - pending]
     key = np.array(
@@ -139,6 +144,11 @@ def _same_output_sets(memory: Path, engine: Path) -> None:
         ({"topup": True, "teams": True}, ("--intervals", "anytime-asymptotic", "--rank-by", "f1")),
         ({"units": "prob"}, ("--intervals", "anytime", "--target", "macro")),
         ({"layout": "one-file"}, ("--intervals", "anytime", "--estimator", "simple")),
+        ({"floor": True, "units": "uniform"}, ()),  # an --until-decided round: anytime
+        (
+            {"floor": True, "teams": True},
+            ("--intervals", "anytime-asymptotic", "--target", "macro"),
+        ),
     ],
 )
 def test_engine_score_writes_the_in_memory_output_set(tmp_path, options, extra):
@@ -329,3 +339,19 @@ def test_at_size_the_default_takes_the_engine_path_or_says_why_not(tmp_path, mon
     assert "engine_path" not in record
     (warning,) = [w for w in record["warnings"] if "scored in memory" in w]
     assert "--weighting overlap" in warning and "Parquet rows" in warning
+
+
+def test_a_floor_probability_no_design_gives_is_the_same_error_on_both_paths(tmp_path):
+    """An ``--until-decided`` round whose recorded ``mixture_prob`` the design cannot give:
+    the engine path checks it from the drawn facts' memberships, with the in-memory message."""
+    root = make_bundle(tmp_path / "b", floor=True)
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    row = samples.index[samples["mixture_prob"] != ""][0]
+    samples.loc[row, "mixture_prob"] = str(float(samples.loc[row, "mixture_prob"]) * 1.5)
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
+    errors = []
+    for path in ("--in-memory", "--out-of-core"):
+        result = _score(root, tmp_path / path[2:], "--intervals", "anytime", path=path)
+        assert result.exit_code == 2, result.output
+        errors.append(result.output.strip())
+    assert errors[0] == errors[1] and "disagrees with the floor mixture" in errors[0]

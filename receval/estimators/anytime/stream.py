@@ -321,6 +321,8 @@ def drawn_floor_probabilities(task: Task, design: str, facts: np.ndarray) -> np.
     it was drawn (the design depends on the outputs only), whatever classes later labels create
     (module :mod:`receval.estimators.anytime`, "Equivalence classes learned while labelling")."""
 
+    if hasattr(task, "floor_probabilities"):  # the engine path: from the drawn facts' members
+        return task.floor_probabilities(design, facts)
     outputs = task.outputs
     s = np.asarray(sampling_probabilities(outputs, task.queries, design), float)
     per_fact = np.bincount(outputs["fact"].to_numpy(np.int64), weights=s,
