@@ -18,6 +18,9 @@ threads, peak RSS of the largest process):
   join);
 * ``score-anytime``: with the units and ``--intervals anytime`` (one more aggregation: the
   pool's popularity strata, :mod:`receval.engine.popularity`);
+* ``summary`` / ``summary-popularity``: the runs' aggregates alone
+  (:func:`receval.engine.score.summarise_for_scoring`), without and with the popularity strata:
+  what the anytime intervals add in SQL, apart from the sequences themselves;
 * ``judge-totals``: a judge scoring every candidate fact (``judge.tsv``, 3·D per query, the
   score a function of MD5(query ␟ answer)), then ``--estimator ppi``'s known totals in SQL
   (:func:`receval.engine.judge_totals.bundle_judge_totals`; not yet wired into ``score``): its
@@ -75,6 +78,16 @@ JUDGE_TOTALS = (
 )
 
 
+SUMMARY = (
+    "import sys; from receval.bundle import Bundle; "
+    "from receval.engine.sampled_data import read_small_tables; "
+    "from receval.engine.score import summarise_for_scoring; "
+    "b = Bundle(sys.argv[1]); small = read_small_tables(b); "
+    "s, p = summarise_for_scoring(b, small, 'duckdb', sys.argv[2] == 'yes'); "
+    "print(s.pool_size, None if p is None else (len(p[0]), p[1]))"
+)
+
+
 def write_judge(root: Path, queries: int, depth: int) -> int:
     """``judge.tsv``: a score for every candidate fact of every query; returns its rows."""
     lines = ["query_id\tanswer\tjudge_score"]
@@ -110,6 +123,12 @@ def main(argv: list[str] | None = None) -> None:
             if command == "judge-totals":
                 figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
                 out = measure([str(plain)], args.receval, code=JUDGE_TOTALS)
+                figures["runs"].append({"what": command, **out})
+                print(figures["runs"][-1], flush=True)
+                continue
+            if command in ("summary", "summary-popularity"):
+                strata = "yes" if command == "summary-popularity" else "no"
+                out = measure([str(units), strata], args.receval, code=SUMMARY)
                 figures["runs"].append({"what": command, **out})
                 print(figures["runs"][-1], flush=True)
                 continue
