@@ -382,7 +382,7 @@ def score(
     options = check_score_options(options)  # every option and combination, once, before any work
     from receval.agreement import agreement_by_round
     from receval.diagnostics import annotation_spend, per_query, pooling_bias
-    from receval.engine.score import engine_view
+    from receval.engine.score import engine_path
     from receval.scoring import score_task
 
     step = on_step or (lambda: None)
@@ -390,11 +390,12 @@ def score(
 
     task = _as_source(task)
     # a large Parquet bundle (or out_of_core=True): SQL aggregates, no output row in memory
-    view = engine_view(task, options, engine, out_of_core)
+    view, in_memory_at_size = engine_path(task, options, engine, out_of_core)
     if view is None and replicates is None:  # the official census of a plain bundle: no Task
         from receval.official.direct import official_view
 
         view = official_view(task, options, engine, out_of_core)
+        in_memory_at_size = None if view is not None else in_memory_at_size
     loaded = view or _as_task(task, SCORING_RUN_COLUMNS)  # a per-row note is not read
     step()
     chosen = None if view else task_engine(loaded, engine)  # census and diagnostic run in it
@@ -422,7 +423,7 @@ def score(
     run = run_record(
         loaded,
         estimates.record,
-        estimates.warnings,
+        (*estimates.warnings, *filter(None, [in_memory_at_size])),
         len(estimates.conflicts),
         judge_audit=audit_block,
         anonymise=anonymise_source,

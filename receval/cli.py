@@ -478,9 +478,9 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     "out_of_core",
     default=None,
     help="Read the Parquet runs with SQL aggregates in --engine, never holding an output row "
-    "in memory (the same output set; estimators joint and simple, bootstrap intervals, no "
-    "exhaustive units), or load the task in memory.  Default: out of core from 10M Parquet "
-    "run rows when the options allow it.",
+    "in memory (the same output set; estimators joint and simple, bootstrap or anytime "
+    "intervals, exhaustive units), or load the task in memory.  Default: out of core from 10M "
+    "Parquet run rows when the options allow it (else a warning says why not).",
 )
 @click.option(
     "--no-report",

@@ -313,17 +313,20 @@ def per_query(task: Task) -> pd.DataFrame:
     q["systems"] = q["query_id"].map(systems).fillna(0).astype(int)
     pool = task.facts[task.facts["in_pool"]]
     judged_columns(q, pool[pool.index.isin(labels.index)], labels, task.merged.conflicts)
-    ex = (
-        task.exhaustive.drop_duplicates(["unit", "fact"])
-        if len(task.exhaustive)
-        else task.exhaustive
-    )
+    exhaustive_columns(q, task.exhaustive)
+    return sort_per_query(q)
+
+
+def exhaustive_columns(q: pd.DataFrame, exhaustive: pd.DataFrame) -> None:
+    """Add ``exhaustive_facts`` per query to ``q`` (in place): the distinct (unit, fact) pairs
+    of ``exhaustive`` (its ``query_id`` and ``fact`` columns).  Shared by the in-memory and the
+    engine path (:mod:`receval.engine.score`)."""
+    ex = exhaustive.drop_duplicates(["unit", "fact"]) if len(exhaustive) else exhaustive
     q["exhaustive_facts"] = (
         q["query_id"].map(ex.groupby("query_id", observed=True).size()).fillna(0).astype(int)
         if len(ex)
         else 0
     )
-    return sort_per_query(q)
 
 
 def judged_columns(

@@ -3,12 +3,15 @@ built from the runs' aggregates (:mod:`receval.engine.summary`) and the bundle's
 never holding the output rows in Python.
 
 Scope: uniform samplers (``receval sample --per-system``, either path), the ``micro`` and
-``macro`` targets, no exhaustive units and no equivalence classes in the judgments; anything
-else is a ``ValueError`` naming what to use instead (the in-memory
-:func:`~receval.estimators.sample_data.build_sample_data`).  Within that scope the arrays equal
-:func:`build_sample_data`'s, facts included: the small tables' facts are numbered in sorted
-``(query_id, answer)`` order, as the loader numbers every fact, so the drawn facts come in the
-same order.  One array differs: ``overlap`` (Σ_x t_i(x) s_j(x) over *every* fact, which only
+``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), no
+equivalence classes in the judgments; anything else is a ``ValueError`` naming what to use
+instead (the in-memory :func:`~receval.estimators.sample_data.build_sample_data`).  Within that
+scope the arrays equal :func:`build_sample_data`'s, facts included: the small tables' facts
+(judged, drawn and found in exhaustive units) are numbered in sorted ``(query_id, answer)``
+order, as the loader numbers every fact, so the drawn facts come in the same order.  The units'
+arrays (a_u, b_u, c_ui, per (unit, query)) need only which systems output each fact found in a
+unit: the same membership join as the drawn facts' (:data:`receval.engine.summary.MEMBERS`).
+One array differs: ``overlap`` (Σ_x t_i(x) s_j(x) over *every* fact, which only
 ``--weighting overlap`` reads) is NaN: it would need a per-fact aggregation over the whole pool.
 """
 
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
 
 
+#: the optional tables :func:`read_small_tables` does not read (their names kept in
+#: :attr:`SmallTables.optional`: the engine path refuses them)
+NOT_READ = ("truth", "judge")
+
+
 @dataclass(frozen=True)
 class SmallTables:
     """The bundle's tables other than the runs, checked as the loader checks them, answers
@@ -41,13 +49,16 @@ class SmallTables:
     facts: pd.DataFrame  # fact (index), query_id, answer: sorted
     files: dict[str, Path]
     samples_path: Path
-    optional: tuple[str, ...]  # the optional tables the bundle has (exhaustive, truth, judge, ...)
+    optional: tuple[str, ...]  # the optional tables the bundle has and that are not read here
+    exhaustive_units: pd.DataFrame  # unit, prob [, draws, design, ...] (checked)
+    exhaustive: pd.DataFrame  # unit, query_id, answer (normalised), answer_raw, fact [, documents]
 
 
 def read_small_tables(bundle) -> SmallTables:
     """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's."""
     from receval.config import load_config
     from receval.task import (
+        _check_exhaustive,
         _check_judgments,
         _check_queries,
         _check_samples,
@@ -67,7 +78,13 @@ def read_small_tables(bundle) -> SmallTables:
     bundle.run_files()  # an ambiguous or empty runs layout fails here, as the loader's does
     judgments = _check_judgments(_table_source(root, "judgments", files), config, known)
     samples = _check_samples(_table_source(root, "samples", files), known)
-    frames = [judgments, samples]
+    units, exhaustive = _check_exhaustive(
+        _table_source(root, "exhaustive_units", files),
+        _table_source(root, "exhaustive", files),
+        known,
+    )
+    exhaustive = exhaustive.copy()
+    frames = [judgments, samples, exhaustive]
     for frame in frames:
         frame["query_id"] = frame["query_id"].astype(str).str.strip()
         frame["answer_raw"] = frame["answer"]
@@ -78,11 +95,7 @@ def read_small_tables(bundle) -> SmallTables:
     lookup = pd.MultiIndex.from_frame(facts)
     for frame in frames:
         frame["fact"] = lookup.get_indexer(pd.MultiIndex.from_frame(frame[["query_id", "answer"]]))
-    optional = tuple(
-        name
-        for name in ("exhaustive_units", "exhaustive", "truth", "judge")
-        if bundle.table(name) is not None
-    )
+    optional = tuple(name for name in NOT_READ if bundle.table(name) is not None)
     return SmallTables(
         config=config,
         queries=queries,
@@ -92,17 +105,13 @@ def read_small_tables(bundle) -> SmallTables:
         files=files,
         samples_path=files.get("samples", root / "samples.tsv"),
         optional=optional,
+        exhaustive_units=units,
+        exhaustive=exhaustive.reset_index(drop=True),
     )
 
 
 def check_scope(small: SmallTables) -> None:
     """ValueError unless the engine's arrays cover this bundle (module docstring)."""
-    for table in ("exhaustive_units", "exhaustive"):
-        if table in small.optional:
-            raise ValueError(
-                f"{table}: exhaustive units are not in the engine's sample data yet; "
-                "use the in-memory path"
-            )
     ec = small.judgments["equivalence_class"].astype(str).str.strip()
     if (~ec.isin(("", "0"))).any():
         raise ValueError(
@@ -232,6 +241,7 @@ def engine_sample_data(
     queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)
     fact_query = q_index.reindex(small.facts["query_id"]).to_numpy(np.int64)
+    per_unit, per_pair = unit_arrays(small, summary, q_index)
     return SampleData(
         systems=summary.systems,
         sizes=summary.sizes,
@@ -247,11 +257,7 @@ def engine_sample_data(
         target=tgt,
         proposal=proposal,
         overlap=np.full((m, len(samplers)), np.nan),
-        unit_weight=np.empty(0),
-        unit_found=np.empty(0),
-        unit_pooled=np.empty(0),
-        unit_by_system=np.zeros((0, m)),
-        unit_names=[],
+        **per_unit,
         unjudged_draws=int((~judged).sum()),
         unjudged_facts=unjudged_facts,
         census=census,
@@ -262,14 +268,56 @@ def engine_sample_data(
         draw_query=fact_query[drawn[draw_fact]] if drawn.size else np.empty(0, np.int64),
         query_sizes=query_sizes(summary, q_index),
         query_correct=_query_correct(summary, labels, fact_query, len(queries)),
-        pair_unit=np.empty(0, np.int64),
-        pair_query=np.empty(0, np.int64),
-        pair_found=np.empty(0),
-        pair_pooled=np.empty(0),
-        pair_by_system=np.zeros((0, m)),
+        **per_pair,
         draw_row=draw_row,
         sampler_round=_sampler_rounds(samples, samplers),
     )
+
+
+def unit_arrays(small: SmallTables, summary: RunSummary, q_index: pd.Series) -> tuple[dict, dict]:
+    """The exhaustive units' fields of :class:`SampleData` (per unit, per (unit, query)), as
+    :func:`~receval.estimators.sample_data.build_sample_data` builds them, from the units'
+    facts' memberships (``summary.members``: their copies in each run).
+
+    Per unit u: inclusion weight 1/π_u, b_u = Σ_{x ∈ u} 1/d(x), a_u the same over the pooled
+    facts and c_ui over system i's outputs (the network-sampling multiplicity weights of
+    :func:`~receval.estimators.sample_data._exhaustive_mentions`), the terms of θ̂ and true
+    recall θ̂·ν̂_i (Chaganty et al. 2017, §3)."""
+    from receval.design import unit_weights
+    from receval.estimators.sample_data import (
+        _exhaustive_mentions,
+        _unit_arrays,
+        _unit_query_pairs,
+    )
+
+    systems = summary.systems
+    m = len(systems)
+    units = small.exhaustive_units
+    unit_index = {u: k for k, u in enumerate(units["unit"])}
+    sys_index = {s: i for i, s in enumerate(systems)}
+    ex, share = _exhaustive_mentions(small)
+    members = summary.members
+    in_pool = np.zeros(len(small.facts), bool)
+    in_pool[members["fact"].to_numpy(np.int64)] = True
+    pairs = members.loc[members["fact"].isin(ex["fact"]), ["fact", "system"]]
+    found = _unit_arrays(in_pool, ex, share, unit_index, pairs, sys_index, (len(units), m))
+    unit, query, pair_found, pair_pooled, by_system = _unit_query_pairs(
+        ex, share, found, q_index, unit_index, sys_index, m
+    )
+    per_unit = {
+        "unit_weight": unit_weights(units),
+        "unit_found": found.found,
+        "unit_pooled": np.asarray(found.pooled, float),
+        "unit_by_system": found.by_system,
+        "unit_names": list(units["unit"]),
+    }
+    return per_unit, {
+        "pair_unit": unit,
+        "pair_query": query,
+        "pair_found": pair_found,
+        "pair_pooled": pair_pooled,
+        "pair_by_system": by_system,
+    }
 
 
 def query_sizes(summary: RunSummary, q_index: pd.Series) -> np.ndarray:

@@ -12,10 +12,15 @@ When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), 
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
 What the engine path scores: the ``joint`` and ``simple`` estimators with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
-``--replicates``); no exhaustive units, equivalence classes, truth or judge tables, no
-``--weighting overlap``, ``--target-recall``, ``--annotator-resampling`` or other interval
-methods (:func:`unsupported` names the first one met: an error with ``--out-of-core``, the
-in-memory path otherwise).
+``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
+``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
+:mod:`receval.engine.popularity`), with exhaustive units (true recall θ̂·ν̂: the units' facts
+join the membership aggregation), ``--until-decided`` rounds (their floor draws' q₀ from the
+drawn facts' memberships).  Not: equivalence classes, truth or judge tables,
+``--weighting overlap``, ``--target-recall``,
+``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
+an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
+:data:`IN_MEMORY_AT_SIZE`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ if TYPE_CHECKING:
 ENGINE_PATH_ROWS = 10_000_000
 #: the estimators the engine path scores
 ENGINE_ESTIMATORS = ("joint", "simple")
+#: the interval methods the engine path computes (``auto`` resolves to one of them)
+ENGINE_INTERVALS = ("auto", "bootstrap", "anytime", "anytime-asymptotic")
+#: the anytime ones (they read the pool's popularity strata)
+ANYTIME = ("anytime", "anytime-asymptotic")
 
 NO_ROWS = (
     "the engine path holds no output rows (score --out-of-core): {what} is not available; "
@@ -55,15 +64,9 @@ class BundleView:
     small: SmallTables = field(repr=False)
     summary: RunSummary = field(repr=False)
     engine_name: str = "duckdb"
-    exhaustive_units: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame({"unit": [], "prob": []}), repr=False
-    )
-    exhaustive: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(
-            {"unit": [], "query_id": [], "answer": [], "fact": []}
-        ),
-        repr=False,
-    )
+    #: the anytime intervals' strata (:func:`receval.engine.popularity.stratum_cells`): the
+    #: per (system, query, stratum) facts and the uniform design's floor; None when not asked
+    popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
     truth: None = None
     judge: None = None
 
@@ -82,6 +85,14 @@ class BundleView:
     @property
     def judgments(self) -> pd.DataFrame:
         return self.small.judgments
+
+    @property
+    def exhaustive_units(self) -> pd.DataFrame:
+        return self.small.exhaustive_units
+
+    @property
+    def exhaustive(self) -> pd.DataFrame:
+        return self.small.exhaustive
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -130,6 +141,28 @@ class BundleView:
         from receval.engine.sampled_data import samplers_of
 
         return samplers_of(self.small, self.summary)
+
+    def stream_designs(self, data: SampleData) -> tuple[dict, Any]:
+        """The anytime stream's design arrays and popularity strata
+        (:func:`stream_designs`), read by :func:`receval.estimators.anytime.stream.build_stream`
+        instead of the output rows."""
+        return stream_designs(self, data)
+
+    def floor_probabilities(self, design: str, facts: np.ndarray) -> np.ndarray:
+        """q₀(x) = (1/m) Σ_j p_j(x) of the drawn facts ``facts`` (small-table fact ids) under
+        the uniform design (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`,
+        what ``--until-decided`` records as ``mixture_prob``), from their memberships."""
+        if design != "uniform":
+            raise ValueError(f"the engine path draws the uniform design only, not {design!r}")
+        summary = self.summary
+        p = 1.0 / np.maximum(summary.sizes, 1)
+        members = summary.members
+        codes = pd.Index(summary.systems).get_indexer(members["system"])
+        per_fact = np.bincount(
+            members["fact"].to_numpy(np.int64), weights=p[codes], minlength=len(self.small.facts)
+        )
+        alive = max(int((summary.rows > 0).sum()), 1)
+        return per_fact[np.asarray(facts, np.int64)] / alive
 
     def sample_data(self, target: str = "micro") -> SampleData:
         """The estimators' arrays (:func:`receval.engine.sampled_data.engine_sample_data`)."""
@@ -214,13 +247,13 @@ def unsupported(options, small: SmallTables) -> str:
         (options.weighting == "overlap", "--weighting overlap (needs every fact's overlaps)"),
         (options.target_recall is not None, "--target-recall (needs every output's score)"),
         (options.annotator_resampling, "--annotator-resampling"),
-        (options.intervals not in ("auto", "bootstrap"), f"--intervals {options.intervals}"),
+        (options.intervals not in ENGINE_INTERVALS, f"--intervals {options.intervals}"),
     )
     for bad, what in checks:
         if bad:
             return what
     resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
-    if resolved.intervals != "bootstrap":
+    if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
     for table in small.optional:
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
@@ -249,12 +282,32 @@ def _single_valued(queries: pd.DataFrame) -> bool:
 def engine_view(task: Any, options, engine: Any, out_of_core: bool | None) -> BundleView | None:
     """The engine path's view of ``task`` (a bundle path), or None for the in-memory path
     (module docstring).  ValueError when ``out_of_core`` asks for it and it cannot score."""
-    from receval.bundle import Bundle
+    return engine_path(task, options, engine, out_of_core)[0]
 
+
+def engine_path(
+    task: Any, options, engine: Any, out_of_core: bool | None
+) -> tuple[BundleView | None, str]:
+    """(:func:`engine_view`, a warning when a bundle of at least :data:`ENGINE_PATH_ROWS`
+    Parquet run rows is scored in memory because the engine path cannot score these options
+    or tables: what it cannot score, '' otherwise)."""
     if out_of_core is False or not isinstance(task, (str, Path)):
         if out_of_core and not isinstance(task, (str, Path)):
             raise ValueError("out_of_core needs a bundle path, not a loaded task")
-        return None
+        return None, ""
+    return _engine_path(task, options, engine, out_of_core)
+
+
+#: the warning of a large Parquet bundle scored in memory
+IN_MEMORY_AT_SIZE = (
+    "scored in memory although the runs hold {rows:,} Parquet rows (about {gb:.1f} GB at "
+    "~80 bytes a row): the engine path (--out-of-core) cannot score with {problem}"
+)
+
+
+def _engine_path(task, options, engine: Any, out_of_core: bool | None):
+    from receval.bundle import Bundle
+
     bundle = Bundle(task)
     bundle.check_folder()
     rows = parquet_rows(bundle)
@@ -264,9 +317,9 @@ def engine_view(task: Any, options, engine: Any, out_of_core: bool | None) -> Bu
                 "--out-of-core reads Parquet runs; this bundle's runs are text tables "
                 "(convert them to Parquet, or score in memory)"
             )
-        return None
+        return None, ""
     if out_of_core is None and rows < ENGINE_PATH_ROWS:
-        return None
+        return None, ""
     from receval.engine.sampled_data import read_small_tables
 
     small = read_small_tables(bundle)
@@ -274,10 +327,24 @@ def engine_view(task: Any, options, engine: Any, out_of_core: bool | None) -> Bu
     if problem:
         if out_of_core:
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
-        return None
+        return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
-    summary = summarise_bundle(bundle, small, engine)
-    return BundleView(root=bundle.root, small=small, summary=summary, engine_name=name)
+    summary, popularity = summarise_for_scoring(bundle, small, engine, _anytime(options, small))
+    view = BundleView(
+        root=bundle.root, small=small, summary=summary, engine_name=name, popularity=popularity
+    )
+    return view, ""
+
+
+def _anytime(options, small: SmallTables) -> bool:
+    """Whether ``options`` resolve to anytime intervals on this bundle (they read the pool's
+    popularity strata)."""
+    from types import SimpleNamespace
+
+    from receval.estimators.looking import resolve_intervals
+
+    resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
+    return resolved.intervals in ANYTIME
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,7 +399,16 @@ def empty_submissions(bundle) -> tuple[str, ...]:
 
 def summarise_bundle(bundle, small: SmallTables, engine: Any = "duckdb") -> RunSummary:
     """The runs' aggregates (:func:`receval.engine.summary.summarise_runs`) of ``bundle``."""
-    from receval.engine.summary import register_normed, summarise_runs
+    return summarise_for_scoring(bundle, small, engine)[0]
+
+
+def summarise_for_scoring(
+    bundle, small: SmallTables, engine: Any = "duckdb", popularity: bool = False
+) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None]:
+    """:func:`summarise_bundle`, and with ``popularity`` the anytime intervals' strata
+    (:func:`receval.engine.popularity.stratum_cells`) in the same engine session."""
+    from receval.engine.popularity import stratum_cells
+    from receval.engine.summary import register_normed, summarise_runs, system_batches
 
     files = {**bundle.run_files()}
     small.files.update(files)
@@ -350,8 +426,15 @@ def summarise_bundle(bundle, small: SmallTables, engine: Any = "duckdb") -> RunS
             empty_submissions(bundle),
             by_system,
         )
+        strata = None
+        if popularity:
+            duck = by_system is not None and con.name == "duckdb"
+            batches = system_batches(summary.cells, by_system) if duck else None
+            strata = stratum_cells(
+                con, summary.systems, summary.sizes, list(small.queries["query_id"]), batches
+            )
     _check_universe(small, summary)
-    return summary
+    return summary, strata
 
 
 def _check_universe(small: SmallTables, summary: RunSummary) -> None:
@@ -373,7 +456,7 @@ def _fact_systems(view: BundleView) -> pd.Series:
 
 def per_query_table(view: BundleView) -> pd.DataFrame:
     """``per_query.csv`` (:func:`receval.diagnostics.per_query`) from the aggregates."""
-    from receval.diagnostics import judged_columns, sort_per_query
+    from receval.diagnostics import exhaustive_columns, judged_columns, sort_per_query
 
     labels = view.labels
     cells = view.summary.cells
@@ -383,7 +466,7 @@ def per_query_table(view: BundleView) -> pd.DataFrame:
     in_pool = _fact_systems(view) > 0
     judged = view.small.facts[in_pool.to_numpy() & view.small.facts.index.isin(labels.index)]
     judged_columns(q, judged, labels, view.merged.conflicts)
-    q["exhaustive_facts"] = 0
+    exhaustive_columns(q, view.exhaustive)
     return sort_per_query(q)
 
 
@@ -531,6 +614,75 @@ def _ground_truth_lost(view: BundleView, owner: pd.Series) -> pd.Series:
     """Per team: the classes only that team output (they leave with its unique facts)."""
     classed = owner.reindex(_classed(view)).dropna()
     return classed.value_counts()
+
+
+# ---------------------------------------------------------------------------------------------
+# the anytime intervals' design arrays from the aggregates
+
+
+def stream_designs(view: BundleView, data: SampleData) -> tuple[dict, Any]:
+    """``({"uniform": _Design}, Strata)``: what
+    :func:`receval.estimators.anytime.stream.build_stream` computes from the output rows
+    (:func:`~receval.estimators.anytime.stream._design_arrays`,
+    :func:`~receval.estimators.anytime.control.popularity_strata`), for the uniform design
+    (the engine path's only one: :func:`receval.engine.sampled_data.samplers_of`), from the
+    per (system, query, stratum) facts (:mod:`receval.engine.popularity`).
+
+    Every output of system i in query q has p_i = 1/|X_i| and target t_iq (micro: 1/|X_i|;
+    macro: 1/(Q_i |X_i ∩ q|), as :func:`~receval.estimators.sample_data.query_targets`), so
+    κ_i, κ_ib (least p/t over X_i, and over its facts in stratum b) and the stratum masses
+    Σ t are minima and sums over the (system, query, stratum) cells."""
+    from receval.estimators.anytime.control import STRATA, Strata
+    from receval.estimators.anytime.stream import _Design
+
+    if view.popularity is None:
+        raise RuntimeError(NO_ROWS.format(what="the anytime strata (not summarised)"))
+    cells, floor = view.popularity
+    summary = view.summary
+    systems = pd.Index(summary.systems)
+    m = len(systems)
+    p = 1.0 / np.maximum(summary.sizes, 1)
+    i = systems.get_indexer(cells["system"])
+    b = cells["stratum"].to_numpy(np.int64)
+    facts = cells["facts"].to_numpy(float)
+    t = _cell_targets(summary, cells, i, data.target_kind)
+    ratio = p[i] / t
+    kappa = np.full(m, np.inf)
+    np.minimum.at(kappa, i, ratio)
+    kappa_b = np.full((STRATA, m), np.inf)
+    np.minimum.at(kappa_b, (b, i), ratio)
+    mass = np.zeros((m, STRATA))
+    np.add.at(mass, (i, b), facts * t)
+    count = np.zeros((m, STRATA))
+    np.add.at(count, (i, b), facts)
+    design = _Design(
+        np.where(data.member, p[None, :], 0.0),
+        np.where(np.isfinite(kappa), kappa, 0.0),
+        floor,
+        np.where(np.isfinite(kappa_b), kappa_b, 0.0),
+    )
+    return {"uniform": design}, Strata(_fact_strata(view, STRATA), mass, count)
+
+
+def _cell_targets(summary: RunSummary, cells: pd.DataFrame, i: np.ndarray, target: str):
+    """t_i(x) of the outputs of each (system, query, stratum) cell (one value per cell)."""
+    if target == "micro":
+        return 1.0 / summary.sizes[i]
+    per = summary.cells.set_index(["system", "query_id"])["facts"].astype(float)
+    per_query = per.reindex(pd.MultiIndex.from_frame(cells[["system", "query_id"]])).to_numpy()
+    answered = summary.cells.groupby("system").size().astype(float)
+    queries = answered.reindex(cells["system"]).to_numpy(float)
+    return 1.0 / (per_query * queries)
+
+
+def _fact_strata(view: BundleView, strata: int) -> np.ndarray:
+    """Each small-table fact's stratum: the systems that output it, capped at ``strata``,
+    minus one (-1 outside the pool), from the memberships."""
+    members = view.summary.members
+    popularity = np.bincount(
+        members["fact"].to_numpy(np.int64), minlength=len(view.small.facts)
+    )  # one row per (fact, system)
+    return np.where(popularity > 0, np.minimum(popularity, strata) - 1, -1)
 
 
 # ---------------------------------------------------------------------------------------------

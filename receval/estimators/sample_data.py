@@ -306,7 +306,8 @@ def build_sample_data(task: Task, target: str = "micro", classes: bool = True) -
     unit_index = {u: k for k, u in enumerate(units["unit"])}
     unit_weight = unit_weights(units)
     ex, share = _exhaustive_mentions(task)
-    ex_units = _unit_arrays(task, ex, share, unit_index, outputs, sys_index, (len(units), m))
+    in_pool = task.facts["in_pool"].to_numpy(bool)
+    ex_units = _unit_arrays(in_pool, ex, share, unit_index, outputs, sys_index, (len(units), m))
 
     # query structure (for resampling queries as clusters)
     query_ids = list(task.queries["query_id"])
@@ -424,7 +425,7 @@ class _UnitArrays:
 
 
 def _unit_arrays(
-    task: Task,
+    in_pool: np.ndarray,
     ex: pd.DataFrame,
     share: np.ndarray,
     unit_index: dict,
@@ -433,10 +434,12 @@ def _unit_arrays(
     shape: tuple[int, int],
 ) -> _UnitArrays:
     """Per exhaustive unit: facts found, pooled facts found, and facts found per system
-    (``shape`` is (number of units, number of systems))."""
+    (``shape`` is (number of units, number of systems)).  ``in_pool`` (per fact id): some
+    system output the fact; ``outputs``: one ``fact, system`` row per (system, fact) output
+    (the task's outputs, or the engine's memberships of the small tables' facts: the sums
+    per cell run in the order of ``ex`` either way)."""
     U, m = shape
     u_codes = ex["unit"].map(unit_index).to_numpy(np.int64) if len(ex) else np.empty(0, np.int64)
-    in_pool = task.facts["in_pool"].to_numpy(bool)
     ex_pooled = in_pool[ex["fact"].to_numpy(np.int64)] * share if len(ex) else np.empty(0)
     unit_found = np.bincount(u_codes, weights=share, minlength=U).astype(float)
     unit_pooled = np.bincount(u_codes, weights=ex_pooled, minlength=U) if U else np.empty(0)

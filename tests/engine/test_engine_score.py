@@ -32,9 +32,13 @@ def _runs(seed: int = 0, teams: bool = False) -> pd.DataFrame:
 
 
 def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pending: int = 0,
-                teams: bool = False, duplicates: bool = False, toml: str = "") -> Path:  # fmt: skip
+                teams: bool = False, duplicates: bool = False, toml: str = "",
+                units: str = "", topup: bool = False, floor: bool = False) -> Path:  # fmt: skip
     """A small Parquet bundle with ``rounds`` uniform rounds labelled from a synthetic truth
-    (two annotators who disagree now and then); ``pending`` facts left unlabelled."""
+    (two annotators who disagree now and then); ``pending`` facts left unlabelled; ``units``
+    (:func:`_write_units`) exhaustive units; ``topup``: a last round for systems B and D only
+    (``--intervals auto`` then resolves to anytime); ``floor``: a last round drawn as
+    ``--until-decided`` draws (floor draws with ``mixture_prob``, random order)."""
     runs = _runs(teams=teams)
     if duplicates:
         runs = pd.concat([runs, runs.iloc[::7].assign(answer=lambda f: f["answer"].str.upper())])
@@ -53,6 +57,12 @@ def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pend
     bundle = Bundle(root)
     for seed in range(rounds):
         bundle.record_round(sample_round(bundle, 6, seed=seed + 1))
+    if topup:
+        bundle.record_round(sample_round(bundle, 5, seed=9, systems=["B", "D"]))
+    if floor:
+        from receval.until_decided import fixed_round
+
+        bundle.record_round(fixed_round(bundle.load(), 16, seed=4, weights=np.array([1, 3, 1, 2])))
     todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str)
     todo = todo.iloc[: len(todo) - pending]
     key = np.array(
@@ -69,7 +79,26 @@ def make_bundle(root: Path, *, layout: str = "per-system", rounds: int = 2, pend
     rows[["query_id", "answer", "label", "annotator"]].to_csv(
         root / "judgments.tsv", sep="\t", index=False
     )
+    if units:
+        _write_units(root, units)
     return root
+
+
+def _write_units(root: Path, kind: str) -> None:
+    """Exhaustive units whose facts are pooled or not, spelled as the runs spell them or not,
+    some found in two units and one unit found empty; ``kind`` ``uniform``, ``prob``
+    (inclusion probabilities) or ``documents`` (each fact's multiplicity d(x))."""
+    units = pd.DataFrame({"unit": [f"d{u}" for u in range(6)]})
+    if kind == "prob":
+        units["prob"] = [0.5, 0.25, 0.5, 0.8, 0.1, 0.4]
+    units.to_csv(root / "exhaustive_units.tsv", sep="\t", index=False)
+    rows = [(f"d{u}", f"q{(u + k) % 7}", f"DOC {(7 * u + 3 * k) % 34}") for u in range(5)
+            for k in range(u + 2)]  # fmt: skip
+    rows += [("d0", "q1", "doc 1"), ("d3", "q1", " Doc  1")]  # one fact in two units
+    facts = pd.DataFrame(rows, columns=["unit", "query_id", "answer"])
+    if kind == "documents":
+        facts["documents"] = [1 + i % 3 for i in range(len(facts))]
+    facts.to_csv(root / "exhaustive.tsv", sep="\t", index=False)
 
 
 def _score(root: Path, out: Path, *extra: str, path: str = "--out-of-core"):
@@ -108,6 +137,18 @@ def _same_output_sets(memory: Path, engine: Path) -> None:
         ({}, ("--cluster-queries", "--method", "basic", "--estimator", "simple")),
         ({}, ("--method", "BCa", "--tiers", "holm")),
         ({"toml": '[official]\nunjudged = "wrong"\n'}, ("--rank-by", "precision")),
+        ({"units": "uniform"}, ("--rank-by", "recall")),
+        ({"units": "prob", "teams": True, "layout": "one-file"}, ("--cluster-queries",)),
+        ({"units": "documents", "pending": 2}, ("--allow-pending", "--target", "macro")),
+        ({"units": "uniform", "topup": True}, ()),  # auto: anytime
+        ({"topup": True, "teams": True}, ("--intervals", "anytime-asymptotic", "--rank-by", "f1")),
+        ({"units": "prob"}, ("--intervals", "anytime", "--target", "macro")),
+        ({"layout": "one-file"}, ("--intervals", "anytime", "--estimator", "simple")),
+        ({"floor": True, "units": "uniform"}, ()),  # an --until-decided round: anytime
+        (
+            {"floor": True, "teams": True},
+            ("--intervals", "anytime-asymptotic", "--target", "macro"),
+        ),
     ],
 )
 def test_engine_score_writes_the_in_memory_output_set(tmp_path, options, extra):
@@ -165,7 +206,7 @@ def test_a_bad_parquet_run_is_one_error_line_naming_the_file(tmp_path, column, p
         (("--estimator", "official"), "--estimator official"),
         (("--weighting", "overlap"), "--weighting overlap"),
         (("--target-recall", "0.5"), "--target-recall"),
-        (("--intervals", "anytime"), "--intervals anytime"),
+        (("--estimator", "ppi"), "--estimator ppi"),
     ],
 )
 def test_engine_path_refuses_what_it_cannot_score_naming_the_option(tmp_path, extra, named):
@@ -202,13 +243,16 @@ def _partitioned(root: Path) -> Path:
         {"teams": True},
         {"teams": True, "duplicates": True, "layout": "one-file"},
         {"partitioned": True},
+        {"units": "documents", "teams": True, "topup": True},  # anytime: popularity strata
     ],
 )
 def test_spark_engine_score_writes_the_duckdb_output_set(tmp_path, monkeypatch, layout):
     """``score --engine spark --out-of-core``: Spark reads the Parquet runs (one scan of the
     like files, each file's system from its path) and runs the same three aggregations; the
     output set equals DuckDB's, for one file per system, one file with a team column and
-    duplicate answers, and a dataset partitioned by system."""
+    duplicate answers, a dataset partitioned by system, and exhaustive units with a top-up
+    round (true recall; ``auto`` intervals resolving to anytime, whose popularity strata Spark
+    aggregates in one query)."""
     import os
 
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
@@ -285,3 +329,66 @@ def test_register_runs_says_whether_a_file_has_teams(tmp_path, teams):
         assert engine.run_teams is teams
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_engine_score_of_kbp_sim_with_exhaustive_units_is_the_in_memory_output_set(tmp_path):
+    """data/kbp-sim (50 exhaustive units, 140,985 run rows) as per-system Parquet runs, without
+    what the engine path does not read (truth.tsv; queries' slots): the same output set, true
+    recall θ̂·ν̂ included."""
+    import shutil
+
+    root = tmp_path / "kbp"
+    shutil.copytree(Path(__file__).parents[2] / "data" / "kbp-sim", root)
+    (root / "truth.tsv").unlink()
+    queries = pd.read_csv(root / "queries.tsv", sep="\t", dtype=str)
+    queries[["query_id"]].to_csv(root / "queries.tsv", sep="\t", index=False)
+    runs = pd.read_csv(root / "runs.tsv", sep="\t", dtype=str, keep_default_na=False)
+    (root / "runs.tsv").unlink()
+    (root / "runs").mkdir()
+    for system, part in runs.groupby("system"):
+        part.drop(columns="system").to_parquet(root / "runs" / f"{system}.parquet", index=False)
+    memory = _score(root, tmp_path / "memory", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    pool = pd.read_csv(tmp_path / "engine" / "pool.csv").set_index("quantity")
+    assert pool.loc["exhaustive_units", "estimate"] == 50
+
+
+def test_at_size_the_default_takes_the_engine_path_or_says_why_not(tmp_path, monkeypatch):
+    """From ENGINE_PATH_ROWS Parquet rows on, ``score`` without --out-of-core/--in-memory takes
+    the engine path when it can (exhaustive units and anytime intervals included), and
+    otherwise scores in memory with a warning naming what the engine path cannot score."""
+    import receval.engine.score as engine_score
+
+    monkeypatch.setattr(engine_score, "ENGINE_PATH_ROWS", 10)
+    root = make_bundle(tmp_path / "b", units="uniform", topup=True)
+    taken = _score(root, tmp_path / "taken", path="--quiet")
+    assert taken.exit_code == 0, taken.output
+    record = json.loads((tmp_path / "taken" / "run.json").read_text())
+    assert record["engine_path"]["rows"] > 0
+    assert not any("scored in memory" in w for w in record["warnings"])
+    skipped = _score(root, tmp_path / "skipped", "--weighting", "overlap", path="--quiet")
+    assert skipped.exit_code == 0, skipped.output
+    record = json.loads((tmp_path / "skipped" / "run.json").read_text())
+    assert "engine_path" not in record
+    (warning,) = [w for w in record["warnings"] if "scored in memory" in w]
+    assert "--weighting overlap" in warning and "Parquet rows" in warning
+
+
+def test_a_floor_probability_no_design_gives_is_the_same_error_on_both_paths(tmp_path):
+    """An ``--until-decided`` round whose recorded ``mixture_prob`` the design cannot give:
+    the engine path checks it from the drawn facts' memberships, with the in-memory message."""
+    root = make_bundle(tmp_path / "b", floor=True)
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    row = samples.index[samples["mixture_prob"] != ""][0]
+    samples.loc[row, "mixture_prob"] = str(float(samples.loc[row, "mixture_prob"]) * 1.5)
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
+    errors = []
+    for path in ("--in-memory", "--out-of-core"):
+        result = _score(root, tmp_path / path[2:], "--intervals", "anytime", path=path)
+        assert result.exit_code == 2, result.output
+        errors.append(result.output.strip())
+    assert errors[0] == errors[1] and "disagrees with the floor mixture" in errors[0]

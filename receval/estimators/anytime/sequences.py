@@ -57,7 +57,7 @@ def pool_totals(task: Task | None, data: SampleData, st: Stream) -> PoolTotals:
         weight = np.where(st.pool_sigma > 0, st.label / st.pool_sigma, 0.0)  # f/σ per draw
         high = np.where(st.pool_cover > 0, st.pool_size / st.pool_cover, 0.0)
     raw = np.bincount(st.pool_step, weights=weight, minlength=st.P)
-    facts = float(task.facts["in_pool"].sum()) if task is not None else float(data.sizes.sum())
+    facts = float(task.pool_size) if task is not None else float(data.sizes.sum())
     known = known_labels(st.fact, st.label, st.pool_step)
     fresh = np.bincount(st.pool_step, weights=np.where(known.known, 0.0, weight), minlength=st.P)
     # correct facts labelled at earlier steps, per step

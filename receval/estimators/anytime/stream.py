@@ -140,9 +140,15 @@ _LAST_STREAM: dict = {}
 def _build_stream(task: Task, data: SampleData) -> Stream:
     """:func:`build_stream` without the memory of the last stream."""
 
-    view, probabilities, _ = design_probabilities(task, True)
-    rows = output_arrays(view, data)
-    designs = {d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)}
+    if hasattr(task, "stream_designs"):  # the engine path: from SQL aggregates, no output row
+        view, (designs, strata) = task, task.stream_designs(data)
+    else:
+        view, probabilities, _ = design_probabilities(task, True)
+        rows = output_arrays(view, data)
+        designs = {
+            d: _design_arrays(rows, probabilities, data, d) for d in set(data.sampler_design)
+        }
+        strata = rows[3]
     m, K = data.m, data.K
     alive = data.sizes > 0
     ctx = _RoundContext(
@@ -178,7 +184,6 @@ def _build_stream(task: Task, data: SampleData) -> Stream:
         piece["draw"] = idx
         for key, value in piece.items():
             parts[key].append(value)
-    strata = rows[3]
     if not parts["draw"]:
         e = np.zeros(0)
         return Stream(e.astype(np.int64), e, e, np.zeros((0, m)), np.zeros((0, m)),
@@ -316,6 +321,8 @@ def drawn_floor_probabilities(task: Task, design: str, facts: np.ndarray) -> np.
     it was drawn (the design depends on the outputs only), whatever classes later labels create
     (module :mod:`receval.estimators.anytime`, "Equivalence classes learned while labelling")."""
 
+    if hasattr(task, "floor_probabilities"):  # the engine path: from the drawn facts' members
+        return task.floor_probabilities(design, facts)
     outputs = task.outputs
     s = np.asarray(sampling_probabilities(outputs, task.queries, design), float)
     per_fact = np.bincount(outputs["fact"].to_numpy(np.int64), weights=s,

@@ -1,0 +1,159 @@
+"""Any size, scoring: CPU time and peak memory of ``receval score`` on the engine path with
+exhaustive units (true recall θ̂·ν̂) and with anytime intervals, on a generated TREC-style
+Parquet task (issue 35).
+
+The task is one ``bench/scale_sampled.py`` generated and labelled earlier (``--task PATH``, read
+only: ``S`` runs × ``Q`` queries × ``D`` answers, a uniform round and its labels).  Its small
+files are copied and its run files linked into a work bundle, to which exhaustive units are
+added: ``--units U`` queries, each annotated exhaustively with every correct fact of its
+candidate list (``doc-q-k``, k < 3·D; correct as ``label_drawn`` labels: the first hex digit of
+MD5(query ␟ answer) below 5), so pool coverage θ̂ is estimated from U units of ~0.31·3·D facts.
+
+``--commands`` (each a subprocess under ``/usr/bin/time -v``: CPU s = user + system of all
+threads, peak RSS of the largest process):
+
+* ``score``: ``receval score TASK --out DIR --no-report --seed S`` without the units (the path
+  as it stood: joint, bootstrap);
+* ``score-units``: the same with the units (the engine path adds their facts to the membership
+  join);
+* ``score-anytime``: with the units and ``--intervals anytime`` (one more aggregation: the
+  pool's popularity strata, :mod:`receval.engine.popularity`);
+* ``summary`` / ``summary-popularity``: the runs' aggregates alone
+  (:func:`receval.engine.score.summarise_for_scoring`), without and with the popularity strata:
+  what the anytime intervals add in SQL, apart from the sequences themselves;
+* ``judge-totals``: a judge scoring every candidate fact (``judge.tsv``, 3·D per query, the
+  score a function of MD5(query ␟ answer)), then ``--estimator ppi``'s known totals in SQL
+  (:func:`receval.engine.judge_totals.bundle_judge_totals`; not yet wired into ``score``): its
+  self-join costs Σ_x |S(x)|² rows, S(x) the systems that output fact x.
+
+    python bench/scale_score.py --task /tmp/escore/t5e7 --systems 50 --queries 1000 --depth 1000
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+from scale_sampled import measure
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SMALL = ("queries.tsv", "task.toml", "samples.tsv", "judgments.tsv")
+
+
+def work_bundle(task: Path, root: Path, units: int, depth: int) -> int:
+    """``root``: ``task``'s small files copied, its run files linked, and ``units`` exhaustive
+    units (queries q0 … q{units-1}); returns the number of exhaustive facts written."""
+    (root / "runs").mkdir(parents=True)
+    for name in SMALL:
+        if (task / name).is_file():
+            shutil.copy(task / name, root / name)
+    for path in sorted((task / "runs").glob("*.parquet")):
+        (root / "runs" / path.name).symlink_to(path.resolve())
+    if not units:
+        return 0
+    names = [f"q{q}" for q in range(units)]
+    (root / "exhaustive_units.tsv").write_text(
+        "unit\n" + "".join(f"{n}\n" for n in names), encoding="utf-8"
+    )
+    rows = ["unit\tquery_id\tanswer"]
+    for q, name in enumerate(names):
+        for k in range(3 * depth):
+            answer = f"doc-{q}-{k}"
+            if int(hashlib.md5(f"{name}\x1f{answer}".encode()).hexdigest()[0], 16) < 5:
+                rows.append(f"{name}\t{name}\t{answer}")
+    (root / "exhaustive.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return len(rows) - 1
+
+
+JUDGE_TOTALS = (
+    "import sys; from receval.bundle import Bundle; "
+    "from receval.engine.judge_totals import bundle_judge_totals; "
+    "t = bundle_judge_totals(Bundle(sys.argv[1])); print(t.judge_precision[:3])"
+)
+
+
+SUMMARY = (
+    "import sys; from receval.bundle import Bundle; "
+    "from receval.engine.sampled_data import read_small_tables; "
+    "from receval.engine.score import summarise_for_scoring; "
+    "b = Bundle(sys.argv[1]); small = read_small_tables(b); "
+    "s, p = summarise_for_scoring(b, small, 'duckdb', sys.argv[2] == 'yes'); "
+    "print(s.pool_size, None if p is None else (len(p[0]), p[1]))"
+)
+
+
+def write_judge(root: Path, queries: int, depth: int) -> int:
+    """``judge.tsv``: a score for every candidate fact of every query; returns its rows."""
+    lines = ["query_id\tanswer\tjudge_score"]
+    for q in range(queries):
+        for k in range(3 * depth):
+            digest = hashlib.md5(f"q{q}\x1fdoc-{q}-{k}".encode()).hexdigest()
+            lines.append(f"q{q}\tdoc-{q}-{k}\t{int(digest[:4], 16) / 65535:.4f}")
+    (root / "judge.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines) - 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__, seed=1)
+    parser.add_argument("--task", type=Path, required=True, help="a scale_sampled task")
+    parser.add_argument("--systems", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--depth", type=int, default=1000)
+    parser.add_argument("--units", type=int, default=20)
+    parser.add_argument("--commands", default="score,score-units,score-anytime")
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--receval", type=Path, default=ROOT, help="checkout to run")
+    parser.add_argument("--commit", default=None, help="its commit, when not a git checkout")
+    args = harness.parse(parser, argv)
+    work = Path(tempfile.mkdtemp(prefix="receval-scale-score-", dir=args.tmp))
+    rows = args.systems * args.queries * args.depth
+    figures = {"rows": rows, "units": args.units, "runs": []}
+    try:
+        plain = work / "plain"
+        work_bundle(args.task, plain, 0, args.depth)
+        units = work / "units"
+        figures["exhaustive_facts"] = work_bundle(args.task, units, args.units, args.depth)
+        for command in args.commands.split(","):
+            if command == "judge-totals":
+                figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
+                out = measure([str(plain)], args.receval, code=JUDGE_TOTALS)
+                figures["runs"].append({"what": command, **out})
+                print(figures["runs"][-1], flush=True)
+                continue
+            if command in ("summary", "summary-popularity"):
+                strata = "yes" if command == "summary-popularity" else "no"
+                out = measure([str(units), strata], args.receval, code=SUMMARY)
+                figures["runs"].append({"what": command, **out})
+                print(figures["runs"][-1], flush=True)
+                continue
+            bundle = plain if command == "score" else units
+            extra = ["--intervals", "anytime"] if command == "score-anytime" else []
+            out = measure(
+                ["score", str(bundle), "--out", str(work / command), "--no-report",
+                 "--seed", str(args.seed), *extra],
+                args.receval,
+            )  # fmt: skip
+            pool = work / command / "pool.csv"
+            if pool.is_file():
+                lines = pool.read_text(encoding="utf-8").splitlines()
+                out["pool_coverage"] = next(ln for ln in lines if ln.startswith("pool_coverage"))
+            figures["runs"].append({"what": command, **out})
+            print(figures["runs"][-1], flush=True)
+        if not args.no_store:
+            harness.store_result(
+                "scale_score", harness.command("scale_score", argv), args.seed, figures,
+                title=f"{rows:,} rows, {args.commands}", receval=str(args.receval),
+                commit=args.commit or harness.git_commit(args.receval),
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""The judge's known totals of ``--estimator ppi`` from the runs, in SQL (issue 35, item 2: the
+core; ``score`` does not take the engine path with ``ppi`` yet).
+
+Prediction-powered precision and recall (:mod:`receval.estimators.ppi`) centre each draw's judge
+term by its *known* expectation under the sampler, a sum over every output
+(:func:`receval.estimators.ppi.judge_totals`).  With the uniform design and the balance-heuristic
+mixture (``--weighting size``: q_i = q₀ for every system, q₀(x) = Σ_k c_k [k output x],
+c_k = n_k/(N |X_k|), n_k the judged draws of system k's samplers), every such total is one
+entry of four (m × m) sums over the pool
+
+    PS[i, k] = Σ_{x ∈ X_i ∩ X_k} t_i(x) s(x)/q₀(x),   PM[i, k] = the same without s,
+    GS[i, k] = Σ_{x ∈ X_i ∩ X_k} s(x)/q₀(x),          G1[i, k] = the same without s,
+
+and of two per-system sums (Σ_{X_i} t_i s, the judged share), with s(x) the judge's score (the
+mean of the scored pool facts where the judge gave none, as :func:`receval.judge.fact_scores`):
+E_j[S_i] = (w_ij/n_j) PS[i, k_j]/|X_{k_j}|, E_j[S_num,i] = GS[i, k_j]/(N |X_{k_j}|), the pool's
+E_j[S] = GS[k_j, k_j]/(N |X_{k_j}|) (Chaganty et al. 2017, §3, the joint estimator's terms;
+Angelopoulos et al. 2023, eq. 1, the control's mean).  :data:`PAIR_SUMS` computes them with a
+self-join of the distinct (system, fact) pairs on the fact: Σ_x |S(x)|² joined rows, S(x) the
+systems that output x — the cost grows with the square of the overlap (a pool fact output by 17
+of 50 systems joins 289 rows).  Python receives m² + m rows.
+
+Scope: one probability judge (``judge_score`` in [0, 1], no ``judge`` column of several judges,
+no graded scale: those are calibrated per judge, :func:`receval.judge.calibrates`), no
+equivalence classes, ``--weighting size``, no ``--cluster-queries`` (its per-query
+expectations), no logistic recalibration (ppi recomputes the totals under a fitted map of the
+scores for pooled recall when a fold holds 20 correct draws: the same SQL with s replaced by
+σ(a + b logit s) would give them).  The sums run in the engine's order, not the sparse
+products' of the in-memory path: equal to ~1e-15 relative (tests compare to 1e-12).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.engine.base import Engine
+    from receval.engine.summary import RunSummary
+    from receval.estimators.ppi import JudgeTotals
+    from receval.estimators.sample_data import SampleData
+
+#: the distinct (system code, query, answer hash) pairs of the runs, with each pair's target t
+PAIRS = """
+SELECT DISTINCT c.code, n.query_id, {h} AS a
+FROM normed n JOIN judge_systems c ON n.system = c.system
+"""
+
+#: per pool fact: q₀ and the judge's score (NULL where it gave none)
+FACTS = """
+SELECT p.query_id, p.a, sum(c.c) AS q0, max(j.s) AS s
+FROM judge_pairs p JOIN judge_systems c ON p.code = c.code
+LEFT JOIN judge_scores j ON p.query_id = j.query_id AND p.a = j.a
+GROUP BY p.query_id, p.a
+"""
+
+#: the four (m × m) sums of the module docstring
+PAIR_SUMS = """
+SELECT x.code AS i, y.code AS k,
+       sum(t.t * coalesce(f.s, {fill}) / f.q0) AS ps, sum(t.t / f.q0) AS pm,
+       sum(coalesce(f.s, {fill}) / f.q0) AS gs, sum(1.0 / f.q0) AS g1
+FROM judge_pairs x
+JOIN judge_pairs y ON x.query_id = y.query_id AND x.a = y.a
+JOIN judge_facts f ON x.query_id = f.query_id AND x.a = f.a
+JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+WHERE f.q0 > 0
+GROUP BY x.code, y.code
+"""
+
+#: per system: Σ t s over its outputs (the judge's own precision) and its scored outputs
+SYSTEM_SUMS = """
+SELECT x.code AS i, sum(t.t * coalesce(f.s, {fill})) AS judge_precision,
+       sum(CASE WHEN f.s IS NULL THEN 0 ELSE 1 END) AS scored
+FROM judge_pairs x
+JOIN judge_facts f ON x.query_id = f.query_id AND x.a = f.a
+JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+GROUP BY x.code
+"""
+
+
+def engine_judge_totals(
+    engine: Engine,
+    summary: RunSummary,
+    data: SampleData,
+    judge: pd.DataFrame,
+    drawn: pd.DataFrame,
+) -> JudgeTotals:
+    """:class:`~receval.estimators.ppi.JudgeTotals` (``--weighting size``, no query clusters)
+    over view ``normed`` (:func:`receval.engine.summary.register_normed`).
+
+    ``judge``: ``query_id, answer, judge_score`` (answers normalised, one row per fact);
+    ``drawn``: ``query_id, answer`` of ``data.facts`` in order (normalised)."""
+    from receval.estimators.ppi import JudgeTotals
+
+    m = data.m
+    sizes = np.asarray(summary.sizes, float)
+    N = float(data.sampler_n.sum())
+    n_system = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(sizes > 0, n_system / (N * sizes), 0.0) if N > 0 else np.zeros(m)
+    h = engine.dialect.hash64("answer")
+    engine.register(
+        "judge_systems", pd.DataFrame({"system": summary.systems, "code": np.arange(m), "c": c})
+    )
+    scores = judge[["query_id", "answer", "judge_score"]].rename(columns={"judge_score": "s"})
+    engine.register("judge_answers", scores)
+    engine.create_table("judge_scores", f"SELECT query_id, {h} AS a, s FROM judge_answers")
+    engine.register("judge_targets", _targets(summary, data.target_kind))
+    engine.create_table("judge_pairs", PAIRS.format(h=h))
+    engine.create_table("judge_facts", FACTS)
+    mean = engine.query("SELECT avg(s) AS fill FROM judge_facts WHERE s IS NOT NULL")["fill"]
+    fill = float(mean.iloc[0]) if len(mean) and pd.notna(mean.iloc[0]) else 0.5
+    sums = engine.query(PAIR_SUMS.format(fill=repr(fill)))
+    per_system = engine.query(SYSTEM_SUMS.format(fill=repr(fill)))
+    if engine.name == "duckdb":  # the engine's database file (spilled): not kept
+        for table in ("judge_pairs", "judge_facts", "judge_scores"):
+            engine.con.execute(f"DROP TABLE {table}")
+    grams = {}
+    for name in ("ps", "pm", "gs", "g1"):
+        grams[name] = np.zeros((m, m))
+        grams[name][sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)] = sums[name]
+    expected_score, expected_mass = _expectations(data, grams, sizes, N)
+    i = per_system["i"].to_numpy(np.int64)
+    judge_precision = np.zeros(m)
+    judge_precision[i] = per_system["judge_precision"].to_numpy(float)
+    scored = np.zeros(m)
+    scored[i] = per_system["scored"].to_numpy(float)
+    at = _drawn_scores(judge, drawn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = scored / sizes
+    return JudgeTotals(
+        score_drawn=np.where(np.isnan(at), fill, at),
+        scored_drawn=~np.isnan(at),
+        expected_score=expected_score,
+        expected_mass=expected_mass,
+        scored_share=share,
+        judge_precision=judge_precision,
+    )
+
+
+def _targets(summary: RunSummary, target: str) -> pd.DataFrame:
+    """``code, query_id, t``: t_i(x) of system i's outputs in each query it answered (micro
+    1/|X_i|, macro 1/(Q_i |X_i ∩ q|), as :func:`receval.estimators.sample_data.query_targets`)."""
+    cells = summary.cells
+    code = pd.Index(summary.systems).get_indexer(cells["system"])
+    if target == "micro":
+        t = 1.0 / np.asarray(summary.sizes, float)[code]
+    else:
+        answered = cells.groupby("system")["query_id"].transform("size").to_numpy(float)
+        t = 1.0 / (cells["facts"].to_numpy(float) * answered)
+    return pd.DataFrame({"code": code, "query_id": cells["query_id"].to_numpy(), "t": t})
+
+
+def _expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
+    """(expected_score, expected_mass), each (J, 2m + 1), from the four sums."""
+    from receval.estimators.precision import mixture_weights
+
+    w = mixture_weights(data, "size")
+    k = data.sampler_system
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)  # s_j(x) on X_{k_j}
+        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
+    out = []
+    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
+        prec = scale.T * grams[s_name][:, k].T * per_draw[:, None]  # (J, m)
+        num = grams[m_name][:, k].T * pool[:, None]  # (J, m)
+        den = grams[m_name][k, k] * pool  # (J,)
+        out.append(np.concatenate([prec, num, den[:, None]], axis=1))
+    return out[0], out[1]
+
+
+def _drawn_scores(judge: pd.DataFrame, drawn: pd.DataFrame) -> np.ndarray:
+    """The judge's score of each drawn fact (NaN where it gave none)."""
+    key = pd.MultiIndex.from_frame(judge[["query_id", "answer"]])
+    at = key.get_indexer(pd.MultiIndex.from_frame(drawn[["query_id", "answer"]]))
+    scores = judge["judge_score"].to_numpy(float)
+    return np.where(at >= 0, scores[np.maximum(at, 0)], np.nan)
+
+
+def read_judge(bundle, small) -> pd.DataFrame:
+    """``query_id, answer, judge_score`` of the bundle's judge table, checked as the loader
+    checks it (BundleError naming file and line), answers normalised, one row per fact;
+    ValueError for several judges or a graded scale (module docstring)."""
+    from receval.bundle.sources import _table_source
+    from receval.judge import check_judge_table, dedupe_judge
+    from receval.task import normalize_answers
+
+    files: dict = {}
+    known = set(small.queries["query_id"])
+    frame = check_judge_table(_table_source(bundle.root, "judge", files), known, small.config)
+    if frame is None:
+        raise ValueError("the bundle has no judge table (judge.tsv)")
+    if frame["judge"].nunique() > 1 or small.config.judge_graded:
+        raise ValueError("several judges or a graded scale: calibrated per judge in memory only")
+    frame["query_id"] = frame["query_id"].astype(str).str.strip()
+    frame["answer"] = normalize_answers(frame["answer"].astype(str), small.config.matching)
+    frame["fact"] = frame.groupby(["query_id", "answer"], sort=False).ngroup()
+    frame = dedupe_judge(frame, files["judge"])
+    return frame[["query_id", "answer", "judge_score"]]
+
+
+def bundle_judge_totals(bundle, *, target: str = "micro", engine: str = "duckdb") -> JudgeTotals:
+    """:func:`engine_judge_totals` of ``bundle`` (its runs Parquet), with the engine path's
+    sample data (:func:`receval.engine.sampled_data.engine_sample_data`)."""
+    from receval.engine.sampled_data import engine_sample_data, read_small_tables
+    from receval.engine.score import parquet_engine, summarise_bundle
+    from receval.engine.summary import register_normed
+
+    small = read_small_tables(bundle)
+    judge = read_judge(bundle, small)
+    summary = summarise_bundle(bundle, small, engine)
+    data = engine_sample_data(small, summary, target)
+    drawn = small.facts.loc[data.facts, ["query_id", "answer"]]
+    with parquet_engine(bundle, engine) as con:
+        register_normed(con, small.config.matching)
+        return engine_judge_totals(con, summary, data, judge, drawn)

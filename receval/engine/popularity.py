@@ -1,0 +1,120 @@
+"""What the anytime intervals need from the runs: the pool's facts by popularity, in SQL.
+
+The confidence sequences of :mod:`receval.estimators.anytime` stratify the pool by
+*popularity*, the number of systems that output a fact, capped at
+:data:`~receval.estimators.anytime.control.STRATA` (:func:`~receval.estimators.anytime.control.
+popularity_strata`), and bound each step's terms with the design's smallest probability of a
+pool fact, min_x Σ_j p_j(x) (:func:`receval.estimators.anytime.stream._design_arrays`).  Both
+are aggregates over every fact of the pool; what Python keeps is small:
+
+* per (system, query, stratum): the system's distinct facts of that query in that stratum
+  (:data:`STRATUM_CELLS`; at most m × Q × STRATA rows), from which the stream's per-system
+  target mass and fact count per stratum and its κ_ib = min p_i/t_i follow for the uniform
+  design (:func:`receval.engine.score.stream_designs`);
+* the smallest Σ_{k ∈ S(x)} 1/|X_k| over the pool facts (S(x) the systems that output x): the
+  uniform design's floor, from the same scan.
+
+Facts are (query, 64-bit hash of the normalised answer), as in :mod:`receval.engine.summary`.
+In DuckDB with one run file per system, each batch of systems
+(:func:`receval.engine.summary.system_batches`) appends its distinct (system, fact) pairs as
+fixed-size codes to table ``popularity_parts`` (spilled), which is then aggregated in slices
+by a hash of the query; Spark (or a single runs table) runs the aggregation in one query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.engine.base import Engine
+
+#: one batch's distinct (system code, query hash, answer hash) triples
+POPULARITY_PARTS = """
+SELECT DISTINCT c.code, {q} AS q, {h} AS a
+FROM {source} n JOIN system_codes c ON n.system = c.system
+"""
+
+#: per (system code, query hash, stratum): distinct facts, and the least Σ 1/|X_k| over the
+#: systems k of each fact of the group (the uniform design's floor), for the slice ``{where}``
+STRATUM_CELLS = """
+WITH s AS (SELECT code, q, a FROM {parts} {where}),
+pop AS (
+    SELECT s.q, s.a, count(*) AS n, sum(c.p) AS mass
+    FROM s JOIN system_codes c ON s.code = c.code GROUP BY s.q, s.a
+)
+SELECT s.code, s.q, least(pop.n, {strata}) - 1 AS stratum, count(*) AS facts,
+       min(pop.mass) AS pool_min
+FROM s JOIN pop ON s.q = pop.q AND s.a = pop.a
+GROUP BY s.code, s.q, least(pop.n, {strata}) - 1
+"""
+
+#: distinct (system, fact) pairs in one slice of :data:`STRATUM_CELLS` (DuckDB)
+SLICE_PAIRS = 20_000_000
+
+
+def stratum_cells(
+    engine: Engine,
+    systems: list[str],
+    sizes,
+    queries: list[str],
+    batches: list[list[str]] | None,
+) -> tuple[pd.DataFrame, float]:
+    """(``system, query_id, stratum, facts`` of :data:`STRATUM_CELLS`, the uniform design's
+    floor min_x Σ_{k ∈ S(x)} 1/|X_k|) over view ``normed``
+    (:func:`receval.engine.summary.register_normed`); ``sizes`` |X_k| of ``systems``."""
+    import numpy as np
+
+    from receval.engine.summary import _in_systems
+    from receval.estimators.anytime.control import STRATA
+
+    sizes = np.asarray(sizes, float)
+    codes = pd.DataFrame(
+        {"system": systems, "code": np.arange(len(systems)), "p": 1.0 / np.maximum(sizes, 1)}
+    )
+    engine.register("system_codes", codes)
+    q, h = engine.dialect.hash64("query_id"), engine.dialect.hash64("answer")
+    if batches:  # DuckDB, one file per system: the pairs appended batch by batch, then sliced
+        for i, batch in enumerate(batches):
+            sql = POPULARITY_PARTS.format(q=q, h=h, source=_in_systems(engine, batch))
+            if i == 0:
+                engine.create_table("popularity_parts", sql)
+            else:
+                engine.con.execute(f"INSERT INTO popularity_parts {sql}")
+        count = "SELECT count(*) AS n FROM popularity_parts"
+        slices = max(1, -(-int(engine.query(count)["n"].iloc[0]) // SLICE_PAIRS))
+        frames = [
+            engine.query(
+                STRATUM_CELLS.format(
+                    parts="popularity_parts",
+                    where=f"WHERE q % {slices} = {k}" if slices > 1 else "",
+                    strata=STRATA,
+                )
+            )
+            for k in range(slices)
+        ]
+        engine.con.execute("DROP TABLE popularity_parts")
+        cells = pd.concat(frames, ignore_index=True)
+    else:
+        parts = "(" + POPULARITY_PARTS.format(q=q, h=h, source="normed") + ") pairs"
+        cells = engine.query(STRATUM_CELLS.format(parts=parts, where="", strata=STRATA))
+    floor = float(cells["pool_min"].min()) if len(cells) else 0.0
+    return _named(engine, cells, systems, queries), floor
+
+
+def _named(engine: Engine, cells: pd.DataFrame, systems: list[str], queries: list[str]):
+    """``cells`` with system codes and query hashes named again (the hashes of the queries
+    are distinct: :func:`receval.engine.summary._check_query_hashes`)."""
+    engine.register("query_names", pd.DataFrame({"query_id": sorted(queries)}))
+    sql = f"SELECT query_id, {engine.dialect.hash64('query_id')} AS q FROM query_names"
+    hashes = engine.query(sql)
+    name_of = dict(zip(hashes["q"].tolist(), hashes["query_id"].tolist(), strict=True))
+    return pd.DataFrame(
+        {
+            "system": [systems[int(c)] for c in cells["code"].tolist()],
+            "query_id": [name_of[int(v)] for v in cells["q"].tolist()],
+            "stratum": cells["stratum"].astype("int64").to_numpy(),
+            "facts": cells["facts"].astype("int64").to_numpy(),
+        }
+    )
