@@ -147,9 +147,13 @@ class DuckDBEngine(Engine):
     def create_table(self, name: str, sql: str) -> None:
         """Materialise the SELECT ``sql`` as the temporary table ``name`` (spilled to the
         temporary directory beyond the memory limit)."""
+        import duckdb
+
         self.con.unregister(name)
-        self.con.execute(f"DROP VIEW IF EXISTS {name}")
-        self.con.execute(f"DROP TABLE IF EXISTS {name}")
+        for kind in ("VIEW", "TABLE"):
+            # DROP VIEW of a table (or the reverse) is a CatalogException, not a no-op
+            with contextlib.suppress(duckdb.CatalogException):
+                self.con.execute(f"DROP {kind} IF EXISTS {name}")
         self.con.execute(f"CREATE TABLE {name} AS {sql}")
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -201,3 +201,20 @@ def test_score_with_spark_and_duckdb_gives_identical_outputs(embedded, tmp_path)
         outs[engine] = out
     for name in ("leaderboard.csv", "pooling_bias.csv", "per_query.csv"):
         assert (outs["duckdb"] / name).read_text() == (outs["spark"] / name).read_text(), name
+
+
+def test_create_table_replaces_a_table_or_a_view_of_that_name():
+    """DuckDB's ``DROP VIEW IF EXISTS`` of a table is an error: ``create_table`` replaces a
+    table, a view or a registered frame of the same name alike."""
+    from receval.engine.base import connect
+
+    engine = connect("duckdb")
+    try:
+        engine.create_table("t", "SELECT 1 AS x")
+        engine.create_table("t", "SELECT 2 AS x")  # over a table
+        engine.con.execute("DROP TABLE t")
+        engine.con.execute("CREATE VIEW t AS SELECT 3 AS x")
+        engine.create_table("t", "SELECT 4 AS x")  # over a view
+        assert engine.query("SELECT x FROM t")["x"].tolist() == [4]
+    finally:
+        engine.close()
