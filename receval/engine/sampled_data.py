@@ -54,6 +54,37 @@ class SmallTables:
     exhaustive: pd.DataFrame  # unit, query_id, answer (normalised), answer_raw, fact [, documents]
 
 
+class SmallTablesView:
+    """What a view over a bundle reads straight from its :class:`SmallTables` (``self.small``):
+    the task's configuration and name, queries, judgments, samples and file paths."""
+
+    small: SmallTables
+
+    @property
+    def config(self) -> TaskConfig:
+        return self.small.config
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def queries(self) -> pd.DataFrame:
+        return self.small.queries
+
+    @property
+    def judgments(self) -> pd.DataFrame:
+        return self.small.judgments
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        return self.small.samples
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return self.small.files
+
+
 def read_small_tables(bundle) -> SmallTables:
     """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's."""
     from receval.config import load_config

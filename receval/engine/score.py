@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from receval.engine.sampled_data import SmallTablesView
+
 if TYPE_CHECKING:
-    from receval.config import TaskConfig
     from receval.engine.sampled_data import SmallTables
     from receval.engine.summary import RunSummary
     from receval.estimators.sample_data import SampleData
@@ -56,7 +57,7 @@ NO_ROWS = (
 
 
 @dataclass(frozen=True, eq=False)
-class BundleView:
+class BundleView(SmallTablesView):
     """What the scoring pipeline reads of a task, from a bundle's small tables and its runs'
     aggregates: ``outputs``, ``raw_outputs`` and ``facts`` raise instead of loading."""
 
@@ -71,36 +72,12 @@ class BundleView:
     judge: None = None
 
     @property
-    def config(self) -> TaskConfig:
-        return self.small.config
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def queries(self) -> pd.DataFrame:
-        return self.small.queries
-
-    @property
-    def judgments(self) -> pd.DataFrame:
-        return self.small.judgments
-
-    @property
     def exhaustive_units(self) -> pd.DataFrame:
         return self.small.exhaustive_units
 
     @property
     def exhaustive(self) -> pd.DataFrame:
         return self.small.exhaustive
-
-    @property
-    def samples(self) -> pd.DataFrame:
-        return self.small.samples
-
-    @property
-    def files(self) -> dict[str, Path]:
-        return self.small.files
 
     @property
     def samples_source(self) -> Path:

@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from receval.bundle import Bundle
+from receval.engine.sampled_data import SmallTablesView
 
 if TYPE_CHECKING:
-    from receval.config import TaskConfig
     from receval.engine.sampled_data import SmallTables
     from receval.official.coded import CodedResponses
 
@@ -55,7 +55,7 @@ PAIR_TABLE_BYTES = 1 << 28
 
 
 @dataclass(frozen=True, eq=False)
-class OfficialView:
+class OfficialView(SmallTablesView):
     """What the official scoring pipeline reads of a task, without a row-level frame:
     the small tables, the sorted systems (each its own team) and the run rows' codes
     (``coded``, registered with :mod:`receval.official.coded`), ``pool_size`` the distinct
@@ -72,30 +72,6 @@ class OfficialView:
     judge: None = None
     duplicate_rows: int = 0
     empty_systems: tuple[str, ...] = ()
-
-    @property
-    def config(self) -> TaskConfig:
-        return self.small.config
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def queries(self) -> pd.DataFrame:
-        return self.small.queries
-
-    @property
-    def judgments(self) -> pd.DataFrame:
-        return self.small.judgments
-
-    @property
-    def samples(self) -> pd.DataFrame:
-        return self.small.samples
-
-    @property
-    def files(self) -> dict[str, Path]:
-        return self.small.files
 
     @property
     def teams(self) -> dict[str, str]:
