@@ -176,6 +176,15 @@ def _load(task: Path, **parts):
     return load_task(task, **parts)
 
 
+#: ``--spark-master``, the same for every command that takes ``--engine``
+SPARK_MASTER = click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
+    "else local[*]).",
+)
+
+
 @cli.command()
 @click.argument("task", type=FilePath(path_type=Path))
 @click.option(
@@ -186,12 +195,7 @@ def _load(task: Path, **parts):
     help="Engine that reads Parquet runs out of core: embedded DuckDB, or Apache Spark "
     "(pip install 'receval[spark]').",
 )
-@click.option(
-    "--spark-master",
-    default=None,
-    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
-    "else local[*]).",
-)
+@SPARK_MASTER
 @click.option(
     "--out-of-core/--in-memory",
     "out_of_core",
@@ -467,12 +471,7 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     "DuckDB (a task of at most 100M run rows is counted in process: the same numbers), or "
     "Apache Spark (pip install 'receval[spark]').",
 )
-@click.option(
-    "--spark-master",
-    default=None,
-    help="Spark master URL for --engine spark (default: SPARK_MASTER, spark-defaults.conf, "
-    "else local[*]).",
-)
+@SPARK_MASTER
 @click.option(
     "--out-of-core/--in-memory",
     "out_of_core",
