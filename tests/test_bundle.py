@@ -124,6 +124,18 @@ def test_a_bad_parquet_part_names_the_file(tmp_path, frame, problem):
     assert str(bad) in str(err.value) and problem in str(err.value)
 
 
+def test_listing_a_text_runs_table_does_not_read_it(tmp_path, monkeypatch):
+    """Bundle.run_files lists runs.tsv without parsing it (the loader parses it, once)."""
+    import receval.bundle.sources as sources
+
+    root = write_bundle(tmp_path / "b", "tsv")
+    calls = []
+    monkeypatch.setattr(sources, "_read_run_table", lambda *a: calls.append(a))
+    assert list(Bundle(root).run_files()) == ["runs"]
+    assert Bundle(root).parquet_runs() is None
+    assert calls == []
+
+
 def test_the_lock_is_reentrant_in_one_thread(tmp_path):
     root = write_bundle(tmp_path / "b", "tsv")
     with bundle_lock(root, 1.0), bundle_lock(root, 1.0):

@@ -122,7 +122,8 @@ def _run_sources(
         files["runs"] = single
         if single.suffix.lower() == ".parquet":
             return _row_group_sources(single, run_columns, {})
-        return [_read_run_table(single, run_columns)]
+        # read when the loader reaches it: listing the run files (Bundle.run_files) parses nothing
+        return [functools.partial(_read_run_table, single, run_columns)]
     if dataset.is_dir():
         return _dataset_sources(dataset, files, run_columns)
     if not folder.is_dir():
