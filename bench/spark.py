@@ -146,7 +146,13 @@ def main() -> None:
     parser.add_argument("--engines", default="spark,duckdb")
     parser.add_argument("--work", type=Path, default=None, help="working folder (kept)")
     parser.add_argument("--label", default=None, help="what this run measures")
+    parser.add_argument(
+        "--event-log", action="store_true", help="Spark event logs in WORK/events (--profile)"
+    )
     parser.add_argument("--cli-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="summarise this Spark event log and store it"
+    )
     parser.add_argument("--child", nargs=3, metavar=("KIND", "TASK", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--score-child", nargs=3, help=argparse.SUPPRESS)
     ns = harness.parse(parser)
@@ -155,6 +161,9 @@ def main() -> None:
         return
     if ns.cli_child:
         cli_child(Path(ns.cli_child[0]), Path(ns.cli_child[1]), json.loads(ns.cli_child[2]))
+        return
+    if ns.profile is not None:
+        store_profile(ns)
         return
     if ns.task is not None:
         commands_task(ns)
@@ -365,10 +374,11 @@ def _score_env(ns, work: Path) -> dict:
     driver's heap and a local folder for shuffles and checkpoints, this checkout first."""
     conf = work / "spark-conf"
     conf.mkdir(parents=True, exist_ok=True)
-    (conf / "spark-defaults.conf").write_text(
-        f"spark.driver.memory {ns.driver_memory}\nspark.local.dir {conf / 'spark-tmp'}\n",
-        encoding="utf-8",
-    )
+    text = f"spark.driver.memory {ns.driver_memory}\nspark.local.dir {conf / 'spark-tmp'}\n"
+    if getattr(ns, "event_log", False):  # --profile reads it afterwards
+        (work / "events").mkdir(parents=True, exist_ok=True)
+        text += f"spark.eventLog.enabled true\nspark.eventLog.dir file://{work / 'events'}\n"
+    (conf / "spark-defaults.conf").write_text(text, encoding="utf-8")
     return {**os.environ, "SPARK_CONF_DIR": str(conf), "PYTHONPATH": str(HERE.parent),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # fmt: skip
 
@@ -554,6 +564,93 @@ def _same_file(x: Path, y: Path, folders: tuple[str, str] = ("", "")) -> bool:
         text = text.replace(folder, "WORK") if folder else text
         texts.append([line for line in text.splitlines() if "(run.json created)" not in line])
     return texts[0] == texts[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# --profile: where a Spark command's time goes, from its event log
+
+#: the task metrics summed per SQL query (Spark's accumulables on each completed stage)
+METRICS = {
+    "internal.metrics.executorRunTime": ("run_s", 1e-3),
+    "internal.metrics.executorCpuTime": ("cpu_s", 1e-9),
+    "internal.metrics.jvmGCTime": ("gc_s", 1e-3),
+    "internal.metrics.input.bytesRead": ("input_mib", 2**-20),
+    "internal.metrics.shuffle.write.bytesWritten": ("shuffle_write_mib", 2**-20),
+    "internal.metrics.shuffle.read.localBytesRead": ("shuffle_read_mib", 2**-20),
+    "internal.metrics.shuffle.read.remoteBytesRead": ("shuffle_read_mib", 2**-20),
+    "internal.metrics.diskBytesSpilled": ("disk_spill_mib", 2**-20),
+}
+
+
+def profile(log: Path) -> dict:
+    """Per SQL query of one application's event log (``spark.eventLog.enabled``): its wall
+    seconds, stages, tasks and the summed task metrics of :data:`METRICS`; and the totals."""
+    queries: dict[int, dict] = {}
+    stage_query: dict[int, int] = {}
+    for line in _event_lines(log):
+        event = json.loads(line)
+        kind = event.get("Event", "")
+        if kind.endswith("SparkListenerSQLExecutionStart"):
+            queries[event["executionId"]] = {
+                "description": " ".join(event.get("description", "").split())[:160],
+                "start": event["time"], "stages": 0, "tasks": 0}  # fmt: skip
+        elif kind.endswith("SparkListenerSQLExecutionEnd") and event["executionId"] in queries:
+            queries[event["executionId"]]["wall_s"] = (
+                event["time"] - queries[event["executionId"]]["start"]
+            ) / 1e3
+        elif kind == "SparkListenerJobStart":
+            execution = (event.get("Properties") or {}).get("spark.sql.execution.id")
+            for stage in event.get("Stage IDs", []):
+                stage_query[stage] = int(execution) if execution is not None else -1
+        elif kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            one = queries.setdefault(stage_query.get(info["Stage ID"], -1), {"description": "?"})
+            one["stages"] = one.get("stages", 0) + 1
+            one["tasks"] = one.get("tasks", 0) + info["Number of Tasks"]
+            for acc in info.get("Accumulables", []):
+                if acc.get("Name") in METRICS:
+                    name, scale = METRICS[acc["Name"]]
+                    one[name] = one.get(name, 0.0) + float(acc["Value"]) * scale
+    rows = [
+        {k: round(v, 2) if isinstance(v, float) else v for k, v in q.items() if k != "start"}
+        for q in queries.values() if q.get("stages")
+    ]  # fmt: skip
+    keys = sorted({k for r in rows for k in r if k.endswith(("_s", "_mib"))} - {"wall_s"})
+    total = {k: round(sum(r.get(k, 0.0) for r in rows), 1) for k in keys}
+    total |= {"queries": len(rows), "stages": sum(r["stages"] for r in rows),
+              "tasks": sum(r["tasks"] for r in rows)}  # fmt: skip
+    rows.sort(key=lambda r: -r.get("run_s", 0.0))
+    return {"total": total, "queries": rows}
+
+
+def _event_lines(log: Path) -> list[str]:
+    """The lines of an event log: a file, or a folder of event files (``.zstd``: Spark's
+    default compression, several frames, read by the ``zstd`` command)."""
+    lines = []
+    for path in sorted(log.glob("events_*")) if log.is_dir() else [log]:
+        if path.suffix == ".zstd":
+            done = subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True)
+            text = done.stdout.decode("utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
+        lines.extend(line for line in text.splitlines() if line.strip())
+    return lines
+
+
+def store_profile(ns) -> None:
+    """``--profile LOG``: :func:`profile` printed (the ten costliest queries) and stored."""
+    found = profile(ns.profile)
+    print(json.dumps(found["total"]))
+    for row in found["queries"][:10]:
+        print(json.dumps(row))
+    if not ns.no_store:
+        harness.store_result(
+            "spark", harness.command("spark"), ns.seed, found,
+            title=f"profile {ns.profile.name}" + (f" ({ns.label})" if ns.label else ""),
+            note="from the Spark event log: per SQL query, wall seconds, and the task metrics "
+            "summed over its completed stages (executor run and CPU time, GC, input, shuffle "
+            "written and read, disk spill)",
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
