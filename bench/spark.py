@@ -149,6 +149,9 @@ def main() -> None:
     parser.add_argument(
         "--event-log", action="store_true", help="Spark event logs in WORK/events (--profile)"
     )
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], help="KEY=VALUE for spark-defaults.conf"
+    )
     parser.add_argument("--cli-child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile", type=Path, default=None, help="summarise this Spark event log and store it"
@@ -378,6 +381,9 @@ def _score_env(ns, work: Path) -> dict:
     if getattr(ns, "event_log", False):  # --profile reads it afterwards
         (work / "events").mkdir(parents=True, exist_ok=True)
         text += f"spark.eventLog.enabled true\nspark.eventLog.dir file://{work / 'events'}\n"
+    for setting in getattr(ns, "spark_conf", None) or []:  # --spark-conf KEY=VALUE
+        key, _, value = setting.partition("=")
+        text += f"{key} {value}\n"
     (conf / "spark-defaults.conf").write_text(text, encoding="utf-8")
     return {**os.environ, "SPARK_CONF_DIR": str(conf), "PYTHONPATH": str(HERE.parent),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # fmt: skip
@@ -520,6 +526,7 @@ def commands_task(ns) -> None:
             title=f"commands {rows:,} rows: {ns.commands} on {ns.engines}" + (
                 f" ({ns.label})" if ns.label else ""),
             rows=rows, task=str(ns.task), master=ns.master, driver_memory=ns.driver_memory,
+            spark_conf=ns.spark_conf,
             agreement=agreement,
             note="each command in its own process through the CLI's code (cli.main); "
             "python_*: the Python process (os.times, RUSAGE_SELF peak); descendants_*: the JVM "
