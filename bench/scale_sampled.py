@@ -24,7 +24,12 @@ RSS of the process tree's largest process):
 * ``validate``: ``receval validate TASK``; ``curve``: ``receval curve plan TASK --system
   run000 --method random`` (its ``curve_to_annotate.tsv`` removed after).  Both load the whole
   task into memory at main 5a5b37c (about 70 bytes per output row: not run at 10⁹ rows there);
-  the modes stay for their out-of-core versions.
+  the modes stay for their out-of-core versions;
+* ``curve-estimate``: ``receval curve plan TASK --system run000 --method M`` (``--curve-method``,
+  default ``stratband``), its batch labelled from the synthetic truth and appended to
+  ``judgments.tsv`` (:func:`label_curve_batch`, not timed), repeated until the plan is empty,
+  then ``receval curve estimate`` (each plan and the estimate measured).  It appends labels to
+  the task: run it on a copy (small files copied, runs hard-linked).
 
 Each command records wall and CPU seconds (user + system, all threads), peak RSS and the load
 average before and after (the machine may be shared).  ``--task PATH`` reuses a task generated
@@ -102,6 +107,57 @@ def label_drawn(root: Path) -> int:
     return len(out) - 1
 
 
+def truth_labels(queries: list[str], answers: list[str]) -> list[str]:
+    """The synthetic truth: ``C`` when the first hex digit of MD5(query, answer) is below 5."""
+    digits = (
+        int(hashlib.md5(f"{q}\x1f{a}".encode()).hexdigest()[0], 16)
+        for q, a in zip(queries, answers, strict=True)
+    )
+    return ["C" if d < 5 else "W" for d in digits]
+
+
+def label_curve_batch(root: Path) -> int:
+    """Append a label for every row of ``curve_to_annotate.tsv`` (the synthetic truth) to
+    ``judgments.tsv``; returns the number of rows labelled."""
+    batch = root / "curve_to_annotate.tsv"
+    if not batch.exists():
+        return 0
+    lines = batch.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    qi, ai = header.index("query_id"), header.index("answer")
+    rows = [line.split("\t") for line in lines[1:] if line]
+    queries, answers = [r[qi] for r in rows], [r[ai] for r in rows]
+    judged = root / "judgments.tsv"
+    text = judged.read_text(encoding="utf-8") if judged.exists() else ""
+    lead = "" if text else "query_id\tanswer\tlabel\tannotator\n"
+    lead += "" if not text or text.endswith("\n") else "\n"
+    body = "".join(
+        f"{q}\t{a}\t{label}\tbench\n"
+        for q, a, label in zip(queries, answers, truth_labels(queries, answers), strict=True)
+    )
+    with judged.open("a", encoding="utf-8") as handle:
+        handle.write(lead + body)
+    batch.unlink()
+    return len(rows)
+
+
+def curve_rounds(
+    task: Path, out: Path, method: str, seed: int, measure_one, rounds: int = 8
+) -> list[dict]:
+    """``curve plan`` + labelling until the plan is empty (at most ``rounds`` plans), then
+    ``curve estimate`` into ``out``; ``measure_one(args)`` runs and measures one command."""
+    base = ["--system", "run000", "--method", method, "--seed", str(seed)]
+    figures = []
+    for _ in range(rounds):
+        step = measure_one(["curve", "plan", str(task), *base])
+        step["labelled"] = label_curve_batch(task)
+        figures.append(step)
+        if step["exit"] != 0 or step["labelled"] == 0:
+            break
+    figures.append(measure_one(["curve", "estimate", str(task), *base, "--out", str(out)]))
+    return figures
+
+
 def synthetic_round(root: Path, systems: int, queries: int, depth: int, per_system: int,
                     seed: int) -> int:  # fmt: skip
     """Write a uniform round of ``per_system`` draws per run straight from the generator's
@@ -149,7 +205,11 @@ ENGINE_SCORE = (
 
 
 def measure(
-    args: list[str], receval: Path, code: str | None = None, nice: int | None = None
+    args: list[str],
+    receval: Path,
+    code: str | None = None,
+    nice: int | None = None,
+    keep_stdout: bool = False,
 ) -> dict:
     """Run ``python -m receval.cli ARGS`` (or ``python -c CODE ARGS``) under /usr/bin/time -v
     (at niceness ``nice`` when given): wall seconds, CPU seconds, peak RSS."""
@@ -172,6 +232,7 @@ def measure(
         "load_average_1min_before_after": [round(load, 1), round(os.getloadavg()[0], 1)],
         **({"nice": nice} if nice is not None else {}),
         **({"stderr": tail} if proc.returncode else {}),
+        **({"stdout": proc.stdout.strip().splitlines()[-3:]} if keep_stdout else {}),
     }
 
 
@@ -190,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         "--out", type=Path, default=None, help="score's output folder (default: a temporary one)"
     )
     parser.add_argument("--nice", type=int, default=None, help="run each command at this niceness")
+    parser.add_argument("--curve-method", default="stratband", help="curve-estimate's method")
     parser.add_argument(
         "--task", type=Path, default=None, help="score this task generated earlier (kept)"
     )
@@ -225,6 +287,13 @@ def run_command(command: str, task: Path, work: Path, args) -> dict:
         return measure([command, str(out)], args.receval, nice=args.nice)
     if command == "validate":
         return measure(["validate", str(task)], args.receval, nice=args.nice)
+    if command == "curve-estimate":
+        steps = curve_rounds(
+            task, work / "curve.csv", args.curve_method, args.seed,
+            lambda cmd: measure(cmd, args.receval, nice=args.nice, keep_stdout=True),
+        )  # fmt: skip
+        return {"command": f"curve plan (until empty) + curve estimate ({args.curve_method})",
+                "steps": steps}  # fmt: skip
     if command == "curve":
         plan = ["curve", "plan", str(task), "--system", "run000", "--method", "random"]
         figures = measure(plan, args.receval, nice=args.nice)

@@ -248,17 +248,25 @@ class SparkEngine(Engine):
     def create_table(self, name: str, sql: str) -> None:
         """Materialise the SELECT ``sql`` on the executors (``localCheckpoint``: memory, then
         their local disks) and make it queryable as ``name``."""
+        self.describe(f"table {name}: {sql}")
         with self._one_line_errors(name):
             self.spark.sql(sql).localCheckpoint(eager=True).createOrReplaceTempView(name)
 
     def query(self, sql: str) -> pd.DataFrame:
+        self.describe(sql)
         with self._one_line_errors("spark"), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return self.spark.sql(sql).toPandas()
 
     def write_parquet(self, sql: str, path) -> None:
+        self.describe(f"write {path}: {sql}")
         with self._one_line_errors(str(path)):
             self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+
+    def describe(self, text: str) -> None:
+        """Name the next jobs in Spark's UI and event log by the start of ``text`` (the SQL,
+        whitespace collapsed) instead of the pyspark call that ran them."""
+        self.spark.sparkContext.setJobDescription(" ".join(text.split())[:DESCRIPTION_CHARS])
 
     @staticmethod
     @contextlib.contextmanager
@@ -278,6 +286,9 @@ class SparkEngine(Engine):
 
             raise BundleError(where, None, f"Spark failed: {_java_message(exc)}") from None
 
+
+#: characters of a query's SQL that name its jobs (:meth:`SparkEngine.describe`)
+DESCRIPTION_CHARS = 200
 
 #: shuffle partitions per local core when the configuration sets none (Spark's 200 is for
 #: clusters: on ``local[2]`` each shuffle of a small aggregate became 200 tasks)

@@ -592,6 +592,7 @@ def keep_normed(engine) -> None:
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         with engine._one_line_errors("normed"):
+            engine.describe(f"keep normed: {partitions} partitions by query_id")
             kept = spark.table("normed").repartition(partitions, "query_id")
             kept = kept.localCheckpoint(eager=True)
             kept.createOrReplaceTempView("normed")
