@@ -33,6 +33,19 @@ bootstrap``) is honoured, and then every number such a round makes unreliable is
 ``note`` (:func:`looking_notes`): pooled recall, recall and F1 of every system (their common
 denominator carries the selection), and precision of every system except those the top-up
 rounds gave most of their own draws.
+
+**Why ``auto`` picks the betting sequences, not ``anytime-asymptotic``** (issue 37; measured
+with ``bench/anytime_auto.py``: the scenario above with first rounds of 10, 20 (uneven) and 100
+draws per system, both looks scored).  Both covered at both looks and never split the tiers,
+but the betting intervals were the narrower ones.  The asymptotic sequences bet on a system only
+once its importance weights reach a Kish effective size of 100 (``WARMUP_ESS``), so after a first
+round of 10–20 draws the systems not topped up get precision [0, 1] (half-width 0.50 against
+0.15–0.35), and at 10 draws every pooled recall too (betting 0.44); at 100 draws still wider
+(precision 0.067–0.071 against 0.055–0.057, recall and F1 0.094–0.101 against 0.060–0.067).
+Where weights are skewed they cover only through that warm-up, at 2.1× the betting width
+(``bench/anytime_asymptotic.py --only population``, 240 draws).  They are cheaper (0.2 against
+0.8–1.1 CPU s per score in these 12-system worlds; 2.3–2.5× against 5.5× the bootstrap's cold
+CPU time on ``data/kbp-sim``), but not the better default.
 """
 
 from __future__ import annotations
