@@ -36,7 +36,7 @@ rounds gave most of their own draws.
 
 **Why ``auto`` picks the betting sequences, not ``anytime-asymptotic``** (issue 37; measured
 with ``bench/anytime_auto.py``: the scenario above with first rounds of 10, 20, 30 and 100 draws
-per system in the null world and 20 in an uneven one, both looks scored).  Both covered at both
+per system in the null world and 10 and 20 in an uneven one, both looks scored).  Both covered at both
 looks and never split the tiers.  The asymptotic sequences bet on a system only once its
 importance weights reach a Kish effective size of 100 (``WARMUP_ESS``), so after a first round
 of 10–30 draws the systems not topped up get precision [0, 1] (half-width 0.50 against the
