@@ -227,7 +227,12 @@ def population_study(
 ) -> dict:
     """Precision sequences of both capitals on the same terms and bets (module docstring):
     per system the share of campaigns that ever miss the truth, and the final widths."""
-    from receval.estimators.anytime.asymptotic import asymptotic_ends, gaussian_log_path, warm
+    from receval.estimators.anytime.asymptotic import (
+        asymptotic_ends,
+        gaussian_log_path,
+        warm,
+        warm_ess,
+    )
     from receval.estimators.anytime.betting import BettingStreams, confidence_bounds, rejected
     from receval.estimators.anytime.control import controlled_precision_streams
     from receval.estimators.anytime.sequences import sequence_bets
@@ -247,7 +252,14 @@ def population_study(
     horizon = np.concatenate([r["horizon"].T for r in runs])
     bets = sequence_bets(stacked, alpha, horizon)
     hits = np.concatenate([(pop.target[r["fact"]] > 0).T for r in runs])
-    warmed = np.where(warm(hits, hits.shape), bets, 0.0)
+    # the method's precision warm-up (asymptotic_bounds): WARMUP_HITS hits and a Kish ESS of
+    # the system's earlier importance weights t/q of WARMUP_ESS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.concatenate([
+            np.where(r["own"] > 0, pop.target[r["fact"]] / r["q"][:, None], 0.0).T for r in runs
+        ])  # fmt: skip
+    ready = warm_ess(weights)
+    warmed = np.where(warm(hits, hits.shape) & ready, bets, 0.0)
     truth = np.tile(pop.precision, streams)
     level = np.log(2.0 / alpha)
     miss_asym = (gaussian_log_path(stacked, warmed, truth, +1, True) >= level) | (
@@ -256,7 +268,8 @@ def population_study(
     miss_bet = rejected(stacked, bets, truth, alpha)
     lo, hi = confidence_bounds(stacked, [alpha], alpha_bets=alpha, prior_mean=0.5,
                                horizon=horizon, prior_scale=0.5, iterations=16)  # fmt: skip
-    a_lo, a_hi = asymptotic_ends(stacked, [alpha], (0.0, 1.0), alpha, horizon, hits=hits)[alpha]
+    a_lo, a_hi = asymptotic_ends(stacked, [alpha], (0.0, 1.0), alpha, horizon, hits=hits,
+                                 ready=ready)[alpha]  # fmt: skip
     with np.errstate(divide="ignore", invalid="ignore"):  # a width 0 (all known) is left out
         ratio = np.where(hi[0] > lo[0], (a_hi - a_lo) / (hi[0] - lo[0]), np.nan)
     return {

@@ -33,6 +33,21 @@ bootstrap``) is honoured, and then every number such a round makes unreliable is
 ``note`` (:func:`looking_notes`): pooled recall, recall and F1 of every system (their common
 denominator carries the selection), and precision of every system except those the top-up
 rounds gave most of their own draws.
+
+**Why ``auto`` picks the betting sequences, not ``anytime-asymptotic``** (issue 37; measured
+with ``bench/anytime_auto.py``: the scenario above with first rounds of 10, 20, 30 and 100 draws
+per system in the null world and 10 and 20 in an uneven one, both looks scored).  Both covered at both
+looks and never split the tiers.  The asymptotic sequences bet on a system only once its
+importance weights reach a Kish effective size of 100 (``WARMUP_ESS``), so after a first round
+of 10–30 draws the systems not topped up get precision [0, 1] (half-width 0.50 against the
+betting 0.14–0.35), at 10 draws every pooled recall too (betting 0.44); they were narrower on
+recall and F1 at 20–30 draws (F1 0.15–0.26 against 0.24–0.35) and wider on every metric at 100
+(recall and F1 0.094–0.101 against 0.060–0.067).  Where weights are skewed they cover only
+through that warm-up, at 2.1× the betting width (``bench/anytime_asymptotic.py --only
+population``, 240 draws).  They are cheaper (0.2 against 0.6–1.1 CPU s per score in these
+12-system worlds; 2.3–2.5× against 5.5–6.4× the bootstrap's cold CPU time on ``data/kbp-sim``,
+``bench/anytime_speed.py --asymptotic``), but an interval that says nothing about the precision
+of the systems the organiser did not top up is not the better default.
 """
 
 from __future__ import annotations

@@ -215,16 +215,18 @@ def _bench():
     return load_bench("anytime_asymptotic")
 
 
-def test_bench_population_the_betting_sequences_hold_and_the_asymptotic_ones_say_where_not():
-    """The unit-level study, 300 campaigns: the betting sequences miss at most α + 2 SE for
-    every system; the asymptotic ones for the systems of even importance weights, while the
-    heavy-tailed systems (weights ~7x) are where their guarantee fails (the method's page says
-    so)."""
+def test_bench_population_both_hold_and_the_asymptotic_warm_up_costs_width():
+    """The unit-level study, 300 campaigns, with the method's own warm-up (hits and
+    ``WARMUP_ESS``): the betting sequences miss at most α + 2 SE for every system, and so do the
+    asymptotic ones (without the effective-size warm-up the heavy-tailed systems, weights ~7x,
+    missed 0.11-0.12 at 1,000 campaigns); the price is width: at 240 draws the asymptotic
+    sequences are wider than the betting ones (2.1x at 1,000 campaigns), as they bet little
+    before the warm-up."""
     out = _bench().population_study(300, 1)
     se = np.sqrt(ALPHA * (1 - ALPHA) / 300)
     assert out["miss betting"].max() <= ALPHA + 2 * se
-    assert out["miss asymptotic"][[1, 3]].max() <= ALPHA + 2 * se
-    assert out["width asymptotic / betting"] < 1.0
+    assert out["miss asymptotic"].max() <= ALPHA + 2 * se
+    assert out["width asymptotic / betting"] > 1.0
 
 
 def test_bench_null_and_gradient_studies_run_small(tmp_path):
@@ -238,10 +240,12 @@ def test_bench_null_and_gradient_studies_run_small(tmp_path):
 
 @pytest.mark.slow
 def test_bench_population_long():
+    """2,040 draws: every system's miss share within α + 2 SE with the method's warm-up (0.049
+    at most; betting 0.023), the asymptotic sequences 0.75x the betting width."""
     out = _bench().population_study(1000, 1, batch=400)
     se = np.sqrt(ALPHA * (1 - ALPHA) / 1000)
     assert out["miss betting"].max() <= ALPHA + 2 * se
-    assert out["miss asymptotic"][[1, 3]].max() <= ALPHA + 2 * se
+    assert out["miss asymptotic"].max() <= ALPHA + 2 * se
     assert out["width asymptotic / betting"] < 0.8
 
 

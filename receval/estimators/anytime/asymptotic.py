@@ -54,10 +54,13 @@ finite and not dominated by a few draws (Lindeberg); its error tends to α as th
 and at few draws or heavy-tailed importance weights it can exceed α.  Measured: on a finite
 population whose design draws the correct facts of half the systems with weight 0.15 (terms
 right-skewed, weights ~7x), the share of 1,000 campaigns (2,040 draws each) whose sequence ever
-misses is 0.17-0.19 for those systems (betting: at most 0.023), all at the *upper* end (the
-bettor on −Y gains between the rare large terms; the betting sequences' upper end is held by the
-range exactly there), and 0.016-0.034 for the systems of even weights.  In the null world (12 equal systems, the
-loop deciding with it, 9 looks, 40 repetitions) no look split the tiers in 0.950 of the
+misses was 0.17-0.19 for those systems with the hit warm-up alone (betting: at most 0.023), all
+at the *upper* end (the bettor on −Y gains between the rare large terms; the betting sequences'
+upper end is held by the range exactly there), and 0.016-0.034 for the systems of even weights;
+with :data:`WARMUP_ESS` it is 0.035-0.049 (at most 0.002 for the even ones), at 0.75x the
+betting width, and at 240 draws 0.000, at 2.1x the betting width: it bets little before the
+warm-up (``bench/anytime_asymptotic.py --only population``).  In the null world (12 equal
+systems, the loop deciding with it, 9 looks, 40 repetitions) no look split the tiers in 0.950 of the
 repetitions (SE 0.034) and precision / pooled recall covered at every look 0.992 / 0.979 (SE
 0.004 / 0.015; precision 0.919 ± 0.015 with the 30-hit warm-up alone, every miss an upper end
 set at a look of Kish ESS 30-200 and kept by the running maximum — hence :data:`WARMUP_ESS`);
