@@ -340,13 +340,16 @@ def _text_hashes(column: Any) -> np.ndarray | None:
 
 
 def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
-    """No (qid, docno) twice: a 64-bit hash of each pair sorted (:func:`_text_hashes`, no
-    string hashed in a table), and only when two hashes are equal the exact check
-    (:func:`_check_unique_exact`), which finds the first repeat."""
+    """No (qid, docno) twice: a 64-bit hash of each docno (:func:`_text_hashes`, no string
+    hashed in a table) mixed with its qid's dictionary code (a few qids: a small table),
+    sorted, and only when two keys are equal the exact check (:func:`_check_unique_exact`),
+    which finds the first repeat."""
+    import pyarrow.compute as pc
+
     docno = _text_hashes(fields["docno"])
-    qid = _text_hashes(fields["qid"]) if docno is not None else None
-    if docno is not None and qid is not None:
-        key = np.sort(docno ^ (qid * _QID_MIX))
+    if docno is not None:
+        qid = numpy_array(pc.dictionary_encode(fields["qid"]).combine_chunks().indices)
+        key = np.sort(docno ^ (qid.astype(np.uint64) * _QID_MIX))
         if not (key[1:] == key[:-1]).any():
             return
     _check_unique_exact(fields, path, lines, verb)
