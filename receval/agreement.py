@@ -96,6 +96,8 @@ def agreement_by_round(task: Task) -> pd.DataFrame:
     if not len(judg):
         return pd.DataFrame(columns=AGREEMENT_COLUMNS)
     annot = judg["annotator"].fillna("").astype(str).str.strip()
+    if not (annot != "").any():  # no annotator named (e.g. TREC qrels): no round to list
+        return pd.DataFrame([], columns=AGREEMENT_COLUMNS)
     votes = pd.DataFrame(
         {
             "round": _rounds(task).to_numpy(),

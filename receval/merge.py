@@ -106,6 +106,8 @@ def _one_vote_per_annotator(
         return judgments, value, empty
     who = judgments["annotator"].fillna("").astype(str).str.strip().to_numpy()
     named = who != ""
+    if not named.any():  # no annotator named: every row its own vote
+        return judgments, value, empty
     frame = pd.DataFrame({"fact": judgments["fact"].to_numpy(), "who": who})
     dup_any = frame.duplicated(["fact", "who"], keep=False).to_numpy() & named
     if not dup_any.any():
@@ -220,14 +222,16 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
         ]
     ]
 
-    vote_text = (
-        "correct="
-        + counts["correct"].astype(str)
-        + " wrong="
-        + counts["wrong"].astype(str)
-        + " ignored="
-        + counts["ignored"].astype(str)
-    )
+    def vote_text(sub: pd.DataFrame) -> pd.Series:  # only for the facts listed
+        return (
+            "correct="
+            + sub["correct"].astype(str)
+            + " wrong="
+            + sub["wrong"].astype(str)
+            + " ignored="
+            + sub["ignored"].astype(str)
+        )
+
     decided = pd.Series(_describe_all(decision), index=counts.index)
     parts = []
     tie_mask = (c == w) & (c > 0) & (rule == "majority")
@@ -243,7 +247,7 @@ def merge_labels(judgments: pd.DataFrame, rule: str = "majority", tie: str = "ha
                         "query_id": sub["query_id"].to_numpy(),
                         "answer": sub["answer"].to_numpy(),
                         "kind": kind,
-                        "votes": vote_text[mask].to_numpy(),
+                        "votes": vote_text(sub).to_numpy(),
                         "decision": decided[mask].to_numpy(),
                     }
                 )

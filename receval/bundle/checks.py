@@ -61,7 +61,8 @@ def _check_queries(src: _Source) -> pd.DataFrame:
 def _labels(frame: pd.DataFrame, path: Path, config: TaskConfig) -> None:
     mapping = config.label_map()
     raw = frame["label"].astype(str).str.strip()
-    category = raw.str.casefold().map(mapping)
+    codes, distinct = pd.factorize(raw, use_na_sentinel=False)  # each label mapped once
+    category = pd.Series(distinct).str.casefold().map(mapping).take(codes).set_axis(raw.index)
 
     def problem(i: int) -> str:
         vocab = ", ".join(sorted({v for vs in config.labels.values() for v in vs}))

@@ -120,12 +120,9 @@ def read_small_tables(bundle) -> SmallTables:
         frame["query_id"] = frame["query_id"].astype(str).str.strip()
         frame["answer_raw"] = frame["answer"]
         frame["answer"] = normalize_answers(frame["answer"].astype(str), config.matching)
-    pairs = pd.concat([f[["query_id", "answer"]] for f in frames], ignore_index=True)
-    facts = pairs.drop_duplicates().sort_values(["query_id", "answer"], ignore_index=True)
-    facts.index.name = "fact"
-    lookup = pd.MultiIndex.from_frame(facts)
-    for frame in frames:
-        frame["fact"] = lookup.get_indexer(pd.MultiIndex.from_frame(frame[["query_id", "answer"]]))
+    facts, numbers = number_facts(frames)
+    for frame, fact in zip(frames, numbers, strict=True):
+        frame["fact"] = fact
     optional = tuple(name for name in NOT_READ if bundle.table(name) is not None)
     return SmallTables(
         config=config,
@@ -139,6 +136,67 @@ def read_small_tables(bundle) -> SmallTables:
         exhaustive_units=units,
         exhaustive=exhaustive.reset_index(drop=True),
     )
+
+
+def number_facts(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """The distinct ``(query_id, answer)`` pairs of ``frames`` sorted (code-point order, as the
+    loader numbers facts; index ``fact``) and each frame's rows' fact numbers.  Each column is
+    dictionary-encoded and its distinct values sorted by Arrow (no string compared per row);
+    the pairs are then numbered over integer keys.  Missing values: pandas' drop, sort and
+    lookup (the same numbers)."""
+    import pyarrow as pa
+
+    columns = [_arrow_text([f[c] for f in frames]) for c in ("query_id", "answer")]
+    if any(c is None for c in columns):
+        return _number_facts_pandas(frames)
+    (q_key, q_values), (a_key, a_values) = map(_sorted_codes, columns)
+    width = max(len(a_values), 1)
+    distinct, inverse = np.unique(q_key * width + a_key, return_inverse=True)
+    facts = pd.DataFrame(
+        {
+            "query_id": q_values.take(pa.array(distinct // width)).to_pandas(),
+            "answer": a_values.take(pa.array(distinct % width)).to_pandas(),
+        }
+    )
+    facts.index.name = "fact"
+    sizes = np.cumsum([len(f) for f in frames])[:-1]
+    return facts, np.split(inverse.astype(np.int64), sizes)
+
+
+def _arrow_text(parts: list[pd.Series]):
+    """The series as one Arrow large-string chunked array, or None when a value is missing."""
+    import pyarrow as pa
+
+    arrays = [pa.array(p.astype(str), from_pandas=True) for p in parts]
+    if any(a.null_count for a in arrays):
+        return None
+    return pa.chunked_array([a.cast(pa.large_string()) for a in arrays], pa.large_string())
+
+
+def _sorted_codes(text) -> tuple[np.ndarray, object]:
+    """(per row, the rank of its value among the distinct values; the distinct values sorted)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(text):
+        return np.zeros(0, np.int64), pa.array([], pa.large_string())
+    encoded = pc.dictionary_encode(text).combine_chunks()
+    order = pc.sort_indices(encoded.dictionary)
+    rank = np.empty(len(order), np.int64)
+    rank[order.to_numpy()] = np.arange(len(order))
+    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    return codes, encoded.dictionary.take(order)
+
+
+def _number_facts_pandas(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    pairs = pd.concat([f[["query_id", "answer"]] for f in frames], ignore_index=True)
+    facts = pairs.drop_duplicates().sort_values(["query_id", "answer"], ignore_index=True)
+    facts.index.name = "fact"
+    lookup = pd.MultiIndex.from_frame(facts)
+    numbers = [
+        lookup.get_indexer(pd.MultiIndex.from_frame(f[["query_id", "answer"]])) for f in frames
+    ]
+    return facts, numbers
 
 
 def check_scope(small: SmallTables) -> None:

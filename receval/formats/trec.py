@@ -340,13 +340,16 @@ def _text_hashes(column: Any) -> np.ndarray | None:
 
 
 def _check_unique(fields: pa.Table, path: Path, lines: np.ndarray, verb: str) -> None:
-    """No (qid, docno) twice: a 64-bit hash of each pair sorted (:func:`_text_hashes`, no
-    string hashed in a table), and only when two hashes are equal the exact check
-    (:func:`_check_unique_exact`), which finds the first repeat."""
+    """No (qid, docno) twice: a 64-bit hash of each docno (:func:`_text_hashes`, no string
+    hashed in a table) mixed with its qid's dictionary code (a few qids: a small table),
+    sorted, and only when two keys are equal the exact check (:func:`_check_unique_exact`),
+    which finds the first repeat."""
+    import pyarrow.compute as pc
+
     docno = _text_hashes(fields["docno"])
-    qid = _text_hashes(fields["qid"]) if docno is not None else None
-    if docno is not None and qid is not None:
-        key = np.sort(docno ^ (qid * _QID_MIX))
+    if docno is not None:
+        qid = numpy_array(pc.dictionary_encode(fields["qid"]).combine_chunks().indices)
+        key = np.sort(docno ^ (qid.astype(np.uint64) * _QID_MIX))
         if not (key[1:] == key[:-1]).any():
             return
     _check_unique_exact(fields, path, lines, verb)
@@ -443,10 +446,13 @@ def _ranked(run: pa.Table, depth: int | None) -> tuple[pa.Table, np.ndarray]:
     keeps the top ``depth`` of each qid."""
     import pyarrow.compute as pc
 
-    order = pc.sort_indices(
-        run, sort_keys=[("qid", "ascending"), ("score", "descending"), ("docno", "descending")]
-    )
-    run = run.take(order)
+    order = _ranked_order(run)
+    if order is None:
+        order = pc.sort_indices(
+            run, sort_keys=[("qid", "ascending"), ("score", "descending"), ("docno", "descending")]
+        )
+    if order is not _IN_ORDER:
+        run = run.take(order)
     n = run.num_rows
     qid = run["qid"].combine_chunks()
     first = np.ones(n, dtype=bool)
@@ -458,6 +464,65 @@ def _ranked(run: pa.Table, depth: int | None) -> tuple[pa.Table, np.ndarray]:
         keep = rank <= depth
         run, rank = run.filter(arrow_array(keep)), rank[keep]
     return run, rank
+
+
+#: :func:`_ranked_order`'s answer for a run already in bundle order
+_IN_ORDER = object()
+
+
+def _ranked_order(run: pa.Table) -> Any:
+    """The order :func:`_ranked`'s sort gives, for a run written as runs are: each qid's lines
+    together, by decreasing score.  Only the rows of equal scores are sorted (by decreasing
+    docno, :func:`_tie_order`), then the qid blocks put in qid order; :data:`_IN_ORDER` when
+    nothing moves, None for any other run (the whole sort then orders it)."""
+    import pyarrow.compute as pc
+
+    n = run.num_rows
+    qid = pc.dictionary_encode(run["qid"].combine_chunks())
+    codes = numpy_array(qid.indices)
+    starts = np.flatnonzero(np.diff(codes)) + 1
+    if len(starts) + 1 != len(qid.dictionary):  # a qid in two blocks
+        return None
+    step = np.diff(numpy_array(run["score"].combine_chunks()))
+    step[starts - 1] = -1.0  # a block's first row follows another block: no constraint
+    if (step > 0).any():
+        return None
+    order = _tie_order(run["docno"].combine_chunks(), step == 0)
+    begin = np.concatenate([np.zeros(1, np.int64), starts])
+    block = np.argsort(numpy_array(pc.rank(qid.dictionary, "ascending"))[codes[begin]])
+    if (block != np.arange(len(block))).any():
+        end = np.append(begin[1:], n)
+        size = (end - begin)[block]
+        within = np.arange(n) - np.repeat(np.cumsum(size) - size, size)
+        moved = np.repeat(begin[block], size) + within
+        order = moved if order is None else order[moved]
+    return _IN_ORDER if order is None else arrow_array(order)
+
+
+def _tie_order(docno: Any, tied: np.ndarray) -> np.ndarray | None:
+    """The rows with each group of equal adjacent scores (``tied[i]``: rows i and i+1 tie)
+    sorted by decreasing docno, the other rows in place; None when no group moves."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(docno)
+    member = np.zeros(n, dtype=bool)
+    member[:-1] |= tied
+    member[1:] |= tied
+    rows = np.flatnonzero(member)
+    if not len(rows):
+        return None
+    follows = np.zeros(n, dtype=bool)
+    follows[1:] = tied
+    group = np.cumsum(~follows[rows])
+    table = pa.table({"group": arrow_array(group), "docno": docno.take(arrow_array(rows))})
+    within = pc.sort_indices(table, [("group", "ascending"), ("docno", "descending")])
+    within = numpy_array(within)
+    if (within == np.arange(len(rows))).all():
+        return None
+    order = np.arange(n)
+    order[rows] = rows[within]
+    return order
 
 
 def _source(name: str, lines: Any) -> Any:

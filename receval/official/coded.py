@@ -123,10 +123,10 @@ def responses_of_codes(
     (:mod:`receval.official.direct` reads the codes from the run tables)."""
     system, team, query, fact = codes
     query_index = pd.Index(queries["query_id"])
-    jq = query_index.get_indexer(judgments["query_id"])
+    jq = _indexer_few(query_index, judgments["query_id"])
     jkeep = jq >= 0
     jfact = judgments["fact"].to_numpy(np.int64)[jkeep]
-    jcat = judgments["category"].map(_CATEGORY).to_numpy(np.int64)[jkeep]
+    jcat = _category_codes(judgments["category"])[jkeep]
     judged_query = np.zeros(len(queries), dtype=bool)
     judged_query[jq[jkeep]] = True
     classed = (jcat == _CATEGORY["correct"]) | (jcat == _CATEGORY["inexact"])
@@ -149,6 +149,18 @@ def responses_of_codes(
         classed_fact=classed_fact,
         gt=np.where(single, np.minimum(gt, 1), gt),
     )
+
+
+def _indexer_few(index: pd.Index, values: pd.Series) -> np.ndarray:
+    """``index.get_indexer(values)`` looked up once per distinct value (a few queries)."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    return index.get_indexer(distinct)[codes]
+
+
+def _category_codes(category: pd.Series) -> np.ndarray:
+    """``category.map(_CATEGORY)`` as int64, mapped once per distinct category."""
+    codes, distinct = pd.factorize(category, use_na_sentinel=False)
+    return pd.Series(distinct).map(_CATEGORY).to_numpy(np.int64)[codes]
 
 
 def register_responses(task: object, coded: CodedResponses) -> None:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from receval.bundle import Bundle
 from receval.engine.sampled_data import SmallTablesView
+from receval.formats.buffers import numpy_array
 
 if TYPE_CHECKING:
     from receval.engine.sampled_data import SmallTables
@@ -345,6 +346,43 @@ def _encoded(column: Any, whitespace_inside: bool = False) -> tuple[Any, np.ndar
     return dictionary, codes
 
 
+def _encoded_runs(column: Any, whitespace_inside: bool = False) -> tuple | None:
+    """(distinct values, int32 codes, where each run of equal values begins) of a string
+    column: :func:`_encoded` of each run's first value, repeated over the run (the same
+    values and codes: a value first appears at a run's start).  Run tables come in long runs
+    of one system and one query, so few values are hashed."""
+    import pyarrow as pa
+
+    if column.null_count:
+        return None
+    starts = _run_starts(column)
+    if not len(starts):
+        return None
+    encoded = _encoded(column.take(pa.array(starts)), whitespace_inside)
+    if encoded is None:
+        return None
+    values, codes = encoded
+    return values, np.repeat(codes, np.diff(np.append(starts, len(column)))), starts
+
+
+def _run_starts(column: Any) -> np.ndarray:
+    """Row positions where a run of equal values of a string column begins (every chunk's
+    first row included)."""
+    import pyarrow.compute as pc
+
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    starts, offset = [], 0
+    for chunk in chunks:
+        n = len(chunk)
+        if n:
+            change = np.ones(n, dtype=bool)
+            if n > 1:
+                change[1:] = numpy_array(pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1)))
+            starts.append(np.flatnonzero(change) + offset)
+        offset += n
+    return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+
+
 def _scores_ok(table: Any) -> bool:
     """Every ``score`` (when the runs have one) a number, as the loader requires."""
     import pyarrow as pa
@@ -367,27 +405,17 @@ def _scores_ok(table: Any) -> bool:
 
 def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     """Encode the runs (``table``; None when something is not plain) and build the view."""
-    import pyarrow.compute as pc
 
     from receval.official.coded import fact_owners, register_responses, responses_of_codes
     from receval.official.rules import hop0_queries
 
     if table is None or not _scores_ok(table):
         return None
-    parts = []  # each column dropped once encoded: its strings freed
-    for column in ("system", "query_id", "answer"):
-        parts.append(_encoded(table[column], column == "system"))
-        table = table.drop_columns([column])
-    del table
-    if any(p is None for p in parts):
+    encoded = [_encoded_runs(table[c], c == "system") for c in ("system", "query_id")]
+    table = table.drop_columns(["system", "query_id"])
+    if encoded[0] is None or encoded[1] is None:
         return None
-    (systems, sys_codes), (qids, q_codes), (answers, a_codes) = parts  # type: ignore[misc]
-    del parts
-    if (
-        small.config.matching.casefold
-        and not pc.all(pc.equal(pc.ascii_lower(answers), answers)).as_py()
-    ):
-        return None
+    (systems, sys_codes, _), (qids, q_codes, q_starts) = encoded
     query_ids = small.queries["query_id"].astype(str)
     query_of = pd.Index(query_ids).get_indexer(qids.to_pylist())
     if (query_of < 0).any():
@@ -398,12 +426,12 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     rank[order] = np.arange(len(order))
     system = rank.astype(np.int32)[sys_codes]
     query = query_of.astype(np.int32)[q_codes]
-    del sys_codes, q_codes
-    facts = _facts(small, query, a_codes, answers, query_ids)
+    del sys_codes, q_codes, encoded
+    facts = _facts_of_answers(small, table["answer"], query, q_starts, query_ids)
+    del table
     if facts is None:
         return None
     fact, n_facts, in_pool = facts
-    del a_codes
     n_sys = len(names)
     if _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
         return None
@@ -424,6 +452,128 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     return view
 
 
+def _facts_of_answers(
+    small: SmallTables, answer: Any, query: np.ndarray, starts: np.ndarray, query_ids: pd.Series
+) -> tuple[np.ndarray, int, np.ndarray] | None:
+    """:func:`_facts` of the run rows' ``answer`` column, encoded query by query
+    (:func:`_grouped_pairs`) when the rows come in blocks of one query (``starts``), else as
+    one dictionary; None when an answer is not plain (:func:`_plain_text`) or, with
+    ``casefold``, not lower case."""
+    import pyarrow.compute as pc
+
+    casefold = small.config.matching.casefold
+    grouped = _grouped_pairs(answer, query, starts, len(query_ids))
+    if grouped is not None:
+        codes, dictionaries, offsets = grouped
+        every = _chunked(dictionaries)
+        if not _plain_text(every) or (
+            casefold and not pc.all(pc.equal(pc.ascii_lower(every), every)).as_py()
+        ):
+            return None
+        where = _known_grouped(small.facts, query_ids, dictionaries, offsets)
+        return None if where is None else _numbered(where, int(offsets[-1]), codes)
+    encoded = _encoded(answer)
+    if encoded is None:
+        return None
+    answers, a_codes = encoded
+    if casefold and not pc.all(pc.equal(pc.ascii_lower(answers), answers)).as_py():
+        return None
+    return _facts(small, query, a_codes, answers, query_ids)
+
+
+#: Answers are encoded query by query when the rows come in at most this many blocks of one
+#: query per row (run tables written run by run, each sorted by query, as ``import trec``
+#: writes them): one small hash table per query instead of one over every distinct answer.
+GROUPED_BLOCKS_PER_ROW = 1 / 16
+
+
+def _grouped_pairs(
+    answer: Any, query: np.ndarray, starts: np.ndarray, n_query: int
+) -> tuple[np.ndarray, list, np.ndarray] | None:
+    """(per row, a code of its (query, answer) pair; per query, its distinct answers; per
+    query, the first code of its pairs, and the number of pairs last): each query's answers
+    dictionary-encoded over its blocks of rows (``starts``: where each block begins), or None
+    when the rows come in too many blocks (:data:`GROUPED_BLOCKS_PER_ROW`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(answer)
+    if not n or len(starts) > n * GROUPED_BLOCKS_PER_ROW:
+        return None
+    ends = np.append(starts[1:], n)
+    block_query = query[starts]
+    order = np.argsort(block_query, kind="stable")
+    bounds = np.searchsorted(block_query[order], np.arange(n_query + 1))
+    codes = np.empty(n, dtype=np.int64)
+    offsets = np.zeros(n_query + 1, dtype=np.int64)
+    dictionaries = []
+    for q in range(n_query):
+        blocks = order[bounds[q] : bounds[q + 1]]
+        slices = [answer.slice(starts[b], ends[b] - starts[b]) for b in blocks]
+        chunks = [c for piece in slices for c in piece.chunks if len(c)]
+        if not chunks:
+            dictionaries.append(pa.array([], answer.type))
+            offsets[q + 1] = offsets[q]
+            continue
+        encoded = pc.dictionary_encode(pa.chunked_array(chunks, answer.type)).chunks
+        local = np.concatenate([numpy_array(c.indices) for c in encoded]) + offsets[q]
+        at = 0
+        for b in blocks:
+            size = int(ends[b] - starts[b])
+            codes[starts[b] : starts[b] + size] = local[at : at + size]
+            at += size
+        dictionaries.append(encoded[0].dictionary)
+        offsets[q + 1] = offsets[q] + len(encoded[0].dictionary)
+    return codes, dictionaries, offsets
+
+
+def _chunked(arrays: list) -> Any:
+    import pyarrow as pa
+
+    return pa.chunked_array([a for a in arrays if len(a)] or arrays[:1])
+
+
+def _known_grouped(
+    known: pd.DataFrame, query_ids: pd.Series, dictionaries: list, offsets: np.ndarray
+) -> np.ndarray | None:
+    """Per small-table fact, the code of its (query, answer) pair among
+    :func:`_grouped_pairs`'s, -1 when no row has it; None for a fact of an unknown query."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kq = pd.Index(query_ids).get_indexer(known["query_id"].astype(str))
+    if (kq < 0).any():
+        return None
+    answers = pa.array(known["answer"].astype(str), from_pandas=True)
+    where = np.full(len(known), -1, dtype=np.int64)
+    order = np.argsort(kq, kind="stable")
+    bounds = np.searchsorted(kq[order], np.arange(len(dictionaries) + 1))
+    for q in np.flatnonzero(np.diff(bounds)):
+        rows = order[bounds[q] : bounds[q + 1]]
+        if not len(dictionaries[q]):
+            continue
+        mine = answers.take(pa.array(rows)).cast(dictionaries[q].type)
+        local = numpy_array(pc.fill_null(pc.index_in(mine, value_set=dictionaries[q]), -1))
+        where[rows] = np.where(local >= 0, local + offsets[q], -1)
+    return where
+
+
+def _numbered(
+    where: np.ndarray, n_pairs: int, codes: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """(fact id of every row, number of facts, which small-table facts are output) from the
+    small-table facts' pair codes (``where``, -1: not output) and the rows' (``codes``): the
+    small tables' facts keep their ids, the other pairs follow in code order."""
+    in_pool = where >= 0
+    fact_of = np.full(n_pairs, -1, dtype=np.int64)
+    fact_of[where[in_pool]] = np.flatnonzero(in_pool)
+    new = fact_of < 0
+    fact_of[new] = len(where) + np.arange(int(new.sum()))
+    n_facts = len(where) + int(new.sum())
+    kind = np.int32 if n_facts < np.iinfo(np.int32).max else np.int64
+    return fact_of.astype(kind)[codes], n_facts, in_pool
+
+
 def _facts(
     small: SmallTables, query: np.ndarray, a_codes: np.ndarray, answers: Any, query_ids: pd.Series
 ) -> tuple[np.ndarray, int, np.ndarray] | None:
@@ -442,14 +592,7 @@ def _facts(
     ka = ka.to_numpy(zero_copy_only=False)
     ka = np.where(np.isnan(ka.astype(float)), -1, ka).astype(np.int64)
     where = np.where(ka >= 0, pair_of(kq, ka), -1)
-    in_pool = where >= 0
-    fact_of = np.full(n_pairs, -1, dtype=np.int64)
-    fact_of[where[in_pool]] = np.flatnonzero(in_pool)
-    new = fact_of < 0
-    fact_of[new] = len(known) + np.arange(int(new.sum()))
-    n_facts = len(known) + int(new.sum())
-    kind = np.int32 if n_facts < np.iinfo(np.int32).max else np.int64
-    return fact_of.astype(kind)[codes], n_facts, in_pool
+    return _numbered(where, n_pairs, codes)
 
 
 def _pair_codes(query: np.ndarray, answer: np.ndarray, n_ans: int):
