@@ -141,21 +141,149 @@ def read_small_tables(bundle) -> SmallTables:
     )
 
 
-def check_scope(small: SmallTables) -> None:
-    """ValueError unless the engine's arrays cover this bundle (module docstring)."""
-    ec = small.judgments["equivalence_class"].astype(str).str.strip()
-    if (~ec.isin(("", "0"))).any():
-        raise ValueError(
-            "judgments: equivalence classes are not in the engine's sample data yet; "
-            "use the in-memory path"
-        )
-
-
 def merged_labels(small: SmallTables):
     """:func:`receval.merge.merge_labels` of the judgments (labels indexed by fact)."""
     from receval.merge import merge_labels
 
     return merge_labels(small.judgments, small.config.merge_rule, small.config.tie_policy)
+
+
+# ---------------------------------------------------------------------------------------------
+# equivalence classes counted once
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The judgments' equivalence classes over the small tables' facts
+    (:mod:`receval.estimators.classes`): ``canon`` the canonical fact of every small-table fact
+    (the smallest fact id of its class; itself outside classes); ``members`` the runs'
+    memberships collapsed per (canonical fact, system): ``copies`` summed and ``facts`` the
+    class's member facts the system output; ``query_facts`` the distinct facts the runs output
+    in each query where some class holds two facts (for :attr:`unresolved`)."""
+
+    canon: np.ndarray
+    members: pd.DataFrame
+    query_facts: pd.Series
+
+    @property
+    def aliased(self) -> int:
+        """Classes of the judgments holding several facts."""
+        moved = np.flatnonzero(self.canon != np.arange(self.canon.size))
+        return int(np.unique(self.canon[moved]).size)
+
+    def queries(self, facts: pd.DataFrame) -> np.ndarray:
+        """The queries where some class holds two facts."""
+        moved = np.flatnonzero(self.canon != np.arange(self.canon.size))
+        return pd.unique(facts["query_id"].to_numpy()[moved])
+
+
+def class_canon(small: SmallTables) -> np.ndarray | None:
+    """The canonical fact of every small-table fact, or None when no class of the judgments
+    holds two facts (:func:`receval.estimators.classes.canonical_facts`, which reads only the
+    merged votes and labels: every class member is a judged fact of the small tables)."""
+    from types import SimpleNamespace
+
+    from receval.estimators.classes import canonical_facts
+
+    merged = merged_labels(small)
+    return canonical_facts(SimpleNamespace(merged=merged, labels=merged.labels, facts=small.facts))
+
+
+def collapse_members(members: pd.DataFrame, canon: np.ndarray) -> pd.DataFrame:
+    """``fact, system, copies, facts``: ``members`` per (canonical fact, system)."""
+    out = members.assign(fact=canon[members["fact"].to_numpy(np.int64)], facts=1)
+    grouped = out.groupby(["fact", "system"], sort=True, observed=True)
+    collapsed = grouped[["copies", "facts"]].sum().reset_index()
+    return collapsed.astype({"fact": np.int64, "copies": np.int64, "facts": np.int64})
+
+
+def class_tables(
+    small: SmallTables, summary: RunSummary, classes: Classes
+) -> tuple[SmallTables, RunSummary]:
+    """The small tables and the runs' aggregates seen with one fact per class, as
+    :func:`receval.estimators.classes.class_view` sees the task: each system's aliases of one
+    class count once in |X_i| and in its (system, query) cell (k aliases output: k − 1 fewer
+    facts), memberships per canonical fact, the judgments, draws and exhaustive rows remapped
+    (an exhaustive unit finding two aliases finds the class once, with the largest
+    ``documents``).  ``rows``, the pool and the teams' facts stay as the runs have them."""
+    import dataclasses
+
+    from receval.estimators.classes import _remap
+
+    canon = classes.canon
+    members = classes.members
+    extra = members[members["facts"] > 1].assign(
+        query_id=small.facts["query_id"].to_numpy()[members.loc[members["facts"] > 1, "fact"]],
+        less=lambda f: f["facts"] - 1,
+    )
+    systems = pd.Index(summary.systems)
+    fewer = extra.groupby("system")["less"].sum().reindex(systems, fill_value=0).to_numpy(float)
+    per_cell = extra.groupby(["system", "query_id"])["less"].sum()
+    cells = summary.cells.copy()
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+    cells["facts"] = cells["facts"] - per_cell.reindex(key, fill_value=0).to_numpy()
+    exhaustive = small.exhaustive
+    if len(exhaustive):
+        exhaustive = _remap(exhaustive, canon)
+        if "documents" in exhaustive.columns:
+            d = pd.to_numeric(exhaustive["documents"], errors="coerce")
+            most = d.groupby(exhaustive["fact"].to_numpy(), observed=True).transform("max")
+            exhaustive = exhaustive.assign(documents=most.to_numpy())
+        exhaustive = exhaustive.drop_duplicates(["unit", "fact"]).reset_index(drop=True)
+    small = dataclasses.replace(
+        small,
+        judgments=_remap(small.judgments, canon),
+        samples=_remap(small.samples, canon),
+        exhaustive=exhaustive,
+    )
+    summary = dataclasses.replace(
+        summary,
+        sizes=summary.sizes - fewer,
+        cells=cells,
+        members=members[["fact", "system", "copies"]],
+    )
+    return small, summary
+
+
+def unresolved_outputs(small: SmallTables, summary: RunSummary, classes: Classes) -> int:
+    """:func:`receval.estimators.classes.unresolved_outputs` from the aggregates: the distinct
+    facts output in the queries where a class holds two facts (``classes.query_facts``, SQL)
+    less the labelled ones among them (their memberships)."""
+    labels = merged_labels(small).labels
+    queries = classes.queries(small.facts)
+    pooled = np.unique(summary.members["fact"].to_numpy(np.int64))
+    labelled = np.intersect1d(pooled, labels.index.to_numpy(np.int64))
+    in_queries = np.isin(small.facts["query_id"].to_numpy()[labelled], queries)
+    total = int(classes.query_facts.reindex(queries, fill_value=0).sum())
+    return total - int(in_queries.sum())
+
+
+def class_proposal(
+    small: SmallTables, summary: RunSummary, drawn: np.ndarray, classes: Classes | None
+) -> np.ndarray | None:
+    """s_j(x) under the uniform design of each drawn canonical fact for every system j (D, m):
+    the member facts' probabilities 1/|X_j| (|X_j| as the runs have it) summed per class, as
+    :func:`receval.estimators.classes.class_probabilities` sums them (one term per member);
+    None without classes."""
+    if classes is None:
+        return None
+    raw = summary.members
+    codes = pd.Index(summary.systems).get_indexer(raw["system"])
+    frame = pd.DataFrame(
+        {
+            "system": codes,
+            "fact": classes.canon[raw["fact"].to_numpy(np.int64)],
+            "s": 1.0 / summary.sizes[codes],
+        }
+    )
+    frame = frame[np.isin(frame["fact"].to_numpy(), drawn)]
+    summed = frame.groupby(["system", "fact"], sort=False, observed=True)["s"].sum()
+    out = np.zeros((drawn.size, len(summary.systems)))
+    out[
+        np.searchsorted(drawn, summed.index.get_level_values("fact").to_numpy(np.int64)),
+        summed.index.get_level_values("system").to_numpy(np.int64),
+    ] = summed.to_numpy(float)
+    return out
 
 
 def samplers_of(small: SmallTables, summary: RunSummary) -> list:
@@ -236,19 +364,28 @@ def fact_targets(
 
 
 def engine_sample_data(
-    small: SmallTables, summary: RunSummary, target: str = "micro"
+    small: SmallTables,
+    summary: RunSummary,
+    target: str = "micro",
+    classes: Classes | None = None,
 ) -> SampleData:
     """The estimators' arrays from the small tables and the runs' aggregates (module docstring).
 
     Python holds the draws, the labels, (D × m) membership of the drawn and labelled facts and
-    per-system / per-query aggregates: memory flat in the number of output rows.
+    per-system / per-query aggregates: memory flat in the number of output rows.  With
+    ``classes`` (:func:`receval.engine.score.summarise_classes`) every equivalence class counts
+    once (:func:`class_tables`), drawn with its members' summed probability
+    (:func:`class_proposal`), as :func:`~receval.estimators.sample_data.build_sample_data`.
     """
     from receval.estimators.sample_data import SampleData, _sampler_rounds
 
-    check_scope(small)
+    samplers = samplers_of(small, summary)  # on the runs as they are (before the classes)
+    raw, unresolved = summary, 0
+    if classes is not None:
+        unresolved = unresolved_outputs(small, summary, classes)
+        small, summary = class_tables(small, summary, classes)
     samples, m = small.samples, len(summary.systems)
     sys_index = {s: i for i, s in enumerate(summary.systems)}
-    samplers = samplers_of(small, summary)
     key_of = {(s.sample, s.system): j for j, s in enumerate(samplers)}
     j_all = np.array(
         [key_of[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)],
@@ -266,8 +403,12 @@ def engine_sample_data(
     member = member_matrix(summary, drawn)
     tgt = fact_targets(small, summary, drawn, member, target)
     own = np.array([sys_index[s.system] for s in samplers], np.int64)
+    summed = class_proposal(small, raw, drawn, classes)
     with np.errstate(divide="ignore", invalid="ignore"):
-        proposal = np.where(member[:, own], 1.0 / summary.sizes[own], 0.0)
+        if summed is None:
+            proposal = np.where(member[:, own], 1.0 / summary.sizes[own], 0.0)
+        else:
+            proposal = summed[:, own]
     census, census_precision, judged_out = _census(small, summary, labels, target)
     queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)
@@ -295,6 +436,8 @@ def engine_sample_data(
         census_precision=census_precision,
         judged=judged_out,
         target_kind=target,
+        aliased_classes=0 if classes is None else classes.aliased,
+        unresolved_outputs=unresolved,
         queries=queries,
         draw_query=fact_query[drawn[draw_fact]] if drawn.size else np.empty(0, np.int64),
         query_sizes=query_sizes(summary, q_index),
