@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
 
 
-#: the optional tables :func:`read_small_tables` does not read (their names kept in
-#: :attr:`SmallTables.optional`: the engine path refuses them)
+#: the optional tables listed in :attr:`SmallTables.optional` when the bundle has them (the
+#: consumers that do not use them refuse them); ``truth`` is read when asked
+#: (:func:`read_small_tables` ``truth=True``), ``judge`` never
 NOT_READ = ("truth", "judge")
 
 
@@ -52,6 +53,8 @@ class SmallTables:
     optional: tuple[str, ...]  # the optional tables the bundle has and that are not read here
     exhaustive_units: pd.DataFrame  # unit, prob [, draws, design, ...] (checked)
     exhaustive: pd.DataFrame  # unit, query_id, answer (normalised), answer_raw, fact [, documents]
+    #: truth.tsv (``query_id, answer, fact, value [, equivalence_class]``) when read
+    truth: pd.DataFrame | None = None
 
 
 class SmallTablesView:
@@ -85,8 +88,11 @@ class SmallTablesView:
         return self.small.files
 
 
-def read_small_tables(bundle) -> SmallTables:
-    """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's."""
+def read_small_tables(bundle, *, truth: bool = False) -> SmallTables:
+    """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's.
+    With ``truth``, its ``truth.tsv`` too (checked and deduplicated as the loader does; its
+    facts numbered with the others')."""
+    from receval.bundle.checks import _check_truth, _dedupe_truth
     from receval.config import load_config
     from receval.task import (
         _check_exhaustive,
@@ -116,6 +122,11 @@ def read_small_tables(bundle) -> SmallTables:
     )
     exhaustive = exhaustive.copy()
     frames = [judgments, samples, exhaustive]
+    truth_source = _table_source(root, "truth", files) if truth else None
+    truth_frame = _check_truth(truth_source, config, known)
+    if truth_frame is not None:
+        truth_frame = truth_frame.copy()
+        frames.append(truth_frame)
     for frame in frames:
         frame["query_id"] = frame["query_id"].astype(str).str.strip()
         frame["answer_raw"] = frame["answer"]
@@ -127,6 +138,8 @@ def read_small_tables(bundle) -> SmallTables:
     for frame in frames:
         frame["fact"] = lookup.get_indexer(pd.MultiIndex.from_frame(frame[["query_id", "answer"]]))
     optional = tuple(name for name in NOT_READ if bundle.table(name) is not None)
+    if truth_frame is not None:
+        truth_frame = _dedupe_truth(truth_frame, truth_source.path)
     return SmallTables(
         config=config,
         queries=queries,
@@ -138,6 +151,7 @@ def read_small_tables(bundle) -> SmallTables:
         optional=optional,
         exhaustive_units=units,
         exhaustive=exhaustive.reset_index(drop=True),
+        truth=truth_frame,
     )
 
 
@@ -258,27 +272,58 @@ def unresolved_outputs(small: SmallTables, summary: RunSummary, classes: Classes
     return total - int(in_queries.sum())
 
 
-def class_proposal(
-    small: SmallTables, summary: RunSummary, drawn: np.ndarray, classes: Classes | None
-) -> np.ndarray | None:
-    """s_j(x) under the uniform design of each drawn canonical fact for every system j (D, m):
-    the member facts' probabilities 1/|X_j| (|X_j| as the runs have it) summed per class, as
-    :func:`receval.estimators.classes.class_probabilities` sums them (one term per member);
-    None without classes."""
+def drawn_proposals(
+    small: SmallTables,
+    raw: RunSummary,
+    drawn: np.ndarray,
+    member: np.ndarray,
+    samplers: list,
+    classes: Classes | None,
+) -> np.ndarray:
+    """s_j(x) of each sampler's design at the drawn facts (D, J): the design's probability of
+    the fact in system j's output (:func:`design_probabilities`, ``raw`` the runs' aggregates
+    as they are), with ``classes`` summed over each drawn class's member facts one term per
+    member (:func:`receval.estimators.classes.class_probabilities`).  ``member`` (D, m)."""
+    systems = pd.Index(raw.systems)
+    proposal = np.zeros((drawn.size, len(samplers)))
+    for design in sorted({s.design for s in samplers}):
+        cells = design_probabilities(small, raw, design)
+        at = _design_at_drawn(small, raw, drawn, member, cells, classes)
+        for j, sampler in enumerate(samplers):
+            if sampler.design == design:
+                proposal[:, j] = at[:, systems.get_loc(sampler.system)]
+    return proposal
+
+
+def _design_at_drawn(
+    small: SmallTables,
+    raw: RunSummary,
+    drawn: np.ndarray,
+    member: np.ndarray,
+    cells: pd.Series,
+    classes: Classes | None,
+) -> np.ndarray:
+    """(D, m): a design's s_j(x) (``cells``, per (system, query)) at each drawn fact."""
+    systems = pd.Index(raw.systems)
+    fact_query = small.facts["query_id"].to_numpy()
+    out = np.zeros((drawn.size, len(systems)))
     if classes is None:
-        return None
-    raw = summary.members
-    codes = pd.Index(summary.systems).get_indexer(raw["system"])
+        rows, cols = np.nonzero(member)
+        key = pd.MultiIndex.from_arrays([systems[cols], fact_query[drawn[rows]]])
+        out[rows, cols] = cells.reindex(key).to_numpy(float)
+        return out
+    members = raw.members
+    fact = members["fact"].to_numpy(np.int64)
+    key = pd.MultiIndex.from_arrays([members["system"].to_numpy(), fact_query[fact]])
     frame = pd.DataFrame(
         {
-            "system": codes,
-            "fact": classes.canon[raw["fact"].to_numpy(np.int64)],
-            "s": 1.0 / summary.sizes[codes],
+            "system": systems.get_indexer(members["system"]),
+            "fact": classes.canon[fact],
+            "s": cells.reindex(key).to_numpy(float),
         }
     )
     frame = frame[np.isin(frame["fact"].to_numpy(), drawn)]
     summed = frame.groupby(["system", "fact"], sort=False, observed=True)["s"].sum()
-    out = np.zeros((drawn.size, len(summary.systems)))
     out[
         np.searchsorted(drawn, summed.index.get_level_values("fact").to_numpy(np.int64)),
         summed.index.get_level_values("system").to_numpy(np.int64),
@@ -287,10 +332,12 @@ def class_proposal(
 
 
 def samplers_of(small: SmallTables, summary: RunSummary) -> list:
-    """The (sample, system) samplers in sorted order, each checked: its system has outputs,
-    every drawn fact is one of them, ``prob`` = 1/|X_j| (within 1e-4, as
-    :func:`receval.design.infer_designs` checks the uniform design)."""
-    from receval.design import Sampler
+    """The (sample, system) samplers in sorted order, each checked as
+    :func:`receval.design.infer_designs` checks them (same messages): its system has outputs,
+    every drawn fact is one of them, and its recorded ``prob`` is its declared design's (or,
+    undeclared, the first built-in design reproducing them within 1e-4): ``uniform``
+    (1/|X_j|) or ``entity-relation`` (:func:`design_probabilities`)."""
+    from receval.design import Sampler, _candidate_designs, _matching_design
 
     samples, path = small.samples, small.samples_path
     if not len(samples):
@@ -298,18 +345,66 @@ def samplers_of(small: SmallTables, summary: RunSummary) -> list:
     sizes = pd.Series(summary.sizes, index=summary.systems)
     _check_drawn(samples, summary, sizes, path)
     declared = samples["design"] if "design" in samples else pd.Series("", index=samples.index)
-    expected = 1.0 / sizes.reindex(samples["system"]).to_numpy(float)
-    ok = np.isclose(samples["prob"].to_numpy(float), expected, rtol=1e-4, atol=0)
-    ok &= declared.astype(str).str.strip().isin(["", "uniform"]).to_numpy()
-    raise_first_bad(
-        samples,
-        path,
-        ~ok,
-        "not a uniform draw of this system's facts: the engine's sample data covers the "
-        "uniform design only (use the in-memory path)",
+    expected = _DrawnProbabilities(small, summary)
+    out = []
+    for (sample, system), rows in samples.groupby(["sample", "system"], sort=True, observed=True):
+        where = (path, sample, system)
+        candidates = _candidate_designs(declared.loc[rows.index], rows, False, where)
+        design = _matching_design(expected, candidates, rows, where)
+        out.append(Sampler(str(sample), str(system), design, len(rows)))
+    return out
+
+
+class _DrawnProbabilities:
+    """s_j of a design at every draw of ``small.samples`` (a Series on its index), the
+    in-memory :class:`receval.design._DrawProbabilities` from the aggregates."""
+
+    def __init__(self, small: SmallTables, summary: RunSummary) -> None:
+        self.small, self.summary, self.cache = small, summary, {}
+
+    def __call__(self, design: str) -> pd.Series:
+        if design not in self.cache:
+            samples = self.small.samples
+            cells = design_probabilities(self.small, self.summary, design)
+            key = pd.MultiIndex.from_frame(samples[["system", "query_id"]])
+            self.cache[design] = pd.Series(cells.reindex(key).to_numpy(float), index=samples.index)
+        return self.cache[design]
+
+
+def design_probabilities(small: SmallTables, summary: RunSummary, design: str) -> pd.Series:
+    """s_j(x) of ``design`` for the facts of every (system, query) cell of the runs (the same
+    for every fact of one cell under the engine's designs), indexed by (system, query_id):
+    ``uniform`` 1/|X_j|; ``entity-relation`` w_jq / Σ_{x ∈ X_j} w (w_jq:
+    :func:`receval.engine.sampled.entity_relation_weights`; the sum over X_j taken fact by fact
+    in query order, as :func:`receval.design.sampling_probabilities` sums it).  ValueError for
+    a design the engine path does not compute (the judge's)."""
+    cells = summary.cells
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+    if design == "uniform":
+        size = pd.Series(summary.sizes, index=summary.systems).reindex(cells["system"])
+        return pd.Series(1.0 / np.maximum(size.to_numpy(float), 1), index=key)
+    if design != "entity-relation":
+        raise ValueError(
+            f"the engine path computes the uniform and entity-relation designs, not {design!r} "
+            "(score in memory)"
+        )
+    from receval.engine.sampled import entity_relation_weights
+
+    frame = cells.rename(columns={"n_rows": "copies"}).sort_values(
+        ["system", "query_id"], ignore_index=True
     )
-    groups = samples.groupby(["sample", "system"], sort=True, observed=True).size()
-    return [Sampler(str(a), str(b), "uniform", int(n)) for (a, b), n in groups.items()]
+    frame = entity_relation_weights(frame, small.queries)
+    out = []
+    for _system, part in frame.groupby("system", sort=False):
+        w = part["weight"].to_numpy(float)
+        total = (
+            pd.Series(np.repeat(w, part["facts"].to_numpy(np.int64)))
+            .groupby(np.zeros(int(part["facts"].sum()), np.int64))
+            .transform("sum")
+        )
+        out.append(w / (total.iloc[0] if len(total) else 1.0))
+    prob = np.concatenate(out) if out else np.zeros(0)
+    return pd.Series(prob, index=pd.MultiIndex.from_frame(frame[["system", "query_id"]]))
 
 
 def _check_drawn(samples: pd.DataFrame, summary: RunSummary, sizes: pd.Series, path) -> None:
@@ -375,7 +470,7 @@ def engine_sample_data(
     per-system / per-query aggregates: memory flat in the number of output rows.  With
     ``classes`` (:func:`receval.engine.score.summarise_classes`) every equivalence class counts
     once (:func:`class_tables`), drawn with its members' summed probability
-    (:func:`class_proposal`), as :func:`~receval.estimators.sample_data.build_sample_data`.
+    (:func:`drawn_proposals`), as :func:`~receval.estimators.sample_data.build_sample_data`.
     """
     from receval.estimators.sample_data import SampleData, _sampler_rounds
 
@@ -403,12 +498,7 @@ def engine_sample_data(
     member = member_matrix(summary, drawn)
     tgt = fact_targets(small, summary, drawn, member, target)
     own = np.array([sys_index[s.system] for s in samplers], np.int64)
-    summed = class_proposal(small, raw, drawn, classes)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if summed is None:
-            proposal = np.where(member[:, own], 1.0 / summary.sizes[own], 0.0)
-        else:
-            proposal = summed[:, own]
+    proposal = drawn_proposals(small, raw, drawn, member, samplers, classes)
     census, census_precision, judged_out = _census(small, summary, labels, target)
     queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)
@@ -534,3 +624,50 @@ def _query_correct(summary: RunSummary, labels: pd.Series, fact_query: np.ndarra
     if ids.size:
         np.add.at(out, fact_query[ids], member * labels.reindex(ids).to_numpy(float)[:, None])
     return out
+
+
+def true_metrics(small: SmallTables, summary: RunSummary) -> pd.DataFrame | None:
+    """:func:`receval.scoring.true_metrics` from the truth's memberships (its facts are in the
+    ``wanted`` join of :data:`receval.engine.summary.MEMBERS`): true precision, pooled recall,
+    recall and F1 per system, each class of ``truth.tsv`` counted once; None without truth or
+    when some output is not in it (the runs' facts outside the truth: |X_i| larger than the
+    system's truth facts)."""
+    from types import SimpleNamespace
+
+    from receval.estimators.classes import _remap, truth_classes
+    from receval.estimators.recall import f1_score
+
+    truth = small.truth
+    if truth is None:
+        return None
+    members = summary.members
+    value = np.full(len(small.facts), np.nan)
+    value[truth["fact"].to_numpy(np.int64)] = truth["value"].to_numpy(float)
+    covered = members[~np.isnan(value[members["fact"].to_numpy(np.int64)])]
+    if len(covered) < summary.sizes.sum():
+        return None
+    canon = truth_classes(SimpleNamespace(truth=truth, facts=small.facts))
+    if canon is not None:  # the class's largest value, on its canonical fact
+        truth = _remap(truth, canon).sort_values("value", ascending=False)
+        truth = truth.drop_duplicates("fact").sort_index()
+        value[truth["fact"].to_numpy(np.int64)] = truth["value"].to_numpy(float)
+        covered = collapse_members(covered, canon)
+    frame = pd.DataFrame(
+        {
+            "system": covered["system"].to_numpy(),
+            "fact": covered["fact"].to_numpy(np.int64),
+            "label": value[covered["fact"].to_numpy(np.int64)],
+        }
+    )
+    pool_true = frame.loc[frame["label"] == 1, "fact"].nunique()
+    universe_true = int((truth["value"] == 1).sum())
+    g = frame.groupby("system", observed=True)["label"]
+    correct = g.sum()
+    metrics = pd.DataFrame({"precision": g.mean()})
+    metrics["pooled_recall"] = correct / pool_true if pool_true else np.nan
+    metrics["recall"] = correct / universe_true if universe_true else np.nan
+    metrics["f1"] = f1_score(metrics["precision"].to_numpy(), metrics["recall"].to_numpy())
+    metrics.attrs["pool_coverage"] = pool_true / universe_true if universe_true else np.nan
+    metrics.attrs["pool_correct"] = pool_true
+    metrics.attrs["universe_correct"] = universe_true
+    return metrics

@@ -71,8 +71,19 @@ class BundleView(SmallTablesView):
     popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
     #: the judgments' equivalence classes (:func:`summarise_classes`), None without any
     classes: Classes | None = field(default=None, repr=False)
-    truth: None = None
     judge: None = None
+
+    @property
+    def truth(self) -> pd.DataFrame | None:
+        return self.small.truth
+
+    def true_metrics(self) -> pd.DataFrame | None:
+        """The true metrics against ``truth.tsv``
+        (:func:`receval.engine.sampled_data.true_metrics`, what
+        :func:`receval.scoring.true_metrics` computes from the output rows)."""
+        from receval.engine.sampled_data import true_metrics
+
+        return true_metrics(self.small, self.summary)
 
     @property
     def exhaustive_units(self) -> pd.DataFrame:
@@ -239,9 +250,13 @@ def unsupported(options, small: SmallTables) -> str:
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
     for table in small.optional:
+        if table == "truth" and small.truth is not None:
+            continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
     if _anytime(options, small) and _has_classes(small):
         return "equivalence classes in judgments.tsv with anytime intervals"
+    if _anytime(options, small) and _declared_designs(small) - {"uniform"}:
+        return "rounds of a design other than uniform with anytime intervals"
     for column in ("provenance", "relation_provenance", "ec_mention_type"):
         if (
             column in small.judgments
@@ -257,6 +272,13 @@ def _has_classes(small: SmallTables) -> bool:
     """Whether some judgment names an equivalence class."""
     ec = small.judgments["equivalence_class"].astype(str).str.strip()
     return bool((~ec.isin(("", "0"))).any())
+
+
+def _declared_designs(small: SmallTables) -> set[str]:
+    """The designs samples.tsv declares (its ``design`` column)."""
+    if "design" not in small.samples:
+        return set()
+    return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
 
 
 def _single_valued(queries: pd.DataFrame) -> bool:
@@ -310,7 +332,7 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         return None, ""
     from receval.engine.sampled_data import read_small_tables
 
-    small = read_small_tables(bundle)
+    small = read_small_tables(bundle, truth=True)
     problem = unsupported(options, small)
     if problem:
         if out_of_core:

@@ -26,6 +26,33 @@ def with_classes(root: Path, *, classes: int = 2) -> Path:
     return root
 
 
+def with_entity_relation_round(root: Path, n: int = 5) -> Path:
+    """``root`` with entities and slots on its queries and one more round drawn by the
+    entity-relation design (:func:`receval.engine.sampled.sample_round`), labelled."""
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+
+    queries = pd.read_csv(root / "queries.tsv", sep="\t", dtype=str)
+    queries["entity"] = [f"e{i // 2}" for i in range(len(queries))]
+    queries["slot"] = [("per:title", "org:members")[i % 2] for i in range(len(queries))]
+    queries.to_csv(root / "queries.tsv", sep="\t", index=False)
+    bundle = Bundle(root)
+    bundle.record_round(sample_round(bundle, n, seed=7, distribution="entity-relation"))
+    todo = pd.read_csv(root / "to_annotate.tsv", sep="\t", dtype=str)
+    judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str)
+    known = set(zip(judgments["query_id"], judgments["answer"], strict=True))
+    todo = todo[
+        [(q, a) not in known for q, a in zip(todo["query_id"], todo["answer"], strict=True)]
+    ]
+    key = np.array(
+        [python_key(f"{q}{a}") for q, a in zip(todo["query_id"], todo["answer"], strict=True)]
+    )
+    new = todo.assign(label=np.where(key % 3 == 0, "W", "C"), annotator="a1")
+    judgments = pd.concat([judgments, new[["query_id", "answer", "label", "annotator"]]])
+    judgments.to_csv(root / "judgments.tsv", sep="\t", index=False)
+    return root
+
+
 CASES = [
     ({}, ()),
     ({"teams": True, "duplicates": True, "layout": "one-file"}, ()),
@@ -38,12 +65,27 @@ CASES = [
     ),
     ({"units": "documents", "teams": True}, ("--rank-by", "recall")),
     ({"units": "prob", "pending": 2}, ("--allow-pending", "--target", "macro")),
+    ({"entity_relation": True}, ()),
+    ({"entity_relation": True, "duplicates": True, "teams": True}, ("--target", "macro")),
+    ({"entity_relation": True, "plain": True, "units": "uniform"}, ("--cluster-queries",)),
+    ({"entity_relation": True, "plain": True, "layout": "one-file"}, ("--method", "BCa")),
 ]
+
+
+def _bundle(root: Path, options: dict) -> Path:
+    options = dict(options)
+    er, plain = options.pop("entity_relation", False), options.pop("plain", False)
+    root = make_bundle(root, **options)
+    if er:
+        with_entity_relation_round(root)
+    return root if plain else with_classes(root)
 
 
 @pytest.mark.parametrize(("options", "extra"), CASES)
 def test_engine_score_with_classes_writes_the_in_memory_output_set(tmp_path, options, extra):
-    root = with_classes(make_bundle(tmp_path / "b", **options))
+    """Classes counted once, entity-relation rounds (with classes unless ``plain``): the
+    in-memory output set, byte for byte."""
+    root = _bundle(tmp_path / "b", options)
     memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
     assert memory.exit_code == 0, memory.output
     engine = _score(root, tmp_path / "engine", *extra)
@@ -52,8 +94,8 @@ def test_engine_score_with_classes_writes_the_in_memory_output_set(tmp_path, opt
 
 
 @pytest.mark.parametrize("target", ["micro", "macro"])
-@pytest.mark.parametrize("units", ["", "documents"])
-def test_engine_sample_data_counts_each_class_once_as_in_memory(tmp_path, target, units):
+@pytest.mark.parametrize(("units", "er"), [("", False), ("documents", False), ("", True)])
+def test_engine_sample_data_counts_each_class_once_as_in_memory(tmp_path, target, units, er):
     """Every array of the estimators' SampleData (sizes, draws, proposals summed over a class,
     targets, census, units, per-query cells, classes and unresolved outputs) equals the
     in-memory build_sample_data's on a bundle whose classes hold several facts."""
@@ -64,7 +106,7 @@ def test_engine_sample_data_counts_each_class_once_as_in_memory(tmp_path, target
     from receval.estimators.sample_data import build_sample_data
     from receval.task import load_task
 
-    root = with_classes(make_bundle(tmp_path / "b", teams=True, units=units))
+    root = _bundle(tmp_path / "b", {"teams": True, "units": units, "entity_relation": er})
     want = build_sample_data(load_task(root), target)
     got = bundle_sample_data(Bundle(root), target=target)
     assert want.aliased_classes > 0 and want.unresolved_outputs > 0
@@ -76,3 +118,83 @@ def test_engine_sample_data_counts_each_class_once_as_in_memory(tmp_path, target
             np.testing.assert_array_equal(b, a, err_msg=f.name)
         else:
             assert b == a, f.name
+
+
+@pytest.mark.parametrize("what", ["classes", "entity-relation"])
+def test_anytime_intervals_with_classes_or_other_designs_are_scored_in_memory(
+    tmp_path, monkeypatch, what
+):
+    """The anytime streams' designs on the engine path are the uniform design's without
+    classes: with classes or an entity-relation round, --out-of-core is a usage error naming
+    them, and at size the in-memory path scores with the warning."""
+    import json
+
+    import receval.engine.score as engine_score
+
+    monkeypatch.setattr(engine_score, "ENGINE_PATH_ROWS", 10)
+    root = make_bundle(tmp_path / "b")
+    root = with_classes(root) if what == "classes" else with_entity_relation_round(root)
+    refused = _score(root, tmp_path / "o1", "--intervals", "anytime")
+    named = "equivalence classes" if what == "classes" else "other than uniform"
+    assert refused.exit_code == 2 and named in refused.output, refused.output
+    result = _score(root, tmp_path / "o2", "--intervals", "anytime", path="--quiet")
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "o2" / "run.json").read_text())
+    assert "engine_path" not in record
+    assert any(named in w for w in record["warnings"])
+
+
+def with_truth(root: Path, *, classes: bool = True, complete: bool = True) -> Path:
+    """``truth.tsv`` for ``root``: every output fact (``complete``; else one left out) and a
+    few facts no system output, correct by a hash of the answer, the correct ones of a query
+    in two classes (``classes``)."""
+    runs = pd.concat(
+        [pd.read_parquet(p) for p in sorted(root.glob("runs*/**/*.parquet"))]
+        + ([pd.read_parquet(root / "runs.parquet")] if (root / "runs.parquet").is_file() else [])
+    )
+    from receval.config import load_config
+    from receval.task import normalize_answers
+
+    matching = load_config(root / "task.toml", default_name="b").matching
+    facts = runs.assign(answer=normalize_answers(runs["answer"].astype(str), matching))
+    facts = facts[["query_id", "answer"]].drop_duplicates()
+    extra = pd.DataFrame({"query_id": ["q0", "q1", "q6"], "answer": ["unseen 1", "unseen 2", "x"]})
+    truth = pd.concat([facts, extra], ignore_index=True)
+    if not complete:
+        truth = truth.iloc[1:]
+    key = np.array([python_key(f"{a}") for a in truth["answer"]])
+    truth["label"] = np.where(key % 3 == 0, "W", "C")
+    if classes:
+        truth["equivalence_class"] = np.where(truth["label"] == "C", [f"t{k % 2}" for k in key], "")
+    truth.to_csv(root / "truth.tsv", sep="\t", index=False)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("options", "truth"),
+    [
+        ({}, {}),
+        ({"teams": True, "layout": "one-file", "units": "uniform"}, {"classes": False}),
+        ({"classes": True}, {}),
+        ({}, {"complete": False}),
+    ],
+)
+def test_engine_score_with_truth_writes_the_in_memory_truth_check(tmp_path, options, truth):
+    """truth.tsv on the engine path: truth_check.csv (true precision, pooled recall, recall,
+    F1 and pool coverage, truth classes counted once) byte for byte; none when some output is
+    not in the truth."""
+    options = dict(options)
+    classes = options.pop("classes", False)
+    root = with_truth(make_bundle(tmp_path / "b", **options), **truth)
+    if classes:
+        with_classes(root)
+    memory = _score(root, tmp_path / "memory", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    check = [(d / "truth_check.csv") for d in (tmp_path / "memory", tmp_path / "engine")]
+    assert check[0].is_file() == truth.get("complete", True)
+    assert check[1].is_file() == check[0].is_file()
+    if check[0].is_file():
+        assert check[1].read_bytes() == check[0].read_bytes()
