@@ -71,6 +71,9 @@ class BundleView(SmallTablesView):
     popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
     #: the judgments' equivalence classes (:func:`summarise_classes`), None without any
     classes: Classes | None = field(default=None, repr=False)
+    #: the loader's fact id of each conflicting judged fact (:func:`loader_fact_ids`), indexed
+    #: by its small-table id: conflicts.csv's ``fact`` as the in-memory path numbers it
+    conflict_ids: pd.Series | None = field(default=None, repr=False)
     judge: None = None
 
     @property
@@ -119,9 +122,18 @@ class BundleView(SmallTablesView):
 
     @cached_property
     def merged(self):
+        """The merged labels (small-table fact ids), the conflicts numbered as the loader
+        numbers facts (:attr:`conflict_ids`)."""
+        import dataclasses
+
         from receval.engine.sampled_data import merged_labels
 
-        return merged_labels(self.small)
+        merged = merged_labels(self.small)
+        if self.conflict_ids is None or not len(merged.conflicts):
+            return merged
+        conflicts = merged.conflicts.copy()
+        conflicts["fact"] = self.conflict_ids.reindex(conflicts["fact"]).to_numpy(np.int64)
+        return dataclasses.replace(merged, conflicts=conflicts)
 
     @property
     def labels(self) -> pd.Series:
@@ -339,7 +351,7 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
         return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
-    summary, popularity, classes = summarise_with_classes(
+    summary, popularity, classes, ids = summarise_with_classes(
         bundle, small, engine, _anytime(options, small)
     )
     view = BundleView(
@@ -349,6 +361,7 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         engine_name=name,
         popularity=popularity,
         classes=classes,
+        conflict_ids=ids,
     )
     return view, ""
 
@@ -424,7 +437,9 @@ def summarise_for_scoring(
 ) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None]:
     """:func:`summarise_bundle`, and with ``popularity`` the anytime intervals' strata
     (:func:`receval.engine.popularity.stratum_cells`) in the same engine session."""
-    summary, strata, _ = summarise_with_classes(bundle, small, engine, popularity, classes=False)
+    summary, strata, _, _ = summarise_with_classes(
+        bundle, small, engine, popularity, classes=False
+    )
     return summary, strata
 
 
@@ -434,9 +449,11 @@ def summarise_with_classes(
     engine: Any = "duckdb",
     popularity: bool = False,
     classes: bool = True,
-) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None, Classes | None]:
+) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None, Classes | None, pd.Series | None]:
     """:func:`summarise_for_scoring` and, with ``classes``, the judgments' equivalence classes
-    (:func:`summarise_classes`; None when no class holds two facts), in one engine session."""
+    (:func:`summarise_classes`; None when no class holds two facts) and the loader's ids of
+    the conflicting judged facts (:func:`loader_fact_ids`; None without conflicts), in one
+    engine session."""
     from receval.engine.popularity import stratum_cells
     from receval.engine.summary import register_normed, summarise_runs, system_batches
 
@@ -464,8 +481,9 @@ def summarise_with_classes(
                 con, summary.systems, summary.sizes, list(small.queries["query_id"]), batches
             )
         found = summarise_classes(con, small, summary, by_system) if classes else None
+        ids = loader_fact_ids(con, small, summary, by_system) if classes else None
     _check_universe(small, summary)
-    return summary, strata, found
+    return summary, strata, found, ids
 
 
 #: the distinct facts each query of ``class_queries`` has in ``{source}`` (a group per fact of
@@ -538,6 +556,88 @@ def query_facts(con: Engine, queries: list[str], batches: list[list[str]] | None
         frame = con.query(QUERY_MERGE)
         con.con.execute("DROP TABLE class_query_parts")
     return frame.set_index("query_id")["facts"].astype(np.int64)
+
+
+#: per conflicting fact (``conflict_facts``: fact, cq, ca), the distinct facts (64-bit hashes)
+#: of its query in ``{source}`` whose answer sorts before its own
+FACTS_BELOW = """
+SELECT fact, count(*) AS below FROM (
+    SELECT c.fact, {h} AS a FROM {source} src
+    JOIN conflict_facts c ON src.query_id = c.cq AND src.answer < c.ca GROUP BY c.fact, {h}
+) t GROUP BY fact
+"""
+BELOW_PARTS = """
+SELECT c.fact, {h} AS a FROM {source} src
+JOIN conflict_facts c ON src.query_id = c.cq AND src.answer < c.ca GROUP BY c.fact, {h}
+"""
+BELOW_MERGE = """
+SELECT fact, count(*) AS below FROM (
+    SELECT fact, a FROM below_parts GROUP BY fact, a
+) t GROUP BY fact
+"""
+
+
+def loader_fact_ids(
+    con: Engine, small: SmallTables, summary: RunSummary, by_system: list[str] | None
+) -> pd.Series | None:
+    """The fact id the loader gives each conflicting judged fact x (the rank of its
+    ``(query_id, answer)`` among the facts of the runs and of the small tables, sorted): the
+    runs' distinct facts of the queries before q(x) and of q(x) with a smaller answer
+    (:data:`QUERY_FACTS`, :data:`FACTS_BELOW`: two more aggregations, run only when the
+    judgments conflict), plus the small tables' facts before x (its small-table id) less those
+    the runs output (counted twice).  Indexed by small-table id; None without conflicts."""
+    from receval.engine.sampled_data import merged_labels
+
+    conflicts = merged_labels(small).conflicts
+    if not len(conflicts):
+        return None
+    facts = np.unique(conflicts["fact"].to_numpy(np.int64))
+    duck = by_system is not None and con.name == "duckdb"
+    batches = system_batches_of(summary, by_system) if duck else None
+    queries = sorted(small.queries["query_id"])
+    per_query = query_facts(con, queries, batches).reindex(queries, fill_value=0)
+    before = pd.Series(np.cumsum(per_query.to_numpy()) - per_query.to_numpy(), index=queries)
+    frame = small.facts.loc[facts]
+    below = _facts_below(con, frame, batches)
+    pooled = np.zeros(len(small.facts), np.int64)
+    pooled[summary.members["fact"].to_numpy(np.int64)] = 1
+    pooled_before = np.cumsum(pooled) - pooled
+    ids = (
+        before.reindex(frame["query_id"]).to_numpy(np.int64)
+        + below.reindex(facts, fill_value=0).to_numpy(np.int64)
+        + facts
+        - pooled_before[facts]
+    )
+    return pd.Series(ids, index=facts)
+
+
+def _facts_below(con: Engine, frame: pd.DataFrame, batches: list[list[str]] | None) -> pd.Series:
+    """:data:`FACTS_BELOW` of the facts of ``frame`` (``query_id, answer`` by fact id)."""
+    from receval.engine.summary import _in_systems
+
+    h = con.dialect.hash64("src.answer")
+    con.register(
+        "conflict_facts",
+        pd.DataFrame(
+            {
+                "fact": frame.index.to_numpy(np.int64),
+                "cq": frame["query_id"].to_numpy(object),
+                "ca": frame["answer"].to_numpy(object),
+            }
+        ),
+    )
+    if not batches:
+        out = con.query(FACTS_BELOW.format(h=h, source="normed"))
+    else:
+        for i, batch in enumerate(batches):
+            sql = BELOW_PARTS.format(h=h, source=_in_systems(con, batch))
+            if i == 0:
+                con.create_table("below_parts", sql)
+            else:
+                con.con.execute(f"INSERT INTO below_parts {sql}")
+        out = con.query(BELOW_MERGE)
+        con.con.execute("DROP TABLE below_parts")
+    return out.set_index("fact")["below"].astype(np.int64)
 
 
 def _check_universe(small: SmallTables, summary: RunSummary) -> None:
@@ -924,7 +1024,7 @@ def bundle_sample_data(bundle, *, target: str = "micro", engine: str = "duckdb")
     from receval.engine.sampled_data import engine_sample_data, read_small_tables
 
     small = read_small_tables(bundle)
-    summary, _, classes = summarise_with_classes(bundle, small, engine)
+    summary, _, classes, _ = summarise_with_classes(bundle, small, engine)
     return engine_sample_data(small, summary, target, classes)
 
 

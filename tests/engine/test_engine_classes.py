@@ -198,3 +198,42 @@ def test_engine_score_with_truth_writes_the_in_memory_truth_check(tmp_path, opti
     assert check[1].is_file() == check[0].is_file()
     if check[0].is_file():
         assert check[1].read_bytes() == check[0].read_bytes()
+
+
+def with_conflicts(root: Path) -> Path:
+    """``root``'s judgments with a third annotator contradicting the first on every fifth
+    judged answer (and naming another class on correct ones): conflicts in many queries."""
+    judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
+    first = judgments[judgments["annotator"] == "a1"].iloc[::5]
+    third = first.assign(annotator="a3", label=np.where(first["label"] == "C", "W", "C"))
+    third2 = first.iloc[::2].assign(annotator="a4")
+    if "equivalence_class" in third2:
+        third2["equivalence_class"] = np.where(third2["label"] == "C", "other", "")
+    pd.concat([judgments, third, third2]).to_csv(root / "judgments.tsv", sep="\t", index=False)
+    return root
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"layout": "one-file", "teams": True}, {"classes": True, "units": "uniform"}],
+)
+def test_conflicts_are_numbered_as_the_loader_numbers_facts(tmp_path, monkeypatch, options):
+    """conflicts.csv on the engine path: the same fact ids as in memory (the loader's ranks of
+    (query, answer) among the runs' and the tables' facts), with runs read in batches of one
+    system or as one file, and with classes."""
+    import receval.engine.summary as summary
+
+    options = dict(options)
+    classes = options.pop("classes", False)
+    root = make_bundle(tmp_path / "b", **options)
+    if classes:
+        with_classes(root)
+    with_conflicts(root)
+    monkeypatch.setattr(summary, "BATCH_SYSTEMS", 1)
+    memory = _score(root, tmp_path / "memory", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    conflicts = pd.read_csv(tmp_path / "engine" / "conflicts.csv")
+    assert len(conflicts) >= 5 and conflicts["query_id"].nunique() >= 3
