@@ -437,9 +437,7 @@ def summarise_for_scoring(
 ) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None]:
     """:func:`summarise_bundle`, and with ``popularity`` the anytime intervals' strata
     (:func:`receval.engine.popularity.stratum_cells`) in the same engine session."""
-    summary, strata, _, _ = summarise_with_classes(
-        bundle, small, engine, popularity, classes=False
-    )
+    summary, strata, _, _ = summarise_with_classes(bundle, small, engine, popularity, classes=False)
     return summary, strata
 
 
