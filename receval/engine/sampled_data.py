@@ -2,13 +2,17 @@
 built from the runs' aggregates (:mod:`receval.engine.summary`) and the bundle's small tables,
 never holding the output rows in Python.
 
-Scope: uniform samplers (``receval sample --per-system``, either path), the ``micro`` and
-``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), no
-equivalence classes in the judgments; anything else is a ``ValueError`` naming what to use
-instead (the in-memory :func:`~receval.estimators.sample_data.build_sample_data`).  Within that
+Scope: uniform and entity-relation samplers (``receval sample --per-system``, either path; a
+judge's designs need ``judge.tsv``, which the engine path does not read), the ``micro`` and
+``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), equivalence
+classes in the judgments (each counted once, as :mod:`receval.estimators.classes` counts them:
+:func:`class_tables`), ``truth.tsv`` (:func:`true_metrics`); anything else is a ``ValueError``
+or the loader's BundleError naming what to use instead (the in-memory
+:func:`~receval.estimators.sample_data.build_sample_data`).  Within that
 scope the arrays equal :func:`build_sample_data`'s, facts included: the small tables' facts
-(judged, drawn and found in exhaustive units) are numbered in sorted ``(query_id, answer)``
-order, as the loader numbers every fact, so the drawn facts come in the same order.  The units'
+(judged, drawn, found in exhaustive units and in the truth) are numbered in sorted
+``(query_id, answer)`` order, as the loader numbers every fact, so the drawn facts come in the
+same order (the ids themselves differ: the loader numbers the runs' facts too).  The units'
 arrays (a_u, b_u, c_ui, per (unit, query)) need only which systems output each fact found in a
 unit: the same membership join as the drawn facts' (:data:`receval.engine.summary.MEMBERS`).
 One array differs: ``overlap`` (Σ_x t_i(x) s_j(x) over *every* fact, which only

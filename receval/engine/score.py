@@ -16,7 +16,13 @@ What the engine path scores: the ``joint`` and ``simple`` estimators with bootst
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
 :mod:`receval.engine.popularity`), with exhaustive units (true recall θ̂·ν̂: the units' facts
 join the membership aggregation), ``--until-decided`` rounds (their floor draws' q₀ from the
-drawn facts' memberships).  Not: equivalence classes, truth or judge tables,
+drawn facts' memberships), equivalence classes in the judgments (each class counted once:
+:func:`summarise_classes`, :func:`receval.engine.sampled_data.class_tables`; the official
+pooling-bias counts per class: :func:`official_counts_classed`), ``truth.tsv`` (the true
+metrics from the truth facts' memberships), entity-relation rounds (their design inferred and
+checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`), and
+``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`).  Not: judge tables
+(so no ``--by-judge`` rounds), classes or non-uniform rounds with anytime intervals,
 ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,

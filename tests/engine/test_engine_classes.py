@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_engine_score import _same_output_sets, _score, make_bundle
+from conftest import needs_spark
+from test_engine_score import CSVS, _same_output_sets, _score, make_bundle
 
 from receval.engine.sampled import python_key
 
@@ -237,3 +238,57 @@ def test_conflicts_are_numbered_as_the_loader_numbers_facts(tmp_path, monkeypatc
     _same_output_sets(tmp_path / "memory", tmp_path / "engine")
     conflicts = pd.read_csv(tmp_path / "engine" / "conflicts.csv")
     assert len(conflicts) >= 5 and conflicts["query_id"].nunique() >= 3
+
+
+def _kbp_parquet(root: Path) -> Path:
+    """data/kbp-sim with per-system Parquet runs, its queries without slots (single-valued
+    slots are official matching beyond facts), truth.tsv kept."""
+    import shutil
+
+    shutil.copytree(Path(__file__).parents[2] / "data" / "kbp-sim", root)
+    queries = pd.read_csv(root / "queries.tsv", sep="\t", dtype=str)
+    queries[["query_id"]].to_csv(root / "queries.tsv", sep="\t", index=False)
+    runs = pd.read_csv(root / "runs.tsv", sep="\t", dtype=str, keep_default_na=False)
+    (root / "runs.tsv").unlink()
+    (root / "runs").mkdir()
+    for system, part in runs.groupby("system"):
+        part.drop(columns="system").to_parquet(root / "runs" / f"{system}.parquet", index=False)
+    return root
+
+
+@pytest.mark.slow
+def test_engine_score_of_kbp_sim_with_truth_and_classes_is_the_in_memory_output_set(tmp_path):
+    """data/kbp-sim as Parquet (140,985 run rows, 50 exhaustive units, truth.tsv) with classes
+    added to its judgments and conflicting annotations: the same output set, truth_check.csv
+    and conflicts.csv included."""
+    root = with_conflicts(with_classes(_kbp_parquet(tmp_path / "kbp")))
+    memory = _score(root, tmp_path / "memory", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    for name in ("truth_check.csv",):
+        assert (tmp_path / "engine" / name).read_bytes() == (
+            tmp_path / "memory" / name
+        ).read_bytes()
+
+
+@pytest.mark.slow
+@needs_spark
+def test_spark_engine_score_with_classes_truth_and_entity_relation_is_duckdbs(
+    tmp_path, monkeypatch
+):
+    """``--engine spark``: the classes' query facts, the conflicts' ranks, the truth's
+    memberships and the entity-relation cells from Spark give DuckDB's output set."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = make_bundle(tmp_path / "b", teams=True)
+    with_entity_relation_round(root)
+    with_conflicts(with_classes(with_truth(root)))
+    duck = _score(root, tmp_path / "duck")
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in (*CSVS, "truth_check.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
