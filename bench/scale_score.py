@@ -24,7 +24,10 @@ threads, peak RSS of the largest process):
 * ``judge-totals``: a judge scoring every candidate fact (``judge.tsv``, 3·D per query, the
   score a function of MD5(query ␟ answer)), then ``--estimator ppi``'s known totals in SQL
   (:func:`receval.engine.judge_totals.bundle_judge_totals`; not yet wired into ``score``): its
-  self-join costs Σ_x |S(x)|² rows, S(x) the systems that output fact x.
+  self-join costs Σ_x |S(x)|² rows, S(x) the systems that output fact x;
+* ``score-classes`` / ``score-classes-in-memory``: ``score`` (default path, then
+  ``--in-memory``) with equivalence classes in the judgments (:func:`with_classes`: every
+  correct judged fact of a query in one of three classes), what TAC-KBP tasks always have.
 
     python bench/scale_score.py --task /tmp/escore/t5e7 --systems 50 --queries 1000 --depth 1000
 """
@@ -69,6 +72,48 @@ def work_bundle(task: Path, root: Path, units: int, depth: int) -> int:
                 rows.append(f"{name}\t{name}\t{answer}")
     (root / "exhaustive.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return len(rows) - 1
+
+
+def with_classes(root: Path, classes: int = 3) -> int:
+    """``root``'s judgments with an ``equivalence_class`` on every correct annotation (by
+    MD5(answer) modulo ``classes``, per query); returns the classed judgment rows."""
+    lines = (root / "judgments.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    label, answer = header.index("label"), header.index("answer")
+    out = ["\t".join([*header, "equivalence_class"])]
+    classed = 0
+    for line in lines[1:]:
+        cells = line.split("\t")
+        name = ""
+        if cells[label] == "C":
+            name = f"e{int(hashlib.md5(cells[answer].encode()).hexdigest()[:4], 16) % classes}"
+            classed += 1
+        out.append("\t".join([*cells, name]))
+    (root / "judgments.tsv").unlink()  # a copy (work_bundle): never the task's own file
+    (root / "judgments.tsv").write_text("\n".join(out) + "\n", encoding="utf-8")
+    return classed
+
+
+def score_classes(args, work: Path, command: str) -> dict:
+    """``score`` of the task with classes in its judgments (:func:`with_classes`), on the
+    default path (``score-classes``) or in memory (``score-classes-in-memory``)."""
+    bundle = work / "classes"
+    if not bundle.is_dir():
+        work_bundle(args.task, bundle, 0, args.depth)
+        with_classes(bundle)
+    extra = ["--in-memory"] if command.endswith("in-memory") else []
+    out = measure(
+        ["score", str(bundle), "--out", str(work / command), "--no-report",
+         "--seed", str(args.seed), *extra],
+        args.receval,
+    )  # fmt: skip
+    board = work / command / "leaderboard.csv"
+    if board.is_file():
+        out["leaderboard_sha256"] = hashlib.sha256(board.read_bytes()).hexdigest()
+    run = work / command / "run.json"
+    if run.is_file():
+        out["engine_path"] = "engine_path" in run.read_text(encoding="utf-8")
+    return out
 
 
 JUDGE_TOTALS = (
@@ -124,6 +169,10 @@ def main(argv: list[str] | None = None) -> None:
                 figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
                 out = measure([str(plain)], args.receval, code=JUDGE_TOTALS)
                 figures["runs"].append({"what": command, **out})
+                print(figures["runs"][-1], flush=True)
+                continue
+            if command.startswith("score-classes"):
+                figures["runs"].append({"what": command, **score_classes(args, work, command)})
                 print(figures["runs"][-1], flush=True)
                 continue
             if command in ("summary", "summary-popularity"):

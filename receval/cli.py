@@ -478,7 +478,8 @@ def _print_leaderboard(board, best_per_team: bool = False, run=None) -> None:
     default=None,
     help="Read the Parquet runs with SQL aggregates in --engine, never holding an output row "
     "in memory (the same output set; estimators joint and simple, bootstrap or anytime "
-    "intervals, exhaustive units), or load the task in memory.  Default: out of core from 10M "
+    "intervals, exhaustive units, equivalence classes, truth.tsv, entity-relation rounds), or "
+    "load the task in memory.  Default: out of core from 10M "
     "Parquet run rows when the options allow it (else a warning says why not).",
 )
 @click.option(

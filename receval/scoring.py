@@ -150,6 +150,8 @@ def true_metrics(task: Task) -> pd.DataFrame | None:
     """
     if task.truth is None:
         return None
+    if hasattr(task, "true_metrics"):  # the engine path: from the truth's memberships
+        return task.true_metrics()
     from receval.estimators.classes import class_view, truth_classes
 
     canon = truth_classes(task)

@@ -316,6 +316,12 @@ def entity_relation_cells(engine: Engine, queries: pd.DataFrame) -> pd.DataFrame
     cells = engine.query(drawing.QUERY_SIZES)
     cells = cells.astype({"facts": np.int64, "copies": np.int64})
     cells = cells.sort_values(["system", "query_id"], ignore_index=True)
+    return entity_relation_weights(cells, queries)[["system", "query_id", "facts", "weight"]]
+
+
+def entity_relation_weights(cells: pd.DataFrame, queries: pd.DataFrame) -> pd.DataFrame:
+    """``cells`` (``system, query_id, facts, copies`` per (system, query)) with the
+    entity-relation design's ``weight`` w_jq (:func:`entity_relation_cells`)."""
     q = queries.set_index("query_id")
     entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
     slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
@@ -326,7 +332,7 @@ def entity_relation_cells(engine: Engine, queries: pd.DataFrame) -> pd.DataFrame
     distinct = by_subj["facts"].transform("sum").to_numpy(float)
     inst_subj = by_subj["copies"].transform("sum").to_numpy(float)
     inst_rel = frame.groupby(["system", "rel"])["copies"].transform("sum").to_numpy(float)
-    return cells[["system", "query_id", "facts"]].assign(weight=distinct / (inst_subj * inst_rel))
+    return cells.assign(weight=distinct / (inst_subj * inst_rel))
 
 
 def hashed_units(

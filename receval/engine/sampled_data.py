@@ -2,13 +2,17 @@
 built from the runs' aggregates (:mod:`receval.engine.summary`) and the bundle's small tables,
 never holding the output rows in Python.
 
-Scope: uniform samplers (``receval sample --per-system``, either path), the ``micro`` and
-``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), no
-equivalence classes in the judgments; anything else is a ``ValueError`` naming what to use
-instead (the in-memory :func:`~receval.estimators.sample_data.build_sample_data`).  Within that
+Scope: uniform and entity-relation samplers (``receval sample --per-system``, either path; a
+judge's designs need ``judge.tsv``, which the engine path does not read), the ``micro`` and
+``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), equivalence
+classes in the judgments (each counted once, as :mod:`receval.estimators.classes` counts them:
+:func:`class_tables`), ``truth.tsv`` (:func:`true_metrics`); anything else is a ``ValueError``
+or the loader's BundleError naming what to use instead (the in-memory
+:func:`~receval.estimators.sample_data.build_sample_data`).  Within that
 scope the arrays equal :func:`build_sample_data`'s, facts included: the small tables' facts
-(judged, drawn and found in exhaustive units) are numbered in sorted ``(query_id, answer)``
-order, as the loader numbers every fact, so the drawn facts come in the same order.  The units'
+(judged, drawn, found in exhaustive units and in the truth) are numbered in sorted
+``(query_id, answer)`` order, as the loader numbers every fact, so the drawn facts come in the
+same order (the ids themselves differ: the loader numbers the runs' facts too).  The units'
 arrays (a_u, b_u, c_ui, per (unit, query)) need only which systems output each fact found in a
 unit: the same membership join as the drawn facts' (:data:`receval.engine.summary.MEMBERS`).
 One array differs: ``overlap`` (Σ_x t_i(x) s_j(x) over *every* fact, which only
@@ -32,8 +36,9 @@ if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
 
 
-#: the optional tables :func:`read_small_tables` does not read (their names kept in
-#: :attr:`SmallTables.optional`: the engine path refuses them)
+#: the optional tables listed in :attr:`SmallTables.optional` when the bundle has them (the
+#: consumers that do not use them refuse them); ``truth`` is read when asked
+#: (:func:`read_small_tables` ``truth=True``), ``judge`` never
 NOT_READ = ("truth", "judge")
 
 
@@ -52,6 +57,8 @@ class SmallTables:
     optional: tuple[str, ...]  # the optional tables the bundle has and that are not read here
     exhaustive_units: pd.DataFrame  # unit, prob [, draws, design, ...] (checked)
     exhaustive: pd.DataFrame  # unit, query_id, answer (normalised), answer_raw, fact [, documents]
+    #: truth.tsv (``query_id, answer, fact, value [, equivalence_class]``) when read
+    truth: pd.DataFrame | None = None
 
 
 class SmallTablesView:
@@ -85,8 +92,11 @@ class SmallTablesView:
         return self.small.files
 
 
-def read_small_tables(bundle) -> SmallTables:
-    """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's."""
+def read_small_tables(bundle, *, truth: bool = False) -> SmallTables:
+    """The small tables of ``bundle`` (:class:`SmallTables`); BundleError as the loader's.
+    With ``truth``, its ``truth.tsv`` too (checked and deduplicated as the loader does; its
+    facts numbered with the others')."""
+    from receval.bundle.checks import _check_truth, _dedupe_truth
     from receval.config import load_config
     from receval.task import (
         _check_exhaustive,
@@ -116,6 +126,11 @@ def read_small_tables(bundle) -> SmallTables:
     )
     exhaustive = exhaustive.copy()
     frames = [judgments, samples, exhaustive]
+    truth_source = _table_source(root, "truth", files) if truth else None
+    truth_frame = _check_truth(truth_source, config, known)
+    if truth_frame is not None:
+        truth_frame = truth_frame.copy()
+        frames.append(truth_frame)
     for frame in frames:
         frame["query_id"] = frame["query_id"].astype(str).str.strip()
         frame["answer_raw"] = frame["answer"]
@@ -124,6 +139,8 @@ def read_small_tables(bundle) -> SmallTables:
     for frame, fact in zip(frames, numbers, strict=True):
         frame["fact"] = fact
     optional = tuple(name for name in NOT_READ if bundle.table(name) is not None)
+    if truth_frame is not None:
+        truth_frame = _dedupe_truth(truth_frame, truth_source.path)
     return SmallTables(
         config=config,
         queries=queries,
@@ -135,6 +152,7 @@ def read_small_tables(bundle) -> SmallTables:
         optional=optional,
         exhaustive_units=units,
         exhaustive=exhaustive.reset_index(drop=True),
+        truth=truth_frame,
     )
 
 
@@ -199,16 +217,6 @@ def _number_facts_pandas(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, list
     return facts, numbers
 
 
-def check_scope(small: SmallTables) -> None:
-    """ValueError unless the engine's arrays cover this bundle (module docstring)."""
-    ec = small.judgments["equivalence_class"].astype(str).str.strip()
-    if (~ec.isin(("", "0"))).any():
-        raise ValueError(
-            "judgments: equivalence classes are not in the engine's sample data yet; "
-            "use the in-memory path"
-        )
-
-
 def merged_labels(small: SmallTables):
     """:func:`receval.merge.merge_labels` of the judgments (labels indexed by fact)."""
     from receval.merge import merge_labels
@@ -216,11 +224,182 @@ def merged_labels(small: SmallTables):
     return merge_labels(small.judgments, small.config.merge_rule, small.config.tie_policy)
 
 
+# ---------------------------------------------------------------------------------------------
+# equivalence classes counted once
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The judgments' equivalence classes over the small tables' facts
+    (:mod:`receval.estimators.classes`): ``canon`` the canonical fact of every small-table fact
+    (the smallest fact id of its class; itself outside classes); ``members`` the runs'
+    memberships collapsed per (canonical fact, system): ``copies`` summed and ``facts`` the
+    class's member facts the system output; ``query_facts`` the distinct facts the runs output
+    in each query where some class holds two facts (for :attr:`unresolved`)."""
+
+    canon: np.ndarray
+    members: pd.DataFrame
+    query_facts: pd.Series
+
+    @property
+    def aliased(self) -> int:
+        """Classes of the judgments holding several facts."""
+        moved = np.flatnonzero(self.canon != np.arange(self.canon.size))
+        return int(np.unique(self.canon[moved]).size)
+
+    def queries(self, facts: pd.DataFrame) -> np.ndarray:
+        """The queries where some class holds two facts."""
+        moved = np.flatnonzero(self.canon != np.arange(self.canon.size))
+        return pd.unique(facts["query_id"].to_numpy()[moved])
+
+
+def class_canon(small: SmallTables) -> np.ndarray | None:
+    """The canonical fact of every small-table fact, or None when no class of the judgments
+    holds two facts (:func:`receval.estimators.classes.canonical_facts`, which reads only the
+    merged votes and labels: every class member is a judged fact of the small tables)."""
+    from types import SimpleNamespace
+
+    from receval.estimators.classes import canonical_facts
+
+    merged = merged_labels(small)
+    return canonical_facts(SimpleNamespace(merged=merged, labels=merged.labels, facts=small.facts))
+
+
+def collapse_members(members: pd.DataFrame, canon: np.ndarray) -> pd.DataFrame:
+    """``fact, system, copies, facts``: ``members`` per (canonical fact, system)."""
+    out = members.assign(fact=canon[members["fact"].to_numpy(np.int64)], facts=1)
+    grouped = out.groupby(["fact", "system"], sort=True, observed=True)
+    collapsed = grouped[["copies", "facts"]].sum().reset_index()
+    return collapsed.astype({"fact": np.int64, "copies": np.int64, "facts": np.int64})
+
+
+def class_tables(
+    small: SmallTables, summary: RunSummary, classes: Classes
+) -> tuple[SmallTables, RunSummary]:
+    """The small tables and the runs' aggregates seen with one fact per class, as
+    :func:`receval.estimators.classes.class_view` sees the task: each system's aliases of one
+    class count once in |X_i| and in its (system, query) cell (k aliases output: k − 1 fewer
+    facts), memberships per canonical fact, the judgments, draws and exhaustive rows remapped
+    (an exhaustive unit finding two aliases finds the class once, with the largest
+    ``documents``).  ``rows``, the pool and the teams' facts stay as the runs have them."""
+    import dataclasses
+
+    from receval.estimators.classes import _remap
+
+    canon = classes.canon
+    members = classes.members
+    extra = members[members["facts"] > 1].assign(
+        query_id=small.facts["query_id"].to_numpy()[members.loc[members["facts"] > 1, "fact"]],
+        less=lambda f: f["facts"] - 1,
+    )
+    systems = pd.Index(summary.systems)
+    fewer = extra.groupby("system")["less"].sum().reindex(systems, fill_value=0).to_numpy(float)
+    per_cell = extra.groupby(["system", "query_id"])["less"].sum()
+    cells = summary.cells.copy()
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+    cells["facts"] = cells["facts"] - per_cell.reindex(key, fill_value=0).to_numpy()
+    exhaustive = small.exhaustive
+    if len(exhaustive):
+        exhaustive = _remap(exhaustive, canon)
+        if "documents" in exhaustive.columns:
+            d = pd.to_numeric(exhaustive["documents"], errors="coerce")
+            most = d.groupby(exhaustive["fact"].to_numpy(), observed=True).transform("max")
+            exhaustive = exhaustive.assign(documents=most.to_numpy())
+        exhaustive = exhaustive.drop_duplicates(["unit", "fact"]).reset_index(drop=True)
+    small = dataclasses.replace(
+        small,
+        judgments=_remap(small.judgments, canon),
+        samples=_remap(small.samples, canon),
+        exhaustive=exhaustive,
+    )
+    summary = dataclasses.replace(
+        summary,
+        sizes=summary.sizes - fewer,
+        cells=cells,
+        members=members[["fact", "system", "copies"]],
+    )
+    return small, summary
+
+
+def unresolved_outputs(small: SmallTables, summary: RunSummary, classes: Classes) -> int:
+    """:func:`receval.estimators.classes.unresolved_outputs` from the aggregates: the distinct
+    facts output in the queries where a class holds two facts (``classes.query_facts``, SQL)
+    less the labelled ones among them (their memberships)."""
+    labels = merged_labels(small).labels
+    queries = classes.queries(small.facts)
+    pooled = np.unique(summary.members["fact"].to_numpy(np.int64))
+    labelled = np.intersect1d(pooled, labels.index.to_numpy(np.int64))
+    in_queries = np.isin(small.facts["query_id"].to_numpy()[labelled], queries)
+    total = int(classes.query_facts.reindex(queries, fill_value=0).sum())
+    return total - int(in_queries.sum())
+
+
+def drawn_proposals(
+    small: SmallTables,
+    raw: RunSummary,
+    drawn: np.ndarray,
+    member: np.ndarray,
+    samplers: list,
+    classes: Classes | None,
+) -> np.ndarray:
+    """s_j(x) of each sampler's design at the drawn facts (D, J): the design's probability of
+    the fact in system j's output (:func:`design_probabilities`, ``raw`` the runs' aggregates
+    as they are), with ``classes`` summed over each drawn class's member facts one term per
+    member (:func:`receval.estimators.classes.class_probabilities`).  ``member`` (D, m)."""
+    systems = pd.Index(raw.systems)
+    proposal = np.zeros((drawn.size, len(samplers)))
+    for design in sorted({s.design for s in samplers}):
+        cells = design_probabilities(small, raw, design)
+        at = _design_at_drawn(small, raw, drawn, member, cells, classes)
+        for j, sampler in enumerate(samplers):
+            if sampler.design == design:
+                proposal[:, j] = at[:, systems.get_loc(sampler.system)]
+    return proposal
+
+
+def _design_at_drawn(
+    small: SmallTables,
+    raw: RunSummary,
+    drawn: np.ndarray,
+    member: np.ndarray,
+    cells: pd.Series,
+    classes: Classes | None,
+) -> np.ndarray:
+    """(D, m): a design's s_j(x) (``cells``, per (system, query)) at each drawn fact."""
+    systems = pd.Index(raw.systems)
+    fact_query = small.facts["query_id"].to_numpy()
+    out = np.zeros((drawn.size, len(systems)))
+    if classes is None:
+        rows, cols = np.nonzero(member)
+        key = pd.MultiIndex.from_arrays([systems[cols], fact_query[drawn[rows]]])
+        out[rows, cols] = cells.reindex(key).to_numpy(float)
+        return out
+    members = raw.members
+    fact = members["fact"].to_numpy(np.int64)
+    key = pd.MultiIndex.from_arrays([members["system"].to_numpy(), fact_query[fact]])
+    frame = pd.DataFrame(
+        {
+            "system": systems.get_indexer(members["system"]),
+            "fact": classes.canon[fact],
+            "s": cells.reindex(key).to_numpy(float),
+        }
+    )
+    frame = frame[np.isin(frame["fact"].to_numpy(), drawn)]
+    summed = frame.groupby(["system", "fact"], sort=False, observed=True)["s"].sum()
+    out[
+        np.searchsorted(drawn, summed.index.get_level_values("fact").to_numpy(np.int64)),
+        summed.index.get_level_values("system").to_numpy(np.int64),
+    ] = summed.to_numpy(float)
+    return out
+
+
 def samplers_of(small: SmallTables, summary: RunSummary) -> list:
-    """The (sample, system) samplers in sorted order, each checked: its system has outputs,
-    every drawn fact is one of them, ``prob`` = 1/|X_j| (within 1e-4, as
-    :func:`receval.design.infer_designs` checks the uniform design)."""
-    from receval.design import Sampler
+    """The (sample, system) samplers in sorted order, each checked as
+    :func:`receval.design.infer_designs` checks them (same messages): its system has outputs,
+    every drawn fact is one of them, and its recorded ``prob`` is its declared design's (or,
+    undeclared, the first built-in design reproducing them within 1e-4): ``uniform``
+    (1/|X_j|) or ``entity-relation`` (:func:`design_probabilities`)."""
+    from receval.design import Sampler, _candidate_designs, _matching_design
 
     samples, path = small.samples, small.samples_path
     if not len(samples):
@@ -228,18 +407,66 @@ def samplers_of(small: SmallTables, summary: RunSummary) -> list:
     sizes = pd.Series(summary.sizes, index=summary.systems)
     _check_drawn(samples, summary, sizes, path)
     declared = samples["design"] if "design" in samples else pd.Series("", index=samples.index)
-    expected = 1.0 / sizes.reindex(samples["system"]).to_numpy(float)
-    ok = np.isclose(samples["prob"].to_numpy(float), expected, rtol=1e-4, atol=0)
-    ok &= declared.astype(str).str.strip().isin(["", "uniform"]).to_numpy()
-    raise_first_bad(
-        samples,
-        path,
-        ~ok,
-        "not a uniform draw of this system's facts: the engine's sample data covers the "
-        "uniform design only (use the in-memory path)",
+    expected = _DrawnProbabilities(small, summary)
+    out = []
+    for (sample, system), rows in samples.groupby(["sample", "system"], sort=True, observed=True):
+        where = (path, sample, system)
+        candidates = _candidate_designs(declared.loc[rows.index], rows, False, where)
+        design = _matching_design(expected, candidates, rows, where)
+        out.append(Sampler(str(sample), str(system), design, len(rows)))
+    return out
+
+
+class _DrawnProbabilities:
+    """s_j of a design at every draw of ``small.samples`` (a Series on its index), the
+    in-memory :class:`receval.design._DrawProbabilities` from the aggregates."""
+
+    def __init__(self, small: SmallTables, summary: RunSummary) -> None:
+        self.small, self.summary, self.cache = small, summary, {}
+
+    def __call__(self, design: str) -> pd.Series:
+        if design not in self.cache:
+            samples = self.small.samples
+            cells = design_probabilities(self.small, self.summary, design)
+            key = pd.MultiIndex.from_frame(samples[["system", "query_id"]])
+            self.cache[design] = pd.Series(cells.reindex(key).to_numpy(float), index=samples.index)
+        return self.cache[design]
+
+
+def design_probabilities(small: SmallTables, summary: RunSummary, design: str) -> pd.Series:
+    """s_j(x) of ``design`` for the facts of every (system, query) cell of the runs (the same
+    for every fact of one cell under the engine's designs), indexed by (system, query_id):
+    ``uniform`` 1/|X_j|; ``entity-relation`` w_jq / Σ_{x ∈ X_j} w (w_jq:
+    :func:`receval.engine.sampled.entity_relation_weights`; the sum over X_j taken fact by fact
+    in query order, as :func:`receval.design.sampling_probabilities` sums it).  ValueError for
+    a design the engine path does not compute (the judge's)."""
+    cells = summary.cells
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+    if design == "uniform":
+        size = pd.Series(summary.sizes, index=summary.systems).reindex(cells["system"])
+        return pd.Series(1.0 / np.maximum(size.to_numpy(float), 1), index=key)
+    if design != "entity-relation":
+        raise ValueError(
+            f"the engine path computes the uniform and entity-relation designs, not {design!r} "
+            "(score in memory)"
+        )
+    from receval.engine.sampled import entity_relation_weights
+
+    frame = cells.rename(columns={"n_rows": "copies"}).sort_values(
+        ["system", "query_id"], ignore_index=True
     )
-    groups = samples.groupby(["sample", "system"], sort=True, observed=True).size()
-    return [Sampler(str(a), str(b), "uniform", int(n)) for (a, b), n in groups.items()]
+    frame = entity_relation_weights(frame, small.queries)
+    out = []
+    for _system, part in frame.groupby("system", sort=False):
+        w = part["weight"].to_numpy(float)
+        total = (
+            pd.Series(np.repeat(w, part["facts"].to_numpy(np.int64)))
+            .groupby(np.zeros(int(part["facts"].sum()), np.int64))
+            .transform("sum")
+        )
+        out.append(w / (total.iloc[0] if len(total) else 1.0))
+    prob = np.concatenate(out) if out else np.zeros(0)
+    return pd.Series(prob, index=pd.MultiIndex.from_frame(frame[["system", "query_id"]]))
 
 
 def _check_drawn(samples: pd.DataFrame, summary: RunSummary, sizes: pd.Series, path) -> None:
@@ -294,19 +521,28 @@ def fact_targets(
 
 
 def engine_sample_data(
-    small: SmallTables, summary: RunSummary, target: str = "micro"
+    small: SmallTables,
+    summary: RunSummary,
+    target: str = "micro",
+    classes: Classes | None = None,
 ) -> SampleData:
     """The estimators' arrays from the small tables and the runs' aggregates (module docstring).
 
     Python holds the draws, the labels, (D × m) membership of the drawn and labelled facts and
-    per-system / per-query aggregates: memory flat in the number of output rows.
+    per-system / per-query aggregates: memory flat in the number of output rows.  With
+    ``classes`` (:func:`receval.engine.score.summarise_classes`) every equivalence class counts
+    once (:func:`class_tables`), drawn with its members' summed probability
+    (:func:`drawn_proposals`), as :func:`~receval.estimators.sample_data.build_sample_data`.
     """
     from receval.estimators.sample_data import SampleData, _sampler_rounds
 
-    check_scope(small)
+    samplers = samplers_of(small, summary)  # on the runs as they are (before the classes)
+    raw, unresolved = summary, 0
+    if classes is not None:
+        unresolved = unresolved_outputs(small, summary, classes)
+        small, summary = class_tables(small, summary, classes)
     samples, m = small.samples, len(summary.systems)
     sys_index = {s: i for i, s in enumerate(summary.systems)}
-    samplers = samplers_of(small, summary)
     key_of = {(s.sample, s.system): j for j, s in enumerate(samplers)}
     j_all = np.array(
         [key_of[(a, b)] for a, b in zip(samples["sample"], samples["system"], strict=True)],
@@ -324,8 +560,7 @@ def engine_sample_data(
     member = member_matrix(summary, drawn)
     tgt = fact_targets(small, summary, drawn, member, target)
     own = np.array([sys_index[s.system] for s in samplers], np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        proposal = np.where(member[:, own], 1.0 / summary.sizes[own], 0.0)
+    proposal = drawn_proposals(small, raw, drawn, member, samplers, classes)
     census, census_precision, judged_out = _census(small, summary, labels, target)
     queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)
@@ -353,6 +588,8 @@ def engine_sample_data(
         census_precision=census_precision,
         judged=judged_out,
         target_kind=target,
+        aliased_classes=0 if classes is None else classes.aliased,
+        unresolved_outputs=unresolved,
         queries=queries,
         draw_query=fact_query[drawn[draw_fact]] if drawn.size else np.empty(0, np.int64),
         query_sizes=query_sizes(summary, q_index),
@@ -449,3 +686,50 @@ def _query_correct(summary: RunSummary, labels: pd.Series, fact_query: np.ndarra
     if ids.size:
         np.add.at(out, fact_query[ids], member * labels.reindex(ids).to_numpy(float)[:, None])
     return out
+
+
+def true_metrics(small: SmallTables, summary: RunSummary) -> pd.DataFrame | None:
+    """:func:`receval.scoring.true_metrics` from the truth's memberships (its facts are in the
+    ``wanted`` join of :data:`receval.engine.summary.MEMBERS`): true precision, pooled recall,
+    recall and F1 per system, each class of ``truth.tsv`` counted once; None without truth or
+    when some output is not in it (the runs' facts outside the truth: |X_i| larger than the
+    system's truth facts)."""
+    from types import SimpleNamespace
+
+    from receval.estimators.classes import _remap, truth_classes
+    from receval.estimators.recall import f1_score
+
+    truth = small.truth
+    if truth is None:
+        return None
+    members = summary.members
+    value = np.full(len(small.facts), np.nan)
+    value[truth["fact"].to_numpy(np.int64)] = truth["value"].to_numpy(float)
+    covered = members[~np.isnan(value[members["fact"].to_numpy(np.int64)])]
+    if len(covered) < summary.sizes.sum():
+        return None
+    canon = truth_classes(SimpleNamespace(truth=truth, facts=small.facts))
+    if canon is not None:  # the class's largest value, on its canonical fact
+        truth = _remap(truth, canon).sort_values("value", ascending=False)
+        truth = truth.drop_duplicates("fact").sort_index()
+        value[truth["fact"].to_numpy(np.int64)] = truth["value"].to_numpy(float)
+        covered = collapse_members(covered, canon)
+    frame = pd.DataFrame(
+        {
+            "system": covered["system"].to_numpy(),
+            "fact": covered["fact"].to_numpy(np.int64),
+            "label": value[covered["fact"].to_numpy(np.int64)],
+        }
+    )
+    pool_true = frame.loc[frame["label"] == 1, "fact"].nunique()
+    universe_true = int((truth["value"] == 1).sum())
+    g = frame.groupby("system", observed=True)["label"]
+    correct = g.sum()
+    metrics = pd.DataFrame({"precision": g.mean()})
+    metrics["pooled_recall"] = correct / pool_true if pool_true else np.nan
+    metrics["recall"] = correct / universe_true if universe_true else np.nan
+    metrics["f1"] = f1_score(metrics["precision"].to_numpy(), metrics["recall"].to_numpy())
+    metrics.attrs["pool_coverage"] = pool_true / universe_true if universe_true else np.nan
+    metrics.attrs["pool_correct"] = pool_true
+    metrics.attrs["universe_correct"] = universe_true
+    return metrics

@@ -16,7 +16,13 @@ What the engine path scores: the ``joint`` and ``simple`` estimators with bootst
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
 :mod:`receval.engine.popularity`), with exhaustive units (true recall θ̂·ν̂: the units' facts
 join the membership aggregation), ``--until-decided`` rounds (their floor draws' q₀ from the
-drawn facts' memberships).  Not: equivalence classes, truth or judge tables,
+drawn facts' memberships), equivalence classes in the judgments (each class counted once:
+:func:`summarise_classes`, :func:`receval.engine.sampled_data.class_tables`; the official
+pooling-bias counts per class: :func:`official_counts_classed`), ``truth.tsv`` (the true
+metrics from the truth facts' memberships), entity-relation rounds (their design inferred and
+checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`), and
+``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`).  Not: judge tables
+(so no ``--by-judge`` rounds), classes or non-uniform rounds with anytime intervals,
 ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
@@ -37,7 +43,8 @@ import pandas as pd
 from receval.engine.sampled_data import SmallTablesView
 
 if TYPE_CHECKING:
-    from receval.engine.sampled_data import SmallTables
+    from receval.engine.base import Engine
+    from receval.engine.sampled_data import Classes, SmallTables
     from receval.engine.summary import RunSummary
     from receval.estimators.sample_data import SampleData
 
@@ -68,8 +75,24 @@ class BundleView(SmallTablesView):
     #: the anytime intervals' strata (:func:`receval.engine.popularity.stratum_cells`): the
     #: per (system, query, stratum) facts and the uniform design's floor; None when not asked
     popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
-    truth: None = None
+    #: the judgments' equivalence classes (:func:`summarise_classes`), None without any
+    classes: Classes | None = field(default=None, repr=False)
+    #: the loader's fact id of each conflicting judged fact (:func:`loader_fact_ids`), indexed
+    #: by its small-table id: conflicts.csv's ``fact`` as the in-memory path numbers it
+    conflict_ids: pd.Series | None = field(default=None, repr=False)
     judge: None = None
+
+    @property
+    def truth(self) -> pd.DataFrame | None:
+        return self.small.truth
+
+    def true_metrics(self) -> pd.DataFrame | None:
+        """The true metrics against ``truth.tsv``
+        (:func:`receval.engine.sampled_data.true_metrics`, what
+        :func:`receval.scoring.true_metrics` computes from the output rows)."""
+        from receval.engine.sampled_data import true_metrics
+
+        return true_metrics(self.small, self.summary)
 
     @property
     def exhaustive_units(self) -> pd.DataFrame:
@@ -105,9 +128,18 @@ class BundleView(SmallTablesView):
 
     @cached_property
     def merged(self):
+        """The merged labels (small-table fact ids), the conflicts numbered as the loader
+        numbers facts (:attr:`conflict_ids`)."""
+        import dataclasses
+
         from receval.engine.sampled_data import merged_labels
 
-        return merged_labels(self.small)
+        merged = merged_labels(self.small)
+        if self.conflict_ids is None or not len(merged.conflicts):
+            return merged
+        conflicts = merged.conflicts.copy()
+        conflicts["fact"] = self.conflict_ids.reindex(conflicts["fact"]).to_numpy(np.int64)
+        return dataclasses.replace(merged, conflicts=conflicts)
 
     @property
     def labels(self) -> pd.Series:
@@ -145,7 +177,10 @@ class BundleView(SmallTablesView):
         """The estimators' arrays (:func:`receval.engine.sampled_data.engine_sample_data`)."""
         from receval.engine.sampled_data import engine_sample_data
 
-        return _cached_data(self, target, engine_sample_data)
+        def build(small, summary, target):
+            return engine_sample_data(small, summary, target, self.classes)
+
+        return _cached_data(self, target, build)
 
     def checksums(self) -> dict[str, str]:
         from receval.task import Task
@@ -233,10 +268,13 @@ def unsupported(options, small: SmallTables) -> str:
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
     for table in small.optional:
+        if table == "truth" and small.truth is not None:
+            continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
-    ec = small.judgments["equivalence_class"].astype(str).str.strip()
-    if (~ec.isin(("", "0"))).any():
-        return "equivalence classes in judgments.tsv"
+    if _anytime(options, small) and _has_classes(small):
+        return "equivalence classes in judgments.tsv with anytime intervals"
+    if _anytime(options, small) and _declared_designs(small) - {"uniform"}:
+        return "rounds of a design other than uniform with anytime intervals"
     for column in ("provenance", "relation_provenance", "ec_mention_type"):
         if (
             column in small.judgments
@@ -246,6 +284,19 @@ def unsupported(options, small: SmallTables) -> str:
     if "hop" in small.queries or _single_valued(small.queries):
         return "queries.tsv with hops or single-valued slots (official matching beyond facts)"
     return ""
+
+
+def _has_classes(small: SmallTables) -> bool:
+    """Whether some judgment names an equivalence class."""
+    ec = small.judgments["equivalence_class"].astype(str).str.strip()
+    return bool((~ec.isin(("", "0"))).any())
+
+
+def _declared_designs(small: SmallTables) -> set[str]:
+    """The designs samples.tsv declares (its ``design`` column)."""
+    if "design" not in small.samples:
+        return set()
+    return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
 
 
 def _single_valued(queries: pd.DataFrame) -> bool:
@@ -299,16 +350,24 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         return None, ""
     from receval.engine.sampled_data import read_small_tables
 
-    small = read_small_tables(bundle)
+    small = read_small_tables(bundle, truth=True)
     problem = unsupported(options, small)
     if problem:
         if out_of_core:
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
         return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
-    summary, popularity = summarise_for_scoring(bundle, small, engine, _anytime(options, small))
+    summary, popularity, classes, ids = summarise_with_classes(
+        bundle, small, engine, _anytime(options, small)
+    )
     view = BundleView(
-        root=bundle.root, small=small, summary=summary, engine_name=name, popularity=popularity
+        root=bundle.root,
+        small=small,
+        summary=summary,
+        engine_name=name,
+        popularity=popularity,
+        classes=classes,
+        conflict_ids=ids,
     )
     return view, ""
 
@@ -384,6 +443,21 @@ def summarise_for_scoring(
 ) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None]:
     """:func:`summarise_bundle`, and with ``popularity`` the anytime intervals' strata
     (:func:`receval.engine.popularity.stratum_cells`) in the same engine session."""
+    summary, strata, _, _ = summarise_with_classes(bundle, small, engine, popularity, classes=False)
+    return summary, strata
+
+
+def summarise_with_classes(
+    bundle,
+    small: SmallTables,
+    engine: Any = "duckdb",
+    popularity: bool = False,
+    classes: bool = True,
+) -> tuple[RunSummary, tuple[pd.DataFrame, float] | None, Classes | None, pd.Series | None]:
+    """:func:`summarise_for_scoring` and, with ``classes``, the judgments' equivalence classes
+    (:func:`summarise_classes`; None when no class holds two facts) and the loader's ids of
+    the conflicting judged facts (:func:`loader_fact_ids`; None without conflicts), in one
+    engine session."""
     from receval.engine.popularity import stratum_cells
     from receval.engine.summary import register_normed, summarise_runs, system_batches
 
@@ -410,8 +484,164 @@ def summarise_for_scoring(
             strata = stratum_cells(
                 con, summary.systems, summary.sizes, list(small.queries["query_id"]), batches
             )
+        found = summarise_classes(con, small, summary, by_system) if classes else None
+        ids = loader_fact_ids(con, small, summary, by_system) if classes else None
     _check_universe(small, summary)
-    return summary, strata
+    return summary, strata, found, ids
+
+
+#: the distinct facts each query of ``class_queries`` has in ``{source}`` (a group per fact of
+#: those queries, then per query), or in ``class_query_parts`` (one batch of systems' facts)
+QUERY_FACTS = """
+SELECT query_id, count(*) AS facts FROM (
+    SELECT src.query_id, {h} AS a FROM {source} src
+    JOIN class_queries c ON src.query_id = c.query_id GROUP BY src.query_id, {h}
+) t GROUP BY query_id
+"""
+QUERY_PARTS = """
+SELECT src.query_id, {h} AS a FROM {source} src
+JOIN class_queries c ON src.query_id = c.query_id GROUP BY src.query_id, {h}
+"""
+QUERY_MERGE = """
+SELECT query_id, count(*) AS facts FROM (
+    SELECT query_id, a FROM class_query_parts GROUP BY query_id, a
+) t GROUP BY query_id
+"""
+
+
+def summarise_classes(
+    con: Engine, small: SmallTables, summary: RunSummary, by_system: list[str] | None
+) -> Classes | None:
+    """The judgments' equivalence classes (:class:`receval.engine.sampled_data.Classes`): the
+    canonical facts from the small tables, the memberships collapsed per class, and one more
+    aggregation over the runs' rows of the queries where a class holds two facts (their
+    distinct facts: the outputs that could be aliases nobody judged).  None without classes."""
+    from receval.engine.sampled_data import Classes, class_canon, collapse_members
+
+    canon = class_canon(small)
+    if canon is None:
+        return None
+    moved = np.flatnonzero(canon != np.arange(canon.size))
+    queries = sorted(pd.unique(small.facts["query_id"].to_numpy()[moved]))
+    duck = by_system is not None and con.name == "duckdb"
+    batches = system_batches_of(summary, by_system) if duck else None
+    return Classes(
+        canon=canon,
+        members=collapse_members(summary.members, canon),
+        query_facts=query_facts(con, queries, batches),
+    )
+
+
+def system_batches_of(summary: RunSummary, by_system: list[str]) -> list[list[str]]:
+    from receval.engine.summary import system_batches
+
+    return system_batches(summary.cells, by_system)
+
+
+def query_facts(con: Engine, queries: list[str], batches: list[list[str]] | None) -> pd.Series:
+    """Distinct facts (64-bit hashes of the normalised answer, as :data:`RUN_CELLS` counts
+    them) the runs output in each of ``queries``: :data:`QUERY_FACTS` in one query, or (DuckDB,
+    one file per system) each batch's :data:`QUERY_PARTS` in a table merged by
+    :data:`QUERY_MERGE` (an aggregate over a hundred UNION ALL branches does not stay bounded:
+    :mod:`receval.engine.summary`)."""
+    from receval.engine.summary import _in_systems
+
+    h = con.dialect.hash64("answer")
+    con.register("class_queries", pd.DataFrame({"query_id": list(queries)}, dtype=object))
+    if not batches:
+        frame = con.query(QUERY_FACTS.format(h=h, source="normed"))
+    else:
+        for i, batch in enumerate(batches):
+            sql = QUERY_PARTS.format(h=h, source=_in_systems(con, batch))
+            if i == 0:
+                con.create_table("class_query_parts", sql)
+            else:
+                con.con.execute(f"INSERT INTO class_query_parts {sql}")
+        frame = con.query(QUERY_MERGE)
+        con.con.execute("DROP TABLE class_query_parts")
+    return frame.set_index("query_id")["facts"].astype(np.int64)
+
+
+#: per conflicting fact (``conflict_facts``: fact, cq, ca), the distinct facts (64-bit hashes)
+#: of its query in ``{source}`` whose answer sorts before its own
+FACTS_BELOW = """
+SELECT fact, count(*) AS below FROM (
+    SELECT c.fact, {h} AS a FROM {source} src
+    JOIN conflict_facts c ON src.query_id = c.cq AND src.answer < c.ca GROUP BY c.fact, {h}
+) t GROUP BY fact
+"""
+BELOW_PARTS = """
+SELECT c.fact, {h} AS a FROM {source} src
+JOIN conflict_facts c ON src.query_id = c.cq AND src.answer < c.ca GROUP BY c.fact, {h}
+"""
+BELOW_MERGE = """
+SELECT fact, count(*) AS below FROM (
+    SELECT fact, a FROM below_parts GROUP BY fact, a
+) t GROUP BY fact
+"""
+
+
+def loader_fact_ids(
+    con: Engine, small: SmallTables, summary: RunSummary, by_system: list[str] | None
+) -> pd.Series | None:
+    """The fact id the loader gives each conflicting judged fact x (the rank of its
+    ``(query_id, answer)`` among the facts of the runs and of the small tables, sorted): the
+    runs' distinct facts of the queries before q(x) and of q(x) with a smaller answer
+    (:data:`QUERY_FACTS`, :data:`FACTS_BELOW`: two more aggregations, run only when the
+    judgments conflict), plus the small tables' facts before x (its small-table id) less those
+    the runs output (counted twice).  Indexed by small-table id; None without conflicts."""
+    from receval.engine.sampled_data import merged_labels
+
+    conflicts = merged_labels(small).conflicts
+    if not len(conflicts):
+        return None
+    facts = np.unique(conflicts["fact"].to_numpy(np.int64))
+    duck = by_system is not None and con.name == "duckdb"
+    batches = system_batches_of(summary, by_system) if duck else None
+    queries = sorted(small.queries["query_id"])
+    per_query = query_facts(con, queries, batches).reindex(queries, fill_value=0)
+    before = pd.Series(np.cumsum(per_query.to_numpy()) - per_query.to_numpy(), index=queries)
+    frame = small.facts.loc[facts]
+    below = _facts_below(con, frame, batches)
+    pooled = np.zeros(len(small.facts), np.int64)
+    pooled[summary.members["fact"].to_numpy(np.int64)] = 1
+    pooled_before = np.cumsum(pooled) - pooled
+    ids = (
+        before.reindex(frame["query_id"]).to_numpy(np.int64)
+        + below.reindex(facts, fill_value=0).to_numpy(np.int64)
+        + facts
+        - pooled_before[facts]
+    )
+    return pd.Series(ids, index=facts)
+
+
+def _facts_below(con: Engine, frame: pd.DataFrame, batches: list[list[str]] | None) -> pd.Series:
+    """:data:`FACTS_BELOW` of the facts of ``frame`` (``query_id, answer`` by fact id)."""
+    from receval.engine.summary import _in_systems
+
+    h = con.dialect.hash64("src.answer")
+    con.register(
+        "conflict_facts",
+        pd.DataFrame(
+            {
+                "fact": frame.index.to_numpy(np.int64),
+                "cq": frame["query_id"].to_numpy(object),
+                "ca": frame["answer"].to_numpy(object),
+            }
+        ),
+    )
+    if not batches:
+        out = con.query(FACTS_BELOW.format(h=h, source="normed"))
+    else:
+        for i, batch in enumerate(batches):
+            sql = BELOW_PARTS.format(h=h, source=_in_systems(con, batch))
+            if i == 0:
+                con.create_table("below_parts", sql)
+            else:
+                con.con.execute(f"INSERT INTO below_parts {sql}")
+        out = con.query(BELOW_MERGE)
+        con.con.execute("DROP TABLE below_parts")
+    return out.set_index("fact")["below"].astype(np.int64)
 
 
 def _check_universe(small: SmallTables, summary: RunSummary) -> None:
@@ -478,8 +708,9 @@ def pooling_bias_table(view: BundleView, joint: pd.DataFrame | None) -> pd.DataF
     labelled = labelled[labelled["fact"].isin(view.labels.index)]
     one = owner.reindex(labelled["fact"]).dropna()
     unique_judged = one.value_counts().reindex(teams, fill_value=0)
-    base = official_counts(view, members, owner, leave_out=False)
-    lto = official_counts(view, members, owner, leave_out=True)
+    counts = official_counts_classed if _has_classes(view.small) else official_counts
+    base = counts(view, members, owner, leave_out=False)
+    lto = counts(view, members, owner, leave_out=True)
     return pooling_bias_frame(
         team_of,
         summary.unique_facts().reindex(teams, fill_value=0),
@@ -573,6 +804,131 @@ def official_counts(
     rated = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
     rated.index = pd.Index(systems, name="system")
     return rated[["precision", "recall", "f1"]]
+
+
+def official_counts_classed(
+    view: BundleView, members: pd.DataFrame, owner: pd.Series, *, leave_out: bool
+) -> pd.DataFrame:
+    """:func:`official_counts` when the judgments name equivalence classes, counted as
+    :func:`receval.official.responses.categorize_responses` counts them (the in-memory path's
+    scorer for such bundles): a right response is credited once per (system, class) — the class
+    of the fact's chosen assessment, the fact itself when it names none — and the others are
+    duplicates; an unassessed response taken as right is never a duplicate; the recall
+    denominator counts the distinct (query, class) of the correct or inexact judgments.  With
+    ``leave_out`` each team is scored as :func:`receval.diagnostics.leave_team_out_rescore`
+    scores it: its unique facts' judgments dropped (their responses unassessed, ignored in a
+    query no judgment is left in) and their classes gone unless another judgment names them."""
+    from receval.official.rules import official_rates, policy_words
+
+    post_word = {"right": "right", "wrong": "wrong", "ignore": "ignored"}
+    words = {k: post_word[v] for k, v in policy_words(view, None).items()}
+    summary = view.summary
+    systems = pd.Index(summary.systems)
+    team = np.array([summary.teams[s] for s in systems], dtype=object)
+    lost_fact = np.zeros(len(view.small.facts), bool)
+    if leave_out:
+        lost_fact[owner.index.to_numpy(np.int64)] = True
+    category = members["category"].to_numpy(np.int64)
+    if leave_out:
+        lost = owner.reindex(members["fact"]).to_numpy(object) == members["team"].to_numpy(object)
+        category = np.where(lost, 4, category)
+    credit = _credited_classes(view).reindex(members["fact"]).to_numpy(object)
+    sys_code = systems.get_indexer(members["system"])
+    copies = members["copies"].to_numpy(float)
+    m = len(systems)
+    by_cat = np.zeros((5, m))
+    np.add.at(by_cat, (category, sys_code), copies)
+    post = {"right": [0], "wrong": [1], "ignored": [3]}
+    post[words["inexact"]].append(2)
+    is_right = np.isin(category, post["right"])
+    firsts = pd.DataFrame({"s": sys_code[is_right], "c": credit[is_right]}).drop_duplicates()
+    first_right = np.bincount(firsts["s"].to_numpy(np.int64), minlength=m).astype(float)
+    right_rows = by_cat[post["right"]].sum(axis=0)
+    duplicates = right_rows - first_right
+    unassessed = _rows_in_judged_queries(view, systems, team, lost_fact, owner, leave_out)
+    unassessed = unassessed - by_cat[:4].sum(axis=0)
+    right = first_right + (duplicates if words["duplicate"] == "right" else 0)
+    wrong = by_cat[post["wrong"]].sum(axis=0) + (duplicates if words["duplicate"] == "wrong" else 0)
+    if words["unassessed"] == "right":
+        right = right + unassessed
+    elif words["unassessed"] == "wrong":
+        wrong = wrong + unassessed
+    gt = _class_ground_truth(view, team, lost_fact, owner, leave_out)
+    rated = official_rates(pd.DataFrame({"right": right, "wrong": wrong, "gt": gt}))
+    rated.index = pd.Index(systems, name="system")
+    return rated[["precision", "recall", "f1"]]
+
+
+def _judgment_classes(judg: pd.DataFrame) -> pd.Series:
+    """The class each correct or inexact judgment names (``fact:<id>`` when it names none or
+    ``0``), '' for the other judgments (:func:`receval.official.responses.categorize_responses`)."""
+    ec = judg["equivalence_class"].fillna("").astype(str).str.strip()
+    ec = ec.where(ec != "0", "")
+    ec = ec.where(ec != "", "fact:" + judg["fact"].astype(str))
+    return ec.where(judg["category"].isin(("correct", "inexact")).to_numpy(), "")
+
+
+def _credited_classes(view: BundleView) -> pd.Series:
+    """Per judged fact: the class its chosen assessment (a correct one if any, else the first
+    in file order) credits, keyed with its query."""
+    from receval.official.sql import CATEGORY_CODES
+
+    judg = view.judgments
+    codes = judg["category"].map(CATEGORY_CODES).to_numpy(np.int64)
+    fact = judg["fact"].to_numpy(np.int64)
+    order = np.lexsort((np.arange(len(judg)), codes != 0, fact))
+    key = (judg["query_id"].astype(str) + "\x1f" + _judgment_classes(judg)).to_numpy(object)
+    chosen = pd.Series(key[order], index=fact[order])
+    return chosen[~chosen.index.duplicated()]
+
+
+def _rows_in_judged_queries(
+    view: BundleView,
+    systems: pd.Index,
+    team: np.ndarray,
+    lost_fact: np.ndarray,
+    owner: pd.Series,
+    leave_out: bool,
+) -> np.ndarray:
+    """Per system: its rows in the queries some judgment is left in (with ``leave_out``, the
+    judgments of facts unique to the system's team dropped)."""
+    judg = view.judgments
+    cells = view.summary.cells
+    if not leave_out:
+        judged = cells[cells["query_id"].isin(set(judg["query_id"]))]
+        return (
+            judged.groupby("system")["n_rows"].sum().reindex(systems, fill_value=0).to_numpy(float)
+        )
+    fact = judg["fact"].to_numpy(np.int64)
+    of = owner.reindex(fact).to_numpy(object)
+    out = np.zeros(len(systems))
+    for name in pd.unique(team):
+        gone = lost_fact[fact] & (of == name)
+        queries = set(judg.loc[~gone, "query_id"])
+        ours = cells[cells["system"].isin(systems[team == name]) & cells["query_id"].isin(queries)]
+        rows = ours.groupby("system")["n_rows"].sum()
+        out[systems.get_indexer(rows.index)] = rows.to_numpy(float)
+    return out
+
+
+def _class_ground_truth(
+    view: BundleView, team: np.ndarray, lost_fact: np.ndarray, owner: pd.Series, leave_out: bool
+) -> np.ndarray:
+    """Per system: the distinct (query, class) of the correct or inexact judgments (with
+    ``leave_out``: of those left once its team's unique facts are dropped)."""
+    judg = view.judgments
+    ec = _judgment_classes(judg)
+    classed = (ec != "").to_numpy()
+    key = (judg["query_id"].astype(str) + "\x1f" + ec).to_numpy(object)
+    if not leave_out:
+        return np.full(len(team), float(pd.unique(key[classed]).size))
+    fact = judg["fact"].to_numpy(np.int64)
+    of = owner.reindex(fact).to_numpy(object)
+    gt = {
+        name: float(pd.unique(key[classed & ~(lost_fact[fact] & (of == name))]).size)
+        for name in pd.unique(team)
+    }
+    return np.array([gt[name] for name in team])
 
 
 def _classed(view: BundleView) -> np.ndarray:
@@ -669,11 +1025,11 @@ def _fact_strata(view: BundleView, strata: int) -> np.ndarray:
 def bundle_sample_data(bundle, *, target: str = "micro", engine: str = "duckdb") -> SampleData:
     """:func:`engine_sample_data` of ``bundle``: its small tables read, its runs summarised in
     ``engine`` (:func:`summarise_bundle`)."""
-    from receval.engine.sampled_data import check_scope, engine_sample_data, read_small_tables
+    from receval.engine.sampled_data import engine_sample_data, read_small_tables
 
     small = read_small_tables(bundle)
-    check_scope(small)
-    return engine_sample_data(small, summarise_bundle(bundle, small, engine), target)
+    summary, _, classes, _ = summarise_with_classes(bundle, small, engine)
+    return engine_sample_data(small, summary, target, classes)
 
 
 def joint_estimates(

@@ -112,14 +112,8 @@ def _score(root: Path, out: Path, *extra: str, path: str = "--out-of-core"):
 
 
 def _same_output_sets(memory: Path, engine: Path) -> None:
-    for name in CSVS:
-        if name == "conflicts.csv":  # its fact ids number the judged facts on the engine path
-            continue
+    for name in CSVS:  # conflicts.csv's fact ids too: numbered as the loader numbers facts
         assert (engine / name).read_bytes() == (memory / name).read_bytes(), name
-    want, got = (pd.read_csv(d / "conflicts.csv", dtype=str) for d in (memory, engine))
-    assert list(got.columns) == list(want.columns)
-    pd.testing.assert_frame_equal(got.drop(columns="fact"), want.drop(columns="fact"))
-    assert got["fact"].notna().all() and not got.duplicated(["query_id", "answer"]).any()
     want = json.loads((memory / "run.json").read_text())
     got = json.loads((engine / "run.json").read_text())
     assert got.pop("engine_path")["rows"] > 0

@@ -179,8 +179,9 @@ def test_a_blank_run_value_is_the_loaders_problem(tmp_path, column, value):
 
 
 def test_draws_the_engine_cannot_check_go_to_the_loader_by_default(tmp_path, monkeypatch):
-    """Draws of an undeclared non-uniform design: ``--out-of-core`` says it checks uniform
-    draws only; the default (from the row threshold) leaves them to the loader."""
+    """Draws whose prob no design gives: the engine path infers and checks the designs as the
+    loader does (uniform, entity-relation), so ``--out-of-core`` and the default (from the row
+    threshold) give the loader's error line."""
     import receval.engine.score
 
     root = make_bundle(tmp_path / "b", rounds=1)
@@ -188,7 +189,8 @@ def test_draws_the_engine_cannot_check_go_to_the_loader_by_default(tmp_path, mon
     samples["prob"] = "0.5"
     samples.to_csv(root / "samples.tsv", sep="\t", index=False)
     memory = _validate(root, "--in-memory")
-    assert "uniform design only" in _error_line(_validate(root, "--out-of-core"))
+    line = _error_line(_validate(root, "--out-of-core"))
+    assert "disagrees with the uniform design" in line and line == _error_line(memory)
     monkeypatch.setattr(receval.engine.score, "ENGINE_PATH_ROWS", 1)
     default = _validate(root)
     assert (default.exit_code, default.output) == (memory.exit_code, memory.output)
