@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 #: from this many Parquet run rows on, ``score`` takes the engine path unless told otherwise
 ENGINE_PATH_ROWS = 10_000_000
 #: the estimators the engine path scores
-ENGINE_ESTIMATORS = ("joint", "simple")
+ENGINE_ESTIMATORS = ("joint", "simple", "ppi")
 #: the interval methods the engine path computes (``auto`` resolves to one of them)
 ENGINE_INTERVALS = ("auto", "bootstrap", "anytime", "anytime-asymptotic")
 #: the anytime ones (they read the pool's popularity strata)
@@ -69,7 +69,13 @@ class BundleView(SmallTablesView):
     #: per (system, query, stratum) facts and the uniform design's floor; None when not asked
     popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
     truth: None = None
-    judge: None = None
+    #: the judge table read by the engine (:mod:`receval.engine.judge`); None without one
+    engine_judge: Any = field(default=None, repr=False)
+
+    @property
+    def judge(self) -> Any:
+        """The judge (its table's rows: ``len``), read by the engine; None without one."""
+        return self.engine_judge
 
     @property
     def exhaustive_units(self) -> pd.DataFrame:
@@ -232,7 +238,12 @@ def unsupported(options, small: SmallTables) -> str:
     resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
+    ppi = _ppi_unsupported(options, resolved.intervals)
+    if ppi:
+        return ppi
     for table in small.optional:
+        if table == "judge":  # read by the engine (receval.engine.judge)
+            continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
     ec = small.judgments["equivalence_class"].astype(str).str.strip()
     if (~ec.isin(("", "0"))).any():
@@ -245,6 +256,17 @@ def unsupported(options, small: SmallTables) -> str:
             return f"judgments.tsv column {column} (official matching beyond facts)"
     if "hop" in small.queries or _single_valued(small.queries):
         return "queries.tsv with hops or single-valued slots (official matching beyond facts)"
+    return ""
+
+
+def _ppi_unsupported(options, intervals: str) -> str:
+    """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
+    if options.estimator != "ppi":
+        return ""
+    if options.cluster_queries:
+        return "--estimator ppi with --cluster-queries (the judge's per-query expectations)"
+    if intervals in ANYTIME:
+        return f"--estimator ppi with --intervals {intervals} (the judge as the streams' control)"
     return ""
 
 
@@ -307,8 +329,18 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
     summary, popularity = summarise_for_scoring(bundle, small, engine, _anytime(options, small))
+    judge = None
+    if bundle.table("judge") is not None:
+        from receval.engine.judge import open_engine_judge
+
+        judge = open_engine_judge(bundle, small, summary, engine)
     view = BundleView(
-        root=bundle.root, small=small, summary=summary, engine_name=name, popularity=popularity
+        root=bundle.root,
+        small=small,
+        summary=summary,
+        engine_name=name,
+        popularity=popularity,
+        engine_judge=judge,
     )
     return view, ""
 

@@ -256,6 +256,9 @@ def judge_totals(
     expectations given the drawn fact's query (:func:`_query_expectations`); ``transform`` maps
     the fact scores first (the logistic calibration of :func:`logistic_calibration`).
     """
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:  # the engine path: the same sums in SQL (receval.engine.judge)
+        return engine.totals(data, target, transform)
     from scipy import sparse
 
     from receval.estimators.precision import mixture_weights
@@ -1012,12 +1015,17 @@ class PPIEstimator(Estimator):
         grades = judge_grades(ctx.task)
         if grades is None:
             return
-        pooled = np.flatnonzero(ctx.task.facts["in_pool"].to_numpy(bool))
-        for name, missing in grades.missing(pooled).items():
+        engine = getattr(ctx.task, "engine_judge", None)
+        if engine is not None:  # counted over the pool in SQL
+            pool, missed = engine.pool_facts, engine.pool_missing()
+        else:
+            pooled = np.flatnonzero(ctx.task.facts["in_pool"].to_numpy(bool))
+            pool, missed = pooled.size, grades.missing(pooled)
+        for name, missing in missed.items():
             if missing:
                 who = f"judge {name!r}" if name else "the judge"
                 warnings.append(
-                    f"{who} did not score {missing} of the {pooled.size} pooled facts (imputed: "
+                    f"{who} did not score {missing} of the {pool} pooled facts (imputed: "
                     "the judges' mean, or a level of its own when calibrated; unbiased, less "
                     "narrowing)"
                 )
