@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -114,94 +115,172 @@ GROUP BY g.j
 """
 
 
+#: rows of the checked judge table normalised and staged for the engine at once
+STAGE_ROWS = 500_000
+
+
 @dataclass(frozen=True)
 class JudgeTable:
-    """The checked judge table: one row per (judge, fact) with ``query_id, answer``
-    (normalised), ``judge, judge_score`` and ``fact`` (numbered over the table's own facts in
-    sorted (query_id, answer) order, the order the loader's fact ids give them)."""
+    """The bundle's judge table, checked by the loader's functions and staged for the engine:
+    ``staged`` (Parquet) holds ``query_id, answer`` (normalised), ``judge, judge_score`` and
+    ``line`` (the file's line, for error messages) of every row."""
 
-    frame: pd.DataFrame
+    path: Path
+    staged: Path
+    rows: int
     names: tuple[str, ...]
     scales: np.ndarray  # (J, 2)
     calibrated: bool  # several judges or a declared scale (ppi calibrates and combines them)
 
 
-def read_judge_table(bundle, small: SmallTables) -> JudgeTable | None:
-    """The bundle's judge table (None without one), checked as the loader checks it
-    (BundleError naming the file and line); its path joins ``small.files``."""
-    from receval.bundle.sources import _table_source
-    from receval.judge import check_judge_table, dedupe_judge
+def stage_judge_table(bundle, small: SmallTables, folder: Path) -> JudgeTable | None:
+    """The bundle's judge table (None without one or without rows), checked as the loader
+    checks it (:func:`receval.judge.check_judge_table`: BundleError naming file and line) and
+    written to ``folder`` in slices with its answers normalised; its path joins
+    ``small.files``.  The one-grade-per-judge-and-fact check runs in the engine
+    (:func:`_check_one_grade`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from receval.bundle.sources import NUMERIC, _Source
+    from receval.formats.tables import LINE, find_table, read_table
+    from receval.judge import check_judge_table
     from receval.task import normalize_answers
 
-    files: dict = {}
-    known = set(small.queries["query_id"])
-    frame = check_judge_table(_table_source(bundle.root, "judge", files), known, small.config)
-    if frame is None:
+    path = find_table(Path(bundle.root), "judge")
+    if path is None:
         return None
-    small.files.update(files)
-    frame["query_id"] = frame["query_id"].astype(str).str.strip()
-    frame["answer"] = normalize_answers(frame["answer"].astype(str), small.config.matching)
-    frame["fact"] = frame.groupby(["query_id", "answer"], sort=True).ngroup()
-    frame = dedupe_judge(frame, files["judge"])
-    names = tuple(sorted(set(frame["judge"].astype(str))))
-    scales = np.array([small.config.scale_of(n) for n in names], float).reshape(len(names), 2)
-    calibrated = len(names) > 1 or bool(small.config.judge_graded)
-    keep = frame[["query_id", "answer", "judge", "judge_score", "fact"]]
-    return JudgeTable(keep.reset_index(drop=True), names, scales, calibrated)
+    small.files["judge"] = path
+    known = set(small.queries["query_id"])
+    frame = check_judge_table(_Source(read_table(path, NUMERIC), path), known, small.config)
+    if not len(frame):
+        return None
+    schema = pa.schema(
+        [("query_id", pa.string()), ("answer", pa.string()), ("judge", pa.string()),
+         ("judge_score", pa.float64()), ("line", pa.int64())]
+    )  # fmt: skip
+    staged = folder / "judge.parquet"
+    names: set[str] = set()
+    with pq.ParquetWriter(staged, schema) as writer:
+        for start in range(0, len(frame), STAGE_ROWS):
+            part = frame.iloc[start : start + STAGE_ROWS]
+            judge = part["judge"].astype(str)
+            names.update(judge.unique())
+            columns = {
+                "query_id": part["query_id"].astype(str).str.strip(),
+                "answer": normalize_answers(part["answer"].astype(str), small.config.matching),
+                "judge": judge,
+                "judge_score": part["judge_score"].astype(float),
+                "line": part[LINE].astype(np.int64),
+            }
+            arrays = [pa.array(np.asarray(columns[f.name], object if f.name in
+                      ("query_id", "answer", "judge") else None), f.type) for f in schema]  # fmt: skip
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+    rows = len(frame)
+    del frame
+    ordered = tuple(sorted(names))
+    scales = np.array([small.config.scale_of(n) for n in ordered], float).reshape(len(ordered), 2)
+    calibrated = len(ordered) > 1 or bool(small.config.judge_graded)
+    return JudgeTable(path, staged, rows, ordered, scales, calibrated)
 
 
 @dataclass(frozen=True)
 class JudgeKeys:
     """The keys every score map is a function of (module docstring): per key its query code,
     every judge's level (``levels`` (K, J), the "not graded" level ``counts[j]``) and the raw
-    score s (NaN for a query's "not graded" key); per judged fact its key; per query its
-    "not graded" key."""
+    score s (NaN for a query's "not graded" key); per query its "not graded" key."""
 
     s: np.ndarray  # (K,)
     query: np.ndarray  # (K,) codes over ``queries``
     levels: np.ndarray  # (K, J)
     counts: np.ndarray  # (J,)
-    fact_key: np.ndarray  # (judged facts,)
     missing_key: np.ndarray  # (Q,)
     queries: pd.Index
 
 
-def judge_keys(table: JudgeTable, queries: pd.Index) -> JudgeKeys:
-    """Number the keys of :class:`JudgeTable` ``table`` (module docstring)."""
-    from receval.judge import judge_levels
+#: the judge table's facts: one grade per (judge code, fact) (checked by _check_one_grade)
+JUDGE_FACTS = """
+SELECT n.j, r.query_id, r.answer, min(r.judge_score) AS grade
+FROM judge_rows r JOIN judge_names n ON r.judge = n.judge
+GROUP BY n.j, r.query_id, r.answer
+"""
 
-    frame = table.frame
-    n_facts = int(frame["fact"].max()) + 1 if len(frame) else 0
-    col = pd.Index(table.names).get_indexer(frame["judge"].astype(str))
-    grades = np.full((n_facts, len(table.names)), np.nan)
-    grades[frame["fact"].to_numpy(np.int64), col] = frame["judge_score"].to_numpy(float)
-    first = frame.drop_duplicates("fact").sort_values("fact")
-    fact_query = queries.get_indexer(first["query_id"])
-    if table.calibrated:
-        lo, hi = table.scales[:, 0], table.scales[:, 1]
-        s = np.nanmean((grades - lo) / (hi - lo), axis=1) if n_facts else np.zeros(0)
-        levels, counts = judge_levels(grades)
-        parts = np.column_stack([fact_query, levels, s]) if n_facts else np.zeros((0, 2))
-    else:
-        s = grades[:, 0] if n_facts else np.zeros(0)
-        counts = np.zeros(1, np.int64)
-        levels = np.zeros((n_facts, 1), np.int64)
-        parts = s[:, None]
-    uniq, fact_key = (
-        np.unique(parts, axis=0, return_inverse=True) if n_facts else (parts, np.zeros(0, int))
+#: the first row (in file order) grading a fact differently from the judge's first grade of it
+ONE_GRADE = """
+WITH f AS (SELECT judge, query_id, answer, min(line) AS first_line FROM judge_rows
+           GROUP BY judge, query_id, answer),
+     g AS (SELECT r.judge, r.query_id, r.answer, r.judge_score AS first FROM judge_rows r
+           JOIN f ON r.judge = f.judge AND r.query_id = f.query_id AND r.answer = f.answer
+           AND r.line = f.first_line)
+SELECT r.line, r.query_id, r.answer, r.judge, g.first FROM judge_rows r
+JOIN g ON r.judge = g.judge AND r.query_id = g.query_id AND r.answer = g.answer
+WHERE r.judge_score <> g.first ORDER BY r.line LIMIT 1
+"""
+
+#: per judge: its graded facts and distinct grades (judge_levels: levels or equal-count bins)
+LEVEL_STATS = "SELECT j, count(*) AS n, count(DISTINCT grade) AS d FROM judge_facts GROUP BY j"
+
+#: every judge's level of every fact it graded (receval.judge.judge_levels: the rank of its
+#: grade among the judge's distinct grades, or its equal-count bin of the grades in the
+#: loader's fact order, sorted (query_id, answer)); s its grade on [0, 1]
+LEVELS = """
+SELECT f.j, f.query_id, f.answer, f.grade, (f.grade - s.lo) / (s.hi - s.lo) AS s,
+       CASE WHEN s.binned = 0 THEN dense_rank() OVER (PARTITION BY f.j ORDER BY f.grade) - 1
+       ELSE CAST(floor((row_number() OVER (PARTITION BY f.j ORDER BY f.grade, f.query_id,
+            f.answer) - 1) * {bins} / s.n) AS BIGINT) END AS level
+FROM judge_facts f JOIN judge_stats s ON f.j = s.j
+"""
+
+
+def _key_sql(calibrated: bool, counts: np.ndarray) -> tuple[str, str]:
+    """(per judged fact ``query_id, answer, s, levels…``, its key) SQL over ``judge_levels``."""
+    if not calibrated:  # one probability judge: its score as given (on [0, 1])
+        facts = "SELECT query_id, answer, grade AS s FROM judge_levels"
+        return facts, "dense_rank() OVER (ORDER BY s) - 1"
+    levels = ", ".join(
+        f"coalesce(max(CASE WHEN j = {j} THEN level END), {int(n)}) AS l{j}"
+        for j, n in enumerate(counts)
     )
-    fact_key = np.asarray(fact_key, np.int64).reshape(-1)
-    K, Q = len(uniq), len(queries)
-    one = np.unique(fact_key, return_index=True)[1]  # a fact of every key, in key order
-    key_s = np.concatenate([s[one], np.full(Q, np.nan)])
-    key_query = np.concatenate([fact_query[one], np.arange(Q)])
-    key_levels = np.vstack([levels[one], np.broadcast_to(counts, (Q, counts.size))])
+    facts = f"SELECT query_id, answer, avg(s) AS s, {levels} FROM judge_levels GROUP BY query_id, answer"
+    order = ", ".join(["query_id", *(f"l{j}" for j in range(len(counts))), "s"])
+    return facts, f"dense_rank() OVER (ORDER BY {order}) - 1"
+
+
+def judge_keys(engine: Engine, table: JudgeTable, queries: pd.Index) -> JudgeKeys:
+    """Number the keys of the judge table's facts (module docstring) in the engine: tables
+    ``judge_levels`` (per judge and fact) and ``judge_fact_keys`` (per fact: its key)."""
+    from receval.judge import BINS, MAX_LEVELS
+
+    J = len(table.names)
+    stats = engine.query(LEVEL_STATS).sort_values("j")
+    n = np.zeros(J, np.int64)
+    d = np.zeros(J, np.int64)
+    n[stats["j"].to_numpy(np.int64)] = stats["n"].to_numpy(np.int64)
+    d[stats["j"].to_numpy(np.int64)] = stats["d"].to_numpy(np.int64)
+    binned = d > MAX_LEVELS
+    counts = np.where(binned, BINS, np.maximum(d, 1))
+    engine.register(
+        "judge_stats",
+        pd.DataFrame({"j": np.arange(J), "n": n, "binned": binned.astype(np.int64),
+                      "lo": table.scales[:, 0], "hi": table.scales[:, 1]}),
+    )  # fmt: skip
+    engine.create_table("judge_levels", LEVELS.format(bins=BINS))
+    facts, key = _key_sql(table.calibrated, counts)
+    engine.create_table("judge_fact_keys", f"SELECT *, {key} AS key FROM ({facts}) x")
+    level_cols = [f"l{j}" for j in range(J)] if table.calibrated else []
+    cols = ", ".join(["key", "s", *(["query_id", *level_cols] if table.calibrated else [])])
+    distinct = engine.query(f"SELECT DISTINCT {cols} FROM judge_fact_keys ORDER BY key")
+    K, Q = len(distinct), len(queries)
+    s = distinct["s"].to_numpy(float)
+    query = queries.get_indexer(distinct["query_id"]) if table.calibrated else np.zeros(K, int)
+    levels = distinct[level_cols].to_numpy(np.int64) if level_cols else np.zeros((K, 1), np.int64)
+    if not table.calibrated:
+        counts = np.zeros(1, np.int64)
     return JudgeKeys(
-        s=key_s,
-        query=key_query.astype(np.int64),
-        levels=key_levels.astype(np.int64),
+        s=np.concatenate([s, np.full(Q, np.nan)]),
+        query=np.concatenate([query, np.arange(Q)]).astype(np.int64),
+        levels=np.vstack([levels, np.broadcast_to(counts, (Q, counts.size))]).astype(np.int64),
         counts=np.asarray(counts, np.int64),
-        fact_key=fact_key,
         missing_key=np.arange(K, K + Q, dtype=np.int64),
         queries=queries,
     )
@@ -235,7 +314,7 @@ class EngineJudge:
     # -- what judge.py's functions ask of a task ----------------------------------------
 
     def __len__(self) -> int:
-        return len(self.table.frame)
+        return self.table.rows
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -383,17 +462,47 @@ class EngineJudge:
 def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, own: bool):
     """The :class:`EngineJudge` of ``bundle`` (None without a judge table) over the engine
     session ``engine`` (its runs registered, view ``normed``), closed with the object when
-    ``own``."""
-    table = read_judge_table(bundle, small)
-    if table is None:
-        if own:
-            engine.close()
-        return None
+    ``own``; the staged judge table's folder is removed with it."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="receval-judge-"))
+    try:
+        table = stage_judge_table(bundle, small, folder)
+        if table is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            if own:
+                engine.close()
+            return None
+        judge = _engine_judge(table, small, summary, engine)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    weakref.finalize(judge, _release, engine if own else None, folder)
+    return judge
+
+
+def _release(engine, folder: Path) -> None:
+    import shutil
+
+    if engine is not None:
+        engine.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _engine_judge(
+    table: JudgeTable, small: SmallTables, summary: RunSummary, engine
+) -> EngineJudge:
+    """The tables of the module docstring in ``engine``, and what Python keeps of them."""
     queries = pd.Index(sorted(set(small.queries["query_id"])), dtype=object)
-    keys = judge_keys(table, queries)
-    frame = table.frame
-    first = frame.drop_duplicates("fact").sort_values("fact")
     h = engine.dialect.hash64("answer")
+    engine.register("judge_staged", table.staged)
+    engine.create_table("judge_rows", "SELECT * FROM judge_staged")
+    _check_one_grade(engine, table, small, queries)
+    engine.register("judge_names", pd.DataFrame({"judge": list(table.names),
+                                                 "j": np.arange(len(table.names))}))  # fmt: skip
+    engine.create_table("judge_facts", JUDGE_FACTS)
+    keys = judge_keys(engine, table, queries)
     codes = pd.DataFrame(
         {"system": summary.systems, "code": np.arange(len(summary.systems), dtype=np.int64)}
     )
@@ -403,24 +512,17 @@ def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, o
         f"SELECT DISTINCT c.code, n.query_id, {h} AS a FROM normed n "
         "JOIN judge_codes c ON n.system = c.system",
     )
-    engine.register(
-        "judge_key_answers",
-        pd.DataFrame(
-            {
-                "query_id": first["query_id"].to_numpy(object),
-                "answer": first["answer"].to_numpy(object),
-                "key": keys.fact_key,
-            }
-        ),
-    )
-    engine.create_table("judge_keys", f"SELECT query_id, {h} AS a, key FROM judge_key_answers")
+    engine.create_table("judge_keys", f"SELECT query_id, {h} AS a, key FROM judge_fact_keys")
     engine.register(
         "judge_missing",
         pd.DataFrame({"query_id": queries.to_numpy(object), "key": keys.missing_key}),
     )
     engine.create_table("judge_pool", POOL_KEYS)
-    _register_long(engine, table, h)
-    small_key, small_scored, small_grades = _small_facts(table, keys, small)
+    engine.create_table(
+        "judge_long",
+        f"SELECT query_id, {h} AS a, j, greatest(0.0, least(1.0, s)) AS s FROM judge_levels",
+    )
+    small_key, small_scored, small_grades = _small_facts(engine, table, keys, small)
     counts = engine.query("SELECT key, count(*) AS n FROM judge_pool WHERE scored = 1 GROUP BY key")
     pool = engine.query("SELECT count(*) AS n FROM judge_pool")
     graded = engine.query(AUDIT_POOL)
@@ -429,8 +531,9 @@ def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, o
     pool_graded[graded["j"].to_numpy(np.int64)] = graded["n"].to_numpy(float)
     pool_sum[graded["j"].to_numpy(np.int64)] = graded["s"].to_numpy(float)
     n = counts["n"].to_numpy(float)
-    fill = float((keys.s[counts["key"].to_numpy(np.int64)] * n).sum() / n.sum()) if n.sum() else 0.5
-    judge = EngineJudge(
+    key_s = keys.s[counts["key"].to_numpy(np.int64)]
+    fill = float((key_s * n).sum() / n.sum()) if n.sum() else 0.5
+    return EngineJudge(
         table=table,
         keys=keys,
         small=small,
@@ -444,44 +547,73 @@ def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, o
         pool_graded=pool_graded,
         pool_sum=pool_sum,
     )
-    if own:
-        weakref.finalize(judge, engine.close)
-    return judge
 
 
-def _register_long(engine, table: JudgeTable, h: str) -> None:
-    """Table ``judge_long(query_id, a, j, s)``: every judge's normalised grade (clipped to
-    [0, 1], as the audit reads it) of every fact it graded."""
-    frame = table.frame
-    j = pd.Index(table.names).get_indexer(frame["judge"].astype(str))
-    lo, hi = table.scales[j, 0], table.scales[j, 1]
-    s = np.clip((frame["judge_score"].to_numpy(float) - lo) / (hi - lo), 0.0, 1.0)
-    engine.register(
-        "judge_long_answers",
-        pd.DataFrame({"query_id": frame["query_id"].to_numpy(object),
-                      "answer": frame["answer"].to_numpy(object), "j": j, "s": s}),
-    )  # fmt: skip
-    engine.create_table("judge_long", f"SELECT query_id, {h} AS a, j, s FROM judge_long_answers")
+def _check_one_grade(engine, table: JudgeTable, small: SmallTables, queries: pd.Index) -> None:
+    """:func:`receval.judge.dedupe_judge`'s check in the engine: a judge grading a fact twice
+    with different scores is a BundleError naming the second row's line (the fact numbered as
+    the loader numbers it: its rank among the task's facts, counted in the engine)."""
+    from receval.errors import BundleError
+
+    bad = engine.query(ONE_GRADE)
+    if not len(bad):
+        return
+    row = bad.iloc[0]
+    fact = _fact_number(engine, small, str(row["query_id"]), str(row["answer"]))
+    who = str(row["judge"])
+    by = f" from judge {who!r}" if who else ""
+    raise BundleError(
+        table.path,
+        int(row["line"]),
+        f"the fact ({row['query_id']!r}, {row['answer']!r}) already has judge_score "
+        f"{float(row['first'])!r}{by} (fact {fact}); one judge gives one score per fact",
+    )
 
 
-def _small_facts(table: JudgeTable, keys: JudgeKeys, small: SmallTables):
+def _fact_number(engine, small: SmallTables, query: str, answer: str) -> int:
+    """The loader's id of the fact (``query``, ``answer``): how many of the task's facts (the
+    runs', the small tables', the judge table's) sort before it."""
+    facts = small.facts[["query_id", "answer"]]
+    engine.register("judge_small_facts", facts.reset_index(drop=True))
+    q, a = (v.replace("'", "''") for v in (query, answer))
+    before = f"query_id < '{q}' OR (query_id = '{q}' AND answer < '{a}')"
+    sql = (
+        "SELECT count(*) AS n FROM (SELECT query_id, answer FROM normed UNION "
+        "SELECT query_id, answer FROM judge_rows UNION "
+        f"SELECT query_id, answer FROM judge_small_facts) x WHERE {before}"
+    )
+    return int(engine.query(sql)["n"].iloc[0])
+
+
+def _small_facts(engine, table: JudgeTable, keys: JudgeKeys, small: SmallTables):
     """Per small fact: its key, whether it is graded, every judge's raw grade (F, J)."""
-    frame = table.frame
-    first = frame.drop_duplicates("fact").sort_values("fact")
-    lookup = pd.MultiIndex.from_frame(first[["query_id", "answer"]])
     facts = small.facts
-    at = lookup.get_indexer(pd.MultiIndex.from_frame(facts[["query_id", "answer"]]))
-    scored = at >= 0
+    frame = pd.DataFrame(
+        {
+            "query_id": facts["query_id"].to_numpy(object),
+            "answer": facts["answer"].to_numpy(object),
+            "fact": np.arange(len(facts), dtype=np.int64),
+        }
+    )
+    engine.register("judge_small", frame)
+    keyed = engine.query(
+        "SELECT s.fact, k.key FROM judge_small s JOIN judge_fact_keys k "
+        "ON s.query_id = k.query_id AND s.answer = k.answer"
+    )
+    graded = engine.query(
+        "SELECT s.fact, f.j, f.grade FROM judge_small s JOIN judge_facts f "
+        "ON s.query_id = f.query_id AND s.answer = f.answer"
+    )
     q = keys.queries.get_indexer(facts["query_id"])
-    key = np.where(scored, keys.fact_key[np.maximum(at, 0)] if at.size else at, 0)
-    key = np.where(scored, key, keys.missing_key[np.maximum(q, 0)] if q.size else key)
+    key = keys.missing_key[np.maximum(q, 0)] if len(facts) else np.zeros(0, np.int64)
+    key = key.copy()
+    key[keyed["fact"].to_numpy(np.int64)] = keyed["key"].to_numpy(np.int64)
+    scored = np.zeros(len(facts), bool)
+    scored[keyed["fact"].to_numpy(np.int64)] = True
     grades = np.full((len(facts), len(table.names)), np.nan)
-    to_small = np.full(len(first), -1, np.int64)
-    to_small[at[scored]] = np.flatnonzero(scored)
-    rows = to_small[frame["fact"].to_numpy(np.int64)]
-    ok = rows >= 0
-    col = pd.Index(table.names).get_indexer(frame["judge"].astype(str))
-    grades[rows[ok], col[ok]] = frame["judge_score"].to_numpy(float)[ok]
+    grades[graded["fact"].to_numpy(np.int64), graded["j"].to_numpy(np.int64)] = graded[
+        "grade"
+    ].to_numpy(float)
     return key.astype(np.int64), scored, grades
 
 

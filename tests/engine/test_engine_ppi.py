@@ -134,8 +134,9 @@ def test_bad_judge_grades_are_the_loaders_error_lines_on_the_engine_path(tmp_pat
         lines = [ln for ln in result.output.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), result.output
         assert problem in lines[0]
-        errors.append(lines[0].split(": ")[1])  # file:line
-    assert errors[0] == errors[1] and errors[0].endswith(f"judge.tsv:{text.count(chr(10))}")
+        errors.append(lines[0])
+    assert errors[0] == errors[1], errors  # the same line, the fact numbered as the loader does
+    assert f"judge.tsv:{text.count(chr(10))}: " in errors[0]
 
 
 def test_engine_ppi_without_a_judge_table_is_the_in_memory_error(tmp_path):
@@ -177,3 +178,47 @@ def test_spark_engine_ppi_writes_the_duckdb_output_set(tmp_path, monkeypatch):
     assert spark.exit_code == 0, spark.output
     for name in (*CSVS, "judge.csv"):
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("several", [False, True])
+def test_engine_ppi_of_a_judged_kbp_sim_is_the_in_memory_output_set(tmp_path, several):
+    """data/kbp-sim (50 exhaustive units, 140,985 run rows) as per-system Parquet runs with a
+    judge on its pool (a probability judge; or it and a graded 0–3 judge, each missing some
+    facts): the same output set with ``--estimator ppi``, judge.csv included."""
+    import hashlib
+    import shutil
+
+    root = tmp_path / "kbp"
+    shutil.copytree(Path(__file__).parents[2] / "data" / "kbp-sim", root)
+    (root / "truth.tsv").unlink()
+    queries = pd.read_csv(root / "queries.tsv", sep="\t", dtype=str)
+    queries[["query_id"]].to_csv(root / "queries.tsv", sep="\t", index=False)
+    runs = pd.read_csv(root / "runs.tsv", sep="\t", dtype=str, keep_default_na=False)
+    (root / "runs.tsv").unlink()
+    (root / "runs").mkdir()
+    for system, part in runs.groupby("system"):
+        part.drop(columns="system").to_parquet(root / "runs" / f"{system}.parquet", index=False)
+    from receval.config import load_config
+    from receval.task import normalize_answers
+
+    matching = load_config(root / "task.toml", default_name="kbp").matching
+    runs["answer"] = normalize_answers(runs["answer"], matching)  # one score per fact
+    facts = runs[["query_id", "answer"]].drop_duplicates().reset_index(drop=True)
+    digest = [hashlib.md5(f"{q}\x1f{a}".encode()).hexdigest() for q, a in facts.itertuples(False)]
+    score = np.array([int(d[:4], 16) / 65535 for d in digest])
+    judge = facts.assign(judge_score=np.round(score, 4)).iloc[5:]
+    if several:
+        graded = facts.assign(judge_score=np.array([int(d[4], 16) % 4 for d in digest]))
+        judge = pd.concat([judge.assign(judge="p"), graded.iloc[::3].assign(judge="g")])
+        toml = (root / "task.toml").read_text(encoding="utf-8")
+        scales = "\n[judge]\nscale = [0, 3]\n\n[judge.scales]\np = [0, 1]\n"
+        (root / "task.toml").write_text(toml + scales, encoding="utf-8")
+    judge.to_csv(root / "judge.tsv", sep="\t", index=False)
+    memory = _score(root, tmp_path / "memory", "--estimator", "ppi", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", "--estimator", "ppi")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
+    assert got.read_bytes() == want.read_bytes()
