@@ -65,11 +65,15 @@ FROM judge_pairs p JOIN judge_systems c ON p.code = c.code
 GROUP BY p.query_id, p.a
 """
 
-#: the four (m × m) sums of :mod:`receval.engine.judge_totals` with v the map's value per key
-PAIR_SUMS = """
-SELECT x.code AS i, y.code AS k,
-       sum(t.t * v.v / f.q0) AS ps, sum(t.t / f.q0) AS pm,
-       sum(v.v / f.q0) AS gs, sum(1.0 / f.q0) AS g1
+
+def pair_sums(columns: int) -> str:
+    """The four (m × m) sums of :mod:`receval.engine.judge_totals` with v_c the value per key
+    of each map c (``ps{c}``, ``gs{c}``; ``pm``, ``g1`` do not depend on the map)."""
+    maps = "".join(
+        f", sum(t.t * v.v{c} / f.q0) AS ps{c}, sum(v.v{c} / f.q0) AS gs{c}" for c in range(columns)
+    )
+    return f"""
+SELECT x.code AS i, y.code AS k, sum(t.t / f.q0) AS pm, sum(1.0 / f.q0) AS g1{maps}
 FROM judge_pairs x
 JOIN judge_pairs y ON x.query_id = y.query_id AND x.a = y.a
 JOIN judge_q0 f ON x.query_id = f.query_id AND x.a = f.a
@@ -80,15 +84,20 @@ WHERE f.q0 > 0
 GROUP BY x.code, y.code
 """
 
-#: per system: Σ t v over its outputs and how many of them are graded
-SYSTEM_SUMS = """
-SELECT x.code AS i, sum(t.t * v.v) AS judge_precision, sum(k.scored) AS scored
+
+def system_sums(columns: int) -> str:
+    """Per system: Σ t v_c over its outputs for every map c (``jp{c}``), and how many of them
+    are graded."""
+    maps = "".join(f", sum(t.t * v.v{c}) AS jp{c}" for c in range(columns))
+    return f"""
+SELECT x.code AS i, sum(k.scored) AS scored{maps}
 FROM judge_pairs x
 JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a
 JOIN judge_values v ON k.key = v.key
 JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
 GROUP BY x.code
 """
+
 
 #: per judge j and system: Σ t s_j and Σ t over its outputs j graded, and their number
 AUDIT_SUMS = """
@@ -360,9 +369,18 @@ class EngineJudge:
 
     # -- the sums ---------------------------------------------------------------------------
 
+    def drawn_scores(self, data: SampleData) -> np.ndarray:
+        """(K,) the raw score of every draw's fact (what ``score_drawn[draw_fact]`` gives)."""
+        return self.key_scores()[self.small_key[data.facts]][data.draw_fact]
+
     def totals(self, data: SampleData, target: str, transform=None) -> JudgeTotals:
         """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``, no query
         clusters) for the map ``transform`` of the key scores (None: the raw scores)."""
+        return self.totals_many(data, target, [transform])[0]
+
+    def totals_many(self, data: SampleData, target: str, transforms: list) -> list[JudgeTotals]:
+        """:meth:`totals` of every map of ``transforms`` (None: the raw scores) from one pass
+        over the pool: the self-join sums every map's column at once."""
         from receval.engine.judge_totals import _expectations
         from receval.estimators.ppi import JudgeTotals
 
@@ -370,34 +388,42 @@ class EngineJudge:
         m = data.m
         sizes = np.asarray(summary.sizes, float)
         N = float(data.sampler_n.sum())
-        values = self.key_scores()
-        if transform is not None:
-            values = np.asarray(transform(values), float)
+        raw = self.key_scores()
+        columns = [raw if t is None else np.asarray(t(raw), float) for t in transforms]
         self._prepare(data, target)
-        engine.register("judge_values", pd.DataFrame({"key": np.arange(values.size), "v": values}))
-        sums = engine.query(PAIR_SUMS)
-        per_system = engine.query(SYSTEM_SUMS)
-        grams = {}
-        for name in ("ps", "pm", "gs", "g1"):
-            grams[name] = np.zeros((m, m))
-            grams[name][sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)] = sums[name]
-        expected_score, expected_mass = _expectations(data, grams, sizes, N)
-        i = per_system["i"].to_numpy(np.int64)
-        judge_precision = np.zeros(m)
-        judge_precision[i] = per_system["judge_precision"].to_numpy(float)
+        frame = pd.DataFrame({"key": np.arange(raw.size)})
+        for c, values in enumerate(columns):
+            frame[f"v{c}"] = values
+        engine.register("judge_values", frame)
+        sums = engine.query(pair_sums(len(columns)))
+        per_system = engine.query(system_sums(len(columns)))
+        i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
+        at = per_system["i"].to_numpy(np.int64)
         scored = np.zeros(m)
-        scored[i] = per_system["scored"].to_numpy(float)
+        scored[at] = per_system["scored"].to_numpy(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = scored / sizes
-        at = self.small_key[data.facts]
-        return JudgeTotals(
-            score_drawn=values[at],
-            scored_drawn=self.small_scored[data.facts],
-            expected_score=expected_score,
-            expected_mass=expected_mass,
-            scored_share=share,
-            judge_precision=judge_precision,
-        )
+        drawn = self.small_key[data.facts]
+        out = []
+        for c, values in enumerate(columns):
+            grams = {}
+            for name, col in (("ps", f"ps{c}"), ("pm", "pm"), ("gs", f"gs{c}"), ("g1", "g1")):
+                grams[name] = np.zeros((m, m))
+                grams[name][i, k] = sums[col].to_numpy(float)
+            expected_score, expected_mass = _expectations(data, grams, sizes, N)
+            judge_precision = np.zeros(m)
+            judge_precision[at] = per_system[f"jp{c}"].to_numpy(float)
+            out.append(
+                JudgeTotals(
+                    score_drawn=values[drawn],
+                    scored_drawn=self.small_scored[data.facts],
+                    expected_score=expected_score,
+                    expected_mass=expected_mass,
+                    scored_share=share,
+                    judge_precision=judge_precision,
+                )
+            )
+        return out
 
     def _prepare(self, data: SampleData, target: str) -> None:
         """Tables ``judge_systems`` (c_k), ``judge_q0`` and ``judge_targets`` for ``data``'s
