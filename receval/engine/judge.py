@@ -381,7 +381,6 @@ class EngineJudge:
     def totals_many(self, data: SampleData, target: str, transforms: list) -> list[JudgeTotals]:
         """:meth:`totals` of every map of ``transforms`` (None: the raw scores) from one pass
         over the pool: the self-join sums every map's column at once."""
-        from receval.engine.judge_totals import _expectations
         from receval.estimators.ppi import JudgeTotals
 
         engine, summary = self.engine, self.summary
@@ -410,7 +409,7 @@ class EngineJudge:
             for name, col in (("ps", f"ps{c}"), ("pm", "pm"), ("gs", f"gs{c}"), ("g1", "g1")):
                 grams[name] = np.zeros((m, m))
                 grams[name][i, k] = sums[col].to_numpy(float)
-            expected_score, expected_mass = _expectations(data, grams, sizes, N)
+            expected_score, expected_mass = expectations(data, grams, sizes, N)
             judge_precision = np.zeros(m)
             judge_precision[at] = per_system[f"jp{c}"].to_numpy(float)
             out.append(
@@ -443,10 +442,8 @@ class EngineJudge:
         self._target(target)
 
     def _target(self, target: str) -> None:
-        from receval.engine.judge_totals import _targets
-
         if self._targets.get("now") != target:
-            self.engine.register("judge_targets", _targets(self.summary, target))
+            self.engine.register("judge_targets", target_table(self.summary, target))
             self._targets["now"] = target
 
     def audit(self, target: str) -> dict[str, np.ndarray]:
@@ -483,6 +480,38 @@ class EngineJudge:
             imputed[order].astype(np.int64),
             int(self.pool_facts - n),
         )
+
+
+def target_table(summary: RunSummary, target: str) -> pd.DataFrame:
+    """``code, query_id, t``: t_i(x) of system i's outputs in each query it answered (micro
+    1/|X_i|, macro 1/(Q_i |X_i ∩ q|), as :func:`receval.estimators.sample_data.query_targets`)."""
+    cells = summary.cells
+    code = pd.Index(summary.systems).get_indexer(cells["system"])
+    if target == "micro":
+        t = 1.0 / np.asarray(summary.sizes, float)[code]
+    else:
+        answered = cells.groupby("system")["query_id"].transform("size").to_numpy(float)
+        t = 1.0 / (cells["facts"].to_numpy(float) * answered)
+    return pd.DataFrame({"code": code, "query_id": cells["query_id"].to_numpy(), "t": t})
+
+
+def expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
+    """(expected_score, expected_mass), each (J, 2m + 1), from the four sums."""
+    from receval.estimators.precision import mixture_weights
+
+    w = mixture_weights(data, "size")
+    k = data.sampler_system
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)  # s_j(x) on X_{k_j}
+        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
+    out = []
+    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
+        prec = scale.T * grams[s_name][:, k].T * per_draw[:, None]  # (J, m)
+        num = grams[m_name][:, k].T * pool[:, None]  # (J, m)
+        den = grams[m_name][k, k] * pool  # (J,)
+        out.append(np.concatenate([prec, num, den[:, None]], axis=1))
+    return out[0], out[1]
 
 
 def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, own: bool):
