@@ -21,10 +21,11 @@ plus one "not graded" key per query), the engine tags every pool fact with its k
 is sent to the engine as one value per key: the sums are then the same SQL for every map, and
 Python holds per-key and per-system arrays only, never a row per output.
 
-The judge table itself is read and checked by the loader's own functions
-(:func:`receval.judge.check_judge_table`, :func:`receval.judge.dedupe_judge`): the same
-``file:line`` errors for a grade outside the declared scale or one judge grading a fact twice
-differently (the message numbers the fact among the judge table's facts, not the task's).
+The judge table is checked by the loader's own function (:func:`receval.judge.check_judge_table`:
+the same ``file:line`` errors for a missing column, an unknown query or a grade outside the
+declared scale), staged as Parquet with its answers normalised (in slices), and read by the
+engine, which checks :func:`receval.judge.dedupe_judge`'s rule (one judge, one grade per fact)
+with the loader's message, the fact numbered among the task's facts as the loader numbers it.
 
 Scope (:func:`receval.engine.score.unsupported` refuses the rest): the uniform design with
 ``--weighting size`` (every system's mixture is q₀), no ``--cluster-queries`` with ppi, no

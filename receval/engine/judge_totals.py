@@ -1,5 +1,6 @@
 """The judge's known totals of ``--estimator ppi`` from the runs, in SQL (issue 35, item 2: the
-core; ``score`` does not take the engine path with ``ppi`` yet).
+core, for one probability judge; ``score`` on the engine path computes them, for every judge
+form and every map ppi fits, in :mod:`receval.engine.judge`).
 
 Prediction-powered precision and recall (:mod:`receval.estimators.ppi`) centre each draw's judge
 term by its *known* expectation under the sampler, a sum over every output

@@ -10,13 +10,15 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
-What the engine path scores: the ``joint`` and ``simple`` estimators with bootstrap intervals
+What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
+read by the engine, :mod:`receval.engine.judge`; not ppi with ``--cluster-queries`` or anytime
+intervals) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
 :mod:`receval.engine.popularity`), with exhaustive units (true recall θ̂·ν̂: the units' facts
 join the membership aggregation), ``--until-decided`` rounds (their floor draws' q₀ from the
-drawn facts' memberships).  Not: equivalence classes, truth or judge tables,
+drawn facts' memberships).  Not: equivalence classes, truth tables,
 ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
