@@ -34,6 +34,7 @@ anytime intervals with ppi, no equivalence classes.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,18 +68,28 @@ GROUP BY p.query_id, p.a
 """
 
 
-def pair_sums(columns: int) -> str:
+#: the self-join of :func:`pair_sums` runs in slices of the queries holding about this many
+#: distinct (system, fact) pairs each (its hash tables then fit DuckDB's memory limit)
+PAIRS_PER_SLICE = 10_000_000
+
+
+def pair_sums(columns: int, where: str = "") -> str:
     """The four (m × m) sums of :mod:`receval.engine.judge_totals` with v_c the value per key
-    of each map c (``ps{c}``, ``gs{c}``; ``pm``, ``g1`` do not depend on the map)."""
+    of each map c (``ps{c}``, ``gs{c}``; ``pm``, ``g1`` do not depend on the map); ``where``:
+    a condition on ``query_id`` keeping one slice of the queries (every table filtered)."""
     maps = "".join(
         f", sum(t.t * v.v{c} / f.q0) AS ps{c}, sum(v.v{c} / f.q0) AS gs{c}" for c in range(columns)
     )
+
+    def table(name: str) -> str:
+        return f"(SELECT * FROM {name} WHERE {where})" if where else name
+
     return f"""
 SELECT x.code AS i, y.code AS k, sum(t.t / f.q0) AS pm, sum(1.0 / f.q0) AS g1{maps}
-FROM judge_pairs x
-JOIN judge_pairs y ON x.query_id = y.query_id AND x.a = y.a
-JOIN judge_q0 f ON x.query_id = f.query_id AND x.a = f.a
-JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a
+FROM {table("judge_pairs")} x
+JOIN {table("judge_pairs")} y ON x.query_id = y.query_id AND x.a = y.a
+JOIN {table("judge_q0")} f ON x.query_id = f.query_id AND x.a = f.a
+JOIN {table("judge_pool")} k ON x.query_id = k.query_id AND x.a = k.a
 JOIN judge_values v ON k.key = v.key
 JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
 WHERE f.q0 > 0
@@ -123,6 +134,24 @@ FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
 JOIN judge_long g ON p.query_id = g.query_id AND p.a = g.a
 GROUP BY g.j
 """
+
+
+@contextlib.contextmanager
+def one_line_oom():
+    """DuckDB's out-of-memory error as one line (ValueError: ``error:`` and exit 2), as
+    :func:`receval.engine.score.parquet_engine` gives it."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "OutOfMemoryException":
+            from receval.engine.base import MEMORY_LIMIT_ENV
+
+            raise ValueError(
+                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
+                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
+                "(about 80 bytes per output row)"
+            ) from None
+        raise
 
 
 #: rows of the checked judge table normalised and staged for the engine at once
@@ -390,13 +419,14 @@ class EngineJudge:
         N = float(data.sampler_n.sum())
         raw = self.key_scores()
         columns = [raw if t is None else np.asarray(t(raw), float) for t in transforms]
-        self._prepare(data, target)
         frame = pd.DataFrame({"key": np.arange(raw.size)})
         for c, values in enumerate(columns):
             frame[f"v{c}"] = values
-        engine.register("judge_values", frame)
-        sums = engine.query(pair_sums(len(columns)))
-        per_system = engine.query(system_sums(len(columns)))
+        with one_line_oom():
+            self._prepare(data, target)
+            engine.register("judge_values", frame)
+            sums = self._pair_sums(len(columns))
+            per_system = engine.query(system_sums(len(columns)))
         i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
         at = per_system["i"].to_numpy(np.int64)
         scored = np.zeros(m)
@@ -424,6 +454,20 @@ class EngineJudge:
                 )
             )
         return out
+
+    def _pair_sums(self, columns: int) -> pd.DataFrame:
+        """:func:`pair_sums`, in slices of the queries when the pairs exceed
+        :data:`PAIRS_PER_SLICE` (each slice's m × m sums added)."""
+        pairs = float(np.asarray(self.summary.sizes, float).sum())
+        slices = max(1, int(np.ceil(pairs / PAIRS_PER_SLICE)))
+        if slices == 1:
+            return self.engine.query(pair_sums(columns))
+        h = self.engine.dialect.hash64("query_id")
+        parts = [
+            self.engine.query(pair_sums(columns, f"(({h} % {slices}) + {slices}) % {slices} = {s}"))
+            for s in range(slices)
+        ]
+        return pd.concat(parts).groupby(["i", "k"], as_index=False).sum()
 
     def _prepare(self, data: SampleData, target: str) -> None:
         """Tables ``judge_systems`` (c_k), ``judge_q0`` and ``judge_targets`` for ``data``'s
@@ -468,7 +512,8 @@ class EngineJudge:
         (:func:`receval.judge_audit.judge_rows`), the sums over ``systems``' outputs."""
         cache = self._targets.setdefault("audit", {})
         if target not in cache:
-            cache[target] = self.audit(target)
+            with one_line_oom():
+                cache[target] = self.audit(target)
         sums = cache[target]
         order = pd.Index(self.summary.systems).get_indexer(systems)
         n = self.pool_graded[j]
@@ -684,9 +729,10 @@ def open_engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: A
     name = engine or "duckdb"
     con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
     try:
-        register_runs(con, bundle.parquet_runs())
-        register_normed(con, small.config.matching)
-        return engine_judge(bundle, small, summary, con, own)
+        with one_line_oom():
+            register_runs(con, bundle.parquet_runs())
+            register_normed(con, small.config.matching)
+            return engine_judge(bundle, small, summary, con, own)
     except BaseException:
         if own:
             con.close()

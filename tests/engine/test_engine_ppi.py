@@ -222,3 +222,20 @@ def test_engine_ppi_of_a_judged_kbp_sim_is_the_in_memory_output_set(tmp_path, se
     _same_output_sets(tmp_path / "memory", tmp_path / "engine")
     got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
     assert got.read_bytes() == want.read_bytes()
+
+
+def test_engine_ppi_in_query_slices_writes_the_same_output_set(tmp_path, monkeypatch):
+    """The self-join of the judge's sums in slices of the queries (a large pool): the
+    in-memory output set."""
+    import receval.engine.judge as engine_judge
+
+    root = make_bundle(tmp_path / "b", toml=SEVERAL)
+    write_judge(root, "several", missing=4)
+    memory = _score(root, tmp_path / "memory", "--estimator", "ppi", path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    monkeypatch.setattr(engine_judge, "PAIRS_PER_SLICE", 40)
+    engine = _score(root, tmp_path / "engine", "--estimator", "ppi")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
+    assert got.read_bytes() == want.read_bytes()
