@@ -608,11 +608,7 @@ def _engine_judge(
         {"system": summary.systems, "code": np.arange(len(summary.systems), dtype=np.int64)}
     )
     engine.register("judge_codes", codes)
-    engine.create_table(
-        "judge_pairs",
-        f"SELECT DISTINCT c.code, n.query_id, {h} AS a FROM normed n "
-        "JOIN judge_codes c ON n.system = c.system",
-    )
+    _create_pairs(engine, summary, h)
     engine.create_table("judge_keys", f"SELECT query_id, {h} AS a, key FROM judge_fact_keys")
     engine.register(
         "judge_missing",
@@ -648,6 +644,34 @@ def _engine_judge(
         pool_graded=pool_graded,
         pool_sum=pool_sum,
     )
+
+
+def _create_pairs(engine, summary: RunSummary, h: str) -> None:
+    """Table ``judge_pairs(code, query_id, a)``: every system's distinct facts; on DuckDB in
+    batches of systems of at most :data:`PAIRS_PER_SLICE` pairs (one DISTINCT over 5·10⁷
+    rows ran out of its 1 GB limit)."""
+    sql = (
+        f"SELECT DISTINCT c.code, n.query_id, {h} AS a FROM normed n "
+        "JOIN judge_codes c ON n.system = c.system"
+    )
+    sizes = np.asarray(summary.sizes, float)
+    batches: list[list[int]] = [[]]
+    total = 0.0
+    for code, size in enumerate(sizes):
+        if batches[-1] and total + size > PAIRS_PER_SLICE:
+            batches.append([])
+            total = 0.0
+        batches[-1].append(code)
+        total += size
+    if engine.name != "duckdb" or len(batches) == 1:
+        engine.create_table("judge_pairs", sql)
+        return
+    for k, batch in enumerate(batches):
+        part = f"{sql} WHERE c.code IN ({', '.join(str(c) for c in batch)})"
+        if k == 0:
+            engine.create_table("judge_pairs", part)
+        else:
+            engine.con.execute(f"INSERT INTO judge_pairs {part}")
 
 
 def _check_one_grade(engine, table: JudgeTable, small: SmallTables, queries: pd.Index) -> None:

@@ -225,8 +225,8 @@ def test_engine_ppi_of_a_judged_kbp_sim_is_the_in_memory_output_set(tmp_path, se
 
 
 def test_engine_ppi_in_query_slices_writes_the_same_output_set(tmp_path, monkeypatch):
-    """The self-join of the judge's sums in slices of the queries (a large pool): the
-    in-memory output set."""
+    """The self-join of the judge's sums in slices of the queries and the systems' distinct
+    facts gathered in batches of systems (a large pool): the in-memory output set."""
     import receval.engine.judge as engine_judge
 
     root = make_bundle(tmp_path / "b", toml=SEVERAL)
