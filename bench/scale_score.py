@@ -28,6 +28,10 @@ threads, peak RSS of the largest process):
 * ``score-classes`` / ``score-classes-in-memory``: ``score`` (default path, then
   ``--in-memory``) with equivalence classes in the judgments (:func:`with_classes`: every
   correct judged fact of a query in one of three classes), what TAC-KBP tasks always have.
+* ``score-ppi`` / ``score-ppi-memory``: the same judge table, then ``receval score TASK
+  --estimator ppi --no-report`` by the default path (the engine path from 10⁷ Parquet rows;
+  before it took ppi, the default path loaded the task in memory with a warning) and with
+  ``--in-memory``; the judge audit (``judge.csv``) is written by both.
 
     python bench/scale_score.py --task /tmp/escore/t5e7 --systems 50 --queries 1000 --depth 1000
 """
@@ -183,6 +187,12 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             bundle = plain if command == "score" else units
             extra = ["--intervals", "anytime"] if command == "score-anytime" else []
+            if command.startswith("score-ppi"):
+                if not (plain / "judge.tsv").is_file():
+                    figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
+                bundle = plain
+                extra = ["--estimator", "ppi"]
+                extra += ["--in-memory"] if command == "score-ppi-memory" else []
             out = measure(
                 ["score", str(bundle), "--out", str(work / command), "--no-report",
                  "--seed", str(args.seed), *extra],

@@ -146,7 +146,11 @@ def judge_levels(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def judge_grades(task: Task) -> JudgeGrades | None:
-    """The judge table of ``task`` as a (facts × judges) grade matrix (None without one)."""
+    """The judge table of ``task`` as a (facts × judges) grade matrix (None without one; on
+    the engine path, over the small tables' facts: :mod:`receval.engine.judge`)."""
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:
+        return engine.grades()
     judge = getattr(task, "judge", None)
     if judge is None or not len(judge):
         return None
@@ -163,6 +167,9 @@ def judge_grades(task: Task) -> JudgeGrades | None:
 def calibrates(task: Task) -> bool:
     """Whether ``--estimator ppi`` calibrates and combines the judges on the human labels:
     several judges, or a declared grade scale (one probability judge keeps the linear map)."""
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:
+        return engine.calibrated
     grades = judge_grades(task)
     return grades is not None and (len(grades.names) > 1 or task.config.judge_graded)
 
@@ -196,6 +203,9 @@ def fact_scores(task: Task) -> tuple[np.ndarray, np.ndarray]:
 
 def judge_names(task: Task) -> list[str]:
     """The distinct non-empty ``judge`` names of the judge table."""
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:
+        return [n for n in engine.names if n.strip()]
     judge = getattr(task, "judge", None)
     if judge is None or "judge" not in judge.columns:
         return []

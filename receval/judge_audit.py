@@ -290,9 +290,13 @@ def _labelled(task, systems: list[str]):
     y = labels.to_numpy(float)
     ok = np.isfinite(y)
     ids, y = ids[ok], y[ok]
-    query = pd.factorize(task.facts["query_id"].to_numpy()[ids])[0]
+    engine = getattr(task, "engine_judge", None)
+    facts = task.facts if engine is None else engine.small.facts
+    query = pd.factorize(facts["query_id"].to_numpy()[ids])[0]
     label_code = np.unique(y, return_inverse=True)[1]
     strata = query * (int(label_code.max(initial=0)) + 1) + label_code
+    if engine is not None:  # the labelled facts' memberships (receval.engine.summary)
+        return ids, y, strata, _engine_member(engine.summary, ids, systems)
     out = task.outputs
     at = pd.Index(ids).get_indexer(out["fact"].to_numpy(np.int64))
     codes = pd.Index(systems).get_indexer(out["system"].astype(str))
@@ -300,6 +304,30 @@ def _labelled(task, systems: list[str]):
     member = np.zeros((ids.size, len(systems)), bool)
     member[at[keep], codes[keep]] = True
     return ids, y, strata, member
+
+
+def _engine_member(summary, ids: np.ndarray, systems: list[str]) -> np.ndarray:
+    """(n, m) bool: which of ``systems`` output each fact of ``ids``, from the runs' aggregates."""
+    from receval.engine.sampled_data import member_matrix
+
+    order = np.unique(ids)
+    member = member_matrix(summary, order)[np.searchsorted(order, ids)]
+    at = pd.Index(summary.systems).get_indexer(systems)
+    return np.where(at[None, :] >= 0, member[:, np.maximum(at, 0)], False)
+
+
+def _pool_figures(task, j: int, s: np.ndarray, systems: list[str], target: str):
+    """(fill, implied precision (m,), imputed outputs (m,), pool facts not graded) of judge
+    ``j`` with normalised grades ``s`` per fact (NaN: not graded); on the engine path from
+    SQL sums over the runs (:meth:`receval.engine.judge.EngineJudge.judge_pool_figures`)."""
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:
+        return engine.judge_pool_figures(j, systems, target)
+    pooled = task.facts["in_pool"].to_numpy(bool)
+    missing = np.isnan(s)
+    fill = float(np.nanmean(s[pooled & ~missing])) if (pooled & ~missing).any() else 0.5
+    implied = _implied(task, np.where(missing, fill, s), systems, target)
+    return fill, implied, _imputed(task, missing, systems), int((pooled & missing).sum())
 
 
 def _imputed(task, missing: np.ndarray, systems: list[str]) -> np.ndarray:
@@ -323,19 +351,16 @@ def judge_rows(task, board: pd.DataFrame, options: Any) -> list[dict[str, Any]]:
     ids, y, strata, member = _labelled(task, systems)
     truth = y >= 0.5
     level = float(getattr(options, "confidence", 0.95))
-    pooled = task.facts["in_pool"].to_numpy(bool)
     rng = np.random.default_rng([_seed(options), 38])
     rows = []
     for j, name in enumerate(names):
         s = norm[:, j]
         missing = np.isnan(s)
-        fill = float(np.nanmean(s[pooled & ~missing])) if (pooled & ~missing).any() else 0.5
-        implied = _implied(task, np.where(missing, fill, s), systems, options.target)
+        fill, implied, imputed, pool_missing = _pool_figures(task, j, s, systems, options.target)
         scored = ~missing[ids]
         sv, st, mem = s[ids][scored], strata[scored], member[scored]
         excess, p, test = favour_test(sv, st, mem, rng)
         adjusted = holm(p)
-        imputed = _imputed(task, missing, systems)
         judged = sv >= KAPPA_THRESHOLD
         for i, system in enumerate(systems):
             mine = mem[:, i]
@@ -362,12 +387,12 @@ def judge_rows(task, board: pd.DataFrame, options: Any) -> list[dict[str, Any]]:
                 "labelled_facts": int(scored.sum()),
                 "kappa": cohen_kappa(judged, truth[scored]),
                 "alpha": interval_alpha(np.stack([sv, y[scored]])),
-                "imputed_facts": int((pooled & missing).sum()),
+                "imputed_facts": pool_missing,
                 "flag": ", ".join(
                     f"{systems[i]} ({'+' if excess[i] > 0 else '−'})"
                     for i in np.flatnonzero(adjusted < 1.0 - level)
                 ),
-                "note": f"{int((pooled & missing).sum())} pool facts not graded (imputed with "
+                "note": f"{pool_missing} pool facts not graded (imputed with "
                 f"the judge's mean {fill:.3g}); {int((~scored).sum())} labelled facts not graded "
                 "(left out of the test and agreement)",
             }

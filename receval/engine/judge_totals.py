@@ -1,5 +1,6 @@
 """The judge's known totals of ``--estimator ppi`` from the runs, in SQL (issue 35, item 2: the
-core; ``score`` does not take the engine path with ``ppi`` yet).
+core, for one probability judge; ``score`` on the engine path computes them, for every judge
+form and every map ppi fits, in :mod:`receval.engine.judge`).
 
 Prediction-powered precision and recall (:mod:`receval.estimators.ppi`) centre each draw's judge
 term by its *known* expectation under the sampler, a sum over every output
@@ -92,6 +93,8 @@ def engine_judge_totals(
 
     ``judge``: ``query_id, answer, judge_score`` (answers normalised, one row per fact);
     ``drawn``: ``query_id, answer`` of ``data.facts`` in order (normalised)."""
+    from receval.engine.judge import expectations as _expectations
+    from receval.engine.judge import target_table as _targets
     from receval.estimators.ppi import JudgeTotals
 
     m = data.m
@@ -138,38 +141,6 @@ def engine_judge_totals(
         scored_share=share,
         judge_precision=judge_precision,
     )
-
-
-def _targets(summary: RunSummary, target: str) -> pd.DataFrame:
-    """``code, query_id, t``: t_i(x) of system i's outputs in each query it answered (micro
-    1/|X_i|, macro 1/(Q_i |X_i ∩ q|), as :func:`receval.estimators.sample_data.query_targets`)."""
-    cells = summary.cells
-    code = pd.Index(summary.systems).get_indexer(cells["system"])
-    if target == "micro":
-        t = 1.0 / np.asarray(summary.sizes, float)[code]
-    else:
-        answered = cells.groupby("system")["query_id"].transform("size").to_numpy(float)
-        t = 1.0 / (cells["facts"].to_numpy(float) * answered)
-    return pd.DataFrame({"code": code, "query_id": cells["query_id"].to_numpy(), "t": t})
-
-
-def _expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
-    """(expected_score, expected_mass), each (J, 2m + 1), from the four sums."""
-    from receval.estimators.precision import mixture_weights
-
-    w = mixture_weights(data, "size")
-    k = data.sampler_system
-    with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
-        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)  # s_j(x) on X_{k_j}
-        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
-    out = []
-    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
-        prec = scale.T * grams[s_name][:, k].T * per_draw[:, None]  # (J, m)
-        num = grams[m_name][:, k].T * pool[:, None]  # (J, m)
-        den = grams[m_name][k, k] * pool  # (J,)
-        out.append(np.concatenate([prec, num, den[:, None]], axis=1))
-    return out[0], out[1]
 
 
 def _drawn_scores(judge: pd.DataFrame, drawn: pd.DataFrame) -> np.ndarray:

@@ -10,7 +10,9 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
-What the engine path scores: the ``joint`` and ``simple`` estimators with bootstrap intervals
+What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
+read by the engine, :mod:`receval.engine.judge`; not ppi with ``--cluster-queries`` or anytime
+intervals) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
@@ -20,9 +22,11 @@ drawn facts' memberships), equivalence classes in the judgments (each class coun
 :func:`summarise_classes`, :func:`receval.engine.sampled_data.class_tables`; the official
 pooling-bias counts per class: :func:`official_counts_classed`), ``truth.tsv`` (the true
 metrics from the truth facts' memberships), entity-relation rounds (their design inferred and
-checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`), and
-``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`).  Not: judge tables
-(so no ``--by-judge`` rounds), classes or non-uniform rounds with anytime intervals,
+checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`),
+``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
+ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
+Not: ``--by-judge`` rounds, ``ppi`` with equivalence classes, ``--cluster-queries`` or anytime
+intervals, classes or non-uniform rounds with anytime intervals,
 ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
@@ -51,7 +55,7 @@ if TYPE_CHECKING:
 #: from this many Parquet run rows on, ``score`` takes the engine path unless told otherwise
 ENGINE_PATH_ROWS = 10_000_000
 #: the estimators the engine path scores
-ENGINE_ESTIMATORS = ("joint", "simple")
+ENGINE_ESTIMATORS = ("joint", "simple", "ppi")
 #: the interval methods the engine path computes (``auto`` resolves to one of them)
 ENGINE_INTERVALS = ("auto", "bootstrap", "anytime", "anytime-asymptotic")
 #: the anytime ones (they read the pool's popularity strata)
@@ -80,7 +84,13 @@ class BundleView(SmallTablesView):
     #: the loader's fact id of each conflicting judged fact (:func:`loader_fact_ids`), indexed
     #: by its small-table id: conflicts.csv's ``fact`` as the in-memory path numbers it
     conflict_ids: pd.Series | None = field(default=None, repr=False)
-    judge: None = None
+    #: the judge table read by the engine (:mod:`receval.engine.judge`); None without one
+    engine_judge: Any = field(default=None, repr=False)
+
+    @property
+    def judge(self) -> Any:
+        """The judge (its table's rows: ``len``), read by the engine; None without one."""
+        return self.engine_judge
 
     @property
     def truth(self) -> pd.DataFrame | None:
@@ -267,8 +277,15 @@ def unsupported(options, small: SmallTables) -> str:
     resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
+    ppi = _ppi_unsupported(options, resolved.intervals, small)
+    if ppi:
+        return ppi
+    if any(d.startswith("judge") for d in _declared_designs(small)):
+        return "rounds drawn --by-judge (the judge's design probabilities)"
     for table in small.optional:
         if table == "truth" and small.truth is not None:
+            continue
+        if table == "judge":  # read by the engine (receval.engine.judge)
             continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
     if _anytime(options, small) and _has_classes(small):
@@ -297,6 +314,19 @@ def _declared_designs(small: SmallTables) -> set[str]:
     if "design" not in small.samples:
         return set()
     return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
+
+
+def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
+    """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
+    if options.estimator != "ppi":
+        return ""
+    if _has_classes(small):
+        return "--estimator ppi with equivalence classes in judgments.tsv"
+    if options.cluster_queries:
+        return "--estimator ppi with --cluster-queries (the judge's per-query expectations)"
+    if intervals in ANYTIME:
+        return f"--estimator ppi with --intervals {intervals} (the judge as the streams' control)"
+    return ""
 
 
 def _single_valued(queries: pd.DataFrame) -> bool:
@@ -360,6 +390,11 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
     summary, popularity, classes, ids = summarise_with_classes(
         bundle, small, engine, _anytime(options, small)
     )
+    judge = None
+    if bundle.table("judge") is not None:
+        from receval.engine.judge import open_engine_judge
+
+        judge = open_engine_judge(bundle, small, summary, engine)
     view = BundleView(
         root=bundle.root,
         small=small,
@@ -368,6 +403,7 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         popularity=popularity,
         classes=classes,
         conflict_ids=ids,
+        engine_judge=judge,
     )
     return view, ""
 

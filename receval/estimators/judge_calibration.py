@@ -190,14 +190,29 @@ def calibrate(
     :class:`JudgeCalibration`; with no labelled fact every score is 0.5 (no information).
     """
     grades = np.asarray(grades, float)
-    F, J = grades.shape
+    levels, counts = judge_levels(grades)
+    return calibrate_levels(levels, counts, query, train, label, names)
+
+
+def calibrate_levels(
+    levels: np.ndarray,
+    counts: np.ndarray,
+    query: np.ndarray,
+    train: np.ndarray,
+    label: np.ndarray,
+    names: tuple[str, ...] = (),
+) -> JudgeCalibration:
+    """:func:`calibrate` from every row's judge levels (:func:`receval.judge.judge_levels`:
+    ``levels`` (F, J), ``counts`` (J,)) instead of its grades: the rows may be facts or any
+    keys the calibration is a function of (query and levels; the engine path's keys,
+    :mod:`receval.engine.judge`), ``train`` indexing them (a row once per labelled fact)."""
+    F, J = levels.shape
     train = np.asarray(train, np.int64)
     label = np.asarray(label, float)
     names = tuple(names) or tuple(str(j) for j in range(J))
     if train.size == 0:
         flat = np.full((F, J), 0.5)
         return JudgeCalibration(names, flat, flat[:, 0].copy(), np.full(J, 1.0 / J), np.ones(J))
-    levels, counts = judge_levels(grades)
     n_queries = int(query.max(initial=-1)) + 1
     per_judge, direction = _calibrate_judges(levels, counts, query, n_queries, train, label)
     weights = np.ones(1)
@@ -244,6 +259,9 @@ def task_calibration(task, train: np.ndarray, label: np.ndarray) -> JudgeCalibra
     calibrated score of every fact of ``task`` and their combination, fitted on the labelled
     facts ``train`` (fact ids) with labels ``label``."""
 
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:  # the engine path: fitted over the judge's keys
+        return engine.calibration(train, label)
     grades = judge_grades(task)
     if grades is None:
         return None

@@ -256,6 +256,9 @@ def judge_totals(
     expectations given the drawn fact's query (:func:`_query_expectations`); ``transform`` maps
     the fact scores first (the logistic calibration of :func:`logistic_calibration`).
     """
+    engine = getattr(task, "engine_judge", None)
+    if engine is not None:  # the engine path: the same sums in SQL (receval.engine.judge)
+        return engine.totals(data, target, transform)
     from scipy import sparse
 
     from receval.estimators.precision import mixture_weights
@@ -780,9 +783,19 @@ class PPIEstimator(Estimator):
         cache = self.cache.of(ctx)
         if "judge" not in cache:
             options = ctx.options
-            cache["judge"] = judge_totals(
-                ctx.task, ctx.data, options.target, options.weighting, options.cluster_queries
-            )
+            engine = getattr(ctx.task, "engine_judge", None)
+            if engine is not None:  # one pass over the runs for the raw scores and every map
+                s = engine.drawn_scores(ctx.data)
+                maps = [self.fold_map(ctx, a, s) if CALIBRATE else None for a in (0, 1)]
+                totals = engine.totals_many(ctx.data, options.target, [None, *maps])
+                cache["judge"] = totals[0]
+                for a in (0, 1):
+                    if maps[a] is not None:
+                        cache[f"fitted{a}"] = totals[1 + a]
+            else:
+                cache["judge"] = judge_totals(
+                    ctx.task, ctx.data, options.target, options.weighting, options.cluster_queries
+                )
         return cache["judge"]
 
     def terms(self, ctx: ScoringContext) -> dict[str, np.ndarray]:
@@ -828,7 +841,7 @@ class PPIEstimator(Estimator):
         from receval.judge import calibrates
 
         if calibrates(ctx.task):
-            return [self.combined_control(ctx, folds, a, M) for a in (0, 1)]
+            return [self.combined_control(ctx, a, M) for a in (0, 1)]
         controls = []
         for a in (0, 1):
             other = folds == 1 - a
@@ -836,47 +849,74 @@ class PPIEstimator(Estimator):
                 alpha, beta = linear_calibration(s[other], f[other])
                 control = beta * A + alpha * B
                 logistic_cols = slice(data.m, 2 * data.m + 1)
-                if np.nansum(f[other]) < RECALL_LOGISTIC_MIN:
+                if self.fold_map(ctx, a, s) is None:
                     controls.append(control)
                     continue
             else:
                 control, logistic_cols = A.copy(), slice(0, 2 * data.m + 1)
-            g = logistic_calibration(s[other], f[other])
-            options = ctx.options
-            fitted = judge_totals(
-                ctx.task, data, options.target, options.weighting, options.cluster_queries, g
-            )
-            _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
+            fitted = self.fitted_totals(ctx, a)
+            _, S_g, _ = _quantity_terms(data, fitted, ctx.options.weighting)
             control = control.copy()
             control[:, logistic_cols] = _centred(data, fitted, S_g, M)[0][:, logistic_cols]
             controls.append(control)
         return controls
 
-    def combined_control(self, ctx: ScoringContext, folds: np.ndarray, a: int, M: np.ndarray):
+    def fold_map(self, ctx: ScoringContext, a: int, s: np.ndarray | None = None):
+        """Fold a's map of the judge's scores, fitted on fold 1 − a's labels only (None: no
+        map, the linear control alone): the judges calibrated and combined when they are
+        (``calibration{a}`` kept for run.json), else the logistic map where ``CALIBRATE`` asks
+        for it ("linear": from ``RECALL_LOGISTIC_MIN`` correct draws in fold 1 − a).  ``s``:
+        the judge's raw scores of the draws (default: the judge totals').  Computed once."""
+        cache = self.cache.of(ctx)
+        if f"map{a}" in cache:
+            return cache[f"map{a}"]
+        from receval.judge import calibrates
+
+        data = ctx.data
+        other = draw_folds(data) == 1 - a
+        f = data.label[data.draw_fact]
+        out = None
+        if calibrates(ctx.task):
+            from receval.estimators.judge_calibration import task_calibration
+
+            facts = data.draw_fact[other]
+            ok = np.isfinite(f[other])
+            train, first = np.unique(data.facts[facts[ok]], return_index=True)
+            fit = task_calibration(ctx.task, train, f[other][ok][first])
+            cache[f"calibration{a}"] = fit
+            out = _constant_map(fit.combined)
+        elif CALIBRATE and not (
+            CALIBRATE == "linear" and np.nansum(f[other]) < RECALL_LOGISTIC_MIN
+        ):
+            if s is None:
+                s = self.judge(ctx).score_drawn[data.draw_fact]
+            out = logistic_calibration(s[other], f[other])
+        cache[f"map{a}"] = out
+        return out
+
+    def fitted_totals(self, ctx: ScoringContext, a: int) -> JudgeTotals:
+        """The judge totals under fold a's map (:meth:`fold_map`), computed once."""
+        cache = self.cache.of(ctx)
+        if f"fitted{a}" not in cache:
+            options = ctx.options
+            cache[f"fitted{a}"] = judge_totals(
+                ctx.task,
+                ctx.data,
+                options.target,
+                options.weighting,
+                options.cluster_queries,
+                self.fold_map(ctx, a),
+            )
+        return cache[f"fitted{a}"]
+
+    def combined_control(self, ctx: ScoringContext, a: int, M: np.ndarray):
         """Fold a's control from the judges calibrated and combined on fold 1 − a's labelled
         draws (:mod:`receval.estimators.judge_calibration`): c·g(x) minus its known per-sampler
         expectation, recomputed exactly for that g over every output, so it has mean zero
         given fold 1 − a (exactly unbiased, as for the linear map)."""
-        from receval.estimators.judge_calibration import task_calibration
-
-        data, options = ctx.data, ctx.options
-        other = folds == 1 - a
-        facts = data.draw_fact[other]
-        f = data.label[facts]
-        ok = np.isfinite(f)
-        train, first = np.unique(data.facts[facts[ok]], return_index=True)
-        fit = task_calibration(ctx.task, train, f[ok][first])
-        self.cache.of(ctx)[f"calibration{a}"] = fit
-        fitted = judge_totals(
-            ctx.task,
-            data,
-            options.target,
-            options.weighting,
-            options.cluster_queries,
-            lambda _: fit.combined,
-        )
-        _, S_g, _ = _quantity_terms(data, fitted, options.weighting)
-        return _centred(data, fitted, S_g, M)[0]
+        fitted = self.fitted_totals(ctx, a)
+        _, S_g, _ = _quantity_terms(ctx.data, fitted, ctx.options.weighting)
+        return _centred(ctx.data, fitted, S_g, M)[0]
 
     def full_totals(self, ctx: ScoringContext) -> np.ndarray:
         """The draws stage's full-sample totals (the coefficients λ̂ of the point estimate)."""
@@ -1012,15 +1052,29 @@ class PPIEstimator(Estimator):
         grades = judge_grades(ctx.task)
         if grades is None:
             return
-        pooled = np.flatnonzero(ctx.task.facts["in_pool"].to_numpy(bool))
-        for name, missing in grades.missing(pooled).items():
+        engine = getattr(ctx.task, "engine_judge", None)
+        if engine is not None:  # counted over the pool in SQL
+            pool, missed = engine.pool_facts, engine.pool_missing()
+        else:
+            pooled = np.flatnonzero(ctx.task.facts["in_pool"].to_numpy(bool))
+            pool, missed = pooled.size, grades.missing(pooled)
+        for name, missing in missed.items():
             if missing:
                 who = f"judge {name!r}" if name else "the judge"
                 warnings.append(
-                    f"{who} did not score {missing} of the {pooled.size} pooled facts (imputed: "
+                    f"{who} did not score {missing} of the {pool} pooled facts (imputed: "
                     "the judges' mean, or a level of its own when calibrated; unbiased, less "
                     "narrowing)"
                 )
+
+
+def _constant_map(values: np.ndarray):
+    """The map giving ``values`` (a calibration's score of every fact) whatever it is given."""
+
+    def mapped(_: np.ndarray) -> np.ndarray:
+        return values
+
+    return mapped
 
 
 def _rounded(values: np.ndarray, digits: int = 4) -> list:

@@ -1,0 +1,763 @@
+"""The judge table on the engine path: ``score --estimator ppi`` and the judge audit without
+the output rows (issue 35 × issue 38).
+
+What the prediction-powered estimator (:mod:`receval.estimators.ppi`) and the judge audit
+(:mod:`receval.judge_audit`) read of the runs is a handful of sums over every system's distinct
+facts, each weighted by a function of the fact's judge scores:
+
+* the control's known per-sampler expectations (four m × m sums over the pool, the self-join
+  of :mod:`receval.engine.judge_totals`, Chaganty et al. 2017 §3; Angelopoulos et al. 2023
+  eq. 1) and the per-system Σ t_i s, for the raw score s and for every calibrated map g that
+  ppi fits on a fold's labels (the logistic map of a probability judge; the per-judge
+  isotonic × per-query calibration and combination of several or graded judges);
+* per judge and system, the audit's implied precision Σ t_i s_j and the outputs it did not
+  grade; per judge, the pool facts it did not grade and its mean over those it did.
+
+Every such map is a function of a fact's **key**: with one probability judge its score; with
+several judges or a declared scale its query, every judge's level (:func:`receval.judge.judge_levels`,
+computed over the judge table's facts exactly as the loader's fact order gives them) and its
+mean normalised grade.  :class:`EngineJudge` numbers the keys (at most one per judged fact,
+plus one "not graded" key per query), the engine tags every pool fact with its key, and a map
+is sent to the engine as one value per key: the sums are then the same SQL for every map, and
+Python holds per-key and per-system arrays only, never a row per output.
+
+The judge table is checked by the loader's own function (:func:`receval.judge.check_judge_table`:
+the same ``file:line`` errors for a missing column, an unknown query or a grade outside the
+declared scale), staged as Parquet with its answers normalised (in slices), and read by the
+engine, which checks :func:`receval.judge.dedupe_judge`'s rule (one judge, one grade per fact)
+with the loader's message, the fact numbered among the task's facts as the loader numbers it.
+
+Scope (:func:`receval.engine.score.unsupported` refuses the rest): the uniform design with
+``--weighting size`` (every system's mixture is q₀), no ``--cluster-queries`` with ppi, no
+anytime intervals with ppi, no equivalence classes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from receval.engine.base import Engine
+    from receval.engine.sampled_data import SmallTables
+    from receval.engine.summary import RunSummary
+    from receval.estimators.judge_calibration import JudgeCalibration
+    from receval.estimators.ppi import JudgeTotals
+    from receval.estimators.sample_data import SampleData
+
+#: per pool fact: its key (its own, or its query's "not graded" key) and whether it is graded
+POOL_KEYS = """
+SELECT p.query_id, p.a, coalesce(k.key, mk.key) AS key,
+       CASE WHEN k.key IS NULL THEN 0 ELSE 1 END AS scored
+FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
+LEFT JOIN judge_keys k ON p.query_id = k.query_id AND p.a = k.a
+LEFT JOIN judge_missing mk ON p.query_id = mk.query_id
+"""
+
+#: per pool fact: q₀ = Σ c_k over the systems that output it (the balance-heuristic mixture)
+POOL_Q0 = """
+SELECT p.query_id, p.a, sum(c.c) AS q0
+FROM judge_pairs p JOIN judge_systems c ON p.code = c.code
+GROUP BY p.query_id, p.a
+"""
+
+
+#: the self-join of :func:`pair_sums` runs in slices of the queries holding about this many
+#: distinct (system, fact) pairs each (its hash tables then fit DuckDB's memory limit)
+PAIRS_PER_SLICE = 10_000_000
+
+
+def pair_sums(columns: int, where: str = "") -> str:
+    """The four (m × m) sums of :mod:`receval.engine.judge_totals` with v_c the value per key
+    of each map c (``ps{c}``, ``gs{c}``; ``pm``, ``g1`` do not depend on the map); ``where``:
+    a condition on ``query_id`` keeping one slice of the queries (every table filtered)."""
+    maps = "".join(
+        f", sum(t.t * v.v{c} / f.q0) AS ps{c}, sum(v.v{c} / f.q0) AS gs{c}" for c in range(columns)
+    )
+
+    def table(name: str) -> str:
+        return f"(SELECT * FROM {name} WHERE {where})" if where else name
+
+    return f"""
+SELECT x.code AS i, y.code AS k, sum(t.t / f.q0) AS pm, sum(1.0 / f.q0) AS g1{maps}
+FROM {table("judge_pairs")} x
+JOIN {table("judge_pairs")} y ON x.query_id = y.query_id AND x.a = y.a
+JOIN {table("judge_q0")} f ON x.query_id = f.query_id AND x.a = f.a
+JOIN {table("judge_pool")} k ON x.query_id = k.query_id AND x.a = k.a
+JOIN judge_values v ON k.key = v.key
+JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+WHERE f.q0 > 0
+GROUP BY x.code, y.code
+"""
+
+
+def system_sums(columns: int) -> str:
+    """Per system: Σ t v_c over its outputs for every map c (``jp{c}``), and how many of them
+    are graded."""
+    maps = "".join(f", sum(t.t * v.v{c}) AS jp{c}" for c in range(columns))
+    return f"""
+SELECT x.code AS i, sum(k.scored) AS scored{maps}
+FROM judge_pairs x
+JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a
+JOIN judge_values v ON k.key = v.key
+JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+GROUP BY x.code
+"""
+
+
+#: per judge j and system: Σ t s_j and Σ t over its outputs j graded, and their number
+AUDIT_SUMS = """
+SELECT x.code AS i, g.j, sum(t.t * g.s) AS ts, sum(t.t) AS tt, count(*) AS n
+FROM judge_pairs x
+JOIN judge_long g ON x.query_id = g.query_id AND x.a = g.a
+JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+GROUP BY x.code, g.j
+"""
+
+#: per system: Σ t over its outputs
+TARGET_SUMS = """
+SELECT x.code AS i, sum(t.t) AS tt
+FROM judge_pairs x JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+GROUP BY x.code
+"""
+
+#: per judge: the pool facts it graded and the sum of their normalised grades
+AUDIT_POOL = """
+SELECT g.j, count(*) AS n, sum(g.s) AS s
+FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
+JOIN judge_long g ON p.query_id = g.query_id AND p.a = g.a
+GROUP BY g.j
+"""
+
+
+@contextlib.contextmanager
+def one_line_oom():
+    """DuckDB's out-of-memory error as one line (ValueError: ``error:`` and exit 2), as
+    :func:`receval.engine.score.parquet_engine` gives it."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "OutOfMemoryException":
+            from receval.engine.base import MEMORY_LIMIT_ENV
+
+            raise ValueError(
+                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
+                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
+                "(about 80 bytes per output row)"
+            ) from None
+        raise
+
+
+#: rows of the checked judge table normalised and staged for the engine at once
+STAGE_ROWS = 500_000
+
+
+@dataclass(frozen=True)
+class JudgeTable:
+    """The bundle's judge table, checked by the loader's functions and staged for the engine:
+    ``staged`` (Parquet) holds ``query_id, answer`` (normalised), ``judge, judge_score`` and
+    ``line`` (the file's line, for error messages) of every row."""
+
+    path: Path
+    staged: Path
+    rows: int
+    names: tuple[str, ...]
+    scales: np.ndarray  # (J, 2)
+    calibrated: bool  # several judges or a declared scale (ppi calibrates and combines them)
+
+
+def stage_judge_table(bundle, small: SmallTables, folder: Path) -> JudgeTable | None:
+    """The bundle's judge table (None without one or without rows), checked as the loader
+    checks it (:func:`receval.judge.check_judge_table`: BundleError naming file and line) and
+    written to ``folder`` in slices with its answers normalised; its path joins
+    ``small.files``.  The one-grade-per-judge-and-fact check runs in the engine
+    (:func:`_check_one_grade`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from receval.bundle.sources import NUMERIC, _Source
+    from receval.formats.tables import LINE, find_table, read_table
+    from receval.judge import check_judge_table
+    from receval.task import normalize_answers
+
+    path = find_table(Path(bundle.root), "judge")
+    if path is None:
+        return None
+    small.files["judge"] = path
+    known = set(small.queries["query_id"])
+    frame = check_judge_table(_Source(read_table(path, NUMERIC), path), known, small.config)
+    if not len(frame):
+        return None
+    schema = pa.schema(
+        [("query_id", pa.string()), ("answer", pa.string()), ("judge", pa.string()),
+         ("judge_score", pa.float64()), ("line", pa.int64())]
+    )  # fmt: skip
+    staged = folder / "judge.parquet"
+    names: set[str] = set()
+    with pq.ParquetWriter(staged, schema) as writer:
+        for start in range(0, len(frame), STAGE_ROWS):
+            part = frame.iloc[start : start + STAGE_ROWS]
+            judge = part["judge"].astype(str)
+            names.update(judge.unique())
+            columns = {
+                "query_id": part["query_id"].astype(str).str.strip(),
+                "answer": normalize_answers(part["answer"].astype(str), small.config.matching),
+                "judge": judge,
+                "judge_score": part["judge_score"].astype(float),
+                "line": part[LINE].astype(np.int64),
+            }
+            arrays = [pa.array(np.asarray(columns[f.name], object if f.name in
+                      ("query_id", "answer", "judge") else None), f.type) for f in schema]  # fmt: skip
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+    rows = len(frame)
+    del frame
+    ordered = tuple(sorted(names))
+    scales = np.array([small.config.scale_of(n) for n in ordered], float).reshape(len(ordered), 2)
+    calibrated = len(ordered) > 1 or bool(small.config.judge_graded)
+    return JudgeTable(path, staged, rows, ordered, scales, calibrated)
+
+
+@dataclass(frozen=True)
+class JudgeKeys:
+    """The keys every score map is a function of (module docstring): per key its query code,
+    every judge's level (``levels`` (K, J), the "not graded" level ``counts[j]``) and the raw
+    score s (NaN for a query's "not graded" key); per query its "not graded" key."""
+
+    s: np.ndarray  # (K,)
+    query: np.ndarray  # (K,) codes over ``queries``
+    levels: np.ndarray  # (K, J)
+    counts: np.ndarray  # (J,)
+    missing_key: np.ndarray  # (Q,)
+    queries: pd.Index
+
+
+#: the judge table's facts: one grade per (judge code, fact) (checked by _check_one_grade)
+JUDGE_FACTS = """
+SELECT n.j, r.query_id, r.answer, min(r.judge_score) AS grade
+FROM judge_rows r JOIN judge_names n ON r.judge = n.judge
+GROUP BY n.j, r.query_id, r.answer
+"""
+
+#: the first row (in file order) grading a fact differently from the judge's first grade of it
+ONE_GRADE = """
+WITH f AS (SELECT judge, query_id, answer, min(line) AS first_line FROM judge_rows
+           GROUP BY judge, query_id, answer),
+     g AS (SELECT r.judge, r.query_id, r.answer, r.judge_score AS first FROM judge_rows r
+           JOIN f ON r.judge = f.judge AND r.query_id = f.query_id AND r.answer = f.answer
+           AND r.line = f.first_line)
+SELECT r.line, r.query_id, r.answer, r.judge, g.first FROM judge_rows r
+JOIN g ON r.judge = g.judge AND r.query_id = g.query_id AND r.answer = g.answer
+WHERE r.judge_score <> g.first ORDER BY r.line LIMIT 1
+"""
+
+#: per judge: its graded facts and distinct grades (judge_levels: levels or equal-count bins)
+LEVEL_STATS = "SELECT j, count(*) AS n, count(DISTINCT grade) AS d FROM judge_facts GROUP BY j"
+
+#: every judge's level of every fact it graded (receval.judge.judge_levels: the rank of its
+#: grade among the judge's distinct grades, or its equal-count bin of the grades in the
+#: loader's fact order, sorted (query_id, answer)); s its grade on [0, 1]
+LEVELS = """
+SELECT f.j, f.query_id, f.answer, f.grade, (f.grade - s.lo) / (s.hi - s.lo) AS s,
+       CASE WHEN s.binned = 0 THEN dense_rank() OVER (PARTITION BY f.j ORDER BY f.grade) - 1
+       ELSE CAST(floor((row_number() OVER (PARTITION BY f.j ORDER BY f.grade, f.query_id,
+            f.answer) - 1) * {bins} / s.n) AS BIGINT) END AS level
+FROM judge_facts f JOIN judge_stats s ON f.j = s.j
+"""
+
+
+def _key_sql(calibrated: bool, counts: np.ndarray) -> tuple[str, str]:
+    """(per judged fact ``query_id, answer, s, levels…``, its key) SQL over ``judge_levels``."""
+    if not calibrated:  # one probability judge: its score as given (on [0, 1])
+        facts = "SELECT query_id, answer, grade AS s FROM judge_levels"
+        return facts, "dense_rank() OVER (ORDER BY s) - 1"
+    levels = ", ".join(
+        f"coalesce(max(CASE WHEN j = {j} THEN level END), {int(n)}) AS l{j}"
+        for j, n in enumerate(counts)
+    )
+    facts = f"SELECT query_id, answer, avg(s) AS s, {levels} FROM judge_levels GROUP BY query_id, answer"
+    order = ", ".join(["query_id", *(f"l{j}" for j in range(len(counts))), "s"])
+    return facts, f"dense_rank() OVER (ORDER BY {order}) - 1"
+
+
+def judge_keys(engine: Engine, table: JudgeTable, queries: pd.Index) -> JudgeKeys:
+    """Number the keys of the judge table's facts (module docstring) in the engine: tables
+    ``judge_levels`` (per judge and fact) and ``judge_fact_keys`` (per fact: its key)."""
+    from receval.judge import BINS, MAX_LEVELS
+
+    J = len(table.names)
+    stats = engine.query(LEVEL_STATS).sort_values("j")
+    n = np.zeros(J, np.int64)
+    d = np.zeros(J, np.int64)
+    n[stats["j"].to_numpy(np.int64)] = stats["n"].to_numpy(np.int64)
+    d[stats["j"].to_numpy(np.int64)] = stats["d"].to_numpy(np.int64)
+    binned = d > MAX_LEVELS
+    counts = np.where(binned, BINS, np.maximum(d, 1))
+    engine.register(
+        "judge_stats",
+        pd.DataFrame({"j": np.arange(J), "n": n, "binned": binned.astype(np.int64),
+                      "lo": table.scales[:, 0], "hi": table.scales[:, 1]}),
+    )  # fmt: skip
+    engine.create_table("judge_levels", LEVELS.format(bins=BINS))
+    facts, key = _key_sql(table.calibrated, counts)
+    engine.create_table("judge_fact_keys", f"SELECT *, {key} AS key FROM ({facts}) x")
+    level_cols = [f"l{j}" for j in range(J)] if table.calibrated else []
+    cols = ", ".join(["key", "s", *(["query_id", *level_cols] if table.calibrated else [])])
+    distinct = engine.query(f"SELECT DISTINCT {cols} FROM judge_fact_keys ORDER BY key")
+    K, Q = len(distinct), len(queries)
+    s = distinct["s"].to_numpy(float)
+    query = queries.get_indexer(distinct["query_id"]) if table.calibrated else np.zeros(K, int)
+    levels = distinct[level_cols].to_numpy(np.int64) if level_cols else np.zeros((K, 1), np.int64)
+    if not table.calibrated:
+        counts = np.zeros(1, np.int64)
+    return JudgeKeys(
+        s=np.concatenate([s, np.full(Q, np.nan)]),
+        query=np.concatenate([query, np.arange(Q)]).astype(np.int64),
+        levels=np.vstack([levels, np.broadcast_to(counts, (Q, counts.size))]).astype(np.int64),
+        counts=np.asarray(counts, np.int64),
+        missing_key=np.arange(K, K + Q, dtype=np.int64),
+        queries=queries,
+    )
+
+
+@dataclass(eq=False)
+class EngineJudge:
+    """The judge on the engine path: its table's keys, the small facts' grades, and a live
+    engine session over the runs (view ``normed``, table ``judge_pairs``) that computes the
+    sums of the module docstring for any map of the keys.  The session is closed with this
+    object (or at exit) when it was opened for it."""
+
+    table: JudgeTable
+    keys: JudgeKeys
+    small: SmallTables
+    summary: RunSummary
+    engine: Engine
+    #: per small fact: its key, whether it is graded, every judge's raw grade (NaN: none)
+    small_key: np.ndarray = field(repr=False)
+    small_scored: np.ndarray = field(repr=False)
+    small_grades: np.ndarray = field(repr=False)
+    #: the judges' mean over the graded pool facts (the score of an ungraded fact)
+    fill: float = 0.5
+    pool_facts: int = 0
+    #: per judge: pool facts it graded, and the sum of their normalised grades
+    pool_graded: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    pool_sum: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    _q0: dict = field(default_factory=dict, repr=False)
+    _targets: dict = field(default_factory=dict, repr=False)
+
+    # -- what judge.py's functions ask of a task ----------------------------------------
+
+    def __len__(self) -> int:
+        return self.table.rows
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.table.names
+
+    @property
+    def calibrated(self) -> bool:
+        return self.table.calibrated
+
+    def grades(self):
+        """:class:`receval.judge.JudgeGrades` over the small facts (labelled, drawn, units)."""
+        from receval.judge import JudgeGrades
+
+        return JudgeGrades(self.table.names, self.table.scales, self.small_grades)
+
+    def pool_missing(self) -> dict[str, int]:
+        """Per judge, the pool facts it did not grade."""
+        return {
+            n: int(self.pool_facts - self.pool_graded[j]) for j, n in enumerate(self.table.names)
+        }
+
+    # -- the calibrated maps ---------------------------------------------------------------
+
+    def calibration(self, train: np.ndarray, label: np.ndarray) -> JudgeCalibration:
+        """:func:`receval.estimators.judge_calibration.task_calibration` over the keys: fitted
+        on the small facts ``train`` (ids) with labels ``label``; ``per_judge`` and
+        ``combined`` are per key (what :meth:`totals` maps)."""
+        from receval.estimators.judge_calibration import calibrate_levels
+
+        keys = self.keys
+        return calibrate_levels(
+            keys.levels,
+            keys.counts,
+            keys.query,
+            self.small_key[np.asarray(train, np.int64)],
+            label,
+            self.table.names,
+        )
+
+    def key_scores(self) -> np.ndarray:
+        """(K,) the raw score of every key, the fill for the "not graded" keys."""
+        return np.where(np.isnan(self.keys.s), self.fill, self.keys.s)
+
+    # -- the sums ---------------------------------------------------------------------------
+
+    def drawn_scores(self, data: SampleData) -> np.ndarray:
+        """(K,) the raw score of every draw's fact (what ``score_drawn[draw_fact]`` gives)."""
+        return self.key_scores()[self.small_key[data.facts]][data.draw_fact]
+
+    def totals(self, data: SampleData, target: str, transform=None) -> JudgeTotals:
+        """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``, no query
+        clusters) for the map ``transform`` of the key scores (None: the raw scores)."""
+        return self.totals_many(data, target, [transform])[0]
+
+    def totals_many(self, data: SampleData, target: str, transforms: list) -> list[JudgeTotals]:
+        """:meth:`totals` of every map of ``transforms`` (None: the raw scores) from one pass
+        over the pool: the self-join sums every map's column at once."""
+        from receval.estimators.ppi import JudgeTotals
+
+        engine, summary = self.engine, self.summary
+        m = data.m
+        sizes = np.asarray(summary.sizes, float)
+        N = float(data.sampler_n.sum())
+        raw = self.key_scores()
+        columns = [raw if t is None else np.asarray(t(raw), float) for t in transforms]
+        frame = pd.DataFrame({"key": np.arange(raw.size)})
+        for c, values in enumerate(columns):
+            frame[f"v{c}"] = values
+        with one_line_oom():
+            self._prepare(data, target)
+            engine.register("judge_values", frame)
+            sums = self._pair_sums(len(columns))
+            per_system = engine.query(system_sums(len(columns)))
+        i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
+        at = per_system["i"].to_numpy(np.int64)
+        scored = np.zeros(m)
+        scored[at] = per_system["scored"].to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = scored / sizes
+        drawn = self.small_key[data.facts]
+        out = []
+        for c, values in enumerate(columns):
+            grams = {}
+            for name, col in (("ps", f"ps{c}"), ("pm", "pm"), ("gs", f"gs{c}"), ("g1", "g1")):
+                grams[name] = np.zeros((m, m))
+                grams[name][i, k] = sums[col].to_numpy(float)
+            expected_score, expected_mass = expectations(data, grams, sizes, N)
+            judge_precision = np.zeros(m)
+            judge_precision[at] = per_system[f"jp{c}"].to_numpy(float)
+            out.append(
+                JudgeTotals(
+                    score_drawn=values[drawn],
+                    scored_drawn=self.small_scored[data.facts],
+                    expected_score=expected_score,
+                    expected_mass=expected_mass,
+                    scored_share=share,
+                    judge_precision=judge_precision,
+                )
+            )
+        return out
+
+    def _pair_sums(self, columns: int) -> pd.DataFrame:
+        """:func:`pair_sums`, in slices of the queries when the pairs exceed
+        :data:`PAIRS_PER_SLICE` (each slice's m × m sums added)."""
+        pairs = float(np.asarray(self.summary.sizes, float).sum())
+        slices = max(1, int(np.ceil(pairs / PAIRS_PER_SLICE)))
+        if slices == 1:
+            return self.engine.query(pair_sums(columns))
+        h = self.engine.dialect.hash64("query_id")
+        parts = [
+            self.engine.query(pair_sums(columns, f"(({h} % {slices}) + {slices}) % {slices} = {s}"))
+            for s in range(slices)
+        ]
+        return pd.concat(parts).groupby(["i", "k"], as_index=False).sum()
+
+    def _prepare(self, data: SampleData, target: str) -> None:
+        """Tables ``judge_systems`` (c_k), ``judge_q0`` and ``judge_targets`` for ``data``'s
+        samplers and ``target`` (kept while they stay the same)."""
+        summary, engine = self.summary, self.engine
+        m = data.m
+        sizes = np.asarray(summary.sizes, float)
+        N = float(data.sampler_n.sum())
+        n_system = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(sizes > 0, n_system / (N * sizes), 0.0) if N > 0 else np.zeros(m)
+        if self._q0.get("c") is None or not np.array_equal(self._q0["c"], c):
+            frame = pd.DataFrame({"system": summary.systems, "code": np.arange(m), "c": c})
+            engine.register("judge_systems", frame)
+            engine.create_table("judge_q0", POOL_Q0)
+            self._q0["c"] = c
+        self._target(target)
+
+    def _target(self, target: str) -> None:
+        if self._targets.get("now") != target:
+            self.engine.register("judge_targets", target_table(self.summary, target))
+            self._targets["now"] = target
+
+    def audit(self, target: str) -> dict[str, np.ndarray]:
+        """Per judge (J, m): Σ t s_j and Σ t over each system's outputs the judge graded, their
+        number; (m,) Σ t over each system's outputs."""
+        engine = self.engine
+        self._target(target)
+        m, J = len(self.summary.systems), len(self.table.names)
+        sums = engine.query(AUDIT_SUMS)
+        out = {k: np.zeros((J, m)) for k in ("ts", "tt", "n")}
+        at = (sums["j"].to_numpy(np.int64), sums["i"].to_numpy(np.int64))
+        for k in out:
+            out[k][at] = sums[k].to_numpy(float)
+        whole = engine.query(TARGET_SUMS)
+        out["total"] = np.zeros(m)
+        out["total"][whole["i"].to_numpy(np.int64)] = whole["tt"].to_numpy(float)
+        return out
+
+    def judge_pool_figures(self, j: int, systems: list[str], target: str):
+        """(fill, implied (m,), imputed outputs (m,), pool facts not graded) of judge ``j``
+        (:func:`receval.judge_audit.judge_rows`), the sums over ``systems``' outputs."""
+        cache = self._targets.setdefault("audit", {})
+        if target not in cache:
+            with one_line_oom():
+                cache[target] = self.audit(target)
+        sums = cache[target]
+        order = pd.Index(self.summary.systems).get_indexer(systems)
+        n = self.pool_graded[j]
+        fill = float(self.pool_sum[j] / n) if n > 0 else 0.5
+        implied = sums["ts"][j] + fill * (sums["total"] - sums["tt"][j])
+        imputed = np.asarray(self.summary.sizes, float) - sums["n"][j]
+        return (
+            fill,
+            implied[order],
+            imputed[order].astype(np.int64),
+            int(self.pool_facts - n),
+        )
+
+
+def target_table(summary: RunSummary, target: str) -> pd.DataFrame:
+    """``code, query_id, t``: t_i(x) of system i's outputs in each query it answered (micro
+    1/|X_i|, macro 1/(Q_i |X_i ∩ q|), as :func:`receval.estimators.sample_data.query_targets`)."""
+    cells = summary.cells
+    code = pd.Index(summary.systems).get_indexer(cells["system"])
+    if target == "micro":
+        t = 1.0 / np.asarray(summary.sizes, float)[code]
+    else:
+        answered = cells.groupby("system")["query_id"].transform("size").to_numpy(float)
+        t = 1.0 / (cells["facts"].to_numpy(float) * answered)
+    return pd.DataFrame({"code": code, "query_id": cells["query_id"].to_numpy(), "t": t})
+
+
+def expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
+    """(expected_score, expected_mass), each (J, 2m + 1), from the four sums."""
+    from receval.estimators.precision import mixture_weights
+
+    w = mixture_weights(data, "size")
+    k = data.sampler_system
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)  # s_j(x) on X_{k_j}
+        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
+    out = []
+    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
+        prec = scale.T * grams[s_name][:, k].T * per_draw[:, None]  # (J, m)
+        num = grams[m_name][:, k].T * pool[:, None]  # (J, m)
+        den = grams[m_name][k, k] * pool  # (J,)
+        out.append(np.concatenate([prec, num, den[:, None]], axis=1))
+    return out[0], out[1]
+
+
+def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, own: bool):
+    """The :class:`EngineJudge` of ``bundle`` (None without a judge table) over the engine
+    session ``engine`` (its runs registered, view ``normed``), closed with the object when
+    ``own``; the staged judge table's folder is removed with it."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="receval-judge-"))
+    try:
+        table = stage_judge_table(bundle, small, folder)
+        if table is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            if own:
+                engine.close()
+            return None
+        judge = _engine_judge(table, small, summary, engine)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    weakref.finalize(judge, _release, engine if own else None, folder)
+    return judge
+
+
+def _release(engine, folder: Path) -> None:
+    import shutil
+
+    if engine is not None:
+        engine.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _engine_judge(
+    table: JudgeTable, small: SmallTables, summary: RunSummary, engine
+) -> EngineJudge:
+    """The tables of the module docstring in ``engine``, and what Python keeps of them."""
+    queries = pd.Index(sorted(set(small.queries["query_id"])), dtype=object)
+    h = engine.dialect.hash64("answer")
+    engine.register("judge_staged", table.staged)
+    engine.create_table("judge_rows", "SELECT * FROM judge_staged")
+    _check_one_grade(engine, table, small, queries)
+    engine.register("judge_names", pd.DataFrame({"judge": list(table.names),
+                                                 "j": np.arange(len(table.names))}))  # fmt: skip
+    engine.create_table("judge_facts", JUDGE_FACTS)
+    keys = judge_keys(engine, table, queries)
+    codes = pd.DataFrame(
+        {"system": summary.systems, "code": np.arange(len(summary.systems), dtype=np.int64)}
+    )
+    engine.register("judge_codes", codes)
+    _create_pairs(engine, summary, h)
+    engine.create_table("judge_keys", f"SELECT query_id, {h} AS a, key FROM judge_fact_keys")
+    engine.register(
+        "judge_missing",
+        pd.DataFrame({"query_id": queries.to_numpy(object), "key": keys.missing_key}),
+    )
+    engine.create_table("judge_pool", POOL_KEYS)
+    engine.create_table(
+        "judge_long",
+        f"SELECT query_id, {h} AS a, j, greatest(0.0, least(1.0, s)) AS s FROM judge_levels",
+    )
+    small_key, small_scored, small_grades = _small_facts(engine, table, keys, small)
+    counts = engine.query("SELECT key, count(*) AS n FROM judge_pool WHERE scored = 1 GROUP BY key")
+    pool = engine.query("SELECT count(*) AS n FROM judge_pool")
+    graded = engine.query(AUDIT_POOL)
+    J = len(table.names)
+    pool_graded, pool_sum = np.zeros(J), np.zeros(J)
+    pool_graded[graded["j"].to_numpy(np.int64)] = graded["n"].to_numpy(float)
+    pool_sum[graded["j"].to_numpy(np.int64)] = graded["s"].to_numpy(float)
+    n = counts["n"].to_numpy(float)
+    key_s = keys.s[counts["key"].to_numpy(np.int64)]
+    fill = float((key_s * n).sum() / n.sum()) if n.sum() else 0.5
+    return EngineJudge(
+        table=table,
+        keys=keys,
+        small=small,
+        summary=summary,
+        engine=engine,
+        small_key=small_key,
+        small_scored=small_scored,
+        small_grades=small_grades,
+        fill=fill,
+        pool_facts=int(pool["n"].iloc[0]),
+        pool_graded=pool_graded,
+        pool_sum=pool_sum,
+    )
+
+
+def _create_pairs(engine, summary: RunSummary, h: str) -> None:
+    """Table ``judge_pairs(code, query_id, a)``: every system's distinct facts; on DuckDB in
+    batches of systems of at most :data:`PAIRS_PER_SLICE` pairs (one DISTINCT over 5·10⁷
+    rows ran out of its 1 GB limit)."""
+    sql = (
+        f"SELECT DISTINCT c.code, n.query_id, {h} AS a FROM normed n "
+        "JOIN judge_codes c ON n.system = c.system"
+    )
+    sizes = np.asarray(summary.sizes, float)
+    batches: list[list[int]] = [[]]
+    total = 0.0
+    for code, size in enumerate(sizes):
+        if batches[-1] and total + size > PAIRS_PER_SLICE:
+            batches.append([])
+            total = 0.0
+        batches[-1].append(code)
+        total += size
+    if engine.name != "duckdb" or len(batches) == 1:
+        engine.create_table("judge_pairs", sql)
+        return
+    for k, batch in enumerate(batches):
+        part = f"{sql} WHERE c.code IN ({', '.join(str(c) for c in batch)})"
+        if k == 0:
+            engine.create_table("judge_pairs", part)
+        else:
+            engine.con.execute(f"INSERT INTO judge_pairs {part}")
+
+
+def _check_one_grade(engine, table: JudgeTable, small: SmallTables, queries: pd.Index) -> None:
+    """:func:`receval.judge.dedupe_judge`'s check in the engine: a judge grading a fact twice
+    with different scores is a BundleError naming the second row's line (the fact numbered as
+    the loader numbers it: its rank among the task's facts, counted in the engine)."""
+    from receval.errors import BundleError
+
+    bad = engine.query(ONE_GRADE)
+    if not len(bad):
+        return
+    row = bad.iloc[0]
+    fact = _fact_number(engine, small, str(row["query_id"]), str(row["answer"]))
+    who = str(row["judge"])
+    by = f" from judge {who!r}" if who else ""
+    raise BundleError(
+        table.path,
+        int(row["line"]),
+        f"the fact ({row['query_id']!r}, {row['answer']!r}) already has judge_score "
+        f"{float(row['first'])!r}{by} (fact {fact}); one judge gives one score per fact",
+    )
+
+
+def _fact_number(engine, small: SmallTables, query: str, answer: str) -> int:
+    """The loader's id of the fact (``query``, ``answer``): how many of the task's facts (the
+    runs', the small tables', the judge table's) sort before it."""
+    facts = small.facts[["query_id", "answer"]]
+    engine.register("judge_small_facts", facts.reset_index(drop=True))
+    q, a = (v.replace("'", "''") for v in (query, answer))
+    before = f"query_id < '{q}' OR (query_id = '{q}' AND answer < '{a}')"
+    sql = (
+        "SELECT count(*) AS n FROM (SELECT query_id, answer FROM normed UNION "
+        "SELECT query_id, answer FROM judge_rows UNION "
+        f"SELECT query_id, answer FROM judge_small_facts) x WHERE {before}"
+    )
+    return int(engine.query(sql)["n"].iloc[0])
+
+
+def _small_facts(engine, table: JudgeTable, keys: JudgeKeys, small: SmallTables):
+    """Per small fact: its key, whether it is graded, every judge's raw grade (F, J)."""
+    facts = small.facts
+    frame = pd.DataFrame(
+        {
+            "query_id": facts["query_id"].to_numpy(object),
+            "answer": facts["answer"].to_numpy(object),
+            "fact": np.arange(len(facts), dtype=np.int64),
+        }
+    )
+    engine.register("judge_small", frame)
+    keyed = engine.query(
+        "SELECT s.fact, k.key FROM judge_small s JOIN judge_fact_keys k "
+        "ON s.query_id = k.query_id AND s.answer = k.answer"
+    )
+    graded = engine.query(
+        "SELECT s.fact, f.j, f.grade FROM judge_small s JOIN judge_facts f "
+        "ON s.query_id = f.query_id AND s.answer = f.answer"
+    )
+    q = keys.queries.get_indexer(facts["query_id"])
+    key = keys.missing_key[np.maximum(q, 0)] if len(facts) else np.zeros(0, np.int64)
+    key = key.copy()
+    key[keyed["fact"].to_numpy(np.int64)] = keyed["key"].to_numpy(np.int64)
+    scored = np.zeros(len(facts), bool)
+    scored[keyed["fact"].to_numpy(np.int64)] = True
+    grades = np.full((len(facts), len(table.names)), np.nan)
+    grades[graded["fact"].to_numpy(np.int64), graded["j"].to_numpy(np.int64)] = graded[
+        "grade"
+    ].to_numpy(float)
+    return key.astype(np.int64), scored, grades
+
+
+def open_engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any):
+    """:func:`engine_judge` over a session of its own on the bundle's Parquet runs (``engine``
+    a name: a new one, closed with the judge; a connected engine: used and left open)."""
+    from receval.engine.base import connect
+    from receval.engine.sampled import register_runs
+    from receval.engine.summary import register_normed
+
+    own = engine is None or isinstance(engine, str)
+    name = engine or "duckdb"
+    con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
+    try:
+        with one_line_oom():
+            register_runs(con, bundle.parquet_runs())
+            register_normed(con, small.config.matching)
+            return engine_judge(bundle, small, summary, con, own)
+    except BaseException:
+        if own:
+            con.close()
+        raise
