@@ -239,3 +239,26 @@ def test_engine_ppi_in_query_slices_writes_the_same_output_set(tmp_path, monkeyp
     _same_output_sets(tmp_path / "memory", tmp_path / "engine")
     got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
     assert got.read_bytes() == want.read_bytes()
+
+
+def test_engine_ppi_with_equivalence_classes_is_refused(tmp_path):
+    """Classes collapse the runs' facts on the engine path, the judge's sums do not: ppi with
+    classes stays in memory (one line with --out-of-core)."""
+    from test_engine_classes import with_classes
+
+    root = with_classes(make_bundle(tmp_path / "b", rounds=1))
+    write_judge(root, "probability")
+    result = _score(root, tmp_path / "out", "--estimator", "ppi")
+    assert result.exit_code == 2, result.output
+    assert "--estimator ppi with equivalence classes" in result.output
+
+
+def test_rounds_drawn_by_judge_are_refused_on_the_engine_path(tmp_path):
+    root = make_bundle(tmp_path / "b", rounds=1)
+    write_judge(root, "probability")
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    samples["design"] = "judge-uncertainty"
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
+    result = _score(root, tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "rounds drawn --by-judge" in result.output
