@@ -652,7 +652,11 @@ class _round_engine:
             }
         )
         self.engine.register("runs_frame", frame)
-        create_view(self.engine, "runs", "SELECT system, query_id, answer FROM runs_frame")
+        create_view(
+            self.engine,
+            "runs",
+            "SELECT system, query_id, answer, CAST(NULL AS STRING) AS team FROM runs_frame",
+        )
         return self.engine
 
     def __exit__(self, kind, value, trace) -> None:
