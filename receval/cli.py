@@ -827,8 +827,10 @@ def sample(
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top,
                   "intervals": loop_intervals, "estimator": estimator}  # fmt: skip
+        chosen = _sample_engine(task, engine, out_of_core)
+        explicit = engine is not None or bool(out_of_core)
         with Bundle(task, ROUND_LOCK_WAIT).lock():  # one round at a time: each its own name
-            _until_decided(task, batch, seed, choice)
+            _until_decided(task, batch, seed, choice, chosen, explicit)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
     chosen = _sample_engine(task, engine, out_of_core)
@@ -1017,22 +1019,46 @@ def _record_round(task: Path, drawn) -> None:
     )
 
 
-def _until_decided(task, batch, seed, choice: dict) -> None:
-    """``sample --until-decided``: the next batch, or one line saying it is decided."""
+def _until_decided(task, batch, seed, choice: dict, engine=None, explicit=False) -> None:
+    """``sample --until-decided``: the next batch, or one line saying it is decided; in
+    ``engine`` (:mod:`receval.engine.until_decided`) when given and it can score the looks
+    (else in memory with a warning, or a usage error when ``explicit``)."""
     from receval.api import sample as draw_round
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
 
     if batch is None:
         raise click.UsageError("--until-decided needs --batch B")
-    drawn = _library_call(
-        draw_round, _load(task), seed=seed, until_decided=True, batch=batch, **choice
-    )
+    drawn = _engine_looks(task, batch, seed, choice, engine, explicit) if engine else None
+    if drawn is None:
+        drawn = _library_call(
+            draw_round, _load(task), seed=seed, until_decided=True, batch=batch, **choice
+        )
     if drawn.decided:
         click.echo(drawn.message)
         return
     path = Bundle(task, ROUND_LOCK_WAIT).record_round(drawn)
     facts = int((drawn.to_annotate["kind"] == "fact").sum())
     click.echo(f"{drawn.message}; {facts} facts to annotate in {path}")
+
+
+def _engine_looks(task, batch, seed, choice: dict, engine: str, explicit: bool):
+    """The ``--until-decided`` round drawn on the engine path, or None when it cannot score
+    these options or tables and ``explicit`` is not set (warned: drawn in memory)."""
+    from receval.bundle import Bundle
+    from receval.engine.until_decided import until_decided_round
+
+    try:
+        return until_decided_round(Bundle(task), batch, seed=seed, engine=engine, **choice)
+    except BundleError:
+        raise
+    except OptionError as exc:
+        raise click.UsageError(exc.for_cli()) from None
+    except ValueError as exc:
+        declined = "engine path" in str(exc) or "reads Parquet runs" in str(exc)
+        if not declined or explicit:
+            raise click.UsageError(str(exc)) from None
+        _warn(f"{exc}: loading the whole task (--in-memory)")
+        return None
 
 
 def _adaptive_sizes(
