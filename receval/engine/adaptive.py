@@ -50,7 +50,7 @@ GROUP BY d.q, d.a
 #: and grouped by (masks, M0, label): M0 is set to 0 for facts of no planned system (one group)
 PLAN_GROUPS = """
 SELECT {words}, f.m0 AS m0, l.label AS label, count(*) AS facts FROM (
-    SELECT q, a{merged}, CASE WHEN {none} THEN 0.0 ELSE sum(m0) END AS m0
+    SELECT q, a{merged}, CASE WHEN {none} THEN CAST(0 AS DOUBLE) ELSE sum(m0) END AS m0
     FROM {parts} GROUP BY q, a
 ) f LEFT JOIN plan_labels l ON f.q = l.q AND f.a = l.a
 GROUP BY {words}, f.m0, l.label

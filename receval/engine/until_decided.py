@@ -34,9 +34,14 @@ def view_for_looks(bundle, target: str, rank_by: str, confidence: float, interva
                    estimator: str, engine: Any = "duckdb"):  # fmt: skip
     """The engine path's view of ``bundle`` scored as a look is (anytime intervals); a
     ValueError naming what it cannot score."""
+    from receval.engine.adaptive import unsupported
+    from receval.engine.sampled_data import read_small_tables
     from receval.engine.score import engine_view
     from receval.options import ScoreOptions, check_score_options
 
+    problem = unsupported(read_small_tables(bundle))  # rounds and labels the view reads
+    if problem:
+        raise ValueError(f"the engine path does not score the looks with {problem}")
     if estimator not in ENGINE_LOOP_ESTIMATORS:
         raise ValueError(
             f"the engine path scores the looks with {' or '.join(ENGINE_LOOP_ESTIMATORS)}, "

@@ -196,6 +196,11 @@ def test_engine_rounds_are_the_same_on_every_parquet_layout(tmp_path):
     for other in rounds[1:]:
         pd.testing.assert_frame_equal(other.samples, rounds[0].samples)
         pd.testing.assert_frame_equal(other.to_annotate, rounds[0].to_annotate)
+    import receval
+
+    api = receval.sample(root, seed=5, until_decided=True, batch=30, rank_by="precision",
+                         intervals="anytime-asymptotic", out_of_core=True)  # fmt: skip
+    pd.testing.assert_frame_equal(api.samples, rounds[0].samples)
 
 
 def test_cli_until_decided_takes_the_engine_path(tmp_path, monkeypatch):
