@@ -533,7 +533,9 @@ def sample(
         Draw in DuckDB out of core (:func:`receval.engine.sampled.sample_round`: the draws are
         hashed functions of seed, round, system and fact, not those of the in-memory draw),
         or load the task (False).  Default: out of core for a bundle of Parquet runs with at
-        least 10⁷ rows, as :func:`score`, when ``distribution`` is uniform or entity-relation.
+        least 10⁷ rows, as :func:`score`, when ``distribution`` is uniform or entity-relation;
+        ``until_decided`` rounds too (:mod:`receval.engine.until_decided`: the looks scored
+        on ``score``'s engine path), drawn in memory with a warning where it cannot score them.
 
     Returns
     -------
@@ -557,12 +559,13 @@ def sample(
 
         if batch is None:
             raise ValueError("until_decided needs batch (the draws of the next round)")
-        return until_decided_round(
-            _as_task(task), batch, seed=seed, rank_by=rank_by, confidence=confidence,
-            budget=budget, distribution=distribution, target=target, top=top,
-            estimator=estimator,
-            **({} if intervals is None else {"intervals": intervals}),
-        )  # fmt: skip
+        loop = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
+                "distribution": distribution, "target": target, "top": top,
+                "estimator": estimator, **({} if intervals is None else {"intervals": intervals})}  # fmt: skip
+        drawn = _engine_until_decided(task, batch, seed, out_of_core, loop)
+        if drawn is not None:
+            return drawn
+        return until_decided_round(_as_task(task), batch, seed=seed, **loop)
     unused = {"batch": batch is not None, "budget": budget is not None,
               "rank_by": rank_by != "f1", "target": target != "micro", "top": top is not None,
               "intervals": intervals is not None, "estimator": estimator != "joint"}  # fmt: skip
@@ -601,6 +604,30 @@ def sample(
         exhaustive_units=exhaustive_units,
         name=name,
     )
+
+
+def _engine_until_decided(task, batch: int, seed: int, out_of_core, loop: dict):
+    """The ``until_decided`` round on the engine path
+    (:func:`receval.engine.until_decided.until_decided_round`) when ``out_of_core`` asks for
+    it, or by default on a large Parquet bundle (the rule of :func:`sample`); None to draw in
+    memory (by default where the engine path cannot score the looks, with a warning)."""
+    import warnings
+
+    from receval.engine.sample_path import default_engine
+
+    engine = default_engine(task, out_of_core)
+    if engine is None:
+        return None
+    from receval.engine.until_decided import until_decided_round as engine_round
+
+    try:
+        return engine_round(_bundle(task), batch, seed=seed, engine=engine, **loop)
+    except ValueError as exc:
+        declined = "engine path" in str(exc) or "reads Parquet runs" in str(exc)
+        if out_of_core or not declined:
+            raise
+        warnings.warn(f"{exc}: drawn in memory", stacklevel=3)
+        return None
 
 
 def sample_round(

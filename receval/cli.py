@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import click
@@ -827,8 +828,10 @@ def sample(
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top,
                   "intervals": loop_intervals, "estimator": estimator}  # fmt: skip
+        chosen = _sample_engine(task, engine, out_of_core)
+        explicit = engine is not None or bool(out_of_core)
         with Bundle(task, ROUND_LOCK_WAIT).lock():  # one round at a time: each its own name
-            _until_decided(task, batch, seed, choice)
+            _until_decided(task, batch, seed, choice, chosen, explicit)
         return
     _check_sample_flags(adaptive, target_width, per_system, exhaustive_units, units_from)
     chosen = _sample_engine(task, engine, out_of_core)
@@ -837,12 +840,13 @@ def sample(
         plan = {"per_system": per_system, "systems": systems, "sample_name": sample_name,
                 "seed": seed, "distribution": distribution, "units_from": units_from,
                 "exhaustive_units": exhaustive_units, "by_judge": by_judge,
-                "adaptive": adaptive}  # fmt: skip
+                "adaptive": adaptive and [target_width, confidence, list(systems),
+                                          max_per_system, bound, width_for]}  # fmt: skip
         if _engine_round(task, chosen, plan, explicit=explicit):
             return
         _warn("these options are drawn in memory only: loading the whole task (--in-memory)")
     with Bundle(task, ROUND_LOCK_WAIT).lock():
-        loaded, distribution = _sample_task(task, by_judge, distribution)
+        loaded, distribution = _sample_task(task, by_judge, distribution, adaptive)
         sizes: int | dict[str, int] = per_system or 0
         if adaptive:
             plan = [target_width, confidence, list(systems), max_per_system, bound, width_for]
@@ -929,22 +933,26 @@ def _sample_engine(task: Path, engine: str | None, out_of_core: bool | None) -> 
 def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
     """``sample`` in an engine: a round drawn by SQL (receval.engine.sampled), ``plan`` its
     per_system, systems, name, seed, distribution, by_judge, exhaustive_units, units_from and
-    adaptive.  False when it asks for --adaptive and ``explicit`` is not set (the caller draws
-    in memory); a usage error when it is."""
+    adaptive (the planning options, or False).  False when the engine path cannot plan this
+    --adaptive round and ``explicit`` is not set (the caller draws in memory); a usage error
+    when it is."""
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
     from receval.engine.sampled import sample_round
     from receval.formats.bundle import read_candidate_units
 
-    if plan["adaptive"]:  # its planner needs every fact's mixture mass: the loaded task
-        if not explicit:
-            return False
-        raise click.UsageError("the engine path (--engine, --out-of-core) does not draw --adaptive")
-    units_from = plan["units_from"]
-    units = read_candidate_units(units_from) if units_from is not None else None
     bundle = Bundle(task, lock_timeout=ROUND_LOCK_WAIT)
+    sizes = plan["per_system"] or 0
     with bundle.lock():
+        if plan["adaptive"]:
+            sizes = _engine_adaptive(bundle, engine, plan, explicit)
+            if sizes is None:
+                return False
+            if not sizes and plan["exhaustive_units"] == 0:
+                return True
+        units_from = plan["units_from"]
+        units = read_candidate_units(units_from) if units_from is not None else None
         drawn = _library_call(
-            sample_round, bundle, plan["per_system"] or 0, seed=plan["seed"],
+            sample_round, bundle, sizes, seed=plan["seed"],
             systems=list(plan["systems"]) or None, name=plan["sample_name"], engine=engine,
             distribution=plan["distribution"], by_judge=plan["by_judge"], units=units,
             exhaustive_units=plan["exhaustive_units"],
@@ -953,10 +961,36 @@ def _engine_round(task, engine, plan: dict, *, explicit: bool) -> bool:
     return True
 
 
-def _sample_task(task: Path, by_judge: bool, distribution: str):
+def _engine_adaptive(bundle, engine: str, plan: dict, explicit: bool) -> dict[str, int] | None:
+    """``--adaptive``'s sizes planned from the engine's aggregates
+    (:func:`receval.engine.adaptive.adaptive_sizes`), or None when the engine path cannot plan
+    this bundle or design and ``explicit`` is not set (a usage error when it is)."""
+    from receval.engine.adaptive import adaptive_sizes, unsupported
+    from receval.engine.sampled_data import read_small_tables
+
+    small = _library_call(read_small_tables, bundle)
+    problem = unsupported(small, plan["distribution"], plan["by_judge"])
+    if problem:
+        if not explicit:
+            return None
+        raise click.UsageError(
+            f"the engine path (--engine, --out-of-core) does not plan --adaptive with {problem}"
+        )
+    width, confidence, systems, max_n, bound, width_for = plan["adaptive"]
+    planner = partial(adaptive_sizes, engine=engine)
+    return _print_plan(
+        _plan_with_progress(planner, bundle, width, confidence, systems, max_n, bound, width_for,
+                            len(systems) or None),
+        bound,
+    )  # fmt: skip
+
+
+def _sample_task(task: Path, by_judge: bool, distribution: str, adaptive: bool = False):
     """(the task with only what a draw needs, the distribution): who output which fact, the
-    labels and the earlier rounds (and the judge's scores with --by-judge)."""
-    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()))
+    labels and the earlier rounds (and the judge's scores with --by-judge; with --adaptive the
+    units' facts too, whose θ̂ the recall target's variance includes)."""
+    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()),
+              *(("exhaustive",) if adaptive else ()))  # fmt: skip
     loaded = _load(task, tables=tables, run_columns=("team",))
     if not by_judge:
         return loaded, distribution
@@ -986,16 +1020,20 @@ def _record_round(task: Path, drawn) -> None:
     )
 
 
-def _until_decided(task, batch, seed, choice: dict) -> None:
-    """``sample --until-decided``: the next batch, or one line saying it is decided."""
+def _until_decided(task, batch, seed, choice: dict, engine=None, explicit=False) -> None:
+    """``sample --until-decided``: the next batch, or one line saying it is decided; in
+    ``engine`` (:mod:`receval.engine.until_decided`) when given and it can score the looks
+    (else in memory with a warning, or a usage error when ``explicit``)."""
     from receval.api import sample as draw_round
     from receval.bundle import ROUND_LOCK_WAIT, Bundle
 
     if batch is None:
         raise click.UsageError("--until-decided needs --batch B")
-    drawn = _library_call(
-        draw_round, _load(task), seed=seed, until_decided=True, batch=batch, **choice
-    )
+    drawn = _engine_looks(task, batch, seed, choice, engine, explicit) if engine else None
+    if drawn is None:
+        drawn = _library_call(
+            draw_round, _load(task), seed=seed, until_decided=True, batch=batch, **choice
+        )
     if drawn.decided:
         click.echo(drawn.message)
         return
@@ -1004,20 +1042,54 @@ def _until_decided(task, batch, seed, choice: dict) -> None:
     click.echo(f"{drawn.message}; {facts} facts to annotate in {path}")
 
 
+def _engine_looks(task, batch, seed, choice: dict, engine: str, explicit: bool):
+    """The ``--until-decided`` round drawn on the engine path, or None when it cannot score
+    these options or tables and ``explicit`` is not set (warned: drawn in memory)."""
+    from receval.bundle import Bundle
+    from receval.engine.until_decided import until_decided_round
+
+    try:
+        return until_decided_round(Bundle(task), batch, seed=seed, engine=engine, **choice)
+    except BundleError:
+        raise
+    except OptionError as exc:
+        raise click.UsageError(exc.for_cli()) from None
+    except ValueError as exc:
+        declined = "engine path" in str(exc) or "reads Parquet runs" in str(exc)
+        if not declined or explicit:
+            raise click.UsageError(str(exc)) from None
+        _warn(f"{exc}: loading the whole task (--in-memory)")
+        return None
+
+
 def _adaptive_sizes(
     loaded, width, confidence, systems, max_n, bound, width_for, distribution="uniform", judge=False
 ) -> dict[str, int]:
     """Plan the adaptive sample sizes (progress bar, one line per planned system)."""
     from receval.api import plan_sample
-    from receval.progress import progress
 
     todo = len(systems) if systems else len(set(loaded.systems) - set(loaded.samples["system"]))
-    with progress(max(todo, 1), "planning", False) as bar:
-        plan = _library_call(
-            plan_sample, loaded, width, confidence=confidence, systems=systems or None,
-            max_n=max_n, bound=bound, width_for=width_for, on_system=lambda _name: bar.update(1),
-            distribution=distribution, judge=judge,
+    planner = partial(plan_sample, distribution=distribution, judge=judge)
+    plan = _plan_with_progress(
+        planner, loaded, width, confidence, systems, max_n, bound, width_for, todo
+    )
+    return _print_plan(plan, bound)
+
+
+def _plan_with_progress(planner, task, width, confidence, systems, max_n, bound, width_for, todo):
+    """``planner(task, width, ...)`` (:func:`receval.api.plan_sample` or the engine's) behind a
+    progress bar of ``todo`` systems (None: unknown before planning)."""
+    from receval.progress import progress
+
+    with progress(max(todo or 1, 1), "planning", False) as bar:
+        return _library_call(
+            planner, task, width, confidence=confidence, systems=systems or None, max_n=max_n,
+            bound=bound, width_for=width_for, on_system=lambda _name: bar.update(1),
         )  # fmt: skip
+
+
+def _print_plan(plan, bound: str) -> dict[str, int]:
+    """One line per planned system (or that nothing is to plan); the sizes."""
     if plan.empty:
         click.echo(
             "every system has a sample already: nothing to plan (name systems with --system to plan "

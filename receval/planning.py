@@ -44,6 +44,7 @@ labels; θ̂'s part is unchanged.  An approximation (not a bound), conservative 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -220,6 +221,15 @@ class _Planner:
         else:
             self.theta, self.var_theta = np.nan, np.nan
 
+    def plug_in_nu(self, i: int) -> float:
+        """ν_i's expected value with unlabelled facts correct at the plug-in rate: Σ_x g_i e /
+        Σ_x e over the pool (the large-sample limit of ν̂_i, whatever the sample sizes)."""
+        rows_i, _ = self.column(i)
+        in_pool = self.task.facts["in_pool"].to_numpy(bool)
+        e = np.where(in_pool, self.plug_in, 0.0)
+        total = float(e.sum())
+        return float(e[rows_i].sum() / total) if total > 0 else 1.0
+
     def planned_variance(self, s: np.ndarray, c: np.ndarray, rows: np.ndarray) -> float:
         """Var_{x ~ s}[c(x) f(x)] of a planned sampler under the chosen bound (module docstring)."""
         if self.bound == "paper":
@@ -281,6 +291,160 @@ class _Planner:
         return float(var_p), float(var_nu), float(var_r)
 
 
+@dataclass(frozen=True)
+class PlanGroups:
+    """The pool's facts grouped for :class:`GroupPlanner` (from the engine:
+    :func:`receval.engine.adaptive.plan_groups`): facts with the same membership among the
+    planned systems ``columns`` (indices into the systems), the same existing mixture mass
+    M0(x) = Σ_k n_k/|X_k| (uniform samplers) and the same label (NaN: unlabelled) form one
+    group of ``count`` facts; ``member`` (groups × columns) says which planned systems output
+    them.  Every pool fact is in one group (those of no planned system with mass 0)."""
+
+    columns: list[int]
+    member: sparse.csr_matrix
+    mass0: np.ndarray
+    label: np.ndarray
+    count: np.ndarray
+
+
+class GroupPlanner:
+    """:class:`_Planner`'s variance bounds from :class:`PlanGroups` and the draws' arrays
+    (:func:`receval.engine.sampled_data.engine_sample_data`) instead of every fact: uniform
+    samplers and a uniform planned design.  With M(x) = M0(x) + Σ_j n_j 1[x ∈ X_j]/|X_j| every
+    term of :meth:`_Planner.bounds` is a sum, over the facts of X_i ∩ X_j, of the label (or the
+    unlabelled indicator) over M(x) or M(x)²: four (planned × planned) matrices per trial
+    sizes (:meth:`_pair_sums`), the same variances up to the order of summation."""
+
+    def __init__(self, data: SampleData, groups: PlanGroups, bound: str = "paper") -> None:
+        if bound not in BOUNDS:
+            raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
+        if set(data.sampler_design) - {"uniform"}:
+            raise ValueError("the grouped planner reads uniform samplers only")
+        self.bound, self.data, self.groups = bound, data, groups
+        self.judge_factor = 1.0
+        self.systems = data.systems
+        self.index = {s: i for i, s in enumerate(self.systems)}
+        self.column_of = {i: c for c, i in enumerate(groups.columns)}
+        sizes = np.asarray(data.sizes, float)
+        with np.errstate(divide="ignore"):
+            self.inverse = np.where(sizes > 0, 1.0 / sizes, 0.0)
+        n_by_sys = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m)
+        member = np.asarray(data.member, float)
+        self.draw_member = member
+        self.draw_mass0 = member @ (n_by_sys * self.inverse) if member.size else np.zeros(0)
+        self.draw_f = data.label[data.draw_fact]
+        known = ~np.isnan(groups.label)
+        rate = 0.5
+        if data.K:
+            _, den = pooled_recall_terms(data)
+            unlabelled = float(groups.count[~known].sum())
+            if unlabelled > 0:
+                found = float(np.sum(groups.count[known] * groups.label[known]))
+                rate = float(np.clip((den.sum() - found) / unlabelled, 0.0, 1.0))
+        self.unlabelled_rate = rate
+        self.known = known
+        self.plug_in = np.where(known, groups.label, rate)
+        self.sampled = set(data.sampler_system[data.sampler_n > 0].tolist())
+        a, b = data.unit_pooled * data.unit_weight, data.unit_found * data.unit_weight
+        if b.sum() > 0 and a.size > 1:
+            theta = a.sum() / b.sum()
+            self.theta = theta
+            self.var_theta = a.size / (a.size - 1) * np.sum((a - theta * b) ** 2) / b.sum() ** 2
+        else:
+            self.theta, self.var_theta = np.nan, np.nan
+        self._cache: dict = {}
+
+    def plug_in_nu(self, i: int) -> float:
+        """:meth:`_Planner.plug_in_nu` from the groups."""
+        e = self.groups.count * self.plug_in
+        total = float(e.sum())
+        col = self.groups.member[:, self.column_of[i]].toarray().ravel() > 0
+        return float(e[col].sum() / total) if total > 0 else 1.0
+
+    def _pair_sums(self, planned: dict[int, float]) -> dict[str, np.ndarray]:
+        """Σ over X_a ∩ X_b of w(x)/M(x)^p for every two planned columns a, b: ``unk1``,
+        ``unk2`` (w = 1 on unlabelled facts), ``lab1``, ``lab2`` (w = the label)."""
+        key = tuple(sorted(planned.items()))
+        if key in self._cache:
+            return self._cache[key]
+        g = self.groups
+        add = np.zeros(len(g.columns))
+        for j, n in planned.items():
+            add[self.column_of[j]] = n * self.inverse[j]
+        mass = g.mass0 + g.member @ add
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv = np.where(mass > 0, 1.0 / mass, 0.0)
+        out = {}
+        weights = {"unk": np.where(self.known, 0.0, 1.0), "lab": np.where(self.known, g.label, 0.0)}
+        for name, w in weights.items():
+            for p in (1, 2):
+                vals = g.count * w * inv**p
+                out[f"{name}{p}"] = (
+                    g.member.T @ g.member.multiply(vals[:, None]).tocsr()
+                ).toarray()
+        self._cache = {key: out}
+        return out
+
+    def _variance(self, u1: float, u2: float, l1: float, l2: float) -> float:
+        """:meth:`_Planner.planned_variance` from Σ_unk s v, Σ_unk s v², Σ s f v, Σ s f v²."""
+        if self.bound == "paper":
+            return float(u2 + l2)
+        if self.bound == "exchangeable":
+            pi = 0.0 if u1 == 0 else min(max((u2 - 2 * u1 * l1) / (2 * u1**2), 0.0), 1.0)
+            return max((u2 * pi + l2) - (u1 * pi + l1) ** 2, 0.0)
+        rate = self.unlabelled_rate
+        return max((rate * u2 + l2) - (rate * u1 + l1) ** 2, 0.0)
+
+    def bounds(self, i: int, planned: dict[int, float]) -> tuple[float, float, float]:
+        """(variance bound of precision, of pooled recall, of true recall): :meth:`_Planner.bounds`."""
+        data = self.data
+        add = np.zeros(data.m)
+        for j, n in planned.items():
+            add[j] = n * self.inverse[j]
+        d, f, j_of = data.draw_fact, self.draw_f, data.draw_sampler
+        mass = (self.draw_mass0 + self.draw_member @ add)[d] if d.size else np.zeros(0)
+        g = self.draw_member[d, i] if d.size else np.zeros(0)
+        t = g * self.inverse[i]
+        sums = self._pair_sums(planned) if planned else {}
+        a, rate = self.column_of.get(i), self.unlabelled_rate
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prec_emp = _sampler_variance_sum(t * f / mass, j_of, data.J)
+            a_emp, b_emp = np.sum(g * f / mass), np.sum(f / mass)
+            prec_plan = a_plan = b_plan = 0.0
+            for j, n in planned.items():
+                b = self.column_of[j]
+                s, ti = self.inverse[j], self.inverse[i]
+                ij = {k: (v[a, b] if a is not None else 0.0) for k, v in sums.items()}
+                jj = {k: v[b, b] for k, v in sums.items()}
+                prec_plan += n * self._variance(
+                    s * ti * ij["unk1"], s * ti**2 * ij["unk2"],
+                    s * ti * ij["lab1"], s * ti**2 * ij["lab2"],
+                )  # fmt: skip
+                a_plan += n * s * (rate * ij["unk1"] + ij["lab1"])
+                b_plan += n * s * (rate * jj["unk1"] + jj["lab1"])
+            B = b_emp + b_plan
+            nu = (a_emp + a_plan) / B if B > 0 else np.nan
+            rec_emp = _sampler_variance_sum((g - nu) * f / mass, j_of, data.J)
+            rec_plan = 0.0
+            for j, n in planned.items():
+                b, s = self.column_of[j], self.inverse[j]
+                ij = {k: (v[a, b] if a is not None else 0.0) for k, v in sums.items()}
+                jj = {k: v[b, b] for k, v in sums.items()}
+                one = {k: s * (ij[k] - nu * jj[k]) for k in ("unk1", "lab1")}
+                two = {k: s * ((1 - 2 * nu) * ij[k] + nu**2 * jj[k]) for k in ("unk2", "lab2")}
+                rec_plan += n * self._variance(one["unk1"], two["unk2"], one["lab1"], two["lab2"])
+            var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
+        var_p = float(prec_emp + prec_plan)
+        if not np.isfinite(var_p):
+            var_p = np.inf
+        theta = self.theta if np.isfinite(self.theta) else 1.0
+        var_theta = self.var_theta if np.isfinite(self.var_theta) else 0.0
+        var_r = (
+            theta**2 * var_nu + (nu**2 if np.isfinite(nu) else 1.0) * var_theta + var_nu * var_theta
+        )
+        return float(var_p), float(var_nu), float(var_r)
+
+
 def adaptive_sample_sizes(
     task: Task,
     target_width: float,
@@ -327,6 +491,23 @@ def adaptive_sample_sizes(
     _require_metrics(metrics)
     data = build_sample_data(task)
     planner = _Planner(task, data, bound, judge, design)
+    return plan_sizes(planner, data, target_width, confidence, systems, max_n, metrics, on_system)
+
+
+def plan_sizes(
+    planner,
+    data: SampleData,
+    target_width: float,
+    confidence: float,
+    systems: list[str] | None,
+    max_n: int,
+    metrics: tuple[str, ...],
+    on_system: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """:func:`adaptive_sample_sizes` with a planner built (``planner.bounds``, ``index``,
+    ``sampled``, ``var_theta``, ``plug_in_nu``): :class:`_Planner` over the loaded task, or
+    :class:`GroupPlanner` over the engine's aggregates (:mod:`receval.engine.adaptive`)."""
+    _require_metrics(metrics)
     z = float(ndtri(0.5 + confidence / 2))
     limit = (target_width / z) ** 2
     chosen = _systems_to_plan(data, systems)
@@ -452,7 +633,7 @@ def _recall_floor_note(
     The floor is the part of Var r̂ = θ² Var ν̂ + ν² Var θ̂ + Var ν̂ Var θ̂ that draws cannot
     lower; Var θ̂ falls as 1/U, so about U · ν² Var θ̂ / limit units reach the target.
     """
-    nu_hat = _plug_in_nu(planner, i, planned)
+    nu_hat = planner.plug_in_nu(i)
     var_theta = planner.var_theta if np.isfinite(planner.var_theta) else 0.0
     floor = nu_hat**2 * var_theta
     if not np.isfinite(floor) or floor <= limit:
@@ -463,16 +644,6 @@ def _recall_floor_note(
         f"{z * np.sqrt(floor):.3f} > {z * np.sqrt(limit):.3f}; about {need} exhaustive units in "
         "total would reach it (receval sample --exhaustive-units); nothing drawn for it"
     )
-
-
-def _plug_in_nu(planner: _Planner, i: int, planned: dict[int, float]) -> float:
-    """ν_i's expected value with unlabelled facts correct at the plug-in rate: Σ_x g_i e / Σ_x e
-    over the pool (the large-sample limit of ν̂_i, whatever the sample sizes)."""
-    rows_i, _ = planner.column(i)
-    in_pool = planner.task.facts["in_pool"].to_numpy(bool)
-    e = np.where(in_pool, planner.plug_in, 0.0)
-    total = float(e.sum())
-    return float(e[rows_i].sum() / total) if total > 0 else 1.0
 
 
 def expected_widths(

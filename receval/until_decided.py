@@ -183,7 +183,8 @@ def decisions(
     from receval.options import ScoreOptions, check_score_options
     from receval.scoring import fit, pipeline_components
 
-    data = build_sample_data(task, target)
+    build = getattr(task, "sample_data", None)  # the engine path's view: from its aggregates
+    data = build(target) if build is not None else build_sample_data(task, target)
     m = data.m
     if data.K == 0:  # nothing labelled yet: every pair is open, equally (equal counts)
         nan = np.full(m, np.nan)
@@ -352,6 +353,51 @@ def until_decided_round(
     Raises ``ValueError`` for invalid options and while earlier draws still wait for a label (the
     choice must see them; label to_annotate.tsv first).
     """
+    look = next_look(
+        task, batch, rank_by=rank_by, confidence=confidence, budget=budget, target=target,
+        top=top, intervals=intervals, estimator=estimator,
+    )  # fmt: skip
+    if isinstance(look, UntilDecidedRound):
+        return look
+    state, weight, n, name, k = look
+    rng = np.random.default_rng([seed, k])
+    samples = _draw(task, state, weight, n, floor, rng, name, distribution)
+    todo = _to_annotate(task, samples)
+    return drawn_round(state, samples, todo, name, rank_by)
+
+
+def drawn_round(
+    state: Decisions, samples: pd.DataFrame, todo: pd.DataFrame, name: str, rank_by: str
+) -> UntilDecidedRound:
+    """The round of ``samples`` (with ``mixture_prob`` on its floor draws) and its message."""
+    sizes = samples.groupby("system", observed=True).size().to_dict()
+    message = (
+        f"sample {name}: {len(samples)} draws ({int(samples[MIXTURE_COLUMN].notna().sum())} "
+        f"spread over all systems) toward {len(state.open_pairs)} open pairs by {rank_by}: "
+        f"{state.describe_open()}"
+    )
+    return UntilDecidedRound(
+        name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
+        to_annotate=todo, sizes=sizes, decided=False, message=message, decisions=state,
+    )  # fmt: skip
+
+
+def next_look(
+    task,
+    batch: int,
+    *,
+    rank_by: str = "f1",
+    confidence: float = 0.95,
+    budget: int | None = None,
+    target: str = "micro",
+    top: int | None = None,
+    intervals: str = LOOP_INTERVALS,
+    estimator: str = "joint",
+):
+    """The look of :func:`until_decided_round` before drawing: a decided (empty)
+    :class:`UntilDecidedRound`, or ``(decisions, per-system focus weights, draws n, round
+    name, round number)`` for the next batch.  ``task`` a loaded task or the engine path's
+    view (:class:`receval.engine.score.BundleView`: scored from its aggregates)."""
     from receval.options import TARGETS, check_choice
 
     check_until_decided(batch, confidence, budget)
@@ -392,19 +438,7 @@ def until_decided_round(
                      "only more exhaustive units narrow); still open: "
                      f"{state.describe_open()}")  # fmt: skip
     n = batch if budget is None else min(batch, budget - recorded)
-    rng = np.random.default_rng([seed, k])
-    samples = _draw(task, state, weight, n, floor, rng, name, distribution)
-    todo = _to_annotate(task, samples)
-    sizes = samples.groupby("system", observed=True).size().to_dict()
-    message = (
-        f"sample {name}: {len(samples)} draws ({int(samples[MIXTURE_COLUMN].notna().sum())} "
-        f"spread over all systems) toward {len(state.open_pairs)} open pairs by {rank_by}: "
-        f"{state.describe_open()}"
-    )
-    return UntilDecidedRound(
-        name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
-        to_annotate=todo, sizes=sizes, decided=False, message=message, decisions=state,
-    )  # fmt: skip
+    return state, weight, n, name, k
 
 
 def fixed_round(
@@ -443,7 +477,7 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     alive = np.flatnonzero(sizes.to_numpy() > 0)
     # at least one (in bundles written before the order column, floor rows marked a shuffled round)
-    n_floor = max(1, round(floor * n))
+    n_floor = floor_draws(n, floor)
     focus = allocate(weight, n - n_floor)
     picks = rng.choice(alive, size=n_floor, replace=True)
     floor_counts = np.bincount(picks, minlength=len(systems))
@@ -468,6 +502,12 @@ def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFram
     out = pd.concat(parts, ignore_index=True)
     out.attrs["rows"] = np.concatenate(output_rows)
     return in_random_order(out, rng)
+
+
+def floor_draws(n: int, floor: float = FLOOR_SHARE) -> int:
+    """The floor draws of a batch of ``n``: at least one (in bundles written before the order
+    column, floor rows marked a shuffled round)."""
+    return max(1, round(floor * n))
 
 
 def focus_counts_of(system: pd.Series, focus: np.ndarray, systems: list[str]) -> np.ndarray:

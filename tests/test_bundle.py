@@ -228,7 +228,7 @@ def test_duckdb_is_bounded_and_cleans_its_spill_folder(monkeypatch):
 
 
 def test_cli_sample_engine(tmp_path):
-    """``sample --engine duckdb`` records the engine's round; --adaptive is refused."""
+    """``sample --engine duckdb`` records the engine's round; --adaptive --by-judge is refused."""
     from click.testing import CliRunner
 
     from receval.cli import cli
@@ -241,8 +241,9 @@ def test_cli_sample_engine(tmp_path):
     want = sample_round(Bundle(write_bundle(tmp_path / "c", "tsv")), 4, seed=2).samples
     got = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str)
     assert list(got["answer"]) == list(want["answer"]) and len(load_task(root).samples) == 12
-    refused = CliRunner().invoke(cli, [*args, "--adaptive", "--target-width", "0.1"])
-    assert refused.exit_code == 2 and "does not draw --adaptive" in refused.output
+    adaptive = [*args, "--adaptive", "--target-width", "0.1"]
+    refused = CliRunner().invoke(cli, [*adaptive, "--by-judge"])
+    assert refused.exit_code == 2 and "does not plan --adaptive with --by-judge" in refused.output
 
 
 def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):

@@ -182,14 +182,17 @@ def _to_annotate(
     matching: Matching,
     forms: dict,
     batches: list[list[str]] | None = None,
-) -> pd.DataFrame:
+    also: np.ndarray | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``to_annotate.tsv`` fact rows of ``keys``: the spelling of the first system (in sorted
     order) that drew the fact (``spelled``: ``h, system, query_id, answer`` of the draws of this
-    round and earlier ones), how many systems output it (:func:`receval.engine.draws.members`)."""
+    round and earlier ones), how many systems output it (:func:`receval.engine.draws.members`);
+    and those members (``h, system``), of the facts of ``also`` too (one scan)."""
     from receval.engine import draws as drawing
 
+    wanted = keys if also is None else np.union1d(keys, also)
     first = (
-        spelled[spelled["h"].isin(keys)]
+        spelled[spelled["h"].isin(wanted)]
         .sort_values(["h", "system"])
         .drop_duplicates("h")
         .set_index("h")
@@ -204,6 +207,7 @@ def _to_annotate(
         batches=_batch_views(engine, "runs", batches),
     )
     counts = members.groupby("h", sort=True)["system"].size()
+    first = first[first.index.isin(keys)]
     out = pd.DataFrame(
         {
             "kind": "fact",
@@ -215,7 +219,7 @@ def _to_annotate(
     out = out.sort_values(["query_id", "answer"], ignore_index=True)
     out["unit"] = ""
     out["prob"] = np.nan
-    return out
+    return out, members
 
 
 def _count_cells(
@@ -394,6 +398,10 @@ def _samples_frame(
             "design": design,
         }
     )
+    if "mixture" in draws:
+        from receval.estimators.anytime.stream import MIXTURE_COLUMN
+
+        frame[MIXTURE_COLUMN] = draws["mixture"].to_numpy(float)
     order = np.argsort(order_keys(seed, k, frame["system"].to_numpy(), frame["draw"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame[ORDER_COLUMN] = RANDOM_ORDER
@@ -416,6 +424,7 @@ def sample_round(
     by_judge: bool = False,
     units: pd.DataFrame | None = None,
     exhaustive_units: int = 0,
+    focus: dict[str, int] | None = None,
 ):
     """A ``--per-system`` round drawn in the engine (module docstring): the runs are read by
     SQL (Parquet files on disk; other formats are loaded and registered as a frame), Python
@@ -425,7 +434,11 @@ def sample_round(
     ``entity-relation`` (:func:`entity_relation_cells`, :func:`receval.engine.draws.weighted_ranks`);
     ``by_judge``: the ``judge-strata`` design over the judge's levels (:func:`judge_strata`,
     :func:`receval.engine.draws.strata_ranks`); ``exhaustive_units`` units from ``units``
-    (:func:`hashed_units`).  Returns a
+    (:func:`hashed_units`).  With ``focus`` (``--until-decided``: per system its focus draws),
+    a system's draws beyond its focus count are floor draws, recorded with ``mixture_prob`` =
+    q₀(x) = (1/m) Σ_j 1/|X_j| over the systems that output x (m: the systems with outputs), the
+    in-memory :func:`receval.until_decided.floor_probabilities` from the drawn facts' members.
+    Returns a
     :class:`receval.design.SampleRound`, recorded with
     :meth:`receval.bundle.Bundle.record_round`.  The draws are a function of (seed, round,
     system, draw index) and the system's facts: the same on every engine and file layout.
@@ -470,8 +483,16 @@ def sample_round(
             draws = _pick_strata(con, strata, sizes, uniforms, forms, batches)
         else:
             draws = _pick(con, sizes, uniforms, forms, batches, queries if weighted else None)
-        to_annotate = _round_to_annotate(con, draws, samples, judgments, config, forms, batches)
+        also = None
+        if focus is not None:
+            before = draws["system"].map(focus).fillna(0).to_numpy(np.int64)
+            also = draws["draw"].to_numpy(np.int64) > before
+        to_annotate, members = _round_to_annotate(
+            con, draws, samples, judgments, config, forms, batches, also
+        )
     design = distribution if strata is None else strata.design
+    if focus is not None:
+        draws = draws.assign(mixture=_floor_mixture(draws, also, members, sizes, config))
     frame = _samples_frame(draws, name, seed, k, design)
     unit_rows = pd.DataFrame(columns=["unit", "prob"])
     if exhaustive_units:
@@ -597,9 +618,12 @@ def _pick_strata(con, strata: JudgeStrata, sizes, uniforms, forms, batches) -> p
     )
 
 
-def _round_to_annotate(con, draws, samples, judgments, config, forms, batches) -> pd.DataFrame:
+def _round_to_annotate(
+    con, draws, samples, judgments, config, forms, batches, also=None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The fact rows of ``to_annotate.tsv``: every fact drawn in this round or an earlier one
-    without a label (:func:`_to_annotate`)."""
+    without a label, and the members of those and of the draws ``also`` marks
+    (:func:`_to_annotate`)."""
     drawn = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
     earlier = (
         _fact_keys(samples["query_id"], samples["answer"], config.matching)
@@ -622,7 +646,21 @@ def _round_to_annotate(con, draws, samples, judgments, config, forms, batches) -
         ],
         ignore_index=True,
     )
-    return _to_annotate(con, todo, spelled, config.matching, forms, batches)
+    extra = None if also is None else drawn[np.asarray(also, bool)]
+    return _to_annotate(con, todo, spelled, config.matching, forms, batches, extra)
+
+
+def _floor_mixture(draws, floor, members, sizes, config) -> np.ndarray:
+    """``mixture_prob`` of each draw: q₀(x) for the ``floor`` draws (their facts' members and
+    the systems' sizes N_j), NaN for the others."""
+    keys = _fact_keys(draws["query_id"], draws["answer_raw"], config.matching)
+    size = dict(zip(sizes["system"], sizes["facts"].astype(float), strict=True))
+    alive = max(int((sizes["facts"] > 0).sum()), 1)
+    inverse = members["system"].map(lambda s: 1.0 / size[s]).to_numpy(float)
+    q0 = pd.Series(inverse).groupby(members["h"].to_numpy(np.int64)).sum() / alive
+    out = np.full(len(draws), np.nan)
+    out[floor] = q0.reindex(keys[floor]).to_numpy(float)
+    return out
 
 
 def _done_units(root: Path, files: dict) -> set[str]:
@@ -658,7 +696,11 @@ class _round_engine:
             }
         )
         self.engine.register("runs_frame", frame)
-        create_view(self.engine, "runs", "SELECT system, query_id, answer FROM runs_frame")
+        create_view(
+            self.engine,
+            "runs",
+            "SELECT system, query_id, answer, CAST(NULL AS STRING) AS team FROM runs_frame",
+        )
         return self.engine
 
     def __exit__(self, kind, value, trace) -> None:

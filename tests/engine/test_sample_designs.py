@@ -262,19 +262,25 @@ def test_api_sample_is_out_of_core_by_default_on_large_parquet_bundles(tmp_path,
         receval.sample(receval.load_task(root), 4, seed=2, out_of_core=True)
 
 
-def test_adaptive_on_a_large_bundle_says_it_loads_the_task(tmp_path, monkeypatch):
-    """--adaptive plans from the loaded task: on a bundle past ENGINE_PATH_ROWS `sample` warns
-    and draws in memory (the in-memory round); with --out-of-core it is a usage error."""
+def test_adaptive_on_a_large_bundle_is_planned_and_drawn_in_the_engine(tmp_path, monkeypatch):
+    """--adaptive on a bundle past ENGINE_PATH_ROWS is planned from the engine's aggregates
+    and drawn by the engine (the same round as --out-of-core); a design the engine path does
+    not plan (--by-judge) warns and loads the task, and is a usage error with --out-of-core."""
     import receval.engine.score as score
 
     monkeypatch.setattr(score, "ENGINE_PATH_ROWS", 10)
-    root = write_bundle(tmp_path / "b", "per-system")
-    args = ["sample", str(root), "--adaptive", "--target-width", "0.3", "--seed", "1"]
-    result = CliRunner().invoke(cli, args)
+    roots = {k: write_bundle(tmp_path / k, "per-system") for k in ("auto", "explicit")}
+    args = ["--adaptive", "--target-width", "0.3", "--seed", "1"]
+    result = CliRunner().invoke(cli, ["sample", str(roots["auto"]), *args])
     assert result.exit_code == 0, result.output
-    assert "drawn in memory only" in result.output
-    refused = CliRunner().invoke(cli, [*args, "--out-of-core"])
-    assert refused.exit_code == 2 and "does not draw --adaptive" in refused.output
+    assert "drawn in memory only" not in result.output
+    explicit = CliRunner().invoke(cli, ["sample", str(roots["explicit"]), *args, "--out-of-core"])
+    assert explicit.exit_code == 0, explicit.output
+    assert explicit.output == result.output.replace("/auto/", "/explicit/")
+    assert _drawn(roots["auto"]) == _drawn(roots["explicit"])
+    judged = ["sample", str(roots["auto"]), *args, "--by-judge"]
+    refused = CliRunner().invoke(cli, [*judged, "--out-of-core"])
+    assert refused.exit_code == 2 and "does not plan --adaptive with --by-judge" in refused.output
 
 
 @pytest.mark.parametrize("design", ["entity-relation", "by-judge"])
