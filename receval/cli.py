@@ -781,6 +781,7 @@ def extrapolate(
     help="Draw in --engine (default duckdb) out of core, or load the task in memory.  Default: "
     "out of core from 10M Parquet run rows (as score) when the design allows it.",
 )
+@SPARK_MASTER
 @click.option(
     "--seed", type=SEED, required=True, help="Seed of the draws (combined with the round number)."
 )
@@ -809,6 +810,7 @@ def sample(
     sample_name: str | None,
     engine: str | None,
     out_of_core: bool | None,
+    spark_master: str | None,
     seed: int,
 ) -> None:
     """Draw a new sample round for TASK; append it to samples.tsv and write to_annotate.tsv.
@@ -824,6 +826,8 @@ def sample(
     from receval.formats.bundle import read_candidate_units
 
     _check_round_kind(until_decided, adaptive)
+    if spark_master:  # the sampling paths connect to Spark by name: it reads SPARK_MASTER
+        os.environ["SPARK_MASTER"] = spark_master
     if until_decided:
         choice = {"rank_by": rank_by, "confidence": confidence, "budget": budget,
                   "distribution": distribution, "target": target, "top": top,
