@@ -128,7 +128,7 @@ def test_curve_budget_refuses_values_of_the_wrong_type(kw, words):
 def test_sample_takes_the_spark_master_as_validate_and_score_do(tmp_path, monkeypatch):
     """``sample --spark-master URL``: the sampling paths connect to Spark by name, so the URL
     reaches them as SPARK_MASTER (a DuckDB round here: the option is accepted and passed on)."""
-    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    monkeypatch.setenv("SPARK_MASTER", "before")  # restored after the test, whatever sample sets
     task = make_bundle(tmp_path)
     args = ["sample", str(task), "--per-system", "2", "--seed", "1", "--spark-master", "local[1]"]
     result = CliRunner().invoke(cli, args)
