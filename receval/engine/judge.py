@@ -567,7 +567,7 @@ def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, o
     import shutil
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix="receval-judge-"))
+    folder = Path(tempfile.mkdtemp(prefix=".receval-judge-", dir=staging_dir(bundle, engine)))
     try:
         table = stage_judge_table(bundle, small, folder)
         if table is None:
@@ -581,6 +581,18 @@ def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, o
         raise
     weakref.finalize(judge, _release, engine if own else None, folder)
     return judge
+
+
+def staging_dir(bundle, engine: Any) -> Path | None:
+    """Where the judge table is staged: for Spark, the bundle's folder (on a cluster every
+    executor reads it there: the bundle sits on shared storage, as its runs do), else — and when
+    that folder is not writable — the system's temporary folder (None)."""
+    import os
+
+    root = Path(bundle.root)
+    if getattr(engine, "name", engine) == "spark" and os.access(root, os.W_OK):
+        return root
+    return None
 
 
 def _release(engine, folder: Path) -> None:

@@ -262,3 +262,23 @@ def test_rounds_drawn_by_judge_are_refused_on_the_engine_path(tmp_path):
     result = _score(root, tmp_path / "out")
     assert result.exit_code == 2, result.output
     assert "rounds drawn --by-judge" in result.output
+
+
+def test_the_judge_is_staged_where_spark_executors_read_it(tmp_path):
+    """On Spark the staged judge table sits in the bundle's folder (shared storage on a
+    cluster), elsewhere — or when that folder is read-only — in the system's temporary folder."""
+    import os
+    from types import SimpleNamespace
+
+    from receval.engine.judge import staging_dir
+
+    bundle = SimpleNamespace(root=tmp_path)
+    assert staging_dir(bundle, SimpleNamespace(name="spark")) == tmp_path
+    assert staging_dir(bundle, SimpleNamespace(name="duckdb")) is None
+    assert staging_dir(bundle, "spark") == tmp_path
+    tmp_path.chmod(0o555)
+    try:
+        if not os.access(tmp_path, os.W_OK):  # root may write anyway
+            assert staging_dir(bundle, "spark") is None
+    finally:
+        tmp_path.chmod(0o755)
