@@ -57,6 +57,22 @@ MEMORY_SHARE = 0.25
 MEMORY_CAP = 1 << 30
 
 
+@contextlib.contextmanager
+def one_line_oom():
+    """DuckDB's out-of-memory error as one line (ValueError: ``error:`` and exit 2), naming
+    :data:`MEMORY_LIMIT_ENV` and the in-memory alternative."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "OutOfMemoryException":
+            raise ValueError(
+                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
+                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
+                "(about 80 bytes per output row)"
+            ) from None
+        raise
+
+
 def default_memory_limit() -> str:
     """DuckDB's memory limit unless told otherwise: ``$RECEVAL_DUCKDB_MEMORY_LIMIT``, else a
     quarter of the RAM capped at 1 GiB (at least 256 MiB), so a score or a sample round stays

@@ -34,7 +34,6 @@ anytime intervals with ppi, no equivalence classes.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from receval.engine.base import one_line_oom
 
 if TYPE_CHECKING:
     from receval.engine.base import Engine
@@ -135,24 +136,6 @@ FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
 JOIN judge_long g ON p.query_id = g.query_id AND p.a = g.a
 GROUP BY g.j
 """
-
-
-@contextlib.contextmanager
-def one_line_oom():
-    """DuckDB's out-of-memory error as one line (ValueError: ``error:`` and exit 2), as
-    :func:`receval.engine.score.parquet_engine` gives it."""
-    try:
-        yield
-    except Exception as exc:
-        if type(exc).__name__ == "OutOfMemoryException":
-            from receval.engine.base import MEMORY_LIMIT_ENV
-
-            raise ValueError(
-                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
-                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
-                "(about 80 bytes per output row)"
-            ) from None
-        raise
 
 
 #: rows of the checked judge table normalised and staged for the engine at once

@@ -428,7 +428,7 @@ def parquet_engine(bundle, engine: Any):
     """An engine with the bundle's Parquet runs as view ``runs``: ``engine`` itself when it is
     a connected engine (left open), else a new one of that name (DuckDB bounded, spilling,
     insertion order not kept), closed after.  DuckDB's out-of-memory error becomes one line."""
-    from receval.engine.base import MEMORY_LIMIT_ENV, connect
+    from receval.engine.base import connect, one_line_oom
     from receval.engine.sampled import register_runs
 
     sources = bundle.parquet_runs()
@@ -438,16 +438,9 @@ def parquet_engine(bundle, engine: Any):
     name = engine or "duckdb"
     con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
     try:
-        register_runs(con, sources)
-        yield con
-    except Exception as exc:
-        if type(exc).__name__ == "OutOfMemoryException":
-            raise ValueError(
-                f"the engine ran out of its memory limit ({exc}); set {MEMORY_LIMIT_ENV} "
-                "higher (e.g. 4GB), or score with --in-memory if the task fits in RAM "
-                "(about 80 bytes per output row)"
-            ) from None
-        raise
+        with one_line_oom():
+            register_runs(con, sources)
+            yield con
     finally:
         if own:
             con.close()
