@@ -226,25 +226,12 @@ def planning_session(bundle, small: SmallTables, engine: str = "duckdb"):
     runs' summary (:func:`receval.engine.summary.summarise_runs`) and the batches of systems
     (DuckDB, one file per system) — yielded as ``(engine, summary, batches)``."""
     from receval.engine.sampled import _round_engine
-    from receval.engine.score import _check_universe, empty_submissions
-    from receval.engine.summary import register_normed, summarise_runs, system_batches
+    from receval.engine.score import _check_universe, run_layout, summarise_session
+    from receval.engine.summary import system_batches
 
-    files = {**bundle.run_files()}
-    small.files.update(files)
-    sources = bundle.parquet_runs() or []
-    by_system = None
-    if sources and all("system" in keys for _, keys in sources):
-        by_system = sorted({keys["system"] for _, keys in sources})
+    files, by_system = run_layout(bundle, small)
     with _round_engine(bundle, engine) as con:
-        register_normed(con, small.config.matching)
-        summary = summarise_runs(
-            con,
-            small.facts.reset_index(),
-            files,
-            set(small.queries["query_id"]),
-            empty_submissions(bundle),
-            by_system,
-        )
+        summary = summarise_session(con, bundle, small, files, by_system)
         _check_universe(small, summary)
         duck = by_system is not None and con.name == "duckdb"
         batches = system_batches(summary.cells, by_system) if duck else None

@@ -476,6 +476,36 @@ def summarise_for_scoring(
     return summary, strata
 
 
+def run_layout(bundle, small: SmallTables) -> tuple[dict[str, Path], list[str] | None]:
+    """The bundle's run files (also recorded in ``small.files``), and its systems when every
+    Parquet run file names its system by its location (one file or folder per system: the
+    scans then run in batches of systems), else None."""
+    files = {**bundle.run_files()}
+    small.files.update(files)
+    sources = bundle.parquet_runs() or []
+    if sources and all("system" in keys for _, keys in sources):
+        return files, sorted({keys["system"] for _, keys in sources})
+    return files, None
+
+
+def summarise_session(
+    con, bundle, small: SmallTables, files: dict[str, Path], by_system: list[str] | None
+) -> RunSummary:
+    """The view ``normed`` over ``con``'s runs and their summary
+    (:func:`receval.engine.summary.summarise_runs`)."""
+    from receval.engine.summary import register_normed, summarise_runs
+
+    register_normed(con, small.config.matching)
+    return summarise_runs(
+        con,
+        small.facts.reset_index(),
+        files,
+        set(small.queries["query_id"]),
+        empty_submissions(bundle),
+        by_system,
+    )
+
+
 def summarise_with_classes(
     bundle,
     small: SmallTables,
@@ -488,24 +518,11 @@ def summarise_with_classes(
     the conflicting judged facts (:func:`loader_fact_ids`; None without conflicts), in one
     engine session."""
     from receval.engine.popularity import stratum_cells
-    from receval.engine.summary import register_normed, summarise_runs, system_batches
+    from receval.engine.summary import system_batches
 
-    files = {**bundle.run_files()}
-    small.files.update(files)
-    sources = bundle.parquet_runs() or []
-    by_system = None
-    if sources and all("system" in keys for _, keys in sources):
-        by_system = sorted({keys["system"] for _, keys in sources})
+    files, by_system = run_layout(bundle, small)
     with parquet_engine(bundle, engine) as con:
-        register_normed(con, small.config.matching)
-        summary = summarise_runs(
-            con,
-            small.facts.reset_index(),
-            files,
-            set(small.queries["query_id"]),
-            empty_submissions(bundle),
-            by_system,
-        )
+        summary = summarise_session(con, bundle, small, files, by_system)
         strata = None
         if popularity:
             duck = by_system is not None and con.name == "duckdb"
