@@ -166,18 +166,36 @@ def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, row
     level = outputs[column].to_numpy(np.int64)
     if level.size and level.max() >= u.size:
         raise ValueError(f"the design {design!r} has {u.size} weights, judge {name!r} more levels")
-    return _floored_mixture(outputs, sys_codes, u[level], JUDGE_STRATA_FLOOR, rows)
+    m = int(sys_codes.max(initial=-1)) + 1
+    counts = np.bincount(sys_codes * u.size + level, minlength=m * u.size).reshape(m, u.size)
+    total = strata_mass(counts, u)
+    return _floored_mixture(outputs, sys_codes, u[level], JUDGE_STRATA_FLOOR, rows, total)
+
+
+def strata_mass(counts: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Σ_{X_j} u_h = Σ_h N_jh u_h of a ``judge-strata`` design per system, from ``counts``
+    (m, L + 1) its distinct facts per level, summed level by level: the same bits from the
+    output rows and from the engine's per-level counts (:mod:`receval.engine.strata`)."""
+    total = np.zeros(counts.shape[0])
+    for h in range(counts.shape[1]):
+        total = total + counts[:, h] * u[h]
+    return total
+
+
+def floored_share(size: np.ndarray, total: np.ndarray, w: np.ndarray, floor: float):
+    """a/|X_j| + (1 − a) w/Σ_{X_j} w elementwise (uniform where the sum is 0), a = ``floor``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, w / total, 1.0 / size)
+    return floor / size + (1.0 - floor) * share
 
 
 def _floored_mixture(outputs: pd.DataFrame, sys_codes: np.ndarray, w: np.ndarray, floor: float,
-                     rows=None):  # fmt: skip
+                     rows=None, total=None):  # fmt: skip
     """s_j(x) = a/|X_j| + (1 − a) w(x)/Σ_{X_j} w, a = ``floor`` (uniform where a system's
-    weights sum to 0): each row's probability, or those of ``rows``."""
+    weights sum to 0; ``total`` the sums when given): each row's probability, or ``rows``'."""
     size = np.bincount(sys_codes).astype(float)
-    total = np.bincount(sys_codes, weights=w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total[sys_codes] > 0, w / total[sys_codes], 1.0 / size[sys_codes])
-    prob = floor / size[sys_codes] + (1.0 - floor) * share
+    total = np.bincount(sys_codes, weights=w) if total is None else total
+    prob = floored_share(size[sys_codes], total[sys_codes], w, floor)
     if rows is not None:
         return prob[np.asarray(rows, dtype=np.int64)]
     return pd.Series(prob, index=outputs.index, name="prob")

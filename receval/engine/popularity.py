@@ -37,21 +37,69 @@ FROM {source} n JOIN system_codes c ON n.system = c.system
 """
 
 #: per (system code, query hash, stratum): distinct facts, and the least Σ 1/|X_k| over the
-#: systems k of each fact of the group (the uniform design's floor), for the slice ``{where}``
+#: systems k of each fact of the group (the uniform design's floor), for the slice ``{where}``;
+#: with :func:`design_columns`, the least Σ_k p_k(x) of other designs and facts left out too
 STRATUM_CELLS = """
 WITH s AS (SELECT code, q, a FROM {parts} {where}),
 pop AS (
-    SELECT s.q, s.a, count(*) AS n, sum(c.p) AS mass
-    FROM s JOIN system_codes c ON s.code = c.code GROUP BY s.q, s.a
+    SELECT s.q, s.a, count(*) AS n, sum(c.p) AS mass{sums}
+    FROM s JOIN system_codes c ON s.code = c.code{joins} GROUP BY s.q, s.a
 )
 SELECT s.code, s.q, least(pop.n, {strata}) - 1 AS stratum, count(*) AS facts,
-       min(pop.mass) AS pool_min
+       min(pop.mass) AS pool_min{mins}
 FROM s JOIN pop ON s.q = pop.q AND s.a = pop.a
 GROUP BY s.code, s.q, least(pop.n, {strata}) - 1
 """
 
+#: a design's p per (system code, query hash) (``design_cells_raw_{k}(code, query_id, p)``)
+DESIGN_CELLS = "SELECT code, {q} AS q, p FROM design_cells_raw_{k}"
+#: the facts the floors leave out (``floor_out(query_id, answer)``, answers normalised)
+FLOOR_OUT = "SELECT {q} AS q, {h} AS a, 1 AS out FROM floor_out_raw"
+
 #: distinct (system, fact) pairs in one slice of :data:`STRATUM_CELLS` (DuckDB)
 SLICE_PAIRS = 20_000_000
+
+
+def design_columns(
+    engine: Engine, systems: list[str], designs: dict | None, out: pd.DataFrame | None
+) -> dict[str, str]:
+    """The ``{sums}``, ``{joins}`` and ``{mins}`` of :data:`STRATUM_CELLS`: per design of
+    ``designs`` (name → p per ``system, query_id``) its least Σ_k p_k(x) (``pool_min_<k>``),
+    over the facts other than ``out`` (``query_id, answer``: the members of equivalence
+    classes, whose class is one fact of the scored view; the uniform floor too); empty
+    without either."""
+    import numpy as np
+
+    from receval.engine.run_files import create_view
+
+    if not designs and out is None:
+        return {"sums": "", "joins": "", "mins": ""}
+    q, h = engine.dialect.hash64("query_id"), engine.dialect.hash64("answer")
+    sums, joins, mins = [], [], []
+    keep = ""
+    if out is not None:
+        engine.register("floor_out_raw", out[["query_id", "answer"]].astype(object))
+        create_view(engine, "floor_out", FLOOR_OUT.format(q=q, h=h), materialise=True)
+        joins.append(" LEFT JOIN floor_out x ON s.q = x.q AND s.a = x.a")
+        sums.append(", max(x.out) AS out")
+        keep = "CASE WHEN pop.out IS NULL THEN {mass} END"
+        mins.append(", min(" + keep.format(mass="pop.mass") + ") AS pool_min_uniform")
+    code = pd.Index(systems)
+    for k, cells in enumerate((designs or {}).values()):
+        frame = pd.DataFrame(
+            {
+                "code": code.get_indexer(cells["system"]).astype(np.int64),
+                "query_id": cells["query_id"].to_numpy(object),
+                "p": cells["p"].to_numpy(float),
+            }
+        )
+        engine.register(f"design_cells_raw_{k}", frame)
+        create_view(engine, f"design_cells_{k}", DESIGN_CELLS.format(q=q, k=k), materialise=True)
+        joins.append(f" LEFT JOIN design_cells_{k} d{k} ON s.code = d{k}.code AND s.q = d{k}.q")
+        sums.append(f", sum(d{k}.p) AS mass{k}")
+        mass = f"pop.mass{k}"
+        mins.append(f", min({keep.format(mass=mass) if keep else mass}) AS pool_min_{k}")
+    return {"sums": "".join(sums), "joins": "".join(joins), "mins": "".join(mins)}
 
 
 def stratum_cells(
@@ -60,9 +108,13 @@ def stratum_cells(
     sizes,
     queries: list[str],
     batches: list[list[str]] | None,
-) -> tuple[pd.DataFrame, float]:
-    """(``system, query_id, stratum, facts`` of :data:`STRATUM_CELLS`, the uniform design's
-    floor min_x Σ_{k ∈ S(x)} 1/|X_k|) over view ``normed``
+    designs: dict | None = None,
+    out: pd.DataFrame | None = None,
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """(``system, query_id, stratum, facts`` of :data:`STRATUM_CELLS`, each design's floor
+    min_x Σ_{k ∈ S(x)} p_k(x): the uniform design's (1/|X_k|) under ``"uniform"``, and of each
+    design of ``designs`` (name → ``system, query_id, p``) under its name, over the pool facts
+    other than ``out`` when given) over view ``normed``
     (:func:`receval.engine.summary.register_normed`); ``sizes`` |X_k| of ``systems``."""
     import numpy as np
 
@@ -75,6 +127,7 @@ def stratum_cells(
     )
     engine.register("system_codes", codes)
     q, h = engine.dialect.hash64("query_id"), engine.dialect.hash64("answer")
+    columns = design_columns(engine, systems, designs, out)
     if batches:  # DuckDB, one file per system: the pairs appended batch by batch, then sliced
         for i, batch in enumerate(batches):
             sql = POPULARITY_PARTS.format(q=q, h=h, source=_in_systems(engine, batch))
@@ -90,6 +143,7 @@ def stratum_cells(
                     parts="popularity_parts",
                     where=f"WHERE q % {slices} = {k}" if slices > 1 else "",
                     strata=STRATA,
+                    **columns,
                 )
             )
             for k in range(slices)
@@ -98,9 +152,19 @@ def stratum_cells(
         cells = pd.concat(frames, ignore_index=True)
     else:
         parts = "(" + POPULARITY_PARTS.format(q=q, h=h, source="normed") + ") pairs"
-        cells = engine.query(STRATUM_CELLS.format(parts=parts, where="", strata=STRATA))
-    floor = float(cells["pool_min"].min()) if len(cells) else 0.0
-    return _named(engine, cells, systems, queries), floor
+        cells = engine.query(STRATUM_CELLS.format(parts=parts, where="", strata=STRATA, **columns))
+    floors = {"uniform": _least(cells, "pool_min_uniform" if out is not None else "pool_min")}
+    for k, name in enumerate(designs or {}):
+        floors[name] = _least(cells, f"pool_min_{k}")
+    return _named(engine, cells, systems, queries), floors
+
+
+def _least(cells: pd.DataFrame, column: str) -> float:
+    """The least value of ``column`` (inf when every fact was left out, 0 without cells)."""
+    if not len(cells):
+        return 0.0
+    least = pd.to_numeric(cells[column], errors="coerce").min()
+    return float("inf") if pd.isna(least) else float(least)
 
 
 def _named(engine: Engine, cells: pd.DataFrame, systems: list[str], queries: list[str]):

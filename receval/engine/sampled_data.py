@@ -2,8 +2,9 @@
 built from the runs' aggregates (:mod:`receval.engine.summary`) and the bundle's small tables,
 never holding the output rows in Python.
 
-Scope: uniform and entity-relation samplers (``receval sample --per-system``, either path; a
-judge's designs need ``judge.tsv``, which the engine path does not read), the ``micro`` and
+Scope: uniform and entity-relation samplers (``receval sample --per-system``, either path) and
+the ``judge-strata`` ones of ``sample --by-judge`` (their levels from the engine judge:
+:class:`EngineDesigns`, :mod:`receval.engine.strata`), the ``micro`` and
 ``macro`` targets, exhaustive units (``exhaustive_units.tsv``, ``exhaustive.tsv``), equivalence
 classes in the judgments (each counted once, as :mod:`receval.estimators.classes` counts them:
 :func:`class_tables`), ``truth.tsv`` (:func:`true_metrics`); anything else is a ``ValueError``
@@ -341,16 +342,17 @@ def drawn_proposals(
     member: np.ndarray,
     samplers: list,
     classes: Classes | None,
+    designs: EngineDesigns | None = None,
 ) -> np.ndarray:
     """s_j(x) of each sampler's design at the drawn facts (D, J): the design's probability of
-    the fact in system j's output (:func:`design_probabilities`, ``raw`` the runs' aggregates
-    as they are), with ``classes`` summed over each drawn class's member facts one term per
-    member (:func:`receval.estimators.classes.class_probabilities`).  ``member`` (D, m)."""
+    the fact in system j's output (:class:`EngineDesigns`, ``raw`` the runs' aggregates as they
+    are), with ``classes`` summed over each drawn class's member facts one term per member
+    (:func:`receval.estimators.classes.class_probabilities`).  ``member`` (D, m)."""
     systems = pd.Index(raw.systems)
+    designs = designs or EngineDesigns(small, raw)
     proposal = np.zeros((drawn.size, len(samplers)))
     for design in sorted({s.design for s in samplers}):
-        cells = design_probabilities(small, raw, design)
-        at = _design_at_drawn(small, raw, drawn, member, cells, classes)
+        at = _design_at_drawn(raw, drawn, member, designs.at_function(design), classes)
         for j, sampler in enumerate(samplers):
             if sampler.design == design:
                 proposal[:, j] = at[:, systems.get_loc(sampler.system)]
@@ -358,32 +360,19 @@ def drawn_proposals(
 
 
 def _design_at_drawn(
-    small: SmallTables,
-    raw: RunSummary,
-    drawn: np.ndarray,
-    member: np.ndarray,
-    cells: pd.Series,
-    classes: Classes | None,
+    raw: RunSummary, drawn: np.ndarray, member: np.ndarray, at, classes: Classes | None
 ) -> np.ndarray:
-    """(D, m): a design's s_j(x) (``cells``, per (system, query)) at each drawn fact."""
+    """(D, m): a design's s_j(x) (``at(system codes, facts)``) at each drawn fact."""
     systems = pd.Index(raw.systems)
-    fact_query = small.facts["query_id"].to_numpy()
     out = np.zeros((drawn.size, len(systems)))
     if classes is None:
         rows, cols = np.nonzero(member)
-        key = pd.MultiIndex.from_arrays([systems[cols], fact_query[drawn[rows]]])
-        out[rows, cols] = cells.reindex(key).to_numpy(float)
+        out[rows, cols] = at(cols, drawn[rows])
         return out
     members = raw.members
     fact = members["fact"].to_numpy(np.int64)
-    key = pd.MultiIndex.from_arrays([members["system"].to_numpy(), fact_query[fact]])
-    frame = pd.DataFrame(
-        {
-            "system": systems.get_indexer(members["system"]),
-            "fact": classes.canon[fact],
-            "s": cells.reindex(key).to_numpy(float),
-        }
-    )
+    codes = systems.get_indexer(members["system"])
+    frame = pd.DataFrame({"system": codes, "fact": classes.canon[fact], "s": at(codes, fact)})
     frame = frame[np.isin(frame["fact"].to_numpy(), drawn)]
     summed = frame.groupby(["system", "fact"], sort=False, observed=True)["s"].sum()
     out[
@@ -393,7 +382,58 @@ def _design_at_drawn(
     return out
 
 
-def samplers_of(small: SmallTables, summary: RunSummary) -> list:
+class EngineDesigns:
+    """s_j(x) of every design the engine path computes, at (system, small-table fact) pairs
+    each output by its system: ``uniform`` and ``entity-relation`` per (system, query) cell
+    (:func:`design_probabilities`), the ``judge-strata`` designs per (system, level)
+    (:mod:`receval.engine.strata`, from ``judge``: the engine judge, None without a judge
+    table; ``batches`` its systems' batches).  Each design is computed once."""
+
+    def __init__(self, small: SmallTables, summary: RunSummary, judge=None, batches=None):
+        self.small, self.summary, self.judge, self.batches = small, summary, judge, batches
+        self._cells: dict[str, pd.Series] = {}
+        self._levels: dict[str, object] = {}
+
+    def cells(self, design: str) -> pd.Series:
+        """:func:`design_probabilities` of a design constant over each (system, query)."""
+        if design not in self._cells:
+            self._cells[design] = design_probabilities(self.small, self.summary, design)
+        return self._cells[design]
+
+    def at_function(self, design: str):
+        """``at(system codes, facts)``: s_j(x) of ``design`` (ValueError as in memory for a
+        design it cannot compute: a judge's design without that judge's grades)."""
+        from receval.design import JUDGE_STRATA
+
+        if str(design).startswith(JUDGE_STRATA + ":"):
+            from receval.design import parse_judge_strata
+            from receval.engine.strata import judge_levels, strata_probabilities
+
+            name, _ = parse_judge_strata(design)
+            if name not in self._levels:
+                self._levels[name] = judge_levels(
+                    self.judge, name, self.small, self.summary, self.batches
+                )
+            levels, sizes = self._levels[name], self.summary.sizes
+
+            def strata(systems: np.ndarray, facts: np.ndarray) -> np.ndarray:
+                return strata_probabilities(design, levels, sizes, systems, facts)
+
+            return strata
+        cells = self.cells(design)
+        systems = pd.Index(self.summary.systems)
+        fact_query = self.small.facts["query_id"].to_numpy()
+
+        def per_cell(codes: np.ndarray, facts: np.ndarray) -> np.ndarray:
+            key = pd.MultiIndex.from_arrays([systems[codes], fact_query[facts]])
+            return cells.reindex(key).to_numpy(float)
+
+        return per_cell
+
+
+def samplers_of(
+    small: SmallTables, summary: RunSummary, designs: EngineDesigns | None = None
+) -> list:
     """The (sample, system) samplers in sorted order, each checked as
     :func:`receval.design.infer_designs` checks them (same messages): its system has outputs,
     every drawn fact is one of them, and its recorded ``prob`` is its declared design's (or,
@@ -407,7 +447,7 @@ def samplers_of(small: SmallTables, summary: RunSummary) -> list:
     sizes = pd.Series(summary.sizes, index=summary.systems)
     _check_drawn(samples, summary, sizes, path)
     declared = samples["design"] if "design" in samples else pd.Series("", index=samples.index)
-    expected = _DrawnProbabilities(small, summary)
+    expected = _DrawnProbabilities(small, summary, designs or EngineDesigns(small, summary))
     out = []
     for (sample, system), rows in samples.groupby(["sample", "system"], sort=True, observed=True):
         where = (path, sample, system)
@@ -421,15 +461,16 @@ class _DrawnProbabilities:
     """s_j of a design at every draw of ``small.samples`` (a Series on its index), the
     in-memory :class:`receval.design._DrawProbabilities` from the aggregates."""
 
-    def __init__(self, small: SmallTables, summary: RunSummary) -> None:
-        self.small, self.summary, self.cache = small, summary, {}
+    def __init__(self, small: SmallTables, summary: RunSummary, designs: EngineDesigns) -> None:
+        self.small, self.summary, self.designs, self.cache = small, summary, designs, {}
 
     def __call__(self, design: str) -> pd.Series:
         if design not in self.cache:
             samples = self.small.samples
-            cells = design_probabilities(self.small, self.summary, design)
-            key = pd.MultiIndex.from_frame(samples[["system", "query_id"]])
-            self.cache[design] = pd.Series(cells.reindex(key).to_numpy(float), index=samples.index)
+            codes = pd.Index(self.summary.systems).get_indexer(samples["system"])
+            at = self.designs.at_function(design)
+            prob = at(codes, samples["fact"].to_numpy(np.int64))
+            self.cache[design] = pd.Series(prob, index=samples.index)
         return self.cache[design]
 
 
@@ -525,6 +566,7 @@ def engine_sample_data(
     summary: RunSummary,
     target: str = "micro",
     classes: Classes | None = None,
+    designs: EngineDesigns | None = None,
 ) -> SampleData:
     """The estimators' arrays from the small tables and the runs' aggregates (module docstring).
 
@@ -536,7 +578,8 @@ def engine_sample_data(
     """
     from receval.estimators.sample_data import SampleData, _sampler_rounds
 
-    samplers = samplers_of(small, summary)  # on the runs as they are (before the classes)
+    designs = designs or EngineDesigns(small, summary)
+    samplers = samplers_of(small, summary, designs)  # on the runs as they are (before classes)
     raw, unresolved = summary, 0
     if classes is not None:
         unresolved = unresolved_outputs(small, summary, classes)
@@ -560,7 +603,7 @@ def engine_sample_data(
     member = member_matrix(summary, drawn)
     tgt = fact_targets(small, summary, drawn, member, target)
     own = np.array([sys_index[s.system] for s in samplers], np.int64)
-    proposal = drawn_proposals(small, raw, drawn, member, samplers, classes)
+    proposal = drawn_proposals(small, raw, drawn, member, samplers, classes, designs)
     census, census_precision, judged_out = _census(small, summary, labels, target)
     queries = list(small.queries["query_id"])
     q_index = pd.Series(np.arange(len(queries)), index=queries)

@@ -22,12 +22,14 @@ drawn facts' memberships), equivalence classes in the judgments (each class coun
 :func:`summarise_classes`, :func:`receval.engine.sampled_data.class_tables`; the official
 pooling-bias counts per class: :func:`official_counts_classed`), ``truth.tsv`` (the true
 metrics from the truth facts' memberships), entity-relation rounds (their design inferred and
-checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`),
+checked as the loader does: :func:`receval.engine.sampled_data.samplers_of`), ``--by-judge``
+rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.strata`),
+anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``--by-judge`` rounds, ``ppi`` with equivalence classes, ``--cluster-queries`` or anytime
-intervals, classes or non-uniform rounds with anytime intervals,
-``--weighting overlap``, ``--target-recall``,
+Not: ``ppi`` with equivalence classes, ``--cluster-queries``, anytime intervals or rounds of
+another design than uniform, anytime intervals with ``--by-judge`` rounds, the
+``judge-uncertainty`` design, ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
 :data:`IN_MEMORY_AT_SIZE`).
@@ -76,9 +78,9 @@ class BundleView(SmallTablesView):
     small: SmallTables = field(repr=False)
     summary: RunSummary = field(repr=False)
     engine_name: str = "duckdb"
-    #: the anytime intervals' strata (:func:`receval.engine.popularity.stratum_cells`): the
-    #: per (system, query, stratum) facts and the uniform design's floor; None when not asked
-    popularity: tuple[pd.DataFrame, float] | None = field(default=None, repr=False)
+    #: the anytime intervals' strata (:func:`popularity_cells`): the per (system, query,
+    #: stratum) facts and each design's floor (by name); None when not asked
+    popularity: tuple[pd.DataFrame, dict[str, float]] | None = field(default=None, repr=False)
     #: the judgments' equivalence classes (:func:`summarise_classes`), None without any
     classes: Classes | None = field(default=None, repr=False)
     #: the loader's fact id of each conflicting judged fact (:func:`loader_fact_ids`), indexed
@@ -156,10 +158,18 @@ class BundleView(SmallTablesView):
         return self.merged.labels
 
     @cached_property
+    def designs(self):
+        """s_j(x) of the rounds' designs (:class:`receval.engine.sampled_data.EngineDesigns`;
+        a ``judge-strata`` design's levels from :attr:`engine_judge`'s session)."""
+        from receval.engine.sampled_data import EngineDesigns
+
+        return EngineDesigns(self.small, self.summary, self.engine_judge, judge_batches(self))
+
+    @cached_property
     def samplers(self) -> list:
         from receval.engine.sampled_data import samplers_of
 
-        return samplers_of(self.small, self.summary)
+        return samplers_of(self.small, self.summary, self.designs)
 
     def stream_designs(self, data: SampleData) -> tuple[dict, Any]:
         """The anytime stream's design arrays and popularity strata
@@ -169,17 +179,17 @@ class BundleView(SmallTablesView):
 
     def floor_probabilities(self, design: str, facts: np.ndarray) -> np.ndarray:
         """q₀(x) = (1/m) Σ_j p_j(x) of the drawn facts ``facts`` (small-table fact ids) under
-        the uniform design (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`,
+        ``design`` (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`,
         what ``--until-decided`` records as ``mixture_prob``), from their memberships."""
-        if design != "uniform":
-            raise ValueError(f"the engine path draws the uniform design only, not {design!r}")
         summary = self.summary
-        p = 1.0 / np.maximum(summary.sizes, 1)
         members = summary.members
         codes = pd.Index(summary.systems).get_indexer(members["system"])
-        per_fact = np.bincount(
-            members["fact"].to_numpy(np.int64), weights=p[codes], minlength=len(self.small.facts)
-        )
+        fact = members["fact"].to_numpy(np.int64)
+        if design == "uniform":
+            p = (1.0 / np.maximum(summary.sizes, 1))[codes]
+        else:  # the design's probability of each member (the drawn strings: no classes)
+            p = self.designs.at_function(design)(codes, fact)
+        per_fact = np.bincount(fact, weights=p, minlength=len(self.small.facts))
         alive = max(int((summary.rows > 0).sum()), 1)
         return per_fact[np.asarray(facts, np.int64)] / alive
 
@@ -188,7 +198,7 @@ class BundleView(SmallTablesView):
         from receval.engine.sampled_data import engine_sample_data
 
         def build(small, summary, target):
-            return engine_sample_data(small, summary, target, self.classes)
+            return engine_sample_data(small, summary, target, self.classes, self.designs)
 
         return _cached_data(self, target, build)
 
@@ -229,6 +239,18 @@ class BundleView(SmallTablesView):
             "why": "score read the Parquet runs with SQL aggregates; no output row was held in "
             "memory (receval.engine.score)",
         }
+
+
+def judge_batches(view: BundleView) -> list[list[str]] | None:
+    """The batches of systems the engine judge's DuckDB session scans one run file per system
+    in (:func:`receval.engine.summary.system_batches`); None on Spark or other layouts."""
+    from receval.bundle import Bundle
+
+    judge = view.engine_judge
+    if judge is None or judge.engine.name != "duckdb":
+        return None
+    _, by_system = run_layout(Bundle(view.root), view.small)
+    return None if by_system is None else system_batches_of(view.summary, by_system)
 
 
 def _cached_data(view: BundleView, target: str, build) -> SampleData:
@@ -280,18 +302,17 @@ def unsupported(options, small: SmallTables) -> str:
     ppi = _ppi_unsupported(options, resolved.intervals, small)
     if ppi:
         return ppi
-    if any(d.startswith("judge") for d in _declared_designs(small)):
-        return "rounds drawn --by-judge (the judge's design probabilities)"
+    designs = _designs_unsupported(options, small)
+    if designs:
+        return designs
     for table in small.optional:
         if table == "truth" and small.truth is not None:
             continue
         if table == "judge":  # read by the engine (receval.engine.judge)
             continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
-    if _anytime(options, small) and _has_classes(small):
-        return "equivalence classes in judgments.tsv with anytime intervals"
-    if _anytime(options, small) and _declared_designs(small) - {"uniform"}:
-        return "rounds of a design other than uniform with anytime intervals"
+    if _anytime(options, small) and any(d.startswith("judge") for d in _declared_designs(small)):
+        return "rounds drawn --by-judge with anytime intervals (the judge's levels per stratum)"
     for column in ("provenance", "relation_provenance", "ec_mention_type"):
         if (
             column in small.judgments
@@ -300,6 +321,28 @@ def unsupported(options, small: SmallTables) -> str:
             return f"judgments.tsv column {column} (official matching beyond facts)"
     if "hop" in small.queries or _single_valued(small.queries):
         return "queries.tsv with hops or single-valued slots (official matching beyond facts)"
+    return ""
+
+
+#: the engine judge's sums take every system's draws as uniform (q₀ = Σ_j n_j/(N |X_j|))
+PPI_DESIGNS = "--estimator ppi with rounds of a design other than uniform (the judge's sums)"
+
+
+def _designs_unsupported(options, small: SmallTables) -> str:
+    """What of the rounds' declared designs the engine path does not score ('' when it can)."""
+    declared = _declared_designs(small)
+    if options.estimator == "ppi" and declared - {"uniform"}:
+        return PPI_DESIGNS
+    if "judge-uncertainty" in declared:
+        return "rounds drawn --by-judge with the judge-uncertainty design (its scores per output)"
+    return ""
+
+
+def _late_problem(options, view: BundleView) -> str:
+    """What :func:`unsupported` could not see before the runs were summarised: the designs
+    inferred for rounds that declare none ('' when the engine path can score)."""
+    if options.estimator == "ppi" and {s.design for s in view.samplers} - {"uniform"}:
+        return PPI_DESIGNS
     return ""
 
 
@@ -405,6 +448,11 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         conflict_ids=ids,
         engine_judge=judge,
     )
+    problem = _late_problem(options, view)
+    if problem:
+        if out_of_core:
+            raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
+        return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     return view, ""
 
 
@@ -489,10 +537,15 @@ def run_layout(bundle, small: SmallTables) -> tuple[dict[str, Path], list[str] |
 
 
 def summarise_session(
-    con, bundle, small: SmallTables, files: dict[str, Path], by_system: list[str] | None
+    con,
+    bundle,
+    small: SmallTables,
+    files: dict[str, Path],
+    by_system: list[str] | None,
+    pool: bool = True,
 ) -> RunSummary:
     """The view ``normed`` over ``con``'s runs and their summary
-    (:func:`receval.engine.summary.summarise_runs`)."""
+    (:func:`receval.engine.summary.summarise_runs`; ``pool``: with the pool's facts)."""
     from receval.engine.summary import register_normed, summarise_runs
 
     register_normed(con, small.config.matching)
@@ -503,6 +556,7 @@ def summarise_session(
         set(small.queries["query_id"]),
         empty_submissions(bundle),
         by_system,
+        pool,
     )
 
 
@@ -517,23 +571,51 @@ def summarise_with_classes(
     (:func:`summarise_classes`; None when no class holds two facts) and the loader's ids of
     the conflicting judged facts (:func:`loader_fact_ids`; None without conflicts), in one
     engine session."""
-    from receval.engine.popularity import stratum_cells
-    from receval.engine.summary import system_batches
-
     files, by_system = run_layout(bundle, small)
     with parquet_engine(bundle, engine) as con:
         summary = summarise_session(con, bundle, small, files, by_system)
-        strata = None
-        if popularity:
-            duck = by_system is not None and con.name == "duckdb"
-            batches = system_batches(summary.cells, by_system) if duck else None
-            strata = stratum_cells(
-                con, summary.systems, summary.sizes, list(small.queries["query_id"]), batches
-            )
         found = summarise_classes(con, small, summary, by_system) if classes else None
+        strata = popularity_cells(con, small, summary, by_system, found) if popularity else None
         ids = loader_fact_ids(con, small, summary, by_system) if classes else None
     _check_universe(small, summary)
     return summary, strata, found, ids
+
+
+def popularity_cells(
+    con: Engine,
+    small: SmallTables,
+    summary: RunSummary,
+    by_system: list[str] | None,
+    classes: Classes | None,
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The anytime intervals' strata (:func:`receval.engine.popularity.stratum_cells`): the
+    per (system, query, stratum) facts and the floor of the uniform design and of each other
+    design the rounds have (:func:`receval.engine.sampled_data.samplers_of`), over the pool's
+    facts other than the members of equivalence classes (:func:`aliased_facts`: each class
+    is one fact of the scored view, :func:`stream_designs` adds it)."""
+    from receval.engine.popularity import stratum_cells
+    from receval.engine.sampled_data import design_probabilities, samplers_of
+    from receval.engine.summary import system_batches
+
+    duck = by_system is not None and con.name == "duckdb"
+    batches = system_batches(summary.cells, by_system) if duck else None
+    names = sorted({s.design for s in samplers_of(small, summary)} - {"uniform"})
+    designs = {
+        name: design_probabilities(small, summary, name).rename("p").reset_index() for name in names
+    }
+    out = None
+    if classes is not None:
+        facts = small.facts.loc[aliased_facts(classes), ["query_id", "answer"]]
+        out = facts.reset_index(drop=True)
+    queries = list(small.queries["query_id"])
+    return stratum_cells(con, summary.systems, summary.sizes, queries, batches, designs, out)
+
+
+def aliased_facts(classes: Classes) -> np.ndarray:
+    """The small-table facts that belong to a class holding two facts or more (sorted)."""
+    canon = classes.canon
+    size = np.bincount(canon, minlength=canon.size)
+    return np.flatnonzero(size[canon] > 1)
 
 
 #: the distinct facts each query of ``class_queries`` has in ``{source}`` (a group per fact of
@@ -1000,47 +1082,133 @@ def _ground_truth_lost(view: BundleView, owner: pd.Series) -> pd.Series:
 
 
 def stream_designs(view: BundleView, data: SampleData) -> tuple[dict, Any]:
-    """``({"uniform": _Design}, Strata)``: what
+    """``({design: _Design}, Strata)``: what
     :func:`receval.estimators.anytime.stream.build_stream` computes from the output rows
     (:func:`~receval.estimators.anytime.stream._design_arrays`,
-    :func:`~receval.estimators.anytime.control.popularity_strata`), for the uniform design
-    (the engine path's only one: :func:`receval.engine.sampled_data.samplers_of`), from the
+    :func:`~receval.estimators.anytime.control.popularity_strata`) for every design of the
+    rounds (uniform and entity-relation: each constant over a (system, query) cell), from the
     per (system, query, stratum) facts (:mod:`receval.engine.popularity`).
 
-    Every output of system i in query q has p_i = 1/|X_i| and target t_iq (micro: 1/|X_i|;
-    macro: 1/(Q_i |X_i ∩ q|), as :func:`~receval.estimators.sample_data.query_targets`), so
-    κ_i, κ_ib (least p/t over X_i, and over its facts in stratum b) and the stratum masses
-    Σ t are minima and sums over the (system, query, stratum) cells."""
+    Every output of system i in query q has p_i(q) and target t_iq (micro: 1/|X_i|; macro:
+    1/(Q_i |X_i ∩ q|), as :func:`~receval.estimators.sample_data.query_targets`), so κ_i, κ_ib
+    (least p/t over X_i, and over its facts in stratum b) and the stratum masses Σ t are minima
+    and sums over the cells.  With equivalence classes the scored view has one fact per class
+    (:func:`receval.engine.sampled_data.class_tables`): the members of a class holding several
+    facts leave their cells and the class joins as rows of its own (:func:`_class_rows`), drawn
+    with its members' summed probability (the design probability belongs to what was drawn)."""
+    from receval.engine.sampled_data import _design_at_drawn, class_tables
     from receval.estimators.anytime.control import STRATA, Strata
     from receval.estimators.anytime.stream import _Design
 
     if view.popularity is None:
         raise RuntimeError(NO_ROWS.format(what="the anytime strata (not summarised)"))
-    cells, floor = view.popularity
-    summary = view.summary
-    systems = pd.Index(summary.systems)
+    cells, floors = view.popularity
+    raw, classes = view.summary, view.classes
+    scored = class_tables(view.small, raw, classes)[1] if classes is not None else raw
+    systems = pd.Index(raw.systems)
     m = len(systems)
-    p = 1.0 / np.maximum(summary.sizes, 1)
-    i = systems.get_indexer(cells["system"])
-    b = cells["stratum"].to_numpy(np.int64)
-    facts = cells["facts"].to_numpy(float)
-    t = _cell_targets(summary, cells, i, data.target_kind)
-    ratio = p[i] / t
-    kappa = np.full(m, np.inf)
-    np.minimum.at(kappa, i, ratio)
-    kappa_b = np.full((STRATA, m), np.inf)
-    np.minimum.at(kappa_b, (b, i), ratio)
+    cells = _unaliased_cells(view, cells)
+    extra = _class_rows(view, scored, data.target_kind, sorted(set(data.sampler_design)))
+    i = np.concatenate([systems.get_indexer(cells["system"]), extra["i"]]).astype(np.int64)
+    b = np.concatenate([cells["stratum"].to_numpy(np.int64), extra["b"]]).astype(np.int64)
+    facts = np.concatenate([cells["facts"].to_numpy(float), np.ones(extra["i"].size)])
+    t = np.concatenate(
+        [_cell_targets(scored, cells, i[: len(cells)], data.target_kind), extra["t"]]
+    )
     mass = np.zeros((m, STRATA))
     np.add.at(mass, (i, b), facts * t)
     count = np.zeros((m, STRATA))
     np.add.at(count, (i, b), facts)
-    design = _Design(
-        np.where(data.member, p[None, :], 0.0),
-        np.where(np.isfinite(kappa), kappa, 0.0),
-        floor,
-        np.where(np.isfinite(kappa_b), kappa_b, 0.0),
+    present = facts > 0
+    designs = {}
+    for design in sorted(set(data.sampler_design)):
+        at = view.designs.at_function(design)
+        cell_p = view.designs.cells(design)
+        key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+        p = np.concatenate([cell_p.reindex(key).to_numpy(float), extra["s"][design]])
+        ratio = (p / t)[present]
+        kappa = np.full(m, np.inf)
+        np.minimum.at(kappa, i[present], ratio)
+        kappa_b = np.full((STRATA, m), np.inf)
+        np.minimum.at(kappa_b, (b[present], i[present]), ratio)
+        floor = min(floors[design], extra["floor"][design])
+        designs[design] = _Design(
+            _design_at_drawn(raw, data.facts, data.member, at, classes),
+            np.where(np.isfinite(kappa), kappa, 0.0),
+            floor,
+            np.where(np.isfinite(kappa_b), kappa_b, 0.0),
+        )
+    return designs, Strata(_fact_strata(view, STRATA), mass, count)
+
+
+def _unaliased_cells(view: BundleView, cells: pd.DataFrame) -> pd.DataFrame:
+    """The (system, query, stratum) cells without the members of classes holding several
+    facts (each counted in the cell of its own popularity), as the scored view has them."""
+    from receval.estimators.anytime.control import STRATA
+
+    if view.classes is None:
+        return cells
+    members = view.summary.members
+    aliased = aliased_facts(view.classes)
+    fact = members["fact"].to_numpy(np.int64)
+    popularity = np.bincount(fact, minlength=len(view.small.facts))
+    moved = members[np.isin(fact, aliased)]
+    fact = moved["fact"].to_numpy(np.int64)
+    gone = pd.DataFrame(
+        {
+            "system": moved["system"].to_numpy(object),
+            "query_id": view.small.facts["query_id"].to_numpy(object)[fact],
+            "stratum": np.minimum(popularity[fact], STRATA) - 1,
+        }
     )
-    return {"uniform": design}, Strata(_fact_strata(view, STRATA), mass, count)
+    less = gone.groupby(["system", "query_id", "stratum"]).size()
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id", "stratum"]])
+    out = cells.copy()
+    out["facts"] = out["facts"] - less.reindex(key, fill_value=0).to_numpy(np.int64)
+    return out
+
+
+def _class_rows(view: BundleView, scored: RunSummary, target: str, names: list[str]) -> dict:
+    """The classes holding several facts as rows of the scored view, one per (class, system
+    that output a member): ``i`` system code, ``b`` stratum (systems that output a member),
+    ``t`` target, ``s`` per design the members' summed p; and per design ``floor`` the least
+    Σ_j s over the classes (inf without any)."""
+    from receval.engine.sampled_data import fact_targets
+    from receval.estimators.anytime.control import STRATA
+
+    none = {"i": np.zeros(0, np.int64), "b": np.zeros(0, np.int64), "t": np.zeros(0)}
+    if view.classes is None:
+        return {**none, "s": {d: np.zeros(0) for d in names}, "floor": dict.fromkeys(names, np.inf)}
+    classes, raw = view.classes, view.summary
+    systems = pd.Index(raw.systems)
+    aliased = aliased_facts(classes)
+    canon_of = classes.canon
+    members = raw.members[np.isin(raw.members["fact"].to_numpy(np.int64), aliased)]
+    fact = members["fact"].to_numpy(np.int64)
+    code = systems.get_indexer(members["system"])
+    rows = pd.DataFrame({"c": canon_of[fact], "i": code}).drop_duplicates(ignore_index=True)
+    rows = rows.sort_values(["c", "i"], ignore_index=True)
+    popularity = rows.groupby("c")["i"].transform("size").to_numpy(np.int64)
+    canon = np.unique(rows["c"].to_numpy(np.int64))
+    member = np.zeros((canon.size, len(systems)), bool)
+    at_row = np.searchsorted(canon, rows["c"].to_numpy(np.int64))
+    member[at_row, rows["i"].to_numpy(np.int64)] = True
+    t_all = fact_targets(view.small, scored, canon, member, target)
+    out = {
+        "i": rows["i"].to_numpy(np.int64),
+        "b": np.minimum(popularity, STRATA) - 1,
+        "t": t_all[at_row, rows["i"].to_numpy(np.int64)],
+        "s": {},
+        "floor": {},
+    }
+    for design in names:
+        s = view.designs.at_function(design)(code, fact)
+        summed = pd.Series(s).groupby([canon_of[fact], code]).sum()
+        key = pd.MultiIndex.from_arrays([rows["c"].to_numpy(np.int64), rows["i"].to_numpy()])
+        out["s"][design] = summed.reindex(key).to_numpy(float)
+        per_class = pd.Series(out["s"][design]).groupby(rows["c"].to_numpy(np.int64)).sum()
+        out["floor"][design] = float(per_class.min()) if len(per_class) else np.inf
+    return out
 
 
 def _cell_targets(summary: RunSummary, cells: pd.DataFrame, i: np.ndarray, target: str):
@@ -1056,8 +1224,8 @@ def _cell_targets(summary: RunSummary, cells: pd.DataFrame, i: np.ndarray, targe
 
 def _fact_strata(view: BundleView, strata: int) -> np.ndarray:
     """Each small-table fact's stratum: the systems that output it, capped at ``strata``,
-    minus one (-1 outside the pool), from the memberships."""
-    members = view.summary.members
+    minus one (-1 outside the pool), from the memberships (per class with classes)."""
+    members = view.summary.members if view.classes is None else view.classes.members
     popularity = np.bincount(
         members["fact"].to_numpy(np.int64), minlength=len(view.small.facts)
     )  # one row per (fact, system)
@@ -1075,7 +1243,13 @@ def bundle_sample_data(bundle, *, target: str = "micro", engine: str = "duckdb")
 
     small = read_small_tables(bundle)
     summary, _, classes, _ = summarise_with_classes(bundle, small, engine)
-    return engine_sample_data(small, summary, target, classes)
+    judge = None
+    if bundle.table("judge") is not None:  # a judge-strata round's levels
+        from receval.engine.judge import open_engine_judge
+
+        judge = open_engine_judge(bundle, small, summary, engine)
+    view = BundleView(bundle.root, small, summary, engine, classes=classes, engine_judge=judge)
+    return engine_sample_data(small, summary, target, classes, view.designs)
 
 
 def joint_estimates(

@@ -156,11 +156,13 @@ def summarise_runs(
     known_queries: set[str],
     empty_systems: tuple[str, ...] = (),
     by_system: list[str] | None = None,
+    pool: bool = True,
 ) -> RunSummary:
     """The three aggregations over ``normed`` (:func:`register_normed`); ``wanted`` is
     ``fact, query_id, answer`` (normalised) of the small tables' facts; ``files`` name the run
     files in errors (``runs/<system>.parquet`` when there is one per system); ``by_system``:
-    the systems, when each file holds one system's rows (:func:`run_cells`)."""
+    the systems, when each file holds one system's rows (:func:`run_cells`).  Without
+    ``pool`` the pool's facts are not counted (``team_facts`` empty, ``pool_size`` -1)."""
     h = engine.dialect.hash64("answer")
     cells = run_cells(engine, h, by_system)
     _check_cells(cells, files, known_queries)
@@ -174,7 +176,9 @@ def summarise_runs(
     if by_system is not None and engine.name == "duckdb":
         batches = system_batches(cells, by_system)
         _check_query_hashes(engine, known_queries)
-    team_facts = _team_names(engine, pool_facts(engine, h, bool(named), batches), teams)
+    team_facts = pd.DataFrame({"owner": [], "one_team": [], "facts": []})
+    if pool:
+        team_facts = _team_names(engine, pool_facts(engine, h, bool(named), batches), teams)
     engine.register("wanted", wanted[["fact", "query_id", "answer"]])
     members = run_members(engine, batches) if len(wanted) else _no_members()
     by_system = cells.groupby("system")[["n_rows", "facts"]].sum()
@@ -185,7 +189,7 @@ def summarise_runs(
         cells=cells[["system", "query_id", "n_rows", "facts"]],
         sizes=by_system["facts"].to_numpy(float),
         rows=by_system["n_rows"].to_numpy(np.int64),
-        pool_size=int(team_facts["facts"].sum()),
+        pool_size=int(team_facts["facts"].sum()) if pool else -1,
         team_facts=team_facts,
         members=members.astype({"fact": np.int64, "copies": np.int64}),
     )

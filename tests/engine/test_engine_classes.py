@@ -121,28 +121,31 @@ def test_engine_sample_data_counts_each_class_once_as_in_memory(tmp_path, target
             assert b == a, f.name
 
 
-@pytest.mark.parametrize("what", ["classes", "entity-relation"])
-def test_anytime_intervals_with_classes_or_other_designs_are_scored_in_memory(
-    tmp_path, monkeypatch, what
+ANYTIME_CASES = [
+    ({}, ("--intervals", "anytime")),
+    ({"teams": True, "duplicates": True}, ("--intervals", "anytime", "--target", "macro")),
+    ({"entity_relation": True, "plain": True}, ("--intervals", "anytime")),
+    ({"entity_relation": True}, ("--intervals", "anytime-asymptotic", "--target", "macro")),
+    ({"entity_relation": True, "units": "documents"}, ("--intervals", "anytime")),
+    ({"topup": True, "teams": True}, ("--rank-by", "f1")),  # auto: anytime after a top-up
+    ({"floor": True}, ("--intervals", "anytime", "--rank-by", "precision")),
+]
+
+
+@pytest.mark.parametrize(("options", "extra"), ANYTIME_CASES)
+def test_anytime_intervals_with_classes_or_other_designs_write_the_in_memory_output_set(
+    tmp_path, options, extra
 ):
-    """The anytime streams' designs on the engine path are the uniform design's without
-    classes: with classes or an entity-relation round, --out-of-core is a usage error naming
-    them, and at size the in-memory path scores with the warning."""
-    import json
-
-    import receval.engine.score as engine_score
-
-    monkeypatch.setattr(engine_score, "ENGINE_PATH_ROWS", 10)
-    root = make_bundle(tmp_path / "b")
-    root = with_classes(root) if what == "classes" else with_entity_relation_round(root)
-    refused = _score(root, tmp_path / "o1", "--intervals", "anytime")
-    named = "equivalence classes" if what == "classes" else "other than uniform"
-    assert refused.exit_code == 2 and named in refused.output, refused.output
-    result = _score(root, tmp_path / "o2", "--intervals", "anytime", path="--quiet")
-    assert result.exit_code == 0, result.output
-    record = json.loads((tmp_path / "o2" / "run.json").read_text())
-    assert "engine_path" not in record
-    assert any(named in w for w in record["warnings"])
+    """The anytime streams' designs from the aggregates with equivalence classes (the members
+    of a class leave their popularity cells, the class joins with its members' summed
+    probability) and entity-relation rounds (p constant per (system, query) cell; the floor
+    min_x Σ_j p_j(x) from one more column of the popularity scan): the in-memory output set."""
+    root = _bundle(tmp_path / "b", options)
+    memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", *extra)
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
 
 
 def with_truth(root: Path, *, classes: bool = True, complete: bool = True) -> Path:
