@@ -223,16 +223,20 @@ def adaptive_sizes(
 def planning_session(bundle, small: SmallTables, engine: str = "duckdb"):
     """An engine over the bundle's runs (Parquet read on disk; other formats loaded and
     registered: :class:`receval.engine.sampled._round_engine`) with the view ``normed``, the
-    runs' summary (:func:`receval.engine.summary.summarise_runs`) and the batches of systems
-    (DuckDB, one file per system) — yielded as ``(engine, summary, batches)``."""
+    runs' summary (:func:`receval.engine.summary.summarise_runs`, without the pool's facts,
+    which planning does not read: counted only to check a declared ``[universe] size``) and the
+    batches of systems (DuckDB, one file per system) — yielded as ``(engine, summary,
+    batches)``."""
     from receval.engine.sampled import _round_engine
     from receval.engine.score import _check_universe, run_layout, summarise_session
     from receval.engine.summary import system_batches
 
     files, by_system = run_layout(bundle, small)
     with _round_engine(bundle, engine) as con:
-        summary = summarise_session(con, bundle, small, files, by_system)
-        _check_universe(small, summary)
+        universe = small.config.universe_size is not None
+        summary = summarise_session(con, bundle, small, files, by_system, pool=universe)
+        if universe:
+            _check_universe(small, summary)
         duck = by_system is not None and con.name == "duckdb"
         batches = system_batches(summary.cells, by_system) if duck else None
         yield con, summary, batches
