@@ -14,8 +14,14 @@ checks, with the in-memory loader's messages:
   duplicates and the pool as the three aggregations of :mod:`receval.engine.summary`; the draws
   against the outputs (:func:`~receval.engine.sampled_data.samplers_of`).
 
-Not covered (the in-memory path then, or an error with ``--out-of-core``): exhaustive units,
-truth and judge tables, equivalence classes, sample designs other than uniform.
+* ``truth.tsv`` (the loader's checks: :func:`~receval.engine.sampled_data.read_small_tables`),
+  equivalence classes in the judgments (the summary counts raw facts, as the loader's does),
+  exhaustive units, and rounds of the uniform and entity-relation designs (inferred and
+  checked as the loader does).
+
+Not covered (the in-memory path then, or an error with ``--out-of-core``): the judge table
+(and with it the ``judge-strata`` rounds of ``sample --by-judge``), the ``judge-uncertainty``
+design.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleV
                 "(convert them to Parquet, or validate in memory)"
             )
         return None
-    small = read_small_tables(bundle)
+    small = read_small_tables(bundle, truth=True)
     problem = unsupported(small)
     if problem:
         if out_of_core:
@@ -79,14 +85,17 @@ def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleV
 def unsupported(small: SmallTables) -> str:
     """What of the small tables the engine path does not check ('' when it checks them all)."""
     for table in small.optional:
+        if table == "truth" and small.truth is not None:
+            continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
-    ec = small.judgments["equivalence_class"].astype(str).str.strip()
-    if (~ec.isin(("", "0"))).any():
-        return "equivalence classes in judgments.tsv"
     if "design" in small.samples:
-        designs = set(small.samples["design"].astype(str).str.strip()) - {"", "uniform"}
+        designs = set(small.samples["design"].astype(str).str.strip())
+        designs -= {"", "uniform", "entity-relation"}
         if designs:
-            return f"sample design {sorted(designs)[0]} in samples.tsv (the engine path checks uniform draws)"
+            return (
+                f"sample design {sorted(designs)[0]} in samples.tsv (the engine path checks "
+                "uniform and entity-relation draws)"
+            )
     return ""
 
 
@@ -144,8 +153,8 @@ def view_summary(view: BundleView) -> dict[str, int | str]:
         "conflicts": len(merged.conflicts),
         "sample draws": len(view.samples),
         "samples": int(view.samples["sample"].nunique()),
-        "exhaustive units": 0,
-        "exhaustive facts": 0,
+        "exhaustive units": len(view.exhaustive_units),
+        "exhaustive facts": int(view.exhaustive["fact"].nunique()),
         **({"empty submissions": len(empty)} if empty else {}),
-        "truth": "no",
+        "truth": "yes" if view.truth is not None else "no",
     }

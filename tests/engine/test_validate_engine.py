@@ -132,9 +132,48 @@ def test_bad_values_in_the_runs_are_one_error_line(tmp_path):
 
 def test_what_the_engine_path_does_not_check_is_refused_out_of_core(tmp_path):
     root = make_bundle(tmp_path / "b", rounds=1)
-    (root / "truth.tsv").write_text("query_id\tanswer\tlabel\nq0\tdoc 1\tC\n", encoding="utf-8")
+    (root / "judge.tsv").write_text("query_id\tanswer\tjudge_score\nq0\tdoc 1\t0.5\n")
     line = _error_line(_validate(root, "--out-of-core"))
-    assert "truth.tsv" in line and "--in-memory" in line
+    assert "judge.tsv" in line and "--in-memory" in line
+
+
+def _with(root: Path, what: str) -> Path:
+    from test_engine_classes import with_classes, with_entity_relation_round, with_truth
+
+    if what == "classes":
+        return with_classes(root)
+    if what == "truth":
+        return with_truth(root)
+    if what == "truth-classes":
+        return with_classes(with_truth(root, complete=False))
+    return with_entity_relation_round(root)
+
+
+@pytest.mark.parametrize("what", ["classes", "truth", "truth-classes", "entity-relation"])
+@pytest.mark.parametrize("options", [{}, {"units": "documents", "teams": True}])
+def test_engine_validate_with_classes_truth_units_and_designs_is_the_in_memory_summary(
+    tmp_path, monkeypatch, what, options
+):
+    """Equivalence classes, ``truth.tsv``, exhaustive units and entity-relation rounds: the
+    engine path checks them as the loader does and prints the same summary (units and truth
+    were printed as absent before; classes and truth were refused)."""
+    root = _with(make_bundle(tmp_path / "b", **options), what)
+    memory = _validate(root, "--in-memory")
+    assert memory.exit_code == 0, memory.output
+    _refuse_loading(monkeypatch)
+    engine = _validate(root, "--out-of-core")
+    assert engine.exit_code == 0, engine.output
+    assert engine.output == memory.output
+
+
+def test_engine_validate_names_a_bad_truth_line_as_the_loader_does(tmp_path):
+    from test_engine_classes import with_truth
+
+    root = with_truth(make_bundle(tmp_path / "b", rounds=1))
+    with (root / "truth.tsv").open("a", encoding="utf-8") as f:
+        f.write("q-unknown\tdoc 1\tC\t\n")
+    memory = _error_line(_validate(root, "--in-memory"))
+    assert "truth.tsv" in memory and memory == _error_line(_validate(root, "--out-of-core"))
 
 
 def test_text_runs_are_refused_out_of_core(tmp_path):
@@ -147,12 +186,17 @@ def test_text_runs_are_refused_out_of_core(tmp_path):
 
 @pytest.mark.slow
 @needs_spark
-@pytest.mark.parametrize("layout", [{"teams": True}, {"partitioned": True, "rounds": 1}])
+@pytest.mark.parametrize(
+    "layout", [{"teams": True}, {"partitioned": True, "rounds": 1}, {"with": "truth-classes"}]
+)
 def test_spark_validate_prints_the_duckdb_summary(tmp_path, monkeypatch, layout):
     import os
 
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    layout = dict(layout)
+    what = layout.pop("with", None)
     root = _make(tmp_path, layout)
+    root = _with(root, what) if what else root
     duck = _validate(root, "--out-of-core")
     assert duck.exit_code == 0, duck.output
     spark = _validate(root, "--out-of-core", "--engine", "spark")
