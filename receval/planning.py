@@ -296,7 +296,8 @@ class PlanGroups:
     """The pool's facts grouped for :class:`GroupPlanner` (from the engine:
     :func:`receval.engine.adaptive.plan_groups`): facts with the same membership among the
     planned systems ``columns`` (indices into the systems), the same existing mixture mass
-    M0(x) = Σ_k n_k/|X_k| (uniform samplers) and the same label (NaN: unlabelled) form one
+    M0(x) = Σ_j n_j s_j(x) (n_k/|X_k| for uniform samplers; an entity-relation sampler's s_j is
+    one value per (system, query)) and the same label (NaN: unlabelled) form one
     group of ``count`` facts; ``member`` (groups × columns) says which planned systems output
     them.  Every pool fact is in one group (those of no planned system with mass 0)."""
 
@@ -310,7 +311,8 @@ class PlanGroups:
 class GroupPlanner:
     """:class:`_Planner`'s variance bounds from :class:`PlanGroups` and the draws' arrays
     (:func:`receval.engine.sampled_data.engine_sample_data`) instead of every fact: uniform
-    samplers and a uniform planned design.  With M(x) = M0(x) + Σ_j n_j 1[x ∈ X_j]/|X_j| every
+    or entity-relation samplers and a uniform planned design.  With M(x) = M0(x) +
+    Σ_j n_j 1[x ∈ X_j]/|X_j| every
     term of :meth:`_Planner.bounds` is a sum, over the facts of X_i ∩ X_j, of the label (or the
     unlabelled indicator) over M(x) or M(x)²: four (planned × planned) matrices per trial
     sizes (:meth:`_pair_sums`), the same variances up to the order of summation."""
@@ -318,8 +320,8 @@ class GroupPlanner:
     def __init__(self, data: SampleData, groups: PlanGroups, bound: str = "paper") -> None:
         if bound not in BOUNDS:
             raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
-        if set(data.sampler_design) - {"uniform"}:
-            raise ValueError("the grouped planner reads uniform samplers only")
+        if set(data.sampler_design) - {"uniform", "entity-relation"}:
+            raise ValueError("the grouped planner reads uniform and entity-relation samplers only")
         self.bound, self.data, self.groups = bound, data, groups
         self.judge_factor = 1.0
         self.systems = data.systems
@@ -332,6 +334,8 @@ class GroupPlanner:
         member = np.asarray(data.member, float)
         self.draw_member = member
         self.draw_mass0 = member @ (n_by_sys * self.inverse) if member.size else np.zeros(0)
+        if set(data.sampler_design) != {"uniform"} and member.size:  # Σ_j n_j s_j(x)
+            self.draw_mass0 = data.proposal @ np.asarray(data.sampler_n, float)
         self.draw_f = data.label[data.draw_fact]
         known = ~np.isnan(groups.label)
         rate = 0.5

@@ -13,8 +13,10 @@ counts them: a frame of at most one row per fact of the planned systems, usually
 (M0 takes one value per set of sampled systems' sizes); every bisection step of the planner
 then runs on it in Python.
 
-Scope: uniform samplers in ``samples.tsv``, the uniform planned design, the ``micro`` target,
-no equivalence classes (:data:`UNSUPPORTED`); otherwise the in-memory planner.
+Scope: uniform and entity-relation samplers in ``samples.tsv`` (an entity-relation sampler's
+n_j s_j(x) is one value per (system, query): :func:`plan_cells`, joined per (system, query)),
+the uniform planned design, the ``micro`` target, no equivalence classes (:func:`unsupported`);
+otherwise the in-memory planner.
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ JOIN plan_systems p ON d.system = p.system
 GROUP BY d.q, d.a
 """
 
+#: :data:`PLAN_PARTS` with the existing mass per (system, query) (``plan_cells(system, q, w)``)
+PLAN_CELL_PARTS = """
+SELECT d.q, d.a, sum(c.w) AS m0{bits}
+FROM (SELECT DISTINCT system, {q} AS q, {h} AS a FROM {source} n) d
+JOIN plan_systems p ON d.system = p.system
+JOIN plan_cells c ON d.system = c.system AND d.q = c.q
+GROUP BY d.q, d.a
+"""
+
 #: the facts of :data:`PLAN_PARTS` (``{parts}``: the parts table or the query itself) merged
 #: and grouped by (masks, M0, label): M0 is set to 0 for facts of no planned system (one group)
 PLAN_GROUPS = """
@@ -71,8 +82,8 @@ def unsupported(small: SmallTables, distribution: str = "uniform", by_judge: boo
         return "equivalence classes in judgments.tsv"
     if "design" in small.samples:
         declared = small.samples["design"].astype(str).str.strip()
-        if (~declared.isin(("", "uniform"))).any():
-            return "non-uniform rounds in samples.tsv"
+        if (~declared.isin(("", "uniform", "entity-relation"))).any():
+            return "rounds of a judge's design in samples.tsv"
     return ""
 
 
@@ -97,18 +108,38 @@ def plan_systems(data: SampleData, columns: list[int]) -> pd.DataFrame:
     return frame
 
 
+def plan_cells(data: SampleData, designs) -> pd.DataFrame | None:
+    """``system, query_id, w``: Σ_j n_j s_j(q) over each system's samplers (n_j its labelled
+    draws, s_j its design's probability of a fact of query q: ``designs`` an
+    :class:`receval.engine.sampled_data.EngineDesigns`) per (system, query) cell; None when
+    every sampler is uniform (:func:`plan_systems`' per-system mass)."""
+    if set(data.sampler_design) <= {"uniform"}:
+        return None
+    frame = None
+    for j, design in enumerate(data.sampler_design):
+        cells = designs.cells(design)
+        system = data.systems[int(data.sampler_system[j])]
+        mine = cells[cells.index.get_level_values(0) == system] * float(data.sampler_n[j])
+        frame = mine if frame is None else frame.add(mine, fill_value=0.0)
+    full = designs.cells("uniform") * 0.0  # every answered (system, query)
+    out = full.add(frame, fill_value=0.0).rename("w").reset_index()
+    return out.set_axis(["system", "query_id", "w"], axis=1)
+
+
 def plan_groups(
     engine: Engine,
     data: SampleData,
     columns: list[int],
     labels: pd.DataFrame,
     batches: list[list[str]] | None = None,
+    cells: pd.DataFrame | None = None,
 ) -> PlanGroups:
     """:class:`receval.planning.PlanGroups` of the runs' facts (module docstring) over the
     view ``normed`` (:func:`receval.engine.summary.register_normed`); ``labels``: ``query_id,
     answer, label`` of the labelled facts (answers normalised, labels finite); ``batches``:
     systems per batch (DuckDB, one file per system: :func:`receval.engine.summary.system_batches`),
-    whose parts are merged in one more aggregation."""
+    whose parts are merged in one more aggregation; ``cells``: :func:`plan_cells` (None:
+    uniform samplers)."""
     from receval.engine.run_files import create_view
     from receval.engine.summary import _in_systems
 
@@ -119,7 +150,13 @@ def plan_groups(
     create_view(engine, "plan_labels", PLAN_LABELS.format(q=q, h=h), materialise=True)
     bits = "".join(f", bit_or(p.b{k}) AS b{k}" for k in range(words))
     sources = [_in_systems(engine, b) for b in batches] if batches else ["normed"]
-    parts_sql = [PLAN_PARTS.format(bits=bits, q=q, h=h, source=s) for s in sources]
+    template = PLAN_PARTS
+    if cells is not None:
+        engine.register("plan_cells_raw", cells)
+        sql = f"SELECT system, {q} AS q, w FROM plan_cells_raw"
+        create_view(engine, "plan_cells", sql, materialise=True)
+        template = PLAN_CELL_PARTS
+    parts_sql = [template.format(bits=bits, q=q, h=h, source=s) for s in sources]
     if len(parts_sql) > 1:
         engine.create_table("plan_parts", parts_sql[0])
         for sql in parts_sql[1:]:
@@ -196,7 +233,7 @@ def adaptive_sizes(
     """:func:`receval.api.plan_sample` of the bundle (same options), its inputs from the engine
     (module docstring): the same frame ``system, n, precision_halfwidth, recall_halfwidth,
     reached, note`` (equal to the in-memory planner's up to the order of summation)."""
-    from receval.engine.sampled_data import engine_sample_data, read_small_tables
+    from receval.engine.sampled_data import EngineDesigns, engine_sample_data, read_small_tables
     from receval.options import PLANNING_BOUNDS, WIDTH_FOR, check_choice
     from receval.planning import GroupPlanner, _systems_to_plan, plan_sizes
 
@@ -208,13 +245,16 @@ def adaptive_sizes(
     if problem:
         raise ValueError(f"the engine path does not plan --adaptive with {problem}")
     with planning_session(bundle, small, engine) as (con, summary, batches):
-        data = engine_sample_data(small, summary, "micro")
+        designs = EngineDesigns(small, summary)
+        data = engine_sample_data(small, summary, "micro", designs=designs)
         unknown = sorted(set(systems or ()) - set(data.systems))
         if unknown:
             raise ValueError(f"unknown system(s): {', '.join(unknown)}")
         chosen = _systems_to_plan(data, systems)
         index = {s: i for i, s in enumerate(data.systems)}
-        groups = plan_groups(con, data, [index[s] for s in chosen], labelled_facts(small), batches)
+        columns = [index[s] for s in chosen]
+        cells = plan_cells(data, designs)
+        groups = plan_groups(con, data, columns, labelled_facts(small), batches, cells)
     planner = GroupPlanner(data, groups, bound)
     return plan_sizes(planner, data, target_width, confidence, systems, max_n, metrics, on_system)
 

@@ -30,6 +30,16 @@ import numpy as np
 ENGINE_LOOP_ESTIMATORS = ("joint", "simple")
 
 
+def _other_rounds(small) -> str:
+    """Rounds of a design other than uniform (the looks here are compared with the in-memory
+    loop on uniform rounds only)."""
+    if "design" in small.samples:
+        declared = small.samples["design"].astype(str).str.strip()
+        if (~declared.isin(("", "uniform"))).any():
+            return "non-uniform rounds in samples.tsv"
+    return ""
+
+
 def view_for_looks(bundle, target: str, rank_by: str, confidence: float, intervals: str,
                    estimator: str, engine: Any = "duckdb"):  # fmt: skip
     """The engine path's view of ``bundle`` scored as a look is (anytime intervals); a
@@ -39,7 +49,8 @@ def view_for_looks(bundle, target: str, rank_by: str, confidence: float, interva
     from receval.engine.score import engine_view
     from receval.options import ScoreOptions, check_score_options
 
-    problem = unsupported(read_small_tables(bundle))  # rounds and labels the view reads
+    small = read_small_tables(bundle)
+    problem = unsupported(small) or _other_rounds(small)  # rounds and labels the view reads
     if problem:
         raise ValueError(f"the engine path does not score the looks with {problem}")
     if estimator not in ENGINE_LOOP_ESTIMATORS:

@@ -96,6 +96,38 @@ def test_engine_plan_with_several_mask_words_and_units(tmp_path, monkeypatch):
         assert memory["n"].gt(0).any() or memory["note"].str.contains("unreachable").any()
 
 
+@pytest.mark.parametrize(("layout", "bound"), [("per-system", "expected"), ("parquet", "paper"),
+                                             ("dataset", "exchangeable")])  # fmt: skip
+def test_engine_plan_with_an_entity_relation_round_equals_the_in_memory_plan(
+    tmp_path, layout, bound
+):
+    """A labelled uniform round, then an entity-relation round (queries with entities and
+    slots): the existing mass M0(x) = Σ_j n_j s_j(x) per (system, query) cell in SQL, the
+    draws' masses from their proposals; the in-memory planner's frame."""
+    import receval
+    from receval.bundle import Bundle
+    from receval.engine.adaptive import adaptive_sizes
+    from receval.engine.sampled import sample_round
+    from receval.planning import adaptive_sample_sizes
+
+    root = _labelled_bundle(tmp_path / "b", layout)
+    queries = pd.read_csv(root / "queries.tsv", sep="\t", dtype=str)
+    queries["entity"] = [f"e{i // 2}" for i in range(len(queries))]
+    queries["slot"] = [("per:title", "org:members")[i % 2] for i in range(len(queries))]
+    queries.to_csv(root / "queries.tsv", sep="\t", index=False)
+    drawn = sample_round(Bundle(root), {"B": 5, "C": 7}, seed=5, systems=["B", "C"],
+                         distribution="entity-relation")  # fmt: skip
+    Bundle(root).record_round(drawn)
+    _label(root)
+    task = receval.load_task(root)
+    assert "entity-relation" in {s.design for s in task.samplers}
+    for systems, width in ((None, 0.1), (["A", "C"], 0.12), (["B"], 0.2)):
+        memory = adaptive_sample_sizes(task, width, bound=bound, systems=systems)
+        engine = adaptive_sizes(Bundle(root), width, bound=bound, systems=systems)
+        pd.testing.assert_frame_equal(engine, memory, rtol=1e-9)
+    assert memory["n"].gt(0).any()
+
+
 def test_cli_adaptive_out_of_core_plans_as_in_memory(tmp_path):
     """`sample --adaptive --out-of-core` prints the in-memory plan and records the engine's
     hashed round with those sizes; a design it does not plan is a usage error."""
