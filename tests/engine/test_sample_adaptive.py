@@ -211,6 +211,45 @@ def test_engine_look_decides_as_in_memory(tmp_path, rank_by):
     pd.testing.assert_frame_equal(on_disk, receval.score(root, **options).leaderboard)
 
 
+@pytest.mark.parametrize("what", ["entity-relation", "classes"])
+@pytest.mark.parametrize("rank_by", ["precision", "pooled_recall"])
+def test_engine_look_with_classes_or_entity_relation_rounds_decides_as_in_memory(
+    tmp_path, what, rank_by
+):
+    """The looks' anytime intervals on the engine path now score entity-relation rounds and
+    equivalence classes: the in-memory open pairs, weights and focus counts."""
+    import receval
+    from receval.bundle import Bundle
+    from receval.engine.sampled import sample_round
+    from receval.engine.until_decided import until_decided_round as engine_round
+    from receval.estimators.anytime.stream import MIXTURE_COLUMN
+    from receval.until_decided import until_decided_round
+
+    root = _labelled_bundle(tmp_path / "b", sizes={"A": 30, "B": 30, "C": 30})
+    if what == "entity-relation":
+        drawn = sample_round(Bundle(root), {"A": 10, "C": 12}, seed=5, systems=["A", "C"],
+                             distribution="entity-relation")  # fmt: skip
+        Bundle(root).record_round(drawn)
+        _label(root)
+    else:  # the correct facts of a query in two classes by the answer's length
+        judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str)
+        judgments["equivalence_class"] = np.where(
+            judgments["label"] == "C", [f"e{len(a) % 2}" for a in judgments["answer"]], ""
+        )
+        judgments.to_csv(root / "judgments.tsv", sep="\t", index=False)
+    task = receval.load_task(root)
+    memory = until_decided_round(task, 40, seed=2, rank_by=rank_by)
+    engine = engine_round(Bundle(root), 40, seed=2, rank_by=rank_by)
+    assert engine.decisions.open_pairs == memory.decisions.open_pairs
+    np.testing.assert_allclose(engine.decisions.weights, memory.decisions.weights, rtol=1e-9)
+
+    def focus(drawn):
+        rows = drawn.samples[drawn.samples[MIXTURE_COLUMN].isna()]
+        return rows.groupby("system").size().to_dict()
+
+    assert focus(engine) == focus(memory)
+
+
 def test_engine_rounds_are_the_same_on_every_parquet_layout(tmp_path):
     """The engine's --adaptive plan-and-draw and --until-decided round: the same rows on
     one Parquet file, a dataset folder and per-system files."""
@@ -306,3 +345,30 @@ def test_spark_plans_and_looks_as_duckdb(tmp_path):
     ]
     pd.testing.assert_frame_equal(looks[1].samples, looks[0].samples)
     pd.testing.assert_frame_equal(looks[1].to_annotate, looks[0].to_annotate)
+
+
+@pytest.mark.slow
+@needs_spark
+def test_spark_plans_and_looks_with_an_entity_relation_round_as_duckdb(tmp_path):
+    """An entity-relation round in samples.tsv: Spark's per-(system, query) existing mass and
+    the looks' per-design floors give DuckDB's plan and round."""
+    from receval.bundle import Bundle
+    from receval.engine.adaptive import adaptive_sizes
+    from receval.engine.sampled import sample_round
+    from receval.engine.until_decided import until_decided_round
+
+    root = _labelled_bundle(tmp_path / "b", "per-system", sizes={"A": 20, "B": 20, "C": 10})
+    drawn = sample_round(Bundle(root), {"A": 6, "C": 8}, seed=5, systems=["A", "C"],
+                         distribution="entity-relation")  # fmt: skip
+    Bundle(root).record_round(drawn)
+    _label(root)
+    plans = [
+        adaptive_sizes(Bundle(root), 0.1, systems=["A", "C"], engine=name)
+        for name in ("duckdb", "spark")
+    ]
+    pd.testing.assert_frame_equal(plans[1], plans[0], rtol=1e-9)
+    looks = [
+        until_decided_round(Bundle(root), 20, seed=4, rank_by="precision", engine=name)
+        for name in ("duckdb", "spark")
+    ]
+    pd.testing.assert_frame_equal(looks[1].samples, looks[0].samples)
