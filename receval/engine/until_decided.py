@@ -62,11 +62,9 @@ def view_for_looks(bundle, target: str, rank_by: str, confidence: float, interva
 def floor_systems(systems: list[str], draws: int, seed: int, round_number: int) -> np.ndarray:
     """Per system of ``systems`` (those with outputs), its floor draws: each of the ``draws``
     picks one uniformly by a hashed uniform (module docstring)."""
-    from receval.engine.sampled import SEP, draw_uniform
+    from receval.draw_hash import floor_counts
 
-    u = draw_uniform(seed, round_number, f"floor{SEP}", draws)
-    pick = np.minimum(np.floor(u * len(systems)).astype(np.int64), len(systems) - 1)
-    return np.bincount(pick, minlength=len(systems))
+    return floor_counts(len(systems), draws, seed, round_number)
 
 
 def until_decided_round(
