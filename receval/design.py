@@ -728,8 +728,8 @@ def hashed_precision_samples(
     frame = pd.DataFrame(
         {
             "sample": sample,
-            "system": outputs["system"].to_numpy()[rows],
-            "query_id": outputs["query_id"].to_numpy()[rows],
+            "system": _texts_at(outputs["system"], rows),
+            "query_id": _texts_at(outputs["query_id"], rows),
             "answer": answer,
             "prob": prob,
             "draw": np.concatenate([np.arange(1, n + 1, dtype=np.int64) for n in sizes]),
@@ -776,21 +776,40 @@ def _text_ranks(column: pd.Series) -> np.ndarray:
     from receval.formats.coded import system_codes
 
     codes, values = system_codes(column)
-    return _value_ranks(values.astype(str).to_numpy(object))[codes]
+    return _value_ranks(_arrow_texts(values))[codes]
 
 
-def _value_ranks(values: np.ndarray) -> np.ndarray:
-    """The rank of each of ``values`` (distinct texts) in code-point order."""
-    rank = np.empty(len(values), dtype=np.int64)
+def _arrow_texts(values: pd.Index):
+    """``values`` (distinct texts) as an Arrow string array (no copy when Arrow-backed)."""
+    import pyarrow as pa
+
     try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        return pa.array(values.array)
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(values.astype(str).to_numpy(object), type=pa.string())
 
-        order = pc.array_sort_indices(pa.array(values, type=pa.string())).to_numpy()
-    except (UnicodeEncodeError, ValueError):  # pragma: no cover - lone surrogates
-        order = np.argsort(values, kind="stable")
-    rank[order] = np.arange(len(values))
+
+def _value_ranks(values) -> np.ndarray:
+    """The rank of each of ``values`` (distinct texts, an Arrow array) in UTF-8 byte order."""
+    import pyarrow.compute as pc
+
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[pc.array_sort_indices(values).to_numpy()] = np.arange(len(values))
     return rank
+
+
+def _tail_ranks(values) -> np.ndarray:
+    """The rank of each text's last character (code point; "" for "") among the tails, in
+    UTF-8 byte order (the engines' ``right(a, 1)``)."""
+    import pyarrow.compute as pc
+
+    tails = pc.dictionary_encode(pc.utf8_slice_codeunits(values, start=-1))
+    return _value_ranks(tails.dictionary)[tails.indices.to_numpy(zero_copy_only=False)]
+
+
+def _texts_at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The texts of ``column`` at ``rows`` (positions), as Python strings."""
+    return column.take(rows).astype(str).to_numpy(object)
 
 
 @dataclass(frozen=True)
@@ -817,15 +836,14 @@ class FactOrder:
         rows = np.flatnonzero(own >= 0)
         own = own[rows]
         answer_codes, answers = system_codes(outputs["answer"])
-        texts = answers.astype(str).to_numpy(object)
-        tails = pd.factorize(np.array([a[-1:] for a in texts], dtype=object))
-        tail_rank = _value_ranks(tails[1].astype(object))[tails[0]]
+        texts = _arrow_texts(answers)
+        tail_rank = _tail_ranks(texts)
         a = answer_codes[rows]
         keys = [_value_ranks(texts)[a]]
         if level is not None:
             keys.append(level[rows])
         keys += [tail_rank[a], _text_ranks(outputs["query_id"])[rows], own]
-        order = np.lexsort(keys)
+        order = _lexsort(keys)
         rows, own = rows[order], own[order]
         size = np.bincount(own, minlength=len(chosen))
         start = np.cumsum(size) - size
@@ -840,6 +858,20 @@ class FactOrder:
 
     def system_index(self, system: np.ndarray) -> np.ndarray:
         return pd.Index(self.systems).get_indexer(system)
+
+
+def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key first) of non-negative integer keys: one stable
+    argsort of the keys packed into one int64 when their ranges fit, else ``np.lexsort``."""
+    packed = np.zeros(len(keys[0]), np.int64)
+    span = 1
+    for key in keys:
+        width = int(key.max(initial=0)) + 1
+        if span * width >= 1 << 62:
+            return np.lexsort(keys)
+        packed += key.astype(np.int64) * span
+        span *= width
+    return np.argsort(packed, kind="stable")
 
 
 def _hashed_rows(
@@ -892,7 +924,7 @@ def _entity_relation_cells(
     cells = pd.DataFrame(
         {
             "system": np.asarray(order.systems, dtype=object)[own[first]],
-            "query_id": outputs["query_id"].astype(str).to_numpy(object)[rows[first]],
+            "query_id": _texts_at(outputs["query_id"], rows[first]),
             "facts": np.bincount(cell).astype(np.int64),
             "copies": np.bincount(cell, weights=copies).astype(np.int64),
         }
@@ -970,14 +1002,13 @@ def first_spellings(
     order) of the system's input spellings of that fact, stripped of spaces (``raw_outputs``;
     without them, the kept row's)."""
     raw = outputs["answer_raw"] if "answer_raw" in outputs else outputs["answer"]
-    out = raw.to_numpy()[rows].astype(str).astype(object)
-    out = np.array([a.strip(" ") for a in out], dtype=object)
+    out = np.array([a.strip(" ") for a in _texts_at(raw, rows)], dtype=object)
     copies = outputs["copies"].to_numpy()[rows] if "copies" in outputs else np.ones(len(rows))
     several = np.flatnonzero(copies > 1)
     if raw_outputs is None or not several.size or "answer_raw" not in raw_outputs:
         return out
     fact = outputs["fact"].to_numpy(np.int64)[rows[several]]
-    system = outputs["system"].astype(str).to_numpy(object)[rows[several]]
+    system = _texts_at(outputs["system"], rows[several])
     near = raw_outputs[np.isin(raw_outputs["fact"].to_numpy(np.int64), fact)]
     spelled = pd.DataFrame(
         {
