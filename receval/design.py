@@ -655,6 +655,7 @@ def new_sample_round(
         sample=name,
         systems=systems,
         raw_outputs=task.raw_outputs,
+        strip=task.config.matching.strip,
     )
     todo = round_to_annotate(task, drawn)
     unit_rows = pd.DataFrame(columns=["unit", "prob"])
@@ -686,6 +687,7 @@ def hashed_precision_samples(
     sample: str = "round-1",
     systems: list[str] | None = None,
     raw_outputs: pd.DataFrame | None = None,
+    strip: bool = True,
 ) -> pd.DataFrame:
     """Each system's precision sample, i.i.d. with replacement from s_j, drawn by the hashed
     function every engine draws with (:mod:`receval.engine.draws`): the same facts, spellings
@@ -707,8 +709,8 @@ def hashed_precision_samples(
       (:func:`_mixture_ranks`).
 
     ``answer`` is the system's first spelling of the fact (the smallest of its input rows'
-    answers, stripped of spaces, from ``raw_outputs``; else the kept row's), as the engine
-    reads it.  Only the draws are hashed; the chosen systems' rows are sorted once by integer
+    answers, from ``raw_outputs``, else the kept row's; stripped of surrounding spaces unless
+    ``strip`` is False, ``[matching] strip = false``), as the engine reads it.  Only the draws are hashed; the chosen systems' rows are sorted once by integer
     codes.  Returns the frame of :func:`draw_precision_samples` (``attrs["rows"]``: the drawn
     rows of ``outputs``).
     """
@@ -724,7 +726,7 @@ def hashed_precision_samples(
     level = _design_levels(outputs, distribution)
     order = FactOrder.of(outputs, chosen, level)
     rows, prob = _hashed_rows(outputs, queries, distribution, order, uniforms, level)
-    answer = first_spellings(outputs, raw_outputs, rows)
+    answer = first_spellings(outputs, raw_outputs, rows, strip)
     frame = pd.DataFrame(
         {
             "sample": sample,
@@ -996,13 +998,18 @@ def _mixture_rows(
 
 
 def first_spellings(
-    outputs: pd.DataFrame, raw_outputs: pd.DataFrame | None, rows: np.ndarray
+    outputs: pd.DataFrame, raw_outputs: pd.DataFrame | None, rows: np.ndarray, strip: bool = True
 ) -> np.ndarray:
     """The answer of each drawn output row as the engine reads it: the smallest (code-point
-    order) of the system's input spellings of that fact, stripped of spaces (``raw_outputs``;
-    without them, the kept row's)."""
+    order) of the system's input spellings of that fact (``raw_outputs``; without them, the
+    kept row's), stripped of surrounding spaces when ``strip`` (``[matching] strip``: the
+    same fact)."""
+
+    def trim(texts) -> list[str]:
+        return [a.strip(" ") for a in texts] if strip else list(texts)
+
     raw = outputs["answer_raw"] if "answer_raw" in outputs else outputs["answer"]
-    out = np.array([a.strip(" ") for a in _texts_at(raw, rows)], dtype=object)
+    out = np.array(trim(_texts_at(raw, rows)), dtype=object)
     copies = outputs["copies"].to_numpy()[rows] if "copies" in outputs else np.ones(len(rows))
     several = np.flatnonzero(copies > 1)
     if raw_outputs is None or not several.size or "answer_raw" not in raw_outputs:
@@ -1014,7 +1021,7 @@ def first_spellings(
         {
             "system": near["system"].astype(str).to_numpy(object),
             "fact": near["fact"].to_numpy(np.int64),
-            "answer": [a.strip(" ") for a in near["answer_raw"].astype(str)],
+            "answer": trim(near["answer_raw"].astype(str)),
         }
     )
     first = spelled.groupby(["system", "fact"], sort=False)["answer"].min()

@@ -486,7 +486,7 @@ def _draw(task, state, weight, n, floor, seed, k, name, distribution) -> pd.Data
     per = {systems[i]: int(c) for i, c in enumerate(counts) if c > 0}
     out = hashed_precision_samples(
         task.outputs, task.queries, per, seed=seed, round_number=k, distribution=distribution,
-        sample=name, raw_outputs=task.raw_outputs,
+        sample=name, raw_outputs=task.raw_outputs, strip=task.config.matching.strip,
     )  # fmt: skip
     rows = out.attrs["rows"]
     is_floor = out["draw"].to_numpy(np.int64) > focus_counts_of(out["system"], focus, systems)

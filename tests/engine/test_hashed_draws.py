@@ -7,7 +7,6 @@ in-memory path draws is i.i.d. from its recorded ``prob``."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +14,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import needs_spark
+from test_bundle import write_bundle
+from test_draws import messy_runs
+from test_sample_adaptive import _labelled_bundle
+from test_sample_designs import _entity_bundle, _judged_bundle
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "engine"))
-from test_bundle import write_bundle  # noqa: E402
-from test_draws import messy_runs  # noqa: E402
-from test_sample_adaptive import _labelled_bundle  # noqa: E402
-from test_sample_designs import _entity_bundle, _judged_bundle  # noqa: E402
+from receval.cli import cli
 
-from receval.cli import cli  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WRITTEN = ("samples.tsv", "to_annotate.tsv")
 
 
