@@ -17,7 +17,7 @@ open pairs and weights as on the loaded task (the view's sample arrays equal
   give (``order`` = ``random``).
 
 The draws are a deterministic function of (seed, round, system, draw index) and the systems'
-facts: the same on every engine and file layout, not numpy's draws of the in-memory loop.
+facts: the same on every engine and file layout and in the in-memory loop.
 """
 
 from __future__ import annotations
