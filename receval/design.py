@@ -863,8 +863,9 @@ class FactOrder:
 
 
 def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
-    """``np.lexsort(keys)`` (the last key first) of non-negative integer keys: one stable
-    argsort of the keys packed into one int64 when their ranges fit, else ``np.lexsort``."""
+    """``np.lexsort(keys)`` (the last key first) of non-negative integer keys that are
+    distinct together (one row per system and fact): one argsort of the keys packed into one
+    int64 when their ranges fit, else ``np.lexsort``."""
     packed = np.zeros(len(keys[0]), np.int64)
     span = 1
     for key in keys:
@@ -873,7 +874,7 @@ def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
             return np.lexsort(keys)
         packed += key.astype(np.int64) * span
         span *= width
-    return np.argsort(packed, kind="stable")
+    return np.argsort(packed)  # distinct keys: any sort gives lexsort's order
 
 
 def _hashed_rows(

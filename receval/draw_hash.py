@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pandas as pd
 
 #: keys are 60-bit integers
 KEY_BITS = 60
@@ -44,25 +45,37 @@ def python_key(text: str) -> int:
     return int(hashlib.md5(text.encode("utf-8")).hexdigest()[:15], 16)
 
 
-def draw_uniform(seed: int, round_number: int, system: str, draws: int) -> np.ndarray:
-    """``u`` in [0, 1) for draws 1..``draws`` of ``system`` in round ``round_number``: the first
-    60 bits of MD5(``seed ␟ round ␟ system ␟ d``) over 2⁶⁰ (exact in float64 after the shift)."""
-    out = np.empty(draws, dtype=np.float64)
-    head = f"{int(seed)}{SEP}{int(round_number)}{SEP}{system}{SEP}"
-    for d in range(draws):  # per draw, not per output row: n_j hashes per system
-        out[d] = (python_key(f"{head}{d + 1}") >> 8) / float(1 << (KEY_BITS - 8))
+def keys(prefix: str, suffixes) -> np.ndarray:
+    """:func:`python_key` of ``prefix + str(s)`` for every ``s`` of ``suffixes`` (the MD5 state
+    of the prefix computed once)."""
+    base = hashlib.md5(prefix.encode("utf-8"))
+    out = np.empty(len(suffixes), dtype=np.int64)
+    for i, suffix in enumerate(suffixes):
+        h = base.copy()
+        h.update(str(suffix).encode("utf-8"))
+        out[i] = int.from_bytes(h.digest()[:8], "big") >> (64 - KEY_BITS)
     return out
 
 
+def draw_uniform(seed: int, round_number: int, system: str, draws: int) -> np.ndarray:
+    """``u`` in [0, 1) for draws 1..``draws`` of ``system`` in round ``round_number``: the first
+    60 bits of MD5(``seed ␟ round ␟ system ␟ d``) over 2⁶⁰ (exact in float64 after the shift)."""
+    head = f"{int(seed)}{SEP}{int(round_number)}{SEP}{system}{SEP}"
+    key = keys(head, range(1, draws + 1))  # per draw, not per output row: n_j hashes
+    return (key >> 8).astype(np.float64) / float(1 << (KEY_BITS - 8))
+
+
 def order_keys(seed: int, round_number: int, systems: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """The key that puts a round's rows in a random order (``order`` = ``random``)."""
-    return np.array(
-        [
-            python_key(f"order{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{s}{SEP}{int(d)}")
-            for s, d in zip(systems, draws, strict=True)
-        ],
-        dtype=np.int64,
-    )
+    """The key that puts a round's rows in a random order (``order`` = ``random``): that of
+    ``order ␟ seed ␟ round ␟ system ␟ draw``."""
+    systems = np.asarray(systems, dtype=object)
+    draws = np.asarray(draws, dtype=np.int64)
+    out = np.empty(len(systems), dtype=np.int64)
+    for system in pd.unique(systems):
+        at = np.flatnonzero(systems == system)
+        head = f"order{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{system}{SEP}"
+        out[at] = keys(head, draws[at].tolist())
+    return out
 
 
 def random_order(seed: int, round_number: int, systems: np.ndarray, draws: np.ndarray):
