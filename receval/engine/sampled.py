@@ -588,7 +588,7 @@ class _round_engine:
             {
                 "system": outputs["system"].astype(str).to_numpy(),
                 "query_id": outputs["query_id"].astype(str).to_numpy(),
-                "answer": outputs["answer_raw"].astype(str).str.strip().to_numpy(),
+                "answer": outputs["answer_raw"].astype(str).str.strip(" ").to_numpy(),  # as trim()
             }
         )
         self.engine.register("runs_frame", frame)

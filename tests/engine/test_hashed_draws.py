@@ -34,6 +34,16 @@ def _messy_bundle(root: Path, layout: str = "parquet") -> Path:
     return root
 
 
+def _unicode_spaces_bundle(root: Path, layout: str = "tsv") -> Path:
+    """Answers wrapped in whitespace other than spaces (an em space, a no-break space): the
+    spelling keeps them on every path (the engine trims spaces only, text runs included)."""
+    from test_bundle import _runs
+
+    runs = _runs(2)
+    runs["answer"] = runs["answer"].str.replace(" Doc", "\u2003Doc", regex=False) + "\u00a0"
+    return write_bundle(root, layout, runs)
+
+
 def _units(folder: Path, weighted: bool) -> Path:
     path = folder / ("weighted.tsv" if weighted else "units.tsv")
     frame = pd.DataFrame({"unit": [f"d{i}" for i in range(30)]})
@@ -75,6 +85,7 @@ AGAIN = ["--per-system", "4", "--seed", "7", "--system", "A", "--system", "C"]
         pytest.param(lambda r: write_bundle(r, "per-system"), [], id="uniform"),
         pytest.param(lambda r: write_bundle(r, "tsv"), [], id="uniform-tsv"),
         pytest.param(_messy_bundle, [], id="uniform-messy-answers"),
+        pytest.param(_unicode_spaces_bundle, [], id="uniform-unicode-spaces-tsv"),
         pytest.param(_entity_bundle, ["--distribution", "entity-relation"], id="entity-relation"),
         pytest.param(_judged_bundle, ["--by-judge"], id="by-judge"),
         pytest.param(lambda r: _judged_bundle(r, graded=True), ["--by-judge"], id="by-judge-5"),
