@@ -31,12 +31,19 @@ picks that answer; :func:`infer_designs` checks recorded probabilities against t
 inferred) distribution, so samples drawn elsewhere are accepted when their probabilities say which
 design they follow.
 
-``receval sample`` writes each round's rows in a uniformly random order, a permutation drawn from
-the round's generator after its draws, and records it with ``order`` = ``random`` on every row
+``receval sample`` writes each round's rows in a uniformly random order (the order of hashed
+keys, :func:`in_hashed_order`) and records it with ``order`` = ``random`` on every row
 of the round (:data:`ORDER_COLUMN`): read in that order, the round is a sequence of draws from
 the mixture of the samplers still to come, which the anytime intervals use for every system
 (:mod:`receval.estimators.anytime`).  A round without the marker (older bundles, samples drawn
 elsewhere) is read sampler by sampler, as before.
+
+The draws of ``receval sample`` are hashed: a deterministic function of (seed, round, system,
+draw index) and the system's facts (:func:`hashed_precision_samples`, :func:`hashed_units`;
+the uniforms in :mod:`receval.draw_hash`), the same in memory and in every engine
+(:mod:`receval.engine.draws`), so ``--in-memory`` and ``--out-of-core`` record the same round.
+:func:`draw_precision_samples` and :func:`draw_exhaustive_units` draw from a
+``numpy.random.Generator`` instead, for the simulations (:mod:`receval.simulation`).
 """
 
 from __future__ import annotations
@@ -746,8 +753,10 @@ def hashed_precision_samples(
 def _chosen_sizes(
     outputs: pd.DataFrame, per_system: int | dict[str, int], systems: list[str] | None
 ) -> tuple[list[str], np.ndarray]:
-    """The systems to draw from (sorted, with at least one draw) and their draws."""
-    chosen = sorted(outputs["system"].unique()) if systems is None else sorted(systems)
+    """The systems to draw from (sorted, with at least one draw and one output) and their
+    draws."""
+    present = sorted(str(s) for s in outputs["system"].unique())
+    chosen = present if systems is None else sorted(set(systems) & set(present))
     sizes = np.array(
         [per_system.get(c, 0) if isinstance(per_system, dict) else int(per_system) for c in chosen],
         np.int64,
