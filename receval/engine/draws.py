@@ -27,6 +27,14 @@ every row is the distinct count.  Answers are normalised in SQL exactly as Pytho
 without doubled, leading or trailing spaces by ``lower`` alone, and the cell count records
 which (system, query) pairs hold only such answers, so that the later scans skip the test
 there.
+
+The in-memory ``sample`` draws the same ranks (:func:`draw_ranks`, :func:`weighted_ranks`,
+:func:`strata_ranks`) and locates them in the loaded outputs sorted by the same key
+(:func:`receval.design.hashed_precision_samples`): the same round for the same seed.  The one
+design only memory draws, ``judge-uncertainty`` (s_j(x) = a/N_j + (1 − a) w(x)/Σ w, w = s(1 − s),
+a = ½), is drawn by the same kind of mixture: u < a takes rank ⌊(u/a) · N_j⌋ in this order, else
+the inverse CDF of w over the facts in this order at t = (u − a)/(1 − a) · Σ w
+(:func:`receval.design._mixture_rows`).  The hashed texts are listed in :mod:`receval.draw_hash`.
 """
 
 from __future__ import annotations
