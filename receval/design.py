@@ -166,13 +166,8 @@ def _judge_uncertainty(outputs: pd.DataFrame, sys_codes: np.ndarray, rows=None):
 def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, rows=None):
     """s_j(x) = a/|X_j| + (1 − a) u_h(x)/Σ_{X_j} u_h of a ``judge-strata`` design (module
     docstring), a = JUDGE_STRATA_FLOOR; the level h(x) from ``judge_level:<judge>``."""
-    name, u = parse_judge_strata(design)
-    column = LEVEL_COLUMN + name
-    if column not in outputs.columns:
-        raise ValueError(f"the design {design!r} needs judge {name!r}'s grades (judge.tsv)")
-    level = outputs[column].to_numpy(np.int64)
-    if level.size and level.max() >= u.size:
-        raise ValueError(f"the design {design!r} has {u.size} weights, judge {name!r} more levels")
+    _, u = parse_judge_strata(design)
+    level = _design_levels(outputs, design)
     return _floored_mixture(outputs, sys_codes, u[level], JUDGE_STRATA_FLOOR, rows)
 
 
@@ -299,14 +294,25 @@ def draw_exhaustive_units(
     recorded p_u as if it were the inclusion probability (a biased θ̂, −17 SE at 30% of 431
     documents in the issue-9 audit).
     """
-    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
-    if weighted and len(candidates):
+    return _draw_units(
+        candidates,
+        m,
+        exclude,
+        weighted=lambda p: rng.choice(len(p), size=m, replace=True, p=p),
+        uniform=lambda pool: rng.choice(len(pool), size=m, replace=False),
+    )
+
+
+def _draw_units(candidates: pd.DataFrame, m: int, exclude: set[str] | None, *, weighted, uniform):
+    """:func:`draw_exhaustive_units`'s two designs, ``weighted(p)`` the positions of the ``m``
+    pps-wr draws (p_u over the candidates), ``uniform(pool)`` those of the ``m`` units of
+    ``pool`` (the candidates not in ``exclude``) drawn without replacement."""
+    if "prob" in candidates.columns and candidates["prob"].notna().all() and len(candidates):
         w = candidates["prob"].to_numpy(float)
         if (w < 0).any() or not w.sum() > 0:
             raise ValueError("unit weights must be >= 0 with a positive sum")
         p = w / w.sum()
-        pick = rng.choice(len(candidates), size=m, replace=True, p=p)
-        counts = np.bincount(pick, minlength=len(candidates))
+        counts = np.bincount(weighted(p), minlength=len(candidates))
         chosen = np.flatnonzero(counts)
         return pd.DataFrame(
             {
@@ -319,8 +325,7 @@ def draw_exhaustive_units(
     pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
     if m > len(pool):
         raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
-    pick = rng.choice(len(pool), size=m, replace=False)
-    return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(pick)]})
+    return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(uniform(pool))]})
 
 
 def with_unit_rows(todo: pd.DataFrame, unit_rows: pd.DataFrame) -> pd.DataFrame:
@@ -1050,35 +1055,17 @@ def hashed_units(
     MD5(``seed ␟ round ␟ unit␟ ␟ d``).  Every path (in memory, every engine) draws units so."""
     from receval.draw_hash import SEP, draw_uniform, python_key
 
-    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
-    if weighted and len(candidates):
-        w = candidates["prob"].to_numpy(float)
-        if (w < 0).any() or not w.sum() > 0:
-            raise ValueError("unit weights must be >= 0 with a positive sum")
-        p = w / w.sum()
-        u = draw_uniform(seed, round_number, f"unit{SEP}", m)
+    def weighted(p: np.ndarray) -> np.ndarray:
         cum = np.cumsum(p)
-        pick = np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), len(p) - 1)
-        counts = np.bincount(pick, minlength=len(candidates))
-        chosen = np.flatnonzero(counts)
-        return pd.DataFrame(
-            {
-                "unit": candidates["unit"].to_numpy()[chosen],
-                "prob": p[chosen],
-                "draws": counts[chosen].astype(np.int64),
-                "design": UNIT_DESIGN_PPS,
-            }
-        )
-    pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
-    if m > len(pool):
-        raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
-    names = pool["unit"].astype(str).to_numpy()
-    keys = np.array(
-        [python_key(f"unit{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{u}") for u in names],
-        dtype=np.int64,
-    )
-    pick = np.sort(np.argsort(keys, kind="stable")[:m])
-    return pd.DataFrame({"unit": pool["unit"].to_numpy()[pick]})
+        u = draw_uniform(seed, round_number, f"unit{SEP}", m)
+        return np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), len(p) - 1)
+
+    def uniform(pool: pd.DataFrame) -> np.ndarray:
+        head = f"unit{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}"
+        keys = np.array([python_key(head + u) for u in pool["unit"].astype(str)], np.int64)
+        return np.argsort(keys, kind="stable")[:m]
+
+    return _draw_units(candidates, m, exclude, weighted=weighted, uniform=uniform)
 
 
 def in_hashed_order(frame: pd.DataFrame, seed: int, round_number: int) -> pd.DataFrame:
