@@ -14,7 +14,14 @@ recorded with them.  The ratios are of the fastest repetition of each.
 
 ``--default`` runs ``sample`` without ``--engine`` (out of core by default from 10⁷ Parquet
 rows); ``--options`` adds design options (``--options "--by-judge"``, ...; a bundle without a
-judge table gets one from :func:`write_judge`).
+judge table gets one from :func:`write_judge`).  The in-memory ``sample`` (the hashed draws of
+:func:`receval.design.hashed_precision_samples` against numpy's), on kbp-sim (its rounds kept)
+and on a generated 10⁶-row task:
+
+    python bench/sample_draws.py --task data/kbp-sim --keep-rounds --rows 140985 --default \
+        --options=--in-memory --before f8688c3 --repeat 3 --label "kbp-sim in memory"
+    python bench/sample_draws.py --systems 10 --queries 100 --depth 1000 --default \
+        --options=--in-memory --before f8688c3 --repeat 3 --label "in memory"
 
 Results: ``bench/results/sample_draws.json`` (one record per task size and ``--label``).
 """
@@ -48,15 +55,18 @@ def checkout(commit: str, into: Path) -> Path:
     return into
 
 
-def fresh_bundle(task: Path, into: Path) -> Path:
-    """A copy of ``task``'s small files with its ``runs`` folder linked."""
+def fresh_bundle(task: Path, into: Path, keep_rounds: bool = False) -> Path:
+    """A copy of ``task``'s small files (its runs table too, when a file) with its ``runs``
+    folder linked; its ``samples.tsv`` kept with ``keep_rounds``."""
     if into.exists():
         shutil.rmtree(into)
     into.mkdir(parents=True)
+    skip = ("to_annotate.tsv",) if keep_rounds else ("samples.tsv", "to_annotate.tsv")
     for path in task.iterdir():
-        if path.is_file() and path.name not in ("samples.tsv", "to_annotate.tsv"):
+        if path.is_file() and path.name not in skip:
             shutil.copy(path, into / path.name)
-    (into / "runs").symlink_to(task / "runs")
+    if (task / "runs").is_dir():
+        (into / "runs").symlink_to(task / "runs")
     return into
 
 
@@ -123,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--options", default="", help="more `sample` options, e.g. '--distribution entity-relation'"
     )
+    parser.add_argument(
+        "--keep-rounds", action="store_true", help="keep the task's samples.tsv (e.g. kbp-sim)"
+    )
+    parser.add_argument("--rows", type=int, default=None, help="the --task's rows (records)")
     args = harness.parse(parser, argv)
     extra = (() if args.default else ("--engine", "duckdb")) + tuple(shlex.split(args.options))
     work = Path(tempfile.mkdtemp(prefix="receval-draws-"))
@@ -139,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         runs: dict[str, list[dict]] = {name: [] for name in checkouts}
         for rep in range(args.repeat):
             for name in sorted(checkouts):  # "after" first: stored as soon as measured
-                bundle = fresh_bundle(task, work / f"bundle-{name}")
+                bundle = fresh_bundle(task.resolve(), work / f"bundle-{name}", args.keep_rounds)
                 if "--by-judge" in extra:
                     print("judge.tsv rows:", write_judge(bundle, args.seed), flush=True)
                 runs[name].append(
@@ -155,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                         figures,
                         title=title,
                         before_commit=args.before,
-                        rows=args.systems * args.queries * args.depth,
+                        rows=args.rows or args.systems * args.queries * args.depth,
                         task=[args.systems, args.queries, args.depth],
                         per_system=args.per_system,
                         options=list(extra),
@@ -167,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
 def record(args: argparse.Namespace, runs: dict[str, list[dict]]) -> tuple[dict, str]:
     """The figures of the runs so far (each checkout's fastest run, the ratios) and the
     record's title."""
-    rows = args.systems * args.queries * args.depth
+    rows = args.rows or args.systems * args.queries * args.depth
     figures: dict = {name: {"runs": got} for name, got in runs.items()}
     for name, got in runs.items():
         ok = [r for r in got if r["exit"] == 0]

@@ -531,7 +531,7 @@ def sample(
         ``score(estimator=..., intervals='anytime')``: ``'ppi'`` decides with the judge too).
     out_of_core : bool, optional
         Draw in DuckDB out of core (:func:`receval.engine.sampled.sample_round`: the draws are
-        hashed functions of seed, round, system and fact, not those of the in-memory draw),
+        hashed functions of seed, round, system and fact, the same as in memory),
         or load the task (False).  Default: out of core for a bundle of Parquet runs with at
         least 10⁷ rows, as :func:`score`, when ``distribution`` is uniform or entity-relation;
         ``until_decided`` rounds too (:mod:`receval.engine.until_decided`: the looks scored

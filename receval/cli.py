@@ -772,7 +772,7 @@ def extrapolate(
     default=None,
     help="Draw the round in this engine (SQL over the runs, Parquet read on disk: memory flat "
     "in the number of output rows); the draws are keyed by hashes of (seed, round, system, "
-    "fact), the same on every engine and file layout, not those of the in-memory draw.",
+    "fact), the same on every engine and file layout and in memory.",
 )
 @click.option(
     "--out-of-core/--in-memory",

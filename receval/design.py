@@ -31,12 +31,19 @@ picks that answer; :func:`infer_designs` checks recorded probabilities against t
 inferred) distribution, so samples drawn elsewhere are accepted when their probabilities say which
 design they follow.
 
-``receval sample`` writes each round's rows in a uniformly random order, a permutation drawn from
-the round's generator after its draws, and records it with ``order`` = ``random`` on every row
+``receval sample`` writes each round's rows in a uniformly random order (the order of hashed
+keys, :func:`in_hashed_order`) and records it with ``order`` = ``random`` on every row
 of the round (:data:`ORDER_COLUMN`): read in that order, the round is a sequence of draws from
 the mixture of the samplers still to come, which the anytime intervals use for every system
 (:mod:`receval.estimators.anytime`).  A round without the marker (older bundles, samples drawn
 elsewhere) is read sampler by sampler, as before.
+
+The draws of ``receval sample`` are hashed: a deterministic function of (seed, round, system,
+draw index) and the system's facts (:func:`hashed_precision_samples`, :func:`hashed_units`;
+the uniforms in :mod:`receval.draw_hash`), the same in memory and in every engine
+(:mod:`receval.engine.draws`), so ``--in-memory`` and ``--out-of-core`` record the same round.
+:func:`draw_precision_samples` and :func:`draw_exhaustive_units` draw from a
+``numpy.random.Generator`` instead, for the simulations (:mod:`receval.simulation`).
 """
 
 from __future__ import annotations
@@ -159,13 +166,8 @@ def _judge_uncertainty(outputs: pd.DataFrame, sys_codes: np.ndarray, rows=None):
 def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, rows=None):
     """s_j(x) = a/|X_j| + (1 − a) u_h(x)/Σ_{X_j} u_h of a ``judge-strata`` design (module
     docstring), a = JUDGE_STRATA_FLOOR; the level h(x) from ``judge_level:<judge>``."""
-    name, u = parse_judge_strata(design)
-    column = LEVEL_COLUMN + name
-    if column not in outputs.columns:
-        raise ValueError(f"the design {design!r} needs judge {name!r}'s grades (judge.tsv)")
-    level = outputs[column].to_numpy(np.int64)
-    if level.size and level.max() >= u.size:
-        raise ValueError(f"the design {design!r} has {u.size} weights, judge {name!r} more levels")
+    _, u = parse_judge_strata(design)
+    level = _design_levels(outputs, design)
     m = int(sys_codes.max(initial=-1)) + 1
     counts = np.bincount(sys_codes * u.size + level, minlength=m * u.size).reshape(m, u.size)
     total = strata_mass(counts, u)
@@ -239,14 +241,7 @@ def draw_precision_samples(
     """
     columns = ["sample", "system", "query_id", "answer", "prob", "draw", "design"]
     probs = sampling_probabilities(outputs, queries, distribution).to_numpy()
-    chosen = sorted(outputs["system"].unique()) if systems is None else sorted(systems)
-    sizes = np.array(
-        [per_system.get(c, 0) if isinstance(per_system, dict) else int(per_system) for c in chosen],
-        np.int64,
-    )
-    keep = sizes > 0
-    chosen = [c for c, k in zip(chosen, keep, strict=True) if k]
-    sizes = sizes[keep]
+    chosen, sizes = _chosen_sizes(outputs, per_system, systems)
     if not chosen:
         return pd.DataFrame(columns=columns)
     # rows of the chosen systems in system order; one uniform per draw, inverse CDF per system
@@ -317,14 +312,25 @@ def draw_exhaustive_units(
     recorded p_u as if it were the inclusion probability (a biased θ̂, −17 SE at 30% of 431
     documents in the issue-9 audit).
     """
-    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
-    if weighted and len(candidates):
+    return _draw_units(
+        candidates,
+        m,
+        exclude,
+        weighted=lambda p: rng.choice(len(p), size=m, replace=True, p=p),
+        uniform=lambda pool: rng.choice(len(pool), size=m, replace=False),
+    )
+
+
+def _draw_units(candidates: pd.DataFrame, m: int, exclude: set[str] | None, *, weighted, uniform):
+    """:func:`draw_exhaustive_units`'s two designs, ``weighted(p)`` the positions of the ``m``
+    pps-wr draws (p_u over the candidates), ``uniform(pool)`` those of the ``m`` units of
+    ``pool`` (the candidates not in ``exclude``) drawn without replacement."""
+    if "prob" in candidates.columns and candidates["prob"].notna().all() and len(candidates):
         w = candidates["prob"].to_numpy(float)
         if (w < 0).any() or not w.sum() > 0:
             raise ValueError("unit weights must be >= 0 with a positive sum")
         p = w / w.sum()
-        pick = rng.choice(len(candidates), size=m, replace=True, p=p)
-        counts = np.bincount(pick, minlength=len(candidates))
+        counts = np.bincount(weighted(p), minlength=len(candidates))
         chosen = np.flatnonzero(counts)
         return pd.DataFrame(
             {
@@ -337,8 +343,7 @@ def draw_exhaustive_units(
     pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
     if m > len(pool):
         raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
-    pick = rng.choice(len(pool), size=m, replace=False)
-    return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(pick)]})
+    return pd.DataFrame({"unit": pool["unit"].to_numpy()[np.sort(uniform(pool))]})
 
 
 def with_unit_rows(todo: pd.DataFrame, unit_rows: pd.DataFrame) -> pd.DataFrame:
@@ -409,6 +414,47 @@ def facts_to_annotate(
         {"query_id": first["query_id"], "answer": raw, "systems": counts.reindex(first.index)}
     )
     return out.reset_index(drop=True).sort_values(["query_id", "answer"], ignore_index=True)
+
+
+def round_to_annotate(task, drawn: pd.DataFrame) -> pd.DataFrame:
+    """The fact rows of ``to_annotate.tsv`` after a new round ``drawn`` (``attrs["rows"]``: its
+    output rows), as the engine path lists them
+    (:func:`receval.engine.sampled._round_to_annotate`): every fact drawn in this round or an
+    earlier one without a label, once, spelled as the first system (sorted) that drew it
+    recorded it, with how many systems output it; ``kind, query_id, answer, systems, unit,
+    prob``, sorted by (query_id, answer)."""
+    rows = drawn.attrs.get("rows", np.empty(0, np.int64))
+    outputs, earlier = task.outputs, task.samples
+    fact = outputs["fact"].to_numpy(np.int64)
+    raw = "answer_raw" if "answer_raw" in earlier else "answer"
+    old = len(earlier) > 0
+    spelled = pd.DataFrame(
+        {
+            "fact": np.r_[earlier["fact"].to_numpy(np.int64) if old else [], fact[rows]],
+            "system": np.r_[earlier["system"].astype(str).to_numpy(object) if old else [],
+                            drawn["system"].astype(str).to_numpy(object)],
+            "query_id": np.r_[earlier["query_id"].astype(str).to_numpy(object) if old else [],
+                              drawn["query_id"].astype(str).to_numpy(object)],
+            "answer": np.r_[earlier[raw].astype(str).to_numpy(object) if old else [],
+                            drawn["answer"].astype(str).to_numpy(object)],
+        }
+    ).astype({"fact": np.int64})  # fmt: skip
+    need = np.setdiff1d(np.unique(spelled["fact"]), task.labels.index.to_numpy())
+    first = spelled[spelled["fact"].isin(need)].sort_values(["fact", "system"])
+    first = first.drop_duplicates("fact")
+    owners = np.bincount(fact[np.isin(fact, need)], minlength=int(need.max(initial=-1)) + 1)
+    out = pd.DataFrame(
+        {
+            "kind": "fact",
+            "query_id": first["query_id"].to_numpy(),
+            "answer": first["answer"].to_numpy(),
+            "systems": owners[first["fact"].to_numpy(np.int64)].astype(np.int64),
+        }
+    )
+    out = out.sort_values(["query_id", "answer"], ignore_index=True)
+    out["unit"] = ""
+    out["prob"] = np.nan
+    return out
 
 
 @dataclass(frozen=True)
@@ -618,8 +664,10 @@ def new_sample_round(
 ) -> SampleRound:
     """Draw a new round of per-system samples (and exhaustive units) for ``task``.
 
-    The generator is seeded with ``(seed, round number)``, so re-running with the same seed in a
-    later round draws different items, and the same call on the same bundle draws the same ones.
+    The draws, units and row order are hashed functions of ``(seed, round number, system,
+    draw)`` (:func:`hashed_precision_samples`, :func:`hashed_units`, :func:`in_hashed_order`):
+    the same round as ``sample --out-of-core`` in any engine, a later round with the same seed
+    draws different items, and the same call on the same bundle draws the same ones.
     ``to_annotate`` holds every drawn fact — of this round or an earlier one — that has no label
     yet (once: labels are shared by all systems) and each unit drawn now.
     """
@@ -627,38 +675,426 @@ def new_sample_round(
     name = name or default
     if len(task.samples) and name in set(task.samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
-    rng = np.random.default_rng([seed, k])
-    drawn = draw_precision_samples(
+    drawn = hashed_precision_samples(
         task.outputs,
         task.queries,
         per_system,
-        rng,
+        seed=seed,
+        round_number=k,
         distribution=distribution,
         sample=name,
         systems=systems,
+        raw_outputs=task.raw_outputs,
+        strip=task.config.matching.strip,
     )
-    rows = drawn.attrs.get("rows", np.empty(0, np.int64))
-    facts = task.outputs["fact"].to_numpy(np.int64)[rows]
-    earlier = (
-        task.samples["fact"].to_numpy(np.int64) if len(task.samples) else np.empty(0, np.int64)
-    )
-    # everything still unlabelled, from this round and earlier ones: the file can be rewritten
-    todo = facts_to_annotate(
-        task.outputs, np.concatenate([earlier, facts.astype(np.int64)]), task.labels.index
-    )
-    todo.insert(0, "kind", "fact")
-    todo["unit"] = ""
-    todo["prob"] = np.nan
+    todo = round_to_annotate(task, drawn)
     unit_rows = pd.DataFrame(columns=["unit", "prob"])
     if exhaustive_units:
         if units is None:
             raise ValueError("exhaustive units need a table of candidate units")
         done = set(task.exhaustive_units["unit"]) if len(task.exhaustive_units) else set()
-        unit_rows = draw_exhaustive_units(units, exhaustive_units, rng, exclude=done)
+        unit_rows = hashed_units(units, exhaustive_units, seed, k, done)
         todo = with_unit_rows(todo, unit_rows)
-    # after every draw (the same seed draws the same items as before the order was recorded)
-    drawn = in_random_order(drawn, rng) if len(drawn) else drawn
+    drawn = in_hashed_order(drawn, seed, k) if len(drawn) else drawn
     todo["label"] = ""  # to fill in; `receval judgments add` reads the file back
     todo["annotator"] = ""
     sizes = drawn.groupby("system", observed=True).size().to_dict() if len(drawn) else {}
     return SampleRound(name=name, samples=drawn, units=unit_rows, to_annotate=todo, sizes=sizes)
+
+
+# ---------------------------------------------------------------------------------------------
+# hashed draws: the engine's function of (seed, round, system, draw), in memory
+
+
+def hashed_precision_samples(
+    outputs: pd.DataFrame,
+    queries: pd.DataFrame,
+    per_system: int | dict[str, int],
+    *,
+    seed: int,
+    round_number: int,
+    distribution: str = "uniform",
+    sample: str = "round-1",
+    systems: list[str] | None = None,
+    raw_outputs: pd.DataFrame | None = None,
+    strip: bool = True,
+) -> pd.DataFrame:
+    """Each system's precision sample, i.i.d. with replacement from s_j, drawn by the hashed
+    function every engine draws with (:mod:`receval.engine.draws`): the same facts, spellings
+    and ``prob`` as ``sample --out-of-core`` for the same seed and round.
+
+    A system's distinct facts are ordered by ``(query_id, tail(a), a)`` (``a`` the normalised
+    answer, ``tail`` its last character, code-point order: UTF-8 byte order); draw ``d`` takes
+    the uniform ``u`` of :func:`receval.draw_hash.draw_uniform` (seed, round, system, d) and
+    the fact of rank
+
+    * ``uniform``: k = ⌊u · N_j⌋ (:func:`receval.engine.draws.draw_ranks`);
+    * ``entity-relation``: the inverse CDF over the queries' masses N_jq w_jq
+      (:func:`receval.engine.draws.weighted_ranks`);
+    * ``judge-strata``: u < a a uniform rank, else the inverse CDF over the levels' masses,
+      then a uniform rank among the level's facts
+      (:func:`receval.engine.draws.strata_ranks`; ties of (query, tail) broken by level);
+    * ``judge-uncertainty`` (in memory only): u < a a uniform rank ⌊(u/a) · N_j⌋, else the
+      inverse CDF of w(x) = s(1 − s) over the facts in that order at t = (u − a)/(1 − a) · Σ w
+      (:func:`_mixture_ranks`).
+
+    ``answer`` is the system's first spelling of the fact (the smallest of its input rows'
+    answers, from ``raw_outputs``, else the kept row's; stripped of surrounding spaces unless
+    ``strip`` is False, ``[matching] strip = false``), as the engine reads it.  Only the draws are hashed; the chosen systems' rows are sorted once by integer
+    codes.  Returns the frame of :func:`draw_precision_samples` (``attrs["rows"]``: the drawn
+    rows of ``outputs``).
+    """
+    columns = ["sample", "system", "query_id", "answer", "prob", "draw", "design"]
+    chosen, sizes = _chosen_sizes(outputs, per_system, systems)
+    if not chosen:
+        return pd.DataFrame(columns=columns)
+    from receval.draw_hash import draw_uniform
+
+    uniforms = {
+        s: draw_uniform(seed, round_number, s, int(n)) for s, n in zip(chosen, sizes, strict=True)
+    }
+    level = _design_levels(outputs, distribution)
+    order = FactOrder.of(outputs, chosen, level)
+    rows, prob = _hashed_rows(outputs, queries, distribution, order, uniforms, level)
+    answer = first_spellings(outputs, raw_outputs, rows, strip)
+    frame = pd.DataFrame(
+        {
+            "sample": sample,
+            "system": _texts_at(outputs["system"], rows),
+            "query_id": _texts_at(outputs["query_id"], rows),
+            "answer": answer,
+            "prob": prob,
+            "draw": np.concatenate([np.arange(1, n + 1, dtype=np.int64) for n in sizes]),
+            "design": distribution,
+        },
+        columns=columns,
+    )
+    frame.attrs["rows"] = rows
+    return frame
+
+
+def _chosen_sizes(
+    outputs: pd.DataFrame, per_system: int | dict[str, int], systems: list[str] | None
+) -> tuple[list[str], np.ndarray]:
+    """The systems to draw from (sorted, with at least one draw and one output) and their
+    draws."""
+    present = sorted(str(s) for s in outputs["system"].unique())
+    chosen = present if systems is None else sorted(set(systems) & set(present))
+    sizes = np.array(
+        [per_system.get(c, 0) if isinstance(per_system, dict) else int(per_system) for c in chosen],
+        np.int64,
+    )
+    keep = sizes > 0
+    return [c for c, k in zip(chosen, keep, strict=True) if k], sizes[keep]
+
+
+def _design_levels(outputs: pd.DataFrame, distribution: str) -> np.ndarray | None:
+    """The judge's level of every output row for a ``judge-strata`` design, else None."""
+    if not str(distribution).startswith(JUDGE_STRATA + ":"):
+        return None
+    name, u = parse_judge_strata(distribution)
+    column = LEVEL_COLUMN + name
+    if column not in outputs.columns:
+        raise ValueError(f"the design {distribution!r} needs judge {name!r}'s grades (judge.tsv)")
+    level = outputs[column].to_numpy(np.int64)
+    if level.size and level.max() >= u.size:
+        raise ValueError(
+            f"the design {distribution!r} has {u.size} weights, judge {name!r} more levels"
+        )
+    return level
+
+
+def _text_ranks(column: pd.Series) -> np.ndarray:
+    """Every row's rank among the column's distinct texts in code-point order (= UTF-8 byte
+    order, the engines' string order), through a Categorical's codes when it is one."""
+    from receval.formats.coded import system_codes
+
+    codes, values = system_codes(column)
+    return _value_ranks(_arrow_texts(values))[codes]
+
+
+def _arrow_texts(values: pd.Index):
+    """``values`` (distinct texts) as an Arrow string array (no copy when Arrow-backed)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values.array)
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(values.astype(str).to_numpy(object), type=pa.string())
+
+
+def _value_ranks(values) -> np.ndarray:
+    """The rank of each of ``values`` (distinct texts, an Arrow array) in UTF-8 byte order."""
+    import pyarrow.compute as pc
+
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[pc.array_sort_indices(values).to_numpy()] = np.arange(len(values))
+    return rank
+
+
+def _tail_ranks(values) -> np.ndarray:
+    """The rank of each text's last character (code point; "" for "") among the tails, in
+    UTF-8 byte order (the engines' ``right(a, 1)``)."""
+    import pyarrow.compute as pc
+
+    tails = pc.dictionary_encode(pc.utf8_slice_codeunits(values, start=-1))
+    return _value_ranks(tails.dictionary)[tails.indices.to_numpy(zero_copy_only=False)]
+
+
+def _texts_at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The texts of ``column`` at ``rows`` (positions), as Python strings."""
+    return column.take(rows).astype(str).to_numpy(object)
+
+
+@dataclass(frozen=True)
+class FactOrder:
+    """The chosen systems' output rows in the engines' draw order (:mod:`receval.engine.draws`):
+    ``rows`` sorted by (system, query_id, tail(answer), level, answer), system ``i`` (of
+    ``systems``, sorted) at ``rows[start[i]:start[i] + size[i]]``; with levels, ``by_level``
+    the same rows stably sorted by (system, level) and ``level_start[i, h]`` where each
+    (system, level) block begins."""
+
+    systems: list[str]
+    rows: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+    by_level: np.ndarray | None = None
+    level_start: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, outputs: pd.DataFrame, chosen: list[str], level: np.ndarray | None) -> FactOrder:
+        from receval.formats.coded import system_codes
+
+        codes, names = system_codes(outputs["system"])
+        own = np.append(pd.Index(chosen).get_indexer(names), -1)[codes]
+        rows = np.flatnonzero(own >= 0)
+        own = own[rows]
+        answer_codes, answers = system_codes(outputs["answer"])
+        texts = _arrow_texts(answers)
+        tail_rank = _tail_ranks(texts)
+        a = answer_codes[rows]
+        keys = [_value_ranks(texts)[a]]
+        if level is not None:
+            keys.append(level[rows])
+        keys += [tail_rank[a], _text_ranks(outputs["query_id"])[rows], own]
+        order = _lexsort(keys)
+        rows, own = rows[order], own[order]
+        size = np.bincount(own, minlength=len(chosen))
+        start = np.cumsum(size) - size
+        if level is None:
+            return cls(chosen, rows, start, size)
+        width = int(level.max(initial=0)) + 1
+        key = own * width + level[rows]
+        by_level = rows[np.argsort(key, kind="stable")]
+        counts = np.bincount(key, minlength=len(chosen) * width)
+        level_start = (np.cumsum(counts) - counts).reshape(len(chosen), width)
+        return cls(chosen, rows, start, size, by_level, level_start)
+
+    def system_index(self, system: np.ndarray) -> np.ndarray:
+        return pd.Index(self.systems).get_indexer(system)
+
+
+def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key first) of non-negative integer keys that are
+    distinct together (one row per system and fact): one argsort of the keys packed into one
+    int64 when their ranges fit, else ``np.lexsort``."""
+    packed = np.zeros(len(keys[0]), np.int64)
+    span = 1
+    for key in keys:
+        width = int(key.max(initial=0)) + 1
+        if span * width >= 1 << 62:
+            return np.lexsort(keys)
+        packed += key.astype(np.int64) * span
+        span *= width
+    return np.argsort(packed)  # distinct keys: any sort gives lexsort's order
+
+
+def _hashed_rows(
+    outputs: pd.DataFrame,
+    queries: pd.DataFrame,
+    distribution: str,
+    order: FactOrder,
+    uniforms: dict[str, np.ndarray],
+    level: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the drawn output rows, their prob) in (system, draw) order (module function
+    :func:`hashed_precision_samples`)."""
+    from receval.engine import draws as drawing
+
+    sizes = pd.DataFrame({"system": order.systems, "facts": order.size})
+    if distribution == "uniform":
+        ranks = drawing.draw_ranks(sizes, uniforms)
+    elif distribution == "entity-relation":
+        ranks = drawing.weighted_ranks(_entity_relation_cells(outputs, queries, order), uniforms)
+    elif level is not None:
+        return _strata_rows(distribution, order, uniforms, level)
+    elif distribution == "judge-uncertainty":
+        return _mixture_rows(outputs, queries, distribution, order, uniforms)
+    else:
+        raise ValueError(
+            f"unknown sampling distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})"
+        )
+    at = order.start[order.system_index(ranks["system"].to_numpy(object))]
+    return order.rows[at + ranks["k"].to_numpy(np.int64)], ranks["prob"].to_numpy(float)
+
+
+def _entity_relation_cells(
+    outputs: pd.DataFrame, queries: pd.DataFrame, order: FactOrder
+) -> pd.DataFrame:
+    """``system, query_id, facts, weight`` per (system, query) in (system, query) order, as
+    :func:`receval.engine.sampled.entity_relation_cells` gives them."""
+    from receval.engine.draws import entity_relation_weights
+
+    rows = order.rows
+    own = np.repeat(np.arange(len(order.systems)), order.size)
+    query = _text_ranks(outputs["query_id"])[rows]
+    copies = (
+        outputs["copies"].to_numpy(np.int64)[rows]
+        if "copies" in outputs
+        else np.ones(len(rows), np.int64)
+    )
+    new = np.r_[True, (own[1:] != own[:-1]) | (query[1:] != query[:-1])]
+    first = np.flatnonzero(new)
+    cell = np.cumsum(new) - 1
+    cells = pd.DataFrame(
+        {
+            "system": np.asarray(order.systems, dtype=object)[own[first]],
+            "query_id": _texts_at(outputs["query_id"], rows[first]),
+            "facts": np.bincount(cell).astype(np.int64),
+            "copies": np.bincount(cell, weights=copies).astype(np.int64),
+        }
+    )
+    return entity_relation_weights(cells, queries)[["system", "query_id", "facts", "weight"]]
+
+
+def _strata_rows(
+    distribution: str, order: FactOrder, uniforms: dict[str, np.ndarray], level: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The drawn rows and prob of a ``judge-strata`` design
+    (:func:`receval.engine.draws.strata_ranks`, :func:`receval.engine.draws.strata_probability`)."""
+    from receval.engine import draws as drawing
+
+    _, weights = parse_judge_strata(distribution)
+    width = order.level_start.shape[1]
+    counts = np.diff(np.r_[order.level_start.ravel(), len(order.rows)])
+    pairs = np.flatnonzero(counts > 0)
+    level_sizes = pd.DataFrame(
+        {
+            "system": np.asarray(order.systems, dtype=object)[pairs // width],
+            "level": (pairs % width).astype(np.int64),
+            "facts": counts[pairs].astype(np.int64),
+        }
+    )
+    ranks = drawing.strata_ranks(level_sizes, weights, JUDGE_STRATA_FLOOR, uniforms)
+    i = order.system_index(ranks["system"].to_numpy(object))
+    k = ranks["k"].to_numpy(np.int64)
+    h = ranks["level"].to_numpy(np.int64)
+    whole = order.rows[order.start[i] + k]
+    within = order.by_level[order.level_start[i, np.maximum(h, 0)] + k]
+    rows = np.where(h < 0, whole, within)
+    prob = drawing.strata_probability(level_sizes, weights, JUDGE_STRATA_FLOOR)
+    return rows, prob(ranks["system"].to_numpy(object), level[rows])
+
+
+def _mixture_rows(
+    outputs: pd.DataFrame,
+    queries: pd.DataFrame,
+    distribution: str,
+    order: FactOrder,
+    uniforms: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The drawn rows and prob of the ``judge-uncertainty`` design (drawn in memory only):
+    draw ``d`` with uniform v takes, among the system's facts in the engines' order, the one
+    of rank ⌊(v/a) · N_j⌋ when v < a (a = :data:`JUDGE_UNIFORM_SHARE`, or always when the
+    weights sum to 0), else the first whose cumulative weight w = s(1 − s) exceeds
+    t = (v − a)/(1 − a) · Σ w (inverse CDF)."""
+    if "judge_score" not in outputs.columns:
+        raise ValueError("the judge-uncertainty design needs the judge's scores (judge.tsv)")
+    s = outputs["judge_score"].to_numpy(float)
+    a = JUDGE_UNIFORM_SHARE
+    picked = []
+    for i, system in enumerate(order.systems):
+        block = order.rows[order.start[i] : order.start[i] + order.size[i]]
+        v, n = uniforms[system], len(block)
+        w = s[block] * (1.0 - s[block])
+        cum = np.cumsum(w)
+        total = cum[-1] if n else 0.0
+        uniform = (v < a) | ~(total > 0)
+        share = np.where(total > 0, a, 1.0)
+        k = np.minimum(np.floor(v / share * n), n - 1).astype(np.int64)
+        t = (v - a) / (1.0 - a) * total
+        last = int(np.flatnonzero(w > 0)[-1]) if total > 0 else 0
+        weighted = np.minimum(np.searchsorted(cum, t, side="right"), last)
+        picked.append(block[np.where(uniform, k, weighted)])
+    rows = np.concatenate(picked)
+    return rows, np.asarray(sampling_probabilities(outputs, queries, distribution, rows=rows))
+
+
+def first_spellings(
+    outputs: pd.DataFrame, raw_outputs: pd.DataFrame | None, rows: np.ndarray, strip: bool = True
+) -> np.ndarray:
+    """The answer of each drawn output row as the engine reads it: the smallest (code-point
+    order) of the system's input spellings of that fact (``raw_outputs``; without them, the
+    kept row's), stripped of surrounding spaces when ``strip`` (``[matching] strip``: the
+    same fact)."""
+
+    def trim(texts) -> list[str]:
+        return [a.strip(" ") for a in texts] if strip else list(texts)
+
+    raw = outputs["answer_raw"] if "answer_raw" in outputs else outputs["answer"]
+    out = np.array(trim(_texts_at(raw, rows)), dtype=object)
+    copies = outputs["copies"].to_numpy()[rows] if "copies" in outputs else np.ones(len(rows))
+    several = np.flatnonzero(copies > 1)
+    if raw_outputs is None or not several.size or "answer_raw" not in raw_outputs:
+        return out
+    fact = outputs["fact"].to_numpy(np.int64)[rows[several]]
+    system = _texts_at(outputs["system"], rows[several])
+    near = raw_outputs[np.isin(raw_outputs["fact"].to_numpy(np.int64), fact)]
+    spelled = pd.DataFrame(
+        {
+            "system": near["system"].astype(str).to_numpy(object),
+            "fact": near["fact"].to_numpy(np.int64),
+            "answer": trim(near["answer_raw"].astype(str)),
+        }
+    )
+    first = spelled.groupby(["system", "fact"], sort=False)["answer"].min()
+    out[several] = first.reindex(pd.MultiIndex.from_arrays([system, fact])).to_numpy(object)
+    return out
+
+
+def hashed_units(
+    candidates: pd.DataFrame, m: int, seed: int, round_number: int, exclude: set[str]
+) -> pd.DataFrame:
+    """:func:`draw_exhaustive_units`'s designs, each draw a function of (seed, round, unit) or
+    (seed, round, draw) (:mod:`receval.draw_hash`): uniform candidates, the ``m`` of the units
+    not in ``exclude`` whose key MD5(``unit ␟ seed ␟ round ␟ unit``) is smallest (a simple
+    random sample without replacement); weighted ones, ``m`` draws with replacement, draw ``d``
+    the inverse CDF of p_u = w_u / Σ w (candidates in table order) at the uniform of
+    MD5(``seed ␟ round ␟ unit␟ ␟ d``).  Every path (in memory, every engine) draws units so."""
+    from receval.draw_hash import SEP, draw_uniform, python_key
+
+    def weighted(p: np.ndarray) -> np.ndarray:
+        cum = np.cumsum(p)
+        u = draw_uniform(seed, round_number, f"unit{SEP}", m)
+        return np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), len(p) - 1)
+
+    def uniform(pool: pd.DataFrame) -> np.ndarray:
+        head = f"unit{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}"
+        keys = np.array([python_key(head + u) for u in pool["unit"].astype(str)], np.int64)
+        return np.argsort(keys, kind="stable")[:m]
+
+    return _draw_units(candidates, m, exclude, weighted=weighted, uniform=uniform)
+
+
+def in_hashed_order(frame: pd.DataFrame, seed: int, round_number: int) -> pd.DataFrame:
+    """``frame`` (a round's samples.tsv rows in (system, draw) order, ``attrs["rows"]`` their
+    output rows) in the random order of :func:`receval.draw_hash.random_order`, marked
+    ``order`` = ``random`` (module docstring), as every engine writes a round."""
+    from receval.draw_hash import random_order
+
+    shuffle = random_order(seed, round_number, frame["system"].to_numpy(), frame["draw"].to_numpy())
+    rows = frame.attrs.get("rows")
+    out = frame.iloc[shuffle].reset_index(drop=True)
+    out[ORDER_COLUMN] = RANDOM_ORDER
+    out.attrs = {} if rows is None else {"rows": np.asarray(rows)[shuffle]}
+    return out

@@ -46,11 +46,12 @@ import pandas as pd
 
 from receval.design import (
     SampleRound,
-    draw_precision_samples,
-    facts_to_annotate,
-    in_random_order,
+    hashed_precision_samples,
+    in_hashed_order,
     next_round_name,
+    round_to_annotate,
 )
+from receval.draw_hash import floor_counts
 from receval.errors import OptionError
 from receval.estimators.anytime.stream import MIXTURE_COLUMN
 
@@ -360,8 +361,7 @@ def until_decided_round(
     if isinstance(look, UntilDecidedRound):
         return look
     state, weight, n, name, k = look
-    rng = np.random.default_rng([seed, k])
-    samples = _draw(task, state, weight, n, floor, rng, name, distribution)
+    samples = _draw(task, state, weight, n, floor, seed, k, name, distribution)
     todo = _to_annotate(task, samples)
     return drawn_round(state, samples, todo, name, rank_by)
 
@@ -462,8 +462,7 @@ def fixed_round(
                       np.zeros(len(systems), bool), len(task.samples))  # fmt: skip
     alive = (sizes.to_numpy() > 0).astype(float)
     weight = alive if weights is None else alive * np.asarray(weights, float)
-    rng = np.random.default_rng([seed, k])
-    samples = _draw(task, state, weight, batch, floor, rng, name, distribution)
+    samples = _draw(task, state, weight, batch, floor, seed, k, name, distribution)
     sizes_drawn = samples.groupby("system", observed=True).size().to_dict()
     return UntilDecidedRound(
         name=name, samples=samples, units=pd.DataFrame(columns=["unit", "prob"]),
@@ -471,37 +470,32 @@ def fixed_round(
     )  # fmt: skip
 
 
-def _draw(task, state, weight, n, floor, rng, name, distribution) -> pd.DataFrame:
-    """Focus draws (fixed counts in proportion to ``weight``) and floor draws (mixture q₀)."""
+def _draw(task, state, weight, n, floor, seed, k, name, distribution) -> pd.DataFrame:
+    """Focus draws (fixed counts in proportion to ``weight``) and floor draws (mixture q₀), all
+    hashed draws of round ``k`` (:func:`receval.design.hashed_precision_samples`; a system's
+    floor draws numbered after its focus draws, the floor's systems by
+    :func:`receval.draw_hash.floor_counts`): the engine path's round for the same seed."""
     systems = state.systems
     sizes = task.outputs.groupby("system", observed=True).size().reindex(systems).fillna(0)
     alive = np.flatnonzero(sizes.to_numpy() > 0)
     # at least one (in bundles written before the order column, floor rows marked a shuffled round)
     n_floor = floor_draws(n, floor)
     focus = allocate(weight, n - n_floor)
-    picks = rng.choice(alive, size=n_floor, replace=True)
-    floor_counts = np.bincount(picks, minlength=len(systems))
-    parts, output_rows = [], []
-    for counts, is_floor in ((focus, False), (floor_counts, True)):
-        if counts.sum() == 0:
-            continue
-        per = {systems[i]: int(c) for i, c in enumerate(counts) if c > 0}
-        rows = draw_precision_samples(
-            task.outputs, task.queries, per, rng, distribution=distribution, sample=name
-        )
-        drawn = rows.attrs.get("rows", np.empty(0, np.int64))
-        rows = rows.assign(**{MIXTURE_COLUMN: np.nan})
-        if is_floor:
-            rows[MIXTURE_COLUMN] = floor_probabilities(task, distribution, drawn)
-            rows["draw"] = rows["draw"] + focus_counts_of(rows["system"], focus, systems)
-        rows.attrs = {}
-        parts.append(rows)
-        output_rows.append(drawn)
+    counts = np.asarray(focus, np.int64).copy()
+    counts[alive] += floor_counts(len(alive), n_floor, seed, k)
+    per = {systems[i]: int(c) for i, c in enumerate(counts) if c > 0}
+    out = hashed_precision_samples(
+        task.outputs, task.queries, per, seed=seed, round_number=k, distribution=distribution,
+        sample=name, raw_outputs=task.raw_outputs, strip=task.config.matching.strip,
+    )  # fmt: skip
+    rows = out.attrs["rows"]
+    is_floor = out["draw"].to_numpy(np.int64) > focus_counts_of(out["system"], focus, systems)
+    out[MIXTURE_COLUMN] = np.nan
+    out.loc[is_floor, MIXTURE_COLUMN] = floor_probabilities(task, distribution, rows[is_floor])
+    out.attrs["rows"] = rows
     # the round in a uniformly random order (the stream reads it in file order: given the
     # draws before it, each draw comes from the mixture of the sources still to come)
-    out = pd.concat(parts, ignore_index=True)
-    out.attrs["rows"] = np.concatenate(output_rows)
-    return in_random_order(out, rng)
+    return in_hashed_order(out, seed, k)
 
 
 def floor_draws(n: int, floor: float = FLOOR_SHARE) -> int:
@@ -527,16 +521,9 @@ def floor_probabilities(task, distribution: str, rows: np.ndarray) -> np.ndarray
 
 
 def _to_annotate(task, samples: pd.DataFrame) -> pd.DataFrame:
-    """Every drawn fact still unlabelled (this batch and earlier ones), once."""
-    rows = samples.attrs.get("rows", np.empty(0, np.int64))
-    facts = task.outputs["fact"].to_numpy(np.int64)[rows]
-    earlier = (
-        task.samples["fact"].to_numpy(np.int64) if len(task.samples) else np.empty(0, np.int64)
-    )
-    todo = facts_to_annotate(task.outputs, np.concatenate([earlier, facts]), task.labels.index)
-    todo.insert(0, "kind", "fact")
-    todo["unit"] = ""
-    todo["prob"] = np.nan
+    """Every drawn fact still unlabelled (this batch and earlier ones), once, as the engine
+    path lists them (:func:`receval.design.round_to_annotate`)."""
+    todo = round_to_annotate(task, samples)
     todo["label"] = ""
     todo["annotator"] = ""
     return todo

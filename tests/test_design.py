@@ -138,17 +138,18 @@ def test_a_sampler_with_two_designs_names_the_line_that_differs(tmp_path):
 
 
 def test_a_round_is_written_in_a_random_order_and_says_so(task):
-    """``sample --per-system``: the same draws as before the order was recorded (the
-    permutation comes after them from the round's generator), in a random order marked
-    ``order`` = random on every row; the same seed gives the same rows."""
-    from receval.design import new_sample_round
+    """``sample --per-system``: the hashed draws of (seed, round) (the permutation is hashed
+    too, apart from them), in a random order marked ``order`` = random on every row; the same
+    seed gives the same rows."""
+    from receval.design import hashed_precision_samples, new_sample_round
 
     drawn = new_sample_round(task, 30, seed=4).samples
     again = new_sample_round(task, 30, seed=4).samples
     pd.testing.assert_frame_equal(drawn, again)
     assert (drawn["order"] == "random").all()
-    grouped = draw_precision_samples(task.outputs, task.queries, 30, np.random.default_rng([4, 2]),
-                                     sample=drawn["sample"].iloc[0])  # fmt: skip
+    grouped = hashed_precision_samples(task.outputs, task.queries, 30, seed=4, round_number=2,
+                                       sample=drawn["sample"].iloc[0],
+                                       raw_outputs=task.raw_outputs)  # fmt: skip
     key = ["system", "draw"]
     pd.testing.assert_frame_equal(
         drawn.drop(columns="order").sort_values(key).reset_index(drop=True),

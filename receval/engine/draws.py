@@ -27,6 +27,14 @@ every row is the distinct count.  Answers are normalised in SQL exactly as Pytho
 without doubled, leading or trailing spaces by ``lower`` alone, and the cell count records
 which (system, query) pairs hold only such answers, so that the later scans skip the test
 there.
+
+The in-memory ``sample`` draws the same ranks (:func:`draw_ranks`, :func:`weighted_ranks`,
+:func:`strata_ranks`) and locates them in the loaded outputs sorted by the same key
+(:func:`receval.design.hashed_precision_samples`): the same round for the same seed.  The one
+design only memory draws, ``judge-uncertainty`` (s_j(x) = a/N_j + (1 − a) w(x)/Σ w, w = s(1 − s),
+a = ½), is drawn by the same kind of mixture: u < a takes rank ⌊(u/a) · N_j⌋ in this order, else
+the inverse CDF of w over the facts in this order at t = (u − a)/(1 − a) · Σ w
+(:func:`receval.design._mixture_rows`).  The hashed texts are listed in :mod:`receval.draw_hash`.
 """
 
 from __future__ import annotations
@@ -217,6 +225,24 @@ def weighted_ranks(cells: pd.DataFrame, uniforms: dict[str, np.ndarray]) -> pd.D
     return pd.concat(pieces, ignore_index=True)
 
 
+def entity_relation_weights(cells: pd.DataFrame, queries: pd.DataFrame) -> pd.DataFrame:
+    """``cells`` (``system, query_id, facts, copies`` per (system, query)) with the
+    entity-relation design's ``weight`` w_jq
+    (:func:`receval.engine.sampled.entity_relation_cells`; in memory,
+    :func:`receval.design.hashed_precision_samples`)."""
+    q = queries.set_index("query_id")
+    entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
+    slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
+    subj = pd.factorize(entity.reindex(cells["query_id"]), use_na_sentinel=False)[0]
+    rel = pd.factorize(slot.reindex(cells["query_id"]), use_na_sentinel=False)[0]
+    frame = cells.assign(subj=subj, rel=rel)
+    by_subj = frame.groupby(["system", "subj"])
+    distinct = by_subj["facts"].transform("sum").to_numpy(float)
+    inst_subj = by_subj["copies"].transform("sum").to_numpy(float)
+    inst_rel = frame.groupby(["system", "rel"])["copies"].transform("sum").to_numpy(float)
+    return cells.assign(weight=distinct / (inst_subj * inst_rel))
+
+
 def pick_draws(
     engine: Engine, ranks: pd.DataFrame, forms: dict[str, str], batches: list[str] | None = None
 ) -> pd.DataFrame:
@@ -377,6 +403,28 @@ def strata_ranks(
                                                     ("k", np.int64), ("level", np.int64))}
         )  # fmt: skip
     return pd.concat(pieces, ignore_index=True)
+
+
+def strata_probability(level_sizes: pd.DataFrame, weights: np.ndarray, floor: float):
+    """``prob(systems, levels)``: s_j(x) = a/N_j + (1 − a) u_h/Σ_h N_jh u_h of the
+    ``judge-strata`` design at a fact of level h (uniform where U_j = 0; a = ``floor``, u =
+    ``weights``, ``level_sizes``: ``system, level, facts``; the masses summed level by level,
+    :func:`receval.design.strata_mass`, so that every path gets the same bits)."""
+    from receval.design import strata_mass
+
+    counts = level_sizes.pivot_table(
+        index="system", columns="level", values="facts", aggfunc="sum", fill_value=0
+    ).reindex(columns=range(len(weights)), fill_value=0)
+    n = counts.sum(axis=1).astype(float)
+    mass = pd.Series(strata_mass(counts.to_numpy(np.int64), weights), index=counts.index)
+
+    def prob(systems: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        size = n.reindex(systems).to_numpy(float)
+        total = mass.reindex(systems).to_numpy(float)
+        share = np.where(total > 0, weights[levels] / np.where(total > 0, total, 1.0), 1.0 / size)
+        return floor / size + (1.0 - floor) * share
+
+    return prob
 
 
 def pick_strata_draws(

@@ -5,8 +5,9 @@ A uniform ``--per-system`` round (:func:`sample_round`) is drawn by :mod:`receva
 draws are a deterministic function of ``(seed, round, system, draw index)`` and the system's
 set of facts, the same on every engine and however the runs are split into files; the k-th of
 a system's facts in ``(query_id, last character of the answer, answer)`` order, ``k`` uniform
-from the MD5 of ``seed ␟ round ␟ system ␟ draw`` (:func:`draw_uniform`).  No output row is
-hashed.
+from the MD5 of ``seed ␟ round ␟ system ␟ draw`` (:func:`receval.draw_hash.draw_uniform`).  No
+output row is hashed.  The in-memory ``sample`` draws the same facts
+(:func:`receval.design.hashed_precision_samples`).
 
 In Python a drawn fact ``x = (query_id, normalised answer)`` is named by a key ``h(x)``: the
 first 60 bits of the MD5 of ``query_id ␟ answer`` (:func:`python_key`).  Two facts with the same
@@ -21,7 +22,6 @@ The SQL texts of the draws are in :mod:`receval.engine.draws`, those of scoring 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from receval.draw_hash import SEP, draw_uniform, python_key, random_order
+from receval.engine.draws import entity_relation_weights
 from receval.engine.run_files import (
     OPTIONAL_RUN_COLUMNS,
     RUN_COLUMNS,
@@ -41,17 +43,6 @@ from receval.errors import BundleError
 if TYPE_CHECKING:
     from receval.config import Matching
     from receval.engine.base import Engine
-
-#: keys are 60-bit integers
-KEY_BITS = 60
-#: the separator of the hashed fields (ASCII unit separator)
-SEP = "\x1f"
-
-
-def python_key(text: str) -> int:
-    """The 60-bit key of ``text``: the first 15 hex digits of its MD5 (a drawn fact's ``h``)."""
-    return int(hashlib.md5(text.encode("utf-8")).hexdigest()[:15], 16)
-
 
 # ---------------------------------------------------------------------------------------------
 # the runs as one view
@@ -111,31 +102,6 @@ def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str
     plain = engine.dialect.regexp_matches(column, "[^\\x{20}-\\x{7e}]|  |\\A | \\z")
     fast = f"lower({column})" if matching.casefold else column
     return f"CASE WHEN {plain} THEN {sql} ELSE {fast} END"
-
-
-# ---------------------------------------------------------------------------------------------
-# the uniform variates and the order of a round
-
-
-def draw_uniform(seed: int, round_number: int, system: str, draws: int) -> np.ndarray:
-    """``u`` in [0, 1) for draws 1..``draws`` of ``system`` in round ``round_number``: the first
-    60 bits of MD5(``seed ␟ round ␟ system ␟ d``) over 2⁶⁰ (exact in float64 after the shift)."""
-    out = np.empty(draws, dtype=np.float64)
-    for d in range(draws):  # per draw, not per output row: n_j hashes per system
-        key = python_key(f"{int(seed)}{SEP}{int(round_number)}{SEP}{system}{SEP}{d + 1}")
-        out[d] = (key >> 8) / float(1 << (KEY_BITS - 8))
-    return out
-
-
-def order_keys(seed: int, round_number: int, systems: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """The key that puts a round's rows in a random order (``order`` = ``random``)."""
-    return np.array(
-        [
-            python_key(f"order{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{s}{SEP}{int(d)}")
-            for s, d in zip(systems, draws, strict=True)
-        ],
-        dtype=np.int64,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,64 +289,6 @@ def entity_relation_cells(engine: Engine, queries: pd.DataFrame) -> pd.DataFrame
     return entity_relation_weights(cells, queries)[["system", "query_id", "facts", "weight"]]
 
 
-def entity_relation_weights(cells: pd.DataFrame, queries: pd.DataFrame) -> pd.DataFrame:
-    """``cells`` (``system, query_id, facts, copies`` per (system, query)) with the
-    entity-relation design's ``weight`` w_jq (:func:`entity_relation_cells`)."""
-    q = queries.set_index("query_id")
-    entity = q["entity"] if "entity" in q.columns else pd.Series(q.index, index=q.index)
-    slot = q["slot"] if "slot" in q.columns else pd.Series("", index=q.index)
-    subj = pd.factorize(entity.reindex(cells["query_id"]), use_na_sentinel=False)[0]
-    rel = pd.factorize(slot.reindex(cells["query_id"]), use_na_sentinel=False)[0]
-    frame = cells.assign(subj=subj, rel=rel)
-    by_subj = frame.groupby(["system", "subj"])
-    distinct = by_subj["facts"].transform("sum").to_numpy(float)
-    inst_subj = by_subj["copies"].transform("sum").to_numpy(float)
-    inst_rel = frame.groupby(["system", "rel"])["copies"].transform("sum").to_numpy(float)
-    return cells.assign(weight=distinct / (inst_subj * inst_rel))
-
-
-def hashed_units(
-    candidates: pd.DataFrame, m: int, seed: int, round_number: int, exclude: set[str]
-) -> pd.DataFrame:
-    """:func:`receval.design.draw_exhaustive_units`'s designs, each draw a function of (seed,
-    round, unit) or (seed, round, draw): uniform candidates, the ``m`` of the units not in
-    ``exclude`` whose key MD5(``unit ␟ seed ␟ round ␟ unit``) is smallest (a simple random
-    sample without replacement); weighted ones, ``m`` draws with replacement, draw ``d`` the
-    inverse CDF of p_u = w_u / Σ w (candidates in table order) at the uniform of MD5(``unit ␟
-    seed ␟ round ␟ d``)."""
-    from receval.design import UNIT_DESIGN_PPS
-
-    weighted = "prob" in candidates.columns and candidates["prob"].notna().all()
-    if weighted and len(candidates):
-        w = candidates["prob"].to_numpy(float)
-        if (w < 0).any() or not w.sum() > 0:
-            raise ValueError("unit weights must be >= 0 with a positive sum")
-        p = w / w.sum()
-        u = draw_uniform(seed, round_number, f"unit{SEP}", m)
-        cum = np.cumsum(p)
-        pick = np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), len(p) - 1)
-        counts = np.bincount(pick, minlength=len(candidates))
-        chosen = np.flatnonzero(counts)
-        return pd.DataFrame(
-            {
-                "unit": candidates["unit"].to_numpy()[chosen],
-                "prob": p[chosen],
-                "draws": counts[chosen].astype(np.int64),
-                "design": UNIT_DESIGN_PPS,
-            }
-        )
-    pool = candidates if not exclude else candidates[~candidates["unit"].isin(exclude)]
-    if m > len(pool):
-        raise ValueError(f"asked for {m} exhaustive units but only {len(pool)} candidates remain")
-    names = pool["unit"].astype(str).to_numpy()
-    keys = np.array(
-        [python_key(f"unit{SEP}{int(seed)}{SEP}{int(round_number)}{SEP}{u}") for u in names],
-        dtype=np.int64,
-    )
-    pick = np.sort(np.argsort(keys, kind="stable")[:m])
-    return pd.DataFrame({"unit": pool["unit"].to_numpy()[pick]})
-
-
 def _samples_frame(
     draws: pd.DataFrame, name: str, seed: int, k: int, design: str = "uniform"
 ) -> pd.DataFrame:
@@ -402,7 +310,7 @@ def _samples_frame(
         from receval.estimators.anytime.stream import MIXTURE_COLUMN
 
         frame[MIXTURE_COLUMN] = draws["mixture"].to_numpy(float)
-    order = np.argsort(order_keys(seed, k, frame["system"].to_numpy(), frame["draw"].to_numpy()))
+    order = random_order(seed, k, frame["system"].to_numpy(), frame["draw"].to_numpy())
     frame = frame.iloc[order].reset_index(drop=True)
     frame[ORDER_COLUMN] = RANDOM_ORDER
     return frame
@@ -434,7 +342,7 @@ def sample_round(
     ``entity-relation`` (:func:`entity_relation_cells`, :func:`receval.engine.draws.weighted_ranks`);
     ``by_judge``: the ``judge-strata`` design over the judge's levels (:func:`judge_strata`,
     :func:`receval.engine.draws.strata_ranks`); ``exhaustive_units`` units from ``units``
-    (:func:`hashed_units`).  With ``focus`` (``--until-decided``: per system its focus draws),
+    (:func:`receval.design.hashed_units`).  With ``focus`` (``--until-decided``: per system its focus draws),
     a system's draws beyond its focus count are floor draws, recorded with ``mixture_prob`` =
     q₀(x) = (1/m) Σ_j 1/|X_j| over the systems that output x (m: the systems with outputs), the
     in-memory :func:`receval.until_decided.floor_probabilities` from the drawn facts' members.
@@ -444,7 +352,7 @@ def sample_round(
     system, draw index) and the system's facts: the same on every engine and file layout.
     """
     from receval.config import load_config
-    from receval.design import SampleRound, next_round_name, with_unit_rows
+    from receval.design import SampleRound, hashed_units, next_round_name, with_unit_rows
     from receval.task import _check_judgments, _check_queries, _check_samples, _table_source
 
     if distribution not in ENGINE_DESIGNS:
@@ -599,19 +507,7 @@ def _pick_strata(con, strata: JudgeStrata, sizes, uniforms, forms, batches) -> p
         raise ValueError("a fact's level is beyond the design's weights")  # pragma: no cover
     u = strata.weights
     ranks = drawing.strata_ranks(level_sizes, u, JUDGE_STRATA_FLOOR, uniforms)
-    n = dict(zip(sizes["system"], sizes["facts"].astype(float), strict=True))
-    mass = (
-        (level_sizes["facts"] * u[level_sizes["level"].to_numpy()])
-        .groupby(level_sizes["system"])
-        .sum()
-    )
-
-    def prob(systems: np.ndarray, levels: np.ndarray) -> np.ndarray:
-        size = np.array([n[s] for s in systems], float)
-        total = mass.reindex(systems).to_numpy(float)
-        share = np.where(total > 0, u[levels] / np.where(total > 0, total, 1.0), 1.0 / size)
-        return JUDGE_STRATA_FLOOR / size + (1.0 - JUDGE_STRATA_FLOOR) * share
-
+    prob = drawing.strata_probability(level_sizes, u, JUDGE_STRATA_FLOOR)
     missing = strata.missing
     return drawing.pick_strata_draws(
         con, ranks, forms, missing, prob, _batch_views(con, "runs", batches)
@@ -692,7 +588,7 @@ class _round_engine:
             {
                 "system": outputs["system"].astype(str).to_numpy(),
                 "query_id": outputs["query_id"].astype(str).to_numpy(),
-                "answer": outputs["answer_raw"].astype(str).str.strip().to_numpy(),
+                "answer": outputs["answer_raw"].astype(str).str.strip(" ").to_numpy(),  # as trim()
             }
         )
         self.engine.register("runs_frame", frame)

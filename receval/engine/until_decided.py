@@ -17,7 +17,7 @@ open pairs and weights as on the loaded task (the view's sample arrays equal
   give (``order`` = ``random``).
 
 The draws are a deterministic function of (seed, round, system, draw index) and the systems'
-facts: the same on every engine and file layout, not numpy's draws of the in-memory loop.
+facts: the same on every engine and file layout and in the in-memory loop.
 """
 
 from __future__ import annotations
@@ -72,11 +72,9 @@ def view_for_looks(bundle, target: str, rank_by: str, confidence: float, interva
 def floor_systems(systems: list[str], draws: int, seed: int, round_number: int) -> np.ndarray:
     """Per system of ``systems`` (those with outputs), its floor draws: each of the ``draws``
     picks one uniformly by a hashed uniform (module docstring)."""
-    from receval.engine.sampled import SEP, draw_uniform
+    from receval.draw_hash import floor_counts
 
-    u = draw_uniform(seed, round_number, f"floor{SEP}", draws)
-    pick = np.minimum(np.floor(u * len(systems)).astype(np.int64), len(systems) - 1)
-    return np.bincount(pick, minlength=len(systems))
+    return floor_counts(len(systems), draws, seed, round_number)
 
 
 def until_decided_round(

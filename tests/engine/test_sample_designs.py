@@ -21,20 +21,37 @@ def _drawn(root) -> list[str]:
     return list(pd.read_csv(root / "samples.tsv", sep="\t", dtype=str)["answer"])
 
 
+def _engine_rounds(monkeypatch) -> list[int]:
+    """A list that grows by one for every round drawn by the engine path's ``sample_round``."""
+    import receval.engine.sampled as sampled
+
+    calls: list[int] = []
+    engine_round = sampled.sample_round
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return engine_round(*args, **kwargs)
+
+    monkeypatch.setattr(sampled, "sample_round", counted)
+    return calls
+
+
 @pytest.mark.parametrize("threshold", [10, 10**9])
 def test_sample_takes_the_engine_path_from_engine_path_rows(tmp_path, monkeypatch, threshold):
-    """Without --engine, a Parquet bundle of ≥ ENGINE_PATH_ROWS rows draws as --engine duckdb
-    does (the hashed draws); a smaller one, or --in-memory, draws in memory."""
+    """Without --engine, a Parquet bundle of ≥ ENGINE_PATH_ROWS rows draws in the engine, as
+    --engine duckdb does; a smaller one, or --in-memory, draws in memory: the same (hashed)
+    draws either way."""
     import receval.engine.score as score
 
     monkeypatch.setattr(score, "ENGINE_PATH_ROWS", threshold)
+    calls = _engine_rounds(monkeypatch)
     roots = {k: write_bundle(tmp_path / k, "per-system") for k in ("auto", "engine", "memory")}
     assert _sample(roots["auto"]).exit_code == 0
+    assert len(calls) == (threshold == 10)
     assert _sample(roots["engine"], "--engine", "duckdb").exit_code == 0
     assert _sample(roots["memory"], "--in-memory").exit_code == 0
-    same = _drawn(roots["auto"]) == _drawn(roots["engine"])
-    assert same == (threshold == 10)
-    assert (_drawn(roots["auto"]) == _drawn(roots["memory"])) == (threshold != 10)
+    assert len(calls) == 1 + (threshold == 10)
+    assert _drawn(roots["auto"]) == _drawn(roots["engine"]) == _drawn(roots["memory"])
 
 
 def test_engine_with_in_memory_is_a_usage_error(tmp_path):
@@ -250,12 +267,16 @@ def test_api_sample_is_out_of_core_by_default_on_large_parquet_bundles(tmp_path,
 
     root = write_bundle(tmp_path / "b", "per-system")
     engine = sample_round(Bundle(root), 4, seed=2).samples
+    calls = _engine_rounds(monkeypatch)
     memory = receval.sample(root, 4, seed=2, out_of_core=False).samples
-    assert list(receval.sample(root, 4, seed=2).samples["answer"]) == list(memory["answer"])
-    assert list(memory["answer"]) != list(engine["answer"])
+    pd.testing.assert_frame_equal(receval.sample(root, 4, seed=2).samples, memory)
+    pd.testing.assert_frame_equal(memory, engine)  # the same hashed draws on both paths
+    assert not calls
     pd.testing.assert_frame_equal(receval.sample(root, 4, seed=2, out_of_core=True).samples, engine)
+    assert len(calls) == 1
     monkeypatch.setattr(score, "ENGINE_PATH_ROWS", 10)
     pd.testing.assert_frame_equal(receval.sample(root, 4, seed=2).samples, engine)
+    assert len(calls) == 2
     with pytest.raises(ValueError, match="unknown system"):
         receval.sample(root, 4, seed=2, systems=["nope"])
     with pytest.raises(ValueError, match="loaded task"):
