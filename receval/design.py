@@ -170,18 +170,10 @@ def _judge_strata(outputs: pd.DataFrame, sys_codes: np.ndarray, design: str, row
     level = _design_levels(outputs, design)
     m = int(sys_codes.max(initial=-1)) + 1
     counts = np.bincount(sys_codes * u.size + level, minlength=m * u.size).reshape(m, u.size)
+    from receval.engine.draws import strata_mass
+
     total = strata_mass(counts, u)
     return _floored_mixture(outputs, sys_codes, u[level], JUDGE_STRATA_FLOOR, rows, total)
-
-
-def strata_mass(counts: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Σ_{X_j} u_h = Σ_h N_jh u_h of a ``judge-strata`` design per system, from ``counts``
-    (m, L + 1) its distinct facts per level, summed level by level: the same bits from the
-    output rows and from the engine's per-level counts (:mod:`receval.engine.strata`)."""
-    total = np.zeros(counts.shape[0])
-    for h in range(counts.shape[1]):
-        total = total + counts[:, h] * u[h]
-    return total
 
 
 def floored_share(size: np.ndarray, total: np.ndarray, w: np.ndarray, floor: float):

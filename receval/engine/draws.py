@@ -405,13 +405,21 @@ def strata_ranks(
     return pd.concat(pieces, ignore_index=True)
 
 
+def strata_mass(counts: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Σ_{X_j} u_h = Σ_h N_jh u_h of a ``judge-strata`` design per system, from ``counts``
+    (m, L + 1) its distinct facts per level, summed level by level: the same bits from the
+    output rows and from the engine's per-level counts (:mod:`receval.engine.strata`)."""
+    total = np.zeros(counts.shape[0])
+    for h in range(counts.shape[1]):
+        total = total + counts[:, h] * u[h]
+    return total
+
+
 def strata_probability(level_sizes: pd.DataFrame, weights: np.ndarray, floor: float):
     """``prob(systems, levels)``: s_j(x) = a/N_j + (1 − a) u_h/Σ_h N_jh u_h of the
     ``judge-strata`` design at a fact of level h (uniform where U_j = 0; a = ``floor``, u =
     ``weights``, ``level_sizes``: ``system, level, facts``; the masses summed level by level,
-    :func:`receval.design.strata_mass`, so that every path gets the same bits)."""
-    from receval.design import strata_mass
-
+    :func:`strata_mass`, so that every path gets the same bits)."""
     counts = level_sizes.pivot_table(
         index="system", columns="level", values="facts", aggfunc="sum", fill_value=0
     ).reindex(columns=range(len(weights)), fill_value=0)

@@ -8,7 +8,7 @@ judge table alone: the engine judge computes it for every fact the judge graded 
 takes the last level.  What the design needs beyond that is one small aggregation: N_jh, each
 system's distinct facts at each graded level (:data:`LEVEL_COUNTS`; the ungraded level's count
 is |X_j| less the others).  Python holds an (m × (L + 1)) table and the small tables' facts'
-levels; the sums go through :func:`receval.design.strata_mass`, as in memory, so the
+levels; the sums go through :func:`receval.engine.draws.strata_mass`, as in memory, so the
 probabilities are the same bits.
 """
 
@@ -109,7 +109,8 @@ def strata_probabilities(
     """s_j(x) of the ``judge-strata`` ``design`` for system codes ``systems`` at small-table
     facts ``facts`` (each output by its system), as :func:`receval.design._judge_strata`
     computes it from the output rows (its ValueErrors, same messages)."""
-    from receval.design import JUDGE_STRATA_FLOOR, floored_share, parse_judge_strata, strata_mass
+    from receval.design import JUDGE_STRATA_FLOOR, floored_share, parse_judge_strata
+    from receval.engine.draws import strata_mass
 
     name, u = parse_judge_strata(design)
     if levels is None:
