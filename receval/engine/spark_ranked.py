@@ -70,8 +70,12 @@ def spark_rank_run_file(run: Path | str, cache: Path | str, engine, *, queries, 
     work = cache.with_name(f".{cache.name}.work-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     try:
-        with engine._one_line_errors(str(run)):
-            size = _write_ranked(engine, run, work, matching)
+        if rows:
+            with engine._one_line_errors(str(run)):
+                size = _write_ranked(engine, run, work, matching)
+        else:  # an empty submission: an empty list (Spark infers no schema from no rows)
+            work.mkdir()
+            size = 0
         shutil.rmtree(cache, ignore_errors=True)
         work.replace(cache)
     finally:

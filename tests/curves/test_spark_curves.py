@@ -90,6 +90,11 @@ def test_spark_ranked_list_equals_the_pandas_one(spark, bundle):
         )
         assert (bundle / ".receval" / "ranked-spark" / f"{system}.json").is_file()
     assert not (bundle / ".receval" / "ranked").exists()  # DuckDB ranked nothing
+    empty = bundle / "runs" / "T01_9.parquet"
+    pd.read_parquet(bundle / "runs" / "T01_1.parquet").iloc[:0].to_parquet(empty, index=False)
+    again = CurveBundle.load(bundle, engine="spark", spark_master=MASTER)
+    assert again.ranked("T01_9").size == 0
+    assert again.ranked("T01_9").items(np.array([], dtype=np.int64)).empty
 
 
 @needs_spark
