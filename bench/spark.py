@@ -34,10 +34,11 @@ Python process and of its descendants (the JVM), the peak RSS of each.  ``valida
 ``score`` run ``--out-of-core``; ``leaderboard`` and ``report`` read ``score``'s output folder
 (no engine: the same on both); ``sample --per-system 200 --seed 1`` draws a new round;
 ``curve`` runs ``curve plan --method stratband`` on ``run000`` until the plan is empty (labels
-from :mod:`scale_sampled`'s synthetic truth) then ``curve estimate`` (the curve commands have
-no ``--engine``: they rank one run in DuckDB, so they run once, on the DuckDB copy).  The
-printed summaries, the score CSVs and the sample round (``samples.tsv``, ``to_annotate.tsv``)
-are compared byte for byte between the engines.
+from :mod:`scale_sampled`'s synthetic truth) then ``curve estimate``, each with ``--engine``
+(Spark reads and ranks ``run000`` itself, :mod:`receval.engine.spark_ranked`).  The printed
+summaries, the score CSVs, the sample round (``samples.tsv``, ``to_annotate.tsv``) and the
+curve's batches (as labelled into ``judgments.tsv``) and CSV are compared byte for byte
+between the engines.
 
 Each child reports its wall time and its **own** peak resident memory (``RUSAGE_SELF``: the
 Python process; Spark's JVM is a separate process bounded by its heap setting).  The census and
@@ -507,12 +508,12 @@ def commands_task(ns) -> None:
     for command in commands:
         for kind in kinds:
             task, out = work / kind / "task", work / kind / "out"
-            if command == "curve":
-                if kind != "duckdb":
-                    continue  # no --engine: the same code on either copy
+            if command == "curve":  # each engine ranks run000 itself
+                engine = engine_args(kind, ns.master)
                 steps = curve_rounds(
-                    task, work / kind / "curve.csv", "stratband", 1, lambda a: measure("duckdb", a)
-                )
+                    task, work / kind / "curve.csv", "stratband", 1,
+                    lambda a, kind=kind, engine=engine: measure(kind, [*a, *engine]),
+                )  # fmt: skip
                 figures[kind][command] = steps
             else:
                 (runs,) = command_runs(command, kind, task, out, ns.master)
@@ -531,7 +532,8 @@ def commands_task(ns) -> None:
             note="each command in its own process through the CLI's code (cli.main); "
             "python_*: the Python process (os.times, RUSAGE_SELF peak); descendants_*: the JVM "
             "(local mode: driver and executors in one JVM), RSS and CPU sampled from /proc every "
-            "0.5 s; curve: no --engine (one run ranked in DuckDB), run once on the DuckDB copy",
+            "0.5 s; curve: curve plan until the plan is empty, then curve estimate, each "
+            "ranking run000 in its engine (--engine; Spark reads the run itself)",
         )  # fmt: skip
 
 
@@ -542,7 +544,12 @@ def compare_commands(work: Path, figures: dict, kinds: list[str], commands: list
     a, b = (work / kind for kind in kinds[:2])
     same = {}
     for command in commands:
-        if command == "curve":
+        if command == "curve":  # the batches (labelled into judgments.tsv) and the curve
+            for name in ("judgments.tsv", "curve_to_annotate.tsv"):
+                if (a / "task" / name).exists() or (b / "task" / name).exists():
+                    same[f"curve {name}"] = _same_file(a / "task" / name, b / "task" / name)
+            for name in ("curve.csv", "curve.csv.json"):
+                same[name] = _same_file(a / name, b / name, (str(a), str(b)))
             continue
         files = [Path(figures[kind][command]["stdout_file"]) for kind in kinds[:2]]
         texts = [

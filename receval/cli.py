@@ -1522,6 +1522,37 @@ def curve() -> None:
     """
 
 
+#: ``--engine`` of the curve commands: which engine ranks a large Parquet run
+CURVE_ENGINE = click.option(
+    "--engine",
+    type=click.Choice(opts.ENGINES),
+    default="duckdb",
+    show_default=True,
+    help="Engine that ranks the system's run when it is a large Parquet file (from 2M rows, or "
+    "in a bundle of 10M Parquet run rows): embedded DuckDB, or Apache Spark reading the run "
+    "itself (pip install 'receval[spark]').",
+)
+
+
+def _curve_engine(name: str, master: str | None) -> None:
+    """Refuse ``--engine spark`` before any work when pyspark is missing (a usage error) or
+    the standalone master does not answer (one ``error:`` line); Spark itself starts only
+    when a run is ranked."""
+    if name != "spark":
+        return
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise click.UsageError(
+            "--engine spark needs pyspark and a Java runtime: pip install 'receval[spark]'"
+        ) from None
+    from receval.engine.base import check_master
+
+    given = master or os.environ.get("SPARK_MASTER")
+    if given:
+        check_master(given)
+
+
 @curve.command(name="plan")
 @click.argument("task", type=FilePath(path_type=Path))
 @click.option("--system", required=True, help="The system whose ranked output is evaluated.")
@@ -1541,8 +1572,17 @@ def curve() -> None:
     help="The curve batch file (default TASK/curve_to_annotate.tsv); rows still unlabelled "
     "in it are kept, a file of another kind is refused.",
 )
+@CURVE_ENGINE
+@SPARK_MASTER
 def curve_plan(
-    task: Path, system: str, method: str, seed: int | None, out: Path | None, **options
+    task: Path,
+    system: str,
+    method: str,
+    seed: int | None,
+    out: Path | None,
+    engine: str,
+    spark_master: str | None,
+    **options,
 ) -> None:
     """Write the next batch of ranked items to annotate (rank, query_id, answer, system, method).
 
@@ -1552,7 +1592,11 @@ def curve_plan(
     from receval.operations import curve_plan as plan
 
     params = _curve_params(method=method, **options)
-    done = _library_call(plan, task, system, method, seed=seed, out=out, **params)
+    _curve_engine(engine, spark_master)
+    done = _library_call(
+        plan, task, system, method, seed=seed, out=out, engine=engine,
+        spark_master=spark_master, **params,
+    )  # fmt: skip
     if done.seed_note is not None:
         click.echo(done.seed_note)
     kept = f"; {done.kept} pending rows kept" if done.kept else ""
@@ -1595,6 +1639,8 @@ def curve_plan(
     required=True,
     help="CSV to write.",
 )
+@CURVE_ENGINE
+@SPARK_MASTER
 def curve_estimate(
     task: Path,
     system: str,
@@ -1602,6 +1648,8 @@ def curve_estimate(
     seed: int | None,
     true_facts: int | None,
     out: Path,
+    engine: str,
+    spark_master: str | None,
     **options,
 ) -> None:
     """Write the precision curve to FILE: rank, precision, lower, upper[, recall], queried, kind,
@@ -1614,7 +1662,8 @@ def curve_estimate(
     from receval.operations import curve_source
 
     params = _curve_params(method=method, **options)
-    source = curve_source(task, system)
+    _curve_engine(engine, spark_master)
+    source = curve_source(task, system, engine=engine, spark_master=spark_master)
     if system not in source.systems:
         raise click.BadParameter(f"unknown system {system!r}", param_hint="--system")
     _warn_no_recall(source, true_facts)

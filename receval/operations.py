@@ -335,17 +335,24 @@ def import_trec(
 # precision curves
 
 
-def curve_source(task: Task | Bundle | Path | str, system: str) -> Any:
+def curve_source(
+    task: Task | Bundle | Path | str,
+    system: str,
+    *,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
+) -> Any:
     """The task as the curve operations read it: the loaded bundle, or, when ``system``'s run is
-    a large Parquet file, only task.toml, queries, judgments and that run, ranked in the engine
-    (:class:`receval.curves.sources.CurveBundle`)."""
+    a large Parquet file, only task.toml, queries, judgments and that run, ranked in ``engine``
+    (``duckdb``, or ``spark`` on ``spark_master``: Spark reads the run itself;
+    :class:`receval.curves.sources.CurveBundle`)."""
     from receval.curves.sources import CurveBundle, engine_run_file
     from receval.task import Task
 
     if isinstance(task, Task | CurveBundle):
         return task
     if engine_run_file(_folder(task), system) is not None:
-        return CurveBundle.load(_folder(task))
+        return CurveBundle.load(_folder(task), engine=engine, spark_master=spark_master)
     return _task(task)
 
 
@@ -404,13 +411,16 @@ def curve_plan(
     *,
     seed: int | None = None,
     out: Path | str | None = None,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
     **params: Any,
 ) -> CurvePlan:
     """Write the next batch of ``system``'s ranked items that ``method`` needs labelled.
 
     The batch goes to ``out`` (default ``TASK/curve_to_annotate.tsv``), never to the
     to_annotate.tsv of ``sample``; rows of earlier batches still unlabelled (any system) are
-    kept, labelled ones dropped.  ``params`` are the method's (:func:`receval.curves.make_method`).
+    kept, labelled ones dropped.  ``params`` are the method's (:func:`receval.curves.make_method`);
+    ``engine``, ``spark_master``: as in :func:`curve_source`.
     A random method without ``seed`` uses the seed recorded in ``TASK/curve_plan.json``, else a
     fresh random one, recorded there (:mod:`receval.curves.plan_record`).  An empty batch means
     the method has every label it needs.
@@ -423,7 +433,7 @@ def curve_plan(
     # the bundle lock (sample and judgments add take it too): plans made at once keep each
     # other's pending rows and recorded seeds
     with Bundle(_folder(task), lock_timeout=ROUND_LOCK_WAIT).lock():
-        source = curve_source(task, system)
+        source = curve_source(task, system, engine=engine, spark_master=spark_master)
         root = Path(source.root)
         note = None
         if seed is None and seeded(method):
@@ -474,20 +484,23 @@ def curve_estimate(
     seed: int | None = None,
     true_facts: int | None = None,
     out: Path | str | None = None,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
     **params: Any,
 ) -> Any:
     """``system``'s precision curve with ``method`` from the labels the task has
     (:func:`receval.curves.workflow.estimate_system_curve`), with recall columns from
     :func:`true_facts_for_curve`.  ``seed``: the plan's (default: the one recorded in
     ``TASK/curve_plan.json``, else 0).  With ``out`` the table is written there as CSV (bounds
-    rounded outward) and its record (kind, guarantee, flags) as ``out`` + ``.json``.
+    rounded outward) and its record (kind, guarantee, flags) as ``out`` + ``.json``;
+    ``engine``, ``spark_master``: as in :func:`curve_source`.
     ``ValueError`` for an unknown system or while the method still needs labels."""
     from receval.curves.plan_record import estimate_seed
     from receval.curves.table import outward_rounded
     from receval.curves.workflow import estimate_system_curve
     from receval.report.writers import write_csv, write_json
 
-    source = curve_source(task, system)
+    source = curve_source(task, system, engine=engine, spark_master=spark_master)
     if system not in source.systems:
         raise ValueError(f"unknown system {system!r}")
     params["seed"] = estimate_seed(Path(source.root), system, method, seed)

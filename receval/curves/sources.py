@@ -202,14 +202,25 @@ class CurveBundle:
     run_files: dict[str, Path]
     memory_limit: str | None = None
     temp_directory: Path | None = None
+    #: the engine that ranks a Parquet run: ``duckdb``, or ``spark`` (reading the run itself,
+    #: :mod:`receval.engine.spark_ranked`) on ``spark_master``
+    engine_name: str = "duckdb"
+    spark_master: str | None = None
     _ranked: dict[str, RankedSystem] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(
-        cls, root: Path | str, *, memory_limit: str | None = None, temp_directory=None
+        cls,
+        root: Path | str,
+        *,
+        memory_limit: str | None = None,
+        temp_directory=None,
+        engine: str = "duckdb",
+        spark_master: str | None = None,
     ) -> CurveBundle:
         """Read ``task.toml``, the queries and the judgments of the bundle ``root`` (raises
-        :class:`~receval.errors.BundleError` as :func:`~receval.task.load_task` does)."""
+        :class:`~receval.errors.BundleError` as :func:`~receval.task.load_task` does);
+        ``engine``: which engine ranks a Parquet run (``spark``: Spark on ``spark_master``)."""
         from receval.config import load_config
         from receval.formats.tables import find_table, read_table
 
@@ -234,7 +245,10 @@ class CurveBundle:
         unique_values(queries, qpath, "query_id")
         known = set(queries["query_id"])
         labels = _merged_labels(root, config, known)
-        return cls(root, config, known, labels, _run_files(root), memory_limit, temp_directory)
+        return cls(
+            root, config, known, labels, _run_files(root), memory_limit, temp_directory,
+            engine, spark_master,
+        )  # fmt: skip
 
     @property
     def systems(self) -> list[str]:
@@ -272,6 +286,13 @@ class CurveBundle:
         return int((spread["min"] == 1).sum())
 
     @cached_property
+    def spark(self):
+        """The Spark engine that ranks the Parquet runs (``engine_name`` ``spark``)."""
+        from receval.engine import connect
+
+        return connect("spark", master=self.spark_master)
+
+    @cached_property
     def engine(self):
         from receval.engine import connect
 
@@ -295,6 +316,10 @@ class CurveBundle:
             raise ValueError(f"unknown system {system!r}")
         if system in self._ranked:
             return self._ranked[system]
+        run = self.run_files[system]
+        if self.engine_name == "spark" and run.suffix.lower() == ".parquet":
+            self._ranked[system] = self._spark_ranked(system)
+            return self._ranked[system]
         cache = rank_run_file(
             self.run_files[system],
             self.root / ".receval" / "ranked" / system,
@@ -310,6 +335,32 @@ class CurveBundle:
 
         self._ranked[system] = RankedSystem(system, size, known, fetch, cached_duplicates(cache))
         return self._ranked[system]
+
+    def _spark_ranked(self, system: str) -> RankedSystem:
+        """``system``'s ranked list built and read by Spark (:mod:`receval.engine.spark_ranked`)."""
+        from receval.engine.spark_ranked import (
+            spark_cache,
+            spark_cached_duplicates,
+            spark_cached_items,
+            spark_labelled_ranks,
+            spark_rank_run_file,
+        )
+
+        engine = self.spark
+        cache = spark_rank_run_file(
+            self.run_files[system],
+            spark_cache(self.root, system),
+            engine,
+            queries=self.query_ids,
+            matching=self.config.matching,
+        )
+        size, ranks, values = spark_labelled_ranks(cache, self.labels, engine)
+
+        def fetch(wanted: np.ndarray) -> pd.DataFrame:
+            return spark_cached_items(cache, wanted, engine)
+
+        known = Labels(ranks, values)
+        return RankedSystem(system, size, known, fetch, spark_cached_duplicates(cache))
 
 
 def _merged_labels(root: Path, config, known: set[str]) -> pd.DataFrame:

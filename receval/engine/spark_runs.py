@@ -571,10 +571,19 @@ def _rows(path: Path) -> int:
 ROWS_PER_PARTITION = 1_000_000
 
 
+def _kept_level():
+    """pyspark's ``MEMORY_AND_DISK``: the kept rows serialised in memory (Scala's default for
+    a checkpoint keeps them as Java objects: a 1 GB local heap then spent its aggregations'
+    memory and garbage collection on them), then on the local disks."""
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
+
 def keep_normed(engine) -> None:
     """Replace the view ``normed`` by the same rows hash-partitioned by ``query_id`` and
-    cached (memory, then the executors' disks, compressed columns): the runs are read and
-    normalised once, shuffled once, and the three aggregations of
+    cached (serialised in memory, then the executors' disks: :func:`_kept_level`): the runs
+    are read and normalised once, shuffled once, and the three aggregations of
     :mod:`receval.engine.summary` (each grouping by ``query_id`` and more) read the cache with
     no further shuffle of rows.  Partitions: enough for :data:`ROWS_PER_PARTITION` rows each,
     at least ``spark.sql.shuffle.partitions``.  A table kept earlier is released."""
@@ -594,7 +603,7 @@ def keep_normed(engine) -> None:
         with engine._one_line_errors("normed"):
             engine.describe(f"keep normed: {partitions} partitions by query_id")
             kept = spark.table("normed").repartition(partitions, "query_id")
-            kept = kept.localCheckpoint(eager=True)
+            kept = kept.localCheckpoint(eager=True, storageLevel=_kept_level())
             kept.createOrReplaceTempView("normed")
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)

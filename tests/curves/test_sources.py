@@ -74,7 +74,7 @@ def _annotate(root, truth: pd.DataFrame) -> int:
     return len(rows)
 
 
-def _plan_to_the_end(root, method: str) -> list[str]:
+def _plan_to_the_end(root, method: str, options=()) -> list[str]:
     truth = pd.read_csv(root / "truth.tsv", sep="\t", dtype=str, keep_default_na=False)
     truth = truth.set_index(truth["query_id"] + "\x1f" + truth["answer"].str.casefold())["label"]
     judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
@@ -82,7 +82,7 @@ def _plan_to_the_end(root, method: str) -> list[str]:
     batches = []
     for _ in range(40):
         args = ["curve", "plan", str(root), "--system", "T01_1", "--method", method, *PARAMS]
-        result = CliRunner().invoke(cli, [*args, "--seed", "0"])  # both paths: the same draws
+        result = CliRunner().invoke(cli, [*args, "--seed", "0", *options])  # the same draws
         assert result.exit_code == 0, result.output
         batches.append((root / "curve_to_annotate.tsv").read_text())
         if not _annotate(root, truth):
