@@ -10,7 +10,13 @@
   ``rows``, the block's length), in the run table's order;
 * ``meta.json``: the format version, the run table's name, size in bytes, modification time
   (``mtime_ns``) and a fingerprint (SHA-256 of the size and of 16 blocks of 64 KiB spread over
-  the file, the first and last included), and the number of rows.
+  the file, the first and last included), the number of rows, and ``plain_answers``: every
+  answer is ASCII (a TREC field is never empty and holds no whitespace, so such an answer is
+  plain text the ``[matching]`` rules leave as it is).
+
+The rows are the run table's, each run's query by query, not necessarily in its order (a run's
+rows as they were read, its queries' blocks not yet sorted): what is counted per row does not
+depend on the order.
 
 :func:`read_runs_columns` returns them only when they provably belong to the run table as it is
 now: the same name, size, ``mtime_ns`` and fingerprint, and as many rows in each file as
@@ -69,6 +75,7 @@ class RunsColumnsWriter:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder) / SIDECAR
         self.rows = 0
+        self.plain = True
         self._answers: Any = None
         self._blocks: list[Any] = []
 
@@ -78,6 +85,7 @@ class RunsColumnsWriter:
         included).  The rows may be in any order: the sidecar keeps the run table's rows,
         each run's query by query, not its order."""
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.ipc as ipc
 
         if self._answers is None:
@@ -85,6 +93,7 @@ class RunsColumnsWriter:
             schema = pa.schema([("answer", answer.type)])
             self._answers = ipc.new_file(str(self.folder / "answers.arrow"), schema)
         self._answers.write_table(pa.table({"answer": answer}))
+        self.plain = self.plain and pc.all(pc.string_is_ascii(answer)).as_py() is not False
         n = len(answer)
         where = arrow_array(starts.astype(np.int64))
         lengths = np.diff(np.append(starts, n)).astype(np.int64)
@@ -112,7 +121,12 @@ class RunsColumnsWriter:
         blocks = pa.concat_tables(self._blocks).combine_chunks()
         with ipc.new_file(str(self.folder / "blocks.arrow"), blocks.schema) as out:
             out.write_table(blocks)
-        meta = {"version": VERSION, "runs": fingerprint(runs), "rows": self.rows}
+        meta = {
+            "version": VERSION,
+            "runs": fingerprint(runs),
+            "rows": self.rows,
+            "plain_answers": self.plain,
+        }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
     def close(self) -> None:
@@ -130,6 +144,7 @@ class RunsColumns:
 
     blocks: Any
     answer: Any
+    plain_answers: bool = False
 
     @property
     def rows(self) -> int:
@@ -158,4 +173,5 @@ def read_runs_columns(root: Path, runs: Path) -> RunsColumns | None:
         return None
     if len(lengths) and lengths.min() < 1:
         return None
-    return RunsColumns(blocks=blocks, answer=answers["answer"])
+    plain = meta.get("plain_answers") is True
+    return RunsColumns(blocks=blocks, answer=answers["answer"], plain_answers=plain)

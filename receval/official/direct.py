@@ -423,14 +423,14 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
         return None
     if isinstance(table, RunsColumns):  # its scores were checked when it was written
         encoded = _encoded_blocks(table.blocks)
-        answer = table.answer
+        answer, checked = table.answer, (True, table.plain_answers)
     elif _scores_ok(table):
         encoded = _encoded_table(table)
-        answer = table["answer"]
+        answer, checked = table["answer"], (False, False)
         del table
     else:
         return None
-    return None if encoded is None else _coded_view(root, small, *encoded, answer)
+    return None if encoded is None else _coded_view(root, small, *encoded, answer, *checked)
 
 
 def _encoded_table(table: Any) -> tuple | None:
@@ -464,8 +464,13 @@ def _coded_view(
     q_codes: np.ndarray,
     q_starts: np.ndarray,
     answer: Any,
+    distinct: bool = False,
+    plain: bool = False,
 ) -> OfficialView | None:
-    """The view of the runs' encoded systems and queries and their ``answer`` column."""
+    """The view of the runs' encoded systems and queries and their ``answer`` column.
+    ``distinct``: no system outputs a (query, answer) twice, ``plain``: every answer is plain
+    text (:func:`_plain_text`), both known (the sidecar of an imported TREC run table: the
+    import checked them), else checked here."""
     from receval.official.coded import fact_owners, register_responses, responses_of_codes
     from receval.official.rules import hop0_queries
 
@@ -480,13 +485,13 @@ def _coded_view(
     system = rank.astype(np.int32)[sys_codes]
     query = query_of.astype(np.int32)[q_codes]
     del sys_codes, q_codes
-    facts = _facts_of_answers(small, answer, query, q_starts, query_ids)
+    facts = _facts_of_answers(small, answer, query, q_starts, query_ids, plain)
     del answer
     if facts is None:
         return None
     fact, n_facts, in_pool = facts
     n_sys = len(names)
-    if _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
+    if not distinct and _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
         return None
     teams = sorted(names)  # each system its own team
     coded = responses_of_codes(
@@ -507,7 +512,12 @@ def _coded_view(
 
 
 def _facts_of_answers(
-    small: SmallTables, answer: Any, query: np.ndarray, starts: np.ndarray, query_ids: pd.Series
+    small: SmallTables,
+    answer: Any,
+    query: np.ndarray,
+    starts: np.ndarray,
+    query_ids: pd.Series,
+    plain: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray] | None:
     """:func:`_facts` of the run rows' ``answer`` column, encoded query by query
     (:func:`_grouped_pairs`) when the rows come in blocks of one query (``starts``), else as
@@ -520,7 +530,7 @@ def _facts_of_answers(
     if grouped is not None:
         codes, dictionaries, offsets = grouped
         every = _chunked(dictionaries)
-        if not _plain_text(every) or (
+        if not (plain or _plain_text(every)) or (
             casefold and not pc.all(pc.equal(pc.ascii_lower(every), every)).as_py()
         ):
             return None
