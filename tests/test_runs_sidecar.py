@@ -187,3 +187,41 @@ def test_cli_import_writes_the_sidecar_and_score_uses_it(tmp_path, monkeypatch):
         "runs.tsv",
         "task.toml",
     }
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_streamed_runs_table_is_the_bytes_of_the_table_in_bundle_order(tmp_path, seed):
+    """The rows written as slices of each run as read (:func:`receval.formats.trec_order.
+    write_tsv_rows`) are the bytes of the runs table ranked and written whole: runs with
+    many ties (taken in order), and one with only its topics' blocks to move (slices)."""
+    from receval.formats.bundle import write_bundle
+    from receval.formats.trec import import_trec_tables
+
+    qrels, runs = _files(tmp_path, seed)
+    blocks = tmp_path / "input.blocks"  # 2 segments of 40 rows: written as slices
+    lines = [f"{t}\tQ0\tD{d}\t{d}\t{100 - d}.5\tblocks\n" for t in (999, 1000) for d in range(20)]
+    blocks.write_text("".join(lines))
+    runs.append(blocks)
+    import_trec(tmp_path / "b", runs, qrels=qrels)
+    tables, config = import_trec_tables(qrels, runs, name="b", score_as_written=True)
+    write_bundle(tmp_path / "whole", tables, config)
+    for name in ("runs.tsv", "queries.tsv", "judgments.tsv", "task.toml"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def test_repeated_document_is_reported_before_a_reused_tag(tmp_path):
+    """Repeats are checked once a run is ranked, and still reported before a tag that another
+    file used, at the repeat's own line, as when the run was checked as read."""
+    first, second = tmp_path / "a.run", tmp_path / "b.run"
+    first.write_text("1 Q0 d1 1 3 s\n")
+    second.write_text("2 Q0 d2 1 3 s\n1 Q0 d1 1 2 s\n1 Q0 d3 2 1.5 s\n1 Q0 d1 3 1 s\n")
+    args = ["import", "trec", str(tmp_path / "t"), "--runs", str(first), "--runs", str(second)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {second}:4: document 'd1' retrieved twice for query '1'"
+    )
+    second.write_text("2 Q0 d2 1 3 s\n")
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "run tag 's' also names" in result.output
