@@ -174,6 +174,7 @@ def test_cli_import_writes_the_sidecar_and_score_uses_it(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     meta = json.loads((root / SIDECAR / "meta.json").read_text())
     assert meta["runs"]["name"] == "runs.tsv" and meta["plain_answers"] is True
+    assert (root / ".receval" / ".gitignore").read_text().endswith("\n*\n")
     assert meta["rows"] == (root / "runs.tsv").read_text().count("\n") - 1
     assert _uses_sidecar(root, monkeypatch)
     out = tmp_path / "out"

@@ -2,7 +2,8 @@
 ``score --estimator official`` need not parse the text of ``runs.tsv`` again.
 
 ``receval import trec`` writes, in the same pass that writes the run table, the folder
-``.receval/runs-columns/`` of the bundle:
+``.receval/runs-columns/`` of the bundle (``.receval/`` gets a ``.gitignore`` of everything, as
+for the anonymisation key):
 
 * ``answers.arrow``: the ``answer`` column, row for row (an Arrow IPC file, one record batch
   per run file: read back memory-mapped, without a copy);
@@ -90,6 +91,9 @@ class RunsColumnsWriter:
 
         if self._answers is None:
             self.folder.mkdir(parents=True, exist_ok=True)
+            ignore = self.folder.parent / ".gitignore"  # as the anonymisation key's folder
+            if not ignore.exists():
+                ignore.write_text("# created by receval: its files stay out of git\n*\n")
             schema = pa.schema([("answer", answer.type)])
             self._answers = ipc.new_file(str(self.folder / "answers.arrow"), schema)
         self._answers.write_table(pa.table({"answer": answer}))
