@@ -1,5 +1,5 @@
 """The shortcuts of the TREC import and the direct official score give what the general code
-gives: a run ranked without the 3-key sort (:func:`receval.formats.trec._ranked_order`), facts
+gives: a run ranked without the 3-key sort (:func:`receval.formats.trec_order.ranked_order`), facts
 numbered from Arrow codes (:func:`receval.engine.sampled_data.number_facts`), system and query
 codes from runs of equal values and answers encoded query by query
 (:mod:`receval.official.direct`)."""
@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 import receval
-from receval.formats import trec
+from receval.formats import trec_order
 from receval.official import direct
 from receval.scoring import ScoreOptions
 
@@ -24,10 +24,11 @@ def _sorted_order(run: pa.Table) -> np.ndarray:
 
 
 def _fast_order(run: pa.Table) -> np.ndarray | None:
-    order = trec._ranked_order(run)
-    if order is None:
+    found = trec_order.ranked_order(run)
+    if found is None:
         return None
-    return np.arange(run.num_rows) if order is trec._IN_ORDER else order.to_numpy()
+    order, _ = found
+    return np.arange(run.num_rows) if order is trec_order.IN_ORDER else order
 
 
 def _run(qid, score, docno) -> pa.Table:

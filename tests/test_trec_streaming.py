@@ -47,7 +47,8 @@ def test_streamed_tsv_bundle_is_the_same_bytes(tmp_path, depth):
     tables, config = import_trec_tables(qrels, runs, depth, name="t", score_as_written=True)
     write_bundle(tmp_path / "whole", tables, config)
     names = sorted(p.name for p in (tmp_path / "whole").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "streamed").iterdir())
+    streamed = sorted(p.name for p in (tmp_path / "streamed").iterdir())
+    assert streamed == [".receval", *names]  # and the runs' sidecar (test_runs_sidecar.py)
     for name in names:
         assert (tmp_path / "streamed" / name).read_bytes() == (
             tmp_path / "whole" / name
@@ -89,6 +90,7 @@ def test_existing_bundle_is_refused_before_reading_and_kept(tmp_path):
     result = _import(tmp_path, out, qrels, runs, "--overwrite")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [
+        ".receval",
         "judgments.tsv",
         "queries.tsv",
         "runs.tsv",

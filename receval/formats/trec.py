@@ -48,6 +48,7 @@ from receval.config import Matching, TaskConfig
 from receval.errors import BundleError
 from receval.formats.buffers import arrow_array, numpy_array, scalar
 from receval.formats.tables import THREADED_PARSE_BYTES, decode_text, read_input_bytes
+from receval.formats.trec_order import RankedRun, distinct_in_blocks, line_sources, ranked_run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -376,9 +377,11 @@ def _check_unique_exact(fields: pa.Table, path: Path, lines: np.ndarray, verb: s
     )
 
 
-def _run_table(path: Path | str) -> pa.Table:
+def _run_table(path: Path | str, *, unique: bool = True) -> pa.Table:
     """One TREC run as an Arrow table ``qid, docno, rank_file, score, score_text, tag, line``
-    (checked; ``score_text`` is the score as written)."""
+    (checked; ``score_text`` is the score as written).  ``unique=False`` leaves the check that
+    no document is retrieved twice for a query to the caller (:func:`_run_part` checks it once
+    the run is ranked)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -397,7 +400,8 @@ def _run_table(path: Path | str) -> pa.Table:
             f"run tag {tags[1].as_py()!r} differs from {tags[0].as_py()!r} on the first line "
             "(one run per file)",
         )
-    _check_unique(fields, path, lines, "retrieved")
+    if unique:
+        _check_unique(fields, path, lines, "retrieved")
     return pa.table(
         {
             "qid": fields["qid"],
@@ -438,99 +442,6 @@ def read_trec_run(path: Path | str) -> pd.DataFrame:
 def read_qrels(path: Path | str) -> pd.DataFrame:
     """Read TREC qrels: ``qid, iteration, docno, relevance`` (int), ``line``."""
     return _qrels_table(path).to_pandas()
-
-
-def _ranked(run: pa.Table, depth: int | None) -> tuple[pa.Table, np.ndarray]:
-    """The run in bundle order and its trec_eval ranks: sorted by qid, then decreasing score,
-    ties by decreasing docno (one Arrow sort); the rank restarts at 1 for each qid.  ``depth``
-    keeps the top ``depth`` of each qid."""
-    import pyarrow.compute as pc
-
-    order = _ranked_order(run)
-    if order is None:
-        order = pc.sort_indices(
-            run, sort_keys=[("qid", "ascending"), ("score", "descending"), ("docno", "descending")]
-        )
-    if order is not _IN_ORDER:
-        run = run.take(order)
-    n = run.num_rows
-    qid = run["qid"].combine_chunks()
-    first = np.ones(n, dtype=bool)
-    if n > 1:
-        first[1:] = numpy_array(pc.not_equal(qid.slice(1), qid.slice(0, n - 1)))
-    starts = np.flatnonzero(first)
-    rank = np.arange(1, n + 1, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, n)))
-    if depth is not None and (rank > depth).any():
-        keep = rank <= depth
-        run, rank = run.filter(arrow_array(keep)), rank[keep]
-    return run, rank
-
-
-#: :func:`_ranked_order`'s answer for a run already in bundle order
-_IN_ORDER = object()
-
-
-def _ranked_order(run: pa.Table) -> Any:
-    """The order :func:`_ranked`'s sort gives, for a run written as runs are: each qid's lines
-    together, by decreasing score.  Only the rows of equal scores are sorted (by decreasing
-    docno, :func:`_tie_order`), then the qid blocks put in qid order; :data:`_IN_ORDER` when
-    nothing moves, None for any other run (the whole sort then orders it)."""
-    import pyarrow.compute as pc
-
-    n = run.num_rows
-    qid = pc.dictionary_encode(run["qid"].combine_chunks())
-    codes = numpy_array(qid.indices)
-    starts = np.flatnonzero(np.diff(codes)) + 1
-    if len(starts) + 1 != len(qid.dictionary):  # a qid in two blocks
-        return None
-    step = np.diff(numpy_array(run["score"].combine_chunks()))
-    step[starts - 1] = -1.0  # a block's first row follows another block: no constraint
-    if (step > 0).any():
-        return None
-    order = _tie_order(run["docno"].combine_chunks(), step == 0)
-    begin = np.concatenate([np.zeros(1, np.int64), starts])
-    block = np.argsort(numpy_array(pc.rank(qid.dictionary, "ascending"))[codes[begin]])
-    if (block != np.arange(len(block))).any():
-        end = np.append(begin[1:], n)
-        size = (end - begin)[block]
-        within = np.arange(n) - np.repeat(np.cumsum(size) - size, size)
-        moved = np.repeat(begin[block], size) + within
-        order = moved if order is None else order[moved]
-    return _IN_ORDER if order is None else arrow_array(order)
-
-
-def _tie_order(docno: Any, tied: np.ndarray) -> np.ndarray | None:
-    """The rows with each group of equal adjacent scores (``tied[i]``: rows i and i+1 tie)
-    sorted by decreasing docno, the other rows in place; None when no group moves."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(docno)
-    member = np.zeros(n, dtype=bool)
-    member[:-1] |= tied
-    member[1:] |= tied
-    rows = np.flatnonzero(member)
-    if not len(rows):
-        return None
-    follows = np.zeros(n, dtype=bool)
-    follows[1:] = tied
-    group = np.cumsum(~follows[rows])
-    table = pa.table({"group": arrow_array(group), "docno": docno.take(arrow_array(rows))})
-    within = pc.sort_indices(table, [("group", "ascending"), ("docno", "descending")])
-    within = numpy_array(within)
-    if (within == np.arange(len(rows))).all():
-        return None
-    order = np.arange(n)
-    order[rows] = rows[within]
-    return order
-
-
-def _source(name: str, lines: Any) -> Any:
-    """``<file name>:<line>`` for every row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return pc.binary_join_element_wise(scalar(f"{name}:"), pc.cast(lines, pa.string()), scalar(""))
 
 
 def _queries_table(run_qids: Any, qrels: pa.Table | None) -> pa.Table:
@@ -606,15 +517,17 @@ def _check_depth(runs: list, depth: int | None) -> None:
         raise ValueError(f"depth must be a positive integer, not {depth!r}")
 
 
-def _run_part(
-    run_path: Path, owner: dict[str, Path], depth: int | None, score_as_written: bool
-) -> pa.Table:
-    """One run file's rows of the bundle's runs table, ranked; ``owner`` (tag -> file, updated)
-    refuses a tag that another file already used."""
-    import pyarrow as pa
-
-    run = _run_table(run_path)
-    tag = run["tag"][0].as_py()
+def _ranked_run(run_path: Path, owner: dict[str, Path]) -> RankedRun:
+    """One run file read, checked and put in bundle order (:func:`receval.formats.trec_order.
+    ranked_run`); ``owner`` (tag -> file, updated) refuses a tag that another file already
+    used.  The documents are checked for repeats once each query's rows are together
+    (:func:`~receval.formats.trec_order.distinct_in_blocks`); the errors are
+    :func:`_run_table`'s and in the same order."""
+    run = _run_table(run_path, unique=False)
+    ranked = ranked_run(run)
+    if not distinct_in_blocks(ranked.run["docno"], ranked.starts):
+        _check_unique(run, run_path, numpy_array(run["line"]), "retrieved")
+    tag = run["tag"][0].as_py()  # one tag (checked)
     if tag in owner and owner[tag] != run_path:
         raise BundleError(
             run_path,
@@ -622,16 +535,33 @@ def _run_part(
             f"run tag {tag!r} also names {owner[tag]}; give each run its own tag",
         )
     owner[tag] = run_path
-    run, rank = _ranked(run, depth)
+    return ranked
+
+
+def _run_part(
+    run_path: Path, owner: dict[str, Path], depth: int | None, score_as_written: bool
+) -> pa.Table:
+    """One run file's rows of the bundle's runs table, ranked (:func:`_ranked_run`)."""
+    return _bundle_rows(_ranked_run(run_path, owner), run_path.name, depth, score_as_written)
+
+
+def _bundle_rows(
+    ranked: RankedRun, name: str, depth: int | None, score_as_written: bool
+) -> pa.Table:
+    """The rows of the bundle's runs table of a ranked run read from file ``name``."""
+    import pyarrow as pa
+
+    score = "score_text" if score_as_written else "score"
+    run, rank = ranked.table(["qid", "docno", score, "rank_file", "line"], depth)
     return pa.table(
         {
-            "system": run["tag"],
+            "system": ranked.run["tag"].slice(0, len(rank)),  # one value: in any order
             "query_id": run["qid"],
             "answer": run["docno"],
-            "score": run["score_text" if score_as_written else "score"],
+            "score": run[score],
             "rank": arrow_array(rank),
             "rank_file": run["rank_file"],
-            "source": _source(run_path.name, run["line"]),
+            "source": line_sources(name, run["line"]),
         }
     )
 
@@ -661,7 +591,7 @@ def _other_tables(
                 ),
                 "relevance": judged["relevance"],
                 "iteration": judged["iteration"],
-                "source": _source(qpath.name, judged["line"]),
+                "source": line_sources(qpath.name, judged["line"]),
             }
         )
         if on_file is not None:
@@ -691,25 +621,53 @@ def write_trec_bundle(
     :func:`receval.formats.bundle.write_bundle` (TSV: the same bytes; Parquet: the same rows,
     in one row group per run or per 2**20 rows of a run).  ``folder`` is a bundle being
     written (:func:`receval.formats.bundle.staged_bundle`): a failure leaves a partial file
-    there, for the caller to remove."""
+    there, for the caller to remove.  Beside the runs file it writes the sidecar of its
+    ``system, query_id, answer`` columns (:mod:`receval.formats.runs_sidecar`) that
+    ``score --estimator official`` reads instead of parsing the runs file again."""
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from receval.formats.runs_sidecar import RunsColumnsWriter
 
     _check_depth(runs, depth)
     owner: dict[str, Path] = {}
     qids = []
     path = Path(folder) / f"runs{suffix}"
-    with _RunsFile(path, score_as_written=suffix == ".tsv") as out:
-        for run_path in map(Path, runs):
-            part = _run_part(run_path, owner, depth, out.score_as_written)
-            qids.append(pc.unique(part["query_id"]))
-            out.write(part)
-            del part
-            if on_file is not None:
-                on_file(run_path)
-    run_qids = pa.chunked_array([pa.chunked_array(q).combine_chunks() for q in qids], pa.string())
+    sidecar = RunsColumnsWriter(folder)
+    try:
+        with _RunsFile(path, score_as_written=suffix == ".tsv") as out:
+            for run_path in map(Path, runs):
+                ranked = _ranked_run(run_path, owner)
+                qids.append(_qids_in_order(ranked))
+                if out.write_ranked(ranked, run_path.name, depth):
+                    run = ranked.run
+                    sidecar.add(run["tag"], run["qid"], run["docno"], ranked.starts)
+                else:
+                    part = _bundle_rows(ranked, run_path.name, depth, out.score_as_written)
+                    out.write(part)
+                    starts = np.flatnonzero(numpy_array(part["rank"]) == 1)
+                    sidecar.add(part["system"], part["query_id"], part["answer"], starts)
+                    del part
+                del ranked
+                if on_file is not None:
+                    on_file(run_path)
+        sidecar.finish(path)
+    finally:
+        sidecar.close()
+    run_qids = pa.chunked_array(qids, pa.string())
     tables, config = _other_tables(qrels, run_qids, name, on_file)
     return tables, config, len(owner)
+
+
+def _qids_in_order(ranked: RankedRun) -> Any:
+    """The run's distinct qids in bundle order (sorted: each qid's rows are one block)."""
+    import pyarrow.compute as pc
+
+    values = ranked.run["qid"].take(arrow_array(ranked.starts)).combine_chunks()
+    return values.take(pc.sort_indices(values))
+
+
+#: The bundle's runs table as ``import trec`` writes it.
+_RUN_COLUMNS = ("system", "query_id", "answer", "score", "rank", "rank_file", "source")
 
 
 class _RunsFile:
@@ -723,6 +681,20 @@ class _RunsFile:
 
     def __enter__(self) -> _RunsFile:
         return self
+
+    def write_ranked(self, ranked: RankedRun, name: str, depth: int | None) -> bool:
+        """Append a ranked run read from file ``name`` to a TSV table (its lines joined where
+        its rows are, :func:`receval.formats.trec_order.write_tsv_rows`); False, with
+        nothing written, for a Parquet table, a ``depth`` that cuts rows, or lines that
+        writer declines (:meth:`write` then writes the run's rows)."""
+        from receval.formats.trec_order import write_tsv_rows
+
+        if self.parquet or (depth is not None and (ranked.rank > depth).any()):
+            return False
+        if self._out is None:
+            self._out = open(self.path, "wb")  # closed in __exit__
+            self._out.write(("\t".join(_RUN_COLUMNS) + "\n").encode("utf-8"))
+        return write_tsv_rows(self._out, ranked, name, "score_text")
 
     def write(self, part: pa.Table) -> None:
         if self.parquet:

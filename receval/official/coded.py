@@ -83,6 +83,8 @@ class CodedResponses:
     classed_query: np.ndarray
     classed_fact: np.ndarray
     gt: np.ndarray
+    #: no (system, fact) pair on two rows (checked by the caller): no duplicate to count
+    distinct_pairs: bool = False
     #: per-query count frames already counted, by (policy words, cutoff); ``"owners"``: each
     #: fact's one team (:func:`fact_owners`)
     counted: dict = field(default_factory=dict, compare=False, repr=False)
@@ -117,10 +119,12 @@ def responses_of_codes(
     n_systems: int,
     n_facts: int,
     rows: np.ndarray | None = None,
+    distinct_pairs: bool = False,
 ) -> CodedResponses:
     """:class:`CodedResponses` from the rows' (system, team, query, fact) ``codes`` and the
     judgments (``query_id, fact, category``): :func:`coded_responses` without a task
-    (:mod:`receval.official.direct` reads the codes from the run tables)."""
+    (:mod:`receval.official.direct` reads the codes from the run tables).  ``distinct_pairs``:
+    the caller checked that no (system, fact) pair is on two rows."""
     system, team, query, fact = codes
     query_index = pd.Index(queries["query_id"])
     jq = _indexer_few(query_index, judgments["query_id"])
@@ -148,6 +152,7 @@ def responses_of_codes(
         classed_query=classed_query,
         classed_fact=classed_fact,
         gt=np.where(single, np.minimum(gt, 1), gt),
+        distinct_pairs=distinct_pairs,
     )
 
 
@@ -268,6 +273,8 @@ def cell_counts(
         if unjudged_queries_ignored:
             post[(cat == _UNASSESSED) & ~coded.judged_query[query[block]]] = _IGNORED
         table += np.bincount(cell * 15 + cat * 3 + post, minlength=cells * 15)
+        if coded.distinct_pairs:  # no (system, fact) repeats: no duplicate per fact
+            continue
         classed = (post == _RIGHT) & ((cat == _CATEGORY["correct"]) | (cat == _CATEGORY["inexact"]))
         rows = np.flatnonzero(classed)
         pairs.append(fact[block][rows].astype(np.int64) * n_sys + system[block][rows])

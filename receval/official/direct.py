@@ -177,7 +177,7 @@ def official_view(task: Any, options: Any, engine: Any, out_of_core: bool | None
     if not _small_ok(small):
         return None
     small.files["runs"] = runs
-    view = _view(Path(task), small, _read_runs([runs]))  # None: not plainly readable
+    view = _view(Path(task), small, _run_columns(bundle.root, runs))  # None: not plain
     if view is not None and len(view.merged.conflicts):
         return None  # conflicts.csv names facts by the task's ids over every fact output
     return view
@@ -403,19 +403,77 @@ def _scores_ok(table: Any) -> bool:
     return bool(pc.all(pc.is_finite(score)).as_py())
 
 
+def _run_columns(root: Path, runs: Path) -> Any:
+    """The run table's columns: its sidecar (:func:`receval.formats.runs_sidecar.
+    read_runs_columns`, written by ``import trec``) when it belongs to the table as it is,
+    else the table read (:func:`_read_runs`; None when it is not plainly readable)."""
+    from receval.formats.runs_sidecar import read_runs_columns
+
+    columns = read_runs_columns(root, runs)
+    return _read_runs([runs]) if columns is None else columns
+
+
 def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
-    """Encode the runs (``table``; None when something is not plain) and build the view."""
+    """Encode the runs (``table``: an Arrow table, the sidecar's
+    :class:`~receval.formats.runs_sidecar.RunsColumns`, or None when something is not plain)
+    and build the view."""
+    from receval.formats.runs_sidecar import RunsColumns
 
-    from receval.official.coded import fact_owners, register_responses, responses_of_codes
-    from receval.official.rules import hop0_queries
-
-    if table is None or not _scores_ok(table):
+    if table is None:
         return None
+    if isinstance(table, RunsColumns):  # its scores were checked when it was written
+        encoded = _encoded_blocks(table.blocks)
+        answer, checked = table.answer, (True, table.plain_answers)
+    elif _scores_ok(table):
+        encoded = _encoded_table(table)
+        answer, checked = table["answer"], (False, False)
+        del table
+    else:
+        return None
+    return None if encoded is None else _coded_view(root, small, *encoded, answer, *checked)
+
+
+def _encoded_table(table: Any) -> tuple | None:
+    """(systems, their row codes, query ids, their row codes, where each run of one query
+    begins) of a run table's columns (:func:`_encoded_runs`), or None (not plain)."""
     encoded = [_encoded_runs(table[c], c == "system") for c in ("system", "query_id")]
-    table = table.drop_columns(["system", "query_id"])
     if encoded[0] is None or encoded[1] is None:
         return None
     (systems, sys_codes, _), (qids, q_codes, q_starts) = encoded
+    return systems, sys_codes, qids, q_codes, q_starts
+
+
+def _encoded_blocks(blocks: Any) -> tuple | None:
+    """:func:`_encoded_table` of the sidecar's blocks (one system and one query each): the
+    same dictionaries (first appearance order) and row codes, each block a run."""
+    lengths = numpy_array(blocks["rows"])
+    systems, queries = _encoded(blocks["system"], True), _encoded(blocks["query_id"])
+    if systems is None or queries is None:
+        return None
+    starts = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)[:-1]])
+    sys_codes, q_codes = (np.repeat(codes, lengths) for _, codes in (systems, queries))
+    return systems[0], sys_codes, queries[0], q_codes, starts
+
+
+def _coded_view(
+    root: Path,
+    small: SmallTables,
+    systems: Any,
+    sys_codes: np.ndarray,
+    qids: Any,
+    q_codes: np.ndarray,
+    q_starts: np.ndarray,
+    answer: Any,
+    distinct: bool = False,
+    plain: bool = False,
+) -> OfficialView | None:
+    """The view of the runs' encoded systems and queries and their ``answer`` column.
+    ``distinct``: no system outputs a (query, answer) twice, ``plain``: every answer is plain
+    text (:func:`_plain_text`), both known (the sidecar of an imported TREC run table: the
+    import checked them), else checked here."""
+    from receval.official.coded import fact_owners, register_responses, responses_of_codes
+    from receval.official.rules import hop0_queries
+
     query_ids = small.queries["query_id"].astype(str)
     query_of = pd.Index(query_ids).get_indexer(qids.to_pylist())
     if (query_of < 0).any():
@@ -426,19 +484,20 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
     rank[order] = np.arange(len(order))
     system = rank.astype(np.int32)[sys_codes]
     query = query_of.astype(np.int32)[q_codes]
-    del sys_codes, q_codes, encoded
-    facts = _facts_of_answers(small, table["answer"], query, q_starts, query_ids)
-    del table
+    del sys_codes, q_codes
+    facts = _facts_of_answers(small, answer, query, q_starts, query_ids, plain)
+    del answer
     if facts is None:
         return None
     fact, n_facts, in_pool = facts
     n_sys = len(names)
-    if _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
+    if not distinct and _repeats(fact.astype(np.int64) * n_sys + system, n_facts * n_sys):
         return None
     teams = sorted(names)  # each system its own team
     coded = responses_of_codes(
-        hop0_queries(small), small.judgments, teams, (system, system, query, fact), n_sys, n_facts
-    )
+        hop0_queries(small), small.judgments, teams, (system, system, query, fact), n_sys,
+        n_facts, distinct_pairs=True,
+    )  # fmt: skip
     view = OfficialView(
         root=root,
         small=small,
@@ -453,7 +512,12 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
 
 
 def _facts_of_answers(
-    small: SmallTables, answer: Any, query: np.ndarray, starts: np.ndarray, query_ids: pd.Series
+    small: SmallTables,
+    answer: Any,
+    query: np.ndarray,
+    starts: np.ndarray,
+    query_ids: pd.Series,
+    plain: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray] | None:
     """:func:`_facts` of the run rows' ``answer`` column, encoded query by query
     (:func:`_grouped_pairs`) when the rows come in blocks of one query (``starts``), else as
@@ -466,7 +530,7 @@ def _facts_of_answers(
     if grouped is not None:
         codes, dictionaries, offsets = grouped
         every = _chunked(dictionaries)
-        if not _plain_text(every) or (
+        if not (plain or _plain_text(every)) or (
             casefold and not pc.all(pc.equal(pc.ascii_lower(every), every)).as_py()
         ):
             return None
