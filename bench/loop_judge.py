@@ -56,6 +56,7 @@ def world_tasks(world, rep: int, args):
 
     from until_decided_judge import COLUMNS, _labels, rag_systems
 
+    from receval.estimators.judge_calibration import judge_strata_design
     from receval.task import with_annotation
     from receval.until_decided import fixed_round
 
@@ -65,7 +66,9 @@ def world_tasks(world, rep: int, args):
     base = with_annotation(dataclasses.replace(world.task, config=config), judge=judge)
     task, samples = base, None
     for r in range(args.fixed):
-        new = fixed_round(task, args.batch, seed=rep * 100 + r).samples.reindex(columns=COLUMNS)
+        design = judge_strata_design(task) if getattr(args, "by_judge", False) else "uniform"
+        drawn = fixed_round(task, args.batch, seed=rep * 100 + r, distribution=design)
+        new = drawn.samples.reindex(columns=COLUMNS)
         new.attrs = {}
         samples = new if samples is None else pd.concat([samples, new], ignore_index=True)
         task = with_annotation(base, samples=samples, judgments=_labels(world, samples),
@@ -249,6 +252,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--fixed", type=int, default=6)
     parser.add_argument("--every", type=int, default=2, help="compare at every k-th look")
+    parser.add_argument(
+        "--by-judge", action="store_true",
+        help="draw the rounds with sample --by-judge's design (Neyman over the judge's grades, "
+        "recomputed from the labels before each round) instead of uniformly",
+    )  # fmt: skip
     args = harness.parse(parser, argv)
     from judges import RagWorld
 
