@@ -279,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     figures["note"] = ("ratios to joint's (no judge) at equal labels; medians over pairs, then "
                        "means over reps; mid: true gap 0.05-0.2")  # fmt: skip
     print(json.dumps(figures, indent=1))
-    harness.store(args, "loop_judge", figures, argv, title="diagnose",
+    title = "diagnose_by_judge" if args.by_judge else "diagnose"
+    harness.store(args, "loop_judge", figures, argv, title=title,
                   seconds=round(time.time() - start, 1))  # fmt: skip
 
 
