@@ -22,8 +22,12 @@ a logit offset per query, a logistic map per system, refitted at every doubling 
 ``cellK`` (the per-(query, grade) calibration: each cell's share correct among the labels so
 far, shrunk toward the loop's calibration by K pseudo-labels), ``grow1.25`` (refitted at every
 1.25× growth instead of 2×), ``cap0.7``/``cap0.9`` (the bets' truncation, ``pairs.CAP``, 0.5 in
-use; joint too) and ``oracle`` (the judge calibrated per (query, grade) on *every* pair's
-label, a bound no loop can reach).
+use; joint too), ``prior0.1`` (the bets' prior second moment per unit of range, 0.25 in use),
+``toward20`` (the bets' running mean shrunk toward the judge's own predictable estimate of the
+difference by 20 pseudo-steps, instead of toward 0 by one), ``clip0.1``/``clip0.2`` (every
+prediction clipped into [0.1, 0.9] / [0.2, 0.8]: lighter tails, narrower ranges) and ``oracle``
+(the judge calibrated per (query, grade) on *every* pair's label, a bound no loop can reach).
+``--by-judge``: the rounds drawn by ``sample --by-judge``'s design; ``--variants``: only some.
 
     PYTHONPATH=. python bench/loop_judge.py --reps 10 --fixed 6 --batch 200
 """
@@ -45,7 +49,8 @@ import harness
 
 #: the ppi variants and joint's CAP variants compared with joint at CAP 0.5
 VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "prior0.1",
-            "toward20", "oracle", "joint_cap0.7", "joint_cap0.9", "joint_prior0.1")  # fmt: skip
+            "toward20", "clip0.1", "clip0.2", "clip0.3", "clip0.2+cap0.7", "oracle", "joint_cap0.7", "joint_cap0.9",
+            "joint_prior0.1")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
 
@@ -124,8 +129,20 @@ def segment_starts(growth: float):
     return starts
 
 
+def clipped(mapped, edge: float):
+    """``judge_stream._mapped`` with every prediction clipped into [edge, 1 − edge] (lighter
+    tails and narrower ranges for the terms, at some cost in variance)."""
+
+    def inner(p, coef):
+        return np.clip(mapped(p, coef), edge, 1.0 - edge)
+
+    return inner
+
+
 def patches(world, variant: str) -> list:
-    """The patches that make ``variant``."""
+    """The patches that make ``variant`` (``a+b``: both)."""
+    if "+" in variant:
+        return [patch for part in variant.split("+") for patch in patches(world, part)]
     from receval.estimators import judge_stream as js
     from receval.estimators.anytime import pairs
 
@@ -135,6 +152,8 @@ def patches(world, variant: str) -> list:
         ]
     if variant.startswith("grow"):
         return [mock.patch.object(js, "segment_starts", segment_starts(float(variant[4:])))]
+    if variant.startswith("clip"):
+        return [mock.patch.object(js, "_mapped", clipped(js._mapped, float(variant[4:])))]
     if "prior" in variant:
         return [mock.patch.object(pairs, "PRIOR_UNIT_MOMENT", float(variant.rsplit("prior", 1)[1]))]
     if "cap" in variant:
@@ -218,9 +237,9 @@ def pair_row(f: dict, k: int, a: int, b: int, sign: int) -> tuple[float, ...]:
     return d.var(), act.sum() * d.mean() ** 2 / max(d.var(), 1e-12), cap, best, kurtosis
 
 
-def compare(world, task) -> dict:
+def compare(world, task, variants: tuple[str, ...] = VARIANTS) -> dict:
     """Per pair with a true difference: each variant's ratios to joint's (module docstring)."""
-    out = {v: pair_figures(task, world, v) for v in ("joint", *VARIANTS)}
+    out = {v: pair_figures(task, world, v) for v in ("joint", *variants)}
     true = world.precision.reindex(out["joint"]["systems"]).to_numpy()
     gaps, rows = [], []
     for k, (a, b) in enumerate(out["joint"]["tests"].pairs):
@@ -233,7 +252,7 @@ def compare(world, task) -> dict:
     gaps = np.asarray(gaps)
     mid = (gaps >= MID[0]) & (gaps < MID[1])
     figures = {}
-    for v in VARIANTS:
+    for v in variants:
         for i, name in enumerate(("var", "z2", "logcap", "best_const", "kurtosis")):
             r = np.array([row[v][i] / max(row["joint"][i], 1e-12) for row in rows])
             figures[f"{v}_{name}"] = float(np.median(r))
@@ -253,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixed", type=int, default=6)
     parser.add_argument("--every", type=int, default=2, help="compare at every k-th look")
     parser.add_argument(
+        "--variants", default="", help="compare only these (with ppi), comma-separated"
+    )
+    parser.add_argument(
         "--by-judge", action="store_true",
         help="draw the rounds with sample --by-judge's design (Neyman over the judge's grades, "
         "recomputed from the labels before each round) instead of uniformly",
@@ -260,6 +282,9 @@ def main(argv: list[str] | None = None) -> None:
     args = harness.parse(parser, argv)
     from judges import RagWorld
 
+    variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
+    if "ppi" not in variants or not set(variants) <= set(VARIANTS):
+        parser.error(f"--variants: ppi and any of {', '.join(VARIANTS)}")
     if args.fixed % args.every:
         parser.error("--fixed must be a multiple of --every")
     start = time.time()
@@ -268,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     for rep in range(args.reps):
         for look, task in world_tasks(world, rep, args):
             if look % args.every == 0:
-                looks.setdefault(look, []).append(compare(world, task))
+                looks.setdefault(look, []).append(compare(world, task, variants))
         last = looks[args.fixed][-1]
         print(f"  rep {rep}: ppi logcap_mid {last['ppi_logcap_mid']:.3f}, open joint "
               f"{last['open_joint']} ppi {last['open_ppi']}", file=sys.stderr, flush=True)  # fmt: skip
@@ -280,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
                        "means over reps; mid: true gap 0.05-0.2")  # fmt: skip
     print(json.dumps(figures, indent=1))
     title = "diagnose_by_judge" if args.by_judge else "diagnose"
+    title += f"_{args.variants.replace(',', '_').replace('+', '_')}" if args.variants else ""
     harness.store(args, "loop_judge", figures, argv, title=title,
                   seconds=round(time.time() - start, 1))  # fmt: skip
 
