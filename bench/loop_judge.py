@@ -18,16 +18,14 @@ step terms D the loop's tests bet on, under each variant against joint's (no jud
 Each ratio is a median over pairs, overall and over the *mid* pairs (true gap 0.05–0.2: those
 still being decided when the loop stops; the easy ones are decided early whatever the judge).
 Variants: ``ppi`` (the loop today: :mod:`receval.estimators.judge_stream`, isotonic per grade,
-a logit offset per query, a logistic map per system, refitted at every doubling of the rows,
-predictions clipped into [0.2, 0.8]; the ``diagnose*`` records of commits before that clip were
-made unclipped, and there ``clip0.2`` is the loop of now), ``cellK`` (the per-(query, grade) calibration: each cell's share correct among the labels so
+a logit offset per query, a logistic map per system, refitted at every doubling of the rows),
+``cellK`` (the per-(query, grade) calibration: each cell's share correct among the labels so
 far, shrunk toward the loop's calibration by K pseudo-labels), ``grow1.25`` (refitted at every
 1.25× growth instead of 2×), ``cap0.7``/``cap0.9`` (the bets' truncation, ``pairs.CAP``, 0.5 in
 use; joint too), ``prior0.1`` (the bets' prior second moment per unit of range, 0.25 in use),
 ``toward20`` (the bets' running mean shrunk toward the judge's own predictable estimate of the
-difference by 20 pseudo-steps, instead of toward 0 by one), ``clipE`` (every prediction clipped
-into [E, 1 − E], ``judge_stream.PAIR_EDGE``: 0.2 in use since this study; ``clip0``: unclipped,
-the loop before) and ``oracle``
+difference by 20 pseudo-steps, instead of toward 0 by one), ``clip0.1``/``clip0.2`` (every
+prediction clipped into [0.1, 0.9] / [0.2, 0.8]: lighter tails, narrower ranges) and ``oracle``
 (the judge calibrated per (query, grade) on *every* pair's label, a bound no loop can reach).
 ``--by-judge``: the rounds drawn by ``sample --by-judge``'s design; ``--variants``: only some.
 
@@ -51,7 +49,7 @@ import harness
 
 #: the ppi variants and joint's CAP variants compared with joint at CAP 0.5
 VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "prior0.1",
-            "toward20", "clip0", "clip0.1", "clip0.3", "clip0+cap0.7", "oracle", "joint_cap0.7", "joint_cap0.9",
+            "toward20", "clip0.1", "clip0.2", "clip0.3", "clip0.2+cap0.7", "oracle", "joint_cap0.7", "joint_cap0.9",
             "joint_prior0.1")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
@@ -131,6 +129,16 @@ def segment_starts(growth: float):
     return starts
 
 
+def clipped(mapped, edge: float):
+    """``judge_stream._mapped`` with every prediction clipped into [edge, 1 − edge] (lighter
+    tails and narrower ranges for the terms, at some cost in variance)."""
+
+    def inner(p, coef):
+        return np.clip(mapped(p, coef), edge, 1.0 - edge)
+
+    return inner
+
+
 def patches(world, variant: str) -> list:
     """The patches that make ``variant`` (``a+b``: both)."""
     if "+" in variant:
@@ -145,7 +153,7 @@ def patches(world, variant: str) -> list:
     if variant.startswith("grow"):
         return [mock.patch.object(js, "segment_starts", segment_starts(float(variant[4:])))]
     if variant.startswith("clip"):
-        return [mock.patch.object(js, "PAIR_EDGE", float(variant[4:]))]
+        return [mock.patch.object(js, "_mapped", clipped(js._mapped, float(variant[4:])))]
     if "prior" in variant:
         return [mock.patch.object(pairs, "PRIOR_UNIT_MOMENT", float(variant.rsplit("prior", 1)[1]))]
     if "cap" in variant:

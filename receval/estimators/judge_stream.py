@@ -27,8 +27,6 @@ logit offset per query, several judges combined) — but fitted on labels from t
   prediction off by a constant within a system *adds* variance to its terms (the raw term's
   own prediction is the system's running precision): on RAG 2025 worlds the shared map made
   some systems' terms 1.8–2.3× as variable as without the judge (bench/until_decided_judge.py).
-* The paired tests (:func:`judged_terms`) clip every g into [PAIR_EDGE, 1 − PAIR_EDGE]: lighter
-  tails and narrower ranges for their bets, at a little variance.
 * A step's term uses its segment's g_c throughout: the prediction at the drawn fact, the
   exact total Σ_{X_i} t g_c over the system's outputs, Σ t g_c over the facts labelled before
   the step, and a range from the largest and smallest g_c over the system's outputs (fixed
@@ -41,7 +39,6 @@ with larger pool steps: the cuts and fits of earlier segments do not change).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,15 +49,6 @@ FIRST_REFIT = 32
 MIN_LABELS = 10
 #: ridge penalty of a system's map (a, b) towards (0, 1) (≈ labels of prior weight)
 SYSTEM_PRIOR = 4.0
-#: the paired tests' predictions are clipped into [PAIR_EDGE, 1 − PAIR_EDGE]: a calibrated
-#: judge is sometimes confidently wrong, and those terms' tails and ranges cost the bets more
-#: than the variance they save.  bench/loop_judge.py (RAG 2025 worlds, UMBRELA, 10 worlds,
-#: equal rounds read with and without the judge), at 400 / 800 / 1,200 draws: the log capital
-#: of the pairs still being decided over joint's 1.13 / 1.18 / 1.15 unclipped, 1.24 / 1.31 /
-#: 1.23 at 0.2 (0.1: 1.19 / 1.23 / 1.21; 0.3: 1.24 / 1.25 / 1.18), the terms' variance
-#: 0.774 -> 0.785 of joint's, their kurtosis 1.41 -> 1.22 of joint's; open pairs of 28
-#: 21.7 / 13.9 / 10.3 -> 20.1 / 13.0 / 10.1 (joint 25.9 / 16.2 / 12.0)
-PAIR_EDGE = 0.2
 
 
 @dataclass(frozen=True)
@@ -75,20 +63,15 @@ class StreamJudge:
     step_segment: np.ndarray
     #: (C, m, 2) each segment's per-system map (a, b): g_ci = σ(a + b logit g_c); (0, 1): g_c
     offsets: np.ndarray
-    #: every score clipped into [edge, 1 − edge] (0: as mapped; the paired tests: PAIR_EDGE)
-    edge: float = 0.0
 
     def of(self, c: int, task_facts: np.ndarray, systems: np.ndarray) -> np.ndarray:
         """Segment ``c``'s score g_ci(x) of facts ``task_facts`` for ``systems`` (broadcast)."""
-        return self._clipped(_mapped(self.tables[c][task_facts], self.offsets[c][systems]))
+        return _mapped(self.tables[c][task_facts], self.offsets[c][systems])
 
     def at_rows(self, task_facts: np.ndarray) -> np.ndarray:
         """(K, m) the score each row's segment gives the row's fact, per system."""
         z = self.tables[self.row_segment, task_facts][:, None]
-        return self._clipped(_mapped(z, self.offsets[self.row_segment]))
-
-    def _clipped(self, g: np.ndarray) -> np.ndarray:
-        return np.clip(g, self.edge, 1.0 - self.edge) if self.edge > 0 else g
+        return _mapped(z, self.offsets[self.row_segment])
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -242,8 +225,7 @@ def judged_terms(task, data, st, output_arrays):
     paired precision terms with the judge's calibrated score g as the prediction of each fresh
     fact (:func:`receval.estimators.anytime.method.judged_precision_terms`): per step
     Y = Σ w (f − g) + [correct labelled so far] + [Σ t g over the outputs not labelled so far],
-    w = t/q over the step's fresh draws, g the step's segment's map (module docstring) clipped
-    into [PAIR_EDGE, 1 − PAIR_EDGE] (any g fixed before the draw keeps the mean), so
+    w = t/q over the step's fresh draws, g the step's segment's map (module docstring), so
     E[Y | past] is the system's precision.  The range, fixed before the draw, is
     [base − Σ ḡ/own, base + Σ (1 − g̲)/own], ḡ and g̲ the largest and smallest g over the
     system's outputs.  A census system keeps its exact terms."""
@@ -258,7 +240,7 @@ def judged_terms(task, data, st, output_arrays):
     plain = precision_terms(task, data, st)
     view = design_probabilities(task, True)[0]
     t_all, sys_codes, facts, _ = output_arrays(view, data)
-    sj = dataclasses.replace(stream_judge(task, data, st), edge=PAIR_EDGE)
+    sj = stream_judge(task, data, st)
     totals, g_max, g_min = segment_controls(sj, t_all, sys_codes, facts, None, data.m)
     g_max, g_min = g_max[..., 0], g_min[..., 0]
     task_facts = np.asarray(data.facts)[st.fact]
