@@ -743,7 +743,8 @@ def extrapolate(
     show_default=True,
     help="With --until-decided: the estimator the comparisons are scored with, as `score "
     "--estimator E --intervals anytime` (an estimator that uses the judge, such as ppi, decides "
-    "with judge.tsv too).",
+    "with judge.tsv too, by the betting tests of --intervals anytime; the draws stay uniform "
+    "within each system: drawing by the judge's grades was measured to leave more pairs open).",
 )
 @click.option(
     "--top",
