@@ -44,6 +44,8 @@ from receval.planning import adaptive_sample_sizes  # noqa: E402
 from receval.scoring import ScoreOptions, score_task  # noqa: E402
 
 METRICS = flags.METRICS
+#: the methods compared by default
+METHODS = ["anytime", "anytime-asymptotic"]
 
 
 #: documents per true fact in the ``multidoc`` world (bench/flags.py's and the F1 tests' 2.5)
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--first", type=int, nargs="*", default=[10, 20, 30])
     parser.add_argument("--worlds", nargs="*", default=["null", "uneven", "multidoc"],
                         choices=["null", "uneven", "multidoc"])  # fmt: skip
-    parser.add_argument("--methods", nargs="*", default=["anytime", "anytime-asymptotic"])
+    parser.add_argument("--methods", nargs="*", default=METHODS)
     parser.add_argument("--top", type=int, default=3)
     parser.add_argument("--width", type=float, default=0.05)
     args = harness.parse(parser, argv)
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> dict:
             fig = figures(runs, args.methods)
             fig["verdict"] = verdicts(fig, args.methods)
             label = f"{kind} world, first round {first} per system"
+            if args.methods != METHODS:  # its own record, beside the default's
+                label += f" ({', '.join(args.methods)} only, {args.reps} repetitions)"
             print_figures(label, fig, args.methods, fig["verdict"])
             out[label] = fig
             # each configuration stored as it ends (a record per title: a long run keeps what

@@ -200,7 +200,8 @@ def joint_bounds(
         out[side] = {}
         for name, w in weights.items():
             end = "lower" if side > 0 else "upper"
-            stage(f"anytime: {name}'s {end} ends over the θ grid ({m} systems)")
+            over = "ν = r/θ" if direct is not None and name == "recall" else "θ"
+            stage(f"anytime: {name}'s {end} ends over the {over} grid ({m} systems)")
             if direct is not None and name == "recall":  # one 1-D search over ν = r/θ
                 out[side][name] = _recall_over_s(theta, direct[name].over_s(), alpha, side)
                 continue
@@ -298,7 +299,10 @@ def _recall_over_s(theta, nu, alpha: float, side: int) -> np.ndarray:
     fill = -np.inf if side < 0 else np.inf
     outside_best = np.full(m, fill)
     cols = np.arange(m)
+    from receval.progress import stage_detail
+
     for stage in range(S_REFINE_STAGES + 1):
+        stage_detail(f"grid {stage + 1}/{S_REFINE_STAGES + 1} of ν ({m} systems)")
         values, points = _s_cell_values(table, streams, bets, grid, level, side)
         # a cell whose bound is beyond the best value reached at a grid point may hold the
         # extreme: the finer grid spans every such cell (the others cannot)
