@@ -5,7 +5,9 @@ The scenario is ``bench/flags.py --only looking`` (issue 37), run at several fir
 a 12-system null world (:func:`bench.topup.null_world`: every system precision 0.4 and recall
 0.2, teams that share facts, exhaustive units); round 1 of ``--first`` draws per system
 (``uneven``: then a second round of 0–2×first draws for a random half of the systems, chosen
-without looking, so the samples are uneven); look: score with the bootstrap; top up the best
+without looking, so the samples are uneven; ``multidoc``: the same null world but each true
+fact supported by 2.5 documents on average, :func:`multidoc_world`, so one fact has several
+answer strings that the systems output apart); look: score with the bootstrap; top up the best
 ``--top`` by F1 with :func:`receval.planning.adaptive_sample_sizes` at ``--width`` (what
 ``receval sample --adaptive --target-width W --system …`` does).  Each method in ``--methods``
 scores the task at both looks (before and after the top-up).
@@ -16,7 +18,7 @@ repetitions: one world's systems err together; the target is ≥ 0.95 − 2 SE p
 family-wise error (more than one tier at some look: every system is equally good; target ≤
 0.05 + 2 SE), the median half-widths after the top-up, and the CPU seconds per scoring.
 
-Usage: python bench/anytime_auto.py [--first 10 20 30] [--worlds null uneven] [--reps R]
+Usage: python bench/anytime_auto.py [--first 10 20 30] [--worlds null uneven multidoc] [--reps R]
 [--seed S] [--methods anytime anytime-asymptotic]
 Results go to ``bench/results/anytime_auto.json`` (command, seed, commit, date, figures).
 """
@@ -42,6 +44,37 @@ from receval.planning import adaptive_sample_sizes  # noqa: E402
 from receval.scoring import ScoreOptions, score_task  # noqa: E402
 
 METRICS = flags.METRICS
+#: the methods compared by default
+METHODS = ["anytime", "anytime-asymptotic"]
+
+
+#: documents per true fact in the ``multidoc`` world (bench/flags.py's and the F1 tests' 2.5)
+DOCUMENTS_PER_FACT = 2.5
+
+
+def multidoc_world(seed: int, systems: int = 12, queries: int = 100):
+    """:func:`bench.topup.null_world` with every true fact supported by
+    :data:`DOCUMENTS_PER_FACT` documents on average (the first world whose teams all have 2–4
+    systems, as there)."""
+    import tempfile
+
+    import pandas as pd
+
+    from receval.formats.bundle import write_bundle
+    from receval.simulation import SimulationConfig, simulate_world
+    from receval.task import load_task
+
+    topup = flags.sibling("topup")
+    cfg = SimulationConfig(systems=systems, queries=queries, teams=max(1, systems // 3),
+                           per_system=30, documents_per_fact=DOCUMENTS_PER_FACT,
+                           **topup.NULL_WORLD)  # fmt: skip
+    for k in range(200):
+        world = simulate_world(cfg, np.random.default_rng([seed, 2, k]))
+        if pd.Series(world.teams).value_counts().between(2, 4).all():
+            break
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_task(write_bundle(Path(tmp) / "world", world.tables(), world.task_config()))
+    return world, base
 
 
 def score_look(task, options, systems, truth) -> dict:
@@ -154,17 +187,18 @@ def print_figures(label: str, fig: dict, methods, verdict: dict) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = harness.parser(__doc__, seed=37, reps=20)
     parser.add_argument("--first", type=int, nargs="*", default=[10, 20, 30])
-    parser.add_argument("--worlds", nargs="*", default=["null", "uneven"],
-                        choices=["null", "uneven"])  # fmt: skip
-    parser.add_argument("--methods", nargs="*", default=["anytime", "anytime-asymptotic"])
+    parser.add_argument("--worlds", nargs="*", default=["null", "uneven", "multidoc"],
+                        choices=["null", "uneven", "multidoc"])  # fmt: skip
+    parser.add_argument("--methods", nargs="*", default=METHODS)
     parser.add_argument("--top", type=int, default=3)
     parser.add_argument("--width", type=float, default=0.05)
     args = harness.parse(parser, argv)
     topup = flags.sibling("topup")
-    world, base = topup.null_world(args.seed, 12)
-    truth = world.truth_metrics().set_index("system")
     out = {}
     for kind in args.worlds:
+        make = multidoc_world if kind == "multidoc" else topup.null_world
+        world, base = make(args.seed, 12)
+        truth = world.truth_metrics().set_index("system")
         for first in args.first:
             rng = np.random.default_rng([args.seed, first, kind == "uneven"])
             runs = []
@@ -176,6 +210,8 @@ def main(argv: list[str] | None = None) -> dict:
             fig = figures(runs, args.methods)
             fig["verdict"] = verdicts(fig, args.methods)
             label = f"{kind} world, first round {first} per system"
+            if args.methods != METHODS:  # its own record, beside the default's
+                label += f" ({', '.join(args.methods)} only, {args.reps} repetitions)"
             print_figures(label, fig, args.methods, fig["verdict"])
             out[label] = fig
             # each configuration stored as it ends (a record per title: a long run keeps what

@@ -252,7 +252,7 @@ def test_a_pair_ordered_differently_at_the_ends_of_T_needs_no_more_draws():
     assert np.isfinite(exact.steps_to_decide()).all()
 
 
-def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 25):
+def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 25, sizes=None):
     """``name``'s DirectF1 (f1 or recall) on synthetic draws (precision terms in [0, 1], pool totals in [0, 60]) and
     θ's streams over U units."""
     from types import SimpleNamespace
@@ -274,7 +274,8 @@ def _direct_setup(name: str, seed: int = 5, m: int = 3, K: int = 400, U: int = 2
     pool = PoolTotals(np.zeros(K), total, np.full(K, 60.0), np.ones(K, bool), np.full(K, K), 60.0,
                       total, np.full(K, 60.0))  # fmt: skip
     stream = SimpleNamespace(P=K, fact=np.arange(K), pool_step=np.arange(K))
-    make = direct_f1(precision, pool, stream, np.array([40.0, 80.0, 120.0])[:m], np.full((m, K), K))
+    n = np.array([40.0, 80.0, 120.0] if sizes is None else sizes)[:m]
+    make = direct_f1(precision, pool, stream, n, np.full((m, K), K))
     return make((t_streams, t_bets), 0.05)[name], (t_streams, t_bets)
 
 
@@ -410,3 +411,52 @@ def test_guided_refinement_changes_no_joint_end(name):
         plain = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side)
         guided = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side, guided=True)
         assert np.array_equal(plain, guided)
+
+
+def test_recall_over_s_is_never_inside_a_dense_sweep():
+    """Recall's ends searched over s = r/θ (one capital per s, θ read from its table) bound,
+    from outside, the joint test's exact ends: a dense θ sweep, each θ's s end at its own
+    budget log(2/α) − log X(θ) bisected to 2⁻³⁰, gives sup θ·s no larger than the upper end and
+    inf no smaller than the lower; and they stay within 0.01 of that sweep (the cells refine).
+    Pooled recalls 0.2–0.9 (s ≤ 1, as ν ≤ 1 always)."""
+    from receval.estimators.anytime.betting import log_capital, one_sided_ends
+    from receval.estimators.anytime.sequences import _recall_over_s, _theta_log_capital
+
+    direct, theta = _direct_setup("recall", sizes=[20.0, 30.0, 40.0])
+    streams, bets = direct.over_s()
+    level = np.log(2.0 / 0.05)
+    sweep = np.linspace(0.0, 1.0, 321)
+    for side in (+1, -1):
+        end = _recall_over_s(theta, (streams, bets), 0.05, side)
+        budget = level - _theta_log_capital(*theta, sweep, side)
+        levels = np.repeat(budget[:, None], 3, axis=1)
+        s_end = one_sided_ends(streams, bets, levels, side, (0.0, 1.0), 30)
+        exact = sweep[:, None] * s_end
+        if side < 0:
+            assert np.all(end >= exact.max(axis=0) - 1e-6), (end, exact.max(axis=0))
+            assert np.all(end <= exact.max(axis=0) + 0.01)
+        else:  # a θ where even s = 1 is rejected holds no value
+            at_one = log_capital(streams, bets, np.ones((1, 3)), side, True)[0]
+            alive = at_one[None, :] < levels
+            low = np.where(alive, exact, np.inf).min(axis=0)
+            assert np.all(end <= low + 1e-6), (end, low)
+            assert np.all(end >= low - 0.01)
+
+
+def test_recall_over_s_capital_depends_on_s_alone():
+    """The premise of the search over s: recall's term n·y − r·k/θ at (r, θ) is the s-stream's
+    n·y − s·k at s = r/θ, and the s-stream's capital is monotone in s (up for the upper bettor,
+    down for the lower)."""
+    from receval.estimators.anytime.betting import log_capital
+
+    direct, _ = _direct_setup("recall")
+    streams, bets = direct.over_s()
+    for theta in (0.3, 0.6, 0.9):
+        at = direct.streams(np.full(3, theta))
+        r = 0.12
+        assert np.allclose(at.u - r * at.v, streams.u - (r / theta) * streams.v)
+    s = np.linspace(0.0, 1.0, 41)[:, None] * np.ones((1, 3))
+    for side in (+1, -1):
+        caps = log_capital(streams, bets, s, side, True)
+        steps = np.diff(caps, axis=0)
+        assert np.all(steps <= 1e-9) if side > 0 else np.all(steps >= -1e-9)

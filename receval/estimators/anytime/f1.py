@@ -237,6 +237,19 @@ class DirectF1:
         hi1 = np.broadcast_to(self.n[:, None], self.u.shape)
         return BettingStreams(self.u, v, self.lo0, self.lo1, self.hi0, hi1, self.active)
 
+    def over_s(self) -> tuple[BettingStreams, np.ndarray]:
+        """Recall's term (a = 0) in s = r/θ: n·y − s·k, with its truncation from that term's
+        own range at s (k ∈ [0, high]), and the same bets: streams and bets whose capital is a
+        function of s alone (:func:`receval.estimators.anytime.sequences._recall_over_s`)."""
+        if np.any(self.n != 0):
+            raise ValueError("only recall's term depends on r and θ through r/θ alone")
+        shape = self.u.shape
+        v = np.broadcast_to(self.k, shape)
+        high = np.asarray(self.lo1, float) * self.theta_min  # k's bound (lo1 = high/θ_min)
+        zero = np.zeros_like(self.u)
+        streams = BettingStreams(self.u, v, self.lo0, high, self.hi0, zero, self.active)
+        return streams, self.bets
+
     def cell_values(
         self, grid: np.ndarray, budget: np.ndarray, side: int, prior=None
     ) -> np.ndarray:

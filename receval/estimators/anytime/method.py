@@ -200,6 +200,17 @@ class AnytimeBounds:
     rounds: tuple[int, int] = (0, 0)  # (shuffled, legacy)
     #: pooled recall, recall and F1 from one stream per system (f1.DirectF1)
     direct: bool = False
+    #: ``more(name, level)``: the ends of a sequence at a level not computed yet (None: every
+    #: level is in ``ends``); :meth:`at` keeps what it returns
+    more: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    def at(self, name: str, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """``ends[name][level]``, computed on first use where ``more`` can (the levels below
+        α serve only the comparisons that are not paired: most runs never read them)."""
+        known = self.ends.setdefault(name, {})
+        if level not in known and self.more is not None:
+            known[level] = self.more(name, level)
+        return known[level]
 
 
 def _levels(alpha: float, m: int) -> list[float]:
@@ -216,7 +227,7 @@ def anytime_bounds(
 
     alpha = 1.0 - confidence
     m = data.m
-    levels = _levels(alpha, max(int((data.sizes > 0).sum()), 1))
+    levels = [alpha]  # the others on first use (AnytimeBounds.at)
     stage(f"anytime: the stream of {data.K} draws")
     st = build_stream(task, data)
     K, P = st.fact.size, st.P
@@ -233,6 +244,7 @@ def anytime_bounds(
         )  # fmt: skip
     horizon = st.horizon.T if K else None
     stage(f"anytime: precision sequences ({m} systems)")
+    later = {"precision": (precision, (0.0, 1.0), alpha, horizon)}
     ends["precision"] = _bounds(precision, levels, (0.0, 1.0), alpha, horizon)
     member = np.zeros((m, P))
     for i in range(m):  # pool-step sums of each system's g_i f/σ: m bincounts
@@ -250,12 +262,12 @@ def anytime_bounds(
     direct = direct_f1(precision, pool, st, data.sizes, horizon) if K and micro else None
     if direct is not None:  # ν ≤ r exactly when n·π − r·K ≤ 0: one stream per system
         nu, prior = direct_pooled_recall(precision, pool, data.sizes)
-        ends["pooled_recall"] = _bounds(nu, levels, (0.0, 1.0), alpha, horizon, prior,
-                                        prior * pool_facts / 2)  # fmt: skip
+        later["pooled_recall"] = (nu, (0.0, 1.0), alpha, horizon, prior, prior * pool_facts / 2)
+        ends["pooled_recall"] = _bounds(nu, levels, *later["pooled_recall"][1:])
     else:
         ratio = _pooled_recall_test(plain, data, st, pool_high)
-        ends["pooled_recall"] = _bounds(ratio, levels, (0.0, 1.0), alpha, pool_horizon, 0.5,
-                                        pool_facts / 2)  # fmt: skip
+        later["pooled_recall"] = (ratio, (0.0, 1.0), alpha, pool_horizon, 0.5, pool_facts / 2)
+        ends["pooled_recall"] = _bounds(ratio, levels, *later["pooled_recall"][1:])
     ends["pool_correct"] = pool_correct_bounds(pool, [alpha], alpha)
     ends["pool_coverage"] = unit_bounds(data, levels, alpha)
     draws = {
@@ -269,7 +281,24 @@ def anytime_bounds(
     joint = joint_bounds(_unit_streams(data), draws, alpha, direct)
     stage("")
     ends.update({k: {alpha: v} for k, v in joint.items()})
-    return AnytimeBounds(ends, (st.shuffled_rounds, st.legacy_rounds), direct is not None)
+    rounds = (st.shuffled_rounds, st.legacy_rounds)
+    return AnytimeBounds(ends, rounds, direct is not None, _later_levels(later, data, alpha))
+
+
+def _later_levels(later: dict, data: SampleData, alpha: float):
+    """``AnytimeBounds.more``: a sequence's ends at another level, from the streams and
+    settings its α ends came from (the same search: ends bit for bit those of computing every
+    level at once)."""
+
+    def more(name: str, level: float) -> tuple[np.ndarray, np.ndarray]:
+        if name == "pool_coverage":
+            return unit_bounds(data, [level], alpha)[level]
+        if name not in later:
+            raise KeyError(name)
+        streams, *settings = later[name]
+        return _bounds(streams, [level], *settings)[level]
+
+    return more
 
 
 def _pooled_recall_test(plain: BettingStreams, data: SampleData, st: Stream, pool_high):
@@ -381,17 +410,17 @@ def metric_bounds(b: AnytimeBounds, metric: str, alpha: float) -> tuple[np.ndarr
     """The two ends of ``metric``'s sequence at overall level α (its factors' levels split)."""
     e = b.ends
     if metric in ("precision", "pooled_recall", "pool_coverage", "pool_correct"):
-        return e[metric][alpha]
+        return b.at(metric, alpha)
     if metric in ("recall", "f1") and alpha in e.get(metric, {}):
         return e[metric][alpha]
     if metric == "recall":
-        t_lo, t_hi = e["pool_coverage"][alpha / 2]
-        n_lo, n_hi = e["pooled_recall"][alpha / 2]
+        t_lo, t_hi = b.at("pool_coverage", alpha / 2)
+        n_lo, n_hi = b.at("pooled_recall", alpha / 2)
         return t_lo * n_lo, t_hi * n_hi
     if metric == "f1":
-        t_lo, t_hi = e["pool_coverage"][alpha / 3]
-        n_lo, n_hi = e["pooled_recall"][alpha / 3]
-        p_lo, p_hi = e["precision"][alpha / 3]
+        t_lo, t_hi = b.at("pool_coverage", alpha / 3)
+        n_lo, n_hi = b.at("pooled_recall", alpha / 3)
+        p_lo, p_hi = b.at("precision", alpha / 3)
         return f1_of(p_lo, t_lo * n_lo), f1_of(p_hi, t_hi * n_hi)
     raise ValueError(f"no anytime interval for {metric!r}")
 
@@ -401,15 +430,14 @@ def simultaneous_bounds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ends of ``metric`` for every system that hold all at once (levels split over systems);
     for recall and pooled recall ν's (recall = θ·ν orders the systems as ν does)."""
-    e = b.ends
     if metric in ("pooled_recall", "recall"):
-        return e["pooled_recall"][alpha / m]
+        return b.at("pooled_recall", alpha / m)
     if metric == "precision":
-        return e["precision"][alpha / m]
+        return b.at("precision", alpha / m)
     if metric == "f1":
-        t_lo, t_hi = e["pool_coverage"][alpha / 3]
-        n_lo, n_hi = e["pooled_recall"][alpha / (3 * m)]
-        p_lo, p_hi = e["precision"][alpha / (3 * m)]
+        t_lo, t_hi = b.at("pool_coverage", alpha / 3)
+        n_lo, n_hi = b.at("pooled_recall", alpha / (3 * m))
+        p_lo, p_hi = b.at("precision", alpha / (3 * m))
         return f1_of(p_lo, t_lo * n_lo), f1_of(p_hi, t_hi * n_hi)
     raise ValueError(f"no anytime comparisons for {metric!r}")
 
@@ -541,7 +569,9 @@ class AnytimeIntervals(IntervalMethod):
                 "r*pool correct term/theta for recall, 2n*precision term - f*(n + pool correct "
                 "term/theta) for f1; otherwise nu's, for f1 the larger of nu's and precision's, "
                 "weighted 1/1.1 and 1/11), extremes over "
-                "the cells of a theta grid refined around each system's extreme; "
+                "the cells of a theta grid refined around each system's extreme (recall, one "
+                "stream per system: over a grid of nu = r/theta, theta's end read from its "
+                "final capital); "
                 "comparisons: paired difference tests, Holm over all ordered pairs (precision, "
                 "pooled recall, recall; f1: the weighted precision difference whose sign is "
                 f"F1's, at both ends of the true facts' sequence, Holm at {1 - T_SHARE:g} alpha, "

@@ -200,7 +200,11 @@ def joint_bounds(
         out[side] = {}
         for name, w in weights.items():
             end = "lower" if side > 0 else "upper"
-            stage(f"anytime: {name}'s {end} ends over the θ grid ({m} systems)")
+            over = "ν = r/θ" if direct is not None and name == "recall" else "θ"
+            stage(f"anytime: {name}'s {end} ends over the {over} grid ({m} systems)")
+            if direct is not None and name == "recall":  # one 1-D search over ν = r/θ
+                out[side][name] = _recall_over_s(theta, direct[name].over_s(), alpha, side)
+                continue
             if direct is not None:  # one stream per system (f1.DirectF1)
                 values_of = direct[name].cell_values
                 out[side][name] = _joint_end(theta, values_of, 0.0, m, alpha, side, guided=True)
@@ -259,6 +263,111 @@ def _joint_end(
     # the last refined span's cells are bounded by the values of the grid that chose it
     inside = np.where(outside, fill, values)
     return worst_of([outside_best, worst_of(inside, axis=0)], axis=0)
+
+
+#: recall's joint ends over the pooled recall s = r/θ (:func:`_recall_over_s`): points of the
+#: first grid over s ∈ [0, 1], of each finer grid, how many finer grids, and the cells either
+#: side of the extreme one each finer grid covers
+S_GRID = 33
+S_REFINE_GRID = 13
+S_REFINE_STAGES = 4
+S_REFINE_SPAN = 2
+
+
+def _recall_over_s(theta, nu, alpha: float, side: int) -> np.ndarray:
+    """One side's end of recall θ·ν per system from the joint test (:func:`joint_bounds`),
+    searched over ν instead of θ.
+
+    Recall's one-stream term n·y − r·k/θ (:class:`receval.estimators.anytime.f1.DirectF1`)
+    depends on (r, θ) only through s = r/θ (it is pooled recall's term n·y − s·k), and with
+    its truncation taken from the range of that term at s (not at the least θ) so does its
+    capital C(s): one capital evaluation per value of s serves every θ.  The joint test
+    rejects (θ, s) when log X(θ) + C(s) ≥ log(2/α), X θ's final capital over the units.  On
+    the upper side C and X both grow (C with s, X with θ), so the θ left beside s is
+    θ*(s) = θ's own upper end at the budget log(2/α) − C(s), found on θ's short stream, and
+    over a cell [s_j, s_{j+1}] of a grid, θ·s ≤ s_{j+1}·θ*(s_j); the lower side mirrors it
+    (θ·s ≥ s_j·θ_*(s_{j+1}), where no θ is left the cell bounds nothing: +∞).  The extreme
+    over the cells of a grid covering [0, 1] bounds recall from outside, as the θ grid's cells
+    did; the grid is refined :data:`S_REFINE_STAGES` times around each system's extreme cell
+    (the cells outside keep their values).  ``nu``: (streams, bets) of the term in s."""
+    streams, bets = nu
+    m = streams.shape[0]
+    level = np.log(2.0 / alpha)
+    table = _theta_table(theta, side)
+    grid = np.repeat(np.linspace(0.0, 1.0, S_GRID)[:, None], m, axis=1)
+    worst_of = np.max if side < 0 else np.min
+    fill = -np.inf if side < 0 else np.inf
+    outside_best = np.full(m, fill)
+    cols = np.arange(m)
+    from receval.progress import stage_detail
+
+    for stage in range(S_REFINE_STAGES + 1):
+        stage_detail(f"grid {stage + 1}/{S_REFINE_STAGES + 1} of ν ({m} systems)")
+        values, points = _s_cell_values(table, streams, bets, grid, level, side)
+        # a cell whose bound is beyond the best value reached at a grid point may hold the
+        # extreme: the finer grid spans every such cell (the others cannot)
+        reached = worst_of(points, axis=0)
+        maybe = values >= reached if side < 0 else values <= reached
+        cell = np.arange(values.shape[0])[:, None]
+        first = np.where(maybe, cell, values.shape[0]).min(axis=0)
+        last = np.where(maybe, cell + 1, 0).max(axis=0)
+        first, last = np.minimum(first, last - 1), np.maximum(last, first + 1)
+        outside = (cell < first[None, :]) | (cell >= last[None, :])
+        outside_best = worst_of([outside_best, worst_of(np.where(outside, values, fill), axis=0)],
+                                axis=0)  # fmt: skip
+        if stage == S_REFINE_STAGES:
+            break
+        grid = np.linspace(grid[first, cols], grid[last, cols], S_REFINE_GRID)
+    inside = np.where(outside, fill, values)
+    end = worst_of([outside_best, worst_of(inside, axis=0)], axis=0)
+    return np.minimum(end, 1.0)  # no (θ, s) left at all: the range's far end, as a bisection
+
+
+def _s_cell_values(table, streams, bets, grid: np.ndarray, level: float, side: int):
+    """The bound of θ·s over each cell of the grid (G − 1, m) of s (:func:`_recall_over_s`),
+    and θ·s at each point of the grid (G, m) with θ the end there (a value the bound reaches);
+    ``table``: θ's final capital on a fine grid (:func:`_theta_table`)."""
+    from receval.estimators.anytime.betting import _capitals
+
+    budget = level - _capitals(streams, bets, grid, side, True)  # θ's budget at each s
+    ends = _theta_at(table, budget, side)
+    if side < 0:  # C grows with s: the cell's largest θ is at its smallest s
+        return grid[1:] * ends[:-1], grid * ends
+    none = np.isinf(ends)  # no θ left at that s
+    finite = np.where(none, 1.0, ends)
+    return np.where(none[1:], np.inf, grid[:-1] * finite[1:]), np.where(none, np.inf, grid * finite)
+
+
+#: θ values of the table θ's end is read from at any budget (:func:`_theta_table`): its
+#: resolution, 2⁻¹⁴, is what the ends give away
+THETA_TABLE = 2**14 + 1
+
+
+def _theta_table(theta, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """θ's final capital log X(θ) on :data:`THETA_TABLE` values evenly over [0, 1], and the
+    values: θ's end at any budget is read from it (:func:`_theta_at`) instead of bisected."""
+    values = np.linspace(0.0, 1.0, THETA_TABLE)
+    return values, _theta_log_capital(*theta, values, side)
+
+
+def _theta_at(table, budget: np.ndarray, side: int) -> np.ndarray:
+    """θ's end (any shape, as ``budget``) where its final capital reaches ``budget``, on the
+    table's values: side −1 the least value rejected (log X ≥ budget; X grows with θ), 1 where
+    none is; side +1 the largest rejected (X falls with θ), 0 where none is and +∞ where every
+    value is (the cell holds no θ).  A rejected value bounds the end from outside, as a
+    bisection's does; the first (last) rejected value is found exactly whatever the rounding,
+    by a search over the running maximum from that side."""
+    values, log_x = table
+    b = np.asarray(budget, float).ravel()
+    if side < 0:
+        first = np.searchsorted(np.maximum.accumulate(log_x), b, side="left")
+        out = np.where(first < values.size, values[np.minimum(first, values.size - 1)], 1.0)
+    else:
+        from_right = np.maximum.accumulate(log_x[::-1])  # from θ = 1 down
+        count = np.searchsorted(from_right, b, side="left")  # values above the last rejected
+        last = values.size - 1 - count
+        out = np.where(count == 0, np.inf, np.where(last >= 0, values[np.maximum(last, 0)], 0.0))
+    return out.reshape(np.shape(budget))
 
 
 def _factor_values(draws, weights: dict, name: str):
