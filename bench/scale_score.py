@@ -148,6 +148,22 @@ def write_judge(root: Path, queries: int, depth: int) -> int:
     return len(lines) - 1
 
 
+def output_digests(out: Path) -> dict[str, str]:
+    """SHA-256 of every CSV that ``score`` wrote to ``out`` and of its ``run.json`` without
+    the lines that name the time, the command, the paths or the engine path's notes (what
+    differs between two checkouts' runs of the same task): before and after compare."""
+    digests = {}
+    for path in sorted(out.glob("*.csv")):
+        digests[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    run = out / "run.json"
+    if run.is_file():
+        skip = ("created", "command", "receval_version", "bundle", "out", "seconds", "path")
+        lines = [ln for ln in run.read_text(encoding="utf-8").splitlines()
+                 if not any(f'"{k}' in ln for k in skip)]  # fmt: skip
+        digests["run.json (filtered)"] = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+    return digests
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--task", type=Path, required=True, help="a scale_sampled task")
@@ -159,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--receval", type=Path, default=ROOT, help="checkout to run")
     parser.add_argument("--commit", default=None, help="its commit, when not a git checkout")
+    parser.add_argument("--label", default=None, help="what this run measures (before/after)")
+    parser.add_argument("--keep", type=Path, default=None, help="copy score-ppi's outputs here")
     args = harness.parse(parser, argv)
     work = Path(tempfile.mkdtemp(prefix="receval-scale-score-", dir=args.tmp))
     rows = args.systems * args.queries * args.depth
@@ -198,6 +216,11 @@ def main(argv: list[str] | None = None) -> None:
                  "--seed", str(args.seed), *extra],
                 args.receval,
             )  # fmt: skip
+            if command.startswith("score-ppi"):
+                out["outputs_sha256"] = output_digests(work / command)
+                if args.keep is not None:
+                    name = f"{args.label or 'run'}-{rows}-{command}"
+                    shutil.copytree(work / command, args.keep / name, dirs_exist_ok=True)
             pool = work / command / "pool.csv"
             if pool.is_file():
                 lines = pool.read_text(encoding="utf-8").splitlines()
@@ -207,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.no_store:
             harness.store_result(
                 "scale_score", harness.command("scale_score", argv), args.seed, figures,
-                title=f"{rows:,} rows, {args.commands}", receval=str(args.receval),
+                title=f"{rows:,} rows, {args.commands}" + (f", {args.label}" if args.label else ""),
+                receval=str(args.receval),
                 commit=args.commit or harness.git_commit(args.receval),
             )  # fmt: skip
     finally:

@@ -320,8 +320,6 @@ def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
     """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
     if options.estimator != "ppi":
         return ""
-    if _has_classes(small):
-        return "--estimator ppi with equivalence classes in judgments.tsv"
     if options.cluster_queries:
         return "--estimator ppi with --cluster-queries (the judge's per-query expectations)"
     if intervals in ANYTIME:
