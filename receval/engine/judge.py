@@ -5,9 +5,10 @@ What the prediction-powered estimator (:mod:`receval.estimators.ppi`) and the ju
 (:mod:`receval.judge_audit`) read of the runs is a handful of sums over every system's distinct
 facts, each weighted by a function of the fact's judge scores:
 
-* the control's known per-sampler expectations (four m × m sums over the pool, the self-join
-  of :mod:`receval.engine.judge_totals`, Chaganty et al. 2017 §3; Angelopoulos et al. 2023
-  eq. 1) and the per-system Σ t_i s, for the raw score s and for every calibrated map g that
+* the control's known per-sampler expectations (four m × m sums over the pool, Chaganty et
+  al. 2017 §3; Angelopoulos et al. 2023 eq. 1: on DuckDB streamed by slices of the numbered
+  pool, :mod:`receval.engine.judge_stream`; elsewhere the self-join :func:`pair_sums`; per
+  query too with ``--cluster-queries``) and the per-system Σ t_i s, for the raw score s and for every calibrated map g that
   ppi fits on a fold's labels (the logistic map of a probability judge; the per-judge
   isotonic × per-query calibration and combination of several or graded judges);
 * per judge and system, the audit's implied precision Σ t_i s_j and the outputs it did not
@@ -27,9 +28,14 @@ declared scale), staged as Parquet with its answers normalised (in slices), and 
 engine, which checks :func:`receval.judge.dedupe_judge`'s rule (one judge, one grade per fact)
 with the loader's message, the fact numbered among the task's facts as the loader numbers it.
 
+Equivalence classes: the facts of classes of two or more are left out of the runs' pass and
+their terms come from the small tables (:mod:`receval.engine.judge_classes`); with several or
+graded judges a class's canonical fact is calibrated on its members' highest grades
+(:data:`CALIBRATED_FACTS`), as in memory.
+
 Scope (:func:`receval.engine.score.unsupported` refuses the rest): the uniform design with
-``--weighting size`` (every system's mixture is q₀), no ``--cluster-queries`` with ppi, no
-anytime intervals with ppi, no equivalence classes.
+``--weighting size`` (every system's mixture is q₀), no anytime intervals with ppi, no
+``--cluster-queries`` with ppi on Spark.
 """
 
 from __future__ import annotations
@@ -428,12 +434,17 @@ class EngineJudge:
             return strings, self.small_scored
         return class_values(self.classes, strings, self.small_scored)
 
-    def totals(self, data: SampleData, target: str, transform=None) -> JudgeTotals:
-        """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``, no query
-        clusters) for the map ``transform`` of the key scores (None: the raw scores)."""
-        return self.totals_many(data, target, [transform])[0]
+    def totals(
+        self, data: SampleData, target: str, transform=None, by_query: bool = False
+    ) -> JudgeTotals:
+        """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``) for the map
+        ``transform`` of the key scores (None: the raw scores), with the expectations given
+        the draw's query when ``by_query`` (``--cluster-queries``)."""
+        return self.totals_many(data, target, [transform], by_query)[0]
 
-    def totals_many(self, data: SampleData, target: str, transforms: list) -> list[JudgeTotals]:
+    def totals_many(
+        self, data: SampleData, target: str, transforms: list, by_query: bool = False
+    ) -> list[JudgeTotals]:
         """:meth:`totals` of every map of ``transforms`` (None: the raw scores) from one pass
         over the pool (:meth:`pool_sums`), every map's sums at once.  With classes the
         probabilities count every string (|X_k| of the runs), the targets and the graded share
@@ -446,7 +457,7 @@ class EngineJudge:
         raw = self.key_scores()
         columns = np.vstack([raw if t is None else np.asarray(t(raw), float) for t in transforms])
         with one_line_oom():
-            sums = self.pool_sums(data, target, columns)
+            sums = self.pool_sums(data, target, columns, by_query)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = sums.scored / np.asarray(self.target_summary.sizes, float)
         values, graded = self.small_values(columns)
@@ -454,6 +465,9 @@ class EngineJudge:
         for c in range(columns.shape[0]):
             grams = {"ps": sums.ps[c], "pm": sums.pm, "gs": sums.gs[c], "g1": sums.g1}
             expected_score, expected_mass = expectations(data, grams, sizes, N)
+            per_query = {}
+            if by_query:
+                per_query = self.query_expectations(data, sums.by_query, c, N)
             per_class = None
             if self.classes is not None:
                 strings = columns[c][self.small_key]
@@ -468,6 +482,7 @@ class EngineJudge:
                     judge_precision=sums.jp[c],
                     class_sum_drawn=None if per_class is None else per_class[0],
                     class_count_drawn=None if per_class is None else per_class[1],
+                    **per_query,
                 )
             )
         return out
@@ -477,7 +492,32 @@ class EngineJudge:
         """The runs' aggregates the targets t_i count: each class once with classes."""
         return self.summary if self.classes is None else self.classes.view
 
-    def pool_sums(self, data: SampleData, target: str, values: np.ndarray) -> PoolSums:
+    def query_expectations(self, data: SampleData, sums: PoolSums, c: int, N: float) -> dict:
+        """``expected_score_q``, ``expected_mass_q`` (J, Q, 2m + 1) of map ``c`` from the
+        per-query sums (:func:`receval.estimators.ppi._query_expectations`: a draw's terms given
+        that its sampler drew a fact of query q), Q the queries of ``data``."""
+        at = self.keys.queries.get_indexer(pd.Index(data.queries))
+        ok = at >= 0
+        sizes = np.asarray(self.summary.sizes, float)
+        m, Q = data.m, len(data.queries)
+
+        def of(gram: np.ndarray) -> np.ndarray:  # (Q, m, m) in data.queries' order
+            out = np.zeros((Q, m, m))
+            out[ok] = gram[at[ok]]
+            return out
+
+        grams = {"ps": of(sums.ps[c]), "pm": of(sums.pm), "gs": of(sums.gs[c]), "g1": of(sums.g1)}
+        cells = self.summary.cells
+        facts = np.zeros((m, Q))
+        q = pd.Index(data.queries).get_indexer(cells["query_id"])
+        i = pd.Index(self.summary.systems).get_indexer(cells["system"])
+        keep = (q >= 0) & (i >= 0)
+        facts[i[keep], q[keep]] = cells["facts"].to_numpy(float)[keep]
+        return query_expectations(data, grams, sizes, N, facts)
+
+    def pool_sums(
+        self, data: SampleData, target: str, values: np.ndarray, by_query: bool = False
+    ) -> PoolSums:
         """The pool's sums (:class:`receval.engine.judge_stream.PoolSums`) for the maps
         ``values`` (C, K): streamed by slices of the numbered pool on DuckDB
         (:func:`receval.engine.judge_stream.stream_sums`), the self-join elsewhere; the
@@ -494,12 +534,14 @@ class EngineJudge:
             graded = (
                 int(self.keys.missing_key[0]) if self.keys.missing_key.size else len(self.keys.s)
             )
-            sums = stream_sums(self.engine, self.numbered, pairs, c, targets, values, graded)
+            sums = stream_sums(
+                self.engine, self.numbered, pairs, c, targets, values, graded, by_query
+            )
         if self.classes is None:
             return sums
         strings = values[:, self.small_key]
         class_values_, graded_ = self.small_values(values)
-        extra = class_sums(self.classes, c, targets, strings, class_values_, graded_)
+        extra = class_sums(self.classes, c, targets, strings, class_values_, graded_, by_query)
         return sums.plus(extra)
 
     def _joined_sums(self, data: SampleData, target: str, values: np.ndarray) -> PoolSums:
@@ -658,6 +700,35 @@ def expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
         den = grams[m_name][k, k] * pool  # (J,)
         out.append(np.concatenate([prec, num, den[:, None]], axis=1))
     return out[0], out[1]
+
+
+def query_expectations(
+    data: SampleData, grams: dict, sizes: np.ndarray, N: float, facts: np.ndarray
+) -> dict[str, np.ndarray]:
+    """``expected_score_q``, ``expected_mass_q`` (J, Q, 2m + 1) from the four sums over each
+    query's facts (``grams``: (Q, m, m) each) and ``facts`` (m, Q), each system's facts per
+    query: Σ_{x∈q} s_j(x) = |X_k ∩ q|/|X_k| (every string counted, as s_j counts them)."""
+    from receval.estimators.precision import mixture_weights
+
+    w = mixture_weights(data, "size")
+    k = data.sampler_system
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)
+        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
+        mass = facts[k] * per_draw[:, None]  # (J, Q)
+        inv = np.where(mass > 0, 1.0 / mass, 0.0)[:, :, None]
+    out = []
+    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
+        prec = (
+            scale.T[:, None, :]
+            * grams[s_name][:, :, k].transpose(2, 0, 1)
+            * per_draw[:, None, None]
+        )
+        num = grams[m_name][:, :, k].transpose(2, 0, 1) * pool[:, None, None]
+        den = grams[m_name][:, k, k].T * pool[:, None]  # (J, Q)
+        out.append(np.concatenate([prec, num, den[:, :, None]], axis=2) * inv)
+    return {"expected_score_q": out[0], "expected_mass_q": out[1]}
 
 
 def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, own: bool):

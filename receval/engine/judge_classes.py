@@ -116,39 +116,60 @@ def class_sums(
     strings: np.ndarray,
     values: np.ndarray,
     graded: np.ndarray,
+    by_query: bool = False,
 ) -> PoolSums:
     """The classes' terms of the pool sums (module docstring) for the maps ``strings`` (C, F)
     (per small fact) with class values ``values`` and flags ``graded``
     (:func:`class_values`); ``c`` (m,) the mixture's c_k, ``targets`` (m, Q) t_i per query
-    with classes counted once."""
+    with classes counted once; with ``by_query`` also each query's terms."""
     from receval.engine.judge_stream import PoolSums
 
-    M = classes.count  # (n, m)
+    everything = _class_terms(classes, c, targets, strings, values, graded, slice(None))
+    if not by_query:
+        return PoolSums(**everything)
+    Q = targets.shape[1]
+    m, C = c.size, strings.shape[0]
+    per = {"g1": np.zeros((Q, m, m)), "pm": np.zeros((Q, m, m))}
+    per |= {"gs": np.zeros((C, Q, m, m)), "ps": np.zeros((C, Q, m, m))}
+    for q in np.unique(classes.query[classes.query >= 0]):
+        part = _class_terms(classes, c, targets, strings, values, graded, classes.query == q)
+        per["g1"][q], per["pm"][q] = part["g1"], part["pm"]
+        per["gs"][:, q], per["ps"][:, q] = part["gs"], part["ps"]
+    queries = PoolSums(**per, jp=everything["jp"], scored=everything["scored"])
+    return PoolSums(**everything, by_query=queries)
+
+
+def _class_terms(classes, c, targets, strings, values, graded, rows) -> dict[str, np.ndarray]:
+    """The terms of :func:`class_sums` of the classes ``rows`` (a mask or slice)."""
+    M = classes.count[rows]  # (n, m)
     A = (M > 0).astype(float)
     q0 = M @ c
     with np.errstate(divide="ignore"):
         inv = np.where(q0 > 0, 1.0 / q0, 0.0)
-    t = targets[:, classes.query].T * A  # (n, m)
+    t = targets[:, classes.query[rows]].T * A  # (n, m)
     fact, code = classes.rows
     cls = classes.of[np.searchsorted(classes.group, fact)]
-    heads = classes.heads
-    C = strings.shape[0]
+    keep = np.zeros(classes.heads.size, bool)
+    keep[rows] = True
+    at = np.cumsum(keep) - 1  # class number among ``rows``
+    fact, code, cls = fact[keep[cls]], code[keep[cls]], at[cls[keep[cls]]]
+    heads = classes.heads[rows]
     gs, ps, jp = [], [], []
-    for j in range(C):
+    for j in range(strings.shape[0]):
         G = np.zeros_like(M)
         np.add.at(G, (cls, code), strings[j, fact])
         s = values[j, heads]
         gs.append(A.T @ (M * (s * inv)[:, None]))
         ps.append((t * G).T @ (M * inv[:, None]))
         jp.append((t * s[:, None]).sum(axis=0))
-    return PoolSums(
-        g1=A.T @ (M * inv[:, None]),
-        pm=(t * M).T @ (M * inv[:, None]),
-        gs=np.stack(gs),
-        ps=np.stack(ps),
-        jp=np.stack(jp),
-        scored=(A * graded[heads][:, None]).sum(axis=0),
-    )
+    return {
+        "g1": A.T @ (M * inv[:, None]),
+        "pm": (t * M).T @ (M * inv[:, None]),
+        "gs": np.stack(gs),
+        "ps": np.stack(ps),
+        "jp": np.stack(jp),
+        "scored": (A * graded[heads][:, None]).sum(axis=0),
+    }
 
 
 def drawn_class_strings(

@@ -80,7 +80,8 @@ def number_pool(engine: Engine) -> int:
 class PoolSums:
     """The sums of the module docstring for C maps: ``g1``, ``pm`` (m, m); ``gs``, ``ps``
     (C, m, m); per system Σ t v_c over its outputs (``jp`` (C, m)) and its graded outputs
-    (``scored`` (m,))."""
+    (``scored`` (m,)); ``by_query`` (``--cluster-queries``): g1, pm, gs, ps over each query's
+    facts alone, with a query axis before the (m, m) ones (None when not asked for)."""
 
     g1: np.ndarray
     pm: np.ndarray
@@ -88,11 +89,25 @@ class PoolSums:
     ps: np.ndarray
     jp: np.ndarray
     scored: np.ndarray
+    by_query: PoolSums | None = None
 
     def plus(self, other: PoolSums) -> PoolSums:
         """The sums of both parts of a pool (e.g. the runs' pass and the classes' terms)."""
         names = ("g1", "pm", "gs", "ps", "jp", "scored")
-        return PoolSums(**{n: getattr(self, n) + getattr(other, n) for n in names})
+        sums = {n: getattr(self, n) + getattr(other, n) for n in names}
+        if self.by_query is not None and other.by_query is not None:
+            sums["by_query"] = self.by_query.plus(other.by_query)
+        return PoolSums(**sums)
+
+
+def split_sums(total: np.ndarray, m: int, C: int) -> dict[str, np.ndarray]:
+    """g1, pm, gs, ps of the blocks Lᵀ R (…, 2m, (C + 1)m) of :func:`_slice_sums`."""
+    top, bottom = total[..., :m, :], total[..., m:, :]
+
+    def maps(part: np.ndarray) -> np.ndarray:
+        return np.stack([part[..., (j + 1) * m : (j + 2) * m] for j in range(C)])
+
+    return {"g1": top[..., :m], "pm": bottom[..., :m], "gs": maps(top), "ps": maps(bottom)}
 
 
 def stream_sums(
@@ -103,8 +118,10 @@ def stream_sums(
     targets: np.ndarray,
     values: np.ndarray,
     graded_keys: int,
+    by_query: bool = False,
 ) -> PoolSums:
-    """:class:`PoolSums` by slices of the numbered pool (:func:`number_pool`).
+    """:class:`PoolSums` by slices of the numbered pool (:func:`number_pool`), with the sums
+    over each query's facts when ``by_query``.
 
     ``c`` (m,): the mixture's c_k; ``targets`` (m, Q): t_i per system and query code;
     ``values`` (C, K): each map's value per key; keys below ``graded_keys`` are graded facts',
@@ -113,24 +130,20 @@ def stream_sums(
     small tables (:func:`receval.engine.judge_classes.class_sums`)."""
     m, C = c.size, values.shape[0]
     total = np.zeros((2 * m, (C + 1) * m))
+    per_query = np.zeros((targets.shape[1], 2 * m, (C + 1) * m)) if by_query else None
     jp, scored = np.zeros((C, m)), np.zeros(m)
     slices = max(1, int(np.ceil(pairs / PAIRS_PER_SLICE)))
     step = max(1, int(np.ceil(facts / slices)))
     for lo in range(0, facts, step):
         f, code, key, query = _read_slice(engine, lo, min(lo + step, facts), graded_keys)
-        part = _slice_sums(f, code, key, query, c, targets, values, graded_keys)
+        part = _slice_sums(f, code, key, query, c, targets, values, graded_keys, per_query)
         total += part[0]
         jp += part[1]
         scored += part[2]
-    left = (total[:m], total[m:])
-    return PoolSums(
-        g1=left[0][:, :m],
-        pm=left[1][:, :m],
-        gs=np.stack([left[0][:, (j + 1) * m : (j + 2) * m] for j in range(C)]),
-        ps=np.stack([left[1][:, (j + 1) * m : (j + 2) * m] for j in range(C)]),
-        jp=jp,
-        scored=scored,
-    )
+    queries = None
+    if per_query is not None:
+        queries = PoolSums(**split_sums(per_query, m, C), jp=jp, scored=scored)
+    return PoolSums(**split_sums(total, m, C), jp=jp, scored=scored, by_query=queries)
 
 
 def _read_slice(engine: Engine, lo: int, hi: int, graded_keys: int):
@@ -155,10 +168,12 @@ def _read_slice(engine: Engine, lo: int, hi: int, graded_keys: int):
     return f[keep], code[keep], key, query
 
 
-def _slice_sums(f, code, key, query, c, targets, values, graded_keys):
+def _slice_sums(f, code, key, query, c, targets, values, graded_keys, per_query=None):
     """One slice's (Lᵀ R (2m × (C + 1)m), jp (C, m), scored (m,)), L = [A | T] and
     R = [A/q₀ | A v_0/q₀ | …] over the slice's facts with q₀ > 0 (dense products of
-    :data:`CHUNK_CELLS`-sized blocks of facts)."""
+    :data:`CHUNK_CELLS`-sized blocks of facts); each block's product also added to
+    ``per_query`` (Q, 2m, (C + 1)m) at its query when given (blocks then end where a query
+    does: a query's facts are consecutive in f)."""
     m, C = c.size, values.shape[0]
     n = key.size
     q0 = np.bincount(f, weights=c[code], minlength=n)
@@ -173,18 +188,25 @@ def _slice_sums(f, code, key, query, c, targets, values, graded_keys):
     order = np.argsort(f, kind="stable")
     f, code, t = f[order], code[order], t[order]
     rows = max(1, CHUNK_CELLS // (m * (C + 3)))
-    bounds = np.searchsorted(f, np.arange(0, n + rows, rows))
-    for b in range(bounds.size - 1):
+    starts = np.arange(0, n, rows)
+    if per_query is not None:
+        starts = np.union1d(starts, np.flatnonzero(np.diff(query)) + 1)
+    ends = np.append(starts[1:], n)
+    bounds = np.searchsorted(f, np.append(starts, n))
+    for b in range(starts.size):
         lo, hi = bounds[b], bounds[b + 1]
         if lo == hi:
             continue
-        first = b * rows
-        size = min(rows, n - first)
+        first = int(starts[b])
+        size = int(ends[b]) - first
         local = f[lo:hi] - first
         left = np.zeros((size, 2 * m))
         left[local, code[lo:hi]] = 1.0
         left[local, m + code[lo:hi]] = t[lo:hi]
         w = weights[first : first + size]  # (size, C + 1)
         right = (left[:, None, :m] * w[:, :, None]).reshape(size, (C + 1) * m)
-        out += left.T @ right
+        block = left.T @ right
+        out += block
+        if per_query is not None:
+            per_query[query[first]] += block
     return out, jp, scored

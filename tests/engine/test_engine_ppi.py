@@ -64,6 +64,14 @@ CASES = [
     ("several", {}, {"toml": SEVERAL}, ()),
     ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ("--method", "BCa")),
     ("several", {}, {"toml": SEVERAL, "units": "uniform"}, ("--precision-form", "ratio")),
+    ("probability", {"missing": 7}, {"rounds": 4, "teams": True}, ("--cluster-queries",)),
+    (
+        "probability",
+        {"parquet": True},
+        {"layout": "one-file"},
+        ("--cluster-queries", "--method", "basic"),
+    ),
+    ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ("--cluster-queries",)),
 ]
 
 
@@ -152,7 +160,6 @@ def test_engine_ppi_without_a_judge_table_is_the_in_memory_error(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (("--cluster-queries",), "--estimator ppi with --cluster-queries"),
         (("--intervals", "anytime"), "--estimator ppi with --intervals anytime"),
     ],
 )
@@ -270,6 +277,8 @@ CLASS_CASES = [
     ("graded", {}, {"toml": GRADED, "rounds": 3, "teams": True}, ("--target", "macro")),
     ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ()),
     ("several", {}, {"toml": SEVERAL, "units": "uniform"}, ("--method", "BCa")),
+    ("probability", {"missing": 3}, {"rounds": 3}, ("--cluster-queries",)),
+    ("graded", {}, {"toml": GRADED, "rounds": 3, "teams": True}, ("--cluster-queries",)),
 ]
 
 
