@@ -188,6 +188,25 @@ def test_spark_engine_ppi_writes_the_duckdb_output_set(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@needs_spark
+def test_spark_engine_ppi_with_classes_writes_the_duckdb_output_set(tmp_path, monkeypatch):
+    """``score --engine spark --estimator ppi`` with classes of aliases and several judges (the
+    self-join without the classed facts, their terms and calibration grades from the small
+    tables): DuckDB's output set."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = with_aliases(make_bundle(tmp_path / "b", toml=SEVERAL, rounds=3))
+    write_judge(root, "several", missing=4)
+    duck = _score(root, tmp_path / "duck", "--estimator", "ppi")
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", "--estimator", "ppi", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in (*CSVS, "judge.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("several", [False, True])
 def test_engine_ppi_of_a_judged_kbp_sim_is_the_in_memory_output_set(tmp_path, several):
     """data/kbp-sim (50 exhaustive units, 140,985 run rows) as per-system Parquet runs with a
