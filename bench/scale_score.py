@@ -28,6 +28,10 @@ threads, peak RSS of the largest process):
 * ``score-classes`` / ``score-classes-in-memory``: ``score`` (default path, then
   ``--in-memory``) with equivalence classes in the judgments (:func:`with_classes`: every
   correct judged fact of a query in one of three classes), what TAC-KBP tasks always have.
+* ``judge-sums``: in one process, ppi's pool sums (three maps) streamed by slices of the
+  numbered pool (:mod:`receval.engine.judge_stream`, the DuckDB path) and by the self-join
+  (:func:`receval.engine.judge.pair_sums`, the Spark path), each's CPU seconds and their
+  largest relative difference;
 * ``score-ppi`` / ``score-ppi-memory``: the same judge table, then ``receval score TASK
   --estimator ppi --no-report`` by the default path (the engine path from 10⁷ Parquet rows;
   before it took ppi, the default path loaded the task in memory with a warning) and with
@@ -127,6 +131,28 @@ JUDGE_TOTALS = (
 )
 
 
+JUDGE_SUMS = """
+import sys, time
+import numpy as np
+from receval.bundle import Bundle
+from receval.engine.judge import open_engine_judge
+from receval.engine.sampled_data import engine_sample_data, read_small_tables
+from receval.engine.score import summarise_bundle
+b = Bundle(sys.argv[1]); small = read_small_tables(b)
+summary = summarise_bundle(b, small, 'duckdb')
+t0 = time.process_time(); judge = open_engine_judge(b, small, summary, 'duckdb')
+t1 = time.process_time(); data = engine_sample_data(small, summary, 'micro')
+raw = judge.key_scores(); values = np.vstack([raw, raw ** 2, 1 - raw])
+t2 = time.process_time(); got = judge.pool_sums(data, 'micro', values)
+t3 = time.process_time(); judge.numbered = -1  # the self-join (Spark's path) from here
+want = judge.pool_sums(data, 'micro', values)
+t4 = time.process_time()
+rel = max(float(np.max(np.abs(getattr(got, n) - getattr(want, n))
+          / np.maximum(np.abs(getattr(want, n)), 1e-300))) for n in ('g1', 'pm', 'gs', 'ps', 'jp'))
+print(f'open_judge_cpu_s {t1 - t0:.1f} streamed_cpu_s {t3 - t2:.1f} '
+      f'self_join_cpu_s {t4 - t3:.1f} max_relative_difference {rel:.2e}')
+"""
+
 SUMMARY = (
     "import sys; from receval.bundle import Bundle; "
     "from receval.engine.sampled_data import read_small_tables; "
@@ -148,6 +174,22 @@ def write_judge(root: Path, queries: int, depth: int) -> int:
     return len(lines) - 1
 
 
+def output_digests(out: Path) -> dict[str, str]:
+    """SHA-256 of every CSV that ``score`` wrote to ``out`` and of its ``run.json`` without
+    the lines that name the time, the command, the paths or the engine path's notes (what
+    differs between two checkouts' runs of the same task): before and after compare."""
+    digests = {}
+    for path in sorted(out.glob("*.csv")):
+        digests[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    run = out / "run.json"
+    if run.is_file():
+        skip = ("created", "command", "receval_version", "bundle", "out", "seconds", "path")
+        lines = [ln for ln in run.read_text(encoding="utf-8").splitlines()
+                 if not any(f'"{k}' in ln for k in skip)]  # fmt: skip
+        digests["run.json (filtered)"] = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+    return digests
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--task", type=Path, required=True, help="a scale_sampled task")
@@ -159,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--receval", type=Path, default=ROOT, help="checkout to run")
     parser.add_argument("--commit", default=None, help="its commit, when not a git checkout")
+    parser.add_argument("--label", default=None, help="what this run measures (before/after)")
+    parser.add_argument("--keep", type=Path, default=None, help="copy score-ppi's outputs here")
     args = harness.parse(parser, argv)
     work = Path(tempfile.mkdtemp(prefix="receval-scale-score-", dir=args.tmp))
     rows = args.systems * args.queries * args.depth
@@ -172,6 +216,13 @@ def main(argv: list[str] | None = None) -> None:
             if command == "judge-totals":
                 figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
                 out = measure([str(plain)], args.receval, code=JUDGE_TOTALS)
+                figures["runs"].append({"what": command, **out})
+                print(figures["runs"][-1], flush=True)
+                continue
+            if command == "judge-sums":
+                if not (plain / "judge.tsv").is_file():
+                    figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
+                out = measure([str(plain)], args.receval, code=JUDGE_SUMS, keep_stdout=True)
                 figures["runs"].append({"what": command, **out})
                 print(figures["runs"][-1], flush=True)
                 continue
@@ -198,6 +249,11 @@ def main(argv: list[str] | None = None) -> None:
                  "--seed", str(args.seed), *extra],
                 args.receval,
             )  # fmt: skip
+            if command.startswith("score-ppi"):
+                out["outputs_sha256"] = output_digests(work / command)
+                if args.keep is not None:
+                    name = f"{args.label or 'run'}-{rows}-{command}"
+                    shutil.copytree(work / command, args.keep / name, dirs_exist_ok=True)
             pool = work / command / "pool.csv"
             if pool.is_file():
                 lines = pool.read_text(encoding="utf-8").splitlines()
@@ -207,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.no_store:
             harness.store_result(
                 "scale_score", harness.command("scale_score", argv), args.seed, figures,
-                title=f"{rows:,} rows, {args.commands}", receval=str(args.receval),
+                title=f"{rows:,} rows, {args.commands}" + (f", {args.label}" if args.label else ""),
+                receval=str(args.receval),
                 commit=args.commit or harness.git_commit(args.receval),
             )  # fmt: skip
     finally:

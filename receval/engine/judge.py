@@ -5,9 +5,10 @@ What the prediction-powered estimator (:mod:`receval.estimators.ppi`) and the ju
 (:mod:`receval.judge_audit`) read of the runs is a handful of sums over every system's distinct
 facts, each weighted by a function of the fact's judge scores:
 
-* the control's known per-sampler expectations (four m × m sums over the pool, the self-join
-  of :mod:`receval.engine.judge_totals`, Chaganty et al. 2017 §3; Angelopoulos et al. 2023
-  eq. 1) and the per-system Σ t_i s, for the raw score s and for every calibrated map g that
+* the control's known per-sampler expectations (four m × m sums over the pool, Chaganty et
+  al. 2017 §3; Angelopoulos et al. 2023 eq. 1: on DuckDB streamed by slices of the numbered
+  pool, :mod:`receval.engine.judge_stream`; elsewhere the self-join :func:`pair_sums`; per
+  query too with ``--cluster-queries``) and the per-system Σ t_i s, for the raw score s and for every calibrated map g that
   ppi fits on a fold's labels (the logistic map of a probability judge; the per-judge
   isotonic × per-query calibration and combination of several or graded judges);
 * per judge and system, the audit's implied precision Σ t_i s_j and the outputs it did not
@@ -27,9 +28,14 @@ declared scale), staged as Parquet with its answers normalised (in slices), and 
 engine, which checks :func:`receval.judge.dedupe_judge`'s rule (one judge, one grade per fact)
 with the loader's message, the fact numbered among the task's facts as the loader numbers it.
 
+Equivalence classes: the facts of classes of two or more are left out of the runs' pass and
+their terms come from the small tables (:mod:`receval.engine.judge_classes`); with several or
+graded judges a class's canonical fact is calibrated on its members' highest grades
+(:data:`CALIBRATED_FACTS`), as in memory.
+
 Scope (:func:`receval.engine.score.unsupported` refuses the rest): the uniform design with
-``--weighting size`` (every system's mixture is q₀), no ``--cluster-queries`` with ppi, no
-anytime intervals with ppi, no equivalence classes.
+``--weighting size`` (every system's mixture is q₀), no anytime intervals with ppi, no
+``--cluster-queries`` with ppi on Spark.
 """
 
 from __future__ import annotations
@@ -46,20 +52,26 @@ from receval.engine.base import one_line_oom
 
 if TYPE_CHECKING:
     from receval.engine.base import Engine
+    from receval.engine.judge_classes import JudgeClasses
+    from receval.engine.judge_stream import PoolSums
     from receval.engine.sampled_data import SmallTables
     from receval.engine.summary import RunSummary
     from receval.estimators.judge_calibration import JudgeCalibration
     from receval.estimators.ppi import JudgeTotals
     from receval.estimators.sample_data import SampleData
 
-#: per pool fact: its key (its own, or its query's "not graded" key) and whether it is graded
+#: per pool fact: its key (its own, or its query's "not graded" key), whether it is graded, and
+#: whether it belongs to a class of two or more facts (``{classed}``: its terms come from the
+#: small tables, receval.engine.judge_classes)
 POOL_KEYS = """
 SELECT p.query_id, p.a, coalesce(k.key, mk.key) AS key,
-       CASE WHEN k.key IS NULL THEN 0 ELSE 1 END AS scored
+       coalesce(k.graded, 0) AS scored, {classed} AS classed
 FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
 LEFT JOIN judge_keys k ON p.query_id = k.query_id AND p.a = k.a
-LEFT JOIN judge_missing mk ON p.query_id = mk.query_id
+LEFT JOIN judge_missing mk ON p.query_id = mk.query_id{join}
 """
+CLASSED_JOIN = "\nLEFT JOIN judge_classed cl ON p.query_id = cl.query_id AND p.a = cl.a"
+CLASSED = "CASE WHEN cl.a IS NULL THEN 0 ELSE 1 END"
 
 #: per pool fact: q₀ = Σ c_k over the systems that output it (the balance-heuristic mixture)
 POOL_Q0 = """
@@ -94,7 +106,7 @@ JOIN {table("judge_q0")} f ON x.query_id = f.query_id AND x.a = f.a
 JOIN {table("judge_pool")} k ON x.query_id = k.query_id AND x.a = k.a
 JOIN judge_values v ON k.key = v.key
 JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
-WHERE f.q0 > 0
+WHERE f.q0 > 0 AND k.classed = 0
 GROUP BY x.code, y.code
 """
 
@@ -109,6 +121,7 @@ FROM judge_pairs x
 JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a
 JOIN judge_values v ON k.key = v.key
 JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
+WHERE k.classed = 0
 GROUP BY x.code
 """
 
@@ -240,31 +253,48 @@ JOIN g ON r.judge = g.judge AND r.query_id = g.query_id AND r.answer = g.answer
 WHERE r.judge_score <> g.first ORDER BY r.line LIMIT 1
 """
 
+#: the grades the calibration reads (``judge_calibrated_facts``): the judge table's facts with,
+#: for several or graded judges and classes, a class's canonical fact graded by its members'
+#: highest grade per judge (receval.estimators.judge_calibration.class_grades; ``judge_override``);
+#: ``raw`` the judge's own grade of the fact (NULL: none)
+CALIBRATED_FACTS = """
+SELECT coalesce(o.j, f.j) AS j, coalesce(o.query_id, f.query_id) AS query_id,
+       coalesce(o.answer, f.answer) AS answer, coalesce(o.grade, f.grade) AS grade, f.grade AS raw
+FROM judge_facts f FULL OUTER JOIN judge_override o
+ON f.j = o.j AND f.query_id = o.query_id AND f.answer = o.answer
+"""
+
 #: per judge: its graded facts and distinct grades (judge_levels: levels or equal-count bins)
-LEVEL_STATS = "SELECT j, count(*) AS n, count(DISTINCT grade) AS d FROM judge_facts GROUP BY j"
+LEVEL_STATS = (
+    "SELECT j, count(*) AS n, count(DISTINCT grade) AS d FROM judge_calibrated_facts GROUP BY j"
+)
 
 #: every judge's level of every fact it graded (receval.judge.judge_levels: the rank of its
 #: grade among the judge's distinct grades, or its equal-count bin of the grades in the
-#: loader's fact order, sorted (query_id, answer)); s its grade on [0, 1]
+#: loader's fact order, sorted (query_id, answer)); s its own grade on [0, 1] (NULL: none)
 LEVELS = """
-SELECT f.j, f.query_id, f.answer, f.grade, (f.grade - s.lo) / (s.hi - s.lo) AS s,
+SELECT f.j, f.query_id, f.answer, f.grade, (f.raw - s.lo) / (s.hi - s.lo) AS s,
        CASE WHEN s.binned = 0 THEN dense_rank() OVER (PARTITION BY f.j ORDER BY f.grade) - 1
        ELSE CAST(floor((row_number() OVER (PARTITION BY f.j ORDER BY f.grade, f.query_id,
             f.answer) - 1) * {bins} / s.n) AS BIGINT) END AS level
-FROM judge_facts f JOIN judge_stats s ON f.j = s.j
+FROM judge_calibrated_facts f JOIN judge_stats s ON f.j = s.j
 """
 
 
 def _key_sql(calibrated: bool, counts: np.ndarray) -> tuple[str, str]:
-    """(per judged fact ``query_id, answer, s, levels…``, its key) SQL over ``judge_levels``."""
+    """(per judged fact ``query_id, answer, s, graded, levels…``, its key) SQL over
+    ``judge_levels`` (``graded``: some judge graded the fact itself, not only its class)."""
     if not calibrated:  # one probability judge: its score as given (on [0, 1])
-        facts = "SELECT query_id, answer, grade AS s FROM judge_levels"
+        facts = "SELECT query_id, answer, grade AS s, 1 AS graded FROM judge_levels"
         return facts, "dense_rank() OVER (ORDER BY s) - 1"
     levels = ", ".join(
         f"coalesce(max(CASE WHEN j = {j} THEN level END), {int(n)}) AS l{j}"
         for j, n in enumerate(counts)
     )
-    facts = f"SELECT query_id, answer, avg(s) AS s, {levels} FROM judge_levels GROUP BY query_id, answer"
+    facts = (
+        "SELECT query_id, answer, avg(s) AS s, CASE WHEN count(s) > 0 THEN 1 ELSE 0 END AS "
+        f"graded, {levels} FROM judge_levels GROUP BY query_id, answer"
+    )
     order = ", ".join(["query_id", *(f"l{j}" for j in range(len(counts))), "s"])
     return facts, f"dense_rank() OVER (ORDER BY {order}) - 1"
 
@@ -331,6 +361,11 @@ class EngineJudge:
     #: per judge: pool facts it graded, and the sum of their normalised grades
     pool_graded: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     pool_sum: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    #: the pool's facts numbered for the streamed sums (receval.engine.judge_stream; -1: the
+    #: self-join of pair_sums, on Spark)
+    numbered: int = -1
+    #: the judgments' classes of two or more facts (receval.engine.judge_classes)
+    classes: JudgeClasses | None = None
     _q0: dict = field(default_factory=dict, repr=False)
     _targets: dict = field(default_factory=dict, repr=False)
 
@@ -385,59 +420,164 @@ class EngineJudge:
 
     def drawn_scores(self, data: SampleData) -> np.ndarray:
         """(K,) the raw score of every draw's fact (what ``score_drawn[draw_fact]`` gives)."""
-        return self.key_scores()[self.small_key[data.facts]][data.draw_fact]
+        values, _ = self.small_values(self.key_scores()[None, :])
+        return values[0, data.facts][data.draw_fact]
 
-    def totals(self, data: SampleData, target: str, transform=None) -> JudgeTotals:
-        """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``, no query
-        clusters) for the map ``transform`` of the key scores (None: the raw scores)."""
-        return self.totals_many(data, target, [transform])[0]
+    def small_values(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """((C, F) each map's value of every small fact, (F,) whether it is graded), a class's
+        canonical fact taking the mean over its graded members
+        (:func:`receval.engine.judge_classes.class_values`); ``values`` (C, K) per key."""
+        from receval.engine.judge_classes import class_values
 
-    def totals_many(self, data: SampleData, target: str, transforms: list) -> list[JudgeTotals]:
+        strings = values[:, self.small_key]
+        if self.classes is None:
+            return strings, self.small_scored
+        return class_values(self.classes, strings, self.small_scored)
+
+    def totals(
+        self, data: SampleData, target: str, transform=None, by_query: bool = False
+    ) -> JudgeTotals:
+        """:func:`receval.estimators.ppi.judge_totals` (``--weighting size``) for the map
+        ``transform`` of the key scores (None: the raw scores), with the expectations given
+        the draw's query when ``by_query`` (``--cluster-queries``)."""
+        return self.totals_many(data, target, [transform], by_query)[0]
+
+    def totals_many(
+        self, data: SampleData, target: str, transforms: list, by_query: bool = False
+    ) -> list[JudgeTotals]:
         """:meth:`totals` of every map of ``transforms`` (None: the raw scores) from one pass
-        over the pool: the self-join sums every map's column at once."""
+        over the pool (:meth:`pool_sums`), every map's sums at once.  With classes the
+        probabilities count every string (|X_k| of the runs), the targets and the graded share
+        each class once (:mod:`receval.engine.judge_classes`)."""
+        from receval.engine.judge_classes import drawn_class_strings
         from receval.estimators.ppi import JudgeTotals
 
-        engine, summary = self.engine, self.summary
-        m = data.m
-        sizes = np.asarray(summary.sizes, float)
+        sizes = np.asarray(self.summary.sizes, float)
         N = float(data.sampler_n.sum())
         raw = self.key_scores()
-        columns = [raw if t is None else np.asarray(t(raw), float) for t in transforms]
-        frame = pd.DataFrame({"key": np.arange(raw.size)})
-        for c, values in enumerate(columns):
-            frame[f"v{c}"] = values
+        columns = np.vstack([raw if t is None else np.asarray(t(raw), float) for t in transforms])
         with one_line_oom():
-            self._prepare(data, target)
-            engine.register("judge_values", frame)
-            sums = self._pair_sums(len(columns))
-            per_system = engine.query(system_sums(len(columns)))
-        i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
-        at = per_system["i"].to_numpy(np.int64)
-        scored = np.zeros(m)
-        scored[at] = per_system["scored"].to_numpy(float)
+            sums = self.pool_sums(data, target, columns, by_query)
         with np.errstate(invalid="ignore", divide="ignore"):
-            share = scored / sizes
-        drawn = self.small_key[data.facts]
+            share = sums.scored / np.asarray(self.target_summary.sizes, float)
+        values, graded = self.small_values(columns)
         out = []
-        for c, values in enumerate(columns):
-            grams = {}
-            for name, col in (("ps", f"ps{c}"), ("pm", "pm"), ("gs", f"gs{c}"), ("g1", "g1")):
-                grams[name] = np.zeros((m, m))
-                grams[name][i, k] = sums[col].to_numpy(float)
+        for c in range(columns.shape[0]):
+            grams = {"ps": sums.ps[c], "pm": sums.pm, "gs": sums.gs[c], "g1": sums.g1}
             expected_score, expected_mass = expectations(data, grams, sizes, N)
-            judge_precision = np.zeros(m)
-            judge_precision[at] = per_system[f"jp{c}"].to_numpy(float)
+            per_query = {}
+            if by_query:
+                per_query = self.query_expectations(data, sums.by_query, c, N)
+            per_class = None
+            if self.classes is not None:
+                strings = columns[c][self.small_key]
+                per_class = drawn_class_strings(self.classes, data.facts, strings)
             out.append(
                 JudgeTotals(
-                    score_drawn=values[drawn],
-                    scored_drawn=self.small_scored[data.facts],
+                    score_drawn=values[c, data.facts],
+                    scored_drawn=graded[data.facts],
                     expected_score=expected_score,
                     expected_mass=expected_mass,
                     scored_share=share,
-                    judge_precision=judge_precision,
+                    judge_precision=sums.jp[c],
+                    class_sum_drawn=None if per_class is None else per_class[0],
+                    class_count_drawn=None if per_class is None else per_class[1],
+                    **per_query,
                 )
             )
         return out
+
+    @property
+    def target_summary(self) -> RunSummary:
+        """The runs' aggregates the targets t_i count: each class once with classes."""
+        return self.summary if self.classes is None else self.classes.view
+
+    def query_expectations(self, data: SampleData, sums: PoolSums, c: int, N: float) -> dict:
+        """``expected_score_q``, ``expected_mass_q`` (J, Q, 2m + 1) of map ``c`` from the
+        per-query sums (:func:`receval.estimators.ppi._query_expectations`: a draw's terms given
+        that its sampler drew a fact of query q), Q the queries of ``data``."""
+        at = self.keys.queries.get_indexer(pd.Index(data.queries))
+        ok = at >= 0
+        sizes = np.asarray(self.summary.sizes, float)
+        m, Q = data.m, len(data.queries)
+
+        def of(gram: np.ndarray) -> np.ndarray:  # (Q, m, m) in data.queries' order
+            out = np.zeros((Q, m, m))
+            out[ok] = gram[at[ok]]
+            return out
+
+        grams = {"ps": of(sums.ps[c]), "pm": of(sums.pm), "gs": of(sums.gs[c]), "g1": of(sums.g1)}
+        cells = self.summary.cells
+        facts = np.zeros((m, Q))
+        q = pd.Index(data.queries).get_indexer(cells["query_id"])
+        i = pd.Index(self.summary.systems).get_indexer(cells["system"])
+        keep = (q >= 0) & (i >= 0)
+        facts[i[keep], q[keep]] = cells["facts"].to_numpy(float)[keep]
+        return query_expectations(data, grams, sizes, N, facts)
+
+    def pool_sums(
+        self, data: SampleData, target: str, values: np.ndarray, by_query: bool = False
+    ) -> PoolSums:
+        """The pool's sums (:class:`receval.engine.judge_stream.PoolSums`) for the maps
+        ``values`` (C, K): streamed by slices of the numbered pool on DuckDB
+        (:func:`receval.engine.judge_stream.stream_sums`), the self-join elsewhere; the
+        classes' terms from the small tables (:func:`receval.engine.judge_classes.class_sums`)."""
+        from receval.engine.judge_classes import class_sums
+        from receval.engine.judge_stream import stream_sums
+
+        c = mixture_c(data, np.asarray(self.summary.sizes, float))
+        targets = target_matrix(self.target_summary, target, self.keys.queries)
+        if self.numbered < 0:
+            sums = self._joined_sums(data, target, values)
+        else:
+            pairs = float(np.asarray(self.summary.sizes, float).sum())
+            graded = (
+                int(self.keys.missing_key[0]) if self.keys.missing_key.size else len(self.keys.s)
+            )
+            sums = stream_sums(
+                self.engine, self.numbered, pairs, c, targets, values, graded, by_query
+            )
+        if self.classes is None:
+            return sums
+        strings = values[:, self.small_key]
+        class_values_, graded_ = self.small_values(values)
+        extra = class_sums(self.classes, c, targets, strings, class_values_, graded_, by_query)
+        return sums.plus(extra)
+
+    def _joined_sums(self, data: SampleData, target: str, values: np.ndarray) -> PoolSums:
+        """:meth:`pool_sums` by the self-join of :func:`pair_sums` (Spark: the join runs on
+        the cluster)."""
+        from receval.engine.judge_stream import PoolSums
+
+        engine, m, C = self.engine, data.m, values.shape[0]
+        frame = pd.DataFrame({"key": np.arange(values.shape[1])})
+        for c in range(C):
+            frame[f"v{c}"] = values[c]
+        self._prepare(data, target)
+        engine.register("judge_values", frame)
+        sums = self._pair_sums(C)
+        per_system = engine.query(system_sums(C))
+        i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
+        at = per_system["i"].to_numpy(np.int64)
+
+        def gram(col: str) -> np.ndarray:
+            out = np.zeros((m, m))
+            out[i, k] = sums[col].to_numpy(float)
+            return out
+
+        def per(col: str) -> np.ndarray:
+            out = np.zeros(m)
+            out[at] = per_system[col].to_numpy(float)
+            return out
+
+        return PoolSums(
+            g1=gram("g1"),
+            pm=gram("pm"),
+            gs=np.stack([gram(f"gs{c}") for c in range(C)]),
+            ps=np.stack([gram(f"ps{c}") for c in range(C)]),
+            jp=np.stack([per(f"jp{c}") for c in range(C)]),
+            scored=per("scored"),
+        )
 
     def _pair_sums(self, columns: int) -> pd.DataFrame:
         """:func:`pair_sums`, in slices of the queries when the pairs exceed
@@ -458,28 +598,26 @@ class EngineJudge:
         samplers and ``target`` (kept while they stay the same)."""
         summary, engine = self.summary, self.engine
         m = data.m
-        sizes = np.asarray(summary.sizes, float)
-        N = float(data.sampler_n.sum())
-        n_system = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            c = np.where(sizes > 0, n_system / (N * sizes), 0.0) if N > 0 else np.zeros(m)
+        c = mixture_c(data, np.asarray(summary.sizes, float))
         if self._q0.get("c") is None or not np.array_equal(self._q0["c"], c):
             frame = pd.DataFrame({"system": summary.systems, "code": np.arange(m), "c": c})
             engine.register("judge_systems", frame)
             engine.create_table("judge_q0", POOL_Q0)
             self._q0["c"] = c
-        self._target(target)
+        self._target(target, self.target_summary)
 
-    def _target(self, target: str) -> None:
-        if self._targets.get("now") != target:
-            self.engine.register("judge_targets", target_table(self.summary, target))
-            self._targets["now"] = target
+    def _target(self, target: str, summary: RunSummary) -> None:
+        """Table ``judge_targets`` of ``target`` over ``summary`` (the judge's sums: each class
+        once; the audit: the runs as they are)."""
+        if self._targets.get("now") != (target, id(summary)):
+            self.engine.register("judge_targets", target_table(summary, target))
+            self._targets["now"] = (target, id(summary))
 
     def audit(self, target: str) -> dict[str, np.ndarray]:
         """Per judge (J, m): Σ t s_j and Σ t over each system's outputs the judge graded, their
         number; (m,) Σ t over each system's outputs."""
         engine = self.engine
-        self._target(target)
+        self._target(target, self.summary)
         m, J = len(self.summary.systems), len(self.table.names)
         sums = engine.query(AUDIT_SUMS)
         out = {k: np.zeros((J, m)) for k in ("ts", "tt", "n")}
@@ -512,6 +650,26 @@ class EngineJudge:
         )
 
 
+def mixture_c(data: SampleData, sizes: np.ndarray) -> np.ndarray:
+    """c_k = n_k/(N |X_k|) of the balance-heuristic mixture q₀ = Σ_k c_k [k output x]
+    (``--weighting size``; n_k the judged draws of system k's samplers)."""
+    m = data.m
+    N = float(data.sampler_n.sum())
+    n_system = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sizes > 0, n_system / (N * sizes), 0.0) if N > 0 else np.zeros(m)
+
+
+def target_matrix(summary: RunSummary, target: str, queries: pd.Index) -> np.ndarray:
+    """(m, Q) t_i per system and query code (0 where the system answered nothing)."""
+    frame = target_table(summary, target)
+    out = np.zeros((len(summary.systems), len(queries)))
+    q = queries.get_indexer(frame["query_id"])
+    ok = q >= 0
+    out[frame["code"].to_numpy(np.int64)[ok], q[ok]] = frame["t"].to_numpy(float)[ok]
+    return out
+
+
 def target_table(summary: RunSummary, target: str) -> pd.DataFrame:
     """``code, query_id, t``: t_i(x) of system i's outputs in each query it answered (micro
     1/|X_i|, macro 1/(Q_i |X_i ∩ q|), as :func:`receval.estimators.sample_data.query_targets`)."""
@@ -542,6 +700,35 @@ def expectations(data: SampleData, grams: dict, sizes: np.ndarray, N: float):
         den = grams[m_name][k, k] * pool  # (J,)
         out.append(np.concatenate([prec, num, den[:, None]], axis=1))
     return out[0], out[1]
+
+
+def query_expectations(
+    data: SampleData, grams: dict, sizes: np.ndarray, N: float, facts: np.ndarray
+) -> dict[str, np.ndarray]:
+    """``expected_score_q``, ``expected_mass_q`` (J, Q, 2m + 1) from the four sums over each
+    query's facts (``grams``: (Q, m, m) each) and ``facts`` (m, Q), each system's facts per
+    query: Σ_{x∈q} s_j(x) = |X_k ∩ q|/|X_k| (every string counted, as s_j counts them)."""
+    from receval.estimators.precision import mixture_weights
+
+    w = mixture_weights(data, "size")
+    k = data.sampler_system
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(data.sampler_n > 0, w / data.sampler_n, 0.0)  # (m, J)
+        per_draw = np.where(sizes[k] > 0, 1.0 / sizes[k], 0.0)
+        pool = per_draw / N if N > 0 else np.zeros_like(per_draw)
+        mass = facts[k] * per_draw[:, None]  # (J, Q)
+        inv = np.where(mass > 0, 1.0 / mass, 0.0)[:, :, None]
+    out = []
+    for s_name, m_name in (("ps", "gs"), ("pm", "g1")):
+        prec = (
+            scale.T[:, None, :]
+            * grams[s_name][:, :, k].transpose(2, 0, 1)
+            * per_draw[:, None, None]
+        )
+        num = grams[m_name][:, :, k].transpose(2, 0, 1) * pool[:, None, None]
+        den = grams[m_name][:, k, k].T * pool[:, None]  # (J, Q)
+        out.append(np.concatenate([prec, num, den[:, :, None]], axis=2) * inv)
+    return {"expected_score_q": out[0], "expected_mass_q": out[1]}
 
 
 def engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any, own: bool):
@@ -591,6 +778,9 @@ def _engine_judge(
     table: JudgeTable, small: SmallTables, summary: RunSummary, engine
 ) -> EngineJudge:
     """The tables of the module docstring in ``engine``, and what Python keeps of them."""
+    from receval.engine.judge_classes import judge_classes
+    from receval.engine.judge_stream import number_pool
+
     queries = pd.Index(sorted(set(small.queries["query_id"])), dtype=object)
     h = engine.dialect.hash64("answer")
     engine.register("judge_staged", table.staged)
@@ -599,23 +789,41 @@ def _engine_judge(
     engine.register("judge_names", pd.DataFrame({"judge": list(table.names),
                                                  "j": np.arange(len(table.names))}))  # fmt: skip
     engine.create_table("judge_facts", JUDGE_FACTS)
+    classes = judge_classes(small, summary, queries)
+    _calibrated_facts(engine, table, small, classes)
     keys = judge_keys(engine, table, queries)
     codes = pd.DataFrame(
         {"system": summary.systems, "code": np.arange(len(summary.systems), dtype=np.int64)}
     )
     engine.register("judge_codes", codes)
     _create_pairs(engine, summary, h)
-    engine.create_table("judge_keys", f"SELECT query_id, {h} AS a, key FROM judge_fact_keys")
+    engine.create_table(
+        "judge_keys", f"SELECT query_id, {h} AS a, key, graded FROM judge_fact_keys"
+    )
     engine.register(
         "judge_missing",
         pd.DataFrame({"query_id": queries.to_numpy(object), "key": keys.missing_key}),
     )
-    engine.create_table("judge_pool", POOL_KEYS)
+    if classes is None:
+        engine.create_table("judge_pool", POOL_KEYS.format(classed="0", join=""))
+    else:
+        group = small.facts.iloc[classes.group]
+        engine.register("judge_classed_answers", pd.DataFrame({
+            "query_id": group["query_id"].to_numpy(object),
+            "answer": group["answer"].to_numpy(object),
+        }))  # fmt: skip
+        engine.create_table(
+            "judge_classed", f"SELECT DISTINCT query_id, {h} AS a FROM judge_classed_answers"
+        )
+        engine.create_table("judge_pool", POOL_KEYS.format(classed=CLASSED, join=CLASSED_JOIN))
+    numbered = number_pool(engine) if engine.name == "duckdb" else -1
     engine.create_table(
         "judge_long",
-        f"SELECT query_id, {h} AS a, j, greatest(0.0, least(1.0, s)) AS s FROM judge_levels",
+        f"SELECT query_id, {h} AS a, j, greatest(0.0, least(1.0, s)) AS s FROM judge_levels "
+        "WHERE s IS NOT NULL",
     )
-    small_key, small_scored, small_grades = _small_facts(engine, table, keys, small)
+    small_grades = _small_grades(engine, table, small)
+    small_key, small_scored = _small_keys(engine, keys, small)
     counts = engine.query("SELECT key, count(*) AS n FROM judge_pool WHERE scored = 1 GROUP BY key")
     pool = engine.query("SELECT count(*) AS n FROM judge_pool")
     graded = engine.query(AUDIT_POOL)
@@ -639,6 +847,8 @@ def _engine_judge(
         pool_facts=int(pool["n"].iloc[0]),
         pool_graded=pool_graded,
         pool_sum=pool_sum,
+        numbered=numbered,
+        classes=classes,
     )
 
 
@@ -706,8 +916,8 @@ def _fact_number(engine, small: SmallTables, query: str, answer: str) -> int:
     return int(engine.query(sql)["n"].iloc[0])
 
 
-def _small_facts(engine, table: JudgeTable, keys: JudgeKeys, small: SmallTables):
-    """Per small fact: its key, whether it is graded, every judge's raw grade (F, J)."""
+def _small_grades(engine, table: JudgeTable, small: SmallTables) -> np.ndarray:
+    """Every judge's own grade of every small fact (F, J; NaN: none); table ``judge_small``."""
     facts = small.facts
     frame = pd.DataFrame(
         {
@@ -717,25 +927,56 @@ def _small_facts(engine, table: JudgeTable, keys: JudgeKeys, small: SmallTables)
         }
     )
     engine.register("judge_small", frame)
-    keyed = engine.query(
-        "SELECT s.fact, k.key FROM judge_small s JOIN judge_fact_keys k "
-        "ON s.query_id = k.query_id AND s.answer = k.answer"
-    )
     graded = engine.query(
         "SELECT s.fact, f.j, f.grade FROM judge_small s JOIN judge_facts f "
         "ON s.query_id = f.query_id AND s.answer = f.answer"
     )
+    grades = np.full((len(facts), len(table.names)), np.nan)
+    at = (graded["fact"].to_numpy(np.int64), graded["j"].to_numpy(np.int64))
+    grades[at] = graded["grade"].to_numpy(float)
+    return grades
+
+
+def _calibrated_facts(engine, table: JudgeTable, small: SmallTables, classes) -> None:
+    """Table ``judge_calibrated_facts`` (:data:`CALIBRATED_FACTS`): with classes and several
+    or graded judges, each class's canonical fact graded by its members' highest grade per
+    judge that graded one of them, as the in-memory calibration grades it."""
+    if classes is None or not table.calibrated:
+        engine.create_view("judge_calibrated_facts", "SELECT *, grade AS raw FROM judge_facts")
+        return
+    grades = _small_grades(engine, table, small)
+    best = np.full((classes.heads.size, grades.shape[1]), -np.inf)
+    for j in range(grades.shape[1]):
+        g = grades[classes.group, j]
+        ok = ~np.isnan(g)
+        np.maximum.at(best[:, j], classes.of[ok], g[ok])
+    cls, j = np.nonzero(np.isfinite(best))
+    heads = small.facts.iloc[classes.heads[cls]]
+    override = pd.DataFrame({
+        "j": j.astype(np.int64),
+        "query_id": heads["query_id"].to_numpy(object),
+        "answer": heads["answer"].to_numpy(object),
+        "grade": best[cls, j],
+    })  # fmt: skip
+    engine.register("judge_override", override)
+    engine.create_table("judge_calibrated_facts", CALIBRATED_FACTS)
+
+
+def _small_keys(engine, keys: JudgeKeys, small: SmallTables):
+    """Per small fact (table ``judge_small``): its key, and whether a judge graded it itself."""
+    facts = small.facts
+    keyed = engine.query(
+        "SELECT s.fact, k.key, k.graded FROM judge_small s JOIN judge_fact_keys k "
+        "ON s.query_id = k.query_id AND s.answer = k.answer"
+    )
     q = keys.queries.get_indexer(facts["query_id"])
     key = keys.missing_key[np.maximum(q, 0)] if len(facts) else np.zeros(0, np.int64)
     key = key.copy()
-    key[keyed["fact"].to_numpy(np.int64)] = keyed["key"].to_numpy(np.int64)
+    at = keyed["fact"].to_numpy(np.int64)
+    key[at] = keyed["key"].to_numpy(np.int64)
     scored = np.zeros(len(facts), bool)
-    scored[keyed["fact"].to_numpy(np.int64)] = True
-    grades = np.full((len(facts), len(table.names)), np.nan)
-    grades[graded["fact"].to_numpy(np.int64), graded["j"].to_numpy(np.int64)] = graded[
-        "grade"
-    ].to_numpy(float)
-    return key.astype(np.int64), scored, grades
+    scored[at] = keyed["graded"].to_numpy(np.int64) > 0
+    return key.astype(np.int64), scored
 
 
 def open_engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: Any):

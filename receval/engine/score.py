@@ -363,10 +363,6 @@ def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
     """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
     if options.estimator != "ppi":
         return ""
-    if _has_classes(small):
-        return "--estimator ppi with equivalence classes in judgments.tsv"
-    if options.cluster_queries:
-        return "--estimator ppi with --cluster-queries (the judge's per-query expectations)"
     if intervals in ANYTIME:
         return f"--estimator ppi with --intervals {intervals} (the judge as the streams' control)"
     return ""
@@ -425,6 +421,9 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
 
     small = read_small_tables(bundle, truth=True)
     problem = unsupported(options, small)
+    spark = (engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")) == "spark"
+    if not problem and spark and options.estimator == "ppi" and options.cluster_queries:
+        problem = "--estimator ppi with --cluster-queries on Spark (the per-query sums)"
     if problem:
         if out_of_core:
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")

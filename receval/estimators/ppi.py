@@ -258,7 +258,7 @@ def judge_totals(
     """
     engine = getattr(task, "engine_judge", None)
     if engine is not None:  # the engine path: the same sums in SQL (receval.engine.judge)
-        return engine.totals(data, target, transform)
+        return engine.totals(data, target, transform, by_query)
     from scipy import sparse
 
     from receval.estimators.precision import mixture_weights
@@ -787,7 +787,9 @@ class PPIEstimator(Estimator):
             if engine is not None:  # one pass over the runs for the raw scores and every map
                 s = engine.drawn_scores(ctx.data)
                 maps = [self.fold_map(ctx, a, s) if CALIBRATE else None for a in (0, 1)]
-                totals = engine.totals_many(ctx.data, options.target, [None, *maps])
+                totals = engine.totals_many(
+                    ctx.data, options.target, [None, *maps], options.cluster_queries
+                )
                 cache["judge"] = totals[0]
                 for a in (0, 1):
                     if maps[a] is not None:

@@ -64,6 +64,14 @@ CASES = [
     ("several", {}, {"toml": SEVERAL}, ()),
     ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ("--method", "BCa")),
     ("several", {}, {"toml": SEVERAL, "units": "uniform"}, ("--precision-form", "ratio")),
+    ("probability", {"missing": 7}, {"rounds": 4, "teams": True}, ("--cluster-queries",)),
+    (
+        "probability",
+        {"parquet": True},
+        {"layout": "one-file"},
+        ("--cluster-queries", "--method", "basic"),
+    ),
+    ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ("--cluster-queries",)),
 ]
 
 
@@ -152,7 +160,6 @@ def test_engine_ppi_without_a_judge_table_is_the_in_memory_error(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (("--cluster-queries",), "--estimator ppi with --cluster-queries"),
         (("--intervals", "anytime"), "--estimator ppi with --intervals anytime"),
     ],
 )
@@ -171,6 +178,25 @@ def test_spark_engine_ppi_writes_the_duckdb_output_set(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
     root = make_bundle(tmp_path / "b", toml=SEVERAL, teams=True)
+    write_judge(root, "several", missing=4)
+    duck = _score(root, tmp_path / "duck", "--estimator", "ppi")
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", "--estimator", "ppi", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in (*CSVS, "judge.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+@pytest.mark.slow
+@needs_spark
+def test_spark_engine_ppi_with_classes_writes_the_duckdb_output_set(tmp_path, monkeypatch):
+    """``score --engine spark --estimator ppi`` with classes of aliases and several judges (the
+    self-join without the classed facts, their terms and calibration grades from the small
+    tables): DuckDB's output set."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = with_aliases(make_bundle(tmp_path / "b", toml=SEVERAL, rounds=3))
     write_judge(root, "several", missing=4)
     duck = _score(root, tmp_path / "duck", "--estimator", "ppi")
     assert duck.exit_code == 0, duck.output
@@ -225,15 +251,17 @@ def test_engine_ppi_of_a_judged_kbp_sim_is_the_in_memory_output_set(tmp_path, se
 
 
 def test_engine_ppi_in_query_slices_writes_the_same_output_set(tmp_path, monkeypatch):
-    """The self-join of the judge's sums in slices of the queries and the systems' distinct
+    """The judge's sums streamed in slices of the pool's facts and the systems' distinct
     facts gathered in batches of systems (a large pool): the in-memory output set."""
     import receval.engine.judge as engine_judge
+    import receval.engine.judge_stream as stream
 
     root = make_bundle(tmp_path / "b", toml=SEVERAL)
     write_judge(root, "several", missing=4)
     memory = _score(root, tmp_path / "memory", "--estimator", "ppi", path="--in-memory")
     assert memory.exit_code == 0, memory.output
     monkeypatch.setattr(engine_judge, "PAIRS_PER_SLICE", 40)
+    monkeypatch.setattr(stream, "PAIRS_PER_SLICE", 40)
     engine = _score(root, tmp_path / "engine", "--estimator", "ppi")
     assert engine.exit_code == 0, engine.output
     _same_output_sets(tmp_path / "memory", tmp_path / "engine")
@@ -241,16 +269,57 @@ def test_engine_ppi_in_query_slices_writes_the_same_output_set(tmp_path, monkeyp
     assert got.read_bytes() == want.read_bytes()
 
 
-def test_engine_ppi_with_equivalence_classes_is_refused(tmp_path):
-    """Classes collapse the runs' facts on the engine path, the judge's sums do not: ppi with
-    classes stays in memory (one line with --out-of-core)."""
+def with_aliases(root: Path) -> Path:
+    """``root``'s judgments with classes (:func:`test_engine_classes.with_classes`: a query's
+    correct judged facts in two classes of aliases several systems output) and, per class of
+    the first query, one more correct spelling that no system output (a class's canonical fact
+    may then be a string the runs never hold)."""
     from test_engine_classes import with_classes
 
-    root = with_classes(make_bundle(tmp_path / "b", rounds=1))
-    write_judge(root, "probability")
-    result = _score(root, tmp_path / "out", "--estimator", "ppi")
-    assert result.exit_code == 2, result.output
-    assert "--estimator ppi with equivalence classes" in result.output
+    with_classes(root)
+    judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
+    named = judgments[judgments["equivalence_class"] != ""]
+    first = named[named["query_id"] == named["query_id"].iloc[0]].drop_duplicates(
+        "equivalence_class"
+    )
+    extra = first.assign(answer=["a " + c for c in first["equivalence_class"]])
+    pd.concat([judgments, extra]).to_csv(root / "judgments.tsv", sep="\t", index=False)
+    return root
+
+
+CLASS_CASES = [
+    ("probability", {"missing": 9}, {}, ()),
+    ("probability", {}, {"rounds": 4, "teams": True}, ("--target", "macro")),
+    ("probability", {"missing": 3}, {"units": "uniform"}, ("--precision-form", "ratio")),
+    ("probability", {}, {"rounds": 3}, ("--method", "BCa")),
+    ("graded", {"missing": 5}, {"toml": GRADED}, ("--precision-form", "ratio")),
+    ("graded", {}, {"toml": GRADED, "rounds": 3, "teams": True}, ("--target", "macro")),
+    ("several", {"missing": 4}, {"toml": SEVERAL, "rounds": 3}, ()),
+    ("several", {}, {"toml": SEVERAL, "units": "uniform"}, ("--method", "BCa")),
+    ("probability", {"missing": 3}, {"rounds": 3}, ("--cluster-queries",)),
+    ("graded", {}, {"toml": GRADED, "rounds": 3, "teams": True}, ("--cluster-queries",)),
+]
+
+
+@pytest.mark.parametrize(("kind", "judge", "bundle", "extra"), CLASS_CASES)
+def test_engine_ppi_with_equivalence_classes_writes_the_in_memory_output_set(
+    tmp_path, kind, judge, bundle, extra
+):
+    """Classes of aliases (several spellings in one class, the judge scoring all of them, some,
+    or none; a spelling no system output): the judge's sums over the canonical facts as the
+    in-memory path takes them, the same output set."""
+    root = with_aliases(make_bundle(tmp_path / "b", **bundle))
+    write_judge(root, kind, **judge)
+    args = ("--estimator", "ppi", *extra)
+    memory = _score(root, tmp_path / "memory", *args, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", *args, path="--out-of-core")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
+    assert got.read_bytes() == want.read_bytes()
+    record = json.loads((tmp_path / "engine" / "run.json").read_text())
+    assert record["judge"]["systems"]
 
 
 def test_rounds_drawn_by_judge_are_refused_on_the_engine_path(tmp_path):
@@ -282,3 +351,33 @@ def test_the_judge_is_staged_where_spark_executors_read_it(tmp_path):
             assert staging_dir(bundle, "spark") is None
     finally:
         tmp_path.chmod(0o755)
+
+
+@pytest.mark.parametrize(("target", "options"), [("micro", {}), ("macro", {"teams": True})])
+def test_streamed_pool_sums_equal_the_self_join(tmp_path, monkeypatch, target, options):
+    """The judge's pool sums streamed by slices of the numbered pool
+    (receval.engine.judge_stream) equal the self-join's (pair_sums), every map and every sum."""
+    import receval.engine.judge_stream as stream
+    from receval.bundle import Bundle
+    from receval.engine.judge import open_engine_judge
+    from receval.engine.sampled_data import engine_sample_data, read_small_tables
+    from receval.engine.score import summarise_bundle
+
+    root = make_bundle(tmp_path / "b", toml=SEVERAL, rounds=3, **options)
+    write_judge(root, "several", missing=4)
+    bundle = Bundle(root)
+    small = read_small_tables(bundle)
+    summary = summarise_bundle(bundle, small, "duckdb")
+    judge = open_engine_judge(bundle, small, summary, "duckdb")
+    assert judge.numbered > 0
+    data = engine_sample_data(small, summary, target)
+    raw = judge.key_scores()
+    values = np.vstack([raw, raw**2, 1 - raw])
+    monkeypatch.setattr(stream, "PAIRS_PER_SLICE", 30)  # many slices
+    got = judge.pool_sums(data, target, values)
+    want = judge._joined_sums(data, target, values)
+    for name in ("g1", "pm", "gs", "ps", "jp", "scored"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15, err_msg=name)
+    assert got.g1.sum() > 0 and got.ps.sum() > 0
