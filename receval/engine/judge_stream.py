@@ -27,6 +27,7 @@ totals agree to ~1e-15 relative; the outputs, rounded as they are written, are t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,11 +53,12 @@ FROM judge_pool p LEFT JOIN judge_missing mk ON p.query_id = mk.query_id
 ORDER BY f
 """
 
-#: every distinct (system, fact) pair as integers, stored in f order
+#: every distinct (system, fact) pair as integers, stored in (f, system code) order (a total
+#: order: the sums over a slice's pairs add in the same order whatever the join's threads did)
 INCIDENCE = """
 SELECT k.f, p.code::INTEGER AS code
 FROM judge_pairs p JOIN judge_pool_f k ON p.query_id = k.query_id AND p.a = k.a
-ORDER BY k.f
+ORDER BY k.f, code
 """
 
 
@@ -65,15 +67,21 @@ def number_pool(engine: Engine) -> int:
     and ``judge_pairs``; returns the number of pool facts.  The stored f order is asked for
     with DuckDB's ``preserve_insertion_order`` for these two statements only (the slices stay
     right without it, only slower)."""
-    con = engine.con
+    with insertion_order(engine.con):
+        engine.create_table("judge_pool_f", POOL_NUMBERED)
+        engine.create_table("judge_incidence", INCIDENCE)
+    return int(engine.con.execute("SELECT count(*) FROM judge_pool_f").fetchone()[0])
+
+
+@contextmanager
+def insertion_order(con):
+    """DuckDB's ``preserve_insertion_order`` on for the statements inside, then as it was."""
     kept = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0]
     con.execute("SET preserve_insertion_order = true")
     try:
-        engine.create_table("judge_pool_f", POOL_NUMBERED)
-        engine.create_table("judge_incidence", INCIDENCE)
+        yield con
     finally:
         con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
-    return int(con.execute("SELECT count(*) FROM judge_pool_f").fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -150,7 +158,10 @@ def _read_slice(engine: Engine, lo: int, hi: int, graded_keys: int):
     """(f − lo, system code) of the pairs of facts [lo, hi) but the classed facts', and each
     fact's key and query code (facts in f order)."""
     where = f"f >= {int(lo)} AND f < {int(hi)}"
-    pairs = engine.con.execute(f"SELECT f, code FROM judge_incidence WHERE {where}").fetchnumpy()
+    with insertion_order(engine.con):  # the pairs in stored order: the sums' bits fixed
+        pairs = engine.con.execute(
+            f"SELECT f, code FROM judge_incidence WHERE {where}"
+        ).fetchnumpy()
     facts = engine.con.execute(
         f"SELECT f, key, mkey, classed FROM judge_pool_f WHERE {where} ORDER BY f"
     ).fetchnumpy()
