@@ -160,7 +160,6 @@ def rank_run_file(
     Path
         ``cache``.
     """
-    import json
     import os
     import shutil
 
@@ -202,10 +201,18 @@ def rank_run_file(
         "cache_size": _cache_size(cache),
         "duplicate_rows": int(dropped.size),
     }
-    partial_stamp = stamp.with_name(f".{stamp.name}.partial")
-    partial_stamp.write_text(json.dumps(record, indent=1))
-    partial_stamp.replace(stamp)
+    write_stamp(stamp, record)
     return cache
+
+
+def write_stamp(stamp: Path, record: dict) -> None:
+    """Write a ranked cache's stamp ``record`` at ``stamp`` atomically (a partial file swapped
+    in): a cache without its stamp is never taken for a finished one."""
+    import json
+
+    partial = stamp.with_name(f".{stamp.name}.partial")
+    partial.write_text(json.dumps(record, indent=1))
+    partial.replace(stamp)
 
 
 def _write_order(work: Path, engine: Engine, texts, dropped: np.ndarray, batch_rows: int) -> None:

@@ -30,7 +30,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from receval.engine.ranked import CACHE_VERSION, _check_copies, _fingerprint, _open_run
+from receval.engine.ranked import (
+    CACHE_VERSION,
+    _check_copies,
+    _fingerprint,
+    _open_run,
+    write_stamp,
+)
 from receval.errors import BundleError
 
 #: the run's rows as Spark reads them (a temporary view per ranking)
@@ -86,9 +92,7 @@ def spark_rank_run_file(run: Path | str, cache: Path | str, engine, *, queries, 
         "size": size,
         "duplicate_rows": rows - size,
     }
-    partial = stamp.with_name(f".{stamp.name}.partial")
-    partial.write_text(json.dumps(record, indent=1))
-    partial.replace(stamp)
+    write_stamp(stamp, record)
     return cache
 
 
