@@ -33,6 +33,7 @@ from receval.lock import LOCK_NAME, ROUND_LOCK_WAIT, bundle_lock
 if TYPE_CHECKING:
     import pandas as pd
 
+    from receval.config import TaskConfig
     from receval.engine.base import Engine
     from receval.task import Task
 
@@ -111,6 +112,12 @@ class Bundle:
 
     # -- reading -----------------------------------------------------------------------------
 
+    def config(self) -> TaskConfig:
+        """The parsed ``task.toml`` (:func:`receval.config.load_config`; defaults without one)."""
+        from receval.config import load_config
+
+        return load_config(self.root / "task.toml", default_name=self.root.resolve().name)
+
     def load(self, **options: Any) -> Task:
         """The validated in-memory view (:func:`receval.task.load_task`; ``options`` are its
         ``tables`` and ``run_columns``)."""
@@ -169,5 +176,5 @@ class Bundle:
         engine = connect(name, **options)
         sources = self.parquet_runs()
         if sources is not None:
-            register_runs(engine, sources)
+            register_runs(engine, sources, strip=self.config().matching.strip)
         return engine

@@ -991,7 +991,7 @@ def open_engine_judge(bundle, small: SmallTables, summary: RunSummary, engine: A
     con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
     try:
         with one_line_oom():
-            register_runs(con, bundle.parquet_runs())
+            register_runs(con, bundle.parquet_runs(), strip=small.config.matching.strip)
             register_normed(con, small.config.matching)
             return engine_judge(bundle, small, summary, con, own)
     except BaseException:

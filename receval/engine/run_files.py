@@ -1,8 +1,8 @@
 """The Parquet run files as the engines read them: the columns read, the check of a file's
-schema, the ``trim`` that touches only values with edge spaces, and how a SELECT becomes a
-named view on either engine.  Below both :mod:`receval.engine.sampled` (DuckDB's ``runs`` view)
-and :mod:`receval.engine.spark_runs` (Spark's single-scan reader), so neither imports the
-other for these."""
+schema, the ``trim`` that touches only values with edge spaces (answers per ``[matching]
+strip``), and how a SELECT becomes a named view on either engine.  Below both
+:mod:`receval.engine.sampled` (DuckDB's ``runs`` view) and :mod:`receval.engine.spark_runs`
+(Spark's single-scan reader), so neither imports the other for these."""
 
 from __future__ import annotations
 
@@ -64,3 +64,20 @@ def trimmed(text: str) -> str:
     """SQL of ``trim(text)`` (leading and trailing spaces removed) that calls ``trim`` only on
     the values with such a space (``trim`` copies every value: half the cost of a scan)."""
     return f"CASE WHEN {text} LIKE ' %' OR {text} LIKE '% ' THEN trim({text}) ELSE {text} END"
+
+
+def answer_as_read(text: str, *, strip: bool) -> str:
+    """SQL of a run's ``answer`` as the engine reads it: with ``[matching] strip``, its leading
+    and trailing ASCII spaces removed (the spelling the in-memory path records,
+    :func:`receval.design.first_spellings`: ``str.strip(" ")``), else as written (the fact then
+    keeps them: :func:`receval.bundle.answers.normalize_answers` does not strip).
+
+    ``trim(BOTH ' ' FROM ...)``, not DuckDB's plain ``trim``, which also removes other Unicode
+    spaces (an em space, a no-break space) and so spelled such answers unlike memory and Spark.
+    Called only on the values with such a space (the trim copies every value it sees)."""
+    if not strip:
+        return text
+    return (
+        f"CASE WHEN {text} LIKE ' %' OR {text} LIKE '% ' THEN trim(BOTH ' ' FROM {text}) "
+        f"ELSE {text} END"
+    )

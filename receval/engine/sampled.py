@@ -34,6 +34,7 @@ from receval.engine.draws import entity_relation_weights
 from receval.engine.run_files import (
     OPTIONAL_RUN_COLUMNS,
     RUN_COLUMNS,
+    answer_as_read,
     check_run_schema,
     create_view,
     trimmed,
@@ -48,16 +49,19 @@ if TYPE_CHECKING:
 # the runs as one view
 
 
-def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) -> None:
+def register_runs(
+    engine: Engine, sources: list[tuple[Path, dict[str, str]]], *, strip: bool
+) -> None:
     """Register the Parquet run files as one view ``runs(system, query_id, answer, team)``
-    (text, stripped; ``team`` NULL where a file has none); a file's location
-    (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
+    (text; ``system``, ``query_id``, ``team`` trimmed, ``answer`` per ``strip`` = ``[matching]
+    strip``: :func:`~receval.engine.run_files.answer_as_read`; ``team`` NULL where a file has
+    none); a file's location (``runs/A.parquet``, ``runs/system=A/``) sets its ``system``."""
     import pyarrow.parquet as pq
 
     if engine.name == "spark":  # one scan per schema, not one per file
         from receval.engine.spark_runs import register_parquet_runs
 
-        register_parquet_runs(engine, sources)
+        register_parquet_runs(engine, sources, strip=strip)
         return
     parts = []
     engine.run_teams = False  # whether some file has a team column (RUN_CELLS skips it if not)
@@ -72,6 +76,8 @@ def register_runs(engine: Engine, sources: list[tuple[Path, dict[str, str]]]) ->
             if column in keys:
                 value = keys[column].replace("'", "''")
                 columns.append(f"'{value}' AS {column}")
+            elif column == "answer":
+                columns.append(f"{answer_as_read('CAST(answer AS STRING)', strip=strip)} AS answer")
             elif column in present:
                 columns.append(f"{trimmed(f'CAST({column} AS STRING)')} AS {column}")
             else:
@@ -578,17 +584,19 @@ class _round_engine:
         from receval.engine.base import connect
 
         self.engine = connect(self.name, **({"on_disk": True} if self.name == "duckdb" else {}))
+        strip = self.bundle.config().matching.strip
         sources = self.bundle.parquet_runs()
         if sources is not None:
-            register_runs(self.engine, sources)
+            register_runs(self.engine, sources, strip=strip)
             return self.engine
         task = self.bundle.load(tables=(), run_columns=())
         outputs = task.raw_outputs
+        answers = outputs["answer_raw"].astype(str)
         frame = pd.DataFrame(
             {
                 "system": outputs["system"].astype(str).to_numpy(),
                 "query_id": outputs["query_id"].astype(str).to_numpy(),
-                "answer": outputs["answer_raw"].astype(str).str.strip(" ").to_numpy(),  # as trim()
+                "answer": (answers.str.strip(" ") if strip else answers).to_numpy(),  # as read
             }
         )
         self.engine.register("runs_frame", frame)

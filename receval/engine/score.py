@@ -472,7 +472,8 @@ def _anytime(options, small: SmallTables) -> bool:
 
 @contextlib.contextmanager
 def parquet_engine(bundle, engine: Any):
-    """An engine with the bundle's Parquet runs as view ``runs``: ``engine`` itself when it is
+    """An engine with the bundle's Parquet runs as view ``runs`` (answers read per its
+    ``[matching] strip``): ``engine`` itself when it is
     a connected engine (left open), else a new one of that name (DuckDB bounded, spilling,
     insertion order not kept), closed after.  DuckDB's out-of-memory error becomes one line."""
     from receval.engine.base import connect, one_line_oom
@@ -486,7 +487,7 @@ def parquet_engine(bundle, engine: Any):
     con = connect(name, **({"on_disk": True} if name == "duckdb" else {})) if own else engine
     try:
         with one_line_oom():
-            register_runs(con, sources)
+            register_runs(con, sources, strip=bundle.config().matching.strip)
             yield con
     finally:
         if own:

@@ -282,7 +282,7 @@ def _bundle_runs(engine, task):
     sources = parquet_sources(files)
     if not sources:
         return None
-    register_parquet_runs(engine, sources)
+    register_parquet_runs(engine, sources, strip=task.config.matching.strip)
     return _columns(engine.spark.table("runs"), str(sources[0][0]), None)
 
 
@@ -429,9 +429,12 @@ def _teams(spark, layout: RunLayout, frame, has_team: bool) -> dict[str, str]:
 # the engine path's ``runs`` view: one read per group of like files
 
 
-def register_parquet_runs(engine, sources: list[tuple[Path, dict[str, str]]]) -> None:
+def register_parquet_runs(
+    engine, sources: list[tuple[Path, dict[str, str]]], *, strip: bool
+) -> None:
     """Register the Parquet run files as the view ``runs(system, query_id, answer, team)`` of
-    :func:`receval.engine.sampled.register_runs`, with Spark reading every file of one schema
+    :func:`receval.engine.sampled.register_runs` (``strip``: ``[matching] strip``, how the
+    answers are read), with Spark reading every file of one schema
     in a single scan: a file's location (``runs/A.parquet``, ``runs/system=A/``) sets its key
     columns through a broadcast join on the file's path (``_metadata.file_path``), not one
     scan per file (a 50-way union compiled the normalisation 50 times per query).
@@ -448,7 +451,7 @@ def register_parquet_runs(engine, sources: list[tuple[Path, dict[str, str]]]) ->
         "team" in keys or any(c.startswith("team:") for c in columns) for keys, columns in groups
     )
     parts = [
-        _group_view(engine, f"_receval_runs_{i}", columns, files)
+        _group_view(engine, f"_receval_runs_{i}", columns, files, strip)
         for i, ((_, columns), files) in enumerate(sorted(groups.items()))
     ]
     create_view(engine, "runs", "\nUNION ALL\n".join(parts))
@@ -470,10 +473,15 @@ def _signature(path: Path, keys: dict[str, str]) -> tuple[tuple[str, ...], tuple
     return tuple(sorted(keys)), columns
 
 
-def _group_view(engine, name: str, columns: tuple[str, ...], files: list) -> str:
+def _group_view(engine, name: str, columns: tuple[str, ...], files: list, strip: bool) -> str:
     """Register one group's files as ``name`` (and its keys as ``name_keys``); the SELECT of
-    the ``runs`` columns over them."""
-    from receval.engine.run_files import OPTIONAL_RUN_COLUMNS, RUN_COLUMNS, trimmed
+    the ``runs`` columns over them (answers per ``strip``)."""
+    from receval.engine.run_files import (
+        OPTIONAL_RUN_COLUMNS,
+        RUN_COLUMNS,
+        answer_as_read,
+        trimmed,
+    )
 
     spark = engine.spark
     present = {c.split(":", 1)[0] for c in columns}
@@ -489,6 +497,8 @@ def _group_view(engine, name: str, columns: tuple[str, ...], files: list) -> str
     for column in (*RUN_COLUMNS, *OPTIONAL_RUN_COLUMNS):
         if column in keyed:
             select.append(f"{_placed(column, column == keyed[0])} AS {column}")
+        elif column == "answer":
+            select.append(f"{answer_as_read('CAST(r.`answer` AS STRING)', strip=strip)} AS answer")
         elif column in present:
             select.append(f"{trimmed(f'CAST(r.`{column}` AS STRING)')} AS {column}")
         else:
