@@ -18,7 +18,6 @@ normalize_answers`` keeps working).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -283,18 +282,16 @@ class Task:
         """Input run rows collapsed because the system output the same fact again."""
         return int(len(self.raw_outputs) - len(self.outputs))
 
-    def checksums(self) -> dict[str, str]:
-        """SHA-256 of every input file (for the run card)."""
-        out = {}
-        buffer = bytearray(1 << 20)  # read in blocks: no copy of a whole (large) file in memory
-        view = memoryview(buffer)
-        for _, path in sorted(self.files.items()):
-            digest = hashlib.sha256()
-            with open(path, "rb") as fh:
-                while size := fh.readinto(buffer):
-                    digest.update(view[:size])
-            out[str(path.relative_to(self.root))] = digest.hexdigest()
-        return out
+    def checksums(self, known: Mapping[Path, str] | None = None) -> dict[str, str]:
+        """SHA-256 of every input file (for the run card); ``known``: digests already
+        computed, by path (the TREC run table's, checked against its sidecar)."""
+        from receval.formats.runs_sidecar import file_sha256
+
+        known = known or {}
+        return {
+            str(path.relative_to(self.root)): known.get(path) or file_sha256(path)
+            for _, path in sorted(self.files.items())
+        }
 
     def summary(self) -> dict[str, int | str]:
         """The counts ``receval validate`` prints."""

@@ -226,3 +226,75 @@ def test_repeated_document_is_reported_before_a_reused_tag(tmp_path):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
     assert "run tag 's' also names" in result.output
+
+
+def _long_runs(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """Three runs of 40 topics × 400 documents (a run table of ~2.6 MB, more than the 16
+    blocks of 64 KiB the first sidecar version fingerprinted)."""
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{t} 0 D{t}-{d} {d % 2}\n" for t in range(40) for d in range(30)))
+    runs = []
+    for s in range(3):
+        path = tmp_path / f"long.run{s}"
+        lines = (f"{t} Q0 D{t}-{(d * (1, 3, 7)[s]) % 400} {d + 1} {400 - d} r{s}\n"
+                 for t in range(40) for d in range(400))  # fmt: skip
+        path.write_text("".join(lines))
+        runs.append(path)
+    return qrels, runs
+
+
+def test_an_edit_that_keeps_size_and_time_anywhere_invalidates_the_sidecar(tmp_path, monkeypatch):
+    """One byte changed between the blocks the old fingerprint sampled, the size kept and the
+    modification time restored: the full SHA-256 no longer matches, the table is parsed, and
+    ``score`` scores the table as it is now."""
+    qrels, runs = _long_runs(tmp_path)
+    root = tmp_path / "bundle"
+    import_trec(root, runs, qrels=qrels)
+    path = root / "runs.tsv"
+    size = path.stat().st_size
+    assert size > 16 * (1 << 16)
+    assert _uses_sidecar(root, monkeypatch)
+    gap = (size - (1 << 16)) // 15  # the old blocks began at multiples of this
+    raw = path.read_bytes()
+    at = raw.index(b"\tD", gap // 2 + (1 << 16) // 2) + 2  # a document id mid-gap
+    assert (1 << 16) < at < gap
+    old, new = raw[at : at + 1], b"X" if raw[at : at + 1] != b"X" else b"Y"
+    _edit(path, raw[at - 8 : at + 1], raw[at - 8 : at] + new, keep_time=True)
+    assert path.stat().st_size == size and old != new
+    assert read_runs_columns(root, path) is None
+    assert not _uses_sidecar(root, monkeypatch)
+    assert _outputs(root, tmp_path / "a") == _outputs(root, tmp_path / "b", out_of_core=False)
+
+
+def test_the_sidecar_records_the_full_hash_and_score_hashes_the_table_once(tmp_path, monkeypatch):
+    """``meta.json`` holds the table's SHA-256; ``score`` hashes the table once (the sidecar's
+    check) and ``run.json`` records that digest."""
+    import hashlib
+
+    from receval.formats import runs_sidecar
+
+    root = _imported(tmp_path, 9)
+    path = root / "runs.tsv"
+    meta = json.loads((root / SIDECAR / "meta.json").read_text())
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert meta["runs"]["sha256"] == digest and meta["version"] == runs_sidecar.VERSION
+    hashed = []
+    real = runs_sidecar.file_sha256
+    monkeypatch.setattr(runs_sidecar, "file_sha256", lambda p: hashed.append(p) or real(p))
+    out = tmp_path / "out"
+    args = ["score", str(root), "--estimator", "official", "--out", str(out), "--no-report"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert hashed.count(path) == 1
+    assert json.loads((out / "run.json").read_text())["inputs"]["checksums"]["runs.tsv"] == digest
+
+
+def test_a_first_version_sidecar_is_ignored(tmp_path, monkeypatch):
+    """A sidecar of version 1 (a sampled fingerprint, no full hash) is not trusted."""
+    root = _imported(tmp_path, 10)
+    meta_path = root / SIDECAR / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["version"] = 1
+    meta_path.write_text(json.dumps(meta))
+    assert read_runs_columns(root, root / "runs.tsv") is None
+    assert not _uses_sidecar(root, monkeypatch)

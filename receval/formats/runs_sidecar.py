@@ -10,21 +10,27 @@ for the anonymisation key):
 * ``blocks.arrow``: the rows as blocks of one ``system`` and one ``query_id`` (both as text, and
   ``rows``, the block's length), in the run table's order;
 * ``meta.json``: the format version, the run table's name, size in bytes, modification time
-  (``mtime_ns``) and a fingerprint (SHA-256 of the size and of 16 blocks of 64 KiB spread over
-  the file, the first and last included), the number of rows, and ``plain_answers``: every
-  answer is ASCII (a TREC field is never empty and holds no whitespace, so such an answer is
-  plain text the ``[matching]`` rules leave as it is).
+  (``mtime_ns``) and the SHA-256 of its whole content (hashed once the import has closed it),
+  the number of rows, and ``plain_answers``: every answer is ASCII (a TREC field is never
+  empty and holds no whitespace, so such an answer is plain text the ``[matching]`` rules
+  leave as it is).
 
 The rows are the run table's, each run's query by query, not necessarily in its order (a run's
 rows as they were read, its queries' blocks not yet sorted): what is counted per row does not
 depend on the order.
 
 :func:`read_runs_columns` returns them only when they provably belong to the run table as it is
-now: the same name, size, ``mtime_ns`` and fingerprint, and as many rows in each file as
-``meta.json`` says.  Any difference (the table rewritten, edited, copied without its times, a
-sidecar from another version or damaged) returns None, and the caller reads the table itself,
-exactly as it does for a bundle without the sidecar.  The sidecar says nothing the table does
-not: every check the reader makes on the columns is still made on what it returns.
+now: the same name, size and ``mtime_ns`` (checked first, from the file's status), the same
+SHA-256 of every byte, and as many rows in each file as ``meta.json`` says.  Any difference
+(the table rewritten, edited, even in place to the same size with its time restored, copied
+without its times, a sidecar from another version or damaged) returns None, and the caller
+reads the table itself, exactly as it does for a bundle without the sidecar.  The sidecar says
+nothing the table does not: every check the reader makes on the columns is still made on what
+it returns.
+
+The full hash costs ``score`` nothing: ``run.json`` records the SHA-256 of every input file
+anyway, and the digest computed here is handed to it (:attr:`RunsColumns.sha256`,
+:func:`receval.official.direct.official_view`) instead of being computed again.
 """
 
 from __future__ import annotations
@@ -40,32 +46,33 @@ import numpy as np
 
 from receval.formats.buffers import arrow_array
 
-__all__ = ["SIDECAR", "RunsColumns", "RunsColumnsWriter", "read_runs_columns"]
+__all__ = ["SIDECAR", "RunsColumns", "RunsColumnsWriter", "file_sha256", "read_runs_columns"]
 
 #: The sidecar's folder, relative to the bundle.
 SIDECAR = Path(".receval") / "runs-columns"
-#: Bumped whenever the files' layout changes: an older sidecar is then ignored.
-VERSION = 1
-#: The fingerprint hashes this many blocks of :data:`SAMPLE_BYTES` spread over the file.
-SAMPLES = 16
-SAMPLE_BYTES = 1 << 16
+#: Bumped whenever the files' layout changes: an older sidecar is then ignored (version 1
+#: fingerprinted 16 sampled blocks of the table, not all of it).
+VERSION = 2
+#: Bytes read at a time when hashing a file.
+HASH_BLOCK = 1 << 20
 
 
-def fingerprint(path: Path) -> dict[str, Any]:
-    """Name, size, ``mtime_ns`` and a cheap content fingerprint of ``path`` (module
-    docstring): at most 1 MiB of the file is read."""
-    stat = os.stat(path)
-    digest = hashlib.sha256(str(stat.st_size).encode())
+def file_sha256(path: Path) -> str:
+    """The SHA-256 (hex) of the file at ``path``, read in blocks of :data:`HASH_BLOCK` into
+    one buffer (no copy of a large file in memory)."""
+    buffer = bytearray(HASH_BLOCK)
+    view = memoryview(buffer)
+    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        last = max(stat.st_size - SAMPLE_BYTES, 0)
-        for offset in sorted({last * i // (SAMPLES - 1) for i in range(SAMPLES)}):
-            digest.update(os.pread(fh.fileno(), SAMPLE_BYTES, offset))
-    return {
-        "name": Path(path).name,
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "fingerprint": digest.hexdigest(),
-    }
+        while size := fh.readinto(buffer):
+            digest.update(view[:size])
+    return digest.hexdigest()
+
+
+def _status(path: Path) -> dict[str, Any]:
+    """Name, size and ``mtime_ns`` of ``path``: the cheap part of the check."""
+    stat = os.stat(path)
+    return {"name": Path(path).name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 class RunsColumnsWriter:
@@ -127,7 +134,7 @@ class RunsColumnsWriter:
             out.write_table(blocks)
         meta = {
             "version": VERSION,
-            "runs": fingerprint(runs),
+            "runs": {**_status(runs), "sha256": file_sha256(runs)},
             "rows": self.rows,
             "plain_answers": self.plain,
         }
@@ -143,12 +150,14 @@ class RunsColumnsWriter:
 @dataclass(frozen=True)
 class RunsColumns:
     """The sidecar as read: ``blocks`` (``system``, ``query_id``, ``rows``: an Arrow table,
-    one row per block of one system and one query, in the run table's order) and ``answer``
-    (the run table's ``answer`` column, memory-mapped)."""
+    one row per block of one system and one query, in the run table's order), ``answer``
+    (the run table's ``answer`` column, memory-mapped) and ``sha256``, the run table's digest
+    (checked equal to the one the import recorded: ``run.json`` reuses it)."""
 
     blocks: Any
     answer: Any
     plain_answers: bool = False
+    sha256: str = ""
 
     @property
     def rows(self) -> int:
@@ -157,14 +166,22 @@ class RunsColumns:
 
 def read_runs_columns(root: Path, runs: Path) -> RunsColumns | None:
     """The sidecar of bundle ``root`` when it belongs to the run table ``runs`` as it is now,
-    else None (module docstring)."""
+    else None (module docstring).  The table is hashed whole only when its name, size and
+    ``mtime_ns`` match."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
     folder = Path(root) / SIDECAR
     try:
         meta = json.loads((folder / "meta.json").read_text())
-        if meta.get("version") != VERSION or meta.get("runs") != fingerprint(runs):
+        current = isinstance(meta, dict) and meta.get("version") == VERSION
+        recorded = meta.get("runs") if current else None
+        if not isinstance(recorded, dict):
+            return None
+        if any(recorded.get(key) != value for key, value in _status(runs).items()):
+            return None
+        digest = file_sha256(runs)
+        if recorded.get("sha256") != digest:
             return None
         blocks = ipc.open_file(pa.memory_map(str(folder / "blocks.arrow"))).read_all()
         answers = ipc.open_file(pa.memory_map(str(folder / "answers.arrow"))).read_all()
@@ -178,4 +195,4 @@ def read_runs_columns(root: Path, runs: Path) -> RunsColumns | None:
     if len(lengths) and lengths.min() < 1:
         return None
     plain = meta.get("plain_answers") is True
-    return RunsColumns(blocks=blocks, answer=answers["answer"], plain_answers=plain)
+    return RunsColumns(blocks=blocks, answer=answers["answer"], plain_answers=plain, sha256=digest)

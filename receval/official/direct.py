@@ -73,6 +73,8 @@ class OfficialView(SmallTablesView):
     judge: None = None
     duplicate_rows: int = 0
     empty_systems: tuple[str, ...] = ()
+    #: SHA-256 of input files already computed (the run table's, checked against its sidecar)
+    known_checksums: dict[Path, str] = field(default_factory=dict, repr=False)
 
     @property
     def teams(self) -> dict[str, str]:
@@ -96,7 +98,8 @@ class OfficialView(SmallTablesView):
     def checksums(self) -> dict[str, str]:
         from receval.task import Task
 
-        return Task.checksums(self)  # type: ignore[arg-type]  (reads files and root only)
+        # reads files and root only; the run table's digest when its sidecar was checked
+        return Task.checksums(self, self.known_checksums)  # type: ignore[arg-type]
 
     def diagnostics(self, joint: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
         """``per_query``, ``annotation``, ``pooling_bias`` and ``agreement`` as the in-memory
@@ -177,7 +180,9 @@ def official_view(task: Any, options: Any, engine: Any, out_of_core: bool | None
     if not _small_ok(small):
         return None
     small.files["runs"] = runs
-    view = _view(Path(task), small, _run_columns(bundle.root, runs))  # None: not plain
+    columns = _run_columns(bundle.root, runs)
+    known = {runs: columns.sha256} if getattr(columns, "sha256", "") else {}
+    view = _view(Path(task), small, columns, known)  # None: not plain
     if view is not None and len(view.merged.conflicts):
         return None  # conflicts.csv names facts by the task's ids over every fact output
     return view
@@ -413,10 +418,12 @@ def _run_columns(root: Path, runs: Path) -> Any:
     return _read_runs([runs]) if columns is None else columns
 
 
-def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
+def _view(
+    root: Path, small: SmallTables, table: Any, known: dict[Path, str] | None = None
+) -> OfficialView | None:
     """Encode the runs (``table``: an Arrow table, the sidecar's
     :class:`~receval.formats.runs_sidecar.RunsColumns`, or None when something is not plain)
-    and build the view."""
+    and build the view (``known``: its :attr:`OfficialView.known_checksums`)."""
     from receval.formats.runs_sidecar import RunsColumns
 
     if table is None:
@@ -430,7 +437,9 @@ def _view(root: Path, small: SmallTables, table: Any) -> OfficialView | None:
         del table
     else:
         return None
-    return None if encoded is None else _coded_view(root, small, *encoded, answer, *checked)
+    if encoded is None:
+        return None
+    return _coded_view(root, small, *encoded, answer, *checked, known=known or {})
 
 
 def _encoded_table(table: Any) -> tuple | None:
@@ -466,6 +475,7 @@ def _coded_view(
     answer: Any,
     distinct: bool = False,
     plain: bool = False,
+    known: dict[Path, str] | None = None,
 ) -> OfficialView | None:
     """The view of the runs' encoded systems and queries and their ``answer`` column.
     ``distinct``: no system outputs a (query, answer) twice, ``plain``: every answer is plain
@@ -506,6 +516,7 @@ def _coded_view(
         pool_size=int(n_facts - (len(in_pool) - in_pool.sum())),
         in_pool=in_pool,
         fact_teams=fact_owners(coded),
+        known_checksums=known or {},
     )
     register_responses(view, coded)
     return view
