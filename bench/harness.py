@@ -10,7 +10,11 @@ tests with ``importlib``, so the folder is not a package: a script imports this 
 * :func:`timed`, :func:`peak_rss_mib`: wall and CPU time and peak memory of one call;
 * :func:`store_result`: the record ``bench/results/<script>.json`` (bench/README.md gives the
   shape), so that every figure on the documentation's validation page names the command, the
-  seed and the code that produced it, and the machine it ran on.
+  seed and the code that produced it, and the machine it ran on.  "The code" is the checkout
+  the measured children imported ``receval`` from (:func:`run_child` asks each child's
+  interpreter, with its options, environment and working directory: :func:`child_checkout`),
+  not necessarily the one this script imports; a script that runs nothing as a child measured
+  the ``receval`` it imports itself.
 """
 
 from __future__ import annotations
@@ -173,7 +177,8 @@ def best(call: Callable[[], Any], repeat: int) -> float:
 @dataclass(frozen=True)
 class Child:
     """One finished child process: wall and CPU seconds (user + system), its own peak RSS in
-    MiB, its stdout, the tail of its stderr and its exit code."""
+    MiB, its stdout, the tail of its stderr, its exit code and the checkout whose ``receval``
+    it imports (:func:`child_checkout`; None for a child that is not Python or has none)."""
 
     wall: float
     cpu: float
@@ -181,15 +186,26 @@ class Child:
     stdout: str
     stderr_tail: str
     exit: int = 0
+    checkout: str | None = None
 
 
-def run_child(args: list[str], env: dict[str, str] | None = None, check: bool = True) -> Child:
-    """Run a command and measure it.  ``os.wait4`` reports the resource usage of exactly this
-    child, so several measured children do not mask each other (``RUSAGE_CHILDREN`` keeps only
-    the largest so far); CPU time depends far less on the machine's load than wall time."""
+def run_child(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    cwd: Path | str | None = None,
+) -> Child:
+    """Run a command (in ``cwd``, default this process's) and measure it.  ``os.wait4`` reports
+    the resource usage of exactly this child, so several measured children do not mask each
+    other (``RUSAGE_CHILDREN`` keeps only the largest so far); CPU time depends far less on the
+    machine's load than wall time.  The checkout the child imports ``receval`` from is noted
+    in :data:`CHILD_CHECKOUTS` (the commit a stored record names, :func:`git_commit`)."""
+    checkout = child_checkout(args, env, cwd)
+    if checkout is not None:
+        CHILD_CHECKOUTS[checkout] = CHILD_CHECKOUTS.get(checkout, 0) + 1
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         out.seek(0)
@@ -199,7 +215,89 @@ def run_child(args: list[str], env: dict[str, str] | None = None, check: bool = 
     code = os.waitstatus_to_exitcode(status)
     if check and code != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {tail}")
-    return Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout, tail, code)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Child(wall, cpu, usage.ru_maxrss / 1024, stdout, tail, code, checkout)
+
+
+# ------------------------------------------------------------------ the measured checkout
+
+#: the checkouts the children run by :func:`run_child` import ``receval`` from (path → how
+#: many children), in the order first seen: the code a record's figures measured
+CHILD_CHECKOUTS: dict[str, int] = {}
+#: Python options that take the next argument as their value
+_VALUED = ("-X", "-W", "--check-hash-based-pycs")
+#: what the probe prints: the folder holding the ``receval`` package it would import (found,
+#: not imported: nothing of the package runs)
+_PROBE = (
+    "import importlib.util as u, pathlib; s = u.find_spec('receval'); "
+    "print(pathlib.Path(s.origin).resolve().parents[1] if s and s.origin else '')"
+)
+_PROBED: dict[tuple, str | None] = {}
+
+
+def child_checkout(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path | str | None = None
+) -> str | None:
+    """The folder whose ``receval`` the command ``args`` imports when run with ``env`` in
+    ``cwd``: asked of the same interpreter with the same options, environment and folder
+    (``-m``/``-c`` put the working directory first on ``sys.path``, unless ``-P``/``-I``; a
+    script or a console script puts its own folder there instead, so the probe runs with
+    ``-P``).  None when the command is not Python or finds no ``receval``."""
+    python, options, cwd_first = _python_of(args)
+    if python is None:
+        return None
+    probe = [python, *options, *([] if cwd_first else ["-P"]), "-c", _PROBE]
+    where = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
+    env_key = tuple(sorted((env if env is not None else os.environ).items()))
+    key = (tuple(probe), where, env_key)
+    if key not in _PROBED:
+        try:
+            done = subprocess.run(
+                probe, capture_output=True, text=True, env=env, cwd=where, timeout=120
+            )
+            _PROBED[key] = (done.stdout.strip() or None) if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            _PROBED[key] = None
+    return _PROBED[key]
+
+
+def _python_of(args: list[str]) -> tuple[str | None, list[str], bool]:
+    """(the Python interpreter of a command, its options before ``-m``/``-c``/the script,
+    whether the working directory comes first on its ``sys.path``)."""
+    if not args:
+        return None, [], False
+    python = args[0] if Path(args[0]).name.startswith("python") else _shebang(args[0])
+    if python is None or python != args[0]:  # a console script: its folder comes first
+        return python, [], False
+    options: list[str] = []
+    i = 1
+    while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c"):
+        options.append(args[i])
+        if args[i] in _VALUED and i + 1 < len(args):
+            options.append(args[i + 1])
+            i += 1
+        i += 1
+    runs_code = i < len(args) and args[i] in ("-m", "-c")
+    isolated = any(o in ("-P", "-I") or (o.startswith("-") and "P" in o[1:]) for o in options)
+    return python, options, runs_code and not isolated
+
+
+def _shebang(path: str) -> str | None:
+    """The Python interpreter a script's ``#!`` line names (None: no such line, or not Python)."""
+    import shutil
+
+    found = shutil.which(path) or path
+    try:
+        with open(found, "rb") as fh:
+            line = fh.readline(512).decode(errors="replace")
+    except OSError:
+        return None
+    if not line.startswith("#!") or "python" not in line:
+        return None
+    words = line[2:].split()
+    if Path(words[0]).name == "env" and len(words) > 1:
+        return shutil.which(words[1])
+    return words[0]
 
 
 def machine() -> dict[str, Any]:
@@ -221,14 +319,24 @@ def machine() -> dict[str, Any]:
 # ------------------------------------------------------------------------------ records
 
 
-def git_commit(checkout: Path | str | None = None) -> str:
-    """The HEAD commit of ``checkout`` (default: the checkout ``receval`` is imported from, which
-    ``PYTHONPATH`` may point at another than this script's), with ``+dirty`` when its tracked
-    files differ from HEAD, or ``"unknown"`` outside git."""
-    if checkout is None:
-        import receval
+def measured_checkout() -> Path:
+    """The checkout whose code the figures measured: the first one a child of
+    :func:`run_child` imported ``receval`` from (:data:`CHILD_CHECKOUTS`), else (nothing run
+    as a child: the script measured in process) the one this process imports."""
+    if CHILD_CHECKOUTS:
+        return Path(next(iter(CHILD_CHECKOUTS)))
+    import receval
 
-        checkout = Path(receval.__file__).resolve().parents[1]
+    return Path(receval.__file__).resolve().parents[1]
+
+
+def git_commit(checkout: Path | str | None = None) -> str:
+    """The HEAD commit of ``checkout`` (default: :func:`measured_checkout`, the checkout the
+    measured children imported ``receval`` from, which their ``PYTHONPATH`` or working
+    directory may make another than this script's), with ``+dirty`` when its tracked files
+    differ from HEAD, or ``"unknown"`` outside git."""
+    if checkout is None:
+        checkout = measured_checkout()
     try:
         head = subprocess.run(
             ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -304,6 +412,8 @@ def store_result(
     """
     path = Path(out) if out is not None else RESULTS / f"{name}.json"
     record: dict[str, Any] = {"command": command, "seed": seed, "commit": git_commit()}
+    if len(CHILD_CHECKOUTS) > 1:  # e.g. a baseline source tree timed in the same rounds
+        record["commits"] = {where: git_commit(where) for where in CHILD_CHECKOUTS}
     record |= {"date": now(), "machine": machine(), "config": config or "the script's defaults"}
     if title:
         record["title"] = title

@@ -1,0 +1,103 @@
+"""bench/harness.py records the commit of the checkout the measured children ran, found by
+asking each child's interpreter (its options, ``PYTHONPATH`` and working directory), not the
+one the benchmark script itself imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import load_bench
+
+
+def _checkout(root: Path) -> tuple[Path, str]:
+    """A git repository holding an empty ``receval`` package, one commit; (path, commit)."""
+    (root / "receval").mkdir(parents=True)
+    (root / "receval" / "__init__.py").write_text("")
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    git("init", "-q")
+    git("add", "receval")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    return root.resolve(), git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def harness(monkeypatch):
+    module = load_bench("harness")
+    monkeypatch.setattr(module, "CHILD_CHECKOUTS", {})
+    return module
+
+
+@pytest.fixture
+def two(tmp_path):
+    """Two checkouts: ``a`` on PYTHONPATH, ``b`` the working directory."""
+    return _checkout(tmp_path / "a"), _checkout(tmp_path / "b")
+
+
+def _env(path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(path)}
+
+
+@pytest.mark.parametrize(
+    ("args", "winner"),
+    [
+        (["-c", "pass"], "b"),  # -c and -m: the working directory first
+        (["-m", "json.tool", "--help"], "b"),
+        (["-P", "-c", "pass"], "a"),  # -P: not the working directory, PYTHONPATH
+        (["SCRIPT"], "a"),  # a script: its own folder first, then PYTHONPATH
+        (["-E", "-P", "-c", "pass"], None),  # -E: PYTHONPATH ignored, the installed receval
+    ],
+)
+def test_the_child_checkout_is_the_one_its_interpreter_imports(
+    harness, two, tmp_path, args, winner
+):
+    (a, _), (b, _) = two
+    script = tmp_path / "script.py"
+    script.write_text("import receval\n")
+    args = [str(script) if x == "SCRIPT" else x for x in args]
+    child = harness.run_child([sys.executable, *args], env=_env(a), cwd=b)
+    expected = {"a": str(a), "b": str(b)}.get(winner)
+    if winner is None:  # the venv's own receval (editable or installed), neither of the two
+        assert child.checkout not in (str(a), str(b))
+    else:
+        assert child.checkout == expected
+    assert list(harness.CHILD_CHECKOUTS) == ([child.checkout] if child.checkout else [])
+
+
+def test_the_stored_record_names_the_childrens_commit(harness, two, tmp_path):
+    """The parent imports this worktree's receval; its children ran checkout ``a``: the
+    record's commit is ``a``'s, and a second checkout timed in the same run is listed too."""
+    (a, commit_a), (b, commit_b) = two
+    harness.run_child([sys.executable, "-P", "-c", "pass"], env=_env(a), cwd=tmp_path)
+    assert harness.git_commit() == commit_a
+    out = tmp_path / "x.json"
+    harness.store_result("x", "python bench/x.py", 0, {"n": 1}, out=out)
+    record = harness.records(json.loads(out.read_text()))[-1]
+    assert record["commit"] == commit_a and "commits" not in record
+    harness.run_child([sys.executable, "-P", "-c", "pass"], env=_env(b), cwd=tmp_path)
+    harness.store_result("x", "python bench/x.py --again", 0, {"n": 2}, out=out)
+    record = harness.records(json.loads(out.read_text()))[-1]
+    assert record["commit"] == commit_a
+    assert record["commits"] == {str(a): commit_a, str(b): commit_b}
+
+
+def test_without_children_the_commit_is_the_imported_receval(harness):
+    import receval
+
+    here = Path(receval.__file__).resolve().parents[1]
+    assert harness.measured_checkout() == here
+    assert harness.git_commit().split("+")[0] == harness.git_commit(here).split("+")[0]
+
+
+def test_a_command_that_is_not_python_has_no_checkout(harness, tmp_path):
+    child = harness.run_child(["true"], cwd=tmp_path)
+    assert child.checkout is None and not harness.CHILD_CHECKOUTS
