@@ -16,18 +16,24 @@ and of two per-system sums (Σ_{X_i} t_i s, the judged share), with s(x) the jud
 mean of the scored pool facts where the judge gave none, as :func:`receval.judge.fact_scores`):
 E_j[S_i] = (w_ij/n_j) PS[i, k_j]/|X_{k_j}|, E_j[S_num,i] = GS[i, k_j]/(N |X_{k_j}|), the pool's
 E_j[S] = GS[k_j, k_j]/(N |X_{k_j}|) (Chaganty et al. 2017, §3, the joint estimator's terms;
-Angelopoulos et al. 2023, eq. 1, the control's mean).  :data:`PAIR_SUMS` computes them with a
-self-join of the distinct (system, fact) pairs on the fact: Σ_x |S(x)|² joined rows, S(x) the
-systems that output x — the cost grows with the square of the overlap (a pool fact output by 17
-of 50 systems joins 289 rows).  Python receives m² + m rows.
+Angelopoulos et al. 2023, eq. 1, the control's mean).
+
+On DuckDB they are :mod:`receval.engine.judge_stream`'s streamed sums (one map: v = s, each
+graded fact its own key, the queries' "not graded" keys the fill): the engine numbers the pool's
+facts and stores the distinct (system, fact) pairs as integers, and Python adds one slice of
+them at a time in dense products — the same Σ_x |S(x)|² multiply-adds as a self-join, without
+joining that many rows.  Elsewhere (Spark, where the join runs on the cluster)
+:data:`PAIR_SUMS` computes them with a self-join of the distinct (system, fact) pairs on the
+fact: Σ_x |S(x)|² joined rows, S(x) the systems that output x (a pool fact output by 17 of 50
+systems joins 289 rows); Python receives m² + m rows.
 
 Scope: one probability judge (``judge_score`` in [0, 1], no ``judge`` column of several judges,
 no graded scale: those are calibrated per judge, :func:`receval.judge.calibrates`), no
 equivalence classes, ``--weighting size``, no ``--cluster-queries`` (its per-query
 expectations), no logistic recalibration (ppi recomputes the totals under a fitted map of the
 scores for pooled recall when a fold holds 20 correct draws: the same SQL with s replaced by
-σ(a + b logit s) would give them).  The sums run in the engine's order, not the sparse
-products' of the in-memory path: equal to ~1e-15 relative (tests compare to 1e-12).
+σ(a + b logit s) would give them).  The sums run in another order than the sparse products of
+the in-memory path: equal to ~1e-15 relative (tests compare to 1e-12).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from receval.engine.base import Engine
+    from receval.engine.judge_stream import PoolSums
     from receval.engine.summary import RunSummary
     from receval.estimators.ppi import JudgeTotals
     from receval.estimators.sample_data import SampleData
@@ -89,20 +96,88 @@ def engine_judge_totals(
     drawn: pd.DataFrame,
 ) -> JudgeTotals:
     """:class:`~receval.estimators.ppi.JudgeTotals` (``--weighting size``, no query clusters)
-    over view ``normed`` (:func:`receval.engine.summary.register_normed`).
+    over view ``normed`` (:func:`receval.engine.summary.register_normed`): the pool sums
+    streamed on DuckDB (:func:`streamed_sums`), by the self-join elsewhere
+    (:func:`joined_sums`).
 
     ``judge``: ``query_id, answer, judge_score`` (answers normalised, one row per fact);
     ``drawn``: ``query_id, answer`` of ``data.facts`` in order (normalised)."""
     from receval.engine.judge import expectations as _expectations
-    from receval.engine.judge import target_table as _targets
+    from receval.engine.judge import mixture_c
     from receval.estimators.ppi import JudgeTotals
 
-    m = data.m
     sizes = np.asarray(summary.sizes, float)
     N = float(data.sampler_n.sum())
-    n_system = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=m)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(sizes > 0, n_system / (N * sizes), 0.0) if N > 0 else np.zeros(m)
+    c = mixture_c(data, sizes)
+    sums_of = streamed_sums if engine.name == "duckdb" else joined_sums
+    fill, sums = sums_of(engine, summary, data.target_kind, judge, c)
+    grams = {"ps": sums.ps[0], "pm": sums.pm, "gs": sums.gs[0], "g1": sums.g1}
+    expected_score, expected_mass = _expectations(data, grams, sizes, N)
+    at = _drawn_scores(judge, drawn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = sums.scored / sizes
+    return JudgeTotals(
+        score_drawn=np.where(np.isnan(at), fill, at),
+        scored_drawn=~np.isnan(at),
+        expected_score=expected_score,
+        expected_mass=expected_mass,
+        scored_share=share,
+        judge_precision=sums.jp[0],
+    )
+
+
+#: per judged fact: its key (its row in the judge table; the first row of two answers with
+#: one hash) and ``graded``
+JUDGE_KEYS = """
+SELECT query_id, {h} AS a, min(key) AS key, 1 AS graded FROM judge_answers
+GROUP BY query_id, {h}
+"""
+
+
+def streamed_sums(
+    engine: Engine, summary: RunSummary, target: str, judge: pd.DataFrame, c: np.ndarray
+) -> tuple[float, PoolSums]:
+    """(the fill, the pool sums) by :func:`receval.engine.judge_stream.stream_sums` over the
+    numbered pool (DuckDB): key g < G is the judge's g-th row, key G + q query q's facts the
+    judge did not score (valued at the fill: the mean score of the scored pool facts)."""
+    from receval.engine.judge import POOL_KEYS, _create_pairs, target_matrix
+    from receval.engine.judge_stream import number_pool, stream_sums
+
+    h = engine.dialect.hash64("answer")
+    queries = pd.Index(sorted(set(summary.cells["query_id"])), dtype=object)
+    graded = len(judge)
+    codes = pd.DataFrame({"system": summary.systems, "code": np.arange(c.size, dtype=np.int64)})
+    engine.register("judge_codes", codes)
+    _create_pairs(engine, summary, h)
+    keyed = judge[["query_id", "answer"]].assign(key=np.arange(graded, dtype=np.int64))
+    engine.register("judge_answers", keyed)
+    engine.create_table("judge_keys", JUDGE_KEYS.format(h=h))
+    missing = graded + np.arange(len(queries), dtype=np.int64)
+    engine.register("judge_missing", pd.DataFrame({"query_id": queries, "key": missing}))
+    engine.create_table("judge_pool", POOL_KEYS.format(classed="0", join=""))
+    facts = number_pool(engine)
+    counts = engine.query("SELECT key, count(*) AS n FROM judge_pool WHERE scored = 1 GROUP BY key")
+    scores = judge["judge_score"].to_numpy(float)
+    n = counts["n"].to_numpy(float)
+    fill = float((scores[counts["key"].to_numpy(np.int64)] * n).sum() / n.sum()) if n.sum() else 0.5
+    values = np.concatenate([scores, np.full(len(queries), fill)])[None, :]
+    targets = target_matrix(summary, target, queries)
+    pairs = float(np.asarray(summary.sizes, float).sum())
+    sums = stream_sums(engine, facts, pairs, c, targets, values, graded)
+    for table in ("judge_incidence", "judge_pool_f", "judge_pool", "judge_keys", "judge_pairs"):
+        engine.con.execute(f"DROP TABLE {table}")  # the engine's database file: not kept
+    return fill, sums
+
+
+def joined_sums(
+    engine: Engine, summary: RunSummary, target: str, judge: pd.DataFrame, c: np.ndarray
+) -> tuple[float, PoolSums]:
+    """(the fill, the pool sums) by the self-join :data:`PAIR_SUMS` and :data:`SYSTEM_SUMS`
+    (Spark: the join runs on the cluster)."""
+    from receval.engine.judge import target_table as _targets
+    from receval.engine.judge_stream import PoolSums
+
+    m = c.size
     h = engine.dialect.hash64("answer")
     engine.register(
         "judge_systems", pd.DataFrame({"system": summary.systems, "code": np.arange(m), "c": c})
@@ -110,37 +185,27 @@ def engine_judge_totals(
     scores = judge[["query_id", "answer", "judge_score"]].rename(columns={"judge_score": "s"})
     engine.register("judge_answers", scores)
     engine.create_table("judge_scores", f"SELECT query_id, {h} AS a, s FROM judge_answers")
-    engine.register("judge_targets", _targets(summary, data.target_kind))
+    engine.register("judge_targets", _targets(summary, target))
     engine.create_table("judge_pairs", PAIRS.format(h=h))
     engine.create_table("judge_facts", FACTS)
     mean = engine.query("SELECT avg(s) AS fill FROM judge_facts WHERE s IS NOT NULL")["fill"]
     fill = float(mean.iloc[0]) if len(mean) and pd.notna(mean.iloc[0]) else 0.5
     sums = engine.query(PAIR_SUMS.format(fill=repr(fill)))
     per_system = engine.query(SYSTEM_SUMS.format(fill=repr(fill)))
-    if engine.name == "duckdb":  # the engine's database file (spilled): not kept
-        for table in ("judge_pairs", "judge_facts", "judge_scores"):
-            engine.con.execute(f"DROP TABLE {table}")
+    i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
     grams = {}
     for name in ("ps", "pm", "gs", "g1"):
         grams[name] = np.zeros((m, m))
-        grams[name][sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)] = sums[name]
-    expected_score, expected_mass = _expectations(data, grams, sizes, N)
-    i = per_system["i"].to_numpy(np.int64)
-    judge_precision = np.zeros(m)
-    judge_precision[i] = per_system["judge_precision"].to_numpy(float)
-    scored = np.zeros(m)
-    scored[i] = per_system["scored"].to_numpy(float)
-    at = _drawn_scores(judge, drawn)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = scored / sizes
-    return JudgeTotals(
-        score_drawn=np.where(np.isnan(at), fill, at),
-        scored_drawn=~np.isnan(at),
-        expected_score=expected_score,
-        expected_mass=expected_mass,
-        scored_share=share,
-        judge_precision=judge_precision,
-    )
+        grams[name][i, k] = sums[name].to_numpy(float)
+    at = per_system["i"].to_numpy(np.int64)
+    per = {}
+    for name in ("judge_precision", "scored"):
+        per[name] = np.zeros(m)
+        per[name][at] = per_system[name].to_numpy(float)
+    return fill, PoolSums(
+        g1=grams["g1"], pm=grams["pm"], gs=grams["gs"][None], ps=grams["ps"][None],
+        jp=per["judge_precision"][None], scored=per["scored"],
+    )  # fmt: skip
 
 
 def _drawn_scores(judge: pd.DataFrame, drawn: pd.DataFrame) -> np.ndarray:
