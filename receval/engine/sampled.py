@@ -101,6 +101,11 @@ def normalised_answer_sql(engine: Engine, matching: Matching | None, column: str
     sql = column
     for step in normalise_steps(matching, engine.dialect):
         sql = step.format(s=f"({sql})")
+    if not matching.strip:  # blank stays blank (the loader refuses it whatever strip says)
+        from receval.engine.matching import _whitespace
+
+        blank = engine.dialect.regexp_matches(column, f"\\A{_whitespace()}*\\z")
+        sql = f"CASE WHEN {blank} THEN '' ELSE {sql} END"
     if sql == column:
         return sql
     # printable ASCII without a leading, trailing or repeated space is its own normal form

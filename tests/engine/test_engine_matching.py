@@ -197,3 +197,18 @@ def test_spark_reads_the_answers_as_memory_does(tmp_path, monkeypatch, matching)
     for name in WRITTEN:
         memory = (tmp_path / "s--in-memory" / name).read_bytes()
         assert (tmp_path / "s--out-of-core" / name).read_bytes() == memory, name
+
+
+@pytest.mark.parametrize("path", ["--in-memory", "--out-of-core"])
+def test_a_blank_answer_is_refused_with_strip_off(tmp_path, path):
+    """An answer of spaces alone (an em space and a space) is blank whatever ``strip`` says:
+    ``score`` and ``validate`` exit 2 naming the answer column on both paths."""
+    root = spaced_bundle(tmp_path / "b", MATCHING["strip-off"])
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs.loc[3, "answer"] = "\u2003 "
+    runs.to_parquet(root / "runs.parquet", index=False)
+    score = ["score", root, "--out", tmp_path / "o", "--no-report", "--allow-pending"]
+    for args in (score, ["validate", root]):
+        result = CliRunner().invoke(cli, [*map(str, args), path])
+        assert result.exit_code == 2, result.output
+        assert "empty value in required column 'answer'" in result.output
