@@ -473,9 +473,9 @@ def _anytime(options, small: SmallTables) -> bool:
 @contextlib.contextmanager
 def parquet_engine(bundle, engine: Any):
     """An engine with the bundle's Parquet runs as view ``runs`` (answers read per its
-    ``[matching] strip``): ``engine`` itself when it is
-    a connected engine (left open), else a new one of that name (DuckDB bounded, spilling,
-    insertion order not kept), closed after.  DuckDB's out-of-memory error becomes one line."""
+    ``[matching] strip``): ``engine`` itself when it is a connected engine (left open), else a
+    new one of that name (DuckDB bounded, spilling, insertion order not kept), closed after.
+    DuckDB's out-of-memory error becomes one line."""
     from receval.engine.base import connect, one_line_oom
     from receval.engine.sampled import register_runs
 

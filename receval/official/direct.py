@@ -480,7 +480,8 @@ def _coded_view(
     """The view of the runs' encoded systems and queries and their ``answer`` column.
     ``distinct``: no system outputs a (query, answer) twice, ``plain``: every answer is plain
     text (:func:`_plain_text`), both known (the sidecar of an imported TREC run table: the
-    import checked them), else checked here."""
+    import checked them), else checked here; ``known``: input files' SHA-256 already computed
+    (:attr:`OfficialView.known_checksums`)."""
     from receval.official.coded import fact_owners, register_responses, responses_of_codes
     from receval.official.rules import hop0_queries
 
