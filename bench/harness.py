@@ -224,6 +224,8 @@ def run_child(
 #: the checkouts the children run by :func:`run_child` import ``receval`` from (path → how
 #: many children), in the order first seen: the code a record's figures measured
 CHILD_CHECKOUTS: dict[str, int] = {}
+#: commands that run the rest of their command line (:func:`child_checkout` looks past them)
+_WRAPPERS = ("nice", "time", "ionice", "taskset", "chrt")
 #: Python options that take the next argument as their value
 _VALUED = ("-X", "-W", "--check-hash-based-pycs")
 #: what the probe prints: the folder holding the ``receval`` package it would import (found,
@@ -264,6 +266,9 @@ def child_checkout(
 def _python_of(args: list[str]) -> tuple[str | None, list[str], bool]:
     """(the Python interpreter of a command, its options before ``-m``/``-c``/the script,
     whether the working directory comes first on its ``sys.path``)."""
+    if args and Path(args[0]).name in _WRAPPERS:  # nice -n 10 python ...: the python
+        pythons = [i for i, a in enumerate(args) if Path(a).name.startswith("python")]
+        args = args[pythons[0] :] if pythons else []
     if not args:
         return None, [], False
     python = args[0] if Path(args[0]).name.startswith("python") else _shebang(args[0])

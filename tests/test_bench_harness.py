@@ -55,6 +55,7 @@ def _env(path: Path) -> dict[str, str]:
         (["-P", "-c", "pass"], "a"),  # -P: not the working directory, PYTHONPATH
         (["SCRIPT"], "a"),  # a script: its own folder first, then PYTHONPATH
         (["-E", "-P", "-c", "pass"], None),  # -E: PYTHONPATH ignored, the installed receval
+        (["NICE", "-c", "pass"], "b"),  # nice -n 5 python -c: the python's
     ],
 )
 def test_the_child_checkout_is_the_one_its_interpreter_imports(
@@ -64,7 +65,10 @@ def test_the_child_checkout_is_the_one_its_interpreter_imports(
     script = tmp_path / "script.py"
     script.write_text("import receval\n")
     args = [str(script) if x == "SCRIPT" else x for x in args]
-    child = harness.run_child([sys.executable, *args], env=_env(a), cwd=b)
+    command = [sys.executable, *args]
+    if args[0] == "NICE":
+        command = ["nice", "-n", "5", sys.executable, *args[1:]]
+    child = harness.run_child(command, env=_env(a), cwd=b)
     expected = {"a": str(a), "b": str(b)}.get(winner)
     if winner is None:  # the venv's own receval (editable or installed), neither of the two
         assert child.checkout not in (str(a), str(b))
