@@ -216,7 +216,9 @@ def measure(
     env = {**os.environ, "PYTHONPATH": str(receval), "OMP_NUM_THREADS": "1"}
     runner = ["-m", "receval.cli"] if code is None else ["-c", code]
     prefix = [] if nice is None else ["nice", "-n", str(nice)]
-    cmd = [*prefix, "/usr/bin/time", "-v", sys.executable, *runner, *args]
+    # -P: the checkout on PYTHONPATH, not the working directory, is the receval measured
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    cmd = [*prefix, "/usr/bin/time", "-v", sys.executable, *safe, *runner, *args]
     start, load = time.monotonic(), os.getloadavg()[0]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
