@@ -28,6 +28,25 @@ difference by 20 pseudo-steps, instead of toward 0 by one), ``clip0.1``/``clip0.
 prediction clipped into [0.1, 0.9] / [0.2, 0.8]: lighter tails, narrower ranges) and ``oracle``
 (the judge calibrated per (query, grade) on *every* pair's label, a bound no loop can reach).
 ``--by-judge``: the rounds drawn by ``sample --by-judge``'s design; ``--variants``: only some.
+``level`` and ``centred``: :data:`receval.estimators.judge_stream.CONTROL` (``level``, the
+calibrated map as the whole prediction, is the library's; ``centred``, each system's running
+precision plus β × the map's deviation from the system's mean, was tried and not adopted).
+
+``--segments``: per system by *true rank* (0: the best) and per calibration segment of the
+stream (s0 the raw grade / 4, s1 the map fitted on ≥ 32 labels, then one per doubling), the
+judged terms' mean squared error E[(Y − π)²] over the plain terms' on the same steps, at the
+last look, means over the repetitions (``--variants``, ``a+b`` combined, default
+``level,centred``).  Recorded [segments_level_centred_oracle+level_oracle+centred], 8 worlds,
+6 rounds of 200: with the library's ``level`` terms the best system's error is 5.2×, 16.6×,
+5.7×, 1.5×, 1.3×, 1.04×, 1.16× the plain terms' in s0–s6 (1.14× over all steps), the second
+best's 0.88× overall, ranks 2–7 0.74–0.81×; the oracle calibration changes that little (best
+1.07×, second 0.85×).  So the judge helps least for the systems a ``--top K`` decision rests on:
+their precision is high (0.75–0.85), their outputs mostly relevant, and UMBRELA's grade tells
+little *within* them.  ``centred`` brings every segment to ≤ 1.14× (best system 0.94× overall)
+but the loop spent more labels with it (bench/until_decided_judge.py ``--control centred``).
+
+    PYTHONPATH=. python bench/loop_judge.py --segments --reps 8 --fixed 6 \
+        --variants level,centred,oracle+level,oracle+centred
 
     PYTHONPATH=. python bench/loop_judge.py --reps 10 --fixed 6 --batch 200
 """
@@ -50,7 +69,7 @@ import harness
 #: the ppi variants and joint's CAP variants compared with joint at CAP 0.5
 VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "prior0.1",
             "toward20", "clip0.1", "clip0.2", "clip0.3", "clip0.2+cap0.7", "oracle", "joint_cap0.7", "joint_cap0.9",
-            "joint_prior0.1")  # fmt: skip
+            "joint_prior0.1", "level", "centred")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
 
@@ -158,6 +177,8 @@ def patches(world, variant: str) -> list:
         return [mock.patch.object(pairs, "PRIOR_UNIT_MOMENT", float(variant.rsplit("prior", 1)[1]))]
     if "cap" in variant:
         return [mock.patch.object(pairs, "CAP", float(variant.rsplit("cap", 1)[1]))]
+    if variant in ("level", "centred"):
+        return [mock.patch.object(js, "CONTROL", variant)]
     if variant == "oracle":
         table = oracle_scores(world)
         return [mock.patch.object(js, "calibrated_scores", lambda *a, **k: table)]
@@ -265,6 +286,61 @@ def compare(world, task, variants: tuple[str, ...] = VARIANTS) -> dict:
     return figures
 
 
+def segment_errors(world, task, variants: tuple[str, ...]) -> dict:
+    """Per variant, per system by true rank (0: the best) and per calibration segment of the
+    stream: the judged terms' mean squared error E[(Y − π)²] over the segment's steps, over
+    the plain terms' (joint's) on the same steps."""
+    from receval.estimators.anytime.method import output_arrays
+    from receval.estimators.anytime.pairs import precision_terms
+    from receval.estimators.anytime.stream import build_stream
+    from receval.estimators.judge_stream import judged_terms, stream_judge
+    from receval.estimators.sample_data import build_sample_data
+
+    data = build_sample_data(task, "micro")
+    st = build_stream(task, data)
+    plain = precision_terms(task, data, st)
+    true = world.precision.reindex(list(data.systems)).to_numpy()
+    rank = (-true).argsort().argsort()
+    seg = stream_judge(task, data, st).step_segment
+    out = {}
+    for v in variants:
+        with ExitStack() as stack:
+            for patch in patches(world, v):
+                stack.enter_context(patch)
+            terms, _ = judged_terms(task, data, st, output_arrays)
+        for i in range(data.m):
+            for c in np.unique(seg[plain.active[i]]):
+                on = plain.active[i] & (seg == c)
+                err = ((terms.y[i][on] - true[i]) ** 2).mean()
+                out[(v, int(rank[i]), int(c))] = err / ((plain.y[i][on] - true[i]) ** 2).mean()
+            on = plain.active[i]
+            out[(v, int(rank[i]), -1)] = ((terms.y[i][on] - true[i]) ** 2).mean() / (
+                (plain.y[i][on] - true[i]) ** 2
+            ).mean()
+    return out
+
+
+def segments_study(args, variants: tuple[str, ...]) -> dict:
+    """``--segments``: :func:`segment_errors` at the last look, means over the repetitions:
+    ``{variant: {"rank r": {"all": ratio, "s0": ..., "s1": ...}}}`` (s0: the raw score, s1
+    the map fitted on ≥ 32 labels, then every doubling)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    rows: dict[tuple, list[float]] = {}
+    for rep in range(args.reps):
+        for look, task in world_tasks(world, rep, args):
+            if look == args.fixed:
+                for key, value in segment_errors(world, task, variants).items():
+                    rows.setdefault(key, []).append(value)
+        print(f"  rep {rep}", file=sys.stderr, flush=True)
+    out: dict = {}
+    for (v, r, c), values in sorted(rows.items()):
+        name = "all" if c < 0 else f"s{c}"
+        out.setdefault(v, {}).setdefault(f"rank {r}", {})[name] = round(float(np.mean(values)), 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=0, reps=10)
     parser.add_argument("--systems", type=int, default=8)
@@ -279,8 +355,24 @@ def main(argv: list[str] | None = None) -> None:
         help="draw the rounds with sample --by-judge's design (Neyman over the judge's grades, "
         "recomputed from the labels before each round) instead of uniformly",
     )  # fmt: skip
+    parser.add_argument(
+        "--segments", action="store_true",
+        help="per system by true rank and per calibration segment: the judged terms' mean "
+        "squared error over the plain terms' (segments_study)",
+    )  # fmt: skip
     args = harness.parse(parser, argv)
     from judges import RagWorld
+
+    if args.segments:
+        variants = tuple(args.variants.split(",")) if args.variants else ("level", "centred")
+        start = time.time()
+        figures = segments_study(args, variants)
+        figures["note"] = ("E[(Y - pi)^2] of the judged terms over the plain terms', per system "
+                           "by true rank (0 best) and calibration segment, last look")  # fmt: skip
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "loop_judge", figures, argv, title="segments_" + "_".join(variants),
+                      seconds=round(time.time() - start, 1))  # fmt: skip
+        return
 
     variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
     if "ppi" not in variants or not set(variants) <= set(VARIANTS):

@@ -85,6 +85,7 @@ import json
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -223,7 +224,59 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
         task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
                                judge=judge)  # fmt: skip
     return {"looks": looks, "decided": looks[-1]["decided"], "labels": looks[-1]["labels"],
-            "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
+            "wrong": any(look["wrong"] for look in looks),
+            "coverage": coverage_by_rank(world, samples)}  # fmt: skip
+
+
+def coverage_by_rank(world, samples) -> list[float]:
+    """The share of each system's outputs labelled, systems by true precision (best first)."""
+    out = world.task.outputs
+    labelled = np.zeros(len(world.task.facts), bool)
+    if samples is not None:
+        key = pd.Series(np.arange(len(world.task.facts)), index=pd.MultiIndex.from_frame(
+            world.task.facts[["query_id", "answer"]]))  # fmt: skip
+        drawn = samples[["query_id", "answer"]].drop_duplicates()
+        labelled[key.reindex(pd.MultiIndex.from_frame(drawn)).to_numpy(np.int64)] = True
+    share = (
+        pd.Series(labelled[out["fact"].to_numpy(np.int64)])
+        .groupby(out["system"].astype(str).to_numpy())
+        .mean()
+    )
+    return [round(float(share[s]), 3) for s in world.precision.sort_values(ascending=False).index]
+
+
+@contextmanager
+def calibration(world, kind: str):
+    """The judge's calibration in the loop's terms: ``fitted`` (the loop's own, on the labels
+    of earlier steps) or ``oracle`` (every fact's share correct among *all* pairs of its
+    (query, grade), ``loop_judge.oracle_scores``: a bound no loop can reach, it knows every
+    label)."""
+    if kind == "fitted":
+        yield
+        return
+    from unittest import mock
+
+    from loop_judge import oracle_scores
+
+    from receval.estimators import judge_stream
+
+    table = oracle_scores(world)
+    with mock.patch.object(judge_stream, "calibrated_scores", lambda *a, **k: table):
+        yield
+
+
+@contextmanager
+def control(kind: str | None):
+    """``judge_stream.CONTROL`` for the ppi loop (None: the library's)."""
+    if kind is None:
+        yield
+        return
+    from unittest import mock
+
+    from receval.estimators import judge_stream
+
+    with mock.patch.object(judge_stream, "CONTROL", kind):
+        yield
 
 
 def rag_fixed(world, judge, batch: int, looks: int, seed: int, both: bool = False) -> dict:
@@ -272,8 +325,11 @@ def rag_study(args) -> dict:
             continue
         out = {}
         for est in (args.null_estimator,) if args.null else ("ppi", "joint"):
-            out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
-                                args.budget, seed=rep, intervals=args.intervals)  # fmt: skip
+            kind = args.calibration if est == "ppi" else "fitted"
+            with calibration(world, kind), control(args.control):
+                out[est] = rag_loop(world, judge, est, None if args.null else args.top,
+                                    args.batch, args.budget, seed=rep,
+                                    intervals=args.intervals)  # fmt: skip
         out["precision_spread"] = float(world.precision.max() - world.precision.min())
         rows.append(out)
         summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
@@ -437,10 +493,17 @@ def summarise_rag(rows: list[dict], args) -> dict:
         "labels_ratio_mean": float(ratio.mean()) if ratio.size else None,
         "labels_ratio_median": float(np.median(ratio)) if ratio.size else None,
         "labels_ratio_se": float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else None,
+        "coverage_by_rank_ppi": np.mean([r["ppi"]["coverage"] for r in both], axis=0).round(3).tolist() if both else None,
+        "coverage_by_rank_joint": np.mean([r["joint"]["coverage"] for r in both], axis=0).round(3).tolist() if both else None,
         "labels_ratio_of_means": float(
             np.mean([r["ppi"]["labels"] for r in both]) / np.mean([r["joint"]["labels"] for r in both])
         ) if both else None,
     })  # fmt: skip
+    if len(both) > 1:  # bootstrap over the worlds (fixed seed): the ratio of means' SE
+        pairs = np.array([(r["ppi"]["labels"], r["joint"]["labels"]) for r in both], float)
+        idx = np.random.default_rng(0).integers(0, len(both), (2000, len(both)))
+        boot = pairs[idx, 0].sum(axis=1) / pairs[idx, 1].sum(axis=1)
+        figures["labels_ratio_of_means_se"] = round(float(boot.std(ddof=1)), 4)
     return figures
 
 
@@ -468,6 +531,15 @@ def main(argv: list[str] | None = None) -> None:
         help="--rag: the interval method whose paired tests the loop decides by",
     )
     parser.add_argument(
+        "--calibration", default="fitted", choices=("fitted", "oracle"),
+        help="--rag: the judge's calibration in the ppi loop (oracle: from every label, a bound)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--control", default=None, choices=("centred", "level"),
+        help="--rag: how the ppi loop's terms use the judge (judge_stream.CONTROL; default: the "
+        "library's)",
+    )  # fmt: skip
+    parser.add_argument(
         "--fixed", type=int, default=0,
         help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
     )  # fmt: skip
@@ -490,6 +562,8 @@ def main(argv: list[str] | None = None) -> None:
         title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
         title += f"_seed{args.seed}" if args.seed else ""
         title += "_joint" if args.null and args.null_estimator == "joint" else ""
+        title += "_oracle" if args.calibration == "oracle" else ""
+        title += f"_{args.control}" if args.control else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return
