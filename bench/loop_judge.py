@@ -28,25 +28,29 @@ difference by 20 pseudo-steps, instead of toward 0 by one), ``clip0.1``/``clip0.
 prediction clipped into [0.1, 0.9] / [0.2, 0.8]: lighter tails, narrower ranges) and ``oracle``
 (the judge calibrated per (query, grade) on *every* pair's label, a bound no loop can reach).
 ``--by-judge``: the rounds drawn by ``sample --by-judge``'s design; ``--variants``: only some.
-``level`` and ``centred``: :data:`receval.estimators.judge_stream.CONTROL` (``level``, the
-calibrated map as the whole prediction, is the library's; ``centred``, each system's running
-precision plus β × the map's deviation from the system's mean, was tried and not adopted).
+``bet:SPEC`` (:func:`mixed_bets`): other bettors on the judged terms, e.g. ``bet:sq@0.5``,
+``bet:agrapa@0.5|flat@0.7`` (the average capital of two).  Recorded [diagnose_ppi_bet...],
+10 worlds, 6 rounds of 200: the pairs being decided gain within a few per cent of the bets in
+use, so the bets are not where the judge's information is lost.
 
 ``--segments``: per system by *true rank* (0: the best) and per calibration segment of the
 stream (s0 the raw grade / 4, s1 the map fitted on ≥ 32 labels, then one per doubling), the
 judged terms' mean squared error E[(Y − π)²] over the plain terms' on the same steps, at the
-last look, means over the repetitions (``--variants``, ``a+b`` combined, default
-``level,centred``).  Recorded [segments_level_centred_oracle+level_oracle+centred], 8 worlds,
-6 rounds of 200: with the library's ``level`` terms the best system's error is 5.2×, 16.6×,
-5.7×, 1.5×, 1.3×, 1.04×, 1.16× the plain terms' in s0–s6 (1.14× over all steps), the second
-best's 0.88× overall, ranks 2–7 0.74–0.81×; the oracle calibration changes that little (best
-1.07×, second 0.85×).  So the judge helps least for the systems a ``--top K`` decision rests on:
-their precision is high (0.75–0.85), their outputs mostly relevant, and UMBRELA's grade tells
-little *within* them.  ``centred`` brings every segment to ≤ 1.14× (best system 0.94× overall)
-but the loop spent more labels with it (bench/until_decided_judge.py ``--control centred``).
+last look, means over the repetitions (``--variants``, ``a+b`` combined; default ``ppi,oracle``).
+Recorded [segments_level_centred_oracle+level_oracle+centred] at commit eb3a44e, 8 worlds, 6
+rounds of 200 (``level`` is ``ppi``, the library's terms): the best system's error is 5.2×,
+16.6×, 5.7×, 1.5×, 1.3×, 1.04×, 1.16× the plain terms' in s0–s6 (1.14× over all steps), the
+second best's 0.88× overall, ranks 2–7 0.74–0.81×; the oracle calibration changes that
+little (best 1.07×, second 0.85×, others 0.67–0.80×).  So the judge helps least for the
+systems a ``--top K`` decision rests on: their precision is high (0.75–0.85), their outputs
+mostly relevant, and UMBRELA's grade tells little *within* them.  ``centred`` (eb3a44e's
+``judge_stream.CONTROL = "centred"``, since removed: each system's running precision plus β ×
+the map's deviation from the system's mean, β fitted on earlier labels) brought every segment
+to ≤ 1.14× (best system 0.94× overall), but the loop spent more labels with it
+(bench/until_decided_judge.py, [rag_centred]).
 
     PYTHONPATH=. python bench/loop_judge.py --segments --reps 8 --fixed 6 \
-        --variants level,centred,oracle+level,oracle+centred
+        --variants ppi,oracle
 
     PYTHONPATH=. python bench/loop_judge.py --reps 10 --fixed 6 --batch 200
 """
@@ -69,7 +73,7 @@ import harness
 #: the ppi variants and joint's CAP variants compared with joint at CAP 0.5
 VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "prior0.1",
             "toward20", "clip0.1", "clip0.2", "clip0.3", "clip0.2+cap0.7", "oracle", "joint_cap0.7", "joint_cap0.9",
-            "joint_prior0.1", "level", "centred")  # fmt: skip
+            "joint_prior0.1")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
 
@@ -165,6 +169,8 @@ def patches(world, variant: str) -> list:
     from receval.estimators import judge_stream as js
     from receval.estimators.anytime import pairs
 
+    if variant.startswith("bet:"):
+        return [mock.patch.object(pairs, "log_capitals", mixed_bets(variant[4:]))]
     if variant.startswith("cell"):
         return [
             mock.patch.object(js, "calibrated_scores", cell_calibration(world, float(variant[4:])))
@@ -177,12 +183,54 @@ def patches(world, variant: str) -> list:
         return [mock.patch.object(pairs, "PRIOR_UNIT_MOMENT", float(variant.rsplit("prior", 1)[1]))]
     if "cap" in variant:
         return [mock.patch.object(pairs, "CAP", float(variant.rsplit("cap", 1)[1]))]
-    if variant in ("level", "centred"):
-        return [mock.patch.object(js, "CONTROL", variant)]
     if variant == "oracle":
         table = oracle_scores(world)
         return [mock.patch.object(js, "calibrated_scores", lambda *a, **k: table)]
     return []  # fmt: skip
+
+
+def one_bettor(d, lo, hi, act, kind: str, cap: float):
+    """The log-capital paths (up, down) of one bettor on D: ``agrapa`` (the bets in use, the
+    second moment per unit of range), ``sq`` (per squared range) or ``flat`` (unscaled), each
+    truncated to ``cap``/(−lo) and ``cap``/hi; predictable (earlier steps only)."""
+    from receval.estimators.anytime import pairs as pp
+
+    act = act & (hi > lo)
+    d = np.where(act, d, 0.0)
+    width = np.where(act, hi - lo, 1.0)
+    n_prev = np.cumsum(act, axis=1) - act
+    mean_prev = (np.cumsum(d, axis=1) - d) / (n_prev + 1.0)
+    power = {"agrapa": 1, "sq": 2, "flat": 0}[kind]
+    scale = width**power
+    unit = np.where(act, d**2 / scale, 0.0)
+    prior = pp.PRIOR_UNIT_MOMENT ** max(power, 1) * (width if power == 0 else 1.0)
+    second = (prior + np.cumsum(unit, axis=1) - unit) / (n_prev + 1.0) * scale + mean_prev**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bet = mean_prev / second
+        up = np.where(act, np.clip(bet, 0.0, np.where(lo < 0, cap / -lo, np.inf)), 0.0)
+        down = np.where(act, np.clip(-bet, 0.0, np.where(hi > 0, cap / hi, np.inf)), 0.0)
+    return pp.capital_path(up, d), pp.capital_path(down, -d), act, d
+
+
+def mixed_bets(spec: str):
+    """``pairs.log_capitals`` betting on the average capital of the bettors of ``spec``
+    (``kind@cap`` joined by ``|``, :func:`one_bettor`): an average of test supermartingales
+    is one, so the tests stay valid; it costs at most log(bettors) against the best of them."""
+    from receval.estimators.anytime import pairs as pp
+
+    def log_capitals(d, lo, hi, active):
+        paths = [one_bettor(d, lo, hi, active, *(p.split("@")[0], float(p.split("@")[1])))
+                 for p in spec.split("|")]  # fmt: skip
+        act, dd = paths[0][2], paths[0][3]
+
+        def mix(k):
+            stack = np.stack([p[k] for p in paths])
+            top = stack.max(axis=0)
+            return pp.running_top(top + np.log(np.exp(stack - top).mean(axis=0)))
+
+        return (mix(0), mix(1), *pp.step_moments(dd, act))
+
+    return log_capitals
 
 
 def pair_figures(task, world, variant: str, alpha: float = 0.05) -> dict:
@@ -364,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     from judges import RagWorld
 
     if args.segments:
-        variants = tuple(args.variants.split(",")) if args.variants else ("level", "centred")
+        variants = tuple(args.variants.split(",")) if args.variants else ("ppi", "oracle")
         start = time.time()
         figures = segments_study(args, variants)
         figures["note"] = ("E[(Y - pi)^2] of the judged terms over the plain terms', per system "
@@ -375,7 +423,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
-    if "ppi" not in variants or not set(variants) <= set(VARIANTS):
+    known = {v for v in variants if v.startswith("bet:")} | set(VARIANTS)
+    if "ppi" not in variants or not set(variants) <= known:
         parser.error(f"--variants: ppi and any of {', '.join(VARIANTS)}")
     if args.fixed % args.every:
         parser.error("--fixed must be a multiple of --every")

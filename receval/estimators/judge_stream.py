@@ -49,16 +49,6 @@ FIRST_REFIT = 32
 MIN_LABELS = 10
 #: ridge penalty of a system's map (a, b) towards (0, 1) (≈ labels of prior weight)
 SYSTEM_PRIOR = 4.0
-#: the judge's place in the paired terms: ``"level"`` (the calibrated judge as the whole
-#: prediction) or ``"centred"`` (the plain terms' running precision plus β × the judge's
-#: deviation from the system's mean; tried, bench/until_decided_judge.py --control, not adopted:
-#: :func:`judged_terms`)
-CONTROL = "level"
-#: pseudo-facts (at the system's own spread of g, without covariance) that shrink a system's
-#: coefficient β toward 0 (the plain terms) while few of its facts are labelled
-BETA_PRIOR = 10.0
-#: the largest coefficient β
-BETA_MAX = 1.5
 
 
 @dataclass(frozen=True)
@@ -215,8 +205,8 @@ def known_predictions(sj: StreamJudge, kn, values: np.ndarray, task_facts, segme
 @dataclass(frozen=True)
 class JudgeReach:
     """What a fresh draw can move each system's judged term by (m, P): ``reach`` the step's
-    Σ 1/own over its draws (w = t/q ≤ 1/own), ``g_high``/``g_low`` the largest and smallest
-    prediction h of the step over the system's outputs (:func:`judged_terms`), ``single`` (P,) whether the step is one draw
+    Σ 1/own over its draws (w = t/q ≤ 1/own), ``g_high``/``g_low`` the largest and smallest g of
+    the step's segment over the system's outputs, ``single`` (P,) whether the step is one draw
     and ``exact`` (m, P) where the term is exact (a census, or every fact labelled)."""
 
     reach: np.ndarray
@@ -232,180 +222,83 @@ class JudgeReach:
 
 def judged_terms(task, data, st, output_arrays):
     """(:class:`~receval.estimators.anytime.pairs.SystemTerms`, :class:`JudgeReach`): the
-    paired precision terms with a prediction h_is(x) built from the judge, fixed before each
-    step's draw: per step Y = Σ w (f − h) + [correct labelled so far] + [Σ t h over the
-    outputs not labelled so far], w = t/q over the step's fresh draws, so E[Y | past] is the
-    system's precision for *any* predictable h (:func:`judged_precision_terms
-    <receval.estimators.anytime.method.judged_precision_terms>`).  The range, fixed before the
-    draw, is [base − R·max(0, h̄), base + R·max(0, 1 − h̲)], h̄ and h̲ the largest and smallest
-    h over the system's outputs, R the step's Σ 1/own.  A census system keeps its exact terms.
-
-    h (:data:`CONTROL`):
-
-    * ``"level"`` (default): h = g_ci, the calibrated map itself.
-    * ``"centred"`` (tried, not adopted): h_is(x) = c_is + β_is (g_c(x) − ḡ_ci), with c_is the plain
-      terms' running precision (:func:`receval.estimators.anytime.pairs.precision_terms`), g_c
-      the step's segment's calibrated map (module docstring), ḡ_ci = Σ_{X_i} t g_c its exact
-      mean over the system's outputs and β_is the system's coefficient fitted on the facts
-      labelled before the step (:func:`system_coefficients`).  The judge's *level* never
-      enters (Σ_{X_i} t h = c_is): only its spread within the system does, weighted by how
-      much it told within that system so far.  On RAG 2025 worlds the level form made the
-      best system's terms 5–16× as variable as the plain ones over the first ~250 steps and
-      ≈ 1.1× later (the map's offset for a system of precision 0.85 is learnt late), exactly
-      where a loop deciding the best K needs them (bench/loop_judge.py ``--segments``); centred,
-      ≤ 1.14× in every segment.  Yet the loop spent *more* labels with it (RAG 2025 worlds,
-      bench/until_decided_judge.py ``--control centred``), so it is not the default.
-    """
-    from receval.estimators.anytime.pairs import precision_terms
+    paired precision terms with the judge's calibrated score g as the prediction of each fresh
+    fact (:func:`receval.estimators.anytime.method.judged_precision_terms`): per step
+    Y = Σ w (f − g) + [correct labelled so far] + [Σ t g over the outputs not labelled so far],
+    w = t/q over the step's fresh draws, g the step's segment's map (module docstring), so
+    E[Y | past] is the system's precision.  The range, fixed before the draw, is
+    [base − Σ ḡ/own, base + Σ (1 − g̲)/own], ḡ and g̲ the largest and smallest g over the
+    system's outputs.  A census system keeps its exact terms."""
+    from receval.estimators.anytime.pairs import (
+        EXACT_TOLERANCE,
+        SystemTerms,
+        _known_by_step,
+        precision_terms,
+    )
     from receval.estimators.sample_data import design_probabilities
 
     plain = precision_terms(task, data, st)
     view = design_probabilities(task, True)[0]
     t_all, sys_codes, facts, _ = output_arrays(view, data)
     sj = stream_judge(task, data, st)
-    p = _judged_parts(sj, data, st, t_all, sys_codes, facts)
-    if CONTROL == "level":
-        h, base = p["g"], p["correct"] + np.where(p["done"], 0.0, p["gbar"] - p["known_g"])
-        h_high, h_low = p["g_high"], p["g_low"]
-    else:
-        spread = segment_spread(sj, t_all, sys_codes, facts, data.m, p["totals"])
-        beta = system_coefficients(sj, st, data, p["task_facts"], p["totals"], spread)
-        c = p["c"]
-        rows = st.pool_step
-        h = c.T[rows] + beta.T[rows] * (p["g"] - p["gbar"].T[rows])
-        base = p["correct"] + c * (1.0 - p["mass"]) - beta * (p["known_g"] - p["gbar"] * p["mass"])
-        h_high, h_low = c + beta * (p["g_high"] - p["gbar"]), c + beta * (p["g_low"] - p["gbar"])
-    return _assembled(plain, p, st, data.m, h, base, h_high, h_low)
-
-
-def _judged_parts(sj: StreamJudge, data, st, t_all, sys_codes, facts) -> dict:
-    """What both forms of :func:`judged_terms` read, per system and step (m, P) unless noted:
-    ``correct``, ``mass`` (Σ t f and Σ t over the facts labelled before the step), ``known_g``
-    (Σ t g_c over them), ``gbar`` (Σ_{X_i} t g_c), ``g_high``/``g_low``, ``reach`` (Σ 1/own),
-    ``done``, ``c`` (the plain terms' running precision), ``w`` (K, m) each fresh draw's t/q
-    (0: not fresh or not covered), ``g`` (K, m) the row's segment's g at its fact,
-    ``totals`` (C, m), ``task_facts`` (K,)."""
-    from receval.estimators.anytime.pairs import EXACT_TOLERANCE, _known_by_step
-
     totals, g_max, g_min = segment_controls(sj, t_all, sys_codes, facts, None, data.m)
+    g_max, g_min = g_max[..., 0], g_min[..., 0]
     task_facts = np.asarray(data.facts)[st.fact]
-    m, P, seg = data.m, st.P, sj.step_segment
+    g = sj.at_rows(task_facts)  # (K, m)
+    m, P = data.m, st.P
+    seg = sj.step_segment  # (P,)
     target = data.target[st.fact]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = target * np.where(st.q > 0, 1.0 / st.q, 0.0)[:, None]
         high = np.where(st.own > 0, 1.0 / st.own, 0.0)
     act = st.own > 0
     correct, mass, kn = _known_by_step(st, target, P)
-    w = np.where(act & ~kn.known[:, None], ratio, 0.0)
+    known_g = known_predictions(sj, kn, target, task_facts, seg, by_step=P).T
+    fresh = act & ~kn.known[:, None]
     label = np.nan_to_num(np.asarray(st.label, float))
-    z, r, reach = np.zeros((m, P)), np.zeros((m, P)), np.zeros((m, P))
+    y = np.zeros((m, P))
+    reach = np.zeros((m, P))
     for i in range(m):  # m bincounts over the steps
-        z[i] = np.bincount(st.pool_step, weights=w[:, i] * label, minlength=P)
-        r[i] = np.bincount(st.pool_step, weights=w[:, i], minlength=P)
+        w = np.where(fresh[:, i], ratio[:, i], 0.0)
+        y[i] = np.bincount(st.pool_step, weights=w * (label - g[:, i]), minlength=P)
         reach[i] = np.bincount(st.pool_step, weights=np.where(act[:, i], high[:, i], 0.0),
                                minlength=P)  # fmt: skip
-    c = np.clip((0.5 + np.cumsum(z, axis=1) - z) / (1.0 + np.cumsum(r, axis=1) - r), 0.0, 1.0)
     done = mass >= 1.0 - EXACT_TOLERANCE  # all known: no fresh fact left
-    return {"correct": correct, "mass": mass, "c": c, "w": w, "label": label, "done": done,
-            "known_g": known_predictions(sj, kn, target, task_facts, seg, by_step=P).T,
-            "gbar": totals[seg].T, "g_high": g_max[seg, :, 0].T, "g_low": g_min[seg, :, 0].T,
-            "reach": np.where(done, 0.0, reach), "g": sj.at_rows(task_facts), "totals": totals,
-            "task_facts": task_facts}  # fmt: skip
-
-
-def _assembled(plain, p: dict, st, m: int, h, base, h_high, h_low):
-    """The terms Σ w (f − h) + base with their ranges (:func:`judged_terms`), census systems
-    exact, and their :class:`JudgeReach` (``g_high``/``g_low``: the extremes of h)."""
-    from receval.estimators.anytime.pairs import SystemTerms
-
-    P = st.P
-    y = np.zeros((m, P))
-    for i in range(m):
-        y[i] = np.bincount(st.pool_step, weights=p["w"][:, i] * (p["label"] - h[:, i]),
-                           minlength=P)  # fmt: skip
-    reach = p["reach"]
+    reach = np.where(done, 0.0, reach)
+    g_high, g_low = g_max[seg].T, g_min[seg].T
+    base = correct + np.where(done, 0.0, totals[seg].T - known_g)
     a_s = np.asarray(plain.active, bool)
     keep = ~np.isnan(np.asarray(plain.exact, float)) if plain.exact is not None else None
     y, lo, hi = (
         np.where(a_s, y + base, 0.0),
-        np.where(a_s, base - reach * np.maximum(h_high, 0.0), 0.0),
-        np.where(a_s, base + reach * np.maximum(1.0 - h_low, 0.0), 0.0),
+        np.where(a_s, base - reach * g_high, 0.0),
+        np.where(a_s, base + reach * (1.0 - g_low), 0.0),
     )
-    exact = p["done"] | ~a_s
+    exact = done | ~a_s
     if keep is not None and keep.any():  # a census keeps its exact terms
         y[keep], lo[keep], hi[keep] = plain.y[keep], plain.lo[keep], plain.hi[keep]
         exact[keep] = True
     single = np.bincount(st.pool_step, minlength=P) == 1
     terms = SystemTerms(y, lo, hi, a_s, plain.exact)
-    return terms, JudgeReach(np.where(a_s, reach, 0.0), h_high, h_low, single, exact)
-
-
-def segment_spread(sj: StreamJudge, t_all, sys_codes, facts, m: int, totals) -> np.ndarray:
-    """(C, m) per segment and system Σ_{X_i} t (g_ci − ḡ_ci)²: the spread of the map over the
-    system's outputs (``totals`` = ḡ, :func:`segment_controls`)."""
-    out = np.zeros((sj.tables.shape[0], m))
-    for c in range(out.shape[0]):
-        g = sj.of(c, facts, sys_codes)
-        out[c] = np.bincount(sys_codes, weights=t_all * g * g, minlength=m) - totals[c] ** 2
-    return np.maximum(out, 0.0)
-
-
-def system_coefficients(sj: StreamJudge, st, data, task_facts, totals, spread) -> np.ndarray:
-    """(m, P) per system i and step s the coefficient β_is of the centred judge
-    (:func:`judged_terms`): the least-squares slope of the label f on u = g_c(x) − ḡ_ci over
-    the facts of X_i labelled at rows *before* step s (each once, c the step's segment),
-    shrunk toward 0 by :data:`BETA_PRIOR` pseudo-facts of variance ``spread`` (no
-    covariance), in [0, :data:`BETA_MAX`]; 0 with fewer than two such facts.  A function of
-    earlier labels and of the task's outputs only, so predictable."""
-    m, P = data.m, st.P
-    label = np.asarray(st.label, float)
-    rows = np.flatnonzero(np.isfinite(label))
-    first = np.zeros(label.size, bool)
-    first[rows[np.unique(task_facts[rows], return_index=True)[1]]] = True
-    member = np.asarray(data.member, bool)[st.fact] & first[:, None]  # (K, m)
-    f = np.nan_to_num(label)
-    beta = np.zeros((m, P))
-    for c in np.unique(sj.step_segment):
-        steps = sj.step_segment == c
-        u = sj.of(c, task_facts[:, None], np.arange(m)[None, :]) - totals[c][None, :]  # (K, m)
-        for i in range(m):
-            x = np.where(member[:, i], 1.0, 0.0)
-            sums = [np.bincount(st.pool_step, weights=x * v, minlength=P)
-                    for v in (1.0, u[:, i], f, u[:, i] ** 2, u[:, i] * f)]  # fmt: skip
-            n, su, sf, suu, suf = (np.cumsum(v) - v for v in sums)  # over earlier steps
-            with np.errstate(divide="ignore", invalid="ignore"):
-                slope = (suf - su * sf / n) / (suu - su**2 / n + BETA_PRIOR * spread[c, i])
-            slope = np.where((n >= 2) & np.isfinite(slope), slope, 0.0)
-            beta[i, steps] = np.clip(slope[steps], 0.0, BETA_MAX)
-    return beta
+    return terms, JudgeReach(np.where(a_s, reach, 0.0), g_high, g_low, single, exact)
 
 
 def pair_range(terms, reach: JudgeReach, a, b) -> tuple[np.ndarray, np.ndarray]:
     """The range of D = Y_a − Y_b per step (pairs × P), fixed before the draw.  In general
     [lo_a − hi_b, hi_a − lo_b].  At a step of one fresh draw x where neither term is exact,
-    D − (base_a − base_b) = w_a (f − h_a) − w_b (f − h_b) with w_i ∈ [0, R_i], h_i(x) ∈
-    [h̲_i, h̄_i] (``reach.g_low``/``g_high``) and one label f ∈ {0, 1}: at f = 1 it is at most
-    R_a max(0, 1 − h̲_a) + R_b max(0, h̄_b − 1) and at least −R_a max(0, h̄_a − 1) −
-    R_b max(0, 1 − h̲_b), at f = 0 at most R_a max(0, −h̲_a) + R_b max(0, h̄_b) and at least
-    −R_a max(0, h̄_a) − R_b max(0, −h̲_b) (linear in f, so the two ends bound every f ∈ [0, 1]);
-    with every h in [0, 1] about half the sum of the two ranges."""
+    D − (base_a − base_b) = w_a (f − g_a) − w_b (f − g_b) with w_i ∈ [0, R_i] and one label f:
+    at f = 1 it is at most w_a (1 − g_a) ≤ R_a (1 − g̲_a) and at least −R_b (1 − g̲_b), at
+    f = 0 at most R_b ḡ_b and at least −R_a ḡ_a (linear in f, so f ∈ [0, 1] lies between) —
+    about half the sum of the two ranges."""
     lo, hi = terms.lo[a] - terms.hi[b], terms.hi[a] - terms.lo[b]
     r_a, r_b = reach.reach[a], reach.reach[b]
     top_a, top_b = reach.g_high[a], reach.g_high[b]
-    low_a, low_b = reach.g_low[a], reach.g_low[b]
-
-    def pos(x):
-        return np.maximum(x, 0.0)
-
-    shift = (terms.lo[a] + r_a * pos(top_a)) - (terms.lo[b] + r_b * pos(top_b))
-    up = np.maximum(
-        r_a * pos(1 - low_a) + r_b * pos(top_b - 1), r_a * pos(-low_a) + r_b * pos(top_b)
-    )
-    down = np.maximum(
-        r_a * pos(top_a - 1) + r_b * pos(1 - low_b), r_a * pos(top_a) + r_b * pos(-low_b)
-    )
+    up_a, up_b = 1.0 - reach.g_low[a], 1.0 - reach.g_low[b]
+    shift = (terms.lo[a] + r_a * top_a) - (terms.lo[b] + r_b * top_b)
     joint = reach.single[None, :] & ~reach.exact[a] & ~reach.exact[b]
-    return np.where(joint, shift - down, lo), np.where(joint, shift + up, hi)
+    lo = np.where(joint, shift - np.maximum(r_a * top_a, r_b * up_b), lo)
+    hi = np.where(joint, shift + np.maximum(r_a * up_a, r_b * top_b), hi)
+    return lo, hi
 
 
 def paired_judge_tests(terms, reach: JudgeReach, ok: np.ndarray, alpha: float):

@@ -118,38 +118,3 @@ def test_anytime_intervals_with_the_calibrated_judge_score(judged_task):
     ).leaderboard
     assert ((board["precision_lo"] <= board["precision"] + 1e-9)
             & (board["precision"] <= board["precision_hi"] + 1e-9)).all()  # fmt: skip
-
-
-def test_centred_terms_hold_their_ranges_and_are_the_plain_terms_without_the_judge(judged_task):
-    """CONTROL "centred": h = c + β (g − ḡ).  With β = 0 (BETA_MAX 0) the terms are the plain
-    precision terms exactly; with β fitted every term and pair difference lies in its range,
-    and the terms before a segment do not move when later labels change (predictable)."""
-    from unittest import mock
-
-    from receval.estimators import judge_stream as js
-    from receval.estimators.anytime.pairs import precision_terms
-    from receval.estimators.anytime.stream import output_arrays
-
-    data, st = _stream(judged_task)
-    plain = precision_terms(judged_task, data, st)
-    with mock.patch.object(js, "CONTROL", "centred"), mock.patch.object(js, "BETA_MAX", 0.0):
-        flat, _ = judged_terms(judged_task, data, st, output_arrays)
-    on = plain.active
-    np.testing.assert_allclose(flat.y[on], plain.y[on], atol=1e-12)
-    np.testing.assert_allclose(flat.lo[on], plain.lo[on], atol=1e-12)
-    np.testing.assert_allclose(flat.hi[on], plain.hi[on], atol=1e-12)
-    with mock.patch.object(js, "CONTROL", "centred"):
-        terms, reach = judged_terms(judged_task, data, st, output_arrays)
-        cut = stream_judge(judged_task, data, st).starts[2]
-        flipped = dataclasses.replace(st, label=np.r_[st.label[:cut], 1.0 - st.label[cut:]])
-        later, _ = judged_terms(judged_task, data, flipped, output_arrays)
-    eps = 1e-9
-    assert np.all(terms.lo <= terms.y + eps) and np.all(terms.y <= terms.hi + eps)
-    a, b = np.triu_indices(data.m, 1)
-    lo, hi = pair_range(terms, reach, a, b)
-    d = terms.y[a] - terms.y[b]
-    both = terms.active[a] & terms.active[b]
-    assert np.all(~both | ((lo <= d + eps) & (d <= hi + eps)))
-    first = st.pool_step[cut]
-    np.testing.assert_allclose(terms.y[:, :first], later.y[:, :first])
-    assert not np.allclose(terms.y, flat.y)  # the judge moved the later terms
