@@ -41,7 +41,10 @@ Recorded [segments_level_centred_oracle+level_oracle+centred] at commit eb3a44e,
 rounds of 200 (``level`` is ``ppi``, the library's terms): the best system's error is 5.2×,
 16.6×, 5.7×, 1.5×, 1.3×, 1.04×, 1.16× the plain terms' in s0–s6 (1.14× over all steps), the
 second best's 0.88× overall, ranks 2–7 0.74–0.81×; the oracle calibration changes that
-little (best 1.07×, second 0.85×, others 0.67–0.80×).  So the judge helps least for the
+little (best 1.07×, second 0.85×, others 0.67–0.80×).  [segments_ppi_oracle] (bb54dab, the
+same worlds) adds the pairs across the boundary of the best two: the judged paired terms'
+variance over joint's is 0.89 (ranks 0-2), 0.84 (0-3), 0.81 (1-2), 0.78 (1-3); oracle 0.82,
+0.79, 0.75, 0.74.  So the judge helps least for the
 systems a ``--top K`` decision rests on: their precision is high (0.75–0.85), their outputs
 mostly relevant, and UMBRELA's grade tells little *within* them.  ``centred`` (eb3a44e's
 ``judge_stream.CONTROL = "centred"``, since removed: each system's running precision plus β ×
@@ -76,6 +79,8 @@ VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "
             "joint_prior0.1")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
+#: the pairs of true ranks across the boundary of the best two (0: the best)
+BOUNDARY = ((0, 2), (0, 3), (1, 2), (1, 3))
 
 
 def world_tasks(world, rep: int, args):
@@ -337,7 +342,8 @@ def compare(world, task, variants: tuple[str, ...] = VARIANTS) -> dict:
 def segment_errors(world, task, variants: tuple[str, ...]) -> dict:
     """Per variant, per system by true rank (0: the best) and per calibration segment of the
     stream: the judged terms' mean squared error E[(Y − π)²] over the segment's steps, over
-    the plain terms' (joint's) on the same steps."""
+    the plain terms' (joint's) on the same steps; and per pair of :data:`BOUNDARY` ranks the
+    paired terms' variance over joint's, all steps (key ``(variant, "pair a-b", -1)``)."""
     from receval.estimators.anytime.method import output_arrays
     from receval.estimators.anytime.pairs import precision_terms
     from receval.estimators.anytime.stream import build_stream
@@ -365,6 +371,12 @@ def segment_errors(world, task, variants: tuple[str, ...]) -> dict:
             out[(v, int(rank[i]), -1)] = ((terms.y[i][on] - true[i]) ** 2).mean() / (
                 (plain.y[i][on] - true[i]) ** 2
             ).mean()
+        by_rank = np.argsort(rank)
+        for r_a, r_b in BOUNDARY:  # Var(D) of the pairs across the best two, over joint's
+            a, b = by_rank[r_a], by_rank[r_b]
+            on = plain.active[a] & plain.active[b]
+            ratio = (terms.y[a] - terms.y[b])[on].var() / (plain.y[a] - plain.y[b])[on].var()
+            out[(v, f"pair {r_a}-{r_b}", -1)] = ratio
     return out
 
 
@@ -383,9 +395,10 @@ def segments_study(args, variants: tuple[str, ...]) -> dict:
                     rows.setdefault(key, []).append(value)
         print(f"  rep {rep}", file=sys.stderr, flush=True)
     out: dict = {}
-    for (v, r, c), values in sorted(rows.items()):
+    for (v, r, c), values in sorted(rows.items(), key=str):
         name = "all" if c < 0 else f"s{c}"
-        out.setdefault(v, {}).setdefault(f"rank {r}", {})[name] = round(float(np.mean(values)), 3)
+        row = r if isinstance(r, str) else f"rank {r}"
+        out.setdefault(v, {}).setdefault(row, {})[name] = round(float(np.mean(values)), 3)
     return out
 
 
