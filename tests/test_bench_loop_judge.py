@@ -55,5 +55,11 @@ def test_bet_variants_and_the_segment_errors():
     assert np.all(mixed[0] >= 0) and np.all(np.isfinite(mixed[0]))
     errors = bench.segment_errors(world, task, ("ppi",))
     assert all(np.isfinite(v) and v > 0 for v in errors.values())
-    middle = [v for (_, r, c), v in errors.items() if c < 0 and 1 < r < 5]
+    middle = [v for (_, r, c), v in errors.items() if c < 0 and isinstance(r, int) and 1 < r < 5]
     assert np.median(middle) < 1.0
+    assert {r for (_, r, _) in errors if isinstance(r, str)} == {
+        "pair 0-2",
+        "pair 0-3",
+        "pair 1-2",
+        "pair 1-3",
+    }
