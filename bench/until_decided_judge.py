@@ -87,8 +87,10 @@ Recorded (bench/results/until_decided_judge.json; titles in brackets):
   grade) 0.76, per (system, grade) 0.83; drawing ∝ √Var(Y | judge) (floor 0.2× the mean)
   instead: 0.82 / 0.73 / 0.80.  So any test needs ≥ ≈ 0.72-0.76× the draws with this judge,
   the active design buys ≤ 4 %, and ≤ 0.75× the labels is out of reach for it.
-* [rag_null], [rag_null_seed1] null worlds, betting tests with the judge: no pair decided at
-  any look in 30 + 30 (one-sided 95 % upper bound 0.095 each, 0.049 pooled).
+* [rag_null], [rag_null_seed1] null worlds, betting tests with the judge, rerun at 040274f on
+  the hashed draws: a pair decided at some look in 1 of 30 on each seed (2/60 = 0.033, SE
+  0.023, within 0.05 + 2 SE; Clopper-Pearson upper 95 % 0.15 each); on the older draws 0 of
+  30 + 30.
   [rag_null_asymptotic], [rag_null_asymptotic_seed1] the Gaussian tests with the judge: 0 of
   30 and 2 of 30 (2/60 = 0.033, upper bound 0.10); [rag_null_asymptotic_seed1_joint] the same
   30 worlds as the second without the judge: 0.  With no gain and that doubt, the Gaussian
