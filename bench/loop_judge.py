@@ -28,6 +28,32 @@ difference by 20 pseudo-steps, instead of toward 0 by one), ``clip0.1``/``clip0.
 prediction clipped into [0.1, 0.9] / [0.2, 0.8]: lighter tails, narrower ranges) and ``oracle``
 (the judge calibrated per (query, grade) on *every* pair's label, a bound no loop can reach).
 ``--by-judge``: the rounds drawn by ``sample --by-judge``'s design; ``--variants``: only some.
+``bet:SPEC`` (:func:`mixed_bets`): other bettors on the judged terms, e.g. ``bet:sq@0.5``,
+``bet:agrapa@0.5|flat@0.7`` (the average capital of two).  Recorded [diagnose_ppi_bet...],
+10 worlds, 6 rounds of 200: the pairs being decided gain within a few per cent of the bets in
+use, so the bets are not where the judge's information is lost.
+
+``--segments``: per system by *true rank* (0: the best) and per calibration segment of the
+stream (s0 the raw grade / 4, s1 the map fitted on ≥ 32 labels, then one per doubling), the
+judged terms' mean squared error E[(Y − π)²] over the plain terms' on the same steps, at the
+last look, means over the repetitions (``--variants``, ``a+b`` combined; default ``ppi,oracle``).
+Recorded [segments_level_centred_oracle+level_oracle+centred] at commit eb3a44e, 8 worlds, 6
+rounds of 200 (``level`` is ``ppi``, the library's terms): the best system's error is 5.2×,
+16.6×, 5.7×, 1.5×, 1.3×, 1.04×, 1.16× the plain terms' in s0–s6 (1.14× over all steps), the
+second best's 0.88× overall, ranks 2–7 0.74–0.81×; the oracle calibration changes that
+little (best 1.07×, second 0.85×, others 0.67–0.80×).  [segments_ppi_oracle] (bb54dab, the
+same worlds) adds the pairs across the boundary of the best two: the judged paired terms'
+variance over joint's is 0.89 (ranks 0-2), 0.84 (0-3), 0.81 (1-2), 0.78 (1-3); oracle 0.82,
+0.79, 0.75, 0.74.  So the judge helps least for the
+systems a ``--top K`` decision rests on: their precision is high (0.75–0.85), their outputs
+mostly relevant, and UMBRELA's grade tells little *within* them.  ``centred`` (eb3a44e's
+``judge_stream.CONTROL = "centred"``, since removed: each system's running precision plus β ×
+the map's deviation from the system's mean, β fitted on earlier labels) brought every segment
+to ≤ 1.14× (best system 0.94× overall), but the loop spent more labels with it
+(bench/until_decided_judge.py, [rag_centred]).
+
+    PYTHONPATH=. python bench/loop_judge.py --segments --reps 8 --fixed 6 \
+        --variants ppi,oracle
 
     PYTHONPATH=. python bench/loop_judge.py --reps 10 --fixed 6 --batch 200
 """
@@ -53,6 +79,8 @@ VARIANTS = ("ppi", "cell2", "cell5", "cell10", "grow1.25", "cap0.7", "cap0.9", "
             "joint_prior0.1")  # fmt: skip
 #: the true precision gaps of the mid pairs
 MID = (0.05, 0.2)
+#: the pairs of true ranks across the boundary of the best two (0: the best)
+BOUNDARY = ((0, 2), (0, 3), (1, 2), (1, 3))
 
 
 def world_tasks(world, rep: int, args):
@@ -146,6 +174,8 @@ def patches(world, variant: str) -> list:
     from receval.estimators import judge_stream as js
     from receval.estimators.anytime import pairs
 
+    if variant.startswith("bet:"):
+        return [mock.patch.object(pairs, "log_capitals", mixed_bets(variant[4:]))]
     if variant.startswith("cell"):
         return [
             mock.patch.object(js, "calibrated_scores", cell_calibration(world, float(variant[4:])))
@@ -162,6 +192,50 @@ def patches(world, variant: str) -> list:
         table = oracle_scores(world)
         return [mock.patch.object(js, "calibrated_scores", lambda *a, **k: table)]
     return []  # fmt: skip
+
+
+def one_bettor(d, lo, hi, act, kind: str, cap: float):
+    """The log-capital paths (up, down) of one bettor on D: ``agrapa`` (the bets in use, the
+    second moment per unit of range), ``sq`` (per squared range) or ``flat`` (unscaled), each
+    truncated to ``cap``/(−lo) and ``cap``/hi; predictable (earlier steps only)."""
+    from receval.estimators.anytime import pairs as pp
+
+    act = act & (hi > lo)
+    d = np.where(act, d, 0.0)
+    width = np.where(act, hi - lo, 1.0)
+    n_prev = np.cumsum(act, axis=1) - act
+    mean_prev = (np.cumsum(d, axis=1) - d) / (n_prev + 1.0)
+    power = {"agrapa": 1, "sq": 2, "flat": 0}[kind]
+    scale = width**power
+    unit = np.where(act, d**2 / scale, 0.0)
+    prior = pp.PRIOR_UNIT_MOMENT ** max(power, 1) * (width if power == 0 else 1.0)
+    second = (prior + np.cumsum(unit, axis=1) - unit) / (n_prev + 1.0) * scale + mean_prev**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bet = mean_prev / second
+        up = np.where(act, np.clip(bet, 0.0, np.where(lo < 0, cap / -lo, np.inf)), 0.0)
+        down = np.where(act, np.clip(-bet, 0.0, np.where(hi > 0, cap / hi, np.inf)), 0.0)
+    return pp.capital_path(up, d), pp.capital_path(down, -d), act, d
+
+
+def mixed_bets(spec: str):
+    """``pairs.log_capitals`` betting on the average capital of the bettors of ``spec``
+    (``kind@cap`` joined by ``|``, :func:`one_bettor`): an average of test supermartingales
+    is one, so the tests stay valid; it costs at most log(bettors) against the best of them."""
+    from receval.estimators.anytime import pairs as pp
+
+    def log_capitals(d, lo, hi, active):
+        paths = [one_bettor(d, lo, hi, active, *(p.split("@")[0], float(p.split("@")[1])))
+                 for p in spec.split("|")]  # fmt: skip
+        act, dd = paths[0][2], paths[0][3]
+
+        def mix(k):
+            stack = np.stack([p[k] for p in paths])
+            top = stack.max(axis=0)
+            return pp.running_top(top + np.log(np.exp(stack - top).mean(axis=0)))
+
+        return (mix(0), mix(1), *pp.step_moments(dd, act))
+
+    return log_capitals
 
 
 def pair_figures(task, world, variant: str, alpha: float = 0.05) -> dict:
@@ -265,6 +339,69 @@ def compare(world, task, variants: tuple[str, ...] = VARIANTS) -> dict:
     return figures
 
 
+def segment_errors(world, task, variants: tuple[str, ...]) -> dict:
+    """Per variant, per system by true rank (0: the best) and per calibration segment of the
+    stream: the judged terms' mean squared error E[(Y − π)²] over the segment's steps, over
+    the plain terms' (joint's) on the same steps; and per pair of :data:`BOUNDARY` ranks the
+    paired terms' variance over joint's, all steps (key ``(variant, "pair a-b", -1)``)."""
+    from receval.estimators.anytime.method import output_arrays
+    from receval.estimators.anytime.pairs import precision_terms
+    from receval.estimators.anytime.stream import build_stream
+    from receval.estimators.judge_stream import judged_terms, stream_judge
+    from receval.estimators.sample_data import build_sample_data
+
+    data = build_sample_data(task, "micro")
+    st = build_stream(task, data)
+    plain = precision_terms(task, data, st)
+    true = world.precision.reindex(list(data.systems)).to_numpy()
+    rank = (-true).argsort().argsort()
+    seg = stream_judge(task, data, st).step_segment
+    out = {}
+    for v in variants:
+        with ExitStack() as stack:
+            for patch in patches(world, v):
+                stack.enter_context(patch)
+            terms, _ = judged_terms(task, data, st, output_arrays)
+        for i in range(data.m):
+            for c in np.unique(seg[plain.active[i]]):
+                on = plain.active[i] & (seg == c)
+                err = ((terms.y[i][on] - true[i]) ** 2).mean()
+                out[(v, int(rank[i]), int(c))] = err / ((plain.y[i][on] - true[i]) ** 2).mean()
+            on = plain.active[i]
+            out[(v, int(rank[i]), -1)] = ((terms.y[i][on] - true[i]) ** 2).mean() / (
+                (plain.y[i][on] - true[i]) ** 2
+            ).mean()
+        by_rank = np.argsort(rank)
+        for r_a, r_b in BOUNDARY:  # Var(D) of the pairs across the best two, over joint's
+            a, b = by_rank[r_a], by_rank[r_b]
+            on = plain.active[a] & plain.active[b]
+            ratio = (terms.y[a] - terms.y[b])[on].var() / (plain.y[a] - plain.y[b])[on].var()
+            out[(v, f"pair {r_a}-{r_b}", -1)] = ratio
+    return out
+
+
+def segments_study(args, variants: tuple[str, ...]) -> dict:
+    """``--segments``: :func:`segment_errors` at the last look, means over the repetitions:
+    ``{variant: {"rank r": {"all": ratio, "s0": ..., "s1": ...}}}`` (s0: the raw score, s1
+    the map fitted on ≥ 32 labels, then every doubling)."""
+    from judges import RagWorld
+
+    world = RagWorld(2, args.seed)
+    rows: dict[tuple, list[float]] = {}
+    for rep in range(args.reps):
+        for look, task in world_tasks(world, rep, args):
+            if look == args.fixed:
+                for key, value in segment_errors(world, task, variants).items():
+                    rows.setdefault(key, []).append(value)
+        print(f"  rep {rep}", file=sys.stderr, flush=True)
+    out: dict = {}
+    for (v, r, c), values in sorted(rows.items(), key=str):
+        name = "all" if c < 0 else f"s{c}"
+        row = r if isinstance(r, str) else f"rank {r}"
+        out.setdefault(v, {}).setdefault(row, {})[name] = round(float(np.mean(values)), 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=0, reps=10)
     parser.add_argument("--systems", type=int, default=8)
@@ -279,11 +416,28 @@ def main(argv: list[str] | None = None) -> None:
         help="draw the rounds with sample --by-judge's design (Neyman over the judge's grades, "
         "recomputed from the labels before each round) instead of uniformly",
     )  # fmt: skip
+    parser.add_argument(
+        "--segments", action="store_true",
+        help="per system by true rank and per calibration segment: the judged terms' mean "
+        "squared error over the plain terms' (segments_study)",
+    )  # fmt: skip
     args = harness.parse(parser, argv)
     from judges import RagWorld
 
+    if args.segments:
+        variants = tuple(args.variants.split(",")) if args.variants else ("ppi", "oracle")
+        start = time.time()
+        figures = segments_study(args, variants)
+        figures["note"] = ("E[(Y - pi)^2] of the judged terms over the plain terms', per system "
+                           "by true rank (0 best) and calibration segment, last look")  # fmt: skip
+        print(json.dumps(figures, indent=1))
+        harness.store(args, "loop_judge", figures, argv, title="segments_" + "_".join(variants),
+                      seconds=round(time.time() - start, 1))  # fmt: skip
+        return
+
     variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
-    if "ppi" not in variants or not set(variants) <= set(VARIANTS):
+    known = {v for v in variants if v.startswith("bet:")} | set(VARIANTS)
+    if "ppi" not in variants or not set(variants) <= known:
         parser.error(f"--variants: ppi and any of {', '.join(VARIANTS)}")
     if args.fixed % args.every:
         parser.error("--fixed must be a multiple of --every")

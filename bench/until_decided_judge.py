@@ -29,6 +29,10 @@ and looks, target ≤ 0.05 + 2 SE).
     PYTHONPATH=. python bench/until_decided_judge.py --rag --null --reps 30 --systems 8 \
         --batch 160 --budget 1600
 
+``--calibration oracle``: the ppi loop's judge calibrated from *every* label (a bound,
+:func:`calibration`); the summary's ``coverage_by_rank_*``: the share of each system's outputs
+labelled when the loop stopped, systems by true precision, means over the worlds both decided.
+
 ``--intervals anytime-asymptotic``: the loop decides by the asymptotic (Gaussian) paired tests
 instead of the betting ones (with ``--fixed``: all four of joint / ppi × betting / Gaussian on
 the same labels).  The ``*_asymptotic`` records below were made at commits fc09645..318af35,
@@ -45,14 +49,26 @@ uniformly or with probability ∝ √Var(Y | judge) (:func:`floor_study`).
 
 Recorded (bench/results/until_decided_judge.json; titles in brackets):
 
-* [rag] labels until the best 2 of 8 were decided, ppi / joint, mean 0.88 (SE 0.07, median
-  0.99) over the 9 of 10 worlds both decided (ppi 10/10, joint 9/10 within 4000 draws), no
-  wrong look.  [rag_seed1] 10 more worlds (``--seed 1``): mean 0.87 (SE 0.04, median 0.89),
-  ratio of means 0.84, over the 8 both decided (ppi 10/10, joint 8/10), no wrong look; the 17
-  worlds of both seeds: ratio of means 0.86 (SE 0.04, bootstrap), mean of ratios 0.87 (SE 0.04).
-  Where the gap to the variance floor goes: ``bench/loop_judge.py``.  With the judge's
-  predictions clipped into [0.2, 0.8] in the paired tests (commit cba22c0, reverted): seed 0
-  ppi / joint 0.92 (ratio of means, mean 0.92 SE 0.08) instead of 0.87, ppi labels 13,254
+* [rag], [rag_seed1] (rerun at 2026-11-29 with the hashed draws of ``sample``; before, on
+  the older draws: 0.86, SE 0.04, 17 worlds) labels until the best 2 of 8 were decided, ppi /
+  joint: seed 0 ratio of means 0.871 (bootstrap SE 0.08; mean of ratios 0.91, median 0.98)
+  over the 8 worlds both decided (ppi 9/10, joint 9/10 within 4000 draws); seed 1 0.919 (SE
+  0.047; mean 0.945, median 0.99) over 9 (ppi 10/10, joint 9/10); the 17 worlds of both seeds:
+  **ratio of means 0.897 (bootstrap SE 0.045), mean of ratios 0.928 (SE 0.045), median 0.99**;
+  no wrong look.  ``coverage_by_rank_*``: when the loops stopped they had labelled 36-49 % of
+  the best system's outputs, 59-67 % of the second's and 49-57 % of the third's (the top-2
+  boundary), 12-41 % of the others'.  [rag_oracle], [rag_seed1_oracle] (``--calibration
+  oracle``: each fact's share correct among *all* pairs of its (query, grade), a bound no loop
+  can know): 0.898 and 0.919, over both seeds' 18 worlds 0.909 (SE 0.045), median 0.99, so a
+  better calibration is not what is missing (``bench/loop_judge.py --segments``: the judge
+  helps least for the best systems, which the decision rests on).  [rag_centred] (commit
+  eb3a44e's ``judge_stream.CONTROL = "centred"``, since removed: each system's running
+  precision plus β × the judge's deviation from the system's mean, β fitted on earlier labels):
+  seed 0 1.018 (SE 0.05) over 8 worlds, against 0.871 with the calibrated map as the
+  prediction.  Where the gap to the variance floor goes: ``bench/loop_judge.py``.  With the
+  judge's predictions clipped into [0.2, 0.8] in the paired tests (commit cba22c0, reverted,
+  older draws): seed 0 ppi / joint 0.92 (ratio of means, mean 0.92 SE 0.08) instead of 0.87,
+  ppi labels 13,254
   against 12,694 unclipped over the same 10 worlds; null worlds 0 of 30 on seeds 0 and 1.  [rag_fixed] the same labels read by both (``--fixed 8 --batch 200 --reps 6``):
   open pairs of 28 at ≈ 700 / 1000 / 1300 labels joint 16.0 / 12.5 / 9.3, ppi 14.2 / 10.2 /
   7.8 (ppi reaches joint's count with ≈ 0.82-0.88× the labels).
@@ -71,8 +87,10 @@ Recorded (bench/results/until_decided_judge.json; titles in brackets):
   grade) 0.76, per (system, grade) 0.83; drawing ∝ √Var(Y | judge) (floor 0.2× the mean)
   instead: 0.82 / 0.73 / 0.80.  So any test needs ≥ ≈ 0.72-0.76× the draws with this judge,
   the active design buys ≤ 4 %, and ≤ 0.75× the labels is out of reach for it.
-* [rag_null], [rag_null_seed1] null worlds, betting tests with the judge: no pair decided at
-  any look in 30 + 30 (one-sided 95 % upper bound 0.095 each, 0.049 pooled).
+* [rag_null], [rag_null_seed1] null worlds, betting tests with the judge, rerun at 040274f on
+  the hashed draws: a pair decided at some look in 1 of 30 on each seed (2/60 = 0.033, SE
+  0.023, within 0.05 + 2 SE; Clopper-Pearson upper 95 % 0.15 each); on the older draws 0 of
+  30 + 30.
   [rag_null_asymptotic], [rag_null_asymptotic_seed1] the Gaussian tests with the judge: 0 of
   30 and 2 of 30 (2/60 = 0.033, upper bound 0.10); [rag_null_asymptotic_seed1_joint] the same
   30 worlds as the second without the judge: 0.  With no gain and that doubt, the Gaussian
@@ -85,6 +103,7 @@ import json
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -223,7 +242,45 @@ def rag_loop(world, judge, estimator: str, top, batch: int, budget: int, seed: i
         task = with_annotation(base, samples=samples, judgments=world.labelled_of(samples),
                                judge=judge)  # fmt: skip
     return {"looks": looks, "decided": looks[-1]["decided"], "labels": looks[-1]["labels"],
-            "wrong": any(look["wrong"] for look in looks)}  # fmt: skip
+            "wrong": any(look["wrong"] for look in looks),
+            "coverage": coverage_by_rank(world, samples)}  # fmt: skip
+
+
+def coverage_by_rank(world, samples) -> list[float]:
+    """The share of each system's outputs labelled, systems by true precision (best first)."""
+    out = world.task.outputs
+    labelled = np.zeros(len(world.task.facts), bool)
+    if samples is not None:
+        key = pd.Series(np.arange(len(world.task.facts)), index=pd.MultiIndex.from_frame(
+            world.task.facts[["query_id", "answer"]]))  # fmt: skip
+        drawn = samples[["query_id", "answer"]].drop_duplicates()
+        labelled[key.reindex(pd.MultiIndex.from_frame(drawn)).to_numpy(np.int64)] = True
+    share = (
+        pd.Series(labelled[out["fact"].to_numpy(np.int64)])
+        .groupby(out["system"].astype(str).to_numpy())
+        .mean()
+    )
+    return [round(float(share[s]), 3) for s in world.precision.sort_values(ascending=False).index]
+
+
+@contextmanager
+def calibration(world, kind: str):
+    """The judge's calibration in the loop's terms: ``fitted`` (the loop's own, on the labels
+    of earlier steps) or ``oracle`` (every fact's share correct among *all* pairs of its
+    (query, grade), ``loop_judge.oracle_scores``: a bound no loop can reach, it knows every
+    label)."""
+    if kind == "fitted":
+        yield
+        return
+    from unittest import mock
+
+    from loop_judge import oracle_scores
+
+    from receval.estimators import judge_stream
+
+    table = oracle_scores(world)
+    with mock.patch.object(judge_stream, "calibrated_scores", lambda *a, **k: table):
+        yield
 
 
 def rag_fixed(world, judge, batch: int, looks: int, seed: int, both: bool = False) -> dict:
@@ -272,8 +329,11 @@ def rag_study(args) -> dict:
             continue
         out = {}
         for est in (args.null_estimator,) if args.null else ("ppi", "joint"):
-            out[est] = rag_loop(world, judge, est, None if args.null else args.top, args.batch,
-                                args.budget, seed=rep, intervals=args.intervals)  # fmt: skip
+            kind = args.calibration if est == "ppi" else "fitted"
+            with calibration(world, kind):
+                out[est] = rag_loop(world, judge, est, None if args.null else args.top,
+                                    args.batch, args.budget, seed=rep,
+                                    intervals=args.intervals)  # fmt: skip
         out["precision_spread"] = float(world.precision.max() - world.precision.min())
         rows.append(out)
         summary = {k: (v["labels"], v["decided"], v["wrong"]) for k, v in out.items()
@@ -437,10 +497,17 @@ def summarise_rag(rows: list[dict], args) -> dict:
         "labels_ratio_mean": float(ratio.mean()) if ratio.size else None,
         "labels_ratio_median": float(np.median(ratio)) if ratio.size else None,
         "labels_ratio_se": float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else None,
+        "coverage_by_rank_ppi": np.mean([r["ppi"]["coverage"] for r in both], axis=0).round(3).tolist() if both else None,
+        "coverage_by_rank_joint": np.mean([r["joint"]["coverage"] for r in both], axis=0).round(3).tolist() if both else None,
         "labels_ratio_of_means": float(
             np.mean([r["ppi"]["labels"] for r in both]) / np.mean([r["joint"]["labels"] for r in both])
         ) if both else None,
     })  # fmt: skip
+    if len(both) > 1:  # bootstrap over the worlds (fixed seed): the ratio of means' SE
+        pairs = np.array([(r["ppi"]["labels"], r["joint"]["labels"]) for r in both], float)
+        idx = np.random.default_rng(0).integers(0, len(both), (2000, len(both)))
+        boot = pairs[idx, 0].sum(axis=1) / pairs[idx, 1].sum(axis=1)
+        figures["labels_ratio_of_means_se"] = round(float(boot.std(ddof=1)), 4)
     return figures
 
 
@@ -468,6 +535,10 @@ def main(argv: list[str] | None = None) -> None:
         help="--rag: the interval method whose paired tests the loop decides by",
     )
     parser.add_argument(
+        "--calibration", default="fitted", choices=("fitted", "oracle"),
+        help="--rag: the judge's calibration in the ppi loop (oracle: from every label, a bound)",
+    )  # fmt: skip
+    parser.add_argument(
         "--fixed", type=int, default=0,
         help="--rag: this many equal rounds of --batch, open pairs of joint and ppi per look",
     )  # fmt: skip
@@ -490,6 +561,7 @@ def main(argv: list[str] | None = None) -> None:
         title += "_asymptotic" if args.intervals == "anytime-asymptotic" else ""
         title += f"_seed{args.seed}" if args.seed else ""
         title += "_joint" if args.null and args.null_estimator == "joint" else ""
+        title += "_oracle" if args.calibration == "oracle" else ""
         seconds = round(time.time() - start, 1)
         harness.store(args, "until_decided_judge", figures, argv, title=title, seconds=seconds)
         return

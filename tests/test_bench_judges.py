@@ -76,3 +76,22 @@ def test_the_floor_study_variance_shares():
     assert np.allclose([flat["uniform"], flat["active"]], 1.0)
     sharp = bench.variance_shares(y, np.where(y == 1, 0.9, 0.1))
     assert np.allclose([sharp["uniform"], sharp["active"]], 0.01 / 0.25)
+
+
+def test_the_rag_loop_records_each_systems_labelled_share_and_the_oracle_calibration():
+    """bench/until_decided_judge.py: ``coverage_by_rank`` is each system's labelled share, best
+    system first; ``--calibration oracle`` replaces the loop's fitted map by every fact's share
+    correct in its (query, grade) while it is in force."""
+    bench = load_bench("until_decided_judge")
+    world, out = _rag_loop(True, 4, 3, 240)
+    share = out["coverage"]
+    assert len(share) == 4 and all(0.0 < s < 1.0 for s in share)
+    from receval.estimators import judge_stream
+
+    fitted = judge_stream.calibrated_scores
+    with bench.calibration(world, "oracle"):
+        table = judge_stream.calibrated_scores(None, None, None, None)
+    assert judge_stream.calibrated_scores is fitted
+    assert table.shape == world.label.shape and ((table >= 0) & (table <= 1)).all()
+    # each (query, grade) cell's share over all pairs predicts the labels better than the grade
+    assert np.corrcoef(table, world.label)[0, 1] > np.corrcoef(world.grade, world.label)[0, 1]
