@@ -20,6 +20,7 @@ tests with ``importlib``, so the folder is not a package: a script imports this 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -424,20 +425,44 @@ def store_result(
         record["title"] = title
     record |= extra
     record["figures"] = figures
-    kept: list[dict] = []
-    if path.is_file():
-        try:
-            kept = records(json.loads(path.read_text(encoding="utf-8")))
-        except ValueError:
-            kept = []
-    same = "title" if title else "command"
-    kept = [r for r in kept if r.get(same) != record.get(same) or (not title and r.get("title"))]
-    data = {"script": f"bench/{name}.py", "runs": [*kept, record]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=_plain) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    with _locked(path):  # two runs of one script finishing together both keep their record
+        kept = _stored_records(path)
+        same = "title" if title else "command"
+        kept = [
+            r for r in kept if r.get(same) != record.get(same) or (not title and r.get("title"))
+        ]
+        data = {"script": f"bench/{name}.py", "runs": [*kept, record]}
+        tmp = path.with_suffix(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, default=_plain) + "\n", encoding="utf-8")
+        tmp.replace(path)
     return path
+
+
+def _stored_records(path: Path) -> list[dict]:
+    """The records already stored in ``path`` (none when it is missing or not JSON)."""
+    if not path.is_file():
+        return []
+    try:
+        return records(json.loads(path.read_text(encoding="utf-8")))
+    except ValueError:
+        return []
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on ``<path>.lock`` (POSIX ``flock``; no lock elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path.with_suffix(".json.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _plain(value: Any) -> Any:

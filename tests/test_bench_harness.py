@@ -105,3 +105,25 @@ def test_without_children_the_commit_is_the_imported_receval(harness):
 def test_a_command_that_is_not_python_has_no_checkout(harness, tmp_path):
     child = harness.run_child(["true"], cwd=tmp_path)
     assert child.checkout is None and not harness.CHILD_CHECKOUTS
+
+
+def _store_one(out: str, i: int) -> None:
+    harness = load_bench("harness")
+    harness.store_result("x", f"cmd {i}", 1, {"i": i}, out=out)
+
+
+def test_runs_storing_at_once_keep_every_record(tmp_path: Path) -> None:
+    """store_result reads, changes and writes the results file under a lock: 8 processes
+    storing together keep 8 records (without the lock, one could drop another's)."""
+    import multiprocessing
+
+    out = str(tmp_path / "x.json")
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=_store_one, args=(out, i)) for i in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    assert all(proc.exitcode == 0 for proc in procs)
+    runs = json.loads(Path(out).read_text(encoding="utf-8"))["runs"]
+    assert sorted(r["figures"]["i"] for r in runs) == list(range(8))
