@@ -555,7 +555,7 @@ def _kept_level():
 def keep_normed(engine) -> None:
     """Replace the view ``normed`` by the same rows hash-partitioned by ``query_id`` and
     cached (serialised in memory, then the executors' disks: :func:`_kept_level`): the runs
-    are read and normalised once, shuffled once, and the three aggregations of
+    are read and normalised once, shuffled once, and the aggregations of
     :mod:`receval.engine.summary` (each grouping by ``query_id`` and more) read the cache with
     no further shuffle of rows.  Partitions: enough for :data:`ROWS_PER_PARTITION` rows each,
     at least ``spark.sql.shuffle.partitions``.  A table kept earlier is released."""

@@ -1,16 +1,25 @@
-"""What scoring needs from the runs, as three SQL aggregations whose results are small.
+"""What scoring needs from the runs, as a few SQL aggregations whose results are small.
 
 ``score`` on the engine path (:mod:`receval.engine.score`) never holds an output row in Python.
 Every number the estimators and the diagnostics take from the runs is one of:
 
-* per (system, query): input rows and distinct facts (:data:`RUN_CELLS`; ``m × Q`` rows):
-  the systems' sizes |X_i|, the duplicate rows collapsed, per-query outputs, the macro target,
-  the query clusters' |X_i ∩ q|;
-* per team: the facts of the pool and those only that team output (:data:`POOL_FACTS`; a few
-  rows): ``pool.csv``'s pool size, ``pooling_bias.csv``'s unique facts;
+* per (system, query): input rows and distinct facts (``m × Q`` rows): the systems' sizes
+  |X_i|, the duplicate rows collapsed, per-query outputs, the macro target, the query
+  clusters' |X_i ∩ q|;
+* per team: the facts of the pool and those only that team output (a few rows): ``pool.csv``'s
+  pool size, ``pooling_bias.csv``'s unique facts;
 * per (fact of the small tables, system): the copies of the drawn and the judged facts in each
   run (:data:`MEMBERS`: a join of the runs with the small ``wanted`` table, never an
   aggregate over every fact): membership, the judged outputs, the official counts.
+
+The first two come from one group per *fact*, not per (system, fact): :data:`ROW_CELLS` counts
+the rows per (system, query) with no hash of the answers, :data:`FACT_MASKS` gives each fact
+the systems that output it as bit masks (one 63-bit BIGINT per block of systems, ``bit_or``),
+and :data:`MASK_SUMS` sums, per query, each system's bit (its distinct facts) and each team's
+"no other team's bit" test (its unique facts) (:func:`masked_facts`).  At 10⁸ rows of 50
+systems that is ~6·10⁶ groups instead of 10⁸.  Spark and DuckDB over one runs table take this
+path; DuckDB with one file per system keeps the per-system :data:`RUN_CELLS` and the batched
+:data:`POOL_PARTS` (below), whose every query reads a few files.
 
 Facts are ``(query_id, normalised answer)`` as the loader defines them (answers normalised in
 SQL exactly as :func:`receval.task.normalize_answers` does: :mod:`receval.engine.matching`).
@@ -173,7 +182,7 @@ def register_normed(engine: Engine, matching: Matching | None) -> None:
         f"SELECT system, CASE WHEN team = '' THEN NULL ELSE team END AS team, query_id, "
         f"{answer} AS answer FROM runs",
     )
-    if engine.name == "spark":  # normalised and shuffled by query once, kept for the three
+    if engine.name == "spark":  # normalised and shuffled by query once, kept for the scans
         from receval.engine.spark_runs import keep_normed
 
         keep_normed(engine)
