@@ -148,6 +148,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="working folder (kept)")
     parser.add_argument("--label", default=None, help="what this run measures")
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="with --task: also run each command with this source tree's receval (e.g. "
+        "`git archive` of the base commit), as engine ENGINE@base, in the same run",
+    )
+    parser.add_argument(
         "--event-log", action="store_true", help="Spark event logs in WORK/events (--profile)"
     )
     parser.add_argument(
@@ -489,16 +496,18 @@ def commands_task(ns) -> None:
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in ns.task.rglob("*.parquet"))
     me = [sys.executable, str(Path(__file__).resolve())]
     kinds, commands = ns.engines.split(","), ns.commands.split(",")
-    figures: dict = {kind: {} for kind in kinds}
-    for kind in kinds:
-        copy_task(ns.task, work / kind / "task")
+    runs_of = {kind: [f"{kind}@base", kind] if ns.baseline else [kind] for kind in kinds}
+    figures: dict = {run: {} for kind in kinds for run in runs_of[kind]}
+    for run in figures:
+        copy_task(ns.task, work / run / "task")
     step = iter(range(10**6))
 
     def measure(kind: str, args: list[str]) -> dict:
         k = next(step)
         result, stdout = work / kind / f"{k}.json", work / kind / f"{k}.out"
+        code = {"PYTHONPATH": str(ns.baseline.resolve())} if kind.endswith("@base") else {}
         subprocess.run([*me, "--cli-child", str(result), str(stdout), json.dumps(args)],
-                       env=env, check=False)  # fmt: skip
+                       env={**env, **code}, check=False)  # fmt: skip
         load = round(os.getloadavg()[0], 1)
         figures_one = json.loads(result.read_text()) if result.exists() else {"exit": "killed"}
         lines = stdout.read_text().strip().splitlines() if stdout.exists() else []
@@ -506,20 +515,23 @@ def commands_task(ns) -> None:
                 "stdout_tail": lines[-3:], "stdout_file": str(stdout)}  # fmt: skip
 
     for command in commands:
-        for kind in kinds:
-            task, out = work / kind / "task", work / kind / "out"
+        for kind, run in [(k, r) for k in kinds for r in runs_of[k]]:
+            task, out = work / run / "task", work / run / "out"
             if command == "curve":  # each engine ranks run000 itself
                 engine = engine_args(kind, ns.master)
                 steps = curve_rounds(
-                    task, work / kind / "curve.csv", "stratband", 1,
-                    lambda a, kind=kind, engine=engine: measure(kind, [*a, *engine]),
+                    task, work / run / "curve.csv", "stratband", 1,
+                    lambda a, run=run, engine=engine: measure(run, [*a, *engine]),
                 )  # fmt: skip
-                figures[kind][command] = steps
+                figures[run][command] = steps
             else:
-                (runs,) = command_runs(command, kind, task, out, ns.master)
-                figures[kind][command] = measure(kind, runs)
-            print(kind, command, json.dumps(figures[kind][command])[:1500], flush=True)
+                (args,) = command_runs(command, kind, task, out, ns.master)
+                figures[run][command] = measure(run, args)
+            print(run, command, json.dumps(figures[run][command])[:1500], flush=True)
     agreement = compare_commands(work, figures, kinds, commands)
+    if ns.baseline:
+        agreement["ratios"] = cpu_ratios(figures, kinds, commands)
+        print("ratios", json.dumps(agreement["ratios"]), flush=True)
     print("agreement", json.dumps(agreement), flush=True)
     if not ns.no_store:
         harness.store_result(
@@ -527,7 +539,7 @@ def commands_task(ns) -> None:
             title=f"commands {rows:,} rows: {ns.commands} on {ns.engines}" + (
                 f" ({ns.label})" if ns.label else ""),
             rows=rows, task=str(ns.task), master=ns.master, driver_memory=ns.driver_memory,
-            spark_conf=ns.spark_conf,
+            spark_conf=ns.spark_conf, baseline=str(ns.baseline) if ns.baseline else None,
             agreement=agreement,
             note="each command in its own process through the CLI's code (cli.main); "
             "python_*: the Python process (os.times, RUSAGE_SELF peak); descendants_*: the JVM "
@@ -535,6 +547,33 @@ def commands_task(ns) -> None:
             "0.5 s; curve: curve plan until the plan is empty, then curve estimate, each "
             "ranking run000 in its engine (--engine; Spark reads the run itself)",
         )  # fmt: skip
+
+
+def cpu_ratios(figures: dict, kinds: list[str], commands: list[str]) -> dict:
+    """With ``--baseline``: per command, each engine's CPU seconds (Python + descendants)
+    after ÷ before, and the first engine's ÷ the second's, before and after."""
+
+    def cpu(run: str, command: str) -> float | None:
+        one = figures[run].get(command)
+        if not isinstance(one, dict) or one.get("exit") != 0:
+            return None
+        return one["python_cpu_s"] + one["descendants_cpu_s"]
+
+    out = {}
+    for command in (c for c in commands if c != "curve"):
+        row = {}
+        for kind in kinds:
+            before, after = cpu(f"{kind}@base", command), cpu(kind, command)
+            row[f"{kind}_cpu_s"] = [before, after]
+            if before and after:
+                row[f"{kind}_after_over_before"] = round(after / before, 3)
+        if len(kinds) >= 2:
+            for label, suffix in (("before", "@base"), ("after", "")):
+                a, b = (cpu(k + suffix, command) for k in kinds[:2])
+                if a and b:
+                    row[f"{kinds[0]}_over_{kinds[1]}_{label}"] = round(a / b, 2)
+        out[command] = row
+    return out
 
 
 def compare_commands(work: Path, figures: dict, kinds: list[str], commands: list[str]) -> dict:

@@ -66,3 +66,31 @@ def test_curve_batch_labelled_from_the_synthetic_truth(tmp_path: Path) -> None:
         digit = int(hashlib.md5(f"{q}\x1f{a}".encode()).hexdigest()[0], 16)
         assert line == f"{q}\t{a}\t{'C' if digit < 5 else 'W'}\tbench"
     assert scale.label_curve_batch(tmp_path) == 0  # no batch: nothing appended
+
+
+def test_cpu_ratios_compare_each_engine_before_and_after() -> None:
+    """``--baseline``: each engine's CPU (Python + JVM) after ÷ before, and Spark ÷ DuckDB
+    before and after; a failed command gives no ratio."""
+    spark = load_bench("spark")
+
+    def one(python: float, jvm: float, code: int = 0) -> dict:
+        return {"exit": code, "python_cpu_s": python, "descendants_cpu_s": jvm}
+
+    figures = {
+        "spark@base": {"score": one(4, 116), "validate": one(2, 98)},
+        "spark": {"score": one(4, 56), "validate": one(2, 58, code=1)},
+        "duckdb@base": {"score": one(20, 0), "validate": one(16, 0)},
+        "duckdb": {"score": one(20, 0), "validate": one(16, 0)},
+    }
+    ratios = spark.cpu_ratios(figures, ["spark", "duckdb"], ["score", "validate", "curve"])
+    assert ratios["score"] == {
+        "spark_cpu_s": [120, 60],
+        "spark_after_over_before": 0.5,
+        "duckdb_cpu_s": [20, 20],
+        "duckdb_after_over_before": 1.0,
+        "spark_over_duckdb_before": 6.0,
+        "spark_over_duckdb_after": 3.0,
+    }
+    assert ratios["validate"]["spark_cpu_s"] == [100, None]
+    assert "spark_over_duckdb_after" not in ratios["validate"]
+    assert "curve" not in ratios

@@ -542,34 +542,6 @@ def _file_keys(spark, files: list, keyed: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["_receval_file", *keyed])
 
 
-def spark_run_cells(engine, sql: str) -> pd.DataFrame:
-    """:data:`receval.engine.summary.RUN_CELLS` (``sql``, over the view ``normed``) in Spark,
-    which aggregates ``min``/``max`` of text by sorting every row: the counts are taken over
-    ``normed`` with its team cells as a NULL number (hash aggregation), the teams from the
-    distinct (system, team) pairs (one more hash aggregation, skipped when no run file has a
-    team column), then each system's range of team cells is set on its rows (what
-    :func:`receval.engine.summary._teams` reads)."""
-    from pyspark.sql import functions as F
-
-    spark = engine.spark
-    normed = spark.table("normed")
-    try:
-        normed.withColumn("team", F.lit(None).cast("long")).createOrReplaceTempView("normed")
-        cells = engine.query(sql)
-    finally:
-        normed.createOrReplaceTempView("normed")
-    if not getattr(engine, "run_teams", True):  # no run file has a team column
-        cells["team_lo"] = cells["team_hi"] = None
-        return cells
-    pairs = engine.query(
-        "SELECT system, team FROM normed WHERE team IS NOT NULL GROUP BY system, team"
-    )
-    span = pairs.groupby("system")["team"].agg(["min", "max"])
-    cells["team_lo"] = cells["system"].map(span["min"]).astype(object)
-    cells["team_hi"] = cells["system"].map(span["max"]).astype(object)
-    return cells
-
-
 def _rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
@@ -593,7 +565,7 @@ def _kept_level():
 def keep_normed(engine) -> None:
     """Replace the view ``normed`` by the same rows hash-partitioned by ``query_id`` and
     cached (serialised in memory, then the executors' disks: :func:`_kept_level`): the runs
-    are read and normalised once, shuffled once, and the three aggregations of
+    are read and normalised once, shuffled once, and the aggregations of
     :mod:`receval.engine.summary` (each grouping by ``query_id`` and more) read the cache with
     no further shuffle of rows.  Partitions: enough for :data:`ROWS_PER_PARTITION` rows each,
     at least ``spark.sql.shuffle.partitions``.  A table kept earlier is released."""
