@@ -442,12 +442,18 @@ class JudgeStrata:
 def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeStrata:
     """The ``sample --by-judge`` design of the bundle at ``root``
     (:func:`receval.estimators.judge_calibration.judge_strata_design`) and its judge's levels
-    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only: both are
-    computed on a task whose one run outputs the facts of the judge and judgments tables.
-    The levels are those the loader gives the full task (ranks over the graded facts in
-    (query, answer) order); only the facts of the judge table are read into Python."""
-    from receval.design import LEVEL_COLUMN, parse_judge_strata
-    from receval.estimators.judge_calibration import judge_strata_design
+    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only
+    (:func:`judge_task`)."""
+    return task_strata(judge_task(root, files, config, queries, judgments))
+
+
+def judge_task(root: Path, files: dict, config, queries, judgments):
+    """A :class:`receval.task.Task` whose one run ``judge`` outputs the facts of the judge and
+    judgments tables, with the bundle's judge table, judgments and queries: what the loader
+    computes of the judge alone (its levels, its calibration on the labels) is the same on it
+    as on the whole task (the levels are ranks over the graded facts in (query, answer) order;
+    only the facts of the judge table are read into Python).  BundleError without a judge
+    table."""
     from receval.judge import check_judge_table
     from receval.task import LINE, Task, _table_source
 
@@ -465,17 +471,40 @@ def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeSt
         [judge[["query_id", "answer"]], labelled.set_axis(["query_id", "answer"], axis=1)],
         ignore_index=True,
     ).drop_duplicates()
-    small = Task.from_frames(
+    return Task.from_frames(
         runs=facts.assign(system="judge"),
         judgments=_raw(root, "judgments", files),
         judge=judge,
         queries=queries.drop(columns=[LINE], errors="ignore"),
         config=config,
     )
+
+
+def task_strata(small) -> JudgeStrata:
+    """The :class:`JudgeStrata` of :func:`judge_task`'s ``small`` task."""
+    from receval.design import parse_judge_strata
+    from receval.estimators.judge_calibration import judge_strata_design
+
     design = judge_strata_design(small)
     name, weights = parse_judge_strata(design)
-    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
     missing = len(weights) - 1
+    levels, _ = graded_levels(small, name, missing)
+    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+
+
+def graded_levels(small, name: str, missing: int | None = None) -> tuple[pd.DataFrame, int]:
+    """(``query_id, answer, level`` of the facts judge ``name`` graded, answers normalised;
+    the level of an ungraded fact: ``missing``, by default the judge's number of levels) of
+    :func:`judge_task`'s ``small`` task."""
+    from receval.design import LEVEL_COLUMN
+
+    if missing is None:
+        from receval.judge import judge_grades, judge_levels
+
+        grades = judge_grades(small)
+        _, counts = judge_levels(grades.grades)
+        missing = int(counts[list(grades.names).index(name)])
+    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
     graded = level < missing
     levels = pd.DataFrame(
         {
@@ -484,7 +513,7 @@ def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeSt
             "level": level[graded],
         }
     )
-    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+    return levels, missing
 
 
 def _raw(root: Path, stem: str, files: dict) -> pd.DataFrame | None:
