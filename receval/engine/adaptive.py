@@ -266,6 +266,7 @@ def adaptive_sizes(
     same frame ``system, n, precision_halfwidth, recall_halfwidth, reached, note`` (equal to
     the in-memory planner's up to the order of summation)."""
     from receval.engine.plan_designs import judge_side
+    from receval.engine.sampled import one_grade_check
     from receval.engine.sampled_data import read_small_tables
     from receval.options import PLANNING_BOUNDS, WIDTH_FOR, check_choice
     from receval.planning import GroupPlanner, plan_sizes
@@ -277,8 +278,9 @@ def adaptive_sizes(
     problem = unsupported(small, distribution, by_judge)
     if problem:
         raise ValueError(f"the engine path does not plan --adaptive with {problem}")
-    side = judge_side(bundle, small, distribution, by_judge)
     with planning_session(bundle, small, engine) as (con, summary, batches):
+        check = one_grade_check(con, small.facts, small.config.matching, "normed")
+        side = judge_side(bundle, small, distribution, by_judge, check)
         data, groups, draws = _plan_inputs(con, small, summary, batches, side, systems)
     planner = GroupPlanner(data, groups, bound, draws, side.factor)
     return plan_sizes(planner, data, target_width, confidence, systems, max_n, metrics, on_system)

@@ -86,9 +86,12 @@ def declared(small: SmallTables) -> set[str]:
     return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
 
 
-def judge_side(bundle, small: SmallTables, distribution: str, by_judge: bool) -> JudgeSide:
+def judge_side(
+    bundle, small: SmallTables, distribution: str, by_judge: bool, check=None
+) -> JudgeSide:
     """The :class:`JudgeSide` of a plan (module docstring); BundleError as ``sample
-    --by-judge``'s without a judge table."""
+    --by-judge``'s without a judge table; ``check``: the judge table's one-grade check
+    (:func:`receval.engine.sampled.one_grade_check`)."""
     from pathlib import Path
 
     from receval.engine.sampled import judge_task, task_strata
@@ -96,7 +99,7 @@ def judge_side(bundle, small: SmallTables, distribution: str, by_judge: bool) ->
     drawn = strata_names(declared(small))
     if not by_judge and not (drawn and bundle.table("judge") is not None):
         return JudgeSide(None, distribution)
-    task = judge_task(Path(bundle.root), {}, small.config, small.queries, small.judgments)
+    task = judge_task(Path(bundle.root), {}, small.config, small.queries, small.judgments, check)
     if not by_judge:
         return JudgeSide(task, distribution)
     from receval.planning import judge_factor

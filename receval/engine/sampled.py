@@ -371,8 +371,8 @@ def sample_round(
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
-    strata = judge_strata(root, files, config, queries, judgments) if by_judge else None
     with _round_engine(bundle, engine) as con:
+        strata = _round_strata(con, root, files, config, queries, judgments, samples, by_judge)
         batches = run_batches(con, bundle.parquet_runs())
         weighted = distribution == "entity-relation"
         if strata is not None:
@@ -414,6 +414,23 @@ def sample_round(
     )
 
 
+def _round_strata(con, root, files, config, queries, judgments, samples, by_judge: bool):
+    """The ``--by-judge`` round's :class:`JudgeStrata` (None without ``by_judge``), the judge
+    table checked as the loader checks it (:func:`one_grade_check` over ``con``'s runs)."""
+    if not by_judge:
+        return None
+    parts = [f[["query_id", "answer"]] for f in (judgments, samples) if len(f)]
+    facts = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({"query_id": [], "answer": []}, dtype=object)
+    )
+    queries_, answers = _normalised_facts(facts["query_id"], facts["answer"], config.matching)
+    small = pd.DataFrame({"query_id": queries_, "answer": answers}).drop_duplicates()
+    check = one_grade_check(con, small, config.matching)
+    return task_strata(judge_task(root, files, config, queries, judgments, check))
+
+
 def _pick(con, sizes, uniforms, forms, batches, queries: pd.DataFrame | None) -> pd.DataFrame:
     """The round's draws (:func:`receval.engine.draws.pick_draws`): uniform, or with
     ``queries`` the ``entity-relation`` design."""
@@ -447,13 +464,14 @@ def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeSt
     return task_strata(judge_task(root, files, config, queries, judgments))
 
 
-def judge_task(root: Path, files: dict, config, queries, judgments):
+def judge_task(root: Path, files: dict, config, queries, judgments, check=None):
     """A :class:`receval.task.Task` whose one run ``judge`` outputs the facts of the judge and
     judgments tables, with the bundle's judge table, judgments and queries: what the loader
     computes of the judge alone (its levels, its calibration on the labels) is the same on it
     as on the whole task (the levels are ranks over the graded facts in (query, answer) order;
     only the facts of the judge table are read into Python).  BundleError without a judge
-    table."""
+    table; ``check(frame, path)`` (:func:`one_grade_check`) runs on the checked table before
+    the task is built."""
     from receval.judge import check_judge_table
     from receval.task import LINE, Task, _table_source
 
@@ -465,7 +483,9 @@ def judge_task(root: Path, files: dict, config, queries, judgments):
             "--by-judge needs the judge's scores (judge.tsv with query_id, answer, judge_score)",
         )
     judge = source.frame.drop(columns=[LINE], errors="ignore").copy()  # as read
-    check_judge_table(source, set(queries["query_id"]), config)
+    checked = check_judge_table(source, set(queries["query_id"]), config)
+    if check is not None:
+        check(checked, source.path)
     labelled = judgments[["query_id", "answer_raw" if "answer_raw" in judgments else "answer"]]
     facts = pd.concat(
         [judge[["query_id", "answer"]], labelled.set_axis(["query_id", "answer"], axis=1)],
@@ -478,6 +498,64 @@ def judge_task(root: Path, files: dict, config, queries, judgments):
         queries=queries.drop(columns=[LINE], errors="ignore"),
         config=config,
     )
+
+
+#: how many distinct facts of the runs (``normed``), the judge table and the small tables
+#: (``grade_facts``) sort before (``{q}``, ``{a}``): the loader's id of that fact
+FACTS_BEFORE = """
+SELECT count(*) AS n FROM (
+    SELECT query_id, answer FROM {runs} r UNION SELECT query_id, answer FROM grade_facts
+) x WHERE query_id < {q} OR (query_id = {q} AND answer < {a})
+"""
+
+
+def one_grade_check(engine: Engine, facts: pd.DataFrame, matching: Matching, runs: str = ""):
+    """``check(frame, path)`` for :func:`judge_task`: :func:`receval.judge.dedupe_judge`'s rule
+    (one grade per judge and fact, answers normalised) with the loader's message — the file's
+    line of the first row that disagrees, the fact numbered as the loader numbers it among the
+    runs' facts (``runs``: a view or subquery of them with answers normalised, by default the
+    view ``runs`` normalised here), ``facts`` (``query_id, answer`` of the small tables,
+    normalised) and the judge table's (:data:`FACTS_BEFORE`, run only on a clash)."""
+    from receval.task import LINE, normalize_answers
+
+    def check(frame: pd.DataFrame, path: Path) -> None:
+        rows = pd.DataFrame(
+            {
+                "query_id": frame["query_id"].astype(str).str.strip().to_numpy(object),
+                "answer": normalize_answers(frame["answer"].astype(str), matching).to_numpy(object),
+                "judge": frame["judge"].astype(str).to_numpy(object),
+                "score": frame["judge_score"].to_numpy(float),
+                "line": frame[LINE].to_numpy(np.int64),
+            }
+        ).sort_values("line", kind="stable", ignore_index=True)
+        first = rows.groupby(["judge", "query_id", "answer"], sort=False)["score"].transform(
+            "first"
+        )
+        clash = np.flatnonzero((rows["score"] != first).to_numpy())
+        if not clash.size:
+            return
+        row, q, a = (
+            rows.iloc[clash[0]],
+            rows["query_id"].iloc[clash[0]],
+            rows["answer"].iloc[clash[0]],
+        )
+        both = pd.concat([facts[["query_id", "answer"]], rows[["query_id", "answer"]]])
+        engine.register("grade_facts", both.astype(object).reset_index(drop=True))
+        literal = engine.dialect.literal
+        source = runs or (
+            f"(SELECT query_id, {normalised_answer_sql(engine, matching)} AS answer FROM runs)"
+        )
+        sql = FACTS_BEFORE.format(runs=source, q=literal(q), a=literal(a))
+        fact = int(engine.query(sql)["n"].iloc[0])
+        by = f" from judge {row['judge']!r}" if row["judge"] else ""
+        raise BundleError(
+            path,
+            int(row["line"]),
+            f"the fact ({q!r}, {a!r}) already has judge_score {float(first.iloc[clash[0]])!r}"
+            f"{by} (fact {fact}); one judge gives one score per fact",
+        )
+
+    return check
 
 
 def task_strata(small) -> JudgeStrata:

@@ -149,6 +149,28 @@ def test_designs_the_engine_does_not_plan_are_one_line(tmp_path):
     assert "does not plan --adaptive with rounds of the judge-uncertainty design" in result.output
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_judge_grading_a_fact_twice_is_the_loaders_error_line(tmp_path, adaptive):
+    """`sample --by-judge` (and with --adaptive) out of core: a judge giving one fact two
+    scores (answers equal once normalised) is the in-memory error line, file line and the
+    loader's fact id."""
+    roots = {k: correlated(with_judge(make_bundle(tmp_path / k))) for k in ("memory", "engine")}
+    for root in roots.values():
+        judge = pd.read_csv(root / "judge.tsv", sep="\t", dtype=str)
+        twice = judge.iloc[[3]].assign(answer=" " + judge["answer"].iloc[3].upper() + " ",
+                                       judge_score="0.123")  # fmt: skip
+        pd.concat([judge, twice]).to_csv(root / "judge.tsv", sep="\t", index=False)
+    plan = ["--adaptive", "--target-width", "0.15", "--system", "A"] if adaptive else [
+        "--per-system", "3"]  # fmt: skip
+    flags = {"memory": "--in-memory", "engine": "--out-of-core"}
+    results = {k: _sample(root, *plan, "--by-judge", "--seed", "2", flags[k])
+               for k, root in roots.items()}  # fmt: skip
+    lines = {k: r.output.replace(str(roots[k]), "ROOT") for k, r in results.items()}
+    assert results["memory"].exit_code == results["engine"].exit_code == 2
+    assert "one judge gives one score per fact" in lines["memory"]
+    assert lines["engine"] == lines["memory"]
+
+
 @pytest.mark.slow
 @needs_spark
 def test_spark_plans_the_judge_designs_as_duckdb(tmp_path):
