@@ -639,7 +639,8 @@ def judge_popularity(bundle, small: SmallTables, summary: RunSummary, classes, j
     from receval.engine.strata import level_probabilities
 
     (name,) = _strata_judges(small)
-    if judge is None or name not in judge.names:  # the loader's error
+    if judge is None or name not in judge.names:  # the loader's error (samples.tsv's line)
+        samplers_of(small, summary, EngineDesigns(small, summary, judge, None))
         level_probabilities(next(d for d in _declared_designs(small) if is_strata(d)), None, [])
     con = judge.engine
     _, by_system = run_layout(bundle, small)

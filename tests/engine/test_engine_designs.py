@@ -118,12 +118,14 @@ def test_engine_sample_data_has_the_judge_strata_proposals(tmp_path, target, opt
             assert b == a, f.name
 
 
-def test_judge_strata_round_without_its_judge_is_the_loaders_error(tmp_path):
-    """A by-judge round whose judge table is gone: the same one-line error on both paths."""
+@pytest.mark.parametrize("extra", [(), ("--intervals", "anytime")])
+def test_judge_strata_round_without_its_judge_is_the_loaders_error(tmp_path, extra):
+    """A by-judge round whose judge table is gone: the same one-line error on both paths
+    (with anytime intervals too)."""
     root = judge_bundle(tmp_path / "b", {})
     (root / "judge.tsv").unlink()
-    memory = _score(root, tmp_path / "memory", path="--in-memory")
-    engine = _score(root, tmp_path / "engine")
+    memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
+    engine = _score(root, tmp_path / "engine", *extra)
     assert memory.exit_code == engine.exit_code == 2
     assert "needs judge" in memory.output and engine.output == memory.output
 

@@ -244,6 +244,23 @@ def test_spark_validate_prints_the_duckdb_summary(tmp_path, monkeypatch, layout)
     assert spark.output == duck.output
 
 
+@pytest.mark.slow
+@needs_spark
+def test_spark_validate_with_a_judge_prints_the_duckdb_summary(tmp_path, monkeypatch):
+    """A judge table and a round drawn --by-judge, checked on Spark: DuckDB's summary."""
+    import os
+
+    from test_engine_designs import judge_bundle
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = judge_bundle(tmp_path / "b", {"graded": True})
+    duck = _validate(root, "--out-of-core")
+    assert duck.exit_code == 0, duck.output
+    spark = _validate(root, "--out-of-core", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    assert spark.output == duck.output
+
+
 @pytest.mark.parametrize(
     ("column", "value"), [("system", ""), ("system", None), ("system", "  "), ("answer", None)]
 )
