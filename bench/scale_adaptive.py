@@ -11,7 +11,11 @@ peak RSS of the process):
   run000 --system run001 --system run002`` (a top-up of three systems) with ``--in-memory`` /
   ``--out-of-core``;
 * ``until-memory`` / ``until-engine``: ``sample --until-decided --batch B --rank-by
-  precision --intervals anytime-asymptotic`` with ``--in-memory`` / ``--out-of-core``.
+  precision --intervals anytime-asymptotic`` with ``--in-memory`` / ``--out-of-core``;
+* ``judge-memory`` / ``judge-engine``: ``adaptive-*`` with ``--by-judge`` (the judge-strata
+  plan for ``--estimator ppi``): the bundle copy gets a ``judge.tsv`` (:func:`write_judge`)
+  grading the labelled facts and the facts of the first ``--judge-runs`` runs, its scores
+  moved towards the labels.
 
 Each record also keeps the command's printed plan (adaptive) or message (until-decided), so the
 two paths' allocations can be compared.
@@ -32,7 +36,14 @@ import harness
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MODES = ("adaptive-memory", "adaptive-engine", "until-memory", "until-engine")
+MODES = (
+    "adaptive-memory",
+    "adaptive-engine",
+    "until-memory",
+    "until-engine",
+    "judge-memory",
+    "judge-engine",
+)
 
 
 def bundle_copy(task: Path, work: Path) -> Path:
@@ -54,13 +65,37 @@ def bundle_copy(task: Path, work: Path) -> Path:
     return root
 
 
+def write_judge(root: Path, runs: int, seed: int) -> int:
+    """``root/judge.tsv``: a score for every labelled fact and every fact of the first ``runs``
+    run files (sorted), 0.75 for a correct label, 0.3 for a wrong one, 0.5 unlabelled, plus
+    normal noise (sd 0.15), clipped to [0, 1] and rounded to 3 decimals; its rows."""
+    import numpy as np
+    import pandas as pd
+
+    labels = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str, keep_default_na=False)
+    parts = [labels[["query_id", "answer"]]]
+    for path in sorted((root / "runs").iterdir())[:runs]:
+        parts.append(pd.read_parquet(path, columns=["query_id", "answer"]))
+    facts = pd.concat(parts, ignore_index=True)
+    key = facts["answer"].str.lower().str.split().str.join(" ")  # one row per fact
+    facts = facts[~pd.DataFrame({"q": facts["query_id"], "k": key}).duplicated()]
+    facts = facts.reset_index(drop=True)
+    label = facts.merge(labels.drop_duplicates(["query_id", "answer"]), how="left")["label"]
+    base = np.where(label == "C", 0.75, np.where(label == "W", 0.3, 0.5))
+    noise = np.random.default_rng(seed).normal(0.0, 0.15, len(facts))
+    facts["judge_score"] = np.round(np.clip(base + noise, 0.0, 1.0), 3)
+    facts.to_csv(root / "judge.tsv", sep="\t", index=False)
+    return len(facts)
+
+
 def mode_args(mode: str, root: Path, args) -> list[str]:
     """The ``receval`` arguments of ``mode``."""
     path = "--in-memory" if mode.endswith("memory") else "--out-of-core"
-    if mode.startswith("adaptive"):
+    if mode.startswith(("adaptive", "judge")):
         systems = [x for s in args.systems.split(",") for x in ("--system", s)]
+        judged = ["--by-judge"] if mode.startswith("judge") else []
         return ["sample", str(root), "--adaptive", "--target-width", str(args.width), *systems,
-                "--seed", str(args.seed), path]  # fmt: skip
+                *judged, "--seed", str(args.seed), path]  # fmt: skip
     return ["sample", str(root), "--until-decided", "--batch", str(args.batch), "--rank-by",
             "precision", "--intervals", "anytime-asymptotic", "--seed", str(args.seed),
             path]  # fmt: skip
@@ -68,6 +103,7 @@ def mode_args(mode: str, root: Path, args) -> list[str]:
 
 def run_mode(mode: str, task: Path, work: Path, args) -> dict:
     root = bundle_copy(task, work)
+    judge_rows = write_judge(root, args.judge_runs, args.seed) if mode.startswith("judge") else 0
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1"}  # fmt: skip
     load = round(os.getloadavg()[0], 1)
@@ -85,6 +121,7 @@ def run_mode(mode: str, task: Path, work: Path, args) -> dict:
         "peak_rss_mib": round(child.rss_mib, 1),
         "load_1min_before_after": [load, round(os.getloadavg()[0], 1)],
         "samples_rows_after": samples,
+        **({"judge_rows": judge_rows} if judge_rows else {}),
         "output": lines[-6:],
         **({"stderr": child.stderr_tail} if child.exit else {}),
     }
@@ -97,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--width", type=float, default=0.03, help="--target-width")
     parser.add_argument("--systems", default="run000,run001,run002", help="--system, by commas")
     parser.add_argument("--batch", type=int, default=500, help="--until-decided --batch")
+    parser.add_argument("--judge-runs", type=int, default=1, help="judge-*: runs the judge grades")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     args = harness.parse(parser, argv)
     import pyarrow.parquet as pq
@@ -111,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     by_mode = {r["mode"]: r for r in figures["runs"]}
-    for kind in ("adaptive", "until"):
+    for kind in ("adaptive", "until", "judge"):
         memory, engine = by_mode.get(f"{kind}-memory"), by_mode.get(f"{kind}-engine")
         if memory and engine and engine["cpu_s"] and engine["peak_rss_mib"]:
             figures[f"{kind}_cpu_ratio_memory_over_engine"] = round(

@@ -982,7 +982,8 @@ def _engine_adaptive(bundle, engine: str, plan: dict, explicit: bool) -> dict[st
             f"the engine path (--engine, --out-of-core) does not plan --adaptive with {problem}"
         )
     width, confidence, systems, max_n, bound, width_for = plan["adaptive"]
-    planner = partial(adaptive_sizes, engine=engine)
+    planner = partial(adaptive_sizes, engine=engine, distribution=plan["distribution"],
+                      by_judge=plan["by_judge"])  # fmt: skip
     return _print_plan(
         _plan_with_progress(planner, bundle, width, confidence, systems, max_n, bound, width_for,
                             len(systems) or None),
@@ -993,8 +994,12 @@ def _engine_adaptive(bundle, engine: str, plan: dict, explicit: bool) -> dict[st
 def _sample_task(task: Path, by_judge: bool, distribution: str, adaptive: bool = False):
     """(the task with only what a draw needs, the distribution): who output which fact, the
     labels and the earlier rounds (and the judge's scores with --by-judge; with --adaptive the
-    units' facts too, whose θ̂ the recall target's variance includes)."""
-    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if by_judge else ()),
+    units' facts too, whose θ̂ the recall target's variance includes; the judge's too when
+    the bundle has one: rounds drawn --by-judge are read at its levels)."""
+    from receval.bundle import Bundle
+
+    judged = by_judge or Bundle(task).table("judge") is not None
+    tables = ("judgments", "samples", "exhaustive_units", *(("judge",) if judged else ()),
               *(("exhaustive",) if adaptive else ()))  # fmt: skip
     loaded = _load(task, tables=tables, run_columns=("team",))
     if not by_judge:

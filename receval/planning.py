@@ -306,6 +306,31 @@ class PlanGroups:
     mass0: np.ndarray
     label: np.ndarray
     count: np.ndarray
+    #: (groups × columns) the planned design's s_j(x) of each group's facts (0 where the
+    #: planned system does not output them); None: the uniform design, 1/|X_j| on ``member``
+    planned: sparse.csr_matrix | None = None
+
+
+@dataclass(frozen=True)
+class PlanDraws:
+    """The drawn facts as :class:`_Planner` sees them when they are not ``data``'s own arrays
+    (:class:`GroupPlanner` ``draws``): ``sizes`` |X_j| of the runs as they are, ``member``
+    (D, m) which systems output each drawn fact, ``mass0`` (D,) its existing mixture mass
+    M0(x) = Σ_j n_j s_j(x), ``planned`` (D, m) the planned design's s_j(x) (None: uniform).
+    With equivalence classes the drawn facts are the classes' canonical facts and these arrays
+    are the runs' own (as :class:`_Planner` reads ``task.outputs``), while labels, units and
+    the pooled-recall terms come from ``data``, the task seen with one fact per class."""
+
+    sizes: np.ndarray
+    member: np.ndarray
+    mass0: np.ndarray
+    planned: np.ndarray | None = None
+
+
+def _is_strata(design: str) -> bool:
+    from receval.design import JUDGE_STRATA
+
+    return str(design).startswith(JUDGE_STRATA + ":")
 
 
 class GroupPlanner:
@@ -315,27 +340,38 @@ class GroupPlanner:
     Σ_j n_j 1[x ∈ X_j]/|X_j| every
     term of :meth:`_Planner.bounds` is a sum, over the facts of X_i ∩ X_j, of the label (or the
     unlabelled indicator) over M(x) or M(x)²: four (planned × planned) matrices per trial
-    sizes (:meth:`_pair_sums`), the same variances up to the order of summation."""
+    sizes (:meth:`_pair_sums`), the same variances up to the order of summation.
 
-    def __init__(self, data: SampleData, groups: PlanGroups, bound: str = "paper") -> None:
+    A planned design other than uniform (``groups.planned``, ``draws.planned``: the
+    ``judge-strata`` design of ``--by-judge``, ``entity-relation``) weights those sums by its
+    s_j(x); ``draws`` (:class:`PlanDraws`) replaces the draws' arrays read from ``data``;
+    ``judge_factor`` (:func:`judge_factor`) multiplies the draws' variances, as
+    :class:`_Planner` with ``judge=True``."""
+
+    def __init__(
+        self,
+        data: SampleData,
+        groups: PlanGroups,
+        bound: str = "paper",
+        draws: PlanDraws | None = None,
+        judge_factor: float = 1.0,
+    ) -> None:
         if bound not in BOUNDS:
             raise ValueError(f"unknown bound {bound!r} (known: {', '.join(BOUNDS)})")
-        if set(data.sampler_design) - {"uniform", "entity-relation"}:
-            raise ValueError("the grouped planner reads uniform and entity-relation samplers only")
+        designs = {d for d in data.sampler_design if not _is_strata(d)}
+        if designs - {"uniform", "entity-relation"}:
+            raise ValueError(
+                "the grouped planner reads uniform, entity-relation and judge-strata samplers only"
+            )
         self.bound, self.data, self.groups = bound, data, groups
-        self.judge_factor = 1.0
+        self.judge_factor = float(judge_factor)
         self.systems = data.systems
         self.index = {s: i for i, s in enumerate(self.systems)}
         self.column_of = {i: c for c, i in enumerate(groups.columns)}
-        sizes = np.asarray(data.sizes, float)
+        sizes = np.asarray(data.sizes if draws is None else draws.sizes, float)
         with np.errstate(divide="ignore"):
             self.inverse = np.where(sizes > 0, 1.0 / sizes, 0.0)
-        n_by_sys = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m)
-        member = np.asarray(data.member, float)
-        self.draw_member = member
-        self.draw_mass0 = member @ (n_by_sys * self.inverse) if member.size else np.zeros(0)
-        if set(data.sampler_design) != {"uniform"} and member.size:  # Σ_j n_j s_j(x)
-            self.draw_mass0 = data.proposal @ np.asarray(data.sampler_n, float)
+        self._draws(data, draws)
         self.draw_f = data.label[data.draw_fact]
         known = ~np.isnan(groups.label)
         rate = 0.5
@@ -358,6 +394,21 @@ class GroupPlanner:
             self.theta, self.var_theta = np.nan, np.nan
         self._cache: dict = {}
 
+    def _draws(self, data: SampleData, draws: PlanDraws | None) -> None:
+        """The drawn facts' membership, existing mass and planned design (:class:`PlanDraws`)."""
+        self.draw_planned = None
+        if draws is not None:
+            self.draw_member = np.asarray(draws.member, float)
+            self.draw_mass0 = np.asarray(draws.mass0, float)
+            self.draw_planned = draws.planned
+            return
+        n_by_sys = np.bincount(data.sampler_system, weights=data.sampler_n, minlength=data.m)
+        member = np.asarray(data.member, float)
+        self.draw_member = member
+        self.draw_mass0 = member @ (n_by_sys * self.inverse) if member.size else np.zeros(0)
+        if set(data.sampler_design) != {"uniform"} and member.size:  # Σ_j n_j s_j(x)
+            self.draw_mass0 = data.proposal @ np.asarray(data.sampler_n, float)
+
     def plug_in_nu(self, i: int) -> float:
         """:meth:`_Planner.plug_in_nu` from the groups."""
         e = self.groups.count * self.plug_in
@@ -374,20 +425,24 @@ class GroupPlanner:
         g = self.groups
         add = np.zeros(len(g.columns))
         for j, n in planned.items():
-            add[self.column_of[j]] = n * self.inverse[j]
-        mass = g.mass0 + g.member @ add
+            add[self.column_of[j]] = n if g.planned is not None else n * self.inverse[j]
+        mass = g.mass0 + (g.member if g.planned is None else g.planned) @ add
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = np.where(mass > 0, 1.0 / mass, 0.0)
         out = {}
         weights = {"unk": np.where(self.known, 0.0, 1.0), "lab": np.where(self.known, g.label, 0.0)}
+        right = g.member if g.planned is None else g.planned  # s_b(x) inside the sums
         for name, w in weights.items():
             for p in (1, 2):
                 vals = g.count * w * inv**p
-                out[f"{name}{p}"] = (
-                    g.member.T @ g.member.multiply(vals[:, None]).tocsr()
-                ).toarray()
+                out[f"{name}{p}"] = (g.member.T @ right.multiply(vals[:, None]).tocsr()).toarray()
         self._cache = {key: out}
         return out
+
+    def _scale(self, j: int) -> float:
+        """s_j of the planned uniform design (1/|X_j|) outside the pair sums; 1 when the sums
+        hold the planned design's s_j(x) (``groups.planned``)."""
+        return self.inverse[j] if self.groups.planned is None else 1.0
 
     def _variance(self, u1: float, u2: float, l1: float, l2: float) -> float:
         """:meth:`_Planner.planned_variance` from Σ_unk s v, Σ_unk s v², Σ s f v, Σ s f v²."""
@@ -404,9 +459,10 @@ class GroupPlanner:
         data = self.data
         add = np.zeros(data.m)
         for j, n in planned.items():
-            add[j] = n * self.inverse[j]
+            add[j] = n if self.draw_planned is not None else n * self.inverse[j]
         d, f, j_of = data.draw_fact, self.draw_f, data.draw_sampler
-        mass = (self.draw_mass0 + self.draw_member @ add)[d] if d.size else np.zeros(0)
+        spread = self.draw_member if self.draw_planned is None else self.draw_planned
+        mass = (self.draw_mass0 + spread @ add)[d] if d.size else np.zeros(0)
         g = self.draw_member[d, i] if d.size else np.zeros(0)
         t = g * self.inverse[i]
         sums = self._pair_sums(planned) if planned else {}
@@ -417,7 +473,7 @@ class GroupPlanner:
             prec_plan = a_plan = b_plan = 0.0
             for j, n in planned.items():
                 b = self.column_of[j]
-                s, ti = self.inverse[j], self.inverse[i]
+                s, ti = self._scale(j), self.inverse[i]
                 ij = {k: (v[a, b] if a is not None else 0.0) for k, v in sums.items()}
                 jj = {k: v[b, b] for k, v in sums.items()}
                 prec_plan += n * self._variance(
@@ -431,14 +487,15 @@ class GroupPlanner:
             rec_emp = _sampler_variance_sum((g - nu) * f / mass, j_of, data.J)
             rec_plan = 0.0
             for j, n in planned.items():
-                b, s = self.column_of[j], self.inverse[j]
+                b, s = self.column_of[j], self._scale(j)
                 ij = {k: (v[a, b] if a is not None else 0.0) for k, v in sums.items()}
                 jj = {k: v[b, b] for k, v in sums.items()}
                 one = {k: s * (ij[k] - nu * jj[k]) for k in ("unk1", "lab1")}
                 two = {k: s * ((1 - 2 * nu) * ij[k] + nu**2 * jj[k]) for k in ("unk2", "lab2")}
                 rec_plan += n * self._variance(one["unk1"], two["unk2"], one["lab1"], two["lab2"])
             var_nu = (rec_emp + rec_plan) / B**2 if B > 0 else np.inf
-        var_p = float(prec_emp + prec_plan)
+        var_p = float(prec_emp + prec_plan) * self.judge_factor
+        var_nu = var_nu * self.judge_factor
         if not np.isfinite(var_p):
             var_p = np.inf
         theta = self.theta if np.isfinite(self.theta) else 1.0

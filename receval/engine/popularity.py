@@ -40,19 +40,30 @@ FROM {source} n JOIN system_codes c ON n.system = c.system
 #: systems k of each fact of the group (the uniform design's floor), for the slice ``{where}``;
 #: with :func:`design_columns`, the least Σ_k p_k(x) of other designs and facts left out too
 STRATUM_CELLS = """
-WITH s AS (SELECT code, q, a FROM {parts} {where}),
+WITH s AS ({rows}),
 pop AS (
     SELECT s.q, s.a, count(*) AS n, sum(c.p) AS mass{sums}
     FROM s JOIN system_codes c ON s.code = c.code{joins} GROUP BY s.q, s.a
 )
-SELECT s.code, s.q, least(pop.n, {strata}) - 1 AS stratum, count(*) AS facts,
+SELECT s.code, s.q, least(pop.n, {strata}) - 1 AS stratum{level}, count(*) AS facts,
        min(pop.mass) AS pool_min{mins}
 FROM s JOIN pop ON s.q = pop.q AND s.a = pop.a
-GROUP BY s.code, s.q, least(pop.n, {strata}) - 1
+GROUP BY s.code, s.q, least(pop.n, {strata}) - 1{level_group}
 """
+
+#: the pairs of :data:`STRATUM_CELLS` (``{rows}``), or with each fact's judge level
+#: (``popularity_levels(q, a, level)``: the graded facts; ``{missing}`` the others) for the
+#: ``judge-strata`` designs, whose p is one value per (system, level)
+PAIRS = "SELECT code, q, a FROM {parts} {where}"
+LEVELLED_PAIRS = """
+SELECT t.code, t.q, t.a, coalesce(fl.level, {missing}) AS level
+FROM (SELECT code, q, a FROM {parts} {where}) t
+LEFT JOIN popularity_levels fl ON t.q = fl.q AND t.a = fl.a"""
 
 #: a design's p per (system code, query hash) (``design_cells_raw_{k}(code, query_id, p)``)
 DESIGN_CELLS = "SELECT code, {q} AS q, p FROM design_cells_raw_{k}"
+#: a ``judge-strata`` design's p per (system code, level) (``design_levels_{k}(code, level, p)``)
+LEVEL_JOIN = " LEFT JOIN design_levels_{k} d{k} ON s.code = d{k}.code AND s.level = d{k}.level"
 #: the facts the floors leave out (``floor_out(query_id, answer)``, answers normalised)
 FLOOR_OUT = "SELECT {q} AS q, {h} AS a, 1 AS out FROM floor_out_raw"
 
@@ -86,6 +97,20 @@ def design_columns(
         mins.append(", min(" + keep.format(mass="pop.mass") + ") AS pool_min_uniform")
     code = pd.Index(systems)
     for k, cells in enumerate((designs or {}).values()):
+        mass = f"pop.mass{k}"
+        if "level" in cells:  # a judge-strata design: p per (system, level)
+            frame = pd.DataFrame(
+                {
+                    "code": code.get_indexer(cells["system"]).astype(np.int64),
+                    "level": cells["level"].to_numpy(np.int64),
+                    "p": cells["p"].to_numpy(float),
+                }
+            )
+            engine.register(f"design_levels_{k}", frame)
+            joins.append(LEVEL_JOIN.format(k=k))
+            sums.append(f", sum(d{k}.p) AS mass{k}")
+            mins.append(f", min({keep.format(mass=mass) if keep else mass}) AS pool_min_{k}")
+            continue
         frame = pd.DataFrame(
             {
                 "code": code.get_indexer(cells["system"]).astype(np.int64),
@@ -97,7 +122,6 @@ def design_columns(
         create_view(engine, f"design_cells_{k}", DESIGN_CELLS.format(q=q, k=k), materialise=True)
         joins.append(f" LEFT JOIN design_cells_{k} d{k} ON s.code = d{k}.code AND s.q = d{k}.q")
         sums.append(f", sum(d{k}.p) AS mass{k}")
-        mass = f"pop.mass{k}"
         mins.append(f", min({keep.format(mass=mass) if keep else mass}) AS pool_min_{k}")
     return {"sums": "".join(sums), "joins": "".join(joins), "mins": "".join(mins)}
 
@@ -110,12 +134,15 @@ def stratum_cells(
     batches: list[list[str]] | None,
     designs: dict | None = None,
     out: pd.DataFrame | None = None,
+    missing: int | None = None,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """(``system, query_id, stratum, facts`` of :data:`STRATUM_CELLS`, each design's floor
     min_x Σ_{k ∈ S(x)} p_k(x): the uniform design's (1/|X_k|) under ``"uniform"``, and of each
-    design of ``designs`` (name → ``system, query_id, p``) under its name, over the pool facts
-    other than ``out`` when given) over view ``normed``
-    (:func:`receval.engine.summary.register_normed`); ``sizes`` |X_k| of ``systems``."""
+    design of ``designs`` (name → ``system, query_id, p``, or ``system, level, p`` for a
+    ``judge-strata`` design) under its name, over the pool facts other than ``out`` when given)
+    over view ``normed`` (:func:`receval.engine.summary.register_normed`); ``sizes`` |X_k| of
+    ``systems``.  With ``missing`` (the level of an ungraded fact; table ``popularity_levels``
+    registered) the cells are split by the judge's level too (a ``level`` column)."""
     import numpy as np
 
     from receval.engine.summary import _in_systems
@@ -128,6 +155,9 @@ def stratum_cells(
     engine.register("system_codes", codes)
     q, h = engine.dialect.hash64("query_id"), engine.dialect.hash64("answer")
     columns = design_columns(engine, systems, designs, out)
+    pairs = PAIRS if missing is None else LEVELLED_PAIRS.replace("{missing}", str(int(missing)))
+    columns["level"] = "" if missing is None else ", s.level AS level"
+    columns["level_group"] = "" if missing is None else ", s.level"
     if batches:  # DuckDB, one file per system: the pairs appended batch by batch, then sliced
         for i, batch in enumerate(batches):
             sql = POPULARITY_PARTS.format(q=q, h=h, source=_in_systems(engine, batch))
@@ -140,8 +170,10 @@ def stratum_cells(
         frames = [
             engine.query(
                 STRATUM_CELLS.format(
-                    parts="popularity_parts",
-                    where=f"WHERE q % {slices} = {k}" if slices > 1 else "",
+                    rows=pairs.format(
+                        parts="popularity_parts",
+                        where=f"WHERE q % {slices} = {k}" if slices > 1 else "",
+                    ),
                     strata=STRATA,
                     **columns,
                 )
@@ -152,7 +184,8 @@ def stratum_cells(
         cells = pd.concat(frames, ignore_index=True)
     else:
         parts = "(" + POPULARITY_PARTS.format(q=q, h=h, source="normed") + ") pairs"
-        cells = engine.query(STRATUM_CELLS.format(parts=parts, where="", strata=STRATA, **columns))
+        rows = pairs.format(parts=parts, where="")
+        cells = engine.query(STRATUM_CELLS.format(rows=rows, strata=STRATA, **columns))
     floors = {"uniform": _least(cells, "pool_min_uniform" if out is not None else "pool_min")}
     for k, name in enumerate(designs or {}):
         floors[name] = _least(cells, f"pool_min_{k}")
@@ -174,7 +207,7 @@ def _named(engine: Engine, cells: pd.DataFrame, systems: list[str], queries: lis
     sql = f"SELECT query_id, {engine.dialect.hash64('query_id')} AS q FROM query_names"
     hashes = engine.query(sql)
     name_of = dict(zip(hashes["q"].tolist(), hashes["query_id"].tolist(), strict=True))
-    return pd.DataFrame(
+    named = pd.DataFrame(
         {
             "system": [systems[int(c)] for c in cells["code"].tolist()],
             "query_id": [name_of[int(v)] for v in cells["q"].tolist()],
@@ -182,3 +215,6 @@ def _named(engine: Engine, cells: pd.DataFrame, systems: list[str], queries: lis
             "facts": cells["facts"].astype("int64").to_numpy(),
         }
     )
+    if "level" in cells:
+        named["level"] = cells["level"].astype("int64").to_numpy()
+    return named

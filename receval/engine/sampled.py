@@ -382,8 +382,8 @@ def sample_round(
     name = name or default
     if len(samples) and name in set(samples["sample"]):
         raise ValueError(f"sample round {name!r} exists already; choose another --name")
-    strata = judge_strata(root, files, config, queries, judgments) if by_judge else None
     with _round_engine(bundle, engine) as con:
+        strata = _round_strata(con, root, files, config, queries, judgments, samples, by_judge)
         batches = run_batches(con, bundle.parquet_runs())
         weighted = distribution == "entity-relation"
         if strata is not None:
@@ -425,6 +425,23 @@ def sample_round(
     )
 
 
+def _round_strata(con, root, files, config, queries, judgments, samples, by_judge: bool):
+    """The ``--by-judge`` round's :class:`JudgeStrata` (None without ``by_judge``), the judge
+    table checked as the loader checks it (:func:`one_grade_check` over ``con``'s runs)."""
+    if not by_judge:
+        return None
+    parts = [f[["query_id", "answer"]] for f in (judgments, samples) if len(f)]
+    facts = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({"query_id": [], "answer": []}, dtype=object)
+    )
+    queries_, answers = _normalised_facts(facts["query_id"], facts["answer"], config.matching)
+    small = pd.DataFrame({"query_id": queries_, "answer": answers}).drop_duplicates()
+    check = one_grade_check(con, small, config.matching)
+    return task_strata(judge_task(root, files, config, queries, judgments, check))
+
+
 def _pick(con, sizes, uniforms, forms, batches, queries: pd.DataFrame | None) -> pd.DataFrame:
     """The round's draws (:func:`receval.engine.draws.pick_draws`): uniform, or with
     ``queries`` the ``entity-relation`` design."""
@@ -453,12 +470,19 @@ class JudgeStrata:
 def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeStrata:
     """The ``sample --by-judge`` design of the bundle at ``root``
     (:func:`receval.estimators.judge_calibration.judge_strata_design`) and its judge's levels
-    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only: both are
-    computed on a task whose one run outputs the facts of the judge and judgments tables.
-    The levels are those the loader gives the full task (ranks over the graded facts in
-    (query, answer) order); only the facts of the judge table are read into Python."""
-    from receval.design import LEVEL_COLUMN, parse_judge_strata
-    from receval.estimators.judge_calibration import judge_strata_design
+    (:func:`receval.judge.judge_levels`), from ``judge.tsv`` and the labels only
+    (:func:`judge_task`)."""
+    return task_strata(judge_task(root, files, config, queries, judgments))
+
+
+def judge_task(root: Path, files: dict, config, queries, judgments, check=None):
+    """A :class:`receval.task.Task` whose one run ``judge`` outputs the facts of the judge and
+    judgments tables, with the bundle's judge table, judgments and queries: what the loader
+    computes of the judge alone (its levels, its calibration on the labels) is the same on it
+    as on the whole task (the levels are ranks over the graded facts in (query, answer) order;
+    only the facts of the judge table are read into Python).  BundleError without a judge
+    table; ``check(frame, path)`` (:func:`one_grade_check`) runs on the checked table before
+    the task is built."""
     from receval.judge import check_judge_table
     from receval.task import LINE, Task, _table_source
 
@@ -470,23 +494,106 @@ def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeSt
             "--by-judge needs the judge's scores (judge.tsv with query_id, answer, judge_score)",
         )
     judge = source.frame.drop(columns=[LINE], errors="ignore").copy()  # as read
-    check_judge_table(source, set(queries["query_id"]), config)
+    checked = check_judge_table(source, set(queries["query_id"]), config)
+    if check is not None:
+        check(checked, source.path)
     labelled = judgments[["query_id", "answer_raw" if "answer_raw" in judgments else "answer"]]
     facts = pd.concat(
         [judge[["query_id", "answer"]], labelled.set_axis(["query_id", "answer"], axis=1)],
         ignore_index=True,
     ).drop_duplicates()
-    small = Task.from_frames(
+    return Task.from_frames(
         runs=facts.assign(system="judge"),
         judgments=_raw(root, "judgments", files),
         judge=judge,
         queries=queries.drop(columns=[LINE], errors="ignore"),
         config=config,
     )
+
+
+#: how many distinct facts of the runs (``normed``), the judge table and the small tables
+#: (``grade_facts``) sort before (``{q}``, ``{a}``): the loader's id of that fact
+FACTS_BEFORE = """
+SELECT count(*) AS n FROM (
+    SELECT query_id, answer FROM {runs} r UNION SELECT query_id, answer FROM grade_facts
+) x WHERE query_id < {q} OR (query_id = {q} AND answer < {a})
+"""
+
+
+def one_grade_check(engine: Engine, facts: pd.DataFrame, matching: Matching, runs: str = ""):
+    """``check(frame, path)`` for :func:`judge_task`: :func:`receval.judge.dedupe_judge`'s rule
+    (one grade per judge and fact, answers normalised) with the loader's message — the file's
+    line of the first row that disagrees, the fact numbered as the loader numbers it among the
+    runs' facts (``runs``: a view or subquery of them with answers normalised, by default the
+    view ``runs`` normalised here), ``facts`` (``query_id, answer`` of the small tables,
+    normalised) and the judge table's (:data:`FACTS_BEFORE`, run only on a clash)."""
+    from receval.task import LINE, normalize_answers
+
+    def check(frame: pd.DataFrame, path: Path) -> None:
+        rows = pd.DataFrame(
+            {
+                "query_id": frame["query_id"].astype(str).str.strip().to_numpy(object),
+                "answer": normalize_answers(frame["answer"].astype(str), matching).to_numpy(object),
+                "judge": frame["judge"].astype(str).to_numpy(object),
+                "score": frame["judge_score"].to_numpy(float),
+                "line": frame[LINE].to_numpy(np.int64),
+            }
+        ).sort_values("line", kind="stable", ignore_index=True)
+        first = rows.groupby(["judge", "query_id", "answer"], sort=False)["score"].transform(
+            "first"
+        )
+        clash = np.flatnonzero((rows["score"] != first).to_numpy())
+        if not clash.size:
+            return
+        row, q, a = (
+            rows.iloc[clash[0]],
+            rows["query_id"].iloc[clash[0]],
+            rows["answer"].iloc[clash[0]],
+        )
+        both = pd.concat([facts[["query_id", "answer"]], rows[["query_id", "answer"]]])
+        engine.register("grade_facts", both.astype(object).reset_index(drop=True))
+        literal = engine.dialect.literal
+        source = runs or (
+            f"(SELECT query_id, {normalised_answer_sql(engine, matching)} AS answer FROM runs)"
+        )
+        sql = FACTS_BEFORE.format(runs=source, q=literal(q), a=literal(a))
+        fact = int(engine.query(sql)["n"].iloc[0])
+        by = f" from judge {row['judge']!r}" if row["judge"] else ""
+        raise BundleError(
+            path,
+            int(row["line"]),
+            f"the fact ({q!r}, {a!r}) already has judge_score {float(first.iloc[clash[0]])!r}"
+            f"{by} (fact {fact}); one judge gives one score per fact",
+        )
+
+    return check
+
+
+def task_strata(small) -> JudgeStrata:
+    """The :class:`JudgeStrata` of :func:`judge_task`'s ``small`` task."""
+    from receval.design import parse_judge_strata
+    from receval.estimators.judge_calibration import judge_strata_design
+
     design = judge_strata_design(small)
     name, weights = parse_judge_strata(design)
-    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
     missing = len(weights) - 1
+    levels, _ = graded_levels(small, name, missing)
+    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+
+
+def graded_levels(small, name: str, missing: int | None = None) -> tuple[pd.DataFrame, int]:
+    """(``query_id, answer, level`` of the facts judge ``name`` graded, answers normalised;
+    the level of an ungraded fact: ``missing``, by default the judge's number of levels) of
+    :func:`judge_task`'s ``small`` task."""
+    from receval.design import LEVEL_COLUMN
+
+    if missing is None:
+        from receval.judge import judge_grades, judge_levels
+
+        grades = judge_grades(small)
+        _, counts = judge_levels(grades.grades)
+        missing = int(counts[list(grades.names).index(name)])
+    level = small.outputs[LEVEL_COLUMN + name].to_numpy(np.int64)
     graded = level < missing
     levels = pd.DataFrame(
         {
@@ -495,7 +602,7 @@ def judge_strata(root: Path, files: dict, config, queries, judgments) -> JudgeSt
             "level": level[graded],
         }
     )
-    return JudgeStrata(design=design, weights=weights, missing=missing, levels=levels)
+    return levels, missing
 
 
 def _raw(root: Path, stem: str, files: dict) -> pd.DataFrame | None:

@@ -400,6 +400,17 @@ class EngineDesigns:
             self._cells[design] = design_probabilities(self.small, self.summary, design)
         return self._cells[design]
 
+    def judge_levels(self, name: str):
+        """Judge ``name``'s :class:`receval.engine.strata.JudgeLevels` (None without its
+        grades), computed once."""
+        from receval.engine.strata import judge_levels
+
+        if name not in self._levels:
+            self._levels[name] = judge_levels(
+                self.judge, name, self.small, self.summary, self.batches
+            )
+        return self._levels[name]
+
     def at_function(self, design: str):
         """``at(system codes, facts)``: s_j(x) of ``design`` (ValueError as in memory for a
         design it cannot compute: a judge's design without that judge's grades)."""
@@ -407,14 +418,10 @@ class EngineDesigns:
 
         if str(design).startswith(JUDGE_STRATA + ":"):
             from receval.design import parse_judge_strata
-            from receval.engine.strata import judge_levels, strata_probabilities
+            from receval.engine.strata import strata_probabilities
 
             name, _ = parse_judge_strata(design)
-            if name not in self._levels:
-                self._levels[name] = judge_levels(
-                    self.judge, name, self.small, self.summary, self.batches
-                )
-            levels, sizes = self._levels[name], self.summary.sizes
+            levels, sizes = self.judge_levels(name), self.summary.sizes
 
             def strata(systems: np.ndarray, facts: np.ndarray) -> np.ndarray:
                 return strata_probabilities(design, levels, sizes, systems, facts)

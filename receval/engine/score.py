@@ -311,8 +311,10 @@ def unsupported(options, small: SmallTables) -> str:
         if table == "judge":  # read by the engine (receval.engine.judge)
             continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
-    if _anytime(options, small) and any(d.startswith("judge") for d in _declared_designs(small)):
-        return "rounds drawn --by-judge with anytime intervals (the judge's levels per stratum)"
+    if _anytime(options, small) and len(_strata_judges(small)) > 1:
+        return (
+            "rounds drawn --by-judge by several judges with anytime intervals (one judge's levels)"
+        )
     for column in ("provenance", "relation_provenance", "ec_mention_type"):
         if (
             column in small.judgments
@@ -357,6 +359,13 @@ def _declared_designs(small: SmallTables) -> set[str]:
     if "design" not in small.samples:
         return set()
     return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
+
+
+def _strata_judges(small: SmallTables) -> set[str]:
+    """The judges of the ``judge-strata`` designs samples.tsv declares."""
+    from receval.engine.plan_designs import strata_names
+
+    return strata_names(_declared_designs(small))
 
 
 def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
@@ -429,14 +438,18 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
         return None, IN_MEMORY_AT_SIZE.format(rows=rows, gb=rows * 80 / 1e9, problem=problem)
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
+    levelled = _anytime(options, small) and bool(_strata_judges(small))  # strata: judge's session
     summary, popularity, classes, ids = summarise_with_classes(
-        bundle, small, engine, _anytime(options, small)
+        bundle, small, engine, _anytime(options, small) and not levelled
     )
     judge = None
     if bundle.table("judge") is not None:
         from receval.engine.judge import open_engine_judge
 
         judge = open_engine_judge(bundle, small, summary, engine)
+    designs = None
+    if levelled:
+        popularity, designs = judge_popularity(bundle, small, summary, classes, judge)
     view = BundleView(
         root=bundle.root,
         small=small,
@@ -447,6 +460,8 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
         conflict_ids=ids,
         engine_judge=judge,
     )
+    if designs is not None:  # computed once (the judge's per-level counts)
+        view.__dict__["designs"] = designs
     problem = _late_problem(options, view)
     if problem:
         if out_of_core:
@@ -609,6 +624,54 @@ def popularity_cells(
         out = facts.reset_index(drop=True)
     queries = list(small.queries["query_id"])
     return stratum_cells(con, summary.systems, summary.sizes, queries, batches, designs, out)
+
+
+def judge_popularity(bundle, small: SmallTables, summary: RunSummary, classes, judge):
+    """(:func:`popularity_cells` split by the judge's level, the rounds' designs
+    (:class:`receval.engine.sampled_data.EngineDesigns`)) for rounds drawn ``--by-judge``
+    with anytime intervals, scanned in the engine judge's session (its ``normed`` view and
+    ``judge_levels`` table, :mod:`receval.engine.judge`): a ``judge-strata`` design's p is one
+    value per (system, level), so its κ_ib and floor need every cell's level."""
+    from receval.design import parse_judge_strata
+    from receval.engine.plan_designs import PLAN_LEVELS, is_strata
+    from receval.engine.popularity import stratum_cells
+    from receval.engine.run_files import create_view
+    from receval.engine.sampled_data import EngineDesigns, design_probabilities, samplers_of
+    from receval.engine.strata import level_probabilities
+
+    (name,) = _strata_judges(small)
+    if judge is None or name not in judge.names:  # the loader's error (samples.tsv's line)
+        samplers_of(small, summary, EngineDesigns(small, summary, judge, None))
+        level_probabilities(next(d for d in _declared_designs(small) if is_strata(d)), None, [])
+    con = judge.engine
+    _, by_system = run_layout(bundle, small)
+    duck = by_system is not None and con.name == "duckdb"
+    batches = system_batches_of(summary, by_system) if duck else None
+    designs = EngineDesigns(small, summary, judge, batches)
+    levels = designs.judge_levels(name)
+    q, h = con.dialect.hash64("query_id"), con.dialect.hash64("answer")
+    sql = PLAN_LEVELS.format(q=q, h=h, j=judge.names.index(name))
+    create_view(con, "popularity_levels", sql, materialise=True)
+    per_design = {}
+    for design in sorted({s.design for s in samplers_of(small, summary, designs)} - {"uniform"}):
+        if is_strata(design):
+            table = level_probabilities(design, designs.judge_levels(parse_judge_strata(design)[0]),
+                                        summary.sizes)  # fmt: skip
+            i, b = np.nonzero(np.isfinite(table))
+            per_design[design] = pd.DataFrame(
+                {"system": np.asarray(summary.systems, object)[i], "level": b, "p": table[i, b]}
+            )
+        else:
+            per_design[design] = design_probabilities(small, summary, design).rename("p")
+            per_design[design] = per_design[design].reset_index()
+    out = None
+    if classes is not None:
+        facts = small.facts.loc[aliased_facts(classes), ["query_id", "answer"]]
+        out = facts.reset_index(drop=True)
+    queries = list(small.queries["query_id"])
+    popularity = stratum_cells(con, summary.systems, summary.sizes, queries, batches, per_design,
+                               out, levels.missing)  # fmt: skip
+    return popularity, designs
 
 
 def aliased_facts(classes: Classes) -> np.ndarray:
@@ -1123,9 +1186,7 @@ def stream_designs(view: BundleView, data: SampleData) -> tuple[dict, Any]:
     designs = {}
     for design in sorted(set(data.sampler_design)):
         at = view.designs.at_function(design)
-        cell_p = view.designs.cells(design)
-        key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
-        p = np.concatenate([cell_p.reindex(key).to_numpy(float), extra["s"][design]])
+        p = np.concatenate([_cell_probabilities(view, cells, design), extra["s"][design]])
         ratio = (p / t)[present]
         kappa = np.full(m, np.inf)
         np.minimum.at(kappa, i[present], ratio)
@@ -1139,6 +1200,24 @@ def stream_designs(view: BundleView, data: SampleData) -> tuple[dict, Any]:
             np.where(np.isfinite(kappa_b), kappa_b, 0.0),
         )
     return designs, Strata(_fact_strata(view, STRATA), mass, count)
+
+
+def _cell_probabilities(view: BundleView, cells: pd.DataFrame, design: str) -> np.ndarray:
+    """p_i(x) of ``design`` at the outputs of each (system, query, stratum[, level]) cell: per
+    (system, query), or per (system, level) for a ``judge-strata`` design (its cells carry the
+    judge's level: :func:`judge_popularity`)."""
+    from receval.engine.plan_designs import is_strata
+
+    if is_strata(design):
+        from receval.design import parse_judge_strata
+        from receval.engine.strata import level_probabilities
+
+        levels = view.designs.judge_levels(parse_judge_strata(design)[0])
+        table = level_probabilities(design, levels, view.summary.sizes)
+        codes = pd.Index(view.summary.systems).get_indexer(cells["system"])
+        return table[codes, cells["level"].to_numpy(np.int64)]
+    key = pd.MultiIndex.from_frame(cells[["system", "query_id"]])
+    return view.designs.cells(design).reindex(key).to_numpy(float)
 
 
 def _unaliased_cells(view: BundleView, cells: pd.DataFrame) -> pd.DataFrame:
@@ -1161,8 +1240,13 @@ def _unaliased_cells(view: BundleView, cells: pd.DataFrame) -> pd.DataFrame:
             "stratum": np.minimum(popularity[fact], STRATA) - 1,
         }
     )
-    less = gone.groupby(["system", "query_id", "stratum"]).size()
-    key = pd.MultiIndex.from_frame(cells[["system", "query_id", "stratum"]])
+    by = ["system", "query_id", "stratum"]
+    if "level" in cells:  # split by the strata judge's level (judge_popularity)
+        (name,) = _strata_judges(view.small)
+        gone["level"] = view.designs.judge_levels(name).small[fact]
+        by.append("level")
+    less = gone.groupby(by).size()
+    key = pd.MultiIndex.from_frame(cells[by])
     out = cells.copy()
     out["facts"] = out["facts"] - less.reindex(key, fill_value=0).to_numpy(np.int64)
     return out

@@ -109,6 +109,15 @@ def strata_probabilities(
     """s_j(x) of the ``judge-strata`` ``design`` for system codes ``systems`` at small-table
     facts ``facts`` (each output by its system), as :func:`receval.design._judge_strata`
     computes it from the output rows (its ValueErrors, same messages)."""
+    table = level_probabilities(design, levels, sizes)
+    return table[np.asarray(systems, np.int64), levels.small[np.asarray(facts, np.int64)]]
+
+
+def level_probabilities(design: str, levels: JudgeLevels | None, sizes: np.ndarray) -> np.ndarray:
+    """(m, number of weights): s_j of the ``judge-strata`` ``design`` at a fact of each level
+    in each system's output, s_j(h) = a/|X_j| + (1 − a) u_h/Σ_h N_jh u_h (elementwise as
+    :func:`receval.design._judge_strata`: the same bits; a system without outputs gets inf or
+    NaN, never read)."""
     from receval.design import JUDGE_STRATA_FLOOR, floored_share, parse_judge_strata
     from receval.engine.draws import strata_mass
 
@@ -126,6 +135,5 @@ def strata_probabilities(
         counts = np.pad(counts, ((0, 0), (0, u.size - counts.shape[1])))
     total = strata_mass(counts, u)
     size = np.asarray(sizes, float)
-    systems = np.asarray(systems, np.int64)
-    level = levels.small[np.asarray(facts, np.int64)]
-    return floored_share(size[systems], total[systems], u[level], JUDGE_STRATA_FLOOR)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return floored_share(size[:, None], total[:, None], u[None, :], JUDGE_STRATA_FLOOR)

@@ -18,10 +18,14 @@ checks, with the in-memory loader's messages:
   equivalence classes in the judgments (the summary counts raw facts, as the loader's does),
   exhaustive units, and rounds of the uniform and entity-relation designs (inferred and
   checked as the loader does).
+* the judge table, read by the engine judge (:func:`receval.engine.judge.open_engine_judge`:
+  the loader's :func:`receval.judge.check_judge_table` — columns, queries, scores within
+  their scale — and :func:`receval.judge.dedupe_judge`'s one grade per judge and fact, same
+  ``file:line`` messages), and with it the ``judge-strata`` rounds of ``sample --by-judge``
+  (their probabilities at the judge's levels, :mod:`receval.engine.strata`).
 
-Not covered (the in-memory path then, or an error with ``--out-of-core``): the judge table
-(and with it the ``judge-strata`` rounds of ``sample --by-judge``), the ``judge-uncertainty``
-design.
+Not covered (the in-memory path then, or an error with ``--out-of-core``): the
+``judge-uncertainty`` design.
 """
 
 from __future__ import annotations
@@ -72,7 +76,14 @@ def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleV
     check_run_files(bundle.parquet_runs() or [])
     name = engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")
     summary = summarise_bundle(bundle, small, engine)
-    view = BundleView(root=bundle.root, small=small, summary=summary, engine_name=name)
+    judge = None
+    if bundle.table("judge") is not None:  # checked as the loader checks it; strata rounds
+        from receval.engine.judge import open_engine_judge
+
+        judge = open_engine_judge(bundle, small, summary, engine)
+    view = BundleView(
+        root=bundle.root, small=small, summary=summary, engine_name=name, engine_judge=judge
+    )
     try:
         view.samplers  # noqa: B018 - the draws checked against the outputs
     except BundleError as exc:
@@ -84,17 +95,19 @@ def validation_view(task: Any, engine: Any, out_of_core: bool | None) -> BundleV
 
 def unsupported(small: SmallTables) -> str:
     """What of the small tables the engine path does not check ('' when it checks them all)."""
+    from receval.engine.plan_designs import is_strata
+
     for table in small.optional:
-        if table == "truth" and small.truth is not None:
+        if (table == "truth" and small.truth is not None) or table == "judge":
             continue
         return f"{table}.tsv (the engine path reads no {table.replace('_', ' ')} table)"
     if "design" in small.samples:
         designs = set(small.samples["design"].astype(str).str.strip())
-        designs -= {"", "uniform", "entity-relation"}
+        designs = {d for d in designs if not is_strata(d)} - {"", "uniform", "entity-relation"}
         if designs:
             return (
                 f"sample design {sorted(designs)[0]} in samples.tsv (the engine path checks "
-                "uniform and entity-relation draws)"
+                "uniform, entity-relation and judge-strata draws)"
             )
     return ""
 

@@ -118,34 +118,54 @@ def test_engine_sample_data_has_the_judge_strata_proposals(tmp_path, target, opt
             assert b == a, f.name
 
 
-def test_judge_strata_round_without_its_judge_is_the_loaders_error(tmp_path):
-    """A by-judge round whose judge table is gone: the same one-line error on both paths."""
+@pytest.mark.parametrize("extra", [(), ("--intervals", "anytime")])
+def test_judge_strata_round_without_its_judge_is_the_loaders_error(tmp_path, extra):
+    """A by-judge round whose judge table is gone: the same one-line error on both paths
+    (with anytime intervals too)."""
     root = judge_bundle(tmp_path / "b", {})
     (root / "judge.tsv").unlink()
-    memory = _score(root, tmp_path / "memory", path="--in-memory")
-    engine = _score(root, tmp_path / "engine")
+    memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
+    engine = _score(root, tmp_path / "engine", *extra)
     assert memory.exit_code == engine.exit_code == 2
     assert "needs judge" in memory.output and engine.output == memory.output
 
 
-def test_anytime_intervals_with_a_by_judge_round_are_scored_in_memory(tmp_path, monkeypatch):
-    """The anytime streams would need the judge's levels per popularity stratum: with a
-    by-judge round --out-of-core is a usage error naming it, and at size the in-memory path
-    scores with the warning."""
-    import json
+ANYTIME_CASES = [
+    ({}, ("--intervals", "anytime")),
+    ({"classes": True, "graded": True, "teams": True}, ("--intervals", "anytime", "--target", "macro")),
+    ({"judges": ("a", "b"), "layout": "one-file"},
+     ("--intervals", "anytime-asymptotic", "--rank-by", "recall")),
+]  # fmt: skip
 
-    import receval.engine.score as engine_score
 
-    monkeypatch.setattr(engine_score, "ENGINE_PATH_ROWS", 10)
-    root = judge_bundle(tmp_path / "b", {})
+@pytest.mark.parametrize(("options", "extra"), ANYTIME_CASES)
+def test_anytime_intervals_with_by_judge_rounds_write_the_in_memory_output_set(
+    tmp_path, options, extra
+):
+    """The popularity scan split by the judge's level (in the engine judge's session) gives
+    the judge-strata designs' κ_ib and floors: the in-memory output set, byte for byte
+    (classes, the macro target, graded and several judges)."""
+    root = judge_bundle(tmp_path / "b", options)
+    memory = _score(root, tmp_path / "memory", *extra, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", *extra)
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+
+
+def test_anytime_intervals_with_two_judges_strata_are_refused(tmp_path):
+    """Rounds drawn --by-judge by two judges: the scan splits by one judge's levels, so
+    --out-of-core with anytime intervals is one usage line (the bootstrap is scored)."""
+    root = judge_bundle(tmp_path / "b", {"judges": ("a", "b")})
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    first = samples.index[samples["design"].str.startswith("judge-strata:")][0]
+    name = samples.loc[first, "design"].split(":")[1]
+    other = samples.loc[first, "design"].replace(f":{name}:", f":{'b' if name == 'a' else 'a'}:")
+    samples.loc[first, "design"] = other  # one draw of another judge's strata
+    samples.to_csv(root / "samples.tsv", sep="\t", index=False)
     refused = _score(root, tmp_path / "o1", "--intervals", "anytime")
-    named = "rounds drawn --by-judge with anytime intervals"
-    assert refused.exit_code == 2 and named in refused.output, refused.output
-    result = _score(root, tmp_path / "o2", "--intervals", "anytime", path="--quiet")
-    assert result.exit_code == 0, result.output
-    record = json.loads((tmp_path / "o2" / "run.json").read_text())
-    assert "engine_path" not in record
-    assert any(named in w for w in record["warnings"])
+    assert refused.exit_code == 2, refused.output
+    assert "rounds drawn --by-judge by several judges with anytime intervals" in refused.output
 
 
 @pytest.mark.slow
@@ -163,6 +183,13 @@ def test_spark_engine_score_with_by_judge_rounds_is_duckdbs(tmp_path, monkeypatc
     assert spark.exit_code == 0, spark.output
     for name in CSVS:
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+    any_duck = _score(root, tmp_path / "any-duck", "--intervals", "anytime")
+    assert any_duck.exit_code == 0, any_duck.output
+    any_spark = _score(root, tmp_path / "any-spark", "--intervals", "anytime", "--engine", "spark")
+    assert any_spark.exit_code == 0, any_spark.output
+    for name in CSVS:  # the level-split popularity scan on Spark too
+        want = (tmp_path / "any-duck" / name).read_bytes()
+        assert (tmp_path / "any-spark" / name).read_bytes() == want
 
 
 @pytest.mark.parametrize("round_kind", ["by-judge", "entity-relation", "undeclared"])

@@ -285,8 +285,8 @@ def test_api_sample_is_out_of_core_by_default_on_large_parquet_bundles(tmp_path,
 
 def test_adaptive_on_a_large_bundle_is_planned_and_drawn_in_the_engine(tmp_path, monkeypatch):
     """--adaptive on a bundle past ENGINE_PATH_ROWS is planned from the engine's aggregates
-    and drawn by the engine (the same round as --out-of-core); a design the engine path does
-    not plan (--by-judge) warns and loads the task, and is a usage error with --out-of-core."""
+    and drawn by the engine (the same round as --out-of-core); --by-judge is planned there too:
+    without a judge table it is the in-memory path's one error line."""
     import receval.engine.score as score
 
     monkeypatch.setattr(score, "ENGINE_PATH_ROWS", 10)
@@ -301,7 +301,9 @@ def test_adaptive_on_a_large_bundle_is_planned_and_drawn_in_the_engine(tmp_path,
     assert _drawn(roots["auto"]) == _drawn(roots["explicit"])
     judged = ["sample", str(roots["auto"]), *args, "--by-judge"]
     refused = CliRunner().invoke(cli, [*judged, "--out-of-core"])
-    assert refused.exit_code == 2 and "does not plan --adaptive with --by-judge" in refused.output
+    memory = CliRunner().invoke(cli, [*judged, "--in-memory"])
+    assert refused.exit_code == memory.exit_code == 2 and "judge.tsv" in refused.output
+    assert refused.output == memory.output
 
 
 @pytest.mark.parametrize("design", ["entity-relation", "by-judge"])

@@ -130,11 +130,51 @@ def test_bad_values_in_the_runs_are_one_error_line(tmp_path):
     assert str(bad) in line and "'q-unknown' is not in queries" in line
 
 
+JUDGE_HEAD = "query_id\tanswer\tjudge_score\n"
+BAD_JUDGES = {
+    "column": "query_id\tanswer\nq0\tdoc 1\n",
+    "query": JUDGE_HEAD + "q0\tdoc 1\t0.5\nq-unknown\tdoc 1\t0.5\n",
+    "score": JUDGE_HEAD + "q0\tdoc 1\t0.5\nq1\tdoc 2\t1.5\n",
+    "twice": JUDGE_HEAD + "q0\tdoc 1\t0.5\nq1\tdoc 2\t0.2\nq0\t Doc  1\t0.7\n",
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_JUDGES))
+def test_a_bad_judge_table_is_the_loaders_error_line(tmp_path, bad):
+    """The engine judge checks judge.tsv with the loader's functions: a missing column, an
+    unknown query, a score outside [0, 1], two grades of one fact (same normalised answer):
+    the in-memory error line, file and line."""
+    root = make_bundle(tmp_path / "b", rounds=1)
+    (root / "judge.tsv").write_text(BAD_JUDGES[bad])
+    memory = _error_line(_validate(root, "--in-memory"))
+    assert "judge.tsv" in memory
+    assert _error_line(_validate(root, "--out-of-core")) == memory
+
+
+@pytest.mark.parametrize("options", [{}, {"classes": True, "graded": True, "teams": True},
+                                     {"judges": ("a", "b"), "layout": "one-file"}])  # fmt: skip
+def test_engine_validate_with_a_judge_and_by_judge_rounds_is_the_in_memory_summary(
+    tmp_path, monkeypatch, options
+):
+    """A judge table (one, graded, two judges) and a round drawn --by-judge (its design
+    checked at the judge's levels): the in-memory summary, the task never loaded."""
+    from test_engine_designs import judge_bundle
+
+    root = judge_bundle(tmp_path / "b", options)
+    memory = _validate(root, "--in-memory")
+    assert memory.exit_code == 0, memory.output
+    _refuse_loading(monkeypatch)
+    engine = _validate(root, "--out-of-core")
+    assert engine.exit_code == 0, engine.output
+    assert engine.output == memory.output and "judge-strata" in engine.output
+
+
 def test_what_the_engine_path_does_not_check_is_refused_out_of_core(tmp_path):
     root = make_bundle(tmp_path / "b", rounds=1)
-    (root / "judge.tsv").write_text("query_id\tanswer\tjudge_score\nq0\tdoc 1\t0.5\n")
+    samples = pd.read_csv(root / "samples.tsv", sep="\t", dtype=str, keep_default_na=False)
+    samples.assign(design="judge-uncertainty").to_csv(root / "samples.tsv", sep="\t", index=False)
     line = _error_line(_validate(root, "--out-of-core"))
-    assert "judge.tsv" in line and "--in-memory" in line
+    assert "judge-uncertainty" in line and "--in-memory" in line
 
 
 def _with(root: Path, what: str) -> Path:
@@ -197,6 +237,23 @@ def test_spark_validate_prints_the_duckdb_summary(tmp_path, monkeypatch, layout)
     what = layout.pop("with", None)
     root = _make(tmp_path, layout)
     root = _with(root, what) if what else root
+    duck = _validate(root, "--out-of-core")
+    assert duck.exit_code == 0, duck.output
+    spark = _validate(root, "--out-of-core", "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    assert spark.output == duck.output
+
+
+@pytest.mark.slow
+@needs_spark
+def test_spark_validate_with_a_judge_prints_the_duckdb_summary(tmp_path, monkeypatch):
+    """A judge table and a round drawn --by-judge, checked on Spark: DuckDB's summary."""
+    import os
+
+    from test_engine_designs import judge_bundle
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = judge_bundle(tmp_path / "b", {"graded": True})
     duck = _validate(root, "--out-of-core")
     assert duck.exit_code == 0, duck.output
     spark = _validate(root, "--out-of-core", "--engine", "spark")
