@@ -71,16 +71,16 @@ from receval.estimators.anytime.betting import (
     one_sided_ends,
     plugin_bets,
 )
+from receval.estimators.anytime.cells import lazy_joint_end
 from receval.estimators.anytime.pairs import (
     EXACT_TOLERANCE,
     PairTests,
     SystemTerms,
-    capital_path,
     chunked,
     decide,
+    directed_tops,
     ok_pairs,
-    pair_bets,
-    running_top,
+    signed_bets,
     step_moments,
 )
 from receval.estimators.anytime.sequences import (
@@ -151,18 +151,16 @@ def f1_pair_tests(
         c = np.sqrt(n[a] * n[b])[:, None]
         r = np.sqrt(n[a] / n[b])[:, None]
         ya, yb = terms.y[a], terms.y[b]
-        A, B = ya - yb, r * ya - yb / r
+        A = ya - yb
+        slope = r * ya - yb / r - A  # B − A: D(w) = A + w·(B − A)
         lo = np.minimum(terms.lo[a] - terms.hi[b], r * terms.lo[a] - terms.hi[b] / r)
         hi = np.maximum(terms.hi[a] - terms.lo[b], r * terms.hi[a] - terms.lo[b] / r)
         w_ref = _w(facts.reference[None, :], c)
-        lam_up, lam_down, act = pair_bets(
-            A + w_ref * (B - A), lo, hi, terms.active[a] & terms.active[b]
-        )
+        bets, act = signed_bets(A + w_ref * slope, lo, hi, terms.active[a] & terms.active[b])
         w_lo, w_hi = _w(facts.lower, c), _w(facts.upper, c)
-        d_lo = np.where(act, A + w_lo * (B - A), 0.0)
-        d_hi = np.where(act, A + w_hi * (B - A), 0.0)
-        up = running_top(np.minimum(capital_path(lam_up, d_lo), capital_path(lam_up, d_hi)))
-        down = running_top(np.minimum(capital_path(lam_down, -d_lo), capital_path(lam_down, -d_hi)))
+        d_lo = np.where(act, A + w_lo * slope, 0.0)
+        d_hi = np.where(act, A + w_hi * slope, 0.0)
+        up, down = directed_tops(bets, d_lo, d_hi)
         return (up, down, *_binding_moments(d_lo, d_hi, act))
 
     out = chunked(pairs, terms.y.shape[1], part)
@@ -249,6 +247,13 @@ class DirectF1:
         zero = np.zeros_like(self.u)
         streams = BettingStreams(self.u, v, self.lo0, high, self.hi0, zero, self.active)
         return streams, self.bets
+
+    def joint_end(self, theta, alpha: float, side: int) -> np.ndarray:
+        """One side's end (m,) from the joint test with θ's final capital over the units
+        (``theta``: its streams and bets): the extreme of :meth:`cell_values` over the refined
+        θ grids of :func:`receval.estimators.anytime.sequences._joint_end`, found lazily
+        (:func:`receval.estimators.anytime.cells.lazy_joint_end`)."""
+        return lazy_joint_end(self, theta, alpha, side)
 
     def cell_values(
         self, grid: np.ndarray, budget: np.ndarray, side: int, prior=None

@@ -246,6 +246,44 @@ def pair_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lam_up, lam_down, act
 
 
+def signed_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_bets` as one array: the bet on D where positive (``up``'s), minus the bet
+    on −D where that is positive (``down``'s) — the two are never both positive (they stake on
+    the sign of one running mean) — and the steps that count.  The same values as
+    :func:`pair_bets` (``up`` = max(L, 0), ``down`` = max(−L, 0)) with half the passes."""
+    act = active & (hi > lo)
+    d = np.where(act, d, 0.0)
+    width = np.where(act, hi - lo, 1.0)
+    count = (np.cumsum(act, axis=1) - act) + 1.0  # earlier steps that count, plus the prior's
+    mean_prev = (np.cumsum(d, axis=1) - d) / count  # shrunk toward 0
+    unit = np.where(act, d**2 / width, 0.0)
+    unit_prev = (PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1) - unit) / count
+    second = unit_prev * width + mean_prev**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = mean_prev / second
+        cap_up = np.where(lo < 0, CAP / -lo, np.inf)
+        low = np.where(hi > 0, -CAP / hi, -np.inf)  # −(the cap of the bet on −D)
+    np.minimum(np.maximum(base, low, out=base), cap_up, out=base)
+    return np.where(act, base, 0.0), act
+
+
+def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The running-max log capitals (:func:`running_top`) of the bettor on D and of the one on
+    −D from :func:`signed_bets`' ``bets``, each the least over the terms ``ds`` (every D of the
+    pair, masked to the steps that count): the logarithms are taken once per term for both
+    bettors (at a step only one of them stakes; the other's factor is 1 and adds 0), with the
+    same sums as :func:`capital_path` of each."""
+    up_steps, down_steps = bets > 0, bets < 0
+    up = down = None
+    for d in ds:
+        logs = np.log1p(np.maximum(bets * d, -1.0 + 1e-15))
+        path_up = np.cumsum(np.where(up_steps, logs, 0.0), axis=1)
+        path_down = np.cumsum(np.where(down_steps, logs, 0.0), axis=1)
+        up = path_up if up is None else np.minimum(up, path_up)
+        down = path_down if down is None else np.minimum(down, path_down)
+    return running_top(up), running_top(down)
+
+
 def capital_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
     """log Π_{s ≤ t} (1 + λ_s d_s) for every step t (rows: pairs)."""
     return np.cumsum(np.log1p(np.maximum(lam * d, -1.0 + 1e-15)), axis=1)
