@@ -234,9 +234,10 @@ class _Cells:
     def tournament(self, thetas, budgets, key, open_, strict: bool):
         """:meth:`extreme` from the keys known so far (``key``, NaN elsewhere; at least one per
         system): every ``open_`` cell is evaluated at the best key (one lattice step inside it
-        where ``strict`` and the cell comes before the best one); of those beyond it, the one
-        guessed farthest (:meth:`reach`) is bisected, and the rest evaluated again at the new
-        best, until none is beyond."""
+        where ``strict`` and the cell comes before the best one: one beyond that but not beyond
+        the best has the best's key, a tie, known without bisecting it); of those beyond it,
+        the one guessed farthest (:meth:`reach`) is bisected, and the rest evaluated again at
+        the new best, until none is beyond."""
         open_ = open_.copy()
         while True:
             top, j = _best(key)
@@ -245,12 +246,18 @@ class _Cells:
             ends = self.at_ends(who, [top, top - LATTICE] if strict else [top])
             for i in who:
                 cells = np.flatnonzero(open_[:, i])
-                at = top[i] - np.where(strict & (cells < j[i]), LATTICE, 0.0)
-                margin[cells, i] = self.check(i, thetas[cells, i], budgets[cells, i], at,
-                                              ends[i])  # fmt: skip
+                before = strict & (cells < j[i])
+                at = top[i] - np.where(before, LATTICE, 0.0)
+                theta, budget = thetas[cells, i], budgets[cells, i]
+                margin[cells, i] = self.check(i, theta, budget, at, ends[i])
+                tie = cells[before & (margin[cells, i] < 0)]  # beyond one step inside the best
+                if tie.size:  # not beyond the best itself: the best's key exactly, a tie
+                    best = np.full(tie.size, top[i])
+                    margin[tie, i] = self.check(i, thetas[tie, i], budgets[tie, i], best, ends[i])
+                    key[tie[margin[tie, i] >= 0], i] = top[i]
             open_ &= margin < 0
             if not open_.any():
-                return key, top, j
+                return (key, *_best(key))
             reach = self.reach(thetas, budgets, open_, top, margin)
             pick = np.argmax(np.where(open_, reach, -np.inf), axis=0)  # the farthest guessed
             who = open_.any(axis=0)
