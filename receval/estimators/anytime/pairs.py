@@ -254,17 +254,27 @@ def signed_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray]:
     act = active & (hi > lo)
     d = np.where(act, d, 0.0)
     width = np.where(act, hi - lo, 1.0)
-    count = (np.cumsum(act, axis=1) - act) + 1.0  # earlier steps that count, plus the prior's
-    mean_prev = (np.cumsum(d, axis=1) - d) / count  # shrunk toward 0
-    unit = np.where(act, d**2 / width, 0.0)
-    unit_prev = (PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1) - unit) / count
-    second = unit_prev * width + mean_prev**2
+    count = np.ones(d.shape)  # earlier steps that count, plus the prior's (whole numbers)
+    np.cumsum(act[:, :-1], axis=1, out=count[:, 1:])
+    count[:, 1:] += 1.0
+    mean_prev = np.cumsum(d, axis=1)
+    mean_prev -= d
+    mean_prev /= count  # shrunk toward 0
+    unit = d * d
+    unit /= width  # 0 where the step does not count (d = 0, width 1)
+    unit_prev = PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1)
+    unit_prev -= unit
+    unit_prev /= count
+    unit_prev *= width
+    second = np.multiply(mean_prev, mean_prev, out=unit)
+    second += unit_prev  # the running second moment: unit_prev·width + mean_prev²
     with np.errstate(divide="ignore", invalid="ignore"):
-        base = mean_prev / second
-        cap_up = np.where(lo < 0, CAP / -lo, np.inf)
-        low = np.where(hi > 0, -CAP / hi, -np.inf)  # −(the cap of the bet on −D)
+        base = np.divide(mean_prev, second, out=mean_prev)
+        cap_up = np.where(lo < 0, np.divide(-CAP, lo, out=count), np.inf)
+        low = np.where(hi > 0, np.divide(-CAP, hi, out=unit_prev), -np.inf)  # −(−D's cap)
     np.minimum(np.maximum(base, low, out=base), cap_up, out=base)
-    return np.where(act, base, 0.0), act
+    base[~act] = 0.0
+    return base, act
 
 
 def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
