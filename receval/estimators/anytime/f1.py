@@ -81,7 +81,6 @@ from receval.estimators.anytime.pairs import (
     directed_tops,
     ok_pairs,
     signed_bets,
-    step_moments,
 )
 from receval.estimators.anytime.sequences import (
     JOINT_ITERATIONS,
@@ -174,12 +173,20 @@ def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
     two ends' means have opposite signs the pair is ordered differently at the two ends of T's
     interval, which more draws of the systems do not change (only a narrower T, i.e. more
     exhaustive units, does): its mean is set to 0, so it needs infinitely many steps."""
-    lo = step_moments(d_lo, act)
-    hi = step_moments(d_hi, act)
+    steps = act.sum(axis=1)  # d_lo and d_hi are 0 where the step does not count
+    lo, hi = (_moments(d, steps) for d in (d_lo, d_hi))
     with np.errstate(divide="ignore", invalid="ignore"):
         use_lo = lo[0] ** 2 / lo[1] <= hi[0] ** 2 / hi[1]
     mean, moment, steps = (np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
     return np.where(lo[0] * hi[0] < 0, 0.0, mean), moment, steps
+
+
+def _moments(d: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`step_moments` of ``d`` already 0 where the step does not count, its ``steps``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(steps > 0, d.sum(axis=1) / steps, 0.0)
+        moment = np.where(steps > 0, (d * d).sum(axis=1) / steps, np.inf)
+    return mean, moment, steps
 
 
 def _census_order(pairs, census, terms, n, facts):
