@@ -28,8 +28,6 @@ the capital evaluations on data/kbp-sim.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from receval.estimators.anytime.betting import (
@@ -50,18 +48,17 @@ from receval.estimators.anytime.sequences import (
     theta_point,
 )
 
-if TYPE_CHECKING:
-    from receval.estimators.anytime.f1 import DirectF1
-
 #: the lattice step of the cells' ends (the bisection's resolution over [0, 1])
 LATTICE = 2.0**-JOINT_ITERATIONS
 
 
-def lazy_joint_end(direct: DirectF1, theta, alpha: float, side: int) -> np.ndarray:
+def lazy_joint_end(direct, theta, alpha: float, side: int) -> np.ndarray:
     """One side's end (m,) of F1 (or recall) from the joint test over the θ grid: the value
     :func:`receval.estimators.anytime.sequences._joint_end` gives with ``direct.cell_values``,
-    found with one capital evaluation for most cells (module docstring).  ``theta``: θ's
-    streams and bets over the units; side +1 the lower end, −1 the upper."""
+    found with one capital evaluation for most cells (module docstring).  ``direct``: the
+    :class:`~receval.estimators.anytime.f1.DirectF1` (f1 imports this module, so it is not
+    named here); ``theta``: θ's streams and bets over the units; side +1 the lower end, −1
+    the upper."""
     from receval.progress import stage_detail
 
     level = np.log(2.0 / alpha)
@@ -118,7 +115,7 @@ class _Cells:
     """The ends of cells of ``direct`` on ``side`` as *keys* (−side·end: larger is farther
     out on either side), computed (:meth:`keys`) or bounded by one evaluation (:meth:`beyond`)."""
 
-    def __init__(self, direct: DirectF1, side: int):
+    def __init__(self, direct, side: int):
         self.direct = direct
         self.side = side
         self.m = direct.u.shape[0]
