@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from receval.estimators.anytime import sequences
 from receval.estimators.anytime.betting import (
     CAP,
     CHUNK,
@@ -40,9 +41,6 @@ from receval.estimators.anytime.betting import (
 )
 from receval.estimators.anytime.sequences import (
     JOINT_ITERATIONS,
-    REFINE_GRID,
-    REFINE_SPAN,
-    REFINE_STAGES,
     _theta_grid,
     _theta_log_capital,
     theta_point,
@@ -72,25 +70,27 @@ def lazy_joint_end(direct, theta, alpha: float, side: int) -> np.ndarray:
     best = np.full(m, -np.inf)  # the best key of the cells left out of the refined spans
     pending = []  # (θ, budgets, mask) of those bounded by their grid's best only
     start, guess = None, None
-    for stage in range(REFINE_STAGES + 1):
-        stage_detail(f"grid {stage + 1}/{REFINE_STAGES + 1} of θ ({m} systems)")
+    # the grid's shape as sequences has it when called (bench/anytime_grid.py varies it)
+    stages, span, fine = sequences.REFINE_STAGES, sequences.REFINE_SPAN, sequences.REFINE_GRID
+    for stage in range(stages + 1):
+        stage_detail(f"grid {stage + 1}/{stages + 1} of θ ({m} systems)")
         thetas, budgets = _cell_edges(grid, budget, side)
         if start is None:
             start = _nearest(thetas, theta_point(t_streams))
-        final = stage == REFINE_STAGES
+        final = stage == stages
         key, top, j = cells.extreme(thetas, budgets, start, guess, strict=not final)
         if final:
             best = np.maximum(best, top)
             break
         C = thetas.shape[0]
-        first = np.maximum(j - REFINE_SPAN, 0)
-        last = np.minimum(j + 1 + REFINE_SPAN, C)  # cells first..last-1 are refined
+        first = np.maximum(j - span, 0)
+        last = np.minimum(j + 1 + span, C)  # cells first..last-1 are refined
         cell = np.arange(C)[:, None]
         outside = (cell < first) | (cell >= last)
         exact = outside & ~np.isnan(key)
         best = np.maximum(best, np.where(exact, key, -np.inf).max(axis=0))
         pending.append((thetas, budgets, outside & np.isnan(key)))
-        grid = np.linspace(grid[first, cols], grid[last, cols], REFINE_GRID)
+        grid = np.linspace(grid[first, cols], grid[last, cols], fine)
         budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
         start = _nearest(_cell_edges(grid, budget, side)[0], thetas[j, cols])
         guess = -side * top
