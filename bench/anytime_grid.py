@@ -41,13 +41,14 @@ def run(task, config, repeat: int) -> dict:
     """One configuration: its entries (all, θ grid), CPU seconds and the leaderboard's ends."""
     import receval
     import receval.estimators.anytime.betting as betting
+    import receval.estimators.anytime.f1 as f1
     import receval.estimators.anytime.sequences as seq
 
     theta, refine, stages = config
     saved = (seq.THETA_GRID, seq.REFINE_GRID, seq.REFINE_STAGES, betting.log_capital)
     counts = {"all": 0, "grid": 0}
     inside = [False]
-    plain, joint_end = betting.log_capital, seq._joint_end
+    plain, joint_end, lazy = betting.log_capital, seq._joint_end, f1.lazy_joint_end
 
     def counted(streams, bets, mu, *rest, **kw):
         n = int(np.size(mu)) * int(streams.shape[1])
@@ -55,26 +56,29 @@ def run(task, config, repeat: int) -> dict:
         counts["grid"] += n if inside[0] else 0
         return plain(streams, bets, mu, *rest, **kw)
 
-    def in_grid(*a, **kw):
-        inside[0] = True
-        try:
-            return joint_end(*a, **kw)
-        finally:
-            inside[0] = False
+    def grid_of(func):  # recall's (legacy) and F1's (lazy, f1.DirectF1.joint_end) θ grids
+        def in_grid(*a, **kw):
+            inside[0] = True
+            try:
+                return func(*a, **kw)
+            finally:
+                inside[0] = False
+
+        return in_grid
 
     seq.THETA_GRID, seq.REFINE_GRID, seq.REFINE_STAGES = theta, refine, stages
     cpu, board = [], None
     try:
         for r in range(repeat):
-            betting.log_capital, seq._joint_end = (
-                (counted, in_grid) if r == 0 else (plain, joint_end)
+            betting.log_capital, seq._joint_end, f1.lazy_joint_end = (
+                (counted, grid_of(joint_end), grid_of(lazy)) if r == 0 else (plain, joint_end, lazy)
             )
             timed = harness.timed(lambda: receval.score(task, seed=1, intervals="anytime"))
             cpu.append(timed.cpu)
             board = timed.value.leaderboard
     finally:
         seq.THETA_GRID, seq.REFINE_GRID, seq.REFINE_STAGES, betting.log_capital = saved
-        seq._joint_end = joint_end
+        seq._joint_end, f1.lazy_joint_end = joint_end, lazy
     return {"cpu": min(cpu), "counts": counts, "board": board}
 
 

@@ -18,16 +18,23 @@ the same command written by the code measured against, e.g. main's), the cold ru
 folder is compared with it file by file (run.json without its ``created`` time and the task's
 path as given): ``identical``.
 
+Cold runs are repeated (``--cold-repeat``, default 3) and the least CPU kept: on a shared
+machine one fresh process's CPU moves by a second or more with the load.  ``--against DIR``
+(a checkout of the code to compare with, e.g. main's exported: the folder holding its
+``receval``) runs that code's cold processes interleaved with these, run for run, and stores
+its figures as ``against_*``: before and after measured in one session.
+
 ``--label`` names the code measured (e.g. ``before``/``after``); results are merged into
 ``bench/results/anytime_speed.json`` under it.
 
 Usage: PYTHONPATH=<checkout> python bench/anytime_speed.py [--label after] [--seed 1]
-       [--reference /tmp/speed-ref/anytime] [--asymptotic]
+       [--reference /tmp/speed-ref/anytime] [--asymptotic] [--cold-repeat 3] [--against DIR]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -44,12 +51,30 @@ def timed(func):
     return run.value, run.cpu, run.wall
 
 
-def cold(task: str, intervals: str, out: Path) -> tuple[float, float]:
-    """CPU (user + system of the child) and wall seconds of the CLI in a fresh process."""
+def cold(task: str, intervals: str, out: Path, checkout: Path | None = None) -> tuple[float, float]:
+    """CPU (user + system of the child) and wall seconds of the CLI in a fresh process (of the
+    receval in ``checkout``, a folder holding the package, when given)."""
     cmd = [sys.executable, "-m", "receval.cli", "score", task, "--intervals", intervals,
            "--no-report", "--quiet", "--out", str(out)]  # fmt: skip
-    child = harness.run_child(cmd)
+    env = None
+    if checkout is not None:
+        env = dict(os.environ, PYTHONPATH=str(checkout))
+    child = harness.run_child(cmd, env=env)
     return child.cpu, child.wall
+
+
+def colds(task: str, kinds: list[str], tmp: Path, repeat: int, against: Path | None) -> dict:
+    """Cold CPU and wall per (checkout, method): the least CPU of ``repeat`` fresh processes
+    (the run least disturbed by the machine's other work) with its wall; with ``against``,
+    that checkout's runs interleaved with this one's, run for run, so both see the same load."""
+    sides = {"": None} | ({"against_": against} if against is not None else {})
+    runs: dict = {}
+    for _ in range(repeat):
+        for kind in kinds:
+            for prefix, checkout in sides.items():
+                out = tmp / f"{prefix}{kind}"
+                runs.setdefault((prefix, kind), []).append(cold(task, kind, out, checkout))
+    return {key: min(values) for key, values in runs.items()}
 
 
 def same_outputs(ours: Path, reference: Path) -> dict:
@@ -99,6 +124,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", type=Path, default=None,
                         help="output folder of the same anytime command by the reference code")  # fmt: skip
     parser.add_argument("--asymptotic", action="store_true", help="also anytime-asymptotic")
+    parser.add_argument("--cold-repeat", type=int, default=3,
+                        help="fresh processes per method (the least CPU is kept)")  # fmt: skip
+    parser.add_argument("--against", type=Path, default=None,
+                        help="a second checkout (folder holding its receval package) whose cold "
+                        "runs are interleaved with these: before and after in one session")  # fmt: skip
     args = harness.parse(parser, argv)
     import receval
 
@@ -110,16 +140,24 @@ def main(argv: list[str] | None = None) -> None:
 
     kinds = ["anytime"] + (["anytime-asymptotic"] if args.asymptotic else [])
     tmp = Path(tempfile.mkdtemp(prefix="anytime_speed_"))
-    colds = {k: cold(args.task, k, tmp / k) for k in ["bootstrap", *kinds]}
+    both = colds(args.task, ["bootstrap", *kinds], tmp, args.cold_repeat, args.against)
     task = load_task(args.task)
     receval.score(task, seed=args.seed)  # the first call's start-up costs
     boots = [timed(lambda: receval.score(task, seed=args.seed))[1:] for _ in range(3)]
     boot_cpu, boot_wall = min(b[0] for b in boots), min(b[1] for b in boots)
     figures = {
-        "bootstrap_cold_cpu_s": round(colds["bootstrap"][0], 2),
-        "bootstrap_cold_wall_s": round(colds["bootstrap"][1], 2),
+        "bootstrap_cold_cpu_s": round(both["", "bootstrap"][0], 2),
+        "bootstrap_cold_wall_s": round(both["", "bootstrap"][1], 2),
         "bootstrap_cpu_s": round(boot_cpu, 2), "bootstrap_wall_s": round(boot_wall, 2),
     }  # fmt: skip
+    if args.against is not None:
+        figures["against"] = str(args.against)
+        for kind in ["bootstrap", *kinds]:
+            key = kind.replace("-", "_")
+            figures[f"against_{key}_cold_cpu_s"] = round(both["against_", kind][0], 2)
+            if kind != "bootstrap":
+                ratio = both["against_", kind][0] / both["against_", "bootstrap"][0]
+                figures[f"against_{key}_cold_cpu_ratio"] = round(ratio, 2)
     for kind in kinds:
         key = kind.replace("-", "_")
         result, cpu, wall, counts = warm_anytime(
@@ -129,12 +167,12 @@ def main(argv: list[str] | None = None) -> None:
         widths = {m: float(np.nanmedian(board[f"{m}_hi"] - board[f"{m}_lo"]))
                   for m in ("precision", "pooled_recall", "recall", "f1")}  # fmt: skip
         figures.update({
-            f"{key}_cold_cpu_s": round(colds[kind][0], 2),
-            f"{key}_cold_wall_s": round(colds[kind][1], 2),
+            f"{key}_cold_cpu_s": round(both["", kind][0], 2),
+            f"{key}_cold_wall_s": round(both["", kind][1], 2),
             f"{key}_cpu_s": round(cpu, 2), f"{key}_wall_s": round(wall, 2),
             f"{key}_cpu_ratio": round(cpu / boot_cpu, 2),
             f"{key}_wall_ratio": round(wall / boot_wall, 2),
-            f"{key}_cold_cpu_ratio": round(colds[kind][0] / colds["bootstrap"][0], 2),
+            f"{key}_cold_cpu_ratio": round(both["", kind][0] / both["", "bootstrap"][0], 2),
             f"{key}_capital_evaluations": counts[0], f"{key}_capital_entries": counts[1],
             f"{key}_median_widths": {k: round(v, 5) for k, v in widths.items()},
         })  # fmt: skip

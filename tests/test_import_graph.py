@@ -15,7 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "receval"
 
 #: the anytime modules in their import order: each imports only modules before it
-ANYTIME_ORDER = ("betting", "control", "stream", "sequences", "pairs", "f1", "method", "asymptotic")
+ANYTIME_ORDER = (
+    "betting",
+    "control",
+    "stream",
+    "sequences",
+    "cells",
+    "pairs",
+    "f1",
+    "method",
+    "asymptotic",
+)
 #: the official census's modules in their import order
 OFFICIAL_ORDER = (
     "rules",

@@ -297,8 +297,9 @@ def test_direct_capitals_are_monotone_in_theta(name):
 
 @pytest.mark.parametrize("name", ["f1", "recall"])
 def test_direct_ends_are_never_inside_a_dense_theta_sweep(name):
-    """The joint ends from the refined cells bound, from outside, the ends of a dense θ sweep
-    (each θ's F1 end at its own budget log(2/α) − log X(θ))."""
+    """The joint ends from the refined cells (every cell, and the lazy search joint_bounds
+    uses) bound, from outside, the ends of a dense θ sweep (each θ's F1 end at its own budget
+    log(2/α) − log X(θ))."""
     from receval.estimators.anytime.betting import one_sided_ends
     from receval.estimators.anytime.sequences import _joint_end, _theta_log_capital
 
@@ -307,6 +308,7 @@ def test_direct_ends_are_never_inside_a_dense_theta_sweep(name):
     sweep = np.linspace(0.0, 1.0, 401)
     for side in (+1, -1):
         end = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side)
+        lazy = direct.joint_end(theta, 0.05, side)  # what joint_bounds uses
         budget = level - _theta_log_capital(*theta, sweep, side)
         ok = (budget > 0) & (sweep >= direct.theta_min) & (sweep > 0)
         exact = np.array([
@@ -314,10 +316,11 @@ def test_direct_ends_are_never_inside_a_dense_theta_sweep(name):
                            side, (0.0, 1.0), 30)[0]
             for t, bud in zip(sweep[ok], budget[ok], strict=True)
         ])  # fmt: skip
-        if side < 0:
-            assert np.all(end >= exact.max(axis=0) - 1e-6), (end, exact.max(axis=0))
-        else:
-            assert np.all(end <= exact.min(axis=0) + 1e-6), (end, exact.min(axis=0))
+        for found in (end, lazy):
+            if side < 0:
+                assert np.all(found >= exact.max(axis=0) - 1e-6), (found, exact.max(axis=0))
+            else:
+                assert np.all(found <= exact.min(axis=0) + 1e-6), (found, exact.min(axis=0))
 
 
 @pytest.mark.parametrize("metric", ["f1", "recall", "pooled_recall"])
@@ -460,3 +463,65 @@ def test_recall_over_s_capital_depends_on_s_alone():
         caps = log_capital(streams, bets, s, side, True)
         steps = np.diff(caps, axis=0)
         assert np.all(steps <= 1e-9) if side > 0 else np.all(steps >= -1e-9)
+
+
+def _every_cell(direct):
+    """``values_of`` for _joint_end: every cell's end by bisection over the whole range (the
+    lattice k·2⁻¹² of JOINT_ITERATIONS steps), the definition the lazy search keeps."""
+    from receval.estimators.anytime.betting import one_sided_ends
+    from receval.estimators.anytime.sequences import JOINT_ITERATIONS
+
+    def values_of(grid, budget, side):
+        theta = grid[1:] if side < 0 else grid[:-1]
+        budget = np.maximum(budget[:-1], budget[1:])
+        out = np.zeros(theta.shape)
+        for j in range(theta.shape[0]):
+            zero = theta[j] <= 0
+            at = direct.streams(np.where(zero, 1.0, theta[j]))
+            ends = one_sided_ends(at, direct.bets, budget[j][None, :], side, (0.0, 1.0),
+                                  JOINT_ITERATIONS)[0]  # fmt: skip
+            out[j] = np.where(zero, 0.0, ends)
+        return out
+
+    return values_of
+
+
+@pytest.mark.parametrize("name", ["f1", "recall"])
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_lazy_joint_end_is_every_cells_extreme_bit_for_bit(name, seed):
+    """The lazy extreme over the θ cells (one cell bisected per grid, the others evaluated
+    once against the best: cells.lazy_joint_end) gives the ends of computing every cell's end
+    (_joint_end over every cell bisected), bit for bit: the same extremes, refined spans and
+    ends.  Against the guided cells it replaced (each cell searched first near its
+    neighbour's end, whose bracket clipped at 0 or 1 changed the lattice of the cells after
+    it) the ends move by less than one lattice step 2⁻¹²."""
+    from receval.estimators.anytime.cells import LATTICE
+    from receval.estimators.anytime.sequences import _joint_end
+
+    sizes = [[40.0, 80.0, 120.0], [15.0, 200.0, 60.0], [5.0, 30.0, 400.0]][seed - 5]
+    direct, theta = _direct_setup(name, seed=seed, sizes=sizes)
+    for side in (+1, -1):
+        lazy = direct.joint_end(theta, 0.05, side)
+        assert np.array_equal(lazy, _joint_end(theta, _every_cell(direct), 0.0, 3, 0.05, side))
+        guided = _joint_end(theta, direct.cell_values, 0.0, 3, 0.05, side, guided=True)
+        assert np.all(np.abs(lazy - guided) < LATTICE)
+
+
+@pytest.mark.parametrize("side", [+1, -1])
+def test_cells_fast_capitals_match_the_streams_within_the_margin(side):
+    """cells._Cells.fast (the factors p − q·c, θ-free per end) is the streams' running-max log
+    capital up to rounding: within 1e-11, far inside the 1e-9 margin below which a check is
+    evaluated again from the streams (so that rounding never decides a cell)."""
+    from receval.estimators.anytime.betting import log_capital
+    from receval.estimators.anytime.cells import MARGIN, _Cells
+
+    direct, _ = _direct_setup("f1", K=2_000)
+    cells = _Cells(direct, side)
+    thetas = np.linspace(max(direct.theta_min, 0.05), 1.0, 7)
+    for end in (0.05, 0.2, 0.37, 0.8):
+        p, q = cells.factors(np.arange(3), np.full(3, end))
+        for i in range(3):
+            fast = cells.fast(p[i], q[i], end, thetas)
+            streams, bets = cells.streams(np.full(thetas.size, i), thetas)
+            ref = log_capital(streams, bets, np.full((1, thetas.size), end), side, True)[0]
+            assert np.max(np.abs(fast - ref)) < min(1e-11, MARGIN / 100)

@@ -235,3 +235,35 @@ def test_null_fwer_with_systems_judged_in_full_by_the_stream():
         errors += bool(pair_tests(terms, np.ones(m, bool), 0.05).better.any())
     assert 0 < censuses < m * reps  # both kinds of systems occur
     assert errors / reps <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_signed_bets_and_directed_tops_are_the_two_bettors_exactly():
+    """pairs.signed_bets is pair_bets' two bets as one signed array (never both positive), and
+    directed_tops the running-max log capitals running_top(min over the terms of
+    capital_path) of the bettors on D and on −D, bit for bit."""
+    from receval.estimators.anytime.pairs import (
+        capital_path,
+        directed_tops,
+        pair_bets,
+        running_top,
+        signed_bets,
+    )
+
+    rng = np.random.default_rng(3)
+    P, K = 7, 500
+    d = rng.normal(rng.normal(0, 0.2, (P, 1)), 1.0, (P, K))
+    lo, hi = -3.0 - rng.random((P, K)), 3.0 + rng.random((P, K))
+    lo[0, :50] = hi[0, :50]  # steps of no width do not count
+    active = rng.random((P, K)) < 0.9
+    up, down, act = pair_bets(d, lo, hi, active)
+    bets, act2 = signed_bets(d, lo, hi, active)
+    assert np.array_equal(act, act2)
+    assert not ((up > 0) & (down > 0)).any()
+    assert np.array_equal(np.maximum(bets, 0.0), up)
+    assert np.array_equal(np.maximum(-bets, 0.0), down)
+    d_lo = np.where(act, d, 0.0)
+    d_hi = np.where(act, d + rng.normal(0, 0.1, (P, K)), 0.0)
+    tops = directed_tops(bets, d_lo, d_hi)
+    want_up = running_top(np.minimum(capital_path(up, d_lo), capital_path(up, d_hi)))
+    want_down = running_top(np.minimum(capital_path(down, -d_lo), capital_path(down, -d_hi)))
+    assert np.array_equal(tops[0], want_up) and np.array_equal(tops[1], want_down)

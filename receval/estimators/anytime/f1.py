@@ -71,17 +71,16 @@ from receval.estimators.anytime.betting import (
     one_sided_ends,
     plugin_bets,
 )
+from receval.estimators.anytime.cells import lazy_joint_end
 from receval.estimators.anytime.pairs import (
     EXACT_TOLERANCE,
     PairTests,
     SystemTerms,
-    capital_path,
     chunked,
     decide,
+    directed_tops,
     ok_pairs,
-    pair_bets,
-    running_top,
-    step_moments,
+    signed_bets,
 )
 from receval.estimators.anytime.sequences import (
     JOINT_ITERATIONS,
@@ -151,18 +150,16 @@ def f1_pair_tests(
         c = np.sqrt(n[a] * n[b])[:, None]
         r = np.sqrt(n[a] / n[b])[:, None]
         ya, yb = terms.y[a], terms.y[b]
-        A, B = ya - yb, r * ya - yb / r
+        A = ya - yb
+        slope = r * ya - yb / r - A  # B − A: D(w) = A + w·(B − A)
         lo = np.minimum(terms.lo[a] - terms.hi[b], r * terms.lo[a] - terms.hi[b] / r)
         hi = np.maximum(terms.hi[a] - terms.lo[b], r * terms.hi[a] - terms.lo[b] / r)
         w_ref = _w(facts.reference[None, :], c)
-        lam_up, lam_down, act = pair_bets(
-            A + w_ref * (B - A), lo, hi, terms.active[a] & terms.active[b]
-        )
+        bets, act = signed_bets(A + w_ref * slope, lo, hi, terms.active[a] & terms.active[b])
         w_lo, w_hi = _w(facts.lower, c), _w(facts.upper, c)
-        d_lo = np.where(act, A + w_lo * (B - A), 0.0)
-        d_hi = np.where(act, A + w_hi * (B - A), 0.0)
-        up = running_top(np.minimum(capital_path(lam_up, d_lo), capital_path(lam_up, d_hi)))
-        down = running_top(np.minimum(capital_path(lam_down, -d_lo), capital_path(lam_down, -d_hi)))
+        d_lo = np.where(act, A + w_lo * slope, 0.0)
+        d_hi = np.where(act, A + w_hi * slope, 0.0)
+        up, down = directed_tops(bets, d_lo, d_hi)
         return (up, down, *_binding_moments(d_lo, d_hi, act))
 
     out = chunked(pairs, terms.y.shape[1], part)
@@ -176,12 +173,20 @@ def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
     two ends' means have opposite signs the pair is ordered differently at the two ends of T's
     interval, which more draws of the systems do not change (only a narrower T, i.e. more
     exhaustive units, does): its mean is set to 0, so it needs infinitely many steps."""
-    lo = step_moments(d_lo, act)
-    hi = step_moments(d_hi, act)
+    steps = act.sum(axis=1)  # d_lo and d_hi are 0 where the step does not count
+    lo, hi = (_moments(d, steps) for d in (d_lo, d_hi))
     with np.errstate(divide="ignore", invalid="ignore"):
         use_lo = lo[0] ** 2 / lo[1] <= hi[0] ** 2 / hi[1]
     mean, moment, steps = (np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
     return np.where(lo[0] * hi[0] < 0, 0.0, mean), moment, steps
+
+
+def _moments(d: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`step_moments` of ``d`` already 0 where the step does not count, its ``steps``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(steps > 0, d.sum(axis=1) / steps, 0.0)
+        moment = np.where(steps > 0, (d * d).sum(axis=1) / steps, np.inf)
+    return mean, moment, steps
 
 
 def _census_order(pairs, census, terms, n, facts):
@@ -249,6 +254,13 @@ class DirectF1:
         zero = np.zeros_like(self.u)
         streams = BettingStreams(self.u, v, self.lo0, high, self.hi0, zero, self.active)
         return streams, self.bets
+
+    def joint_end(self, theta, alpha: float, side: int) -> np.ndarray:
+        """One side's end (m,) from the joint test with θ's final capital over the units
+        (``theta``: its streams and bets): the extreme of :meth:`cell_values` over the refined
+        θ grids of :func:`receval.estimators.anytime.sequences._joint_end`, found lazily
+        (:func:`receval.estimators.anytime.cells.lazy_joint_end`)."""
+        return lazy_joint_end(self, theta, alpha, side)
 
     def cell_values(
         self, grid: np.ndarray, budget: np.ndarray, side: int, prior=None

@@ -246,6 +246,54 @@ def pair_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lam_up, lam_down, act
 
 
+def signed_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_bets` as one array: the bet on D where positive (``up``'s), minus the bet
+    on −D where that is positive (``down``'s) — the two are never both positive (they stake on
+    the sign of one running mean) — and the steps that count.  The same values as
+    :func:`pair_bets` (``up`` = max(L, 0), ``down`` = max(−L, 0)) with half the passes."""
+    act = active & (hi > lo)
+    d = np.where(act, d, 0.0)
+    width = np.where(act, hi - lo, 1.0)
+    count = np.ones(d.shape)  # earlier steps that count, plus the prior's (whole numbers)
+    np.cumsum(act[:, :-1], axis=1, out=count[:, 1:])
+    count[:, 1:] += 1.0
+    mean_prev = np.cumsum(d, axis=1)
+    mean_prev -= d
+    mean_prev /= count  # shrunk toward 0
+    unit = d * d
+    unit /= width  # 0 where the step does not count (d = 0, width 1)
+    unit_prev = PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1)
+    unit_prev -= unit
+    unit_prev /= count
+    unit_prev *= width
+    second = np.multiply(mean_prev, mean_prev, out=unit)
+    second += unit_prev  # the running second moment: unit_prev·width + mean_prev²
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = np.divide(mean_prev, second, out=mean_prev)
+        cap_up = np.where(lo < 0, np.divide(-CAP, lo, out=count), np.inf)
+        low = np.where(hi > 0, np.divide(-CAP, hi, out=unit_prev), -np.inf)  # −(−D's cap)
+    np.minimum(np.maximum(base, low, out=base), cap_up, out=base)
+    base[~act] = 0.0
+    return base, act
+
+
+def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The running-max log capitals (:func:`running_top`) of the bettor on D and of the one on
+    −D from :func:`signed_bets`' ``bets``, each the least over the terms ``ds`` (every D of the
+    pair, masked to the steps that count): the logarithms are taken once per term for both
+    bettors (at a step only one of them stakes; the other's factor is 1 and adds 0), with the
+    same sums as :func:`capital_path` of each."""
+    up_steps, down_steps = bets > 0, bets < 0
+    up = down = None
+    for d in ds:
+        logs = np.log1p(np.maximum(bets * d, -1.0 + 1e-15))
+        path_up = np.cumsum(np.where(up_steps, logs, 0.0), axis=1)
+        path_down = np.cumsum(np.where(down_steps, logs, 0.0), axis=1)
+        up = path_up if up is None else np.minimum(up, path_up)
+        down = path_down if down is None else np.minimum(down, path_down)
+    return running_top(up), running_top(down)
+
+
 def capital_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
     """log Π_{s ≤ t} (1 + λ_s d_s) for every step t (rows: pairs)."""
     return np.cumsum(np.log1p(np.maximum(lam * d, -1.0 + 1e-15)), axis=1)

@@ -205,9 +205,8 @@ def joint_bounds(
             if direct is not None and name == "recall":  # one 1-D search over ν = r/θ
                 out[side][name] = _recall_over_s(theta, direct[name].over_s(), alpha, side)
                 continue
-            if direct is not None:  # one stream per system (f1.DirectF1)
-                values_of = direct[name].cell_values
-                out[side][name] = _joint_end(theta, values_of, 0.0, m, alpha, side, guided=True)
+            if direct is not None:  # one stream per system (f1.DirectF1), its cells lazily
+                out[side][name] = direct[name].joint_end(theta, alpha, side)
                 continue
             values = _factor_values(draws, w, name)
             out[side][name] = _joint_end(theta, values, np.log(min(w.values())), m, alpha, side)

@@ -1,0 +1,325 @@
+"""F1's joint ends over the cells of the θ grid, found lazily (:func:`lazy_joint_end`).
+
+:func:`receval.estimators.anytime.sequences._joint_end` bounds F1 on one side by the extreme,
+over the cells of a θ grid refined twice around each system's extreme cell, of each cell's end:
+F1's end at the cell's edge θ and the larger of its two budgets
+(:meth:`receval.estimators.anytime.f1.DirectF1.cell_values`; the bound is the union over the
+cells, so it holds for every θ, :func:`~receval.estimators.anytime.sequences.joint_bounds`).
+Only that extreme is read, and before the last grid which cell holds it (the finer grid is laid
+around it), so most cells' ends are never needed — only that they cannot beat the extreme.
+
+**One evaluation per cell.**  A cell's end is a point of the bisection's lattice
+{k·2⁻¹²} (:data:`~receval.estimators.anytime.sequences.JOINT_ITERATIONS` steps over [0, 1]):
+on the upper side the least lattice value the cell's running capital rejects (1 where it
+rejects none), on the lower side the greatest (0 where none).  The capital is monotone in F1
+(:mod:`receval.estimators.anytime.betting`), so for a lattice value t one evaluation tells
+whether the end is on t's side: the upper end is ≤ t exactly when t is rejected, the lower end
+≥ t exactly when t is.  So per grid (:meth:`_Cells.extreme`) one cell is bisected (the cell
+guessed to hold the extreme), every other is evaluated once at the best end found so far
+(one lattice step inside it for a cell before the best one, so that the first of tied cells
+is the one found, as an argmax finds it), and only the cells that pass it are bisected, the
+one whose capital fell furthest short of its budget first; the others are evaluated again at
+each new best.  Cells outside the span the next grid refines keep a bound only (no farther
+than that grid's best); they are evaluated once more at the final end (:meth:`_Cells.recheck`)
+and bisected if they pass it.  Every extreme, every refined span and so every end is the one
+computing each cell's end gives (tests: the same ends bit for bit), with about a third of
+the capital evaluations on data/kbp-sim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from receval.estimators.anytime import sequences
+from receval.estimators.anytime.betting import (
+    CAP,
+    CHUNK,
+    BettingStreams,
+    _block_log,
+    _capitals,
+    one_sided_ends,
+)
+from receval.estimators.anytime.sequences import (
+    JOINT_ITERATIONS,
+    _theta_grid,
+    _theta_log_capital,
+    theta_point,
+)
+
+#: the lattice step of the cells' ends (the bisection's resolution over [0, 1])
+LATTICE = 2.0**-JOINT_ITERATIONS
+
+
+def lazy_joint_end(direct, theta, alpha: float, side: int) -> np.ndarray:
+    """One side's end (m,) of F1 (or recall) from the joint test over the θ grid: the value
+    :func:`receval.estimators.anytime.sequences._joint_end` gives with ``direct.cell_values``,
+    found with one capital evaluation for most cells (module docstring).  ``direct``: the
+    :class:`~receval.estimators.anytime.f1.DirectF1` (f1 imports this module, so it is not
+    named here); ``theta``: θ's streams and bets over the units; side +1 the lower end, −1
+    the upper."""
+    from receval.progress import stage_detail
+
+    level = np.log(2.0 / alpha)
+    t_streams, t_bets = theta
+    grid, budget = _theta_grid(t_streams, t_bets, level, side)
+    m = direct.u.shape[0]
+    cols = np.arange(m)
+    grid = np.repeat(grid[:, None], m, axis=1)
+    budget = np.repeat(budget[:, None], m, axis=1)
+    cells = _Cells(direct, side)
+    best = np.full(m, -np.inf)  # the best key of the cells left out of the refined spans
+    pending = []  # (θ, budgets, mask) of those bounded by their grid's best only
+    start, guess = None, None
+    # the grid's shape as sequences has it when called (bench/anytime_grid.py varies it)
+    stages, span, fine = sequences.REFINE_STAGES, sequences.REFINE_SPAN, sequences.REFINE_GRID
+    for stage in range(stages + 1):
+        stage_detail(f"grid {stage + 1}/{stages + 1} of θ ({m} systems)")
+        thetas, budgets = _cell_edges(grid, budget, side)
+        if start is None:
+            start = _nearest(thetas, theta_point(t_streams))
+        final = stage == stages
+        key, top, j = cells.extreme(thetas, budgets, start, guess, strict=not final)
+        if final:
+            best = np.maximum(best, top)
+            break
+        C = thetas.shape[0]
+        first = np.maximum(j - span, 0)
+        last = np.minimum(j + 1 + span, C)  # cells first..last-1 are refined
+        cell = np.arange(C)[:, None]
+        outside = (cell < first) | (cell >= last)
+        exact = outside & ~np.isnan(key)
+        best = np.maximum(best, np.where(exact, key, -np.inf).max(axis=0))
+        pending.append((thetas, budgets, outside & np.isnan(key)))
+        grid = np.linspace(grid[first, cols], grid[last, cols], fine)
+        budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
+        start = _nearest(_cell_edges(grid, budget, side)[0], thetas[j, cols])
+        guess = -side * top
+    best = cells.recheck(pending, best)
+    end = -side * best
+    return np.where(end == 0, 0.0, end)  # no negative zero
+
+
+def _cell_edges(grid: np.ndarray, budget: np.ndarray, side: int):
+    """Each cell's θ (the edge whose end bounds the cell: the upper side's capital falls with
+    θ, the lower side's grows) and its larger budget, (G − 1, m) each."""
+    theta = grid[1:] if side < 0 else grid[:-1]
+    return theta, np.maximum(budget[:-1], budget[1:])
+
+
+def _nearest(thetas: np.ndarray, target) -> np.ndarray:
+    """Per system the cell whose θ is nearest ``target`` (scalar or (m,))."""
+    return np.abs(thetas - np.asarray(target, float)).argmin(axis=0)
+
+
+class _Cells:
+    """The ends of cells of ``direct`` on ``side`` as *keys* (−side·end: larger is farther
+    out on either side), computed (:meth:`keys`) or bounded by one evaluation (:meth:`beyond`)."""
+
+    def __init__(self, direct, side: int):
+        self.direct = direct
+        self.side = side
+        self.m = direct.u.shape[0]
+
+    def streams(self, rows: np.ndarray, theta: np.ndarray):
+        """The streams (and bets) of the systems ``rows`` at θ ``theta`` (one per row), as
+        :meth:`~receval.estimators.anytime.f1.DirectF1.streams` builds them."""
+        d = self.direct
+        if rows.size == self.m:
+            return d.streams(theta), d.bets
+        n = d.n[rows]
+        v = n[:, None] + d.k[None, :] / np.asarray(theta, float)[:, None]
+        hi1 = np.broadcast_to(n[:, None], v.shape)
+        take = (np.asarray(a)[rows] for a in (d.u, d.lo0, d.lo1, d.hi0, d.active))
+        u, lo0, lo1, hi0, active = take
+        return BettingStreams(u, v, lo0, lo1, hi0, hi1, active), d.bets[rows]
+
+    def keys(self, theta, budget, rows, guess=None) -> np.ndarray:
+        """The cells' keys (len(rows),) by bisection (guided by ``guess``, ends (len(rows),)):
+        one cell per row, of θ ``theta`` and budget ``budget`` (both (m,)), rows ``rows``."""
+        zero = theta[rows] <= 0  # T infinite: F1 is 0
+        out = np.zeros(rows.size)
+        live = rows[~zero]
+        if live.size:
+            streams, bets = self.streams(live, theta[live])
+            near = None if guess is None else np.asarray(guess, float)[~zero][None, :]
+            ends = one_sided_ends(streams, bets, budget[live][None, :], self.side, (0.0, 1.0),
+                                  JOINT_ITERATIONS, guess=near)[0]  # fmt: skip
+            out[~zero] = -self.side * ends
+        return out
+
+    def factors(self, rows: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The systems ``rows``' capitals at the ends ``ends`` (one per row) as step factors
+        p − q·c ((rows, K) each), c = end/θ, for every θ at once: the term u − f·(n + k/θ) and
+        the bet's truncation at f do not depend on θ, so p = 1 + λ(u − f·n) and q = λk
+        (upper side: the negated term, q = −λk), with p = 1, q = 0 where the step does not
+        count.  Equal to the streams' factors up to rounding."""
+        d = self.direct
+        f = np.asarray(ends, float)[:, None]
+        n = d.n[rows][:, None]
+        if self.side > 0:  # the bet on Y = u − f·v, truncated by its room −min Y = f·lo1 − lo0
+            room = f * np.asarray(d.lo1)[rows] - np.asarray(d.lo0)[rows]
+            term = d.u[rows] - f * n
+        else:  # the bet on −Y, truncated by max Y = hi0 − f·hi1 (hi1 = n)
+            room = np.asarray(d.hi0)[rows] - f * n
+            term = f * n - d.u[rows]
+        np.maximum(room, 1e-300, out=room)
+        np.divide(CAP, room, out=room)
+        lam = np.minimum(room, d.bets[rows], out=room)
+        inactive = ~np.asarray(d.active, bool)[rows]
+        np.multiply(term, lam, out=term)
+        term += 1.0
+        term[inactive] = 1.0
+        np.multiply(lam, d.k if self.side > 0 else -d.k, out=lam)
+        lam[inactive] = 0.0
+        return term, lam
+
+    @staticmethod
+    def fast(p: np.ndarray, q: np.ndarray, end: float, theta: np.ndarray) -> np.ndarray:
+        """One system's running-max log capital at ``end`` in each cell of θ ``theta`` (n,),
+        from its :meth:`factors` ``p``, ``q`` (K,) there (NaN where a block's product left the
+        floats)."""
+        c = end / np.asarray(theta, float)
+        out = np.empty(c.size)
+        step = max(1, CHUNK // max(p.size, 1))
+        for s in range(0, c.size, step):
+            factor = np.multiply(q[None, :], c[s : s + step, None])
+            np.subtract(p[None, :], factor, out=factor)
+            np.maximum(factor, 1e-15, out=factor)
+            blocks = _block_log(factor, np.empty_like(factor))
+            top = np.maximum(np.cumsum(blocks, axis=-1).max(axis=-1), 0.0)
+            out[s : s + step] = np.where(np.isfinite(blocks).all(axis=-1), top, np.nan)
+        return out
+
+    def check(self, i: int, theta, budget, key, ends: dict) -> np.ndarray:
+        """Per cell of system ``i`` (θ ``theta``, budgets ``budget``, (n,)) the margin by which
+        its capital at the end of ``key`` (n,) (lattice points) exceeds its budget: ≥ 0 exactly
+        when the cell's own key is ≤ ``key`` (its end is no farther out); +inf where the range
+        itself says so, −inf where nothing can.  From :meth:`fast` with the factors ``ends``
+        ({end: (p, q) of the system}), and from the streams where that margin is within
+        :data:`MARGIN` of 0 (rounding could decide it)."""
+        side = self.side
+        key = np.asarray(key, float)
+        end = -side * key
+        out = np.full(key.size, -np.inf)
+        far = end == (1.0 if side < 0 else 0.0)  # the range's far end: no end is beyond it
+        out[far] = np.inf
+        zero = ~far & (theta <= 0)
+        out[zero] = np.where(key[zero] >= 0.0, np.inf, -np.inf)
+        live = ~far & ~zero & (end >= 0.0) & (end <= 1.0)
+        for e in np.unique(end[live]):
+            sel = live & (end == e)
+            out[sel] = self.fast(*ends[float(e)], float(e), theta[sel]) - budget[sel]
+        unclear = live & ~(np.abs(out) >= MARGIN)
+        if unclear.any():
+            rows = np.full(int(unclear.sum()), i)
+            streams, bets = self.streams(rows, theta[unclear])
+            capital = _capitals(streams, bets, end[unclear][None, :], side, True)[0]
+            out[unclear] = capital - budget[unclear]
+        return out
+
+    def at_ends(self, rows: np.ndarray, keys: dict) -> list[dict]:
+        """Per system of ``rows`` {end: (p, q)} at the end of each of ``keys`` ({name: (m,)
+        keys}), clipped into the range: the :meth:`factors` of every system at once."""
+        out: list[dict] = [{} for _ in range(self.m)]
+        for key in keys:
+            ends = np.clip(-self.side * key[rows], 0.0, 1.0)
+            p, q = self.factors(rows, ends)
+            for r, i in enumerate(rows):
+                out[i][float(ends[r])] = (p[r], q[r])
+        return out
+
+    def tournament(self, thetas, budgets, key, open_, strict: bool):
+        """:meth:`extreme` from the keys known so far (``key``, NaN elsewhere; at least one per
+        system): every ``open_`` cell is evaluated at the best key (one lattice step inside it
+        where ``strict`` and the cell comes before the best one: one beyond that but not beyond
+        the best has the best's key, a tie, known without bisecting it); of those beyond it,
+        the one guessed farthest (:meth:`reach`) is bisected, and the rest evaluated again at
+        the new best, until none is beyond."""
+        open_ = open_.copy()
+        while True:
+            top, j = _best(key)
+            margin = np.full(thetas.shape, np.inf)
+            who = np.flatnonzero(open_.any(axis=0))
+            ends = self.at_ends(who, [top, top - LATTICE] if strict else [top])
+            for i in who:
+                cells = np.flatnonzero(open_[:, i])
+                before = strict & (cells < j[i])
+                at = top[i] - np.where(before, LATTICE, 0.0)
+                theta, budget = thetas[cells, i], budgets[cells, i]
+                margin[cells, i] = self.check(i, theta, budget, at, ends[i])
+                tie = cells[before & (margin[cells, i] < 0)]  # beyond one step inside the best
+                if tie.size:  # not beyond the best itself: the best's key exactly, a tie
+                    best = np.full(tie.size, top[i])
+                    margin[tie, i] = self.check(i, thetas[tie, i], budgets[tie, i], best, ends[i])
+                    key[tie[margin[tie, i] >= 0], i] = top[i]
+            open_ &= margin < 0
+            if not open_.any():
+                return (key, *_best(key))
+            reach = self.reach(thetas, budgets, open_, top, margin)
+            pick = np.argmax(np.where(open_, reach, -np.inf), axis=0)  # the farthest guessed
+            who = open_.any(axis=0)
+            for c in np.unique(pick[who]):
+                rows = np.flatnonzero(who & (pick == c))
+                guess = -self.side * reach[c, rows]
+                key[c, rows] = self.keys(thetas[c], budgets[c], rows, guess)
+                open_[c, rows] = False
+
+    def reach(self, thetas, budgets, open_, top, margin) -> np.ndarray:
+        """A guess (C, m) of the keys of the ``open_`` cells, beyond the best ``top`` by their
+        ``margin`` there (< 0): each cell's capital evaluated once more (:meth:`fast`)
+        :data:`PROBE` lattice steps farther out, and the crossing of its budget read off the
+        line through the two (the best key where that line says nothing)."""
+        out = np.full(margin.shape, np.nan)
+        who = np.flatnonzero(open_.any(axis=0))
+        ends = self.at_ends(who, [top + PROBE * LATTICE])
+        for i in who:
+            cells = np.flatnonzero(open_[:, i])
+            ((end, (p, q)),) = ends[i].items()
+            far = self.fast(p, q, end, thetas[cells, i]) - budgets[cells, i]
+            near = margin[cells, i]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                guess = top[i] + (-self.side * end - top[i]) * -near / (far - near)
+            out[cells, i] = np.where(np.isfinite(guess) & (far > near), guess, top[i])
+        return out
+
+    def extreme(self, thetas, budgets, start, guess, strict: bool):
+        """The extreme cell of one grid: keys (C, m) (NaN where only bounded by the best), the
+        best key (m,) and the first cell holding it (m,).  ``start``: the cell bisected first;
+        ``guess``: a guess of its end.  ``strict``: the cells before the best one are shown
+        strictly below it (the first of tied cells is the extreme), else only the best key is
+        exact."""
+        C, m = thetas.shape
+        cols = np.arange(m)
+        key = np.full((C, m), np.nan)
+        key[start, cols] = self.keys(thetas[start, cols], budgets[start, cols], cols, guess)
+        return self.tournament(thetas, budgets, key, np.isnan(key), strict)
+
+    def recheck(self, pending, best: np.ndarray) -> np.ndarray:
+        """The best key (m,) over ``best`` and the cells of ``pending`` (θ, budgets, mask per
+        grid: cells bounded only by their grid's best): a :meth:`tournament` over all of them
+        from ``best``."""
+        if not pending:
+            return best
+        m = best.size
+        thetas = np.concatenate([t for t, _, _ in pending] + [np.ones((1, m))])
+        budgets = np.concatenate([b for _, b, _ in pending] + [np.zeros((1, m))])
+        open_ = np.concatenate([mask for _, _, mask in pending] + [np.zeros((1, m), bool)])
+        key = np.full(thetas.shape, np.nan)
+        key[-1] = best  # the cells known already, as one more row
+        return self.tournament(thetas, budgets, key, open_, strict=False)[1]
+
+
+#: lattice steps beyond the best at which the cells beyond it are evaluated once more, to
+#: guess their ends (:meth:`_Cells.reach`)
+PROBE = 16
+
+#: a capital this close to its budget (in log) is evaluated again from its streams: the
+#: fast capitals of :class:`_AtEnds` differ from them by rounding only (~1e-12 over 10⁴ steps)
+MARGIN = 1e-9
+
+
+def _best(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest known key per column and the first row holding it."""
+    filled = np.where(np.isnan(key), -np.inf, key)
+    j = np.argmax(filled, axis=0)
+    return filled[j, np.arange(key.shape[1])], j
