@@ -11,8 +11,8 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
 What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
-read by the engine, :mod:`receval.engine.judge`; not ppi with ``--cluster-queries`` or anytime
-intervals) with bootstrap intervals
+read by the engine, :mod:`receval.engine.judge`; with anytime intervals the streams' judge
+maps too, :mod:`receval.engine.judge_anytime`) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
@@ -27,8 +27,8 @@ rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.
 anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``ppi`` with equivalence classes, ``--cluster-queries``, anytime intervals or rounds of
-another design than uniform, anytime intervals with ``--by-judge`` rounds, the
+Not: ``ppi`` with ``--cluster-queries`` on Spark, with anytime intervals and equivalence
+classes, or with rounds of another design than uniform, anytime intervals with ``--by-judge`` rounds, the
 ``judge-uncertainty`` design, ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
@@ -176,6 +176,14 @@ class BundleView(SmallTablesView):
         (:func:`stream_designs`), read by :func:`receval.estimators.anytime.stream.build_stream`
         instead of the output rows."""
         return stream_designs(self, data)
+
+    def judge_stream_controls(self, data: SampleData, st: Any, strata: int):
+        """The judge's stream maps and their sums over the runs for the anytime streams
+        (:func:`receval.engine.judge_anytime.stream_controls`), read by
+        :func:`receval.estimators.judge_stream.judged_terms` instead of the output rows."""
+        from receval.engine.judge_anytime import stream_controls
+
+        return stream_controls(self, data, st, strata)
 
     def floor_probabilities(self, design: str, facts: np.ndarray) -> np.ndarray:
         """q₀(x) = (1/m) Σ_j p_j(x) of the drawn facts ``facts`` (small-table fact ids) under
@@ -363,8 +371,11 @@ def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
     """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
     if options.estimator != "ppi":
         return ""
-    if intervals in ANYTIME:
-        return f"--estimator ppi with --intervals {intervals} (the judge as the streams' control)"
+    if intervals in ANYTIME and _has_classes(small):  # receval.engine.judge_anytime's scope
+        return (
+            f"--estimator ppi with --intervals {intervals} and equivalence classes (the judge's "
+            "stream maps per class)"
+        )
     return ""
 
 

@@ -1,0 +1,248 @@
+"""The judge as the anytime streams' control on the engine path: ``score --estimator ppi
+--intervals anytime`` (and ``anytime-asymptotic``) and ``sample --until-decided --estimator
+ppi`` without the output rows (issue 35 × issue 38).
+
+In memory the precision streams predict every fresh fact by the judge's score calibrated on the
+labels of the stream's earlier rows (:mod:`receval.estimators.judge_stream`): segment c of the
+stream has a map g_c of the facts, and per system a logistic map g_ci = σ(a_ci + b_ci logit
+g_c).  What the streams read of the runs is, per segment and system,
+
+* Σ_{x ∈ X_i} t_i(x) g_ci(x), the control's exact mean (Angelopoulos et al. 2023, eq. 1), and
+* the largest and smallest g_ci(x) over X_i per popularity stratum (the terms' ranges),
+
+everything else (the prediction at a drawn fact, the labelled facts' sums) is read at the drawn
+facts only.  Every map is a function of a fact's **key** (:mod:`receval.engine.judge`): segment
+0 is the raw score (the judge key's score), and a calibrated segment's g_c is
+:func:`receval.estimators.judge_calibration.calibrate_levels` over the keys of (query, every
+judge's level) — the judge's keys when it calibrates (several or graded judges), and the
+*level keys* of :func:`level_keys` for one probability judge (whose own keys are its scores).
+So one aggregation gives per (system, popularity stratum, key) the number of the system's
+facts (:data:`KEY_CELLS`), and Python evaluates each segment's maps per cell: the sums run over
+cells instead of output rows (equal to ~1e-16 relative; the outputs, rounded as written, are
+the in-memory bytes on the test bundles), the extremes are exact.
+
+:func:`stream_controls` returns what :func:`receval.estimators.judge_stream.segment_controls`
+returns from the output rows, with the :class:`~receval.estimators.judge_stream.StreamJudge`
+indexed by the small tables' facts followed by the raw keys and the level keys
+(:func:`stream_scores`).
+
+Scope: no equivalence classes (:func:`receval.engine.score.unsupported` refuses them with
+``--estimator ppi`` and anytime intervals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from receval.engine.base import one_line_oom
+
+if TYPE_CHECKING:
+    from receval.engine.judge import EngineJudge
+    from receval.estimators.judge_stream import StreamJudge
+    from receval.estimators.sample_data import SampleData
+
+#: per system, popularity stratum (systems that output the fact, capped at 3, minus one) and
+#: key of the judge (``{key}``), the system's distinct facts (``{query}``: and its query)
+KEY_CELLS = """
+WITH pop AS (SELECT query_id, a, count(*) AS n FROM judge_pairs GROUP BY query_id, a)
+SELECT x.code AS code, least(pop.n, 3) - 1 AS b, {key} AS key{query}, count(*) AS n
+FROM judge_pairs x
+JOIN pop ON x.query_id = pop.query_id AND x.a = pop.a
+{join}
+GROUP BY x.code, least(pop.n, 3) - 1, {key}{query}
+"""
+#: the judge's own key of each pool fact (``judge_pool``)
+JUDGE_KEY_JOIN = "JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a"
+#: the level key of each pool fact: its own, or its query's "not graded" one
+LEVEL_KEY_JOIN = """LEFT JOIN stream_level_facts lk ON x.query_id = lk.query_id AND x.a = lk.a
+LEFT JOIN stream_level_missing mk ON x.query_id = mk.query_id"""
+
+#: one probability judge's level keys: (query, level) of every fact it graded
+LEVEL_KEYS = """
+SELECT query_id, answer, level, dense_rank() OVER (ORDER BY query_id, level) - 1 AS lkey
+FROM judge_levels WHERE j = 0
+"""
+
+
+@dataclass(frozen=True)
+class LevelKeys:
+    """The keys the calibrated maps are functions of: per key its query code and every judge's
+    level (``levels`` (L, J), ``counts`` (J,) levels per judge), per small fact its key
+    (``small``), and the per (system, stratum, key) fact counts ``cells`` (code, b, key, n)."""
+
+    levels: np.ndarray
+    counts: np.ndarray
+    query: np.ndarray
+    small: np.ndarray
+    cells: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class StreamCells:
+    """What :func:`stream_controls` reads of the runs, aggregated once per view: the raw
+    score's cells (code, b, key, n[, query_id]) and :class:`LevelKeys`."""
+
+    raw: pd.DataFrame
+    levels: LevelKeys
+    macro: bool = False
+
+
+def stream_cells(judge: EngineJudge, target: str) -> StreamCells:
+    """:class:`StreamCells` of ``judge``'s session (kept on the judge per ``target``)."""
+    cache = judge._targets.setdefault("stream_cells", {})
+    if target not in cache:
+        with one_line_oom():
+            cache[target] = _stream_cells(judge, target)
+    return cache[target]
+
+
+def _stream_cells(judge: EngineJudge, target: str) -> StreamCells:
+    # the raw keys are global scores for one probability judge: macro targets need the query
+    by_query = target != "micro" and not judge.calibrated
+    query = ", x.query_id" if by_query else ""
+    sql = KEY_CELLS.format(key="k.key", query=query, join=JUDGE_KEY_JOIN)
+    raw = _sorted(judge.engine.query(sql), query)
+    if judge.calibrated:  # the judge's own keys are (query, levels, score)
+        keys = judge.keys
+        levels = LevelKeys(keys.levels, keys.counts, keys.query, judge.small_key, raw)
+    else:
+        levels = level_keys(judge)
+    return StreamCells(raw, levels, target != "micro")
+
+
+def _sorted(frame: pd.DataFrame, query: str) -> pd.DataFrame:
+    """The cells in a fixed order (the engine returns groups in any order)."""
+    cols = ["code", "b", "key"] + (["query_id"] if query else [])
+    return frame.sort_values(cols, ignore_index=True)
+
+
+def level_keys(judge: EngineJudge) -> LevelKeys:
+    """:class:`LevelKeys` of one probability judge: its levels (:data:`LEVEL_KEYS`, the
+    loader's :func:`receval.judge.judge_levels`) per query, each query's "not graded" key
+    after them; tables ``stream_level_facts`` and ``stream_level_missing``."""
+    from receval.engine.judge import LEVEL_STATS
+    from receval.judge import BINS, MAX_LEVELS
+
+    engine, keys = judge.engine, judge.keys
+    queries = keys.queries
+    h = engine.dialect.hash64("answer")
+    engine.create_table("stream_level_keys", LEVEL_KEYS)
+    engine.create_table(
+        "stream_level_facts", f"SELECT query_id, {h} AS a, lkey FROM stream_level_keys"
+    )
+    stats = engine.query(LEVEL_STATS)
+    d = int(stats["d"].iloc[0]) if len(stats) else 0
+    count = BINS if d > MAX_LEVELS else max(d, 1)
+    distinct = engine.query(
+        "SELECT DISTINCT lkey, query_id, level FROM stream_level_keys ORDER BY lkey"
+    )
+    L, Q = len(distinct), len(queries)
+    missing = np.arange(L, L + Q, dtype=np.int64)
+    engine.register(
+        "stream_level_missing",
+        pd.DataFrame({"query_id": queries.to_numpy(object), "lkey": missing}),
+    )
+    sql = KEY_CELLS.format(key="coalesce(lk.lkey, mk.lkey)", query="", join=LEVEL_KEY_JOIN)
+    cells = _sorted(engine.query(sql), "")
+    small = judge.small.facts
+    frame = pd.DataFrame(
+        {
+            "query_id": small["query_id"].to_numpy(object),
+            "answer": small["answer"].to_numpy(object),
+            "fact": np.arange(len(small), dtype=np.int64),
+        }
+    )
+    engine.register("stream_small", frame)
+    keyed = engine.query(
+        "SELECT s.fact, k.lkey FROM stream_small s JOIN stream_level_keys k "
+        "ON s.query_id = k.query_id AND s.answer = k.answer"
+    )
+    q = queries.get_indexer(small["query_id"])
+    small_key = missing[np.maximum(q, 0)] if len(small) else np.zeros(0, np.int64)
+    small_key = small_key.copy()
+    small_key[keyed["fact"].to_numpy(np.int64)] = keyed["lkey"].to_numpy(np.int64)
+    return LevelKeys(
+        levels=np.concatenate([distinct["level"].to_numpy(np.int64), np.full(Q, count)])[:, None],
+        counts=np.array([count], np.int64),
+        query=np.concatenate([queries.get_indexer(distinct["query_id"]), np.arange(Q)]),
+        small=small_key.astype(np.int64),
+        cells=cells,
+    )
+
+
+def stream_scores(judge: EngineJudge, cells: StreamCells):
+    """(raw, calibrate) for :func:`receval.estimators.judge_stream.stream_judge` over the index
+    [small facts | raw keys | level keys]: the raw score (NaN over the level keys) and, for the
+    labelled small facts ``ids`` with labels ``y``, the calibrated score (NaN over the raw
+    keys), each clipped to [0, 1] as in memory."""
+    from receval.estimators.judge_calibration import calibrate_levels
+
+    lk = cells.levels
+    key_raw = np.clip(judge.key_scores(), 0.0, 1.0)
+    L = lk.levels.shape[0]
+    raw = np.concatenate([key_raw[judge.small_key], key_raw, np.full(L, np.nan)])
+    nan_keys = np.full(key_raw.size, np.nan)
+
+    def calibrate(ids: np.ndarray, y: np.ndarray) -> np.ndarray:
+        train = lk.small[np.asarray(ids, np.int64)]
+        fit = calibrate_levels(lk.levels, lk.counts, lk.query, train, y, judge.names)
+        g = np.clip(fit.combined, 0.0, 1.0)
+        return np.concatenate([g[lk.small], nan_keys, g])
+
+    return raw, calibrate
+
+
+def stream_controls(view: Any, data: SampleData, st: Any, strata: int):
+    """(:class:`~receval.estimators.judge_stream.StreamJudge`, Σ_{X_i} t g_ci (C, m), the
+    largest and smallest g_ci per system and stratum (C, m, ``strata``)) of the stream ``st``
+    of ``data`` on the engine path ``view`` (module docstring; ``strata`` 1: one stratum)."""
+    from receval.estimators.judge_stream import stream_judge
+
+    judge = view.engine_judge
+    if list(data.systems) != list(judge.summary.systems):
+        raise RuntimeError("the judge's system codes are not the sample data's")
+    cells = stream_cells(judge, data.target_kind)
+    sj = stream_judge(view, data, st, scores=stream_scores(judge, cells))
+    return (sj, *segment_sums(view, data, sj, cells, strata))
+
+
+def segment_sums(view: Any, data: SampleData, sj: StreamJudge, cells: StreamCells, strata: int):
+    """Per segment: Σ_{X_i} t g_ci (C, m) and the extremes of g_ci per (system, stratum) (C, m,
+    ``strata``), each segment read at the raw keys (its maps never fitted: the raw score) or
+    at the level keys."""
+    from receval.engine.judge import target_matrix
+
+    judge = view.engine_judge
+    m, C = data.m, sj.tables.shape[0]
+    F, K = len(judge.small_key), judge.keys.s.size
+    targets = target_matrix(judge.target_summary, data.target_kind, judge.keys.queries)
+    total = np.zeros((C, m))
+    high, low = np.zeros((C, m, strata)), np.ones((C, m, strata))
+    for c in range(C):
+        fitted = not np.isnan(sj.tables[c][F + K :]).all()
+        frame = cells.levels.cells if fitted else cells.raw
+        code = frame["code"].to_numpy(np.int64)
+        key = frame["key"].to_numpy(np.int64)
+        b = np.minimum(frame["b"].to_numpy(np.int64), strata - 1)
+        g = sj.of(c, key + (F + K if fitted else F), code)
+        t = _cell_targets(judge, frame, code, key, fitted, targets, cells)
+        total[c] = np.bincount(code, weights=frame["n"].to_numpy(float) * t * g, minlength=m)
+        np.maximum.at(high[c], (code, b), g)
+        np.minimum.at(low[c], (code, b), g)
+    return total, high, low
+
+
+def _cell_targets(judge, frame, code, key, fitted, targets, cells) -> np.ndarray:
+    """t_i of each cell's facts: micro 1/|X_i|; macro per (system, query), the query the
+    cell's key belongs to (or its own column)."""
+    if not cells.macro:
+        sizes = np.asarray(judge.target_summary.sizes, float)
+        return 1.0 / sizes[code]
+    if "query_id" in frame:
+        return targets[code, judge.keys.queries.get_indexer(frame["query_id"])]
+    query = cells.levels.query[key] if fitted else judge.keys.query[key]
+    return targets[code, query]
