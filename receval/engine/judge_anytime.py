@@ -26,8 +26,13 @@ returns from the output rows, with the :class:`~receval.estimators.judge_stream.
 indexed by the small tables' facts followed by the raw keys and the level keys
 (:func:`stream_scores`).
 
-Scope: no equivalence classes (:func:`receval.engine.score.unsupported` refuses them with
-``--estimator ppi`` and anytime intervals).
+Equivalence classes: the facts of classes of two or more leave the aggregation
+(``judge_pool.classed``); each such class is a row per system that output a member
+(:func:`class_cells`, from :class:`receval.engine.judge_classes.JudgeClasses`), scored at its
+canonical fact as in memory, in the stratum of the systems that output a member.  A
+probability judge's levels are then taken over the grades with each canonical fact graded by
+its members' highest grade (:data:`GRADED_FACTS`, as
+:func:`receval.estimators.judge_calibration.class_grades`).
 """
 
 from __future__ import annotations
@@ -46,25 +51,36 @@ if TYPE_CHECKING:
     from receval.estimators.sample_data import SampleData
 
 #: per system, popularity stratum (systems that output the fact, capped at 3, minus one) and
-#: key of the judge (``{key}``), the system's distinct facts (``{query}``: and its query)
+#: key of the judge (``{key}``), the system's distinct facts (``{query}``: and its query); the
+#: facts of classes of two or more left out (their rows: :func:`class_cells`)
 KEY_CELLS = """
 WITH pop AS (SELECT query_id, a, count(*) AS n FROM judge_pairs GROUP BY query_id, a)
 SELECT x.code AS code, least(pop.n, 3) - 1 AS b, {key} AS key{query}, count(*) AS n
 FROM judge_pairs x
 JOIN pop ON x.query_id = pop.query_id AND x.a = pop.a
+JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a
 {join}
+WHERE k.classed = 0
 GROUP BY x.code, least(pop.n, 3) - 1, {key}{query}
 """
-#: the judge's own key of each pool fact (``judge_pool``)
-JUDGE_KEY_JOIN = "JOIN judge_pool k ON x.query_id = k.query_id AND x.a = k.a"
 #: the level key of each pool fact: its own, or its query's "not graded" one
 LEVEL_KEY_JOIN = """LEFT JOIN stream_level_facts lk ON x.query_id = lk.query_id AND x.a = lk.a
 LEFT JOIN stream_level_missing mk ON x.query_id = mk.query_id"""
 
+#: one probability judge's grades as the calibration reads them: a class's canonical fact
+#: graded by its members' highest grade (``stream_override``; as
+#: :data:`receval.engine.judge.CALIBRATED_FACTS`, which does so for calibrated judges only)
+GRADED_FACTS = """
+SELECT coalesce(o.j, f.j) AS j, coalesce(o.query_id, f.query_id) AS query_id,
+       coalesce(o.answer, f.answer) AS answer, coalesce(o.grade, f.grade) AS grade, f.grade AS raw
+FROM judge_facts f FULL OUTER JOIN stream_override o
+ON f.j = o.j AND f.query_id = o.query_id AND f.answer = o.answer
+"""
+
 #: one probability judge's level keys: (query, level) of every fact it graded
 LEVEL_KEYS = """
 SELECT query_id, answer, level, dense_rank() OVER (ORDER BY query_id, level) - 1 AS lkey
-FROM judge_levels WHERE j = 0
+FROM stream_levels WHERE j = 0
 """
 
 
@@ -104,7 +120,7 @@ def _stream_cells(judge: EngineJudge, target: str) -> StreamCells:
     # the raw keys are global scores for one probability judge: macro targets need the query
     by_query = target != "micro" and not judge.calibrated
     query = ", x.query_id" if by_query else ""
-    sql = KEY_CELLS.format(key="k.key", query=query, join=JUDGE_KEY_JOIN)
+    sql = KEY_CELLS.format(key="k.key", query=query, join="")
     raw = _sorted(judge.engine.query(sql), query)
     if judge.calibrated:  # the judge's own keys are (query, levels, score)
         keys = judge.keys
@@ -124,19 +140,29 @@ def level_keys(judge: EngineJudge) -> LevelKeys:
     """:class:`LevelKeys` of one probability judge: its levels (:data:`LEVEL_KEYS`, the
     loader's :func:`receval.judge.judge_levels`) per query, each query's "not graded" key
     after them; tables ``stream_level_facts`` and ``stream_level_missing``."""
-    from receval.engine.judge import LEVEL_STATS
+    from receval.engine.judge import LEVEL_STATS, LEVELS
     from receval.judge import BINS, MAX_LEVELS
 
     engine, keys = judge.engine, judge.keys
     queries = keys.queries
     h = engine.dialect.hash64("answer")
+    engine.register("stream_override", class_override(judge))
+    engine.create_table("stream_graded_facts", GRADED_FACTS)
+    stats = engine.query(LEVEL_STATS.replace("judge_calibrated_facts", "stream_graded_facts"))
+    n = int(stats["n"].iloc[0]) if len(stats) else 0
+    d = int(stats["d"].iloc[0]) if len(stats) else 0
+    count = BINS if d > MAX_LEVELS else max(d, 1)
+    engine.register(
+        "stream_stats",
+        pd.DataFrame({"j": [0], "n": [n], "binned": [int(d > MAX_LEVELS)],
+                      "lo": judge.table.scales[:1, 0], "hi": judge.table.scales[:1, 1]}),
+    )  # fmt: skip
+    levels = LEVELS.format(bins=BINS).replace("judge_calibrated_facts", "stream_graded_facts")
+    engine.create_table("stream_levels", levels.replace("judge_stats", "stream_stats"))
     engine.create_table("stream_level_keys", LEVEL_KEYS)
     engine.create_table(
         "stream_level_facts", f"SELECT query_id, {h} AS a, lkey FROM stream_level_keys"
     )
-    stats = engine.query(LEVEL_STATS)
-    d = int(stats["d"].iloc[0]) if len(stats) else 0
-    count = BINS if d > MAX_LEVELS else max(d, 1)
     distinct = engine.query(
         "SELECT DISTINCT lkey, query_id, level FROM stream_level_keys ORDER BY lkey"
     )
@@ -171,6 +197,57 @@ def level_keys(judge: EngineJudge) -> LevelKeys:
         query=np.concatenate([queries.get_indexer(distinct["query_id"]), np.arange(Q)]),
         small=small_key.astype(np.int64),
         cells=cells,
+    )
+
+
+def class_override(judge: EngineJudge) -> pd.DataFrame:
+    """``j, query_id, answer, grade``: each class's canonical fact graded by the highest grade
+    of its members (:func:`receval.estimators.judge_calibration.class_grades`; none without
+    classes)."""
+    frame = pd.DataFrame(
+        {
+            "j": np.zeros(0, np.int64),
+            "query_id": np.zeros(0, object),
+            "answer": np.zeros(0, object),
+            "grade": np.zeros(0),
+        }
+    )
+    classes = judge.classes
+    if classes is None:
+        return frame
+    grades = judge.small_grades[classes.group, 0]
+    ok = ~np.isnan(grades)
+    best = np.full(classes.heads.size, -np.inf)
+    np.maximum.at(best, classes.of[ok], grades[ok])
+    have = np.flatnonzero(np.isfinite(best))
+    heads = judge.small.facts.iloc[classes.heads[have]]
+    return pd.DataFrame(
+        {
+            "j": np.zeros(have.size, np.int64),
+            "query_id": heads["query_id"].to_numpy(object),
+            "answer": heads["answer"].to_numpy(object),
+            "grade": best[have],
+        }
+    )
+
+
+def class_cells(judge: EngineJudge) -> pd.DataFrame:
+    """The classes of two or more facts as the streams' rows, one per (class, system that
+    output a member): ``code``, ``b`` (the systems that output a member, capped at 3, minus
+    one), ``fact`` (the class's canonical small fact: its score is the class's) and ``query``
+    (its query code); empty without classes."""
+    classes = judge.classes
+    if classes is None:
+        return pd.DataFrame({k: np.zeros(0, np.int64) for k in ("code", "b", "fact", "query")})
+    cls, code = np.nonzero(classes.count > 0)
+    popularity = (classes.count > 0).sum(axis=1)
+    return pd.DataFrame(
+        {
+            "code": code.astype(np.int64),
+            "b": np.minimum(popularity[cls], 3) - 1,
+            "fact": classes.heads[cls].astype(np.int64),
+            "query": classes.query[cls],
+        }
     )
 
 
@@ -213,36 +290,40 @@ def stream_controls(view: Any, data: SampleData, st: Any, strata: int):
 def segment_sums(view: Any, data: SampleData, sj: StreamJudge, cells: StreamCells, strata: int):
     """Per segment: Σ_{X_i} t g_ci (C, m) and the extremes of g_ci per (system, stratum) (C, m,
     ``strata``), each segment read at the raw keys (its maps never fitted: the raw score) or
-    at the level keys."""
+    at the level keys, and the classes' rows at their canonical facts."""
     from receval.engine.judge import target_matrix
 
     judge = view.engine_judge
     m, C = data.m, sj.tables.shape[0]
     F, K = len(judge.small_key), judge.keys.s.size
     targets = target_matrix(judge.target_summary, data.target_kind, judge.keys.queries)
+    sizes = np.asarray(judge.target_summary.sizes, float)
+    classed = class_cells(judge)
     total = np.zeros((C, m))
     high, low = np.zeros((C, m, strata)), np.ones((C, m, strata))
     for c in range(C):
         fitted = not np.isnan(sj.tables[c][F + K :]).all()
         frame = cells.levels.cells if fitted else cells.raw
-        code = frame["code"].to_numpy(np.int64)
+        code = np.concatenate([frame["code"].to_numpy(np.int64), classed["code"].to_numpy()])
         key = frame["key"].to_numpy(np.int64)
-        b = np.minimum(frame["b"].to_numpy(np.int64), strata - 1)
-        g = sj.of(c, key + (F + K if fitted else F), code)
-        t = _cell_targets(judge, frame, code, key, fitted, targets, cells)
-        total[c] = np.bincount(code, weights=frame["n"].to_numpy(float) * t * g, minlength=m)
+        at = np.concatenate([key + (F + K if fitted else F), classed["fact"].to_numpy()])
+        b = np.concatenate([frame["b"].to_numpy(np.int64), classed["b"].to_numpy()])
+        b = np.minimum(b, strata - 1)
+        n = np.concatenate([frame["n"].to_numpy(float), np.ones(len(classed))])
+        if cells.macro:
+            query = _cell_queries(judge, frame, key, fitted, cells)
+            t = targets[code, np.concatenate([query, classed["query"].to_numpy()])]
+        else:
+            t = 1.0 / sizes[code]
+        g = sj.of(c, at, code)
+        total[c] = np.bincount(code, weights=n * t * g, minlength=m)
         np.maximum.at(high[c], (code, b), g)
         np.minimum.at(low[c], (code, b), g)
     return total, high, low
 
 
-def _cell_targets(judge, frame, code, key, fitted, targets, cells) -> np.ndarray:
-    """t_i of each cell's facts: micro 1/|X_i|; macro per (system, query), the query the
-    cell's key belongs to (or its own column)."""
-    if not cells.macro:
-        sizes = np.asarray(judge.target_summary.sizes, float)
-        return 1.0 / sizes[code]
+def _cell_queries(judge, frame, key, fitted, cells) -> np.ndarray:
+    """The query code of each cell (macro targets): its own column, or its key's query."""
     if "query_id" in frame:
-        return targets[code, judge.keys.queries.get_indexer(frame["query_id"])]
-    query = cells.levels.query[key] if fitted else judge.keys.query[key]
-    return targets[code, query]
+        return judge.keys.queries.get_indexer(frame["query_id"])
+    return cells.levels.query[key] if fitted else judge.keys.query[key]

@@ -27,10 +27,9 @@ rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.
 anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``ppi`` with ``--cluster-queries`` on Spark, with anytime intervals and equivalence
-classes, or with rounds of another design than uniform, anytime intervals with ``--by-judge`` rounds, the
-``judge-uncertainty`` design, ``--weighting overlap``, ``--target-recall``,
-``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
+Not: ``ppi`` with ``--cluster-queries`` on Spark or with rounds of another design than
+uniform, anytime intervals with ``--by-judge`` rounds, the ``judge-uncertainty`` design,
+``--weighting overlap``, ``--target-recall``, ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
 :data:`IN_MEMORY_AT_SIZE`).
 """
@@ -307,9 +306,6 @@ def unsupported(options, small: SmallTables) -> str:
     resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
-    ppi = _ppi_unsupported(options, resolved.intervals, small)
-    if ppi:
-        return ppi
     designs = _designs_unsupported(options, small)
     if designs:
         return designs
@@ -365,18 +361,6 @@ def _declared_designs(small: SmallTables) -> set[str]:
     if "design" not in small.samples:
         return set()
     return set(small.samples["design"].fillna("").astype(str).str.strip()) - {""}
-
-
-def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
-    """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
-    if options.estimator != "ppi":
-        return ""
-    if intervals in ANYTIME and _has_classes(small):  # receval.engine.judge_anytime's scope
-        return (
-            f"--estimator ppi with --intervals {intervals} and equivalence classes (the judge's "
-            "stream maps per class)"
-        )
-    return ""
 
 
 def _single_valued(queries: pd.DataFrame) -> bool:

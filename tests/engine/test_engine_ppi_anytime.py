@@ -1,6 +1,7 @@
 """``--estimator ppi`` with anytime intervals on the engine path (receval.engine.judge_anytime):
 the streams' judge maps and their sums over every system's outputs from one aggregation per
-(system, popularity stratum, key), the same output set as the in-memory path; and ``sample
+(system, popularity stratum, key), the same output set as the in-memory path (with
+equivalence classes too); and ``sample
 --until-decided --estimator ppi`` out of core, the same round as in memory."""
 
 from __future__ import annotations
@@ -71,18 +72,25 @@ def test_engine_ppi_anytime_writes_the_in_memory_output_set(tmp_path, kind, judg
     assert record["engine_path"]["engine"] == "duckdb"
 
 
-def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch):
-    """The case above exercises calibrated segments (fitted on earlier rows' labels) for a
-    probability judge's level keys; each segment's sums equal the output rows' to 1e-12."""
+@pytest.mark.parametrize(("kind", "aliases"), [("probability", False), ("probability", True),
+                                               ("several", True)])  # fmt: skip
+def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch, kind, aliases):
+    """Calibrated segments (fitted on earlier rows' labels; a probability judge's level keys,
+    several judges' own keys; classes read at their canonical facts): each segment's sums and
+    extremes equal those over the output rows of the in-memory path to 1e-12."""
+    from test_engine_ppi import with_aliases
+
     import receval
     import receval.engine.judge_anytime as anytime
     from receval.estimators.anytime.control import STRATA
     from receval.estimators.anytime.stream import build_stream, output_arrays
     from receval.estimators.judge_stream import segment_controls, stream_judge
-    from receval.estimators.sample_data import build_sample_data
+    from receval.estimators.sample_data import build_sample_data, design_probabilities
 
-    root = make_bundle(tmp_path / "b", rounds=4)
-    write_judge(root, "probability", missing=7)
+    root = make_bundle(tmp_path / "b", rounds=4, toml=SEVERAL if kind == "several" else "")
+    if aliases:
+        with_aliases(root)
+    write_judge(root, kind, missing=7)
     seen = []
     real = anytime.segment_sums
     monkeypatch.setattr(
@@ -96,7 +104,8 @@ def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch):
     st = build_stream(task, data)
     sj = stream_judge(task, data, st)
     assert sj.tables.shape[0] >= 2 and not np.allclose(sj.tables[1], sj.tables[0])
-    t_all, codes, facts, strata = output_arrays(task, data)
+    view = design_probabilities(task, True)[0]
+    t_all, codes, facts, strata = output_arrays(view, data)
     want = segment_controls(sj, t_all, codes, facts, strata.of_fact[facts], data.m, STRATA)
     for got, expected in zip(seen[0], want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
@@ -121,16 +130,49 @@ def test_engine_ppi_anytime_never_loads_the_task(tmp_path, monkeypatch):
     assert len(result.leaderboard) == 4
 
 
-def test_engine_ppi_anytime_with_classes_is_refused_in_one_line(tmp_path):
+CLASS_CASES = [
+    ("probability", {"missing": 9}, {"rounds": 4}, ("--intervals", "anytime")),
+    (
+        "probability",
+        {},
+        {"rounds": 4, "teams": True},
+        ("--intervals", "anytime", "--target", "macro", "--rank-by", "precision"),
+    ),
+    (
+        "graded",
+        {"missing": 5},
+        {"toml": GRADED, "rounds": 4},
+        ("--intervals", "anytime-asymptotic"),
+    ),
+    (
+        "several",
+        {"missing": 4},
+        {"toml": SEVERAL, "rounds": 4},
+        ("--intervals", "anytime", "--rank-by", "precision"),
+    ),
+    ("graded", {}, {"toml": GRADED, "rounds": 4, "teams": True}, ("--intervals", "anytime")),
+]
+
+
+@pytest.mark.parametrize(("kind", "judge", "bundle", "extra"), CLASS_CASES)
+def test_engine_ppi_anytime_with_classes_writes_the_in_memory_output_set(
+    tmp_path, kind, judge, bundle, extra
+):
+    """Classes of aliases (a spelling no system output among them): each class one row per
+    system that output a member, scored at its canonical fact (a probability judge's levels
+    over the members' highest grades); the in-memory output set."""
     from test_engine_ppi import with_aliases
 
-    root = with_aliases(make_bundle(tmp_path / "b", rounds=3))
-    write_judge(root, "probability")
-    args = ("--estimator", "ppi", "--intervals", "anytime")
-    result = _score(root, tmp_path / "out", *args)
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "equivalence classes" in lines[0], result.output
+    root = with_aliases(make_bundle(tmp_path / "b", **bundle))
+    write_judge(root, kind, **judge)
+    args = ("--estimator", "ppi", *extra)
+    memory = _score(root, tmp_path / "memory", *args, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    engine = _score(root, tmp_path / "engine", *args)
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
+    assert got.read_bytes() == want.read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------
