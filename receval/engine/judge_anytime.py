@@ -77,10 +77,10 @@ FROM judge_facts f FULL OUTER JOIN stream_override o
 ON f.j = o.j AND f.query_id = o.query_id AND f.answer = o.answer
 """
 
-#: one probability judge's level keys: (query, level) of every fact it graded
+#: the level keys: (query, every judge's level) of every fact of the judge table
 LEVEL_KEYS = """
-SELECT query_id, answer, level, dense_rank() OVER (ORDER BY query_id, level) - 1 AS lkey
-FROM stream_levels WHERE j = 0
+SELECT query_id, answer, {cols}, dense_rank() OVER (ORDER BY query_id, {cols}) - 1 AS lkey
+FROM {source}
 """
 
 
@@ -100,9 +100,10 @@ class LevelKeys:
 @dataclass(frozen=True)
 class StreamCells:
     """What :func:`stream_controls` reads of the runs, aggregated once per view: the raw
-    score's cells (code, b, key, n[, query_id]) and :class:`LevelKeys`."""
+    score's cells (code, b, key, n[, query_id]; None on DuckDB, where the raw segments' sums
+    stream over the numbered pool instead, :func:`raw_sums`) and :class:`LevelKeys`."""
 
-    raw: pd.DataFrame
+    raw: pd.DataFrame | None
     levels: LevelKeys
     macro: bool = False
 
@@ -117,54 +118,45 @@ def stream_cells(judge: EngineJudge, target: str) -> StreamCells:
 
 
 def _stream_cells(judge: EngineJudge, target: str) -> StreamCells:
-    # the raw keys are global scores for one probability judge: macro targets need the query
-    by_query = target != "micro" and not judge.calibrated
-    query = ", x.query_id" if by_query else ""
-    sql = KEY_CELLS.format(key="k.key", query=query, join="")
-    raw = _sorted(judge.engine.query(sql), query)
-    if judge.calibrated:  # the judge's own keys are (query, levels, score)
-        keys = judge.keys
-        levels = LevelKeys(keys.levels, keys.counts, keys.query, judge.small_key, raw)
-    else:
-        levels = level_keys(judge)
-    return StreamCells(raw, levels, target != "micro")
+    raw = None
+    if judge.numbered < 0:  # Spark: no numbered pool; the raw keys' cells from the engine
+        # one probability judge's keys are global scores: macro targets need the query
+        query = ", x.query_id" if target != "micro" and not judge.calibrated else ""
+        raw = _sorted(judge.engine.query(KEY_CELLS.format(key="k.key", query=query, join="")))
+    return StreamCells(raw, level_keys(judge), target != "micro")
 
 
-def _sorted(frame: pd.DataFrame, query: str) -> pd.DataFrame:
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     """The cells in a fixed order (the engine returns groups in any order)."""
-    cols = ["code", "b", "key"] + (["query_id"] if query else [])
+    cols = ["code", "b", "key"] + (["query_id"] if "query_id" in frame else [])
     return frame.sort_values(cols, ignore_index=True)
 
 
 def level_keys(judge: EngineJudge) -> LevelKeys:
-    """:class:`LevelKeys` of one probability judge: its levels (:data:`LEVEL_KEYS`, the
-    loader's :func:`receval.judge.judge_levels`) per query, each query's "not graded" key
-    after them; tables ``stream_level_facts`` and ``stream_level_missing``."""
-    from receval.engine.judge import LEVEL_STATS, LEVELS
-    from receval.judge import BINS, MAX_LEVELS
-
-    engine, keys = judge.engine, judge.keys
-    queries = keys.queries
+    """:class:`LevelKeys`: the judge table's facts numbered by (query, every judge's level)
+    (:data:`LEVEL_KEYS`; for one probability judge its levels of :func:`probability_levels`),
+    each query's "not graded" key after them; tables ``stream_level_keys``,
+    ``stream_level_facts`` and ``stream_level_missing``, and the per (system, stratum, key)
+    cells."""
+    engine, queries = judge.engine, judge.keys.queries
+    if judge.calibrated:
+        counts = judge.keys.counts
+        cols = [f"l{j}" for j in range(counts.size)]
+        source = "judge_fact_keys"
+    else:
+        counts = probability_levels(judge)
+        cols, source = (
+            ["l0"],
+            ("(SELECT query_id, answer, level AS l0 FROM stream_levels WHERE j = 0) x"),
+        )
+    listed = ", ".join(cols)
+    engine.create_table("stream_level_keys", LEVEL_KEYS.format(cols=listed, source=source))
     h = engine.dialect.hash64("answer")
-    engine.register("stream_override", class_override(judge))
-    engine.create_table("stream_graded_facts", GRADED_FACTS)
-    stats = engine.query(LEVEL_STATS.replace("judge_calibrated_facts", "stream_graded_facts"))
-    n = int(stats["n"].iloc[0]) if len(stats) else 0
-    d = int(stats["d"].iloc[0]) if len(stats) else 0
-    count = BINS if d > MAX_LEVELS else max(d, 1)
-    engine.register(
-        "stream_stats",
-        pd.DataFrame({"j": [0], "n": [n], "binned": [int(d > MAX_LEVELS)],
-                      "lo": judge.table.scales[:1, 0], "hi": judge.table.scales[:1, 1]}),
-    )  # fmt: skip
-    levels = LEVELS.format(bins=BINS).replace("judge_calibrated_facts", "stream_graded_facts")
-    engine.create_table("stream_levels", levels.replace("judge_stats", "stream_stats"))
-    engine.create_table("stream_level_keys", LEVEL_KEYS)
     engine.create_table(
         "stream_level_facts", f"SELECT query_id, {h} AS a, lkey FROM stream_level_keys"
     )
     distinct = engine.query(
-        "SELECT DISTINCT lkey, query_id, level FROM stream_level_keys ORDER BY lkey"
+        f"SELECT DISTINCT lkey, query_id, {listed} FROM stream_level_keys ORDER BY lkey"
     )
     L, Q = len(distinct), len(queries)
     missing = np.arange(L, L + Q, dtype=np.int64)
@@ -173,7 +165,18 @@ def level_keys(judge: EngineJudge) -> LevelKeys:
         pd.DataFrame({"query_id": queries.to_numpy(object), "lkey": missing}),
     )
     sql = KEY_CELLS.format(key="coalesce(lk.lkey, mk.lkey)", query="", join=LEVEL_KEY_JOIN)
-    cells = _sorted(engine.query(sql), "")
+    levels = distinct[cols].to_numpy(np.int64).reshape(L, len(cols))
+    return LevelKeys(
+        levels=np.vstack([levels, np.broadcast_to(counts, (Q, counts.size))]).astype(np.int64),
+        counts=np.asarray(counts, np.int64),
+        query=np.concatenate([queries.get_indexer(distinct["query_id"]), np.arange(Q)]),
+        small=_small_level_keys(judge, missing),
+        cells=_sorted(engine.query(sql)),
+    )
+
+
+def _small_level_keys(judge: EngineJudge, missing: np.ndarray) -> np.ndarray:
+    """Every small fact's level key (its query's "not graded" key when no judge graded it)."""
     small = judge.small.facts
     frame = pd.DataFrame(
         {
@@ -182,22 +185,39 @@ def level_keys(judge: EngineJudge) -> LevelKeys:
             "fact": np.arange(len(small), dtype=np.int64),
         }
     )
-    engine.register("stream_small", frame)
-    keyed = engine.query(
+    judge.engine.register("stream_small", frame)
+    keyed = judge.engine.query(
         "SELECT s.fact, k.lkey FROM stream_small s JOIN stream_level_keys k "
         "ON s.query_id = k.query_id AND s.answer = k.answer"
     )
-    q = queries.get_indexer(small["query_id"])
-    small_key = missing[np.maximum(q, 0)] if len(small) else np.zeros(0, np.int64)
-    small_key = small_key.copy()
-    small_key[keyed["fact"].to_numpy(np.int64)] = keyed["lkey"].to_numpy(np.int64)
-    return LevelKeys(
-        levels=np.concatenate([distinct["level"].to_numpy(np.int64), np.full(Q, count)])[:, None],
-        counts=np.array([count], np.int64),
-        query=np.concatenate([queries.get_indexer(distinct["query_id"]), np.arange(Q)]),
-        small=small_key.astype(np.int64),
-        cells=cells,
-    )
+    q = judge.keys.queries.get_indexer(small["query_id"])
+    out = missing[np.maximum(q, 0)] if len(small) else np.zeros(0, np.int64)
+    out = out.copy()
+    out[keyed["fact"].to_numpy(np.int64)] = keyed["lkey"].to_numpy(np.int64)
+    return out.astype(np.int64)
+
+
+def probability_levels(judge: EngineJudge) -> np.ndarray:
+    """One probability judge's levels as the calibration takes them (table ``stream_levels``:
+    :data:`receval.engine.judge.LEVELS` over :data:`GRADED_FACTS`, the classes' canonical facts
+    graded by their members' highest grade); returns its number of levels (1,)."""
+    from receval.engine.judge import LEVEL_STATS, LEVELS
+    from receval.judge import BINS, MAX_LEVELS
+
+    engine = judge.engine
+    engine.register("stream_override", class_override(judge))
+    engine.create_table("stream_graded_facts", GRADED_FACTS)
+    stats = engine.query(LEVEL_STATS.replace("judge_calibrated_facts", "stream_graded_facts"))
+    n = int(stats["n"].iloc[0]) if len(stats) else 0
+    d = int(stats["d"].iloc[0]) if len(stats) else 0
+    engine.register(
+        "stream_stats",
+        pd.DataFrame({"j": [0], "n": [n], "binned": [int(d > MAX_LEVELS)],
+                      "lo": judge.table.scales[:1, 0], "hi": judge.table.scales[:1, 1]}),
+    )  # fmt: skip
+    levels = LEVELS.format(bins=BINS).replace("judge_calibrated_facts", "stream_graded_facts")
+    engine.create_table("stream_levels", levels.replace("judge_stats", "stream_stats"))
+    return np.array([BINS if d > MAX_LEVELS else max(d, 1)], np.int64)
 
 
 def class_override(judge: EngineJudge) -> pd.DataFrame:
@@ -289,41 +309,95 @@ def stream_controls(view: Any, data: SampleData, st: Any, strata: int):
 
 def segment_sums(view: Any, data: SampleData, sj: StreamJudge, cells: StreamCells, strata: int):
     """Per segment: Σ_{X_i} t g_ci (C, m) and the extremes of g_ci per (system, stratum) (C, m,
-    ``strata``), each segment read at the raw keys (its maps never fitted: the raw score) or
-    at the level keys, and the classes' rows at their canonical facts."""
+    ``strata``): a calibrated segment read at the level keys' cells, a segment whose maps were
+    never fitted (the raw score) at the raw keys' cells or streamed over the numbered pool
+    (:func:`raw_sums`), and the classes' rows at their canonical facts."""
     from receval.engine.judge import target_matrix
 
     judge = view.engine_judge
     m, C = data.m, sj.tables.shape[0]
     F, K = len(judge.small_key), judge.keys.s.size
-    targets = target_matrix(judge.target_summary, data.target_kind, judge.keys.queries)
-    sizes = np.asarray(judge.target_summary.sizes, float)
+    sums = Sums(
+        targets=target_matrix(judge.target_summary, data.target_kind, judge.keys.queries),
+        sizes=np.asarray(judge.target_summary.sizes, float),
+        macro=cells.macro,
+        total=np.zeros((C, m)),
+        high=np.zeros((C, m, strata)),
+        low=np.ones((C, m, strata)),
+    )
     classed = class_cells(judge)
-    total = np.zeros((C, m))
-    high, low = np.zeros((C, m, strata)), np.ones((C, m, strata))
     for c in range(C):
-        fitted = not np.isnan(sj.tables[c][F + K :]).all()
-        frame = cells.levels.cells if fitted else cells.raw
-        code = np.concatenate([frame["code"].to_numpy(np.int64), classed["code"].to_numpy()])
-        key = frame["key"].to_numpy(np.int64)
-        at = np.concatenate([key + (F + K if fitted else F), classed["fact"].to_numpy()])
-        b = np.concatenate([frame["b"].to_numpy(np.int64), classed["b"].to_numpy()])
-        b = np.minimum(b, strata - 1)
-        n = np.concatenate([frame["n"].to_numpy(float), np.ones(len(classed))])
-        if cells.macro:
-            query = _cell_queries(judge, frame, key, fitted, cells)
-            t = targets[code, np.concatenate([query, classed["query"].to_numpy()])]
+        if not np.isnan(sj.tables[c][F + K :]).all():  # fitted: the level keys
+            frame, query = cells.levels.cells, cells.levels.query
+            sums.add(c, sj, frame, F + K + frame["key"].to_numpy(np.int64), query)
+        elif cells.raw is not None:
+            key = cells.raw["key"].to_numpy(np.int64)
+            sums.add(c, sj, cells.raw, F + key, judge.keys.query, judge.keys.queries)
         else:
-            t = 1.0 / sizes[code]
+            raw_sums(judge, sj, c, sums)
+        sums.add(c, sj, classed, classed["fact"].to_numpy(np.int64), None)
+    return sums.total, sums.high, sums.low
+
+
+@dataclass(frozen=True)
+class Sums:
+    """The segments' sums being added up (:func:`segment_sums`): ``total`` (C, m), ``high``
+    and ``low`` (C, m, B), and the targets they weigh by (``targets`` (m, Q) per system and
+    query code, ``sizes`` (m,) for the micro target)."""
+
+    targets: np.ndarray
+    sizes: np.ndarray
+    macro: bool
+    total: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+
+    def t(self, code: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """t_i of facts of systems ``code`` in queries ``query`` (codes)."""
+        return self.targets[code, query] if self.macro else 1.0 / self.sizes[code]
+
+    def add(self, c, sj, frame: pd.DataFrame, at: np.ndarray, key_query, queries=None) -> None:
+        """Add segment ``c``'s map at ``at`` (the stream judge's index) over the cells
+        ``frame`` (code, b, n or one fact each; the query: its ``query``/``query_id`` column,
+        else ``key_query`` of its ``key``)."""
+        if not len(frame):
+            return
+        code = frame["code"].to_numpy(np.int64)
+        n = frame["n"].to_numpy(float) if "n" in frame else np.ones(code.size)
+        if "query" in frame:
+            query = frame["query"].to_numpy(np.int64)
+        elif "query_id" in frame:
+            query = queries.get_indexer(frame["query_id"])
+        else:
+            query = key_query[frame["key"].to_numpy(np.int64)]
         g = sj.of(c, at, code)
-        total[c] = np.bincount(code, weights=n * t * g, minlength=m)
-        np.maximum.at(high[c], (code, b), g)
-        np.minimum.at(low[c], (code, b), g)
-    return total, high, low
+        self.accumulate(c, code, frame["b"].to_numpy(np.int64), n * self.t(code, query), g)
+
+    def accumulate(self, c, code, b, weight, g) -> None:
+        """Σ weight·g per system into ``total[c]``, the extremes of g per (system, stratum)."""
+        m, strata = self.total.shape[1], self.high.shape[2]
+        b = np.minimum(b, strata - 1)
+        self.total[c] += np.bincount(code, weights=weight * g, minlength=m)
+        np.maximum.at(self.high[c], (code, b), g)
+        np.minimum.at(self.low[c], (code, b), g)
 
 
-def _cell_queries(judge, frame, key, fitted, cells) -> np.ndarray:
-    """The query code of each cell (macro targets): its own column, or its key's query."""
-    if "query_id" in frame:
-        return judge.keys.queries.get_indexer(frame["query_id"])
-    return cells.levels.query[key] if fitted else judge.keys.query[key]
+def raw_sums(judge: EngineJudge, sj: StreamJudge, c: int, sums: Sums) -> None:
+    """Add segment ``c`` (its maps never fitted: the raw score of each fact's key) over the
+    numbered pool's pairs, a slice of the facts at a time (the slices of
+    :func:`receval.engine.judge_stream.stream_sums`; the classes' facts left out): memory
+    bounded whatever the number of distinct scores."""
+    from receval.engine.judge_stream import PAIRS_PER_SLICE, _read_slice
+
+    F = len(judge.small_key)
+    facts = judge.numbered
+    pairs = float(np.asarray(judge.summary.sizes, float).sum())
+    graded = int(judge.keys.missing_key[0]) if judge.keys.missing_key.size else judge.keys.s.size
+    slices = max(1, int(np.ceil(pairs / PAIRS_PER_SLICE)))
+    step = max(1, int(np.ceil(facts / slices)))
+    for lo in range(0, facts, step):
+        f, code, key, query = _read_slice(judge.engine, lo, min(lo + step, facts), graded)
+        popularity = np.bincount(f, minlength=key.size)
+        b = np.minimum(popularity[f], 3) - 1
+        g = sj.of(c, F + key[f], code)
+        sums.accumulate(c, code, b, sums.t(code, query[f]), g)

@@ -72,16 +72,22 @@ def test_engine_ppi_anytime_writes_the_in_memory_output_set(tmp_path, kind, judg
     assert record["engine_path"]["engine"] == "duckdb"
 
 
-@pytest.mark.parametrize(("kind", "aliases"), [("probability", False), ("probability", True),
-                                               ("several", True)])  # fmt: skip
-def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch, kind, aliases):
+@pytest.mark.parametrize(
+    ("kind", "aliases", "path"),
+    [("probability", False, "streamed"), ("probability", True, "sliced"),
+     ("several", True, "cells"), ("probability", False, "cells")],
+)  # fmt: skip
+def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch, kind, aliases, path):
     """Calibrated segments (fitted on earlier rows' labels; a probability judge's level keys,
-    several judges' own keys; classes read at their canonical facts): each segment's sums and
-    extremes equal those over the output rows of the in-memory path to 1e-12."""
+    several judges' (query, levels) keys; classes read at their canonical facts) and the raw
+    segment (streamed over the numbered pool, in one or many slices, or read from the raw
+    keys' cells as on Spark): each segment's sums and extremes equal those over the output rows
+    of the in-memory path to 1e-12."""
     from test_engine_ppi import with_aliases
 
     import receval
     import receval.engine.judge_anytime as anytime
+    import receval.engine.judge_stream as judge_stream
     from receval.estimators.anytime.control import STRATA
     from receval.estimators.anytime.stream import build_stream, output_arrays
     from receval.estimators.judge_stream import segment_controls, stream_judge
@@ -91,6 +97,13 @@ def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch, kind
     if aliases:
         with_aliases(root)
     write_judge(root, kind, missing=7)
+    if path == "sliced":
+        monkeypatch.setattr(judge_stream, "PAIRS_PER_SLICE", 40)
+    if path == "cells":  # no numbered pool (Spark's path): ppi's sums by the self-join too
+        monkeypatch.setattr(judge_stream, "number_pool", lambda engine: -1)
+    streamed = []
+    real_raw = anytime.raw_sums
+    monkeypatch.setattr(anytime, "raw_sums", lambda *a: streamed.append(1) or real_raw(*a))
     seen = []
     real = anytime.segment_sums
     monkeypatch.setattr(
@@ -99,6 +112,7 @@ def test_the_stream_maps_are_fitted_and_read_per_key(tmp_path, monkeypatch, kind
     result = receval.score(root, estimator="ppi", intervals="anytime", out_of_core=True)
     assert result.run.extra["engine_path"]["engine"] == "duckdb"
     assert len(seen) == 2  # the bounds' controls (3 strata) and the paired terms' (one)
+    assert bool(streamed) == (path != "cells")
     task = receval.load_task(root)
     data = build_sample_data(task)
     st = build_stream(task, data)
