@@ -219,18 +219,26 @@ def _judged_loop_bundle(root, kind: str):
 
 
 @pytest.mark.parametrize(
-    ("kind", "rank_by"),
-    [("probability", "precision"), ("graded", "pooled_recall"), ("several", "precision")],
-)
-def test_engine_ppi_look_draws_the_in_memory_round(tmp_path, kind, rank_by):
+    ("kind", "rank_by", "classes"),
+    [("probability", "precision", False), ("graded", "pooled_recall", False),
+     ("several", "precision", False), ("several", "pooled_recall", True)],
+)  # fmt: skip
+def test_engine_ppi_look_draws_the_in_memory_round(tmp_path, kind, rank_by, classes):
     """The look with the judge on the engine path: the in-memory open pairs, weights (to 1e-9:
-    the judge's sums over cells instead of rows) and the same round, byte for byte."""
+    the judge's sums over cells instead of rows) and the same round, byte for byte; with
+    classes (a query's correct facts in two classes by the answer's length) too."""
     import receval
     from receval.bundle import Bundle
     from receval.engine.until_decided import until_decided_round as engine_round
     from receval.until_decided import until_decided_round
 
     root = _judged_loop_bundle(tmp_path / "b", kind)
+    if classes:
+        judgments = pd.read_csv(root / "judgments.tsv", sep="\t", dtype=str)
+        judgments["equivalence_class"] = np.where(
+            judgments["label"] == "C", [f"e{len(a) % 2}" for a in judgments["answer"]], ""
+        )
+        judgments.to_csv(root / "judgments.tsv", sep="\t", index=False)
     task = receval.load_task(root)
     memory = until_decided_round(task, 40, seed=2, rank_by=rank_by, estimator="ppi")
     engine = engine_round(Bundle(root), 40, seed=2, rank_by=rank_by, estimator="ppi")
