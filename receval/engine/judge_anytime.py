@@ -205,8 +205,12 @@ def probability_levels(judge: EngineJudge) -> np.ndarray:
     from receval.judge import BINS, MAX_LEVELS
 
     engine = judge.engine
-    engine.register("stream_override", class_override(judge))
-    engine.create_table("stream_graded_facts", GRADED_FACTS)
+    override = class_override(judge)
+    if len(override):
+        engine.register("stream_override", override)
+        engine.create_table("stream_graded_facts", GRADED_FACTS)
+    else:  # (Spark cannot register an empty frame)
+        engine.create_view("stream_graded_facts", "SELECT *, grade AS raw FROM judge_facts")
     stats = engine.query(LEVEL_STATS.replace("judge_calibrated_facts", "stream_graded_facts"))
     n = int(stats["n"].iloc[0]) if len(stats) else 0
     d = int(stats["d"].iloc[0]) if len(stats) else 0
