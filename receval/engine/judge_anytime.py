@@ -11,19 +11,24 @@ g_c).  What the streams read of the runs is, per segment and system,
 * the largest and smallest g_ci(x) over X_i per popularity stratum (the terms' ranges),
 
 everything else (the prediction at a drawn fact, the labelled facts' sums) is read at the drawn
-facts only.  Every map is a function of a fact's **key** (:mod:`receval.engine.judge`): segment
-0 is the raw score (the judge key's score), and a calibrated segment's g_c is
-:func:`receval.estimators.judge_calibration.calibrate_levels` over the keys of (query, every
-judge's level) — the judge's keys when it calibrates (several or graded judges), and the
-*level keys* of :func:`level_keys` for one probability judge (whose own keys are its scores).
-So one aggregation gives per (system, popularity stratum, key) the number of the system's
-facts (:data:`KEY_CELLS`), and Python evaluates each segment's maps per cell: the sums run over
-cells instead of output rows (equal to ~1e-16 relative; the outputs, rounded as written, are
-the in-memory bytes on the test bundles), the extremes are exact.
+facts only.  Every map is a function of a fact's key (:mod:`receval.engine.judge`):
+
+* a calibrated segment's g_c is :func:`receval.estimators.judge_calibration.calibrate_levels`
+  over the **level keys** of :func:`level_keys`, (query, every judge's level) — coarser than
+  the judge's own keys, which also hold the mean grade — so one aggregation counts each
+  system's facts per (popularity stratum, level key) (:data:`KEY_CELLS`): at most systems × 3
+  × queries × the level combinations that occur, whatever the number of distinct scores;
+* a segment before the first fit is the raw score: summed over the numbered pool's pairs a
+  slice at a time on DuckDB (:func:`raw_sums`, as ppi's pool sums are), from per (system,
+  stratum, judge key) cells on Spark.
+
+Python evaluates each segment's maps per cell or pair: the sums add in another order than the
+output rows' (equal to ~1e-16 relative; the outputs, rounded as written, are the in-memory
+bytes on the test bundles), the extremes are exact.
 
 :func:`stream_controls` returns what :func:`receval.estimators.judge_stream.segment_controls`
 returns from the output rows, with the :class:`~receval.estimators.judge_stream.StreamJudge`
-indexed by the small tables' facts followed by the raw keys and the level keys
+indexed by the small tables' facts followed by the judge's keys and the level keys
 (:func:`stream_scores`).
 
 Equivalence classes: the facts of classes of two or more leave the aggregation
@@ -37,6 +42,7 @@ its members' highest grade (:data:`GRADED_FACTS`, as
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -108,9 +114,14 @@ class StreamCells:
     macro: bool = False
 
 
+#: the cells of each live judge session, per target
+_CELLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def stream_cells(judge: EngineJudge, target: str) -> StreamCells:
-    """:class:`StreamCells` of ``judge``'s session (kept on the judge per ``target``)."""
-    cache = judge._targets.setdefault("stream_cells", {})
+    """:class:`StreamCells` of ``judge``'s session (kept while the judge lives, per
+    ``target``: the bounds and the paired tests read them)."""
+    cache = _CELLS.setdefault(judge, {})
     if target not in cache:
         with one_line_oom():
             cache[target] = _stream_cells(judge, target)
