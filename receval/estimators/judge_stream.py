@@ -123,7 +123,7 @@ def stream_judge(task, data, st, scores=None) -> StreamJudge:
     if scores is None:
         from receval.judge import fact_scores
 
-        raw = fact_scores(task)[0]
+        raw = np.clip(np.asarray(fact_scores(task)[0], float), 0.0, 1.0)
         scores = (raw, lambda ids, y: calibrated_scores(task, ids, y, raw))
     raw = np.clip(np.asarray(scores[0], float), 0.0, 1.0)
     facts = np.asarray(data.facts)[st.fact] if st.fact.size else np.zeros(0, np.int64)
