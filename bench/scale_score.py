@@ -36,6 +36,9 @@ threads, peak RSS of the largest process):
   --estimator ppi --no-report`` by the default path (the engine path from 10⁷ Parquet rows;
   before it took ppi, the default path loaded the task in memory with a warning) and with
   ``--in-memory``; the judge audit (``judge.csv``) is written by both.
+* ``score-ppi-anytime`` / ``score-ppi-anytime-memory``: the same with ``--intervals anytime``
+  (the streams take the judge, calibrated as they go, as their control: on the engine path its
+  maps' sums come from :mod:`receval.engine.judge_anytime`).
 
     python bench/scale_score.py --task /tmp/escore/t5e7 --systems 50 --queries 1000 --depth 1000
 """
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> None:
                     figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
                 bundle = plain
                 extra = ["--estimator", "ppi"]
-                extra += ["--in-memory"] if command == "score-ppi-memory" else []
+                extra += ["--intervals", "anytime"] if "anytime" in command else []
+                extra += ["--in-memory"] if command.endswith("-memory") else []
             out = measure(
                 ["score", str(bundle), "--out", str(work / command), "--no-report",
                  "--seed", str(args.seed), *extra],

@@ -11,8 +11,8 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
 What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
-read by the engine, :mod:`receval.engine.judge`; not ppi with ``--cluster-queries`` or anytime
-intervals) with bootstrap intervals
+read by the engine, :mod:`receval.engine.judge`; with anytime intervals the streams' judge
+maps too, :mod:`receval.engine.judge_anytime`) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
@@ -27,10 +27,9 @@ rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.
 anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``ppi`` with equivalence classes, ``--cluster-queries``, anytime intervals or rounds of
-another design than uniform, anytime intervals with ``--by-judge`` rounds, the
-``judge-uncertainty`` design, ``--weighting overlap``, ``--target-recall``,
-``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
+Not: ``ppi`` with ``--cluster-queries`` on Spark or with rounds of another design than
+uniform, anytime intervals with ``--by-judge`` rounds, the ``judge-uncertainty`` design,
+``--weighting overlap``, ``--target-recall``, ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
 :data:`IN_MEMORY_AT_SIZE`).
 """
@@ -177,6 +176,14 @@ class BundleView(SmallTablesView):
         instead of the output rows."""
         return stream_designs(self, data)
 
+    def judge_stream_controls(self, data: SampleData, st: Any, strata: int):
+        """The judge's stream maps and their sums over the runs for the anytime streams
+        (:func:`receval.engine.judge_anytime.stream_controls`), read by
+        :func:`receval.estimators.judge_stream.judged_terms` instead of the output rows."""
+        from receval.engine.judge_anytime import stream_controls
+
+        return stream_controls(self, data, st, strata)
+
     def floor_probabilities(self, design: str, facts: np.ndarray) -> np.ndarray:
         """q₀(x) = (1/m) Σ_j p_j(x) of the drawn facts ``facts`` (small-table fact ids) under
         ``design`` (:func:`receval.estimators.anytime.stream.drawn_floor_probabilities`,
@@ -299,9 +306,6 @@ def unsupported(options, small: SmallTables) -> str:
     resolved, _ = resolve_intervals(SimpleNamespace(samples=small.samples), options)
     if resolved.intervals not in ENGINE_INTERVALS:
         return f"--intervals {options.intervals} (resolves to {resolved.intervals} here)"
-    ppi = _ppi_unsupported(options, resolved.intervals, small)
-    if ppi:
-        return ppi
     designs = _designs_unsupported(options, small)
     if designs:
         return designs
@@ -366,15 +370,6 @@ def _strata_judges(small: SmallTables) -> set[str]:
     from receval.engine.plan_designs import strata_names
 
     return strata_names(_declared_designs(small))
-
-
-def _ppi_unsupported(options, intervals: str, small: SmallTables) -> str:
-    """What of ``--estimator ppi`` the engine path does not score ('' when it can)."""
-    if options.estimator != "ppi":
-        return ""
-    if intervals in ANYTIME:
-        return f"--estimator ppi with --intervals {intervals} (the judge as the streams' control)"
-    return ""
 
 
 def _single_valued(queries: pd.DataFrame) -> bool:

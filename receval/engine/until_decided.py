@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-#: what the engine path scores the looks with (``score``'s engine path)
-ENGINE_LOOP_ESTIMATORS = ("joint", "simple")
+#: what the engine path scores the looks with (``score``'s engine path; ``ppi``: the judge as
+#: the streams' control, :mod:`receval.engine.judge_anytime`)
+ENGINE_LOOP_ESTIMATORS = ("joint", "simple", "ppi")
 
 
 def _judge_rounds(small) -> str:

@@ -116,12 +116,16 @@ def calibrated_scores(task, facts: np.ndarray, label: np.ndarray, raw: np.ndarra
     return raw if fit is None else np.clip(fit.combined, 0.0, 1.0)
 
 
-def stream_judge(task, data, st) -> StreamJudge:
-    """:class:`StreamJudge` of the stream ``st`` of ``data`` (module docstring)."""
-    from receval.judge import fact_scores
+def stream_judge(task, data, st, scores=None) -> StreamJudge:
+    """:class:`StreamJudge` of the stream ``st`` of ``data`` (module docstring).  ``scores``:
+    (raw (F,), calibrate(ids, label) -> (F,)) over another index than the task's facts (the
+    engine path's, :func:`receval.engine.judge_anytime.stream_scores`)."""
+    if scores is None:
+        from receval.judge import fact_scores
 
-    raw, _ = fact_scores(task)
-    raw = np.clip(np.asarray(raw, float), 0.0, 1.0)
+        raw = np.clip(np.asarray(fact_scores(task)[0], float), 0.0, 1.0)
+        scores = (raw, lambda ids, y: calibrated_scores(task, ids, y, raw))
+    raw = np.clip(np.asarray(scores[0], float), 0.0, 1.0)
     facts = np.asarray(data.facts)[st.fact] if st.fact.size else np.zeros(0, np.int64)
     label = np.asarray(st.label, float)
     starts = segment_starts(st.pool_step)
@@ -134,7 +138,7 @@ def stream_judge(task, data, st) -> StreamJudge:
             offsets.append(offsets[-1])
             continue
         y = label[:start][seen][first]
-        tables.append(calibrated_scores(task, ids, y, raw))
+        tables.append(scores[1](ids, y))
         own = np.asarray(data.member, bool)[st.fact[:start][seen][first]]  # (n, m)
         offsets.append(system_offsets(tables[-1][ids], y, own))
     row_segment = np.searchsorted(starts, np.arange(st.fact.size), side="right") - 1
@@ -238,10 +242,13 @@ def judged_terms(task, data, st, output_arrays):
     from receval.estimators.sample_data import design_probabilities
 
     plain = precision_terms(task, data, st)
-    view = design_probabilities(task, True)[0]
-    t_all, sys_codes, facts, _ = output_arrays(view, data)
-    sj = stream_judge(task, data, st)
-    totals, g_max, g_min = segment_controls(sj, t_all, sys_codes, facts, None, data.m)
+    if hasattr(task, "judge_stream_controls"):  # the engine path: from the runs' aggregates
+        sj, totals, g_max, g_min = task.judge_stream_controls(data, st, 1)
+    else:
+        view = design_probabilities(task, True)[0]
+        t_all, sys_codes, facts, _ = output_arrays(view, data)
+        sj = stream_judge(task, data, st)
+        totals, g_max, g_min = segment_controls(sj, t_all, sys_codes, facts, None, data.m)
     g_max, g_min = g_max[..., 0], g_min[..., 0]
     task_facts = np.asarray(data.facts)[st.fact]
     g = sj.at_rows(task_facts)  # (K, m)

@@ -157,19 +157,6 @@ def test_engine_ppi_without_a_judge_table_is_the_in_memory_error(tmp_path):
     assert outputs[0] == outputs[1] and "judge.tsv" in outputs[0]
 
 
-@pytest.mark.parametrize(
-    ("extra", "named"),
-    [
-        (("--intervals", "anytime"), "--estimator ppi with --intervals anytime"),
-    ],
-)
-def test_engine_ppi_refuses_what_it_cannot_score(tmp_path, extra, named):
-    root = make_bundle(tmp_path / "b", rounds=1)
-    write_judge(root, "probability")
-    result = _score(root, tmp_path / "out", "--estimator", "ppi", *extra)
-    assert result.exit_code == 2 and named in result.output, result.output
-
-
 @pytest.mark.slow
 @needs_spark
 def test_spark_engine_ppi_writes_the_duckdb_output_set(tmp_path, monkeypatch):

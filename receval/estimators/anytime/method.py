@@ -342,11 +342,14 @@ def _judge_terms(task: Task, data: SampleData, st: Stream):
         stream_judge,
     )
 
-    view = design_probabilities(task, True)[0]
-    t_all, sys_codes, facts, strata = output_arrays(view, data)
-    sj = stream_judge(task, data, st)  # calibrated on the earlier rows' labels
-    stratum = strata.of_fact[facts]
-    mean, high, low = segment_controls(sj, t_all, sys_codes, facts, stratum, data.m, STRATA)
+    if hasattr(task, "judge_stream_controls"):  # the engine path: from the runs' aggregates
+        sj, mean, high, low = task.judge_stream_controls(data, st, STRATA)
+    else:
+        view = design_probabilities(task, True)[0]
+        t_all, sys_codes, facts, strata = output_arrays(view, data)
+        sj = stream_judge(task, data, st)  # calibrated on the earlier rows' labels
+        stratum = strata.of_fact[facts]
+        mean, high, low = segment_controls(sj, t_all, sys_codes, facts, stratum, data.m, STRATA)
     seg = sj.row_segment
     task_facts = np.asarray(data.facts)[st.fact]
     kn = known_labels(st.fact, st.label, np.arange(st.fact.size))
