@@ -366,6 +366,9 @@ class EngineJudge:
     numbered: int = -1
     #: the judgments' classes of two or more facts (receval.engine.judge_classes)
     classes: JudgeClasses | None = None
+    #: the rounds' designs at the small facts (receval.engine.sampled_data.EngineDesigns: set
+    #: by the view; rounds of other designs than uniform, receval.engine.judge_designs)
+    designs: Any = field(default=None, repr=False)
     _q0: dict = field(default_factory=dict, repr=False)
     _targets: dict = field(default_factory=dict, repr=False)
 
@@ -450,24 +453,29 @@ class EngineJudge:
         probabilities count every string (|X_k| of the runs), the targets and the graded share
         each class once (:mod:`receval.engine.judge_classes`)."""
         from receval.engine.judge_classes import drawn_class_strings
+        from receval.engine.judge_designs import SamplerKinds, design_expectations, uniform_only
         from receval.estimators.ppi import JudgeTotals
 
         sizes = np.asarray(self.summary.sizes, float)
         N = float(data.sampler_n.sum())
         raw = self.key_scores()
         columns = np.vstack([raw if t is None else np.asarray(t(raw), float) for t in transforms])
+        kinds = None if uniform_only(data) else SamplerKinds.of(data)
         with one_line_oom():
-            sums = self.pool_sums(data, target, columns, by_query)
+            sums = self.pool_sums(data, target, columns, by_query, kinds)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = sums.scored / np.asarray(self.target_summary.sizes, float)
         values, graded = self.small_values(columns)
         out = []
         for c in range(columns.shape[0]):
             grams = {"ps": sums.ps[c], "pm": sums.pm, "gs": sums.gs[c], "g1": sums.g1}
-            expected_score, expected_mass = expectations(data, grams, sizes, N)
+            if kinds is None:
+                expected_score, expected_mass = expectations(data, grams, sizes, N)
+            else:
+                expected_score, expected_mass = design_expectations(data, grams, kinds, N)
             per_query = {}
             if by_query:
-                per_query = self.query_expectations(data, sums.by_query, c, N)
+                per_query = self.query_expectations(data, sums.by_query, c, N, kinds)
             per_class = None
             if self.classes is not None:
                 strings = columns[c][self.small_key]
@@ -492,21 +500,28 @@ class EngineJudge:
         """The runs' aggregates the targets t_i count: each class once with classes."""
         return self.summary if self.classes is None else self.classes.view
 
-    def query_expectations(self, data: SampleData, sums: PoolSums, c: int, N: float) -> dict:
+    def query_expectations(
+        self, data: SampleData, sums: PoolSums, c: int, N: float, kinds=None
+    ) -> dict:
         """``expected_score_q``, ``expected_mass_q`` (J, Q, 2m + 1) of map ``c`` from the
         per-query sums (:func:`receval.estimators.ppi._query_expectations`: a draw's terms given
-        that its sampler drew a fact of query q), Q the queries of ``data``."""
+        that its sampler drew a fact of query q), Q the queries of ``data``; ``kinds``: the
+        sums are over sampler kinds (:mod:`receval.engine.judge_designs`)."""
         at = self.keys.queries.get_indexer(pd.Index(data.queries))
         ok = at >= 0
         sizes = np.asarray(self.summary.sizes, float)
         m, Q = data.m, len(data.queries)
 
-        def of(gram: np.ndarray) -> np.ndarray:  # (Q, m, m) in data.queries' order
-            out = np.zeros((Q, m, m))
+        def of(gram: np.ndarray) -> np.ndarray:  # (Q, m, m or U) in data.queries' order
+            out = np.zeros((Q, *gram.shape[1:]))
             out[ok] = gram[at[ok]]
             return out
 
         grams = {"ps": of(sums.ps[c]), "pm": of(sums.pm), "gs": of(sums.gs[c]), "g1": of(sums.g1)}
+        if kinds is not None:
+            from receval.engine.judge_designs import design_query_expectations
+
+            return design_query_expectations(data, grams, of(sums.mass_q), kinds, N)
         cells = self.summary.cells
         facts = np.zeros((m, Q))
         q = pd.Index(data.queries).get_indexer(cells["query_id"])
@@ -516,15 +531,20 @@ class EngineJudge:
         return query_expectations(data, grams, sizes, N, facts)
 
     def pool_sums(
-        self, data: SampleData, target: str, values: np.ndarray, by_query: bool = False
-    ) -> PoolSums:
+        self, data: SampleData, target: str, values: np.ndarray, by_query: bool = False,
+        kinds=None,
+    ) -> PoolSums:  # fmt: skip
         """The pool's sums (:class:`receval.engine.judge_stream.PoolSums`) for the maps
         ``values`` (C, K): streamed by slices of the numbered pool on DuckDB
         (:func:`receval.engine.judge_stream.stream_sums`), the self-join elsewhere; the
-        classes' terms from the small tables (:func:`receval.engine.judge_classes.class_sums`)."""
+        classes' terms from the small tables (:func:`receval.engine.judge_classes.class_sums`).
+        With ``kinds`` (:class:`receval.engine.judge_designs.SamplerKinds`) over the samplers'
+        kinds instead of the systems (:meth:`design_sums`)."""
         from receval.engine.judge_classes import class_sums
         from receval.engine.judge_stream import stream_sums
 
+        if kinds is not None:
+            return self.design_sums(data, target, values, by_query, kinds)
         c = mixture_c(data, np.asarray(self.summary.sizes, float))
         targets = target_matrix(self.target_summary, target, self.keys.queries)
         if self.numbered < 0:
@@ -543,6 +563,46 @@ class EngineJudge:
         class_values_, graded_ = self.small_values(values)
         extra = class_sums(self.classes, c, targets, strings, class_values_, graded_, by_query)
         return sums.plus(extra)
+
+    def design_sums(
+        self, data: SampleData, target: str, values: np.ndarray, by_query: bool, kinds
+    ) -> PoolSums:
+        """:meth:`pool_sums` over the sampler kinds of rounds of other designs than uniform
+        (:mod:`receval.engine.judge_designs`): streamed on DuckDB, the classes' terms from the
+        small tables."""
+        from receval.engine.judge_designs import (
+            PairProbabilities,
+            class_design_sums,
+            stream_design_sums,
+        )
+
+        if self.designs is None:
+            raise RuntimeError("the engine judge's rounds' designs were not set (BundleView)")
+        probs = PairProbabilities(self, self.designs, kinds.design)
+        targets = target_matrix(self.target_summary, target, self.keys.queries)
+        if self.numbered < 0:
+            sums = self._joined_design_sums(data, target, values, by_query, kinds, probs)
+        else:
+            pairs = float(np.asarray(self.summary.sizes, float).sum())
+            sums = stream_design_sums(
+                self.engine, self.numbered, pairs, kinds, probs, targets, values,
+                self._graded_keys(), by_query,
+            )  # fmt: skip
+        if self.classes is None:
+            return sums
+        strings = values[:, self.small_key]
+        class_values_, graded_ = self.small_values(values)
+        extra = class_design_sums(
+            self.classes, kinds, self.designs, targets, strings, class_values_, graded_, by_query
+        )
+        return sums.plus(extra)
+
+    def _graded_keys(self) -> int:
+        """The keys below this are graded facts', the rest the queries' "not graded" keys."""
+        return int(self.keys.missing_key[0]) if self.keys.missing_key.size else len(self.keys.s)
+
+    def _joined_design_sums(self, data, target, values, by_query, kinds, probs) -> PoolSums:
+        raise RuntimeError("rounds of other designs than uniform with ppi on Spark")
 
     def _joined_sums(self, data: SampleData, target: str, values: np.ndarray) -> PoolSums:
         """:meth:`pool_sums` by the self-join of :func:`pair_sums` (Spark: the join runs on

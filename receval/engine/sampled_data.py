@@ -400,6 +400,17 @@ class EngineDesigns:
             self._cells[design] = design_probabilities(self.small, self.summary, design)
         return self._cells[design]
 
+    def judge_levels_of(self, name: str):
+        """Judge ``name``'s :class:`receval.engine.strata.JudgeLevels` (None without its
+        grades), computed once (what :meth:`at_function` reads for its strata designs)."""
+        from receval.engine.strata import judge_levels
+
+        if name not in self._levels:
+            self._levels[name] = judge_levels(
+                self.judge, name, self.small, self.summary, self.batches
+            )
+        return self._levels[name]
+
     def at_function(self, design: str):
         """``at(system codes, facts)``: s_j(x) of ``design`` (ValueError as in memory for a
         design it cannot compute: a judge's design without that judge's grades)."""

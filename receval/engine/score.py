@@ -163,7 +163,10 @@ class BundleView(SmallTablesView):
         a ``judge-strata`` design's levels from :attr:`engine_judge`'s session)."""
         from receval.engine.sampled_data import EngineDesigns
 
-        return EngineDesigns(self.small, self.summary, self.engine_judge, judge_batches(self))
+        designs = EngineDesigns(self.small, self.summary, self.engine_judge, judge_batches(self))
+        if self.engine_judge is not None:  # ppi's sums over other designs than uniform
+            self.engine_judge.designs = designs
+        return designs
 
     @cached_property
     def samplers(self) -> list:
@@ -324,15 +327,16 @@ def unsupported(options, small: SmallTables) -> str:
     return ""
 
 
-#: the engine judge's sums take every system's draws as uniform (q₀ = Σ_j n_j/(N |X_j|))
-PPI_DESIGNS = "--estimator ppi with rounds of a design other than uniform (the judge's sums)"
+#: Spark's self-join sums of the engine judge take every system's draws as uniform
+PPI_DESIGNS = (
+    "--estimator ppi with rounds of a design other than uniform on Spark (the judge's "
+    "self-join sums; DuckDB scores them)"
+)
 
 
 def _designs_unsupported(options, small: SmallTables) -> str:
     """What of the rounds' declared designs the engine path does not score ('' when it can)."""
     declared = _declared_designs(small)
-    if options.estimator == "ppi" and declared - {"uniform"}:
-        return PPI_DESIGNS
     if "judge-uncertainty" in declared:
         return "rounds drawn --by-judge with the judge-uncertainty design (its scores per output)"
     return ""
@@ -340,8 +344,10 @@ def _designs_unsupported(options, small: SmallTables) -> str:
 
 def _late_problem(options, view: BundleView) -> str:
     """What :func:`unsupported` could not see before the runs were summarised: the designs
-    inferred for rounds that declare none ('' when the engine path can score)."""
-    if options.estimator == "ppi" and {s.design for s in view.samplers} - {"uniform"}:
+    of the rounds (declared or inferred) that ppi's sums on Spark do not take ('' when the
+    engine path can score)."""
+    spark = view.engine_judge is not None and view.engine_judge.numbered < 0
+    if options.estimator == "ppi" and spark and {s.design for s in view.samplers} - {"uniform"}:
         return PPI_DESIGNS
     return ""
 
