@@ -87,27 +87,35 @@ GROUP BY p.query_id, p.a
 PAIRS_PER_SLICE = 2_500_000
 
 
-def pair_sums(columns: int, where: str = "") -> str:
+def pair_sums(columns: int, where: str = "", *, kinds: bool = False, by_query: bool = False) -> str:
     """The four (m × m) sums of :mod:`receval.engine.judge_totals` with v_c the value per key
     of each map c (``ps{c}``, ``gs{c}``; ``pm``, ``g1`` do not depend on the map); ``where``:
-    a condition on ``query_id`` keeping one slice of the queries (every table filtered)."""
+    a condition on ``query_id`` keeping one slice of the queries (every table filtered).
+    ``kinds``: over the samplers' kinds, each pair's probability p (``judge_pair_p``,
+    :mod:`receval.engine.judge_designs`) on the right, q₀ from ``judge_q0_kinds``;
+    ``by_query``: per query too (column ``query_id``)."""
+    w = " * y.p" if kinds else ""
     maps = "".join(
-        f", sum(t.t * v.v{c} / f.q0) AS ps{c}, sum(v.v{c} / f.q0) AS gs{c}" for c in range(columns)
+        f", sum(t.t * v.v{c}{w} / f.q0) AS ps{c}, sum(v.v{c}{w} / f.q0) AS gs{c}"
+        for c in range(columns)
     )
 
     def table(name: str) -> str:
         return f"(SELECT * FROM {name} WHERE {where})" if where else name
 
+    k, right = ("y.u", "judge_pair_p") if kinds else ("y.code", "judge_pairs")
+    q0 = "judge_q0_kinds" if kinds else "judge_q0"
+    query = ", x.query_id" if by_query else ""
     return f"""
-SELECT x.code AS i, y.code AS k, sum(t.t / f.q0) AS pm, sum(1.0 / f.q0) AS g1{maps}
+SELECT x.code AS i, {k} AS k{query}, sum(t.t{w} / f.q0) AS pm, sum(1.0{w} / f.q0) AS g1{maps}
 FROM {table("judge_pairs")} x
-JOIN {table("judge_pairs")} y ON x.query_id = y.query_id AND x.a = y.a
-JOIN {table("judge_q0")} f ON x.query_id = f.query_id AND x.a = f.a
+JOIN {table(right)} y ON x.query_id = y.query_id AND x.a = y.a
+JOIN {table(q0)} f ON x.query_id = f.query_id AND x.a = f.a
 JOIN {table("judge_pool")} k ON x.query_id = k.query_id AND x.a = k.a
 JOIN judge_values v ON k.key = v.key
 JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
 WHERE f.q0 > 0 AND k.classed = 0
-GROUP BY x.code, y.code
+GROUP BY x.code, {k}{query}
 """
 
 
@@ -548,7 +556,7 @@ class EngineJudge:
         c = mixture_c(data, np.asarray(self.summary.sizes, float))
         targets = target_matrix(self.target_summary, target, self.keys.queries)
         if self.numbered < 0:
-            sums = self._joined_sums(data, target, values)
+            sums = self._joined_sums(data, target, values, by_query)
         else:
             pairs = float(np.asarray(self.summary.sizes, float).sum())
             graded = (
@@ -602,56 +610,81 @@ class EngineJudge:
         return int(self.keys.missing_key[0]) if self.keys.missing_key.size else len(self.keys.s)
 
     def _joined_design_sums(self, data, target, values, by_query, kinds, probs) -> PoolSums:
-        raise RuntimeError("rounds of other designs than uniform with ppi on Spark")
+        """:meth:`design_sums` by the self-join (Spark): each pair's probability per kind in
+        the engine (:func:`receval.engine.judge_designs.joined_pair_probabilities`)."""
+        from receval.engine.judge_designs import joined_pair_probabilities
 
-    def _joined_sums(self, data: SampleData, target: str, values: np.ndarray) -> PoolSums:
+        joined_pair_probabilities(self.engine, kinds, probs, self._q0)
+        return self._joined_sums(data, target, values, by_query, kinds.size)
+
+    def _joined_sums(
+        self, data: SampleData, target: str, values: np.ndarray, by_query: bool = False,
+        kinds: int = 0,
+    ) -> PoolSums:  # fmt: skip
         """:meth:`pool_sums` by the self-join of :func:`pair_sums` (Spark: the join runs on
-        the cluster)."""
+        the cluster); per query too with ``by_query``; over ``kinds`` sampler kinds (tables
+        of :func:`receval.engine.judge_designs.joined_pair_probabilities`) when not 0."""
         from receval.engine.judge_stream import PoolSums
 
         engine, m, C = self.engine, data.m, values.shape[0]
         frame = pd.DataFrame({"key": np.arange(values.shape[1])})
         for c in range(C):
             frame[f"v{c}"] = values[c]
-        self._prepare(data, target)
+        if kinds:  # q₀ over the kinds: joined_pair_probabilities
+            self._target(target, self.target_summary)
+        else:
+            self._prepare(data, target)
         engine.register("judge_values", frame)
-        sums = self._pair_sums(C)
+        sums = self._pair_sums(C, bool(kinds), by_query)
         per_system = engine.query(system_sums(C))
-        i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
+        width = kinds or m
+        names = ["g1", "pm", *(f"gs{c}" for c in range(C)), *(f"ps{c}" for c in range(C))]
+        grams = _gram_arrays(sums, names, m, width, self.keys.queries if by_query else None)
         at = per_system["i"].to_numpy(np.int64)
-
-        def gram(col: str) -> np.ndarray:
-            out = np.zeros((m, m))
-            out[i, k] = sums[col].to_numpy(float)
-            return out
 
         def per(col: str) -> np.ndarray:
             out = np.zeros(m)
             out[at] = per_system[col].to_numpy(float)
             return out
 
-        return PoolSums(
-            g1=gram("g1"),
-            pm=gram("pm"),
-            gs=np.stack([gram(f"gs{c}") for c in range(C)]),
-            ps=np.stack([gram(f"ps{c}") for c in range(C)]),
-            jp=np.stack([per(f"jp{c}") for c in range(C)]),
-            scored=per("scored"),
-        )
+        def pool(g: dict, **more) -> PoolSums:
+            return PoolSums(
+                g1=g["g1"], pm=g["pm"],
+                gs=np.stack([g[f"gs{c}"] for c in range(C)]),
+                ps=np.stack([g[f"ps{c}"] for c in range(C)]),
+                jp=np.stack([per(f"jp{c}") for c in range(C)]),
+                scored=per("scored"), **more,
+            )  # fmt: skip
 
-    def _pair_sums(self, columns: int) -> pd.DataFrame:
+        if not by_query:
+            return pool(grams)
+        mass_q = None
+        if kinds:
+            from receval.engine.judge_designs import joined_query_mass
+
+            mass_q = joined_query_mass(engine, self.keys.queries, kinds)
+        whole = {name: g.sum(axis=0) for name, g in grams.items()}
+        return pool(whole, by_query=pool(grams, mass_q=mass_q))
+
+    def _pair_sums(self, columns: int, kinds: bool = False, by_query: bool = False) -> pd.DataFrame:
         """:func:`pair_sums`, in slices of the queries when the pairs exceed
         :data:`PAIRS_PER_SLICE` (each slice's m × m sums added)."""
         pairs = float(np.asarray(self.summary.sizes, float).sum())
         slices = max(1, int(np.ceil(pairs / PAIRS_PER_SLICE)))
         if slices == 1:
-            return self.engine.query(pair_sums(columns))
+            return self.engine.query(pair_sums(columns, kinds=kinds, by_query=by_query))
         h = self.engine.dialect.hash64("query_id")
         parts = [
-            self.engine.query(pair_sums(columns, f"(({h} % {slices}) + {slices}) % {slices} = {s}"))
+            self.engine.query(
+                pair_sums(
+                    columns, f"(({h} % {slices}) + {slices}) % {slices} = {s}",
+                    kinds=kinds, by_query=by_query,
+                )
+            )
             for s in range(slices)
-        ]
-        return pd.concat(parts).groupby(["i", "k"], as_index=False).sum()
+        ]  # fmt: skip
+        keys = ["i", "k", "query_id"] if by_query else ["i", "k"]
+        return pd.concat(parts).groupby(keys, as_index=False).sum()
 
     def _prepare(self, data: SampleData, target: str) -> None:
         """Tables ``judge_systems`` (c_k), ``judge_q0`` and ``judge_targets`` for ``data``'s
@@ -708,6 +741,26 @@ class EngineJudge:
             imputed[order].astype(np.int64),
             int(self.pool_facts - n),
         )
+
+
+def _gram_arrays(
+    sums: pd.DataFrame, names: list[str], m: int, width: int, queries: pd.Index | None
+) -> dict[str, np.ndarray]:
+    """Each column ``names`` of the self-join's rows (``i``, ``k`` and with ``queries`` a
+    ``query_id``) as an (m, width) array, or (Q, m, width) per query code of ``queries``."""
+    i, k = sums["i"].to_numpy(np.int64), sums["k"].to_numpy(np.int64)
+    if queries is None:
+        at: tuple = (i, k)
+        shape: tuple = (m, width)
+    else:
+        at = (queries.get_indexer(sums["query_id"]), i, k)
+        shape = (len(queries), m, width)
+    out = {}
+    for name in names:
+        gram = np.zeros(shape)
+        gram[at] = sums[name].to_numpy(float)
+        out[name] = gram
+    return out
 
 
 def mixture_c(data: SampleData, sizes: np.ndarray) -> np.ndarray:

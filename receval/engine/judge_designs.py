@@ -179,6 +179,80 @@ def _read_levels(engine, probs: PairProbabilities, lo: int, hi: int) -> dict[int
     return out
 
 
+#: per (pair, kind of its system): p, the kind's probability of the pair's fact (Spark's
+#: self-join; the parts of :func:`joined_pair_probabilities`)
+CELL_PART = """
+SELECT x.code, x.query_id, x.a, c.u, c.p FROM judge_pairs x
+JOIN {cells} c ON x.code = c.code AND x.query_id = c.query_id
+"""
+LEVEL_PART = """
+SELECT x.code, x.query_id, x.a, c.u, c.p FROM judge_pairs x
+LEFT JOIN judge_plevel{j} l ON x.query_id = l.query_id AND x.a = l.a
+JOIN {cells} c ON x.code = c.code AND coalesce(l.level, {missing}) = c.level
+"""
+#: per pool fact: q₀ = Σ_u (n_u/N) P_u over the pairs of the fact
+KINDS_Q0 = """
+SELECT y.query_id, y.a, sum(y.p * s.share) AS q0
+FROM judge_pair_p y JOIN judge_kinds s ON y.u = s.u
+GROUP BY y.query_id, y.a
+"""
+#: per query and kind: Σ_{x∈q} P_u(x) over the facts outside classes of several
+QUERY_MASS = """
+SELECT y.query_id, y.u, sum(y.p) AS p
+FROM judge_pair_p y JOIN judge_pool k ON y.query_id = k.query_id AND y.a = k.a
+WHERE k.classed = 0
+GROUP BY y.query_id, y.u
+"""
+
+
+def joined_pair_probabilities(engine, kinds: SamplerKinds, probs: PairProbabilities, cache) -> None:
+    """Tables ``judge_pair_p`` (:data:`CELL_PART`, :data:`LEVEL_PART`: every pair's p under
+    each kind of its system), ``judge_kinds`` and ``judge_q0_kinds`` (:data:`KINDS_Q0`) for the
+    self-join of :func:`receval.engine.judge.pair_sums`; kept while ``kinds`` stay the same
+    (``cache``)."""
+    stamp = (kinds.design, kinds.system.tobytes(), kinds.share.tobytes())
+    if cache.get("kinds") == stamp:
+        return
+    h = engine.dialect.hash64("answer")
+    parts = []
+    for n, design in enumerate(sorted(kinds.column)):
+        column, table = kinds.column[design], probs.tables[design]
+        code, cell = np.nonzero((column[:, None] >= 0) & (table > 0))
+        name = f"judge_cellp{n}"
+        by = "level" if design in probs.judge_of else "query_id"
+        where = cell if by == "level" else probs.judge.keys.queries.to_numpy(object)[cell]
+        engine.register(name, pd.DataFrame({
+            "code": code.astype(np.int64), by: where,
+            "u": column[code].astype(np.int64), "p": table[code, cell],
+        }))  # fmt: skip
+        if by == "query_id":
+            parts.append(CELL_PART.format(cells=name))
+            continue
+        j = probs.judge_of[design]
+        engine.create_table(
+            f"judge_plevel{j}",
+            f"SELECT query_id, {h} AS a, level FROM judge_levels WHERE j = {int(j)}",
+        )
+        parts.append(LEVEL_PART.format(cells=name, j=j, missing=probs.missing_level(j)))
+    engine.create_table("judge_pair_p", "\nUNION ALL\n".join(parts))
+    engine.register(
+        "judge_kinds",
+        pd.DataFrame({"u": np.arange(kinds.size, dtype=np.int64), "share": kinds.share}),
+    )
+    engine.create_table("judge_q0_kinds", KINDS_Q0)
+    cache["kinds"] = stamp
+
+
+def joined_query_mass(engine, queries: pd.Index, U: int) -> np.ndarray:
+    """(Q, U) Σ_{x∈q} P_u(x) over the pool's facts outside classes of several
+    (:data:`QUERY_MASS`), Q the codes of ``queries``."""
+    frame = engine.query(QUERY_MASS)
+    out = np.zeros((len(queries), U))
+    at = (queries.get_indexer(frame["query_id"]), frame["u"].to_numpy(np.int64))
+    out[at] = frame["p"].to_numpy(float)
+    return out
+
+
 def stream_design_sums(
     engine,
     facts: int,

@@ -11,8 +11,8 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
 What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
-read by the engine, :mod:`receval.engine.judge`; not ppi with ``--cluster-queries`` or anytime
-intervals) with bootstrap intervals
+read by the engine, :mod:`receval.engine.judge`; rounds of every design below:
+:mod:`receval.engine.judge_designs`; not ppi with anytime intervals) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
@@ -27,8 +27,7 @@ rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.
 anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``ppi`` with equivalence classes, ``--cluster-queries``, anytime intervals or rounds of
-another design than uniform, anytime intervals with ``--by-judge`` rounds, the
+Not: ``ppi`` with anytime intervals, anytime intervals with ``--by-judge`` rounds, the
 ``judge-uncertainty`` design, ``--weighting overlap``, ``--target-recall``,
 ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
@@ -327,13 +326,6 @@ def unsupported(options, small: SmallTables) -> str:
     return ""
 
 
-#: Spark's self-join sums of the engine judge take every system's draws as uniform
-PPI_DESIGNS = (
-    "--estimator ppi with rounds of a design other than uniform on Spark (the judge's "
-    "self-join sums; DuckDB scores them)"
-)
-
-
 def _designs_unsupported(options, small: SmallTables) -> str:
     """What of the rounds' declared designs the engine path does not score ('' when it can)."""
     declared = _declared_designs(small)
@@ -343,12 +335,9 @@ def _designs_unsupported(options, small: SmallTables) -> str:
 
 
 def _late_problem(options, view: BundleView) -> str:
-    """What :func:`unsupported` could not see before the runs were summarised: the designs
-    of the rounds (declared or inferred) that ppi's sums on Spark do not take ('' when the
-    engine path can score)."""
-    spark = view.engine_judge is not None and view.engine_judge.numbered < 0
-    if options.estimator == "ppi" and spark and {s.design for s in view.samplers} - {"uniform"}:
-        return PPI_DESIGNS
+    """What :func:`unsupported` could not see before the runs were summarised ('' when the
+    engine path can score).  Nothing now: ppi's sums take the rounds of every design the
+    engine path scores, declared or inferred (:mod:`receval.engine.judge_designs`)."""
     return ""
 
 
@@ -427,9 +416,6 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
 
     small = read_small_tables(bundle, truth=True)
     problem = unsupported(options, small)
-    spark = (engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")) == "spark"
-    if not problem and spark and options.estimator == "ppi" and options.cluster_queries:
-        problem = "--estimator ppi with --cluster-queries on Spark (the per-query sums)"
     if problem:
         if out_of_core:
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")

@@ -130,3 +130,100 @@ def test_spark_engine_ppi_with_rounds_of_other_designs_is_duckdbs(tmp_path, monk
     assert spark.exit_code == 0, spark.output
     for name in (*CSVS, "judge.csv"):
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+def _uniform_bundle(root, options: dict):
+    from test_engine_ppi import with_aliases
+
+    root = make_bundle(root, rounds=3, teams=True)
+    write_judge(root, "probability", missing=4)
+    return with_aliases(root) if options.get("classes") else root
+
+
+@pytest.mark.parametrize("by_query", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"round": "both", "classes": True, "teams": True},
+        {"round": "by-judge", "judges": ("a", "b")},
+        {"round": "uniform", "classes": True},
+    ],
+)
+def test_the_self_join_sums_equal_the_streamed_ones(tmp_path, options, by_query):
+    """Spark's self-join (receval.engine.judge.pair_sums, over the samplers' kinds with each
+    pair's probability in SQL, per query with ``--cluster-queries``) run on DuckDB: the
+    streamed sums, every array (the per-query ones and Σ_{x∈q} s_j(x) included)."""
+    from receval.bundle import Bundle
+    from receval.engine.judge_designs import SamplerKinds, uniform_only
+
+    if options["round"] == "uniform":
+        root = _uniform_bundle(tmp_path / "b", options)
+    else:
+        root = _design_bundle(tmp_path / "b", options)
+    view = _engine_view(Bundle(root))
+    judge, data = view.engine_judge, view.sample_data("micro")
+    kinds = None if uniform_only(data) else SamplerKinds.of(data)
+    raw = judge.key_scores()
+    values = np.vstack([raw, raw**2])
+    streamed = judge.pool_sums(data, "micro", values, by_query, kinds)
+    judge.numbered = -1  # the self-join, as on Spark
+    joined = judge.pool_sums(data, "micro", values, by_query, kinds)
+    pairs = [(streamed, joined)]
+    if by_query:
+        pairs.append((streamed.by_query, joined.by_query))
+        assert (streamed.by_query.mass_q is None) == (kinds is None)
+    for want, got in pairs:
+        for name in ("g1", "pm", "gs", "ps", "jp", "scored", "mass_q"):
+            a, b = getattr(got, name), getattr(want, name)
+            if a is None and b is None:
+                continue
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15, err_msg=name)
+    assert streamed.g1.sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("options", "extra"),
+    [
+        ({"round": "both", "classes": True, "teams": True}, ("--cluster-queries",)),
+        ({"round": "er", "judge": "several", "toml": SEVERAL}, ()),
+        ({"round": "uniform", "classes": True}, ("--cluster-queries",)),
+    ],
+)
+def test_ppi_by_the_self_join_writes_the_in_memory_output_set(
+    tmp_path, monkeypatch, options, extra
+):
+    """The whole output set with the judge's sums by the self-join (Spark's path, run on
+    DuckDB here): rounds of other designs, classes and ``--cluster-queries``."""
+    import receval.engine.judge_stream as stream
+
+    if options["round"] == "uniform":
+        root = _uniform_bundle(tmp_path / "b", options)
+    else:
+        root = _design_bundle(tmp_path / "b", options)
+    args = ("--estimator", "ppi", *extra)
+    memory = _score(root, tmp_path / "memory", *args, path="--in-memory")
+    assert memory.exit_code == 0, memory.output
+    monkeypatch.setattr(stream, "number_pool", lambda engine: -1)
+    engine = _score(root, tmp_path / "engine", *args, path="--out-of-core")
+    assert engine.exit_code == 0, engine.output
+    _same_output_sets(tmp_path / "memory", tmp_path / "engine")
+    got, want = (d / "judge.csv" for d in (tmp_path / "engine", tmp_path / "memory"))
+    assert got.read_bytes() == want.read_bytes()
+
+
+@pytest.mark.slow
+@needs_spark
+def test_spark_engine_ppi_with_cluster_queries_is_duckdbs(tmp_path, monkeypatch):
+    """``--engine spark --estimator ppi --cluster-queries`` (the self-join's sums per query)
+    with classes: DuckDB's output set (it was refused)."""
+    import os
+
+    monkeypatch.setenv("SPARK_MASTER", os.environ.get("SPARK_MASTER", "local[1]"))
+    root = _uniform_bundle(tmp_path / "b", {"classes": True})
+    args = ("--estimator", "ppi", "--cluster-queries")
+    duck = _score(root, tmp_path / "duck", *args)
+    assert duck.exit_code == 0, duck.output
+    spark = _score(root, tmp_path / "spark", *args, "--engine", "spark")
+    assert spark.exit_code == 0, spark.output
+    for name in (*CSVS, "judge.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
