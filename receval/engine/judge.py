@@ -143,6 +143,22 @@ JOIN judge_targets t ON x.code = t.code AND x.query_id = t.query_id
 GROUP BY x.code, g.j
 """
 
+#: :data:`AUDIT_SUMS` over the numbered pool (DuckDB, receval.engine.judge_stream): the pairs
+#: joined to the judges' grades on the integer fact number (``judge_long_f``)
+AUDIT_SUMS_F = """
+SELECT x.code AS i, g.j, sum(t.t * g.s) AS ts, sum(t.t) AS tt, count(*) AS n
+FROM judge_incidence x
+JOIN judge_long_f g ON x.f = g.f
+JOIN judge_targets t ON x.code = t.code AND g.query_id = t.query_id
+GROUP BY x.code, g.j
+"""
+
+#: every judge's grade of every pool fact it graded, by the fact's number (``judge_pool_f``)
+LONG_F = """
+SELECT k.f, k.query_id, l.j, l.s FROM judge_pool_f k
+JOIN judge_long l ON k.query_id = l.query_id AND k.a = l.a
+"""
+
 #: per system: Σ t over its outputs
 TARGET_SUMS = """
 SELECT x.code AS i, sum(t.t) AS tt
@@ -150,10 +166,11 @@ FROM judge_pairs x JOIN judge_targets t ON x.code = t.code AND x.query_id = t.qu
 GROUP BY x.code
 """
 
-#: per judge: the pool facts it graded and the sum of their normalised grades
+#: per judge: the pool facts it graded and the sum of their normalised grades (``judge_pool``:
+#: the pool's distinct facts)
 AUDIT_POOL = """
 SELECT g.j, count(*) AS n, sum(g.s) AS s
-FROM (SELECT DISTINCT query_id, a FROM judge_pairs) p
+FROM judge_pool p
 JOIN judge_long g ON p.query_id = g.query_id AND p.a = g.a
 GROUP BY g.j
 """
@@ -712,7 +729,10 @@ class EngineJudge:
         engine = self.engine
         self._target(target, self.summary)
         m, J = len(self.summary.systems), len(self.table.names)
-        sums = engine.query(AUDIT_SUMS)
+        if self.numbered >= 0 and "long_f" not in self._targets:
+            engine.create_table("judge_long_f", LONG_F)
+            self._targets["long_f"] = True
+        sums = engine.query(AUDIT_SUMS if self.numbered < 0 else AUDIT_SUMS_F)
         out = {k: np.zeros((J, m)) for k in ("ts", "tt", "n")}
         at = (sums["j"].to_numpy(np.int64), sums["i"].to_numpy(np.int64))
         for k in out:
