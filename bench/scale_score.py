@@ -32,6 +32,9 @@ threads, peak RSS of the largest process):
   numbered pool (:mod:`receval.engine.judge_stream`, the DuckDB path) and by the self-join
   (:func:`receval.engine.judge.pair_sums`, the Spark path), each's CPU seconds and their
   largest relative difference;
+* ``judge-setup``: in one process, the CPU seconds of opening the engine judge (the judge table
+  staged, the systems' distinct facts ``judge_pairs`` — of which ``_create_pairs`` —, the keys,
+  the numbered pool), one pass of the pool sums and the audit's sums;
 * ``score-ppi`` / ``score-ppi-memory``: the same judge table, then ``receval score TASK
   --estimator ppi --no-report`` by the default path (the engine path from 10⁷ Parquet rows;
   before it took ppi, the default path loaded the task in memory with a warning) and with
@@ -156,6 +159,32 @@ print(f'open_judge_cpu_s {t1 - t0:.1f} streamed_cpu_s {t3 - t2:.1f} '
       f'self_join_cpu_s {t4 - t3:.1f} max_relative_difference {rel:.2e}')
 """
 
+JUDGE_SETUP = """
+import sys, time
+import numpy as np
+import receval.engine.judge as J
+from receval.bundle import Bundle
+from receval.engine.sampled_data import engine_sample_data, read_small_tables
+from receval.engine.score import summarise_bundle
+spent = {}
+def timed(name, func):
+    def run(*args, **kwargs):
+        t = time.process_time(); out = func(*args, **kwargs)
+        spent[name] = spent.get(name, 0.0) + time.process_time() - t
+        return out
+    return run
+J._create_pairs = timed('create_pairs', J._create_pairs)
+b = Bundle(sys.argv[1]); small = read_small_tables(b)
+summary = summarise_bundle(b, small, 'duckdb')
+t0 = time.process_time(); judge = J.open_engine_judge(b, small, summary, 'duckdb')
+t1 = time.process_time(); data = engine_sample_data(small, summary, 'micro')
+raw = judge.key_scores()
+t2 = time.process_time(); judge.pool_sums(data, 'micro', np.vstack([raw]))
+t3 = time.process_time(); judge.audit('micro'); t4 = time.process_time()
+print(f'open_judge_cpu_s {t1 - t0:.1f} create_pairs_cpu_s {spent["create_pairs"]:.1f} '
+      f'pool_sums_cpu_s {t3 - t2:.1f} audit_cpu_s {t4 - t3:.1f}')
+"""
+
 SUMMARY = (
     "import sys; from receval.bundle import Bundle; "
     "from receval.engine.sampled_data import read_small_tables; "
@@ -222,10 +251,11 @@ def main(argv: list[str] | None = None) -> None:
                 figures["runs"].append({"what": command, **out})
                 print(figures["runs"][-1], flush=True)
                 continue
-            if command == "judge-sums":
+            if command in ("judge-sums", "judge-setup"):
                 if not (plain / "judge.tsv").is_file():
                     figures["judge_rows"] = write_judge(plain, args.queries, args.depth)
-                out = measure([str(plain)], args.receval, code=JUDGE_SUMS, keep_stdout=True)
+                code = JUDGE_SUMS if command == "judge-sums" else JUDGE_SETUP
+                out = measure([str(plain)], args.receval, code=code, keep_stdout=True)
                 figures["runs"].append({"what": command, **out})
                 print(figures["runs"][-1], flush=True)
                 continue

@@ -98,6 +98,9 @@ class PoolSums:
     jp: np.ndarray
     scored: np.ndarray
     by_query: PoolSums | None = None
+    #: per query and sampler kind, Σ_{x∈q} s_j(x) (the per-query sums of rounds of other
+    #: designs than uniform, receval.engine.judge_designs; None otherwise)
+    mass_q: np.ndarray | None = None
 
     def plus(self, other: PoolSums) -> PoolSums:
         """The sums of both parts of a pool (e.g. the runs' pass and the classes' terms)."""
@@ -105,6 +108,8 @@ class PoolSums:
         sums = {n: getattr(self, n) + getattr(other, n) for n in names}
         if self.by_query is not None and other.by_query is not None:
             sums["by_query"] = self.by_query.plus(other.by_query)
+        if self.mass_q is not None and other.mass_q is not None:
+            sums["mass_q"] = self.mass_q + other.mass_q
         return PoolSums(**sums)
 
 

@@ -402,7 +402,7 @@ class EngineDesigns:
 
     def judge_levels(self, name: str):
         """Judge ``name``'s :class:`receval.engine.strata.JudgeLevels` (None without its
-        grades), computed once."""
+        grades), computed once (what :meth:`at_function` reads for its strata designs)."""
         from receval.engine.strata import judge_levels
 
         if name not in self._levels:

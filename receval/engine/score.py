@@ -11,8 +11,9 @@ them byte for byte); ``run.json`` adds ``engine_path``.
 When: the runs are Parquet and either ``out_of_core=True`` (``--out-of-core``), or nothing was
 said and they hold at least :data:`ENGINE_PATH_ROWS` rows (Parquet metadata: free to read).
 What the engine path scores: the ``joint``, ``simple`` and ``ppi`` estimators (the judge table
-read by the engine, :mod:`receval.engine.judge`; with anytime intervals the streams' judge
-maps too, :mod:`receval.engine.judge_anytime`) with bootstrap intervals
+read by the engine, :mod:`receval.engine.judge`; rounds of every design below:
+:mod:`receval.engine.judge_designs`; with anytime intervals the streams' judge maps too,
+:mod:`receval.engine.judge_anytime`) with bootstrap intervals
 (every ``--method``, ``--target``, ``--cluster-queries``, ``--rank-by``, ``--tiers``,
 ``--replicates``) or anytime intervals (``--intervals anytime``, ``anytime-asymptotic``, and
 ``auto`` when it resolves to them: the pool's popularity strata come from one more aggregation,
@@ -27,9 +28,9 @@ rounds (their judge-strata design from the judge's levels: :mod:`receval.engine.
 anytime intervals with classes and entity-relation rounds (:func:`stream_designs`),
 ``conflicts.csv`` with the loader's fact ids (:func:`loader_fact_ids`), and ``--estimator
 ppi`` with the judge audit (the judge table read by the engine: :mod:`receval.engine.judge`).
-Not: ``ppi`` with ``--cluster-queries`` on Spark or with rounds of another design than
-uniform, anytime intervals with ``--by-judge`` rounds, the ``judge-uncertainty`` design,
-``--weighting overlap``, ``--target-recall``, ``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
+Not: the ``judge-uncertainty`` design, rounds drawn ``--by-judge`` by several judges with
+anytime intervals, ``--weighting overlap``, ``--target-recall``,
+``--annotator-resampling`` or other estimators (:func:`unsupported` names the first one met:
 an error with ``--out-of-core``; at size without it, the in-memory path with a run warning,
 :data:`IN_MEMORY_AT_SIZE`).
 """
@@ -162,7 +163,10 @@ class BundleView(SmallTablesView):
         a ``judge-strata`` design's levels from :attr:`engine_judge`'s session)."""
         from receval.engine.sampled_data import EngineDesigns
 
-        return EngineDesigns(self.small, self.summary, self.engine_judge, judge_batches(self))
+        designs = EngineDesigns(self.small, self.summary, self.engine_judge, judge_batches(self))
+        if self.engine_judge is not None:  # ppi's sums over other designs than uniform
+            self.engine_judge.designs = designs
+        return designs
 
     @cached_property
     def samplers(self) -> list:
@@ -330,25 +334,18 @@ def unsupported(options, small: SmallTables) -> str:
     return ""
 
 
-#: the engine judge's sums take every system's draws as uniform (q₀ = Σ_j n_j/(N |X_j|))
-PPI_DESIGNS = "--estimator ppi with rounds of a design other than uniform (the judge's sums)"
-
-
 def _designs_unsupported(options, small: SmallTables) -> str:
     """What of the rounds' declared designs the engine path does not score ('' when it can)."""
     declared = _declared_designs(small)
-    if options.estimator == "ppi" and declared - {"uniform"}:
-        return PPI_DESIGNS
     if "judge-uncertainty" in declared:
         return "rounds drawn --by-judge with the judge-uncertainty design (its scores per output)"
     return ""
 
 
 def _late_problem(options, view: BundleView) -> str:
-    """What :func:`unsupported` could not see before the runs were summarised: the designs
-    inferred for rounds that declare none ('' when the engine path can score)."""
-    if options.estimator == "ppi" and {s.design for s in view.samplers} - {"uniform"}:
-        return PPI_DESIGNS
+    """What :func:`unsupported` could not see before the runs were summarised ('' when the
+    engine path can score).  Nothing now: ppi's sums take the rounds of every design the
+    engine path scores, declared or inferred (:mod:`receval.engine.judge_designs`)."""
     return ""
 
 
@@ -425,9 +422,6 @@ def _engine_path(task, options, engine: Any, out_of_core: bool | None):
 
     small = read_small_tables(bundle, truth=True)
     problem = unsupported(options, small)
-    spark = (engine if isinstance(engine, str) else getattr(engine, "name", "duckdb")) == "spark"
-    if not problem and spark and options.estimator == "ppi" and options.cluster_queries:
-        problem = "--estimator ppi with --cluster-queries on Spark (the per-query sums)"
     if problem:
         if out_of_core:
             raise ValueError(f"the engine path (--out-of-core) cannot score with {problem}")
