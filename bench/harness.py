@@ -201,6 +201,7 @@ def run_child(
     other (``RUSAGE_CHILDREN`` keeps only the largest so far); CPU time depends far less on the
     machine's load than wall time.  The checkout the child imports ``receval`` from is noted
     in :data:`CHILD_CHECKOUTS` (the commit a stored record names, :func:`git_commit`)."""
+    args = _safe_path(args, env)
     checkout = child_checkout(args, env, cwd)
     if checkout is not None:
         CHILD_CHECKOUTS[checkout] = CHILD_CHECKOUTS.get(checkout, 0) + 1
@@ -218,6 +219,22 @@ def run_child(
         raise RuntimeError(f"{' '.join(args)} failed: {tail}")
     cpu = usage.ru_utime + usage.ru_stime
     return Child(wall, cpu, usage.ru_maxrss / 1024, stdout, tail, code, checkout)
+
+
+def _safe_path(args: list[str], env: dict[str, str] | None) -> list[str]:
+    """``args`` with ``-P`` after the interpreter when it runs ``-m``/``-c`` with an explicit
+    ``PYTHONPATH``: ``-m`` and ``-c`` put the working directory first on ``sys.path``, so a
+    benchmark run from a checkout would time that checkout's ``receval`` whatever
+    ``PYTHONPATH`` (e.g. a baseline tree) says (Python ≥ 3.11; unchanged before)."""
+    explicit = env is not None and "PYTHONPATH" in env
+    if not explicit or sys.version_info < (3, 11) or len(args) < 2:
+        return args
+    for i, arg in enumerate(args[:-1]):  # past nice/time/... wrappers to the interpreter
+        if arg == sys.executable or Path(arg).name.startswith("python"):
+            if args[i + 1] in ("-m", "-c"):
+                return [*args[: i + 1], "-P", *args[i + 1 :]]
+            return args
+    return args
 
 
 # ------------------------------------------------------------------ the measured checkout

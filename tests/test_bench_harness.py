@@ -50,12 +50,13 @@ def _env(path: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("args", "winner"),
     [
-        (["-c", "pass"], "b"),  # -c and -m: the working directory first
-        (["-m", "json.tool", "--help"], "b"),
+        # -c and -m put the working directory first; run_child adds -P when PYTHONPATH is given
+        (["-c", "pass"], "a"),
+        (["-m", "json.tool", "--help"], "a"),
         (["-P", "-c", "pass"], "a"),  # -P: not the working directory, PYTHONPATH
         (["SCRIPT"], "a"),  # a script: its own folder first, then PYTHONPATH
         (["-E", "-P", "-c", "pass"], None),  # -E: PYTHONPATH ignored, the installed receval
-        (["NICE", "-c", "pass"], "b"),  # nice -n 5 python -c: the python's
+        (["NICE", "-c", "pass"], "a"),  # nice -n 5 python -c: the python's (with -P added)
     ],
 )
 def test_the_child_checkout_is_the_one_its_interpreter_imports(
@@ -127,3 +128,18 @@ def test_runs_storing_at_once_keep_every_record(tmp_path: Path) -> None:
     assert all(proc.exitcode == 0 for proc in procs)
     runs = json.loads(Path(out).read_text(encoding="utf-8"))["runs"]
     assert sorted(r["figures"]["i"] for r in runs) == list(range(8))
+
+
+def test_a_child_with_an_explicit_pythonpath_imports_that_tree_whatever_the_cwd(
+    tmp_path: Path,
+) -> None:
+    """run_child adds -P to ``python -m``/``-c`` children given a PYTHONPATH: run from a
+    checkout, a baseline tree on PYTHONPATH is the one measured (``-m`` would put the working
+    directory first)."""
+    harness = load_bench("harness")
+    here, _ = _checkout(tmp_path / "here")
+    base, _ = _checkout(tmp_path / "base")
+    code = "import receval, pathlib; print(pathlib.Path(receval.__file__).resolve().parents[1])"
+    env = {**os.environ, "PYTHONPATH": str(base)}
+    child = harness.run_child([sys.executable, "-c", code], env=env, cwd=here)
+    assert Path(child.stdout.strip()) == base
