@@ -31,28 +31,13 @@ import numpy as np
 ENGINE_LOOP_ESTIMATORS = ("joint", "simple", "ppi")
 
 
-def _judge_rounds(small) -> str:
-    """Rounds of a judge's design (the looks' anytime intervals on the engine path score the
-    uniform and entity-relation designs, with or without equivalence classes)."""
-    if "design" in small.samples:
-        declared = small.samples["design"].astype(str).str.strip()
-        if declared.str.startswith("judge").any():
-            return "rounds of a judge's design in samples.tsv"
-    return ""
-
-
 def view_for_looks(bundle, target: str, rank_by: str, confidence: float, intervals: str,
                    estimator: str, engine: Any = "duckdb"):  # fmt: skip
     """The engine path's view of ``bundle`` scored as a look is (anytime intervals); a
     ValueError naming what it cannot score."""
-    from receval.engine.sampled_data import read_small_tables
     from receval.engine.score import engine_view
     from receval.options import ScoreOptions, check_score_options
 
-    small = read_small_tables(bundle)
-    problem = _judge_rounds(small)  # rounds the view reads
-    if problem:
-        raise ValueError(f"the engine path does not score the looks with {problem}")
     if estimator not in ENGINE_LOOP_ESTIMATORS:
         raise ValueError(
             f"the engine path scores the looks with {' or '.join(ENGINE_LOOP_ESTIMATORS)}, "

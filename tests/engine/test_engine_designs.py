@@ -232,3 +232,23 @@ def test_spark_anytime_intervals_with_classes_and_entity_relation_are_duckdbs(
     assert spark.exit_code == 0, spark.output
     for name in CSVS:
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "duck" / name).read_bytes()
+
+
+@pytest.mark.parametrize("options", [{}, {"graded": True}, {"classes": True}], ids=str)
+@pytest.mark.parametrize("rank_by", ["precision", "pooled_recall"])
+def test_engine_look_with_by_judge_rounds_draws_the_in_memory_round(tmp_path, options, rank_by):
+    """``sample --until-decided`` out of core after a round drawn ``--by-judge``: the looks'
+    anytime intervals score the judge-strata rounds on the engine path, so the open pairs,
+    weights and the whole drawn round (floor draws' q₀ included) are the in-memory loop's."""
+    import receval
+    from receval.engine.until_decided import until_decided_round as engine_round
+    from receval.until_decided import until_decided_round
+
+    root = judge_bundle(tmp_path / "b", options)
+    assert any(d.startswith("judge") for d in _designs(root))
+    memory = until_decided_round(receval.load_task(root), 40, seed=2, rank_by=rank_by)
+    engine = engine_round(Bundle(root), 40, seed=2, rank_by=rank_by)
+    assert engine.decisions.open_pairs == memory.decisions.open_pairs
+    np.testing.assert_allclose(engine.decisions.weights, memory.decisions.weights, rtol=1e-9)
+    pd.testing.assert_frame_equal(engine.samples, memory.samples)
+    pd.testing.assert_frame_equal(engine.to_annotate, memory.to_annotate)
