@@ -228,7 +228,9 @@ def test_duckdb_is_bounded_and_cleans_its_spill_folder(monkeypatch):
 
 
 def test_cli_sample_engine(tmp_path):
-    """``sample --engine duckdb`` records the engine's round; --adaptive --by-judge is refused."""
+    """``sample --engine duckdb`` records the engine's round; --adaptive --by-judge (planned on
+    the engine since the judge designs moved there) without a judge table: one line naming
+    judge.tsv."""
     from click.testing import CliRunner
 
     from receval.cli import cli
@@ -243,7 +245,9 @@ def test_cli_sample_engine(tmp_path):
     assert list(got["answer"]) == list(want["answer"]) and len(load_task(root).samples) == 12
     adaptive = [*args, "--adaptive", "--target-width", "0.1"]
     refused = CliRunner().invoke(cli, [*adaptive, "--by-judge"])
-    assert refused.exit_code == 2 and "does not plan --adaptive with --by-judge" in refused.output
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.startswith("error: ") and refused.output.count("\n") == 1
+    assert "judge.tsv: --by-judge needs the judge's scores" in refused.output
 
 
 def test_engine_sample_data_equals_the_in_memory_arrays(tmp_path):
