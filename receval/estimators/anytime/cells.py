@@ -177,17 +177,18 @@ class _Cells:
     def fast(p: np.ndarray, q: np.ndarray, end: float, theta: np.ndarray) -> np.ndarray:
         """One system's running-max log capital at ``end`` in each cell of θ ``theta`` (n,),
         from its :meth:`factors` ``p``, ``q`` (K,) there (NaN where a block's product left the
-        floats)."""
-        c = end / np.asarray(theta, float)
-        out = np.empty(c.size)
-        step = max(1, CHUNK // max(p.size, 1))
-        for s in range(0, c.size, step):
-            factor = np.multiply(q[None, :], c[s : s + step, None])
-            np.subtract(p[None, :], factor, out=factor)
-            np.maximum(factor, 1e-15, out=factor)
-            blocks = _block_log(factor, np.empty_like(factor))
-            top = np.maximum(np.cumsum(blocks, axis=-1).max(axis=-1), 0.0)
-            out[s : s + step] = np.where(np.isfinite(blocks).all(axis=-1), top, np.nan)
+        floats; a cell at θ = 0 gives inf or NaN factors, hence NaN, silently)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = end / np.asarray(theta, float)
+            out = np.empty(c.size)
+            step = max(1, CHUNK // max(p.size, 1))
+            for s in range(0, c.size, step):
+                factor = np.multiply(q[None, :], c[s : s + step, None])
+                np.subtract(p[None, :], factor, out=factor)
+                np.maximum(factor, 1e-15, out=factor)
+                blocks = _block_log(factor, np.empty_like(factor))
+                top = np.maximum(np.cumsum(blocks, axis=-1).max(axis=-1), 0.0)
+                out[s : s + step] = np.where(np.isfinite(blocks).all(axis=-1), top, np.nan)
         return out
 
     def check(self, i: int, theta, budget, key, ends: dict) -> np.ndarray:
