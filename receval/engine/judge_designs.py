@@ -293,8 +293,12 @@ def stream_design_sums(
             np.add.at(mass_q, (query[e_f], e_col), e_p)
     queries = None
     if per_query is not None:
-        queries = stream.PoolSums(**_split(per_query, m, U, C), jp=jp, scored=scored, mass_q=mass_q)
-    return stream.PoolSums(**_split(total, m, U, C), jp=jp, scored=scored, by_query=queries)
+        queries = stream.PoolSums(
+            **stream.split_sums(per_query, m, C, U), jp=jp, scored=scored, mass_q=mass_q
+        )
+    return stream.PoolSums(
+        **stream.split_sums(total, m, C, U), jp=jp, scored=scored, by_query=queries
+    )
 
 
 def _entries(f, code, query, levels, kinds: SamplerKinds, probs: PairProbabilities):
@@ -359,16 +363,6 @@ def _slice(f, code, key, query, entries, kinds, targets, values, graded_keys, pe
         if per_query is not None:
             per_query[query[first]] += block
     return out, jp, scored
-
-
-def _split(total: np.ndarray, m: int, U: int, C: int) -> dict[str, np.ndarray]:
-    """g1, pm, gs, ps of the blocks Lᵀ R (…, 2m, (C + 1)U) of :func:`_slice`."""
-    top, bottom = total[..., :m, :], total[..., m:, :]
-
-    def maps(part: np.ndarray) -> np.ndarray:
-        return np.stack([part[..., (c + 1) * U : (c + 2) * U] for c in range(C)])
-
-    return {"g1": top[..., :U], "pm": bottom[..., :U], "gs": maps(top), "ps": maps(bottom)}
 
 
 def class_design_sums(

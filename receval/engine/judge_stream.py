@@ -113,14 +113,19 @@ class PoolSums:
         return PoolSums(**sums)
 
 
-def split_sums(total: np.ndarray, m: int, C: int) -> dict[str, np.ndarray]:
-    """g1, pm, gs, ps of the blocks Lᵀ R (…, 2m, (C + 1)m) of :func:`_slice_sums`."""
+def split_sums(
+    total: np.ndarray, m: int, C: int, width: int | None = None
+) -> dict[str, np.ndarray]:
+    """g1, pm, gs, ps of the blocks Lᵀ R (…, 2m, (C + 1)·width) of :func:`_slice_sums`
+    (``width`` = m, the samplers' systems) or of the sums over the samplers' kinds
+    (:mod:`receval.engine.judge_designs`: ``width`` = U)."""
+    w = m if width is None else width
     top, bottom = total[..., :m, :], total[..., m:, :]
 
     def maps(part: np.ndarray) -> np.ndarray:
-        return np.stack([part[..., (j + 1) * m : (j + 2) * m] for j in range(C)])
+        return np.stack([part[..., (j + 1) * w : (j + 2) * w] for j in range(C)])
 
-    return {"g1": top[..., :m], "pm": bottom[..., :m], "gs": maps(top), "ps": maps(bottom)}
+    return {"g1": top[..., :w], "pm": bottom[..., :w], "gs": maps(top), "ps": maps(bottom)}
 
 
 def stream_sums(
