@@ -178,6 +178,8 @@ class _Cells:
         self.side = side
         self.m = direct.u.shape[0]
         self.stage = 0  # the grid worked on (:data:`COUNTS`)
+        active = np.asarray(direct.active, bool)
+        self.inactive = None if active.all() else ~active  # steps that do not count
 
     def count(self, what: str, n: int) -> None:
         """Add ``n`` to :data:`COUNTS` under this side, stage and ``what``."""
@@ -218,23 +220,30 @@ class _Cells:
         (upper side: the negated term, q = −λk), with p = 1, q = 0 where the step does not
         count.  Equal to the streams' factors up to rounding."""
         d = self.direct
+        every = rows.size == self.m  # rows are sorted and distinct: all of them, no copies
+
+        def take(a):
+            return np.asarray(a) if every else np.asarray(a)[rows]
+
         f = np.asarray(ends, float)[:, None]
-        n = d.n[rows][:, None]
+        fn = f * d.n[rows][:, None]
         if self.side > 0:  # the bet on Y = u − f·v, truncated by its room −min Y = f·lo1 − lo0
-            room = f * np.asarray(d.lo1)[rows] - np.asarray(d.lo0)[rows]
-            term = d.u[rows] - f * n
+            room = np.multiply(f, take(d.lo1))
+            np.subtract(room, take(d.lo0), out=room)
+            term = np.subtract(take(d.u), fn)
         else:  # the bet on −Y, truncated by max Y = hi0 − f·hi1 (hi1 = n)
-            room = np.asarray(d.hi0)[rows] - f * n
-            term = f * n - d.u[rows]
+            room = np.subtract(take(d.hi0), fn)
+            term = np.subtract(fn, take(d.u))
         np.maximum(room, 1e-300, out=room)
         np.divide(CAP, room, out=room)
-        lam = np.minimum(room, d.bets[rows], out=room)
-        inactive = ~np.asarray(d.active, bool)[rows]
+        lam = np.minimum(room, take(d.bets), out=room)
         np.multiply(term, lam, out=term)
         term += 1.0
-        term[inactive] = 1.0
         np.multiply(lam, d.k if self.side > 0 else -d.k, out=lam)
-        lam[inactive] = 0.0
+        if self.inactive is not None:
+            inactive = take(self.inactive)
+            np.copyto(term, 1.0, where=inactive)
+            np.copyto(lam, 0.0, where=inactive)
         return term, lam
 
     @staticmethod
