@@ -220,7 +220,7 @@ class _Cells:
         (upper side: the negated term, q = −λk), with p = 1, q = 0 where the step does not
         count.  Equal to the streams' factors up to rounding."""
         d = self.direct
-        every = rows.size == self.m  # rows are sorted and distinct: all of them, no copies
+        every = rows.size == self.m and np.array_equal(rows, np.arange(self.m))  # no copies
 
         def take(a):
             return np.asarray(a) if every else np.asarray(a)[rows]
@@ -249,59 +249,70 @@ class _Cells:
     @staticmethod
     def fast(p: np.ndarray, q: np.ndarray, end: float, theta: np.ndarray) -> np.ndarray:
         """One system's running-max log capital at ``end`` in each cell of θ ``theta`` (n,),
-        from its :meth:`factors` ``p``, ``q`` (K,) there (NaN where a block's product left the
-        floats; a cell at θ = 0 gives inf or NaN factors, hence NaN, silently)."""
+        from its :meth:`factors` ``p``, ``q`` (K,) there (:func:`_fast_rows`)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             c = end / np.asarray(theta, float)
-            out = np.empty(c.size)
-            step = max(1, CHUNK // max(p.size, 1))
-            for s in range(0, c.size, step):
-                factor = np.multiply(q[None, :], c[s : s + step, None])
-                np.subtract(p[None, :], factor, out=factor)
-                np.maximum(factor, 1e-15, out=factor)
-                blocks = _block_log(factor, np.empty_like(factor))
-                top = np.maximum(np.cumsum(blocks, axis=-1).max(axis=-1), 0.0)
-                out[s : s + step] = np.where(np.isfinite(blocks).all(axis=-1), top, np.nan)
+        return _fast_rows(p[None, :], q[None, :], np.zeros(c.size, int), c)
+
+    def margins(self, thetas, budgets, asked, at) -> np.ndarray:
+        """Per cell ``asked`` (C, m) the margin (C, m; +inf elsewhere) by which its capital at
+        the end of its key ``at`` (C, m) (lattice points) exceeds its budget: ≥ 0 exactly when
+        the cell's own key is ≤ that key (its end is no farther out); +inf where the range
+        itself says so, −inf where nothing can.  From :func:`_fast_rows` with the
+        :meth:`factors` of each system at each end asked, and from the streams where that
+        margin is within :data:`MARGIN` of 0 (rounding could decide it).
+
+        A cell is passed over where one of its system's cells at the same end, evaluated
+        already, shows it: the capital at one end is monotone in θ step by step (rising on
+        the lower side, falling on the upper), so a cell of smaller θ (lower side; larger on
+        the upper) whose capital is at least this cell's budget + :data:`MARGIN` shows its
+        margin ≥ that capital − its budget (a lower bound, returned as its margin: only its
+        sign is read).  Every system's cells at each end are taken in that order, one per
+        system and end per batch (data/kbp-sim: about half the cells passed over)."""
+        side = self.side
+        out = np.full(thetas.shape, np.inf)
+        end = -side * at
+        far = asked & (end == (1.0 if side < 0 else 0.0))  # no end is beyond the range's
+        zero = asked & ~far & (thetas <= 0)
+        out[zero] = np.where(at[zero] >= 0.0, np.inf, -np.inf)
+        live = asked & ~far & ~zero & (end >= 0.0) & (end <= 1.0)
+        out[asked & ~far & ~zero & ~live] = -np.inf
+        cell, col = np.nonzero(live)
+        if cell.size:
+            out[cell, col] = self._live_margins(thetas[cell, col], budgets[cell, col], col,
+                                                end[cell, col])  # fmt: skip
         return out
 
-    def check(self, i: int, theta, budget, key, ends: dict) -> np.ndarray:
-        """Per cell of system ``i`` (θ ``theta``, budgets ``budget``, (n,)) the margin by which
-        its capital at the end of ``key`` (n,) (lattice points) exceeds its budget: ≥ 0 exactly
-        when the cell's own key is ≤ ``key`` (its end is no farther out); +inf where the range
-        itself says so, −inf where nothing can.  From :meth:`fast` with the factors ``ends``
-        ({end: (p, q) of the system}), and from the streams where that margin is within
-        :data:`MARGIN` of 0 (rounding could decide it)."""
-        side = self.side
-        key = np.asarray(key, float)
-        end = -side * key
-        out = np.full(key.size, -np.inf)
-        far = end == (1.0 if side < 0 else 0.0)  # the range's far end: no end is beyond it
-        out[far] = np.inf
-        zero = ~far & (theta <= 0)
-        out[zero] = np.where(key[zero] >= 0.0, np.inf, -np.inf)
-        live = ~far & ~zero & (end >= 0.0) & (end <= 1.0)
-        self.count("checked", live.sum())
-        for e in np.unique(end[live]):
-            sel = live & (end == e)
-            out[sel] = self.fast(*ends[float(e)], float(e), theta[sel]) - budget[sel]
-        unclear = live & ~(np.abs(out) >= MARGIN)
+    def _live_margins(self, theta, budget, col, end) -> np.ndarray:
+        """:meth:`margins` of cells of θ ``theta``, budgets ``budget``, systems ``col`` at
+        ends ``end`` (n,) each, all inside the range."""
+        pairs, group = np.unique(np.stack([col, end]), axis=1, return_inverse=True)
+        group = group.reshape(-1)
+        rows = pairs[0].astype(int)
+        P, Q = self.factors(rows, pairs[1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = end / theta
+        order = np.lexsort((self.side * theta, group))  # per (system, end), by dominance
+        out = np.empty(theta.size)
+        lanes = _Lanes(group[order], budget[order])
+        while True:
+            shown, bound = lanes.shown()
+            out[order[shown]] = bound
+            due = lanes.next()
+            if due is None:
+                break
+            at = order[due]
+            capital = _fast_rows(P, Q, group[at], c[at])
+            out[at] = capital - budget[at]
+            lanes.learn(capital)
+        self.count("checked", lanes.evaluated)
+        self.count("shown", theta.size - lanes.evaluated)
+        unclear = ~(np.abs(out) >= MARGIN)
         if unclear.any():
             self.count("streamed", unclear.sum())
-            rows = np.full(int(unclear.sum()), i)
-            streams, bets = self.streams(rows, theta[unclear])
-            capital = _capitals(streams, bets, end[unclear][None, :], side, True)[0]
+            streams, bets = self.streams(col[unclear], theta[unclear])
+            capital = _capitals(streams, bets, end[unclear][None, :], self.side, True)[0]
             out[unclear] = capital - budget[unclear]
-        return out
-
-    def at_ends(self, rows: np.ndarray, keys: dict) -> list[dict]:
-        """Per system of ``rows`` {end: (p, q)} at the end of each of ``keys`` ({name: (m,)
-        keys}), clipped into the range: the :meth:`factors` of every system at once."""
-        out: list[dict] = [{} for _ in range(self.m)]
-        for key in keys:
-            ends = np.clip(-self.side * key[rows], 0.0, 1.0)
-            p, q = self.factors(rows, ends)
-            for r, i in enumerate(rows):
-                out[i][float(ends[r])] = (p[r], q[r])
         return out
 
     def tournament(self, thetas, budgets, key, open_, strict: bool):
@@ -315,20 +326,15 @@ class _Cells:
         while True:
             self.count("rounds", 1)
             top, j = _best(key)
-            margin = np.full(thetas.shape, np.inf)
-            who = np.flatnonzero(open_.any(axis=0))
-            ends = self.at_ends(who, [top, top - LATTICE] if strict else [top])
-            for i in who:
-                cells = np.flatnonzero(open_[:, i])
-                before = strict & (cells < j[i])
-                at = top[i] - np.where(before, LATTICE, 0.0)
-                theta, budget = thetas[cells, i], budgets[cells, i]
-                margin[cells, i] = self.check(i, theta, budget, at, ends[i])
-                tie = cells[before & (margin[cells, i] < 0)]  # beyond one step inside the best
-                if tie.size:  # not beyond the best itself: the best's key exactly, a tie
-                    best = np.full(tie.size, top[i])
-                    margin[tie, i] = self.check(i, thetas[tie, i], budgets[tie, i], best, ends[i])
-                    key[tie[margin[tie, i] >= 0], i] = top[i]
+            cell = np.arange(thetas.shape[0])[:, None]
+            before = strict & (cell < j) & open_
+            at = np.where(before, top - LATTICE, top)
+            margin = self.margins(thetas, budgets, open_, at)
+            tie = before & (margin < 0)  # beyond one step inside the best
+            if tie.any():  # not beyond the best itself: the best's key exactly, a tie
+                again = self.margins(thetas, budgets, tie, np.broadcast_to(top, at.shape))
+                margin = np.where(tie, again, margin)
+                key = np.where(tie & (again >= 0), top, key)
             open_ &= margin < 0
             if not open_.any():
                 return (key, *_best(key))
@@ -343,7 +349,7 @@ class _Cells:
 
     def reach(self, thetas, budgets, open_, top, margin) -> tuple[np.ndarray, np.ndarray]:
         """A guess (C, m) of the keys of the ``open_`` cells, beyond the best ``top`` by their
-        ``margin`` there (< 0): each cell's capital evaluated once more (:meth:`fast`)
+        ``margin`` there (< 0): each cell's capital evaluated once more (:func:`_fast_rows`)
         :data:`PROBE` lattice steps farther out, and the crossing of its budget read off the
         line through the two (the best key where that line says nothing), no farther than
         :data:`REACH` lattice steps beyond the best (a line through two close points that
@@ -351,17 +357,20 @@ class _Cells:
         out = np.full(margin.shape, np.nan)
         probe = np.full(margin.shape, np.nan)
         who = np.flatnonzero(open_.any(axis=0))
-        ends = self.at_ends(who, [top + PROBE * LATTICE])
-        for i in who:
-            cells = np.flatnonzero(open_[:, i])
-            ((end, (p, q)),) = ends[i].items()
-            far = self.fast(p, q, end, thetas[cells, i]) - budgets[cells, i]
-            near = margin[cells, i]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                guess = top[i] + (-self.side * end - top[i]) * -near / (far - near)
-            guess = np.minimum(guess, top[i] + REACH * LATTICE)
-            out[cells, i] = np.where(np.isfinite(guess) & (far > near), guess, top[i])
-            probe[cells, i] = far
+        ends = np.clip(-self.side * (top[who] + PROBE * LATTICE), 0.0, 1.0)
+        P, Q = self.factors(who, ends)
+        lane = np.full(self.m, -1)
+        lane[who] = np.arange(who.size)
+        cell, col = np.nonzero(open_)
+        end = ends[lane[col]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            far = _fast_rows(P, Q, lane[col], end / thetas[cell, col]) - budgets[cell, col]
+            near = margin[cell, col]
+            best = top[col]
+            guess = best + (-self.side * end - best) * -near / (far - near)
+        guess = np.minimum(guess, best + REACH * LATTICE)
+        out[cell, col] = np.where(np.isfinite(guess) & (far > near), guess, best)
+        probe[cell, col] = far
         return out, probe
 
     def extreme(self, thetas, budgets, start, guess, strict: bool):
@@ -401,6 +410,70 @@ REACH = 64
 #: a capital this close to its budget (in log) is evaluated again from its streams: the
 #: fast capitals of :class:`_AtEnds` differ from them by rounding only (~1e-12 over 10⁴ steps)
 MARGIN = 1e-9
+
+
+def _fast_rows(P: np.ndarray, Q: np.ndarray, rows: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The running-max log capitals (n,) of the step factors P[r] − Q[r]·c (each of the n
+    ``rows`` r of the :meth:`_Cells.factors` ``P``, ``Q`` (R, K), at its c = end/θ), equal to
+    the streams' up to rounding (NaN where a block's product left the floats; a cell at
+    θ = 0 gives inf or NaN factors, hence NaN, silently).  In chunks of :data:`CHUNK` entries."""
+    out = np.empty(rows.size)
+    step = max(1, CHUNK // max(P.shape[1], 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s in range(0, rows.size, step):
+            r = rows[s : s + step]
+            factor = np.multiply(Q[r], c[s : s + step, None])
+            np.subtract(P[r], factor, out=factor)
+            np.maximum(factor, 1e-15, out=factor)
+            blocks = _block_log(factor, np.empty_like(factor))
+            top = np.maximum(np.cumsum(blocks, axis=-1).max(axis=-1), 0.0)
+            out[s : s + step] = np.where(np.isfinite(blocks).all(axis=-1), top, np.nan)
+    return out
+
+
+class _Lanes:
+    """Cells taken in order within lanes (one per system and end: ``group``, sorted, with
+    the cells' ``budget`` (n,) in that order), each cell evaluated unless an evaluated cell
+    before it in its lane has a capital of at least its budget + :data:`MARGIN`
+    (:meth:`_Cells.margins`)."""
+
+    def __init__(self, group: np.ndarray, budget: np.ndarray):
+        first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        self.pos = first.copy()  # the next cell of each lane
+        self.stop = np.r_[first[1:], group.size]
+        self.best = np.full(first.size, -np.inf)  # the largest capital evaluated per lane
+        self.budget = budget
+        self.due = first[:0]
+        self.evaluated = 0
+
+    def shown(self) -> tuple[np.ndarray, np.ndarray]:
+        """The cells (positions) shown by their lanes' capitals so far, passed over, and
+        their margins' lower bounds."""
+        shown, bounds = [], []
+        while True:
+            lanes = np.flatnonzero(self.pos < self.stop)
+            at = self.pos[lanes]
+            ok = self.best[lanes] >= self.budget[at] + MARGIN
+            if not ok.any():
+                break
+            lanes, at = lanes[ok], at[ok]
+            shown.append(at)
+            bounds.append(self.best[lanes] - self.budget[at])
+            self.pos[lanes] += 1
+        if not shown:
+            return self.due[:0], np.empty(0)
+        return np.concatenate(shown), np.concatenate(bounds)
+
+    def next(self):
+        """The next cell (positions) of every lane not done, or None."""
+        self.due = np.flatnonzero(self.pos < self.stop)
+        return self.pos[self.due] if self.due.size else None
+
+    def learn(self, capital: np.ndarray) -> None:
+        """The capitals of the cells :meth:`next` gave."""
+        self.best[self.due] = np.fmax(self.best[self.due], capital)
+        self.pos[self.due] += 1
+        self.evaluated += self.due.size
 
 
 def _farthest(reach: np.ndarray, far: np.ndarray) -> np.ndarray:
