@@ -507,6 +507,55 @@ def test_lazy_joint_end_is_every_cells_extreme_bit_for_bit(name, seed):
         assert np.all(np.abs(lazy - guided) < LATTICE)
 
 
+@pytest.mark.parametrize("start", ["point", "farthest", "second_order_off"])
+def test_lazy_joint_end_is_the_same_from_any_start(monkeypatch, start):
+    """Which cell is bisected first (cells._finer_start, the θ point's cell at the first grid)
+    and the guess of its end (cells._second_order_ends) change the work only: the ends are
+    main's start's (the finer cell at the coarser extreme's θ, no guess) bit for bit."""
+    from receval.estimators.anytime import cells
+
+    direct, theta = _direct_setup("f1", seed=6, sizes=[15.0, 200.0, 60.0])
+    ours = {side: direct.joint_end(theta, 0.05, side) for side in (+1, -1)}
+    if start == "point":  # main's: the finer cell nearest the coarser extreme's θ
+        monkeypatch.setattr(cells, "_finer_start",
+                            lambda grid, budget, side, t, held: cells._nearest(
+                                cells._cell_edges(grid, budget, side)[0], t))  # fmt: skip
+    elif start == "farthest":  # the finer grid's last cell, whatever the coarser one found
+        monkeypatch.setattr(cells, "_finer_start",
+                            lambda grid, budget, side, t, held: np.full(grid.shape[1],
+                                                                        grid.shape[0] - 2))  # fmt: skip
+    monkeypatch.setattr(cells, "_second_order_ends", lambda d, t, b, side: None)
+    for side in (+1, -1):
+        assert np.array_equal(direct.joint_end(theta, 0.05, side), ours[side])
+
+
+@pytest.mark.parametrize("side", [+1, -1])
+def test_cells_passed_over_have_their_own_capitals_sign(side):
+    """_Cells.margins passes over a cell that a cell of its system at the same end shows
+    (the capital is monotone in θ): its margin is then a lower bound ≥ the margin 1e-9, of
+    the sign of its own capital's margin; every evaluated cell's margin is its own."""
+    from receval.estimators.anytime.cells import COUNTS, MARGIN, _Cells
+
+    direct, _ = _direct_setup("f1", K=2_000)
+    cells = _Cells(direct, side)
+    rng = np.random.default_rng(3)
+    C, m = 12, 3
+    thetas = np.sort(rng.uniform(max(direct.theta_min, 0.05), 1.0, (C, m)), axis=0)
+    budgets = rng.uniform(0.5, 4.0, (C, m))
+    at = -side * np.round(rng.uniform(0.05, 0.5, (C, m)) * 4096) / 4096  # lattice keys
+    at[: C // 2] = at[0]  # half the cells of each system at one end: some are passed over
+    COUNTS.clear()
+    margin = cells.margins(thetas, budgets, np.ones((C, m), bool), at)
+    assert COUNTS[side, 0, "shown"] > 0
+    for c in range(C):
+        for i in range(m):
+            end = -side * at[c, i]
+            p, q = cells.factors(np.array([i]), np.array([end]))
+            own = cells.fast(p[0], q[0], end, thetas[c : c + 1, i])[0] - budgets[c, i]
+            assert (margin[c, i] >= 0) == (own >= 0)
+            assert margin[c, i] == own or MARGIN <= margin[c, i] <= own
+
+
 @pytest.mark.parametrize("side", [+1, -1])
 def test_cells_fast_capitals_match_the_streams_within_the_margin(side):
     """cells._Cells.fast (the factors p − q·c, θ-free per end) is the streams' running-max log
