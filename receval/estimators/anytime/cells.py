@@ -20,8 +20,8 @@ guessed to hold the extreme), every other is evaluated once at the best end foun
 is the one found, as an argmax finds it), and only the cells that pass it are bisected, the
 one whose capital fell furthest short of its budget first; the others are evaluated again at
 each new best.  Cells outside the span the next grid refines keep a bound only (no farther
-than that grid's best); they are evaluated once more at the final end (:meth:`_Cells.recheck`)
-and bisected if they pass it.  Every extreme, every refined span and so every end is the one
+than that grid's best); they are evaluated once more with the last grid's cells
+(:meth:`_Cells.last`, one tournament over both) and bisected if they pass its best.  Every extreme, every refined span and so every end is the one
 computing each cell's end gives (tests: the same ends bit for bit), with about a third of
 the capital evaluations on data/kbp-sim.
 
@@ -65,8 +65,9 @@ LATTICE = 2.0**-JOINT_ITERATIONS
 
 #: the work of every :func:`lazy_joint_end` since it was last cleared, by (side, stage, what):
 #: ``bisected`` cells (one bisection each), ``checked`` cells (one fast capital each),
-#: ``streamed`` checks evaluated again from the streams, ``rounds`` of the tournaments; stage
-#: ``REFINE_STAGES + 1`` is the final recheck.  For benchmarks (``COUNTS.clear()`` first).
+#: ``shown`` cells passed over (:meth:`_Cells.margins`), ``streamed`` checks evaluated again
+#: from the streams, ``rounds`` of the tournaments; the last stage's count the earlier grids'
+#: cells evaluated again with the last grid's.  For benchmarks (``COUNTS.clear()`` first).
 COUNTS: Counter = Counter()
 
 
@@ -98,12 +99,11 @@ def lazy_joint_end(direct, theta, alpha: float, side: int) -> np.ndarray:
         if start is None:
             start = _nearest(thetas, theta_point(t_streams))
             guess = _second_order_ends(direct, thetas[start, cols], budgets[start, cols], side)
-        final = stage == stages
         cells.stage = stage
-        key, top, j = cells.extreme(thetas, budgets, start, guess, strict=not final)
-        if final:
-            best = np.maximum(best, top)
+        if stage == stages:  # the last grid's cells with those bounded only by their grid's
+            best = cells.last(thetas, budgets, start, guess, pending, best)
             break
+        key, top, j = cells.extreme(thetas, budgets, start, guess, strict=True)
         C = thetas.shape[0]
         first = np.maximum(j - span, 0)
         last = np.minimum(j + 1 + span, C)  # cells first..last-1 are refined
@@ -117,8 +117,6 @@ def lazy_joint_end(direct, theta, alpha: float, side: int) -> np.ndarray:
         budget = level - _theta_log_capital(t_streams, t_bets, grid, side)
         start = _finer_start(grid, budget, side, thetas[j, cols], held)
         guess = -side * top
-    cells.stage = stages + 1
-    best = cells.recheck(pending, best)
     end = -side * best
     return np.where(end == 0, 0.0, end)  # no negative zero
 
@@ -397,19 +395,23 @@ class _Cells:
         key[start, cols] = self.keys(thetas[start, cols], budgets[start, cols], cols, guess)
         return self.tournament(thetas, budgets, key, np.isnan(key), strict)
 
-    def recheck(self, pending, best: np.ndarray) -> np.ndarray:
-        """The best key (m,) over ``best`` and the cells of ``pending`` (θ, budgets, mask per
-        grid: cells bounded only by their grid's best): a :meth:`tournament` over all of them
-        from ``best``."""
-        if not pending:
-            return best
+    def last(self, thetas, budgets, start, guess, pending, best) -> np.ndarray:
+        """The best key (m,) over the last grid's cells (``thetas``, ``budgets``, its cell
+        ``start`` bisected first from ``guess``), ``best`` and the cells of ``pending`` (θ,
+        budgets, mask per earlier grid: cells bounded only by their grid's best): one
+        :meth:`tournament` over all of them (only the best key exact)."""
         m = best.size
-        thetas = np.concatenate([t for t, _, _ in pending] + [np.ones((1, m))])
-        budgets = np.concatenate([b for _, b, _ in pending] + [np.zeros((1, m))])
-        open_ = np.concatenate([mask for _, _, mask in pending] + [np.zeros((1, m), bool)])
+        cols = np.arange(m)
         key = np.full(thetas.shape, np.nan)
-        key[-1] = best  # the cells known already, as one more row
-        return self.tournament(thetas, budgets, key, open_, strict=False)[1]
+        key[start, cols] = self.keys(thetas[start, cols], budgets[start, cols], cols, guess)
+        parts = [(thetas, budgets, np.isnan(key)), *pending]
+        every = np.concatenate([t for t, _, _ in parts] + [np.ones((1, m))])
+        budget = np.concatenate([b for _, b, _ in parts] + [np.zeros((1, m))])
+        open_ = np.concatenate([mask for _, _, mask in parts] + [np.zeros((1, m), bool)])
+        known = np.full(every.shape, np.nan)
+        known[: key.shape[0]] = key
+        known[-1] = best  # the cells known already, as one more row
+        return self.tournament(every, budget, known, open_, strict=False)[1]
 
 
 #: lattice steps beyond the best at which the cells beyond it are evaluated once more, to
