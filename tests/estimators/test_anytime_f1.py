@@ -556,6 +556,23 @@ def test_cells_passed_over_have_their_own_capitals_sign(side):
             assert margin[c, i] == own or MARGIN <= margin[c, i] <= own
 
 
+def test_cells_streams_of_as_many_rows_as_systems_are_those_rows():
+    """_Cells.streams of m rows that are not the m systems in order (one system's cells at
+    m values of θ, as the checks rounding could decide ask for) are those rows' streams."""
+    from receval.estimators.anytime.betting import log_capital
+    from receval.estimators.anytime.cells import _Cells
+
+    direct, _ = _direct_setup("f1")
+    cells = _Cells(direct, +1)
+    thetas = np.array([0.3, 0.5, 0.7])
+    streams, bets = cells.streams(np.array([2, 2, 2]), thetas)
+    one = [cells.streams(np.array([2]), thetas[k : k + 1]) for k in range(3)]
+    mu = np.full((1, 3), 0.2)
+    got = log_capital(streams, bets, mu, +1, True)[0]
+    want = [log_capital(s, b, mu[:, :1], +1, True)[0, 0] for s, b in one]
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("side", [+1, -1])
 def test_cells_fast_capitals_match_the_streams_within_the_margin(side):
     """cells._Cells.fast (the factors p − q·c, θ-free per end) is the streams' running-max log

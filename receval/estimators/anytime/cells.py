@@ -199,7 +199,7 @@ class _Cells:
         """The streams (and bets) of the systems ``rows`` at θ ``theta`` (one per row), as
         :meth:`~receval.estimators.anytime.f1.DirectF1.streams` builds them."""
         d = self.direct
-        if rows.size == self.m:
+        if rows.size == self.m and np.array_equal(rows, np.arange(self.m)):
             return d.streams(theta), d.bets
         n = d.n[rows]
         v = n[:, None] + d.k[None, :] / np.asarray(theta, float)[:, None]
