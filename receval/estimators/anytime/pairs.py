@@ -378,13 +378,15 @@ def step_moments(d: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
     return mean, moment, steps
 
 
-def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
+def log_capitals(d, lo, hi, active, work: Work | None = None) -> tuple[np.ndarray, ...]:
     """Running-max log capitals of the bettors on D (``up``) and on −D (``down``) per row (P,),
-    with the final running mean, second moment and step count (module docstring)."""
+    with the final running mean, second moment and step count (module docstring).  With
+    ``work`` (:func:`pair_tests`' buffers) ``d`` is one of its buffers, overwritten."""
     d, lo, hi = (np.asarray(x, float) for x in (d, lo, hi))
     act = np.asarray(active, bool) & (hi > lo)
-    work = Work(d.shape[1])
-    d = np.array(d, float, copy=True)
+    if work is None:
+        work = Work(d.shape[1])
+        d = np.array(d, float, copy=True)
     bets = bets_into(d, lo, hi, act, work)  # d now 0 where the step does not count
     up, down = tops_into(bets, d, work)
     return (running_top(up), running_top(down), *step_moments(d, act))
@@ -418,15 +420,29 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` (bool (m,)) tested both ways, Holm at ``alpha`` over the
     2·P one-sided hypotheses (module docstring)."""
     idx, pairs = ok_pairs(ok)
+    work = Work(terms.y.shape[1])
 
     def part(a, b):
-        return log_capitals(
-            terms.y[a] - terms.y[b], terms.lo[a] - terms.hi[b], terms.hi[a] - terms.lo[b],
-            terms.active[a] & terms.active[b],
-        )  # fmt: skip
+        return log_capitals(*_pair_terms(terms, a, b, work), work)
 
     out = chunked(pairs, terms.y.shape[1], part)
     return decide(pairs, out, terms.y.shape[0], idx, alpha, terms.exact)
+
+
+def _pair_terms(terms: SystemTerms, a, b, work: Work) -> tuple[np.ndarray, ...]:
+    """D = Y_a − Y_b of the pairs (a, b), its range [lo_a − hi_b, hi_a − lo_b] and whether both
+    systems count, in ``work``'s buffers."""
+    rows = a.size
+
+    def difference(x, y, name):
+        xa = np.take(x, a, axis=0, out=work.get("end_a", rows))
+        return np.subtract(xa, np.take(y, b, axis=0, out=work.get("end_b", rows)),
+                           out=work.get(name, rows))  # fmt: skip
+
+    active = np.take(terms.active, a, axis=0, out=work.get("act", rows, bool))
+    active &= np.take(terms.active, b, axis=0, out=work.get("act_b", rows, bool))
+    return (difference(terms.y, terms.y, "d_pair"), difference(terms.lo, terms.hi, "lo"),
+            difference(terms.hi, terms.lo, "hi"), active)  # fmt: skip
 
 
 def ok_pairs(ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
