@@ -82,6 +82,7 @@ from receval.estimators.anytime.pairs import (
     decide,
     ok_pairs,
     running_top,
+    stake_sides,
     tops_into,
 )
 from receval.estimators.anytime.sequences import (
@@ -179,13 +180,13 @@ def _f1_capitals(terms: SystemTerms, n, facts: TrueFacts, a, b, work: Work) -> t
     d_ref = _w_times(facts.reference, c, slope, work.get("d_ref", rows))
     d_ref += A
     bets = bets_into(d_ref, lo, hi, act, work)
-    sums, paths = [], None
+    sums, paths, sides = [], None, stake_sides(bets, work)
     for T in (facts.lower, facts.upper):
         d = np.multiply(_w(T, c), slope, out=work.get("d", rows))
         d += A
         np.copyto(d, 0.0, where=work.get("skip", rows, bool))  # bets_into's: the steps not counted
         sums.append((d.sum(axis=1), np.multiply(d, d, out=work.get("d2", rows)).sum(axis=1)))
-        paths = tops_into(bets, d, work, paths)
+        paths = tops_into(bets, d, work, paths, sides)
     up, down = running_top(paths[0]), running_top(paths[1])
     return (up, down, *_summed_binding_moments(sums, act.sum(axis=1)))
 

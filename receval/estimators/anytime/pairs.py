@@ -328,24 +328,25 @@ def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.nda
     bettors (at a step only one of them stakes; the other's factor is 1 and adds 0), with the
     same sums as :func:`capital_path` of each."""
     work = Work(bets.shape[1])
-    paths = None
+    paths, sides = None, stake_sides(bets, work)
     for d in ds:
-        paths = tops_into(bets, d, work, paths)
+        paths = tops_into(bets, d, work, paths, sides)
     return running_top(paths[0]), running_top(paths[1])
 
 
-def tops_into(bets: np.ndarray, d: np.ndarray, work: Work, paths=None):
+def tops_into(bets: np.ndarray, d: np.ndarray, work: Work, paths=None, sides=None):
     """The log-capital paths (up, down) of ``bets`` on ``d`` (:func:`directed_tops`, one term)
     in ``work``'s buffers, or their least with ``paths`` (the paths of the pair's other terms,
-    updated in place)."""
+    updated in place); ``sides``: :func:`stake_sides` of ``bets``, when already known."""
     rows = d.shape[0]
+    up_side, no_down = stake_sides(bets, work) if sides is None else sides
     logs = np.multiply(bets, d, out=work.get("logs", rows))
     np.maximum(logs, -1.0 + 1e-15, out=logs)
     np.log1p(logs, out=logs)
     staked = work.get("staked", rows)  # the up bettor's logs (0 where it does not stake)
     np.copyto(staked, 0.0)
-    np.copyto(staked, logs, where=np.greater(bets, 0.0, out=work.get("sign", rows, bool)))
-    np.copyto(logs, 0.0, where=_outside(bets, np.less, work))  # the down bettor's
+    np.copyto(staked, logs, where=up_side)
+    np.copyto(logs, 0.0, where=no_down)  # the down bettor's
     if paths is None:
         up = np.cumsum(staked, axis=1, out=work.get("path_up", rows))
         return up, np.cumsum(logs, axis=1, out=work.get("path_down", rows))
@@ -353,6 +354,15 @@ def tops_into(bets: np.ndarray, d: np.ndarray, work: Work, paths=None):
     np.minimum(up, np.cumsum(staked, axis=1, out=work.get("path", rows)), out=up)
     np.minimum(down, np.cumsum(logs, axis=1, out=work.get("path", rows)), out=down)
     return up, down
+
+
+def stake_sides(bets: np.ndarray, work: Work) -> tuple[np.ndarray, np.ndarray]:
+    """Where the bettor on D stakes (bets > 0) and where the one on −D does not (not bets < 0),
+    in ``work``'s buffers."""
+    rows = bets.shape[0]
+    up_side = np.greater(bets, 0.0, out=work.get("up_side", rows, bool))
+    no_down = np.less(bets, 0.0, out=work.get("no_down", rows, bool))
+    return up_side, np.logical_not(no_down, out=no_down)
 
 
 def capital_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
