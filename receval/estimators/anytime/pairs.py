@@ -258,8 +258,10 @@ def pair_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 class Work:
     """Reusable (rows, steps) buffers for the paired tests' passes: a chunk's arrays are written
-    into the same memory chunk after chunk (fresh arrays of this size cost a page fault per
-    4 kB each time; data/kbp-sim's F1 pairs spent about a third of their time so)."""
+    into the same memory chunk after chunk.  In a process whose allocator already reuses freed
+    blocks of this size (any real run, after the earlier stages) this saves little: on
+    data/kbp-sim F1's pairs 0.98× main's CPU, precision's 0.85× (the latter mostly from one
+    logarithm per step instead of one per bettor; ``bench/pair_tests_speed.py``)."""
 
     def __init__(self, steps: int):
         self.steps = steps
