@@ -223,7 +223,7 @@ def mixed_bets(spec: str):
     is one, so the tests stay valid; it costs at most log(bettors) against the best of them."""
     from receval.estimators.anytime import pairs as pp
 
-    def log_capitals(d, lo, hi, active):
+    def log_capitals(d, lo, hi, active, work=None):  # work: pairs.Work buffers (unused)
         paths = [one_bettor(d, lo, hi, active, *(p.split("@")[0], float(p.split("@")[1])))
                  for p in spec.split("|")]  # fmt: skip
         act, dd = paths[0][2], paths[0][3]

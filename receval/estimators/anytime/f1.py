@@ -76,11 +76,14 @@ from receval.estimators.anytime.pairs import (
     EXACT_TOLERANCE,
     PairTests,
     SystemTerms,
+    Work,
+    bets_into,
     chunked,
     decide,
-    directed_tops,
     ok_pairs,
-    signed_bets,
+    running_top,
+    stake_sides,
+    tops_into,
 )
 from receval.estimators.anytime.sequences import (
     JOINT_ITERATIONS,
@@ -146,25 +149,79 @@ def f1_pair_tests(
     n = np.asarray(sizes, float)
     census = np.isfinite(terms.exact) if terms.exact is not None else np.zeros(n.size, bool)
 
+    work = Work(terms.y.shape[1])
+
     def part(a, b):
-        c = np.sqrt(n[a] * n[b])[:, None]
-        r = np.sqrt(n[a] / n[b])[:, None]
-        ya, yb = terms.y[a], terms.y[b]
-        A = ya - yb
-        slope = r * ya - yb / r - A  # B − A: D(w) = A + w·(B − A)
-        lo = np.minimum(terms.lo[a] - terms.hi[b], r * terms.lo[a] - terms.hi[b] / r)
-        hi = np.maximum(terms.hi[a] - terms.lo[b], r * terms.hi[a] - terms.lo[b] / r)
-        w_ref = _w(facts.reference[None, :], c)
-        bets, act = signed_bets(A + w_ref * slope, lo, hi, terms.active[a] & terms.active[b])
-        w_lo, w_hi = _w(facts.lower, c), _w(facts.upper, c)
-        d_lo = np.where(act, A + w_lo * slope, 0.0)
-        d_hi = np.where(act, A + w_hi * slope, 0.0)
-        up, down = directed_tops(bets, d_lo, d_hi)
-        return (up, down, *_binding_moments(d_lo, d_hi, act))
+        return _f1_capitals(terms, n, facts, a, b, work)
 
     out = chunked(pairs, terms.y.shape[1], part)
     ordered = _census_order(pairs, census, terms, n, facts)
     return decide(pairs, out, n.size, idx, alpha * (1.0 - T_SHARE), ordered=ordered)
+
+
+def _f1_capitals(terms: SystemTerms, n, facts: TrueFacts, a, b, work: Work) -> tuple:
+    """The running-max log capitals (up, down) of the pairs (a, b) on D(w) over T's interval
+    and their :func:`_binding_moments` (module docstring): the bets on D at the reference w,
+    the capitals the least of those at w_lo and w_hi.  The passes write into ``work``'s
+    buffers, the same operations in the same order as on fresh arrays (the same bits)."""
+    rows = a.size
+    c = np.sqrt(n[a] * n[b])[:, None]
+    r = np.sqrt(n[a] / n[b])[:, None]
+    ya = np.take(terms.y, a, axis=0, out=work.get("ya", rows))
+    yb = np.take(terms.y, b, axis=0, out=work.get("yb", rows))
+    A = np.subtract(ya, yb, out=work.get("A", rows))
+    slope = np.multiply(r, ya, out=ya)
+    slope -= np.divide(yb, r, out=yb)
+    slope -= A  # B − A: D(w) = A + w·(B − A)
+    lo, hi = _f1_range(terms, a, b, r, work)
+    act = np.take(terms.active, a, axis=0, out=work.get("act", rows, bool))
+    act &= np.take(terms.active, b, axis=0, out=work.get("act_b", rows, bool))
+    act &= np.greater(hi, lo, out=work.get("act_b", rows, bool))
+    d_ref = _w_times(facts.reference, c, slope, work.get("d_ref", rows))
+    d_ref += A
+    bets = bets_into(d_ref, lo, hi, act, work)
+    sums, paths, sides = [], None, stake_sides(bets, work)
+    for T in (facts.lower, facts.upper):
+        d = np.multiply(_w(T, c), slope, out=work.get("d", rows))
+        d += A
+        np.copyto(d, 0.0, where=work.get("skip", rows, bool))  # bets_into's: the steps not counted
+        sums.append((d.sum(axis=1), np.multiply(d, d, out=work.get("d2", rows)).sum(axis=1)))
+        paths = tops_into(bets, d, work, paths, sides)
+    up, down = running_top(paths[0]), running_top(paths[1])
+    return (up, down, *_summed_binding_moments(sums, act.sum(axis=1)))
+
+
+def _f1_range(terms: SystemTerms, a, b, r, work: Work) -> tuple[np.ndarray, np.ndarray]:
+    """The range [lo, hi] of D(w) over every w ∈ [0, 1]: the widest of the ranges of A and B."""
+    rows = a.size
+    lo = _end(terms.lo, terms.hi, a, b, r, work, np.minimum, "lo", rows)
+    hi = _end(terms.hi, terms.lo, a, b, r, work, np.maximum, "hi", rows)
+    return lo, hi
+
+
+def _end(near, far, a, b, r, work: Work, pick, name: str, rows: int) -> np.ndarray:
+    """pick(near_a − far_b, r·near_a − far_b/r) into the buffer ``name``."""
+    xa = np.take(near, a, axis=0, out=work.get("end_a", rows))
+    xb = np.take(far, b, axis=0, out=work.get("end_b", rows))
+    out = np.subtract(xa, xb, out=work.get(name, rows))
+    xa = np.multiply(r, xa, out=xa)
+    xa -= np.divide(xb, r, out=xb)
+    return pick(out, xa, out=out)
+
+
+def _w_times(T: np.ndarray, c: np.ndarray, slope: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``_w(T, c) * slope`` into ``out`` (T per step, c per pair)."""
+    if not np.isfinite(T).all():
+        return np.multiply(_w(T[None, :], c), slope, out=out)
+    w = np.add(c, T[None, :], out=out)
+    np.divide(T[None, :], w, out=w)
+    return np.multiply(w, slope, out=w)
+
+
+def _summed_binding_moments(sums, steps: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_binding_moments` from the sums of D and D² (rows) at w_lo and w_hi."""
+    lo, hi = (_moments_of(total, squares, steps) for total, squares in sums)
+    return _pick_binding(lo, hi)
 
 
 def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
@@ -174,7 +231,11 @@ def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
     interval, which more draws of the systems do not change (only a narrower T, i.e. more
     exhaustive units, does): its mean is set to 0, so it needs infinitely many steps."""
     steps = act.sum(axis=1)  # d_lo and d_hi are 0 where the step does not count
-    lo, hi = (_moments(d, steps) for d in (d_lo, d_hi))
+    return _pick_binding(*(_moments(d, steps) for d in (d_lo, d_hi)))
+
+
+def _pick_binding(lo, hi) -> tuple[np.ndarray, ...]:
+    """The moments (mean, moment, steps) of the binding end of :func:`_binding_moments`."""
     with np.errstate(divide="ignore", invalid="ignore"):
         use_lo = lo[0] ** 2 / lo[1] <= hi[0] ** 2 / hi[1]
     mean, moment, steps = (np.where(use_lo, x, y) for x, y in zip(lo, hi, strict=True))
@@ -183,9 +244,14 @@ def _binding_moments(d_lo, d_hi, act) -> tuple[np.ndarray, ...]:
 
 def _moments(d: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
     """:func:`step_moments` of ``d`` already 0 where the step does not count, its ``steps``."""
+    return _moments_of(d.sum(axis=1), (d * d).sum(axis=1), steps)
+
+
+def _moments_of(total: np.ndarray, squares: np.ndarray, steps: np.ndarray):
+    """(mean, second moment, steps) per row from the sums of D and D² over its ``steps``."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(steps > 0, d.sum(axis=1) / steps, 0.0)
-        moment = np.where(steps > 0, (d * d).sum(axis=1) / steps, np.inf)
+        mean = np.where(steps > 0, total / steps, 0.0)
+        moment = np.where(steps > 0, squares / steps, np.inf)
     return mean, moment, steps
 
 

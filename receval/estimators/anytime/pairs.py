@@ -111,7 +111,17 @@ class SystemTerms:
 class PairTests:
     """The pairs (i < j) of the systems with an estimate and, per pair, the running-max log
     capitals of the bettors for "i better" (``up``) and "j better" (``down``), the running mean
-    of D = Y_i − Y_j and its second moment per step, the steps counted; then Holm's decisions."""
+    of D = Y_i − Y_j and its second moment per step, the steps counted; then Holm's decisions.
+
+    What reads them: Holm's rejections and the closure (``better``), and
+    :meth:`steps_to_decide` (``sample --until-decided``'s planning: max(up, down) against
+    log(2P/α), and ``mean``/``moment``, of the undecided pairs only).  ``pvalues`` (Holm-adjusted)
+    is carried into the comparisons but nothing in receval reads it.  So a direction whose log
+    capital has reached log(2P/α) (p ≤ α/N: rejected at every Holm step) could be capped there
+    and its pair's later steps skipped where the other bettor does not stake, without changing
+    a rejection; on data/kbp-sim that would skip at most 4.5 % of F1's (pair, step) cells and
+    9.2 % of precision's (no pair is decided before 30 % of the stream;
+    ``bench/pair_tests_speed.py``), less than the bookkeeping would cost, so it is not done."""
 
     pairs: np.ndarray  # (P, 2)
     up: np.ndarray  # (P,)
@@ -246,23 +256,60 @@ def pair_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lam_up, lam_down, act
 
 
+class Work:
+    """Reusable (rows, steps) buffers for the paired tests' passes: a chunk's arrays are written
+    into the same memory chunk after chunk.  In a process whose allocator already reuses freed
+    blocks of this size (any real run, after the earlier stages) this saves little: on
+    data/kbp-sim F1's pairs 0.98× main's CPU, precision's 0.85× (the latter mostly from one
+    logarithm per step instead of one per bettor; ``bench/pair_tests_speed.py``)."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+        self._arrays: dict[tuple[str, str], np.ndarray] = {}
+
+    def get(self, name: str, rows: int, dtype=float) -> np.ndarray:
+        """The buffer ``name`` as a (rows, steps) C-contiguous array (contents undefined)."""
+        key = (name, np.dtype(dtype).str)
+        have = self._arrays.get(key)
+        if have is None or have.shape[0] < rows:
+            have = self._arrays[key] = np.empty((rows, self.steps), dtype)
+        return have[:rows]
+
+
 def signed_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pair_bets` as one array: the bet on D where positive (``up``'s), minus the bet
     on −D where that is positive (``down``'s) — the two are never both positive (they stake on
     the sign of one running mean) — and the steps that count.  The same values as
     :func:`pair_bets` (``up`` = max(L, 0), ``down`` = max(−L, 0)) with half the passes."""
-    act = active & (hi > lo)
-    d = np.where(act, d, 0.0)
-    width = np.where(act, hi - lo, 1.0)
-    count = np.ones(d.shape)  # earlier steps that count, plus the prior's (whole numbers)
-    np.cumsum(act[:, :-1], axis=1, out=count[:, 1:])
-    count[:, 1:] += 1.0
-    mean_prev = np.cumsum(d, axis=1)
+    d, lo, hi = (np.asarray(x, float) for x in (d, lo, hi))
+    act = np.asarray(active, bool) & (hi > lo)
+    d = np.array(d, float, copy=True)
+    work = Work(d.shape[1])
+    return bets_into(d, lo, hi, act, work).copy(), act
+
+
+def bets_into(d: np.ndarray, lo: np.ndarray, hi: np.ndarray, act: np.ndarray, work: Work):
+    """:func:`signed_bets` in ``work``'s buffers: ``act`` the steps that count (``active`` and
+    hi > lo); ``d`` is set to 0 where they do not (in place).  Returns the bets (a buffer of
+    ``work``, valid until its next use), the same values bit for bit: the same operations in
+    the same order, written into reused arrays."""
+    rows = d.shape[0]
+    skip = np.logical_not(act, out=work.get("skip", rows, bool))
+    np.copyto(d, 0.0, where=skip)
+    width = np.subtract(hi, lo, out=work.get("width", rows))
+    np.copyto(width, 1.0, where=skip)
+    count = work.get("count", rows)  # earlier steps that count, plus the prior's (whole numbers)
+    count[:, :1] = 1.0
+    if d.shape[1] > 1:
+        np.cumsum(act[:, :-1], axis=1, out=count[:, 1:])
+        count[:, 1:] += 1.0
+    mean_prev = np.cumsum(d, axis=1, out=work.get("mean", rows))
     mean_prev -= d
     mean_prev /= count  # shrunk toward 0
-    unit = d * d
+    unit = np.multiply(d, d, out=work.get("unit", rows))
     unit /= width  # 0 where the step does not count (d = 0, width 1)
-    unit_prev = PRIOR_UNIT_MOMENT + np.cumsum(unit, axis=1)
+    unit_prev = np.cumsum(unit, axis=1, out=work.get("unit_prev", rows))
+    unit_prev += PRIOR_UNIT_MOMENT
     unit_prev -= unit
     unit_prev /= count
     unit_prev *= width
@@ -270,11 +317,20 @@ def signed_bets(d, lo, hi, active) -> tuple[np.ndarray, np.ndarray]:
     second += unit_prev  # the running second moment: unit_prev·width + mean_prev²
     with np.errstate(divide="ignore", invalid="ignore"):
         base = np.divide(mean_prev, second, out=mean_prev)
-        cap_up = np.where(lo < 0, np.divide(-CAP, lo, out=count), np.inf)
-        low = np.where(hi > 0, np.divide(-CAP, hi, out=unit_prev), -np.inf)  # −(−D's cap)
-    np.minimum(np.maximum(base, low, out=base), cap_up, out=base)
-    base[~act] = 0.0
-    return base, act
+        cap_up = np.divide(-CAP, lo, out=count)  # CAP/−lo where lo < 0, else no cap
+        np.copyto(cap_up, np.inf, where=_outside(lo, np.less, work))
+        low = np.divide(-CAP, hi, out=unit_prev)  # −(−D's cap) where hi > 0, else none
+        np.copyto(low, -np.inf, where=_outside(hi, np.greater, work))
+    np.maximum(base, low, out=base)
+    np.minimum(base, cap_up, out=base)
+    np.copyto(base, 0.0, where=skip)
+    return base
+
+
+def _outside(x: np.ndarray, compare, work: Work) -> np.ndarray:
+    """Where ``compare(x, 0)`` does not hold (a buffer of ``work``)."""
+    mask = compare(x, 0.0, out=work.get("sign", x.shape[0], bool))
+    return np.logical_not(mask, out=mask)
 
 
 def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -283,15 +339,42 @@ def directed_tops(bets: np.ndarray, *ds: np.ndarray) -> tuple[np.ndarray, np.nda
     pair, masked to the steps that count): the logarithms are taken once per term for both
     bettors (at a step only one of them stakes; the other's factor is 1 and adds 0), with the
     same sums as :func:`capital_path` of each."""
-    up_steps, down_steps = bets > 0, bets < 0
-    up = down = None
+    work = Work(bets.shape[1])
+    paths, sides = None, stake_sides(bets, work)
     for d in ds:
-        logs = np.log1p(np.maximum(bets * d, -1.0 + 1e-15))
-        path_up = np.cumsum(np.where(up_steps, logs, 0.0), axis=1)
-        path_down = np.cumsum(np.where(down_steps, logs, 0.0), axis=1)
-        up = path_up if up is None else np.minimum(up, path_up)
-        down = path_down if down is None else np.minimum(down, path_down)
-    return running_top(up), running_top(down)
+        paths = tops_into(bets, d, work, paths, sides)
+    return running_top(paths[0]), running_top(paths[1])
+
+
+def tops_into(bets: np.ndarray, d: np.ndarray, work: Work, paths=None, sides=None):
+    """The log-capital paths (up, down) of ``bets`` on ``d`` (:func:`directed_tops`, one term)
+    in ``work``'s buffers, or their least with ``paths`` (the paths of the pair's other terms,
+    updated in place); ``sides``: :func:`stake_sides` of ``bets``, when already known."""
+    rows = d.shape[0]
+    up_side, no_down = stake_sides(bets, work) if sides is None else sides
+    logs = np.multiply(bets, d, out=work.get("logs", rows))
+    np.maximum(logs, -1.0 + 1e-15, out=logs)
+    np.log1p(logs, out=logs)
+    staked = work.get("staked", rows)  # the up bettor's logs (0 where it does not stake)
+    np.copyto(staked, 0.0)
+    np.copyto(staked, logs, where=up_side)
+    np.copyto(logs, 0.0, where=no_down)  # the down bettor's
+    if paths is None:
+        up = np.cumsum(staked, axis=1, out=work.get("path_up", rows))
+        return up, np.cumsum(logs, axis=1, out=work.get("path_down", rows))
+    up, down = paths
+    np.minimum(up, np.cumsum(staked, axis=1, out=work.get("path", rows)), out=up)
+    np.minimum(down, np.cumsum(logs, axis=1, out=work.get("path", rows)), out=down)
+    return up, down
+
+
+def stake_sides(bets: np.ndarray, work: Work) -> tuple[np.ndarray, np.ndarray]:
+    """Where the bettor on D stakes (bets > 0) and where the one on −D does not (not bets < 0),
+    in ``work``'s buffers."""
+    rows = bets.shape[0]
+    up_side = np.greater(bets, 0.0, out=work.get("up_side", rows, bool))
+    no_down = np.less(bets, 0.0, out=work.get("no_down", rows, bool))
+    return up_side, np.logical_not(no_down, out=no_down)
 
 
 def capital_path(lam: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -317,14 +400,18 @@ def step_moments(d: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
     return mean, moment, steps
 
 
-def log_capitals(d, lo, hi, active) -> tuple[np.ndarray, ...]:
+def log_capitals(d, lo, hi, active, work: Work | None = None) -> tuple[np.ndarray, ...]:
     """Running-max log capitals of the bettors on D (``up``) and on −D (``down``) per row (P,),
-    with the final running mean, second moment and step count (module docstring)."""
-    lam_up, lam_down, act = pair_bets(d, lo, hi, active)
-    d = np.where(act, d, 0.0)
-    up = running_top(capital_path(lam_up, d))
-    down = running_top(capital_path(lam_down, -d))
-    return (up, down, *step_moments(d, act))
+    with the final running mean, second moment and step count (module docstring).  With
+    ``work`` (:func:`pair_tests`' buffers) ``d`` is one of its buffers, overwritten."""
+    d, lo, hi = (np.asarray(x, float) for x in (d, lo, hi))
+    act = np.asarray(active, bool) & (hi > lo)
+    if work is None:
+        work = Work(d.shape[1])
+        d = np.array(d, float, copy=True)
+    bets = bets_into(d, lo, hi, act, work)  # d now 0 where the step does not count
+    up, down = tops_into(bets, d, work)
+    return (running_top(up), running_top(down), *step_moments(d, act))
 
 
 def holm(pvalues: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -355,15 +442,29 @@ def pair_tests(terms: SystemTerms, ok: np.ndarray, alpha: float) -> PairTests:
     """Every pair of the systems ``ok`` (bool (m,)) tested both ways, Holm at ``alpha`` over the
     2·P one-sided hypotheses (module docstring)."""
     idx, pairs = ok_pairs(ok)
+    work = Work(terms.y.shape[1])
 
     def part(a, b):
-        return log_capitals(
-            terms.y[a] - terms.y[b], terms.lo[a] - terms.hi[b], terms.hi[a] - terms.lo[b],
-            terms.active[a] & terms.active[b],
-        )  # fmt: skip
+        return log_capitals(*_pair_terms(terms, a, b, work), work)
 
     out = chunked(pairs, terms.y.shape[1], part)
     return decide(pairs, out, terms.y.shape[0], idx, alpha, terms.exact)
+
+
+def _pair_terms(terms: SystemTerms, a, b, work: Work) -> tuple[np.ndarray, ...]:
+    """D = Y_a − Y_b of the pairs (a, b), its range [lo_a − hi_b, hi_a − lo_b] and whether both
+    systems count, in ``work``'s buffers."""
+    rows = a.size
+
+    def difference(x, y, name):
+        xa = np.take(x, a, axis=0, out=work.get("end_a", rows))
+        return np.subtract(xa, np.take(y, b, axis=0, out=work.get("end_b", rows)),
+                           out=work.get(name, rows))  # fmt: skip
+
+    active = np.take(terms.active, a, axis=0, out=work.get("act", rows, bool))
+    active &= np.take(terms.active, b, axis=0, out=work.get("act_b", rows, bool))
+    return (difference(terms.y, terms.y, "d_pair"), difference(terms.lo, terms.hi, "lo"),
+            difference(terms.hi, terms.lo, "hi"), active)  # fmt: skip
 
 
 def ok_pairs(ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
