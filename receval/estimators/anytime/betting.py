@@ -416,12 +416,49 @@ def _parts(streams) -> int:
 
 
 def _bisect(streams, bets, alphas, lo_s, hi_s, iterations):
-    """Both ends (A, S) by bisection on the monotone capitals (see :func:`confidence_bounds`)."""
+    """Both ends (A, S) by bisection on the monotone capitals (see :func:`confidence_bounds`),
+    the guided search started from :func:`_normal_guess` (the same ends, fewer capitals)."""
     A, S = alphas.size, streams.shape[0]
     level = np.log(2.0 / alphas)[:, None] * np.ones((A, S))
-    lower = one_sided_ends(streams, bets, level, +1, (lo_s, hi_s), iterations)
-    upper = one_sided_ends(streams, bets, level, -1, (lo_s, hi_s), iterations)
+    search = (lo_s, hi_s)
+
+    def end(side: int) -> np.ndarray:
+        guess = _normal_guess(streams, alphas, search, side)
+        return one_sided_ends(streams, bets, level, side, search, iterations, guess=guess)
+
+    lower, upper = end(+1), end(-1)
     return lower, np.maximum(upper, lower)
+
+
+#: where :func:`_normal_guess` puts each end, in normal standard errors from the point (side
+#: +1 the lower end): the betting ends on data/kbp-sim lie a median 1.23 (precision) and 1.11
+#: (pooled recall) of them below the point, 1.92 and 1.59 above (their capitals are tuned to
+#: the horizon and truncated: skewed); a guess moves only the number of capital evaluations
+GUESS_WIDTH = {+1: 1.2, -1: 1.7}
+
+
+def _normal_guess(streams, alphas: np.ndarray, search, side: int) -> np.ndarray | None:
+    """A guess (A, S) of ``side``'s ends for the guided search (:func:`_guided_chunk`), which
+    then finds the bisection's ends bit for bit with about half the capital evaluations
+    (data/kbp-sim's precision and pooled-recall sequences: 12 per end -> 6): the point
+    Σu/Σv ∓ :data:`GUESS_WIDTH`·z_{1−α/2}·SE, SE = sqrt(Σ(u − μ̂v)²)/Σv over the counted
+    steps, inside ``search``; the range's middle where the point is not finite.  None for a
+    mixture (no single term)."""
+    if not isinstance(streams, BettingStreams):
+        return None
+    from statistics import NormalDist
+
+    act = np.asarray(streams.active, bool)
+    u = np.where(act, streams.u, 0.0)
+    v = np.where(act, streams.v, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = v.sum(axis=1)
+        point = u.sum(axis=1) / total
+        se = np.sqrt(np.square(u - point[:, None] * v).sum(axis=1)) / total
+    z = np.array([NormalDist().inv_cdf(1.0 - a / 2.0) for a in alphas])[:, None]
+    lo, hi = search
+    guess = np.clip(point[None, :] - side * GUESS_WIDTH[side] * z * se[None, :], lo, hi)
+    return np.where(np.isfinite(guess), guess, (np.asarray(lo) + np.asarray(hi)) / 2.0)
 
 
 def one_sided_ends(
