@@ -223,10 +223,9 @@ def plugin_bets(
     S, K = u.shape
     mu0 = np.broadcast_to(np.asarray(prior_mean, float), (S,))[:, None]
     t = np.cumsum(streams.active, axis=1)  # active steps up to and including k
-    cum_u = np.cumsum(u, axis=1) - u  # before k
-    cum_v = np.cumsum(v, axis=1) - v
-    mu_prev = (mu0 + cum_u) / (1.0 + cum_v)
-    dev = np.where(streams.active, u - mu_prev * v, 0.0)
+    # the passes below work in place (the same operations as the formulas in the comments,
+    # operands of + and · swapped only: the same floats, fewer fresh (S, K) arrays)
+    dev = _running_deviation(u, v, mu0, np.asarray(streams.active, bool))
     width = (streams.hi0 - streams.hi1 * mu0) - (streams.lo0 - streams.lo1 * mu0)
     first = np.argmax(streams.active, axis=1)
     width0 = np.take_along_axis(np.asarray(width, float), first[:, None], axis=1)
@@ -236,18 +235,48 @@ def plugin_bets(
         scale = np.broadcast_to(np.asarray(prior_scale, float), (S,))[:, None]
         sigma0 = np.minimum((width0 / 2.0) ** 2, width0 * scale / 4.0)
     sigma0 = np.maximum(sigma0, 1e-12)
-    if prior_scale is None:
-        var_prev = (sigma0 + np.cumsum(dev**2, axis=1) - dev**2) / np.maximum(t, 1)
+    unit = np.square(dev, out=dev)
+    if prior_scale is None:  # (σ₀² + Σ_{j≤k} dev² − dev²) / max(t, 1)
+        var_prev = _before(unit, sigma0)
+        var_prev /= np.maximum(t, 1)
     else:
         # importance-weighted terms: their variance grows with their (predictable) range, so
-        # the running variance is kept per unit of range and scaled by the step's range
+        # the running variance is kept per unit of range and scaled by the step's range:
+        # (σ₀²/w₀ + Σ_{j≤k} unit − unit) / max(t, 1) · w, unit = dev²/w
         w = np.where(streams.active & (width > 0), width, 1.0)
-        unit = dev**2 / w
-        var_prev = (sigma0 / width0 + np.cumsum(unit, axis=1) - unit) / np.maximum(t, 1) * w
+        np.divide(unit, w, out=unit)
+        var_prev = _before(unit, sigma0 / width0)
+        var_prev /= np.maximum(t, 1)
+        var_prev *= w
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = t * np.log1p(t) if horizon is None else np.broadcast_to(horizon, (S, K))
-        lam = np.sqrt(2.0 * np.log(2.0 / alpha) / (var_prev * scale))
+        var_prev *= scale  # λ = sqrt(2 log(2/α) / (var_prev · scale))
+        lam = np.sqrt(np.divide(2.0 * np.log(2.0 / alpha), var_prev, out=var_prev), out=var_prev)
     return np.where(streams.active & (t > 0), lam, 0.0)
+
+
+def _running_deviation(u, v, mu0, active) -> np.ndarray:
+    """u − μ̂_{k−1}·v (0 where the step does not count), μ̂_{k−1} = (μ₀ + Σ_{j<k} u)/(1 + Σ_{j<k} v)
+    (:func:`plugin_bets`), in one fresh (S, K) array and one buffer."""
+    cum_u = np.cumsum(u, axis=1)
+    cum_u -= u  # before k
+    cum_v = np.cumsum(v, axis=1)
+    cum_v -= v
+    np.add(cum_u, mu0, out=cum_u)
+    np.add(cum_v, 1.0, out=cum_v)
+    mu_prev = np.divide(cum_u, cum_v, out=cum_u)
+    np.multiply(mu_prev, v, out=mu_prev)
+    dev = np.subtract(u, mu_prev, out=mu_prev)
+    np.copyto(dev, 0.0, where=~active)
+    return dev
+
+
+def _before(x: np.ndarray, start) -> np.ndarray:
+    """start + Σ_{j≤k} x − x_k (a new array), as (start + cumsum) − x."""
+    out = np.cumsum(x, axis=1)
+    np.add(out, start, out=out)
+    out -= x
+    return out
 
 
 def sup_log_capital(
