@@ -488,21 +488,19 @@ class _SSearch:
             request = self.live(grid, capital, known)
 
     def evaluate(self, grid, capital, known, request) -> None:
-        """C at the requested points (G, m), all at once: per system its requested points
-        first, the shorter lists padded with their first point."""
-        rows = np.flatnonzero(request.any(axis=0))
-        sub = request[:, rows]
-        count = sub.sum(axis=0)
-        order = np.argsort(~sub, axis=0, kind="stable")[: int(count.max())]
-        valid = np.arange(order.shape[0])[:, None] < count[None, :]
-        order = np.where(valid, order, order[:1])
+        """C at the requested points (G, m): the systems with as many requested points at
+        once (no padding: a system evaluates only its own points)."""
         from receval.estimators.anytime.betting import _capitals
 
-        value = _capitals(self.streams, self.bets, grid[order, rows], self.side, True, rows)
-        at, who = order[valid], np.broadcast_to(rows, order.shape)[valid]
-        capital[at, who] = value[valid]
-        known[at, who] = True
-        self.unsure[rows] |= ~np.isfinite(value).all(axis=0)
+        rows = np.flatnonzero(request.any(axis=0))
+        count = request[:, rows].sum(axis=0)
+        for c in np.unique(count):
+            who = rows[count == c]
+            at = np.argsort(~request[:, who], axis=0, kind="stable")[:c]  # (c, systems)
+            value = _capitals(self.streams, self.bets, grid[at, who], self.side, True, who)
+            capital[at, who] = value
+            known[at, who] = True
+            self.unsure[who] |= ~np.isfinite(value).all(axis=0)
 
     def ends(self, capital, known):
         """θ's end at every point (G, m), whether it is exact (``pinned``), and the bounds
