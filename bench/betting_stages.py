@@ -16,7 +16,9 @@ this checkout, then each stage is timed with the code before and after its chang
   under another name, against this checkout's.
 
 Every stage's outputs are compared (``identical``), and the capital evaluations of the recall
-and sequence stages counted (calls, entries: values × streams).
+and sequence stages counted (calls, entries: values × streams).  The code after is also timed
+on one thread (``betting.WORKERS`` = 1 instead of the default): what the thread pool costs in
+CPU against what it saves in wall.
 
 Usage: PYTHONPATH=<checkout> python bench/betting_stages.py [--against /tmp/base37] [--reps 3]
 """
@@ -149,28 +151,36 @@ def main(argv: list[str] | None = None) -> None:
     task = receval.load_task(args.task)
     receval.score(task, seed=1, intervals="anytime")  # warm
     measured = stages(record_inputs(task), base_betting, base_control)
-    times = {name: {"before": [], "after": []} for name in measured}
-    outputs = {}
+    from receval.estimators.anytime import betting
+
+    sides = ("before", "after", "one thread")
+    times = {name: {side: [] for side in sides} for name in measured}
+    outputs, workers = {}, betting.WORKERS
     for _ in range(args.reps):
         for name, (before, after) in measured.items():
-            for side, func in (("before", before), ("after", after)):
+            for side, func in zip(sides, (before, after, after), strict=True):
+                betting.WORKERS = 1 if side == "one thread" else workers
                 run = harness.timed(func)
                 times[name][side].append((run.cpu, run.wall))
                 outputs[(name, side)] = run.value
+    betting.WORKERS = workers
     figures = []
     for name, (before, after) in measured.items():
-        cpu = {s: min(c for c, _ in times[name][s]) for s in ("before", "after")}
-        wall = {s: min(w for _, w in times[name][s]) for s in ("before", "after")}
+        cpu = {s: min(c for c, _ in times[name][s]) for s in sides}
+        wall = {s: min(w for _, w in times[name][s]) for s in sides}
         row = {"stage": name, "cpu_before": cpu["before"], "cpu_after": cpu["after"],
                "cpu_ratio": cpu["after"] / cpu["before"], "wall_before": wall["before"],
                "wall_after": wall["after"],
-               "identical": same(outputs[(name, "before")], outputs[(name, "after")])}  # fmt: skip
+               "identical": same(outputs[(name, "before")], outputs[(name, "after")]),
+               "cpu_after_one_thread": cpu["one thread"],
+               "wall_after_one_thread": wall["one thread"], "threads": workers}  # fmt: skip
         if name.startswith(("recall", "sequences")):
             row["capitals_before"], row["capitals_after"] = counted(before), counted(after)
         figures.append(row)
         print(f"{name:18s} CPU {cpu['before']:.3f} -> {cpu['after']:.3f} s "
               f"({row['cpu_ratio']:.2f}x), wall {wall['before']:.3f} -> {wall['after']:.3f} s, "
-              f"identical {row['identical']}"
+              f"identical {row['identical']}; one thread: CPU {cpu['one thread']:.3f} s, "
+              f"wall {wall['one thread']:.3f} s"
               + (f", capitals {row['capitals_before']} -> {row['capitals_after']}"
                  if "capitals_before" in row else ""))  # fmt: skip
     total = {s: sum(r[f"cpu_{s}"] for r in figures) for s in ("before", "after")}
