@@ -1,5 +1,6 @@
 """Recall's ends over s = r/θ found lazily (sequences._lazy_over_s) are the ends of evaluating
-the capital at every point of every grid (sequences._dense_over_s), bit for bit."""
+the capital at every point of every grid (sequences._dense_over_s), bit for bit; the cheaper
+betting capitals and popularity strata are the plain ones, exactly."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def test_lazy_recall_over_s_on_scored_worlds_with_a_census_and_without_units(tmp
     calls, board = _recorded_calls(load_task(simulate_task(tmp_path / "none", none, seed=3)))
     assert not calls
     assert board["recall_lo"].isna().all() and board["recall_hi"].isna().all()
+
+
+@pytest.mark.parametrize("rows", [0, 1, 500])
+def test_popularity_strata_are_those_of_unique_pairs_and_add_at(rows):
+    """popularity_strata from a sorted integer key and bincount sums: the arrays of np.unique
+    over the (fact, system) rows and np.add.at, exactly (duplicated rows, unused fact ids)."""
+    from receval.estimators.anytime.control import STRATA, popularity_strata
+
+    rng = np.random.default_rng(rows)
+    m = 6
+    facts = rng.integers(0, 40, rows) * 2  # odd ids unused
+    sys_codes = rng.integers(0, m, rows)
+    t_all = rng.random(rows)
+    got = popularity_strata(facts, sys_codes, t_all, m)
+    n_facts = int(facts.max()) + 1 if rows else 0
+    pairs = np.unique(np.stack([facts, sys_codes]), axis=1) if rows else np.zeros((2, 0), int)
+    popularity = np.bincount(pairs[0], minlength=n_facts)
+    of_fact = np.where(popularity > 0, np.minimum(popularity, STRATA) - 1, -1)
+    mass, count = np.zeros((m, STRATA)), np.zeros((m, STRATA))
+    if rows:
+        np.add.at(mass, (sys_codes, of_fact[facts]), t_all)
+        np.add.at(count, (pairs[1], of_fact[pairs[0]]), 1.0)
+    assert np.array_equal(got.of_fact, of_fact)
+    assert np.array_equal(got.mass, mass) and np.array_equal(got.count, count)

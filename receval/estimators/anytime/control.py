@@ -81,10 +81,13 @@ def popularity_strata(
     """Strata of the output rows' facts (``facts``, ``sys_codes``, targets ``t_all`` per row):
     the number of distinct systems outputting a fact, capped at :data:`STRATA`."""
     n_facts = int(facts.max()) + 1 if facts.size else 0
-    # the distinct (fact, system) pairs as one sorted key: np.unique over axis 1 (a lexsort of
-    # rows) took 3x as long on data/kbp-sim; bincount adds in row order as np.add.at did
+    # the distinct (fact, system) pairs as one sorted key, np.unique's result by a sort and a
+    # difference: on data/kbp-sim (141k rows) np.unique over axis 1 took 0.19 CPU s and numpy
+    # 2.4's hashed np.unique of the key 0.07 s, the sort 0.002 s; bincount adds in row order
+    # as np.add.at did
     facts, sys_codes = np.asarray(facts, np.int64), np.asarray(sys_codes, np.int64)
-    pair = np.unique(facts * m + sys_codes)
+    pair = np.sort(facts * m + sys_codes)
+    pair = pair[np.concatenate([[True], pair[1:] != pair[:-1]])] if pair.size else pair
     pair_fact, pair_sys = pair // max(m, 1), pair % max(m, 1)
     popularity = np.bincount(pair_fact, minlength=n_facts)
     of_fact = np.where(popularity > 0, np.minimum(popularity, STRATA) - 1, -1)
