@@ -136,7 +136,10 @@ class FixedBetStreams(BettingStreams):
 
     @classmethod
     def of(cls, streams: BettingStreams, bets: np.ndarray, side: int):
-        """(streams, λ) for ``side``, or None where that side's range moves with μ."""
+        """(streams, λ) for ``side``, or None where that side's range moves with μ (or the
+        streams have a capital of their own: a subclass)."""
+        if type(streams) is not BettingStreams:
+            return None
         slope, room = (streams.hi1, streams.hi0) if side < 0 else (streams.lo1, streams.lo0)
         if np.any(np.asarray(slope) != 0):
             return None

@@ -375,6 +375,8 @@ def _monotone_in_s(streams, bets, side: int) -> bool:
     where that is ≤ 0, or where the truncation cannot bind on [0, 1] (b below cap/room(1), in
     floats too), the factor (λY: the min (Y ≥ 0) or max (Y < 0) of two pieces decreasing in
     s) decreases."""
+    if type(streams) is not BettingStreams:  # a capital of its own: not examined here
+        return False
     act = np.asarray(streams.active, bool)
 
     def of(a) -> np.ndarray:
