@@ -380,18 +380,19 @@ def _monotone_in_s(streams, bets, side: int) -> bool:
     act = np.asarray(streams.active, bool)
 
     def of(a) -> np.ndarray:
-        return np.broadcast_to(np.asarray(a, float), act.shape)[act]
+        return np.broadcast_to(np.asarray(a, float), act.shape)
 
     v = of(streams.v)
-    if (v < 0).any():
+    if np.any(v < 0, where=act):
         return False
     if side < 0:
-        return bool((of(streams.hi1) == 0).all())
-    u, lo0, lo1, b = of(streams.u), of(streams.lo0), of(streams.lo1), of(bets)
-    if (lo1 < 0).any():
+        return not bool(np.any(of(streams.hi1) != 0, where=act))
+    u, lo0, lo1 = of(streams.u), of(streams.lo0), of(streams.lo1)
+    if np.any(lo1 < 0, where=act):
         return False
-    free = b < streams.cap / np.maximum(lo1 - lo0, 1e-300)  # λ = b at every s ≤ 1
-    return bool((free | (v * lo0 <= u * lo1)).all())
+    grows = np.nonzero(act & (v * lo0 > u * lo1))  # where the truncated factor grows with s
+    free = of(bets)[grows] < streams.cap / np.maximum(lo1[grows] - lo0[grows], 1e-300)
+    return bool(free.all())  # λ = b at every s ≤ 1 there
 
 
 def _lazy_over_s(theta, nu, alpha: float, side: int) -> tuple[np.ndarray, np.ndarray]:
