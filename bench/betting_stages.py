@@ -3,7 +3,8 @@ after, in one process, interleaved (data/kbp-sim, the README's demo bundle).
 
 The stages' inputs are recorded from one warm ``receval.score(task, intervals="anytime")`` of
 this checkout, then each stage is timed with the code before and after its change, run for run
-(best of ``--reps``; CPU = user + system of every thread of the process, the figure compared):
+(best of ``--reps``, the order of the three runs reversed every other repetition; CPU = user +
+system of every thread of the process, the figure compared):
 
 * **recall lower / upper**: recall's ends over s = r/θ, every grid point's capital evaluated
   (``sequences._dense_over_s``: main's search, unchanged) against the lazy search where it is
@@ -156,9 +157,10 @@ def main(argv: list[str] | None = None) -> None:
     sides = ("before", "after", "one thread")
     times = {name: {side: [] for side in sides} for name in measured}
     outputs, workers = {}, betting.WORKERS
-    for _ in range(args.reps):
+    for rep in range(args.reps):
         for name, (before, after) in measured.items():
-            for side, func in zip(sides, (before, after, after), strict=True):
+            runs = list(zip(sides, (before, after, after), strict=True))
+            for side, func in runs if rep % 2 == 0 else runs[::-1]:  # each order in turn
                 betting.WORKERS = 1 if side == "one thread" else workers
                 run = harness.timed(func)
                 times[name][side].append((run.cpu, run.wall))
