@@ -108,3 +108,30 @@ def test_bracketed_crossing_lies_within_the_resolution_of_the_end(side):
     inside = (out > 0.0) & (out < 1.0)
     step = (cross - out) * side  # the values not rejected lie beyond the end on its side
     assert np.all(step[inside] >= -1e-12) and np.all(step[inside] <= 2.0**-12 + 1e-12)
+
+
+@pytest.mark.parametrize("kind", ["means", "ratios"])
+def test_confidence_bounds_from_the_normal_guess_are_the_bisections(kind):
+    """confidence_bounds starts each end's guided search from a normal-width guess
+    (betting._normal_guess): the ends are a plain bisection's bit for bit, at two levels,
+    with a stream that counts no step (its guess is the range's middle) and a constant one."""
+    rng = np.random.default_rng(11 + len(kind))
+    streams = _streams(rng, kind)
+    active = np.array(streams.active)
+    active[0] = False  # no step: NaN point
+    u = np.array(streams.u)
+    u[1] = 0.0  # a constant term: SE 0
+    streams = betting.BettingStreams(u, streams.v, streams.lo0, streams.lo1, streams.hi0,
+                                     streams.hi1, active)  # fmt: skip
+    S = streams.shape[0]
+    alphas = np.array([0.05, 0.01])
+    lower, upper = betting.confidence_bounds(streams, alphas, iterations=24)
+    bets = betting.plugin_bets(streams, 0.05, 0.5)
+    level = np.log(2.0 / alphas)[:, None] * np.ones((2, S))
+    search = (np.zeros(S), np.ones(S))
+    plain = [betting._bisected_chunk(streams, bets, level, side, search, 24, True)
+             for side in (+1, -1)]  # fmt: skip
+    assert np.array_equal(lower, plain[0])
+    assert np.array_equal(upper, np.maximum(plain[1], plain[0]))
+    guess = betting._normal_guess(streams, alphas, search, +1)
+    assert guess[:, 0].tolist() == [0.5, 0.5] and np.isfinite(guess).all()

@@ -81,14 +81,20 @@ def popularity_strata(
     """Strata of the output rows' facts (``facts``, ``sys_codes``, targets ``t_all`` per row):
     the number of distinct systems outputting a fact, capped at :data:`STRATA`."""
     n_facts = int(facts.max()) + 1 if facts.size else 0
-    pairs = np.unique(np.stack([facts, sys_codes]), axis=1) if facts.size else np.zeros((2, 0), int)
-    popularity = np.bincount(pairs[0], minlength=n_facts)
+    # the distinct (fact, system) pairs as one sorted key, np.unique's result by a sort and a
+    # difference: on data/kbp-sim (141k rows) np.unique over axis 1 took 0.19 CPU s and numpy
+    # 2.4's hashed np.unique of the key 0.07 s, the sort 0.002 s; bincount adds in row order
+    # as np.add.at did
+    facts, sys_codes = np.asarray(facts, np.int64), np.asarray(sys_codes, np.int64)
+    pair = np.sort(facts * m + sys_codes)
+    pair = pair[np.concatenate([[True], pair[1:] != pair[:-1]])] if pair.size else pair
+    pair_fact, pair_sys = pair // max(m, 1), pair % max(m, 1)
+    popularity = np.bincount(pair_fact, minlength=n_facts)
     of_fact = np.where(popularity > 0, np.minimum(popularity, STRATA) - 1, -1)
-    mass = np.zeros((m, STRATA))
-    count = np.zeros((m, STRATA))
-    if facts.size:
-        np.add.at(mass, (sys_codes, of_fact[facts]), t_all)
-        np.add.at(count, (pairs[1], of_fact[pairs[0]]), 1.0)
+    cells = m * STRATA
+    mass = np.bincount(sys_codes * STRATA + of_fact[facts], weights=t_all, minlength=cells)
+    count = np.bincount(pair_sys * STRATA + of_fact[pair_fact], minlength=cells).astype(float)
+    mass, count = mass.reshape(m, STRATA), count.reshape(m, STRATA)
     return Strata(of_fact, mass, count)
 
 

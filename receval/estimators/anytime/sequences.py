@@ -17,6 +17,7 @@ import numpy as np
 
 from receval.estimators.anytime.betting import (
     BettingStreams,
+    FixedBetStreams,
     confidence_bounds,
     log_capital,
     one_sided_ends,
@@ -288,7 +289,28 @@ def _recall_over_s(theta, nu, alpha: float, side: int) -> np.ndarray:
     (θ·s ≥ s_j·θ_*(s_{j+1}), where no θ is left the cell bounds nothing: +∞).  The extreme
     over the cells of a grid covering [0, 1] bounds recall from outside, as the θ grid's cells
     did; the grid is refined :data:`S_REFINE_STAGES` times around each system's extreme cell
-    (the cells outside keep their values).  ``nu``: (streams, bets) of the term in s."""
+    (the cells outside keep their values).  ``nu``: (streams, bets) of the term in s.
+
+    The grid points' capitals are evaluated lazily (:func:`_lazy_over_s`) where C is provably
+    monotone in s (:func:`_monotone_in_s`: always on the upper side, where the bet does not
+    move with s), and at every grid point otherwise (:func:`_dense_over_s`; data/kbp-sim's lower
+    side, whose truncated bet cap·Y/room grows with s at steps with a negative term); both give
+    the same ends bit for bit (a system whose lazy end the bounds of its skipped cells leave in
+    doubt is computed densely).  On data/kbp-sim the upper side evaluates 4,379 of the 5,950
+    capitals, each of them cheaper (:class:`~receval.estimators.anytime.betting.FixedBetStreams`)."""
+    streams, bets = nu
+    if not _monotone_in_s(streams, bets, side):
+        return _dense_over_s(theta, nu, alpha, side)
+    end, doubt = _lazy_over_s(theta, nu, alpha, side)
+    rows = np.flatnonzero(doubt)
+    if rows.size:
+        part = (streams.take(rows), bets[rows])
+        end[rows] = _dense_over_s(theta, part, alpha, side)
+    return end
+
+
+def _dense_over_s(theta, nu, alpha: float, side: int) -> np.ndarray:
+    """:func:`_recall_over_s` evaluating the capital at every point of every grid."""
     streams, bets = nu
     m = streams.shape[0]
     level = np.log(2.0 / alpha)
@@ -335,6 +357,220 @@ def _s_cell_values(table, streams, bets, grid: np.ndarray, level: float, side: i
     none = np.isinf(ends)  # no θ left at that s
     finite = np.where(none, 1.0, ends)
     return np.where(none[1:], np.inf, grid[:-1] * finite[1:]), np.where(none, np.inf, grid * finite)
+
+
+#: the log-capital by which rounding may break C's monotonicity in s: the lazy search bounds
+#: the points it skips with θ's end at a budget this much larger (:func:`_lazy_over_s`)
+S_SLACK = 1e-9
+#: points of the first grid of s evaluated before any is skipped (evenly spread, ends included)
+S_SEEDS = 5
+
+
+def _monotone_in_s(streams, bets, side: int) -> bool:
+    """Whether every counted step's factor 1 + λ(s)·Y(s) of ``streams`` is monotone in
+    s ∈ [0, 1] the way ``side``'s capital is taken to be (:func:`_lazy_over_s`): Y = u − s·v
+    with v ≥ 0 and the bet λ = min(b, cap/room(s)).  Upper side: the room hi0 − s·hi1 must
+    not depend on s (hi1 = 0; recall's s-stream).  Lower side: the room s·lo1 − lo0 (lo1 ≥ 0)
+    makes the truncated factor cap·Y/room, whose derivative has the sign of v·lo0 − u·lo1;
+    where that is ≤ 0, or where the truncation cannot bind on [0, 1] (b below cap/room(1), in
+    floats too), the factor (λY: the min (Y ≥ 0) or max (Y < 0) of two pieces decreasing in
+    s) decreases."""
+    if type(streams) is not BettingStreams:  # a capital of its own: not examined here
+        return False
+    act = np.asarray(streams.active, bool)
+
+    def of(a) -> np.ndarray:
+        return np.broadcast_to(np.asarray(a, float), act.shape)
+
+    v = of(streams.v)
+    if np.any(v < 0, where=act):
+        return False
+    if side < 0:
+        return not bool(np.any(of(streams.hi1) != 0, where=act))
+    u, lo0, lo1 = of(streams.u), of(streams.lo0), of(streams.lo1)
+    if np.any(lo1 < 0, where=act):
+        return False
+    grows = np.nonzero(act & (v * lo0 > u * lo1))  # where the truncated factor grows with s
+    free = of(bets)[grows] < streams.cap / np.maximum(lo1[grows] - lo0[grows], 1e-300)
+    return bool(free.all())  # λ = b at every s ≤ 1 there
+
+
+def _lazy_over_s(theta, nu, alpha: float, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_dense_over_s`'s ends (m,) with the capital evaluated at few grid points, and the
+    systems (m,) whose end that leaves in doubt.
+
+    C is monotone in s (:func:`_monotone_in_s`), so θ's end is too, and between two evaluated
+    points s_a < s_b every skipped point and every cell is bounded by the two: on the upper
+    side θ·s ≤ s_b·θ*(s_a), on the lower side ≥ s_a·θ_*(s_b) (θ's ends read at a budget
+    :data:`S_SLACK` further out, for rounding), and where θ's end (a value of θ's table) is the
+    same at both, it is that at every point between (pinned, :meth:`_SSearch.ends`: exact
+    without evaluating C).  Per grid a few points are evaluated
+    (:data:`S_SEEDS` spread over the first grid; each finer grid's ends, known from the
+    coarser one, and the point nearest its best), then the midpoint of every interval whose
+    bound could still beat the best point reached, until none can: the best point, the cells
+    the finer grid spans (those that may beat it) and their values are then the dense
+    search's.  The skipped cells outside the spans keep their bounds; a system where one of
+    those could move the end is in doubt (it never is when C is exactly monotone)."""
+    streams, bets = nu
+    m = streams.shape[0]
+    search = _SSearch(streams, bets, _theta_table(theta, side), np.log(2.0 / alpha), side)
+    worst_of = np.max if side < 0 else np.min
+    fill = search.fill
+    grid = np.repeat(np.linspace(0.0, 1.0, S_GRID)[:, None], m, axis=1)
+    capital, known = np.zeros(grid.shape), np.zeros(grid.shape, bool)
+    request = np.zeros(grid.shape, bool)
+    request[np.round(np.linspace(0, S_GRID - 1, S_SEEDS)).astype(int)] = True
+    exact_out, loose_out, cols = np.full(m, fill), np.full(m, fill), np.arange(m)
+    from receval.progress import stage_detail
+
+    for stage in range(S_REFINE_STAGES + 1):
+        stage_detail(f"grid {stage + 1}/{S_REFINE_STAGES + 1} of ν ({m} systems)")
+        search.complete(grid, capital, known, request)
+        values, exact, points = search.cells(grid, capital, known)
+        first, last = _maybe_span(values, worst_of(points, axis=0), side)
+        cell = np.arange(values.shape[0])[:, None]
+        outside = (cell < first[None, :]) | (cell >= last[None, :])
+        exact_out = worst_of([exact_out, worst_of(np.where(outside & exact, values, fill), axis=0)],
+                             axis=0)  # fmt: skip
+        loose_out = worst_of([loose_out, worst_of(np.where(outside, values, fill), axis=0)],
+                             axis=0)  # fmt: skip
+        if stage == S_REFINE_STAGES:
+            break
+        peak = grid[(np.argmax if side < 0 else np.argmin)(points, axis=0), cols]
+        grid = np.linspace(grid[first, cols], grid[last, cols], S_REFINE_GRID)
+        capital, known = _ends_known(capital, known, first, last, S_REFINE_GRID)
+        request = np.zeros(grid.shape, bool)
+        request[[0, -1]] = True
+        request[np.abs(grid - peak).argmin(axis=0), cols] = True
+    end = worst_of([exact_out, worst_of(np.where(outside | ~exact, fill, values), axis=0)], axis=0)
+    loose = worst_of([loose_out, worst_of(np.where(outside, fill, values), axis=0)], axis=0)
+    return np.minimum(end, 1.0), (end != loose) | search.unsure
+
+
+def _maybe_span(values: np.ndarray, reached: np.ndarray, side: int):
+    """The cells (first, last: cells first..last − 1) the finer grid spans: every cell whose
+    bound is beyond the best value ``reached`` at a grid point (:func:`_dense_over_s`)."""
+    maybe = values >= reached if side < 0 else values <= reached
+    cell = np.arange(values.shape[0])[:, None]
+    first = np.where(maybe, cell, values.shape[0]).min(axis=0)
+    last = np.where(maybe, cell + 1, 0).max(axis=0)
+    return np.minimum(first, last - 1), np.maximum(last, first + 1)
+
+
+def _ends_known(capital, known, first, last, size: int):
+    """The capitals (size, m) of a finer grid laid from point ``first`` to ``last`` of the
+    coarser one: its ends are those points (np.linspace keeps both exactly), the rest unknown."""
+    cols = np.arange(capital.shape[1])
+    new, seen = np.zeros((size, cols.size)), np.zeros((size, cols.size), bool)
+    new[0], seen[0] = capital[first, cols], known[first, cols]
+    new[-1], seen[-1] = capital[last, cols], known[last, cols]
+    return new, seen
+
+
+class _SSearch:
+    """The lazy evaluation of the s-stream's capital C over grids of s (:func:`_lazy_over_s`):
+    θ's ``table``, the ``level`` log(2/α), ``side``; ``unsure`` marks systems whose capital was
+    not finite somewhere (their ends are then computed densely).  ``capital`` and ``known``
+    (G, m): C at the evaluated points of a grid."""
+
+    def __init__(self, streams, bets, table, level: float, side: int):
+        fixed = FixedBetStreams.of(streams, bets, side)  # the same capitals, cheaper
+        self.streams, self.bets = (streams, bets) if fixed is None else fixed
+        self.table = table
+        self.level, self.side = level, side
+        self.fill = -np.inf if side < 0 else np.inf
+        self.unsure = np.zeros(streams.shape[0], bool)
+
+    def complete(self, grid, capital, known, request) -> None:
+        """Evaluate the ``request``-ed points, then the midpoint of every interval between
+        evaluated points whose θ ends are not pinned (:meth:`ends`) and whose bound could beat
+        the best point, until none is left (``capital`` and ``known`` in place)."""
+        request = request & ~known
+        while request.any():
+            self.evaluate(grid, capital, known, request)
+            request = self.live(grid, capital, known)
+
+    def evaluate(self, grid, capital, known, request) -> None:
+        """C at the requested points (G, m): the systems with as many requested points at
+        once (no padding: a system evaluates only its own points)."""
+        from receval.estimators.anytime.betting import _capitals
+
+        rows = np.flatnonzero(request.any(axis=0))
+        count = request[:, rows].sum(axis=0)
+        for c in np.unique(count):
+            who = rows[count == c]
+            at = np.argsort(~request[:, who], axis=0, kind="stable")[:c]  # (c, systems)
+            value = _capitals(self.streams, self.bets, grid[at, who], self.side, True, who)
+            capital[at, who] = value
+            known[at, who] = True
+            self.unsure[who] |= ~np.isfinite(value).all(axis=0)
+
+    def ends(self, capital, known):
+        """θ's end at every point (G, m), whether it is exact (``pinned``), and the bounds
+        (``high``, ``low``) of the ends between evaluated points, with the brackets (``prev``,
+        ``nxt``: the last evaluated point at or before each point, the first at or after).
+        θ's end falls with s on both sides (C and X move together), so between evaluated
+        points a < b it lies in [end(b), end(a)], read at budgets :data:`S_SLACK` further out
+        (rounding); where those two agree the end is pinned without evaluating C."""
+        slack = -self.side * S_SLACK
+        at = _theta_at(self.table, self.level - capital, self.side)
+        high = _theta_at(self.table, self.level - capital + slack, self.side)
+        low = _theta_at(self.table, self.level - capital - slack, self.side)
+        prev, nxt = _brackets(known)
+        cols = np.arange(capital.shape[1])
+        hi, lo = high[prev, cols], low[nxt, cols]
+        pinned = known | (hi == lo)
+        return np.where(known, at, hi), pinned, (hi, lo), (prev, nxt)
+
+    def points(self, grid, ends, pinned) -> np.ndarray:
+        """θ·s at the pinned points (the dense search's points), the fill elsewhere."""
+        return np.where(pinned, self._times(grid, ends), self.fill)
+
+    @staticmethod
+    def _times(s, ends) -> np.ndarray:
+        """s·θ with θ's end ``ends`` (+∞ where it holds no θ: the lower side's cells)."""
+        none = np.isinf(ends)
+        return np.where(none, np.inf, s * np.where(none, 1.0, ends))
+
+    def bound(self, grid, edges, brackets) -> np.ndarray:
+        """The bound (G, m) of θ·s between each point's brackets a ≤ b: s_b·θ-end-high(a) on
+        the upper side, s_a·θ-end-low(b) on the lower."""
+        (high, low), (a, b) = edges, brackets
+        cols = np.arange(grid.shape[1])
+        return grid[b, cols] * high if self.side < 0 else self._times(grid[a, cols], low)
+
+    def live(self, grid, capital, known) -> np.ndarray:
+        """The midpoints (G, m) of the intervals between evaluated points not pinned whose
+        bound is not beyond the best point reached (they may hold it, or cells beyond it)."""
+        ends, pinned, edges, (prev, nxt) = self.ends(capital, known)
+        worst_of = np.max if self.side < 0 else np.min
+        reached = worst_of(self.points(grid, ends, pinned), axis=0)
+        bound = self.bound(grid, edges, (prev, nxt))
+        live = bound >= reached if self.side < 0 else bound <= reached
+        index = np.arange(grid.shape[0])[:, None]
+        return ~pinned & live & (index == (prev + nxt) // 2)
+
+    def cells(self, grid, capital, known):
+        """Each cell's value (G − 1, m) — exact where the end it takes is pinned (``exact``),
+        else the bound of the evaluated points around it — and the points' values (G, m)."""
+        ends, pinned, (high, low), (prev, nxt) = self.ends(capital, known)
+        points = self.points(grid, ends, pinned)
+        if self.side < 0:  # the cell's largest θ is at its smallest s
+            exact, value = pinned[:-1], grid[1:] * ends[:-1]
+        else:
+            exact, value = pinned[1:], self._times(grid[:-1], ends[1:])
+        bounds = self.bound(grid, (high[:-1], low[1:]), (prev[:-1], nxt[1:]))
+        return np.where(exact, value, bounds), exact, points
+
+
+def _brackets(known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point (G, m) the last known point at or before it and the first at or after it
+    (the grids' ends are always known)."""
+    G = known.shape[0]
+    index = np.arange(G)[:, None]
+    prev = np.maximum.accumulate(np.where(known, index, 0), axis=0)
+    nxt = np.minimum.accumulate(np.where(known, index, G - 1)[::-1], axis=0)[::-1]
+    return prev, nxt
 
 
 #: θ values of the table θ's end is read from at any budget (:func:`_theta_table`): its
