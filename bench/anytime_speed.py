@@ -24,11 +24,18 @@ machine one fresh process's CPU moves by a second or more with the load.  ``--ag
 ``receval``) runs that code's cold processes interleaved with these, run for run, and stores
 its figures as ``against_*``: before and after measured in one session.
 
+The bootstrap is the same code on both sides, and its CPU moves most between fresh processes
+(OpenBLAS's threads spin while they wait): with ``--against``, ``*_cold_cpu_ratio_pooled``
+divides each side's cold anytime CPU by the least bootstrap CPU of both sides' runs.
+``--child-env NAME=VALUE`` (repeatable) sets a variable in every cold child, e.g.
+``OPENBLAS_NUM_THREADS=1`` (the bootstrap without its BLAS threads' waiting).
+
 ``--label`` names the code measured (e.g. ``before``/``after``); results are merged into
 ``bench/results/anytime_speed.json`` under it.
 
 Usage: PYTHONPATH=<checkout> python bench/anytime_speed.py [--label after] [--seed 1]
        [--reference /tmp/speed-ref/anytime] [--asymptotic] [--cold-repeat 3] [--against DIR]
+       [--child-env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -51,14 +58,19 @@ def timed(func):
     return run.value, run.cpu, run.wall
 
 
+#: variables set in every cold child's environment (``--child-env``)
+CHILD_ENV: dict[str, str] = {}
+
+
 def cold(task: str, intervals: str, out: Path, checkout: Path | None = None) -> tuple[float, float]:
     """CPU (user + system of the child) and wall seconds of the CLI in a fresh process (of the
-    receval in ``checkout``, a folder holding the package, when given)."""
+    receval in ``checkout``, a folder holding the package, when given; with
+    :data:`CHILD_ENV`)."""
     cmd = [sys.executable, "-m", "receval.cli", "score", task, "--intervals", intervals,
            "--no-report", "--quiet", "--out", str(out)]  # fmt: skip
-    env = None
+    env = dict(os.environ, **CHILD_ENV) if CHILD_ENV else None
     if checkout is not None:
-        env = dict(os.environ, PYTHONPATH=str(checkout))
+        env = dict(env or os.environ, PYTHONPATH=str(checkout))
     child = harness.run_child(cmd, env=env)
     return child.cpu, child.wall
 
@@ -116,6 +128,17 @@ def warm_anytime(receval, betting, task, seed: int, intervals: str, repeat: int)
     return runs[0][0], cpu, wall, counts
 
 
+def pooled_ratios(both: dict, kinds: list[str]) -> dict:
+    """Per side and method, cold anytime CPU over the least bootstrap CPU of both sides."""
+    boot = min(both["", "bootstrap"][0], both["against_", "bootstrap"][0])
+    out = {}
+    for kind in kinds:
+        key = kind.replace("-", "_")
+        for prefix in ("", "against_"):
+            out[f"{prefix}{key}_cold_cpu_ratio_pooled"] = round(both[prefix, kind][0] / boot, 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = harness.parser(__doc__, seed=1)
     parser.add_argument("--label", default="after")
@@ -129,7 +152,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--against", type=Path, default=None,
                         help="a second checkout (folder holding its receval package) whose cold "
                         "runs are interleaved with these: before and after in one session")  # fmt: skip
+    parser.add_argument("--child-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable set in every cold child (repeatable)")  # fmt: skip
     args = harness.parse(parser, argv)
+    CHILD_ENV.update(item.split("=", 1) for item in args.child_env)
     import receval
 
     try:
@@ -150,8 +176,11 @@ def main(argv: list[str] | None = None) -> None:
         "bootstrap_cold_wall_s": round(both["", "bootstrap"][1], 2),
         "bootstrap_cpu_s": round(boot_cpu, 2), "bootstrap_wall_s": round(boot_wall, 2),
     }  # fmt: skip
+    if CHILD_ENV:
+        figures["child_env"] = dict(CHILD_ENV)
     if args.against is not None:
         figures["against"] = str(args.against)
+        figures.update(pooled_ratios(both, kinds))
         for kind in ["bootstrap", *kinds]:
             key = kind.replace("-", "_")
             figures[f"against_{key}_cold_cpu_s"] = round(both["against_", kind][0], 2)

@@ -99,8 +99,8 @@ def test_the_readme_demo_is_publishable(readme_demo):
     assert re.search(r"receval score data/kbp-sim .*--target-recall ([0-9.]+)", text)
     proc, out = readme_demo
     assert proc.returncode == 0, proc.stderr
-    board = pd.read_csv(out / "leaderboard.csv")
-    notes = board["note"].fillna("").astype(str)
+    board = pd.read_csv(out / "leaderboard.csv", dtype={"note": str})
+    notes = board["note"].fillna("")
     noted = notes[notes != ""]
     assert len(noted) <= 0.2 * len(board), noted.tolist()
     assert not noted.str.contains("falls short").any()
