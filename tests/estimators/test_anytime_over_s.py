@@ -128,3 +128,27 @@ def test_popularity_strata_are_those_of_unique_pairs_and_add_at(rows):
         np.add.at(count, (pairs[1], of_fact[pairs[0]]), 1.0)
     assert np.array_equal(got.of_fact, of_fact)
     assert np.array_equal(got.mass, mass) and np.array_equal(got.count, count)
+
+
+@pytest.mark.parametrize("seed, alias_rate", [(2, 0.0), (4, 0.0), (6, 0.25)])
+def test_recall_lower_capital_falls_with_s_where_it_is_not_proven(tmp_path, seed, alias_rate):
+    """The lower end's cells are bounded by C at the cell's upper s, which assumes recall's
+    lower capital (running maximum) falls with s; the bet's truncation can break that at steps
+    with a negative term, so it is measured, not proven (docs/methods/anytime.md). Simulated
+    tasks, one with aliases: on 2,001 values of s it never rises."""
+    from receval.estimators.anytime import sequences
+    from receval.estimators.anytime.betting import _capitals
+    from receval.simulation import SimulationConfig, simulate_task
+    from receval.task import load_task
+
+    config = SimulationConfig(systems=8, queries=30, per_system=60, exhaustive_facts=40,
+                              alias_rate=alias_rate)  # fmt: skip
+    calls, _ = _recorded_calls(load_task(simulate_task(tmp_path / "w", config, seed=seed)))
+    lower = [nu for _, nu, _, side in calls if side > 0]
+    assert lower
+    for streams, bets in lower:
+        grid = np.repeat(np.linspace(0.0, 1.0, 2001)[:, None], streams.shape[0], axis=1)
+        rises = np.diff(_capitals(streams, bets, grid, 1, True), axis=0)
+        assert rises.max() <= 1e-9, rises.max()
+    # the case that needs the measurement: the truncated bet grows with s at some steps
+    assert not all(sequences._monotone_in_s(*nu, +1) for nu in lower)
