@@ -320,49 +320,15 @@ def _entries(f, code, query, levels, kinds: SamplerKinds, probs: PairProbabiliti
 def _slice(f, code, key, query, entries, kinds, targets, values, graded_keys, per_query):
     """One slice's (Lᵀ R (2m × (C + 1)U), jp (C, m), scored (m,)): L = [A | T] as in
     :func:`receval.engine.judge_stream._slice_sums`, R = [P/q₀ | P v_0/q₀ | …] with P the
-    facts' (fact × kind) probabilities ``entries``."""
-    from receval.engine.judge_stream import CHUNK_CELLS
+    facts' (fact × kind) probabilities ``entries``
+    (:func:`receval.engine.judge_stream.slice_products`)."""
+    from receval.engine.judge_stream import slice_products
 
-    m, U, C = targets.shape[0], kinds.size, values.shape[0]
-    n = key.size
     e_f, e_col, e_p = entries
-    q0 = np.bincount(e_f, weights=e_p * kinds.share[e_col], minlength=n)
-    t = targets[code, query[f]]
-    v = values[:, key]  # (C, n)
-    jp = np.stack([np.bincount(code, weights=t * v[j][f], minlength=m) for j in range(C)])
-    scored = np.bincount(code, weights=(key[f] < graded_keys).astype(float), minlength=m)
-    with np.errstate(divide="ignore"):
-        inv = np.where(q0 > 0, 1.0 / q0, 0.0)
-    weights = np.vstack([inv, v * inv]).T  # (n, C + 1)
-    out = np.zeros((2 * m, (C + 1) * U))
-    order = np.argsort(f, kind="stable")
-    f, code, t = f[order], code[order], t[order]
-    rows = max(1, CHUNK_CELLS // (max(m, U) * (C + 3)))
-    starts = np.arange(0, n, rows)
-    if per_query is not None:
-        starts = np.union1d(starts, np.flatnonzero(np.diff(query)) + 1)
-    ends = np.append(starts[1:], n)
-    bounds = np.searchsorted(f, np.append(starts, n))
-    e_bounds = np.searchsorted(e_f, np.append(starts, n))
-    for b in range(starts.size):
-        lo, hi = bounds[b], bounds[b + 1]
-        if lo == hi:
-            continue
-        first, size = int(starts[b]), int(ends[b] - starts[b])
-        left = np.zeros((size, 2 * m))
-        local = f[lo:hi] - first
-        left[local, code[lo:hi]] = 1.0
-        left[local, m + code[lo:hi]] = t[lo:hi]
-        P = np.zeros((size, U))
-        e_lo, e_hi = e_bounds[b], e_bounds[b + 1]
-        P[e_f[e_lo:e_hi] - first, e_col[e_lo:e_hi]] = e_p[e_lo:e_hi]
-        w = weights[first : first + size]
-        right = (P[:, None, :] * w[:, :, None]).reshape(size, (C + 1) * U)
-        block = left.T @ right
-        out += block
-        if per_query is not None:
-            per_query[query[first]] += block
-    return out, jp, scored
+    q0 = np.bincount(e_f, weights=e_p * kinds.share[e_col], minlength=key.size)
+    return slice_products(
+        f, code, key, query, q0, targets, values, graded_keys, per_query, entries, kinds.size
+    )
 
 
 def class_design_sums(

@@ -191,13 +191,26 @@ def _read_slice(engine: Engine, lo: int, hi: int, graded_keys: int):
 
 def _slice_sums(f, code, key, query, c, targets, values, graded_keys, per_query=None):
     """One slice's (Lᵀ R (2m × (C + 1)m), jp (C, m), scored (m,)), L = [A | T] and
-    R = [A/q₀ | A v_0/q₀ | …] over the slice's facts with q₀ > 0 (dense products of
-    :data:`CHUNK_CELLS`-sized blocks of facts); each block's product also added to
-    ``per_query`` (Q, 2m, (C + 1)m) at its query when given (blocks then end where a query
-    does: a query's facts are consecutive in f)."""
-    m, C = c.size, values.shape[0]
+    R = [A/q₀ | A v_0/q₀ | …] over the slice's facts with q₀ > 0 (:func:`slice_products` with
+    each fact's own systems as the draws' probabilities: uniform rounds)."""
+    q0 = np.bincount(f, weights=c[code], minlength=key.size)
+    return slice_products(f, code, key, query, q0, targets, values, graded_keys, per_query)
+
+
+def slice_products(
+    f, code, key, query, q0, targets, values, graded_keys, per_query=None, entries=None, width=None
+):
+    """One slice's (Lᵀ R (2m × (C + 1)·width), jp (C, m), scored (m,)): L = [A | T] and
+    R = [P/q₀ | P v_0/q₀ | …] over the slice's facts with q₀ > 0, P the facts' probabilities
+    per column — A itself (width m) without ``entries``, else the (fact, column, p) ``entries``
+    sorted by fact (width columns: the sampler kinds of
+    :func:`receval.engine.judge_designs.design_sums`).  Dense products of
+    :data:`CHUNK_CELLS`-sized blocks of facts; each block's product also added to
+    ``per_query`` (Q, 2m, (C + 1)·width) at its query when given (blocks then end where a
+    query does: a query's facts are consecutive in f)."""
+    m, C = targets.shape[0], values.shape[0]
+    width = m if width is None else width
     n = key.size
-    q0 = np.bincount(f, weights=c[code], minlength=n)
     t = targets[code, query[f]]
     v = values[:, key]  # (C, n)
     jp = np.stack([np.bincount(code, weights=t * v[j][f], minlength=m) for j in range(C)])
@@ -205,15 +218,17 @@ def _slice_sums(f, code, key, query, c, targets, values, graded_keys, per_query=
     with np.errstate(divide="ignore"):
         inv = np.where(q0 > 0, 1.0 / q0, 0.0)
     weights = np.vstack([inv, v * inv]).T  # (n, C + 1)
-    out = np.zeros((2 * m, (C + 1) * m))
+    out = np.zeros((2 * m, (C + 1) * width))
     order = np.argsort(f, kind="stable")
     f, code, t = f[order], code[order], t[order]
-    rows = max(1, CHUNK_CELLS // (m * (C + 3)))
+    rows = max(1, CHUNK_CELLS // (max(m, width) * (C + 3)))
     starts = np.arange(0, n, rows)
     if per_query is not None:
         starts = np.union1d(starts, np.flatnonzero(np.diff(query)) + 1)
     ends = np.append(starts[1:], n)
     bounds = np.searchsorted(f, np.append(starts, n))
+    if entries is not None:
+        e_bounds = np.searchsorted(entries[0], np.append(starts, n))
     for b in range(starts.size):
         lo, hi = bounds[b], bounds[b + 1]
         if lo == hi:
@@ -224,10 +239,23 @@ def _slice_sums(f, code, key, query, c, targets, values, graded_keys, per_query=
         left = np.zeros((size, 2 * m))
         left[local, code[lo:hi]] = 1.0
         left[local, m + code[lo:hi]] = t[lo:hi]
+        if entries is None:
+            P = left[:, :m]
+        else:
+            P = _block_probabilities(entries, e_bounds[b], e_bounds[b + 1], first, size, width)
         w = weights[first : first + size]  # (size, C + 1)
-        right = (left[:, None, :m] * w[:, :, None]).reshape(size, (C + 1) * m)
+        right = (P[:, None, :] * w[:, :, None]).reshape(size, (C + 1) * width)
         block = left.T @ right
         out += block
         if per_query is not None:
             per_query[query[first]] += block
     return out, jp, scored
+
+
+def _block_probabilities(entries, e_lo: int, e_hi: int, first: int, size: int, width: int):
+    """The (size, width) probabilities of a block's facts from the (fact, column, p) entries
+    e_lo..e_hi (the block's, sorted by fact)."""
+    e_f, e_col, e_p = entries
+    P = np.zeros((size, width))
+    P[e_f[e_lo:e_hi] - first, e_col[e_lo:e_hi]] = e_p[e_lo:e_hi]
+    return P
