@@ -122,20 +122,36 @@ def class_sums(
     (per small fact) with class values ``values`` and flags ``graded``
     (:func:`class_values`); ``c`` (m,) the mixture's c_k, ``targets`` (m, Q) t_i per query
     with classes counted once; with ``by_query`` also each query's terms."""
+
+    def terms(rows):
+        return _class_terms(classes, c, targets, strings, values, graded, rows)
+
+    return sums_by_query(classes, terms, (targets.shape[1], c.size, strings.shape[0], c.size),
+                         by_query)  # fmt: skip
+
+
+def sums_by_query(classes: JudgeClasses, terms, shape: tuple, by_query: bool, mass_of=None):
+    """The pool sums of every class (``terms(rows)``: the dict of one set of classes' g1, pm,
+    gs, ps, jp, scored) and, with ``by_query``, each query's (``shape`` (Q, m, C, width) of the
+    per-query arrays; ``mass_of(rows)``, when given, each query's design mass (width,))."""
     from receval.engine.judge_stream import PoolSums
 
-    everything = _class_terms(classes, c, targets, strings, values, graded, slice(None))
+    everything = terms(slice(None))
     if not by_query:
         return PoolSums(**everything)
-    Q = targets.shape[1]
-    m, C = c.size, strings.shape[0]
-    per = {"g1": np.zeros((Q, m, m)), "pm": np.zeros((Q, m, m))}
-    per |= {"gs": np.zeros((C, Q, m, m)), "ps": np.zeros((C, Q, m, m))}
+    Q, m, C, width = shape
+    per = {"g1": np.zeros((Q, m, width)), "pm": np.zeros((Q, m, width))}
+    per |= {"gs": np.zeros((C, Q, m, width)), "ps": np.zeros((C, Q, m, width))}
+    mass_q = np.zeros((Q, width)) if mass_of is not None else None
     for q in np.unique(classes.query[classes.query >= 0]):
-        part = _class_terms(classes, c, targets, strings, values, graded, classes.query == q)
+        rows = classes.query == q
+        part = terms(rows)
         per["g1"][q], per["pm"][q] = part["g1"], part["pm"]
         per["gs"][:, q], per["ps"][:, q] = part["gs"], part["ps"]
-    queries = PoolSums(**per, jp=everything["jp"], scored=everything["scored"])
+        if mass_q is not None:
+            mass_q[q] = mass_of(rows)
+    extra = {"mass_q": mass_q} if mass_q is not None else {}
+    queries = PoolSums(**per, jp=everything["jp"], scored=everything["scored"], **extra)
     return PoolSums(**everything, by_query=queries)
 
 

@@ -344,7 +344,7 @@ def class_design_sums(
     """The classes' terms (:func:`receval.engine.judge_classes.class_sums`) over the sampler
     kinds: a class's P_u = Σ p_{k,d} over the members system k output (``designs``: the view's
     :class:`receval.engine.sampled_data.EngineDesigns`, at the small facts)."""
-    from receval.engine.judge_stream import PoolSums
+    from receval.engine.judge_classes import sums_by_query
 
     fact, code = classes.rows
     cls = classes.of[np.searchsorted(classes.group, fact)]
@@ -354,21 +354,12 @@ def class_design_sums(
         ok = col >= 0
         p = designs.at_function(design)(code[ok], fact[ok])
         np.add.at(P, (cls[ok], col[ok]), p)
-    everything = _class_terms(classes, kinds, P, targets, strings, values, graded, slice(None))
-    if not by_query:
-        return PoolSums(**everything)
-    Q, m, C, U = targets.shape[1], targets.shape[0], strings.shape[0], kinds.size
-    per = {"g1": np.zeros((Q, m, U)), "pm": np.zeros((Q, m, U))}
-    per |= {"gs": np.zeros((C, Q, m, U)), "ps": np.zeros((C, Q, m, U))}
-    mass_q = np.zeros((Q, U))
-    for q in np.unique(classes.query[classes.query >= 0]):
-        rows = classes.query == q
-        part = _class_terms(classes, kinds, P, targets, strings, values, graded, rows)
-        per["g1"][q], per["pm"][q] = part["g1"], part["pm"]
-        per["gs"][:, q], per["ps"][:, q] = part["gs"], part["ps"]
-        mass_q[q] = P[rows].sum(axis=0)
-    queries = PoolSums(**per, jp=everything["jp"], scored=everything["scored"], mass_q=mass_q)
-    return PoolSums(**everything, by_query=queries)
+
+    def terms(rows):
+        return _class_terms(classes, kinds, P, targets, strings, values, graded, rows)
+
+    shape = (targets.shape[1], targets.shape[0], strings.shape[0], kinds.size)
+    return sums_by_query(classes, terms, shape, by_query, lambda rows: P[rows].sum(axis=0))
 
 
 def _class_terms(classes, kinds, P, targets, strings, values, graded, rows) -> dict:
